@@ -1,0 +1,31 @@
+# The two commands a newcomer needs: `make run` and `make test`. Both install first.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install run test bench clean
+
+install: $(STAMP)
+
+# Re-installs only when the project's dependency files change: quick and idempotent otherwise.
+$(STAMP): pyproject.toml requirements-dev.txt
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -r requirements-dev.txt
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+run: install
+	$(BIN)/gpuwise recommend hf:bert-base-uncased --seq-len 128 --batch-size 32 --precision amp-fp16 \
+		--optimizer adamw --samples 120000 --epochs 3 --deadline 12h --provider autodl
+
+test: install
+	$(BIN)/python -m pytest -q
+
+bench: install
+	$(BIN)/python benchmarks/memory_accuracy.py
+	$(BIN)/python benchmarks/time_accuracy.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info src/*.egg-info

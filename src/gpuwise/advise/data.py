@@ -1,0 +1,110 @@
+"""What the readers hand to the analysis: a loss curve, optional gradient-noise samples, and run facts.
+
+Arrays are numpy (read-only views) inside frozen dataclasses; ``eq=False`` because arrays do not
+compare to a single bool. Steps are optimizer steps, increasing, one point per step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+import numpy as np
+
+
+def _frozen(a: np.ndarray | None, dtype: type) -> np.ndarray | None:
+    if a is None:
+        return None
+    out = np.array(a, dtype=dtype)
+    out.setflags(write=False)
+    return out
+
+
+@dataclass(frozen=True, eq=False)
+class Curve:
+    """A training-loss curve. ``loss`` may hold NaN/inf (that is a finding, not an error).
+
+    ``t_s``: wall time of each point in seconds (any origin), ``None`` when the log has none.
+    ``lr`` and ``batch_size``: per point, NaN where not logged; ``None`` when never logged.
+    """
+
+    steps: np.ndarray
+    loss: np.ndarray
+    t_s: np.ndarray | None = None
+    lr: np.ndarray | None = None
+    batch_size: np.ndarray | None = None
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "steps", _frozen(self.steps, np.int64))
+        object.__setattr__(self, "loss", _frozen(self.loss, np.float64))
+        for name in ("t_s", "lr", "batch_size"):
+            object.__setattr__(self, name, _frozen(getattr(self, name), np.float64))
+        n = len(self.steps)
+        for name in ("loss", "t_s", "lr", "batch_size"):
+            a = getattr(self, name)
+            if a is not None and len(a) != n:
+                raise ValueError(f"Curve.{name} has {len(a)} points, steps has {n}")
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    def step_time_s(self) -> float | None:
+        """Median wall seconds per optimizer step from the logged times (robust to pauses and restarts)."""
+        if self.t_s is None or len(self.steps) < 3:
+            return None
+        ok = np.isfinite(self.t_s)
+        steps, t = self.steps[ok].astype(float), self.t_s[ok]
+        if len(steps) < 3:
+            return None
+        dstep, dt = np.diff(steps), np.diff(t)
+        good = (dstep > 0) & (dt > 0)
+        if not good.any():
+            return None
+        return float(np.median(dt[good] / dstep[good]))
+
+    def last_batch_size(self) -> float | None:
+        if self.batch_size is None:
+            return None
+        finite = self.batch_size[np.isfinite(self.batch_size)]
+        return float(finite[-1]) if len(finite) else None
+
+
+@dataclass(frozen=True, eq=False)
+class GradNoiseSamples:
+    """Per-step squared gradient norms at two batch sizes (McCandlish et al. 2018, appendix A).
+
+    ``g_small_sq[i]``: |G|^2 of the gradient of the mean loss over ``b_small[i]`` samples (a micro-batch
+    or one rank's share); ``g_big_sq[i]``: the same over ``b_big[i]`` samples (the whole step).
+    """
+
+    steps: np.ndarray
+    g_small_sq: np.ndarray
+    g_big_sq: np.ndarray
+    b_small: np.ndarray
+    b_big: np.ndarray
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "steps", _frozen(self.steps, np.int64))
+        for name in ("g_small_sq", "g_big_sq", "b_small", "b_big"):
+            object.__setattr__(self, name, _frozen(getattr(self, name), np.float64))
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+
+@dataclass(frozen=True, eq=False)
+class TrainingLog:
+    """Everything a reader found: the curve, gradient-noise samples, and run facts.
+
+    ``gpu_name``: the GPU the run used (NVML name or catalog id) when the log says; ``peak_memory_bytes``:
+    the most GPU memory the process held, when the log has samples; ``meta``: the raw run-log meta.
+    """
+
+    curve: Curve
+    noise: GradNoiseSamples | None = None
+    gpu_name: str | None = None
+    gpu_count: int = 1
+    peak_memory_bytes: int | None = None
+    precision: str | None = None
+    meta: Mapping[str, str] = field(default_factory=dict)

@@ -1,0 +1,245 @@
+"""Reading catalogs from TOML: the built-in data files, the user's file, and ``--catalog FILE``.
+
+Layers apply in that order; a later layer adds GPUs and offers or replaces those with the same
+identity (a GPU's id; an offer's provider, GPU, count and spot-ness). Each file is parsed and
+validated whole before anything from it is used, so a malformed file is refused and nothing of it
+is half-loaded.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from gpuwise.catalog.model import GPU, PRECISIONS, Catalog, CatalogError, Offer
+from gpuwise.catalog.resolve import name_index, name_key
+from gpuwise.catalog.validate import gpu_problems, offer_problems
+from gpuwise.units import UnitError, parse_bytes
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+_INT, _NUM, _STR, _BOOL, _STRS = "a whole number", "a number", "a string", "true or false", "a list of strings"
+
+# TOML key -> (expected type, GPU field). `memory`/`l2` take sizes with units ("24GiB", "6MiB").
+_GPU_KEYS: dict[str, str] = {
+    "id": _STR, "name": _STR, "arch": _STR, "compute_capability": _STR, "form_factor": _STR,
+    "sm_count": _INT, "cuda_cores": _INT, "tensor_cores": _INT,
+    "memory": _STR, "memory_bytes": _INT, "l2": _STR, "l2_bytes": _INT,
+    "memory_bandwidth_gbs": _NUM, "tdp_w": _NUM, "pcie_gen": _INT, "nvlink_gbs": _NUM,
+    "peak_tflops": "a table of precision = TFLOPS", "source": _STR, "aliases": _STRS, "nvml_names": _STRS,
+    "verified": _BOOL, "notes": _STR, "based_on": _STR,
+}
+_GPU_REQUIRED = ("id", "name", "arch", "compute_capability", "sm_count", "cuda_cores", "tensor_cores",
+                 "memory_bandwidth_gbs", "peak_tflops", "tdp_w", "pcie_gen", "source")
+_OFFER_KEYS: dict[str, str] = {
+    "provider": _STR, "gpu": _STR, "gpu_id": _STR, "count": _INT, "price_per_hour": _NUM, "currency": _STR,
+    "spot": _BOOL, "source": _STR, "checked": _STR, "indicative": _BOOL,
+}
+_OFFER_REQUIRED = ("provider", "price_per_hour", "currency", "source", "checked")
+_TOP_KEYS = ("gpu", "offer")
+
+
+def user_catalog_path() -> Path:
+    """~/.config/gpuwise/catalog.toml, moved by GPUWISE_CONFIG_DIR or XDG_CONFIG_HOME."""
+    if os.environ.get("GPUWISE_CONFIG_DIR"):
+        return Path(os.environ["GPUWISE_CONFIG_DIR"]) / "catalog.toml"
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "gpuwise" / "catalog.toml"
+
+
+def load_catalog(path: str | Path | None = None, *, user_file: bool = True) -> Catalog:
+    """The built-in catalog, then the user's file (when ``user_file`` and it exists), then ``path``."""
+    catalog = builtin_catalog()
+    if user_file:
+        user = user_catalog_path()
+        if user.is_file():
+            catalog = merge_file(catalog, user)
+    if path is not None:
+        p = Path(path).expanduser()
+        if not p.is_file():
+            raise CatalogError(f"catalog file not found: {str(path)!r}")
+        catalog = merge_file(catalog, p)
+    return catalog
+
+
+@lru_cache(maxsize=1)
+def builtin_catalog() -> Catalog:
+    """The shipped GPUs and indicative offers (parsed once per process)."""
+    data = resources.files("gpuwise.catalog") / "data"
+    catalog = Catalog(gpus=())
+    for name in ("gpus.toml", "offers.toml"):
+        text = (data / name).read_text(encoding="utf-8")
+        catalog = merge_text(catalog, text, f"<built-in {name}>", offers_indicative=True)
+    return catalog
+
+
+def merge_file(catalog: Catalog, path: Path) -> Catalog:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CatalogError(f"{path}: cannot read catalog file: {exc}") from None
+    return merge_text(catalog, text, str(path), offers_indicative=False)
+
+
+def merge_text(catalog: Catalog, text: str, origin: str, *, offers_indicative: bool) -> Catalog:
+    """``catalog`` with the GPUs and offers of one TOML document added or replaced."""
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise CatalogError(f"{origin}: not valid TOML: {exc}") from None
+    for key in doc:
+        if key not in _TOP_KEYS:
+            raise CatalogError(f"{origin}: unknown key {key!r} (a catalog has [[gpu]] and [[offer]] tables)")
+    gpu_tables = _tables(doc, "gpu", origin)
+    offer_tables = _tables(doc, "offer", origin)
+
+    gpus = {g.id: g for g in catalog.gpus}
+    for i, table in enumerate(gpu_tables):
+        gpu = _parse_gpu(table, f"{origin}: gpu[{i}]", gpus)
+        gpus[gpu.id] = gpu
+    try:
+        index = name_index(list(gpus.values()))
+    except CatalogError as exc:
+        raise CatalogError(f"{origin}: {exc}") from None
+
+    offers = {_offer_identity(o): o for o in catalog.offers}
+    for i, table in enumerate(offer_tables):
+        offer = _parse_offer(table, f"{origin}: offer[{i}]", index, offers_indicative)
+        offers[_offer_identity(offer)] = offer
+    return Catalog(gpus=tuple(gpus.values()), offers=tuple(offers.values()))
+
+
+def _tables(doc: dict[str, Any], key: str, origin: str) -> list[dict[str, Any]]:
+    tables = doc.get(key, [])
+    if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
+        raise CatalogError(f"{origin}: key {key!r} must be an array of tables, written [[{key}]]")
+    return tables
+
+
+def _offer_identity(o: Offer) -> tuple[str, str, int, bool]:
+    return (o.provider.lower(), o.gpu_id, o.count, o.spot)
+
+
+def _check_types(table: dict[str, Any], where: str, schema: dict[str, str], required: tuple[str, ...]) -> None:
+    for key, value in table.items():
+        if key not in schema:
+            raise CatalogError(f"{where}: unknown key {key!r} (known keys: {', '.join(schema)})")
+        if not _has_type(value, schema[key]):
+            raise CatalogError(f"{where}: key {key!r} must be {schema[key]}, got {value!r}")
+    for key in required:
+        if key not in table:
+            raise CatalogError(f"{where}: key {key!r} is missing")
+
+
+def _has_type(value: Any, kind: str) -> bool:
+    if kind == _INT:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == _NUM:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind == _STR:
+        return isinstance(value, str)
+    if kind == _BOOL:
+        return isinstance(value, bool)
+    if kind == _STRS:
+        return isinstance(value, list) and all(isinstance(v, str) for v in value)
+    return isinstance(value, dict)
+
+
+def _size(table: dict[str, Any], key: str, where: str) -> int | None:
+    """A size given as `key = "24GiB"` or `key_bytes = 25769803776`; None when neither is given."""
+    if key in table and f"{key}_bytes" in table:
+        raise CatalogError(f"{where}: give {key!r} or {key + '_bytes'!r}, not both")
+    if f"{key}_bytes" in table:
+        return table[f"{key}_bytes"]
+    if key in table:
+        try:
+            return parse_bytes(table[key])
+        except UnitError as exc:
+            raise CatalogError(f"{where}: key {key!r}: {exc}") from None
+    return None
+
+
+def _parse_gpu(table: dict[str, Any], where: str, known: dict[str, GPU]) -> GPU:
+    if "id" in table:
+        where = f"{where} ({table['id']!r})"
+    base_name = table.get("based_on")
+    base: dict[str, Any] = {}
+    if isinstance(base_name, str):
+        # A variant of a known GPU: inherit its datasheet, override what is given.
+        index = {name_key(n): g for g in known.values() for n in (g.id, g.name, *g.aliases, *g.nvml_names)}
+        parent = index.get(name_key(base_name))
+        if parent is None:
+            raise CatalogError(f"{where}: key 'based_on': unknown GPU {base_name!r}")
+        base = dataclasses.asdict(parent)
+        base["peak_tflops"] = dict(parent.peak_tflops)
+        if table.get("id", parent.id) != parent.id:  # a new GPU must not steal the parent's names
+            base.update(aliases=(), nvml_names=(), name=table.get("id"))
+        base["verified"] = False
+    required = ("id",) if base else _GPU_REQUIRED
+    _check_types(table, where, _GPU_KEYS, required)
+
+    memory = _size(table, "memory", where)
+    l2 = _size(table, "l2", where)
+    if memory is None and "memory_bytes" not in base:
+        raise CatalogError(f"{where}: key 'memory' is missing (e.g. memory = \"24GiB\")")
+    if l2 is None and "l2_bytes" not in base:
+        raise CatalogError(f"{where}: key 'l2' is missing (e.g. l2 = \"6MiB\")")
+
+    rates = dict(base.get("peak_tflops", {}))
+    for p, v in table.get("peak_tflops", {}).items():
+        if p not in PRECISIONS:
+            raise CatalogError(f"{where}: key 'peak_tflops.{p}': unknown precision (use {', '.join(PRECISIONS)})")
+        if not _has_type(v, _NUM):
+            raise CatalogError(f"{where}: key 'peak_tflops.{p}' must be a number of TFLOPS, got {v!r}")
+        rates[p] = float(v)
+    if "peak_tflops" in table and not base:
+        rates = {p: rates.get(p) for p in PRECISIONS}  # an omitted precision is one the GPU lacks
+
+    fields = dict(base)
+    fields.update({k: v for k, v in table.items() if k not in ("memory", "l2", "based_on", "peak_tflops")})
+    fields.update(peak_tflops={p: rates.get(p) for p in PRECISIONS})
+    if memory is not None:
+        fields["memory_bytes"] = memory
+    if l2 is not None:
+        fields["l2_bytes"] = l2
+    fields["aliases"] = tuple(fields.get("aliases", ()))
+    fields["nvml_names"] = tuple(fields.get("nvml_names", ()))
+    for key in ("memory_bandwidth_gbs", "tdp_w", "nvlink_gbs"):
+        if fields.get(key) is not None:
+            fields[key] = float(fields[key])
+    fields.setdefault("nvlink_gbs", None)
+    gpu = GPU(**fields)
+    problems = gpu_problems(gpu)
+    if problems:
+        key, what = problems[0]
+        raise CatalogError(f"{where}: key {key!r}: {what}")
+    return gpu
+
+
+def _parse_offer(table: dict[str, Any], where: str, index: dict[str, GPU], indicative: bool) -> Offer:
+    _check_types(table, where, _OFFER_KEYS, _OFFER_REQUIRED)
+    if ("gpu" in table) == ("gpu_id" in table):
+        raise CatalogError(f"{where}: give the GPU as key 'gpu' (any name of a known GPU)")
+    gpu_name = table.get("gpu", table.get("gpu_id"))
+    gpu = index.get(name_key(gpu_name))
+    if gpu is None:
+        raise CatalogError(f"{where}: key 'gpu': unknown GPU {gpu_name!r} (add it as a [[gpu]] table first)")
+    offer = Offer(
+        provider=table["provider"], gpu_id=gpu.id, count=table.get("count", 1),
+        price_per_hour=float(table["price_per_hour"]) if _has_type(table["price_per_hour"], _NUM) else 0.0,
+        currency=table["currency"], spot=table.get("spot", False), source=table["source"],
+        checked=table["checked"], indicative=table.get("indicative", indicative),
+    )
+    problems = offer_problems(offer)
+    if problems:
+        key, what = problems[0]
+        raise CatalogError(f"{where}: key {key!r}: {what}")
+    return offer

@@ -1,0 +1,77 @@
+"""The catalog's data: GPU specs and price offers, kept apart (a price changes weekly, a spec never)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from gpuwise.errors import GpuwiseError
+
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8", "int8")
+
+
+class CatalogError(GpuwiseError):
+    pass
+
+
+@dataclass(frozen=True)
+class GPU:
+    """One GPU model's datasheet. Rates are dense (no 2:4 sparsity), in TFLOPS (TOPS for int8).
+
+    ``peak_tflops['fp16']``/``['bf16']`` are tensor-core rates with fp32 accumulation, which is what
+    PyTorch uses (GeForce cards run these at half their fp16-accumulate rate). ``None`` where the GPU
+    lacks the precision (no bf16 on T4/V100, no tf32 before Ampere).
+    """
+
+    id: str                      # canonical, lower-case: "a100-40gb-sxm4"
+    name: str                    # human: "NVIDIA A100 40GB SXM4"
+    arch: str                    # "turing", "volta", "ampere", "ada", "hopper", "blackwell"
+    compute_capability: str      # "8.0"
+    sm_count: int
+    cuda_cores: int
+    tensor_cores: int
+    memory_bytes: int
+    memory_bandwidth_gbs: float  # GB/s, decimal
+    l2_bytes: int
+    peak_tflops: Mapping[str, float | None]
+    tdp_w: float
+    pcie_gen: int
+    nvlink_gbs: float | None     # total bidirectional NVLink bandwidth per GPU, GB/s; None without
+    source: str
+    aliases: tuple[str, ...] = ()
+    nvml_names: tuple[str, ...] = ()
+    form_factor: str = ""        # "SXM4", "PCIe", ...
+    verified: bool = True        # False: datasheet figures not cross-checked
+    notes: str = ""
+
+    def peak(self, precision: str) -> float | None:
+        return self.peak_tflops.get(precision)
+
+    @property
+    def has_bf16(self) -> bool:
+        return self.peak_tflops.get("bf16") is not None
+
+
+@dataclass(frozen=True)
+class Offer:
+    """A price somebody asks for renting ``count`` of one GPU for an hour."""
+
+    provider: str
+    gpu_id: str
+    count: int
+    price_per_hour: float        # for all ``count`` GPUs together
+    currency: str                # ISO code: "CNY", "USD"
+    spot: bool
+    source: str
+    checked: str                 # ISO date the price was checked: "2026-11-20"
+    indicative: bool = True      # shipped example price, not a live quote
+
+    @property
+    def price_per_gpu_hour(self) -> float:
+        return self.price_per_hour / self.count
+
+
+@dataclass(frozen=True)
+class Catalog:
+    gpus: tuple[GPU, ...]
+    offers: tuple[Offer, ...] = field(default=())

@@ -1,0 +1,77 @@
+"""One resolver for GPU names, used by every command: canonical id, alias, or the name NVML reports.
+
+Names are compared by a key that ignores case, the vendor prefixes NVML adds ("NVIDIA ", "Tesla ",
+"GeForce ") and the separators people type differently ('_', '-', spaces): so ``Tesla_T4``,
+``t4``, ``NVIDIA A100-SXM4-40GB`` and ``a100 sxm4 40gb`` all find their GPU.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+
+from gpuwise.catalog.model import GPU, Catalog, CatalogError, Offer
+
+_PREFIXES = ("nvidia", "tesla", "geforce", "quadro")
+_SEPARATORS = re.compile(r"[\s_\-]+")
+
+
+def name_key(name: str) -> str:
+    """The comparison key of a GPU name: lower case, vendor prefixes and separators removed."""
+    words = _SEPARATORS.sub(" ", str(name).strip().lower()).split()
+    while len(words) > 1 and words[0] in _PREFIXES:
+        words = words[1:]
+    return "".join(words)
+
+
+def gpu_names(gpu: GPU) -> tuple[str, ...]:
+    """Every name the GPU answers to, canonical id first."""
+    return (gpu.id, gpu.name, *gpu.aliases, *gpu.nvml_names)
+
+
+def name_index(gpus: tuple[GPU, ...] | list[GPU]) -> dict[str, GPU]:
+    """key -> GPU. Raises CatalogError when two GPUs claim the same name (the catalog would be ambiguous)."""
+    index: dict[str, GPU] = {}
+    for gpu in gpus:
+        for name in gpu_names(gpu):
+            key = name_key(name)
+            other = index.get(key)
+            if other is not None and other.id != gpu.id:
+                raise CatalogError(f"GPU name {name!r} of {gpu.id!r} is already a name of {other.id!r}")
+            index[key] = gpu
+    return index
+
+
+def resolve_gpu(catalog: Catalog, name: str) -> GPU:
+    """The GPU called ``name``; CatalogError naming it, with the closest known GPUs, when none is."""
+    index = name_index(catalog.gpus)
+    gpu = index.get(name_key(name))
+    if gpu is None:
+        raise CatalogError(f"unknown GPU {name!r}{_suggest(name, index)}")
+    return gpu
+
+
+def _suggest(name: str, index: dict[str, GPU]) -> str:
+    close = difflib.get_close_matches(name_key(name), list(index), n=8, cutoff=0.6)
+    ids: list[str] = []
+    for key in close:
+        if index[key].id not in ids:
+            ids.append(index[key].id)
+    if not ids:
+        return " (run `gpuwise gpus` to list the known GPUs)"
+    return f" (did you mean: {', '.join(ids[:3])}?)"
+
+
+def offers_for(catalog: Catalog, gpu_id: str, *, provider: str | None = None, spot: bool | None = None) -> list[Offer]:
+    """Offers for one GPU (any name that resolves), cheapest per GPU-hour first.
+
+    ``provider`` matches case-insensitively; ``spot`` None means on-demand and spot alike.
+    """
+    gid = resolve_gpu(catalog, gpu_id).id
+    found = [
+        o for o in catalog.offers
+        if o.gpu_id == gid
+        and (provider is None or o.provider.lower() == provider.lower())
+        and (spot is None or o.spot == spot)
+    ]
+    return sorted(found, key=lambda o: (o.currency, o.price_per_gpu_hour, o.count, o.provider))

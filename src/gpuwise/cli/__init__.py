@@ -1,0 +1,1 @@
+"""The command line: thin typer commands over the parts. Nothing imports this package."""

@@ -1,0 +1,99 @@
+"""What every command shares: output (rich or JSON), and the workload options with their names."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.console import Console
+
+from gpuwise.workload import Workload, WorkloadError
+
+# Human output goes to stdout through rich; with --json, stdout carries one JSON object and nothing else.
+console = Console(highlight=False)
+err_console = Console(stderr=True, highlight=False)
+
+
+def print_json(obj: Any) -> None:
+    json.dump(obj, sys.stdout, indent=2, default=_json_default, ensure_ascii=False)
+    sys.stdout.write("\n")
+
+
+def _json_default(o: Any) -> Any:
+    if hasattr(o, "to_dict"):
+        return o.to_dict()
+    if isinstance(o, (set, frozenset, tuple)):
+        return list(o)
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout and nothing else.")]
+CatalogOpt = Annotated[
+    Optional[str], typer.Option("--catalog", help="A catalog TOML file adding or overriding GPUs and offers.")
+]
+
+# Workload options: the same names on every command that takes a workload (DESIGN.md).
+BatchSizeOpt = Annotated[str, typer.Option("--batch-size", "-b", help="Micro-batch per GPU, or 'auto' where supported.")]
+SeqLenOpt = Annotated[Optional[int], typer.Option("--seq-len", help="Tokens per sample (text models).")]
+ImageSizeOpt = Annotated[Optional[int], typer.Option("--image-size", help="Image side in pixels (vision models).")]
+PrecisionOpt = Annotated[str, typer.Option("--precision", help="fp32, tf32, amp-fp16, amp-bf16, fp16, bf16.")]
+OptimizerOpt = Annotated[
+    str, typer.Option("--optimizer", help="none, sgd, momentum, adam, adamw, adamw-8bit, adafactor, lion.")
+]
+ModeOpt = Annotated[str, typer.Option("--mode", help="train or infer.")]
+GradCkptOpt = Annotated[bool, typer.Option("--grad-checkpointing", help="Recompute activations in backward.")]
+ChannelsLastOpt = Annotated[bool, typer.Option("--channels-last", help="NHWC memory format for convolutions.")]
+GradAccumOpt = Annotated[int, typer.Option("--grad-accum", help="Micro-batches per optimizer step.")]
+FinetuneOpt = Annotated[str, typer.Option("--finetune", help="full, freeze, lora, qlora.")]
+LoraRankOpt = Annotated[int, typer.Option("--lora-rank", help="LoRA rank r.")]
+LoraTargetsOpt = Annotated[
+    Optional[str], typer.Option("--lora-targets", help="Comma-separated module names (default: all linear layers).")
+]
+QuantOpt = Annotated[str, typer.Option("--quant", help="Base weights: none, int8, nf4.")]
+MaxNewTokensOpt = Annotated[int, typer.Option("--max-new-tokens", help="Tokens to generate (--mode infer).")]
+NumGpusOpt = Annotated[int, typer.Option("--num-gpus", help="GPUs the job is spread over.")]
+ShardingOpt = Annotated[str, typer.Option("--sharding", help="ddp, zero1, zero2, zero3, fsdp.")]
+OffloadOpt = Annotated[str, typer.Option("--offload", help="none, optimizer, params (to CPU memory).")]
+
+
+def build_workload(
+    model: str,
+    *,
+    batch_size: int,
+    seq_len: int | None = None,
+    image_size: int | None = None,
+    precision: str = "fp32",
+    optimizer: str = "adamw",
+    mode: str = "train",
+    grad_checkpointing: bool = False,
+    channels_last: bool = False,
+    grad_accum: int = 1,
+    finetune: str = "full",
+    lora_rank: int = 16,
+    lora_targets: str | None = None,
+    quant: str = "none",
+    max_new_tokens: int = 0,
+    num_gpus: int = 1,
+    sharding: str = "ddp",
+    offload: str = "none",
+) -> Workload:
+    targets = tuple(t.strip() for t in lora_targets.split(",") if t.strip()) if lora_targets else ()
+    return Workload(
+        model=model, batch_size=batch_size, seq_len=seq_len, image_size=image_size, precision=precision,
+        optimizer=optimizer, mode=mode, grad_checkpointing=grad_checkpointing, channels_last=channels_last,
+        grad_accum_steps=grad_accum, finetune=finetune, lora_rank=lora_rank, lora_targets=targets, quant=quant,
+        max_new_tokens=max_new_tokens, num_gpus=num_gpus, sharding=sharding, offload=offload,
+    )
+
+
+def parse_batch_size(text: str, *, allow_auto: bool = False) -> int | None:
+    """An int, or None for 'auto' where the command allows it."""
+    if allow_auto and text.strip().lower() == "auto":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        hint = " or 'auto'" if allow_auto else ""
+        raise WorkloadError(f"--batch-size must be a whole number{hint}, got {text!r}") from None

@@ -1,0 +1,23 @@
+"""The root of gpuwise's errors.
+
+Each part defines one error type derived from :class:`GpuwiseError` (``CatalogError``,
+``WorkloadError``, ...). The CLI turns any ``GpuwiseError`` into exit code 2 and one line on
+stderr; anything else is a bug and exits 1.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class GpuwiseError(Exception):
+    """Bad input from the user: the message is one line that names the bad value."""
+
+
+def did_you_mean(value: str, choices: Iterable[str], n: int = 3) -> str:
+    """A ' (did you mean: a, b?)' suffix with the closest valid choices, or '' when none is close."""
+    close = difflib.get_close_matches(value.lower(), [c.lower() for c in choices], n=n, cutoff=0.5)
+    by_lower = {c.lower(): c for c in choices}
+    close = [by_lower[c] for c in close]
+    return f" (did you mean: {', '.join(close)}?)" if close else ""

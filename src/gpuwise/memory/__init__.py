@@ -1,0 +1,1 @@
+"""gpuwise.memory"""

@@ -1,0 +1,180 @@
+"""The run log: one SQLite file (WAL mode) per run, shared by monitor, guard, report and advise.
+
+Why SQLite in WAL mode: every committed row survives a killed writer (crash-safe), readers (``gpuwise
+report`` while a run goes on, pandas' ``read_sql``) never block the writer, and memory stays bounded
+however long the run is because rows live on disk. Writers commit at least once a second, so a killed
+sampler loses at most the last second.
+
+Tables (documented in docs/runlog.md; columns may be added, never renamed):
+
+- ``meta(key TEXT PRIMARY KEY, value TEXT)``: command, host, start time, gpuwise version, workload JSON.
+- ``gpu_samples``: one row per GPU per sample (see ``GPU_SAMPLE_COLUMNS``); NULL where NVML lacks the field.
+- ``train_metrics(t_s, step, name, value)``: loss, lr, batch_size, micro_batch_size, grad_norm, ...
+  written by ``gpuwise.guard`` and read by ``gpuwise advise``.
+- ``events(t_s, kind, message)``: checkpoint saved, OOM recovered, GPU lost, preempted, ...
+
+Times ``t_s`` are Unix seconds (float).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from gpuwise.errors import GpuwiseError
+
+SCHEMA_VERSION = 1
+
+# (name, SQL type). Units in names; NULL = not supported / not reported.
+GPU_SAMPLE_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("t_s", "REAL NOT NULL"),
+    ("gpu_index", "INTEGER NOT NULL"),
+    ("uuid", "TEXT"),
+    ("name", "TEXT"),
+    ("utilization_pct", "REAL"),          # share of the sample period in which any kernel ran
+    ("memory_util_pct", "REAL"),
+    ("memory_used_bytes", "INTEGER"),
+    ("memory_total_bytes", "INTEGER"),
+    ("process_memory_bytes", "INTEGER"),  # sum over the watched processes, where the driver tells
+    ("power_w", "REAL"),
+    ("temperature_c", "REAL"),
+    ("sm_clock_mhz", "REAL"),
+    ("mem_clock_mhz", "REAL"),
+    ("pcie_tx_bytes_per_s", "REAL"),
+    ("pcie_rx_bytes_per_s", "REAL"),
+    ("sm_activity_pct", "REAL"),          # GPM (Hopper+): how busy the SMs really were
+    ("sm_occupancy_pct", "REAL"),
+    ("lost", "INTEGER NOT NULL DEFAULT 0"),  # 1: GPU fell off the bus at this sample
+)
+
+
+class RunLogError(GpuwiseError):
+    pass
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(str(path), timeout=10.0, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    return conn
+
+
+class RunLog:
+    """Append-only writer. Cheap to call per sample; commits in batches (at most ``flush_interval_s`` old)."""
+
+    def __init__(self, path: str | Path, flush_interval_s: float = 1.0) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._conn = _connect(self.path)
+        self._flush_interval_s = flush_interval_s
+        self._pending_since: float | None = None
+        self._create()
+
+    def _create(self) -> None:
+        cols = ", ".join(f"{n} {t}" for n, t in GPU_SAMPLE_COLUMNS)
+        self._conn.executescript(
+            f"""
+            CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
+            CREATE TABLE IF NOT EXISTS gpu_samples ({cols});
+            CREATE INDEX IF NOT EXISTS gpu_samples_t ON gpu_samples (t_s);
+            CREATE TABLE IF NOT EXISTS train_metrics (t_s REAL NOT NULL, step INTEGER NOT NULL,
+                                                      name TEXT NOT NULL, value REAL);
+            CREATE INDEX IF NOT EXISTS train_metrics_name ON train_metrics (name, step);
+            CREATE TABLE IF NOT EXISTS events (t_s REAL NOT NULL, kind TEXT NOT NULL, message TEXT);
+            """
+        )
+        self._conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+
+    # -- writing ---------------------------------------------------------------------------------
+    def set_meta(self, key: str, value: object) -> None:
+        text = value if isinstance(value, str) else json.dumps(value)
+        self._conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, text))
+
+    def write_gpu_samples(self, samples: Iterable[Mapping[str, object]]) -> None:
+        names = [n for n, _ in GPU_SAMPLE_COLUMNS]
+        rows = [tuple(s.get(n, 0 if n == "lost" else None) for n in names) for s in samples]
+        if rows:
+            self._write(f"INSERT INTO gpu_samples ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})", rows)
+
+    def log_train(self, step: int, t_s: float | None = None, **metrics: float | None) -> None:
+        """``log_train(120, loss=2.31, lr=3e-4, batch_size=64, micro_batch_size=32, grad_norm=1.2)``."""
+        t = time.time() if t_s is None else t_s
+        rows = [(t, int(step), name, None if v is None else float(v)) for name, v in metrics.items()]
+        self._write("INSERT INTO train_metrics VALUES (?, ?, ?, ?)", rows)
+
+    def log_event(self, kind: str, message: str = "", t_s: float | None = None) -> None:
+        self._write("INSERT INTO events VALUES (?, ?, ?)", [(time.time() if t_s is None else t_s, kind, message)])
+        self.flush()  # events are rare and important: never lose one
+
+    def _write(self, sql: str, rows: list[tuple]) -> None:
+        if self._pending_since is None:
+            self._conn.execute("BEGIN")
+            self._pending_since = time.monotonic()
+        self._conn.executemany(sql, rows)
+        if time.monotonic() - self._pending_since >= self._flush_interval_s:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._pending_since is not None:
+            self._conn.execute("COMMIT")
+            self._pending_since = None
+
+    def close(self) -> None:
+        self.flush()
+        self._conn.close()
+
+    def __enter__(self) -> "RunLog":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# -- reading ---------------------------------------------------------------------------------------
+def open_for_reading(path: str | Path) -> sqlite3.Connection:
+    """A read-only connection; raises RunLogError (exit 2) when the file is not a gpuwise run log."""
+    p = Path(path)
+    if not p.is_file():
+        raise RunLogError(f"no such run log: {p}")
+    try:
+        conn = sqlite3.connect(f"file:{p}?mode=ro", uri=True, timeout=10.0)
+        conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+    except sqlite3.DatabaseError as exc:
+        raise RunLogError(f"{p}: not a gpuwise run log ({exc})") from None
+    conn.row_factory = sqlite3.Row
+    return conn
+
+
+def is_run_log(path: str | Path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return False
+
+
+def read_meta(path: str | Path) -> dict[str, str]:
+    with open_for_reading(path) as conn:
+        return {r["key"]: r["value"] for r in conn.execute("SELECT key, value FROM meta")}
+
+
+def read_gpu_samples(path: str | Path) -> list[dict]:
+    with open_for_reading(path) as conn:
+        return [dict(r) for r in conn.execute("SELECT * FROM gpu_samples ORDER BY t_s, gpu_index")]
+
+
+def read_train_metrics(path: str | Path) -> dict[str, list[tuple[int, float, float | None]]]:
+    """name -> [(step, t_s, value)] ordered by step."""
+    out: dict[str, list[tuple[int, float, float | None]]] = {}
+    with open_for_reading(path) as conn:
+        for r in conn.execute("SELECT step, t_s, name, value FROM train_metrics ORDER BY name, step, t_s"):
+            out.setdefault(r["name"], []).append((r["step"], r["t_s"], r["value"]))
+    return out
+
+
+def read_events(path: str | Path) -> list[dict]:
+    with open_for_reading(path) as conn:
+        return [dict(r) for r in conn.execute("SELECT * FROM events ORDER BY t_s")]

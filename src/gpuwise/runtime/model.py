@@ -1,0 +1,41 @@
+"""The result of a time prediction."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from gpuwise.errors import GpuwiseError
+
+BOUNDS = ("compute", "memory", "launch", "communication")
+
+
+class RuntimeError_(GpuwiseError):
+    """Named with a trailing underscore so it never shadows Python's built-in RuntimeError."""
+
+
+@dataclass(frozen=True)
+class StepTime:
+    """Predicted time of one optimizer step (all micro-batches of it) on ``count`` GPUs of one kind."""
+
+    gpu: str                              # canonical catalog id
+    count: int
+    step_time_s: float
+    samples_per_s: float                  # all GPUs together
+    by_class_s: Mapping[str, float]       # operator class -> seconds per step (one GPU)
+    bound: str                            # one of BOUNDS: what dominates the step
+    compute_s: float = 0.0
+    communication_s: float = 0.0          # not hidden behind backward
+    warnings: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        return {
+            "gpu": self.gpu,
+            "count": self.count,
+            "step_time_s": self.step_time_s,
+            "samples_per_s": self.samples_per_s,
+            "by_class_s": dict(self.by_class_s),
+            "bound": self.bound,
+            "communication_s": self.communication_s,
+            "warnings": list(self.warnings),
+        }

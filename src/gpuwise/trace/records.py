@@ -1,0 +1,71 @@
+"""What a trace records: the operators of one step and the life of every tensor storage.
+
+This is the contract between ``trace`` (which produces it) and ``memory`` / ``runtime`` (which
+consume it). Everything is plain data; a Trace can be reused for every GPU and GPU count.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from gpuwise.errors import GpuwiseError
+from gpuwise.workload import Workload
+
+PHASES = ("forward", "backward", "optimizer", "other")
+CATEGORIES = ("weights", "gradients", "optimizer", "activations", "inputs", "workspace", "other")
+
+
+class TraceError(GpuwiseError):
+    pass
+
+
+@dataclass(frozen=True)
+class OpRecord:
+    """One aten operator call of the measured step, as CUDA would run it."""
+
+    index: int                                  # position in the measured step
+    op: str                                     # "aten.mm.default"
+    phase: str                                  # one of PHASES
+    module: str                                 # dotted path of the innermost module ("" at top)
+    input_shapes: tuple[tuple[int, ...], ...]   # tensor inputs only, in argument order
+    input_dtypes: tuple[str, ...]               # "float32", "float16", ...
+    output_shapes: tuple[tuple[int, ...], ...]
+    output_dtypes: tuple[str, ...]
+    flops: int                                  # from torch's flop formulas (0 where none applies)
+    bytes_read: int                             # tensor inputs, as stored
+    bytes_written: int                          # tensor outputs
+    attrs: Mapping[str, object] = field(default_factory=dict)  # e.g. {"groups": 32, "stride": (2, 2)}
+    kernel_count: int = 1                       # launches (a foreach op over N tensors may be several)
+
+
+@dataclass(frozen=True)
+class MemoryEvent:
+    """An allocation or free of one storage, in the order the CUDA caching allocator would see it."""
+
+    seq: int              # global order across the traced steps
+    kind: str             # "alloc" | "free"
+    block_id: int         # same id for an alloc and its free
+    size_bytes: int       # as requested (before the allocator's 512-byte rounding)
+    category: str         # one of CATEGORIES
+    phase: str            # one of PHASES
+    module: str = ""      # module that allocated it (for the top-modules breakdown)
+    op_index: int = -1    # index into Trace.ops of the op that caused it; -1 for the warm-up step
+
+
+@dataclass(frozen=True)
+class Trace:
+    """One (or two, so optimizer state exists) real steps of a model on fake tensors."""
+
+    workload: Workload
+    ops: tuple[OpRecord, ...]          # the measured (last) step only
+    events: tuple[MemoryEvent, ...]    # every step traced, in order; steady state is the last
+    param_count: int
+    trainable_param_count: int
+    samples_per_step: int              # the micro-batch
+    trace_time_s: float = 0.0
+    notes: tuple[str, ...] = ()        # what the tracer had to assume or work around
+
+    @property
+    def flops(self) -> int:
+        return sum(op.flops for op in self.ops)

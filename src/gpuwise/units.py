@@ -1,0 +1,94 @@
+"""Parsing and formatting of quantities with units: bytes, durations, money.
+
+Every parser raises :class:`UnitError` (a :class:`GpuwiseError`) naming the bad text.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from gpuwise.errors import GpuwiseError
+
+
+class UnitError(GpuwiseError):
+    pass
+
+
+_BYTE_UNITS = {
+    "": 1, "b": 1,
+    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
+    "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12,
+}
+_DURATION_UNITS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 86400, "w": 604800}
+_CURRENCY_SYMBOLS = {"¥": "CNY", "￥": "CNY", "$": "USD", "€": "EUR"}
+
+
+def parse_bytes(text: str) -> int:
+    """'24GB' -> 24e9, '16GiB' -> 16*2**30, '512' -> 512. Decimal GB as GPU vendors print them."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", str(text))
+    if not m or m.group(2).lower() not in _BYTE_UNITS:
+        raise UnitError(f"not a size: {text!r} (examples: 24GB, 16GiB, 512MB)")
+    value = float(m.group(1)) * _BYTE_UNITS[m.group(2).lower()]
+    return int(round(value))
+
+
+def parse_duration_s(text: str) -> float:
+    """'12h' -> 43200, '90m' -> 5400, '1d12h' -> 129600, '3600' -> 3600 (seconds)."""
+    s = str(text).strip().lower()
+    if re.fullmatch(r"[0-9]*\.?[0-9]+", s):
+        total = float(s)
+    else:
+        parts = re.findall(r"([0-9]*\.?[0-9]+)\s*([a-z]+)", s)
+        if not parts or "".join(f"{a}{b}" for a, b in parts) != s.replace(" ", ""):
+            raise UnitError(f"not a duration: {text!r} (examples: 12h, 90m, 1d12h, 3600)")
+        total = 0.0
+        for number, unit in parts:
+            if unit not in _DURATION_UNITS:
+                raise UnitError(f"not a duration: {text!r}: unknown unit {unit!r} (use s, m, h, d, w)")
+            total += float(number) * _DURATION_UNITS[unit]
+    if not math.isfinite(total) or total <= 0:
+        raise UnitError(f"duration must be positive: {text!r}")
+    return total
+
+
+def parse_money(text: str) -> tuple[float, str | None]:
+    """'300' -> (300, None); '¥300' -> (300, 'CNY'); '25 USD' -> (25, 'USD'). Currency None = any."""
+    s = str(text).strip()
+    currency = None
+    for sym, code in _CURRENCY_SYMBOLS.items():
+        if s.startswith(sym):
+            currency, s = code, s[len(sym):].strip()
+    m = re.fullmatch(r"([0-9]*\.?[0-9]+)\s*([A-Za-z]{3})?", s)
+    if not m:
+        raise UnitError(f"not an amount of money: {text!r} (examples: 300, ¥300, 25USD)")
+    if m.group(2):
+        currency = m.group(2).upper()
+    amount = float(m.group(1))
+    if amount <= 0:
+        raise UnitError(f"amount must be positive: {text!r}")
+    return amount, currency
+
+
+def format_bytes(n_bytes: float, unit: str = "GB") -> str:
+    """Decimal GB by default, as nvidia-smi and datasheets do (nvidia-smi prints MiB)."""
+    div = _BYTE_UNITS[unit.lower()]
+    return f"{n_bytes / div:.1f} {unit}"
+
+
+def format_duration(seconds: float) -> str:
+    if seconds < 1:
+        return f"{seconds * 1000:.1f} ms"
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    if seconds < 3 * 86400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} d"
+
+
+def format_money(amount: float, currency: str) -> str:
+    symbol = {"CNY": "¥", "USD": "$", "EUR": "€"}.get(currency)
+    return f"{symbol}{amount:,.2f}" if symbol else f"{amount:,.2f} {currency}"

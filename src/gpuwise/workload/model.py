@@ -1,0 +1,106 @@
+"""The description of a job, shared by every command that takes a workload."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+
+from gpuwise.errors import GpuwiseError
+
+PRECISIONS = ("fp32", "tf32", "amp-fp16", "amp-bf16", "fp16", "bf16")
+OPTIMIZERS = ("none", "sgd", "momentum", "adam", "adamw", "adamw-8bit", "adafactor", "lion")
+MODES = ("train", "infer")
+FINETUNES = ("full", "freeze", "lora", "qlora")
+QUANTS = ("none", "int8", "nf4")
+SHARDINGS = ("ddp", "zero1", "zero2", "zero3", "fsdp")
+OFFLOADS = ("none", "optimizer", "params")
+
+# Sanity bounds: beyond these an input is a typo, not a job.
+MAX_BATCH_SIZE = 1 << 20
+MAX_SEQ_LEN = 1 << 22
+MAX_IMAGE_SIZE = 8192
+
+
+class WorkloadError(GpuwiseError):
+    pass
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One training or inference step of a model, as the user describes it.
+
+    ``batch_size`` is the micro-batch per GPU per forward pass; the effective batch is
+    ``batch_size * grad_accum_steps * num_gpus``. ``seq_len``/``image_size`` of None mean the
+    model's default input (224 px for vision models, 128 tokens for text models).
+    """
+
+    model: str
+    batch_size: int = 32
+    seq_len: int | None = None
+    image_size: int | None = None
+    precision: str = "fp32"
+    optimizer: str = "adamw"
+    mode: str = "train"
+    grad_checkpointing: bool = False
+    channels_last: bool = False
+    grad_accum_steps: int = 1
+    # LLM fine-tuning and serving
+    finetune: str = "full"
+    lora_rank: int = 16
+    lora_targets: tuple[str, ...] = ()     # empty: the method's default (all linear layers of blocks)
+    quant: str = "none"
+    max_new_tokens: int = 0
+    # Parallelism
+    num_gpus: int = 1
+    sharding: str = "ddp"
+    offload: str = "none"
+
+    def __post_init__(self) -> None:
+        _choice("precision", self.precision, PRECISIONS)
+        _choice("optimizer", self.optimizer, OPTIMIZERS)
+        _choice("mode", self.mode, MODES)
+        _choice("finetune", self.finetune, FINETUNES)
+        _choice("quant", self.quant, QUANTS)
+        _choice("sharding", self.sharding, SHARDINGS)
+        _choice("offload", self.offload, OFFLOADS)
+        _positive("batch-size", self.batch_size, MAX_BATCH_SIZE)
+        _positive("grad-accum-steps", self.grad_accum_steps, 1 << 16)
+        _positive("num-gpus", self.num_gpus, 4096)
+        _positive("lora-rank", self.lora_rank, 65536)
+        if self.seq_len is not None:
+            _positive("seq-len", self.seq_len, MAX_SEQ_LEN)
+        if self.image_size is not None:
+            _positive("image-size", self.image_size, MAX_IMAGE_SIZE)
+        if self.max_new_tokens < 0 or self.max_new_tokens > MAX_SEQ_LEN:
+            raise WorkloadError(f"--max-new-tokens must be between 0 and {MAX_SEQ_LEN}, got {self.max_new_tokens}")
+        if self.finetune == "qlora" and self.quant == "none":
+            object.__setattr__(self, "quant", "nf4")
+
+    @property
+    def effective_batch_size(self) -> int:
+        return self.batch_size * self.grad_accum_steps * self.num_gpus
+
+    @property
+    def is_training(self) -> bool:
+        return self.mode == "train"
+
+    def with_(self, **changes) -> "Workload":
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["lora_targets"] = list(self.lora_targets)
+        return d
+
+
+def _choice(option: str, value: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        from gpuwise.errors import did_you_mean
+
+        raise WorkloadError(
+            f"--{option}: unknown value {value!r}{did_you_mean(value, choices)}; valid: {', '.join(choices)}"
+        )
+
+
+def _positive(option: str, value: int, maximum: int) -> None:
+    if not isinstance(value, int) or value <= 0 or value > maximum:
+        raise WorkloadError(f"--{option} must be a whole number between 1 and {maximum}, got {value!r}")

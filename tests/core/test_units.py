@@ -1,0 +1,45 @@
+import pytest
+
+from gpuwise.units import UnitError, format_money, parse_bytes, parse_duration_s, parse_money
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [("24GB", 24 * 10**9), ("16GiB", 16 * 2**30), ("512", 512), ("1.5 gb", 1_500_000_000), ("80G", 80 * 10**9)],
+)
+def test_parse_bytes_reads_decimal_and_binary_units(text, expected):
+    assert parse_bytes(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "GB", "12 parsecs", "-3GB"])
+def test_parse_bytes_refuses_garbage_naming_it(text):
+    with pytest.raises(UnitError, match="not a size"):
+        parse_bytes(text)
+
+
+@pytest.mark.parametrize(
+    "text, expected", [("12h", 43200), ("90m", 5400), ("1d12h", 129600), ("3600", 3600), ("2.5h", 9000)]
+)
+def test_parse_duration_accepts_compound_units(text, expected):
+    assert parse_duration_s(text) == expected
+
+
+@pytest.mark.parametrize("text", ["tomorrow", "12x", "0h", "h12", "1h-2m"])
+def test_parse_duration_refuses_malformed_and_non_positive(text):
+    with pytest.raises(UnitError):
+        parse_duration_s(text)
+
+
+def test_parse_money_keeps_currency_when_given():
+    assert parse_money("300") == (300.0, None)
+    assert parse_money("¥300") == (300.0, "CNY")
+    assert parse_money("25usd") == (25.0, "USD")
+    with pytest.raises(UnitError):
+        parse_money("lots")
+    with pytest.raises(UnitError):
+        parse_money("-5")
+
+
+def test_format_money_uses_symbol_for_known_currencies():
+    assert format_money(1234.5, "CNY") == "¥1,234.50"
+    assert format_money(3, "GBP") == "3.00 GBP"
