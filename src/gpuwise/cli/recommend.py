@@ -1,7 +1,185 @@
-"""CLI command(s) of this module: not written yet."""
+"""`gpuwise recommend`: the cheapest GPU (or N GPUs) that fits the job and meets the deadline or budget."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
 
 import typer
+from rich.table import Table
+
+from gpuwise.cli import common as c
+from gpuwise.units import format_bytes, format_duration, format_money, parse_duration_s, parse_money
 
 
 def register(app: typer.Typer) -> None:
-    """Adds this module's commands to the app (the owner of this module replaces this)."""
+    app.command("recommend")(recommend)
+
+
+def recommend(
+    model: Annotated[str, typer.Argument(help="torchvision:NAME, timm:NAME, hf:NAME, hf:config.json or file.py:factory.")],
+    batch_size: c.BatchSizeOpt = "32",
+    seq_len: c.SeqLenOpt = None,
+    image_size: c.ImageSizeOpt = None,
+    precision: c.PrecisionOpt = "fp32",
+    optimizer: c.OptimizerOpt = "adamw",
+    mode: c.ModeOpt = "train",
+    grad_checkpointing: c.GradCkptOpt = False,
+    channels_last: c.ChannelsLastOpt = False,
+    grad_accum: c.GradAccumOpt = 1,
+    finetune: c.FinetuneOpt = "full",
+    lora_rank: c.LoraRankOpt = 16,
+    lora_targets: c.LoraTargetsOpt = None,
+    quant: c.QuantOpt = "none",
+    max_new_tokens: c.MaxNewTokensOpt = 0,
+    sharding: c.ShardingOpt = "ddp",
+    offload: c.OffloadOpt = "none",
+    samples: Annotated[Optional[int], typer.Option("--samples", help="Samples per epoch.")] = None,
+    epochs: Annotated[float, typer.Option("--epochs", help="Epochs over --samples.")] = 1.0,
+    steps: Annotated[Optional[int], typer.Option("--steps", help="Optimizer steps (instead of --samples).")] = None,
+    deadline: Annotated[Optional[str], typer.Option("--deadline", help="Finish within, e.g. 12h, 90m, 2d.")] = None,
+    budget: Annotated[Optional[str], typer.Option("--budget", help="Spend at most, e.g. 300, ¥300, 40USD.")] = None,
+    provider: Annotated[Optional[str], typer.Option("--provider", help="Only this provider's offers.")] = None,
+    gpus: Annotated[Optional[str], typer.Option("--gpus", help="Only these GPUs, comma-separated.")] = None,
+    max_gpus: Annotated[int, typer.Option("--max-gpus", help="Largest GPU count to consider (1, 2, 4, 8).")] = 8,
+    spot: Annotated[bool, typer.Option("--spot", help="Include spot/interruptible offers.")] = False,
+    effective_batch: Annotated[Optional[int], typer.Option("--effective-batch", help="Samples per optimizer step, kept on every option (default: batch × grad-accum).")] = None,
+    currency: Annotated[Optional[str], typer.Option("--currency", help="Rank costs in this currency (CNY, USD).")] = None,
+    headroom: Annotated[float, typer.Option("--headroom", help="Share of GPU memory kept free.")] = 0.05,
+    remedies: Annotated[bool, typer.Option("--remedies/--no-remedies", help="When cheap GPUs run out of memory, try changes that would make the job fit.")] = True,
+    catalog: c.CatalogOpt = None,
+    plot: Annotated[Optional[str], typer.Option("--plot", help="Write a PNG of cost vs time for every option.")] = None,
+    show_all: Annotated[bool, typer.Option("--all", help="Show every option, not the 15 best and a summary.")] = False,
+    json_out: c.JsonOpt = False,
+) -> None:
+    """For every GPU and count on offer: fits?, batch, time and cost of the whole job; the best marked.
+
+    Effective batch is kept the same on every option (micro-batch × accumulation × GPUs), so every
+    option trains the same model. Predictions assume PyTorch 2.x eager mode with cuDNN.
+    """
+    from gpuwise.catalog import load_catalog, resolve_gpu
+    from gpuwise.plan import Constraints, JobSize, model_for, recommend as plan_recommend
+    from gpuwise.plan.plot import plot_recommendation
+    from gpuwise.plan.remedies import find_remedies
+
+    auto = batch_size.strip().lower() == "auto"
+    parsed_batch = c.parse_batch_size(batch_size, allow_auto=True) or 32
+    if auto and effective_batch is None and mode == "train":
+        raise c.WorkloadError("--batch-size auto needs --effective-batch N (the samples per optimizer step to keep)")
+    workload = c.build_workload(
+        model, batch_size=parsed_batch if not auto else min(effective_batch or 32, 1 << 20), seq_len=seq_len,
+        image_size=image_size, precision=precision, optimizer=optimizer, mode=mode,
+        grad_checkpointing=grad_checkpointing, channels_last=channels_last, grad_accum=grad_accum,
+        finetune=finetune, lora_rank=lora_rank, lora_targets=lora_targets, quant=quant,
+        max_new_tokens=max_new_tokens, sharding=sharding, offload=offload,
+    )
+    job = JobSize(samples=samples, epochs=epochs, steps=steps)
+    budget_amount, budget_currency = parse_money(budget) if budget else (None, None)
+    constraints = Constraints(
+        deadline_s=parse_duration_s(deadline) if deadline else None, budget=budget_amount,
+        budget_currency=budget_currency, headroom_fraction=headroom,
+    )
+    if not 0 <= headroom < 1:
+        raise c.WorkloadError(f"--headroom must be a fraction in [0, 1), got {headroom}")
+    cat = load_catalog(catalog)
+    gpu_ids = [resolve_gpu(cat, g.strip()).id for g in gpus.split(",") if g.strip()] if gpus else None
+
+    status = c.err_console.status("tracing…") if not json_out else None
+    progress = (lambda msg: status.update(msg)) if status else None
+    if status:
+        status.start()
+    try:
+        wm = model_for(workload, progress)
+        rec = plan_recommend(
+            wm, cat, job=job, constraints=constraints, provider=provider, gpu_ids=gpu_ids, max_gpus=max_gpus,
+            spot=spot, auto_batch=auto, effective_batch=effective_batch, currency=currency, progress=progress,
+        )
+        if remedies:
+            import dataclasses
+
+            rec = dataclasses.replace(rec, remedies=find_remedies(rec, cat, job, headroom_fraction=headroom,
+                                                                  progress=progress))
+    finally:
+        if status:
+            status.stop()
+    if plot:
+        plot_recommendation(rec, plot, constraints.deadline_s)
+    if json_out:
+        c.print_json(rec.to_dict())
+        return
+    _render(rec, show_all)
+    if plot:
+        c.console.print(f"[dim]plot written to {plot}[/]")
+
+
+def _cost(o) -> str:
+    return format_money(o.total_cost, o.currency) if o.total_cost is not None else "-"
+
+
+def _render(rec, show_all: bool) -> None:
+    con = c.console
+    w = rec.workload
+    con.print(f"[bold]{w.model}[/]  {w.mode}, effective batch {rec.options[0].effective_batch_size if rec.options else w.batch_size}, "
+              f"{w.precision}, optimizer {w.optimizer}  [dim]({rec.method})[/]")
+    marks = {}
+    for label, o in (("best value", rec.best_value), ("fastest", rec.fastest), ("BEST", rec.best)):
+        if o is not None:
+            marks.setdefault(id(o), []).insert(0, label)
+    table = Table(title_justify="left")
+    for col in ("", "gpu", "n", "provider", "batch", "needs", "step", "job time", "job cost", "bound / why not"):
+        table.add_column(col, justify="right" if col in ("n", "batch", "needs", "step", "job time", "job cost") else "left")
+    shown = rec.options if show_all else _summary(rec)
+    for o in shown:
+        mark = ", ".join(marks.get(id(o), []))
+        style = "bold green" if o is rec.best else ("dim" if not o.eligible else "")
+        batch = f"{o.batch_size}×{o.grad_accum_steps}" if o.batch_size and o.grad_accum_steps > 1 else str(o.batch_size or "-")
+        table.add_row(
+            mark, o.gpu, str(o.count), o.provider + (" (spot)" if o.spot else ""), batch,
+            format_bytes(o.peak_total_bytes) if o.peak_total_bytes else "-",
+            format_duration(o.step_time_s) if o.step_time_s else "-",
+            format_duration(o.total_time_s) if o.total_time_s else "-", _cost(o),
+            o.excluded_because or (o.bound or ""), style=style,
+        )
+    con.print(table)
+    if len(shown) < len(rec.options):
+        con.print(f"[dim]{len(rec.options) - len(shown)} more options not shown (--all shows them, --json lists them).[/]")
+    if rec.best is not None:
+        b = rec.best
+        con.print(f"[bold green]Best:[/] {b.count}× {b.gpu_name} from {b.provider}: {format_duration(b.total_time_s)}, "
+                  f"{_cost(b)} (micro-batch {b.batch_size}, {b.grad_accum_steps} accumulation step(s), "
+                  f"needs {format_bytes(b.peak_total_bytes)} of {format_bytes(b.gpu_memory_bytes)})")
+        if rec.fastest is not None and rec.fastest is not b:
+            f = rec.fastest
+            con.print(f"Fastest: {f.count}× {f.gpu_name} from {f.provider}: {format_duration(f.total_time_s)}, {_cost(f)}")
+    else:
+        con.print(f"[bold yellow]{rec.nothing_meets}[/]")
+        for o in rec.closest:
+            con.print(f"  closest: {o.count}× {o.gpu_name} ({o.provider}): {format_duration(o.total_time_s)}, {_cost(o)}"
+                      f" — {o.excluded_because}")
+    for r in rec.remedies:
+        con.print(f"[cyan]To fit a cheaper GPU:[/] {r['change']} → {r['gpu_name']} needs "
+                  f"{format_bytes(r['peak_total_bytes'])} of {format_bytes(r['gpu_memory_bytes'])}, "
+                  f"{format_duration(r['total_time_s'])}, {format_money(r['total_cost'], r['currency'])} ({r['provider']})")
+    for note in rec.notes:
+        con.print(f"[dim]note: {note}[/]")
+
+
+def _summary(rec, limit: int = 15):
+    """The marked options, then the rest by rank, then one example of each kind of exclusion."""
+    keep = []
+    for o in (rec.best, rec.fastest, rec.best_value):
+        if o is not None and o not in keep:
+            keep.append(o)
+    for o in rec.options:
+        if len(keep) >= limit:
+            break
+        if o.eligible and o not in keep:
+            keep.append(o)
+    seen_kinds = set()
+    for o in rec.options:
+        if not o.eligible and len(keep) < limit + 6:
+            kind = (o.excluded_because or "").split(":")[0].split(" by ")[0]
+            if kind not in seen_kinds:
+                seen_kinds.add(kind)
+                keep.append(o)
+    order = {id(o): i for i, o in enumerate(rec.options)}
+    return sorted(keep, key=lambda o: order[id(o)])

@@ -1,0 +1,26 @@
+"""Comparing prices in different currencies: indicative exchange rates, dated, overridable.
+
+Recommendations rank options by cost in one currency. Offers keep their own currency in the output;
+only the ranking converts, with these rates, and the output says which rates it used.
+"""
+
+from __future__ import annotations
+
+from gpuwise.errors import GpuwiseError
+
+RATES_CHECKED = "2026-11-20"
+# Units of CNY per unit of the currency (indicative mid-market rates).
+CNY_PER_UNIT = {"CNY": 1.0, "USD": 7.2, "EUR": 7.8, "HKD": 0.92, "JPY": 0.048, "GBP": 9.1}
+
+
+class MoneyError(GpuwiseError):
+    pass
+
+
+def convert(amount: float, from_currency: str, to_currency: str) -> float:
+    try:
+        return amount * CNY_PER_UNIT[from_currency] / CNY_PER_UNIT[to_currency]
+    except KeyError as exc:
+        raise MoneyError(
+            f"no exchange rate for {exc.args[0]!r}; known currencies: {', '.join(sorted(CNY_PER_UNIT))}"
+        ) from None

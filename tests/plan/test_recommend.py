@@ -1,0 +1,162 @@
+"""Ranking, exclusions, constraints, multi-GPU options, auto batch and currencies of `plan.recommend`.
+
+The workload model here is scripted (memory affine in batch, time from the GPU's fp16 peak) so that
+each test knows its answer; the end-to-end path with a real trace is in test_cli_recommend.py.
+"""
+
+from dataclasses import replace
+
+import pytest
+
+from gpuwise.catalog import load_catalog
+from gpuwise.catalog.model import Catalog, Offer
+from gpuwise.memory.model import MemoryEstimate
+from gpuwise.plan import Constraints, JobSize, PlanError, recommend
+from gpuwise.plan.profile import Estimate, largest_fitting_batch
+from gpuwise.runtime.model import StepTime
+from gpuwise.workload import Workload
+
+GB = 10**9
+
+
+class ScriptedModel:
+    """Memory = fixed + per_sample × batch; step time = work / fp16 peak, split over GPUs."""
+
+    method = "scripted"
+
+    def __init__(self, workload, fixed_bytes=4 * GB, per_sample_bytes=0.5 * GB, work=2000.0):
+        self.workload = workload
+        self.fixed_bytes, self.per_sample_bytes, self.work = fixed_bytes, per_sample_bytes, work
+        self.calls = []
+
+    def estimate(self, gpu, *, count=1, batch_size=None, with_time=True, grad_accum_steps=None):
+        b = batch_size or self.workload.batch_size
+        accum = grad_accum_steps or self.workload.grad_accum_steps
+        self.calls.append((gpu.id, count, b))
+        total = int(self.fixed_bytes + self.per_sample_bytes * b)
+        mem = MemoryEstimate(total - 500_000_000, total - 500_000_000, 500_000_000, total, 1, 1, 1,
+                             total - 500_000_003)
+        step_s = self.work * b * accum / (gpu.peak("fp16") * 1e3) + 0.01 * count
+        time = StepTime(gpu.id, count, step_s, b * accum * count / step_s, {"matmul": step_s}, "compute")
+        return Estimate(self.workload.with_(batch_size=b, num_gpus=count), gpu, count, mem,
+                        time if with_time else None)
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return load_catalog(user_file=False)
+
+
+def small_catalog(catalog, ids, offers):
+    gpus = tuple(g for g in catalog.gpus if g.id in ids)
+    return Catalog(gpus=gpus, offers=tuple(offers))
+
+
+def offer(gpu_id, price, currency="CNY", count=1, provider="autodl", spot=False):
+    return Offer(provider, gpu_id, count, price, currency, spot, "test", "2026-11-20")
+
+
+def test_cheapest_fitting_option_is_best_and_oom_is_explained(catalog):
+    cat = small_catalog(catalog, {"t4", "rtx-4090", "a100-40gb-sxm4"},
+                        [offer("t4", 1.0), offer("rtx-4090", 2.0), offer("a100-40gb-sxm4", 15.0)])
+    model = ScriptedModel(Workload("scripted", batch_size=32), per_sample_bytes=0.5 * GB)  # 20 GB
+    rec = recommend(model, cat, job=JobSize(samples=100_000), max_gpus=1)
+    t4 = next(o for o in rec.options if o.gpu == "t4")
+    assert not t4.fits
+    assert t4.excluded_because.startswith("OOM at batch 32: needs 20.0 GB of 17.2 GB")
+    assert rec.best.gpu == "rtx-4090"
+    assert rec.fastest.gpu in {"rtx-4090", "a100-40gb-sxm4"}
+    a100 = next(o for o in rec.options if o.gpu == "a100-40gb-sxm4")
+    assert a100.total_cost > rec.best.total_cost
+
+
+def test_deadline_excludes_slow_options_with_the_miss_in_words(catalog):
+    cat = small_catalog(catalog, {"t4", "h100-sxm"}, [offer("t4", 1.0), offer("h100-sxm", 20.0)])
+    model = ScriptedModel(Workload("scripted", batch_size=8))
+    slow = recommend(model, cat, job=JobSize(samples=10_000_000), max_gpus=1)
+    t4_time = next(o for o in slow.options if o.gpu == "t4").total_time_s
+    h100_time = next(o for o in slow.options if o.gpu == "h100-sxm").total_time_s
+    deadline = (t4_time + h100_time) / 2
+    rec = recommend(model, cat, job=JobSize(samples=10_000_000), max_gpus=1, constraints=Constraints(deadline_s=deadline))
+    t4 = next(o for o in rec.options if o.gpu == "t4")
+    assert t4.fits and t4.excluded_because.startswith("misses the deadline by")
+    assert rec.best.gpu == "h100-sxm"
+
+
+def test_budget_excludes_expensive_options_and_nothing_meets_lists_closest(catalog):
+    cat = small_catalog(catalog, {"t4", "h100-sxm"}, [offer("t4", 1.0), offer("h100-sxm", 20.0)])
+    model = ScriptedModel(Workload("scripted", batch_size=8))
+    rec = recommend(model, cat, job=JobSize(samples=1_000_000), max_gpus=1, constraints=Constraints(budget=1e-9))
+    assert rec.best is None
+    assert rec.nothing_meets.startswith("nothing meets the budget")
+    assert rec.closest and all(o.excluded_because.startswith("over budget by") for o in rec.closest)
+
+
+def test_multi_gpu_options_keep_the_effective_batch_and_price_by_count(catalog):
+    cat = small_catalog(catalog, {"rtx-4090"}, [offer("rtx-4090", 2.0), offer("rtx-4090", 7.5, count=4)])
+    model = ScriptedModel(Workload("scripted", batch_size=32))
+    rec = recommend(model, cat, job=JobSize(steps=1000), max_gpus=4)
+    by_count = {o.count: o for o in rec.options}
+    assert set(by_count) == {1, 2, 4}
+    for o in by_count.values():
+        assert o.batch_size * o.grad_accum_steps * o.count == 32
+    assert by_count[4].price_per_hour == 7.5          # an exact offer for 4
+    assert by_count[2].price_per_hour == 4.0          # single-GPU price × 2
+    assert by_count[4].step_time_s < by_count[1].step_time_s
+
+
+def test_auto_batch_takes_the_largest_divisor_that_fits_and_accumulates_the_rest(catalog):
+    cat = small_catalog(catalog, {"t4"}, [offer("t4", 1.0)])
+    model = ScriptedModel(Workload("scripted", batch_size=256), fixed_bytes=4 * GB, per_sample_bytes=0.5 * GB)
+    rec = recommend(model, cat, job=JobSize(steps=10), max_gpus=1, auto_batch=True, effective_batch=256)
+    (t4,) = rec.options
+    assert t4.fits
+    assert t4.batch_size * t4.grad_accum_steps == 256
+    assert t4.peak_total_bytes <= 0.95 * t4.gpu_memory_bytes
+    # the next power of two would not fit
+    assert 4 * GB + 0.5 * GB * (2 * t4.batch_size) > 0.95 * t4.gpu_memory_bytes
+
+
+def test_largest_fitting_batch_is_zero_when_batch_one_does_not_fit(catalog):
+    t4 = next(g for g in catalog.gpus if g.id == "t4")
+    model = ScriptedModel(Workload("scripted"), fixed_bytes=30 * GB)
+    assert largest_fitting_batch(model, t4) == 0
+
+
+def test_bf16_on_a_gpu_without_it_is_excluded_with_the_reason(catalog):
+    cat = small_catalog(catalog, {"t4", "l4"}, [offer("t4", 1.0), offer("l4", 1.5)])
+    model = ScriptedModel(Workload("scripted", batch_size=8, precision="amp-bf16"))
+    rec = recommend(model, cat, job=JobSize(steps=100), max_gpus=1)
+    t4 = next(o for o in rec.options if o.gpu == "t4")
+    assert t4.excluded_because.startswith("no bf16 on this GPU")
+    assert rec.best.gpu == "l4"
+
+
+def test_mixed_currencies_rank_in_one_currency_and_keep_each_offers_own(catalog):
+    cat = small_catalog(catalog, {"rtx-4090", "l4"}, [offer("rtx-4090", 2.0, "CNY"), offer("l4", 0.8, "USD", provider="gcp")])
+    model = ScriptedModel(Workload("scripted", batch_size=8))
+    rec = recommend(model, cat, job=JobSize(steps=1000), max_gpus=1, currency="CNY")
+    l4 = next(o for o in rec.options if o.gpu == "l4")
+    assert l4.currency == "USD" and rec.ranking_currency == "CNY"
+    assert l4.ranking_cost == pytest.approx(l4.total_cost * 7.2)
+
+
+def test_unknown_provider_is_bad_input_with_suggestions(catalog):
+    model = ScriptedModel(Workload("scripted"))
+    with pytest.raises(PlanError, match="did you mean: autodl"):
+        recommend(model, catalog, job=JobSize(steps=10), provider="autodll")
+
+
+def test_no_offers_for_the_chosen_gpus_is_an_answer_not_an_error(catalog):
+    model = ScriptedModel(Workload("scripted"))
+    rec = recommend(model, catalog, job=JobSize(steps=10), provider="aws", gpu_ids=["rtx-4090d"])
+    assert rec.best is None and rec.options == ()
+    assert "no offers from provider 'aws'" in rec.nothing_meets
+
+
+def test_job_size_needs_samples_or_steps_but_not_both():
+    with pytest.raises(PlanError):
+        JobSize()
+    with pytest.raises(PlanError):
+        JobSize(samples=10, steps=10)
+    assert JobSize(samples=1000, epochs=3).optimizer_steps(32) == 94
