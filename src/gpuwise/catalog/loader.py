@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from gpuwise.catalog.model import GPU, PRECISIONS, Catalog, CatalogError, Offer
-from gpuwise.catalog.resolve import name_index, name_key
+from gpuwise.catalog.resolve import name_index, name_key, suggest_gpus
 from gpuwise.catalog.validate import gpu_problems, offer_problems
+from gpuwise.errors import did_you_mean
 from gpuwise.units import UnitError, parse_bytes
 
 if sys.version_info >= (3, 11):
@@ -28,15 +29,17 @@ else:  # pragma: no cover - exercised on 3.10 only
 
 _INT, _NUM, _STR, _BOOL, _STRS = "a whole number", "a number", "a string", "true or false", "a list of strings"
 
-# TOML key -> (expected type, GPU field). `memory`/`l2` take sizes with units ("24GiB", "6MiB").
+# TOML key -> the type it must have. `memory`/`l2` take sizes with units ("24GiB", "6MiB"); the GPU
+# fields memory_bytes/l2_bytes may be given in bytes instead.
 _GPU_KEYS: dict[str, str] = {
     "id": _STR, "name": _STR, "arch": _STR, "compute_capability": _STR, "form_factor": _STR,
     "sm_count": _INT, "cuda_cores": _INT, "tensor_cores": _INT,
-    "memory": _STR, "memory_bytes": _INT, "l2": _STR, "l2_bytes": _INT,
+    "memory": _STR, "memory_bytes": _INT, "l2": _STR, "l2_bytes": _INT, "nvml_memory": _STR, "nvml_memory_bytes": _INT,
     "memory_bandwidth_gbs": _NUM, "tdp_w": _NUM, "pcie_gen": _INT, "nvlink_gbs": _NUM,
     "peak_tflops": "a table of precision = TFLOPS", "source": _STR, "aliases": _STRS, "nvml_names": _STRS,
     "verified": _BOOL, "notes": _STR, "based_on": _STR,
 }
+_NOT_FIELDS = ("memory", "l2", "nvml_memory", "based_on", "peak_tflops")  # converted before they become fields
 _GPU_REQUIRED = ("id", "name", "arch", "compute_capability", "sm_count", "cuda_cores", "tensor_cores",
                  "memory_bandwidth_gbs", "peak_tflops", "tdp_w", "pcie_gen", "source")
 _OFFER_KEYS: dict[str, str] = {
@@ -131,12 +134,19 @@ def _offer_identity(o: Offer) -> tuple[str, str, int, bool]:
 def _check_types(table: dict[str, Any], where: str, schema: dict[str, str], required: tuple[str, ...]) -> None:
     for key, value in table.items():
         if key not in schema:
-            raise CatalogError(f"{where}: unknown key {key!r} (known keys: {', '.join(schema)})")
+            hint = did_you_mean(key, schema) or f" (known keys: {', '.join(schema)})"
+            raise CatalogError(f"{where}: unknown key {key!r}{hint}")
         if not _has_type(value, schema[key]):
             raise CatalogError(f"{where}: key {key!r} must be {schema[key]}, got {value!r}")
-    for key in required:
-        if key not in table:
-            raise CatalogError(f"{where}: key {key!r} is missing")
+    _check_required(table, where, required)
+
+
+def _check_required(table: dict[str, Any], where: str, required: tuple[str, ...]) -> None:
+    missing = [k for k in required if k not in table]
+    if len(missing) == 1:
+        raise CatalogError(f"{where}: key {missing[0]!r} is missing")
+    if missing:
+        raise CatalogError(f"{where}: keys {', '.join(map(repr, missing))} are missing")
 
 
 def _has_type(value: Any, kind: str) -> bool:
@@ -170,28 +180,25 @@ def _size(table: dict[str, Any], key: str, where: str) -> int | None:
 def _parse_gpu(table: dict[str, Any], where: str, known: dict[str, GPU]) -> GPU:
     if "id" in table:
         where = f"{where} ({table['id']!r})"
-    base_name = table.get("based_on")
+    _check_types(table, where, _GPU_KEYS, ())
     base: dict[str, Any] = {}
-    if isinstance(base_name, str):
+    if "based_on" in table:
         # A variant of a known GPU: inherit its datasheet, override what is given.
-        index = {name_key(n): g for g in known.values() for n in (g.id, g.name, *g.aliases, *g.nvml_names)}
-        parent = index.get(name_key(base_name))
+        parent = name_index(list(known.values())).get(name_key(table["based_on"]))
         if parent is None:
-            raise CatalogError(f"{where}: key 'based_on': unknown GPU {base_name!r}")
+            raise CatalogError(f"{where}: key 'based_on': unknown GPU {table['based_on']!r}")
         base = dataclasses.asdict(parent)
         base["peak_tflops"] = dict(parent.peak_tflops)
         if table.get("id", parent.id) != parent.id:  # a new GPU must not steal the parent's names
             base.update(aliases=(), nvml_names=(), name=table.get("id"))
         base["verified"] = False
-    required = ("id",) if base else _GPU_REQUIRED
-    _check_types(table, where, _GPU_KEYS, required)
-
+    else:
+        sizes = tuple(k for k in ("memory", "l2") if k not in table and f"{k}_bytes" not in table)
+        _check_required(table, where, _GPU_REQUIRED[:8] + sizes + _GPU_REQUIRED[8:])
+    _check_required(table, where, ("id",))
     memory = _size(table, "memory", where)
     l2 = _size(table, "l2", where)
-    if memory is None and "memory_bytes" not in base:
-        raise CatalogError(f"{where}: key 'memory' is missing (e.g. memory = \"24GiB\")")
-    if l2 is None and "l2_bytes" not in base:
-        raise CatalogError(f"{where}: key 'l2' is missing (e.g. l2 = \"6MiB\")")
+    nvml_memory = _size(table, "nvml_memory", where)
 
     rates = dict(base.get("peak_tflops", {}))
     for p, v in table.get("peak_tflops", {}).items():
@@ -200,16 +207,18 @@ def _parse_gpu(table: dict[str, Any], where: str, known: dict[str, GPU]) -> GPU:
         if not _has_type(v, _NUM):
             raise CatalogError(f"{where}: key 'peak_tflops.{p}' must be a number of TFLOPS, got {v!r}")
         rates[p] = float(v)
-    if "peak_tflops" in table and not base:
-        rates = {p: rates.get(p) for p in PRECISIONS}  # an omitted precision is one the GPU lacks
 
     fields = dict(base)
-    fields.update({k: v for k, v in table.items() if k not in ("memory", "l2", "based_on", "peak_tflops")})
-    fields.update(peak_tflops={p: rates.get(p) for p in PRECISIONS})
+    fields.update({k: v for k, v in table.items() if k not in _NOT_FIELDS})
+    fields["peak_tflops"] = {p: rates.get(p) for p in PRECISIONS}  # an omitted precision: the GPU lacks it
     if memory is not None:
         fields["memory_bytes"] = memory
     if l2 is not None:
         fields["l2_bytes"] = l2
+    if nvml_memory is not None:
+        fields["nvml_memory_bytes"] = nvml_memory
+    elif memory is not None:  # a new memory size makes the inherited NVML figure wrong
+        fields["nvml_memory_bytes"] = None
     fields["aliases"] = tuple(fields.get("aliases", ()))
     fields["nvml_names"] = tuple(fields.get("nvml_names", ()))
     for key in ("memory_bandwidth_gbs", "tdp_w", "nvlink_gbs"):
@@ -220,6 +229,9 @@ def _parse_gpu(table: dict[str, Any], where: str, known: dict[str, GPU]) -> GPU:
     problems = gpu_problems(gpu)
     if problems:
         key, what = problems[0]
+        written_as = {"memory_bytes": "memory", "l2_bytes": "l2", "nvml_memory_bytes": "nvml_memory"}.get(key)
+        if written_as in table:  # name the key as the file wrote it
+            key = written_as
         raise CatalogError(f"{where}: key {key!r}: {what}")
     return gpu
 
@@ -231,10 +243,11 @@ def _parse_offer(table: dict[str, Any], where: str, index: dict[str, GPU], indic
     gpu_name = table.get("gpu", table.get("gpu_id"))
     gpu = index.get(name_key(gpu_name))
     if gpu is None:
-        raise CatalogError(f"{where}: key 'gpu': unknown GPU {gpu_name!r} (add it as a [[gpu]] table first)")
+        hint = suggest_gpus(gpu_name, index, otherwise=" (add it as a [[gpu]] table)")
+        raise CatalogError(f"{where}: key 'gpu': unknown GPU {gpu_name!r}{hint}")
     offer = Offer(
         provider=table["provider"], gpu_id=gpu.id, count=table.get("count", 1),
-        price_per_hour=float(table["price_per_hour"]) if _has_type(table["price_per_hour"], _NUM) else 0.0,
+        price_per_hour=float(table["price_per_hour"]),
         currency=table["currency"], spot=table.get("spot", False), source=table["source"],
         checked=table["checked"], indicative=table.get("indicative", indicative),
     )

@@ -43,9 +43,17 @@ class GPU:
     form_factor: str = ""        # "SXM4", "PCIe", ...
     verified: bool = True        # False: datasheet figures not cross-checked
     notes: str = ""
+    # Total memory as NVML / nvidia-smi report it (less than memory_bytes where ECC or the driver
+    # reserves some: a T4 shows 15360 MiB of its 16 GiB); None where not recorded.
+    nvml_memory_bytes: int | None = None
 
     def peak(self, precision: str) -> float | None:
         return self.peak_tflops.get(precision)
+
+    @property
+    def visible_memory_bytes(self) -> int:
+        """What a process can see as total memory: the NVML figure where known, else the DRAM size."""
+        return self.nvml_memory_bytes or self.memory_bytes
 
     @property
     def has_bf16(self) -> bool:
@@ -75,3 +83,15 @@ class Offer:
 class Catalog:
     gpus: tuple[GPU, ...]
     offers: tuple[Offer, ...] = field(default=())
+
+    def gpu(self, name: str) -> GPU:
+        """The GPU called ``name`` (id, alias or NVML name); see :func:`gpuwise.catalog.resolve_gpu`."""
+        from gpuwise.catalog.resolve import resolve_gpu
+
+        return resolve_gpu(self, name)
+
+    def offers_for(self, gpu: str, *, provider: str | None = None, spot: bool | None = None) -> list[Offer]:
+        """Offers for one GPU, cheapest per GPU-hour first; see :func:`gpuwise.catalog.offers_for`."""
+        from gpuwise.catalog.resolve import offers_for
+
+        return offers_for(self, gpu, provider=provider, spot=spot)

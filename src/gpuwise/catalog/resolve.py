@@ -9,10 +9,15 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections import OrderedDict
 
 from gpuwise.catalog.model import GPU, Catalog, CatalogError, Offer
 
 _PREFIXES = ("nvidia", "tesla", "geforce", "quadro")
+# Planners resolve names in loops; a Catalog holds dicts and is unhashable, so its index is cached by
+# identity, keeping the catalog alive alongside so that its id cannot be reused while cached.
+_INDEX_CACHE: OrderedDict[int, tuple[Catalog, dict[str, GPU]]] = OrderedDict()
+_INDEX_CACHE_SIZE = 8
 _SEPARATORS = re.compile(r"[\s_\-]+")
 
 
@@ -44,21 +49,34 @@ def name_index(gpus: tuple[GPU, ...] | list[GPU]) -> dict[str, GPU]:
 
 def resolve_gpu(catalog: Catalog, name: str) -> GPU:
     """The GPU called ``name``; CatalogError naming it, with the closest known GPUs, when none is."""
-    index = name_index(catalog.gpus)
+    index = _catalog_index(catalog)
     gpu = index.get(name_key(name))
     if gpu is None:
-        raise CatalogError(f"unknown GPU {name!r}{_suggest(name, index)}")
+        raise CatalogError(f"unknown GPU {name!r}{suggest_gpus(name, index)}")
     return gpu
 
 
-def _suggest(name: str, index: dict[str, GPU]) -> str:
+def _catalog_index(catalog: Catalog) -> dict[str, GPU]:
+    cached = _INDEX_CACHE.get(id(catalog))
+    if cached is not None and cached[0] is catalog:
+        _INDEX_CACHE.move_to_end(id(catalog))
+        return cached[1]
+    index = name_index(catalog.gpus)
+    _INDEX_CACHE[id(catalog)] = (catalog, index)
+    while len(_INDEX_CACHE) > _INDEX_CACHE_SIZE:
+        _INDEX_CACHE.popitem(last=False)
+    return index
+
+
+def suggest_gpus(name: str, index: dict[str, GPU], otherwise: str = " (run `gpuwise gpus` to list the known GPUs)") -> str:
+    """A ' (did you mean: ...?)' suffix naming the canonical ids closest to ``name``."""
     close = difflib.get_close_matches(name_key(name), list(index), n=8, cutoff=0.6)
     ids: list[str] = []
     for key in close:
         if index[key].id not in ids:
             ids.append(index[key].id)
     if not ids:
-        return " (run `gpuwise gpus` to list the known GPUs)"
+        return otherwise
     return f" (did you mean: {', '.join(ids[:3])}?)"
 
 

@@ -29,7 +29,10 @@ _CLOCK_GHZ_RANGE = (0.5, 3.2)
 _SLACK = 1.15  # tensor clocks can sit a little above the fp32 boost used to infer them
 
 # Ordering of the rates every real GPU obeys (where it has both precisions).
-_RATE_ORDER = (("fp32", "tf32"), ("fp32", "fp16"), ("tf32", "fp16"), ("tf32", "bf16"), ("fp16", "fp8"), ("bf16", "fp8"), ("fp16", "int8"))
+_RATE_ORDER = (
+    ("fp32", "tf32"), ("fp32", "fp16"), ("tf32", "fp16"), ("tf32", "bf16"),
+    ("fp16", "fp8"), ("bf16", "fp8"), ("fp16", "int8"),
+)
 
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9.\-]*$")
 _DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
@@ -60,6 +63,9 @@ def gpu_problems(gpu: GPU) -> list[tuple[str, str]]:
         add(("tensor_cores", f"must be a whole number >= 0, got {gpu.tensor_cores!r}"))
     if _positive(gpu.memory_bytes) and not 1 * 2**30 <= gpu.memory_bytes <= 1024 * 2**30:
         add(("memory_bytes", f"{gpu.memory_bytes} is not between 1 GiB and 1 TiB: a unit mix-up?"))
+    nvml = gpu.nvml_memory_bytes
+    if nvml is not None and _positive(gpu.memory_bytes) and not 0.85 * gpu.memory_bytes <= nvml <= gpu.memory_bytes:
+        add(("nvml_memory_bytes", f"{nvml} is not between 85% and 100% of memory_bytes {gpu.memory_bytes}"))
     if _positive(gpu.l2_bytes) and not 256 * 2**10 <= gpu.l2_bytes <= 512 * 2**20:
         add(("l2_bytes", f"{gpu.l2_bytes} is not between 256 KiB and 512 MiB: a unit mix-up?"))
     if not _positive(gpu.memory_bandwidth_gbs) or not 50 <= gpu.memory_bandwidth_gbs <= 20_000:

@@ -1,7 +1,112 @@
-"""CLI command(s) of this module: not written yet."""
+"""`gpuwise gpus`: the GPU catalog (specs and indicative prices) as a table or JSON."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
+from rich import box
+from rich.table import Table
+
+from gpuwise.cli import common as c
+from gpuwise.units import format_money
+
+if TYPE_CHECKING:
+    from gpuwise.catalog.query import GpuRow
+
+
+NamesArg = Annotated[
+    Optional[list[str]], typer.Argument(help="GPUs to show: id, alias or NVML name (default: all).")
+]
+MinMemoryOpt = Annotated[
+    Optional[str], typer.Option("--min-memory", help="Only GPUs with at least this memory, e.g. 24GB.")
+]
+ProviderOpt = Annotated[
+    Optional[str],
+    typer.Option("--provider", help="Only this provider's offers (and, unless GPUs are named, the GPUs it offers)."),
+]
+SortOpt = Annotated[
+    Optional[str], typer.Option("--sort", help="price (cheapest GPU-hour first), memory or fp16 (largest first).")
+]
 
 
 def register(app: typer.Typer) -> None:
-    """Adds this module's commands to the app (the owner of this module replaces this)."""
+    app.command("gpus")(gpus)
+
+
+def gpus(
+    names: NamesArg = None,
+    min_memory: MinMemoryOpt = None,
+    provider: ProviderOpt = None,
+    sort: SortOpt = None,
+    catalog: c.CatalogOpt = None,
+    json_out: c.JsonOpt = False
+) -> None:
+    """GPU specs (dense peak rates, memory, bandwidth) and the offers to rent them.
+
+    Shipped prices are indicative and dated. Your own go in ~/.config/gpuwise/catalog.toml or --catalog FILE.
+    """
+    from gpuwise.catalog import load_catalog
+    from gpuwise.catalog.query import gpu_record, price_currency, select_gpus
+    from gpuwise.units import parse_bytes
+
+    cat = load_catalog(catalog)
+    min_bytes = parse_bytes(min_memory) if min_memory is not None else None
+    rows = select_gpus(cat, names or (), min_memory_bytes=min_bytes, provider=provider, sort=sort)
+    if json_out:
+        c.print_json({"gpus": [gpu_record(r.gpu, r.offers) for r in rows]})
+        return
+    currency = price_currency(rows)
+    c.console.print(_gpu_table(rows, currency))
+    if names or provider:
+        c.console.print(_offer_table(rows))
+    c.console.print(
+        "[dim]Dense peak TFLOPS; fp16 with fp32 accumulate, = bf16 where the GPU has bf16 (not before Ampere). "
+        "* = datasheet figures not cross-checked. "
+        "Shipped prices are indicative: --json gives each one's source and date.[/dim]"
+    )
+
+
+def _rate(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.0f}" if value >= 100 else f"{value:.1f}"
+
+
+def _gpu_table(rows: list[GpuRow], currency: str | None) -> Table:
+    # Fits an 80-column terminal; the full datasheet is in --json. bf16 equals fp16 wherever a GPU has it.
+    table = Table(title=f"{len(rows)} GPUs", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    id_width = max((len(r.gpu.id) + 1 for r in rows), default=3)
+    table.add_column("GPU", min_width=id_width, no_wrap=True)
+    for col in ("GiB", "GB/s", "fp32", "tf32", "fp16", "fp8"):
+        table.add_column(col, justify="right", no_wrap=True)
+    table.add_column("from /GPU-h", no_wrap=True)
+    for row in rows:
+        gpu = row.gpu
+        best = row.cheapest(currency) or row.cheapest()
+        price = f"{format_money(best.price_per_gpu_hour, best.currency)} {best.provider}" if best else "-"
+        table.add_row(
+            gpu.id + ("" if gpu.verified else "*"),
+            f"{gpu.memory_bytes / 2**30:.0f}",
+            f"{gpu.memory_bandwidth_gbs:.0f}",
+            *(_rate(gpu.peak(p)) for p in ("fp32", "tf32", "fp16", "fp8")),
+            price,
+        )
+    return table
+
+
+def _offer_table(rows: list[GpuRow]) -> Table:
+    table = Table(title="offers (shipped ones are indicative)", title_justify="left", box=box.SIMPLE_HEAD,
+                  pad_edge=False)
+    table.add_column("GPU", min_width=max((len(r.gpu.id) for r in rows), default=3), no_wrap=True)
+    for col, just in (("provider", "left"), ("n", "right"), ("price/h", "right"), ("/GPU-h", "right"),
+                      ("checked", "left"), ("", "left")):
+        table.add_column(col, justify=just, no_wrap=True)
+    for row in rows:
+        for o in row.offers:
+            note = ", ".join(w for w, on in (("spot", o.spot), ("yours", not o.indicative)) if on)
+            table.add_row(
+                row.gpu.id, o.provider, str(o.count), format_money(o.price_per_hour, o.currency),
+                format_money(o.price_per_gpu_hour, o.currency), o.checked, note,
+            )
+    return table

@@ -112,8 +112,9 @@ def fits(estimate: Estimate, headroom_fraction: float) -> bool:
 
 
 def usable_bytes(gpu: GPU, headroom_fraction: float) -> int:
-    """What a job may plan to use: the card's memory less a safety margin for fragmentation and drift."""
-    return int(gpu.memory_bytes * (1.0 - headroom_fraction))
+    """What a job may plan to use: the memory the driver reports (less than the nominal size, e.g.
+    15360 MiB on a 16 GiB T4) less a safety margin for fragmentation and drift."""
+    return int(gpu.visible_memory_bytes * (1.0 - headroom_fraction))
 
 
 def largest_fitting_batch(

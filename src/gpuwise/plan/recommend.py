@@ -276,7 +276,7 @@ def _evaluate(model, gpu: GPU, offer: Offer, count: int, job: JobSize, constrain
 
 def _oom_reason(batch: int, total_bytes: int, gpu: GPU, constraints: Constraints) -> str:
     usable = usable_bytes(gpu, constraints.headroom_fraction)
-    return (f"OOM at batch {batch}: needs {format_bytes(total_bytes)} of {format_bytes(gpu.memory_bytes)}"
+    return (f"OOM at batch {batch}: needs {format_bytes(total_bytes)} of {format_bytes(gpu.visible_memory_bytes)}"
             f" ({format_bytes(usable)} usable with {constraints.headroom_fraction:.0%} headroom)")
 
 

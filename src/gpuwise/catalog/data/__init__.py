@@ -1,0 +1,1 @@
+"""Built-in catalog data (TOML), shipped as package data."""

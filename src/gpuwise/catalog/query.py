@@ -1,0 +1,132 @@
+"""Choosing and ordering catalog rows, and their JSON form: what `gpuwise gpus` shows, without the CLI.
+
+Prices in different currencies are never compared with each other (gpuwise keeps no exchange
+rates): sorting by price uses the currency most of the shown offers are in, and GPUs without an
+offer in it come after the rest.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from gpuwise.catalog.model import GPU, PRECISIONS, Catalog, CatalogError, Offer
+from gpuwise.catalog.resolve import offers_for, resolve_gpu
+from gpuwise.errors import did_you_mean
+
+SORT_KEYS = ("price", "memory", "fp16")
+
+
+@dataclass(frozen=True)
+class GpuRow:
+    gpu: GPU
+    offers: tuple[Offer, ...]  # cheapest per GPU-hour first, within each currency
+
+    def cheapest(self, currency: str | None = None) -> Offer | None:
+        offers = [o for o in self.offers if currency is None or o.currency == currency]
+        return min(offers, key=lambda o: o.price_per_gpu_hour, default=None)
+
+
+def providers(catalog: Catalog) -> list[str]:
+    return sorted({o.provider for o in catalog.offers}, key=str.lower)
+
+
+def select_gpus(
+    catalog: Catalog,
+    names: list[str] | tuple[str, ...] = (),
+    *,
+    min_memory_bytes: int | None = None,
+    provider: str | None = None,
+    spot: bool | None = None,
+    sort: str | None = None,
+) -> list[GpuRow]:
+    """The GPUs named (all when none), filtered, each with its offers, ordered by ``sort``.
+
+    ``sort``: 'price' (cheapest GPU-hour first), 'memory' or 'fp16' (largest first); None keeps
+    the named order, or the catalog's order. With ``provider`` only its offers are kept, and, unless
+    GPUs were named, only the GPUs it offers.
+    """
+    if sort is not None and sort not in SORT_KEYS:
+        raise CatalogError(f"unknown sort key {sort!r}{did_you_mean(sort, SORT_KEYS) or ' (use price, memory or fp16)'}")
+    if provider is not None:
+        known = providers(catalog)
+        if provider.lower() not in {p.lower() for p in known}:
+            hint = did_you_mean(provider, known) or f" (known providers: {', '.join(known)})"
+            raise CatalogError(f"unknown provider {provider!r}{hint}")
+    gpus: list[GPU] = []
+    for name in names:
+        gpu = resolve_gpu(catalog, name)
+        if gpu not in gpus:
+            gpus.append(gpu)
+    if not names:
+        gpus = list(catalog.gpus)
+    rows = []
+    for gpu in gpus:
+        if min_memory_bytes is not None and gpu.memory_bytes < min_memory_bytes:
+            continue
+        offers = tuple(offers_for(catalog, gpu.id, provider=provider, spot=spot))
+        if provider is not None and not offers and not names:  # a GPU asked for by name stays
+            continue
+        rows.append(GpuRow(gpu, offers))
+    return sort_rows(rows, sort)
+
+
+def sort_rows(rows: list[GpuRow], sort: str | None) -> list[GpuRow]:
+    if sort == "memory":
+        return sorted(rows, key=lambda r: (-r.gpu.memory_bytes, -(r.gpu.peak("fp16") or 0)))
+    if sort == "fp16":
+        return sorted(rows, key=lambda r: (-(r.gpu.peak("fp16") or 0), -r.gpu.memory_bytes))
+    if sort == "price":
+        currency = price_currency(rows)
+
+        def key(r: GpuRow) -> tuple[int, float]:
+            best = r.cheapest(currency)
+            if best is not None:
+                return (0, best.price_per_gpu_hour)
+            return (1, 0.0) if r.offers else (2, 0.0)
+
+        return sorted(rows, key=key)
+    return rows
+
+
+def price_currency(rows: list[GpuRow]) -> str | None:
+    """The currency most shown offers are in: the one prices are compared in."""
+    counts = Counter(o.currency for r in rows for o in r.offers)
+    return counts.most_common(1)[0][0] if counts else None
+
+
+def offer_record(offer: Offer) -> dict[str, Any]:
+    return {
+        "provider": offer.provider, "price_per_hour": offer.price_per_hour, "currency": offer.currency,
+        "spot": offer.spot, "source": offer.source, "checked": offer.checked,
+        "count": offer.count, "price_per_gpu_hour": round(offer.price_per_gpu_hour, 6), "indicative": offer.indicative,
+    }
+
+
+def gpu_record(gpu: GPU, offers: tuple[Offer, ...] | list[Offer] = ()) -> dict[str, Any]:
+    """The JSON form of one GPU (the `gpuwise gpus --json` contract, plus the rest of the datasheet)."""
+    return {
+        "id": gpu.id,
+        "name": gpu.name,
+        "memory_bytes": gpu.memory_bytes,
+        "memory_bandwidth_gbs": gpu.memory_bandwidth_gbs,
+        "peak_tflops": {p: gpu.peak_tflops.get(p) for p in PRECISIONS},
+        "nvml_names": list(gpu.nvml_names),
+        "offers": [offer_record(o) for o in offers],
+        "aliases": list(gpu.aliases),
+        "arch": gpu.arch,
+        "compute_capability": gpu.compute_capability,
+        "form_factor": gpu.form_factor,
+        "sm_count": gpu.sm_count,
+        "cuda_cores": gpu.cuda_cores,
+        "tensor_cores": gpu.tensor_cores,
+        "l2_bytes": gpu.l2_bytes,
+        "nvml_memory_bytes": gpu.nvml_memory_bytes,
+        "tdp_w": gpu.tdp_w,
+        "pcie_gen": gpu.pcie_gen,
+        "nvlink_gbs": gpu.nvlink_gbs,
+        "source": gpu.source,
+        "verified": gpu.verified,
+        "notes": gpu.notes,
+    }
