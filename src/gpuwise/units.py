@@ -71,8 +71,12 @@ def parse_money(text: str) -> tuple[float, str | None]:
     return amount, currency
 
 
-def format_bytes(n_bytes: float, unit: str = "GB") -> str:
-    """Decimal GB by default, as nvidia-smi and datasheets do (nvidia-smi prints MiB)."""
+def format_bytes(n_bytes: float, unit: str | None = None) -> str:
+    """Decimal units as datasheets print them: GB from 1 GB up, MB below (or the ``unit`` given)."""
+    if unit is None and n_bytes == 0:
+        return "0 B"
+    if unit is None:
+        unit = "GB" if abs(n_bytes) >= 10**9 else ("MB" if abs(n_bytes) >= 10**6 else "kB")
     div = _BYTE_UNITS[unit.lower()]
     return f"{n_bytes / div:.1f} {unit}"
 

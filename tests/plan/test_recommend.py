@@ -95,7 +95,7 @@ def test_budget_excludes_expensive_options_and_nothing_meets_lists_closest(catal
 def test_multi_gpu_options_keep_the_effective_batch_and_price_by_count(catalog):
     cat = small_catalog(catalog, {"rtx-4090"}, [offer("rtx-4090", 2.0), offer("rtx-4090", 7.5, count=4)])
     model = ScriptedModel(Workload("scripted", batch_size=32))
-    rec = recommend(model, cat, job=JobSize(steps=1000), max_gpus=4)
+    rec = recommend(model, cat, job=JobSize(steps=1000), max_gpus=4, effective_batch=32)
     by_count = {o.count: o for o in rec.options}
     assert set(by_count) == {1, 2, 4}
     for o in by_count.values():
@@ -103,6 +103,18 @@ def test_multi_gpu_options_keep_the_effective_batch_and_price_by_count(catalog):
     assert by_count[4].price_per_hour == 7.5          # an exact offer for 4
     assert by_count[2].price_per_hour == 4.0          # single-GPU price × 2
     assert by_count[4].step_time_s < by_count[1].step_time_s
+
+
+def test_without_effective_batch_every_count_runs_the_users_micro_batch_from_one_estimate(catalog):
+    cat = small_catalog(catalog, {"rtx-4090"}, [offer("rtx-4090", 2.0)])
+    model = ScriptedModel(Workload("scripted", batch_size=32))
+    rec = recommend(model, cat, job=JobSize(samples=64_000), max_gpus=8)
+    assert {b for _, _, b in model.calls} == {32}
+    for o in rec.options:
+        assert o.batch_size == 32 and o.effective_batch_size == 32 * o.count
+    by_count = {o.count: o for o in rec.options}
+    # the same samples in fewer, larger steps
+    assert by_count[8].total_time_s < by_count[1].total_time_s
 
 
 def test_auto_batch_takes_the_largest_divisor_that_fits_and_accumulates_the_rest(catalog):

@@ -1,7 +1,123 @@
-"""CLI command(s) of this module: not written yet."""
+"""`gpuwise advise LOG`: diagnose a loss curve (plateau, noise, no progress, divergence) and price the rest."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
 
 import typer
+from rich import box
+from rich.panel import Panel
+from rich.table import Table
+
+from gpuwise.cli import common as c
+
+_COLOURS = {"healthy": "green", "plateau": "yellow", "noisy": "yellow", "not_learning": "red", "diverged": "red"}
 
 
 def register(app: typer.Typer) -> None:
-    """Adds this module's commands to the app (the owner of this module replaces this)."""
+    app.command("advise")(advise)
+
+
+def advise(
+    log: Annotated[str, typer.Argument(help="Run log (gpuwise guard/run), CSV or JSONL with step and loss, or a TensorBoard run directory.")],
+    target_loss: Annotated[Optional[float], typer.Option("--target-loss", help="Loss to reach: steps, time and cost to get there.")] = None,
+    gpu: Annotated[Optional[str], typer.Option("--gpu", help="GPU the run uses (default: from the run log).")] = None,
+    price_per_hour: Annotated[Optional[str], typer.Option("--price-per-hour", help="What you pay for it per hour, e.g. ¥7.5 (default: catalog).")] = None,
+    step_time_s: Annotated[Optional[float], typer.Option("--step-time-s", help="Seconds per optimizer step (default: from the log's wall times).")] = None,
+    provider: Annotated[Optional[str], typer.Option("--provider", help="Compare offers of this provider only.")] = None,
+    precision: Annotated[Optional[str], typer.Option("--precision", help="fp32, tf32, amp-fp16, amp-bf16, fp16, bf16 (scales step times between GPUs).")] = None,
+    num_gpus: Annotated[Optional[int], typer.Option("--num-gpus", help="GPUs the run uses (default: from the log, else 1).")] = None,
+    peak_memory: Annotated[Optional[str], typer.Option("--peak-memory", help="GPU memory the run needs, e.g. 18GB (default: from the log's samples).")] = None,
+    total_steps: Annotated[Optional[int], typer.Option("--total-steps", help="Where the run ends (for the remaining cost).")] = None,
+    min_progress_per_hour: Annotated[Optional[float], typer.Option("--min-progress-per-hour", help="Loss drop per hour below which more steps are not worth it (default: 0.2 % of the loss).")] = None,
+    restart_time: Annotated[str, typer.Option("--restart-time", help="Time lost to a GPU switch on the new GPU (save, move, restart).")] = "15m",
+    checkpoint_size: Annotated[str, typer.Option("--checkpoint-size", help="Checkpoint to move on a switch (at 100 MB/s).")] = "5GB",
+    plot: Annotated[Optional[str], typer.Option("--plot", help="Write a PNG: raw and smoothed loss, phases, forecast band.")] = None,
+    catalog: c.CatalogOpt = None,
+    json_out: c.JsonOpt = False,
+) -> None:
+    """Read a loss curve and say what to do: plateau (finish on a cheaper GPU?), noisy (larger batch?),
+    not learning (the GPU is not the problem), diverged; with a forecast and a GPU plan with prices."""
+    from gpuwise.advise import AdviseSettings, PricingRequest, SwitchCost, read_log
+    from gpuwise.advise import advise as run_advise
+    from gpuwise.advise.errors import AdviseError
+    from gpuwise.catalog import load_catalog
+    from gpuwise.units import parse_bytes, parse_duration_s, parse_money
+
+    if precision is not None and precision not in ("fp32", "tf32", "amp-fp16", "amp-bf16", "fp16", "bf16"):
+        from gpuwise.errors import did_you_mean
+
+        choices = ("fp32", "tf32", "amp-fp16", "amp-bf16", "fp16", "bf16")
+        raise AdviseError(f"unknown --precision {precision!r}{did_you_mean(precision, choices)}")
+    for name, value in (("--step-time-s", step_time_s), ("--total-steps", total_steps), ("--num-gpus", num_gpus),
+                        ("--min-progress-per-hour", min_progress_per_hour)):
+        if value is not None and value <= 0:
+            raise AdviseError(f"{name} must be positive, got {value}")
+    price, currency = parse_money(price_per_hour) if price_per_hour else (None, None)
+    training_log = read_log(log)
+    settings = AdviseSettings(target_loss=target_loss, step_time_s=step_time_s, total_steps=total_steps,
+                              min_progress_per_hour=min_progress_per_hour)
+    request = PricingRequest(
+        gpu_name=gpu, price_per_hour=price, currency=currency, provider=provider, precision=precision, count=num_gpus,
+        memory_need_bytes=parse_bytes(peak_memory) if peak_memory else None,
+        switch=SwitchCost(restart_s=parse_duration_s(restart_time), checkpoint_bytes=parse_bytes(checkpoint_size)))
+    report = run_advise(training_log, settings, load_catalog(catalog), request)
+    plot_path = None
+    if plot:
+        from gpuwise.advise.plot import plot_report
+
+        plot_path = str(plot_report(report, plot))
+    if json_out:
+        out = report.to_dict()
+        out["plot"] = plot_path
+        c.print_json(out)
+        return
+    _render(report, plot_path)
+
+
+def _render(report, plot_path: str | None) -> None:
+    from gpuwise.units import format_duration, format_money
+
+    d = report.to_dict()
+    colour = _COLOURS[report.diagnosis]
+    step_time = f", {format_duration(d['step_time_s'])}/step" if d["step_time_s"] else ""
+    c.console.print(f"[bold]{report.source}[/bold]: {d['points']:,} points to step {d['last_step']:,}{step_time}; "
+                    f"loss trend {d['current_trend_loss']:.4g}, noise ±{d['noise']['relative_std']:.1%}")
+    c.console.print(f"Diagnosis: [bold {colour}]{report.diagnosis.replace('_', ' ')}[/bold {colour}]")
+    phases = Table(box=box.SIMPLE_HEAD, pad_edge=False, title="Phases", title_justify="left")
+    for col in ("phase", "from step", "to step", "drop per doubling"):
+        phases.add_column(col, justify="left" if col == "phase" else "right")
+    for p in d["phases"]:
+        phases.add_row(p["kind"].replace("_", " "), f"{p['start_step']:,}", f"{p['end_step']:,}",
+                       f"{p['drop_per_doubling']:.1%}")
+    c.console.print(phases)
+    ns = d["noise_scale"]
+    if ns is not None and ns.get("b_simple") is not None:
+        c.console.print(f"Gradient noise scale B_simple ≈ {ns['b_simple']:,.0f} (critical batch) vs batch "
+                        f"{ns['batch_size']:g}: {ns['step_efficiency']:.0%} of the largest progress per step, "
+                        f"{ns['sample_efficiency']:.0%} per sample.")
+    for item in report.advice:
+        c.console.print(Panel(item.text, title=item.title, title_align="left", border_style=_advice_colour(item.kind)))
+    if report.plan is not None and len(report.plan.phases) > 1 or (report.plan and report.plan.saving > 0):
+        plan = Table(box=box.SIMPLE_HEAD, pad_edge=False, title="GPU plan", title_justify="left")
+        for col in ("steps", "GPU", "provider", "time", "cost"):
+            plan.add_column(col, justify="right" if col in ("time", "cost") else "left")
+        cur = report.plan.currency
+        for p in report.plan.phases:
+            plan.add_row(f"{p.from_step:,}–{p.to_step:,}", p.gpu_id, p.provider, format_duration(p.hours * 3600),
+                         format_money(p.cost, cur))
+        s = report.plan.stay
+        plan.add_row(f"stay: {s.from_step:,}–{s.to_step:,}", s.gpu_id, s.provider, format_duration(s.hours * 3600),
+                     format_money(s.cost, cur), style="dim")
+        c.console.print(plan)
+    if d["pricing_note"]:
+        c.console.print(f"[dim]Prices: {d['pricing_note']}.[/dim]")
+    c.console.print("[dim]Step times on other GPUs are scaled by peak math and memory bandwidth (a roofline ratio); "
+                    "catalog prices are indicative.[/dim]")
+    if plot_path:
+        c.console.print(f"Plot: {plot_path}")
+
+
+def _advice_colour(kind: str) -> str:
+    return {"diverged": "red", "not_learning": "red", "noisy": "yellow", "plateau": "yellow",
+            "batch_size": "cyan", "switch_gpu": "green", "plan": "green", "healthy": "green"}.get(kind, "blue")

@@ -40,7 +40,7 @@ SeqLenOpt = Annotated[Optional[int], typer.Option("--seq-len", help="Tokens per 
 ImageSizeOpt = Annotated[Optional[int], typer.Option("--image-size", help="Image side in pixels (vision models).")]
 PrecisionOpt = Annotated[str, typer.Option("--precision", help="fp32, tf32, amp-fp16, amp-bf16, fp16, bf16.")]
 OptimizerOpt = Annotated[
-    str, typer.Option("--optimizer", help="none, sgd, momentum, adam, adamw, adamw-8bit, adafactor, lion.")
+    str, typer.Option("--optimizer", help="none, sgd, momentum, adam, adamw, adamw-8bit, paged-adamw, paged-adamw-8bit, adafactor, lion.")
 ]
 ModeOpt = Annotated[str, typer.Option("--mode", help="train or infer.")]
 GradCkptOpt = Annotated[bool, typer.Option("--grad-checkpointing", help="Recompute activations in backward.")]

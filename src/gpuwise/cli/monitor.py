@@ -1,7 +1,162 @@
-"""CLI command(s) of this module: not written yet."""
+"""`gpuwise watch`, `gpuwise run -- CMD`, `gpuwise exporter`: thin commands over gpuwise.monitor."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Annotated, Optional
 
 import typer
 
+from gpuwise.cli.common import JsonOpt, console, err_console, print_json
+
+IntervalOpt = Annotated[float, typer.Option("--interval", help="Seconds between samples (0.1 = 10 Hz, the fastest).")]
+LogOpt = Annotated[Optional[str], typer.Option("--log", help="Write the samples to this run log (SQLite).")]
+
+
+def _no_driver(exc: Exception, json_out: bool) -> None:
+    """One line and exit 1: there is nothing to watch here (not bad input, so not exit 2)."""
+    if json_out:
+        print_json({"available": False, "reason": str(exc), "gpus": []})
+    else:
+        print(f"gpuwise: {exc}", file=sys.stderr)
+    raise typer.Exit(1)
+
 
 def register(app: typer.Typer) -> None:
-    """Adds this module's commands to the app (the owner of this module replaces this)."""
+    @app.command("watch")
+    def watch_cmd(
+        interval: IntervalOpt = 1.0,
+        log: LogOpt = None,
+        count: Annotated[int, typer.Option("--count", help="Stop after this many samples (0: until Ctrl-C).")] = 0,
+        json_out: JsonOpt = False,
+    ) -> None:
+        """A live view of every GPU (and MIG instance) with a short history; --json prints one snapshot."""
+        from gpuwise.monitor import NoDriverError, Sampler, open_backend
+        from gpuwise.monitor.live import render_live
+        from gpuwise.monitor.sampler import open_run_log
+
+        try:
+            backend = open_backend()
+        except NoDriverError as exc:
+            _no_driver(exc, json_out)
+            return
+        runlog = open_run_log(log) if log else None
+        sampler = Sampler(backend, interval_s=interval, runlog=runlog)
+        try:
+            if json_out:
+                samples = sampler.sample_once()
+                print_json({"available": True, "backend": backend.name, "driver_version": backend.driver_version(),
+                            "t_s": samples[0].t_s if samples else time.time(),
+                            "gpus": [s.to_row() for s in samples]})
+                return
+            from rich.live import Live
+
+            title = f"gpuwise watch: {backend.name}, driver {backend.driver_version() or '?'}, every {sampler.interval_s:g} s"
+            with Live(render_live({}, title), console=console, auto_refresh=False) as live:
+                taken = 0
+                while count == 0 or taken < count:
+                    sampler.sample_once()
+                    taken += 1
+                    live.update(render_live(sampler.history(), title), refresh=True)
+                    if count == 0 or taken < count:
+                        time.sleep(sampler.interval_s)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            if runlog is not None:
+                runlog.close()
+            backend.close()
+
+    @app.command(
+        "run",
+        context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    )
+    def run_cmd(
+        cmd: Annotated[Optional[list[str]], typer.Argument(help="The command and its arguments, after --.")] = None,
+        log: LogOpt = None,
+        interval: IntervalOpt = 1.0,
+        torch_hook: Annotated[bool, typer.Option(
+            "--torch-hook", help="Record PyTorch's peak allocated/reserved memory at the exit of Python children.")] = False,
+        gpu_price: Annotated[Optional[str], typer.Option("--gpu-price", help="Price per GPU-hour paid, for the report.")] = None,
+        provider: Annotated[Optional[str], typer.Option("--provider", help="Compare prices of this provider only.")] = None,
+        json_out: JsonOpt = False,
+    ) -> None:
+        """Run CMD, sample the GPUs until it ends, pass SIGINT/SIGTERM on, exit with its exit code, print the report."""
+        from gpuwise.errors import GpuwiseError
+        from gpuwise.monitor.runner import run_command
+
+        if not cmd:
+            raise GpuwiseError("gpuwise run needs a command: gpuwise run [options] -- CMD ARGS...")
+        # With --json our stdout carries one JSON object: the command's own output goes to stderr.
+        result = run_command(cmd, log_path=log, interval_s=interval, torch_hook=torch_hook,
+                             child_stdout=sys.stderr.fileno() if json_out else None)
+        report = None
+        problem = "no GPU was sampled (no NVIDIA driver): no report" if result.no_driver else None
+        if result.sampled and result.samples_taken:
+            try:
+                from gpuwise.catalog import load_catalog
+                from gpuwise.report.build import build_report
+                from gpuwise.units import parse_money
+
+                report = build_report(result.log_path, load_catalog(), provider=provider,
+                                      gpu_price=parse_money(gpu_price) if gpu_price else None)
+            except GpuwiseError as exc:  # the command's exit code matters more than our report
+                problem = f"no report: {exc}"
+        if json_out:
+            print_json({"exit_code": result.exit_code, "log": str(result.log_path), "sampled": result.sampled,
+                        "samples": result.samples_taken, "duration_s": result.duration_s,
+                        "signals_forwarded": result.forwarded, "problem": problem,
+                        "report": report.to_dict() if report else None})
+        else:
+            if report is not None:
+                from gpuwise.report.text import render_report
+
+                err_console.print(render_report(report))
+            elif problem:
+                err_console.print(f"gpuwise: {problem}")
+            err_console.print(f"gpuwise: run log {result.log_path}; exit code {result.exit_code}")
+        raise typer.Exit(result.exit_code)
+
+    @app.command("exporter")
+    def exporter_cmd(
+        port: Annotated[int, typer.Option("--port", help="TCP port (dcgm-exporter's is 9400; 0 picks a free one).")] = 9400,
+        bind: Annotated[str, typer.Option("--bind", help="Address to listen on (0.0.0.0 for every interface).")] = "127.0.0.1",
+        interval: IntervalOpt = 1.0,
+        log: LogOpt = None,
+        json_out: JsonOpt = False,
+    ) -> None:
+        """Prometheus metrics of every GPU on http://BIND:PORT/metrics, named like dcgm-exporter's."""
+        import signal
+        import threading
+
+        from gpuwise.monitor import NoDriverError, Sampler, open_backend
+        from gpuwise.monitor.exporter import serve
+        from gpuwise.monitor.sampler import open_run_log
+
+        try:
+            backend = open_backend()
+        except NoDriverError as exc:
+            _no_driver(exc, json_out)
+            return
+        runlog = open_run_log(log) if log else None
+        sampler = Sampler(backend, interval_s=interval, runlog=runlog)
+        sampler.sample_once()  # the first scrape already has data
+        sampler.start()
+        server, _thread = serve(sampler, port, bind)
+        actual_port = server.server_address[1]
+        url = f"http://{bind}:{actual_port}/metrics"
+        if json_out:
+            print_json({"url": url, "port": actual_port, "bind": bind, "backend": backend.name})
+        else:
+            print(f"gpuwise exporter: serving {url} (Ctrl-C to stop)")
+        sys.stdout.flush()
+        stop = threading.Event()
+        for s in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(s, lambda *_: stop.set())
+        stop.wait()
+        server.shutdown()
+        sampler.stop(final_sample=False)
+        if runlog is not None:
+            runlog.close()
+        backend.close()

@@ -118,22 +118,23 @@ def _cost(o) -> str:
 def _render(rec, show_all: bool) -> None:
     con = c.console
     w = rec.workload
-    con.print(f"[bold]{w.model}[/]  {w.mode}, effective batch {rec.options[0].effective_batch_size if rec.options else w.batch_size}, "
-              f"{w.precision}, optimizer {w.optimizer}  [dim]({rec.method})[/]")
+    con.print(f"[bold]{w.model}[/]  {w.mode}, {w.precision}, optimizer {w.optimizer}  [dim]({rec.method})[/]")
+    con.print("[dim]batch column: micro-batch per GPU × accumulation steps; effective batch = that × GPUs[/]")
     marks = {}
     for label, o in (("best value", rec.best_value), ("fastest", rec.fastest), ("BEST", rec.best)):
         if o is not None:
             marks.setdefault(id(o), []).insert(0, label)
-    table = Table(title_justify="left")
-    for col in ("", "gpu", "n", "provider", "batch", "needs", "step", "job time", "job cost", "bound / why not"):
-        table.add_column(col, justify="right" if col in ("n", "batch", "needs", "step", "job time", "job cost") else "left")
+    table = Table(title_justify="left", pad_edge=False)
+    for col in ("", "gpu", "provider", "batch", "needs", "step", "job time", "job cost", "bound / why not"):
+        table.add_column(col, justify="right" if col in ("batch", "needs", "step", "job time", "job cost") else "left",
+                         no_wrap=col != "bound / why not", overflow="fold")
     shown = rec.options if show_all else _summary(rec)
     for o in shown:
         mark = ", ".join(marks.get(id(o), []))
         style = "bold green" if o is rec.best else ("dim" if not o.eligible else "")
         batch = f"{o.batch_size}×{o.grad_accum_steps}" if o.batch_size and o.grad_accum_steps > 1 else str(o.batch_size or "-")
         table.add_row(
-            mark, o.gpu, str(o.count), o.provider + (" (spot)" if o.spot else ""), batch,
+            mark, o.gpu + (f" ×{o.count}" if o.count > 1 else ""), o.provider + (" (spot)" if o.spot else ""), batch,
             format_bytes(o.peak_total_bytes) if o.peak_total_bytes else "-",
             format_duration(o.step_time_s) if o.step_time_s else "-",
             format_duration(o.total_time_s) if o.total_time_s else "-", _cost(o),
@@ -163,16 +164,16 @@ def _render(rec, show_all: bool) -> None:
         con.print(f"[dim]note: {note}[/]")
 
 
-def _summary(rec, limit: int = 15):
+def _summary(rec, limit: int = 12):
     """The marked options, then the rest by rank, then one example of each kind of exclusion."""
     keep = []
     for o in (rec.best, rec.fastest, rec.best_value):
-        if o is not None and o not in keep:
+        if o is not None and all(o is not k for k in keep):
             keep.append(o)
     for o in rec.options:
         if len(keep) >= limit:
             break
-        if o.eligible and o not in keep:
+        if o.eligible and all(o is not k for k in keep):
             keep.append(o)
     seen_kinds = set()
     for o in rec.options:

@@ -1,7 +1,63 @@
-"""CLI command(s) of this module: not written yet."""
+"""`gpuwise report LOG`: what a job really used and which cheaper GPU would have served (thin CLI)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
 
 import typer
 
+from gpuwise.cli.common import CatalogOpt, JsonOpt, console, print_json
+
+GpuPriceOpt = Annotated[Optional[str], typer.Option(
+    "--gpu-price", help="What you paid per GPU-hour for the rented GPU: 15, ¥15, 1.29USD (default: catalog price).")]
+ProviderOpt = Annotated[Optional[str], typer.Option("--provider", help="Compare prices of this provider only (autodl, aws, ...).")]
+
 
 def register(app: typer.Typer) -> None:
-    """Adds this module's commands to the app (the owner of this module replaces this)."""
+    @app.command("report")
+    def report_cmd(
+        log: Annotated[str, typer.Argument(help="A gpuwise run log, an nvidia-smi --query-gpu CSV log, or nvidia-smi dmon output.")],
+        gpu_price: GpuPriceOpt = None,
+        provider: ProviderOpt = None,
+        gpu: Annotated[Optional[str], typer.Option("--gpu", help="The rented GPU, when the log does not name it (dmon).")] = None,
+        headroom: Annotated[Optional[str], typer.Option("--headroom", help="Memory kept free on top of the need: 10%, 2GB (default 10%, at least 1 GiB).")] = None,
+        precision: Annotated[str, typer.Option("--precision", help="Peak rate used to scale busy time between GPUs: fp32, tf32, fp16, bf16.")] = "fp16",
+        columns: Annotated[Optional[str], typer.Option("--columns", help="The --query-gpu list of a CSV log written with noheader.")] = None,
+        html: Annotated[Optional[str], typer.Option("--html", help="Also write an HTML report with plots to this file.")] = None,
+        catalog: CatalogOpt = None,
+        json_out: JsonOpt = False,
+    ) -> None:
+        """What a job really used, and which cheaper GPU would have served it, with the saving.
+
+        Reads a gpuwise run log, an nvidia-smi --query-gpu CSV log or nvidia-smi dmon output: peak/p95 memory
+        needed, busy share, idle stretches, power; the catalog GPUs that would have held the job, how long it
+        would have taken there (busy-share scaling), and the saving per hour, month (730 h) and for the run.
+        """
+        from gpuwise.catalog import PRECISIONS, load_catalog
+        from gpuwise.errors import did_you_mean
+        from gpuwise.report.build import build_report
+        from gpuwise.report.errors import ReportError
+        from gpuwise.report.rightsize import parse_headroom
+        from gpuwise.units import parse_money
+
+        if precision not in PRECISIONS:
+            raise ReportError(f"unknown --precision {precision!r}{did_you_mean(precision, PRECISIONS)}")
+        report = build_report(
+            log, load_catalog(catalog), gpu=gpu, gpu_price=parse_money(gpu_price) if gpu_price else None,
+            provider=provider, headroom=parse_headroom(headroom), precision=precision,
+            columns=[c for c in columns.split(",") if c.strip()] if columns else None,
+        )
+        if html:
+            from gpuwise.report.html import write_html
+
+            write_html(report, html)
+        if json_out:
+            out = report.to_dict()
+            out["html"] = html
+            print_json(out)
+            return
+        from gpuwise.report.text import render_report
+
+        console.print(render_report(report))
+        if html:
+            console.print(f"HTML report: {html}")

@@ -179,7 +179,10 @@ def recommend(
     progress = progress or (lambda _m: None)
     workload = model.workload
     offers = select_offers(catalog, provider=provider, gpu_ids=gpu_ids, spot=spot)
-    ranking_currency = currency or _majority_currency(offers) or "CNY"
+    ranking_currency = currency or _single_currency(offers) or "CNY"
+    # Without --effective-batch, every GPU runs the user's micro-batch (one trace serves all options);
+    # with it, micro-batch × accumulation × GPUs is kept equal to it on every option.
+    keep_effective = effective_batch is not None or auto_batch
     effective = effective_batch or workload.batch_size * workload.grad_accum_steps
     gpus = {g.id: g for g in catalog.gpus}
 
@@ -194,7 +197,8 @@ def recommend(
             offer = _offer_for_count(by_gpu[gpu_id], count, ranking_currency)
             if offer is None:
                 continue
-            options.append(_evaluate(model, gpu, offer, count, job, constraints, effective,
+            target = effective if keep_effective else effective * count
+            options.append(_evaluate(model, gpu, offer, count, job, constraints, target,
                                      auto_batch, ranking_currency))
 
     options = _apply_constraints(options, constraints, ranking_currency)
@@ -217,11 +221,10 @@ def recommend(
                           nothing, tuple(closest), notes)
 
 
-def _majority_currency(offers: list[Offer]) -> str | None:
-    counts: dict[str, int] = {}
-    for o in offers:
-        counts[o.currency] = counts.get(o.currency, 0) + 1
-    return max(counts, key=counts.get) if counts else None
+def _single_currency(offers: list[Offer]) -> str | None:
+    """The offers' currency when they share one; mixed offers rank in CNY (gpuwise's home market)."""
+    currencies = {o.currency for o in offers}
+    return currencies.pop() if len(currencies) == 1 else None
 
 
 def _evaluate(model, gpu: GPU, offer: Offer, count: int, job: JobSize, constraints: Constraints,

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, replace
 from gpuwise.errors import GpuwiseError
 
 PRECISIONS = ("fp32", "tf32", "amp-fp16", "amp-bf16", "fp16", "bf16")
-OPTIMIZERS = ("none", "sgd", "momentum", "adam", "adamw", "adamw-8bit", "adafactor", "lion")
+OPTIMIZERS = ("none", "sgd", "momentum", "adam", "adamw", "adamw-8bit", "adafactor", "lion", "paged-adamw", "paged-adamw-8bit")
 MODES = ("train", "infer")
 FINETUNES = ("full", "freeze", "lora", "qlora")
 QUANTS = ("none", "int8", "nf4")

@@ -1,0 +1,336 @@
+"""A decoder-only LLM described from its HF config: parameters per component, FLOPs, KV cache.
+
+Works for any llama-like or MoE decoder config (Llama, Qwen 1.5-3, Mistral/Mixtral, Gemma 2/3,
+Phi-1.5/3/4, DeepSeek V2/V3 with MLA, GLM-4, InternLM2, Yi, Baichuan, GPT-NeoX). The linear layers
+are listed with the names the HF implementation gives them (``q_proj``, ``w1``, ``query_key_value``),
+so LoRA targets and quantization select the same layers here as on the real module.
+Activation memory is in ``gpuwise.llm.activations``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpuwise.llm.config import LlmError, text_config
+
+# Canonical roles of block linears; LoRA targets may name a role or the module's own name.
+ROLE_ALIASES = {
+    "q": ("q_proj", "q_a_proj", "q_b_proj"), "k": ("k_proj",), "v": ("v_proj",),
+    "qkv": ("qkv_proj", "query_key_value", "W_pack", "wqkv", "kv_a_proj_with_mqa", "kv_b_proj"),
+    "o": ("o_proj", "dense", "wo"), "gate": ("gate_proj", "w1"), "up": ("up_proj", "w3"),
+    "gate_up": ("gate_up_proj", "dense_h_to_4h"), "down": ("down_proj", "w2", "dense_4h_to_h", "fc2"),
+    "fc1": ("fc1",),
+}
+_NON_GATED = {"phi", "gpt_neox", "gpt2", "gptj", "falcon", "opt", "bloom", "gpt_bigcode", "starcoder2"}
+_LAYERNORM = {"phi", "gpt_neox", "gpt2", "gptj", "falcon", "opt", "bloom", "gpt_bigcode", "starcoder2"}
+
+
+@dataclass(frozen=True)
+class LinearSpec:
+    """One kind of nn.Linear in the decoder blocks."""
+
+    name: str             # leaf module name in the HF implementation
+    role: str             # canonical role, see ROLE_ALIASES (attention: "attn", MLP: "mlp")
+    part: str             # "attn" | "mlp" | "expert" | "shared"
+    in_features: int
+    out_features: int
+    copies_per_layer: int  # experts per layer for routed experts, else 1
+    layers: int
+    bias: bool = False
+
+    @property
+    def params(self) -> int:
+        return self.copies_per_layer * self.layers * (self.in_features * self.out_features + self.bias * self.out_features)
+
+
+@dataclass(frozen=True)
+class ParamCounts:
+    embedding: int
+    attention: int
+    mlp: int            # dense MLPs and shared experts
+    experts: int        # routed experts (all of them)
+    router: int
+    norms: int
+    lm_head: int        # 0 when tied to the embedding
+    total: int
+    active: int         # per token: routed experts count top_k / num_experts
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class DecoderArch:
+    model_type: str
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int
+    vocab_size: int
+    tie_word_embeddings: bool
+    gated_mlp: bool
+    layernorm: bool                 # LayerNorm (weight+bias) instead of RMSNorm
+    norms_per_layer: int
+    qk_norm: bool
+    linears: tuple[LinearSpec, ...]
+    num_experts: int = 0
+    experts_per_token: int = 0
+    moe_intermediate_size: int = 0
+    shared_intermediate_size: int = 0
+    num_moe_layers: int = 0
+    shared_expert_gate: bool = False
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0           # > 0: multi-head latent attention (DeepSeek V2/V3)
+    qk_rope_head_dim: int = 0
+    qk_nope_head_dim: int = 0
+    v_head_dim: int = 0
+    sliding_window: int = 0         # 0: none
+    sliding_layers: int = 0         # layers whose KV cache the window bounds
+    lm_head_bias: bool = False
+    max_position_embeddings: int = 0
+
+    # ---- shapes -----------------------------------------------------------------------------
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 0 and self.num_moe_layers > 0
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank > 0
+
+    @property
+    def q_dim(self) -> int:
+        if self.is_mla:
+            return self.num_heads * (self.qk_nope_head_dim + self.qk_rope_head_dim)
+        return self.num_heads * self.head_dim
+
+    @property
+    def kv_dim(self) -> int:
+        """Width of K (and of V) per token as attention consumes it, before any GQA expansion."""
+        if self.is_mla:
+            return self.num_heads * (self.qk_nope_head_dim + self.qk_rope_head_dim)
+        return self.num_kv_heads * self.head_dim
+
+    @property
+    def v_dim(self) -> int:
+        return self.num_heads * self.v_head_dim if self.is_mla else self.kv_dim
+
+    # ---- parameters -------------------------------------------------------------------------
+    def param_counts(self) -> ParamCounts:
+        h = self.hidden_size
+        by_part = {"attn": 0, "mlp": 0, "expert": 0, "shared": 0}
+        for lin in self.linears:
+            by_part[lin.part] += lin.params
+        norm_w = 2 * h if self.layernorm else h
+        norms = self.num_layers * self.norms_per_layer * norm_w + norm_w
+        if self.qk_norm:
+            norms += self.num_layers * 2 * self.head_dim
+        if self.is_mla:
+            norms += self.num_layers * (self.kv_lora_rank + self.q_lora_rank)
+        router = self.num_moe_layers * (h * self.num_experts + (h if self.shared_expert_gate else 0))
+        embedding = self.vocab_size * h
+        lm_head = 0 if self.tie_word_embeddings else self.vocab_size * h
+        lm_head += self.vocab_size if self.lm_head_bias else 0
+        total = embedding + by_part["attn"] + by_part["mlp"] + by_part["shared"] + by_part["expert"] + router
+        total += norms + lm_head
+        active_experts = by_part["expert"] * self.experts_per_token // max(self.num_experts, 1)
+        return ParamCounts(
+            embedding=embedding, attention=by_part["attn"], mlp=by_part["mlp"] + by_part["shared"],
+            experts=by_part["expert"], router=router, norms=norms, lm_head=lm_head, total=total,
+            active=total - by_part["expert"] + active_experts,
+        )
+
+    def matmul_params_per_token(self) -> int:
+        """Weights one token multiplies through in a forward pass: active block linears, routers, LM head
+        (the tied embedding matrix counts as the LM head; the input lookup is not a matmul)."""
+        pc = self.param_counts()
+        return pc.active - pc.embedding - pc.norms - (pc.lm_head - self.vocab_size * self.lm_head_bias) + self.vocab_size * self.hidden_size
+
+    def largest_layer_params(self) -> int:
+        """Parameters of the largest single module (DeepSpeed's ``largest_layer_params``)."""
+        sizes = [lin.in_features * lin.out_features for lin in self.linears]
+        return max(sizes + [self.vocab_size * self.hidden_size])
+
+    def block_params(self) -> int:
+        """Parameters of one (average) decoder block; ZeRO-3/FSDP gathers one block at a time."""
+        pc = self.param_counts()
+        return (pc.total - pc.embedding - pc.lm_head) // self.num_layers
+
+    def linear_params(self, predicate=None) -> int:
+        return sum(lin.params for lin in self.linears if predicate is None or predicate(lin))
+
+    def lora_params(self, rank: int, targets: tuple[str, ...] = ()) -> int:
+        """Exact LoRA adapter parameter count: r × (in + out) per adapted linear (A is r×in, B is out×r)."""
+        return sum(
+            rank * (lin.in_features + lin.out_features) * lin.copies_per_layer * lin.layers
+            for lin in self.linears if matches_target(lin, targets)
+        )
+
+    # ---- compute ----------------------------------------------------------------------------
+    def attention_flops_per_token(self, context_tokens: float) -> float:
+        """Forward FLOPs of QKᵀ and A·V for one query token attending to ``context_tokens`` keys."""
+        qk_width = self.q_dim
+        v_width = self.num_heads * (self.v_head_dim if self.is_mla else self.head_dim)
+        return 2.0 * self.num_layers * (qk_width + v_width) * context_tokens
+
+    def forward_flops_per_token(self, context_tokens: float) -> float:
+        """2 × active matmul parameters + attention; norms, activations and softmax are ignored (<1%)."""
+        return 2.0 * self.matmul_params_per_token() + self.attention_flops_per_token(context_tokens)
+
+    # ---- KV cache ---------------------------------------------------------------------------
+    def kv_cache_bytes_per_token(self, bytes_per_element: float = 2.0, context_tokens: int | None = None) -> float:
+        """Cache bytes one token adds. MLA caches the compressed latent (kv_lora_rank + rope dims) per
+        layer, as vLLM/SGLang do; others 2 × kv_heads × head_dim per layer. Sliding-window layers stop
+        growing at the window when ``context_tokens`` exceeds it (averaged over the context)."""
+        if self.is_mla:
+            per_layer = self.kv_lora_rank + self.qk_rope_head_dim
+        else:
+            per_layer = 2 * self.num_kv_heads * self.head_dim
+        layers = float(self.num_layers)
+        if self.sliding_layers and context_tokens and context_tokens > self.sliding_window:
+            layers = self.num_layers - self.sliding_layers + self.sliding_layers * self.sliding_window / context_tokens
+        return per_layer * layers * bytes_per_element
+
+    def kv_cache_bytes(self, tokens: int, batch: int = 1, bytes_per_element: float = 2.0) -> int:
+        """2 × layers × kv_heads × head_dim × tokens × batch × bytes (GQA/MQA: kv_heads < heads)."""
+        return int(round(self.kv_cache_bytes_per_token(bytes_per_element, tokens) * tokens * batch))
+
+
+def matches_target(lin: LinearSpec, targets: tuple[str, ...]) -> bool:
+    """Default (no targets, or "all"/"all-linear"): every linear of the blocks. Else a target names a
+    role (``q``, ``gate``, ``down``...) or a module's own name (``q_proj``, ``w1``)."""
+    return name_matches(lin.name, targets)
+
+
+def name_matches(leaf_name: str, targets: tuple[str, ...]) -> bool:
+    """The one matching rule for the closed form and for real modules (gpuwise.llm.peft)."""
+    if not targets or any(t in ("all", "all-linear", "all_linear") for t in targets):
+        return True
+    return any(t == leaf_name or leaf_name in ROLE_ALIASES.get(t, ()) for t in targets)
+
+
+def _get(cfg: dict, *keys, default=None):
+    for key in keys:
+        value = cfg.get(key)
+        if value is not None:
+            return value
+    return default
+
+
+def arch_from_config(cfg: dict) -> DecoderArch:
+    """Build a DecoderArch from an HF config dict (the language part of multimodal configs)."""
+    c = text_config(cfg)
+    mt = str(c.get("model_type") or cfg.get("model_type") or "").lower()
+    h = int(_get(c, "hidden_size", "n_embd", "d_model", default=0))
+    layers = int(_get(c, "num_hidden_layers", "num_layers", "n_layer", default=0))
+    heads = int(_get(c, "num_attention_heads", "n_head", default=0))
+    vocab = int(_get(c, "padded_vocab_size", "vocab_size", default=0))
+    if not (h and layers and heads and vocab):
+        raise LlmError(f"config of model_type {mt!r} lacks hidden_size/num_hidden_layers/num_attention_heads/vocab_size")
+    if mt == "chatglm":
+        kv_heads = int(c.get("multi_query_group_num", heads)) if c.get("multi_query_attention") else heads
+    else:
+        kv_heads = int(_get(c, "num_key_value_heads", default=heads))
+    head_dim = int(_get(c, "head_dim", "kv_channels", default=h // heads))
+    inter = int(_get(c, "intermediate_size", "ffn_hidden_size", "n_inner", default=4 * h))
+    gated = mt not in _NON_GATED
+    layernorm = mt in _LAYERNORM
+    q, kv = heads * head_dim, kv_heads * head_dim
+    all_bias = mt in ("phi", "gpt_neox")
+    qkv_bias = bool(c.get("attention_bias")) or mt in ("qwen2", "qwen2_moe") or bool(c.get("add_qkv_bias")) or all_bias
+    o_bias = bool(c.get("attention_bias")) or all_bias
+    mlp_bias = bool(c.get("mlp_bias")) or all_bias or bool(c.get("add_bias_linear"))
+
+    # MoE layout
+    n_exp = int(_get(c, "num_experts", "num_local_experts", "n_routed_experts", default=0) or 0)
+    top_k = int(_get(c, "num_experts_per_tok", "moe_topk", default=0) or 0)
+    moe_inter = int(_get(c, "moe_intermediate_size", default=inter if mt == "mixtral" else 0) or 0)
+    if n_exp:
+        if "first_k_dense_replace" in c:
+            freq = int(c.get("moe_layer_freq", 1) or 1)
+            first = int(c["first_k_dense_replace"])
+            moe_layers = sum(1 for i in range(layers) if i >= first and i % freq == 0)
+        else:
+            step = int(c.get("decoder_sparse_step", 1) or 1)
+            only = set(c.get("mlp_only_layers") or [])
+            moe_layers = sum(1 for i in range(layers) if i not in only and (i + 1) % step == 0)
+    else:
+        moe_layers = 0
+    dense_layers = layers - moe_layers
+    if "n_shared_experts" in c:
+        shared_inter = int(c.get("n_shared_experts") or 0) * moe_inter
+    else:
+        shared_inter = int(c.get("shared_expert_intermediate_size") or 0)
+
+    lin: list[LinearSpec] = []
+    mla = int(c.get("kv_lora_rank") or 0)
+    nope, rope = int(c.get("qk_nope_head_dim") or 0), int(c.get("qk_rope_head_dim") or 0)
+    v_head = int(c.get("v_head_dim") or 0)
+    q_lora = int(c.get("q_lora_rank") or 0) if mla else 0
+    if mla:
+        qk = heads * (nope + rope)
+        if q_lora:
+            lin += [LinearSpec("q_a_proj", "q", "attn", h, q_lora, 1, layers),
+                    LinearSpec("q_b_proj", "q", "attn", q_lora, qk, 1, layers)]
+        else:
+            lin.append(LinearSpec("q_proj", "q", "attn", h, qk, 1, layers))
+        lin += [LinearSpec("kv_a_proj_with_mqa", "qkv", "attn", h, mla + rope, 1, layers),
+                LinearSpec("kv_b_proj", "qkv", "attn", mla, heads * (nope + v_head), 1, layers),
+                LinearSpec("o_proj", "o", "attn", heads * v_head, h, 1, layers)]
+    else:
+        fused = {"phi3": ("qkv_proj", "o_proj"), "chatglm": ("query_key_value", "dense"),
+                 "gpt_neox": ("query_key_value", "dense"), "baichuan": ("W_pack", "o_proj"),
+                 "internlm2": ("wqkv", "wo")}.get(mt)
+        if fused:
+            lin += [LinearSpec(fused[0], "qkv", "attn", h, q + 2 * kv, 1, layers, qkv_bias),
+                    LinearSpec(fused[1], "o", "attn", q, h, 1, layers, o_bias)]
+        else:
+            o_name = "dense" if mt == "phi" else "o_proj"
+            lin += [LinearSpec("q_proj", "q", "attn", h, q, 1, layers, qkv_bias),
+                    LinearSpec("k_proj", "k", "attn", h, kv, 1, layers, qkv_bias),
+                    LinearSpec("v_proj", "v", "attn", h, kv, 1, layers, qkv_bias),
+                    LinearSpec(o_name, "o", "attn", q, h, 1, layers, o_bias)]
+
+    def mlp(names: tuple[str, ...], part: str, width: int, copies: int, n_layers: int) -> list[LinearSpec]:
+        if n_layers == 0 or width == 0:
+            return []
+        if not gated:
+            return [LinearSpec(names[0], "fc1", part, h, width, copies, n_layers, mlp_bias),
+                    LinearSpec(names[1], "down", part, width, h, copies, n_layers, mlp_bias)]
+        if len(names) == 2:   # fused gate+up
+            return [LinearSpec(names[0], "gate_up", part, h, 2 * width, copies, n_layers, mlp_bias),
+                    LinearSpec(names[1], "down", part, width, h, copies, n_layers, mlp_bias)]
+        return [LinearSpec(names[0], "gate", part, h, width, copies, n_layers, mlp_bias),
+                LinearSpec(names[1], "up", part, h, width, copies, n_layers, mlp_bias),
+                LinearSpec(names[2], "down", part, width, h, copies, n_layers, mlp_bias)]
+
+    dense_names = {"phi3": ("gate_up_proj", "down_proj"), "chatglm": ("dense_h_to_4h", "dense_4h_to_h"),
+                   "internlm2": ("w1", "w3", "w2"), "phi": ("fc1", "fc2"),
+                   "gpt_neox": ("dense_h_to_4h", "dense_4h_to_h")}.get(mt, ("gate_proj", "up_proj", "down_proj"))
+    lin += mlp(dense_names, "mlp", inter, 1, dense_layers)
+    expert_names = ("w1", "w3", "w2") if mt == "mixtral" else ("gate_proj", "up_proj", "down_proj")
+    lin += mlp(expert_names, "expert", moe_inter, n_exp, moe_layers)
+    lin += mlp(("gate_proj", "up_proj", "down_proj"), "shared", shared_inter, 1, moe_layers)
+
+    norms_per_layer = {"gemma2": 4, "gemma3_text": 4, "gemma3": 4, "phi": 1}.get(mt, 2)
+    window, sliding = int(c.get("sliding_window") or 0), 0
+    if mt == "gemma2" and window:
+        sliding = (layers + 1) // 2                       # even layers use the local window
+    elif mt in ("gemma3_text", "gemma3") and window:
+        pattern = int(c.get("sliding_window_pattern") or 6)
+        sliding = layers - layers // pattern              # 5 local : 1 global
+    return DecoderArch(
+        model_type=mt, hidden_size=h, num_layers=layers, num_heads=heads, num_kv_heads=kv_heads,
+        head_dim=head_dim, intermediate_size=inter, vocab_size=vocab,
+        tie_word_embeddings=bool(c.get("tie_word_embeddings", cfg.get("tie_word_embeddings", True))),
+        gated_mlp=gated, layernorm=layernorm, norms_per_layer=norms_per_layer,
+        qk_norm=mt in ("qwen3", "qwen3_moe", "gemma3_text", "gemma3") or bool(c.get("qk_layernorm")),
+        linears=tuple(lin), num_experts=n_exp if moe_layers else 0, experts_per_token=top_k,
+        moe_intermediate_size=moe_inter, shared_intermediate_size=shared_inter, num_moe_layers=moe_layers,
+        shared_expert_gate=mt == "qwen2_moe" and shared_inter > 0, q_lora_rank=q_lora, kv_lora_rank=mla,
+        qk_rope_head_dim=rope, qk_nope_head_dim=nope, v_head_dim=v_head,
+        sliding_window=window if sliding else 0, sliding_layers=sliding, lm_head_bias=mt == "phi",
+        max_position_embeddings=int(_get(c, "max_position_embeddings", "seq_length", "model_max_length", default=0)),
+    )

@@ -1,0 +1,138 @@
+"""Finding a decoder LLM's HF config for a model spec (``hf:NAME``, ``hf:path/config.json``, ``path.json``).
+
+A small adapter of this part: engineer B's ``gpuwise.workload.specs`` resolves every kind of model spec;
+this module only needs the config dict of ``hf:`` LLMs, and must answer ``is_llm`` without building
+anything. Names match the shipped files (``Qwen/Qwen2.5-7B`` -> ``Qwen--Qwen2.5-7B.json``); a name
+that differs only by a fine-tune suffix (``-Instruct``, ``-chat-hf``, ``-it``) shares the base model's
+architecture, so it resolves to the base file.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+
+from gpuwise.errors import GpuwiseError, did_you_mean
+
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "workload" / "configs"
+
+# Suffix words that change the weights, not the architecture.
+_VARIANT_WORDS = {"instruct", "chat", "it", "hf", "base", "pt", "4k", "8k", "128k"}
+
+# model_type values that are not decoder-only LLMs even though they carry hidden_size/num_layers.
+_NOT_DECODERS = {
+    "bert", "roberta", "xlm-roberta", "distilbert", "albert", "electra", "deberta", "deberta-v2", "t5",
+    "mt5", "bart", "mbart", "pegasus", "marian", "vit", "clip", "whisper", "wav2vec2", "siglip",
+    "siglip_vision_model", "convnext", "swin", "beit", "deit", "mpnet", "longformer", "umt5",
+    # decoders the closed form does not describe (learned position tables, Conv1D projections,
+    # OPT's projections): gpuwise traces these instead
+    "gpt2", "opt", "bloom", "gptj", "gpt_bigcode", "falcon", "codegen", "xglm", "biogpt", "gpt_neo",
+}
+
+
+class LlmError(GpuwiseError):
+    """Bad input to the LLM estimator (unknown model, unsupported combination)."""
+
+
+def _normal_key(name: str) -> str:
+    stem = name.split("/")[-1].split("--")[-1].lower()
+    if stem.endswith(".json"):
+        stem = stem[:-5]
+    words = [w for w in stem.replace("_", "-").split("-") if w not in _VARIANT_WORDS]
+    return "-".join(words)
+
+
+@lru_cache(maxsize=1)
+def _index() -> dict[str, Path]:
+    """Normalised name -> shipped config (exact file stems are matched first, elsewhere)."""
+    index: dict[str, Path] = {}
+    for path in sorted(CONFIG_DIR.glob("*.json")):
+        index.setdefault(_normal_key(path.stem), path)
+    return index
+
+
+def shipped_llm_names() -> list[str]:
+    """HF repo ids of the shipped decoder configs (``Qwen/Qwen2.5-7B``...)."""
+    names = []
+    for path in sorted(CONFIG_DIR.glob("*.json")):
+        cfg = _read(path)
+        if cfg is not None and is_decoder_config(cfg):
+            names.append(path.stem.replace("--", "/", 1))
+    return names
+
+
+def _read(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def config_path_for(spec: str) -> Path | None:
+    """The config file a spec names, or None when the spec is not an ``hf:``/JSON spec we can find."""
+    name = spec[3:] if spec.startswith("hf:") else spec
+    if name.endswith(".json"):
+        path = Path(name).expanduser()
+        return path if path.is_file() else None
+    if not spec.startswith("hf:"):
+        return None
+    exact = CONFIG_DIR / (name.replace("/", "--") + ".json")
+    if exact.is_file():
+        return exact
+    lowered = {p.stem.lower(): p for p in CONFIG_DIR.glob("*.json")}
+    hit = lowered.get(name.replace("/", "--").lower())
+    if hit is not None:
+        return hit
+    return _index().get(_normal_key(name))
+
+
+def load_config(spec: str) -> dict:
+    """The HF config dict for ``spec``; LlmError naming the spec (with suggestions) when it is unknown."""
+    path = config_path_for(spec)
+    if path is None:
+        name = spec[3:] if spec.startswith("hf:") else spec
+        if name.endswith(".json"):
+            raise LlmError(f"model config file not found: {name!r}")
+        choices = shipped_llm_names()
+        raise LlmError(f"unknown LLM {spec!r}{did_you_mean(name, choices)}; pass hf:path/to/config.json for others")
+    cfg = _read(path)
+    if cfg is None:
+        raise LlmError(f"{str(path)!r} is not a readable JSON config")
+    return cfg
+
+
+def text_config(cfg: dict) -> dict:
+    """The language-model part of a config (multimodal configs nest it under ``text_config``)."""
+    inner = cfg.get("text_config")
+    if isinstance(inner, dict) and inner.get("hidden_size"):
+        return inner
+    return cfg
+
+
+def is_decoder_config(cfg: dict) -> bool:
+    """True for configs of decoder-only (causal) language models that the closed form can describe."""
+    text = text_config(cfg)
+    model_type = str(text.get("model_type", cfg.get("model_type", ""))).lower()
+    if model_type in _NOT_DECODERS or cfg.get("is_encoder_decoder"):
+        return False
+    archs = [str(a) for a in (cfg.get("architectures") or [])]
+    causal = any(a.endswith(("ForCausalLM", "LMHeadModel", "ForConditionalGeneration")) for a in archs)
+    causal = causal or model_type in ("chatglm", "baichuan", "internlm2", "gemma3_text")
+    has_shape = bool(text.get("hidden_size") or text.get("n_embd")) and bool(
+        text.get("num_hidden_layers") or text.get("num_layers") or text.get("n_layer")
+    )
+    has_vocab = bool(text.get("vocab_size") or text.get("padded_vocab_size"))
+    return causal and has_shape and has_vocab
+
+
+def try_load_decoder_config(spec: str) -> dict | None:
+    """The config when ``spec`` names a decoder LLM we can find; None otherwise (never raises)."""
+    try:
+        path = config_path_for(spec)
+    except (OSError, ValueError):
+        return None
+    if path is None:
+        return None
+    cfg = _read(path)
+    return cfg if cfg is not None and is_decoder_config(cfg) else None

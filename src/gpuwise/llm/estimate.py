@@ -1,0 +1,198 @@
+"""The closed-form LLM estimate: ``is_llm(workload)`` and ``estimate_llm(workload, gpu)``.
+
+Fast (no tracing, milliseconds) and valid for any size, so it serves 70B+ models and sweeps over
+GPUs, counts and batch sizes. ``gpuwise.trace`` + ``gpuwise.memory`` remain the reference for
+small models; tests/llm check that both agree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from gpuwise.llm.arch import DecoderArch, ParamCounts, arch_from_config
+from gpuwise.llm.config import LlmError, load_config, try_load_decoder_config
+from gpuwise.llm.memory import InferMemory, TrainMemory, context_bytes, infer_memory, train_memory
+from gpuwise.llm.storage import compute_bytes
+from gpuwise.llm.timing import serve_time, train_step_time
+from gpuwise.memory.model import MemoryEstimate
+from gpuwise.runtime.model import StepTime
+from gpuwise.workload import Workload
+
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.9    # vLLM's default share of GPU memory it pre-allocates
+KV_CACHE_BYTES = {"auto": None, "fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
+
+
+@dataclass(frozen=True)
+class InferenceEstimate:
+    """Serving one batch: ``batch_size`` requests of ``prompt_tokens`` + ``new_tokens`` tokens."""
+
+    prompt_tokens: int
+    new_tokens: int
+    batch_size: int
+    kv_cache_bytes: int                     # at the full context, whole batch, per GPU
+    kv_cache_bytes_per_token: int           # one token of one sequence, all layers, per GPU
+    weights_bytes: int
+    prefill_activation_bytes: int
+    ttft_s: float | None = None             # time to first token (prefill)
+    decode_tokens_per_s: float | None = None  # all sequences together, at the mean context
+    decode_s: float | None = None           # time to generate all new tokens
+    max_context_tokens: int | None = None   # longest prompt+new per sequence that fits, this batch size
+    max_batch_size: int | None = None       # most sequences of this length that fit
+    serving_reserved_bytes: int | None = None  # what vLLM grabs: gpu_memory_utilization × GPU memory
+    gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class LlmEstimate:
+    workload: Workload
+    params: ParamCounts
+    trainable_params: int
+    memory: MemoryEstimate                  # per GPU
+    time: StepTime | None                   # train step, or prefill + decode of one request batch
+    inference: InferenceEstimate | None
+    flops_per_step: float                   # per GPU: forward (+ backward) of one optimizer step / request batch
+    cpu_offload_bytes: int = 0
+    spillable_bytes: int = 0
+    method: str = "closed-form"
+    notes: tuple[str, ...] = field(default=())
+
+    def fits(self, gpu) -> bool:
+        return self.memory.total_bytes <= usable_bytes(gpu)
+
+    def to_dict(self) -> dict:
+        return {
+            "method": self.method,
+            "params": self.params.to_dict(),
+            "trainable_params": self.trainable_params,
+            "memory": self.memory.to_dict(),
+            "time": self.time.to_dict() if self.time else None,
+            "inference": self.inference.to_dict() if self.inference else None,
+            "flops_per_step": self.flops_per_step,
+            "cpu_offload_bytes": self.cpu_offload_bytes,
+            "spillable_bytes": self.spillable_bytes,
+            "notes": list(self.notes),
+        }
+
+
+def is_llm(workload: Workload) -> bool:
+    """True when the workload's model is a decoder-only LLM config (shipped ``hf:`` name or a JSON path)."""
+    return try_load_decoder_config(workload.model) is not None
+
+
+def load_arch(model: str) -> DecoderArch:
+    return arch_from_config(load_config(model))
+
+
+def estimate_llm(workload: Workload, gpu=None, *, double_quant: bool = True, kv_cache_dtype: str = "auto",
+                 gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
+                 arch: DecoderArch | None = None) -> LlmEstimate:
+    """Closed-form memory (per GPU) and, with a GPU, time of an LLM training step or request batch.
+
+    ``double_quant``: nf4 with double quantization (QLoRA's default). ``kv_cache_dtype``: "auto"
+    (the compute dtype), "fp8"/"int8" (1 byte) or "int4".
+    """
+    arch = arch or load_arch(workload.model)
+    notes: list[str] = []
+    if workload.seq_len is None:
+        notes.append("--seq-len not given: 128 tokens assumed (the default for text models)")
+    if workload.is_training:
+        return _train(arch, workload, gpu, double_quant, notes)
+    return _infer(arch, workload, gpu, double_quant, kv_cache_dtype, gpu_memory_utilization, notes)
+
+
+def _train(arch: DecoderArch, w: Workload, gpu, double_quant: bool, notes: list[str]) -> LlmEstimate:
+    mem: TrainMemory = train_memory(arch, w, gpu, double_quant=double_quant)
+    time = train_step_time(arch, w, gpu, mem, double_quant=double_quant) if gpu is not None else None
+    s = w.seq_len or 128
+    tokens = w.batch_size * s * w.grad_accum_steps
+    mult = 6.0 if w.finetune == "full" else (4.0 if w.finetune in ("lora", "qlora") else 2.0)
+    flops = (mult / 2) * arch.forward_flops_per_token((s + 1) / 2) * tokens
+    if w.grad_checkpointing and w.finetune != "freeze":
+        flops += arch.forward_flops_per_token((s + 1) / 2) * tokens
+    all_notes = tuple(notes) + mem.notes
+    return LlmEstimate(
+        workload=w, params=arch.param_counts(), trainable_params=mem.split.trainable,
+        memory=replace(mem.memory, notes=all_notes), time=time, inference=None, flops_per_step=flops,
+        cpu_offload_bytes=mem.cpu_offload_bytes, spillable_bytes=mem.spillable_bytes, notes=all_notes,
+    )
+
+
+def kv_bytes_per_element(w: Workload, kv_cache_dtype: str) -> float:
+    if kv_cache_dtype not in KV_CACHE_BYTES:
+        raise LlmError(f"unknown KV cache dtype {kv_cache_dtype!r}; valid: {', '.join(KV_CACHE_BYTES)}")
+    return KV_CACHE_BYTES[kv_cache_dtype] or float(compute_bytes(w.precision))
+
+
+def _infer(arch: DecoderArch, w: Workload, gpu, double_quant: bool, kv_cache_dtype: str,
+           utilization: float, notes: list[str]) -> LlmEstimate:
+    kvb = kv_bytes_per_element(w, kv_cache_dtype)
+    prompt, new, batch = w.seq_len or 128, w.max_new_tokens, w.batch_size
+    mem: InferMemory = infer_memory(arch, w, gpu, prompt_tokens=prompt, new_tokens=new, batch=batch,
+                                    kv_bytes_per_element=kvb, double_quant=double_quant)
+    per_token = int(round(mem.kv_cache_bytes / max(batch * (prompt + new), 1)))
+    extras = dict(prompt_tokens=prompt, new_tokens=new, batch_size=batch, kv_cache_bytes=int(mem.kv_cache_bytes),
+                  kv_cache_bytes_per_token=per_token, weights_bytes=int(mem.weights_bytes),
+                  prefill_activation_bytes=int(mem.prefill_bytes), gpu_memory_utilization=utilization)
+    time = None
+    if gpu is not None:
+        st = serve_time(arch, w, gpu, weights_bytes=mem.weights_bytes, prompt_tokens=prompt, new_tokens=new,
+                        batch=batch, kv_bytes_per_element=kvb)
+        time = st.step
+        max_ctx = _max_fitting(lambda t: infer_memory(arch, w, gpu, prompt_tokens=t, new_tokens=0, batch=batch,
+                                                      kv_bytes_per_element=kvb, double_quant=double_quant).memory,
+                               gpu, upper=1 << 22)
+        total_tokens = prompt + new
+        max_bs = _max_fitting(lambda b: infer_memory(arch, w, gpu, prompt_tokens=prompt, new_tokens=new, batch=b,
+                                                     kv_bytes_per_element=kvb, double_quant=double_quant).memory,
+                              gpu, upper=1 << 16)
+        if arch.max_position_embeddings and max_ctx > arch.max_position_embeddings:
+            notes.append(f"memory would hold {max_ctx} tokens; the model's max_position_embeddings is "
+                         f"{arch.max_position_embeddings}")
+            max_ctx = arch.max_position_embeddings
+        extras.update(ttft_s=st.ttft_s, decode_tokens_per_s=st.decode_tokens_per_s, decode_s=st.decode_s,
+                      max_context_tokens=max_ctx, max_batch_size=max_bs,
+                      serving_reserved_bytes=int(utilization * gpu.memory_bytes))
+        notes.append(f"serving engines pre-allocate gpu_memory_utilization={utilization} of the GPU "
+                     f"({utilization * gpu.memory_bytes / 2**30:.1f} GiB) for weights + KV cache, so nvidia-smi "
+                     f"shows that, not the {mem.memory.total_bytes / 2**30:.1f} GiB this batch needs "
+                     f"({total_tokens} tokens × {batch})")
+    flops = (2.0 * arch.matmul_params_per_token() + arch.attention_flops_per_token((prompt + 1) / 2)) * prompt * batch
+    flops += (2.0 * arch.matmul_params_per_token() + arch.attention_flops_per_token(prompt + new / 2)) * new * batch
+    all_notes = tuple(notes) + mem.memory.notes
+    return LlmEstimate(
+        workload=w, params=arch.param_counts(), trainable_params=0, memory=replace(mem.memory, notes=all_notes),
+        time=time, inference=InferenceEstimate(**extras), flops_per_step=flops, notes=all_notes,
+    )
+
+
+def usable_bytes(gpu) -> int:
+    """What the driver lets a process use (less than the nominal size: 15360 MiB on a 16 GiB T4)."""
+    return int(getattr(gpu, "visible_memory_bytes", None) or gpu.memory_bytes)
+
+
+def _max_fitting(memory_of, gpu, *, upper: int) -> int:
+    """Largest x in [0, upper] whose estimate's total_bytes fits the GPU (memory grows with x)."""
+    budget = usable_bytes(gpu)
+    if memory_of(1).total_bytes > budget:
+        return 0
+    lo, hi = 1, 2
+    while hi <= upper and memory_of(hi).total_bytes <= budget:
+        lo, hi = hi, hi * 2
+    hi = min(hi, upper + 1)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if memory_of(mid).total_bytes <= budget:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def max_micro_batch(workload: Workload, gpu, *, upper: int = 4096, **kwargs) -> int:
+    """Largest micro-batch (training) or request batch (inference) that fits one GPU; 0 if none."""
+    arch = kwargs.pop("arch", None) or load_arch(workload.model)
+    return _max_fitting(lambda b: estimate_llm(workload.with_(batch_size=b), None, arch=arch, **kwargs).memory,
+                        gpu, upper=upper)

@@ -1,0 +1,257 @@
+"""Per-GPU memory of an LLM training step or inference request, in closed form.
+
+Everything here is per GPU at the step's peak. The breakdown (weights + gradients + optimizer +
+activations + workspace + other) sums to ``peak_allocated_bytes``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gpuwise.llm.activations import Trainability, prefill_bytes, train_activations
+from gpuwise.llm.arch import DecoderArch, matches_target
+from gpuwise.llm.config import LlmError
+from gpuwise.llm.storage import (
+    compute_bytes, frozen_bytes, is_paged, optimizer_state_bytes, optimizer_temp_bytes,
+    quant_bytes_per_param, trainable_bytes,
+)
+from gpuwise.memory.model import MemoryEstimate
+from gpuwise.workload import Workload
+
+MIB = 1 << 20
+# CUDA context + lazily loaded cuBLAS kernels as nvidia-smi shows them for a PyTorch process, MiB,
+# CUDA 12: the same figures as gpuwise.memory's table (docs/memory.md), kept here so this part
+# depends only on the memory *model*.
+CONTEXT_MIB = {"turing": 364, "volta": 374, "ampere": 424, "ada": 444, "hopper": 564, "blackwell": 624}
+# Caching-allocator overhead: persistent tensors (weights, states) are allocated once and only lose
+# the 2 MiB rounding; activations churn through blocks of many sizes, and the allocator keeps the
+# freed ones cached. Assumed 1% and 15% (to be calibrated against benchmarks/measured/).
+STATIC_RESERVE = 0.01
+DYNAMIC_RESERVE = 0.15
+SHARDED = ("zero1", "zero2", "zero3", "fsdp")
+
+
+def cublas_workspace_bytes(gpu, handles: int) -> int:
+    """torch's default CUBLAS_WORKSPACE_CONFIG per (handle, stream), allocated through the caching
+    allocator: ":4096:8" (32 MiB) from compute capability 9.0, ":4096:2:16:8" before. A training step
+    uses two handles (forward thread, autograd thread), inference one."""
+    cc = str(getattr(gpu, "compute_capability", "8.0") if gpu is not None else "8.0")
+    major = int(cc.split(".")[0] or 8)
+    per_handle = 8 * 4096 * 1024 if major >= 9 else 2 * 4096 * 1024 + 8 * 16 * 1024
+    return handles * per_handle
+
+
+@dataclass(frozen=True)
+class ParamSplit:
+    total: int
+    trainable: int
+    quantized: int          # frozen block-linear weights stored quantized
+    frozen_plain: int       # other frozen weights, stored at frozen_bytes(precision)
+    trainable_linear: int   # trained parameters that are matmul weights (autocast copies them)
+
+
+def param_split(arch: DecoderArch, w: Workload) -> ParamSplit:
+    pc = arch.param_counts()
+    block_linear = arch.linear_params()
+    if w.finetune == "full" and w.is_training:
+        if w.quant != "none":
+            raise LlmError(f"--finetune full cannot train {w.quant}-quantized weights; use --finetune lora or qlora")
+        return ParamSplit(pc.total, pc.total, 0, 0, block_linear + arch.vocab_size * arch.hidden_size)
+    if not w.is_training:
+        trainable, trainable_linear = 0, 0
+    elif w.finetune == "freeze":
+        # freeze = train only the LM head (the tied embedding when tied) and the final norm
+        head = arch.vocab_size * arch.hidden_size
+        final_norm = arch.hidden_size * (2 if arch.layernorm else 1)
+        trainable, trainable_linear = head + final_norm, head
+    else:
+        trainable = arch.lora_params(w.lora_rank, w.lora_targets)
+        trainable_linear = trainable
+    quantized = block_linear if w.quant != "none" else 0
+    base_trained = trainable if w.finetune == "freeze" and w.is_training else 0
+    frozen_plain = pc.total - quantized - base_trained
+    return ParamSplit(pc.total, trainable, quantized, frozen_plain, trainable_linear)
+
+
+def quantized_weight_bytes(arch: DecoderArch, quant: str, double_quant: bool) -> float:
+    return sum(
+        lin.copies_per_layer * lin.layers * lin.in_features * lin.out_features
+        * quant_bytes_per_param(quant, double_quant=double_quant, in_features=lin.in_features)
+        + lin.copies_per_layer * lin.layers * lin.out_features * lin.bias * 2
+        for lin in arch.linears
+    )
+
+
+def trainability(arch: DecoderArch, w: Workload) -> Trainability:
+    if w.finetune == "full":
+        return Trainability(True, True, lambda lin: True, True)
+    if w.finetune == "freeze":
+        return Trainability(False, False, lambda lin: False, True)
+    if w.quant != "none":
+        # bitsandbytes' MatMul4Bit / MatMul8bitLt save the input of every quantized layer whenever
+        # the input needs a gradient, adapter or not (peft.py's quantized layers do the same)
+        return Trainability(True, False, lambda lin: True, False)
+    targets = w.lora_targets
+    return Trainability(True, False, lambda lin: matches_target(lin, targets), False)
+
+
+def context_bytes(gpu) -> int:
+    arch = getattr(gpu, "arch", "ampere") if gpu is not None else "ampere"
+    return CONTEXT_MIB.get(arch, CONTEXT_MIB["ampere"]) * MIB
+
+
+def _finish(parts: dict[str, float], static: float, gpu, notes: list[str]) -> MemoryEstimate:
+    ints = {k: int(round(v)) for k, v in parts.items()}
+    allocated = sum(ints.values())
+    dynamic = allocated - static
+    reserved = int(static * (1 + STATIC_RESERVE) + max(dynamic, 0) * (1 + DYNAMIC_RESERVE))
+    reserved = max(allocated, -(-reserved // (2 * MIB)) * 2 * MIB)
+    ctx = context_bytes(gpu)
+    return MemoryEstimate(
+        peak_allocated_bytes=allocated, peak_reserved_bytes=reserved, cuda_context_bytes=ctx,
+        total_bytes=reserved + ctx, weights_bytes=ints["weights"], gradients_bytes=ints["gradients"],
+        optimizer_bytes=ints["optimizer"], activations_bytes=ints["activations"],
+        workspace_bytes=ints["workspace"], other_bytes=ints["other"], notes=tuple(notes),
+    )
+
+
+@dataclass(frozen=True)
+class TrainMemory:
+    memory: MemoryEstimate
+    split: ParamSplit
+    cpu_offload_bytes: int = 0      # optimizer state / gradients / parameters held in CPU RAM
+    spillable_bytes: int = 0        # paged optimizer state that may move to CPU under pressure
+    grad_sync_bytes: int = 0        # bytes of gradients each GPU contributes to the reduction
+    param_gather_bytes: int = 0     # bytes of parameters all-gathered per forward (ZeRO-3/FSDP)
+    notes: tuple[str, ...] = field(default=())
+
+
+def train_memory(arch: DecoderArch, w: Workload, gpu=None, *, double_quant: bool = True,
+                 expert_pairs_per_token: float | None = None) -> TrainMemory:
+    """Per-GPU peak of one training step (steady state: optimizer state already exists)."""
+    notes: list[str] = []
+    split = param_split(arch, w)
+    n, shard = w.num_gpus, w.sharding
+    if w.offload != "none" and shard in ("ddp", "zero1"):
+        notes.append(f"--offload {w.offload} uses DeepSpeed ZeRO-Offload, which partitions gradients: treated as zero2")
+        shard = "zero2"
+    if w.offload == "params" and shard in ("zero2",):
+        notes.append("--offload params needs parameter partitioning: treated as zero3")
+        shard = "zero3"
+    cb, tb = compute_bytes(w.precision), trainable_bytes(w.precision)
+    mixed = tb == 4 and cb == 2
+    t = split.trainable
+    frozen = split.frozen_plain * frozen_bytes(w.precision)
+    if split.quantized:
+        frozen += quantized_weight_bytes(arch, w.quant, double_quant)
+    if shard in SHARDED and mixed:
+        # DeepSpeed/FSDP mixed precision: 16-bit working weights and gradients, float32 master
+        # weights counted with the optimizer (2 + 2 + 12 bytes per parameter for Adam).
+        trained_w, grads = 2.0 * t, 2.0 * t
+        opt = t * (4.0 + optimizer_state_bytes(w.optimizer, 4))
+    else:
+        trained_w, grads = float(tb * t), float(tb * t)
+        opt = t * optimizer_state_bytes(w.optimizer, tb)
+    opt_temp = t * optimizer_temp_bytes(w.optimizer, tb) if shard == "ddp" else 0.0
+    autocast_copies = 2.0 * split.trainable_linear if mixed and shard == "ddp" else 0.0
+    buckets = grads if shard == "ddp" and n > 1 else 0.0
+    if buckets:
+        notes.append("DDP keeps gradient buckets beside the gradients (gradient_as_bucket_view=False, the default)")
+    weights = trained_w + frozen
+    gathered = 0.0
+    cpu = 0.0
+    if shard in ("zero1", "zero2", "zero3", "fsdp"):
+        opt /= n
+    if shard in ("zero2", "zero3", "fsdp"):
+        grads /= n
+    if shard in ("zero3", "fsdp"):
+        full_weights = weights
+        weights /= n
+        # one block in use + one prefetched, gathered in 16-bit (the LM head when it is larger)
+        per_block = full_weights / max(arch.num_layers, 1)
+        head = arch.vocab_size * arch.hidden_size * cb
+        gathered = 2 * max(per_block, head)
+    if w.offload in ("optimizer", "params"):
+        cpu += opt * n if shard in SHARDED else opt
+        opt = 0.0
+        cpu += grads * n
+        grads = 0.0
+        notes.append("offload: optimizer state, float32 master weights and gradient partitions live in CPU RAM")
+    if w.offload == "params":
+        cpu += weights * n
+        weights = 0.0
+        notes.append("offload params: each GPU holds only the gathered working blocks")
+    act = train_activations(arch, trainability(arch, w), w.batch_size * (w.seq_len or 128), cb, w.grad_checkpointing,
+                            expert_pairs_per_token)
+    loss_bytes = 12.0 * arch.vocab_size * w.batch_size * (w.seq_len or 128)
+    if loss_bytes > 0.3 * act.peak_bytes and loss_bytes > 2**30:
+        notes.append(f"the float32 logits of the loss (vocabulary {arch.vocab_size}) take {loss_bytes / 2**30:.1f} GiB "
+                     "of the activations; a chunked or fused cross-entropy (Liger, torchtune) avoids most of it")
+    grads_in_forward = grads if w.grad_accum_steps > 1 else 0.0
+    fwd_total = weights + opt + grads_in_forward + buckets + autocast_copies + gathered + act.peak_bytes
+    opt_total = weights + opt + grads + buckets + opt_temp
+    cublas = cublas_workspace_bytes(gpu, 2)
+    fwd_total += cublas
+    opt_total += cublas
+    if fwd_total >= opt_total:
+        parts = {"weights": weights, "gradients": grads_in_forward, "optimizer": opt,
+                 "activations": act.peak_bytes, "workspace": gathered + cublas,
+                 "other": buckets + autocast_copies}
+        if autocast_copies:
+            notes.append("autocast keeps 16-bit copies of the trained weights from forward until backward uses them")
+    else:
+        parts = {"weights": weights, "gradients": grads, "optimizer": opt, "activations": 0.0,
+                 "workspace": opt_temp + cublas, "other": buckets}
+        notes.append("peak is at the optimizer step (gradients and optimizer state all present)")
+    static = parts["weights"] + parts["gradients"] + parts["optimizer"] + buckets
+    spill = opt if is_paged(w.optimizer) else 0.0
+    if spill:
+        notes.append(f"paged optimizer: up to {spill / 2**30:.2f} GiB of state can move to CPU RAM when the GPU is full")
+    est = _finish(parts, static, gpu, notes)
+    sync = t * (2 if (mixed or cb == 2) else 4)
+    gather = (trained_w + frozen) if shard in ("zero3", "fsdp") else 0.0
+    return TrainMemory(memory=est, split=split, cpu_offload_bytes=int(cpu), spillable_bytes=int(spill),
+                       grad_sync_bytes=int(sync), param_gather_bytes=int(gather), notes=tuple(notes))
+
+
+def inference_weight_bytes(arch: DecoderArch, w: Workload, *, double_quant: bool = True) -> float:
+    pc = arch.param_counts()
+    if w.quant == "none":
+        return pc.total * frozen_bytes(w.precision)
+    block_linear = arch.linear_params()
+    return (pc.total - block_linear) * frozen_bytes(w.precision) + quantized_weight_bytes(arch, w.quant, double_quant)
+
+
+@dataclass(frozen=True)
+class InferMemory:
+    memory: MemoryEstimate
+    weights_bytes: float
+    kv_cache_bytes: float
+    prefill_bytes: float
+
+
+def infer_memory(arch: DecoderArch, w: Workload, gpu=None, *, prompt_tokens: int, new_tokens: int, batch: int,
+                 kv_bytes_per_element: float, double_quant: bool = True) -> InferMemory:
+    """Per-GPU peak of serving ``batch`` requests of ``prompt_tokens`` + ``new_tokens`` tokens.
+    With several GPUs the model is split by tensor parallelism: weights and KV heads divide by N
+    (KV heads are replicated when there are fewer of them than GPUs)."""
+    n = w.num_gpus
+    weights = inference_weight_bytes(arch, w, double_quant=double_quant) / n
+    kv_share = 1.0 / min(n, arch.num_kv_heads) if not arch.is_mla else 1.0
+    kv_total = arch.kv_cache_bytes(prompt_tokens + new_tokens, batch, kv_bytes_per_element) * kv_share
+    kv_prompt = arch.kv_cache_bytes(prompt_tokens, batch, kv_bytes_per_element) * kv_share
+    prefill = prefill_bytes(arch, prompt_tokens * batch, batch, compute_bytes(w.precision)) / n
+    decode = batch * arch.vocab_size * 6.0      # last-position logits and their float32 copy
+    notes = []
+    if n > 1:
+        notes.append(f"{n} GPUs: tensor parallelism (weights and KV heads split across GPUs)")
+    cublas = cublas_workspace_bytes(gpu, 1)
+    if prefill + kv_prompt >= decode + kv_total:
+        parts = {"weights": weights, "gradients": 0, "optimizer": 0, "activations": prefill,
+                 "workspace": cublas, "other": kv_prompt}
+    else:
+        parts = {"weights": weights, "gradients": 0, "optimizer": 0, "activations": decode,
+                 "workspace": cublas, "other": kv_total}
+    notes.append("other_bytes is the KV cache at the peak")
+    est = _finish(parts, weights, gpu, notes)
+    return InferMemory(memory=est, weights_bytes=weights, kv_cache_bytes=kv_total, prefill_bytes=prefill)

@@ -1,0 +1,232 @@
+"""Time of an LLM training step and of serving a request batch, in closed form.
+
+Training: FLOPs over the GPU's peak for the precision × a model-FLOPs utilisation (MFU).
+  Forward = 2 × active matmul parameters per token + attention (QKᵀ and A·V, causal: each token
+  sees (s+1)/2 keys on average, as flash attention skips masked blocks). Backward = 2 × forward for
+  full fine-tuning; with frozen base weights (LoRA/QLoRA) backward computes only input gradients
+  (1 × forward for the matmuls) plus the adapters' own gradients; freeze trains only the LM head.
+  Gradient checkpointing adds one more forward of the blocks. Flash attention's backward ≈ 2.5 ×
+  its forward.
+  MFU 0.45 by default: LLaMA-1 65B trained at ~380 tokens/s per A100-80GB (Touvron et al. 2023),
+  6 × 65.2e9 × 380 / 312e12 = 0.476; PaLM reports 0.462. It is scaled by the fitted GEMM efficiency
+  of ``gpuwise/runtime/calibration.json`` relative to its 0.70 prior when that file exists.
+  QLoRA/int8 dequantise every quantized weight in each pass (memory-bound); the optimizer step
+  streams weights, gradients and states once (memory-bound).
+  Communication (ring collectives, per-direction NVLink × 0.8 or PCIe × 0.7, as NCCL's busbw):
+  DDP all-reduces gradients (hidden behind backward, except what exceeds it); ZeRO-1/2
+  reduce-scatter gradients and all-gather updated weights after the optimizer (exposed);
+  ZeRO-3/FSDP all-gather weights in forward and backward and reduce-scatter gradients for every
+  micro-batch (prefetched: exposed only where it outruns compute).
+Inference: prefill is compute-bound (same MFU); decode reads all weights (for MoE, the experts the
+  batch touches) and the KV cache once per generated token: bytes / (bandwidth × 0.80), which is
+  what engines with CUDA graphs (vLLM, SGLang, TensorRT-LLM) reach at small batch; eager
+  ``model.generate`` is typically 2-4× slower.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from gpuwise.llm.arch import DecoderArch
+from gpuwise.llm.config import LlmError
+from gpuwise.llm.memory import TrainMemory
+from gpuwise.llm.storage import compute_bytes, optimizer_state_bytes, quant_bytes_per_param, trainable_bytes
+from gpuwise.runtime.model import StepTime
+from gpuwise.workload import Workload
+
+TRAIN_MFU = 0.45
+PRIOR_MATMUL_EFF = 0.70
+MEM_EFF = 0.75                 # streaming kernels (dequantise, optimizer): share of datasheet bandwidth
+DECODE_BW_EFF = 0.80
+FLASH_BWD_FACTOR = 2.5
+PCIE_GBS = {3: 15.75, 4: 31.5, 5: 63.0, 6: 121.0}   # x16, one direction
+NVLINK_EFF, PCIE_EFF, PCIE_NO_P2P_EFF = 0.80, 0.70, 0.50
+INTER_NODE_GBS = 25.0          # 200 Gb/s InfiniBand per GPU beyond one 8-GPU node
+HOP_LATENCY_S = 8e-6
+CPU_ADAM_PARAMS_PER_S = 1.0e9  # DeepSpeed CPU-Adam on one server socket (assumed)
+
+
+@lru_cache(maxsize=1)
+def calibrated_scale() -> float:
+    """Fitted GEMM efficiency / its prior, from engineer D's calibration.json; 1.0 without it."""
+    path = Path(__file__).resolve().parent.parent / "runtime" / "calibration.json"
+    try:
+        eff = float(json.loads(path.read_text())["params"]["matmul_eff"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 1.0
+    return eff / PRIOR_MATMUL_EFF if eff > 0 else 1.0
+
+
+def peak_flops_per_s(gpu, precision: str) -> tuple[float, list[str]]:
+    key = {"fp32": "fp32", "tf32": "tf32", "amp-fp16": "fp16", "fp16": "fp16",
+           "amp-bf16": "bf16", "bf16": "bf16"}[precision]
+    warnings: list[str] = []
+    rate = gpu.peak(key)
+    if rate is None and key == "bf16":
+        warnings.append(f"{gpu.id} has no bf16 tensor cores: timed at its fp16 rate (bf16 runs emulated or slower)")
+        rate = gpu.peak("fp16")
+    if rate is None and key == "tf32":
+        rate = gpu.peak("fp32")
+    if not rate:
+        raise LlmError(f"GPU {gpu.id!r} lists no peak rate for {precision}")
+    return rate * 1e12, warnings
+
+
+def bus_gbs(gpu, count: int) -> float:
+    if count > 8:
+        return INTER_NODE_GBS * 0.8
+    if gpu.nvlink_gbs:
+        return gpu.nvlink_gbs / 2 * NVLINK_EFF
+    per_dir = PCIE_GBS.get(int(gpu.pcie_gen or 4), PCIE_GBS[4])
+    # GeForce cards have peer-to-peer disabled since Ada: traffic bounces through host memory
+    if gpu.arch in ("ada", "blackwell") and "geforce" in gpu.name.lower():
+        return per_dir * PCIE_NO_P2P_EFF
+    return per_dir * PCIE_EFF
+
+
+def _ring_s(kind: str, size_bytes: float, n: int, bw_gbs: float) -> float:
+    if n <= 1 or size_bytes <= 0:
+        return 0.0
+    volume = (2 if kind == "all_reduce" else 1) * (n - 1) / n * size_bytes
+    hops = (2 if kind == "all_reduce" else 1) * (n - 1)
+    return volume / (bw_gbs * 1e9) + hops * HOP_LATENCY_S
+
+
+def _bandwidth(gpu) -> float:
+    return gpu.memory_bandwidth_gbs * 1e9
+
+
+def train_step_time(arch: DecoderArch, w: Workload, gpu, mem: TrainMemory, *, double_quant: bool = True) -> StepTime:
+    peak, warnings = peak_flops_per_s(gpu, w.precision)
+    eff = TRAIN_MFU * calibrated_scale()
+    s = w.seq_len or 128
+    tokens = w.batch_size * s
+    n = w.num_gpus
+    mm_fwd = 2.0 * arch.matmul_params_per_token() * tokens
+    head_fwd = 2.0 * arch.vocab_size * arch.hidden_size * tokens
+    attn_fwd = arch.attention_flops_per_token((s + 1) / 2) * tokens
+    t = mem.split.trainable
+    if w.finetune == "full":
+        mm_bwd, attn_bwd, blocks_grad = 2 * mm_fwd, FLASH_BWD_FACTOR * attn_fwd, True
+    elif w.finetune == "freeze":
+        mm_bwd, attn_bwd, blocks_grad = head_fwd, 0.0, False
+    else:
+        mm_bwd, attn_bwd, blocks_grad = mm_fwd + 4.0 * t * tokens, FLASH_BWD_FACTOR * attn_fwd, True
+        mm_fwd += 2.0 * t * tokens
+    recompute = (mm_fwd - head_fwd + attn_fwd) if (w.grad_checkpointing and blocks_grad) else 0.0
+    matmul_s = (mm_fwd + mm_bwd + recompute - (attn_fwd if recompute else 0.0)) / (peak * eff)
+    attention_s = (attn_fwd + attn_bwd + (attn_fwd if recompute else 0.0)) / (peak * eff)
+    passes = 1 + (1 if blocks_grad else 0) + (1 if recompute else 0)
+    bw = _bandwidth(gpu)
+    dequant_s = 0.0
+    if mem.split.quantized:
+        qb = quant_bytes_per_param(w.quant, double_quant=double_quant, in_features=arch.hidden_size)
+        shard = n if w.sharding in ("zero3", "fsdp") and n > 1 else 1
+        dequant_s = passes * mem.split.quantized / shard * (qb + 2.0) / (bw * MEM_EFF)
+    # a micro-batch cannot run faster than reading its weights once per pass
+    weights_s = passes * mem.memory.weights_bytes / (bw * MEM_EFF)
+    micro_s = max(matmul_s + attention_s, weights_s) + dequant_s
+    micro_compute = matmul_s + attention_s
+
+    # optimizer step
+    tb = trainable_bytes(w.precision)
+    sharded = w.sharding in ("zero1", "zero2", "zero3", "fsdp") and n > 1
+    t_local = t / n if sharded else t
+    opt_s = 0.0
+    if w.optimizer != "none":
+        state = optimizer_state_bytes(w.optimizer, tb)
+        traffic = t_local * (3 * tb + 2 * state)
+        if w.offload != "none":
+            pcie = PCIE_GBS.get(int(gpu.pcie_gen or 4), PCIE_GBS[4]) * PCIE_EFF * 1e9
+            opt_s = t_local / CPU_ADAM_PARAMS_PER_S + t_local * (2 + 2) / pcie
+            warnings.append(f"optimizer step on CPU: assumed {CPU_ADAM_PARAMS_PER_S:.0e} params/s (DeepSpeed CPU-Adam)")
+        else:
+            opt_s = traffic / (bw * MEM_EFF)
+    if w.offload == "params":
+        pcie = PCIE_GBS.get(int(gpu.pcie_gen or 4), PCIE_GBS[4]) * PCIE_EFF * 1e9
+        micro_s += passes * mem.param_gather_bytes / n / pcie
+
+    # communication
+    comm_total = comm_exposed = 0.0
+    if n > 1:
+        bw_bus = bus_gbs(gpu, n)
+        backward_share = micro_compute * (2 / 3 if blocks_grad else 0.2)
+        if w.sharding == "ddp":
+            comm_total = _ring_s("all_reduce", mem.grad_sync_bytes, n, bw_bus)
+            comm_exposed = max(comm_total - backward_share, 0.0) + min(comm_total, 25 * 2**20 / (bw_bus * 1e9))
+        elif w.sharding in ("zero1", "zero2"):
+            rs = _ring_s("reduce_scatter", mem.grad_sync_bytes, n, bw_bus)
+            ag = _ring_s("all_gather", mem.grad_sync_bytes, n, bw_bus)
+            comm_total = rs + ag
+            comm_exposed = max(rs - backward_share, 0.0) + ag
+        else:
+            per_micro = 2 * _ring_s("all_gather", mem.param_gather_bytes, n, bw_bus)
+            rs = _ring_s("reduce_scatter", mem.grad_sync_bytes, n, bw_bus)
+            comm_total = w.grad_accum_steps * per_micro + rs
+            comm_exposed = w.grad_accum_steps * max(per_micro - micro_compute, 0.0) + max(rs - backward_share, 0.0)
+    accum = w.grad_accum_steps
+    step_s = accum * micro_s + opt_s + comm_exposed
+    by_class = {
+        "matmul": accum * matmul_s, "attention": accum * attention_s,
+        "memory": accum * (dequant_s + max(weights_s - micro_compute, 0.0)) + opt_s,
+        "communication": comm_exposed,
+    }
+    bound = "communication" if comm_exposed > accum * micro_compute else (
+        "memory" if by_class["memory"] > accum * micro_compute else "compute")
+    if arch.is_moe:
+        warnings.append("MoE: experts assumed evenly loaded and run as dense GEMMs per expert; HF's loop over "
+                        "experts is slower at small batch")
+    samples = w.batch_size * accum * n
+    return StepTime(gpu=gpu.id, count=n, step_time_s=step_s, samples_per_s=samples / step_s,
+                    by_class_s=by_class, bound=bound, compute_s=accum * micro_compute,
+                    communication_s=comm_exposed, warnings=tuple(warnings))
+
+
+@dataclass(frozen=True)
+class ServeTime:
+    ttft_s: float
+    decode_step_s: float            # one generated token for the whole batch, at the mean context
+    decode_tokens_per_s: float      # all sequences together
+    decode_s: float                 # all max_new_tokens
+    step: StepTime
+
+
+def serve_time(arch: DecoderArch, w: Workload, gpu, *, weights_bytes: float, prompt_tokens: int,
+               new_tokens: int, batch: int, kv_bytes_per_element: float) -> ServeTime:
+    """Prefill + decode of one batch of requests; ``weights_bytes`` is per GPU (tensor parallel)."""
+    peak, warnings = peak_flops_per_s(gpu, w.precision)
+    n = w.num_gpus
+    eff = TRAIN_MFU * calibrated_scale()
+    bw = _bandwidth(gpu)
+    m = arch.matmul_params_per_token()
+    prefill_flops = (2.0 * m + arch.attention_flops_per_token((prompt_tokens + 1) / 2)) * prompt_tokens * batch
+    tp_comm = 0.0
+    if n > 1:
+        act = prompt_tokens * batch * arch.hidden_size * compute_bytes(w.precision)
+        tp_comm = 2 * arch.num_layers * _ring_s("all_reduce", act, n, bus_gbs(gpu, n))
+    ttft = max(prefill_flops / n / (peak * eff), weights_bytes / (bw * DECODE_BW_EFF)) + tp_comm
+    # decode: weights touched per step (MoE: experts hit by at least one of the batch's tokens)
+    touched = weights_bytes
+    if arch.is_moe:
+        pc = arch.param_counts()
+        frac = 1.0 - (1.0 - arch.experts_per_token / arch.num_experts) ** batch
+        touched = weights_bytes * (1 - pc.experts / pc.total * (1 - frac))
+    mean_ctx = prompt_tokens + new_tokens / 2
+    kv_share = 1.0 / min(n, arch.num_kv_heads) if not arch.is_mla else 1.0
+    kv_read = arch.kv_cache_bytes(int(mean_ctx), batch, kv_bytes_per_element) * kv_share
+    mem_s = (touched + kv_read) / (bw * DECODE_BW_EFF)
+    flop_s = (2.0 * m + arch.attention_flops_per_token(mean_ctx)) * batch / n / (peak * eff)
+    tp_latency = 2 * arch.num_layers * 2 * (n - 1) * HOP_LATENCY_S if n > 1 else 0.0
+    step_s = max(mem_s, flop_s) + tp_latency
+    decode_s = step_s * new_tokens
+    total = ttft + decode_s
+    step = StepTime(
+        gpu=gpu.id, count=n, step_time_s=total, samples_per_s=batch / total if total > 0 else 0.0,
+        by_class_s={"prefill": ttft, "decode": decode_s}, bound="memory" if mem_s >= flop_s else "compute",
+        compute_s=ttft, communication_s=tp_comm + tp_latency * new_tokens, warnings=tuple(warnings),
+    )
+    return ServeTime(ttft_s=ttft, decode_step_s=step_s, decode_tokens_per_s=batch / step_s,
+                     decode_s=decode_s, step=step)
