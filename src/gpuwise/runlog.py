@@ -48,6 +48,9 @@ GPU_SAMPLE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("sm_activity_pct", "REAL"),          # GPM (Hopper+): how busy the SMs really were
     ("sm_occupancy_pct", "REAL"),
     ("lost", "INTEGER NOT NULL DEFAULT 0"),  # 1: GPU fell off the bus at this sample
+    ("mig_index", "INTEGER"),             # MIG instance of GPU gpu_index; NULL: the whole GPU
+    ("process_count", "INTEGER"),         # compute processes NVML lists on this GPU
+    ("process_match", "TEXT"),            # how process_memory_bytes was matched: 'pid', 'all' (pid namespaces differ)
 )
 
 

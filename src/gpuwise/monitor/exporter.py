@@ -1,0 +1,75 @@
+"""Prometheus metrics of the latest samples, named like NVIDIA dcgm-exporter's where they mean the same, so
+existing Grafana dashboards work. Units follow DCGM: FB in MiB, PROF ratios in 0..1. A field the GPU does
+not report is left out (no sample), as DCGM does; a lost GPU exports only ``gpuwise_gpu_lost 1``."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from prometheus_client import start_http_server
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from gpuwise.monitor.sample import GpuSample
+from gpuwise.monitor.sampler import Sampler
+
+MIB = 2**20
+LABELS = ("gpu", "UUID", "modelName", "Hostname", "GPU_I_ID")
+
+
+def _scaled(attr: str, factor: float) -> Callable[[GpuSample], float | None]:
+    def get(s: GpuSample) -> float | None:
+        v = getattr(s, attr)
+        return None if v is None else v * factor
+    return get
+
+
+METRICS: tuple[tuple[str, str, Callable[[GpuSample], float | None]], ...] = (
+    ("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %): share of time any kernel ran.", _scaled("utilization_pct", 1)),
+    ("DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (in %).", _scaled("memory_util_pct", 1)),
+    ("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", _scaled("memory_used_bytes", 1 / MIB)),
+    ("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", lambda s: None if s.memory_free_bytes is None else s.memory_free_bytes / MIB),
+    ("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", _scaled("power_w", 1)),
+    ("DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", _scaled("temperature_c", 1)),
+    ("DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz).", _scaled("sm_clock_mhz", 1)),
+    ("DCGM_FI_DEV_MEM_CLOCK", "Memory clock frequency (in MHz).", _scaled("mem_clock_mhz", 1)),
+    ("DCGM_FI_PROF_SM_ACTIVE", "Ratio of cycles an SM has at least 1 warp assigned (GPM).", _scaled("sm_activity_pct", 0.01)),
+    ("DCGM_FI_PROF_SM_OCCUPANCY", "Ratio of resident warps to the maximum (GPM).", _scaled("sm_occupancy_pct", 0.01)),
+    ("DCGM_FI_PROF_PCIE_TX_BYTES", "PCIe bytes transmitted per second.", _scaled("pcie_tx_bytes_per_s", 1)),
+    ("DCGM_FI_PROF_PCIE_RX_BYTES", "PCIe bytes received per second.", _scaled("pcie_rx_bytes_per_s", 1)),
+    ("gpuwise_process_memory_bytes", "GPU memory of the watched processes (bytes).", _scaled("process_memory_bytes", 1)),
+)
+
+
+class SamplerCollector(Collector):
+    """Reads the sampler's latest samples at scrape time (scrapes never call NVML themselves)."""
+
+    def __init__(self, sampler: Sampler, hostname: str | None = None) -> None:
+        self.sampler = sampler
+        self.hostname = hostname or socket.gethostname()
+
+    def collect(self) -> Iterator[Any]:
+        samples = self.sampler.latest()
+        families = {name: GaugeMetricFamily(name, doc, labels=LABELS) for name, doc, _ in METRICS}
+        lost = GaugeMetricFamily("gpuwise_gpu_lost", "1 when the GPU fell off the bus (NVML GPU_IS_LOST).", labels=LABELS)
+        for s in samples:
+            labels = [str(s.gpu_index), s.uuid or "", s.name or "", self.hostname,
+                      "" if s.mig_index is None else str(s.mig_index)]
+            lost.add_metric(labels, float(s.lost))
+            if s.lost:
+                continue
+            for name, _, get in METRICS:
+                value = get(s)
+                if value is not None:
+                    families[name].add_metric(labels, float(value))
+        yield from families.values()
+        yield lost
+
+
+def serve(sampler: Sampler, port: int = 9400, bind: str = "127.0.0.1") -> tuple[Any, Any]:
+    """Starts the HTTP endpoint in a daemon thread; returns (server, thread). Port 0 picks a free port."""
+    registry = CollectorRegistry()
+    registry.register(SamplerCollector(sampler))
+    return start_http_server(port, addr=bind, registry=registry)

@@ -1,0 +1,56 @@
+"""The live view: one rich table of every GPU with a short history. A thin client of the Sampler."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from rich.table import Table
+
+from gpuwise.monitor.sample import GpuSample
+
+BLOCKS = "▁▂▃▄▅▆▇█"
+
+
+def sparkline(values: Sequence[float | None], top: float, width: int = 30) -> str:
+    """Unicode blocks scaled to ``top``; a gap where the value is unknown."""
+    out = []
+    for v in list(values)[-width:]:
+        if v is None or top <= 0:
+            out.append(" ")
+        else:
+            out.append(BLOCKS[min(len(BLOCKS) - 1, max(0, int(v / top * (len(BLOCKS) - 1) + 0.5)))])
+    return "".join(out)
+
+
+def _fmt(value: float | None, fmt: str) -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def render_live(history: Mapping[tuple[int, int | None], Sequence[GpuSample]], title: str = "",
+                width: int = 16) -> Table:
+    t = Table(title=title or None, show_edge=False, pad_edge=False, header_style="bold")
+    for col in ("GPU", "name", "busy", "memory GiB", "power", "temp", "procs"):
+        t.add_column(col, no_wrap=True, justify="left" if col in ("GPU", "name", "busy", "memory GiB") else "right")
+    for key in sorted(history, key=lambda k: (k[0], -1 if k[1] is None else k[1])):
+        samples = history[key]
+        if not samples:
+            continue
+        s = samples[-1]
+        name = (s.name or "").replace("NVIDIA ", "")[:22]
+        if s.lost:
+            t.add_row(s.label, name, "[red]LOST[/red]", "fell off the bus", "", "", "")
+            continue
+        busy = _fmt(s.utilization_pct, "3.0f") + ("%" if s.utilization_pct is not None else "")
+        mem = "-"
+        if s.memory_used_bytes is not None:
+            mem = f"{s.memory_used_bytes / 2**30:4.1f}" + (f"/{s.memory_total_bytes / 2**30:.0f}" if s.memory_total_bytes else "")
+        total = s.memory_total_bytes or max((x.memory_used_bytes or 0 for x in samples), default=0)
+        t.add_row(
+            s.label, name,
+            f"{busy:>4} {sparkline([x.utilization_pct for x in samples], 100.0, width)}",
+            f"{mem:>9} {sparkline([x.memory_used_bytes for x in samples], float(total or 1), width)}",
+            _fmt(s.power_w, ".0f") + (" W" if s.power_w is not None else ""),
+            _fmt(s.temperature_c, ".0f") + (" C" if s.temperature_c is not None else ""),
+            "-" if s.process_count is None else str(s.process_count),
+        )
+    return t

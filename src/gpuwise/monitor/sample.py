@@ -1,0 +1,68 @@
+"""One GPU at one instant: the value every backend returns and every consumer reads.
+
+Field names and units are the run log's columns (``gpuwise.runlog.GPU_SAMPLE_COLUMNS``); ``None`` means the
+driver did not report the field (not supported on this GPU, under MIG, or no permission), never zero.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any, Mapping
+
+
+@dataclass(frozen=True)
+class GpuSample:
+    t_s: float
+    gpu_index: int
+    uuid: str | None = None
+    name: str | None = None
+    utilization_pct: float | None = None     # share of the last sample period in which any kernel ran
+    memory_util_pct: float | None = None     # share of time device memory was read or written
+    memory_used_bytes: int | None = None
+    memory_total_bytes: int | None = None
+    process_memory_bytes: int | None = None  # the watched processes' memory (see process_match)
+    power_w: float | None = None
+    temperature_c: float | None = None
+    sm_clock_mhz: float | None = None
+    mem_clock_mhz: float | None = None
+    pcie_tx_bytes_per_s: float | None = None
+    pcie_rx_bytes_per_s: float | None = None
+    sm_activity_pct: float | None = None     # GPM (Hopper+): share of SMs busy, averaged over time
+    sm_occupancy_pct: float | None = None    # GPM: resident warps / maximum
+    lost: int = 0                            # 1: the GPU fell off the bus (NVML GPU_IS_LOST)
+    mig_index: int | None = None             # MIG instance on GPU ``gpu_index``; None for a whole GPU
+    process_count: int | None = None         # compute processes NVML lists on this GPU
+    process_match: str | None = None         # "pid", "all" (pid namespaces differ), None (unknown)
+
+    @property
+    def key(self) -> tuple[int, int | None]:
+        """Identifies one device across samples: a whole GPU or one MIG instance of it."""
+        return (self.gpu_index, self.mig_index)
+
+    @property
+    def label(self) -> str:
+        return f"{self.gpu_index}" if self.mig_index is None else f"{self.gpu_index}/mig{self.mig_index}"
+
+    @property
+    def memory_free_bytes(self) -> int | None:
+        if self.memory_total_bytes is None or self.memory_used_bytes is None:
+            return None
+        return self.memory_total_bytes - self.memory_used_bytes
+
+    def to_row(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def with_time(self, t_s: float) -> "GpuSample":
+        return replace(self, t_s=t_s)
+
+
+_FIELD_NAMES = frozenset(f.name for f in fields(GpuSample))
+
+
+def sample_from_row(row: Mapping[str, Any]) -> GpuSample:
+    """A ``GpuSample`` from a run-log row or a JSON object; unknown keys are ignored, missing ones are None."""
+    values = {k: v for k, v in row.items() if k in _FIELD_NAMES}
+    values.setdefault("t_s", 0.0)
+    values.setdefault("gpu_index", 0)
+    values["lost"] = int(values.get("lost") or 0)
+    return GpuSample(**values)

@@ -1,0 +1,143 @@
+"""A background thread that samples a backend at a fixed rate, writes the run log, and keeps a short
+in-memory history for live views.
+
+Memory stays bounded however long the run: samples go to disk (the run log) and only the last
+``history`` samples per device stay in memory. Crash safety: the log is committed at least once per
+``commit_period_s``, so a killed sampler loses at most that much.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable
+from pathlib import Path
+
+from gpuwise.monitor.backend import Backend, MonitorError
+from gpuwise.monitor.procs import process_tree
+from gpuwise.monitor.sample import GpuSample
+from gpuwise.runlog import RunLog
+
+MIN_INTERVAL_S = 0.1  # 10 Hz: NVML's utilisation counters themselves update no faster than this
+PID_REFRESH_S = 1.0
+
+
+def open_run_log(path: str | Path) -> RunLog:
+    """A RunLog, or MonitorError (exit 2, one line) when the file cannot be written."""
+    try:
+        return RunLog(path)
+    except (OSError, sqlite3.Error) as exc:
+        raise MonitorError(f"cannot write the run log {path}: {exc}") from None
+
+
+class Sampler:
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        interval_s: float = 1.0,
+        runlog: RunLog | None = None,
+        history: int = 120,
+        watch_pid: int | None = None,
+        commit_period_s: float = 1.0,
+    ) -> None:
+        """``watch_pid``: the root of the process tree whose GPU memory is the job's (None: every process)."""
+        self.backend = backend
+        self.interval_s = max(MIN_INTERVAL_S, float(interval_s))
+        self.runlog = runlog
+        self.watch_pid = watch_pid
+        self.commit_period_s = commit_period_s
+        self.samples_taken = 0
+        self.write_error: Exception | None = None
+        self._history: dict[tuple[int, int | None], deque[GpuSample]] = {}
+        self._history_len = history
+        self._latest: list[GpuSample] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._watch_pids: frozenset[int] | None = None
+        self._pids_at_s = -1e18
+        self._committed_at_s = time.monotonic()
+        self._lost: set[tuple[int, int | None]] = set()
+
+    # -- one sample ------------------------------------------------------------------------------
+    def sample_once(self) -> list[GpuSample]:
+        samples = self.backend.sample(self._current_watch_pids())
+        with self._lock:
+            self._latest = samples
+            for s in samples:
+                self._history.setdefault(s.key, deque(maxlen=self._history_len)).append(s)
+        self.samples_taken += 1
+        self._write(samples)
+        return samples
+
+    def _current_watch_pids(self) -> frozenset[int] | None:
+        if self.watch_pid is None:
+            return None
+        now = time.monotonic()
+        if now - self._pids_at_s >= PID_REFRESH_S:
+            self._watch_pids = process_tree(self.watch_pid)
+            self._pids_at_s = now
+        return self._watch_pids
+
+    def _write(self, samples: Iterable[GpuSample]) -> None:
+        if self.runlog is None or self.write_error is not None:
+            return
+        try:
+            samples = list(samples)
+            for s in samples:
+                if s.lost and s.key not in self._lost:
+                    self._lost.add(s.key)
+                    self.runlog.log_event("gpu_lost", f"GPU {s.label} ({s.name}) fell off the bus", t_s=s.t_s)
+            self.runlog.write_gpu_samples(s.to_row() for s in samples)
+            if time.monotonic() - self._committed_at_s >= self.commit_period_s:
+                self.runlog.flush()
+                self._committed_at_s = time.monotonic()
+        except Exception as exc:  # a full disk must not kill the job being watched
+            self.write_error = exc
+            print(f"gpuwise: run log write failed, sampling goes on without it: {exc}", file=sys.stderr)
+
+    # -- the thread ------------------------------------------------------------------------------
+    def start(self) -> "Sampler":
+        self._thread = threading.Thread(target=self._loop, name="gpuwise-sampler", daemon=True)
+        self._thread.start()
+        return self
+
+    def _loop(self) -> None:
+        next_s = time.monotonic()
+        while not self._stop.is_set():
+            try:
+                self.sample_once()
+            except Exception as exc:  # never let a sampling bug take the watched job down
+                print(f"gpuwise: sampling failed: {exc}", file=sys.stderr)
+            next_s += self.interval_s
+            delay = next_s - time.monotonic()
+            if delay < 0:  # fell behind (slow NVML): skip, do not burst
+                next_s, delay = time.monotonic(), 0.0
+            self._stop.wait(delay)
+
+    def stop(self, final_sample: bool = True) -> None:
+        """Stops the thread, takes one last sample, and commits the log (the log stays open)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+            self._thread = None
+        if final_sample:
+            try:
+                self.sample_once()
+            except Exception:
+                pass
+        if self.runlog is not None and self.write_error is None:
+            self.runlog.flush()
+
+    # -- reading ---------------------------------------------------------------------------------
+    def latest(self) -> list[GpuSample]:
+        with self._lock:
+            return list(self._latest)
+
+    def history(self) -> dict[tuple[int, int | None], list[GpuSample]]:
+        with self._lock:
+            return {k: list(v) for k, v in self._history.items()}

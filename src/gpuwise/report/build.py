@@ -1,0 +1,72 @@
+"""The whole report: read a log, summarise usage, right-size against the catalog. Pure but for reading."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpuwise.catalog import GPU, Catalog, resolve_gpu
+from gpuwise.monitor.sample import GpuSample
+from gpuwise.report.rightsize import Headroom, RightSizing, resolve_rented, right_size
+from gpuwise.report.sources import load_usage_log
+from gpuwise.report.usage import UsageSummary, summarize
+
+
+@dataclass(frozen=True)
+class Report:
+    usage: UsageSummary
+    right_sizing: RightSizing | None
+    notes: tuple[str, ...]
+    samples: tuple[GpuSample, ...] = ()   # the log's samples, for plots (not in to_dict)
+
+    def to_dict(self) -> dict:
+        u, r = self.usage, self.right_sizing
+        job = u.job_devices
+        return {
+            "log": u.path,
+            "source": u.source,
+            "duration_s": u.duration_s,
+            "gpu_name": u.gpu_name,
+            "gpu_count": len(job),
+            "needed_peak_bytes": u.needed_peak_bytes,
+            "needed_p95_bytes": u.needed_p95_bytes,
+            "memory_basis": job[0].memory_basis if job else None,
+            "busy_share": u.busy_share,
+            "cheaper": [o.gpu_id for o in r.cheaper] if r else [],
+            "usage": u.to_dict(),
+            "right_sizing": r.to_dict() if r else None,
+            "notes": list(self.notes),
+        }
+
+
+def build_report(
+    path: str | Path,
+    catalog: Catalog,
+    *,
+    gpu: str | None = None,
+    gpu_price: tuple[float, str | None] | None = None,
+    provider: str | None = None,
+    headroom: Headroom = Headroom(),
+    precision: str = "fp16",
+    columns: list[str] | None = None,
+) -> Report:
+    """``gpu``: the rented GPU when the log does not name it (dmon) or names it wrongly; raises CatalogError."""
+    log = load_usage_log(path, columns=columns)
+    usage = summarize(log)
+    notes = list(usage.notes)
+    rented: GPU | None
+    if gpu:
+        rented = resolve_gpu(catalog, gpu)
+    else:
+        rented, note = resolve_rented(catalog, usage.gpu_name)
+        if note:
+            notes.append(note)
+    sizing = None
+    if usage.needed_peak_bytes is not None:
+        sizing = right_size(usage, catalog, rented, gpu_price=gpu_price, provider=provider, headroom=headroom,
+                            precision=precision)
+        notes.extend(sizing.notes)
+    return Report(usage, sizing, tuple(notes), log.samples)
+
+
+__all__ = ["Report", "build_report"]

@@ -1,0 +1,158 @@
+"""The report as one self-contained HTML file: plots are matplotlib PNGs embedded as base64."""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from pathlib import Path
+
+from gpuwise.report.build import Report
+from gpuwise.units import format_bytes, format_duration, format_money
+
+MAX_BARS = 14
+
+
+def _png(fig) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _timeline_png(report: Report) -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    u, r, samples = report.usage, report.right_sizing, report.samples
+    fig, (ax_mem, ax_busy) = plt.subplots(2, 1, figsize=(9, 5.2), sharex=True)
+    for label in u.job_labels:
+        own = [s for s in samples if s.label == label and not s.lost]
+        t_min = [(s.t_s - u.start_t_s) / 60 for s in own]
+        used = [s.memory_used_bytes / 1e9 if s.memory_used_bytes is not None else float("nan") for s in own]
+        ax_mem.plot(t_min, used, lw=1, label=f"GPU {label} memory used")
+        if any(s.process_memory_bytes for s in own):
+            proc = [s.process_memory_bytes / 1e9 if s.process_memory_bytes is not None else float("nan") for s in own]
+            ax_mem.plot(t_min, proc, lw=1, label=f"GPU {label} job's processes")
+        busy = [s.utilization_pct if s.utilization_pct is not None else float("nan") for s in own]
+        ax_busy.plot(t_min, busy, lw=0.8, label=f"GPU {label}")
+    totals = [d.memory_total_bytes for d in u.job_devices if d.memory_total_bytes]
+    if totals:
+        ax_mem.axhline(max(totals) / 1e9, color="grey", ls="--", lw=1, label="memory of the rented GPU")
+    if r is not None:
+        ax_mem.axhline(r.required_bytes / 1e9, color="tab:red", ls=":", lw=1.2, label="needed + headroom")
+    ax_mem.set_ylabel("GB")
+    ax_mem.set_ylim(bottom=0)
+    ax_mem.legend(fontsize=7, loc="center right")
+    ax_mem.set_title("Memory")
+    ax_busy.set_ylabel("busy %")
+    ax_busy.set_ylim(0, 105)
+    ax_busy.set_xlabel("minutes")
+    ax_busy.set_title("Busy share (time in which any kernel ran)")
+    fig.tight_layout()
+    out = _png(fig)
+    plt.close(fig)
+    return out
+
+
+def _options_png(report: Report) -> str | None:
+    r = report.right_sizing
+    if r is None or r.currency is None:
+        return None
+    rows = [o for o in r.options if o.fits and o.cost_per_job_hour is not None][:MAX_BARS]
+    rows += [o for o in r.options if o.rented and o.cost_per_job_hour is not None and o not in rows]
+    if not rows:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = rows[::-1]
+    fig, ax = plt.subplots(figsize=(9, 0.35 * len(rows) + 1.2))
+    colors = ["tab:orange" if o.rented else ("tab:green" if (o.saving_per_hour or 0) > 0 else "tab:grey") for o in rows]
+    ax.barh([o.gpu_name for o in rows], [o.cost_per_job_hour for o in rows], color=colors)
+    if r.rented_price_per_gpu_hour is not None:
+        ax.axvline(r.rented_price_per_gpu_hour * r.gpu_count, color="tab:red", ls="--", lw=1, label="paid per hour")
+        ax.legend(fontsize=8)
+    ax.set_xlabel(f"{r.currency} for the work of one measured hour (price × time factor)")
+    ax.set_title("GPUs that would have held the job")
+    ax.tick_params(axis="y", labelsize=8)
+    fig.tight_layout()
+    out = _png(fig)
+    plt.close(fig)
+    return out
+
+
+def _money(x: float | None, currency: str | None) -> str:
+    return "-" if x is None or currency is None else html.escape(format_money(x, currency))
+
+
+def render_html(report: Report) -> str:
+    u, r = report.usage, report.right_sizing
+    e = html.escape
+    facts = [
+        ("Log", f"{u.path} ({u.source})"),
+        ("GPU", f"{len(u.job_devices)} × {u.gpu_name or 'unknown'}"),
+        ("Duration", format_duration(u.duration_s)),
+    ]
+    if u.needed_peak_bytes is not None:
+        facts.append(("Memory needed", f"peak {format_bytes(u.needed_peak_bytes)}, p95 {format_bytes(u.needed_p95_bytes or 0)}"))
+    if u.busy_share is not None:
+        facts.append(("Busy", f"{u.busy_share:.0%} of the time (any kernel running)"))
+    for p in u.torch_peaks:
+        facts.append((f"PyTorch pid {p.pid}", f"max allocated {format_bytes(p.max_allocated_bytes)}, "
+                                              f"max reserved {format_bytes(p.max_reserved_bytes)}"))
+    rows_html = ""
+    verdict = ""
+    if r is not None:
+        facts.append(("Needed + headroom", format_bytes(r.required_bytes)))
+        if r.rented_price_per_gpu_hour is not None:
+            facts.append(("Paid", f"{format_money(r.rented_price_per_gpu_hour, r.currency or '')}/h per GPU ({r.price_source})"))
+        for o in [o for o in r.options if o.fits and o.cost_per_job_hour is not None][:20]:
+            cls = "rented" if o.rented else ("cheaper" if (o.saving_per_hour or 0) > 0 else "")
+            rows_html += (
+                f"<tr class='{cls}'><td>{e(o.gpu_name)}{' (rented)' if o.rented else ''}</td>"
+                f"<td>{format_bytes(o.memory_bytes, 'GiB')}</td><td>{o.time_factor:.2f}</td>"
+                f"<td>{_money(o.price_per_gpu_hour, r.currency)}</td><td>{_money(o.cost_per_job_hour, r.currency)}</td>"
+                f"<td>{_money(o.saving_per_hour, r.currency)}</td><td>{_money(o.saving_per_month, r.currency)}</td>"
+                f"<td>{_money(o.saving_for_run, r.currency)}</td><td>{e(o.provider or '')}</td></tr>"
+            )
+        if r.cheaper:
+            b = r.cheaper[0]
+            verdict = (f"{len(r.cheaper)} cheaper GPU(s) would have held this job. Best: <b>{e(b.gpu_name)}</b>, "
+                       f"saving {_money(b.saving_per_hour, r.currency)}/h, {_money(b.saving_per_month, r.currency)} "
+                       f"per month, {_money(b.saving_for_run, r.currency)} on this run.")
+    timeline = _timeline_png(report)
+    options = _options_png(report)
+    facts_html = "".join(f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>" for k, v in facts)
+    notes_html = "".join(f"<li>{e(n)}</li>" for n in report.notes)
+    method = (f"<p class='method'>Time on other GPUs: {e(r.method)} (busy share {r.busy_share_used:.0%}, "
+              f"{e(r.precision)} peak rates and memory bandwidth from the catalog).</p>") if r else ""
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>gpuwise report: {e(u.path)}</title>
+<style>
+body {{ font-family: sans-serif; margin: 2em auto; max-width: 1000px; color: #222; }}
+h1 {{ font-size: 1.5em; }} table {{ border-collapse: collapse; margin: 1em 0; }}
+th, td {{ padding: 4px 10px; border-bottom: 1px solid #ddd; text-align: left; }}
+tr.cheaper td {{ color: #1a7f37; }} tr.rented td {{ font-weight: bold; }}
+.verdict {{ font-size: 1.15em; background: #eef8ee; padding: 0.8em; border-left: 4px solid #1a7f37; }}
+.method, li {{ color: #555; font-size: 0.9em; }} img {{ max-width: 100%; }}
+</style></head><body>
+<h1>gpuwise report</h1>
+<table class="facts">{facts_html}</table>
+{f'<p class="verdict">{verdict}</p>' if verdict else ''}
+<h2>Over time</h2><img alt="memory and busy share over time" src="data:image/png;base64,{timeline}">
+{f'<h2>GPUs that would have held the job</h2><img alt="cost of the work per GPU" src="data:image/png;base64,{options}">' if options else ''}
+{method}
+{'<table class="options"><tr><th>GPU</th><th>memory</th><th>time ×</th><th>price/h</th><th>cost of 1 h of work</th><th>saving/h</th><th>per month</th><th>this run</th><th>offer</th></tr>' + rows_html + '</table>' if rows_html else ''}
+{f'<ul>{notes_html}</ul>' if notes_html else ''}
+</body></html>
+"""
+
+
+def write_html(report: Report, path: str | Path) -> Path:
+    p = Path(path)
+    p.write_text(render_html(report), encoding="utf-8")
+    return p

@@ -1,0 +1,154 @@
+"""``nvidia-smi --query-gpu=... --format=csv[,noheader][,nounits] -l N`` logs -> GpuSamples.
+
+nvidia-smi prints memory in MiB, power in W, clocks in MHz, and ``[N/A]`` / ``[Not Supported]`` for
+fields a GPU lacks (read as None). The header (``memory.used [MiB]``) may repeat when logs are appended;
+repeats are skipped. Without a header the columns must be given (``columns``). A last line cut off
+mid-write (no newline, too few fields: a log still being written) is skipped with a note; any other
+line that does not parse raises ReportError naming file and line.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+
+from gpuwise.monitor.sample import GpuSample
+from gpuwise.report.errors import ReportError
+
+MIB = 2**20
+
+# nvidia-smi query field -> (GpuSample field, multiplier to our unit)
+_FIELDS: dict[str, tuple[str, float]] = {
+    "utilization.gpu": ("utilization_pct", 1.0),
+    "utilization.memory": ("memory_util_pct", 1.0),
+    "memory.used": ("memory_used_bytes", MIB),
+    "memory.total": ("memory_total_bytes", MIB),
+    "memory.free": ("memory_free", MIB),
+    "power.draw": ("power_w", 1.0),
+    "power.draw.instant": ("power_w", 1.0),
+    "power.draw.average": ("power_w", 1.0),
+    "temperature.gpu": ("temperature_c", 1.0),
+    "clocks.sm": ("sm_clock_mhz", 1.0),
+    "clocks.current.sm": ("sm_clock_mhz", 1.0),
+    "clocks.mem": ("mem_clock_mhz", 1.0),
+    "clocks.current.memory": ("mem_clock_mhz", 1.0),
+}
+_TEXT_FIELDS = ("timestamp", "name", "index", "uuid", "pci.bus_id", "gpu_name", "gpu_uuid", "gpu_bus_id")
+_MISSING = {"[n/a]", "n/a", "[not supported]", "[unknown error]", "[insufficient permissions]", ""}
+_LOST = "[gpu is lost]"
+_UNITS = {"", "%", "mib", "w", "mhz", "c"}
+_NUMBER = re.compile(r"\s*([-+]?[0-9]*\.?[0-9]+)\s*([A-Za-z%]*)\s*")
+_TIME_FORMATS = ("%Y/%m/%d %H:%M:%S.%f", "%Y/%m/%d %H:%M:%S", "%Y-%m-%d %H:%M:%S.%f", "%Y-%m-%d %H:%M:%S",
+                 "%Y-%m-%dT%H:%M:%S.%f", "%Y-%m-%dT%H:%M:%S")
+
+
+def field_key(header_cell: str) -> str:
+    """'memory.used [MiB]' -> 'memory.used'."""
+    return re.sub(r"\s*\[.*\]\s*$", "", header_cell.strip()).strip().lower()
+
+
+def looks_like_header(line: str) -> bool:
+    keys = {field_key(c) for c in line.split(",")}
+    return bool(keys & (set(_FIELDS) | set(_TEXT_FIELDS)))
+
+
+_last_format = [_TIME_FORMATS[0]]
+
+
+def parse_timestamp(text: str) -> float | None:
+    # The format that worked last is tried first: a log uses one format throughout.
+    for fmt in (_last_format[0], *_TIME_FORMATS):
+        try:
+            # nvidia-smi prints local time without a zone: only differences matter to the report.
+            value = datetime.strptime(text.strip(), fmt).replace(tzinfo=timezone.utc).timestamp()
+        except ValueError:
+            continue
+        _last_format[0] = fmt
+        return value
+    return None
+
+
+def parse_smi_csv(text: str, path: str, columns: list[str] | None = None) -> tuple[list[GpuSample], list[str]]:
+    lines = text.splitlines()
+    notes: list[str] = []
+    header: list[str] | None = [field_key(c) for c in columns] if columns else None
+    header_line: str | None = None
+    samples: list[GpuSample] = []
+    ids: dict[str, int] = {}
+    previous_time: float | None = None
+    position = 0
+    group = -1
+    for lineno, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        if "gpu is lost" in line.lower() and "," not in line:
+            notes.append(f"{path}:{lineno}: nvidia-smi reported a lost GPU: {line.strip()[:100]}")
+            continue
+        if header_line is None and looks_like_header(line):  # the file's own header wins over --columns
+            header, header_line = [field_key(c) for c in line.split(",")], line.strip()
+            continue
+        if header is None:
+            raise ReportError(
+                f"{path}:{lineno}: no nvidia-smi CSV header (log written with 'noheader'?): "
+                f"pass --columns with the --query-gpu list"
+            )
+        if header_line is not None and line.strip() == header_line:
+            continue  # header repeated by an appended log
+        cells = [c.strip() for c in line.split(",")]
+        if len(cells) != len(header):
+            last_partial = lineno == len(lines) and not text.endswith("\n") and len(cells) < len(header)
+            if last_partial:
+                notes.append(f"{path}:{lineno}: last line cut off mid-write, skipped")
+                continue
+            raise ReportError(
+                f"{path}:{lineno}: expected {len(header)} comma-separated fields ({', '.join(header)}), "
+                f"found {len(cells)}: {line.strip()[:80]!r}"
+            )
+        row = dict(zip(header, cells))
+        t_s = None
+        if "timestamp" in row:
+            t_s = parse_timestamp(row["timestamp"])
+            if t_s is None:
+                raise ReportError(f"{path}:{lineno}: timestamp is not a date: {row['timestamp']!r}")
+        if t_s is None or t_s != previous_time:
+            group, position = group + 1, 0
+        else:
+            position += 1
+        previous_time = t_s
+        values: dict[str, object] = {}
+        lost = 0
+        for key, cell in row.items():
+            if key not in _FIELDS:
+                continue
+            if cell.lower() == _LOST:
+                lost = 1
+                continue
+            if cell.lower() in _MISSING:
+                continue
+            m = _NUMBER.fullmatch(cell)
+            if not m:
+                raise ReportError(f"{path}:{lineno}: {key} is not a number: {cell!r}")
+            if m.group(2).lower() not in _UNITS:
+                raise ReportError(f"{path}:{lineno}: {key} has a unit nvidia-smi does not print: {cell!r}")
+            name, scale = _FIELDS[key]
+            value = float(m.group(1)) * scale
+            values[name] = int(round(value)) if name.endswith("_bytes") or name == "memory_free" else value
+        free = values.pop("memory_free", None)
+        if "memory_used_bytes" not in values and free is not None and "memory_total_bytes" in values:
+            values["memory_used_bytes"] = int(values["memory_total_bytes"]) - int(free)
+        ident = row.get("index") or row.get("uuid") or row.get("pci.bus_id")
+        if ident is not None and row.get("index", "").isdigit():
+            index = int(row["index"])
+        elif ident is not None:
+            index = ids.setdefault(ident, len(ids))
+        else:
+            index = position
+        samples.append(GpuSample(
+            t_s=t_s if t_s is not None else float(group), gpu_index=index,
+            uuid=row.get("uuid"), name=row.get("name"), lost=lost, **values,  # type: ignore[arg-type]
+        ))
+    if header is None or not samples:
+        raise ReportError(f"{path}: no samples in this nvidia-smi log")
+    if "timestamp" not in header:
+        notes.append(f"{path}: no timestamp column: assumed 1 s between samples")
+    return samples, notes

@@ -1,0 +1,76 @@
+"""Reads any log the report understands into one ``UsageLog``: a gpuwise run log (SQLite), an
+``nvidia-smi --query-gpu ... --format=csv`` log, or an ``nvidia-smi dmon`` log."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+from gpuwise.monitor.sample import GpuSample, sample_from_row
+from gpuwise.report.dmon import looks_like_dmon, parse_dmon
+from gpuwise.report.errors import ReportError
+from gpuwise.report.smi_csv import parse_smi_csv
+from gpuwise.runlog import RunLogError, is_run_log, read_events, read_gpu_samples, read_meta
+
+
+@dataclass(frozen=True)
+class TorchPeak:
+    """What PyTorch's caching allocator saw in one process on one device (the ``--torch-hook``)."""
+
+    pid: int
+    device: int
+    max_allocated_bytes: int   # torch.cuda.max_memory_allocated: what tensors needed
+    max_reserved_bytes: int    # torch.cuda.max_memory_reserved: what the allocator held (incl. cache)
+
+
+@dataclass(frozen=True)
+class UsageLog:
+    path: str
+    source: str                       # "gpuwise run log", "nvidia-smi csv", "nvidia-smi dmon"
+    samples: tuple[GpuSample, ...]
+    meta: Mapping[str, str] = field(default_factory=dict)
+    events: tuple[Mapping[str, object], ...] = ()
+    torch_peaks: tuple[TorchPeak, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+def load_usage_log(path: str | Path, *, columns: list[str] | None = None) -> UsageLog:
+    p = Path(path)
+    if not p.is_file():
+        raise ReportError(f"no such log: {p}")
+    if is_run_log(p):
+        return _load_run_log(p)
+    try:
+        text = p.read_text(encoding="utf-8", errors="strict")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ReportError(f"{p}: not a text log nor a gpuwise run log ({exc})") from None
+    if looks_like_dmon(text):
+        samples, notes = parse_dmon(text, str(p))
+        return UsageLog(str(p), "nvidia-smi dmon", tuple(samples), notes=tuple(notes))
+    samples, notes = parse_smi_csv(text, str(p), columns)
+    return UsageLog(str(p), "nvidia-smi csv", tuple(samples), notes=tuple(notes))
+
+
+def _load_run_log(p: Path) -> UsageLog:
+    try:
+        rows = read_gpu_samples(p)
+        meta = read_meta(p)
+        events = read_events(p)
+    except RunLogError as exc:
+        raise ReportError(str(exc)) from None
+    peaks = []
+    for e in events:
+        if e["kind"] != "torch_memory":
+            continue
+        try:
+            data = json.loads(e["message"])
+            for dev in data["devices"]:
+                peaks.append(TorchPeak(int(data["pid"]), int(dev["device"]), int(dev["max_allocated_bytes"]),
+                                       int(dev["max_reserved_bytes"])))
+        except (ValueError, KeyError, TypeError):
+            continue  # a hook from another version: the samples still tell the story
+    notes = () if rows else (f"{p}: no GPU samples in this run log (no NVIDIA driver while it ran?)",)
+    return UsageLog(str(p), "gpuwise run log", tuple(sample_from_row(r) for r in rows), meta, tuple(events),
+                    tuple(peaks), notes)

@@ -1,0 +1,102 @@
+"""The report for a terminal (rich renderables). Knows nothing of how the numbers were made."""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from gpuwise.report.build import Report
+from gpuwise.units import format_bytes, format_duration, format_money
+
+MAX_ROWS = 10
+
+
+def _money(x: float | None, currency: str | None) -> str:
+    return "-" if x is None or currency is None else format_money(x, currency)
+
+
+def _short(x: float | None, currency: str | None) -> str:
+    """Whole units from 100 up: keeps the table inside 80 columns."""
+    if x is None or currency is None:
+        return "-"
+    return format_money(round(x), currency).replace(".00", "", 1) if abs(x) >= 100 else format_money(x, currency)
+
+
+def render_report(report: Report) -> Group:
+    u, r = report.usage, report.right_sizing
+    job = u.job_devices
+    parts: list = []
+    name = u.gpu_name or "unknown GPU"
+    parts.append(Text.from_markup(
+        f"[bold]gpuwise report[/bold]: {u.path} ({u.source}), {format_duration(u.duration_s)}, "
+        f"{len(job)} × {name}"))
+    if u.needed_peak_bytes is not None:
+        basis = "the job's processes" if job and job[0].memory_basis == "process" else "GPU memory used"
+        total = max((d.memory_total_bytes or 0) for d in job) if job else 0
+        share = f" of {format_bytes(total)} ({u.needed_peak_bytes / total:.0%})" if total else ""
+        parts.append(Text(f"Memory needed  peak {format_bytes(u.needed_peak_bytes)}, p95 "
+                          f"{format_bytes(u.needed_p95_bytes or 0)}{share}  [{basis}]"))
+    for p in u.torch_peaks:
+        parts.append(Text(f"PyTorch        pid {p.pid} cuda:{p.device}: max allocated "
+                          f"{format_bytes(p.max_allocated_bytes)} (needed by tensors), max reserved "
+                          f"{format_bytes(p.max_reserved_bytes)} (allocator cache "
+                          f"{format_bytes(p.max_reserved_bytes - p.max_allocated_bytes)})"))
+    if u.busy_share is not None:
+        stretches = [s for d in job for s in d.idle_stretches]
+        idle = ""
+        if stretches:
+            longest = max(stretches, key=lambda s: s.duration_s)
+            idle = (f"; {len(stretches)} idle stretch(es), {format_duration(sum(s.duration_s for s in stretches))} "
+                    f"in all, longest {format_duration(longest.duration_s)} from {format_duration(longest.start_s)}")
+        parts.append(Text(f"Busy           {u.busy_share:.0%} of the time (share of time any kernel ran){idle}"))
+    power = [d for d in job if d.mean_power_w is not None]
+    if power:
+        energy = sum(d.energy_kwh or 0 for d in power)
+        parts.append(Text(f"Power          mean {sum(d.mean_power_w for d in power):.0f} W, peak "
+                          f"{max(d.peak_power_w or 0 for d in power):.0f} W, {energy:.2f} kWh"))
+    if r is not None:
+        parts.append(Text(""))
+        parts.append(Text.from_markup(
+            f"Needed {format_bytes(r.needed_bytes)} + headroom {format_bytes(r.headroom_bytes)} = "
+            f"[bold]{format_bytes(r.required_bytes)}[/bold] per GPU. Time elsewhere by {r.method} "
+            f"(busy {r.busy_share_used:.0%}, {r.precision} peak rates and bandwidth); work/h: what the work of one measured hour costs there (price × time×); savings against what was paid, per month = 730 h."))
+        if r.rented_price_per_gpu_hour is not None:
+            parts.append(Text(f"Rented: {r.gpu_count} × {r.rented_gpu_name or '?'} at "
+                              f"{_money(r.rented_price_per_gpu_hour, r.currency)}/h per GPU ({r.price_source})"))
+        parts.append(_table(r))
+        parts.append(Text("* the rented GPU", style="dim"))
+        cheaper = r.cheaper
+        if cheaper:
+            best = cheaper[0]
+            parts.append(Text.from_markup(
+                f"[bold green]Verdict[/bold green]: {len(cheaper)} cheaper GPU(s) would have held this job; "
+                f"the best, {best.gpu_name}, saves {_money(best.saving_per_hour, r.currency)}/h, "
+                f"{_money(best.saving_per_month, r.currency)} per month (730 h), "
+                f"{_money(best.saving_for_run, r.currency)} on this run."))
+        elif r.rented_price_per_gpu_hour is not None:
+            parts.append(Text.from_markup("[bold]Verdict[/bold]: no cheaper GPU in the catalog would have done this work."))
+    for note in report.notes:
+        parts.append(Text(f"note: {note}", style="dim"))
+    return Group(*parts)
+
+
+def _table(r) -> Table:
+    # Narrow enough for an 80-column terminal: ids, not full names; the offer goes into --json/--html.
+    t = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
+    for col in ("GPU", "GiB", "time×", "price/h", "work/h", "save/h", "save/month", "save/run"):
+        t.add_column(col, justify="left" if col == "GPU" else "right", no_wrap=True)
+    fitting = [o for o in r.options if o.fits and (o.cost_per_job_hour is not None or o.rented)]
+    rows = [o for o in fitting if o.rented or (o.saving_per_hour or 0) > 0][:MAX_ROWS]
+    if not any(o.rented for o in rows):
+        rows += [o for o in fitting if o.rented]
+    for o in rows:
+        style = "bold" if o.rented else ("green" if (o.saving_per_hour or 0) > 0 else None)
+        t.add_row(
+            o.gpu_id + (" *" if o.rented else ""), f"{o.memory_bytes / 2**30:.0f}",
+            f"{o.time_factor:.2f}" if o.time_factor is not None else "-",
+            _short(o.price_per_gpu_hour, r.currency), _short(o.cost_per_job_hour, r.currency),
+            _short(o.saving_per_hour, r.currency), _short(o.saving_per_month, r.currency),
+            _short(o.saving_for_run, r.currency), style=style,
+        )
+    return t

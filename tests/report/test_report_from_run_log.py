@@ -1,0 +1,92 @@
+"""Reports from gpuwise run logs: per-process memory, MIG instances, a lost GPU, PyTorch's peaks."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from gpuwise.catalog import load_catalog
+from gpuwise.monitor import ReplayBackend, Sampler
+from gpuwise.report import build_report
+from gpuwise.runlog import RunLog
+
+GIB = 2**30
+MIG_NAME = "NVIDIA A100-SXM4-40GB MIG 3g.20gb"
+
+
+def record(path, frames, n=None, events=()):
+    with RunLog(path) as runlog:
+        sampler = Sampler(ReplayBackend(frames, stamp_now=False), runlog=runlog, watch_pid=os.getpid())
+        for _ in range(n or len(frames)):
+            sampler.sample_once()
+        for kind, message in events:
+            runlog.log_event(kind, message)
+    return path
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return load_catalog(user_file=False)
+
+
+def test_process_memory_is_the_need_when_the_log_has_it(tmp_path, catalog):
+    me = os.getpid()
+    frames = [[{"t_s": 100.0 + 10 * k, "gpu_index": 0, "name": "NVIDIA A100-SXM4-40GB", "utilization_pct": 50.0,
+                "memory_used_bytes": 14 * GIB, "memory_total_bytes": 40 * GIB,
+                "processes": [{"pid": me, "used_memory_bytes": (8 + k) * GIB}, {"pid": 1, "used_memory_bytes": 4 * GIB}]}]
+              for k in range(4)]
+    report = build_report(record(tmp_path / "r.db", frames), catalog, gpu_price=(15.0, "CNY"))
+    assert report.usage.needed_peak_bytes == 11 * GIB  # ours, not the other process's 4 GiB
+    assert report.usage.job_devices[0].memory_basis == "process"
+    assert report.usage.duration_s == 30.0
+
+
+def test_mig_instances_are_right_sized_by_their_own_use(tmp_path, catalog):
+    me = os.getpid()
+    frames = [[
+        {"t_s": 10.0 * k, "gpu_index": 0, "name": "NVIDIA A100-SXM4-40GB", "memory_used_bytes": 9 * GIB,
+         "memory_total_bytes": 40 * GIB, "power_w": 200.0},
+        {"t_s": 10.0 * k, "gpu_index": 0, "mig_index": 0, "name": MIG_NAME, "utilization_pct": 70.0,
+         "memory_used_bytes": 7 * GIB, "memory_total_bytes": 20 * GIB,
+         "processes": [{"pid": me, "used_memory_bytes": 6 * GIB}]},
+        {"t_s": 10.0 * k, "gpu_index": 0, "mig_index": 1, "name": MIG_NAME, "utilization_pct": 0.0,
+         "memory_used_bytes": 2 * GIB, "memory_total_bytes": 20 * GIB, "processes": [{"pid": 1, "used_memory_bytes": 2 * GIB}]},
+    ] for k in range(5)]
+    report = build_report(record(tmp_path / "mig.db", frames), catalog)
+    assert [d.label for d in report.usage.devices] == ["0/mig0", "0/mig1"]  # the parent row only repeats them
+    assert report.usage.job_labels == ("0/mig0",)
+    assert report.usage.needed_peak_bytes == 6 * GIB
+    assert report.right_sizing.rented_gpu_id == "a100-40gb-sxm4"
+
+
+def test_a_lost_gpu_is_reported_and_the_others_still_count(tmp_path, catalog):
+    frames = [[
+        {"t_s": 10.0 * k, "gpu_index": 0, "name": "NVIDIA A100-SXM4-40GB", "utilization_pct": 40.0,
+         "memory_used_bytes": 10 * GIB, "memory_total_bytes": 40 * GIB},
+        {"t_s": 10.0 * k, "gpu_index": 1, "name": "NVIDIA A100-SXM4-40GB", "utilization_pct": 40.0,
+         "memory_used_bytes": 12 * GIB, "memory_total_bytes": 40 * GIB, "lost": int(k >= 3)},
+    ] for k in range(6)]
+    report = build_report(record(tmp_path / "lost.db", frames), catalog)
+    lost = {d.label: d.lost for d in report.usage.devices}
+    assert lost == {"0": False, "1": True}
+    assert report.usage.needed_peak_bytes == 12 * GIB and report.right_sizing.gpu_count == 2
+    assert any("fell off the bus" in n for n in report.notes)
+
+
+def test_pytorch_peaks_from_the_hook_are_in_the_report(tmp_path, catalog):
+    frames = [[{"t_s": float(k), "gpu_index": 0, "name": "NVIDIA A100-SXM4-40GB", "utilization_pct": 40.0,
+                "memory_used_bytes": 10 * GIB, "memory_total_bytes": 40 * GIB}] for k in range(3)]
+    message = json.dumps({"pid": 77, "devices": [{"device": 0, "max_allocated_bytes": 6 * GIB, "max_reserved_bytes": 9 * GIB}]})
+    report = build_report(record(tmp_path / "t.db", frames, events=[("torch_memory", message)]), catalog)
+    (peak,) = report.usage.torch_peaks
+    assert (peak.pid, peak.max_allocated_bytes, peak.max_reserved_bytes) == (77, 6 * GIB, 9 * GIB)
+    assert report.to_dict()["usage"]["torch_peaks"][0]["max_reserved_bytes"] == 9 * GIB
+
+
+def test_an_empty_run_log_is_reported_without_right_sizing(tmp_path, catalog):
+    path = tmp_path / "empty.db"
+    RunLog(path).close()
+    report = build_report(path, catalog)
+    assert report.right_sizing is None and any("no GPU samples" in n for n in report.notes)
