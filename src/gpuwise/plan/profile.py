@@ -51,6 +51,7 @@ class TracedModel:
     def __init__(self, workload: Workload, progress: Callable[[str], None] | None = None) -> None:
         self.workload = workload
         self._traces: dict[int, Trace] = {}
+        self._accumulated_traces: dict[tuple[int, int], Trace] = {}
         self._progress = progress or (lambda _msg: None)
 
     def trace(self, batch_size: int | None = None) -> Trace:
@@ -62,6 +63,13 @@ class TracedModel:
             self._traces[b] = trace_workload(self.workload.with_(batch_size=b, num_gpus=1))
         return self._traces[b]
 
+    def _accumulated(self, trace: Trace, grad_accum_steps: int) -> Trace:
+        key = (trace.samples_per_step, grad_accum_steps)
+        if key not in self._accumulated_traces:
+            self._accumulated_traces[key] = dataclasses.replace(
+                trace, workload=trace.workload.with_(grad_accum_steps=grad_accum_steps))
+        return self._accumulated_traces[key]
+
     def estimate(
         self, gpu: GPU | None, *, count: int = 1, batch_size: int | None = None, with_time: bool = True,
         grad_accum_steps: int | None = None,
@@ -70,10 +78,10 @@ class TracedModel:
         from gpuwise.runtime import predict_step_time
 
         trace = self.trace(batch_size)
-        if grad_accum_steps is not None and grad_accum_steps != trace.workload.grad_accum_steps:
-            # Accumulation changes the step's time, not the trace: reuse it under the new workload.
-            trace = dataclasses.replace(trace, workload=trace.workload.with_(grad_accum_steps=grad_accum_steps))
         memory = estimate_memory(trace, gpu)
+        if grad_accum_steps is not None and grad_accum_steps != trace.workload.grad_accum_steps:
+            # Accumulation changes the step's time, not its memory: reuse the trace under the new workload.
+            trace = self._accumulated(trace, grad_accum_steps)
         step = predict_step_time(trace, gpu, count=count) if with_time and gpu is not None else None
         return Estimate(trace.workload.with_(num_gpus=count), gpu, count, memory, step)
 

@@ -1,0 +1,271 @@
+"""What CUDA does that a trace on CPU fake tensors does not show, as small per-operator rules.
+
+The registry reads like torch/utils/flop_counter.py: ``@register_cuda_rule("aten.convolution")``
+over a function ``(op, ctx) -> list[Edit]``. An :class:`Edit` changes the bytes one traced operator
+allocates for its outputs, or adds a workspace the CUDA kernel takes for the length of the call.
+Things that are not one operator's business (the CUDA context, cuBLAS' per-handle workspace) are
+functions of the :class:`CudaStack` below.
+
+Assumptions (documented in docs/memory.md; to be calibrated against benchmarks/measured/):
+
+- Software stack: PyTorch 2.x eager, CUDA 12, cuDNN 9, ``CUDA_MODULE_LOADING=LAZY`` (the default
+  since CUDA 11.7 / torch 1.13), so kernels are loaded when first used, not all at start-up.
+- cuBLAS workspace: torch allocates it through the caching allocator, once per (handle, stream);
+  the size is torch's default ``CUBLAS_WORKSPACE_CONFIG``: ``:4096:8`` = 32 MiB on compute
+  capability >= 9.0, ``:4096:2:16:8`` = 8 MiB + 128 KiB before; cuBLASLt shares that allocation
+  (TORCH_CUBLASLT_UNIFIED_WORKSPACE, on by default). A training step has two handles: the
+  forward runs on the Python thread, the backward on the autograd engine's device thread.
+- Scaled-dot-product attention: on every GPU the catalog holds (sm >= 7.0) CUDA picks a fused
+  kernel (flash for fp16/bf16 without an arbitrary mask, memory-efficient otherwise, fp32
+  included); both keep only the output and a logsumexp for backward. The CPU trace takes the
+  math path whenever dropout is on (or the fused CPU kernel declines), which materialises the
+  attention matrix, its dropout mask and the dropped matrix: those are removed and a logsumexp
+  put in their place.
+- cuDNN convolution workspace (``torch.backends.cudnn.benchmark = False``: heuristics): none for
+  1x1 and depthwise convolutions (implicit GEMM); a quarter of the larger operand, at most
+  256 MiB, for the others. An uncalibrated guess: it only matters when it lands on the peak.
+- cuDNN batch norm saves mean and inverse std (C floats each), as the CPU kernel does; its
+  reserve space is 0 bytes for plain BN (no fused activation), so no edit is needed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Iterable, Sequence
+
+from gpuwise.trace.records import OpRecord
+
+MIB = 1 << 20
+
+_ITEMSIZE = {
+    "float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4, "int16": 2,
+    "int8": 1, "uint8": 1, "bool": 1, "complex64": 8, "complex128": 16,
+    "float8_e4m3fn": 1, "float8_e5m2": 1,
+}
+
+# CUDA context + the cuBLAS / cuDNN kernels a step loads lazily, in MiB, CUDA 12, as nvidia-smi
+# shows them for a PyTorch process (typical published figures; see docs/memory.md).
+_CONTEXT_MIB = {"pascal": 300, "turing": 300, "volta": 310, "ampere": 360, "ada": 380, "hopper": 500, "blackwell": 560}
+_CUBLAS_MODULES_MIB = 64
+_CUDNN_MODULES_MIB = 128
+
+
+@dataclass(frozen=True)
+class CudaStack:
+    """The GPU side that the rules depend on."""
+
+    arch: str = "ampere"
+    compute_capability: tuple[int, int] = (8, 0)
+    assumed: bool = True      # no GPU given: an Ampere-class GPU (A100) is assumed
+
+    @classmethod
+    def for_gpu(cls, gpu) -> "CudaStack":
+        if gpu is None:
+            return cls()
+        major, _, minor = str(gpu.compute_capability).partition(".")
+        return cls(arch=gpu.arch, compute_capability=(int(major), int(minor or 0)), assumed=False)
+
+    @property
+    def cublas_workspace_bytes(self) -> int:
+        if self.compute_capability >= (9, 0):
+            return 8 * 4096 * 1024                       # ":4096:8"
+        return 2 * 4096 * 1024 + 8 * 16 * 1024           # ":4096:2:16:8"
+
+    def context_bytes(self, *, uses_cublas: bool, uses_cudnn: bool) -> int:
+        mib = _CONTEXT_MIB.get(self.arch, _CONTEXT_MIB["ampere"])
+        mib += _CUBLAS_MODULES_MIB if uses_cublas else 0
+        mib += _CUDNN_MODULES_MIB if uses_cudnn else 0
+        return mib * MIB
+
+    @property
+    def fused_attention(self) -> bool:
+        # The memory-efficient kernel runs on sm50+; every catalog GPU qualifies.
+        return self.compute_capability >= (5, 0)
+
+
+@dataclass(frozen=True)
+class Edit:
+    """A change to what operator ``op_index`` (of the measured step) does on CUDA.
+
+    ``output_bytes``: None keeps the traced allocations; otherwise every allocation the operator
+    made is resized to it (0 removes them). ``workspace_bytes``: taken and given back during the op.
+    """
+
+    op_index: int
+    output_bytes: int | None = None
+    workspace_bytes: int = 0
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class RuleContext:
+    stack: CudaStack
+    ops: Sequence[OpRecord]
+
+
+CudaRule = Callable[[OpRecord, RuleContext], Iterable[Edit]]
+_RULES: dict[str, list[CudaRule]] = {}
+
+
+def register_cuda_rule(*op_names: str) -> Callable[[CudaRule], CudaRule]:
+    """Registers a rule for aten ops, by packet ("aten.bmm") or overload ("aten.bmm.default")."""
+
+    def wrap(rule: CudaRule) -> CudaRule:
+        for name in op_names:
+            _RULES.setdefault(name, []).append(rule)
+        return rule
+
+    return wrap
+
+
+def rules_for(op_name: str) -> list[CudaRule]:
+    packet = op_name.rsplit(".", 1)[0] if op_name.count(".") >= 2 else op_name
+    return _RULES.get(op_name, []) + (_RULES.get(packet, []) if packet != op_name else [])
+
+
+def cuda_edits(ops: Sequence[OpRecord], stack: CudaStack) -> list[Edit]:
+    """Every rule's edits over the measured step's operators."""
+    ctx = RuleContext(stack, ops)
+    edits: list[Edit] = []
+    for op in ops:
+        for rule in rules_for(op.op):
+            edits.extend(rule(op, ctx))
+    return edits
+
+
+def tensor_bytes(shape: Sequence[int], dtype: str) -> int:
+    return math.prod(shape) * _ITEMSIZE.get(dtype, 4)
+
+
+# --------------------------------------------------------------------------- BLAS
+# Under inference_mode the tracer sees composite ops (linear, conv2d, batch_norm) undecomposed.
+BLAS_OPS = frozenset(
+    f"aten.{n}" for n in ("mm", "addmm", "bmm", "baddbmm", "addbmm", "addmv", "mv", "dot", "_scaled_mm",
+                          "_addmm_activation", "_int_mm", "linear", "matmul", "einsum", "bilinear")
+)
+CONV_OPS = frozenset(f"aten.{n}" for n in ("convolution", "_convolution", "conv1d", "conv2d", "conv3d",
+                                            "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
+                                            "cudnn_convolution"))
+CUDNN_OPS = CONV_OPS | frozenset(f"aten.{n}" for n in (
+    "convolution_backward", "native_batch_norm", "_native_batch_norm_legit", "batch_norm",
+    "_native_batch_norm_legit_functional", "native_batch_norm_backward", "cudnn_batch_norm",
+    "_native_batch_norm_legit_no_training"))
+
+
+def op_packet(op_name: str) -> str:
+    return op_name.rsplit(".", 1)[0] if op_name.count(".") >= 2 else op_name
+
+
+# --------------------------------------------------------------------------- convolution
+_CONV_WORKSPACE_CAP_BYTES = 256 * MIB
+
+
+def _conv_workspace(input_shape, weight_shape, dtype: str, out_bytes: int) -> int:
+    if len(weight_shape) < 3 or len(input_shape) < 2:
+        return 0
+    kernel = math.prod(weight_shape[2:])
+    groups = input_shape[1] // max(weight_shape[1], 1)
+    if kernel == 1 or groups > 1:
+        return 0
+    larger = max(tensor_bytes(input_shape, dtype), out_bytes)
+    return min(larger // 4, _CONV_WORKSPACE_CAP_BYTES)
+
+
+@register_cuda_rule(*CONV_OPS)
+def conv_forward(op: OpRecord, ctx: RuleContext) -> list[Edit]:
+    if len(op.input_shapes) < 2 or not op.output_shapes:
+        return []
+    out_bytes = tensor_bytes(op.output_shapes[0], op.output_dtypes[0])
+    ws = _conv_workspace(op.input_shapes[0], op.input_shapes[1], op.input_dtypes[0], out_bytes)
+    return [Edit(op.index, workspace_bytes=ws, reason="cuDNN conv workspace")] if ws else []
+
+
+@register_cuda_rule("aten.convolution_backward")
+def conv_backward(op: OpRecord, ctx: RuleContext) -> list[Edit]:
+    # inputs: grad_output, input, weight; dgrad and wgrad run one after the other.
+    if len(op.input_shapes) < 3:
+        return []
+    grad_bytes = tensor_bytes(op.input_shapes[0], op.input_dtypes[0])
+    ws = _conv_workspace(op.input_shapes[1], op.input_shapes[2], op.input_dtypes[1], grad_bytes)
+    return [Edit(op.index, workspace_bytes=ws, reason="cuDNN conv workspace")] if ws else []
+
+
+# --------------------------------------------------------------------------- attention
+def _attention_numel(op: OpRecord) -> int:
+    return math.prod(op.output_shapes[0]) if op.output_shapes else -1
+
+
+@register_cuda_rule("aten._safe_softmax")
+def math_sdpa_forward(op: OpRecord, ctx: RuleContext) -> list[Edit]:
+    """The CPU math SDPA path: scores -> _safe_softmax -> [dropout] -> @ V. CUDA fuses it."""
+    if not ctx.stack.fused_attention or not op.output_shapes or len(op.output_shapes[0]) < 2:
+        return []
+    numel = _attention_numel(op)
+    *batch_heads, q_len, _k_len = op.output_shapes[0]
+    # The memory-efficient kernel pads logsumexp's query dimension to 32; flash does not.
+    lse_bytes = math.prod(batch_heads) * (-(-q_len // 32) * 32) * 4
+    edits = [Edit(op.index, output_bytes=lse_bytes, reason="fused SDPA keeps logsumexp, not the attention matrix")]
+    ops = ctx.ops
+    # Before: the scores bmm (and views); after: the dropout mask and the dropped matrix.
+    for j in _attention_run(ops, op.index, -1, numel, 3):
+        edits.append(Edit(j, output_bytes=0, reason="fused SDPA"))
+    for j in _attention_run(ops, op.index, +1, numel, 8):
+        edits.append(Edit(j, output_bytes=0, reason="fused SDPA"))
+    return edits
+
+
+@register_cuda_rule("aten._softmax_backward_data")
+def math_sdpa_backward(op: OpRecord, ctx: RuleContext) -> list[Edit]:
+    """The backward of the math path: grad of the attention matrix, dropout, softmax. Only when
+    the forward was the math SDPA path (a matching _safe_softmax exists in the step)."""
+    if not ctx.stack.fused_attention or op.phase != "backward":
+        return []
+    numel = _attention_numel(op)
+    if not any(o.op.startswith("aten._safe_softmax") and _attention_numel(o) == numel for o in ctx.ops):
+        return []
+    ops = ctx.ops
+    edits = [Edit(op.index, output_bytes=0, reason="fused SDPA backward")]
+    for j in _attention_run(ops, op.index, -1, numel, 6):
+        edits.append(Edit(j, output_bytes=0, reason="fused SDPA backward"))
+    for j in _attention_run(ops, op.index, +1, numel, 2):
+        edits.append(Edit(j, output_bytes=0, reason="fused SDPA backward"))
+    # The fused backward accumulates dQ in fp32: (batch*heads, q_len, head_dim) floats, while it runs.
+    *batch_heads, q_len, _ = op.output_shapes[0]
+    head_dim = _head_dim_near(ops, op.index)
+    edits.append(Edit(op.index, workspace_bytes=math.prod(batch_heads) * q_len * head_dim * 4,
+                      reason="fused SDPA backward dQ accumulator"))
+    return edits
+
+
+def _attention_run(ops: Sequence[OpRecord], index: int, step: int, numel: int, limit: int) -> list[int]:
+    """Indices of the ops next to ``index`` (going ``step``) whose output is the attention matrix,
+    skipping ops without tensor outputs (prim.device ...) and views of other tensors, up to
+    ``limit`` of them; stops at the first kernel with another output, or at a BLAS op going
+    forward (the ``@ V`` product)."""
+    found: list[int] = []
+    j = index + step
+    while 0 <= j < len(ops) and len(found) < limit:
+        o = ops[j]
+        j += step
+        if not o.output_shapes:
+            continue
+        if step > 0 and op_packet(o.op) in BLAS_OPS:
+            break
+        if _attention_numel(o) != numel:
+            if o.kernel_count == 0:   # a view: allocates nothing, look past it
+                continue
+            break
+        found.append(o.index)
+    return found
+
+
+def _head_dim_near(ops: Sequence[OpRecord], index: int) -> int:
+    """Head dimension from the bmm next to the softmax backward: (B*H, L, D) shapes."""
+    for j in range(max(index - 12, 0), min(index + 12, len(ops))):
+        o = ops[j]
+        if op_packet(o.op) == "aten.bmm" and o.output_shapes and len(o.output_shapes[0]) == 3:
+            a, b = o.output_shapes[0][1], o.output_shapes[0][2]
+            if a != b:
+                return min(a, b)
+    return 64

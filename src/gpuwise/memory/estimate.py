@@ -1,0 +1,188 @@
+"""Peak GPU memory of a traced step: CUDA rules, then the caching allocator, then the context."""
+
+from __future__ import annotations
+
+import gc
+from contextlib import contextmanager
+import weakref
+from typing import Callable, Iterable, Iterator
+
+from gpuwise.memory.adjust import cuda_events
+from gpuwise.memory.allocator import AllocatorConfig
+from gpuwise.memory.cuda import CudaStack
+from gpuwise.memory.model import MemoryError_, MemoryEstimate
+from gpuwise.memory.replay import replay
+from gpuwise.trace.records import Trace
+from gpuwise.workload.model import MAX_BATCH_SIZE, Workload
+
+TOP_MODULES = 10
+_ACTIVATION_CATEGORIES = ("activations", "inputs")   # the input batch is reported with activations
+
+
+def estimate_memory(trace: Trace, gpu=None, *, expandable_segments: bool = False) -> MemoryEstimate:
+    """Peak memory of the trace's step on one ``gpu`` (a catalog GPU; None: an A100-class GPU).
+
+    The breakdown sums to ``peak_allocated_bytes``; ``total_bytes`` = peak reserved + CUDA context.
+    Inputs (the batch) count as activations; categories the trace does not know count as other.
+    """
+    stack = CudaStack.for_gpu(gpu)
+    with _no_gc():
+        adjusted, result = _replayed(trace, stack, expandable_segments)
+        context_bytes = stack.context_bytes(uses_cublas=adjusted.uses_cublas, uses_cudnn=adjusted.uses_cudnn)
+        capacity = gpu.memory_bytes - context_bytes if gpu is not None else None
+        if capacity is not None and result.peak_reserved_bytes > capacity:
+            # Only a GPU too small for the cache-everything run makes the allocator release its cache.
+            config = AllocatorConfig(expandable_segments=expandable_segments, capacity_bytes=capacity)
+            result = replay(adjusted.events, config)
+
+    cats = dict(result.category_bytes_at_peak)
+    weights = cats.pop("weights", 0)
+    gradients = cats.pop("gradients", 0)
+    optimizer = cats.pop("optimizer", 0)
+    activations = sum(cats.pop(c, 0) for c in _ACTIVATION_CATEGORIES)
+    workspace = cats.pop("workspace", 0)
+    other = sum(cats.values())
+
+    # Top modules where activations peak (at the overall peak they may all be freed already:
+    # an AdamW step often peaks after the backward).
+    per_module = []
+    for module, by_cat in result.module_bytes_at_activation_peak.items():
+        nbytes = sum(by_cat.get(c, 0) for c in _ACTIVATION_CATEGORIES)
+        if nbytes > 0:
+            per_module.append((module or "(top level)", nbytes))
+    per_module.sort(key=lambda mb: -mb[1])
+
+    notes = list(adjusted.notes) + list(result.notes)
+    if 0 <= result.peak_index < len(adjusted.events):
+        notes.append(f"peak during the {adjusted.events[result.peak_index].phase} phase")
+    if stack.assumed:
+        notes.append("no GPU given: CUDA context and kernels of an Ampere GPU (A100) with CUDA 12 assumed")
+    if expandable_segments:
+        notes.append("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True")
+    if result.cache_flush_count:
+        notes.append(f"the allocator ran out of memory and released its cache {result.cache_flush_count} time(s)")
+    if result.oom_count:
+        notes.append(f"out of memory on {gpu.id}: {result.oom_count} allocation(s) would fail")
+    return MemoryEstimate(
+        peak_allocated_bytes=result.peak_allocated_bytes,
+        peak_reserved_bytes=result.peak_reserved_bytes,
+        cuda_context_bytes=context_bytes,
+        total_bytes=result.peak_reserved_bytes + context_bytes,
+        weights_bytes=weights,
+        gradients_bytes=gradients,
+        optimizer_bytes=optimizer,
+        activations_bytes=activations,
+        workspace_bytes=workspace,
+        other_bytes=other,
+        top_modules=tuple(per_module[:TOP_MODULES]),
+        timeline=result.timeline,
+        notes=tuple(notes),
+    )
+
+
+@contextmanager
+def _no_gc() -> Iterator[None]:
+    """The replay makes many small objects and frees none: a cyclic GC pass over a just-traced
+    model's object graph would cost more than the replay itself."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+# One replay per (trace, GPU generation): a recommendation asks for the same trace on dozens of GPUs,
+# which differ only in context size unless they are too small for the step.
+_REPLAYS: dict[tuple[int, CudaStack, bool], tuple] = {}
+
+
+def _replayed(trace: Trace, stack: CudaStack, expandable_segments: bool):
+    key = (id(trace), stack, expandable_segments)
+    hit = _REPLAYS.get(key)
+    if hit is None:
+        adjusted = cuda_events(trace, stack)
+        result = replay(adjusted.events, AllocatorConfig(expandable_segments=expandable_segments, capacity_bytes=None))
+        if not any(k[0] == id(trace) for k in _REPLAYS):
+            weakref.finalize(trace, _forget, id(trace))
+        hit = _REPLAYS[key] = (adjusted, result)
+    return hit
+
+
+def _forget(trace_id: int) -> None:
+    for key in [k for k in _REPLAYS if k[0] == trace_id]:
+        del _REPLAYS[key]
+
+
+TraceFn = Callable[[Workload], Trace]
+
+
+def _default_trace_fn() -> TraceFn:
+    from gpuwise.trace import trace_workload   # the trace part; imported late, it is heavy
+
+    return trace_workload
+
+
+def memory_at_batches(
+    workload: Workload, batches: Iterable[int], gpu=None, *, expandable_segments: bool = False,
+    trace_fn: TraceFn | None = None,
+) -> dict[int, MemoryEstimate]:
+    """One trace and estimate per batch size."""
+    trace_fn = trace_fn or _default_trace_fn()
+    return {
+        b: estimate_memory(trace_fn(workload.with_(batch_size=b)), gpu, expandable_segments=expandable_segments)
+        for b in batches
+    }
+
+
+def max_batch_size(
+    workload: Workload, gpu, *, headroom_bytes: int = 0, expandable_segments: bool = False,
+    trace_fn: TraceFn | None = None, probe_batch: int = 8, max_traces: int = 6,
+) -> int:
+    """The largest micro-batch whose ``total_bytes`` fits ``gpu.memory_bytes - headroom_bytes``.
+
+    Memory is close to affine in the batch: trace at 1 and ``probe_batch``, solve the line for
+    the budget, verify with one trace at the answer; if it does not fit, refit through the
+    nearest points and step down (bisecting between the largest batch known to fit and the
+    smallest known not to). 0 when batch 1 does not fit.
+    """
+    if gpu is None:
+        raise MemoryError_("max batch size needs a GPU (--gpu NAME)")
+    budget = gpu.memory_bytes - headroom_bytes
+    if budget <= 0:
+        raise MemoryError_(f"headroom {headroom_bytes} bytes leaves nothing of {gpu.id}'s memory")
+    trace_fn = trace_fn or _default_trace_fn()
+    seen: dict[int, int] = {}
+
+    def total(b: int) -> int:
+        if b not in seen:
+            est = estimate_memory(trace_fn(workload.with_(batch_size=b)), gpu, expandable_segments=expandable_segments)
+            seen[b] = est.total_bytes
+        return seen[b]
+
+    if total(1) > budget:
+        return 0
+    lo, hi = 1, MAX_BATCH_SIZE + 1          # lo fits; hi is the smallest known not to
+    probe = min(probe_batch, MAX_BATCH_SIZE)
+    if probe > 1:
+        (lo, hi) = (probe, hi) if total(probe) <= budget else (lo, probe)
+    while hi - lo > 1 and len(seen) < max_traces:
+        candidate = _secant(seen, budget, lo, hi)
+        if total(candidate) <= budget:
+            lo = candidate
+        else:
+            hi = candidate
+    return lo
+
+
+def _secant(seen: dict[int, int], budget: int, lo: int, hi: int) -> int:
+    """Where the line through the two measured batches nearest the budget crosses it, in (lo, hi)."""
+    points = sorted(seen.items(), key=lambda bt: abs(bt[1] - budget))[:2]
+    (b1, t1), (b2, t2) = sorted(points)
+    slope = (t2 - t1) / (b2 - b1) if b2 != b1 else 0.0
+    if slope <= 0:
+        guess = hi - 1 if hi <= MAX_BATCH_SIZE else min(lo * 2, MAX_BATCH_SIZE)
+    else:
+        guess = int(b1 + (budget - t1) / slope)
+    return max(lo + 1, min(guess, hi - 1)) if hi - lo > 1 else lo

@@ -1,0 +1,159 @@
+"""End-to-end: real tracer on small real models, then the CUDA rules, allocator and context."""
+
+from dataclasses import replace
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+from gpuwise.catalog import load_catalog, resolve_gpu
+from gpuwise.memory import MemoryError_, estimate_memory, max_batch_size
+from gpuwise.memory.adjust import cuda_events
+from gpuwise.memory.cuda import CudaStack
+from gpuwise.memory.replay import replay
+from gpuwise.trace import trace_workload
+from gpuwise.workload import Workload
+
+HERE = Path(__file__).parent
+TRANSFORMER = f"{HERE / 'tiny_models.py'}:transformer"
+CONVNET = f"{HERE / 'tiny_models.py'}:convnet"
+ATEN_ATTENTION = f"{HERE / 'tiny_models.py'}:transformer_aten_attention"
+MIB = 1 << 20
+
+
+@lru_cache(maxsize=None)
+def _trace(model: str, **fields):
+    return trace_workload(Workload(model=model, **fields))
+
+
+def _gpu(name: str):
+    return resolve_gpu(load_catalog(user_file=False), name)
+
+
+def test_breakdown_sums_to_peak_allocated_and_total_is_reserved_plus_context():
+    est = estimate_memory(_trace(TRANSFORMER, batch_size=4, seq_len=32), _gpu("a100-80gb"))
+    parts = (est.weights_bytes + est.gradients_bytes + est.optimizer_bytes + est.activations_bytes
+             + est.workspace_bytes + est.other_bytes)
+    assert parts == est.peak_allocated_bytes
+    assert est.peak_reserved_bytes >= est.peak_allocated_bytes
+    assert est.total_bytes == est.peak_reserved_bytes + est.cuda_context_bytes > est.peak_reserved_bytes
+    assert est.to_dict()["total_bytes"] == est.total_bytes
+
+
+def test_memory_grows_with_batch_size():
+    small = estimate_memory(_trace(CONVNET, batch_size=2, image_size=32))
+    large = estimate_memory(_trace(CONVNET, batch_size=16, image_size=32))
+    assert large.peak_allocated_bytes > small.peak_allocated_bytes
+    assert large.weights_bytes == small.weights_bytes
+
+
+def test_memory_grows_with_sequence_length():
+    short = estimate_memory(_trace(TRANSFORMER, batch_size=4, seq_len=16))
+    long = estimate_memory(_trace(TRANSFORMER, batch_size=4, seq_len=128))
+    assert long.peak_allocated_bytes > short.peak_allocated_bytes
+
+
+def test_inference_needs_less_than_training():
+    train = estimate_memory(_trace(TRANSFORMER, batch_size=4, seq_len=32))
+    infer = estimate_memory(_trace(TRANSFORMER, batch_size=4, seq_len=32, mode="infer", optimizer="none"))
+    assert infer.peak_allocated_bytes < train.peak_allocated_bytes
+    assert infer.gradients_bytes == infer.optimizer_bytes == 0
+    # inference runs on one thread: one cuBLAS workspace instead of two
+    assert infer.workspace_bytes < train.workspace_bytes
+
+
+def test_amp_keeps_fp32_master_weights_and_pure_bf16_halves_them():
+    fp32 = estimate_memory(_trace(TRANSFORMER, batch_size=4, seq_len=32))
+    amp = estimate_memory(_trace(TRANSFORMER, batch_size=4, seq_len=32, precision="amp-bf16"))
+    pure = estimate_memory(_trace(TRANSFORMER, batch_size=4, seq_len=32, precision="bf16"))
+    assert amp.weights_bytes == fp32.weights_bytes
+    assert pure.weights_bytes < fp32.weights_bytes
+
+
+def test_gradient_checkpointing_lowers_the_activation_peak():
+    stack = CudaStack()
+    plain = replay(cuda_events(_trace(TRANSFORMER, batch_size=4, seq_len=64), stack).events)
+    ckpt = replay(cuda_events(_trace(TRANSFORMER, batch_size=4, seq_len=64, grad_checkpointing=True), stack).events)
+    assert ckpt.activation_bytes_at_peak < plain.activation_bytes_at_peak
+    assert ckpt.peak_allocated_bytes < plain.peak_allocated_bytes
+
+
+@pytest.mark.parametrize("model", [ATEN_ATTENTION, TRANSFORMER], ids=["aten-math-path", "functional-sdpa"])
+def test_fused_attention_on_cuda_keeps_no_attention_matrix(model):
+    batch, heads, seq = 4, 4, 40   # 40: no other tensor of the step has the same size
+    attention_bytes = batch * heads * seq * seq * 4
+    trace = _trace(model, batch_size=batch, seq_len=seq)
+
+    def matrices(events):
+        return sum(1 for e in events if e.kind == "alloc" and e.size_bytes == attention_bytes
+                   and e.category == "activations")
+
+    assert matrices(cuda_events(trace, CudaStack()).events) == 0
+    if model == ATEN_ATTENTION:
+        # the CPU took the math path (dropout on); the CUDA rules replace it by a fused kernel's logsumexp
+        assert matrices(trace.events) > 0
+        cpu, cuda = replay(trace.events), replay(cuda_events(trace, CudaStack()).events)
+        assert cuda.activation_bytes_at_peak < cpu.activation_bytes_at_peak
+
+
+def test_hopper_gets_the_larger_cublas_workspace_and_context():
+    trace = _trace(TRANSFORMER, batch_size=4, seq_len=32)
+    ampere = estimate_memory(trace, _gpu("a100-80gb"))
+    hopper = estimate_memory(trace, _gpu("h100-sxm"))
+    assert ampere.workspace_bytes == 2 * (8 * MIB + 128 * 1024)   # forward and backward handles
+    assert hopper.workspace_bytes == 2 * 32 * MIB
+    assert hopper.cuda_context_bytes > ampere.cuda_context_bytes
+
+
+def test_convolutions_load_cudnn_into_the_context():
+    gpu = _gpu("a100-80gb")
+    conv = estimate_memory(_trace(CONVNET, batch_size=2, image_size=32), gpu)
+    attn = estimate_memory(_trace(TRANSFORMER, batch_size=4, seq_len=32), gpu)
+    assert conv.cuda_context_bytes > attn.cuda_context_bytes
+
+
+def test_a_gpu_too_small_is_reported_out_of_memory():
+    trace = _trace(TRANSFORMER, batch_size=4, seq_len=32)
+    tiny = replace(_gpu("t4"), memory_bytes=370 * MIB)
+    est = estimate_memory(trace, tiny)
+    assert any("out of memory" in n for n in est.notes)
+    assert est.total_bytes > tiny.memory_bytes
+
+
+def test_expandable_segments_reserve_whole_pages_and_never_count_unsplit_rests():
+    trace = _trace(CONVNET, batch_size=16, image_size=32)
+    plain = estimate_memory(trace)
+    expandable = estimate_memory(trace, expandable_segments=True)
+    # every split is allowed, so no block is handed out with a spare rest counted as allocated
+    assert expandable.peak_allocated_bytes <= plain.peak_allocated_bytes
+    assert expandable.peak_reserved_bytes >= expandable.peak_allocated_bytes
+    assert expandable.peak_reserved_bytes % (2 * MIB) == 0
+    assert any("expandable" in n for n in expandable.notes)
+
+
+def test_max_batch_size_is_the_largest_batch_that_fits():
+    workload = Workload(model=CONVNET, image_size=32)
+    calls = []
+
+    def counting_trace(w):
+        calls.append(w.batch_size)
+        return _trace(CONVNET, batch_size=w.batch_size, image_size=32)
+
+    base = estimate_memory(_trace(CONVNET, batch_size=1, image_size=32), _gpu("t4"))
+    # a GPU with room for roughly 60 MiB of allocations beyond batch 1
+    gpu = replace(_gpu("t4"), memory_bytes=base.total_bytes + 60 * MIB)
+    best = max_batch_size(workload, gpu, trace_fn=counting_trace)
+    assert best > 1
+    assert estimate_memory(counting_trace(workload.with_(batch_size=best)), gpu).total_bytes <= gpu.memory_bytes
+    assert estimate_memory(counting_trace(workload.with_(batch_size=best + 1)), gpu).total_bytes > gpu.memory_bytes
+    assert len(set(calls)) <= 7      # a handful of traces, not one per candidate
+
+
+def test_max_batch_size_is_zero_when_batch_one_does_not_fit_and_needs_a_gpu():
+    workload = Workload(model=CONVNET, image_size=32)
+    trace_fn = lambda w: _trace(CONVNET, batch_size=w.batch_size, image_size=32)  # noqa: E731
+    assert max_batch_size(workload, replace(_gpu("t4"), memory_bytes=100 * MIB), trace_fn=trace_fn) == 0
+    with pytest.raises(MemoryError_):
+        max_batch_size(workload, None, trace_fn=trace_fn)
+    with pytest.raises(MemoryError_):
+        max_batch_size(workload, _gpu("t4"), headroom_bytes=_gpu("t4").memory_bytes, trace_fn=trace_fn)
