@@ -98,7 +98,7 @@ def _render(report, plot_path: str | None) -> None:
                         f"{ns['sample_efficiency']:.0%} per sample.")
     for item in report.advice:
         c.console.print(Panel(item.text, title=item.title, title_align="left", border_style=_advice_colour(item.kind)))
-    if report.plan is not None and len(report.plan.phases) > 1 or (report.plan and report.plan.saving > 0):
+    if report.plan is not None and report.plan.saving > 0:
         plan = Table(box=box.SIMPLE_HEAD, pad_edge=False, title="GPU plan", title_justify="left")
         for col in ("steps", "GPU", "provider", "time", "cost"):
             plan.add_column(col, justify="right" if col in ("time", "cost") else "left")

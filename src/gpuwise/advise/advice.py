@@ -1,0 +1,266 @@
+"""Advice with numbers: one small function per finding, each returning ``Advice`` items.
+
+The three questions a renter asks while watching the loss, and the answers given here:
+(1) flat: is the rest of the run cheaper on another GPU? -> ``plateau_advice`` with time and cost per GPU;
+(2) swinging: does a larger batch (and a bigger GPU) pay off? -> ``noise_advice`` from the noise scale;
+(3) not falling: too little GPU, or a broken model? -> ``not_learning_advice``: compute never stops a loss
+from falling, so it lists the checks that find the real cause.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+
+from gpuwise.advise.analysis import CurveAnalysis
+from gpuwise.advise.gpu_options import GpuOption
+from gpuwise.advise.gpu_plan import GpuPlan, SwitchCost, switch_saving
+from gpuwise.advise.noise_scale import NoiseScaleSummary, pollux_efficiency, steps_ratio
+from gpuwise.advise.phases import PLATEAU, RISING
+from gpuwise.units import format_duration, format_money
+
+
+@dataclass(frozen=True)
+class Advice:
+    kind: str       # diverged, not_learning, noisy, batch_size, plateau, switch_gpu, forecast, healthy, plan
+    title: str
+    text: str
+    numbers: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "title": self.title, "text": self.text, "numbers": dict(self.numbers)}
+
+
+@dataclass(frozen=True)
+class Pricing:
+    """What the cost advice needs: the current GPU as an option, the others, and the switching cost.
+
+    ``current`` is None when the GPU, its price or the step time is unknown; ``note`` then says which."""
+
+    current: GpuOption | None
+    options: tuple[GpuOption, ...] = ()
+    switch: SwitchCost = SwitchCost()
+    note: str = ""
+    memory_need_bytes: int | None = None   # the run's peak GPU memory, when known
+
+
+def _g(x: float) -> str:
+    return f"{x:.4g}"
+
+
+def diverged_advice(a: CurveAnalysis, lr_at: float | None) -> list[Advice]:
+    if a.nan_step is not None:
+        head = f"The loss became NaN/inf at step {a.nan_step}."
+        step = a.nan_step
+    else:
+        head = (f"The loss turned upwards after step {a.divergence_step}: its trend rose from "
+                f"{_g(float(np.min(a.trend)))} to {_g(a.current_trend_loss)}.")
+        step = a.divergence_step
+    lr_text = f" The learning rate there was {lr_at:.3g}." if lr_at is not None else ""
+    text = (f"{head}{lr_text} Restart from the last checkpoint before step {step} with a lower peak learning "
+            "rate (halve it) or a longer warm-up, clip gradients (max-norm 1.0), and with fp16 keep the loss "
+            "scaler on or use bf16. A different GPU will not fix this: the same steps diverge on any GPU.")
+    return [Advice("diverged", "Training diverged", text, {"step": step, "lr": lr_at})]
+
+
+def not_learning_advice(a: CurveAnalysis, lr_last: float | None) -> list[Advice]:
+    head_loss = float(np.median(a.trend[: max(1, len(a.trend) // 20)]))
+    lr_hint = ""
+    if lr_last is not None and lr_last <= 0:
+        lr_hint = " The logged learning rate is 0: the optimizer cannot move the weights."
+    elif lr_last is not None:
+        lr_hint = f" The last logged learning rate is {lr_last:.3g}."
+    text = (f"The loss has not fallen: its trend went from {_g(head_loss)} to {_g(a.current_trend_loss)} over "
+            f"{a.last_step - int(a.steps[0]):,} steps (noise ±{_g(a.noise.absolute_std)}).{lr_hint} "
+            "Lack of compute slows training, but it does not stop a loss from falling: a weaker GPU takes longer "
+            "per step, yet each step lowers the loss just as much. A bigger GPU will not help here. Check, in this order: "
+            "(1) one-batch overfit test: train on one fixed batch for 200 steps; the loss must go near zero, and if it "
+            "does not, the wiring is broken (optimizer.step()/zero_grad() missing, frozen or detached parameters, "
+            "wrong loss input); (2) LR range test: raise the learning rate from 1e-7 to 1 over ~100 steps and use about "
+            "a tenth of the rate where the loss is lowest before it explodes; (3) labels: do they match the inputs "
+            "(shuffled separately? off by one? the class count the loss expects?); (4) data pipeline: plot a batch "
+            "as the model sees it (normalisation, augmentation, padding, not the same batch every step).")
+    return [Advice("not_learning", "The loss is not falling", text,
+                   {"trend_start": head_loss, "trend_now": a.current_trend_loss, "lr": lr_last})]
+
+
+def noise_advice(a: CurveAnalysis, ns: NoiseScaleSummary | None, pricing: Pricing) -> list[Advice]:
+    """The 'swings wildly' question. With a measured noise scale, the batch answer comes from it."""
+    rel = a.noise.relative_std
+    out = []
+    if a.diagnosis == "noisy":
+        text = (f"The loss swings ±{rel:.0%} around its trend (since step {a.noise.window_start_step}). Much of a "
+                "logged training loss's swing is the loss of each small batch, not bad progress: judge by the trend.")
+        if ns is None or ns.b_noise is None:
+            text += (" Whether a larger batch pays off depends on the gradient noise scale, which this log does not "
+                     "hold: log it with gpuwise.advise.NoiseScaleMeter (two gradient norms per step, almost free). "
+                     "Cheapest ways to calm the loss meanwhile: gradient accumulation ×2 (the same cost per sample, "
+                     "half as many, steadier steps) or a 2× lower learning rate (steadier, but slower per step).")
+        out.append(Advice("noisy", "The loss is noisy", text, {"relative_std": rel}))
+    if ns is not None and ns.b_noise is not None:
+        out.append(_batch_advice(ns, pricing))
+    return out
+
+
+def _batch_advice(ns: NoiseScaleSummary, pricing: Pricing) -> Advice:
+    b, bn = ns.batch_size, float(ns.b_noise)
+    ratio2 = steps_ratio(b, 2 * b, bn)
+    numbers = {"batch_size": b, "noise_scale": bn, "double_batch_steps_ratio": ratio2,
+               "double_batch_pollux_efficiency": pollux_efficiency(2 * b, b, bn)}
+    if b < 0.5 * bn:
+        text = (f"The batch ({b:g}) is well below the gradient noise scale (B_noise ≈ {bn:,.0f}): doubling it to "
+                f"{2 * b:g} needs {ratio2:.0%} of the steps for the same progress, and each sample keeps "
+                f"{pollux_efficiency(2 * b, b, bn):.0%} of its value (Pollux). A larger batch pays off. Cheapest ways: ")
+        ways = ["gradient accumulation ×2 on this GPU (costs nothing extra per sample; wall time about the same, "
+                "the steps are fewer and steadier)"]
+        if pricing.current is not None:
+            cur = pricing.current
+            two = 2 * cur.price_per_hour
+            ways.append(f"2 GPUs data-parallel with batch {2 * b:g} (≈{format_money(two, cur.currency)}/h instead of "
+                        f"{format_money(cur.price_per_hour, cur.currency)}/h, about half the wall time at about the same cost)")
+            need = pricing.memory_need_bytes
+            if need is not None and 2 * need <= cur.memory_bytes:
+                # activations grow with the batch, weights and optimizer state do not: 2× the peak is an upper bound
+                ways.insert(0, f"batch {2 * b:g} on this GPU: the run peaks at {need / 1e9:.1f} GB of "
+                               f"{cur.memory_bytes / 1e9:.0f} GB, so twice the batch fits (no extra cost per sample)")
+            else:
+                floor = 2 * need if need is not None else 2 * _mem(cur)
+                bigger = [o for o in pricing.options if not o.is_current and o.memory_bytes >= floor]
+                if bigger:
+                    best = min(bigger, key=lambda o: o.cost_per_step)
+                    ways.append(f"a GPU with room for batch {2 * b:g} in one step: {best.gpu_id} "
+                                f"({best.memory_bytes / 1e9:.0f} GB) at {format_money(best.price_per_hour, best.currency)}/h")
+        else:
+            ways.append("more GPUs data-parallel (about half the wall time at about the same cost)")
+        text += "; ".join(ways) + ". Raise the learning rate with the batch (linear scaling up to B_noise)."
+        return Advice("batch_size", "A larger batch pays off", text, numbers)
+    text = (f"The batch ({b:g}) is already near or above the gradient noise scale (B_noise ≈ {bn:,.0f}): doubling "
+            f"it still needs {ratio2:.0%} of the steps, so twice the compute per step buys little. A bigger GPU or "
+            "more GPUs for a larger batch would not pay off; to calm the loss, lower the learning rate or decay it.")
+    return Advice("batch_size", "A larger batch does not pay off", text, numbers)
+
+
+def _mem(option: GpuOption) -> int:
+    return option.memory_bytes
+
+
+def plateau_advice(a: CurveAnalysis, pricing: Pricing, remaining_steps: int, end_reason: str) -> list[Advice]:
+    last = a.phases[-1]
+    drop = last.drop_per_doubling
+    how = f"{drop:.1%} lower per doubling of the steps" if drop >= 0.001 else "no measurable drop"
+    text = (f"The loss has been flat since step {last.start_step:,} ({how}). A plateau often ends with a learning-rate drop: if the schedule has none, try "
+            "one (×0.1) before paying for more steps.")
+    out = [Advice("plateau", "Plateau", text, {"since_step": last.start_step,
+                                               "drop_per_doubling": last.drop_per_doubling})]
+    out += switch_advice(pricing, remaining_steps, end_reason)
+    return out
+
+
+def switch_advice(pricing: Pricing, remaining_steps: int, end_reason: str) -> list[Advice]:
+    """The remaining steps on each GPU cheaper per step than the current one, with the saving after switching."""
+    cur = pricing.current
+    if cur is None:
+        return [Advice("switch_gpu", "Prices unknown", "To compare GPUs for the rest of the run, "
+                       + (pricing.note or "pass --gpu and --step-time-s (or a log with wall times)."), {})]
+    rows = []
+    for o in pricing.options:
+        if o.is_current or o.fits_memory is False:
+            continue
+        saving = switch_saving(cur, o, remaining_steps, pricing.switch)
+        if saving <= 0:
+            continue
+        rows.append({"gpu": o.gpu_id, "provider": o.provider, "hours": o.hours_for(remaining_steps),
+                     "cost": o.cost_for(remaining_steps) + pricing.switch.cost(o), "saving": saving,
+                     "fits_memory": o.fits_memory})
+    rows.sort(key=lambda r: -r["saving"])
+    stay_cost, stay_h = cur.cost_for(remaining_steps), cur.hours_for(remaining_steps)
+    numbers = {"remaining_steps": remaining_steps, "end": end_reason, "stay": {"gpu": cur.gpu_id, "hours": stay_h,
+               "cost": stay_cost}, "options": rows[:8], "currency": cur.currency}
+    if not rows:
+        text = (f"No GPU in the catalog finishes the remaining {remaining_steps:,} steps ({end_reason}) for less than "
+                f"staying on {cur.gpu_id} ({format_duration(stay_h * 3600)}, {format_money(stay_cost, cur.currency)}), "
+                f"counting {format_duration(pricing.switch.overhead_s)} of switching.")
+        return [Advice("switch_gpu", "Stay on this GPU", text, numbers)]
+    best = rows[0]
+    listed = "; ".join(f"{r['gpu']} ({r['provider']}): {format_duration(r['hours'] * 3600)}, "
+                       f"{format_money(r['cost'], cur.currency)}, saves {format_money(r['saving'], cur.currency)}"
+                       + (" (memory fit not checked)" if r["fits_memory"] is None else "") for r in rows[:4])
+    text = (f"The remaining {remaining_steps:,} steps ({end_reason}) cost {format_money(stay_cost, cur.currency)} and "
+            f"take {format_duration(stay_h * 3600)} on {cur.gpu_id}. Cheaper per step, after "
+            f"{format_duration(pricing.switch.overhead_s)} of switching (save, move the checkpoint, restart) at the "
+            f"new price: {listed}. Best: {best['gpu']}, saving {format_money(best['saving'], cur.currency)}.")
+    return [Advice("switch_gpu", f"Finish on {best['gpu']}", text, numbers)]
+
+
+def forecast_advice(a: CurveAnalysis, target_loss: float | None) -> list[Advice]:
+    fit = a.fit
+    if fit is None:
+        return []
+    out = []
+    horizon = 2 * a.last_step if a.last_step > 0 else 100
+    lo, hi = fit.band(np.array([horizon]))
+    text = (f"Trend fit: {_mix(fit)}, weighed by BIC. At step {horizon:,} (twice the steps so far) the trend "
+            f"reaches {_g(float(fit.predict(horizon)))} (90 % band {_g(float(lo[0]))}–{_g(float(hi[0]))}).")
+    floor = fit.asymptote()
+    if np.isfinite(floor):
+        text += f" It levels off at {_g(floor)}."
+    numbers: dict[str, Any] = {"family": fit.best.family.name, "horizon_step": horizon,
+                               "loss_at_horizon": float(fit.predict(horizon))}
+    if target_loss is not None:
+        if a.target_reached_step is not None:
+            text += f" The target {_g(target_loss)} was reached at step {a.target_reached_step:,}."
+        elif a.steps_to_target is not None and a.steps_to_target.step is not None:
+            st = a.steps_to_target
+            more = st.step - a.last_step
+            hours = f", {format_duration(more * a.step_time_s)} more at the current speed" if a.step_time_s else ""
+            band = f" (90 % band {st.low:,}–{st.high:,})" if st.low is not None and st.high is not None else \
+                (f" (at least {st.low:,})" if st.low is not None else "")
+            text += f" The target {_g(target_loss)} is reached near step {st.step:,}{band}{hours}."
+            numbers["target_step"] = st.step
+        else:
+            text += (f" The target {_g(target_loss)} is below where this fit levels off: more steps of this run "
+                     "will not reach it (a larger model, more data or another schedule may).")
+    if a.diminishing_returns_step is not None and a.min_progress_per_hour:
+        text += (f" From step {a.diminishing_returns_step:,} on, the loss falls by less than "
+                 f"{_g(a.min_progress_per_hour)} per hour of training.")
+        numbers["diminishing_returns_step"] = a.diminishing_returns_step
+    out.append(Advice("forecast", "Forecast", text, numbers))
+    return out
+
+
+def _mix(fit) -> str:
+    used = [(f, w) for f, w in zip(fit.candidates, fit.weights) if w > 0]
+    if len(used) == 1:
+        return f"{used[0][0].family.name} ({used[0][0].family.formula})"
+    return " + ".join(f"{w:.0%} {f.family.name}" for f, w in used)
+
+
+def healthy_advice(a: CurveAnalysis) -> list[Advice]:
+    last = a.phases[-1]
+    return [Advice("healthy", "Training is progressing",
+                   f"The loss is still falling ({last.kind.replace('_', ' ')}, {last.drop_per_doubling:.1%} lower per "
+                   f"doubling of the steps since step {last.start_step}); noise ±{a.noise.relative_std:.1%} of the loss.",
+                   {"phase": last.kind, "drop_per_doubling": last.drop_per_doubling})]
+
+
+def plan_advice(plan: GpuPlan) -> list[Advice]:
+    cur = plan.stay
+    if len(plan.phases) == 1 and plan.phases[0].gpu_id == cur.gpu_id:
+        return [Advice("plan", "Plan: stay", f"Staying on {cur.gpu_id} to step {plan.end_step:,} ({plan.end_reason}) "
+                       f"is the cheapest plan found: {format_money(cur.cost, plan.currency)}.",
+                       {"cost": cur.cost, "saving": 0.0})]
+    moved = plan.phases[-1]
+    when = "now" if moved.from_step <= cur.from_step else f"after step {moved.from_step:,}"
+    return [Advice("plan", f"Plan: move to {moved.gpu_id} {when}",
+                   f"{when.capitalize()}, move to {moved.gpu_id} ({moved.provider}) for the steps to {plan.end_step:,} "
+                   f"({plan.end_reason}): {format_money(plan.cost, plan.currency)} in all against "
+                   f"{format_money(cur.cost, plan.currency)} staying on {cur.gpu_id}; saves "
+                   f"{format_money(plan.saving, plan.currency)} (switching included), "
+                   f"{format_duration(plan.hours * 3600)} against {format_duration(cur.hours * 3600)}.",
+                   {"cost": plan.cost, "stay_cost": cur.cost, "saving": plan.saving, "switch_step": moved.from_step})]
+
+
+def is_flat(a: CurveAnalysis) -> bool:
+    return a.phases[-1].kind in (PLATEAU, RISING)

@@ -1,0 +1,167 @@
+"""Curve analysis: trend, noise, phases, failures, the fitted forecast, and the diagnosis.
+
+Pure: a ``Curve`` and settings in, a ``CurveAnalysis`` out. The diagnosis is one word, decided in
+this order (the first that holds): ``diverged`` (NaN/inf, or the trend turned up for good),
+``not_learning`` (the trend never fell clearly), ``noisy`` (the loss swings around its trend by more
+than ``noisy_relative_std``), ``plateau`` (the last phase is flat), else ``healthy``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gpuwise.advise.data import Curve
+from gpuwise.advise.fit import StepEstimate, TrendFit, diminishing_returns_step, fit_trend, steps_to_target
+from gpuwise.advise.phases import (FAST, PLATEAU, RISING, SLOW, Phase, PhaseThresholds, detect_phases,
+                                   divergence_step, first_nonfinite_step, made_progress)
+from gpuwise.advise.smoothing import NoiseLevel, auto_weight, ema_zero_phase, noise_level
+
+DIAGNOSES = ("healthy", "plateau", "noisy", "not_learning", "diverged")
+
+
+@dataclass(frozen=True)
+class AdviseSettings:
+    """Knobs of the analysis. ``min_progress_per_hour``: loss units per hour below which more training is
+    not worth its time; None = ``min_relative_progress_per_hour`` × the current trend loss."""
+
+    target_loss: float | None = None
+    step_time_s: float | None = None
+    total_steps: int | None = None
+    min_progress_per_hour: float | None = None
+    min_relative_progress_per_hour: float = 0.002
+    noisy_relative_std: float = 0.10
+    span_fraction: float = 0.02
+    n_boot: int = 30
+    phases: PhaseThresholds = field(default_factory=PhaseThresholds)
+
+
+@dataclass(frozen=True, eq=False)
+class CurveAnalysis:
+    steps: np.ndarray               # finite points only
+    loss: np.ndarray
+    trend: np.ndarray               # zero-phase debiased EMA of ``loss``
+    ema_weight: float
+    noise: NoiseLevel
+    phases: tuple[Phase, ...]
+    nan_step: int | None
+    divergence_step: int | None
+    progressed: bool
+    fit: TrendFit | None
+    fit_from_step: int | None
+    diagnosis: str
+    step_time_s: float | None
+    steps_to_target: StepEstimate | None
+    target_reached_step: int | None  # the target was already reached by the trend at this step
+    diminishing_returns_step: int | None
+    min_progress_per_hour: float | None
+    plateau_forecast_step: int | None
+
+    @property
+    def last_step(self) -> int:
+        return int(self.steps[-1])
+
+    @property
+    def current_trend_loss(self) -> float:
+        """The fitted trend at the last step (an EMA lags at the end of a falling curve), else the EMA."""
+        if self.fit is not None:
+            return float(self.fit.predict(self.steps[-1]))
+        return float(self.trend[-1])
+
+
+def analyze_curve(curve: Curve, settings: AdviseSettings = AdviseSettings()) -> CurveAnalysis:
+    nan_step = first_nonfinite_step(curve.steps, curve.loss)
+    ok = np.isfinite(curve.loss)
+    if nan_step is not None:
+        ok &= curve.steps < nan_step  # what comes after a NaN is a dead run, even where finite again
+    steps, loss = curve.steps[ok], curve.loss[ok]
+    if len(steps) < 5:
+        from gpuwise.advise.errors import AdviseError
+
+        what = f"a NaN/inf loss at step {nan_step}" if nan_step is not None else f"{len(steps)} finite loss values"
+        raise AdviseError(f"{curve.source}: too few points to analyse ({what}; at least 5 finite points are needed)")
+    weight = auto_weight(len(loss), settings.span_fraction)
+    trend = ema_zero_phase(loss, weight)
+    noise = noise_level(steps, loss, trend)
+    phases = tuple(detect_phases(steps, loss, settings.phases))
+    div_step = divergence_step(steps, loss, trend, noise.absolute_std)
+    progressed = made_progress(trend, noise.absolute_std)
+    diverged = nan_step is not None or div_step is not None
+    if diverged:
+        diagnosis = "diverged"
+    elif not progressed:
+        diagnosis = "not_learning"
+    elif noise.relative_std >= settings.noisy_relative_std:
+        diagnosis = "noisy"
+    elif phases[-1].kind in (PLATEAU, RISING):
+        diagnosis = "plateau"
+    else:
+        diagnosis = "healthy"
+
+    fit, fit_from = None, None
+    if not diverged:
+        fit_from = fit_start_step(phases, steps)
+        sel = steps >= fit_from
+        fit = fit_trend(steps[sel], loss[sel], n_boot=settings.n_boot)
+    step_time_s = settings.step_time_s or curve.step_time_s()
+    target_est, reached, dim_step, min_pph, plateau_at = None, None, None, None, None
+    if fit is not None:
+        if settings.target_loss is not None:
+            reached = _reached_step(steps, trend, fit, fit_from, settings.target_loss)
+            if reached is None:
+                target_est = steps_to_target(fit, settings.target_loss)
+        if step_time_s:
+            min_pph = settings.min_progress_per_hour
+            if min_pph is None:
+                min_pph = settings.min_relative_progress_per_hour * abs(float(trend[-1]))
+            dim_step = diminishing_returns_step(fit, step_time_s, min_pph) if min_pph > 0 else None
+        plateau_at = plateau_forecast_step(fit, settings.phases)
+    return CurveAnalysis(
+        steps=steps, loss=loss, trend=trend, ema_weight=weight,
+        noise=noise, phases=phases, nan_step=nan_step, divergence_step=div_step, progressed=progressed, fit=fit,
+        fit_from_step=fit_from, diagnosis=diagnosis, step_time_s=step_time_s, steps_to_target=target_est,
+        target_reached_step=reached, diminishing_returns_step=dim_step, min_progress_per_hour=min_pph,
+        plateau_forecast_step=plateau_at)
+
+
+def _reached_step(steps: np.ndarray, trend: np.ndarray, fit: TrendFit, fit_from: int, target: float) -> int | None:
+    """The first logged step where the trend was at or below ``target``: by the fit within its range (an
+    EMA rounds off the steep start of a curve), by the EMA before it; None when not yet."""
+    in_fit = steps >= fit_from
+    below = np.nonzero(fit.predict(steps[in_fit]) <= target)[0]
+    before = np.nonzero((trend <= target) & ~in_fit)[0]
+    if len(before):
+        return int(steps[before[0]])
+    return int(steps[in_fit][below[0]]) if len(below) else None
+
+
+def fit_start_step(phases, steps: np.ndarray, skip_fraction: float = 0.1) -> int:
+    """Where the trend fit starts: the current regime, and not before the first 10 % of the steps. The first
+    steps of a run (warm-up, the initial transient) follow other laws than its tail; fitted along, they
+    bend the forecast (measured in benchmarks/results/advise.md)."""
+    skip = int(steps[0] + skip_fraction * (steps[-1] - steps[0]))
+    start = max(regime_start_step(phases), skip)
+    return int(steps[np.searchsorted(steps, start)])
+
+
+def regime_start_step(phases: tuple[Phase, ...] | list[Phase]) -> int:
+    """Where the current regime began: the last descent that follows a plateau (an LR drop, the end of a
+    warm-up), else the start. Fitting one smooth family across such a break would bend it."""
+    start = phases[0].start_step
+    for prev, cur in zip(phases, phases[1:]):
+        if prev.kind in (PLATEAU, RISING) and cur.kind in (FAST, SLOW):
+            start = cur.start_step
+    return start
+
+
+def plateau_forecast_step(fit: TrendFit, th: PhaseThresholds, max_factor: float = 1000.0) -> int | None:
+    """The first step from the last one on where the fitted trend drops less than the plateau threshold
+    per doubling of steps (the last step itself when it already does); None within ``max_factor``×."""
+    grid = np.geomspace(max(fit.last_step, 1), max(fit.last_step, 1) * max_factor, 2000)
+    level = fit.predict(grid)
+    t = grid + fit.t_shift
+    with np.errstate(divide="ignore", invalid="ignore"):
+        drop = -fit.slope_per_step(grid) * t * np.log(2.0) / level
+    flat = np.nonzero((level > 0) & (drop < th.plateau_drop_per_doubling))[0]
+    return int(round(grid[flat[0]])) if len(flat) else None

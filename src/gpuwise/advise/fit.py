@@ -1,0 +1,274 @@
+"""Fits of the loss trend with competing families, weighed by BIC, and forecasts with a bootstrap band.
+
+Least squares on the raw (finite) losses: the per-step noise is what the likelihood is about, so AIC
+and BIC (Gaussian errors) come from the residual sum of squares. The forecast is the BIC-weighted
+average of the families (weights ∝ exp(−ΔBIC/2)): when two families fit the past equally well, which
+one is right is exactly the uncertainty of the forecast, so both count. The band is for the trend,
+not for single noisy losses: a moving-block bootstrap of the residuals (blocks keep the short-range
+correlation of minibatch noise) refitted per family, pooled by weight, 5th to 95th percentile.
+For a loss that is never negative, families are held to a non-negative floor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import minimize_scalar
+
+from gpuwise.advise.families import FAMILIES, Family
+
+
+@dataclass(frozen=True, eq=False)
+class FamilyFit:
+    family: Family
+    params: np.ndarray
+    rss: float
+    n_points: int
+    aic: float
+    bic: float
+
+    def to_dict(self, t_scale: float) -> dict:
+        return {"family": self.family.name, "formula": self.family.formula,
+                "params": {k: float(f"{v:.6g}") for k, v in self.family.in_steps(self.params, t_scale).items()},
+                "aic": round(float(self.aic), 2), "bic": round(float(self.bic), 2), "rss": float(f"{self.rss:.6g}")}
+
+
+@dataclass(frozen=True, eq=False)
+class TrendFit:
+    """All family fits (best BIC first) with their weights and bootstrap refits.
+
+    ``t_shift``: steps + t_shift = t (counted from 1); ``t_scale``: u = t / t_scale. ``weights[i]``
+    belongs to ``candidates[i]`` (0 below 1 %); ``boot[i]``: (n_boot, n_params) refits of it.
+    """
+
+    best: FamilyFit
+    candidates: tuple[FamilyFit, ...]
+    weights: np.ndarray
+    boot: tuple[np.ndarray, ...]
+    t_shift: float
+    t_scale: float
+    first_step: int
+    last_step: int
+    residual_std: float
+
+    def u(self, steps: np.ndarray | float) -> np.ndarray:
+        return (np.asarray(steps, dtype=float) + self.t_shift) / self.t_scale
+
+    def _members(self):
+        return [(f, w, b) for f, w, b in zip(self.candidates, self.weights, self.boot) if w > 0]
+
+    def predict(self, steps: np.ndarray | float) -> np.ndarray:
+        u = self.u(steps)
+        return sum(w * f.family.predict(u, f.params) for f, w, _ in self._members())
+
+    def slope_per_step(self, steps: np.ndarray | float) -> np.ndarray:
+        u = self.u(steps)
+        return sum(w * f.family.slope(u, f.params) for f, w, _ in self._members()) / self.t_scale
+
+    def asymptote(self) -> float:
+        return float(sum(w * f.family.asymptote(f.params) for f, w, _ in self._members()))
+
+    def samples(self, n: int = 200) -> list[tuple[FamilyFit, np.ndarray]]:
+        """Bootstrap refits pooled by weight: about ``n`` (family fit, params) pairs."""
+        out = []
+        for f, w, boot in self._members():
+            if len(boot) == 0:
+                continue
+            take = np.resize(np.arange(len(boot)), max(1, int(round(w * n))))
+            out += [(f, boot[i]) for i in take]
+        return out
+
+    def band(self, steps: np.ndarray, low_pct: float = 5.0, high_pct: float = 95.0) -> tuple[np.ndarray, np.ndarray]:
+        pool = self.samples()
+        if len(pool) < 5:
+            mid = self.predict(steps)
+            return mid, mid
+        u = self.u(steps)
+        preds = np.array([f.family.predict(u, p) for f, p in pool])
+        return np.percentile(preds, low_pct, axis=0), np.percentile(preds, high_pct, axis=0)
+
+    def step_reaching(self, target: float, max_factor: float = 1e4) -> float:
+        """The (fractional) step where the averaged trend first reaches ``target`` after the first fitted step;
+        inf when not within ``max_factor`` times the steps done."""
+        grid = np.geomspace(max(self.first_step, 1), max(self.last_step, 1) * max_factor, 4000)
+        below = np.nonzero(self.predict(grid) <= target)[0]
+        if not len(below):
+            return np.inf
+        if below[0] == 0:
+            return float(grid[0])
+        lo, hi = grid[below[0] - 1], grid[below[0]]
+        for _ in range(40):  # bisection between the two grid points
+            mid = 0.5 * (lo + hi)
+            lo, hi = (lo, mid) if self.predict(mid) <= target else (mid, hi)
+        return float(hi)
+
+
+def _coefficients(family: Family, u: np.ndarray, y: np.ndarray, c: float, floor_at_zero: bool = False,
+                  sw: np.ndarray | None = None) -> tuple[np.ndarray, float]:
+    """Weighted least-squares coefficients for a fixed ``c`` (b clipped at 0 where the family must fall;
+    with ``floor_at_zero`` the offset a clipped at 0 too), and the weighted RSS. ``sw``: √weight per point."""
+    X = family.design(u, c)
+    if sw is not None:
+        X, y = X * sw[:, None], y * sw
+    try:
+        coef = np.linalg.solve(X.T @ X, X.T @ y)  # normal equations: 1 or 2 columns, well scaled (u near 1)
+    except np.linalg.LinAlgError:
+        coef, *_ = np.linalg.lstsq(X, y, rcond=None)
+    if family.decreasing and coef[1] < 0:
+        coef = np.array([float(np.mean(y)), 0.0])
+    if family.decreasing and floor_at_zero and coef[0] < 0:
+        x1 = X[:, 1]
+        coef = np.array([0.0, max(0.0, float(x1 @ y) / float(x1 @ x1))])
+    resid = y - X @ coef
+    return coef, float(resid @ resid)
+
+
+def _fit_params(family: Family, u: np.ndarray, y: np.ndarray, grid: int = 40, floor_at_zero: bool = False,
+                sw: np.ndarray | None = None) -> tuple[np.ndarray, float]:
+    """Variable projection: a log grid over c, then a bounded 1-D refinement around the best grid point."""
+    if family.c_bounds is None:
+        coef, rss = _coefficients(family, u, y, 0.0, sw=sw)
+        return coef, rss
+
+    def rss_at(log_c: float) -> float:
+        return _coefficients(family, u, y, float(np.exp(log_c)), floor_at_zero, sw)[1]
+
+    lo, hi = np.log(family.c_bounds[0]), np.log(family.c_bounds[1])
+    log_cs = np.linspace(lo, hi, grid)
+    rss = [rss_at(lc) for lc in log_cs]
+    i = int(np.argmin(rss))
+    left, right = log_cs[max(i - 1, 0)], log_cs[min(i + 1, grid - 1)]
+    res = minimize_scalar(rss_at, bounds=(left, right), method="bounded", options={"xatol": 1e-4})
+    c = float(np.exp(res.x)) if res.fun <= rss[i] else float(np.exp(log_cs[i]))
+    coef, best = _coefficients(family, u, y, c, floor_at_zero, sw)
+    return np.append(coef, c), best
+
+
+def fit_family(family: Family, u: np.ndarray, y: np.ndarray, floor_at_zero: bool = False,
+               sw: np.ndarray | None = None) -> FamilyFit | None:
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        params, rss = _fit_params(family, u, y, floor_at_zero=floor_at_zero, sw=sw)
+    if not np.isfinite(rss):
+        return None
+    n, k = len(y), family.n_params
+    ll_term = n * np.log(max(rss, 1e-300) / n)
+    return FamilyFit(family, params, rss, n, ll_term + 2 * k, ll_term + k * np.log(n))
+
+
+def thin(steps: np.ndarray, y: np.ndarray, max_points: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(steps, losses, points per row) with at most ``max_points`` rows: the first third kept point by point
+    (where the curve bends, a group mean would be biased), the rest as means of consecutive groups, so a
+    200k-step log fits as fast as a 2k-step one. Fits weigh each row by its count."""
+    n = len(y)
+    if n <= max_points:
+        return steps, y, np.ones(n)
+    keep = max_points // 3
+    k = int(np.ceil((n - keep) / (max_points - keep)))
+    m = (n - keep) // k * k
+    tail_s = steps[keep:keep + m].reshape(-1, k).mean(axis=1)
+    tail_y = y[keep:keep + m].reshape(-1, k).mean(axis=1)
+    return (np.concatenate([steps[:keep], tail_s]), np.concatenate([y[:keep], tail_y]),
+            np.concatenate([np.ones(keep), np.full(len(tail_y), float(k))]))
+
+
+def fit_trend(steps: np.ndarray, loss: np.ndarray, *, n_boot: int = 30, seed: int = 0, max_points: int = 1500,
+              families: tuple[Family, ...] = FAMILIES) -> TrendFit | None:
+    """Fits every family to the finite points, weighs them by BIC. None with fewer than 8 points.
+
+    A loss that was never negative keeps a non-negative floor: offsets a ≥ 0, and a family whose
+    forecast crosses zero before 4× the fitted steps (a falling log-linear) is left out."""
+    ok = np.isfinite(loss)
+    steps, y = np.asarray(steps, dtype=float)[ok], np.asarray(loss, dtype=float)[ok]
+    if len(y) < 8:
+        return None
+    first_step, last_step = int(steps[0]), int(steps[-1])
+    steps, y, counts = thin(steps, y, max_points)
+    sw = np.sqrt(counts)
+    nonneg = bool(np.all(y >= 0))
+    shift = 0.0 if steps.min() >= 1 else 1.0 - steps.min()
+    scale = float(last_step + shift)
+    u = (steps + shift) / scale
+    fits = [f for f in (fit_family(fam, u, y, nonneg, sw) for fam in families) if f is not None]
+    if nonneg:
+        fits = [f for f in fits if float(f.family.predict(np.array([4.0]), f.params)[0]) >= 0] or fits
+    fits.sort(key=lambda f: f.bic)
+    bic = np.array([f.bic for f in fits])
+    weights = np.exp(-(bic - bic[0]) / 2.0)
+    weights = weights / weights.sum()
+    weights = np.where(weights >= 0.01, weights, 0.0)
+    weights = weights / weights.sum()
+    boots = tuple(_block_bootstrap(f, u, y, sw, n_boot, seed, nonneg) if w > 0 else np.empty((0, f.family.n_params))
+                  for f, w in zip(fits, weights))
+    avg = sum(w * f.family.predict(u, f.params) for f, w in zip(fits, weights) if w > 0)
+    return TrendFit(best=fits[0], candidates=tuple(fits), weights=weights, boot=boots, t_shift=shift, t_scale=scale,
+                    first_step=first_step, last_step=last_step, residual_std=float(np.std((y - avg) * sw)))
+
+
+def _block_bootstrap(fit: FamilyFit, u: np.ndarray, y: np.ndarray, sw: np.ndarray, n_boot: int, seed: int,
+                     floor_at_zero: bool) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    n = len(y)
+    block = max(1, n // 25)
+    base = fit.family.predict(u, fit.params)
+    resid = (y - base) * sw  # standardised: group means of k points have 1/√k of the noise
+    out = []
+    for _ in range(n_boot):
+        starts = rng.integers(0, n - block + 1, size=int(np.ceil(n / block)))
+        r = np.concatenate([resid[s:s + block] for s in starts])[:n] / sw
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            params, rss = _fit_params(fit.family, u, base + r, grid=15, floor_at_zero=floor_at_zero, sw=sw)
+        if np.isfinite(rss):
+            out.append(params)
+    return np.array(out).reshape(len(out), fit.family.n_params)
+
+
+# -- forecasts --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class StepEstimate:
+    """A step with its bootstrap band; ``None`` means never (the trend levels off above the target)."""
+
+    step: int | None
+    low: int | None
+    high: int | None
+
+    def to_dict(self) -> dict:
+        return {"step": self.step, "low": self.low, "high": self.high}
+
+
+def steps_to_target(fit: TrendFit, target: float) -> StepEstimate:
+    """The averaged trend's step for ``target``, with the 5th–95th percentile over the pooled bootstrap
+    refits (a refit that never gets there counts as never: the high end is then None)."""
+    def as_step(x: float) -> int | None:
+        return int(np.ceil(x)) if np.isfinite(x) else None
+
+    point = fit.step_reaching(target)
+    pool = fit.samples()
+    if len(pool) < 5:
+        return StepEstimate(as_step(point), as_step(point), as_step(point))
+    boot = []
+    for f, p in pool:
+        u = f.family.solve(p, target)
+        boot.append(u * fit.t_scale - fit.t_shift if np.isfinite(u) else np.inf)
+    boot = np.array(boot)
+    lo, hi = np.percentile(boot, 5, method="lower"), np.percentile(boot, 95, method="higher")  # inf-safe
+    return StepEstimate(as_step(point), as_step(lo), as_step(hi))
+
+
+def diminishing_returns_step(fit: TrendFit, step_time_s: float, min_progress_per_hour: float,
+                             max_factor: float = 1000.0) -> int | None:
+    """The first step from now on where the trend falls by less than ``min_progress_per_hour`` (loss units)
+    per hour of training at ``step_time_s``; the last step itself when that is already so; None when
+    not within ``max_factor`` times the steps done."""
+    grid = np.geomspace(max(fit.last_step, 1), max(fit.last_step, 1) * max_factor, 2000)
+    per_hour = -fit.slope_per_step(grid) * 3600.0 / step_time_s
+    below = np.nonzero(per_hour < min_progress_per_hour)[0]
+    return int(round(grid[below[0]])) if len(below) else None
+
+
+def forecast_points(fit: TrendFit, horizon_step: int, n: int = 40) -> list[dict]:
+    steps = np.unique(np.round(np.geomspace(max(fit.last_step, 1), max(horizon_step, fit.last_step + 1), n)))
+    mid = fit.predict(steps)
+    low, high = fit.band(steps)
+    return [{"step": int(s), "loss": float(f"{m:.6g}"), "low": float(f"{lo:.6g}"), "high": float(f"{hi:.6g}")}
+            for s, m, lo, hi in zip(steps, mid, low, high)]

@@ -1,0 +1,97 @@
+"""A GPU plan for the rest of a run: which GPU for which steps, with the cost against staying put.
+
+Why switch at all: while the loss falls fast, wall time buys progress and a fast GPU earns its
+price; once progress per hour is small, only the price per step matters, and a cheaper GPU finishes
+the tail for less. A switch costs time on the new GPU before the first useful step (save, move the
+checkpoint, restart, warm up), billed at the new GPU's price.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpuwise.advise.gpu_options import GpuOption
+
+
+@dataclass(frozen=True)
+class SwitchCost:
+    """Restart overhead on the new GPU: ``restart_s`` plus moving ``checkpoint_bytes`` at ``transfer_bytes_per_s``."""
+
+    restart_s: float = 900.0
+    checkpoint_bytes: float = 5e9
+    transfer_bytes_per_s: float = 100e6
+
+    @property
+    def overhead_s(self) -> float:
+        return self.restart_s + self.checkpoint_bytes / self.transfer_bytes_per_s
+
+    def cost(self, option: GpuOption) -> float:
+        return option.price_per_hour * self.overhead_s / 3600.0
+
+
+@dataclass(frozen=True)
+class PlanPhase:
+    from_step: int
+    to_step: int
+    gpu_id: str
+    provider: str
+    hours: float
+    cost: float
+    switch_cost: float = 0.0   # included in ``cost``
+
+    def to_dict(self) -> dict:
+        return {"from_step": self.from_step, "to_step": self.to_step, "gpu": self.gpu_id, "provider": self.provider,
+                "hours": round(self.hours, 3), "cost": round(self.cost, 2), "switch_cost": round(self.switch_cost, 2)}
+
+
+@dataclass(frozen=True)
+class GpuPlan:
+    phases: tuple[PlanPhase, ...]
+    stay: PlanPhase                 # the whole rest on the current GPU
+    currency: str
+    end_step: int
+    end_reason: str
+
+    @property
+    def cost(self) -> float:
+        return sum(p.cost for p in self.phases)
+
+    @property
+    def hours(self) -> float:
+        return sum(p.hours for p in self.phases)
+
+    @property
+    def saving(self) -> float:
+        return self.stay.cost - self.cost
+
+
+def switch_saving(current: GpuOption, other: GpuOption, remaining_steps: float, switch: SwitchCost) -> float:
+    """Money saved by finishing ``remaining_steps`` on ``other`` instead of ``current`` (negative: it costs)."""
+    return current.cost_for(remaining_steps) - other.cost_for(remaining_steps) - switch.cost(other)
+
+
+def plan_run(current: GpuOption, options: list[GpuOption], *, now_step: int, switch_step: int, end_step: int,
+             end_reason: str, switch: SwitchCost = SwitchCost()) -> GpuPlan:
+    """Stay on ``current`` until ``switch_step``, then move to the option that saves most on the rest (if any saves)."""
+    now_step = int(now_step)
+    end_step = max(int(end_step), now_step)
+    switch_step = min(max(int(switch_step), now_step), end_step)
+    stay = _phase(current, now_step, end_step)
+    tail = end_step - switch_step
+    candidates = [o for o in options if not o.is_current and o.fits_memory is not False]
+    best = max(candidates, key=lambda o: switch_saving(current, o, tail, switch), default=None)
+    if best is None or tail <= 0 or switch_saving(current, best, tail, switch) <= 0:
+        return GpuPlan((stay,), stay, current.currency, end_step, end_reason)
+    phases = []
+    if switch_step > now_step:
+        phases.append(_phase(current, now_step, switch_step))
+    moved = _phase(best, switch_step, end_step)
+    extra_s = switch.overhead_s
+    phases.append(PlanPhase(moved.from_step, moved.to_step, moved.gpu_id, moved.provider,
+                            moved.hours + extra_s / 3600.0, moved.cost + switch.cost(best), switch.cost(best)))
+    return GpuPlan(tuple(phases), stay, current.currency, end_step, end_reason)
+
+
+def _phase(option: GpuOption, from_step: int, to_step: int) -> PlanPhase:
+    steps = to_step - from_step
+    return PlanPhase(from_step, to_step, option.gpu_id, option.provider, option.hours_for(steps), option.cost_for(steps))

@@ -1,0 +1,258 @@
+"""Phases of a loss curve (fast descent, slow descent, plateau, rising) and the step each begins.
+
+The measure is the slope of log-loss against log-step, ``d ln L / d ln t``, reported as the fraction
+the loss drops per doubling of the steps. It is the same number for the same curve shape whatever the
+loss scale, and a power law ``b·t^-c`` has the constant slope ``-c``. The slope is fitted to mean
+ln-losses in bins uniform in log-step, over windows of fixed log-width, so the dense late part of a
+log does not turn tiny wiggles into large slopes, with a standard error from the point-to-point
+noise; a slope that noise could have made is "unsure" and takes the kind of its neighbours. Runs
+narrower than ``min_phase_log_width`` or ``min_phase_step_fraction`` merge into their neighbours.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+FAST, SLOW, PLATEAU, RISING = "fast_descent", "slow_descent", "plateau", "rising"
+
+
+@dataclass(frozen=True)
+class PhaseThresholds:
+    """Drop of the loss per doubling of the steps (fractions: 0.1 = 10 %)."""
+
+    fast_drop_per_doubling: float = 0.10
+    plateau_drop_per_doubling: float = 0.01
+    rise_per_doubling: float = 0.02
+    window_log_width: float = 0.4     # ln-steps over which one slope is fitted (×1.5 in steps)
+    min_phase_log_width: float = 0.15  # a phase spans at least ×1.16 in steps ...
+    min_phase_step_fraction: float = 0.03  # ... and 3 % of the run (the first steps are wide in log-steps)
+    n_bins: int = 100
+
+
+@dataclass(frozen=True)
+class Phase:
+    kind: str
+    start_step: int
+    end_step: int
+    drop_per_doubling: float  # median over the phase; negative = rising
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "start_step": self.start_step, "end_step": self.end_step,
+                "drop_per_doubling": round(self.drop_per_doubling, 5)}
+
+
+def log_time(steps: np.ndarray) -> np.ndarray:
+    """ln of a step count that starts at 1 (logs start at step 0 or 1; a resumed log keeps its steps)."""
+    steps = np.asarray(steps, dtype=float)
+    shift = 0.0 if steps.min() >= 1 else 1.0 - steps.min()
+    return np.log(steps + shift)
+
+
+def log_loss(trend: np.ndarray) -> np.ndarray:
+    """ln L for positive losses; losses that reach zero or below are shifted by a small offset first."""
+    if np.all(trend > 0):
+        return np.log(trend)
+    span = float(np.ptp(trend)) or 1.0
+    return np.log(trend - trend.min() + 0.05 * span)
+
+
+def log_bins(steps: np.ndarray, loss: np.ndarray, n_bins: int = 100) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Mean ln-loss in bins uniform in log-step: (ln-step centre, mean ln-loss, first step, count),
+    non-empty bins only. Early bins hold one point each, late ones hundreds: every part of the run weighs
+    by its share of log-time, and the counts say how much each bin's mean can be trusted."""
+    lt, ly = log_time(steps), log_loss(loss)
+    edges = np.linspace(lt[0], lt[-1], n_bins + 1)
+    idx = np.clip(np.searchsorted(edges, lt, side="right") - 1, 0, n_bins - 1)
+    counts_all = np.bincount(idx, minlength=n_bins)
+    used = np.nonzero(counts_all)[0]
+    counts = counts_all[used]
+    centres = np.bincount(idx, weights=lt, minlength=n_bins)[used] / counts
+    means = np.bincount(idx, weights=ly, minlength=n_bins)[used] / counts
+    firsts = np.array([int(steps[np.argmax(idx == b)]) for b in used])
+    return centres, means, firsts, counts
+
+
+def _line_fit(centres: np.ndarray, log_y: np.ndarray, counts: np.ndarray, point_lt: np.ndarray,
+              point_noise: np.ndarray, c: float, half: float) -> tuple[float, float]:
+    """(slope, standard error) of ln-loss vs ln-step over the bins within ±half of ``c`` (at least the 3
+    nearest), weighted by points per bin; the error from the point noise in that window."""
+    sel = np.abs(centres - c) <= half
+    if sel.sum() < 3:
+        sel = np.zeros(len(centres), dtype=bool)
+        sel[np.argsort(np.abs(centres - c))[:3]] = True
+    x, y, w = centres[sel], log_y[sel], counts[sel].astype(float)
+    xm = float(np.sum(w * x) / np.sum(w))
+    sxx = float(np.sum(w * (x - xm) ** 2))
+    if len(x) < 2 or sxx <= 0:
+        return 0.0, np.inf
+    ym = float(np.sum(w * y) / np.sum(w))
+    slope = float(np.sum(w * (x - xm) * (y - ym)) / sxx)
+    near = point_noise[(point_lt >= x.min() - 1e-12) & (point_lt <= x.max() + 1e-12)]
+    noise = float(np.median(near)) if len(near) else float(np.median(point_noise))
+    return slope, noise / np.sqrt(sxx)
+
+
+def local_drop_per_doubling(centres: np.ndarray, log_y: np.ndarray, counts: np.ndarray, point_lt: np.ndarray,
+                            point_noise: np.ndarray, th: PhaseThresholds) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Drop of the loss per doubling of the steps at each bin, with a ±3 standard-error range:
+    (drop, low, high), over windows of ``th.window_log_width`` ln-steps. (A window that widens where the
+    noise hides the sign was tried: it lent flat stretches the slope of the phases around them.)"""
+    drop, low, high = (np.zeros(len(centres)) for _ in range(3))
+    for i, c in enumerate(centres):
+        slope, se = _line_fit(centres, log_y, counts, point_lt, point_noise, c, th.window_log_width / 2.0)
+        drop[i] = 1.0 - np.exp(slope * np.log(2.0))
+        low[i] = 1.0 - np.exp((slope + 3.0 * se) * np.log(2.0)) if np.isfinite(se) else -np.inf
+        high[i] = 1.0 - np.exp((slope - 3.0 * se) * np.log(2.0)) if np.isfinite(se) else np.inf
+    return drop, low, high
+
+
+def point_noise_log(loss: np.ndarray, min_points: int = 9) -> np.ndarray:
+    """Noise of each point's ln-loss from differences of neighbours (which cancel a slow trend):
+    robust std of the differences in a window of ``min_points`` around the point, divided by √2."""
+    ly = log_loss(loss)
+    d = np.diff(ly)
+    if len(d) == 0:
+        return np.zeros(len(ly))
+    half = min_points // 2
+    padded = np.pad(d, (half, half + 1), mode="edge")
+    windows = np.lib.stride_tricks.sliding_window_view(padded, 2 * half + 1)[: len(ly)]
+    med = np.median(windows, axis=1, keepdims=True)
+    return 1.4826 * np.median(np.abs(windows - med), axis=1) / np.sqrt(2.0)
+
+
+def classify(drop: float, low: float, high: float, th: PhaseThresholds) -> str | None:
+    """The kind the estimate says; None (unsure) when it says falling or rising but its ±3 SE range holds
+    zero: a noisy flat stretch must not flicker between slow descent and rising, and a noisy descent
+    must not be called a plateau. Unsure bins take the kind of their nearest sure neighbour."""
+    if -th.rise_per_doubling < drop < th.plateau_drop_per_doubling:
+        return PLATEAU
+    if low <= 0.0 <= high:
+        return None
+    if drop >= th.fast_drop_per_doubling:
+        return FAST
+    if drop >= th.plateau_drop_per_doubling:
+        return SLOW
+    return RISING
+
+
+def fill_unsure(kinds: list[str | None]) -> list[str]:
+    """Each None takes the nearest sure kind (the earlier one on a tie); all unsure -> plateau."""
+    sure = [i for i, k in enumerate(kinds) if k is not None]
+    if not sure:
+        return [PLATEAU] * len(kinds)
+    out = []
+    for i, k in enumerate(kinds):
+        if k is None:
+            j = min(sure, key=lambda s: (abs(s - i), s))
+            k = kinds[j]
+        out.append(k)
+    return out
+
+
+def detect_phases(steps: np.ndarray, loss: np.ndarray, th: PhaseThresholds = PhaseThresholds()) -> list[Phase]:
+    """Phases of a finite (raw, noisy) curve, in order; the first starts at the first step."""
+    steps = np.asarray(steps)
+    if len(steps) < 5:
+        return [Phase(PLATEAU, int(steps[0]), int(steps[-1]), 0.0)] if len(steps) else []
+    loss = np.asarray(loss, dtype=float)
+    centres, log_y, firsts, counts = log_bins(steps, loss, th.n_bins)
+    drop, low, high = local_drop_per_doubling(centres, log_y, counts, log_time(steps), point_noise_log(loss), th)
+    runs = _runs(fill_unsure([classify(d, lo, hi, th) for d, lo, hi in zip(drop, low, high)]))
+    span = float(steps[-1] - steps[0]) or 1.0
+    # a run's extent, in ln-steps and as a share of all steps, up to where the next run begins
+    bounds_lt = np.append(centres, log_time(steps)[-1])
+    bounds_step = np.append(firsts, steps[-1]).astype(float)
+
+    def wide_enough(i0: int, i1: int) -> bool:
+        return (bounds_lt[i1 + 1] - bounds_lt[i0] >= th.min_phase_log_width
+                and (bounds_step[i1 + 1] - bounds_step[i0]) / span >= th.min_phase_step_fraction)
+
+    runs = _merge_short(runs, wide_enough)
+    phases = []
+    for k, (kind, i0, i1) in enumerate(runs):
+        start = int(steps[0]) if k == 0 else int(firsts[i0])
+        end = int(steps[-1]) if k == len(runs) - 1 else int(firsts[runs[k + 1][1]])
+        phases.append(Phase(kind, start, end, float(np.median(drop[i0:i1 + 1]))))
+    return phases
+
+
+def _runs(kinds: list[str]) -> list[tuple[str, int, int]]:
+    runs: list[tuple[str, int, int]] = []
+    for i, k in enumerate(kinds):
+        if runs and runs[-1][0] == k:
+            runs[-1] = (k, runs[-1][1], i)
+        else:
+            runs.append((k, i, i))
+    return runs
+
+
+def _merge_short(runs: list[tuple[str, int, int]], wide_enough) -> list[tuple[str, int, int]]:
+    """Folds the narrowest run that is not ``wide_enough`` into a neighbour, until none is left.
+
+    The neighbour is the one whose kind is closer (fast/slow/plateau/rising are ordered), so a blip of
+    'plateau' inside a slow descent becomes slow descent, not fast."""
+    order = {FAST: 0, SLOW: 1, PLATEAU: 2, RISING: 3}
+    runs = list(runs)
+    while len(runs) > 1:
+        narrow = [j for j, (_, i0, i1) in enumerate(runs) if not wide_enough(i0, i1)]
+        if not narrow:
+            break
+        j = min(narrow, key=lambda j: runs[j][2] - runs[j][1])
+        kind, i0, i1 = runs[j]
+        if j == 0:
+            n = 1
+        elif j == len(runs) - 1:
+            n = j - 1
+        else:
+            left, right = runs[j - 1], runs[j + 1]
+            n = j - 1 if abs(order[left[0]] - order[kind]) <= abs(order[right[0]] - order[kind]) else j + 1
+        nk, n0, n1 = runs[n]
+        runs[n] = (nk, min(n0, i0), max(n1, i1))
+        del runs[j]
+        merged: list[tuple[str, int, int]] = []  # neighbours of equal kind join
+        for r in runs:
+            if merged and merged[-1][0] == r[0]:
+                merged[-1] = (r[0], merged[-1][1], r[2])
+            else:
+                merged.append(r)
+        runs = merged
+    return runs
+
+
+# -- failures --------------------------------------------------------------------------------------
+def first_nonfinite_step(steps: np.ndarray, loss: np.ndarray) -> int | None:
+    bad = ~np.isfinite(loss)
+    return int(steps[int(np.argmax(bad))]) if bad.any() else None
+
+
+def divergence_step(steps: np.ndarray, loss: np.ndarray, trend: np.ndarray, noise_abs: float) -> int | None:
+    """The step where the loss turned upwards for good, or None.
+
+    Diverged means: the recent loss (median of the last 2 %, at least 5 points: an EMA lags behind a
+    run-away loss) stands above the trend's minimum by more than 3 noise stds, by more than a quarter
+    of what the run had gained before the minimum, and by 10 % of the loss. The step returned is the
+    trend's minimum: the last point the run was at its best, the checkpoint to go back to."""
+    n = len(trend)
+    if n < 10:
+        return None
+    i_min = int(np.argmin(trend))
+    k = max(5, n // 50)
+    if i_min >= n - k:
+        return None
+    low = float(trend[i_min])
+    gained = float(trend[0]) - low
+    rise = float(np.median(loss[-k:])) - low
+    if rise <= max(3.0 * noise_abs, 0.25 * gained, 0.1 * abs(low)):
+        return None
+    return int(steps[i_min])
+
+
+def made_progress(trend: np.ndarray, noise_abs: float, min_relative_drop: float = 0.03) -> bool:
+    """False when the trend never fell clearly below where it started (the 'not learning' case)."""
+    if len(trend) < 5:
+        return True
+    head = float(np.median(trend[: max(1, len(trend) // 20)]))
+    drop = head - float(np.min(trend[len(trend) // 10:]))
+    return drop > max(4.0 * noise_abs / np.sqrt(max(1, len(trend) // 20)), min_relative_drop * abs(head), 1e-12)

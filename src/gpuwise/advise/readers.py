@@ -1,0 +1,268 @@
+"""Readers: a gpuwise run log, a CSV or JSONL file, or a TensorBoard event directory -> ``TrainingLog``.
+
+One entry point, :func:`read_log`, picks the reader from the file itself. Column and tag names are
+matched tolerantly (``loss``, ``train_loss``, ``train/loss``, ``Loss``...), because every framework
+names them differently. A value that cannot be read raises :class:`AdviseError` naming the file and
+line; rows without a loss (eval rows, lr-only rows) are skipped, not errors.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+
+from gpuwise.advise.data import Curve, GradNoiseSamples, TrainingLog
+from gpuwise.advise.errors import AdviseError
+
+# Normalised column/tag names, most specific first. Normalising: lower case, '/', '-', ' ', '.' -> '_'.
+STEP_NAMES = ("step", "global_step", "steps", "iteration", "iter", "it", "optimizer_step", "train_step", "trainer_global_step")
+LOSS_NAMES = ("loss", "train_loss", "training_loss", "loss_train", "train_train_loss", "train_loss_step",
+              "trainer_loss", "train_lm_loss", "lm_loss", "loss_step", "train_loss_epoch")
+LR_NAMES = ("lr", "learning_rate", "train_lr", "train_learning_rate", "lr_0", "lr_group0", "lr_adamw")
+BATCH_NAMES = ("batch_size", "batch", "bs", "global_batch_size", "train_batch_size", "effective_batch_size")
+TIME_NAMES = ("t_s", "time_s", "wall_time", "walltime", "wall_time_s", "time", "timestamp", "elapsed_s", "elapsed",
+              "_timestamp", "relative_time")
+_EVAL_WORDS = ("val", "eval", "test", "valid", "validation")
+
+
+def normalise_name(name: str) -> str:
+    return re.sub(r"[/\-\s.]+", "_", name.strip().lower()).strip("_")
+
+
+def pick_name(names: Iterable[str], preferred: tuple[str, ...], *, fallback_word: str | None = None) -> str | None:
+    """The first of ``names`` whose normalised form is in ``preferred`` (in that order of preference);
+    else, with ``fallback_word``, the first name containing that word that is not an eval metric."""
+    by_norm = {normalise_name(n): n for n in names}
+    for p in preferred:
+        if p in by_norm:
+            return by_norm[p]
+    if fallback_word:
+        for norm, original in by_norm.items():
+            parts = set(norm.split("_"))
+            if fallback_word in norm and not parts & set(_EVAL_WORDS):
+                return original
+    return None
+
+
+def read_log(path: str | Path) -> TrainingLog:
+    """Reads any supported log; the format comes from the content (SQLite header, event files) or suffix."""
+    p = Path(path)
+    if p.is_dir():
+        return read_tensorboard(p)
+    if not p.is_file():
+        raise AdviseError(f"no such log: {p}")
+    from gpuwise.runlog import is_run_log
+
+    if is_run_log(p):
+        return read_runlog(p)
+    if "tfevents" in p.name:
+        return read_tensorboard(p)
+    suffix = p.suffix.lower()
+    if suffix in (".jsonl", ".ndjson", ".json"):
+        return read_jsonl(p)
+    if suffix in (".csv", ".tsv", ".txt", ".log"):
+        return read_csv(p)
+    head = p.read_text(encoding="utf-8", errors="replace")[:1].strip()
+    return read_jsonl(p) if head == "{" else read_csv(p)
+
+
+# -- run log (gpuwise.runlog, written by gpuwise.guard) ----------------------------------------------
+def read_runlog(path: Path) -> TrainingLog:
+    from gpuwise.runlog import read_gpu_samples, read_meta, read_train_metrics
+
+    metrics = read_train_metrics(path)
+    meta = read_meta(path)
+    if "loss" not in metrics or not metrics["loss"]:
+        names = ", ".join(sorted(metrics)) or "none"
+        raise AdviseError(f"{path}: the run log has no 'loss' metric (metrics found: {names})")
+    loss_rows = _last_per_step((s, t, v) for s, t, v in metrics["loss"])
+    steps = np.array([s for s, _, _ in loss_rows], dtype=np.int64)
+    loss = np.array([math.nan if v is None else v for _, _, v in loss_rows], dtype=float)
+    t_s = np.array([t for _, t, _ in loss_rows], dtype=float)
+
+    def aligned(name: str) -> np.ndarray | None:
+        rows = metrics.get(name)
+        if not rows:
+            return None
+        by_step = {s: v for s, _, v in rows if v is not None}
+        return np.array([by_step.get(int(s), math.nan) for s in steps], dtype=float)
+
+    curve = Curve(steps=steps, loss=loss, t_s=t_s, lr=aligned("lr"), batch_size=aligned("batch_size"), source=str(path))
+    noise = _noise_from_metrics(metrics)
+    samples = read_gpu_samples(path)
+    # the monitor samples every GPU of the machine: the run's GPUs are those its processes held memory on
+    used = [s for s in samples if s.get("process_memory_bytes")] or samples
+    gpu_name = meta.get("gpu") or meta.get("gpu_name") or next((s["name"] for s in used if s.get("name")), None)
+    indices = {s["gpu_index"] for s in used}
+    mem = [s.get("process_memory_bytes") or s.get("memory_used_bytes") for s in used]
+    mem = [m for m in mem if m]
+    workload = _json_or_none(meta.get("workload"))
+    precision = meta.get("precision") or (workload.get("precision") if isinstance(workload, dict) else None)
+    return TrainingLog(curve=curve, noise=noise, gpu_name=gpu_name, gpu_count=max(1, len(indices)),
+                       peak_memory_bytes=max(mem) if mem else None, precision=precision, meta=meta)
+
+
+def _json_or_none(text: str | None) -> object:
+    try:
+        return json.loads(text) if text else None
+    except ValueError:
+        return None
+
+
+def _noise_from_metrics(metrics: Mapping[str, list]) -> GradNoiseSamples | None:
+    names = ("grad_sq_norm_small", "grad_sq_norm_big", "noise_b_small", "noise_b_big")
+    if not all(metrics.get(n) for n in names):
+        return None
+    series = [{s: v for s, _, v in metrics[n] if v is not None and math.isfinite(v)} for n in names]
+    steps = sorted(set.intersection(*(set(d) for d in series)))
+    if not steps:
+        return None
+    cols = [np.array([d[s] for s in steps]) for d in series]
+    return GradNoiseSamples(steps=np.array(steps), g_small_sq=cols[0], g_big_sq=cols[1], b_small=cols[2], b_big=cols[3])
+
+
+def _last_per_step(rows: Iterable[tuple]) -> list[tuple]:
+    """One row per step; a step logged twice (a resumed run re-doing steps) keeps its latest value."""
+    by_step: dict[int, tuple] = {}
+    for row in rows:
+        by_step[int(row[0])] = row
+    return [by_step[s] for s in sorted(by_step)]
+
+
+# -- CSV / JSONL --------------------------------------------------------------------------------------
+def read_csv(path: Path) -> TrainingLog:
+    text = path.read_text(encoding="utf-8-sig", errors="replace")
+    lines = text.splitlines()
+    if not lines:
+        raise AdviseError(f"{path}: empty file")
+    try:
+        dialect = csv.Sniffer().sniff(lines[0], delimiters=",;\t ")
+    except csv.Error:
+        dialect = csv.excel
+    reader = csv.reader(lines, dialect)
+    header = [h.strip() for h in next(reader)]
+    rows = []
+    for line_no, cells in enumerate(reader, start=2):
+        if not cells or all(not c.strip() for c in cells):
+            continue
+        if len(cells) > len(header):
+            raise AdviseError(f"{path}:{line_no}: {len(cells)} fields, the header has {len(header)}")
+        rows.append((line_no, dict(zip(header, (c.strip() for c in cells)))))
+    return _from_records(path, header, rows)
+
+
+def read_jsonl(path: Path) -> TrainingLog:
+    rows, names = [], {}
+    with path.open(encoding="utf-8-sig", errors="replace") as f:
+        for line_no, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except ValueError as exc:
+                raise AdviseError(f"{path}:{line_no}: not a JSON object ({exc.args[0].split(':')[0]})") from None
+            if not isinstance(obj, dict):
+                raise AdviseError(f"{path}:{line_no}: expected a JSON object per line, got {type(obj).__name__}")
+            rows.append((line_no, obj))
+            names.update(dict.fromkeys(obj))
+    return _from_records(path, list(names), rows)
+
+
+def _from_records(path: Path, names: list[str], rows: list[tuple[int, Mapping[str, object]]]) -> TrainingLog:
+    loss_col = pick_name(names, LOSS_NAMES, fallback_word="loss")
+    if loss_col is None:
+        raise AdviseError(f"{path}: no loss column (columns: {', '.join(names) or 'none'}); name one 'loss'")
+    step_col = pick_name(names, STEP_NAMES)
+    lr_col, batch_col, time_col = pick_name(names, LR_NAMES), pick_name(names, BATCH_NAMES), pick_name(names, TIME_NAMES)
+    records = []
+    for index, (line_no, row) in enumerate(rows):
+        loss = _number(row.get(loss_col), path, line_no, loss_col)
+        if loss is None:
+            continue  # a row that logs something else (eval, lr only)
+        step = _number(row.get(step_col), path, line_no, step_col) if step_col else float(index)
+        if step is None or not math.isfinite(step):
+            raise AdviseError(f"{path}:{line_no}: {step_col!r} is empty or not a number")
+        t = _time_s(row.get(time_col), path, line_no, time_col) if time_col else None
+        lr = _number(row.get(lr_col), path, line_no, lr_col) if lr_col else None
+        batch = _number(row.get(batch_col), path, line_no, batch_col) if batch_col else None
+        records.append((int(step), t, loss, lr, batch))
+    if not records:
+        raise AdviseError(f"{path}: no rows with a value in column {loss_col!r}")
+    records = _last_per_step(records)
+
+    def col(i: int) -> np.ndarray | None:
+        vals = [r[i] for r in records]
+        if all(v is None for v in vals):
+            return None
+        return np.array([math.nan if v is None else v for v in vals], dtype=float)
+
+    curve = Curve(steps=np.array([r[0] for r in records]), loss=col(2), t_s=col(1), lr=col(3), batch_size=col(4),
+                  source=str(path))
+    return TrainingLog(curve=curve)
+
+
+def _number(value: object, path: Path, line_no: int, column: str | None) -> float | None:
+    if value is None or (isinstance(value, str) and value.strip() == ""):
+        return None
+    if isinstance(value, bool):
+        raise AdviseError(f"{path}:{line_no}: {column!r} is {value!r}, not a number")
+    if isinstance(value, (int, float)):
+        return float(value)
+    try:
+        return float(str(value).strip())  # accepts 'nan', 'inf', '1e-3'
+    except ValueError:
+        raise AdviseError(f"{path}:{line_no}: {column!r} is {str(value)[:40]!r}, not a number") from None
+
+
+def _time_s(value: object, path: Path, line_no: int, column: str | None) -> float | None:
+    if isinstance(value, str) and value.strip() and not re.fullmatch(r"[-+0-9.eE]+", value.strip()):
+        try:
+            return datetime.fromisoformat(value.strip().replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            raise AdviseError(f"{path}:{line_no}: {column!r} is {value[:40]!r}, neither seconds nor an ISO time") from None
+    return _number(value, path, line_no, column)
+
+
+# -- TensorBoard ----------------------------------------------------------------------------------------
+def read_tensorboard(path: Path) -> TrainingLog:
+    """A directory of event files (one run), or one event file. Uses tensorboard's own reader."""
+    from tensorboard.backend.event_processing import event_accumulator
+
+    run_dir = path
+    if path.is_dir() and not any("tfevents" in f.name for f in path.iterdir() if f.is_file()):
+        runs = sorted({f.parent for f in path.rglob("*tfevents*") if f.is_file()})
+        if not runs:
+            raise AdviseError(f"{path}: no TensorBoard event files (events.out.tfevents.*) in this directory")
+        if len(runs) > 1:
+            listed = ", ".join(str(r.relative_to(path)) for r in runs[:5])
+            raise AdviseError(f"{path}: holds {len(runs)} TensorBoard runs ({listed}); pass one of them")
+        run_dir = runs[0]
+    acc = event_accumulator.EventAccumulator(str(run_dir), size_guidance={event_accumulator.SCALARS: 0})
+    try:
+        acc.Reload()
+    except Exception as exc:  # tensorboard raises several types for corrupt files
+        raise AdviseError(f"{run_dir}: cannot read TensorBoard events ({type(exc).__name__}: {exc})") from None
+    tags = acc.Tags().get("scalars", [])
+    loss_tag = pick_name(tags, LOSS_NAMES, fallback_word="loss")
+    if loss_tag is None:
+        raise AdviseError(f"{run_dir}: no loss scalar among the TensorBoard tags ({', '.join(tags) or 'none'})")
+    events = _last_per_step((e.step, e.wall_time, e.value) for e in acc.Scalars(loss_tag))
+    steps = np.array([e[0] for e in events])
+
+    def aligned(tag: str | None) -> np.ndarray | None:
+        if tag is None:
+            return None
+        by_step = {e.step: e.value for e in acc.Scalars(tag)}
+        return np.array([by_step.get(int(s), math.nan) for s in steps], dtype=float)
+
+    curve = Curve(steps=steps, loss=np.array([e[2] for e in events], dtype=float),
+                  t_s=np.array([e[1] for e in events], dtype=float), lr=aligned(pick_name(tags, LR_NAMES)),
+                  batch_size=aligned(pick_name(tags, BATCH_NAMES)), source=str(run_dir))
+    return TrainingLog(curve=curve)

@@ -1,0 +1,224 @@
+"""The whole advice for one log: analysis + noise scale + prices -> ``AdviceReport`` (and its JSON).
+
+I/O stays outside: the caller reads the log and loads the catalog; everything here is pure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gpuwise.advise.advice import (Advice, Pricing, diverged_advice, forecast_advice, healthy_advice, is_flat,
+                                   noise_advice, not_learning_advice, plan_advice, plateau_advice, switch_advice)
+from gpuwise.advise.analysis import AdviseSettings, CurveAnalysis, analyze_curve
+from gpuwise.advise.data import TrainingLog
+from gpuwise.advise.fit import forecast_points
+from gpuwise.advise.gpu_options import StepTimeScaler, gpu_options, roofline_scaler
+from gpuwise.advise.gpu_plan import GpuPlan, SwitchCost, plan_run
+from gpuwise.advise.noise_scale import NoiseScaleSummary, summarise
+from gpuwise.catalog.model import Catalog, CatalogError
+
+
+@dataclass(frozen=True)
+class PricingRequest:
+    """What the user told about the GPU side (CLI options), each overriding what the log says."""
+
+    gpu_name: str | None = None
+    price_per_hour: float | None = None
+    currency: str | None = None
+    provider: str | None = None
+    precision: str | None = None
+    count: int | None = None
+    memory_need_bytes: int | None = None
+    switch: SwitchCost = field(default_factory=SwitchCost)
+    scaler: StepTimeScaler | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class AdviceReport:
+    analysis: CurveAnalysis
+    noise_scale: NoiseScaleSummary | None
+    advice: tuple[Advice, ...]
+    plan: GpuPlan | None
+    pricing: Pricing
+    source: str
+    target_loss: float | None
+    end_step: int
+    end_reason: str
+
+    @property
+    def diagnosis(self) -> str:
+        return self.analysis.diagnosis
+
+    def to_dict(self) -> dict:
+        a = self.analysis
+        return {
+            "source": self.source,
+            "diagnosis": a.diagnosis,
+            "points": int(len(a.steps)),
+            "last_step": a.last_step,
+            "current_trend_loss": _r(a.current_trend_loss),  # the fit's value at the last step when there is a fit
+            "step_time_s": a.step_time_s,
+            "noise": {"relative_std": _r(a.noise.relative_std), "absolute_std": _r(a.noise.absolute_std),
+                      "since_step": a.noise.window_start_step, "ema_weight": round(a.ema_weight, 5)},
+            "nan_step": a.nan_step,
+            "divergence_step": a.divergence_step,
+            "phases": [p.to_dict() for p in a.phases],
+            "forecast": self._forecast_dict(),
+            "noise_scale": None if self.noise_scale is None else self.noise_scale.to_dict(),
+            "advice": [x.to_dict() for x in self.advice],
+            "plan": [] if self.plan is None else [p.to_dict() for p in self.plan.phases],
+            "plan_summary": None if self.plan is None else {
+                "end_step": self.plan.end_step, "end_reason": self.plan.end_reason, "currency": self.plan.currency,
+                "cost": round(self.plan.cost, 2), "hours": round(self.plan.hours, 3),
+                "stay": self.plan.stay.to_dict(), "saving": round(self.plan.saving, 2)},
+            "gpu": None if self.pricing.current is None else self.pricing.current.to_dict(),
+            "pricing_note": self.pricing.note or None,
+        }
+
+    def _forecast_dict(self) -> dict:
+        a, fit = self.analysis, self.analysis.fit
+        if fit is None:
+            why = "the run diverged" if a.diagnosis == "diverged" else "too few points"
+            return {"available": False, "reason": why}
+        best = fit.best.to_dict(fit.t_scale)
+        floor = fit.asymptote()
+        return {
+            "available": True, **best,
+            "fit_from_step": a.fit_from_step,
+            "candidates": [{**c.to_dict(fit.t_scale), "weight": round(float(w), 4)}
+                           for c, w in zip(fit.candidates, fit.weights)],
+            "forecast_is": "BIC-weighted average of the candidates with weight > 0",
+            "asymptote_loss": _r(floor) if np.isfinite(floor) else None,
+            "residual_std": _r(fit.residual_std),
+            "band": "5th-95th percentile of the trend over a moving-block bootstrap",
+            "points": forecast_points(fit, max(self.end_step, 2 * a.last_step)),
+            "target_loss": self.target_loss,
+            "target_reached_step": a.target_reached_step,
+            "steps_to_target": None if a.steps_to_target is None else a.steps_to_target.to_dict(),
+            "min_progress_per_hour": None if a.min_progress_per_hour is None else _r(a.min_progress_per_hour),
+            "diminishing_returns_step": a.diminishing_returns_step,
+            "plateau_forecast_step": a.plateau_forecast_step,
+        }
+
+
+def _r(x: float) -> float:
+    return float(f"{x:.6g}")
+
+
+def build_pricing(catalog: Catalog | None, log: TrainingLog, req: PricingRequest, step_time_s: float | None) -> Pricing:
+    from gpuwise.catalog import resolve_gpu
+
+    gpu_name = req.gpu_name or log.gpu_name
+    if catalog is None:
+        return Pricing(None, note="no GPU catalog")
+    if not gpu_name:
+        return Pricing(None, note="pass --gpu NAME (the log does not say which GPU the run used)")
+    try:
+        current = resolve_gpu(catalog, gpu_name)
+    except CatalogError:
+        if req.gpu_name:
+            raise
+        return Pricing(None, note=f"the log's GPU {gpu_name!r} is not in the catalog; pass --gpu NAME")
+    if not step_time_s:
+        return Pricing(None, note="pass --step-time-s (the log has no wall times)")
+    count = req.count or log.gpu_count or 1
+    precision = req.precision or log.precision or "amp-fp16"
+    scaler = req.scaler or roofline_scaler(precision)
+    currency = req.currency or _currency(catalog, current.id, req.provider)
+    need = req.memory_need_bytes or log.peak_memory_bytes
+    options = gpu_options(catalog, current, step_time_s, count=count, scaler=scaler, provider=req.provider,
+                          currency=currency, memory_need_bytes=need, current_price_per_hour=req.price_per_hour)
+    cur = next((o for o in options if o.is_current), None)
+    if cur is None:
+        where = f" from {req.provider}" if req.provider else ""
+        return Pricing(None, tuple(options), req.switch,
+                       note=f"no price for {current.id}{where} in the catalog; pass --price-per-hour")
+    note = "" if need else "memory fit not checked (the log has no memory samples; pass --peak-memory)"
+    return Pricing(cur, tuple(options), req.switch, note, need)
+
+
+def _currency(catalog: Catalog, gpu_id: str, provider: str | None) -> str | None:
+    """Prices are compared in one currency: the one most offers for the current GPU use (ties: the first
+    in ISO order, CNY before USD), else the most common one in the catalog. --price-per-hour ¥/$ or
+    --provider choose it explicitly."""
+    def pick(pool: list[str]) -> str | None:
+        return min(set(pool), key=lambda cur: (-pool.count(cur), cur)) if pool else None
+
+    mine = [o.currency for o in catalog.offers
+            if o.gpu_id == gpu_id and (not provider or o.provider.lower() == provider.lower())]
+    return pick(mine) or pick([o.currency for o in catalog.offers
+                               if not provider or o.provider.lower() == provider.lower()])
+
+
+def end_of_run(a: CurveAnalysis, settings: AdviseSettings, log: TrainingLog) -> tuple[int, str]:
+    """How far the run goes, for the remaining cost: --total-steps, the target, the log's meta, else 2× now."""
+    if settings.total_steps:
+        return max(settings.total_steps, a.last_step), "--total-steps"
+    if a.steps_to_target is not None and a.steps_to_target.step is not None:
+        return a.steps_to_target.step, f"to reach loss {settings.target_loss:g}"
+    for key in ("total_steps", "max_steps"):
+        value = log.meta.get(key)
+        if value and str(value).isdigit() and int(value) > a.last_step:
+            return int(value), f"{key} in the run log"
+    return 2 * max(a.last_step, 1), "assumed: as many steps again; pass --total-steps or --target-loss"
+
+
+def advise(log: TrainingLog, settings: AdviseSettings = AdviseSettings(), catalog: Catalog | None = None,
+           request: PricingRequest = PricingRequest()) -> AdviceReport:
+    a = analyze_curve(log.curve, settings)
+    batch = log.curve.last_batch_size()
+    ns = summarise(log.noise, batch) if log.noise is not None and len(log.noise) >= 2 else None
+    pricing = build_pricing(catalog, log, request, a.step_time_s)
+    end_step, end_reason = end_of_run(a, settings, log)
+    remaining = max(0, end_step - a.last_step)
+    lr = _lr_near(log, a.nan_step or a.divergence_step)
+
+    items: list[Advice] = []
+    if a.diagnosis == "diverged":
+        items += diverged_advice(a, lr)
+    elif a.diagnosis == "not_learning":
+        items += not_learning_advice(a, _lr_near(log, None))
+    else:
+        if a.diagnosis == "healthy":
+            items += healthy_advice(a)
+        items += noise_advice(a, ns, pricing)
+        if is_flat(a):
+            items += plateau_advice(a, pricing, remaining, end_reason)
+        items += forecast_advice(a, settings.target_loss)
+    if a.diagnosis in ("diverged", "not_learning") and ns is not None:
+        items += [x for x in noise_advice(a, ns, pricing) if x.kind == "batch_size"]
+
+    plan = None
+    if pricing.current is not None and a.diagnosis not in ("diverged", "not_learning") and remaining > 0:
+        plan = plan_run(pricing.current, list(pricing.options), now_step=a.last_step,
+                        switch_step=_switch_step(a, end_step), end_step=end_step, end_reason=end_reason,
+                        switch=pricing.switch)
+        if len(plan.phases) > 1 or plan.phases[0].gpu_id != pricing.current.gpu_id \
+                or not any(x.kind == "switch_gpu" for x in items):
+            items += plan_advice(plan)  # a "stay" plan says nothing a "stay on this GPU" item has not
+        if not is_flat(a) and not any(x.kind == "switch_gpu" for x in items) and len(plan.phases) == 1:
+            items += [x for x in switch_advice(pricing, remaining, end_reason) if x.numbers.get("options")]
+    return AdviceReport(a, ns, tuple(items), plan, pricing, log.curve.source, settings.target_loss, end_step, end_reason)
+
+
+def _switch_step(a: CurveAnalysis, end_step: int) -> int:
+    """Now when flat; else where the forecast turns flat or progress per hour gets small, whichever comes first."""
+    if is_flat(a):
+        return a.last_step
+    candidates = [s for s in (a.plateau_forecast_step, a.diminishing_returns_step) if s is not None]
+    return max(a.last_step, min(candidates)) if candidates else end_step
+
+
+def _lr_near(log: TrainingLog, step: int | None) -> float | None:
+    c = log.curve
+    if c.lr is None:
+        return None
+    ok = np.isfinite(c.lr)
+    if step is not None:
+        ok &= c.steps <= step
+    return float(c.lr[ok][-1]) if ok.any() else None
+
+
+
