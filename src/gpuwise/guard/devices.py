@@ -1,0 +1,143 @@
+"""Sharing a GPU box with other people's jobs: take the freest GPUs, cap this process, give memory back.
+
+On a shared rental box ``cuda:0`` is often the one everybody else uses. ``select_gpus`` asks NVML (which
+needs no CUDA context) for free memory and utilisation, takes the GPUs with the most free memory (then
+the least busy), and sets ``CUDA_VISIBLE_DEVICES``, which CUDA reads once, when it starts: so this must run
+before anything touches ``torch.cuda``. GPUs are named by UUID there, because CUDA numbers devices
+fastest-first by default while NVML numbers them by PCI bus: index 1 in one is not index 1 in the other.
+
+The NVML queries sit behind :class:`GpuSource` so tests (and machines without a GPU) use a fake.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+from collections.abc import MutableMapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from gpuwise.guard.errors import GuardError
+
+
+@dataclass(frozen=True)
+class GpuState:
+    index: int                   # NVML index (PCI bus order)
+    uuid: str
+    name: str
+    memory_free_bytes: int
+    memory_total_bytes: int
+    utilization_pct: float       # share of the last sample period in which a kernel ran
+
+
+class GpuSource(Protocol):
+    def gpus(self) -> list[GpuState]: ...
+
+
+class NvmlGpuSource:
+    """The real source: nvidia-ml-py (``pynvml``)."""
+
+    def __init__(self, nvml: Any = None) -> None:
+        if nvml is None:
+            import pynvml as nvml  # nvidia-ml-py
+        self._nvml = nvml
+
+    def gpus(self) -> list[GpuState]:
+        nvml = self._nvml
+        try:
+            nvml.nvmlInit()
+        except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
+            raise GuardError(f"cannot query GPUs through NVML: {exc}") from None
+        try:
+            out = []
+            for i in range(nvml.nvmlDeviceGetCount()):
+                h = nvml.nvmlDeviceGetHandleByIndex(i)
+                mem = nvml.nvmlDeviceGetMemoryInfo(h)
+                try:
+                    util = float(nvml.nvmlDeviceGetUtilizationRates(h).gpu)
+                except Exception:  # some vGPUs / MIG instances do not report it
+                    util = 0.0
+                name = nvml.nvmlDeviceGetName(h)
+                uuid = nvml.nvmlDeviceGetUUID(h)
+                out.append(GpuState(i, uuid.decode() if isinstance(uuid, bytes) else uuid,
+                                    name.decode() if isinstance(name, bytes) else name,
+                                    int(mem.free), int(mem.total), util))
+            return out
+        finally:
+            nvml.nvmlShutdown()
+
+
+class FakeGpuSource:
+    """A fixed list of GPUs (tests, dry runs)."""
+
+    def __init__(self, gpus: Sequence[GpuState]) -> None:
+        self._gpus = list(gpus)
+
+    def gpus(self) -> list[GpuState]:
+        return list(self._gpus)
+
+
+def rank_freest(gpus: Sequence[GpuState], *, min_free_bytes: int = 0) -> list[GpuState]:
+    """GPUs with at least ``min_free_bytes`` free, most free memory first, then least utilised, then index."""
+    usable = [g for g in gpus if g.memory_free_bytes >= min_free_bytes]
+    return sorted(usable, key=lambda g: (-g.memory_free_bytes, g.utilization_pct, g.index))
+
+
+def select_gpus(count: int = 1, *, min_free_bytes: int = 0, source: GpuSource | None = None,
+                env: MutableMapping[str, str] | None = None) -> list[GpuState]:
+    """Pick the ``count`` freest GPUs and make them the only ones CUDA will see (in that order).
+
+    Raises GuardError when CUDA has already started in this process (too late to change the visible
+    devices) or when fewer than ``count`` GPUs have ``min_free_bytes`` free."""
+    env = os.environ if env is None else env
+    if env is os.environ and _cuda_started():
+        raise GuardError("select_gpus must run before CUDA starts (before the first torch.cuda call or .cuda())")
+    gpus = (source or NvmlGpuSource()).gpus()
+    chosen = rank_freest(gpus, min_free_bytes=min_free_bytes)[:count]
+    if len(chosen) < count:
+        raise GuardError(f"asked for {count} GPU(s) with >= {min_free_bytes / 2**30:.1f} GiB free; "
+                         f"{len(chosen)} of {len(gpus)} qualify")
+    env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+    env["CUDA_VISIBLE_DEVICES"] = ",".join(g.uuid or str(g.index) for g in chosen)
+    return chosen
+
+
+def cap_memory(fraction: float | None = None, *, max_bytes: int | None = None, device: int = 0) -> float:
+    """Cap PyTorch's caching allocator on ``device`` to a share of the GPU (or a byte budget).
+
+    An allocation beyond the cap raises OutOfMemoryError in *this* process, which the guard's OOM recovery
+    handles, instead of starving a neighbour's job. It caps only PyTorch's allocator: the CUDA context
+    (~300-600 MiB) and other libraries' memory come on top. Returns the fraction set."""
+    import torch
+
+    if not torch.cuda.is_available():
+        raise GuardError("cap_memory needs a CUDA GPU")
+    total = torch.cuda.get_device_properties(device).total_memory
+    if max_bytes is not None:
+        fraction = max_bytes / total
+    if fraction is None or not 0.0 < fraction <= 1.0:
+        raise GuardError(f"memory cap must be a fraction in (0, 1] of the GPU's memory, got {fraction}")
+    torch.cuda.set_per_process_memory_fraction(fraction, device)
+    return fraction
+
+
+def release_cached_memory() -> int:
+    """Between phases (train -> eval, before a big allocation): return cached, unused blocks to the GPU
+    so that other processes (and nvidia-smi) see them free. Returns the bytes released (0 without CUDA)."""
+    gc.collect()
+    try:
+        import torch
+    except ImportError:  # pragma: no cover
+        return 0
+    if not (torch.cuda.is_available() and torch.cuda.is_initialized()):
+        return 0
+    before = torch.cuda.memory_reserved()
+    torch.cuda.empty_cache()
+    return max(0, before - torch.cuda.memory_reserved())
+
+
+def _cuda_started() -> bool:
+    import sys
+
+    torch = sys.modules.get("torch")
+    return bool(torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized())

@@ -1,0 +1,1 @@
+"""Callbacks for training frameworks, only for what those frameworks lack (imported lazily)."""

@@ -1,0 +1,132 @@
+"""A PyTorch Lightning callback for what Lightning lacks on machines that can vanish.
+
+Lightning checkpoints periodically (``ModelCheckpoint``) and resumes everything with ``ckpt_path``. It does
+not: save when a non-SLURM platform sends SIGTERM (Lightning then stops without a checkpoint), write
+checkpoints atomically with fsync and a checksum (a file cut short by a kill is loaded and fails), or tell
+a supervisor "restart me". This callback adds those, and writes loss / lr to the gpuwise run log:
+
+    from gpuwise.guard.integrations.lightning import GuardLightningCallback, latest_verified_checkpoint
+    trainer = L.Trainer(callbacks=[GuardLightningCallback("ckpt/", run_log="run.db")], ...)
+    trainer.fit(model, ckpt_path=latest_verified_checkpoint("ckpt/"))
+
+Lightning is not a gpuwise dependency: importing this module works without it, constructing the callback
+then raises GuardError with the install hint. (Written against Lightning 2.x's Callback API; not exercised by
+gpuwise's test suite because Lightning is not installed there.)
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from gpuwise.guard.checkpoint import CheckpointStore
+from gpuwise.guard.errors import GuardError
+from gpuwise.guard.preemption import EXIT_RESTART, PreemptionHandler
+from gpuwise.runlog import RunLog
+
+CKPT_FILE = "state.ckpt"
+
+try:  # the unified package first, then the older standalone one
+    from lightning.pytorch.callbacks import Callback as _Callback
+except ImportError:  # pragma: no cover - depends on the environment
+    try:
+        from pytorch_lightning.callbacks import Callback as _Callback
+    except ImportError:
+        _Callback = None
+
+LIGHTNING_AVAILABLE = _Callback is not None
+_Base: Any = _Callback if _Callback is not None else object
+
+
+class GuardLightningCallback(_Base):  # type: ignore[misc,valid-type]
+    """Atomic, verified checkpoint on SIGTERM (and every ``every_steps`` if set), exit 75, run-log metrics."""
+
+    def __init__(self, directory: str | os.PathLike, *, every_steps: int | None = None, keep: int = 3,
+                 run_log: str | os.PathLike | None = None, preempt_signals=("SIGTERM",), grace_s: float = 25.0,
+                 exit_code: int = EXIT_RESTART, exit_on_preempt: bool = True) -> None:
+        if not LIGHTNING_AVAILABLE:
+            raise GuardError("GuardLightningCallback needs PyTorch Lightning: pip install lightning")
+        super().__init__()
+        self.store = CheckpointStore(directory, keep=keep)
+        self.every_steps = every_steps
+        self.preemption = PreemptionHandler(preempt_signals, grace_s=grace_s, exit_code=exit_code)
+        self.exit_on_preempt = exit_on_preempt
+        self._run_log_path = run_log
+        self.run_log: RunLog | None = None
+
+    def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+        try:
+            self.preemption.install()
+        except (RuntimeError, ValueError):
+            pass
+        if self._run_log_path is not None and trainer.is_global_zero:
+            self.run_log = RunLog(self._run_log_path)
+
+    def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+        step = int(trainer.global_step)
+        self._log(trainer, step)
+        preempted = self._agree(trainer, self.preemption.requested)
+        if preempted or (self.every_steps and step > 0 and step % self.every_steps == 0):
+            self.save(trainer, step, "preempted" if preempted else "periodic")
+        if preempted:
+            trainer.should_stop = True
+
+    def on_train_end(self, trainer: Any, pl_module: Any) -> None:
+        self.preemption.uninstall()
+        if self.run_log is not None:
+            self.run_log.close()
+            self.run_log = None
+        if self.preemption.requested and self.exit_on_preempt:
+            sys.exit(self.preemption.exit_code)
+
+    def save(self, trainer: Any, step: int, reason: str) -> None:
+        """Collective (all ranks): Lightning writes from rank 0 into a shared temporary directory, which is
+        then sealed with a manifest and renamed into place."""
+        tmp = self.store.directory / f".tmp-step-{step:09d}-shared"
+        if trainer.is_global_zero:
+            self.store.begin(step, shared_name=True)
+        trainer.strategy.barrier("gpuwise_guard_begin")
+        trainer.save_checkpoint(str(tmp / CKPT_FILE))
+        trainer.strategy.barrier("gpuwise_guard_written")
+        if trainer.is_global_zero:
+            try:
+                ckpt = self.store.commit(tmp, step, int(trainer.current_epoch), format="lightning",
+                                         world_size=int(trainer.world_size), meta={"reason": reason})
+                if self.run_log is not None:
+                    self.run_log.log_event("checkpoint", f"{ckpt.path.name} ({reason})")
+            except OSError as exc:
+                self.store.abort(tmp)
+                err = self.store.save_failed(step, exc)
+                if self.run_log is not None:
+                    self.run_log.log_event("checkpoint_failed", str(err))
+                print(f"gpuwise.guard: {err}", file=sys.stderr)
+        trainer.strategy.barrier("gpuwise_guard_committed")
+
+    def _agree(self, trainer: Any, flag: bool) -> bool:
+        # Any rank's signal stops all ranks at the same step (reduce_boolean_decision is Lightning's all-reduce).
+        try:
+            return bool(trainer.strategy.reduce_boolean_decision(flag, all=False))
+        except TypeError:  # older Lightning: no ``all`` argument (means "all ranks"), so invert twice
+            return not trainer.strategy.reduce_boolean_decision(not flag)
+
+    def _log(self, trainer: Any, step: int) -> None:
+        if self.run_log is None:
+            return
+        metrics: dict[str, float] = {}
+        loss = trainer.callback_metrics.get("loss", trainer.callback_metrics.get("train_loss"))
+        if loss is not None:
+            metrics["loss"] = float(loss)
+        if trainer.optimizers:
+            metrics["lr"] = float(trainer.optimizers[0].param_groups[0]["lr"])
+        if metrics:
+            self.run_log.log_train(step, **metrics)
+
+
+def latest_verified_checkpoint(directory: str | os.PathLike) -> str | None:
+    """For ``trainer.fit(..., ckpt_path=...)``: the newest checkpoint that verifies, or None."""
+    ckpt, skipped = CheckpointStore(directory).latest()
+    for s in skipped:
+        print(f"gpuwise.guard: skipped {s.path.name}: {s.reason}", file=sys.stderr)
+    return str(Path(ckpt.path) / CKPT_FILE) if ckpt else None

@@ -1,0 +1,123 @@
+"""Out-of-memory recovery: the same batch, in smaller micro-batches, with the same update.
+
+Halving the batch on "CUDA out of memory" (the usual advice) changes the training: a different batch
+size, a different learning-rate fit, a different number of steps per epoch. Splitting the *same* batch into
+micro-batches and accumulating gradients, each micro-batch's mean loss weighted by its share of the
+batch, gives the gradient of the batch's mean loss: the update is the one of the unsplit step (to float
+rounding), no sample is skipped or repeated, and only the memory held at once shrinks.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import torch
+
+
+def batch_size_of(batch: Any) -> int:
+    """Samples in a batch: dim 0 of the first tensor found (tensor, dict, list/tuple, nested), else len()."""
+    if isinstance(batch, torch.Tensor):
+        return int(batch.shape[0])
+    if isinstance(batch, Mapping):
+        for v in batch.values():
+            n = _maybe_size(v)
+            if n is not None:
+                return n
+    elif isinstance(batch, Sequence) and not isinstance(batch, (str, bytes)):
+        for v in batch:
+            n = _maybe_size(v)
+            if n is not None:
+                return n
+        return len(batch)
+    raise TypeError(f"cannot tell the batch size of a {type(batch).__name__}")
+
+
+def _maybe_size(v: Any) -> int | None:
+    try:
+        return batch_size_of(v)
+    except TypeError:
+        return None
+
+
+def slice_batch(batch: Any, start: int, stop: int) -> Any:
+    """Samples ``start:stop`` of every tensor (and list) in the batch, keeping its structure."""
+    if isinstance(batch, torch.Tensor):
+        return batch[start:stop]
+    if isinstance(batch, Mapping):
+        return type(batch)({k: slice_batch(v, start, stop) for k, v in batch.items()}) if type(batch) is not dict \
+            else {k: slice_batch(v, start, stop) for k, v in batch.items()}
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # namedtuple
+        return type(batch)(*(slice_batch(v, start, stop) for v in batch))
+    if isinstance(batch, (list, tuple)):
+        if batch and all(isinstance(v, (torch.Tensor, Mapping, list, tuple)) for v in batch):
+            return type(batch)(slice_batch(v, start, stop) for v in batch)
+        return batch[start:stop]  # a list of samples (strings, ids): slice the list itself
+    return batch  # scalars and other per-batch values are shared by every micro-batch
+
+
+def split_batch(batch: Any, micro_batch_size: int) -> list[tuple[Any, int]]:
+    """[(micro_batch, n_samples)] covering the batch once, in order."""
+    total = batch_size_of(batch)
+    if micro_batch_size >= total:
+        return [(batch, total)]
+    return [(slice_batch(batch, s, min(s + micro_batch_size, total)), min(s + micro_batch_size, total) - s)
+            for s in range(0, total, micro_batch_size)]
+
+
+def is_oom(exc: BaseException) -> bool:
+    """CUDA's allocator OOM, or the OOMs cuBLAS/cuDNN report as plain RuntimeErrors."""
+    if isinstance(exc, torch.cuda.OutOfMemoryError):
+        return True
+    text = str(exc)
+    return isinstance(exc, RuntimeError) and ("out of memory" in text.lower() or "ALLOC_FAILED" in text)
+
+
+def smaller_micro_batch(micro_batch_size: int) -> int:
+    """The next size to try: half, rounded up (5 -> 3: micro-batches 3+2 rather than 2+2+1); 0: give up."""
+    return (micro_batch_size + 1) // 2 if micro_batch_size > 1 else 0
+
+
+def free_failed_step(*optimizers: torch.optim.Optimizer | None, model: torch.nn.Module | None = None) -> None:
+    """Release what a failed step held: its gradients, its activations (kept alive by reference cycles
+    through the exception's frames until collected), and the blocks PyTorch's caching allocator kept."""
+    for opt in optimizers:
+        if opt is not None:
+            opt.zero_grad(set_to_none=True)
+    if model is not None:
+        model.zero_grad(set_to_none=True)
+    gc.collect()
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+
+
+def inject_oom_above(loss_fn: Callable[[Any], torch.Tensor], max_micro_batch: int) -> Callable[[Any], torch.Tensor]:
+    """A test hook: ``loss_fn`` that raises ``torch.cuda.OutOfMemoryError`` for micro-batches larger than
+    ``max_micro_batch`` samples, as a GPU with too little memory would (works on a CPU-only machine)."""
+
+    def wrapped(micro_batch: Any) -> torch.Tensor:
+        n = batch_size_of(micro_batch)
+        if n > max_micro_batch:
+            raise torch.cuda.OutOfMemoryError(
+                f"CUDA out of memory (injected: micro-batch of {n} > {max_micro_batch} samples)")
+        return loss_fn(micro_batch)
+
+    return wrapped
+
+
+def agree_on_micro_batch(proposals: list[int], group: Any = None) -> list[int]:
+    """Element-wise minimum of small integers over all ranks (identity without a process group).
+
+    One ``all_reduce(MIN)`` per step, entered by every rank at the same point (after its micro-batches,
+    before any gradient is exchanged), whether or not it ran out of memory: so no collective can hang."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size(group) == 1:
+        return list(proposals)
+    device = torch.device("cpu")
+    if dist.get_backend(group) == "nccl":
+        device = torch.device("cuda", torch.cuda.current_device())
+    t = torch.tensor(proposals, dtype=torch.int64, device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MIN, group=group)
+    return [int(x) for x in t.tolist()]

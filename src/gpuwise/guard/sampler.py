@@ -1,0 +1,122 @@
+"""A data loader that can be stopped anywhere and resumed at the next unseen sample.
+
+The order of samples is a pure function of (seed, epoch, rank, world size): a resumed run rebuilds the
+same permutation and skips the samples that completed steps already consumed. Nothing is skipped or
+repeated, however often the job is killed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader, Dataset, Sampler
+
+
+class ResumableSampler(Sampler[int]):
+    """Shuffles per epoch by ``seed + epoch`` (like DistributedSampler) and can start mid-epoch.
+
+    With ``world_size > 1`` every rank gets a disjoint shard; the permutation is padded (by repeating its
+    head) to a multiple of the world size so that all ranks run the same number of steps, as
+    DistributedSampler does; ``drop_last`` instead drops the tail.
+    """
+
+    def __init__(self, data_len: int, *, seed: int = 0, shuffle: bool = True, rank: int = 0,
+                 world_size: int = 1, drop_last: bool = False) -> None:
+        if data_len <= 0:
+            raise ValueError("ResumableSampler needs a non-empty dataset")
+        self.data_len = data_len
+        self.seed = seed
+        self.shuffle = shuffle
+        self.rank = rank
+        self.world_size = world_size
+        self.drop_last = drop_last
+        self.epoch = 0
+        self.start = 0  # samples of this rank's shard to skip at the next iteration
+
+    @property
+    def shard_len(self) -> int:
+        if self.drop_last:
+            return self.data_len // self.world_size
+        return math.ceil(self.data_len / self.world_size)
+
+    def shard_indices(self) -> list[int]:
+        if self.shuffle:
+            g = torch.Generator().manual_seed(self.seed + self.epoch)
+            order = torch.randperm(self.data_len, generator=g).tolist()
+        else:
+            order = list(range(self.data_len))
+        total = self.shard_len * self.world_size
+        if total > len(order):
+            order += order[: total - len(order)]
+        return order[:total][self.rank :: self.world_size]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.shard_indices()[self.start :])
+
+    def __len__(self) -> int:
+        return self.shard_len - self.start
+
+
+class ResumableDataLoader:
+    """A ``torch.utils.data.DataLoader`` over a :class:`ResumableSampler` that counts what it handed out.
+
+    Iterating yields the rest of the current epoch; when an epoch is exhausted the epoch counter advances.
+    ``state_dict()`` is the position after the last batch handed out (the guard saves it after the step that
+    consumed that batch completed).
+    """
+
+    def __init__(self, dataset: Dataset, batch_size: int, *, seed: int = 0, shuffle: bool = True,
+                 rank: int = 0, world_size: int = 1, drop_last: bool = False, **loader_kwargs: Any) -> None:
+        for reserved in ("sampler", "batch_sampler", "shuffle", "generator"):
+            if reserved in loader_kwargs:
+                raise ValueError(f"ResumableDataLoader sets {reserved!r} itself")
+        self.dataset = dataset
+        self.batch_size = batch_size
+        self.sampler = ResumableSampler(len(dataset), seed=seed, shuffle=shuffle, rank=rank,
+                                        world_size=world_size, drop_last=drop_last)
+        self._loader_kwargs = loader_kwargs
+        self.consumed = 0          # samples of this rank's shard handed out in the current epoch
+        self.last_batch_samples = 0
+
+    @property
+    def epoch(self) -> int:
+        return self.sampler.epoch
+
+    def __len__(self) -> int:
+        """Batches left in the current epoch."""
+        return math.ceil((self.sampler.shard_len - self.consumed) / self.batch_size)
+
+    def __iter__(self) -> Iterator[Any]:
+        self.sampler.start = self.consumed
+        # Our own generator: DataLoader draws its workers' base seed from the *global* torch RNG when an
+        # iterator is created, so a mid-epoch resume would shift every later random number (dropout...).
+        generator = torch.Generator().manual_seed(self.sampler.seed * 1_000_003 + self.epoch)
+        loader = DataLoader(self.dataset, batch_size=self.batch_size, sampler=self.sampler,
+                            generator=generator, **self._loader_kwargs)
+        for batch in loader:
+            self.last_batch_samples = min(self.batch_size, self.sampler.shard_len - self.consumed)
+            self.consumed += self.last_batch_samples
+            yield batch
+        self.sampler.epoch += 1
+        self.consumed = 0
+        self.last_batch_samples = 0
+
+    def state_dict(self, *, exclude_last_batch: bool = False) -> dict[str, int]:
+        """Position; ``exclude_last_batch`` for a crash inside the step that drew the last batch."""
+        consumed = self.consumed - (self.last_batch_samples if exclude_last_batch else 0)
+        return {"epoch": self.epoch, "consumed": consumed, "seed": self.sampler.seed,
+                "world_size": self.sampler.world_size}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        self.sampler.epoch = int(state["epoch"])
+        consumed = int(state["consumed"])
+        old_world = int(state.get("world_size", self.sampler.world_size))
+        if old_world != self.sampler.world_size:
+            # Elastic restart with another world size: rank r's i-th sample is the (i*world + r)-th of the
+            # epoch's global order, so the first consumed*old_world samples of that order are done.
+            consumed = consumed * old_world // self.sampler.world_size
+        self.consumed = min(consumed, self.sampler.shard_len)
+        self.last_batch_samples = 0

@@ -1,0 +1,74 @@
+"""Small real training pieces shared by the guard tests (tiny: the machine is shared)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+from torch import nn
+from torch.utils.data import TensorDataset
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "train_guarded.py"
+PYTHON = sys.executable
+
+
+def tiny_model(seed: int = 0, dropout: float = 0.0) -> nn.Module:
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Dropout(dropout), nn.Linear(16, 3))
+
+
+def indexed_dataset(n: int = 48, seed: int = 0) -> TensorDataset:
+    """(x, y, index): the index lets a test see exactly which samples a step used."""
+    g = torch.Generator().manual_seed(seed)
+    return TensorDataset(torch.randn(n, 8, generator=g), torch.randint(0, 3, (n,), generator=g), torch.arange(n))
+
+
+def example_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + env.get("PYTHONPATH", "")
+    env["OMP_NUM_THREADS"] = "1"
+    return env
+
+
+def wait_for(predicate, timeout_s: float, poll_s: float = 0.002) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(poll_s)
+    return False
+
+
+def steps_printed(path: Path) -> list[int]:
+    """The ``step=N`` lines the example printed so far."""
+    return [int(m) for m in re.findall(r"^step=(\d+) ", path.read_text(), flags=re.M)] if path.exists() else []
+
+
+class Zygote:
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen([PYTHON, str(Path(__file__).with_name("zygote.py"))], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True, env=example_env())
+
+    def start(self, argv: list[str], out: Path, err: Path) -> int:
+        """Run the example with ``argv`` in a forked child; returns its pid."""
+        req = {"script": str(EXAMPLE), "argv": argv, "stdout": str(out), "stderr": str(err)}
+        self.proc.stdin.write(json.dumps(req) + "\n")
+        self.proc.stdin.flush()
+        return json.loads(self.proc.stdout.readline())["pid"]
+
+    def wait(self) -> int:
+        return json.loads(self.proc.stdout.readline())["status"]
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()

@@ -1,0 +1,79 @@
+"""SIGKILL the example at random moments, >= 20 times, some of them in the middle of a save: every restart
+resumes from a checkpoint that verifies, and the run ends with the parameters of an uninterrupted run."""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from gpuwise.guard import CheckpointStore
+
+from .helpers import EXAMPLE, PYTHON, example_env, steps_printed, wait_for
+
+STEPS = 100
+ARGS = ["--steps", str(STEPS), "--seed", "7", "--save-every", "2", "--hidden", "256", "--keep", "3"]
+KILLS = 22
+
+
+@pytest.mark.slow
+def test_sigkill_at_random_moments_loses_nothing(tmp_path, zygote):
+    reference = subprocess.run([PYTHON, str(EXAMPLE), "--checkpoint-dir", str(tmp_path / "ref"), *ARGS],
+                               capture_output=True, text=True, env=example_env(), timeout=300)
+    assert reference.returncode == 0, reference.stderr
+    expected = reference.stdout.strip().splitlines()[-1]
+    assert expected.startswith("final_checksum=")
+
+    ckpt_dir = tmp_path / "ckpt"
+    store = CheckpointStore(ckpt_dir)
+    rng = random.Random(20261202)  # fixed: the same kill plan every run of the test
+    kills = kills_during_save = 0
+    corrupted_step = None
+    final = None
+    for attempt in range(200):
+        should_resume_at = (store.latest()[0].step if store.latest()[0] else 0)
+        argv = ["--checkpoint-dir", str(ckpt_dir), *ARGS] + (["--async-save"] if attempt % 2 else [])
+        out, err = tmp_path / f"run{attempt}.out", tmp_path / f"run{attempt}.err"
+        pid = zygote.start(argv, out, err)
+        if kills < KILLS:
+            # Random moments, measured in steps so that the plan does not depend on the machine's speed:
+            # 1-4 steps after the resume, plus a random fraction of a step.
+            target = should_resume_at + rng.randint(1, 4)
+            wait_for(lambda: any(s >= target for s in steps_printed(out)), 60)
+            if kills % 3 == 2:   # aim at a save: kill as soon as a temporary checkpoint directory appears
+                wait_for(lambda: any(ckpt_dir.glob(".tmp-step-*")), 10, poll_s=0.001)
+            else:
+                time.sleep(rng.uniform(0.0, 0.02))
+            os.kill(pid, signal.SIGKILL)
+        status = zygote.wait()
+        log = err.read_text()
+        # Every resume loads exactly the newest checkpoint that verifies independently.
+        resumed = re.search(r"resumed from step-(\d+)", log)
+        if should_resume_at:
+            assert resumed and int(resumed.group(1)) == should_resume_at, log
+            printed = steps_printed(out)
+            assert not printed or printed[0] == should_resume_at + 1
+        if corrupted_step is not None and attempt == corrupted_attempt:
+            assert f"skipped step-{corrupted_step:09d}" in log and "checksum" in log, log
+        if status == -signal.SIGKILL:
+            kills += 1
+            kills_during_save += any(ckpt_dir.glob(".tmp-step-*"))
+            if kills == 10:  # also damage the newest checkpoint: the next resume must skip it
+                newest = store.step_dirs()[0]
+                data = bytearray((newest / "state.pt").read_bytes())
+                data[len(data) // 3] ^= 0x55
+                (newest / "state.pt").write_bytes(bytes(data))
+                corrupted_step, corrupted_attempt = int(newest.name.split("-")[1]), attempt + 1
+            continue
+        assert status == 0, log
+        final = out.read_text().strip().splitlines()[-1]
+        break
+    assert kills >= 20, f"only {kills} kills landed before the run finished"
+    assert kills_during_save >= 1, "no kill interrupted a save"
+    assert final == expected
