@@ -50,20 +50,27 @@ class TracedModel:
 
     def __init__(self, workload: Workload, progress: Callable[[str], None] | None = None) -> None:
         self.workload = workload
-        self._traces: dict[int, Trace] = {}
+        self._traces: dict[tuple[int, int], Trace] = {}
         self._accumulated_traces: dict[tuple[int, int], Trace] = {}
         self._progress = progress or (lambda _msg: None)
 
-    def trace(self, batch_size: int | None = None) -> Trace:
+    def trace(self, batch_size: int | None = None, grad_accum_steps: int | None = None) -> Trace:
+        """The trace at this micro-batch. Accumulation matters to memory only as "1 or more": from the
+        second micro-batch on, the previous gradients stay allocated; 2 stands for every count above 1."""
         from gpuwise.trace import trace_workload
 
         b = batch_size or self.workload.batch_size
-        if b not in self._traces:
+        accum = grad_accum_steps or self.workload.grad_accum_steps
+        key = (b, min(accum, 2))
+        if key not in self._traces:
             self._progress(f"tracing {self.workload.model} at batch {b}")
-            self._traces[b] = trace_workload(self.workload.with_(batch_size=b, num_gpus=1))
-        return self._traces[b]
+            self._traces[key] = trace_workload(self.workload.with_(batch_size=b, grad_accum_steps=key[1], num_gpus=1))
+        return self._traces[key]
 
     def _accumulated(self, trace: Trace, grad_accum_steps: int) -> Trace:
+        """The same trace under another accumulation count: it changes the step's time, not its memory."""
+        if trace.workload.grad_accum_steps == grad_accum_steps:
+            return trace
         key = (trace.samples_per_step, grad_accum_steps)
         if key not in self._accumulated_traces:
             self._accumulated_traces[key] = dataclasses.replace(
@@ -77,11 +84,10 @@ class TracedModel:
         from gpuwise.memory import estimate_memory
         from gpuwise.runtime import predict_step_time
 
-        trace = self.trace(batch_size)
+        accum = grad_accum_steps or self.workload.grad_accum_steps
+        trace = self.trace(batch_size, accum)
         memory = estimate_memory(trace, gpu)
-        if grad_accum_steps is not None and grad_accum_steps != trace.workload.grad_accum_steps:
-            # Accumulation changes the step's time, not its memory: reuse the trace under the new workload.
-            trace = self._accumulated(trace, grad_accum_steps)
+        trace = self._accumulated(trace, accum)
         step = predict_step_time(trace, gpu, count=count) if with_time and gpu is not None else None
         return Estimate(trace.workload.with_(num_gpus=count), gpu, count, memory, step)
 

@@ -1,0 +1,101 @@
+"""The optimizer a workload names, as CUDA would run it: torch's foreach implementations where torch
+has one; small stand-ins with the same state and memory traffic where it has none (Lion, 8-bit AdamW).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch.optim import Optimizer
+
+from gpuwise.trace.records import TraceError
+
+BLOCK_8BIT = 2048   # bitsandbytes' blockwise quantisation block for optimizer states
+
+
+class Lion(Optimizer):
+    """Lion (Chen et al. 2023): one momentum buffer, sign update; foreach ops like torch's optimizers."""
+
+    def __init__(self, params, lr: float = 1e-4, betas=(0.9, 0.99), weight_decay: float = 0.0) -> None:
+        super().__init__(params, {"lr": lr, "betas": betas, "weight_decay": weight_decay})
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            params = [p for p in group["params"] if p.grad is not None]
+            if not params:
+                continue
+            grads = [p.grad for p in params]
+            for p in params:
+                if "exp_avg" not in self.state[p]:
+                    self.state[p]["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+            exp_avgs = [self.state[p]["exp_avg"] for p in params]
+            beta1, beta2 = group["betas"]
+            torch._foreach_mul_(params, 1 - group["lr"] * group["weight_decay"])
+            updates = torch._foreach_lerp(exp_avgs, grads, 1 - beta1)
+            torch._foreach_sign_(updates)
+            torch._foreach_add_(params, updates, alpha=-group["lr"])
+            del updates
+            torch._foreach_lerp_(exp_avgs, grads, 1 - beta2)
+
+
+class AdamW8bit(Optimizer):
+    """bitsandbytes' blockwise 8-bit AdamW, emulated for memory and traffic: each state is uint8 plus
+    one fp32 absmax per 2048-element block, updated in place by one fused kernel per parameter (the
+    states are dequantised in registers, so no temporaries)."""
+
+    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), weight_decay: float = 0.01) -> None:
+        super().__init__(params, {"lr": lr, "betas": betas, "weight_decay": weight_decay})
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if not state:
+                    blocks = math.ceil(p.numel() / BLOCK_8BIT)
+                    state["state1"] = torch.zeros(p.shape, dtype=torch.uint8)
+                    state["state2"] = torch.zeros(p.shape, dtype=torch.uint8)
+                    state["absmax1"] = torch.zeros(blocks, dtype=torch.float32)
+                    state["absmax2"] = torch.zeros(blocks, dtype=torch.float32)
+                # Stand-in for the fused kernel: in-place ops reading grad and states, writing all.
+                p.add_(p.grad, alpha=-group["lr"])
+                state["state1"].add_(1)
+                state["state2"].add_(1)
+                torch._foreach_mul_([state["absmax1"], state["absmax2"]], 1.0)
+
+
+def build_optimizer(name: str, params: list[torch.nn.Parameter]) -> Optimizer | None:
+    """The optimizer for the trainable ``params``; None for "none" or when nothing is trainable."""
+    if name == "none" or not params:
+        return None
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=0.1, foreach=True)
+    if name == "momentum":
+        return torch.optim.SGD(params, lr=0.1, momentum=0.9, foreach=True)
+    if name == "adam":
+        return torch.optim.Adam(params, lr=1e-3, foreach=True)
+    if name == "adamw":
+        return torch.optim.AdamW(params, lr=1e-3, foreach=True)
+    if name == "adafactor":
+        return torch.optim.Adafactor(params, lr=1e-2, foreach=True)
+    if name == "lion":
+        return Lion(params)
+    if name == "adamw-8bit":
+        return AdamW8bit(params)
+    raise TraceError(f"--optimizer {name}: the tracer does not know this optimizer")
+
+
+def state_tensors(optimizer: Optimizer) -> list[torch.Tensor]:
+    return [v for state in optimizer.state.values() for v in state.values() if isinstance(v, torch.Tensor)]
+
+
+def host_step_tensors(optimizer: Optimizer) -> list[torch.Tensor]:
+    """Step counters that live on the CPU in a CUDA run (non-capturable, non-fused torch optimizers)."""
+    capturable = any(g.get("capturable") or g.get("fused") for g in optimizer.param_groups)
+    if capturable:
+        return []
+    return [s["step"] for s in optimizer.state.values() if isinstance(s.get("step"), torch.Tensor)]

@@ -1,0 +1,282 @@
+"""The dispatch mode that watches one step on fake tensors: every aten op and every storage's life.
+
+It sits above FakeTensorMode, so it sees each op before the fake kernel runs it. Memory follows
+storages, the unit the CUDA caching allocator hands out: an op output whose storage is new is an
+allocation (views and in-place ops reuse their input's storage, so they allocate nothing, as on
+CUDA); the storage's death (a weakref callback, fired synchronously by CPython's refcounting, in
+the order a CUDA run would free) is the free. The hot path is kept to dict lookups and tuples.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections import Counter
+from types import MappingProxyType
+
+import torch
+from torch._subclasses.fake_tensor import (
+    DataDependentOutputException,
+    DynamicOutputShapeException,
+    UnsupportedOperatorException,
+)
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from gpuwise.trace.costs import foreach_kernel_count, op_attrs, op_flops
+from gpuwise.trace.records import MemoryEvent, OpRecord, TraceError
+
+aten = torch.ops.aten
+Tensor = torch.Tensor
+_NO_ATTRS = MappingProxyType({})
+_DTYPE_NAMES = {d: str(d).removeprefix("torch.") for d in (
+    torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int64, torch.int32, torch.int16,
+    torch.int8, torch.uint8, torch.bool, torch.complex64, torch.float8_e4m3fn, torch.float8_e5m2)}
+# Ops that launch no kernel on CUDA: they only make a tensor header or an uninitialised block.
+_NO_KERNEL = {aten.empty, aten.empty_strided, aten.new_empty, aten.new_empty_strided, aten.empty_like,
+              aten.lift_fresh, aten._local_scalar_dense}
+_PRIM_DEVICE = torch.ops.prim.device.default
+_allocates: dict = {}   # op overload -> may its outputs be new storages (not a view, not in-place)
+# Random scalars and comparisons on them: `torch.rand([]) < layerdrop` decides whether a layer is
+# skipped; on fake data the answer must keep every layer (False), unlike all-ones mask checks (True).
+_RANDOM_PACKETS = {aten.rand, aten.rand_like, aten.uniform, aten.uniform_, aten.randn, aten.randn_like, aten.normal_}
+_COMPARE_PACKETS = {aten.lt, aten.le, aten.gt, aten.ge}
+_SCALAR_PACKETS = {aten._local_scalar_dense, aten.is_nonzero, aten.equal}
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = str(dtype).removeprefix("torch.")
+    return name
+
+
+def _tensors(values, acc: list) -> list:
+    for v in values:
+        if isinstance(v, Tensor):
+            acc.append(v)
+        elif isinstance(v, (list, tuple)):
+            acc.extend(x for x in v if isinstance(x, Tensor))
+    return acc
+
+
+class Recorder(TorchDispatchMode):
+    """Records ops (while ``recording_ops``) and storage allocations/frees (always)."""
+
+    def __init__(self, training: bool = True) -> None:
+        super().__init__()
+        self.training = training
+        self.phase = "other"
+        self.category: str | None = None     # forces the category of new allocations (weights, inputs)
+        self.recording_ops = False
+        self.measured = False                # events of the measured step carry op indices
+        self.module_stack: list[str] = []
+        self.backward_module = ""
+        self.ops: list[OpRecord] = []
+        self.events: list[tuple] = []        # (kind, block_id, size_bytes, phase, module, op_index)
+        self.block_category: dict[int, str] = {}
+        self.host_blocks: set[int] = set()   # CPU-side tensors on a CUDA run (optimizer step counters)
+        self.placeholders: Counter = Counter()
+        self.closed = False
+        self.failed_module: str | None = None   # where the first failing op ran (hooks unwind the stack)
+        self._live: dict[int, tuple[int, weakref.ref]] = {}   # id(storage) -> (block id, weakref)
+        self._random: dict[int, bool] = {}   # id(storage) of live random scalars -> is a comparison on one
+        self._next_block = 0
+
+    # --- where we are ---------------------------------------------------------------------------
+
+    @property
+    def module(self) -> str:
+        if self.phase == "backward" and not self.module_stack:
+            return self.backward_module
+        return self.module_stack[-1] if self.module_stack else ""
+
+    def _default_category(self) -> str:
+        if not self.training:
+            return "activations"
+        return {"forward": "activations", "backward": "activations", "optimizer": "optimizer"}.get(self.phase, "other")
+
+    # --- storages -------------------------------------------------------------------------------
+
+    def track(self, t: Tensor, category: str | None = None) -> int | None:
+        """Registers ``t``'s storage if new; returns its block id (None for empty storages)."""
+        st = t.untyped_storage()
+        key = id(st)
+        entry = self._live.get(key)
+        if entry is not None:
+            return entry[0]
+        size = st.nbytes()
+        if size == 0:
+            return None
+        block = self._next_block
+        self._next_block += 1
+        self._live[key] = (block, weakref.ref(st, lambda _ref, b=block, k=key: self._on_free(b, k)))
+        self.block_category[block] = category or self.category or self._default_category()
+        self.events.append(("alloc", block, size, self.phase, self.module, len(self.ops) if self.measured else -1))
+        return block
+
+    def block_of(self, t: Tensor) -> int | None:
+        entry = self._live.get(id(t.untyped_storage()))
+        return entry[0] if entry else None
+
+    def set_category(self, t: Tensor, category: str) -> None:
+        block = self.block_of(t)
+        if block is not None:
+            self.block_category[block] = category
+
+    def _on_free(self, block: int, key: int) -> None:
+        if self.closed:
+            return
+        entry = self._live.get(key)
+        if entry is not None and entry[0] == block:
+            del self._live[key]
+            self._random.pop(key, None)
+        size = 0
+        self.events.append(("free", block, size, self.phase, self.module, len(self.ops) - 1 if self.measured else -1))
+
+    def live_blocks(self) -> set[int]:
+        return {block for block, _ in self._live.values()}
+
+    # --- ops ------------------------------------------------------------------------------------
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is _PRIM_DEVICE:   # tensor.device on a fake tensor: asked thousands of times, no kernel
+            return func(*args)
+        kwargs = kwargs or {}
+        packet = func._overloadpacket
+        try:
+            out = func(*args, **kwargs)
+        except DataDependentOutputException:
+            out = self._placeholder(packet, args)
+        except DynamicOutputShapeException:
+            out = self._upper_bound(func, packet, args)
+        except (UnsupportedOperatorException, NotImplementedError) as exc:
+            raise TraceError(f"cannot trace operator {func} in module '{self.module or '<top>'}': "
+                             f"{(str(exc).splitlines() or [type(exc).__name__])[0][:200]}") from None
+        except Exception:
+            if self.failed_module is None:
+                self.failed_module = self.module
+            raise
+        allocates = _allocates.get(func)
+        if allocates is None:
+            allocates = _allocates[func] = not (func.is_view or func._schema.is_mutable and packet.__name__.endswith("_"))
+        if isinstance(out, Tensor):
+            outs = (out,)
+        elif isinstance(out, (tuple, list)):
+            outs = _tensors(out, [])
+        else:
+            outs = ()
+        if allocates:
+            for t in outs:
+                self.track(t)
+            if packet in _RANDOM_PACKETS or packet in _COMPARE_PACKETS:
+                self._note_random(packet, args, outs)
+        if self.recording_ops:
+            self._record(func, packet, args, kwargs, out, outs)
+        return out
+
+    def _record(self, func, packet, args, kwargs, out, outs) -> None:
+        inputs = _tensors(args, [])
+        if kwargs:
+            _tensors(kwargs.values(), inputs)
+        no_kernel = func.is_view or packet in _NO_KERNEL
+        if no_kernel:
+            kernels, read, written = 0, 0, 0
+        else:
+            read = sum(_stored_bytes(t) for t in inputs)
+            written = sum(_stored_bytes(t) for t in outs)
+            kernels = 1
+            if packet.__name__.startswith("_foreach_"):
+                lists = [a for a in args if isinstance(a, (list, tuple)) and a and isinstance(a[0], Tensor)]
+                kernels = foreach_kernel_count(lists)
+                if not outs and func._schema.is_mutable:
+                    written = sum(_stored_bytes(t) for t in lists[0]) if lists else 0
+            elif func._schema.is_mutable and not outs:
+                written = _stored_bytes(inputs[0]) if inputs else 0
+            if self.host_blocks and self.phase == "optimizer" and inputs and all(
+                    self.block_of(t) in self.host_blocks for t in inputs):
+                kernels = 0
+        attrs = op_attrs(packet, args, kwargs)
+        self.ops.append(OpRecord(
+            index=len(self.ops),
+            op=str(func),
+            phase=self.phase,
+            module=self.module,
+            input_shapes=tuple(tuple(t.shape) for t in inputs),
+            input_dtypes=tuple(_dtype_name(t.dtype) for t in inputs),
+            output_shapes=tuple(tuple(t.shape) for t in outs),
+            output_dtypes=tuple(_dtype_name(t.dtype) for t in outs),
+            flops=op_flops(packet, args, kwargs, out) if not no_kernel else 0,
+            bytes_read=read,
+            bytes_written=written,
+            attrs=attrs or _NO_ATTRS,
+            kernel_count=kernels,
+        ))
+
+    # --- data-dependent ops ---------------------------------------------------------------------
+
+    def _note_random(self, packet, args, outs) -> None:
+        if len(outs) != 1 or outs[0].numel() != 1:
+            return
+        if packet in _COMPARE_PACKETS and not any(
+                isinstance(a, Tensor) and id(a.untyped_storage()) in self._random for a in args[:2]):
+            return
+        self._random[id(outs[0].untyped_storage())] = packet in _COMPARE_PACKETS
+
+    def _placeholder(self, packet, args):
+        """What ``.item()`` and friends return on fake data: the answer for real, unpadded, finite data
+        (all-ones attention masks are all ones, no inf was found); counted in the trace's notes."""
+        if packet not in _SCALAR_PACKETS:
+            raise TraceError(f"cannot trace data-dependent operator {packet.__name__} in module "
+                             f"'{self.module or '<top>'}'")
+        random = self._random.get(id(args[0].untyped_storage())) if isinstance(args[0], Tensor) else None
+        if random is not None:
+            self.placeholders[f"{packet.__name__} of a random draw: answered False / 0.5 (no layer dropped)"] += 1
+            return False if random or args[0].dtype == torch.bool else 0.5
+        self.placeholders[packet.__name__] += 1
+        if packet is not aten._local_scalar_dense:
+            return True
+        dtype = args[0].dtype
+        if dtype == torch.bool:
+            return True
+        return 1.0 if dtype.is_floating_point else 1
+
+    def _upper_bound(self, func, packet, args):
+        """Ops whose output size depends on values: assume every element selected (worst case)."""
+        x = args[0]
+        self.placeholders[f"{packet.__name__} (upper bound)"] += 1
+        if packet is aten.nonzero:
+            return torch.empty((x.numel(), x.dim()), dtype=torch.long, device=x.device)
+        if packet is aten.masked_select:
+            return torch.empty((x.numel(),), dtype=x.dtype, device=x.device)
+        if packet is aten.index and len(args) > 1:
+            masks = [i for i in args[1] if i is not None]
+            if len(masks) == 1 and masks[0].dtype == torch.bool:
+                mask = masks[0]
+                return torch.empty((mask.numel(), *x.shape[mask.dim():]), dtype=x.dtype, device=x.device)
+        raise TraceError(f"cannot trace operator {func} in module '{self.module or '<top>'}': "
+                         "its output size depends on tensor values")
+
+    # --- results --------------------------------------------------------------------------------
+
+    def memory_events(self) -> tuple[MemoryEvent, ...]:
+        """Events in order, without host-side blocks, with each block's final category."""
+        sizes: dict[int, int] = {}
+        result = []
+        category = self.block_category
+        for kind, block, size, phase, module, op_index in self.events:
+            if block in self.host_blocks:
+                continue
+            if kind == "alloc":
+                sizes[block] = size
+            else:
+                size = sizes.get(block, 0)
+            result.append(MemoryEvent(seq=len(result), kind=kind, block_id=block, size_bytes=size,
+                                      category=category[block], phase=phase, module=module, op_index=op_index))
+        return tuple(result)
+
+
+def _stored_bytes(t: Tensor) -> int:
+    """Bytes the op touches for ``t``: its elements, but never more than its storage (broadcasts)."""
+    n = t.numel() * t.element_size()
+    if n and not t.is_contiguous():
+        return min(n, t.untyped_storage().nbytes())
+    return n

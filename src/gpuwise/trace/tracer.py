@@ -1,0 +1,233 @@
+"""trace_workload: two real steps of the real model on fake CPU tensors, recorded.
+
+A training step is: make the batch, forward (under autocast for AMP), loss, drop the outputs (as
+the transformers Trainer does: only the loss survives the forward), backward (through GradScaler
+for amp-fp16), optimizer step, ``zero_grad(set_to_none=True)``, drop the batch. The first step
+creates the optimizer state; the second is the measured one (``Trace.ops``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+import warnings
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from gpuwise.trace import fake
+from gpuwise.trace.attention import cuda_attention
+from gpuwise.trace.autocast import cuda_autocast_lists
+from gpuwise.trace.optimizers import build_optimizer, host_step_tensors, state_tensors
+from gpuwise.trace.recorder import Recorder
+from gpuwise.trace.records import Trace, TraceError
+from gpuwise.workload import Workload, WorkloadError
+
+_AMP_DTYPES = {"amp-fp16": torch.float16, "amp-bf16": torch.bfloat16}
+_PURE_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+STEPS = 2
+
+
+def trace_workload(workload: Workload) -> Trace:
+    """Traces ``workload`` (raises WorkloadError for a bad spec, TraceError for what cannot be traced).
+
+    ``Trace.ops`` holds the last step's aten ops; ``Trace.events`` every step's storage allocations
+    and frees, after the weights' allocation, in program order.
+    """
+    from gpuwise.workload.specs import resolve_model_spec
+
+    start_s = time.perf_counter()
+    spec = resolve_model_spec(workload.model)
+    with _quiet():
+        built = spec.build(workload)
+        logging.getLogger("transformers").setLevel(logging.ERROR)   # its first import resets it
+        module = built.module
+        notes = list(built.notes)
+        module, prepared = _prepare(module, workload, built.is_hf)
+        notes += prepared
+        recorder = Recorder(training=workload.is_training)
+        try:
+            counts = _run(module, built, workload, recorder)
+        except (TraceError, WorkloadError):
+            raise
+        except Exception as exc:   # the model's own code failed on fake tensors
+            where = recorder.failed_module or recorder.module or "<top>"
+            raise TraceError(f"tracing {spec.name} failed in module '{where}' during {recorder.phase}: "
+                             f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:240]}") from exc
+        finally:
+            recorder.closed = True
+    for name, n in sorted(recorder.placeholders.items()):
+        if "upper bound" in name:
+            notes.append(f"{n} x {name}: every element assumed selected")
+        elif "random" in name:
+            notes.append(f"{n} x {name}")
+        else:
+            notes.append(f"{n} x {name} on fake data: answered True / 1 (all-ones masks, no overflow)")
+    if any(op.attrs.get("attention") for op in recorder.ops):
+        notes.append("attention traced as CUDA's fused SDPA kernels (flash for fp16/bf16, else memory-efficient)")
+    return Trace(
+        workload=workload,
+        ops=tuple(recorder.ops),
+        events=recorder.memory_events(),
+        param_count=counts[0],
+        trainable_param_count=counts[1],
+        samples_per_step=workload.batch_size,
+        trace_time_s=time.perf_counter() - start_s,
+        notes=tuple(notes),
+    )
+
+
+@contextlib.contextmanager
+def _quiet():
+    """transformers and torch warn about things that do not matter on fake data."""
+    loggers = [logging.getLogger(n) for n in ("transformers", "torch._subclasses.fake_tensor")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
+
+
+def _prepare(module: torch.nn.Module, workload: Workload, is_hf: bool) -> tuple[torch.nn.Module, list[str]]:
+    """Fine-tuning method, precision, layout and checkpointing, applied on meta (cheap)."""
+    notes: list[str] = []
+    if workload.finetune != "full" or workload.quant != "none":
+        try:
+            from gpuwise.llm.peft import apply_finetune
+        except ImportError:
+            raise TraceError(f"--finetune {workload.finetune} / --quant {workload.quant} needs "
+                             "gpuwise.llm.peft.apply_finetune, which is not available yet") from None
+        with torch.device("meta"):
+            module = apply_finetune(module, workload) or module
+    if workload.precision in _PURE_DTYPES:
+        module.to(_PURE_DTYPES[workload.precision])
+    if workload.channels_last:
+        module.to(memory_format=torch.channels_last)
+    if workload.grad_checkpointing and workload.is_training:
+        if is_hf and getattr(module, "supports_gradient_checkpointing", False):
+            module.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            notes.append("gradient checkpointing: transformers' own (use_reentrant=False)")
+        else:
+            count = fake.checkpoint_blocks(module)
+            notes.append(f"gradient checkpointing: torch.utils.checkpoint around {count} blocks")
+    module.train(workload.is_training)
+    if workload.grad_accum_steps > 1 and workload.is_training:
+        notes.append("gradient accumulation: the measured micro-step starts with the previous one's gradients")
+    return module, notes
+
+
+def _run(module, built, workload: Workload, recorder: Recorder) -> tuple[int, int]:
+    fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+    amp_dtype = _AMP_DTYPES.get(workload.precision)
+    pure_dtype = _PURE_DTYPES.get(workload.precision)
+    training = workload.is_training
+    fake.fake_module(module, fake_mode)   # outside the modes: the converter must see meta tensors
+    with contextlib.ExitStack() as stack:
+        if amp_dtype is not None:
+            stack.enter_context(cuda_autocast_lists(amp_dtype))
+        stack.enter_context(fake_mode)
+        stack.enter_context(recorder)
+        stack.enter_context(cuda_attention(recorder))
+        counts = fake.register_state(module, recorder)
+        handles = fake.watch_modules(module, recorder)
+        trainable = [p for p in module.parameters() if p.requires_grad]
+        optimizer = build_optimizer(workload.optimizer, trainable) if training else None
+        scaler = None
+        if training and workload.precision == "amp-fp16":
+            scaler = torch.amp.GradScaler("cpu")
+        try:
+            for step in range(STEPS):
+                measured = step == STEPS - 1
+                # With gradient accumulation the last micro-step of a cycle, the one that steps the
+                # optimizer, runs forward and backward while the gradients of the previous exist.
+                keep_grads = not measured and workload.grad_accum_steps > 1
+                _step(module, built, recorder, optimizer, scaler, training, amp_dtype, pure_dtype,
+                      workload.channels_last, measured, keep_grads)
+                if optimizer is not None and step == 0:
+                    for t in host_step_tensors(optimizer):
+                        block = recorder.block_of(t)
+                        if block is not None:
+                            recorder.host_blocks.add(block)
+        finally:
+            recorder.closed = True   # what dies after the steps (weights, optimizer state) stays allocated
+            for h in handles:
+                h.remove()
+    return counts
+
+
+def _step(module, built, recorder: Recorder, optimizer, scaler, training: bool, amp_dtype, pure_dtype,
+          channels_last: bool, measured: bool, keep_grads: bool = False) -> None:
+    recorder.measured = measured
+    recorder.category = "inputs"
+    recorder.phase = "other"
+    args, kwargs = built.make_batch(training)
+    args = tuple(_input(a, pure_dtype, channels_last) for a in args)
+    kwargs = {k: _input(v, pure_dtype, channels_last) for k, v in kwargs.items()}
+    recorder.category = None
+    recorder.recording_ops = measured
+    recorder.phase = "forward"
+    # no_grad rather than inference_mode: under inference_mode composite ops (conv2d, linear) reach
+    # the recorder undecomposed; the kernels and memory are the same.
+    grad_mode = torch.enable_grad() if training else torch.no_grad()
+    autocast = torch.autocast("cpu", dtype=amp_dtype) if amp_dtype else contextlib.nullcontext()
+    model_kwargs = {k: v for k, v in kwargs.items() if not k.startswith("_")}
+    with grad_mode:
+        with autocast:
+            outputs = module(*args, **model_kwargs)
+            loss = _loss(outputs, built, (args, kwargs)) if training else None
+        del outputs
+        if training:
+            recorder.phase = "backward"
+            recorder.backward_module = ""
+            (scaler.scale(loss) if scaler is not None else loss).backward()
+            del loss
+            for p in module.parameters():
+                if p.grad is not None:
+                    recorder.set_category(p.grad, "gradients")
+            recorder.phase = "optimizer"
+            if optimizer is not None:
+                if scaler is not None:
+                    # GradScaler.step() would read found_inf with .item(); on fake data nothing overflows.
+                    scaler.unscale_(optimizer)
+                    optimizer.step()
+                    scaler.update()
+                else:
+                    optimizer.step()
+                for t in state_tensors(optimizer):
+                    recorder.set_category(t, "optimizer")
+                if scaler is not None:   # the loss scale and its growth counter persist across steps
+                    for t in (scaler._scale, scaler._growth_tracker):
+                        if isinstance(t, torch.Tensor):
+                            recorder.set_category(t, "other")
+            if not keep_grads:
+                module.zero_grad(set_to_none=True)
+    recorder.phase = "other"
+    del args, kwargs, model_kwargs
+    recorder.recording_ops = False
+
+
+def _input(value, pure_dtype, channels_last: bool):
+    if not isinstance(value, torch.Tensor):
+        return value
+    if pure_dtype is not None and value.is_floating_point():
+        value = value.to(pure_dtype)
+    if channels_last and value.dim() == 4:
+        value = value.contiguous(memory_format=torch.channels_last)
+    return value
+
+
+def _loss(outputs, built, batch) -> torch.Tensor:
+    if built.loss_fn is not None:
+        return built.loss_fn(outputs, batch)
+    loss = getattr(outputs, "loss", None)
+    if loss is None and isinstance(outputs, dict):
+        loss = outputs.get("loss")
+    if loss is None:
+        raise TraceError("the model returned no loss; pass labels or give the factory a loss_fn")
+    return loss

@@ -1,0 +1,352 @@
+"""Building a resolved ModelSpec: the module on the ``meta`` device, its inputs and its loss.
+
+Kept apart from specs.py because it imports torch and the model libraries; resolving a spec does not.
+Batches are made by calling ``make_batch`` under the tracer's FakeTensorMode, so their tensors are
+fake: shapes and dtypes only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import inspect
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import torch
+from torch import nn
+
+from gpuwise.workload.model import WorkloadError
+from gpuwise.workload.specs import (
+    CAUSAL_LM,
+    CUSTOM,
+    DEFAULT_IMAGE_SIZE,
+    DEFAULT_SEQ_LEN,
+    IMAGE_CLASSIFICATION,
+    SEGMENTATION,
+    SEQ2SEQ_LM,
+    SEQUENCE_CLASSIFICATION,
+    ModelSpec,
+)
+
+Batch = tuple[tuple, dict]
+LossFn = Callable[[Any, Batch], torch.Tensor]
+
+
+@dataclass
+class BuiltModel:
+    """``module`` lives on ``meta``; ``make_batch(training)`` returns fresh (args, kwargs) each call;
+    ``loss_fn(outputs, batch)`` returns the scalar loss (None: the model returns its own loss)."""
+
+    module: nn.Module
+    make_batch: Callable[[bool], Batch]
+    loss_fn: LossFn | None
+    is_hf: bool = False
+    notes: tuple[str, ...] = ()
+
+
+def default_image_size(spec: ModelSpec) -> int:
+    if spec.source == "torchvision" and spec.target == "inception_v3":
+        return 299   # its stem needs it
+    if spec.source == "timm":
+        import timm
+
+        cfg = timm.get_pretrained_cfg(spec.target)
+        if cfg is not None and getattr(cfg, "input_size", None):
+            return int(cfg.input_size[-1])
+    if spec.hf_config and spec.hf_config.get("image_size"):
+        return int(spec.hf_config["image_size"])
+    return DEFAULT_IMAGE_SIZE
+
+
+def build(spec: ModelSpec, workload) -> BuiltModel:
+    image_size = workload.image_size or default_image_size(spec)
+    seq_len = workload.seq_len or DEFAULT_SEQ_LEN
+    batch_size = workload.batch_size
+    if spec.source == "file":
+        return _build_factory(spec, workload)
+    if spec.source == "hf":
+        return _build_hf(spec, batch_size, seq_len, image_size)
+    if spec.source == "torchvision":
+        module = on_meta(lambda: _torchvision_module(spec, image_size))
+    else:
+        import timm
+
+        module = on_meta(lambda: timm.create_model(spec.target, pretrained=False))
+    num_classes = _num_classes(module)
+    if spec.task == SEGMENTATION:
+        return BuiltModel(module, _images(batch_size, image_size, num_classes, per_pixel=True), _segmentation_loss)
+    return BuiltModel(module, _images(batch_size, image_size, num_classes), _classification_loss)
+
+
+def on_meta(build_fn: Callable[[], Any]):
+    """Runs ``build_fn`` with new tensors on ``meta``; if the constructor computes with tensors
+    (RegNet derives its widths with torch ops and ``.tolist()``), builds again with only the
+    parameters and buffers moved to ``meta`` as they are registered (accelerate's
+    ``init_empty_weights`` does the same)."""
+    try:
+        with torch.device("meta"):
+            return build_fn()
+    except NotImplementedError as exc:
+        if "meta" not in str(exc):
+            raise
+    with _params_on_meta():
+        return build_fn()
+
+
+@contextlib.contextmanager
+def _params_on_meta() -> Iterator[None]:
+    register_parameter, register_buffer = nn.Module.register_parameter, nn.Module.register_buffer
+
+    def parameter_on_meta(self, name, param):
+        register_parameter(self, name, param)
+        if param is not None and not param.is_meta:
+            self._parameters[name] = nn.Parameter(param.to("meta"), requires_grad=param.requires_grad)
+
+    def buffer_on_meta(self, name, tensor, persistent=True):
+        register_buffer(self, name, tensor, persistent)
+        if tensor is not None and not tensor.is_meta:
+            self._buffers[name] = tensor.to("meta")
+
+    nn.Module.register_parameter, nn.Module.register_buffer = parameter_on_meta, buffer_on_meta
+    try:
+        yield
+    finally:
+        nn.Module.register_parameter, nn.Module.register_buffer = register_parameter, register_buffer
+
+
+# --- vision --------------------------------------------------------------------------------------
+
+def _torchvision_module(spec: ModelSpec, image_size: int) -> nn.Module:
+    import torchvision.models as tvm
+
+    builder = tvm.get_model_builder(spec.target)
+    kwargs: dict[str, Any] = {"weights": None}
+    if spec.task == SEGMENTATION:
+        kwargs["weights_backbone"] = None
+    if "image_size" in inspect.signature(builder).parameters or spec.target.startswith("vit_"):
+        kwargs["image_size"] = image_size
+    if spec.target in ("inception_v3", "googlenet"):
+        kwargs["init_weights"] = False   # scipy truncnorm init would be wasted on meta tensors
+    return builder(**kwargs)
+
+
+def _num_classes(module: nn.Module) -> int:
+    for attr in ("num_classes", "num_labels"):
+        if isinstance(getattr(module, attr, None), int):
+            return getattr(module, attr)
+    last = [m for m in module.modules() if isinstance(m, (nn.Linear, nn.Conv2d))]
+    return last[-1].out_features if last and isinstance(last[-1], nn.Linear) else 1000
+
+
+def _images(batch_size: int, image_size: int, num_classes: int, per_pixel: bool = False):
+    def make_batch(training: bool) -> Batch:
+        images = torch.empty(batch_size, 3, image_size, image_size)
+        if not training:
+            return (images,), {}
+        label_shape = (batch_size, image_size, image_size) if per_pixel else (batch_size,)
+        return (images,), {"_labels": torch.randint(0, num_classes, label_shape)}
+    return make_batch
+
+
+def _tensor_outputs(outputs) -> list[torch.Tensor]:
+    if isinstance(outputs, torch.Tensor):
+        return [outputs]
+    if isinstance(outputs, dict):
+        return [v for v in outputs.values() if isinstance(v, torch.Tensor)]
+    if isinstance(outputs, (tuple, list)):   # inception/googlenet aux logits
+        return [v for v in outputs if isinstance(v, torch.Tensor)]
+    return []
+
+
+def _classification_loss(outputs, batch: Batch) -> torch.Tensor:
+    labels = batch[1]["_labels"]
+    logits = _tensor_outputs(outputs)
+    loss = nn.functional.cross_entropy(logits[0], labels)
+    for aux in logits[1:]:   # torchvision's reference recipe weighs auxiliary heads by 0.4
+        loss = loss + 0.4 * nn.functional.cross_entropy(aux, labels)
+    return loss
+
+
+def _segmentation_loss(outputs, batch: Batch) -> torch.Tensor:
+    return nn.functional.cross_entropy(outputs["out"], batch[1]["_labels"])
+
+
+# --- transformers --------------------------------------------------------------------------------
+
+def _build_hf(spec: ModelSpec, batch_size: int, seq_len: int, image_size: int) -> BuiltModel:
+    config_dict = dict(spec.hf_config or {})
+    max_positions = _max_positions(config_dict)
+    if spec.task != IMAGE_CLASSIFICATION and max_positions and seq_len > max_positions:
+        raise WorkloadError(f"--seq-len {seq_len} exceeds {spec.name}'s {max_positions} positions")
+    import transformers
+    from transformers import AutoConfig
+
+    model_type = config_dict.pop("model_type")
+    for key in ("_name_or_path", "transformers_version", "architectures", "auto_map"):
+        config_dict.pop(key, None)
+    try:
+        config = AutoConfig.for_model(model_type, **config_dict)
+    except (KeyError, ValueError) as exc:
+        raise WorkloadError(f"{spec.target}: transformers {transformers.__version__} cannot build "
+                            f"model_type {model_type!r}: {exc}") from None
+    auto = {
+        SEQUENCE_CLASSIFICATION: transformers.AutoModelForSequenceClassification,
+        CAUSAL_LM: transformers.AutoModelForCausalLM,
+        SEQ2SEQ_LM: transformers.AutoModelForSeq2SeqLM,
+        IMAGE_CLASSIFICATION: transformers.AutoModelForImageClassification,
+    }[spec.task]
+    previous = transformers.logging.get_verbosity()
+    transformers.logging.set_verbosity_error()
+    try:
+        with torch.device("meta"):
+            module = auto.from_config(config)
+    except ValueError as exc:
+        raise WorkloadError(f"{spec.name}: transformers cannot build {auto.__name__} for it: {exc}") from None
+    finally:
+        transformers.logging.set_verbosity(previous)
+    vocab = int(getattr(config, "vocab_size", 0) or 2)
+    num_labels = int(getattr(config, "num_labels", 2))
+
+    def make_batch(training: bool) -> Batch:
+        if spec.task == IMAGE_CLASSIFICATION:
+            channels = int(getattr(config, "num_channels", 3))
+            kwargs = {"pixel_values": torch.empty(batch_size, channels, image_size, image_size)}
+            if training:
+                kwargs["labels"] = torch.randint(0, num_labels, (batch_size,))
+            return (), kwargs
+        # No padding: the attention mask is all ones, as in packed or equal-length batches.
+        kwargs = {"input_ids": torch.randint(0, vocab, (batch_size, seq_len)),
+                  "attention_mask": torch.ones(batch_size, seq_len, dtype=torch.long)}
+        if spec.task == SEQ2SEQ_LM:
+            kwargs["labels" if training else "decoder_input_ids"] = torch.randint(0, vocab, (batch_size, seq_len))
+        elif training:
+            shape = (batch_size,) if spec.task == SEQUENCE_CLASSIFICATION else (batch_size, seq_len)
+            kwargs["labels"] = torch.randint(0, num_labels if spec.task == SEQUENCE_CLASSIFICATION else vocab, shape)
+        if not training and spec.task == CAUSAL_LM:
+            kwargs["use_cache"] = False
+        return (), kwargs
+
+    notes = ("transformers attention mask all ones (no padding)",) if spec.task != IMAGE_CLASSIFICATION else ()
+    return BuiltModel(module, make_batch, None, is_hf=True, notes=notes)
+
+
+def _max_positions(config: dict) -> int | None:
+    if config.get("model_type") in ("t5", "mt5"):
+        return None   # relative positions: no limit in the model
+    for attr in ("max_position_embeddings", "n_positions"):
+        value = config.get(attr)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+# --- user factories ------------------------------------------------------------------------------
+
+def _build_factory(spec: ModelSpec, workload) -> BuiltModel:
+    path_str, _, func_name = spec.target.rpartition(":")
+    path = Path(path_str).resolve()
+    factory = _load_factory(path, func_name)
+    wanted = {"batch_size": workload.batch_size, "seq_len": workload.seq_len or DEFAULT_SEQ_LEN,
+              "image_size": workload.image_size or DEFAULT_IMAGE_SIZE}
+    params = inspect.signature(factory).parameters
+    kwargs = {k: v for k, v in wanted.items() if k in params}
+    try:
+        result = on_meta(lambda: factory(**kwargs))
+    except Exception as exc:  # the user's code: any error is bad input, named with its file
+        raise WorkloadError(f"model factory {path.name}:{func_name} raised {type(exc).__name__}: {exc}") from None
+    module, example, loss_fn = _unpack_factory_result(result, path.name, func_name)
+    notes: list[str] = []
+    if example is None:
+        example, note = _guess_inputs(module, workload.batch_size, wanted["seq_len"], wanted["image_size"])
+        notes.append(note)
+    elif "batch_size" not in kwargs:
+        example = _with_batch(example, workload.batch_size)
+    template = example if isinstance(example, tuple) else (example,)
+
+    def make_batch(training: bool) -> Batch:
+        return tuple(_fresh_like(x) for x in template), {}
+
+    return BuiltModel(module, make_batch, _user_loss(loss_fn) if loss_fn else _default_loss, notes=tuple(notes))
+
+
+def _load_factory(path: Path, func_name: str):
+    module_name = f"gpuwise_user_{path.stem}_{abs(hash(str(path)))}"
+    try:
+        loader_spec = importlib.util.spec_from_file_location(module_name, path)
+        user_module = importlib.util.module_from_spec(loader_spec)
+        sys.modules[module_name] = user_module
+        loader_spec.loader.exec_module(user_module)
+    except Exception as exc:
+        raise WorkloadError(f"cannot import model file {path.name}: {type(exc).__name__}: {exc}") from None
+    factory = getattr(user_module, func_name, None)
+    if not callable(factory):
+        names = [n for n, v in vars(user_module).items() if callable(v) and not n.startswith("_")]
+        from gpuwise.errors import did_you_mean
+
+        raise WorkloadError(f"{path.name} has no function {func_name!r}{did_you_mean(func_name, names)}")
+    return factory
+
+
+def _unpack_factory_result(result, file_name: str, func_name: str):
+    parts = result if isinstance(result, tuple) and result and isinstance(result[0], nn.Module) else (result,)
+    if not isinstance(parts[0], nn.Module) or len(parts) > 3:
+        raise WorkloadError(f"model factory {file_name}:{func_name} must return a torch.nn.Module, "
+                            "(module, example_inputs) or (module, example_inputs, loss_fn)")
+    module = parts[0]
+    example = parts[1] if len(parts) > 1 else None
+    loss_fn = parts[2] if len(parts) > 2 else None
+    if example is not None and not isinstance(example, (torch.Tensor, tuple, list)):
+        raise WorkloadError(f"{file_name}:{func_name}: example inputs must be a tensor or a tuple of tensors")
+    if isinstance(example, list):
+        example = tuple(example)
+    return module, example, loss_fn
+
+
+def _with_batch(example, batch_size: int):
+    """Sets the leading (batch) dimension of every example tensor to the workload's batch size."""
+    items = example if isinstance(example, tuple) else (example,)
+    out = tuple(x.new_empty((batch_size, *x.shape[1:]), device="meta") if isinstance(x, torch.Tensor) and x.dim()
+                else x for x in items)
+    return out if isinstance(example, tuple) else out[0]
+
+
+def _fresh_like(x):
+    if isinstance(x, torch.Tensor):
+        fresh = torch.empty(x.shape, dtype=x.dtype)
+        return fresh.requires_grad_(x.requires_grad) if x.is_floating_point() else fresh
+    return x
+
+
+def _guess_inputs(module: nn.Module, batch_size: int, seq_len: int, image_size: int):
+    first = next((m for m in module.modules() if isinstance(m, (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.Linear,
+                                                                   nn.Embedding))), None)
+    if isinstance(first, nn.Conv2d):
+        x = torch.empty(batch_size, first.in_channels, image_size, image_size, device="meta")
+    elif isinstance(first, nn.Conv1d):
+        x = torch.empty(batch_size, first.in_channels, seq_len, device="meta")
+    elif isinstance(first, nn.Linear):
+        x = torch.empty(batch_size, first.in_features, device="meta")
+    elif isinstance(first, nn.Embedding):
+        x = torch.zeros(batch_size, seq_len, dtype=torch.long, device="meta")
+    else:
+        raise WorkloadError("the model factory returned no example inputs and gpuwise cannot guess them; "
+                            "return (module, example_inputs)")
+    return (x,), f"factory gave no inputs: guessed {tuple(x.shape)} {str(x.dtype)[6:]} from its first layer"
+
+
+def _user_loss(loss_fn) -> LossFn:
+    def loss(outputs, batch: Batch) -> torch.Tensor:
+        return loss_fn(outputs)
+    return loss
+
+
+def _default_loss(outputs, batch: Batch) -> torch.Tensor:
+    """Cross-entropy for (batch, classes) outputs, else mean squared error against a target."""
+    tensors = _tensor_outputs(outputs) or list(getattr(outputs, "values", lambda: [])())
+    out = tensors[0]
+    if out.dim() == 2 and out.is_floating_point():
+        return nn.functional.cross_entropy(out, torch.zeros(out.shape[0], dtype=torch.long))
+    return nn.functional.mse_loss(out, torch.zeros_like(out))

@@ -1,0 +1,246 @@
+"""Model specs: one resolver from the string a user types to something that can build the model.
+
+Accepted forms (see docs/trace.md):
+
+- ``torchvision:NAME``        a torchvision classification or segmentation model
+- ``timm:NAME``               a timm model (when timm is installed)
+- ``hf:NAME``                 a transformers model whose config gpuwise ships (configs/*.json)
+- ``hf:path/to/config.json``  any transformers config (a folder holding config.json works too)
+- ``path/to/file.py:factory`` the user's own model: ``factory()`` returns the module, or
+  ``(module, example_inputs)``, or ``(module, example_inputs, loss_fn)``
+- a bare name (``resnet50``, ``bert-base-uncased``) is looked up in the shipped configs, then torchvision.
+
+Resolution is cheap (no torch model is built); :meth:`ModelSpec.build` builds the model on the
+``meta`` device, so no weights are allocated or initialised.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Mapping
+
+from gpuwise.errors import did_you_mean
+from gpuwise.workload.model import WorkloadError
+
+CONFIG_DIR = Path(__file__).parent / "configs"
+DEFAULT_IMAGE_SIZE = 224
+DEFAULT_SEQ_LEN = 128
+
+# Tasks a spec can be built for; they decide the inputs and the loss.
+IMAGE_CLASSIFICATION = "image-classification"
+SEGMENTATION = "segmentation"
+SEQUENCE_CLASSIFICATION = "sequence-classification"
+CAUSAL_LM = "causal-lm"
+SEQ2SEQ_LM = "seq2seq-lm"
+CUSTOM = "custom"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A resolved model spec. ``name`` is canonical (``torchvision:resnet50``, ``hf:gpt2``)."""
+
+    spec: str                   # as the user wrote it
+    source: str                 # "torchvision" | "timm" | "hf" | "file"
+    name: str                   # canonical, with the source prefix
+    task: str                   # one of the task constants above
+    target: str                 # torchvision/timm model name, config path or "file.py:factory"
+    hf_config: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def is_vision(self) -> bool:
+        return self.task in (IMAGE_CLASSIFICATION, SEGMENTATION)
+
+    @property
+    def is_text(self) -> bool:
+        return self.task in (SEQUENCE_CLASSIFICATION, CAUSAL_LM, SEQ2SEQ_LM)
+
+    def default_image_size(self) -> int:
+        from gpuwise.workload import spec_builders
+
+        return spec_builders.default_image_size(self)
+
+    def default_seq_len(self) -> int:
+        return DEFAULT_SEQ_LEN
+
+    def build(self, workload) -> "spec_builders.BuiltModel":  # noqa: F821 (lazy import: torch is heavy)
+        """The module on the ``meta`` device, a batch maker and a loss (see spec_builders.BuiltModel)."""
+        from gpuwise.workload import spec_builders
+
+        return spec_builders.build(self, workload)
+
+
+def resolve_model_spec(spec: str) -> ModelSpec:
+    """Resolves a model spec string; WorkloadError (with suggestions) when nothing matches."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise WorkloadError("model spec is empty; try e.g. torchvision:resnet50 or hf:bert-base-uncased")
+    spec = spec.strip()
+    head, sep, rest = spec.partition(":")
+    if _is_factory_spec(spec):
+        return _resolve_factory(spec)
+    if sep and head == "torchvision":
+        return _resolve_torchvision(spec, rest)
+    if sep and head == "timm":
+        return _resolve_timm(spec, rest)
+    if sep and head == "hf":
+        return _resolve_hf(spec, rest)
+    if spec.endswith(".json") or Path(spec, "config.json").is_file():
+        return _resolve_hf(spec, spec)
+    # A bare name: shipped configs first (bert-base-uncased), then torchvision (resnet50).
+    hf = _find_shipped(spec)
+    if hf is not None:
+        return _hf_from_file(spec, hf)
+    if _torchvision_task(spec.lower()) is not None:
+        return _resolve_torchvision(spec, spec)
+    raise WorkloadError(f"unknown model {spec!r}{did_you_mean(spec, _suggestion_pool())}; "
+                        "use torchvision:NAME, timm:NAME, hf:NAME, hf:config.json or file.py:factory")
+
+
+def known_models(include_timm: bool = False) -> list[str]:
+    """Canonical names of the models gpuwise can build without a user file."""
+    names = [f"torchvision:{n}" for n in sorted(_torchvision_tasks())]
+    names += [f"hf:{n}" for n in sorted(_shipped_configs())]
+    if include_timm:
+        try:
+            import timm
+
+            names += [f"timm:{n}" for n in timm.list_models()]
+        except ImportError:
+            pass
+    return names
+
+
+def shipped_config_path(name: str) -> Path | None:
+    """The shipped config file for a repo id or its last part (case-insensitive), or None."""
+    return _find_shipped(name)
+
+
+# --- factories -----------------------------------------------------------------------------------
+
+def _is_factory_spec(spec: str) -> bool:
+    path, sep, func = spec.rpartition(":")
+    return bool(sep) and path.endswith(".py") and func.isidentifier()
+
+
+def _resolve_factory(spec: str) -> ModelSpec:
+    path, _, func = spec.rpartition(":")
+    if not Path(path).is_file():
+        raise WorkloadError(f"model factory file not found: {path}")
+    return ModelSpec(spec, "file", spec, CUSTOM, spec)
+
+
+# --- torchvision ---------------------------------------------------------------------------------
+
+@lru_cache(maxsize=1)
+def _torchvision_tasks() -> dict[str, str]:
+    import torchvision.models as tvm
+
+    tasks = {n: IMAGE_CLASSIFICATION for n in tvm.list_models(module=tvm)}
+    tasks.update({n: SEGMENTATION for n in tvm.list_models(module=tvm.segmentation)})
+    return tasks
+
+
+def _torchvision_task(name: str) -> str | None:
+    return _torchvision_tasks().get(name)
+
+
+def _resolve_torchvision(spec: str, name: str) -> ModelSpec:
+    key = name.strip().lower().replace("-", "_")
+    task = _torchvision_task(key)
+    if task is None:
+        import torchvision.models as tvm
+
+        if key in tvm.list_models():
+            raise WorkloadError(f"torchvision:{name} is a detection/video/optical-flow model; gpuwise traces "
+                                "classification and segmentation models (wrap others in a file.py:factory)")
+        choices = [f"torchvision:{n}" for n in _torchvision_tasks()]
+        raise WorkloadError(f"unknown torchvision model {name!r}{did_you_mean('torchvision:' + key, choices)}")
+    return ModelSpec(spec, "torchvision", f"torchvision:{key}", task, key)
+
+
+# --- timm ----------------------------------------------------------------------------------------
+
+def _resolve_timm(spec: str, name: str) -> ModelSpec:
+    try:
+        import timm
+    except ImportError:
+        raise WorkloadError(f"{spec}: timm is not installed (pip install timm)") from None
+    key = name.strip()
+    if not timm.is_model(key):
+        raise WorkloadError(f"unknown timm model {name!r}{did_you_mean(key, timm.list_models())}")
+    return ModelSpec(spec, "timm", f"timm:{key}", IMAGE_CLASSIFICATION, key)
+
+
+# --- transformers --------------------------------------------------------------------------------
+
+@lru_cache(maxsize=1)
+def _shipped_configs() -> dict[str, Path]:
+    """repo id ('google/vit-base-patch16-224') -> config file, for every shipped config."""
+    return {p.stem.replace("--", "/"): p for p in sorted(CONFIG_DIR.glob("*.json"))}
+
+
+def _find_shipped(name: str) -> Path | None:
+    key = name.strip().lower()
+    shipped = _shipped_configs()
+    for repo, path in shipped.items():
+        if repo.lower() == key:
+            return path
+    short = [(repo, path) for repo, path in shipped.items() if repo.lower().rpartition("/")[2] == key.rpartition("/")[2]]
+    return short[0][1] if len(short) == 1 else None
+
+
+def _resolve_hf(spec: str, name: str) -> ModelSpec:
+    name = name.strip()
+    path = Path(name)
+    if path.is_dir() and (path / "config.json").is_file():
+        path = path / "config.json"
+    if path.suffix == ".json":
+        if not path.is_file():
+            raise WorkloadError(f"transformers config file not found: {name}")
+        return _hf_from_file(spec, path, canonical=f"hf:{path}")
+    shipped = _find_shipped(name)
+    if shipped is None:
+        choices = [f"hf:{n}" for n in _shipped_configs()]
+        raise WorkloadError(f"no shipped config for hf:{name}{did_you_mean('hf:' + name, choices)}; "
+                            "pass hf:path/to/config.json for other transformers models")
+    return _hf_from_file(spec, shipped)
+
+
+def _hf_from_file(spec: str, path: Path, canonical: str | None = None) -> ModelSpec:
+    try:
+        config = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise WorkloadError(f"cannot read transformers config {path}: {exc}") from None
+    if not isinstance(config, dict) or "model_type" not in config:
+        raise WorkloadError(f"{path}: not a transformers config (no 'model_type')")
+    repo = path.stem.replace("--", "/")
+    return ModelSpec(spec, "hf", canonical or f"hf:{repo}", _hf_task(config), str(path), config)
+
+
+_ENCODER_TYPES = {"bert", "roberta", "distilbert", "albert", "electra", "deberta", "deberta-v2", "xlm-roberta",
+                  "camembert", "mpnet", "ernie", "longformer", "megatron-bert", "modernbert"}
+_VISION_TYPES = {"vit", "deit", "beit", "swin", "swinv2", "convnext", "convnextv2", "dinov2", "resnet", "regnet",
+                 "efficientnet", "mobilevit", "levit", "poolformer", "cvt", "vit_msn", "vit_hybrid"}
+
+
+def _hf_task(config: Mapping[str, Any]) -> str:
+    """Which AutoModelFor... to build: the config's architectures first, then its model_type."""
+    archs = " ".join(config.get("architectures") or [])
+    model_type = str(config.get("model_type", ""))
+    if config.get("is_encoder_decoder") or "ConditionalGeneration" in archs and model_type in {"t5", "mt5", "bart"}:
+        return SEQ2SEQ_LM
+    if "ImageClassification" in archs or model_type in _VISION_TYPES:
+        return IMAGE_CLASSIFICATION
+    if "CausalLM" in archs or "LMHead" in archs and model_type not in _ENCODER_TYPES:
+        return CAUSAL_LM
+    if model_type in _ENCODER_TYPES or "MaskedLM" in archs or "SequenceClassification" in archs:
+        return SEQUENCE_CLASSIFICATION
+    return CAUSAL_LM
+
+
+def _suggestion_pool() -> list[str]:
+    pool = list(_torchvision_tasks()) + list(_shipped_configs())
+    pool += [repo.rpartition("/")[2] for repo in _shipped_configs()]
+    return pool
