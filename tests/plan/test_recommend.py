@@ -172,3 +172,20 @@ def test_job_size_needs_samples_or_steps_but_not_both():
     with pytest.raises(PlanError):
         JobSize(samples=10, steps=10)
     assert JobSize(samples=1000, epochs=3).optimizer_steps(32) == 94
+
+
+def test_remedies_name_the_change_that_fits_a_cheaper_gpu_and_cost_less_than_the_best(catalog):
+    from gpuwise.plan.remedies import find_remedies
+
+    cat = small_catalog(catalog, {"t4", "a100-40gb-sxm4"}, [offer("t4", 1.0), offer("a100-40gb-sxm4", 15.0)])
+    w = Workload("torchvision:resnet18", batch_size=16, image_size=64)
+    model = ScriptedModel(w, fixed_bytes=2 * GB, per_sample_bytes=1.0 * GB)  # 18 GB: not on a T4
+    rec = recommend(model, cat, job=JobSize(steps=1000), max_gpus=1)
+    assert rec.best.gpu == "a100-40gb-sxm4"
+    remedies = find_remedies(rec, cat, JobSize(steps=1000))
+    # the real tracer says what each change needs: halving the micro-batch (and accumulating)
+    # fits a T4 and costs less than the A100
+    assert remedies, "a smaller micro-batch of a small ResNet fits a T4"
+    for r in remedies:
+        assert r["gpu"] == "t4" and r["peak_total_bytes"] <= r["gpu_memory_bytes"]
+        assert r["total_cost"] < rec.best.total_cost

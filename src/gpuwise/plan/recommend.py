@@ -232,7 +232,7 @@ def _evaluate(model, gpu: GPU, offer: Offer, count: int, job: JobSize, constrain
     workload = model.workload
     base = dict(
         gpu=gpu.id, gpu_name=gpu.name, count=count, provider=offer.provider, currency=offer.currency,
-        price_per_hour=offer.price_per_hour, spot=offer.spot, gpu_memory_bytes=gpu.memory_bytes,
+        price_per_hour=offer.price_per_hour, spot=offer.spot, gpu_memory_bytes=gpu.visible_memory_bytes,
         effective_batch_size=effective,
     )
     empty = dict(fits=False, batch_size=None, grad_accum_steps=1, peak_total_bytes=None, step_time_s=None,

@@ -57,7 +57,7 @@ def find_remedies(
     if not oom:
         return ()
     oom.sort(key=lambda o: convert(o.price_per_hour, o.currency, rec.ranking_currency))
-    targets = oom[:3]
+    targets = oom  # memory per GPU is cheap once the remedy is traced: try them all, cheapest first
     gpus = {g.id: g for g in catalog.gpus}
     results = []
     for remedy in candidate_remedies(rec.workload, rec.method == "closed-form")[:max_remedies]:
@@ -71,11 +71,14 @@ def find_remedies(
             total_time_s = steps * est.time.step_time_s
             results.append({
                 "change": remedy.change, "gpu": gpu.id, "gpu_name": gpu.name,
-                "peak_total_bytes": est.memory.total_bytes, "gpu_memory_bytes": gpu.memory_bytes,
+                "peak_total_bytes": est.memory.total_bytes, "gpu_memory_bytes": gpu.visible_memory_bytes,
                 "step_time_s": est.time.step_time_s, "total_time_s": total_time_s,
                 "total_cost": total_time_s / 3600 * target.price_per_hour, "currency": target.currency,
                 "provider": target.provider,
             })
             break  # the cheapest GPU this remedy rescues is the news
+    if rec.best is not None:  # a remedy that costs more than the best option as it is, is no remedy
+        best_cost = rec.best.ranking_cost
+        results = [r for r in results if convert(r["total_cost"], r["currency"], rec.ranking_currency) < best_cost]
     results.sort(key=lambda r: convert(r["total_cost"], r["currency"], rec.ranking_currency))
     return tuple(results)

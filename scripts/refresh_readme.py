@@ -1,0 +1,43 @@
+"""Re-runs every ```console block of README.md whose first line is `$ gpuwise ...` and pastes the real
+output under it, so the README shows what the commands print today.
+
+    .venv/bin/python scripts/refresh_readme.py [README.md]
+
+Blocks whose first line ends with `# no-refresh` are left alone.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BLOCK = re.compile(r"```console\n\$ (?P<cmd>[^\n]+)\n(?P<body>.*?)```", re.S)
+
+
+def run(cmd: str) -> str:
+    env = {**os.environ, "COLUMNS": "110", "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ['PATH']}",
+           "NO_COLOR": "1", "TERM": "dumb"}
+    r = subprocess.run(cmd, shell=True, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    out = (r.stdout + r.stderr).rstrip()
+    lines = [line.rstrip() for line in out.splitlines()]
+    return "\n".join(lines) + "\n"
+
+
+def refresh(text: str) -> str:
+    def replace(m: re.Match) -> str:
+        cmd = m.group("cmd")
+        if cmd.endswith("# no-refresh") or not cmd.startswith("gpuwise"):
+            return m.group(0)
+        print(f"running: {cmd}", file=sys.stderr)
+        return f"```console\n$ {cmd}\n{run(cmd)}```"
+
+    return BLOCK.sub(replace, text)
+
+
+if __name__ == "__main__":
+    path = Path(sys.argv[1] if len(sys.argv) > 1 else ROOT / "README.md")
+    path.write_text(refresh(path.read_text()))
