@@ -30,7 +30,7 @@ def run(cmd: str) -> str:
 def refresh(text: str) -> str:
     def replace(m: re.Match) -> str:
         cmd = m.group("cmd")
-        if cmd.endswith("# no-refresh") or not cmd.startswith("gpuwise"):
+        if cmd.endswith("# no-refresh") or not re.match(r"(\w+=\S+\s+)*gpuwise\b", cmd):
             return m.group(0)
         print(f"running: {cmd}", file=sys.stderr)
         return f"```console\n$ {cmd}\n{run(cmd)}```"

@@ -3,7 +3,7 @@
 The step time on another GPU comes from one swappable function (``StepTimeScaler``). The default is
 a roofline ratio: a step spends ``compute_share`` of its time bound by peak math for the precision and
 the rest bound by memory bandwidth, so ``t_to = t_from · (share·peak_from/peak_to + (1−share)·bw_from/bw_to)``.
-When the workload is known, the lead can pass a scaler built on ``gpuwise.runtime.predict_step_time``
+When the workload is known, a caller can pass a scaler built on ``gpuwise.runtime.predict_step_time``
 (the ratio of its predictions) instead; nothing else here changes.
 """
 

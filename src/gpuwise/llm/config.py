@@ -1,6 +1,6 @@
 """Finding a decoder LLM's HF config for a model spec (``hf:NAME``, ``hf:path/config.json``, ``path.json``).
 
-A small adapter of this part: engineer B's ``gpuwise.workload.specs`` resolves every kind of model spec;
+A small adapter of this part: ``gpuwise.workload.specs`` resolves every kind of model spec;
 this module only needs the config dict of ``hf:`` LLMs, and must answer ``is_llm`` without building
 anything. Names match the shipped files (``Qwen/Qwen2.5-7B`` -> ``Qwen--Qwen2.5-7B.json``); a name
 that differs only by a fine-tune suffix (``-Instruct``, ``-chat-hf``, ``-it``) shares the base model's

@@ -8,8 +8,8 @@ Training: FLOPs over the GPU's peak for the precision × a model-FLOPs utilisati
   Gradient checkpointing adds one more forward of the blocks. Flash attention's backward ≈ 2.5 ×
   its forward.
   MFU 0.45 by default: LLaMA-1 65B trained at ~380 tokens/s per A100-80GB (Touvron et al. 2023),
-  6 × 65.2e9 × 380 / 312e12 = 0.476; PaLM reports 0.462. It is scaled by the fitted GEMM efficiency
-  of ``gpuwise/runtime/calibration.json`` relative to its 0.70 prior when that file exists.
+  6 × 65.2e9 × 380 / 312e12 = 0.476; PaLM reports 0.462. It is not scaled by the per-operator
+  calibration of ``gpuwise.runtime``: that one is fitted on eager CNN/BERT steps, not LLM training.
   QLoRA/int8 dequantise every quantized weight in each pass (memory-bound); the optimizer step
   streams weights, gradients and states once (memory-bound).
   Communication (ring collectives, per-direction NVLink × 0.8 or PCIe × 0.7, as NCCL's busbw):
@@ -25,10 +25,7 @@ Inference: prefill is compute-bound (same MFU); decode reads all weights (for Mo
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from functools import lru_cache
-from pathlib import Path
 
 from gpuwise.llm.arch import DecoderArch
 from gpuwise.llm.config import LlmError
@@ -38,7 +35,6 @@ from gpuwise.runtime.model import StepTime
 from gpuwise.workload import Workload
 
 TRAIN_MFU = 0.45
-PRIOR_MATMUL_EFF = 0.70
 MEM_EFF = 0.75                 # streaming kernels (dequantise, optimizer): share of datasheet bandwidth
 DECODE_BW_EFF = 0.80
 FLASH_BWD_FACTOR = 2.5
@@ -47,17 +43,6 @@ NVLINK_EFF, PCIE_EFF, PCIE_NO_P2P_EFF = 0.80, 0.70, 0.50
 INTER_NODE_GBS = 25.0          # 200 Gb/s InfiniBand per GPU beyond one 8-GPU node
 HOP_LATENCY_S = 8e-6
 CPU_ADAM_PARAMS_PER_S = 1.0e9  # DeepSpeed CPU-Adam on one server socket (assumed)
-
-
-@lru_cache(maxsize=1)
-def calibrated_scale() -> float:
-    """Fitted GEMM efficiency / its prior, from engineer D's calibration.json; 1.0 without it."""
-    path = Path(__file__).resolve().parent.parent / "runtime" / "calibration.json"
-    try:
-        eff = float(json.loads(path.read_text())["params"]["matmul_eff"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return 1.0
-    return eff / PRIOR_MATMUL_EFF if eff > 0 else 1.0
 
 
 def peak_flops_per_s(gpu, precision: str) -> tuple[float, list[str]]:
@@ -101,7 +86,7 @@ def _bandwidth(gpu) -> float:
 
 def train_step_time(arch: DecoderArch, w: Workload, gpu, mem: TrainMemory, *, double_quant: bool = True) -> StepTime:
     peak, warnings = peak_flops_per_s(gpu, w.precision)
-    eff = TRAIN_MFU * calibrated_scale()
+    eff = TRAIN_MFU
     s = w.seq_len or 128
     tokens = w.batch_size * s
     n = w.num_gpus
@@ -199,7 +184,7 @@ def serve_time(arch: DecoderArch, w: Workload, gpu, *, weights_bytes: float, pro
     """Prefill + decode of one batch of requests; ``weights_bytes`` is per GPU (tensor parallel)."""
     peak, warnings = peak_flops_per_s(gpu, w.precision)
     n = w.num_gpus
-    eff = TRAIN_MFU * calibrated_scale()
+    eff = TRAIN_MFU
     bw = _bandwidth(gpu)
     m = arch.matmul_params_per_token()
     prefill_flops = (2.0 * m + arch.attention_flops_per_token((prompt_tokens + 1) / 2)) * prompt_tokens * batch

@@ -27,6 +27,10 @@ class StepTime:
     compute_s: float = 0.0
     communication_s: float = 0.0          # not hidden behind backward
     warnings: tuple[str, ...] = ()
+    micro_step_s: float = 0.0             # one forward+backward of the micro-batch (one GPU)
+    optimizer_s: float = 0.0              # the optimizer update, once per step
+    kernel_launches: int = 0              # CUDA kernels issued per step (one GPU)
+    stack: str = ""                       # the software stack the prediction assumes
 
     def to_dict(self) -> dict:
         return {
@@ -36,6 +40,11 @@ class StepTime:
             "samples_per_s": self.samples_per_s,
             "by_class_s": dict(self.by_class_s),
             "bound": self.bound,
+            "compute_s": self.compute_s,
             "communication_s": self.communication_s,
             "warnings": list(self.warnings),
+            "micro_step_s": self.micro_step_s,
+            "optimizer_s": self.optimizer_s,
+            "kernel_launches": self.kernel_launches,
+            "stack": self.stack,
         }

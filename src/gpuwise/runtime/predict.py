@@ -1,0 +1,156 @@
+"""Step time of a traced workload on ``count`` GPUs of one kind.
+
+Eager PyTorch issues kernels from one host thread into a queue the GPU drains. A micro-step
+therefore takes about the larger of the GPU's work and the host's issue time (a smooth maximum:
+near the crossover neither side hides the other fully). The optimizer runs once per step, after
+``grad_accum_steps`` micro-steps; data-parallel collectives add what backward does not hide.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from gpuwise.runtime.calibration import Calibration, load_calibration
+from gpuwise.runtime.classify import CLASSES, VIEW
+from gpuwise.runtime.comm import data_parallel_comm
+from gpuwise.runtime.kernels import OpTime, op_time
+from gpuwise.runtime.model import RuntimeError_, StepTime
+from gpuwise.trace.records import Trace
+
+_SMOOTH_MAX_P = 4.0
+STACK = "PyTorch 2.x eager, cuDNN, synthetic data (no input pipeline)"
+
+
+def smooth_max(a: float, b: float, p: float = _SMOOTH_MAX_P) -> float:
+    if a <= 0 or b <= 0:
+        return max(a, b)
+    return (a**p + b**p) ** (1.0 / p)
+
+
+@dataclass(frozen=True)
+class PhaseTimes:
+    device_s: float
+    host_s: float
+    compute_bound_s: float
+    memory_bound_s: float
+    kernels: int
+    by_class_s: dict
+
+
+def _phase(times: list[OpTime]) -> PhaseTimes:
+    by_class: dict[str, float] = defaultdict(float)
+    comp = mem = 0.0
+    for t in times:
+        if t.cls == VIEW:
+            continue
+        by_class[t.cls] += t.device_s
+        if t.compute_s >= t.memory_s:
+            comp += t.device_s
+        else:
+            mem += t.device_s
+    return PhaseTimes(
+        device_s=sum(t.device_s for t in times), host_s=sum(t.host_s for t in times),
+        compute_bound_s=comp, memory_bound_s=mem, kernels=sum(t.kernels for t in times),
+        by_class_s=dict(by_class),
+    )
+
+
+def _bytes_per_element(precision: str) -> int:
+    return 2 if precision in ("fp16", "bf16") else 4
+
+
+def predict_step_time(
+    trace: Trace, gpu, *, count: int = 1, calibration: Calibration | None = None,
+) -> StepTime:
+    """Predicted time of one optimizer step of ``trace.workload`` on ``count`` GPUs like ``gpu``.
+
+    ``count`` GPUs run data parallel (``workload.sharding``), each with the traced micro-batch;
+    ``samples_per_s`` counts all of them. ``by_class_s`` sums to ``compute_s`` (one GPU, all
+    micro-steps and the optimizer; a "launch" entry holds the time the GPU waits for the host).
+    """
+    if count < 1:
+        raise RuntimeError_(f"GPU count must be at least 1, got {count}")
+    cal = calibration or load_calibration()
+    wl = trace.workload
+    precision = wl.precision
+    warnings: list[str] = []
+
+    phases: dict[str, list[OpTime]] = defaultdict(list)
+    for op in trace.ops:
+        phases["optimizer" if op.phase == "optimizer" else op.phase].append(op_time(op, gpu, precision, cal))
+    fwd = _phase(phases["forward"] + phases["other"])
+    bwd = _phase(phases["backward"])
+    opt = _phase(phases["optimizer"])
+
+    micro_device_s = fwd.device_s + bwd.device_s
+    micro_host_s = fwd.host_s + bwd.host_s
+    micro_s = smooth_max(micro_device_s, micro_host_s)
+    opt_device_s = opt.device_s
+    sharded = count > 1 and wl.sharding != "ddp"
+    if sharded:
+        opt_device_s /= count     # each rank updates its shard of the optimizer state
+    opt_s = smooth_max(opt_device_s, opt.host_s)
+    accum = wl.grad_accum_steps if wl.is_training else 1
+    compute_s = micro_s * accum + opt_s
+
+    by_class: dict[str, float] = {c: 0.0 for c in CLASSES}
+    for ph in (fwd, bwd):
+        for cls, s in ph.by_class_s.items():
+            by_class[cls] += s * accum
+    for cls, s in opt.by_class_s.items():
+        by_class[cls] += s * (opt_device_s / opt.device_s if opt.device_s else 1.0)
+    launch_wait_s = (micro_s - micro_device_s) * accum + (opt_s - opt_device_s)
+    by_class["launch"] = launch_wait_s
+
+    comm_s = 0.0
+    if count > 1 and wl.is_training and trace.trainable_param_count > 0:
+        elem = _bytes_per_element(precision)
+        # Gradients are all-reduced once per step (no_sync on the other micro-steps).
+        comm = data_parallel_comm(
+            sharding=wl.sharding, count=count, gpu=gpu,
+            grad_bytes=trace.trainable_param_count * elem,
+            param_bytes=trace.param_count * (2 if precision != "fp32" and precision != "tf32" else 4),
+            forward_s=fwd.device_s, backward_s=bwd.device_s,
+        )
+        comm_s = comm.exposed_s
+        warnings.extend(comm.notes)
+
+    step_s = compute_s + comm_s
+    samples = trace.samples_per_step * accum * count
+    host_total = micro_host_s * accum + opt.host_s
+    device_total = micro_device_s * accum + opt_device_s
+    if comm_s > 0.5 * step_s:
+        bound = "communication"
+    elif host_total > device_total:
+        bound = "launch"
+        warnings.append(
+            f"launch-bound: eager PyTorch needs ~{host_total * 1e3:.1f} ms of host time to issue "
+            f"{fwd.kernels + bwd.kernels + opt.kernels} kernels per step, more than the "
+            f"{device_total * 1e3:.1f} ms the GPU is busy; a bigger batch, CUDA graphs or torch.compile "
+            f"would help more than a faster GPU"
+        )
+    else:
+        comp = fwd.compute_bound_s + bwd.compute_bound_s
+        mem = fwd.memory_bound_s + bwd.memory_bound_s
+        bound = "compute" if comp >= mem else "memory"
+    warnings.extend(_precision_warnings(precision, gpu))
+    return StepTime(
+        gpu=gpu.id, count=count, step_time_s=step_s, samples_per_s=samples / step_s if step_s else 0.0,
+        by_class_s=by_class, bound=bound, compute_s=compute_s, communication_s=comm_s,
+        warnings=tuple(warnings), micro_step_s=micro_s, optimizer_s=opt_s,
+        kernel_launches=(fwd.kernels + bwd.kernels) * accum + opt.kernels, stack=STACK,
+    )
+
+
+def _precision_warnings(precision: str, gpu) -> list[str]:
+    out = []
+    if precision in ("amp-bf16", "bf16") and gpu.peak("bf16") is None:
+        out.append(
+            f"{gpu.name} has no bf16 tensor cores ({gpu.arch}): {precision} matmuls and convolutions "
+            f"fall back to fp32 arithmetic (~{gpu.peak('fp32') or 0:.0f} TFLOPS instead of "
+            f"~{gpu.peak('fp16') or 0:.0f}); use --precision amp-fp16 on this GPU"
+        )
+    if precision == "tf32" and gpu.peak("tf32") is None:
+        out.append(f"{gpu.name} has no TF32 ({gpu.arch}): tf32 runs as plain fp32")
+    return out
