@@ -146,7 +146,8 @@ def _result(wm, est, gpu, headroom, job, largest, per_gpu) -> dict:
 def _render(out: dict, est, per_gpu) -> None:
     con = c.console
     w = est.workload
-    con.print(f"[bold]{w.model}[/]  {w.mode}, batch {w.batch_size}, {w.precision}, optimizer {w.optimizer}"
+    optimizer = f", optimizer {w.optimizer}" if w.is_training else ""
+    con.print(f"[bold]{w.model}[/]  {w.mode}, batch {w.batch_size}, {w.precision}{optimizer}"
               f"  [dim]({out['method']})[/]")
     mem = out["memory"]
     table = Table(title="Peak memory of one step" + (f" on {out['gpu']}" if out["gpu"] else ""), title_justify="left")
@@ -179,9 +180,7 @@ def _render(out: dict, est, per_gpu) -> None:
         for warning in t["warnings"]:
             con.print(f"  [yellow]warning:[/] {warning}")
     if out["inference"]:
-        inf = out["inference"]
-        con.print("Inference: " + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
-                                            for k, v in inf.items() if v is not None))
+        _render_inference(out["inference"])
     if per_gpu:
         grid = Table(title="Every GPU in the catalog", title_justify="left")
         for col in ("gpu", "memory", "needs", "fits", "step", "samples/s", "bound"):
@@ -196,6 +195,22 @@ def _render(out: dict, est, per_gpu) -> None:
     for note in notes:
         con.print(f"[dim]note: {note}[/]")
     con.print("[dim]Assumes PyTorch 2.x eager mode with cuDNN, channels-first unless --channels-last.[/]")
+
+
+def _render_inference(inf: dict) -> None:
+    """Serving figures in words; the JSON has every field."""
+    parts = []
+    if inf.get("ttft_s") is not None:
+        parts.append(f"time to first token {format_duration(inf['ttft_s'])}")
+    if inf.get("decode_tokens_per_s") is not None:
+        parts.append(f"decode {inf['decode_tokens_per_s']:.1f} tokens/s (all sequences together)")
+    if inf.get("kv_cache_bytes") is not None:
+        parts.append(f"KV cache {format_bytes(inf['kv_cache_bytes'])}")
+    if inf.get("max_context_tokens") is not None:
+        parts.append(f"longest context that fits {inf['max_context_tokens']:,} tokens")
+    if inf.get("max_batch_size") is not None:
+        parts.append(f"largest batch that fits {inf['max_batch_size']}")
+    c.console.print("Inference: " + ", ".join(parts))
 
 
 def _plot_timeline(est, path: str) -> None:

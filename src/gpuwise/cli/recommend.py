@@ -121,16 +121,17 @@ def _render(rec, show_all: bool) -> None:
     con.print(f"[bold]{w.model}[/]  {w.mode}, {w.precision}, optimizer {w.optimizer}  [dim]({rec.method})[/]")
     con.print("[dim]batch column: micro-batch per GPU × accumulation steps; effective batch = that × GPUs[/]")
     marks = {}
-    for label, o in (("best value", rec.best_value), ("fastest", rec.fastest), ("BEST", rec.best)):
+    for label, o in (("value", rec.best_value), ("fastest", rec.fastest), ("BEST", rec.best)):
         if o is not None:
             marks.setdefault(id(o), []).insert(0, label)
     table = Table(title_justify="left", pad_edge=False)
     for col in ("", "gpu", "provider", "batch", "needs", "step", "job time", "job cost", "bound / why not"):
+        last = col == "bound / why not"
         table.add_column(col, justify="right" if col in ("batch", "needs", "step", "job time", "job cost") else "left",
-                         no_wrap=col != "bound / why not", overflow="fold")
+                         no_wrap=not last, min_width=24 if last else None, overflow="fold")
     shown = rec.options if show_all else _summary(rec)
     for o in shown:
-        mark = ", ".join(marks.get(id(o), []))
+        mark = "+".join(marks.get(id(o), []))
         style = "bold green" if o is rec.best else ("dim" if not o.eligible else "")
         batch = f"{o.batch_size}×{o.grad_accum_steps}" if o.batch_size and o.grad_accum_steps > 1 else str(o.batch_size or "-")
         table.add_row(
