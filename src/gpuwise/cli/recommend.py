@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Optional
 
 import typer
+from rich import box
 from rich.table import Table
 
 from gpuwise.cli import common as c
@@ -124,11 +125,12 @@ def _render(rec, show_all: bool) -> None:
     for label, o in (("value", rec.best_value), ("fastest", rec.fastest), ("BEST", rec.best)):
         if o is not None:
             marks.setdefault(id(o), []).insert(0, label)
-    table = Table(title_justify="left", pad_edge=False)
-    for col in ("", "gpu", "provider", "batch", "needs", "step", "job time", "job cost", "bound / why not"):
+    table = Table(title_justify="left", pad_edge=False, box=box.SIMPLE_HEAD)
+    # The step time is in --json and in the summary lines: the table keeps room for the reasons.
+    for col in ("", "gpu", "provider", "batch", "needs", "job time", "job cost", "bound / why not"):
         last = col == "bound / why not"
-        table.add_column(col, justify="right" if col in ("batch", "needs", "step", "job time", "job cost") else "left",
-                         no_wrap=not last, min_width=24 if last else None, overflow="fold")
+        table.add_column(col, justify="right" if col in ("batch", "needs", "job time", "job cost") else "left",
+                         no_wrap=not last, min_width=22 if last else None, overflow="fold")
     shown = rec.options if show_all else _summary(rec)
     for o in shown:
         mark = "+".join(marks.get(id(o), []))
@@ -137,7 +139,6 @@ def _render(rec, show_all: bool) -> None:
         table.add_row(
             mark, o.gpu + (f" ×{o.count}" if o.count > 1 else ""), o.provider + (" (spot)" if o.spot else ""), batch,
             format_bytes(o.peak_total_bytes) if o.peak_total_bytes else "-",
-            format_duration(o.step_time_s) if o.step_time_s else "-",
             format_duration(o.total_time_s) if o.total_time_s else "-", _cost(o),
             o.excluded_because or (o.bound or ""), style=style,
         )
@@ -146,7 +147,8 @@ def _render(rec, show_all: bool) -> None:
         con.print(f"[dim]{len(rec.options) - len(shown)} more options not shown (--all shows them, --json lists them).[/]")
     if rec.best is not None:
         b = rec.best
-        con.print(f"[bold green]Best:[/] {b.count}× {b.gpu_name} from {b.provider}: {format_duration(b.total_time_s)}, "
+        con.print(f"[bold green]Best:[/] {b.count}× {b.gpu_name} from {b.provider}: {format_duration(b.total_time_s)} "
+                  f"({format_duration(b.step_time_s)} a step), "
                   f"{_cost(b)} (micro-batch {b.batch_size}, {b.grad_accum_steps} accumulation step(s), "
                   f"needs {format_bytes(b.peak_total_bytes)} of {format_bytes(b.gpu_memory_bytes)})")
         if rec.fastest is not None and rec.fastest is not b:

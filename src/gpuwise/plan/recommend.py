@@ -278,9 +278,9 @@ def _evaluate(model, gpu: GPU, offer: Offer, count: int, job: JobSize, constrain
 
 
 def _oom_reason(batch: int, total_bytes: int, gpu: GPU, constraints: Constraints) -> str:
-    usable = usable_bytes(gpu, constraints.headroom_fraction)
-    return (f"OOM at batch {batch}: needs {format_bytes(total_bytes)} of {format_bytes(gpu.visible_memory_bytes)}"
-            f" ({format_bytes(usable)} usable with {constraints.headroom_fraction:.0%} headroom)")
+    headroom = f", {constraints.headroom_fraction:.0%} kept free" if constraints.headroom_fraction else ""
+    return (f"OOM at batch {batch}: needs {format_bytes(total_bytes)} of "
+            f"{format_bytes(gpu.visible_memory_bytes)}{headroom}")
 
 
 def _divisors(n: int) -> list[int]:
