@@ -49,6 +49,8 @@ def build_report(
     headroom: Headroom = Headroom(),
     precision: str = "fp16",
     columns: list[str] | None = None,
+    step_time_s=None,
+    method: str | None = None,
 ) -> Report:
     """``gpu``: the rented GPU when the log does not name it (dmon) or names it wrongly; raises CatalogError."""
     log = load_usage_log(path, columns=columns)
@@ -63,8 +65,9 @@ def build_report(
             notes.append(note)
     sizing = None
     if usage.needed_peak_bytes is not None:
+        extra = {"step_time_s": step_time_s, "method": method} if step_time_s is not None else {}
         sizing = right_size(usage, catalog, rented, gpu_price=gpu_price, provider=provider, headroom=headroom,
-                            precision=precision)
+                            precision=precision, **extra)
         notes.extend(sizing.notes)
     return Report(usage, sizing, tuple(notes), log.samples)
 

@@ -128,8 +128,7 @@ def render_html(report: Report) -> str:
     options = _options_png(report)
     facts_html = "".join(f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>" for k, v in facts)
     notes_html = "".join(f"<li>{e(n)}</li>" for n in report.notes)
-    method = (f"<p class='method'>Time on other GPUs: {e(r.method)} (busy share {r.busy_share_used:.0%}, "
-              f"{e(r.precision)} peak rates and memory bandwidth from the catalog).</p>") if r else ""
+    method = f"<p class='method'>Time on other GPUs: {e(r.method)} ({e(r.method_basis)}).</p>" if r else ""
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>gpuwise report: {e(u.path)}</title>
 <style>

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from gpuwise.catalog import Catalog, CatalogError, GPU, Offer, offers_for, resolve_gpu
@@ -27,6 +28,8 @@ from gpuwise.units import UnitError, parse_bytes
 
 HOURS_PER_MONTH = 730.0
 METHOD = "busy-share scaling"
+# The time of one step of the known workload on a GPU (None: cannot run there), from gpuwise.runtime.
+StepTimeFn = Callable[[GPU], "float | None"]
 # nvidia-smi shows 15360 MiB on a 16 GiB T4 (ECC and the driver take ~6%): compare against what a job can get.
 USABLE_FRACTION = 0.94
 
@@ -100,6 +103,13 @@ class RightSizing:
         """GPUs that would have held the job and cost less for the same work, biggest saving first."""
         return tuple(o for o in self.options if o.fits and not o.rented and (o.saving_per_hour or 0) > 0)
 
+    @property
+    def method_basis(self) -> str:
+        """What the time factors scale by, in words."""
+        if self.method == METHOD:
+            return f"busy {self.busy_share_used:.0%}, {self.precision} peak rates and memory bandwidth from the catalog"
+        return f"busy {self.busy_share_used:.0%}, the predicted step time on each GPU"
+
     def to_dict(self) -> dict:
         d = asdict(self)
         d["cheaper"] = [o.gpu_id for o in self.cheaper]
@@ -116,8 +126,18 @@ def speed_ratio(rented: GPU, other: GPU, precision: str) -> float:
     return math.sqrt(compute * bandwidth)
 
 
-def time_factor(busy_share: float, rented: GPU, other: GPU, precision: str) -> float:
-    return (1.0 - busy_share) + busy_share * speed_ratio(rented, other, precision)
+def time_factor(busy_share: float, rented: GPU, other: GPU, precision: str,
+                step_time_s: StepTimeFn | None = None) -> float | None:
+    """How many times longer the run takes on ``other``: the idle share stays, the busy share scales by
+    the time predictor's step-time ratio when the workload is known, else by the peak-rate ratio."""
+    if step_time_s is not None:
+        t_rented, t_other = step_time_s(rented), step_time_s(other)
+        if not t_rented or t_other is None:
+            return None
+        ratio = t_other / t_rented
+    else:
+        ratio = speed_ratio(rented, other, precision)
+    return (1.0 - busy_share) + busy_share * ratio
 
 
 def _cheapest(catalog: Catalog, gpu_id: str, provider: str | None, currency: str | None) -> Offer | None:
@@ -158,7 +178,11 @@ def right_size(
     provider: str | None = None,
     headroom: Headroom = Headroom(),
     precision: str = "fp16",
+    step_time_s: StepTimeFn | None = None,
+    method: str = METHOD,
 ) -> RightSizing:
+    """``step_time_s``: the predicted step time of the job's workload per GPU (see
+    ``gpuwise.report.predicted``); without it, busy time scales by the ratio of peak rates."""
     if usage.needed_peak_bytes is None:
         raise ReportError(f"{usage.path}: the log has no memory figures: nothing to right-size")
     notes: list[str] = []
@@ -185,7 +209,8 @@ def right_size(
     options = []
     for gpu in catalog.gpus:
         fits = required <= gpu.memory_bytes * USABLE_FRACTION
-        factor = 1.0 if rented and gpu.id == rented.id else (time_factor(busy, rented, gpu, precision) if rented else None)
+        factor = 1.0 if rented and gpu.id == rented.id else (
+            time_factor(busy, rented, gpu, precision, step_time_s) if rented else None)
         offer = _cheapest(catalog, gpu.id, provider, currency)
         price = offer.price_per_gpu_hour if offer else None
         if rented and gpu.id == rented.id and rented_price is not None:
@@ -207,6 +232,6 @@ def right_size(
     return RightSizing(
         rented_gpu_id=rented.id if rented else None, rented_gpu_name=rented.name if rented else None,
         gpu_count=count, needed_bytes=needed, headroom_bytes=extra, required_bytes=required, currency=currency,
-        rented_price_per_gpu_hour=rented_price, price_source=price_source, method=METHOD, precision=precision,
+        rented_price_per_gpu_hour=rented_price, price_source=price_source, method=method, precision=precision,
         busy_share_used=busy, options=tuple(options), notes=tuple(notes),
     )

@@ -60,7 +60,7 @@ def render_report(report: Report) -> Group:
         parts.append(Text.from_markup(
             f"Needed {format_bytes(r.needed_bytes)} + headroom {format_bytes(r.headroom_bytes)} = "
             f"[bold]{format_bytes(r.required_bytes)}[/bold] per GPU. Time elsewhere by {r.method} "
-            f"(busy {r.busy_share_used:.0%}, {r.precision} peak rates and bandwidth); work/h: what the work of one measured hour costs there (price × time×); savings against what was paid, per month = 730 h."))
+            f"({r.method_basis}); work/h: what the work of one measured hour costs there (price × time×); savings against what was paid, per month = 730 h."))
         if r.rented_price_per_gpu_hour is not None:
             parts.append(Text(f"Rented: {r.gpu_count} × {r.rented_gpu_name or '?'} at "
                               f"{_money(r.rented_price_per_gpu_hour, r.currency)}/h per GPU ({r.price_source})"))
