@@ -3,12 +3,13 @@
 The step time on another GPU comes from one swappable function (``StepTimeScaler``). The default is
 a roofline ratio: a step spends ``compute_share`` of its time bound by peak math for the precision and
 the rest bound by memory bandwidth, so ``t_to = t_from · (share·peak_from/peak_to + (1−share)·bw_from/bw_to)``.
-When the workload is known, a caller can pass a scaler built on ``gpuwise.runtime.predict_step_time``
-(the ratio of its predictions) instead; nothing else here changes.
+When the workload is known, ``predicted_scaler`` scales by the time predictor's step times instead
+(the ratio of its predictions); nothing else here changes.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -38,6 +39,19 @@ def roofline_scaler(precision: str = "amp-fp16", compute_share: float = 0.5) -> 
         compute = peak_tflops(gpu_from, precision) / peak_tflops(gpu_to, precision)
         memory = gpu_from.memory_bandwidth_gbs / gpu_to.memory_bandwidth_gbs
         return step_time_s * (compute_share * compute + (1.0 - compute_share) * memory)
+
+    return scale
+
+
+def predicted_scaler(step_time_s: Callable[[GPU], "float | None"]) -> StepTimeScaler:
+    """A scaler from the time predictor's step times of the run's workload (``gpuwise.plan.
+    step_time_function``): the measured step time × predicted(to) / predicted(from)."""
+
+    def scale(gpu_from: GPU, gpu_to: GPU, measured_step_time_s: float) -> float:
+        t_from, t_to = step_time_s(gpu_from), step_time_s(gpu_to)
+        if not t_from or t_to is None:
+            return math.inf  # cannot run there (e.g. amp-bf16 on a GPU without bf16)
+        return measured_step_time_s * t_to / t_from
 
     return scale
 
@@ -115,6 +129,8 @@ def gpu_options(catalog: Catalog, current: GPU, step_time_s: float, *, count: in
                 continue
             offer_provider, price, cur = offer.provider, offer.price_per_hour, offer.currency
         t = step_time_s if is_current else scaler(current, gpu, step_time_s)
+        if not math.isfinite(t):
+            continue  # the workload cannot run there
         fits = None if memory_need_bytes is None else gpu.memory_bytes >= memory_need_bytes
         options.append(GpuOption(gpu.id, gpu.name, count, offer_provider, price, cur or "", t, fits,
                                  gpu.memory_bytes, is_current))

@@ -33,6 +33,10 @@ def advise(
     restart_time: Annotated[str, typer.Option("--restart-time", help="Time lost to a GPU switch on the new GPU (save, move, restart).")] = "15m",
     checkpoint_size: Annotated[str, typer.Option("--checkpoint-size", help="Checkpoint to move on a switch (at 100 MB/s).")] = "5GB",
     plot: Annotated[Optional[str], typer.Option("--plot", help="Write a PNG: raw and smoothed loss, phases, forecast band.")] = None,
+    model: Annotated[Optional[str], typer.Option("--model", help="The run's model (as for estimate): step times on other GPUs then come from the time predictor.")] = None,
+    batch_size: Annotated[int, typer.Option("--batch-size", help="With --model: the micro-batch per GPU.")] = 32,
+    seq_len: c.SeqLenOpt = None,
+    image_size: c.ImageSizeOpt = None,
     catalog: c.CatalogOpt = None,
     json_out: c.JsonOpt = False,
 ) -> None:
@@ -60,7 +64,8 @@ def advise(
     request = PricingRequest(
         gpu_name=gpu, price_per_hour=price, currency=currency, provider=provider, precision=precision, count=num_gpus,
         memory_need_bytes=parse_bytes(peak_memory) if peak_memory else None,
-        switch=SwitchCost(restart_s=parse_duration_s(restart_time), checkpoint_bytes=parse_bytes(checkpoint_size)))
+        switch=SwitchCost(restart_s=parse_duration_s(restart_time), checkpoint_bytes=parse_bytes(checkpoint_size)),
+        **_predicted_scaler(model, batch_size, seq_len, image_size, precision, num_gpus))
     report = run_advise(training_log, settings, load_catalog(catalog), request)
     plot_path = None
     if plot:
@@ -72,10 +77,10 @@ def advise(
         out["plot"] = plot_path
         c.print_json(out)
         return
-    _render(report, plot_path)
+    _render(report, plot_path, scaled_by=f"the time predictor for {model}" if model else None)
 
 
-def _render(report, plot_path: str | None) -> None:
+def _render(report, plot_path: str | None, scaled_by: str | None = None) -> None:
     from gpuwise.units import format_duration, format_money
 
     d = report.to_dict()
@@ -112,8 +117,8 @@ def _render(report, plot_path: str | None) -> None:
         c.console.print(plan)
     if d["pricing_note"]:
         c.console.print(f"[dim]Prices: {d['pricing_note']}.[/dim]")
-    c.console.print("[dim]Step times on other GPUs are scaled by peak math and memory bandwidth (a roofline ratio); "
-                    "catalog prices are indicative.[/dim]")
+    scaled_by = scaled_by or "peak math and memory bandwidth (a roofline ratio; --model uses the time predictor)"
+    c.console.print(f"[dim]Step times on other GPUs are scaled by {scaled_by}; catalog prices are indicative.[/dim]")
     if plot_path:
         c.console.print(f"Plot: {plot_path}")
 
@@ -121,3 +126,15 @@ def _render(report, plot_path: str | None) -> None:
 def _advice_colour(kind: str) -> str:
     return {"diverged": "red", "not_learning": "red", "noisy": "yellow", "plateau": "yellow",
             "batch_size": "cyan", "switch_gpu": "green", "plan": "green", "healthy": "green"}.get(kind, "blue")
+
+
+def _predicted_scaler(model, batch_size, seq_len, image_size, precision, num_gpus) -> dict:
+    """With --model: scale step times between GPUs by the time predictor (one trace), not a roofline."""
+    if not model:
+        return {}
+    from gpuwise.advise.gpu_options import predicted_scaler
+    from gpuwise.plan import step_time_function
+
+    workload = c.build_workload(model, batch_size=batch_size, seq_len=seq_len, image_size=image_size,
+                                precision=precision or "amp-fp16", num_gpus=num_gpus or 1)
+    return {"scaler": predicted_scaler(step_time_function(workload))}

@@ -159,3 +159,22 @@ def largest_fitting_batch(
     while candidate * 2 <= limit and total_bytes(candidate * 2) <= budget:
         candidate *= 2
     return candidate
+
+
+def step_time_function(workload: Workload, progress: Callable[[str], None] | None = None):
+    """GPU -> predicted step time (s) of ``workload`` on ``workload.num_gpus`` of that GPU, or None
+    where it cannot run there (amp-bf16 without bf16). One trace (or none, for LLMs), cached per GPU:
+    the right-sizing report and the advice use it when the job's workload is known."""
+    model = model_for(workload, progress)
+    cache: dict[str, float | None] = {}
+
+    def step_time_s(gpu: GPU) -> float | None:
+        if gpu.id not in cache:
+            if workload.precision == "amp-bf16" and not gpu.has_bf16:
+                cache[gpu.id] = None
+            else:
+                est = model.estimate(gpu, count=workload.num_gpus)
+                cache[gpu.id] = est.time.step_time_s if est.time is not None else None
+        return cache[gpu.id]
+
+    return step_time_s
