@@ -116,3 +116,14 @@ def test_bad_input_exits_2_with_one_line_naming_it(gpuwise, args, needle):
     lines = [line for line in r.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and needle in lines[0], r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_plots_are_written_as_png(gpuwise, tmp_path):
+    rec_png, est_png = tmp_path / "rec.png", tmp_path / "est.png"
+    r = gpuwise("recommend", *SMALL, "--steps", "100", "--gpus", "t4,rtx-4090", "--no-remedies", "--deadline", "1h",
+                "--plot", str(rec_png))
+    assert r.returncode == 0, r.stderr
+    r = gpuwise("estimate", *SMALL, "--gpu", "t4", "--plot", str(est_png))
+    assert r.returncode == 0, r.stderr
+    for png in (rec_png, est_png):
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000

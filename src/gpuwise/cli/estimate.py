@@ -228,7 +228,8 @@ def _plot_timeline(est, path: str) -> None:
         ax.axhline(est.memory.total_bytes / 1e9, color="tab:red", linestyle="--", linewidth=1,
                    label="total incl. CUDA context")
         if est.gpu is not None:
-            ax.axhline(est.gpu.memory_bytes / 1e9, color="black", linewidth=1, label=f"{est.gpu.id} memory")
+            ax.axhline(est.gpu.visible_memory_bytes / 1e9, color="black", linewidth=1,
+                       label=f"{est.gpu.id} memory (as the driver reports it)")
     ax.set_xlabel("allocator event (two steps: warm-up, then measured)")
     ax.set_ylabel("GB")
     ax.set_title(f"{est.workload.model}: GPU memory over the step")
