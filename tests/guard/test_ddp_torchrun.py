@@ -34,13 +34,14 @@ def _finish(proc: subprocess.Popen) -> subprocess.CompletedProcess:
 @pytest.mark.slow
 def test_ddp_worker_killed_mid_run_resumes_to_the_same_parameters(tmp_path):
     # Rank 1 SIGKILLs itself before step 8; torchrun restarts both workers, which resume from the checkpoint
-    # of step 6 and must end exactly where the uninterrupted run (started alongside) ended. (More than one
+    # of step 6 and must end exactly where the uninterrupted run ended. (More than one
     # restart allowed: on a loaded machine gloo's connection set-up of a new generation sometimes times out,
     # and retrying it is what --max-restarts is for.)
     run_log = tmp_path / "run.db"
-    reference_proc = _torchrun(tmp_path / "ref")
-    killed_proc = _torchrun(tmp_path / "ckpt", "--die-at-step", "8", "--run-log", str(run_log), max_restarts=3)
-    reference, killed = _finish(reference_proc), _finish(killed_proc)
+    # One job at a time: two elastic jobs setting up gloo meshes side by side on 2 loaded cores made the
+    # new generation's connection set-up time out now and then.
+    reference = _finish(_torchrun(tmp_path / "ref"))
+    killed = _finish(_torchrun(tmp_path / "ckpt", "--die-at-step", "8", "--run-log", str(run_log), max_restarts=5))
     assert reference.returncode == 0, reference.stderr[-3000:]
     expected = reference.stdout.strip().splitlines()[-1]
     assert expected.startswith("final_checksum=")
