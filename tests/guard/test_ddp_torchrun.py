@@ -33,18 +33,19 @@ def _finish(proc: subprocess.Popen) -> subprocess.CompletedProcess:
 
 @pytest.mark.slow
 def test_ddp_worker_killed_mid_run_resumes_to_the_same_parameters(tmp_path):
-    # Rank 1 SIGKILLs itself before step 8; torchrun restarts both workers, which resume from the checkpoint
-    # of step 6 and must end exactly where the uninterrupted run ended. (More than one
-    # restart allowed: on a loaded machine gloo's connection set-up of a new generation sometimes times out,
-    # and retrying it is what --max-restarts is for.)
+    # Rank 1 SIGKILLs itself before step 8, which ends the torchrun job; a new torchrun job resumes from the
+    # checkpoint of step 6 and must end exactly where the uninterrupted run ended. (The restart is a new job,
+    # as a supervisor or a re-rented machine would start it: torchrun's in-place --max-restarts path hung now
+    # and then in gloo's connection set-up of the new generation on this 2-core machine, torch 2.14.)
     run_log = tmp_path / "run.db"
-    # One job at a time: two elastic jobs setting up gloo meshes side by side on 2 loaded cores made the
-    # new generation's connection set-up time out now and then.
     reference = _finish(_torchrun(tmp_path / "ref"))
-    killed = _finish(_torchrun(tmp_path / "ckpt", "--die-at-step", "8", "--run-log", str(run_log), max_restarts=5))
     assert reference.returncode == 0, reference.stderr[-3000:]
     expected = reference.stdout.strip().splitlines()[-1]
     assert expected.startswith("final_checksum=")
+
+    died = _finish(_torchrun(tmp_path / "ckpt", "--die-at-step", "8", "--run-log", str(run_log)))
+    assert died.returncode != 0
+    killed = _finish(_torchrun(tmp_path / "ckpt", "--run-log", str(run_log)))
     assert killed.returncode == 0, killed.stderr[-3000:]
     assert "resumed from step-000000006" in killed.stderr
     assert killed.stdout.strip().splitlines()[-1] == expected
