@@ -7,7 +7,6 @@ on disk per GPU-hour. Run: python benchmarks/monitor_overhead.py [seconds]
 
 from __future__ import annotations
 
-import os
 import sys
 import tempfile
 import time

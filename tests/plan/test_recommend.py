@@ -4,7 +4,6 @@ The workload model here is scripted (memory affine in batch, time from the GPU's
 each test knows its answer; the end-to-end path with a real trace is in test_cli_recommend.py.
 """
 
-from dataclasses import replace
 
 import pytest
 

@@ -50,7 +50,7 @@ def estimate(
     number nvidia-smi shows. Predictions assume PyTorch 2.x eager mode with cuDNN.
     """
     from gpuwise.catalog import load_catalog, resolve_gpu
-    from gpuwise.plan import JobSize, fits, largest_fitting_batch, model_for, usable_bytes
+    from gpuwise.plan import JobSize, largest_fitting_batch, model_for
 
     workload = c.build_workload(
         model, batch_size=c.parse_batch_size(batch_size), seq_len=seq_len, image_size=image_size,

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 
 from gpuwise.llm.arch import DecoderArch, ParamCounts, arch_from_config
 from gpuwise.llm.config import LlmError, load_config, try_load_decoder_config
-from gpuwise.llm.memory import InferMemory, TrainMemory, context_bytes, infer_memory, train_memory
+from gpuwise.llm.memory import InferMemory, TrainMemory, infer_memory, train_memory
 from gpuwise.llm.storage import compute_bytes
 from gpuwise.llm.timing import serve_time, train_step_time
 from gpuwise.memory.model import MemoryEstimate

@@ -6,7 +6,7 @@ import bisect
 from dataclasses import dataclass, replace
 from typing import Sequence
 
-from gpuwise.memory.cuda import BLAS_OPS, CUDNN_OPS, CudaStack, Edit, cuda_edits, op_packet
+from gpuwise.memory.cuda import BLAS_OPS, CUDNN_OPS, CudaStack, cuda_edits, op_packet
 from gpuwise.trace.records import MemoryEvent, OpRecord, Trace
 
 _WARMUP = -1   # step key of the warm-up step's events once aligned

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from gpuwise.catalog.model import Catalog
 from gpuwise.plan.money import convert
 from gpuwise.plan.profile import fits, model_for
-from gpuwise.plan.recommend import JobSize, Option, Recommendation
+from gpuwise.plan.recommend import JobSize, Recommendation
 from gpuwise.workload import Workload
 
 
