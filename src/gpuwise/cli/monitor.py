@@ -14,6 +14,20 @@ IntervalOpt = Annotated[float, typer.Option("--interval", help="Seconds between 
 LogOpt = Annotated[Optional[str], typer.Option("--log", help="Write the samples to this run log (SQLite).")]
 
 
+def _sampler(interval_s: float, log: str | None, json_out: bool):
+    """A sampler over the NVML backend (writing to ``log`` when given), or None when there is no driver
+    (said in one line)."""
+    from gpuwise.monitor import NoDriverError, Sampler, open_backend
+    from gpuwise.monitor.sampler import open_run_log
+
+    try:
+        backend = open_backend()
+    except NoDriverError as exc:
+        _no_driver(exc, json_out)
+        return None
+    return Sampler(backend, interval_s=interval_s, runlog=open_run_log(log) if log else None)
+
+
 def _no_driver(exc: Exception, json_out: bool) -> None:
     """One line and exit 1: there is nothing to watch here (not bad input, so not exit 2)."""
     if json_out:
@@ -32,17 +46,12 @@ def register(app: typer.Typer) -> None:
         json_out: JsonOpt = False,
     ) -> None:
         """A live view of every GPU (and MIG instance) with a short history; --json prints one snapshot."""
-        from gpuwise.monitor import NoDriverError, Sampler, open_backend
         from gpuwise.monitor.live import render_live
-        from gpuwise.monitor.sampler import open_run_log
 
-        try:
-            backend = open_backend()
-        except NoDriverError as exc:
-            _no_driver(exc, json_out)
+        sampler = _sampler(interval, log, json_out)
+        if sampler is None:
             return
-        runlog = open_run_log(log) if log else None
-        sampler = Sampler(backend, interval_s=interval, runlog=runlog)
+        runlog, backend = sampler.runlog, sampler.backend
         try:
             if json_out:
                 samples = sampler.sample_once()
@@ -130,17 +139,12 @@ def register(app: typer.Typer) -> None:
         import signal
         import threading
 
-        from gpuwise.monitor import NoDriverError, Sampler, open_backend
         from gpuwise.monitor.exporter import serve
-        from gpuwise.monitor.sampler import open_run_log
 
-        try:
-            backend = open_backend()
-        except NoDriverError as exc:
-            _no_driver(exc, json_out)
+        sampler = _sampler(interval, log, json_out)
+        if sampler is None:
             return
-        runlog = open_run_log(log) if log else None
-        sampler = Sampler(backend, interval_s=interval, runlog=runlog)
+        runlog, backend = sampler.runlog, sampler.backend
         sampler.sample_once()  # the first scrape already has data
         sampler.start()
         server, _thread = serve(sampler, port, bind)
