@@ -116,6 +116,9 @@ def main(argv: list[str] | None = None) -> int:
     guard.close()
     checksum = parameters_checksum(model)
     if world > 1:
+        # Every rank done with its last collective before any tears the group down: without the barrier
+        # gloo's connection threads of a rank still finishing can abort the other at exit.
+        torch.distributed.barrier()
         torch.distributed.destroy_process_group()
     if rank == 0:
         print(f"final_checksum={checksum}", flush=True)
