@@ -43,3 +43,12 @@ def test_parse_money_keeps_currency_when_given():
 def test_format_money_uses_symbol_for_known_currencies():
     assert format_money(1234.5, "CNY") == "¥1,234.50"
     assert format_money(3, "GBP") == "3.00 GBP"
+
+
+def test_format_bytes_picks_a_readable_unit():
+    from gpuwise.units import format_bytes
+
+    assert format_bytes(0) == "0 B"
+    assert format_bytes(47_000_000) == "47.0 MB"
+    assert format_bytes(22_100_000_000) == "22.1 GB"
+    assert format_bytes(2**30, "GiB") == "1.0 GiB"

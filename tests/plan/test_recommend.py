@@ -188,3 +188,12 @@ def test_remedies_name_the_change_that_fits_a_cheaper_gpu_and_cost_less_than_the
     for r in remedies:
         assert r["gpu"] == "t4" and r["peak_total_bytes"] <= r["gpu_memory_bytes"]
         assert r["total_cost"] < rec.best.total_cost
+
+
+def test_mixed_currencies_rank_in_cny_unless_told_otherwise(catalog):
+    cat = small_catalog(catalog, {"rtx-4090", "l4"}, [offer("rtx-4090", 2.0, "CNY"), offer("l4", 0.8, "USD", provider="gcp")])
+    rec = recommend(ScriptedModel(Workload("scripted", batch_size=8)), cat, job=JobSize(steps=10), max_gpus=1)
+    assert rec.ranking_currency == "CNY"
+    usd_only = small_catalog(catalog, {"l4"}, [offer("l4", 0.8, "USD", provider="gcp")])
+    rec = recommend(ScriptedModel(Workload("scripted", batch_size=8)), usd_only, job=JobSize(steps=10), max_gpus=1)
+    assert rec.ranking_currency == "USD"

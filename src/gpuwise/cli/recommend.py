@@ -73,14 +73,14 @@ def recommend(
         finetune=finetune, lora_rank=lora_rank, lora_targets=lora_targets, quant=quant,
         max_new_tokens=max_new_tokens, sharding=sharding, offload=offload,
     )
+    if not 0 <= headroom < 1:
+        raise c.WorkloadError(f"--headroom must be a fraction in [0, 1), got {headroom}")
     job = JobSize(samples=samples, epochs=epochs, steps=steps)
     budget_amount, budget_currency = parse_money(budget) if budget else (None, None)
     constraints = Constraints(
         deadline_s=parse_duration_s(deadline) if deadline else None, budget=budget_amount,
         budget_currency=budget_currency, headroom_fraction=headroom,
     )
-    if not 0 <= headroom < 1:
-        raise c.WorkloadError(f"--headroom must be a fraction in [0, 1), got {headroom}")
     cat = load_catalog(catalog)
     gpu_ids = [resolve_gpu(cat, g.strip()).id for g in gpus.split(",") if g.strip()] if gpus else None
 
