@@ -56,6 +56,13 @@ MaxNewTokensOpt = Annotated[int, typer.Option("--max-new-tokens", help="Tokens t
 NumGpusOpt = Annotated[int, typer.Option("--num-gpus", help="GPUs the job is spread over.")]
 ShardingOpt = Annotated[str, typer.Option("--sharding", help="ddp, zero1, zero2, zero3, fsdp.")]
 OffloadOpt = Annotated[str, typer.Option("--offload", help="none, optimizer, params (to CPU memory).")]
+# The software stack (DESIGN.md): each default is what the prediction assumes, and it says so.
+AttentionOpt = Annotated[str, typer.Option("--attention", help="sdpa (default: transformers' SDPA), eager (materialises batch × heads × seq² scores), flash2.")]
+CompileOpt = Annotated[bool, typer.Option("--compile", help="torch.compile: fewer kernels, fused elementwise work (default: eager).")]
+OptimizerImplOpt = Annotated[str, typer.Option("--optimizer-impl", help="foreach (PyTorch's default), fused, for-loop.")]
+KeepGradsOpt = Annotated[bool, typer.Option("--keep-grads", help="zero_grad(set_to_none=False): gradients stay allocated between steps.")]
+InputRateOpt = Annotated[Optional[float], typer.Option("--input-rate", help="Samples/s the input pipeline delivers (default: synthetic data, no limit).")]
+EngineOpt = Annotated[str, typer.Option("--engine", help="LLM inference engine: hf (generate, eager; default) or vllm.")]
 
 
 def build_workload(
@@ -78,6 +85,12 @@ def build_workload(
     num_gpus: int = 1,
     sharding: str = "ddp",
     offload: str = "none",
+    attention: str = "sdpa",
+    compile: bool = False,
+    optimizer_impl: str = "foreach",
+    keep_grads: bool = False,
+    input_rate: float | None = None,
+    engine: str = "hf",
 ) -> Workload:
     targets = tuple(t.strip() for t in lora_targets.split(",") if t.strip()) if lora_targets else ()
     return Workload(
@@ -85,6 +98,8 @@ def build_workload(
         optimizer=optimizer, mode=mode, grad_checkpointing=grad_checkpointing, channels_last=channels_last,
         grad_accum_steps=grad_accum, finetune=finetune, lora_rank=lora_rank, lora_targets=targets, quant=quant,
         max_new_tokens=max_new_tokens, num_gpus=num_gpus, sharding=sharding, offload=offload,
+        attention=attention, compile=compile, optimizer_impl=optimizer_impl, keep_grads=keep_grads,
+        input_rate=input_rate, engine=engine,
     )
 
 

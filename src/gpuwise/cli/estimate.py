@@ -34,6 +34,12 @@ def estimate(
     num_gpus: c.NumGpusOpt = 1,
     sharding: c.ShardingOpt = "ddp",
     offload: c.OffloadOpt = "none",
+    attention: c.AttentionOpt = "sdpa",
+    compile: c.CompileOpt = False,
+    optimizer_impl: c.OptimizerImplOpt = "foreach",
+    keep_grads: c.KeepGradsOpt = False,
+    input_rate: c.InputRateOpt = None,
+    engine: c.EngineOpt = "hf",
     gpu: Annotated[Optional[str], typer.Option("--gpu", help="A catalog GPU (name, alias or NVML name), or 'all'.")] = None,
     max_batch: Annotated[bool, typer.Option("--max-batch", help="The largest batch that fits --gpu.")] = False,
     samples: Annotated[Optional[int], typer.Option("--samples", help="Samples per epoch, for epoch/job time.")] = None,
@@ -58,6 +64,8 @@ def estimate(
         channels_last=channels_last, grad_accum=grad_accum, finetune=finetune, lora_rank=lora_rank,
         lora_targets=lora_targets, quant=quant, max_new_tokens=max_new_tokens, num_gpus=num_gpus,
         sharding=sharding, offload=offload,
+        attention=attention, compile=compile, optimizer_impl=optimizer_impl, keep_grads=keep_grads,
+        input_rate=input_rate, engine=engine,
     )
     if not 0 <= headroom < 1:
         raise c.WorkloadError(f"--headroom must be a fraction in [0, 1), got {headroom}")

@@ -34,6 +34,12 @@ def recommend(
     max_new_tokens: c.MaxNewTokensOpt = 0,
     sharding: c.ShardingOpt = "ddp",
     offload: c.OffloadOpt = "none",
+    attention: c.AttentionOpt = "sdpa",
+    compile: c.CompileOpt = False,
+    optimizer_impl: c.OptimizerImplOpt = "foreach",
+    keep_grads: c.KeepGradsOpt = False,
+    input_rate: c.InputRateOpt = None,
+    engine: c.EngineOpt = "hf",
     samples: Annotated[Optional[int], typer.Option("--samples", help="Samples per epoch.")] = None,
     epochs: Annotated[float, typer.Option("--epochs", help="Epochs over --samples.")] = 1.0,
     steps: Annotated[Optional[int], typer.Option("--steps", help="Optimizer steps (instead of --samples).")] = None,
@@ -72,6 +78,8 @@ def recommend(
         grad_checkpointing=grad_checkpointing, channels_last=channels_last, grad_accum=grad_accum,
         finetune=finetune, lora_rank=lora_rank, lora_targets=lora_targets, quant=quant,
         max_new_tokens=max_new_tokens, sharding=sharding, offload=offload,
+        attention=attention, compile=compile, optimizer_impl=optimizer_impl, keep_grads=keep_grads,
+        input_rate=input_rate, engine=engine,
     )
     if not 0 <= headroom < 1:
         raise c.WorkloadError(f"--headroom must be a fraction in [0, 1), got {headroom}")

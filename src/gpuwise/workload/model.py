@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, replace
 
 from gpuwise.errors import GpuwiseError
@@ -13,6 +14,10 @@ FINETUNES = ("full", "freeze", "lora", "qlora")
 QUANTS = ("none", "int8", "nf4")
 SHARDINGS = ("ddp", "zero1", "zero2", "zero3", "fsdp")
 OFFLOADS = ("none", "optimizer", "params")
+# The software stack: inputs with stated defaults (DESIGN.md, "The software stack assumed by predictions").
+ATTENTIONS = ("sdpa", "eager", "flash2")          # transformers' attn_implementation
+OPTIMIZER_IMPLS = ("foreach", "fused", "for-loop")  # torch.optim: foreach is PyTorch's default on CUDA
+ENGINES = ("hf", "vllm")                         # what runs LLM inference: HF generate (eager) or vLLM
 
 # Sanity bounds: beyond these an input is a typo, not a job.
 MAX_BATCH_SIZE = 1 << 20
@@ -53,8 +58,20 @@ class Workload:
     num_gpus: int = 1
     sharding: str = "ddp"
     offload: str = "none"
+    # Software stack (each default says what it assumes)
+    attention: str = "sdpa"          # transformers' default since 4.36 where the model supports it
+    compile: bool = False            # torch.compile: fewer kernels, fused elementwise work
+    optimizer_impl: str = "foreach"  # torch.optim's default on CUDA tensors
+    keep_grads: bool = False         # zero_grad(set_to_none=False): .grad stays allocated between steps
+    input_rate: float | None = None  # samples/s the input pipeline delivers (None: synthetic data, no limit)
+    engine: str = "hf"               # LLM inference: HF generate in eager mode, or vLLM
 
     def __post_init__(self) -> None:
+        for name in ("precision", "optimizer", "mode", "finetune", "quant", "sharding", "offload",
+                     "attention", "optimizer_impl", "engine"):
+            value = getattr(self, name)
+            if isinstance(value, str) and value != value.strip().lower():
+                object.__setattr__(self, name, value.strip().lower())   # choices are case-insensitive
         _choice("precision", self.precision, PRECISIONS)
         _choice("optimizer", self.optimizer, OPTIMIZERS)
         _choice("mode", self.mode, MODES)
@@ -62,6 +79,12 @@ class Workload:
         _choice("quant", self.quant, QUANTS)
         _choice("sharding", self.sharding, SHARDINGS)
         _choice("offload", self.offload, OFFLOADS)
+        _choice("attention", self.attention, ATTENTIONS)
+        _choice("optimizer-impl", self.optimizer_impl, OPTIMIZER_IMPLS)
+        _choice("engine", self.engine, ENGINES)
+        if self.input_rate is not None and not (isinstance(self.input_rate, (int, float))
+                                                and math.isfinite(self.input_rate) and self.input_rate > 0):
+            raise WorkloadError(f"--input-rate must be a positive number of samples/s, got {self.input_rate!r}")
         _positive("batch-size", self.batch_size, MAX_BATCH_SIZE)
         _positive("grad-accum-steps", self.grad_accum_steps, 1 << 16)
         _positive("num-gpus", self.num_gpus, 4096)
