@@ -5,7 +5,8 @@ finishes with exactly the parameters an uninterrupted run has (deterministic on 
     torchrun --nproc-per-node 2 --max-restarts 3 examples/train_guarded.py --checkpoint-dir /shared/ckpt ...
 
 The last line of a completed run is ``final_checksum=<sha256 of the model's parameters and buffers>``.
-Exit code 75 after SIGTERM means "checkpointed, restart me".
+Exit code 75 after SIGTERM means "checkpointed, restart me"; exit code 2 with one line on stderr means
+the guard refused (no checkpoint verifies and --fresh was not given, or saves kept failing).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import argparse
 import hashlib
 import os
 import signal
+import sys
 import time
 
 import torch
@@ -21,7 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import TensorDataset
 
-from gpuwise.guard import Guard, inject_oom_above
+from gpuwise.guard import Guard, GuardError, inject_oom_above
 from gpuwise.guard.distributed import unwrap
 
 
@@ -41,6 +43,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--async-save", action="store_true")
     p.add_argument("--run-log", default=None, help="SQLite run log for gpuwise advise/report")
     p.add_argument("--grace-s", type=float, default=20.0)
+    p.add_argument("--fresh", action="store_true",
+                   help="start from step 0 even though checkpoints exist and none verifies")
+    p.add_argument("--max-save-failures", type=int, default=3, help="saves failing in a row that end the run")
     p.add_argument("--inject-oom-above", type=int, default=None,
                    help="test hook: micro-batches larger than this raise torch.cuda.OutOfMemoryError")
     p.add_argument("--inject-oom-rank", type=int, default=None, help="inject only on this rank (default: all)")
@@ -73,7 +78,14 @@ def parameters_checksum(model: nn.Module) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+    try:
+        return train(parse_args(argv))
+    except GuardError as exc:  # one line, as every gpuwise command reports bad input
+        print(f"gpuwise.guard: error: {exc}", file=sys.stderr, flush=True)
+        return 2
+
+
+def train(args: argparse.Namespace) -> int:
     torch.set_num_threads(1)  # same thread count on every run: bit-identical CPU results
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world > 1:
@@ -91,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0 / (1.0 + 0.01 * s))
     guard = Guard(args.checkpoint_dir, model, optimizer, scheduler=scheduler, every_steps=args.save_every,
                   every_minutes=args.every_minutes, keep=args.keep, run_log=args.run_log,
-                  async_save=args.async_save, grace_s=args.grace_s, micro_batch_size=args.micro_batch_size)
+                  async_save=args.async_save, grace_s=args.grace_s, micro_batch_size=args.micro_batch_size,
+                  allow_fresh=args.fresh, max_save_failures=args.max_save_failures)
     guard.loader(make_data(args.seed, args.samples), batch_size=args.batch_size, seed=args.seed)
     guard.resume()
 

@@ -63,7 +63,7 @@ def _loss(model):
 
 @pytest.mark.parametrize("async_save", [False, True])
 def test_training_continues_after_a_failed_save_when_policy_is_warn(tmp_path, disk_fills_after, async_save):
-    guard, model = _guard(tmp_path, async_save=async_save)
+    guard, model = _guard(tmp_path, async_save=async_save, max_save_failures=5)
     batches = guard.batches(max_steps=4)
     guard.step(next(batches), _loss(model))
     guard.wait_for_save()
@@ -82,7 +82,8 @@ def test_failed_save_stops_training_when_policy_is_raise(tmp_path, disk_fills_af
     disk_fills_after(100)
     with pytest.raises(GuardError, match="no previous checkpoint"):
         guard.step(next(guard.batches(max_steps=2)), _loss(model))
-    guard.close()
+    with pytest.raises(GuardError, match="every checkpoint save of this run failed"):
+        guard.close()
 
 
 def test_low_free_space_is_warned_about(tmp_path):

@@ -15,57 +15,33 @@ manifest's sizes and checksums and names the ones it skipped.
 
 from __future__ import annotations
 
-import json
 import os
 import pickle
 import re
 import shutil
+import stat
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
-import gpuwise
 from gpuwise.guard.errors import GuardError
+from gpuwise.guard.manifest import FORMAT_VERSION, Manifest
 from gpuwise.guard.storage import HashingWriter, fsync_dir, sha256_file, write_bytes_durably
 
 STATE_FILE = "state.pt"
 MANIFEST_FILE = "manifest.json"
+DCP_METADATA_FILE = ".metadata"
+DCP_EXTRA_FILE = "extra.pt"
 _STEP_DIR = re.compile(r"^step-(\d{9,})$")
-FORMAT_VERSION = 1
+# The files a resume loads, by format: each must be listed (and so verified) in the manifest.
+REQUIRED_FILES = {"torch.save": (STATE_FILE,), "torch.distributed.checkpoint": (DCP_METADATA_FILE, DCP_EXTRA_FILE),
+                  "lightning": ("state.ckpt",)}
 
-
-@dataclass(frozen=True)
-class Manifest:
-    step: int
-    epoch: int
-    time_s: float
-    files: dict[str, dict[str, Any]]          # name -> {"bytes": int, "sha256": hex}
-    format: str = "torch.save"                # or "torch.distributed.checkpoint"
-    world_size: int = 1
-    gpuwise_version: str = gpuwise.__version__
-    torch_version: str = torch.__version__
-    format_version: int = FORMAT_VERSION
-    meta: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def total_bytes(self) -> int:
-        return sum(int(f["bytes"]) for f in self.files.values())
-
-    def to_json(self) -> str:
-        d = asdict(self)
-        d["total_bytes"] = self.total_bytes
-        d["created"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.time_s))
-        return json.dumps(d, indent=2, sort_keys=True)
-
-    @classmethod
-    def from_json(cls, text: str) -> "Manifest":
-        d = json.loads(text)
-        names = set(cls.__dataclass_fields__)
-        return cls(**{k: v for k, v in d.items() if k in names})
+__all__ = ["FORMAT_VERSION", "Checkpoint", "CheckpointStore", "Manifest", "Skipped"]
 
 
 @dataclass(frozen=True)
@@ -92,6 +68,7 @@ class CheckpointStore:
             raise GuardError(f"keep must be >= 1, got {keep}")
         self.directory = Path(directory)
         self.keep = keep
+        self._verified: dict[str, tuple[int, int, int]] = {}  # checkpoint name -> manifest identity
 
     # -- reading ---------------------------------------------------------------------------------
     def step_dirs(self) -> list[Path]:
@@ -101,25 +78,43 @@ class CheckpointStore:
         found = [(int(m.group(1)), p) for p in self.directory.iterdir() if (m := _STEP_DIR.match(p.name))]
         return [p for _, p in sorted(found, reverse=True)]
 
-    def verify(self, path: Path, *, checksums: bool = True) -> Checkpoint:
-        """The checkpoint at ``path`` if every file matches its manifest; GuardError says why not."""
+    def verify(self, path: Path, *, checksums: bool = True, nested_names: bool = False) -> Checkpoint:
+        """The checkpoint at ``path`` if its manifest is well formed, lists every file a resume loads, and
+        every listed file matches its size and checksum; GuardError says why not.
+
+        A checkpoint gpuwise wrote must hold nothing the manifest does not list (an added file could be
+        read by the loader unverified); ``nested_names`` allows relative paths for directories another
+        library wrote and ``seal_directory`` sealed."""
         try:
-            manifest = Manifest.from_json((path / MANIFEST_FILE).read_text())
+            text = (path / MANIFEST_FILE).read_bytes()
         except FileNotFoundError:
             raise GuardError(f"{path.name}: no manifest") from None
-        except (ValueError, TypeError) as exc:
-            raise GuardError(f"{path.name}: unreadable manifest ({exc})") from None
-        if not manifest.files:
-            raise GuardError(f"{path.name}: manifest lists no files")
+        except OSError as exc:
+            raise GuardError(f"{path.name}: unreadable manifest ({exc.strerror or exc})") from None
+        try:
+            manifest = Manifest.from_json(text, nested_names=nested_names)
+        except GuardError as exc:
+            raise GuardError(f"{path.name}: unreadable manifest: {exc}") from None
+        for name in REQUIRED_FILES.get(manifest.format, ()):
+            if name not in manifest.files:
+                raise GuardError(f"{path.name}: manifest does not list {name}, which a resume would load")
+        if manifest.format in REQUIRED_FILES:
+            unlisted = sorted(f.name for f in path.iterdir() if f.name != MANIFEST_FILE and f.name not in manifest.files)
+            if unlisted:
+                raise GuardError(f"{path.name}: holds files its manifest does not list ({', '.join(unlisted[:3])})")
         for name, info in manifest.files.items():
             f = path / name
-            if not f.is_file():
-                raise GuardError(f"{path.name}: {name} missing")
+            if not _is_plain_file_inside(path, name):
+                raise GuardError(f"{path.name}: {name} missing (or not a plain file)")
             size = f.stat().st_size
-            if size != int(info["bytes"]):
+            if size != info["bytes"]:
                 raise GuardError(f"{path.name}: {name} has {size} bytes, manifest says {info['bytes']}")
             if checksums and sha256_file(f) != info["sha256"]:
                 raise GuardError(f"{path.name}: {name} checksum mismatch (corrupt)")
+        if manifest.format == "torch.distributed.checkpoint":
+            from gpuwise.guard.dcp_safe import read_metadata
+
+            read_metadata((path / DCP_METADATA_FILE).read_bytes(), manifest.files, path.name)
         return Checkpoint(path, manifest)
 
     def latest(self, *, checksums: bool = True) -> tuple[Checkpoint | None, list[Skipped]]:
@@ -133,7 +128,10 @@ class CheckpointStore:
         return None, skipped
 
     def load_state(self, ckpt: Checkpoint, *, map_location: Any = "cpu", trust_pickle: bool = False) -> Any:
-        """``torch.load`` with ``weights_only=True``; pickled objects only when the user trusts the files."""
+        """``torch.load`` with ``weights_only=True`` of the verified state file; pickled objects only when
+        the user trusts the files."""
+        if STATE_FILE not in ckpt.manifest.files:
+            raise GuardError(f"{ckpt.path.name}: manifest does not list {STATE_FILE}: not loaded")
         path = ckpt.path / STATE_FILE
         try:
             return torch.load(path, map_location=map_location, weights_only=True)
@@ -181,8 +179,8 @@ class CheckpointStore:
                format: str = "torch.save", world_size: int = 1, meta: dict[str, Any] | None = None) -> Checkpoint:
         """Write the manifest (hashing files not in ``files``), rename ``tmp`` into place, prune old ones."""
         entries = dict(files or {})
-        for f in sorted(tmp.rglob("*")):
-            rel = f.relative_to(tmp).as_posix()
+        for f in sorted(tmp.iterdir()):  # flat: a checkpoint holds plain file names only
+            rel = f.name
             if f.is_file() and rel not in entries and rel != MANIFEST_FILE:
                 entries[rel] = {"bytes": f.stat().st_size, "sha256": sha256_file(f)}
                 _fsync_file(f)
@@ -199,6 +197,7 @@ class CheckpointStore:
         else:
             os.replace(tmp, final)
         fsync_dir(self.directory)
+        self._remember_verified(final)  # hashed while written: no second read
         self.prune()
         return Checkpoint(final, manifest)
 
@@ -226,14 +225,45 @@ class CheckpointStore:
                           f"{exc.strerror or exc}; {kept}")
 
     def prune(self) -> list[Path]:
-        """Delete all but the newest ``keep`` checkpoints, and leftovers of killed saves."""
+        """Keep the newest ``keep`` checkpoints that verify; delete older ones, corrupt ones older than a
+        verified one (no resume would read them), and leftovers of killed saves. Corrupt checkpoints newer
+        than every verified one stay for inspection (a resume skips them, naming them); the newest
+        verified checkpoint is never deleted."""
         removed = []
-        for old in self.step_dirs()[self.keep :]:
-            shutil.rmtree(old, ignore_errors=True)
-            removed.append(old)
+        verified = 0
+        for path in self.step_dirs():
+            if verified >= self.keep:
+                pass  # older than the kept ones
+            elif self._verifies(path):
+                verified += 1
+                continue
+            elif verified == 0:
+                continue
+            shutil.rmtree(path, ignore_errors=True)
+            self._verified.pop(path.name, None)
+            removed.append(path)
         for leftover in self.directory.glob(".old-step-*"):
             shutil.rmtree(leftover, ignore_errors=True)
         return removed
+
+    def _verifies(self, path: Path) -> bool:
+        """Full verification, remembered per checkpoint (keyed by its manifest's identity on disk)."""
+        try:
+            st = (path / MANIFEST_FILE).stat()
+        except OSError:
+            return False
+        key = (st.st_ino, st.st_mtime_ns, st.st_size)
+        if self._verified.get(path.name) != key:
+            try:
+                self.verify(path)
+            except GuardError:
+                return False
+            self._verified[path.name] = key
+        return True
+
+    def _remember_verified(self, path: Path) -> None:
+        st = (path / MANIFEST_FILE).stat()
+        self._verified[path.name] = (st.st_ino, st.st_mtime_ns, st.st_size)
 
     def remove_stale_temporaries(self) -> list[Path]:
         """Temporary directories of saves that were killed (call when no save of this run is in flight)."""
@@ -241,6 +271,20 @@ class CheckpointStore:
         for p in stale:
             shutil.rmtree(p, ignore_errors=True)
         return stale
+
+
+def _is_plain_file_inside(root: Path, name: str) -> bool:
+    """``root/name`` is a regular file reached without following a symbolic link."""
+    current = root
+    for part in name.split("/"):
+        current = current / part
+        try:
+            mode = os.lstat(current).st_mode
+        except OSError:
+            return False
+        if stat.S_ISLNK(mode):
+            return False
+    return stat.S_ISREG(mode)
 
 
 def _fsync_file(path: Path) -> None:
@@ -291,7 +335,7 @@ def latest_sealed(parent: str | os.PathLike, pattern: str = r"^checkpoint-(\d+)$
     skipped: list[Skipped] = []
     for _, p in found:
         try:
-            return store.verify(p), skipped
+            return store.verify(p, nested_names=True), skipped
         except GuardError as exc:
             skipped.append(Skipped(p, str(exc)))
     return None, skipped

@@ -47,7 +47,9 @@ class Guard:
     written on the preemption signal and, when ``save_on_crash``, when ``loss_fn`` raises. ``keep``: the
     newest checkpoints kept. ``async_save``: write in a background thread (training waits only for a copy
     to host memory). ``on_save_error``: ``"warn"`` (training continues, the previous checkpoint is intact)
-    or ``"raise"``. ``micro_batch_size``: start with micro-batches of this size (None: whole batch); it
+    or ``"raise"``; with ``"warn"``, ``max_save_failures`` saves failing in a row end the run (GuardError),
+    and so does ``close()`` when every save of the run failed. ``allow_fresh``: start from step 0 even
+    though checkpoints exist and none verifies (otherwise ``resume`` refuses, naming them). ``micro_batch_size``: start with micro-batches of this size (None: whole batch); it
     shrinks on OOM and is remembered in checkpoints. ``on_micro_grads``: called with a
     :class:`GradNoiseSample` each step that has two batch sizes to compare (``measure_grad_noise``).
     """
@@ -64,9 +66,12 @@ class Guard:
                  measure_grad_noise: bool = True,
                  on_micro_grads: Callable[[GradNoiseSample], None] | None = None,
                  extra_state: Mapping[str, Any] | None = None, sharded: bool | None = None,
-                 trust_pickle: bool = False, min_free_checkpoints: int = 3, verbose: bool = True) -> None:
+                 trust_pickle: bool = False, min_free_checkpoints: int = 3, verbose: bool = True,
+                 allow_fresh: bool = False, max_save_failures: int = 3) -> None:
         if on_save_error not in ("warn", "raise"):
             raise GuardError(f"on_save_error must be 'warn' or 'raise', got {on_save_error!r}")
+        if isinstance(max_save_failures, bool) or not isinstance(max_save_failures, int) or max_save_failures < 1:
+            raise GuardError(f"max_save_failures must be a whole number >= 1, got {max_save_failures!r}")
         self.store = CheckpointStore(directory, keep=keep)
         self.model = model
         self.optimizer = optimizer
@@ -76,6 +81,10 @@ class Guard:
         self.every_s = None if every_minutes is None else every_minutes * 60.0
         self.async_save = async_save
         self.on_save_error = on_save_error
+        self.max_save_failures = max_save_failures
+        self.allow_fresh = allow_fresh
+        self.save_failures_in_row = 0
+        self.saves_ok = 0
         self.save_on_crash = save_on_crash
         self.exit_on_preempt = exit_on_preempt
         self.micro_batch_size = micro_batch_size
@@ -305,6 +314,8 @@ class Guard:
 
     def _saved(self, ckpt: Checkpoint, reason: str, blocked_s: float, write_s: float | None = None) -> None:
         self.last_checkpoint = ckpt
+        self.save_failures_in_row = 0
+        self.saves_ok += 1
         size = ckpt.manifest.total_bytes
         self._event("checkpoint", f"{ckpt.path.name} ({reason}, {size / 2**20:.1f} MiB, training blocked "
                                   f"{blocked_s:.3f}s{'' if write_s is None else f', written in {write_s:.3f}s'})")
@@ -316,8 +327,12 @@ class Guard:
 
     def _save_failed(self, exc: GuardError) -> None:
         self._event("checkpoint_failed", str(exc), say=False)  # the warning or the exception says it
+        self.save_failures_in_row += 1
         if self.on_save_error == "raise":
             raise exc
+        if self.save_failures_in_row >= self.max_save_failures:
+            raise GuardError(f"{self.save_failures_in_row} checkpoint saves in a row failed, the run stops "
+                             f"(max_save_failures={self.max_save_failures}); last: {exc}")
         warnings.warn(str(exc), stacklevel=4)  # points at the user's guard.step / guard.save call
 
     def _surface_async_error(self) -> None:
@@ -348,7 +363,11 @@ class Guard:
             for s in skipped:
                 self._event("checkpoint_skipped", f"skipped {s.path.name}: {s.reason}")
             found = (str(ckpt.path) if ckpt else None, [s.reason for s in skipped])
-        path, _ = gdist.broadcast_object(found)
+        path, skipped_reasons = gdist.broadcast_object(found)
+        if path is None and skipped_reasons and not self.allow_fresh:
+            raise GuardError(f"{len(skipped_reasons)} checkpoint(s) in {self.store.directory} and none verifies "
+                             f"({'; '.join(r[:100] for r in skipped_reasons[:3])}): refusing to start from step 0 "
+                             "over them; pass allow_fresh=True (--fresh) to start over")
         if path is None:
             self._say(f"no checkpoint in {self.store.directory}: starting from step 0")
             return None
@@ -403,22 +422,30 @@ class Guard:
             self._say(f"exiting with code {self.preemption.exit_code} (restart me to resume)")
             sys.exit(self.preemption.exit_code)
 
-    def close(self) -> None:
-        """Finish a background save, stop watching signals, flush the run log. Call once at the end."""
-        self.wait_for_save()
-        self.preemption.uninstall()
-        if self.run_log is not None:
-            self._drain_events()
-            self.run_log.flush()
-            if self._owns_run_log:
-                self.run_log.close()
-                self.run_log = None
+    def close(self, *, check: bool = True) -> None:
+        """Finish a background save, stop watching signals, flush the run log. Call once at the end.
+
+        GuardError when saves were attempted and every one failed (``check``): the run is not resumable,
+        and its exit code must say so."""
+        try:
+            self.wait_for_save()
+        finally:
+            self.preemption.uninstall()
+            if self.run_log is not None:
+                self._drain_events()
+                self.run_log.flush()
+                if self._owns_run_log:
+                    self.run_log.close()
+                    self.run_log = None
+        if check and self.save_failures_in_row and not self.saves_ok:
+            raise GuardError(f"every checkpoint save of this run failed ({self.save_failures_in_row}): "
+                             f"nothing in {self.store.directory} to resume from")
 
     def __enter__(self) -> "Guard":
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        self.close(check=exc_type is None)
 
     # -- messages --------------------------------------------------------------------------------
     def _event(self, kind: str, message: str, *, say: bool = True) -> None:

@@ -5,6 +5,12 @@ directory; rank 0 adds the small replicated state (step, scheduler, RNG of every
 ``torch.save`` file, then hashes everything into the manifest and renames the directory into place, as
 for unsharded checkpoints. The directory must be on a file system every rank can see (as DCP requires).
 A resume may run on a different number of ranks: DCP reshards on load.
+
+Loading never unpickles untrusted bytes: DCP's ``.metadata`` is a pickle, read here by an unpickler that
+refuses every global outside DCP's own metadata classes, ``torch.Size``, dtypes and layouts (a crafted
+file that names ``os.system`` is a corrupt checkpoint, not code that runs); every shard file the metadata
+names must be listed, and so verified, in the manifest; non-tensor values load with
+``torch.load(weights_only=True)`` instead of DCP's default ``weights_only=False``.
 """
 
 from __future__ import annotations
@@ -16,11 +22,12 @@ from typing import Any
 
 import torch
 
-from gpuwise.guard.checkpoint import Checkpoint, CheckpointStore
+from gpuwise.guard.checkpoint import DCP_EXTRA_FILE, Checkpoint, CheckpointStore
 from gpuwise.guard.distributed import barrier, broadcast_object, dist_info
+from gpuwise.guard.dcp_safe import safe_load_planner, safe_reader
 from gpuwise.guard.errors import GuardError
 
-EXTRA_FILE = "extra.pt"
+EXTRA_FILE = DCP_EXTRA_FILE
 FORMAT = "torch.distributed.checkpoint"
 
 
@@ -81,7 +88,7 @@ def load_sharded(ckpt: Checkpoint, model: torch.nn.Module, optimizer: torch.opti
     model_sd, optim_sd = _get(model, optimizer)
     state = {"model": model_sd, "optim": optim_sd}
     with _single_process_quiet():
-        dcp.load(state, checkpoint_id=str(ckpt.path))
+        dcp.load(state, storage_reader=safe_reader(ckpt), planner=safe_load_planner())
     if optimizer is not None:
         set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
     else:
