@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpuwise.catalog import load_catalog, resolve_gpu
-from gpuwise.llm import estimate_llm, load_arch
-from gpuwise.llm.memory import cublas_workspace_bytes
+from gpuwise.plan.llm import estimate_llm
+from gpuwise.workload.decoder import load_arch
+from gpuwise.memory.llm import cublas_workspace_bytes
 from gpuwise.workload import Workload
 
 OUT = Path(__file__).resolve().parent / "results" / "llm.md"
@@ -167,7 +168,7 @@ def _figure(points: list[tuple[float, float, str]]) -> None:
 
 def main() -> int:
     lines = [f"# LLM memory: gpuwise beside published numbers ({DATE})", "",
-             "Produced by `python benchmarks/llm_accuracy.py` from gpuwise's closed form (`gpuwise.llm`). "
+             "Produced by `python benchmarks/llm_accuracy.py` from gpuwise's closed form (`gpuwise.plan.llm`). "
              "Nothing is fitted to these rows. Error = (gpuwise − measured) / measured.", ""]
     errors: list[float] = []
     points: list[tuple[float, float, str]] = []      # (measured, predicted, kind) for the figure

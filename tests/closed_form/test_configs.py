@@ -4,8 +4,9 @@ import json
 
 import pytest
 
-from gpuwise.llm import arch_from_config, is_llm, load_config, shipped_llm_names
-from gpuwise.llm.config import CONFIG_DIR, LlmError, config_path_for
+from gpuwise.workload.decoder import arch_from_config, is_llm
+from gpuwise.workload.llm_config import CONFIG_DIR, config_path_for, load_config, shipped_llm_names
+from gpuwise.workload import WorkloadError as LlmError
 from gpuwise.workload import Workload
 
 # Published sizes (model cards / papers), in billions of parameters. Gemma 3 4B/12B/27B: the

@@ -6,8 +6,11 @@ import time
 import pytest
 
 from gpuwise.catalog import load_catalog, resolve_gpu
-from gpuwise.llm import estimate_llm, load_arch, max_micro_batch
-from gpuwise.llm.config import LlmError
+from gpuwise.plan.fit import fits
+from gpuwise.plan.llm import estimate_llm
+from gpuwise.plan.profile import ClosedFormLlmModel, largest_fitting_batch
+from gpuwise.workload import WorkloadError as LlmError
+from gpuwise.workload.decoder import load_arch
 from gpuwise.workload import Workload
 
 GIB = 2**30
@@ -110,7 +113,7 @@ def test_ddp_replicates_everything_and_zero3_fits_what_ddp_cannot(catalog):
     w = _w("hf:Qwen/Qwen2.5-14B", finetune="full", precision="amp-bf16", num_gpus=8, seq_len=2048,
            grad_checkpointing=True)
     ddp, z3 = estimate_llm(w.with_(sharding="ddp"), a100), estimate_llm(w.with_(sharding="zero3"), a100)
-    assert not ddp.fits(a100) and z3.fits(a100)
+    assert not fits(ddp.memory.total_bytes, a100) and fits(z3.memory.total_bytes, a100)
     assert z3.time.communication_s >= 0 and z3.time.count == 8
 
 
@@ -163,8 +166,8 @@ def test_inference_reports_cache_ttft_decode_and_limits(catalog):
     assert 4 / inf.decode_tokens_per_s >= inf.weights_bytes / (gpu.memory_bandwidth_gbs * 1e9)
     assert inf.max_context_tokens > 2560 and inf.max_batch_size >= 4
     more = _w("hf:Qwen/Qwen2.5-7B", mode="infer", seq_len=2048, max_new_tokens=512, batch_size=inf.max_batch_size)
-    assert estimate_llm(more, gpu).fits(gpu)
-    assert not estimate_llm(more.with_(batch_size=inf.max_batch_size + 1), gpu).fits(gpu)
+    assert fits(estimate_llm(more, gpu).memory.total_bytes, gpu)
+    assert not fits(estimate_llm(more.with_(batch_size=inf.max_batch_size + 1), gpu).memory.total_bytes, gpu)
     assert inf.serving_reserved_bytes == int(0.9 * gpu.memory_bytes)
     assert any("gpu_memory_utilization" in n for n in est.notes)
 
@@ -174,8 +177,8 @@ def test_longest_context_that_fits_is_a_real_limit(catalog):
     w = _w("hf:meta-llama/Llama-3.1-8B", mode="infer", seq_len=1024, batch_size=16)
     longest = estimate_llm(w, gpu).inference.max_context_tokens
     assert 1024 < longest < 131072
-    assert estimate_llm(w.with_(seq_len=longest), gpu).fits(gpu)
-    assert not estimate_llm(w.with_(seq_len=longest + 64), gpu).fits(gpu)
+    assert fits(estimate_llm(w.with_(seq_len=longest), gpu).memory.total_bytes, gpu)
+    assert not fits(estimate_llm(w.with_(seq_len=longest + 64), gpu).memory.total_bytes, gpu)
 
 
 def test_quantized_kv_cache_halves_it():
@@ -203,10 +206,10 @@ def test_big_models_give_training_and_inference_estimates_quickly(catalog, model
 def test_max_micro_batch_is_the_largest_that_fits(catalog):
     gpu = resolve_gpu(catalog, "rtx-4090")
     w = _w("hf:Qwen/Qwen2.5-7B", finetune="qlora", precision="amp-bf16", seq_len=1024, grad_checkpointing=True)
-    b = max_micro_batch(w, gpu)
+    b = largest_fitting_batch(ClosedFormLlmModel(w), gpu, headroom_fraction=0.0)
     assert b >= 1
-    assert estimate_llm(w.with_(batch_size=b)).memory.total_bytes <= gpu.memory_bytes
-    assert estimate_llm(w.with_(batch_size=b + 1)).memory.total_bytes > gpu.memory_bytes
+    assert estimate_llm(w.with_(batch_size=b), gpu).memory.total_bytes <= gpu.visible_memory_bytes
+    assert estimate_llm(w.with_(batch_size=b + 1), gpu).memory.total_bytes > gpu.visible_memory_bytes
 
 
 def test_full_fine_tuning_of_a_quantized_model_is_refused():

@@ -4,8 +4,9 @@ import json
 
 import pytest
 
-from gpuwise.llm import estimate_llm, load_arch
-from gpuwise.llm.memory import train_memory
+from gpuwise.plan.llm import estimate_llm
+from gpuwise.workload.decoder import load_arch
+from gpuwise.memory.llm import train_memory
 from gpuwise.workload import Workload
 
 pytestmark = pytest.mark.slow

@@ -4,10 +4,10 @@ import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode, is_fake
 
-from gpuwise.llm import arch_from_config
-from gpuwise.llm.config import LlmError
-from gpuwise.llm.memory import quantized_weight_bytes
-from gpuwise.llm.peft import LoraLinear, QuantLinear, apply_finetune
+from gpuwise.workload import WorkloadError as LlmError
+from gpuwise.workload.decoder import arch_from_config
+from gpuwise.memory.llm import quantized_weight_bytes
+from gpuwise.trace.peft import LoraLinear, QuantLinear, apply_finetune
 from gpuwise.workload import Workload
 
 from .tiny import TINY, build_meta

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from gpuwise.catalog import load_catalog, resolve_gpu
-from gpuwise.memory import MemoryError_, estimate_memory, max_batch_size
+from gpuwise.memory import estimate_memory
 from gpuwise.memory.adjust import cuda_events
 from gpuwise.memory.cuda import CudaStack
 from gpuwise.memory.replay import replay
@@ -131,29 +131,23 @@ def test_expandable_segments_reserve_whole_pages_and_never_count_unsplit_rests()
     assert any("expandable" in n for n in expandable.notes)
 
 
-def test_max_batch_size_is_the_largest_batch_that_fits():
-    workload = Workload(model=CONVNET, image_size=32)
-    calls = []
+def test_the_largest_fitting_batch_is_exact_with_a_handful_of_traces():
+    from gpuwise.plan.profile import TracedModel, largest_fitting_batch
 
-    def counting_trace(w):
-        calls.append(w.batch_size)
-        return _trace(CONVNET, batch_size=w.batch_size, image_size=32)
-
-    base = estimate_memory(_trace(CONVNET, batch_size=1, image_size=32), _gpu("t4"))
-    # a GPU with room for roughly 60 MiB of allocations beyond batch 1
-    gpu = replace(_gpu("t4"), memory_bytes=base.total_bytes + 60 * MIB)
-    best = max_batch_size(workload, gpu, trace_fn=counting_trace)
+    model = TracedModel(Workload(model=CONVNET, image_size=32))
+    base = model.estimate(_gpu("t4"), batch_size=1, with_time=False).memory
+    # a GPU with room for roughly 60 MiB of allocations beyond batch 1 (as the driver reports it)
+    gpu = replace(_gpu("t4"), memory_bytes=base.total_bytes + 60 * MIB, nvml_memory_bytes=None)
+    best = largest_fitting_batch(model, gpu, headroom_fraction=0.0, powers_of_two=False)
     assert best > 1
-    assert estimate_memory(counting_trace(workload.with_(batch_size=best)), gpu).total_bytes <= gpu.memory_bytes
-    assert estimate_memory(counting_trace(workload.with_(batch_size=best + 1)), gpu).total_bytes > gpu.memory_bytes
-    assert len(set(calls)) <= 7      # a handful of traces, not one per candidate
+    total = lambda b: model.estimate(gpu, batch_size=b, with_time=False).memory.total_bytes  # noqa: E731
+    assert total(best) <= gpu.memory_bytes < total(best + 1)
+    assert len(model._traces) <= 8      # a handful of traces, not one per candidate
 
 
-def test_max_batch_size_is_zero_when_batch_one_does_not_fit_and_needs_a_gpu():
-    workload = Workload(model=CONVNET, image_size=32)
-    trace_fn = lambda w: _trace(CONVNET, batch_size=w.batch_size, image_size=32)  # noqa: E731
-    assert max_batch_size(workload, replace(_gpu("t4"), memory_bytes=100 * MIB), trace_fn=trace_fn) == 0
-    with pytest.raises(MemoryError_):
-        max_batch_size(workload, None, trace_fn=trace_fn)
-    with pytest.raises(MemoryError_):
-        max_batch_size(workload, _gpu("t4"), headroom_bytes=_gpu("t4").memory_bytes, trace_fn=trace_fn)
+def test_the_largest_fitting_batch_is_zero_when_batch_one_does_not_fit():
+    from gpuwise.plan.profile import TracedModel, largest_fitting_batch
+
+    model = TracedModel(Workload(model=CONVNET, image_size=32))
+    tiny = replace(_gpu("t4"), memory_bytes=100 * MIB, nvml_memory_bytes=None)
+    assert largest_fitting_batch(model, tiny, headroom_fraction=0.0) == 0

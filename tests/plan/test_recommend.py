@@ -104,10 +104,21 @@ def test_multi_gpu_options_keep_the_effective_batch_and_price_by_count(catalog):
     assert by_count[4].step_time_s < by_count[1].step_time_s
 
 
-def test_without_effective_batch_every_count_runs_the_users_micro_batch_from_one_estimate(catalog):
+def test_by_default_every_count_keeps_the_users_effective_batch(catalog):
+    # the defect: --help promised the same effective batch on every option, but 8 GPUs trained at 8 × 32
+    cat = small_catalog(catalog, {"rtx-4090"}, [offer("rtx-4090", 2.0)])
+    model = ScriptedModel(Workload("scripted", batch_size=32, grad_accum_steps=8))
+    rec = recommend(model, cat, job=JobSize(samples=64_000), max_gpus=8)
+    assert {o.effective_batch_size for o in rec.options} == {256}
+    for o in rec.options:
+        assert o.batch_size * o.grad_accum_steps * o.count == 256
+    assert any("effective batch 256" in n for n in rec.notes)
+
+
+def test_per_gpu_batch_runs_the_users_micro_batch_on_every_count_from_one_estimate(catalog):
     cat = small_catalog(catalog, {"rtx-4090"}, [offer("rtx-4090", 2.0)])
     model = ScriptedModel(Workload("scripted", batch_size=32))
-    rec = recommend(model, cat, job=JobSize(samples=64_000), max_gpus=8)
+    rec = recommend(model, cat, job=JobSize(samples=64_000), max_gpus=8, per_gpu_batch=True)
     assert {b for _, _, b in model.calls} == {32}
     for o in rec.options:
         assert o.batch_size == 32 and o.effective_batch_size == 32 * o.count
@@ -149,7 +160,8 @@ def test_mixed_currencies_rank_in_one_currency_and_keep_each_offers_own(catalog)
     rec = recommend(model, cat, job=JobSize(steps=1000), max_gpus=1, currency="CNY")
     l4 = next(o for o in rec.options if o.gpu == "l4")
     assert l4.currency == "USD" and rec.ranking_currency == "CNY"
-    assert l4.ranking_cost == pytest.approx(l4.total_cost * 7.2)
+    assert l4.total_cost_ranked == pytest.approx(l4.total_cost * 7.2)
+    assert rec.to_dict()["exchange_rates"]["units_of_ranking_currency_per_unit"]["USD"] == 7.2
 
 
 def test_unknown_provider_is_bad_input_with_suggestions(catalog):
@@ -173,21 +185,40 @@ def test_job_size_needs_samples_or_steps_but_not_both():
     assert JobSize(samples=1000, epochs=3).optimizer_steps(32) == 94
 
 
+def _scripted_factory(**kw):
+    return lambda w: ScriptedModel(w, **kw)
+
+
 def test_remedies_name_the_change_that_fits_a_cheaper_gpu_and_cost_less_than_the_best(catalog):
     from gpuwise.plan.remedies import find_remedies
 
     cat = small_catalog(catalog, {"t4", "a100-40gb-sxm4"}, [offer("t4", 1.0), offer("a100-40gb-sxm4", 15.0)])
-    w = Workload("torchvision:resnet18", batch_size=16, image_size=64)
-    model = ScriptedModel(w, fixed_bytes=2 * GB, per_sample_bytes=1.0 * GB)  # 18 GB: not on a T4
-    rec = recommend(model, cat, job=JobSize(steps=1000), max_gpus=1)
+    w = Workload("scripted", batch_size=16, precision="amp-fp16", optimizer="sgd")
+    sizes = dict(fixed_bytes=2 * GB, per_sample_bytes=1.0 * GB)   # 18 GB: not on a T4; batch 8 is 10 GB
+    rec = recommend(ScriptedModel(w, **sizes), cat, job=JobSize(steps=1000), max_gpus=1)
     assert rec.best.gpu == "a100-40gb-sxm4"
-    remedies = find_remedies(rec, cat, JobSize(steps=1000))
-    # the real tracer says what each change needs: halving the micro-batch (and accumulating)
-    # fits a T4 and costs less than the A100
-    assert remedies, "a smaller micro-batch of a small ResNet fits a T4"
-    for r in remedies:
-        assert r["gpu"] == "t4" and r["peak_total_bytes"] <= r["gpu_memory_bytes"]
-        assert r["total_cost"] < rec.best.total_cost
+    remedies = find_remedies(rec, cat, JobSize(steps=1000), model_factory=_scripted_factory(**sizes))
+    assert [r["change"] for r in remedies] == ["--batch-size 8 --grad-accum 2"]
+    (r,) = remedies
+    assert r["gpu"] == "t4" and r["fits"] and r["peak_total_bytes"] <= 0.95 * r["gpu_memory_bytes"]
+    assert r["total_cost_ranked"] < rec.best.total_cost_ranked
+
+
+def test_remedies_that_miss_the_deadline_are_not_offered(catalog):
+    # the defect: "nothing meets 10 min" was answered with a remedy that took 52 h
+    from gpuwise.plan.remedies import find_remedies
+
+    cat = small_catalog(catalog, {"t4", "a100-40gb-sxm4"}, [offer("t4", 1.0), offer("a100-40gb-sxm4", 15.0)])
+    w = Workload("scripted", batch_size=16, precision="amp-fp16", optimizer="sgd")
+    sizes = dict(fixed_bytes=2 * GB, per_sample_bytes=1.0 * GB)
+    free = recommend(ScriptedModel(w, **sizes), cat, job=JobSize(steps=1000), max_gpus=1)
+    a100_time = free.best.total_time_s
+    tight = Constraints(deadline_s=a100_time * 1.01)   # the A100 makes it; a T4 (4× slower here) does not
+    rec = recommend(ScriptedModel(w, **sizes), cat, job=JobSize(steps=1000), max_gpus=1, constraints=tight)
+    assert rec.best.gpu == "a100-40gb-sxm4"
+    loose = find_remedies(rec, cat, JobSize(steps=1000), model_factory=_scripted_factory(**sizes))
+    assert loose, "without the deadline the T4 remedy exists"
+    assert find_remedies(rec, cat, JobSize(steps=1000), tight, model_factory=_scripted_factory(**sizes)) == ()
 
 
 def test_mixed_currencies_rank_in_cny_unless_told_otherwise(catalog):

@@ -76,7 +76,7 @@ def test_lora_finetune_goes_through_the_llm_part_and_trains_only_adapters(data_d
     workload = Workload(model=f"hf:{data_dir / 'tiny-llama.json'}", batch_size=2, seq_len=64, finetune="lora",
                         lora_rank=4)
     try:
-        import gpuwise.llm.peft  # noqa: F401
+        import gpuwise.trace.peft  # noqa: F401
     except ImportError:
         with pytest.raises(TraceError, match="apply_finetune"):
             trace_workload(workload)

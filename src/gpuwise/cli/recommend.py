@@ -50,8 +50,9 @@ def recommend(
     max_gpus: Annotated[int, typer.Option("--max-gpus", help="Largest GPU count to consider (1, 2, 4, 8).")] = 8,
     spot: Annotated[bool, typer.Option("--spot", help="Include spot/interruptible offers.")] = False,
     effective_batch: Annotated[Optional[int], typer.Option("--effective-batch", help="Samples per optimizer step, kept on every option (default: batch × grad-accum).")] = None,
+    per_gpu_batch: Annotated[bool, typer.Option("--per-gpu-batch", help="Run --batch-size on every GPU instead: the effective batch grows with the GPU count.")] = False,
     currency: Annotated[Optional[str], typer.Option("--currency", help="Rank costs in this currency (CNY, USD).")] = None,
-    headroom: Annotated[float, typer.Option("--headroom", help="Share of GPU memory kept free.")] = 0.05,
+    headroom: Annotated[Optional[str], typer.Option("--headroom", help="Share of the GPU's memory (as nvidia-smi reports it) kept free: 5% or 0.05 (default 5%).")] = None,
     remedies: Annotated[bool, typer.Option("--remedies/--no-remedies", help="When cheap GPUs run out of memory, try changes that would make the job fit.")] = True,
     catalog: c.CatalogOpt = None,
     plot: Annotated[Optional[str], typer.Option("--plot", help="Write a PNG of cost vs time for every option.")] = None,
@@ -60,13 +61,13 @@ def recommend(
 ) -> None:
     """For every GPU and count on offer: fits?, batch, time and cost of the whole job; the best marked.
 
-    Effective batch is kept the same on every option (micro-batch × accumulation × GPUs), so every
-    option trains the same model. Predictions assume PyTorch 2.x eager mode with cuDNN.
+    The effective batch (samples per optimizer step) is the same on every option: each option splits
+    it into micro-batch × accumulation × GPUs, so every option trains the same model (--per-gpu-batch
+    opts out). Predictions assume PyTorch 2.x eager mode with cuDNN.
     """
     from gpuwise.catalog import load_catalog, resolve_gpu
-    from gpuwise.plan import Constraints, JobSize, model_for, recommend as plan_recommend
+    from gpuwise.plan import Constraints, JobSize, model_for, parse_headroom, recommend as plan_recommend
     from gpuwise.plan.plot import plot_recommendation
-    from gpuwise.plan.remedies import find_remedies
 
     auto = batch_size.strip().lower() == "auto"
     parsed_batch = c.parse_batch_size(batch_size, allow_auto=True) or 32
@@ -81,13 +82,12 @@ def recommend(
         attention=attention, compile=compile, optimizer_impl=optimizer_impl, keep_grads=keep_grads,
         input_rate=input_rate, engine=engine,
     )
-    if not 0 <= headroom < 1:
-        raise c.WorkloadError(f"--headroom must be a fraction in [0, 1), got {headroom}")
+    headroom_fraction = parse_headroom(headroom)
     job = JobSize(samples=samples, epochs=epochs, steps=steps)
     budget_amount, budget_currency = parse_money(budget) if budget else (None, None)
     constraints = Constraints(
         deadline_s=parse_duration_s(deadline) if deadline else None, budget=budget_amount,
-        budget_currency=budget_currency, headroom_fraction=headroom,
+        budget_currency=budget_currency, headroom_fraction=headroom_fraction,
     )
     cat = load_catalog(catalog)
     gpu_ids = [resolve_gpu(cat, g.strip()).id for g in gpus.split(",") if g.strip()] if gpus else None
@@ -100,13 +100,9 @@ def recommend(
         wm = model_for(workload, progress)
         rec = plan_recommend(
             wm, cat, job=job, constraints=constraints, provider=provider, gpu_ids=gpu_ids, max_gpus=max_gpus,
-            spot=spot, auto_batch=auto, effective_batch=effective_batch, currency=currency, progress=progress,
+            spot=spot, auto_batch=auto, effective_batch=effective_batch, per_gpu_batch=per_gpu_batch,
+            currency=currency, remedies=remedies, progress=progress,
         )
-        if remedies:
-            import dataclasses
-
-            rec = dataclasses.replace(rec, remedies=find_remedies(rec, cat, job, headroom_fraction=headroom,
-                                                                  progress=progress))
     finally:
         if status:
             status.stop()

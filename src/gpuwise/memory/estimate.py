@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 from contextlib import contextmanager
 import weakref
-from typing import Callable, Iterable, Iterator
+from typing import Iterator
 
 from gpuwise.memory.adjust import cuda_events
 from gpuwise.memory.allocator import AllocatorConfig
@@ -13,7 +13,6 @@ from gpuwise.memory.cuda import CudaStack
 from gpuwise.memory.model import MemoryError_, MemoryEstimate
 from gpuwise.memory.replay import replay
 from gpuwise.trace.records import Trace
-from gpuwise.workload.model import MAX_BATCH_SIZE, Workload
 
 TOP_MODULES = 10
 _ACTIVATION_CATEGORIES = ("activations", "inputs")   # the input batch is reported with activations
@@ -113,76 +112,3 @@ def _replayed(trace: Trace, stack: CudaStack, expandable_segments: bool):
 def _forget(trace_id: int) -> None:
     for key in [k for k in _REPLAYS if k[0] == trace_id]:
         del _REPLAYS[key]
-
-
-TraceFn = Callable[[Workload], Trace]
-
-
-def _default_trace_fn() -> TraceFn:
-    from gpuwise.trace import trace_workload   # the trace part; imported late, it is heavy
-
-    return trace_workload
-
-
-def memory_at_batches(
-    workload: Workload, batches: Iterable[int], gpu=None, *, expandable_segments: bool = False,
-    trace_fn: TraceFn | None = None,
-) -> dict[int, MemoryEstimate]:
-    """One trace and estimate per batch size."""
-    trace_fn = trace_fn or _default_trace_fn()
-    return {
-        b: estimate_memory(trace_fn(workload.with_(batch_size=b)), gpu, expandable_segments=expandable_segments)
-        for b in batches
-    }
-
-
-def max_batch_size(
-    workload: Workload, gpu, *, headroom_bytes: int = 0, expandable_segments: bool = False,
-    trace_fn: TraceFn | None = None, probe_batch: int = 8, max_traces: int = 6,
-) -> int:
-    """The largest micro-batch whose ``total_bytes`` fits ``gpu.memory_bytes - headroom_bytes``.
-
-    Memory is close to affine in the batch: trace at 1 and ``probe_batch``, solve the line for
-    the budget, verify with one trace at the answer; if it does not fit, refit through the
-    nearest points and step down (bisecting between the largest batch known to fit and the
-    smallest known not to). 0 when batch 1 does not fit.
-    """
-    if gpu is None:
-        raise MemoryError_("max batch size needs a GPU (--gpu NAME)")
-    budget = gpu.memory_bytes - headroom_bytes
-    if budget <= 0:
-        raise MemoryError_(f"headroom {headroom_bytes} bytes leaves nothing of {gpu.id}'s memory")
-    trace_fn = trace_fn or _default_trace_fn()
-    seen: dict[int, int] = {}
-
-    def total(b: int) -> int:
-        if b not in seen:
-            est = estimate_memory(trace_fn(workload.with_(batch_size=b)), gpu, expandable_segments=expandable_segments)
-            seen[b] = est.total_bytes
-        return seen[b]
-
-    if total(1) > budget:
-        return 0
-    lo, hi = 1, MAX_BATCH_SIZE + 1          # lo fits; hi is the smallest known not to
-    probe = min(probe_batch, MAX_BATCH_SIZE)
-    if probe > 1:
-        (lo, hi) = (probe, hi) if total(probe) <= budget else (lo, probe)
-    while hi - lo > 1 and len(seen) < max_traces:
-        candidate = _secant(seen, budget, lo, hi)
-        if total(candidate) <= budget:
-            lo = candidate
-        else:
-            hi = candidate
-    return lo
-
-
-def _secant(seen: dict[int, int], budget: int, lo: int, hi: int) -> int:
-    """Where the line through the two measured batches nearest the budget crosses it, in (lo, hi)."""
-    points = sorted(seen.items(), key=lambda bt: abs(bt[1] - budget))[:2]
-    (b1, t1), (b2, t2) = sorted(points)
-    slope = (t2 - t1) / (b2 - b1) if b2 != b1 else 0.0
-    if slope <= 0:
-        guess = hi - 1 if hi <= MAX_BATCH_SIZE else min(lo * 2, MAX_BATCH_SIZE)
-    else:
-        guess = int(b1 + (budget - t1) / slope)
-    return max(lo + 1, min(guess, hi - 1)) if hi - lo > 1 else lo

@@ -8,21 +8,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gpuwise.llm.activations import Trainability, prefill_bytes, train_activations
-from gpuwise.llm.arch import DecoderArch, matches_target
-from gpuwise.llm.config import LlmError
-from gpuwise.llm.storage import (
+from gpuwise.memory.llm_activations import Trainability, prefill_bytes, train_activations
+from gpuwise.workload.decoder import DecoderArch, matches_target
+from gpuwise.workload.model import WorkloadError
+from gpuwise.workload.storage import (
     compute_bytes, frozen_bytes, is_paged, optimizer_state_bytes, optimizer_temp_bytes,
     quant_bytes_per_param, trainable_bytes,
 )
+from gpuwise.memory.cuda import CudaStack
 from gpuwise.memory.model import MemoryEstimate
 from gpuwise.workload import Workload
 
 MIB = 1 << 20
-# CUDA context + lazily loaded cuBLAS kernels as nvidia-smi shows them for a PyTorch process, MiB,
-# CUDA 12: the same figures as gpuwise.memory's table (docs/memory.md), kept here so this part
-# depends only on the memory *model*.
-CONTEXT_MIB = {"turing": 364, "volta": 374, "ampere": 424, "ada": 444, "hopper": 564, "blackwell": 624}
 # Caching-allocator overhead: persistent tensors (weights, states) are allocated once and only lose
 # the 2 MiB rounding; activations churn through blocks of many sizes, and the allocator keeps the
 # freed ones cached. Assumed 1% and 15% (to be calibrated against benchmarks/measured/).
@@ -32,13 +29,14 @@ SHARDED = ("zero1", "zero2", "zero3", "fsdp")
 
 
 def cublas_workspace_bytes(gpu, handles: int) -> int:
-    """torch's default CUBLAS_WORKSPACE_CONFIG per (handle, stream), allocated through the caching
-    allocator: ":4096:8" (32 MiB) from compute capability 9.0, ":4096:2:16:8" before. A training step
-    uses two handles (forward thread, autograd thread), inference one."""
-    cc = str(getattr(gpu, "compute_capability", "8.0") if gpu is not None else "8.0")
-    major = int(cc.split(".")[0] or 8)
-    per_handle = 8 * 4096 * 1024 if major >= 9 else 2 * 4096 * 1024 + 8 * 16 * 1024
-    return handles * per_handle
+    """torch's cuBLAS workspace per (handle, stream), from the one CUDA table (gpuwise.memory.cuda). A
+    training step uses two handles (forward thread, autograd thread), inference one."""
+    return handles * CudaStack.for_gpu(gpu).cublas_workspace_bytes
+
+
+def context_bytes(gpu) -> int:
+    """CUDA context + the lazily loaded cuBLAS kernels (LLM steps are matmuls: no cuDNN)."""
+    return CudaStack.for_gpu(gpu).context_bytes(uses_cublas=True, uses_cudnn=False)
 
 
 @dataclass(frozen=True)
@@ -55,7 +53,7 @@ def param_split(arch: DecoderArch, w: Workload) -> ParamSplit:
     block_linear = arch.linear_params()
     if w.finetune == "full" and w.is_training:
         if w.quant != "none":
-            raise LlmError(f"--finetune full cannot train {w.quant}-quantized weights; use --finetune lora or qlora")
+            raise WorkloadError(f"--finetune full cannot train {w.quant}-quantized weights; use --finetune lora or qlora")
         return ParamSplit(pc.total, pc.total, 0, 0, block_linear + arch.vocab_size * arch.hidden_size)
     if not w.is_training:
         trainable, trainable_linear = 0, 0
@@ -93,11 +91,6 @@ def trainability(arch: DecoderArch, w: Workload) -> Trainability:
         return Trainability(True, False, lambda lin: True, False)
     targets = w.lora_targets
     return Trainability(True, False, lambda lin: matches_target(lin, targets), False)
-
-
-def context_bytes(gpu) -> int:
-    arch = getattr(gpu, "arch", "ampere") if gpu is not None else "ampere"
-    return CONTEXT_MIB.get(arch, CONTEXT_MIB["ampere"]) * MIB
 
 
 def _finish(parts: dict[str, float], static: float, gpu, notes: list[str]) -> MemoryEstimate:

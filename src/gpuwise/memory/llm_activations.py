@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from gpuwise.llm.arch import DecoderArch, LinearSpec
+from gpuwise.workload.decoder import DecoderArch, LinearSpec
 
 
 @dataclass(frozen=True)

@@ -1,22 +1,23 @@
-"""The closed-form LLM estimate: ``is_llm(workload)`` and ``estimate_llm(workload, gpu)``.
+"""The closed-form path for decoder LLMs: ``estimate_llm(workload, gpu)`` = memory (gpuwise.memory.llm)
++ time (gpuwise.runtime.llm) + the serving extras of inference.
 
 Fast (no tracing, milliseconds) and valid for any size, so it serves 70B+ models and sweeps over
 GPUs, counts and batch sizes. ``gpuwise.trace`` + ``gpuwise.memory`` remain the reference for
-small models; tests/llm check that both agree.
+small models; tests/llm check that both agree. Fit questions go through ``gpuwise.plan.fit``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from gpuwise.llm.arch import DecoderArch, ParamCounts, arch_from_config
-from gpuwise.llm.config import LlmError, load_config, try_load_decoder_config
-from gpuwise.llm.memory import InferMemory, TrainMemory, infer_memory, train_memory
-from gpuwise.llm.storage import compute_bytes
-from gpuwise.llm.timing import serve_time, train_step_time
+from gpuwise.memory.llm import InferMemory, TrainMemory, infer_memory, train_memory
 from gpuwise.memory.model import MemoryEstimate
+from gpuwise.plan.fit import DEFAULT_HEADROOM_FRACTION, largest_fitting, usable_bytes
+from gpuwise.runtime.llm import serve_time, train_step_time
 from gpuwise.runtime.model import StepTime
-from gpuwise.workload import Workload
+from gpuwise.workload import Workload, WorkloadError
+from gpuwise.workload.decoder import DecoderArch, ParamCounts, load_arch
+from gpuwise.workload.storage import compute_bytes
 
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.9    # vLLM's default share of GPU memory it pre-allocates
 KV_CACHE_BYTES = {"auto": None, "fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
@@ -59,9 +60,6 @@ class LlmEstimate:
     method: str = "closed-form"
     notes: tuple[str, ...] = field(default=())
 
-    def fits(self, gpu) -> bool:
-        return self.memory.total_bytes <= usable_bytes(gpu)
-
     def to_dict(self) -> dict:
         return {
             "method": self.method,
@@ -77,22 +75,15 @@ class LlmEstimate:
         }
 
 
-def is_llm(workload: Workload) -> bool:
-    """True when the workload's model is a decoder-only LLM config (shipped ``hf:`` name or a JSON path)."""
-    return try_load_decoder_config(workload.model) is not None
-
-
-def load_arch(model: str) -> DecoderArch:
-    return arch_from_config(load_config(model))
-
-
 def estimate_llm(workload: Workload, gpu=None, *, double_quant: bool = True, kv_cache_dtype: str = "auto",
                  gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
-                 arch: DecoderArch | None = None) -> LlmEstimate:
+                 arch: DecoderArch | None = None,
+                 headroom_fraction: float = DEFAULT_HEADROOM_FRACTION) -> LlmEstimate:
     """Closed-form memory (per GPU) and, with a GPU, time of an LLM training step or request batch.
 
     ``double_quant``: nf4 with double quantization (QLoRA's default). ``kv_cache_dtype``: "auto"
-    (the compute dtype), "fp8"/"int8" (1 byte) or "int4".
+    (the compute dtype), "fp8"/"int8" (1 byte) or "int4". ``headroom_fraction``: for the serving
+    extras (longest context and largest batch that fit), as in ``gpuwise.plan.fit``.
     """
     arch = arch or load_arch(workload.model)
     notes: list[str] = []
@@ -100,7 +91,7 @@ def estimate_llm(workload: Workload, gpu=None, *, double_quant: bool = True, kv_
         notes.append("--seq-len not given: 128 tokens assumed (the default for text models)")
     if workload.is_training:
         return _train(arch, workload, gpu, double_quant, notes)
-    return _infer(arch, workload, gpu, double_quant, kv_cache_dtype, gpu_memory_utilization, notes)
+    return _infer(arch, workload, gpu, double_quant, kv_cache_dtype, gpu_memory_utilization, headroom_fraction, notes)
 
 
 def _train(arch: DecoderArch, w: Workload, gpu, double_quant: bool, notes: list[str]) -> LlmEstimate:
@@ -122,12 +113,12 @@ def _train(arch: DecoderArch, w: Workload, gpu, double_quant: bool, notes: list[
 
 def kv_bytes_per_element(w: Workload, kv_cache_dtype: str) -> float:
     if kv_cache_dtype not in KV_CACHE_BYTES:
-        raise LlmError(f"unknown KV cache dtype {kv_cache_dtype!r}; valid: {', '.join(KV_CACHE_BYTES)}")
+        raise WorkloadError(f"unknown KV cache dtype {kv_cache_dtype!r}; valid: {', '.join(KV_CACHE_BYTES)}")
     return KV_CACHE_BYTES[kv_cache_dtype] or float(compute_bytes(w.precision))
 
 
 def _infer(arch: DecoderArch, w: Workload, gpu, double_quant: bool, kv_cache_dtype: str,
-           utilization: float, notes: list[str]) -> LlmEstimate:
+           utilization: float, headroom_fraction: float, notes: list[str]) -> LlmEstimate:
     kvb = kv_bytes_per_element(w, kv_cache_dtype)
     prompt, new, batch = w.seq_len or 128, w.max_new_tokens, w.batch_size
     mem: InferMemory = infer_memory(arch, w, gpu, prompt_tokens=prompt, new_tokens=new, batch=batch,
@@ -141,13 +132,16 @@ def _infer(arch: DecoderArch, w: Workload, gpu, double_quant: bool, kv_cache_dty
         st = serve_time(arch, w, gpu, weights_bytes=mem.weights_bytes, prompt_tokens=prompt, new_tokens=new,
                         batch=batch, kv_bytes_per_element=kvb)
         time = st.step
-        max_ctx = _max_fitting(lambda t: infer_memory(arch, w, gpu, prompt_tokens=t, new_tokens=0, batch=batch,
-                                                      kv_bytes_per_element=kvb, double_quant=double_quant).memory,
-                               gpu, upper=1 << 22)
+        budget = usable_bytes(gpu, headroom_fraction)
+        max_ctx = largest_fitting(
+            lambda t: infer_memory(arch, w, gpu, prompt_tokens=t, new_tokens=0, batch=batch,
+                                   kv_bytes_per_element=kvb, double_quant=double_quant).memory.total_bytes,
+            budget, upper=1 << 22)
         total_tokens = prompt + new
-        max_bs = _max_fitting(lambda b: infer_memory(arch, w, gpu, prompt_tokens=prompt, new_tokens=new, batch=b,
-                                                     kv_bytes_per_element=kvb, double_quant=double_quant).memory,
-                              gpu, upper=1 << 16)
+        max_bs = largest_fitting(
+            lambda b: infer_memory(arch, w, gpu, prompt_tokens=prompt, new_tokens=new, batch=b,
+                                   kv_bytes_per_element=kvb, double_quant=double_quant).memory.total_bytes,
+            budget, upper=1 << 16)
         if arch.max_position_embeddings and max_ctx > arch.max_position_embeddings:
             notes.append(f"memory would hold {max_ctx} tokens; the model's max_position_embeddings is "
                          f"{arch.max_position_embeddings}")
@@ -166,33 +160,3 @@ def _infer(arch: DecoderArch, w: Workload, gpu, double_quant: bool, kv_cache_dty
         workload=w, params=arch.param_counts(), trainable_params=0, memory=replace(mem.memory, notes=all_notes),
         time=time, inference=InferenceEstimate(**extras), flops_per_step=flops, notes=all_notes,
     )
-
-
-def usable_bytes(gpu) -> int:
-    """What the driver lets a process use (less than the nominal size: 15360 MiB on a 16 GiB T4)."""
-    return int(getattr(gpu, "visible_memory_bytes", None) or gpu.memory_bytes)
-
-
-def _max_fitting(memory_of, gpu, *, upper: int) -> int:
-    """Largest x in [0, upper] whose estimate's total_bytes fits the GPU (memory grows with x)."""
-    budget = usable_bytes(gpu)
-    if memory_of(1).total_bytes > budget:
-        return 0
-    lo, hi = 1, 2
-    while hi <= upper and memory_of(hi).total_bytes <= budget:
-        lo, hi = hi, hi * 2
-    hi = min(hi, upper + 1)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if memory_of(mid).total_bytes <= budget:
-            lo = mid
-        else:
-            hi = mid
-    return lo
-
-
-def max_micro_batch(workload: Workload, gpu, *, upper: int = 4096, **kwargs) -> int:
-    """Largest micro-batch (training) or request batch (inference) that fits one GPU; 0 if none."""
-    arch = kwargs.pop("arch", None) or load_arch(workload.model)
-    return _max_fitting(lambda b: estimate_llm(workload.with_(batch_size=b), None, arch=arch, **kwargs).memory,
-                        gpu, upper=upper)

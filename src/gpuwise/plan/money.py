@@ -6,15 +6,14 @@ only the ranking converts, with these rates, and the output says which rates it 
 
 from __future__ import annotations
 
-from gpuwise.errors import GpuwiseError
+from gpuwise.plan.errors import PlanError
 
 RATES_CHECKED = "2026-11-20"
 # Units of CNY per unit of the currency (indicative mid-market rates).
 CNY_PER_UNIT = {"CNY": 1.0, "USD": 7.2, "EUR": 7.8, "HKD": 0.92, "JPY": 0.048, "GBP": 9.1}
 
 
-class MoneyError(GpuwiseError):
-    pass
+MoneyError = PlanError   # the plan part's one error type
 
 
 def convert(amount: float, from_currency: str, to_currency: str) -> float:
@@ -24,3 +23,10 @@ def convert(amount: float, from_currency: str, to_currency: str) -> float:
         raise MoneyError(
             f"no exchange rate for {exc.args[0]!r}; known currencies: {', '.join(sorted(CNY_PER_UNIT))}"
         ) from None
+
+
+def rates_in(currency: str) -> dict[str, float]:
+    """Units of ``currency`` per unit of each known currency: the rates a ranking in it used."""
+    if currency not in CNY_PER_UNIT:
+        raise MoneyError(f"no exchange rate for {currency!r}; known currencies: {', '.join(sorted(CNY_PER_UNIT))}")
+    return {c: round(v / CNY_PER_UNIT[currency], 6) for c, v in sorted(CNY_PER_UNIT.items())}

@@ -2,18 +2,18 @@
 
 The expensive part, tracing, is done once per batch size and reused across every GPU and count
 (memory and per-operator costs depend on the GPU only through cheap arithmetic). Decoder LLMs take
-the closed-form path of ``gpuwise.llm``, which needs no trace at all.
+the closed-form path (``gpuwise.plan.llm``), which needs no trace at all.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from typing import Callable, Protocol
 
 from gpuwise.catalog.model import GPU
 from gpuwise.memory.model import MemoryEstimate
+from gpuwise.plan.fit import DEFAULT_HEADROOM_FRACTION, fits, largest_fitting, usable_bytes
 from gpuwise.runtime.model import StepTime
 from gpuwise.trace.records import Trace
 from gpuwise.workload import Workload
@@ -30,7 +30,15 @@ class Estimate:
     count: int
     memory: MemoryEstimate
     time: StepTime | None
-    inference: object | None = None   # gpuwise.llm's inference extras, for LLM serving
+    inference: object | None = None   # gpuwise.plan.llm.InferenceEstimate, for LLM serving
+
+    @property
+    def fits(self) -> bool | None:
+        """None without a GPU; else the one fit rule at the default headroom (see ``fits_with``)."""
+        return None if self.gpu is None else fits(self.memory.total_bytes, self.gpu)
+
+    def fits_with(self, headroom_fraction: float) -> bool:
+        return fits(self.memory.total_bytes, self.gpu, headroom_fraction)
 
 
 class WorkloadModel(Protocol):
@@ -104,7 +112,7 @@ class ClosedFormLlmModel:
         self, gpu: GPU | None, *, count: int = 1, batch_size: int | None = None, with_time: bool = True,
         grad_accum_steps: int | None = None,
     ) -> Estimate:
-        from gpuwise.llm import estimate_llm
+        from gpuwise.plan.llm import estimate_llm
 
         w = self.workload.with_(batch_size=batch_size or self.workload.batch_size, num_gpus=count,
                                 grad_accum_steps=grad_accum_steps or self.workload.grad_accum_steps)
@@ -114,51 +122,27 @@ class ClosedFormLlmModel:
 
 def model_for(workload: Workload, progress: Callable[[str], None] | None = None) -> WorkloadModel:
     """The closed form for decoder LLMs (any size), the trace for everything else."""
-    from gpuwise.llm import is_llm
+    from gpuwise.workload.decoder import is_llm
 
     if is_llm(workload):
         return ClosedFormLlmModel(workload)
     return TracedModel(workload, progress)
 
 
-def fits(estimate: Estimate, headroom_fraction: float) -> bool:
-    return estimate.memory.total_bytes <= usable_bytes(estimate.gpu, headroom_fraction)
-
-
-def usable_bytes(gpu: GPU, headroom_fraction: float) -> int:
-    """What a job may plan to use: the memory the driver reports (less than the nominal size, e.g.
-    15360 MiB on a 16 GiB T4) less a safety margin for fragmentation and drift."""
-    return int(gpu.visible_memory_bytes * (1.0 - headroom_fraction))
-
-
 def largest_fitting_batch(
-    model: WorkloadModel, gpu: GPU, *, count: int = 1, headroom_fraction: float = 0.05,
-    limit: int = MAX_AUTO_BATCH,
+    model: WorkloadModel, gpu: GPU, *, count: int = 1, headroom_fraction: float = DEFAULT_HEADROOM_FRACTION,
+    limit: int = MAX_AUTO_BATCH, powers_of_two: bool | None = None,
 ) -> int:
-    """The largest power-of-two micro-batch that fits, or 0 when batch 1 does not.
-
-    Memory is close to affine in the batch: two estimates give the slope, the line gives the
-    candidate, and the candidate is verified (and halved until it fits), so a whole catalog needs a
-    handful of traces, not one per GPU and batch.
-    """
-    budget = usable_bytes(gpu, headroom_fraction)
+    """The largest micro-batch that fits ``gpu`` (0 when batch 1 does not), by the one search of
+    ``gpuwise.plan.fit``. Traced models search powers of two by default (each new batch is a trace;
+    the grid is shared by every GPU of a recommendation); the closed form searches every integer."""
+    if powers_of_two is None:
+        powers_of_two = model.method == "traced"
 
     def total_bytes(batch: int) -> int:
         return model.estimate(gpu, count=count, batch_size=batch, with_time=False).memory.total_bytes
 
-    m_1 = total_bytes(1)
-    if m_1 > budget:
-        return 0
-    probe = 8 if total_bytes(8) <= budget else 2
-    slope = max(total_bytes(probe) - m_1, 1) / (probe - 1)
-    guess = 1 + (budget - m_1) / slope
-    candidate = min(limit, 1 << max(0, int(math.floor(math.log2(max(guess, 1))))))
-    while candidate > 1 and total_bytes(candidate) > budget:
-        candidate //= 2
-    # The line can be pessimistic (allocator rounding at small batches): climb while it still fits.
-    while candidate * 2 <= limit and total_bytes(candidate * 2) <= budget:
-        candidate *= 2
-    return candidate
+    return largest_fitting(total_bytes, usable_bytes(gpu, headroom_fraction), upper=limit, powers_of_two=powers_of_two)
 
 
 def step_time_function(workload: Workload, progress: Callable[[str], None] | None = None):

@@ -11,9 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gpuwise.catalog.model import Catalog
-from gpuwise.plan.money import convert
-from gpuwise.plan.profile import fits, model_for
-from gpuwise.plan.recommend import JobSize, Recommendation
+from gpuwise.plan.fit import fits
+from gpuwise.plan.profile import model_for
+from gpuwise.plan.quote import make_quote
+from gpuwise.plan.recommend import Constraints, JobSize, Recommendation, apply_constraints
 from gpuwise.workload import Workload
 
 
@@ -45,40 +46,44 @@ def candidate_remedies(w: Workload, closed_form: bool) -> list[Remedy]:
 
 
 def find_remedies(
-    rec: Recommendation, catalog: Catalog, job: JobSize, *, headroom_fraction: float = 0.05,
+    rec: Recommendation, catalog: Catalog, job: JobSize, constraints: Constraints | None = None, *,
     progress: Callable[[str], None] | None = None, max_remedies: int = 4,
+    model_factory: Callable[[Workload], object] | None = None,
 ) -> tuple[dict, ...]:
-    """For the cheapest GPUs excluded for memory (cheaper per hour than the best option), the changes
-    that would make the job fit there, with the new peak, time and cost."""
-    oom = [o for o in rec.options if not o.fits and o.peak_total_bytes is not None and o.count == 1]
+    """For the GPU × count options excluded for memory that are cheaper per hour than the best option,
+    the changes that make the job fit there, quoted for the whole job. A remedy must meet the same
+    constraints as any option (deadline, budget) and cost less than the best option as it is.
+    ``model_factory``: workload -> workload model (default: ``model_for``, which traces)."""
+    constraints = constraints or Constraints()
+    oom = [o for o in rec.options if o.fits is False and o.peak_total_bytes is not None and o.count == 1]
     if rec.best is not None:
-        best_hourly = convert(rec.best.price_per_hour, rec.best.currency, rec.ranking_currency)
-        oom = [o for o in oom if convert(o.price_per_hour, o.currency, rec.ranking_currency) < best_hourly]
+        oom = [o for o in oom if o.price_per_hour_ranked < rec.best.price_per_hour_ranked]
     if not oom:
         return ()
-    oom.sort(key=lambda o: convert(o.price_per_hour, o.currency, rec.ranking_currency))
-    targets = oom  # memory per GPU is cheap once the remedy is traced: try them all, cheapest first
+    oom.sort(key=lambda o: o.price_per_hour_ranked)
     gpus = {g.id: g for g in catalog.gpus}
     results = []
     for remedy in candidate_remedies(rec.workload, rec.method == "closed-form")[:max_remedies]:
-        model = model_for(remedy.workload, progress)
-        for target in targets:
+        model = model_factory(remedy.workload) if model_factory else model_for(remedy.workload, progress)
+        for target in oom:   # cheapest first: the cheapest GPU this remedy rescues is the news
             gpu = gpus[target.gpu]
-            est = model.estimate(gpu, count=1)
-            if not fits(est, headroom_fraction) or est.time is None:
+            est = model.estimate(gpu, count=target.count)
+            if est.time is None or not fits(est.memory.total_bytes, gpu, constraints.headroom_fraction):
                 continue
             steps = job.optimizer_steps(remedy.workload.effective_batch_size)
-            total_time_s = steps * est.time.step_time_s
-            results.append({
-                "change": remedy.change, "gpu": gpu.id, "gpu_name": gpu.name,
-                "peak_total_bytes": est.memory.total_bytes, "gpu_memory_bytes": gpu.visible_memory_bytes,
-                "step_time_s": est.time.step_time_s, "total_time_s": total_time_s,
-                "total_cost": total_time_s / 3600 * target.price_per_hour, "currency": target.currency,
-                "provider": target.provider,
-            })
-            break  # the cheapest GPU this remedy rescues is the news
+            quote = make_quote(
+                gpu, target.count, target.offer,
+                peak_total_bytes=est.memory.total_bytes, step_time_s=est.time.step_time_s,
+                headroom_fraction=constraints.headroom_fraction, ranking_currency=rec.ranking_currency,
+                total_time_s=steps * est.time.step_time_s, batch_size=remedy.workload.batch_size,
+                grad_accum_steps=remedy.workload.grad_accum_steps,
+            )
+            (quote,) = apply_constraints([quote], constraints, rec.ranking_currency)
+            if not quote.eligible:
+                continue
+            results.append({"change": remedy.change, **quote.to_dict()})
+            break
     if rec.best is not None:  # a remedy that costs more than the best option as it is, is no remedy
-        best_cost = rec.best.ranking_cost
-        results = [r for r in results if convert(r["total_cost"], r["currency"], rec.ranking_currency) < best_cost]
-    results.sort(key=lambda r: convert(r["total_cost"], r["currency"], rec.ranking_currency))
+        results = [r for r in results if r["total_cost_ranked"] < rec.best.total_cost_ranked]
+    results.sort(key=lambda r: r["total_cost_ranked"])
     return tuple(results)

@@ -12,11 +12,7 @@ Training: FLOPs over the GPU's peak for the precision × a model-FLOPs utilisati
   calibration of ``gpuwise.runtime``: that one is fitted on eager CNN/BERT steps, not LLM training.
   QLoRA/int8 dequantise every quantized weight in each pass (memory-bound); the optimizer step
   streams weights, gradients and states once (memory-bound).
-  Communication (ring collectives, per-direction NVLink × 0.8 or PCIe × 0.7, as NCCL's busbw):
-  DDP all-reduces gradients (hidden behind backward, except what exceeds it); ZeRO-1/2
-  reduce-scatter gradients and all-gather updated weights after the optimizer (exposed);
-  ZeRO-3/FSDP all-gather weights in forward and backward and reduce-scatter gradients for every
-  micro-batch (prefetched: exposed only where it outruns compute).
+  Communication: ``gpuwise.runtime.comm.data_parallel_comm``, the same model traced workloads use.
 Inference: prefill is compute-bound (same MFU); decode reads all weights (for MoE, the experts the
   batch touches) and the KV cache once per generated token: bytes / (bandwidth × 0.80), which is
   what engines with CUDA graphs (vLLM, SGLang, TensorRT-LLM) reach at small batch; eager
@@ -27,65 +23,39 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpuwise.llm.arch import DecoderArch
-from gpuwise.llm.config import LlmError
-from gpuwise.llm.memory import TrainMemory
-from gpuwise.llm.storage import compute_bytes, optimizer_state_bytes, quant_bytes_per_param, trainable_bytes
+from gpuwise.runtime.comm import (
+    LATENCY_PER_HOP_S, PCIE_EFF, PCIE_GBS, bus_bandwidth_gbs, data_parallel_comm, ring_s,
+)
 from gpuwise.runtime.model import StepTime
+from gpuwise.runtime.rates import fallback_warning, peak_flops_per_s
 from gpuwise.workload import Workload
+from gpuwise.workload.decoder import DecoderArch
+from gpuwise.workload.storage import compute_bytes, optimizer_state_bytes, quant_bytes_per_param, trainable_bytes
 
 TRAIN_MFU = 0.45
 MEM_EFF = 0.75                 # streaming kernels (dequantise, optimizer): share of datasheet bandwidth
 DECODE_BW_EFF = 0.80
 FLASH_BWD_FACTOR = 2.5
-PCIE_GBS = {3: 15.75, 4: 31.5, 5: 63.0, 6: 121.0}   # x16, one direction
-NVLINK_EFF, PCIE_EFF, PCIE_NO_P2P_EFF = 0.80, 0.70, 0.50
-INTER_NODE_GBS = 25.0          # 200 Gb/s InfiniBand per GPU beyond one 8-GPU node
-HOP_LATENCY_S = 8e-6
 CPU_ADAM_PARAMS_PER_S = 1.0e9  # DeepSpeed CPU-Adam on one server socket (assumed)
 
 
-def peak_flops_per_s(gpu, precision: str) -> tuple[float, list[str]]:
-    key = {"fp32": "fp32", "tf32": "tf32", "amp-fp16": "fp16", "fp16": "fp16",
-           "amp-bf16": "bf16", "bf16": "bf16"}[precision]
-    warnings: list[str] = []
-    rate = gpu.peak(key)
-    if rate is None and key == "bf16":
-        warnings.append(f"{gpu.id} has no bf16 tensor cores: timed at its fp16 rate (bf16 runs emulated or slower)")
-        rate = gpu.peak("fp16")
-    if rate is None and key == "tf32":
-        rate = gpu.peak("fp32")
-    if not rate:
-        raise LlmError(f"GPU {gpu.id!r} lists no peak rate for {precision}")
-    return rate * 1e12, warnings
+def _peak(gpu, precision: str) -> tuple[float, list[str]]:
+    warning = fallback_warning(gpu, precision)
+    return peak_flops_per_s(gpu, precision), [warning] if warning else []
 
 
-def bus_gbs(gpu, count: int) -> float:
-    if count > 8:
-        return INTER_NODE_GBS * 0.8
-    if gpu.nvlink_gbs:
-        return gpu.nvlink_gbs / 2 * NVLINK_EFF
-    per_dir = PCIE_GBS.get(int(gpu.pcie_gen or 4), PCIE_GBS[4])
-    # GeForce cards have peer-to-peer disabled since Ada: traffic bounces through host memory
-    if gpu.arch in ("ada", "blackwell") and "geforce" in gpu.name.lower():
-        return per_dir * PCIE_NO_P2P_EFF
-    return per_dir * PCIE_EFF
-
-
-def _ring_s(kind: str, size_bytes: float, n: int, bw_gbs: float) -> float:
-    if n <= 1 or size_bytes <= 0:
-        return 0.0
-    volume = (2 if kind == "all_reduce" else 1) * (n - 1) / n * size_bytes
-    hops = (2 if kind == "all_reduce" else 1) * (n - 1)
-    return volume / (bw_gbs * 1e9) + hops * HOP_LATENCY_S
+def _pcie_bytes_per_s(gpu) -> float:
+    """Host <-> GPU copies (offload): the PCIe generation's x16 rate at what copies reach."""
+    return PCIE_GBS.get(int(gpu.pcie_gen or 4), PCIE_GBS[4]) * PCIE_EFF * 1e9
 
 
 def _bandwidth(gpu) -> float:
     return gpu.memory_bandwidth_gbs * 1e9
 
 
-def train_step_time(arch: DecoderArch, w: Workload, gpu, mem: TrainMemory, *, double_quant: bool = True) -> StepTime:
-    peak, warnings = peak_flops_per_s(gpu, w.precision)
+def train_step_time(arch: DecoderArch, w: Workload, gpu, mem, *, double_quant: bool = True) -> StepTime:
+    """``mem``: the closed-form memory of the step (gpuwise.memory.llm.TrainMemory): split and sync sizes."""
+    peak, warnings = _peak(gpu, w.precision)
     eff = TRAIN_MFU
     s = w.seq_len or 128
     tokens = w.batch_size * s
@@ -125,33 +95,26 @@ def train_step_time(arch: DecoderArch, w: Workload, gpu, mem: TrainMemory, *, do
         state = optimizer_state_bytes(w.optimizer, tb)
         traffic = t_local * (3 * tb + 2 * state)
         if w.offload != "none":
-            pcie = PCIE_GBS.get(int(gpu.pcie_gen or 4), PCIE_GBS[4]) * PCIE_EFF * 1e9
+            pcie = _pcie_bytes_per_s(gpu)
             opt_s = t_local / CPU_ADAM_PARAMS_PER_S + t_local * (2 + 2) / pcie
             warnings.append(f"optimizer step on CPU: assumed {CPU_ADAM_PARAMS_PER_S:.0e} params/s (DeepSpeed CPU-Adam)")
         else:
             opt_s = traffic / (bw * MEM_EFF)
     if w.offload == "params":
-        pcie = PCIE_GBS.get(int(gpu.pcie_gen or 4), PCIE_GBS[4]) * PCIE_EFF * 1e9
+        pcie = _pcie_bytes_per_s(gpu)
         micro_s += passes * mem.param_gather_bytes / n / pcie
 
-    # communication
-    comm_total = comm_exposed = 0.0
+    # communication: the one data-parallel model (gpuwise.runtime.comm), as for traced models
+    comm_exposed = 0.0
     if n > 1:
-        bw_bus = bus_gbs(gpu, n)
-        backward_share = micro_compute * (2 / 3 if blocks_grad else 0.2)
-        if w.sharding == "ddp":
-            comm_total = _ring_s("all_reduce", mem.grad_sync_bytes, n, bw_bus)
-            comm_exposed = max(comm_total - backward_share, 0.0) + min(comm_total, 25 * 2**20 / (bw_bus * 1e9))
-        elif w.sharding in ("zero1", "zero2"):
-            rs = _ring_s("reduce_scatter", mem.grad_sync_bytes, n, bw_bus)
-            ag = _ring_s("all_gather", mem.grad_sync_bytes, n, bw_bus)
-            comm_total = rs + ag
-            comm_exposed = max(rs - backward_share, 0.0) + ag
-        else:
-            per_micro = 2 * _ring_s("all_gather", mem.param_gather_bytes, n, bw_bus)
-            rs = _ring_s("reduce_scatter", mem.grad_sync_bytes, n, bw_bus)
-            comm_total = w.grad_accum_steps * per_micro + rs
-            comm_exposed = w.grad_accum_steps * max(per_micro - micro_compute, 0.0) + max(rs - backward_share, 0.0)
+        backward_s = micro_compute * (2 / 3 if blocks_grad else 0.2)
+        comm = data_parallel_comm(
+            sharding=w.sharding, count=n, gpu=gpu, grad_bytes=mem.grad_sync_bytes,
+            param_bytes=mem.param_gather_bytes or mem.grad_sync_bytes,
+            forward_s=micro_compute - backward_s, backward_s=backward_s,
+        )
+        comm_exposed = comm.exposed_s
+        warnings.extend(comm.notes)
     accum = w.grad_accum_steps
     step_s = accum * micro_s + opt_s + comm_exposed
     by_class = {
@@ -182,7 +145,7 @@ class ServeTime:
 def serve_time(arch: DecoderArch, w: Workload, gpu, *, weights_bytes: float, prompt_tokens: int,
                new_tokens: int, batch: int, kv_bytes_per_element: float) -> ServeTime:
     """Prefill + decode of one batch of requests; ``weights_bytes`` is per GPU (tensor parallel)."""
-    peak, warnings = peak_flops_per_s(gpu, w.precision)
+    peak, warnings = _peak(gpu, w.precision)
     n = w.num_gpus
     eff = TRAIN_MFU
     bw = _bandwidth(gpu)
@@ -191,7 +154,7 @@ def serve_time(arch: DecoderArch, w: Workload, gpu, *, weights_bytes: float, pro
     tp_comm = 0.0
     if n > 1:
         act = prompt_tokens * batch * arch.hidden_size * compute_bytes(w.precision)
-        tp_comm = 2 * arch.num_layers * _ring_s("all_reduce", act, n, bus_gbs(gpu, n))
+        tp_comm = 2 * arch.num_layers * ring_s("all_reduce", act, n, bus_bandwidth_gbs(gpu, n)[0])
     ttft = max(prefill_flops / n / (peak * eff), weights_bytes / (bw * DECODE_BW_EFF)) + tp_comm
     # decode: weights touched per step (MoE: experts hit by at least one of the batch's tokens)
     touched = weights_bytes
@@ -204,7 +167,7 @@ def serve_time(arch: DecoderArch, w: Workload, gpu, *, weights_bytes: float, pro
     kv_read = arch.kv_cache_bytes(int(mean_ctx), batch, kv_bytes_per_element) * kv_share
     mem_s = (touched + kv_read) / (bw * DECODE_BW_EFF)
     flop_s = (2.0 * m + arch.attention_flops_per_token(mean_ctx)) * batch / n / (peak * eff)
-    tp_latency = 2 * arch.num_layers * 2 * (n - 1) * HOP_LATENCY_S if n > 1 else 0.0
+    tp_latency = 2 * arch.num_layers * 2 * (n - 1) * LATENCY_PER_HOP_S if n > 1 else 0.0
     step_s = max(mem_s, flop_s) + tp_latency
     decode_s = step_s * new_tokens
     total = ttft + decode_s

@@ -25,8 +25,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from gpuwise.llm.arch import name_matches
-from gpuwise.llm.config import LlmError
+from gpuwise.workload.decoder import name_matches
+from gpuwise.workload.model import WorkloadError
 
 _AMP_DTYPES = {"amp-bf16": torch.bfloat16, "amp-fp16": torch.float16}
 ROUTER_NAMES = {"gate", "shared_expert_gate", "router"}
@@ -113,7 +113,7 @@ class QuantLinear(nn.Module):
             self.register_buffer("weight_int8", w.new_empty(w.shape, dtype=torch.int8))
             self.register_buffer("row_scale", w.new_empty((self.out_features,), dtype=torch.float32))
         else:
-            raise LlmError(f"unknown quantization {quant!r}; valid: int8, nf4")
+            raise WorkloadError(f"unknown quantization {quant!r}; valid: int8, nf4")
         self.bias = nn.Parameter(linear.bias.detach(), requires_grad=False) if linear.bias is not None else None
         if not _is_placeholder(w):
             self._quantize(w.detach())
@@ -241,10 +241,10 @@ def apply_finetune(module: nn.Module, workload, *, double_quant: bool = True, lo
     if ft == "full" and quant == "none":
         return module
     if ft == "full" and workload.is_training:
-        raise LlmError(f"--finetune full cannot train {quant}-quantized weights; use --finetune lora or qlora")
+        raise WorkloadError(f"--finetune full cannot train {quant}-quantized weights; use --finetune lora or qlora")
     linears = block_linears(module)
     if not linears:
-        raise LlmError(f"{type(module).__name__} has no nn.Linear inside numbered blocks to fine-tune")
+        raise WorkloadError(f"{type(module).__name__} has no nn.Linear inside numbered blocks to fine-tune")
     for p in module.parameters():
         p.requires_grad_(False)
     amp_dtype = _AMP_DTYPES.get(workload.precision)

@@ -99,10 +99,10 @@ def _prepare(module: torch.nn.Module, workload: Workload, is_hf: bool) -> tuple[
     notes: list[str] = []
     if workload.finetune != "full" or workload.quant != "none":
         try:
-            from gpuwise.llm.peft import apply_finetune
+            from gpuwise.trace.peft import apply_finetune
         except ImportError:
             raise TraceError(f"--finetune {workload.finetune} / --quant {workload.quant} needs "
-                             "gpuwise.llm.peft.apply_finetune, which is not available yet") from None
+                             "gpuwise.trace.peft.apply_finetune, which is not available yet") from None
         with torch.device("meta"):
             module = apply_finetune(module, workload) or module
     if workload.precision in _PURE_DTYPES:

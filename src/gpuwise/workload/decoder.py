@@ -4,14 +4,15 @@ Works for any llama-like or MoE decoder config (Llama, Qwen 1.5-3, Mistral/Mixtr
 Phi-1.5/3/4, DeepSeek V2/V3 with MLA, GLM-4, InternLM2, Yi, Baichuan, GPT-NeoX). The linear layers
 are listed with the names the HF implementation gives them (``q_proj``, ``w1``, ``query_key_value``),
 so LoRA targets and quantization select the same layers here as on the real module.
-Activation memory is in ``gpuwise.llm.activations``.
+Activation memory is in ``gpuwise.memory.llm_activations``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpuwise.llm.config import LlmError, text_config
+from gpuwise.workload.llm_config import text_config
+from gpuwise.workload.model import WorkloadError
 
 # Canonical roles of block linears; LoRA targets may name a role or the module's own name.
 ROLE_ALIASES = {
@@ -205,7 +206,7 @@ def matches_target(lin: LinearSpec, targets: tuple[str, ...]) -> bool:
 
 
 def name_matches(leaf_name: str, targets: tuple[str, ...]) -> bool:
-    """The one matching rule for the closed form and for real modules (gpuwise.llm.peft)."""
+    """The one matching rule for the closed form and for real modules (gpuwise.trace.peft)."""
     if not targets or any(t in ("all", "all-linear", "all_linear") for t in targets):
         return True
     return any(t == leaf_name or leaf_name in ROLE_ALIASES.get(t, ()) for t in targets)
@@ -228,7 +229,7 @@ def arch_from_config(cfg: dict) -> DecoderArch:
     heads = int(_get(c, "num_attention_heads", "n_head", default=0))
     vocab = int(_get(c, "padded_vocab_size", "vocab_size", default=0))
     if not (h and layers and heads and vocab):
-        raise LlmError(f"config of model_type {mt!r} lacks hidden_size/num_hidden_layers/num_attention_heads/vocab_size")
+        raise WorkloadError(f"config of model_type {mt!r} lacks hidden_size/num_hidden_layers/num_attention_heads/vocab_size")
     if mt == "chatglm":
         kv_heads = int(c.get("multi_query_group_num", heads)) if c.get("multi_query_attention") else heads
     else:
@@ -334,3 +335,17 @@ def arch_from_config(cfg: dict) -> DecoderArch:
         sliding_window=window if sliding else 0, sliding_layers=sliding, lm_head_bias=mt == "phi",
         max_position_embeddings=int(_get(c, "max_position_embeddings", "seq_length", "model_max_length", default=0)),
     )
+
+
+def load_arch(spec: str) -> DecoderArch:
+    """The architecture of the decoder LLM a model spec names (WorkloadError when it names none)."""
+    from gpuwise.workload.llm_config import load_config
+
+    return arch_from_config(load_config(spec))
+
+
+def is_llm(workload) -> bool:
+    """True when the workload's model is a decoder-only LLM config the closed form describes."""
+    from gpuwise.workload.llm_config import try_load_decoder_config
+
+    return try_load_decoder_config(workload.model) is not None

@@ -1,8 +1,7 @@
 """Finding a decoder LLM's HF config for a model spec (``hf:NAME``, ``hf:path/config.json``, ``path.json``).
 
-A small adapter of this part: ``gpuwise.workload.specs`` resolves every kind of model spec;
-this module only needs the config dict of ``hf:`` LLMs, and must answer ``is_llm`` without building
-anything. Names match the shipped files (``Qwen/Qwen2.5-7B`` -> ``Qwen--Qwen2.5-7B.json``); a name
+``gpuwise.workload.specs`` resolves every kind of model spec; this module finds the config dict of
+``hf:`` decoder LLMs for the closed form, and answers ``is_llm`` without building anything. Names match the shipped files (``Qwen/Qwen2.5-7B`` -> ``Qwen--Qwen2.5-7B.json``); a name
 that differs only by a fine-tune suffix (``-Instruct``, ``-chat-hf``, ``-it``) shares the base model's
 architecture, so it resolves to the base file.
 """
@@ -13,9 +12,10 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
-from gpuwise.errors import GpuwiseError, did_you_mean
+from gpuwise.errors import did_you_mean
+from gpuwise.workload.model import WorkloadError
+from gpuwise.workload.specs import CONFIG_DIR
 
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "workload" / "configs"
 
 # Suffix words that change the weights, not the architecture.
 _VARIANT_WORDS = {"instruct", "chat", "it", "hf", "base", "pt", "4k", "8k", "128k"}
@@ -30,9 +30,6 @@ _NOT_DECODERS = {
     "gpt2", "opt", "bloom", "gptj", "gpt_bigcode", "falcon", "codegen", "xglm", "biogpt", "gpt_neo",
 }
 
-
-class LlmError(GpuwiseError):
-    """Bad input to the LLM estimator (unknown model, unsupported combination)."""
 
 
 def _normal_key(name: str) -> str:
@@ -88,17 +85,17 @@ def config_path_for(spec: str) -> Path | None:
 
 
 def load_config(spec: str) -> dict:
-    """The HF config dict for ``spec``; LlmError naming the spec (with suggestions) when it is unknown."""
+    """The HF config dict for ``spec``; WorkloadError naming the spec (with suggestions) when it is unknown."""
     path = config_path_for(spec)
     if path is None:
         name = spec[3:] if spec.startswith("hf:") else spec
         if name.endswith(".json"):
-            raise LlmError(f"model config file not found: {name!r}")
+            raise WorkloadError(f"model config file not found: {name!r}")
         choices = shipped_llm_names()
-        raise LlmError(f"unknown LLM {spec!r}{did_you_mean(name, choices)}; pass hf:path/to/config.json for others")
+        raise WorkloadError(f"unknown LLM {spec!r}{did_you_mean(name, choices)}; pass hf:path/to/config.json for others")
     cfg = _read(path)
     if cfg is None:
-        raise LlmError(f"{str(path)!r} is not a readable JSON config")
+        raise WorkloadError(f"{str(path)!r} is not a readable JSON config")
     return cfg
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpuwise.llm.config import LlmError
+from gpuwise.workload.model import WorkloadError
 
 NF4_BLOCK = 64                 # bitsandbytes 4-bit: one absmax per 64 weights
 NF4_DQ_BLOCK = 256             # double quantization: one float32 absmax per 256 first-level absmaxes
@@ -41,7 +41,7 @@ def quant_bytes_per_param(quant: str, *, double_quant: bool = True, out_features
         return 1.0 + (4.0 / in_features if in_features else 0.0)
     if quant == "none":
         return 0.0
-    raise LlmError(f"unknown quantization {quant!r}; valid: none, int8, nf4")
+    raise WorkloadError(f"unknown quantization {quant!r}; valid: none, int8, nf4")
 
 
 def optimizer_state_bytes(optimizer: str, param_bytes: int) -> float:
@@ -60,7 +60,7 @@ def optimizer_state_bytes(optimizer: str, param_bytes: int) -> float:
         return 0.0
     if name == "adafactor":
         return 0.02 * param_bytes
-    raise LlmError(f"unknown optimizer {optimizer!r}")
+    raise WorkloadError(f"unknown optimizer {optimizer!r}")
 
 
 def optimizer_temp_bytes(optimizer: str, param_bytes: int) -> float:

@@ -1,0 +1,83 @@
+"""The one offer picker and the one ranking currency, used by every command that prices GPUs.
+
+``cheapest_offer``: for one GPU × count × provider × spot policy, the offer of exactly ``count`` GPUs
+that costs least in the ranking currency; where no such offer exists, the cheapest single-GPU offer
+priced × count (its source says so). Spot offers take part only when the spot policy includes them:
+``recommend``, ``report`` and ``advise`` all take ``--spot`` with the same meaning.
+
+``ranking_currency``: the one the user asked for; else the currency all considered offers share;
+else CNY (gpuwise's home market: AutoDL and similar clouds). Offers keep their own currency in the
+output; only ranking converts, at the dated indicative rates of ``gpuwise.plan.money``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+
+from gpuwise.catalog.model import Catalog, Offer
+from gpuwise.errors import did_you_mean
+from gpuwise.plan.errors import PlanError
+from gpuwise.plan.money import convert, rates_in
+
+HOME_CURRENCY = "CNY"
+SPOT_POLICIES = ("on-demand", "include", "only")
+
+
+
+def spot_policy(spot: bool) -> str:
+    """The policy the ``--spot`` flag means: spot offers compete with on-demand ones."""
+    return "include" if spot else "on-demand"
+
+
+def providers(catalog: Catalog) -> list[str]:
+    return sorted({o.provider for o in catalog.offers}, key=str.lower)
+
+
+def check_provider(catalog: Catalog, provider: str | None) -> str | None:
+    """The provider as the catalog spells it; PlanError (exit 2) naming the known ones when unknown."""
+    if provider is None:
+        return None
+    known = providers(catalog)
+    for p in known:
+        if p.lower() == provider.strip().lower():
+            return p
+    raise PlanError(f"--provider: unknown provider {provider!r}{did_you_mean(provider, known)}; "
+                     f"known: {', '.join(known)}")
+
+
+def candidate_offers(catalog: Catalog, *, provider: str | None = None, gpu_ids: Iterable[str] | None = None,
+                     spot: str = "on-demand") -> list[Offer]:
+    """The offers a question may use: of the provider (checked), for the GPUs, under the spot policy."""
+    if spot not in SPOT_POLICIES:
+        raise PlanError(f"unknown spot policy {spot!r}; valid: {', '.join(SPOT_POLICIES)}")
+    provider = check_provider(catalog, provider)
+    wanted = set(gpu_ids) if gpu_ids is not None else None
+    return [
+        o for o in catalog.offers
+        if (provider is None or o.provider == provider)
+        and (wanted is None or o.gpu_id in wanted)
+        and (spot == "include" or o.spot == (spot == "only"))
+    ]
+
+
+def ranking_currency(offers: Iterable[Offer], requested: str | None = None) -> str:
+    if requested:
+        rates_in(requested.upper())     # an unknown currency is bad input, said now
+        return requested.upper()
+    currencies = {o.currency for o in offers}
+    return currencies.pop() if len(currencies) == 1 else HOME_CURRENCY
+
+
+def cheapest_offer(offers: Iterable[Offer], gpu_id: str, count: int, currency: str) -> Offer | None:
+    """The cheapest offer (in ``currency``) for exactly ``count`` of ``gpu_id``; else a single-GPU offer × count."""
+    mine = [o for o in offers if o.gpu_id == gpu_id]
+    exact = [o for o in mine if o.count == count]
+    if exact:
+        return min(exact, key=lambda o: (convert(o.price_per_hour, o.currency, currency), o.provider))
+    singles = [o for o in mine if o.count == 1]
+    if count == 1 or not singles:
+        return None
+    single = min(singles, key=lambda o: (convert(o.price_per_hour, o.currency, currency), o.provider))
+    return replace(single, count=count, price_per_hour=single.price_per_hour * count,
+                   source=single.source + f" (single-GPU price × {count})")

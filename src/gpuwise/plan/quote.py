@@ -1,0 +1,112 @@
+"""The one quote row: a GPU × count from one offer, whether the job fits, how long a step takes, what it costs.
+
+``recommend`` ranks quotes for a whole job; ``report`` and ``advise`` render quotes for the work a
+measured run did or has left. Every field has its unit in its name; money is in the offer's own
+currency, with ``*_ranked`` twins in the ranking currency.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gpuwise.catalog.model import GPU, Offer
+from gpuwise.plan.fit import fits as fits_rule
+from gpuwise.plan.fit import spare_bytes
+from gpuwise.plan.money import convert
+
+
+@dataclass(frozen=True)
+class Quote:
+    """Renting ``count`` GPUs of one kind from one offer (``provider`` None: no offer, unpriced)."""
+
+    gpu: str                              # canonical catalog id
+    gpu_name: str
+    count: int
+    provider: str | None
+    currency: str | None
+    price_per_hour: float | None          # for all ``count`` GPUs, in ``currency``
+    spot: bool
+    gpu_memory_bytes: int                 # per GPU, as the driver reports it
+    fits: bool | None                     # None: the need is unknown
+    peak_total_bytes: int | None          # per GPU, what nvidia-smi would show at the peak
+    spare_bytes: int | None               # usable memory left at the peak, after the headroom
+    step_time_s: float | None             # one optimizer step (or the measured unit of work) on ``count`` GPUs
+    ranking_currency: str | None = None
+    price_per_hour_ranked: float | None = None
+    # Whole-job fields (recommend): batch layout, time and cost of the job, why an option lost.
+    batch_size: int | None = None         # micro-batch per GPU
+    grad_accum_steps: int = 1
+    effective_batch_size: int | None = None
+    total_time_s: float | None = None
+    total_cost: float | None = None       # in ``currency``
+    total_cost_ranked: float | None = None
+    bound: str | None = None
+    excluded_because: str | None = None
+    warnings: tuple[str, ...] = ()
+    offer_source: str | None = None
+    offer: Offer | None = field(default=None, compare=False, repr=False)   # what was priced (not in JSON)
+
+    @property
+    def eligible(self) -> bool:
+        return self.excluded_because is None
+
+    @property
+    def cost_per_step(self) -> float | None:
+        """Money per step in ``currency`` (None without a price or a step time)."""
+        if self.price_per_hour is None or self.step_time_s is None:
+            return None
+        return self.price_per_hour * self.step_time_s / 3600.0
+
+    def hours_for(self, steps: float) -> float:
+        return steps * (self.step_time_s or 0.0) / 3600.0
+
+    def cost_for(self, steps: float) -> float:
+        return steps * (self.cost_per_step or 0.0)
+
+    def to_dict(self) -> dict:
+        return {
+            "gpu": self.gpu, "gpu_name": self.gpu_name, "count": self.count, "provider": self.provider,
+            "currency": self.currency, "price_per_hour": self.price_per_hour, "spot": self.spot,
+            "ranking_currency": self.ranking_currency, "price_per_hour_ranked": self.price_per_hour_ranked,
+            "gpu_memory_bytes": self.gpu_memory_bytes, "fits": self.fits, "peak_total_bytes": self.peak_total_bytes,
+            "spare_bytes": self.spare_bytes, "step_time_s": self.step_time_s, "cost_per_step": self.cost_per_step,
+            "batch_size": self.batch_size, "grad_accum_steps": self.grad_accum_steps,
+            "effective_batch_size": self.effective_batch_size, "total_time_s": self.total_time_s,
+            "total_cost": self.total_cost, "total_cost_ranked": self.total_cost_ranked, "bound": self.bound,
+            "excluded_because": self.excluded_because, "warnings": list(self.warnings),
+            "offer_source": self.offer_source,
+        }
+
+
+def make_quote(
+    gpu: GPU, count: int, offer: Offer | None, *, peak_total_bytes: int | None, step_time_s: float | None,
+    headroom_fraction: float, ranking_currency: str | None, **job,
+) -> Quote:
+    """A quote with the fit decided by the one rule and the price in the ranking currency.
+
+    ``job``: the whole-job fields of :class:`Quote` (``total_time_s`` …); ``total_cost`` is derived
+    from ``total_time_s`` and the offer when not given.
+    """
+    fits = None if peak_total_bytes is None else fits_rule(peak_total_bytes, gpu, headroom_fraction)
+    spare = None if peak_total_bytes is None else spare_bytes(peak_total_bytes, gpu, headroom_fraction)
+    price = offer.price_per_hour if offer else None
+    currency = offer.currency if offer else None
+    ranked = _ranked(price, currency, ranking_currency)
+    total_time_s = job.get("total_time_s")
+    if "total_cost" not in job and total_time_s is not None and price is not None:
+        job["total_cost"] = total_time_s / 3600.0 * price
+    if job.get("total_cost") is not None:
+        job["total_cost_ranked"] = _ranked(job["total_cost"], currency, ranking_currency)
+    return Quote(
+        gpu=gpu.id, gpu_name=gpu.name, count=count, provider=offer.provider if offer else None,
+        currency=currency, price_per_hour=price, spot=bool(offer and offer.spot),
+        gpu_memory_bytes=gpu.visible_memory_bytes, fits=fits, peak_total_bytes=peak_total_bytes, spare_bytes=spare,
+        step_time_s=step_time_s, ranking_currency=ranking_currency, price_per_hour_ranked=ranked,
+        offer_source=offer.source if offer else None, offer=offer, **job,
+    )
+
+
+def _ranked(amount: float | None, currency: str | None, ranking_currency: str | None) -> float | None:
+    if amount is None or currency is None or ranking_currency is None:
+        return None
+    return convert(amount, currency, ranking_currency)
