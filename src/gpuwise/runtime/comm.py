@@ -1,92 +1,293 @@
-"""Data-parallel communication: how long the collectives take and how much of it backward hides.
+"""Data-parallel communication: a timeline of the collectives of one optimizer step, over the links the
+GPUs really have, and how much of it backward (and forward) hides.
 
-Ring collectives (what NCCL uses inside one node): an all-reduce moves 2(n-1)/n of the buffer
-over the slowest link, a reduce-scatter or an all-gather (n-1)/n of it. Bus bandwidth is NVLink's
-per-direction rate where the GPU has it, else the PCIe generation's x16 rate, times what NCCL
-reaches in practice (nccl-tests busbw: ~80% of NVLink, ~70% of PCIe; GeForce cards without P2P go
-through host memory and reach less).
+* Collectives are NCCL rings. Inside a node a ring all-reduce moves 2(n-1)/n of the buffer over its
+  slowest hop, a reduce-scatter or all-gather (n-1)/n, at the link's bus bandwidth (nccl-tests
+  busbw, from ``gpuwise.catalog.topology``). Beyond one node the collective is hierarchical:
+  inside each node as above, and between nodes each GPU carries 1/g of the buffer over its share of
+  the node's network, so the inter-node part costs 2(m-1)/m × bytes / network bandwidth per node.
+* DDP: gradients go into buckets in the order backward produces them (what DDP's bucket rebuild does
+  after the first step): the first bucket closes at 1 MiB, the others at 25 MiB; a bucket closes as
+  soon as it reaches its cap, so a tensor larger than the cap closes the bucket it lands in. Each
+  bucket's all-reduce is queued on the one communication stream when its last gradient is ready.
+  DDP also copies every gradient into its bucket, divides it by the world size, and copies it back
+  (memory-bound, on the compute stream, not hidden).
+* ZeRO-1/2 (DeepSpeed): gradients are reduce-scattered in buckets of DeepSpeed's default
+  ``reduce_bucket_size`` (5e8 elements); ZeRO-2 does so on every micro-step (its gradients are
+  sharded), ZeRO-1 once per step. The updated parameters are all-gathered after the optimizer step,
+  exposed.
+* ZeRO-3/FSDP: each unit (a layer) is all-gathered before its forward and again before its backward,
+  ``PREFETCH_DEPTH`` units ahead; its gradients are reduce-scattered after its backward.
+* Overlap is limited by contention: while a collective runs, NCCL's kernels take SMs and memory
+  bandwidth from the compute kernels, which slow down by ``COMPUTE_SLOWDOWN``; a collective running
+  beside compute gets ``COMM_RATE_BESIDE_COMPUTE`` of its bandwidth.
+
+The one entry point is :func:`data_parallel_comm`; traced models pass the gradients' ready times from
+the trace (:func:`gradients_from_trace`), closed forms pass totals and a layer count
+(:func:`even_gradients` spreads them).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-# x16, one direction, GB/s.
-PCIE_GBS = {3: 15.75, 4: 31.5, 5: 63.0, 6: 121.0}
-NVLINK_EFF = 0.80
-PCIE_EFF = 0.70
-PCIE_NO_P2P_EFF = 0.50
-INTER_NODE_GBS = 25.0          # 200 Gb/s InfiniBand per GPU: the assumption beyond one node
-GPUS_PER_NODE = 8
-LATENCY_PER_HOP_S = 8e-6
-DDP_BUCKET_BYTES = 25 * 2**20  # torch DDP's default bucket_cap_mb
+from gpuwise.catalog.topology import Link, Topology, topology_for
+
+DDP_BUCKET_CAP_BYTES = 25 * 2**20        # torch DDP bucket_cap_mb=25
+DDP_FIRST_BUCKET_BYTES = 1 * 2**20       # torch.distributed._DEFAULT_FIRST_BUCKET_BYTES
+DEEPSPEED_REDUCE_BUCKET_ELEMENTS = 500_000_000
+PREFETCH_DEPTH = 1                       # FSDP BACKWARD_PRE / FSDP2 and ZeRO-3: one unit ahead
+DEFAULT_LAYERS = 24                      # units when a caller knows neither gradients nor layers
+# DDP's gradient copies: into the bucket, the 1/world division, back into .grad (read + write each).
+DDP_COPY_PASSES = 6
+STREAM_BANDWIDTH_EFF = 0.75              # memory-bound copy kernels reach ~75% of datasheet bandwidth
+# Contention (fitted by benchmarks/multi_gpu_accuracy.py with the link efficiencies, 2026-12-03).
+COMPUTE_SLOWDOWN = 0.10
+COMM_RATE_BESIDE_COMPUTE = 0.85
+SHARDINGS = ("ddp", "zero1", "zero2", "zero3", "fsdp")
+
+
+@dataclass(frozen=True)
+class GradReady:
+    """One gradient (or a group of them) complete during backward."""
+
+    at_fraction: float     # share of one backward pass done when it is ready, 0..1
+    size_bytes: float
+
+
+@dataclass(frozen=True)
+class Contention:
+    compute_slowdown: float = COMPUTE_SLOWDOWN
+    comm_rate: float = COMM_RATE_BESIDE_COMPUTE
 
 
 @dataclass(frozen=True)
 class CommTime:
-    total_s: float        # every collective of one step, end to end
-    exposed_s: float      # the part that backward / forward does not hide
-    link: str             # "nvlink", "pcie4", "pcie4-no-p2p", "inter-node"
-    bus_gbs: float
+    total_s: float        # every collective of one optimizer step, end to end, as if alone
+    exposed_s: float      # what the step takes longer than its compute alone
+    link: str             # the slowest link used: "nvswitch", "pcie-host", "ethernet", ...
+    bus_gbs: float        # its bus bandwidth
     notes: tuple[str, ...] = ()
+    buckets: int = 0      # DDP buckets (or ZeRO reduce buckets, or sharded units)
+    nodes: int = 1
 
 
-def bus_bandwidth_gbs(gpu, count: int) -> tuple[float, str]:
-    """Achievable ring bus bandwidth (GB/s) between ``count`` GPUs of this kind, and the link's name."""
-    if count > GPUS_PER_NODE:
-        return INTER_NODE_GBS * 0.8, "inter-node"
-    if gpu.nvlink_gbs:
-        return gpu.nvlink_gbs / 2 * NVLINK_EFF, "nvlink"
-    gen = int(gpu.pcie_gen or 4)
-    per_dir = PCIE_GBS.get(gen, PCIE_GBS[4])
-    # GeForce cards have peer-to-peer disabled since Ada: traffic bounces through host memory.
-    if gpu.arch in ("ada", "blackwell") and "geforce" in gpu.name.lower():
-        return per_dir * PCIE_NO_P2P_EFF, f"pcie{gen}-no-p2p"
-    return per_dir * PCIE_EFF, f"pcie{gen}"
-
-
-def ring_s(kind: str, size_bytes: float, count: int, bus_gbs: float) -> float:
-    """Time of one ring collective of ``kind`` ("all_reduce", "reduce_scatter", "all_gather")."""
+# -- collectives ---------------------------------------------------------------------------------------
+def collective_s(kind: str, size_bytes: float, count: int, topology: Topology) -> float:
+    """Time of one ring collective (``all_reduce``, ``reduce_scatter``, ``all_gather``) of
+    ``size_bytes`` (the full, unsharded buffer) over ``count`` GPUs."""
     if count <= 1 or size_bytes <= 0:
         return 0.0
-    share = (count - 1) / count
-    volume = 2 * share * size_bytes if kind == "all_reduce" else share * size_bytes
-    hops = 2 * (count - 1) if kind == "all_reduce" else count - 1
-    return volume / (bus_gbs * 1e9) + hops * LATENCY_PER_HOP_S
+    factor = 2 if kind == "all_reduce" else 1
+    per_node = min(count, topology.gpus_per_node)
+    nodes = topology.nodes(count)
+    seconds = 0.0
+    if per_node > 1:
+        link = topology.ring_link(per_node)
+        seconds += factor * ((per_node - 1) / per_node * size_bytes / (link.bus_gbs * 1e9)
+                             + (per_node - 1) * link.latency_s)
+    if nodes > 1:
+        net = topology.network
+        seconds += factor * ((nodes - 1) / nodes * size_bytes / (net.bus_gbs * 1e9) + (nodes - 1) * net.latency_s)
+    return seconds
 
 
+def slowest_link(count: int, topology: Topology) -> Link:
+    inside = topology.ring_link(count)
+    if topology.nodes(count) > 1 and topology.network.bus_gbs < inside.bus_gbs:
+        return topology.network
+    return inside
+
+
+# -- gradients and buckets -----------------------------------------------------------------------------
+def gradients_from_trace(trace, backward_times_s: Sequence[float]) -> tuple[GradReady, ...] | None:
+    """When each gradient of the traced step is ready: the allocation of every gradient storage in the
+    measured backward, at the predicted time of the backward ops before it. ``backward_times_s`` are
+    the predicted times of ``trace``'s backward ops, in trace order. None when the trace has no such
+    allocations (gradients kept across steps, accumulation micro-steps, traces without events)."""
+    ends: dict[int, float] = {}
+    elapsed, times = 0.0, iter(backward_times_s)
+    for position, op in enumerate(trace.ops):
+        if op.phase == "backward":
+            elapsed += next(times, 0.0)
+            ends[position] = elapsed
+    if elapsed <= 0:
+        return None
+    ready = []
+    for e in trace.events:
+        if e.kind == "alloc" and e.category == "gradients" and e.op_index >= 0 and e.op_index in ends:
+            ready.append(GradReady(min(1.0, ends[e.op_index] / elapsed), float(e.size_bytes)))
+    return tuple(sorted(ready, key=lambda g: g.at_fraction)) or None
+
+
+def even_gradients(grad_bytes: float, layers: int) -> tuple[GradReady, ...]:
+    """``layers`` equal gradients, the k-th ready after k/layers of backward (closed forms)."""
+    layers = max(1, int(layers))
+    return tuple(GradReady((k + 1) / layers, grad_bytes / layers) for k in range(layers))
+
+
+def ddp_buckets(gradients: Sequence[GradReady], *, cap_bytes: float = DDP_BUCKET_CAP_BYTES,
+                first_cap_bytes: float = DDP_FIRST_BUCKET_BYTES) -> list[GradReady]:
+    """DDP's buckets, in ready order: (ready when its last gradient is, its size)."""
+    buckets: list[GradReady] = []
+    size, ready, cap = 0.0, 0.0, first_cap_bytes
+    for g in sorted(gradients, key=lambda g: g.at_fraction):
+        size += g.size_bytes
+        ready = max(ready, g.at_fraction)
+        if size >= cap:
+            buckets.append(GradReady(ready, size))
+            size, cap = 0.0, cap_bytes
+    if size > 0:
+        buckets.append(GradReady(ready, size))
+    return buckets
+
+
+def _units(gradients: Sequence[GradReady], units: int) -> list[GradReady]:
+    """Gradients grouped into ``units`` consecutive groups of about equal bytes (ZeRO-3/FSDP units)."""
+    total = sum(g.size_bytes for g in gradients)
+    target = total / max(1, units)
+    return ddp_buckets(gradients, cap_bytes=target, first_cap_bytes=target) if total > 0 else []
+
+
+# -- the timeline --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Unit:
+    before_s: float    # collective that must finish before the compute (a parameter all-gather)
+    compute_s: float
+    after_s: float     # collective issued when the compute ends (a gradient all-reduce/reduce-scatter)
+
+
+def overlapped_s(units: Sequence[_Unit], contention: Contention, prefetch_depth: int = PREFETCH_DEPTH) -> float:
+    """Wall time of compute units on one stream and their collectives on another (issued in order,
+    run one at a time), with contention while both run. The ``before`` collective of unit j is
+    issued once unit j - depth - 1 has finished (its gathered parameters freed)."""
+    n = len(units)
+    queue: list[list] = []        # [remaining_s, unit, is_before]
+    issued_before = [False] * n
+    before_done = [u.before_s <= 0 for u in units]
+
+    def issue_before(j: int) -> None:
+        if 0 <= j < n and not issued_before[j]:
+            issued_before[j] = True
+            if units[j].before_s > 0:
+                queue.append([units[j].before_s, j, True])
+
+    for j in range(min(n, prefetch_depth + 1)):
+        issue_before(j)
+    t, k, running = 0.0, 0, None   # running: remaining compute of unit k
+    slow, rate = 1.0 + contention.compute_slowdown, contention.comm_rate
+    while k < n or queue:
+        if running is None and k < n and before_done[k]:
+            running = units[k].compute_s
+        comm = queue[0] if queue else None
+        if running is None and comm is None:
+            break   # nothing can run (cannot happen with a consistent issue order)
+        compute_rate = 1.0 / slow if comm is not None else 1.0
+        comm_rate = rate if running is not None else 1.0
+        steps = []
+        if running is not None:
+            steps.append(running / compute_rate)
+        if comm is not None:
+            steps.append(comm[0] / comm_rate)
+        dt = min(steps)
+        t += dt
+        if running is not None:
+            running -= dt * compute_rate
+        if comm is not None:
+            comm[0] -= dt * comm_rate
+            if comm[0] <= 1e-15:
+                queue.pop(0)
+                if comm[2]:
+                    before_done[comm[1]] = True
+        if running is not None and running <= 1e-15:
+            running = None
+            if units[k].after_s > 0:
+                queue.append([units[k].after_s, k, False])
+            issue_before(k + prefetch_depth + 1)
+            k += 1
+    return t
+
+
+# -- the one entry point -------------------------------------------------------------------------------
 def data_parallel_comm(
-    *, sharding: str, count: int, grad_bytes: float, param_bytes: float,
-    forward_s: float, backward_s: float, gpu,
+    *, sharding: str, count: int, gpu, grad_bytes: float, param_bytes: float,
+    forward_s: float, backward_s: float, gradients: Sequence[GradReady] | None = None,
+    layers: int | None = None, micro_steps: int = 1, topology: Topology | None = None,
+    provider: str | None = None, contention: Contention = Contention(),
 ) -> CommTime:
-    """Collectives of one optimizer step of data parallelism, and what is left exposed.
+    """Collectives of one optimizer step of data parallelism over ``count`` GPUs, and what is exposed.
 
-    DDP all-reduces gradient buckets while backward still runs, so only the last bucket and
-    whatever exceeds backward's time is exposed. ZeRO-1/2 reduce-scatter gradients the same way,
-    then all-gather the updated parameters after the optimizer (exposed). ZeRO-3/FSDP also
-    all-gather parameters before each layer in forward and backward (prefetched: exposed only
-    where the gathers outrun the compute).
+    ``grad_bytes``: gradients synchronised per step (as stored: fp32 under AMP); ``param_bytes``: the
+    parameters ZeRO gathers (in the compute dtype). ``forward_s``/``backward_s``: one micro-step on one
+    GPU. ``gradients``: when each is ready in backward (from :func:`gradients_from_trace`); without
+    them ``layers`` equal ones (:func:`even_gradients`), ``DEFAULT_LAYERS`` if no count is known.
+    ``topology`` (else ``topology_for(gpu, provider)``) says how the GPUs are linked.
     """
-    bus_gbs, link = bus_bandwidth_gbs(gpu, count)
-    notes: list[str] = []
-    if count > GPUS_PER_NODE:
-        notes.append(f"more than {GPUS_PER_NODE} GPUs: assumed several nodes linked at "
-                     f"{INTER_NODE_GBS:.0f} GB/s per GPU (200 Gb/s InfiniBand)")
-    if count <= 1:
-        return CommTime(0.0, 0.0, link, bus_gbs)
-    last_bucket = min(grad_bytes, DDP_BUCKET_BYTES)
+    if sharding not in SHARDINGS:
+        raise ValueError(f"unknown sharding {sharding!r} (known: {', '.join(SHARDINGS)})")
+    topo = topology or topology_for(gpu, provider)
+    link = slowest_link(count, topo)
+    if count <= 1 or (grad_bytes <= 0 and param_bytes <= 0):
+        return CommTime(0.0, 0.0, link.kind, link.bus_gbs)
+    notes = []
+    if topo.nodes(count) > 1:
+        notes.append(f"{count} GPUs: {topo.describe(count)}" + (f"; {topo.note}" if topo.note else ""))
+    elif topo.ring_link(count).kind == "pcie-host":
+        notes.append(f"{count} GPUs without PCIe peer-to-peer: collectives go through host memory "
+                     f"(~{link.bus_gbs:.0f} GB/s bus bandwidth)")
+    if not gradients or sum(g.size_bytes for g in gradients) <= 0:
+        gradients = even_gradients(grad_bytes, layers or DEFAULT_LAYERS)
+    else:   # scale to the bytes the caller synchronises (the trace's own may differ in dtype)
+        traced = sum(g.size_bytes for g in gradients)
+        gradients = [GradReady(g.at_fraction, g.size_bytes * grad_bytes / traced) for g in gradients]
+    micro_steps = max(1, micro_steps)
+
+    def ar(size):
+        return collective_s("all_reduce", size, count, topo)
+
+    def rs(size):
+        return collective_s("reduce_scatter", size, count, topo)
+
+    def ag(size):
+        return collective_s("all_gather", size, count, topo)
+
     if sharding == "ddp":
-        total = ring_s("all_reduce", grad_bytes, count, bus_gbs)
-        exposed = ring_s("all_reduce", last_bucket, count, bus_gbs) + max(0.0, total - backward_s)
-    elif sharding in ("zero1", "zero2"):
-        reduce = ring_s("reduce_scatter", grad_bytes, count, bus_gbs)
-        gather = ring_s("all_gather", param_bytes, count, bus_gbs)
-        total = reduce + gather
-        exposed = ring_s("reduce_scatter", last_bucket, count, bus_gbs) + max(0.0, reduce - backward_s) + gather
-    else:  # zero3 / fsdp
-        gather = ring_s("all_gather", param_bytes, count, bus_gbs)
-        reduce = ring_s("reduce_scatter", grad_bytes, count, bus_gbs)
-        total = 2 * gather + reduce
-        exposed = (ring_s("all_gather", last_bucket, count, bus_gbs)
-                   + max(0.0, gather - forward_s) + max(0.0, gather + reduce - backward_s))
-    return CommTime(total, min(total, exposed), link, bus_gbs, tuple(notes))
+        buckets = ddp_buckets(gradients)
+        units = _backward_units(buckets, backward_s, ar)
+        copy_s = DDP_COPY_PASSES * grad_bytes / (gpu.memory_bandwidth_gbs * 1e9 * STREAM_BANDWIDTH_EFF)
+        exposed = overlapped_s(units, contention) - backward_s + copy_s
+        total = sum(u.after_s for u in units)
+        return CommTime(total, max(0.0, exposed), link.kind, link.bus_gbs, tuple(notes), len(buckets), topo.nodes(count))
+    if sharding in ("zero1", "zero2"):
+        elem = 2 if param_bytes < grad_bytes else 4
+        buckets = ddp_buckets(gradients, cap_bytes=DEEPSPEED_REDUCE_BUCKET_ELEMENTS * elem,
+                              first_cap_bytes=DEEPSPEED_REDUCE_BUCKET_ELEMENTS * elem)
+        units = _backward_units(buckets, backward_s, rs)
+        reduces = micro_steps if sharding == "zero2" else 1
+        gather = ag(param_bytes)
+        exposed = reduces * (overlapped_s(units, contention) - backward_s) + gather
+        total = reduces * sum(u.after_s for u in units) + gather
+        return CommTime(total, max(0.0, exposed), link.kind, link.bus_gbs, tuple(notes), len(buckets), topo.nodes(count))
+    # zero3 / fsdp: units = layers, gathered for forward and for backward, gradients reduce-scattered
+    n_units = layers or max(1, len(_units(gradients, DEFAULT_LAYERS)))
+    grads = _units(gradients, n_units)
+    share = [g.size_bytes / grad_bytes if grad_bytes else 1.0 / len(grads) for g in grads]
+    bwd = _backward_units(grads, backward_s, rs)
+    bwd = [_Unit(ag(param_bytes * s), u.compute_s, u.after_s) for u, s in zip(bwd, share + [0.0] * len(bwd))]
+    fwd = [_Unit(ag(param_bytes * s), forward_s * s, 0.0) for s in reversed(share)]
+    exposed = micro_steps * (overlapped_s(fwd, contention) - forward_s + overlapped_s(bwd, contention) - backward_s)
+    total = micro_steps * (sum(u.before_s + u.after_s for u in bwd) + sum(u.before_s for u in fwd))
+    return CommTime(total, max(0.0, exposed), link.kind, link.bus_gbs, tuple(notes), len(grads), topo.nodes(count))
+
+
+def _backward_units(buckets: Sequence[GradReady], backward_s: float, collective) -> list[_Unit]:
+    """Backward cut at each bucket's ready time; the bucket's collective follows its piece."""
+    units, done = [], 0.0
+    for b in buckets:
+        at = min(1.0, max(done, b.at_fraction))
+        units.append(_Unit(0.0, (at - done) * backward_s, collective(b.size_bytes)))
+        done = at
+    if done < 1.0:
+        units.append(_Unit(0.0, (1.0 - done) * backward_s, 0.0))
+    return units

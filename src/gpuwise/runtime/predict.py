@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from gpuwise.runtime.calibration import Calibration, load_calibration
 from gpuwise.runtime.classify import CLASSES, VIEW
-from gpuwise.runtime.comm import data_parallel_comm
+from gpuwise.runtime.comm import data_parallel_comm, gradients_from_trace
 from gpuwise.runtime.kernels import OpTime, op_time
 from gpuwise.runtime.model import RuntimeError_, StepTime
 from gpuwise.trace.records import Trace
@@ -111,7 +111,8 @@ def predict_step_time(
             sharding=wl.sharding, count=count, gpu=gpu,
             grad_bytes=trace.trainable_param_count * elem,
             param_bytes=trace.param_count * (2 if precision != "fp32" and precision != "tf32" else 4),
-            forward_s=fwd.device_s, backward_s=bwd.device_s,
+            forward_s=fwd.device_s, backward_s=bwd.device_s, micro_steps=accum,
+            gradients=gradients_from_trace(trace, [t.device_s for t in phases["backward"]]),
         )
         comm_s = comm.exposed_s
         warnings.extend(comm.notes)
