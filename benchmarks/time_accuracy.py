@@ -68,7 +68,7 @@ def seed_claims(cal: Calibration) -> list[dict]:
         from gpuwise.catalog import load_catalog, resolve_gpu
 
         cat = load_catalog(user_file=False)
-        t4, v100 = resolve_gpu(cat, "t4"), resolve_gpu(cat, "v100")
+        t4, v100 = resolve_gpu(cat, "t4"), resolve_gpu(cat, "v100-16gb-sxm2")
     except Exception:
         specs = gpu_specs()
         t4, v100 = None, specs["v100-16gb-sxm2"]

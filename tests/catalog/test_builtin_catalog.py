@@ -14,7 +14,7 @@ CATALOG = builtin_catalog()
 # Every GPU the issue names, by a name a renter would type.
 ISSUE_GPUS = [
     "T4", "V100-SXM2-16GB", "V100-SXM2-32GB", "V100-PCIE-16GB", "V100-PCIE-32GB", "A10", "A10G", "A30", "A40",
-    "A100-SXM4-40GB", "A100-SXM4-80GB", "A100-PCIE-40GB", "A100 80GB PCIe", "A800", "L4", "L20", "L40", "L40S",
+    "A100-SXM4-40GB", "A100-SXM4-80GB", "A100-PCIE-40GB", "A100 80GB PCIe", "A800-SXM4-80GB", "L4", "L20", "L40", "L40S",
     "H100 SXM", "H100 PCIe", "H100 NVL", "H800", "H20", "H200", "B200", "RTX 2080 Ti", "RTX 3080", "RTX 3090",
     "RTX 4080", "RTX 4090", "RTX 4090D", "RTX 5090", "RTX A4000", "RTX A5000", "RTX A6000", "RTX 6000 Ada",
 ]
@@ -48,13 +48,13 @@ def test_geforce_fp16_is_the_fp32_accumulate_rate_and_datacentre_is_dense_not_sp
         assert gpu.peak("fp16") == pytest.approx(2 * gpu.peak("fp32"), rel=0.02)
     # Dense, not the sparse headline: A100 312 (not 624), H100 SXM 989 (not 1979).
     assert resolve_gpu(CATALOG, "a100-80gb").peak("bf16") == 312
-    assert resolve_gpu(CATALOG, "h100").peak("bf16") == pytest.approx(989.4)
+    assert resolve_gpu(CATALOG, "h100-sxm").peak("bf16") == pytest.approx(989.4)
 
 
 def test_memory_is_stored_in_bytes_of_the_chips_binary_size():
     assert resolve_gpu(CATALOG, "a100-40gb").memory_bytes == 40 * 2**30
     assert resolve_gpu(CATALOG, "t4").memory_bytes == 16 * 2**30
-    assert resolve_gpu(CATALOG, "h100").l2_bytes == 50 * 2**20
+    assert resolve_gpu(CATALOG, "h100-sxm").l2_bytes == 50 * 2**20
 
 
 def test_memory_nvidia_smi_shows_is_recorded_where_known():

@@ -62,7 +62,7 @@ def test_every_listed_nvml_name_resolves_to_its_own_gpu():
     ("a100-80gb", "a100-80gb-sxm4"), ("A100-80GB", "a100-80gb-sxm4"), ("Tesla_T4", "t4"), ("t4", "t4"),
     ("nvidia_a100_80gb_pcie", "a100-80gb-pcie"), ("TESLA V100-SXM2-16GB", "v100-16gb-sxm2"),
     ("rtx4090", "rtx-4090"), ("RTX 4090", "rtx-4090"), ("GeForce RTX 3090", "rtx-3090"), ("4090", "rtx-4090"),
-    ("  h100  ", "h100-sxm"), ("A6000", "rtx-a6000"),
+    ("  h100 sxm  ", "h100-sxm"), ("A6000", "rtx-a6000"),
 ])
 def test_names_resolve_case_insensitively_with_underscores_and_optional_vendor_prefix(typed, expected):
     assert resolve_gpu(CATALOG, typed).id == expected

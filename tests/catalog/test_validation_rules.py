@@ -9,7 +9,7 @@ from gpuwise.catalog.validate import gpu_problems, offer_problems
 
 CATALOG = builtin_catalog()
 A100 = resolve_gpu(CATALOG, "a100-40gb")
-V100 = resolve_gpu(CATALOG, "v100")
+V100 = resolve_gpu(CATALOG, "v100-16gb-sxm2")
 
 
 def _keys(gpu) -> set[str]:
@@ -28,7 +28,7 @@ def test_sparse_headline_copied_as_dense_is_refused():
 
 
 def test_rates_must_rise_as_precision_falls():
-    assert "peak_tflops.bf16" in _keys(_with_rates(resolve_gpu(CATALOG, "h100"), bf16=2500.0))
+    assert "peak_tflops.bf16" in _keys(_with_rates(resolve_gpu(CATALOG, "h100-sxm"), bf16=2500.0))
     assert "peak_tflops.tf32" in _keys(_with_rates(A100, tf32=400.0))
     assert "peak_tflops.fp32" in _keys(_with_rates(A100, fp32=200.0))
 

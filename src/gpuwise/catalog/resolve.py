@@ -3,6 +3,9 @@
 Names are compared by a key that ignores case, the vendor prefixes NVML adds ("NVIDIA ", "Tesla ",
 "GeForce ") and the separators people type differently ('_', '-', spaces): so ``Tesla_T4``,
 ``t4``, ``NVIDIA A100-SXM4-40GB`` and ``a100 sxm4 40gb`` all find their GPU.
+
+A family name that is not itself a name of one GPU (``a100``, ``v100``, ``h100``) is ambiguous: the
+resolver never picks one of the family silently, it raises :class:`AmbiguousGpuName` listing them.
 """
 
 from __future__ import annotations
@@ -47,13 +50,42 @@ def name_index(gpus: tuple[GPU, ...] | list[GPU]) -> dict[str, GPU]:
     return index
 
 
+class AmbiguousGpuName(CatalogError):
+    """A name that starts the names of several GPUs (a family such as ``a100``); ``candidates``: their ids."""
+
+    def __init__(self, name: str, candidates: tuple[str, ...]):
+        self.name, self.candidates = name, candidates
+        super().__init__(f"GPU name {name!r} is ambiguous: it could be {', '.join(candidates)} (name one of them)")
+
+
 def resolve_gpu(catalog: Catalog, name: str) -> GPU:
-    """The GPU called ``name``; CatalogError naming it, with the closest known GPUs, when none is."""
+    """The GPU called ``name`` exactly (id, alias, NVML name).
+
+    Raises AmbiguousGpuName when ``name`` only starts the names of several GPUs, and CatalogError
+    naming it, with the closest known GPUs, when it names none.
+    """
     index = _catalog_index(catalog)
-    gpu = index.get(name_key(name))
-    if gpu is None:
-        raise CatalogError(f"unknown GPU {name!r}{suggest_gpus(name, index)}")
-    return gpu
+    key = name_key(name)
+    gpu = index.get(key)
+    if gpu is not None:
+        return gpu
+    family = family_members(key, index)
+    if len(family) > 1:
+        raise AmbiguousGpuName(name, tuple(g.id for g in family))
+    if len(family) == 1 and len(key) >= 3:
+        return family[0]
+    raise CatalogError(f"unknown GPU {name!r}{suggest_gpus(name, index)}")
+
+
+def family_members(key: str, index: dict[str, GPU]) -> list[GPU]:
+    """The GPUs with a name whose key starts with ``key``, in catalog order (first seen)."""
+    found: list[GPU] = []
+    if not key:
+        return found
+    for other_key, gpu in index.items():
+        if other_key.startswith(key) and gpu not in found:
+            found.append(gpu)
+    return found
 
 
 def _catalog_index(catalog: Catalog) -> dict[str, GPU]:
