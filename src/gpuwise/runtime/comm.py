@@ -33,11 +33,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpuwise.catalog.topology import Link, Topology, topology_for
+from gpuwise.memory.parallel import DEEPSPEED_REDUCE_BUCKET_ELEMENTS, PREFETCH_DEPTH
+from gpuwise.workload import SHARDINGS
 
 DDP_BUCKET_CAP_BYTES = 25 * 2**20        # torch DDP bucket_cap_mb=25
 DDP_FIRST_BUCKET_BYTES = 1 * 2**20       # torch.distributed._DEFAULT_FIRST_BUCKET_BYTES
-DEEPSPEED_REDUCE_BUCKET_ELEMENTS = 500_000_000
-PREFETCH_DEPTH = 1                       # FSDP BACKWARD_PRE / FSDP2 and ZeRO-3: one unit ahead
 DEFAULT_LAYERS = 24                      # units when a caller knows neither gradients nor layers
 # DDP's gradient copies: into the bucket, the 1/world division, back into .grad (read + write each).
 DDP_COPY_PASSES = 6
@@ -45,7 +45,6 @@ STREAM_BANDWIDTH_EFF = 0.75              # memory-bound copy kernels reach ~75% 
 # Contention (fitted by benchmarks/multi_gpu_accuracy.py with the link efficiencies, 2026-12-03).
 COMPUTE_SLOWDOWN = 0.10
 COMM_RATE_BESIDE_COMPUTE = 0.85
-SHARDINGS = ("ddp", "zero1", "zero2", "zero3", "fsdp")
 
 
 @dataclass(frozen=True)
