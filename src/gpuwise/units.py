@@ -72,11 +72,15 @@ def parse_money(text: str) -> tuple[float, str | None]:
 
 
 def format_bytes(n_bytes: float, unit: str | None = None) -> str:
-    """Decimal units as datasheets print them: GB from 1 GB up, MB below (or the ``unit`` given)."""
+    """Binary units, labelled, as PyTorch and nvidia-smi count memory: GiB from 1 GiB up, MiB, KiB below.
+
+    One unit for memory everywhere (a 24 GiB GPU prints as 24.0 GiB, never 25.8 GB); ``unit`` forces one.
+    """
     if unit is None and n_bytes == 0:
         return "0 B"
     if unit is None:
-        unit = "GB" if abs(n_bytes) >= 10**9 else ("MB" if abs(n_bytes) >= 10**6 else "kB")
+        size = abs(n_bytes)
+        unit = "GiB" if size >= 2**30 else ("MiB" if size >= 2**20 else "KiB")
     div = _BYTE_UNITS[unit.lower()]
     return f"{n_bytes / div:.1f} {unit}"
 

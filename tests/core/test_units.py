@@ -45,10 +45,13 @@ def test_format_money_uses_symbol_for_known_currencies():
     assert format_money(3, "GBP") == "3.00 GBP"
 
 
-def test_format_bytes_picks_a_readable_unit():
+def test_format_bytes_prints_memory_in_binary_units_as_pytorch_and_nvidia_smi_count_it():
     from gpuwise.units import format_bytes
 
     assert format_bytes(0) == "0 B"
-    assert format_bytes(47_000_000) == "47.0 MB"
-    assert format_bytes(22_100_000_000) == "22.1 GB"
+    assert format_bytes(47 * 2**20) == "47.0 MiB"
+    assert format_bytes(22_100_000_000) == "20.6 GiB"
+    assert format_bytes(24 * 2**30) == "24.0 GiB"  # an RTX 4090 as `gpuwise gpus` lists it, not 25.8 GB
+    assert format_bytes(512 * 2**10) == "512.0 KiB"
     assert format_bytes(2**30, "GiB") == "1.0 GiB"
+    assert format_bytes(10**9, "GB") == "1.0 GB"
