@@ -16,6 +16,25 @@ console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)
 
 
+def natural_width(renderable: Any) -> int:
+    """Columns ``renderable`` takes on one line per cell (nothing wrapped), whatever the console's width."""
+    from rich.measure import Measurement
+
+    return Measurement.get(console, console.options.update_width(10_000), renderable).maximum
+
+
+def fit_to_console(table: Any) -> Any:
+    """``table``, every column allowed to wrap (folding long words) when it is wider than the console.
+
+    Piped, rich lays out 80 columns (or $COLUMNS) and crops a no-wrap cell silently; a cell that wraps
+    takes two lines instead, so no value is ever cut.
+    """
+    if natural_width(table) > console.width:
+        for column in table.columns:
+            column.no_wrap, column.overflow = False, "fold"
+    return table
+
+
 def print_json(obj: Any) -> None:
     json.dump(obj, sys.stdout, indent=2, default=_json_default, ensure_ascii=False)
     sys.stdout.write("\n")

@@ -57,9 +57,9 @@ def gpus(
         c.print_json({"gpus": [gpu_record(r.gpu, r.offers) for r in rows]})
         return
     currency = price_currency(rows)
-    c.console.print(_gpu_table(rows, currency))
+    c.console.print(c.fit_to_console(_gpu_table(rows, currency)))
     if names or provider:
-        c.console.print(_offer_table(rows))
+        c.console.print(c.fit_to_console(_offer_table(rows)))
     c.console.print(
         "[dim]Dense peak TFLOPS; fp16 with fp32 accumulate, = bf16 where the GPU has bf16 (not before Ampere). "
         "* = datasheet figures not cross-checked. "

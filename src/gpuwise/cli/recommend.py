@@ -129,24 +129,11 @@ def _render(rec, show_all: bool) -> None:
     for label, o in (("value", rec.best_value), ("fastest", rec.fastest), ("BEST", rec.best)):
         if o is not None:
             marks.setdefault(id(o), []).insert(0, label)
-    table = Table(title_justify="left", pad_edge=False, box=box.SIMPLE_HEAD)
-    # The step time is in --json and in the summary lines: the table keeps room for the reasons.
-    for col in ("", "gpu", "provider", "batch", "needs", "job time", "job cost", "bound / why not"):
-        last = col == "bound / why not"
-        table.add_column(col, justify="right" if col in ("batch", "needs", "job time", "job cost") else "left",
-                         no_wrap=not last, min_width=22 if last else None, overflow="fold")
     shown = rec.options if show_all else _summary(rec)
-    for o in shown:
-        mark = "+".join(marks.get(id(o), []))
-        style = "bold green" if o is rec.best else ("dim" if not o.eligible else "")
-        batch = f"{o.batch_size}×{o.grad_accum_steps}" if o.batch_size and o.grad_accum_steps > 1 else str(o.batch_size or "-")
-        table.add_row(
-            mark, o.gpu + (f" ×{o.count}" if o.count > 1 else ""), o.provider + (" (spot)" if o.spot else ""), batch,
-            format_bytes(o.peak_total_bytes) if o.peak_total_bytes else "-",
-            format_duration(o.total_time_s) if o.total_time_s else "-", _cost(o),
-            o.excluded_because or (o.bound or ""), style=style,
-        )
+    table, footnotes = _options_table(shown, marks, best=rec.best, width=con.width)
     con.print(table)
+    for number, reason in footnotes:
+        con.print(f"[dim]{number}[/] {reason}")
     if len(shown) < len(rec.options):
         con.print(f"[dim]{len(rec.options) - len(shown)} more options not shown (--all shows them, --json lists them).[/]")
     if rec.best is not None:
@@ -169,6 +156,63 @@ def _render(rec, show_all: bool) -> None:
                   f"{format_duration(r['total_time_s'])}, {format_money(r['total_cost'], r['currency'])} ({r['provider']})")
     for note in rec.notes:
         con.print(f"[dim]note: {note}[/]")
+
+
+_COLUMNS = ("", "gpu", "provider", "batch", "needs", "job time", "job cost")
+_WHY = "bound / why not"
+_WHY_MIN_WIDTH = 24   # narrower than this, a long reason becomes a footnote under the table, not a tall cell
+_WHY_NARROWEST = 7    # "compute", "memory", "see [9]"
+
+
+def _options_table(shown, marks: dict, *, best, width: int) -> tuple[Table, list[tuple[str, str]]]:
+    """The options table, laid out for ``width`` columns, and the numbered footnotes it refers to.
+
+    Nothing is cut or left out silently. The table first tries two-space gaps, then one-space gaps
+    with the marks stacked; where the reasons then have less than ``_WHY_MIN_WIDTH`` columns, each
+    one that does not fit moves under the table as a footnote, its number in the row. Where even
+    that is too wide (a very narrow terminal), cells wrap: a value may take two lines, never "…".
+    """
+    reasons = [o.excluded_because or (o.bound or "") for o in shown]
+    for compact in (False, True):
+        rows = [_row_cells(o, marks, stack_marks=compact) for o in shown]
+        room = width - c.natural_width(_table(rows, None, compact=compact)) - (1 if compact else 3)
+        if room >= max(min(_WHY_MIN_WIDTH, max(map(len, reasons), default=0)), _WHY_NARROWEST):
+            break
+    footnotes: list[tuple[str, str]] = []
+    if room < _WHY_MIN_WIDTH and any(len(r) > room for r in reasons):
+        numbered: dict[str, str] = {}
+        for i, reason in enumerate(reasons):
+            if len(reason) > max(room, _WHY_NARROWEST):
+                if reason not in numbered:
+                    numbered[reason] = f"[{len(numbered) + 1}]"
+                    footnotes.append((numbered[reason], reason))
+                reasons[i] = f"see {numbered[reason]}"
+    styles = ["bold green" if o is best else ("dim" if not o.eligible else "") for o in shown]
+    return c.fit_to_console(_table(rows, reasons, styles, compact=compact)), footnotes
+
+
+def _table(rows: list[list[str]], reasons: list[str] | None, styles: list[str] | None = None, *,
+           compact: bool = False) -> Table:
+    # compact: one space between columns, no edges, and the reasons' header on two lines.
+    table = Table(pad_edge=False, box=box.SIMPLE_HEAD, show_edge=not compact, padding=(0, 0 if compact else 1))
+    for col in (*_COLUMNS, *((_WHY,) if reasons is not None else ())):
+        # Only the reasons wrap while the table fits; c.fit_to_console lets the rest wrap when it does not.
+        header = col.replace(" / ", " /\n") if compact else col
+        table.add_column(header, justify="right" if col in ("batch", "needs", "job time", "job cost") else "left",
+                         overflow="fold", no_wrap=col != _WHY)
+    for i, cells in enumerate(rows):
+        table.add_row(*cells, *((reasons[i],) if reasons is not None else ()), style=(styles or [""] * len(rows))[i])
+    return table
+
+
+def _row_cells(o, marks: dict, *, stack_marks: bool = False) -> list[str]:
+    batch = f"{o.batch_size}×{o.grad_accum_steps}" if o.batch_size and o.grad_accum_steps > 1 else str(o.batch_size or "-")
+    return [
+        ("\n" if stack_marks else "+").join(marks.get(id(o), [])), o.gpu + (f" ×{o.count}" if o.count > 1 else ""),
+        (o.provider or "-") + (" (spot)" if o.spot else ""), batch,
+        format_bytes(o.peak_total_bytes) if o.peak_total_bytes else "-",
+        format_duration(o.total_time_s) if o.total_time_s else "-", _cost(o),
+    ]
 
 
 def _summary(rec, limit: int = 12):

@@ -1,0 +1,97 @@
+"""Piped or at 80 columns, no table silently drops or cuts a column: real subprocesses, as a user pipes them."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+# Closed form (no trace): fast, and its options are excluded for several different reasons.
+QWEN_14B_ZERO3 = ["recommend", "hf:Qwen/Qwen2.5-14B", "--precision", "bf16", "--seq-len", "2048", "--batch-size", "1",
+                  "--grad-checkpointing", "--sharding", "zero3", "--steps", "1000", "--provider", "autodl",
+                  "--no-remedies"]
+
+
+def gpuwise(*args: str, columns: int | None = 80) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    if columns is not None:
+        env["COLUMNS"] = str(columns)
+    result = subprocess.run([sys.executable, "-m", "gpuwise.cli.app", *args], capture_output=True, text=True,
+                            timeout=300, env=env)  # stdout is a pipe, as in `gpuwise ... | cat`
+    assert result.returncode == 0, result.stderr
+    return result
+
+
+def words(text: str) -> str:
+    return " ".join(text.split())
+
+
+@pytest.fixture(scope="module")
+def qwen_json():
+    return json.loads(gpuwise(*QWEN_14B_ZERO3, "--all", "--json").stdout)
+
+
+@pytest.mark.parametrize("columns", [80, None])
+def test_piped_recommend_at_80_columns_keeps_every_reason_and_count_intact(qwen_json, columns):
+    out = gpuwise(*QWEN_14B_ZERO3, "--all", columns=columns).stdout
+    assert max(len(line) for line in out.splitlines()) <= 80
+    assert "why not" in out and "…" not in out
+    flat = words(out)
+    for option in qwen_json["options"]:
+        label = option["gpu"] + (f" ×{option['count']}" if option["count"] > 1 else "")
+        assert re.search(rf"(^|\s){re.escape(label)}\s", out, re.M), f"{label} missing or cut"
+        if option["excluded_because"]:
+            assert words(option["excluded_because"]) in flat, f"reason of {label} missing or cut"
+    rows = [line for line in out.splitlines() if " autodl " in line]
+    assert len(rows) == len(qwen_json["options"])
+    assert not any(re.search(r"×\s*$|×\s+autodl", row) for row in rows), "a GPU count was cut off"
+
+
+def test_an_80_column_table_that_cannot_hold_the_reasons_numbers_them_as_footnotes(qwen_json):
+    out = gpuwise(*QWEN_14B_ZERO3).stdout
+    notes = dict(re.findall(r"^(\[\d+\]) (.+)$", out, re.M))
+    assert notes, out
+    for number in notes:
+        assert f"see {number}" in out
+    # Every row that refers to a footnote is an option that was excluded (its reason is the footnote).
+    assert all(reason.split(":")[0] in {words(o["excluded_because"] or "").split(":")[0]
+                                        for o in qwen_json["options"]} for reason in notes.values())
+
+
+def test_a_wide_terminal_shows_the_reasons_in_the_table_without_footnotes(qwen_json):
+    out = gpuwise(*QWEN_14B_ZERO3, columns=200).stdout
+    assert not re.search(r"^\[\d+\] ", out, re.M) and "see [" not in out
+    excluded = [o["excluded_because"] for o in qwen_json["options"] if o["excluded_because"]]
+    assert any(reason in out for reason in excluded)
+
+
+def test_piped_gpus_table_fits_80_columns_and_cuts_no_id_or_price():
+    out = gpuwise("gpus", "--provider", "autodl").stdout
+    assert max(len(line) for line in out.splitlines()) <= 80
+    for gpu in json.loads(gpuwise("gpus", "--provider", "autodl", "--json").stdout)["gpus"]:
+        assert re.search(rf"^ ?{re.escape(gpu['id'])}\*? ", out, re.M), gpu["id"]
+        cheapest = min(o["price_per_hour"] / o["count"] for o in gpu["offers"])
+        assert f"¥{cheapest:,.2f} autodl" in out
+
+
+def test_a_table_wider_than_the_console_wraps_its_cells_instead_of_cropping_them(monkeypatch):
+    from rich.console import Console
+    from rich.table import Table
+
+    from gpuwise.cli import common
+
+    narrow = Console(width=24, record=True, file=open(os.devnull, "w"))
+    monkeypatch.setattr(common, "console", narrow)
+    table = Table(box=None, pad_edge=False)
+    table.add_column("gpu", no_wrap=True)
+    table.add_column("price", no_wrap=True)
+    table.add_row("a800-80gb-pcie ×8", "¥47.84 autodl (spot)")
+    narrow.print(common.fit_to_console(table))
+    lines = narrow.export_text().splitlines()
+    assert max(map(len, lines)) <= 24 and "…" not in "".join(lines)
+    left = "".join(line[:12] for line in lines).replace(" ", "")
+    assert "a800-80gb-pcie×8" in left  # every character there, in order, only wrapped
