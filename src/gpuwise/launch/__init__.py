@@ -1,0 +1,50 @@
+"""gpuwise.launch: turn a chosen option into what runs it (a SkyPilot task YAML, torchrun lines).
+
+    from gpuwise.launch import plan_launch, render
+    plan = plan_launch(rec.best, gpu, "python train.py --checkpoint-dir ckpt")
+    print(render(plan, "skypilot"))
+"""
+
+from __future__ import annotations
+
+from gpuwise.launch.plan import LaunchError, LaunchPlan, plan_launch
+
+EMITTERS = ("skypilot", "torchrun")
+
+
+def check_emit(emit: str | None, command: str | None) -> None:
+    """Refuse a bad ``--emit``/``--command`` pair before any work is done."""
+    if emit is None:
+        if command is not None:
+            raise LaunchError("--command needs --emit skypilot or --emit torchrun")
+        return
+    if emit.lower() not in EMITTERS:
+        raise LaunchError(f"--emit: unknown target {emit!r} (known: {', '.join(EMITTERS)})")
+    if not (command or "").strip():
+        raise LaunchError("--emit needs --command: the training command to launch, e.g. "
+                          "--command 'python train.py --checkpoint-dir ckpt'")
+
+
+def launch_best(rec, catalog, emit: str, command: str) -> dict:
+    """The launch of a recommendation's best option: ``{"emit", "gpu", "count", "provider", "nodes",
+    "notes", "text"}``, where ``text`` is the YAML or the torchrun lines."""
+    best = rec.best
+    plan = plan_launch(best, catalog.gpu(best.gpu) if best is not None else None, command)
+    return {"emit": emit.lower(), "gpu": plan.gpu.id, "count": plan.count, "provider": plan.provider,
+            "nodes": plan.nodes, "notes": list(plan.notes), "text": render(plan, emit.lower())}
+
+
+def render(plan: LaunchPlan, emit: str) -> str:
+    """The text of ``emit`` ("skypilot" or "torchrun") for ``plan``. For a provider SkyPilot does not
+    know, "skypilot" says so and gives the torchrun lines instead."""
+    from gpuwise.launch.skypilot import render_skypilot
+    from gpuwise.launch.torchrun import render_torchrun
+
+    if emit not in EMITTERS:
+        raise LaunchError(f"--emit: unknown target {emit!r} (known: {', '.join(EMITTERS)})")
+    if emit == "skypilot" and plan.skypilot_cloud is not None:
+        return render_skypilot(plan)
+    return render_torchrun(plan)
+
+
+__all__ = ["EMITTERS", "LaunchError", "LaunchPlan", "check_emit", "launch_best", "plan_launch", "render"]

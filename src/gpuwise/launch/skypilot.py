@@ -1,0 +1,83 @@
+"""A SkyPilot task YAML for a launch plan (https://docs.skypilot.co/en/latest/reference/yaml-spec.html).
+
+``resources`` names the accelerator as SkyPilot's catalog of that cloud does, with the count per node,
+``use_spot``, and ``infra: cloud/region``; ``num_nodes`` the nodes; ``run`` starts the user's command
+under torchrun on every node (node rank and addresses from SkyPilot's ``SKYPILOT_*`` variables),
+sampled by ``gpuwise run`` and restarted while the guard exits with its restart code.
+"""
+
+from __future__ import annotations
+
+import yaml
+
+from gpuwise.launch.plan import LaunchError, LaunchPlan
+from gpuwise.launch.torchrun import _shell, supervised, torchrun_argv
+
+# gpuwise GPU id -> SkyPilot accelerator name, per cloud where the names differ (from SkyPilot 0.14's
+# catalog fetchers: sky/catalog/data_fetchers/fetch_{aws,gcp,lambda_cloud,runpod}.py).
+ACCELERATORS = {
+    "t4": "T4", "l4": "L4", "a10g": "A10G", "a10": "A10", "a40": "A40", "a30": "A30", "l40": "L40", "l40s": "L40S",
+    "v100-16gb-sxm2": "V100", "v100-32gb-sxm2": "V100-32GB", "v100-16gb-pcie": "V100", "v100-32gb-pcie": "V100-32GB",
+    "a100-40gb-sxm4": "A100", "a100-40gb-pcie": "A100", "a100-80gb-sxm4": "A100-80GB", "a100-80gb-pcie": "A100-80GB",
+    "h100-sxm": "H100", "h100-pcie": "H100", "h100-nvl": "H100-NVL", "h200": "H200", "b200": "B200",
+    "rtx-3090": "RTX3090", "rtx-4090": "RTX4090", "rtx-5090": "RTX5090", "rtx-a4000": "RTXA4000",
+    "rtx-a5000": "RTXA5000", "rtx-a6000": "RTXA6000", "rtx-6000-ada": "RTX6000-Ada",
+}
+CLOUD_ACCELERATORS = {
+    "runpod": {"a100-80gb-sxm4": "A100-80GB-SXM", "h100-sxm": "H100-SXM", "h200": "H200-SXM",
+               "v100-16gb-sxm2": "V100-SXM2", "v100-32gb-sxm2": "V100-SXM2-32GB"},
+    "lambda": {"rtx-a6000": "A6000"},
+}
+SETUP = "pip install gpuwise"
+
+
+def accelerator_name(gpu_id: str, cloud: str | None) -> str:
+    name = CLOUD_ACCELERATORS.get(cloud or "", {}).get(gpu_id) or ACCELERATORS.get(gpu_id)
+    if name is None:
+        raise LaunchError(f"no SkyPilot accelerator name known for GPU {gpu_id!r}; emit torchrun lines instead "
+                          f"(--emit torchrun)")
+    return name
+
+
+def skypilot_task(plan: LaunchPlan, *, name: str | None = None) -> dict:
+    """The task as a mapping, in SkyPilot's YAML schema."""
+    if plan.skypilot_cloud is None:
+        raise LaunchError(f"SkyPilot does not know the provider {plan.provider!r}: use --emit torchrun and run "
+                          f"the lines on a machine rented there")
+    resources = {"accelerators": f"{accelerator_name(plan.gpu.id, plan.skypilot_cloud)}:{plan.gpus_per_node}",
+                 "use_spot": plan.spot,
+                 "infra": "/".join(p for p in (plan.skypilot_cloud, plan.region) if p)}
+    line = _shell(torchrun_argv(plan, "$SKYPILOT_NODE_RANK", master_addr="$MASTER_ADDR",
+                                nproc_per_node="$SKYPILOT_NUM_GPUS_PER_NODE", nnodes="$SKYPILOT_NUM_NODES")
+                  if plan.nodes > 1 else torchrun_argv(plan, nproc_per_node="$SKYPILOT_NUM_GPUS_PER_NODE"))
+    run = ""
+    if plan.nodes > 1:
+        run += 'MASTER_ADDR=$(echo "$SKYPILOT_NODE_IPS" | head -n1)\n'
+    run += supervised(f"gpuwise run --log gpuwise-run-$SKYPILOT_NODE_RANK.db -- {line}") + "\n"
+    return {
+        "name": name or f"gpuwise-{plan.gpu.id}-x{plan.count}",
+        "resources": resources,
+        "num_nodes": plan.nodes,
+        "workdir": ".",
+        "setup": SETUP,
+        "run": run,
+    }
+
+
+class _Dumper(yaml.SafeDumper):
+    pass
+
+
+def _str(dumper: yaml.SafeDumper, value: str):
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+
+def render_skypilot(plan: LaunchPlan) -> str:
+    """What ``gpuwise recommend --emit skypilot`` prints: the notes as comments, then the YAML."""
+    head = [f"# {plan.count}x {plan.gpu.name} from {plan.provider}: sky launch -c gpuwise <this file>"]
+    head += [f"# note: {n}" for n in plan.notes]
+    return "\n".join(head) + "\n" + yaml.dump(skypilot_task(plan), Dumper=_Dumper, sort_keys=False)

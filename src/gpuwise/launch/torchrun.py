@@ -1,0 +1,64 @@
+"""torchrun command lines for a launch plan: one per node, the user's command as the worker.
+
+One node: ``--standalone`` (a local rendezvous). Several: a static rendezvous on node 0
+(``--node-rank``, ``--master-addr``), as SkyPilot's and PyTorch's multi-node examples do. Every line
+restarts the workers up to ``MAX_RESTARTS`` times; a worker that uses ``gpuwise.guard`` resumes from
+its newest checkpoint. A preempted worker exits with 75 (``gpuwise.guard.EXIT_RESTART``):
+:func:`supervised` wraps a line in the loop that starts it again on 75 and stops on anything else.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from gpuwise.guard.preemption import EXIT_RESTART
+from gpuwise.launch.plan import MASTER_PORT, MAX_RESTARTS, LaunchPlan
+
+
+def torchrun_argv(plan: LaunchPlan, node_rank: int = 0, *, master_addr: str = "$MASTER_ADDR",
+                  nproc_per_node: int | str | None = None, nnodes: int | str | None = None) -> list[str]:
+    """The torchrun argv of one node. ``nproc_per_node``/``nnodes`` may be shell variables (SkyPilot)."""
+    nproc = str(nproc_per_node if nproc_per_node is not None else plan.gpus_per_node)
+    nodes = nnodes if nnodes is not None else plan.nodes
+    argv = ["torchrun"]
+    if nodes == 1:
+        argv += ["--standalone"]
+    else:
+        argv += [f"--nnodes={nodes}", f"--node-rank={node_rank}", f"--master-addr={master_addr}",
+                 f"--master-port={MASTER_PORT}"]
+    argv += [f"--nproc-per-node={nproc}", f"--max-restarts={MAX_RESTARTS}"]
+    script = list(plan.script_argv)
+    if script and script[0] == "-m":
+        argv += ["--module"]
+        script = script[1:]
+    elif script and not script[0].endswith(".py"):
+        argv += ["--no-python"]
+    return argv + script
+
+
+def _shell(argv: list[str]) -> str:
+    # Shell variables stay unquoted so the shell expands them on the node.
+    return " ".join(a if "$" in a and "'" not in a and " " not in a else shlex.quote(a) for a in argv)
+
+
+def torchrun_lines(plan: LaunchPlan) -> list[str]:
+    """One shell line per node, in node-rank order."""
+    return [_shell(torchrun_argv(plan, rank)) for rank in range(plan.nodes)]
+
+
+def supervised(line: str) -> str:
+    """``line`` restarted while it exits with the guard's restart code (preempted, checkpointed)."""
+    return (f"until {line}; do\n  code=$?\n  [ $code -eq {EXIT_RESTART} ] || exit $code\n"
+            f"  echo \"gpuwise.guard: checkpointed and stopped (exit {EXIT_RESTART}), restarting\"\ndone")
+
+
+def render_torchrun(plan: LaunchPlan) -> str:
+    """What ``gpuwise recommend --emit torchrun`` prints: a comment per node, then its line."""
+    out = [f"# {plan.count}x {plan.gpu.name} from {plan.provider}: {plan.nodes} node(s) x {plan.gpus_per_node} GPU(s)"]
+    out += [f"# note: {n}" for n in plan.notes]
+    if plan.nodes > 1:
+        out.append("# MASTER_ADDR: the address of node 0, reachable from every node")
+    for rank, line in enumerate(torchrun_lines(plan)):
+        out += [f"# node {rank}", line]
+    out.append(f"# restart on preemption (exit {EXIT_RESTART}): until <line>; do [ $? -eq {EXIT_RESTART} ] || exit 1; done")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,109 @@
+"""The SkyPilot task YAML of a chosen option, parsed by SkyPilot itself (no cloud credentials needed)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from gpuwise.catalog import load_catalog
+from gpuwise.launch import plan_launch, render
+from gpuwise.launch.plan import LaunchError
+from gpuwise.launch.skypilot import render_skypilot, skypilot_task
+
+COMMAND = "python train.py --checkpoint-dir ckpt --steps 1000"
+
+
+@pytest.fixture(scope="module")
+def cat():
+    return load_catalog(user_file=False)
+
+
+@pytest.fixture(scope="module")
+def sky(tmp_path_factory):
+    # SkyPilot writes a user hash and lock files under $HOME/.sky on import: keep them out of the real home.
+    home = tmp_path_factory.mktemp("home")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("HOME", str(home))
+    sky = pytest.importorskip("sky", reason="skypilot is a test dependency (requirements-dev.txt)")
+    yield sky
+    mp.undo()
+
+
+def _parse(sky, text: str, tmp_path):
+    path = tmp_path / "task.yaml"
+    path.write_text(text)
+    return sky.Task.from_yaml(str(path))
+
+
+def _option(count, provider, spot=False):
+    return SimpleNamespace(count=count, provider=provider, spot=spot)
+
+
+@pytest.mark.parametrize("gpu, count, provider, spot, accelerator, cloud, region, nodes", [
+    ("h100-sxm", 8, "aws", False, "H100", "AWS", "us-east-1", 1),
+    ("h100-sxm", 16, "aws", True, "H100", "AWS", "us-east-1", 2),
+    ("a100-80gb-sxm4", 8, "runpod", False, "A100-80GB-SXM", "RunPod", None, 1),
+    ("rtx-a6000", 1, "lambda", False, "A6000", "Lambda", "us-east-1", 1),
+    ("a100-40gb-sxm4", 8, "gcp", True, "A100", "GCP", "us-central1", 1),
+])
+def test_emitted_yaml_parses_with_skypilot_and_names_the_gpu_count_spot_and_cloud(
+        sky, cat, tmp_path, gpu, count, provider, spot, accelerator, cloud, region, nodes):
+    plan = plan_launch(_option(count, provider, spot), cat.gpu(gpu), COMMAND)
+    task = _parse(sky, render(plan, "skypilot"), tmp_path)
+    assert task.num_nodes == nodes
+    (res,) = task.resources
+    assert res.accelerators == {accelerator: count // nodes}
+    assert res.use_spot is spot
+    assert type(res.cloud).__name__ == cloud and res.region == region
+    assert "torchrun" in task.run and "train.py --checkpoint-dir ckpt --steps 1000" in task.run
+    assert "gpuwise run" in task.run and "-eq 75" in task.run
+    if nodes > 1:
+        assert "--node-rank=$SKYPILOT_NODE_RANK" in task.run and "SKYPILOT_NODE_IPS" in task.run
+
+
+def test_a_provider_skypilot_does_not_know_says_so_and_still_gives_torchrun_lines(cat):
+    plan = plan_launch(_option(2, "autodl"), cat.gpu("rtx-4090"), COMMAND)
+    text = render(plan, "skypilot")
+    assert "SkyPilot does not know the provider 'autodl'" in text
+    assert "torchrun --standalone --nproc-per-node=2" in text
+    with pytest.raises(LaunchError, match="autodl"):
+        skypilot_task(plan)
+    with pytest.raises(LaunchError):
+        render_skypilot(plan)
+
+
+def test_launching_needs_an_option_and_a_command(cat):
+    with pytest.raises(LaunchError, match="nothing to launch"):
+        plan_launch(None, cat.gpu("t4"), COMMAND)
+    with pytest.raises(LaunchError, match="--command"):
+        plan_launch(_option(1, "aws"), cat.gpu("t4"), "  ")
+
+
+@pytest.mark.slow
+def test_recommend_emit_skypilot_prints_a_task_for_the_best_option(sky, tmp_path, capsys):
+    from gpuwise.cli.app import main
+
+    model = f"{Path(__file__).resolve().parents[1] / 'memory' / 'tiny_models.py'}:transformer"
+    args = ["recommend", model, "--seq-len", "16", "--batch-size", "8", "--steps", "100", "--provider", "aws",
+            "--gpus", "t4,h100-sxm", "--no-remedies", "--emit", "skypilot", "--command", COMMAND]
+    with pytest.raises(SystemExit) as done:
+        main(args)
+    out = capsys.readouterr().out
+    assert done.value.code in (0, None)
+    with pytest.raises(SystemExit):
+        main([*args, "--json"])
+    best = json.loads(capsys.readouterr().out)["best"]
+    task = _parse(sky, out, tmp_path)
+    (res,) = task.resources
+    assert res.accelerators == {"T4" if best["gpu"] == "t4" else "H100": best["count"]}
+
+
+def test_emit_without_a_command_is_refused_before_any_tracing(capsys):
+    from gpuwise.cli.app import main
+
+    with pytest.raises(SystemExit) as done:
+        main(["recommend", "torchvision:resnet18", "--emit", "skypilot"])
+    assert done.value.code == 2 and "--command" in capsys.readouterr().err
