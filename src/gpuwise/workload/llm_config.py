@@ -81,7 +81,10 @@ def config_path_for(spec: str) -> Path | None:
     hit = lowered.get(name.replace("/", "--").lower())
     if hit is not None:
         return hit
-    return _index().get(_normal_key(name))
+    from gpuwise.workload.hub import hub_config_path
+
+    # Any Hub id next (the user's cache, then the Hub); a fine-tune's base config is the offline fallback.
+    return hub_config_path(name) or _index().get(_normal_key(name))
 
 
 def load_config(spec: str) -> dict:
@@ -127,7 +130,7 @@ def try_load_decoder_config(spec: str) -> dict | None:
     """The config when ``spec`` names a decoder LLM we can find; None otherwise (never raises)."""
     try:
         path = config_path_for(spec)
-    except (OSError, ValueError):
+    except (OSError, ValueError, WorkloadError):  # a gated Hub model: resolving the spec says how to log in
         return None
     if path is None:
         return None

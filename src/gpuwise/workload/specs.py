@@ -4,7 +4,8 @@ Accepted forms (see docs/trace.md):
 
 - ``torchvision:NAME``        a torchvision classification or segmentation model
 - ``timm:NAME``               a timm model (when timm is installed)
-- ``hf:NAME``                 a transformers model whose config gpuwise ships (configs/*.json)
+- ``hf:NAME``                 a transformers model: a shipped config (configs/*.json), else any Hub
+                              repo id through huggingface_hub (config.json only; see workload/hub.py)
 - ``hf:path/to/config.json``  any transformers config (a folder holding config.json works too)
 - ``path/to/file.py:factory`` the user's own model: ``factory()`` returns the module, or
   ``(module, example_inputs)``, or ``(module, example_inputs, loss_fn)``
@@ -181,12 +182,14 @@ def _shipped_configs() -> dict[str, Path]:
     return {p.stem.replace("--", "/"): p for p in sorted(CONFIG_DIR.glob("*.json"))}
 
 
-def _find_shipped(name: str) -> Path | None:
+def _find_shipped(name: str, exact_only: bool = False) -> Path | None:
     key = name.strip().lower()
     shipped = _shipped_configs()
     for repo, path in shipped.items():
         if repo.lower() == key:
             return path
+    if exact_only:
+        return None
     short = [(repo, path) for repo, path in shipped.items() if repo.lower().rpartition("/")[2] == key.rpartition("/")[2]]
     return short[0][1] if len(short) == 1 else None
 
@@ -200,11 +203,20 @@ def _resolve_hf(spec: str, name: str) -> ModelSpec:
         if not path.is_file():
             raise WorkloadError(f"transformers config file not found: {name}")
         return _hf_from_file(spec, path, canonical=f"hf:{path}")
+    exact = _find_shipped(name, exact_only=True)
+    if exact is not None:
+        return _hf_from_file(spec, exact)
+    from gpuwise.workload.hub import hub_config_path, offline
+
+    hub = hub_config_path(name)
+    if hub is not None:
+        return _hf_from_file(spec, hub, canonical=f"hf:{name}")
     shipped = _find_shipped(name)
     if shipped is None:
         choices = [f"hf:{n}" for n in _shipped_configs()]
-        raise WorkloadError(f"no shipped config for hf:{name}{did_you_mean('hf:' + name, choices)}; "
-                            "pass hf:path/to/config.json for other transformers models")
+        where = "not in the Hub cache and HF_HUB_OFFLINE is set" if offline() else "not found on the Hub"
+        raise WorkloadError(f"unknown model hf:{name} ({where}, no shipped config)"
+                            f"{did_you_mean('hf:' + name, choices)}; pass hf:path/to/config.json for others")
     return _hf_from_file(spec, shipped)
 
 
