@@ -149,10 +149,10 @@ def test_bad_gpu_count_is_a_clear_error():
         predict_step_time(mlp_trace(8), a100_like(), count=0)
 
 
-def test_calibration_round_trips_and_is_not_keyed_by_model():
+def test_calibration_round_trips_and_is_keyed_by_neither_model_nor_gpu():
     cal = load_calibration()
     again = Calibration.from_dict(cal.to_dict())
-    assert again.params == cal.params and again.arch_compute == cal.arch_compute
-    # Parameters are per class and architecture only.
-    assert set(cal.arch_compute) <= {"volta", "turing", "ampere", "ada", "hopper", "blackwell"}
-    assert not any(name in str(cal.params) for name in ("resnet", "bert", "vit"))
+    assert again.params == cal.params
+    # Parameters are per operator class only, each a factor of at most 1 (no kernel beats the datasheet).
+    assert not any(name in str(cal.params) for name in ("resnet", "bert", "vit", "a100", "volta", "ampere"))
+    assert all(0 < v <= 1.0 for k, v in cal.params.items() if k != "kernel_latency_s")

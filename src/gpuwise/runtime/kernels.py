@@ -1,39 +1,42 @@
-"""The time of one traced operator on one GPU: roofline bound x calibrated efficiency + launch cost.
+"""The time of one traced operator on one GPU: per-kernel laws x calibrated factors + launch cost.
 
-``op_time(op, gpu, precision, cal)`` is pure. Per class a small rule says which peak applies and
-how well a kernel of that size uses it:
+``op_time(op, gpu, precision, cal, stack)`` is pure. Per class:
 
-* matmul / conv / attention: FLOPs over the peak of the precision the kernel runs in, times the
-  class efficiency, times the share of the GPU that the kernel's tiles keep busy (wave
-  quantisation over the SMs: a 128x128-tile GEMM with 30 tiles on a 108-SM A100 uses 28% of it);
-* depthwise / narrow grouped convs: CUDA cores and bandwidth, never tensor cores;
-* everything else: bytes over bandwidth x class efficiency.
+* matmul / conv / attention: the tiled laws of ``gpuwise.runtime.laws`` (waves x time per wave,
+  fitted on NeuSight's fp32 kernel data) at the peak of the precision the kernel runs in. fp32 on
+  CUDA cores is the law as fitted; tensor-core rates (TF32, fp16, bf16) scale it by ``tensor_eff``
+  (fitted on the end-to-end training side: the share of the fp32 law's utilisation that tensor-core
+  kernels keep; an assumption that the same wave structure holds). Convolution backward is the two
+  GEMMs of the transposed shapes (dgrad, wgrad); cuDNN's NCHW half-precision convolutions add two
+  layout transposes (channels-last avoids them).
+* depthwise / narrow grouped convs: CUDA cores and bandwidth, never tensor cores.
+* everything else: bytes as the CUDA kernels move them (``cuda_bytes``: batch norm in training
+  reads its input twice, a norm backward reads it twice more) over bandwidth x the streaming law.
 
-Each kernel also pays a GPU-side latency; the host side (eager PyTorch's dispatch, ~10 us an op) is
-returned apart, since it overlaps with GPU work and only matters when it is the larger of the two.
+Each kernel also pays a GPU-side latency; the host side (``gpuwise.runtime.host``) is returned apart,
+since it overlaps with GPU work and only matters when it is the larger of the two.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from gpuwise.runtime.calibration import Calibration
 from gpuwise.runtime.classify import VIEW, classify, packet_of
+from gpuwise.runtime.host import host_s
+from gpuwise.runtime.laws import BALANCE_REF, load_laws, streaming_time_s, tiled_time_s
+from gpuwise.runtime.stack import DEFAULT_STACK, Stack
 from gpuwise.trace.records import OpRecord
 
 TENSOR_CLASSES = ("matmul", "conv", "attention")
 HALF_DTYPES = {"float16": "fp16", "bfloat16": "bf16"}
 # Memory-bound classes relative to plain elementwise kernels (structure, not fitted: too little data).
 _MEM_CLASS_FACTOR = {"embedding": 0.5, "copy": 1.0, "optimizer": 1.0, "elementwise": 1.0, "other": 0.9}
-# GEMM tile shapes cuBLAS/cuDNN pick from, with the relative efficiency of each tile size.
-_TILES = ((128, 128, 1.0), (128, 64, 0.9), (64, 64, 0.7), (64, 32, 0.5), (16, 64, 0.35))
-_SPLIT_K = (1, 2, 4, 8, 16)
-_SPLIT_K_EFF = 0.8
-BALANCE_REF = 100.0      # FLOPs per byte where the balance correction is 1 (RTX 3090 fp16: 76, A100: 153)
 _DEPTHWISE_MAX_GROUP_CHANNELS = 16
+CUDA_CORE_RATES = ("fp32", "bf16-emulated")
 
 
 @dataclass(frozen=True)
@@ -75,31 +78,12 @@ def _peak_flops(gpu, key: str) -> float:
     return float(gpu.peak(key)) * 1e12
 
 
-def _wave_efficiency(batch: int, m: int, n: int, sm_count: int, k: int = 0) -> float:
-    """Share of the GPU busy when a (batch x m x n) output is cut into tiles, one tile per SM a wave.
-
-    cuBLAS picks the tile shape and, when too few tiles fill the SMs, splits the reduction (split-K)
-    at some cost; the best of those choices is taken. Every choice's time only grows with the
-    problem, so the minimum does too (more work is never predicted faster).
-    """
-    if batch <= 0 or m <= 0 or n <= 0 or sm_count <= 0:
-        return 1.0
-    ideal = batch * m * n
-    best = math.inf
-    splits = _SPLIT_K if k >= 256 else (1,)
-    for tm, tn, rel in _TILES:
-        tiles = batch * math.ceil(m / tm) * math.ceil(n / tn)
-        for split in splits:
-            work = tiles * split
-            cost = math.ceil(work / sm_count) * sm_count * tm * tn / split / rel
-            if split > 1:
-                cost /= _SPLIT_K_EFF
-            best = min(best, cost)
-    return min(1.0, ideal / best)
-
-
 def _shape(op: OpRecord, i: int) -> tuple[int, ...]:
     return op.input_shapes[i] if i < len(op.input_shapes) else ()
+
+
+def _elem_bytes(dtype: str) -> int:
+    return {"float16": 2, "bfloat16": 2, "float64": 8, "int8": 1, "uint8": 1, "bool": 1}.get(dtype, 4)
 
 
 def gemm_dims(op: OpRecord) -> tuple[int, int, int, int]:
@@ -112,16 +96,50 @@ def gemm_dims(op: OpRecord) -> tuple[int, int, int, int]:
     return batch, a[-2], b[-1], a[-1]
 
 
-def conv_dims(op: OpRecord) -> tuple[int, int, int, int, int]:
-    """(implicit-GEMM m, n, k, input channels per group, groups) of a convolution (or its backward)."""
+def _conv_shapes(op: OpRecord):
     backward = "backward" in op.op
     x = _shape(op, 1 if backward else 0)
     w = _shape(op, 2 if backward else 1)
     out = _shape(op, 0) if backward else (op.output_shapes[0] if op.output_shapes else ())
+    return x, w, out
+
+
+def conv_dims(op: OpRecord) -> tuple[int, int, int, int, int]:
+    """(implicit-GEMM m, n, k, input channels per group, groups) of a convolution (or its backward)."""
+    x, w, out = _conv_shapes(op)
     if len(x) < 3 or len(w) < 3 or len(out) < 3:
         return 0, 0, 0, 0, 1
     groups = int(op.attrs.get("groups", 0) or 0) or max(1, x[1] // max(1, w[1]))
     return out[0] * math.prod(out[2:]), out[1], math.prod(w[1:]), w[1], groups
+
+
+def conv_gemms(op: OpRecord) -> list[tuple[str, tuple[int, int, int, int]]]:
+    """The (kind, (batch, m, n, k)) GEMMs a convolution runs as: "fprop", or backward's "dgrad" and
+    "wgrad" ("gemm" for a 1x1 stride-1 convolution's fprop or dgrad: a plain GEMM).
+
+    Backward kernels are the GEMMs of the transposed shapes: dgrad (N H W) x Cin over Cout k k,
+    wgrad Cout x (Cin k k) over N Ho Wo; each only where the op returns that gradient.
+    """
+    x, w, out = _conv_shapes(op)
+    if len(x) < 3 or len(w) < 3 or len(out) < 3:
+        return []
+    groups = int(op.attrs.get("groups", 0) or 0) or max(1, x[1] // max(1, w[1]))
+    window = math.prod(w[2:])
+    cin_g, cout_g = w[1], out[1] // groups
+    out_pixels = out[0] * math.prod(out[2:])
+    pointwise = window == 1 and tuple(op.attrs.get("stride", (1,))) in ((1,), (1, 1))
+    if "backward" not in op.op:
+        return [("gemm" if pointwise else "fprop", (groups, out_pixels, cout_g, cin_g * window))]
+    outs = list(op.output_shapes)
+    want_dx, want_dw = x in outs, w in outs
+    if not (want_dx or want_dw):
+        want_dx = want_dw = True
+    gemms = []
+    if want_dx:
+        gemms.append(("gemm" if pointwise else "dgrad", (groups, x[0] * math.prod(x[2:]), cin_g, cout_g * window)))
+    if want_dw:
+        gemms.append(("wgrad", (groups, cout_g, cin_g * window, out_pixels)))
+    return gemms
 
 
 def conv_flops(op: OpRecord) -> int:
@@ -131,39 +149,31 @@ def conv_flops(op: OpRecord) -> int:
     convolution as if it were dense (x ``groups``: 768x too much for a ConvNeXt depthwise layer),
     so conv FLOPs are recomputed here; the trace's figure is kept where the shapes don't say.
     """
-    m, n, k, _, _ = conv_dims(op)
-    if not m:
+    gemms = conv_gemms(op)
+    if not gemms:
         return op.flops
-    fwd = 2 * m * n * k
-    if "backward" not in op.op:
-        return fwd
-    x, w = _shape(op, 1), _shape(op, 2)
-    outs = list(op.output_shapes)
-    passes = int(x in outs) + int(w in outs)   # grad_input and/or grad_weight
-    return fwd * (passes or 2)
+    return sum(2 * b * m * n * k for _, (b, m, n, k) in gemms)
 
 
-def attention_dims(op: OpRecord) -> tuple[int, int]:
-    """(batch x heads, query length) of an SDPA op: flash kernels tile over both."""
-    q = _shape(op, 0 if "backward" not in op.op else 1)
-    if len(q) < 3:
-        return 0, 0
-    return math.prod(q[:-2]), q[-2]
+def attention_dims(op: OpRecord) -> tuple[int, int, int, int]:
+    """(batch x heads, query length, key length, head dim) of an SDPA op."""
+    backward = "backward" in op.op
+    q, k = _shape(op, 1 if backward else 0), _shape(op, 2 if backward else 1)
+    if len(q) < 3 or len(k) < 3:
+        return 0, 0, 0, 0
+    return math.prod(q[:-2]), q[-2], k[-2], q[-1]
 
 
 def attention_flops(op: OpRecord) -> int:
     """FLOPs of SDPA where the trace has none (the CPU kernels have no formula)."""
-    q = _shape(op, 0 if "backward" not in op.op else 1)
-    k = _shape(op, 1 if "backward" not in op.op else 2)
-    if len(q) < 3 or len(k) < 3:
-        return 0
-    fwd = 4 * math.prod(q[:-2]) * q[-2] * k[-2] * q[-1]
+    bh, q_len, k_len, d = attention_dims(op)
+    fwd = 4 * bh * q_len * k_len * d
     return int(fwd * 2.5) if "backward" in op.op else fwd
 
 
 # Ops that always launch more than one kernel, whatever the tracer counted.
-_MIN_KERNELS = {"aten.convolution_backward": 2, "aten.native_batch_norm_backward": 1,
-                "aten.embedding_dense_backward": 3}
+_MIN_KERNELS = {"aten.convolution_backward": 2, "aten.native_batch_norm_backward": 2,
+                "aten.native_layer_norm_backward": 2, "aten.embedding_dense_backward": 3}
 
 
 def _kernels(op: OpRecord, cls: str) -> int:
@@ -172,113 +182,195 @@ def _kernels(op: OpRecord, cls: str) -> int:
     return max(1, int(op.kernel_count), _MIN_KERNELS.get(packet_of(op.op), 1))
 
 
+# Passes over the input a norm kernel makes on CUDA, in units of the input tensor (reads + writes):
+# batch norm in training reads x for the statistics, then reads x and writes y; its backward reduces
+# (reads dy, x) then writes dx (reads dy, x, writes dx); layer norm keeps a row in registers (reads
+# x, writes y), its backward computes dx (dy, x -> dx) and the weight gradients (dy, x) apart.
+_NORM_PASSES = {"forward_train": 3, "forward_infer": 2, "layer_forward": 2, "backward": 5}
+_SOFTMAX_PASSES = {"forward": 2, "backward": 3}
+
+
+def cuda_bytes(op: OpRecord, cls: str, training: bool) -> float:
+    """Bytes the CUDA kernels of ``op`` move through DRAM (the trace counts inputs + outputs once)."""
+    traced = float(op.bytes_read + op.bytes_written)
+    x = _shape(op, 1 if "backward" in op.op and cls == "norm" else 0)
+    if not x or cls not in ("norm", "reduction"):
+        return traced
+    dtype = op.input_dtypes[0] if op.input_dtypes else "float32"
+    numel_bytes = math.prod(x) * _elem_bytes(dtype)
+    name = packet_of(op.op)
+    if cls == "norm":
+        if "backward" in name:
+            passes = _NORM_PASSES["backward"]
+        elif "layer_norm" in name or "rms_norm" in name:
+            passes = _NORM_PASSES["layer_forward"]
+        elif "no_training" in name or not training:
+            passes = _NORM_PASSES["forward_infer"]
+        else:
+            passes = _NORM_PASSES["forward_train"]
+        return max(traced, passes * numel_bytes)
+    if "softmax" in name:
+        return max(traced, _SOFTMAX_PASSES["backward" if "backward" in name else "forward"] * numel_bytes)
+    return traced
+
+
 @dataclass(frozen=True)
 class OpFeatures:
-    """What the time of one op depends on, apart from the fitted parameters.
+    """What the time of one op depends on, apart from the fitted end-to-end factors.
 
-    ``compute_base_s`` is the FLOP time at 100% efficiency (wave quantisation included),
-    ``memory_base_s`` the byte time at 100% of datasheet bandwidth; the efficiency keys name the
-    calibration parameter that divides each (None: a fixed structural efficiency, in ``*_fixed``).
+    ``compute_base_s``: the kernel law's time at the rate's peak (waves, utilisation); divided by
+    the product of the calibration factors named in ``compute_keys``. ``memory_base_s``: the
+    streaming law's time for the CUDA bytes; divided by the factors in ``memory_keys``.
+    ``serial_s``: extra streaming kernels that run before/after (layout transposes, eager attention's
+    score passes). ``memory_fixed`` is a structural factor on the memory efficiency.
     """
 
     cls: str
     rate: str
     compute_base_s: float
-    compute_eff_key: str | None
-    compute_fixed: float         # constant factor on the compute efficiency
-    cuda_core: bool
+    compute_keys: tuple[str, ...]
     memory_base_s: float
-    memory_eff_key: str
-    memory_fixed: float
+    memory_keys: tuple[str, ...]
     kernels: int
+    memory_fixed: float = 1.0
+    serial_s: float = 0.0
     roofline_s: float = 0.0      # plain roofline: datasheet peak and bandwidth, no efficiency, no latency
-    backward: bool = False       # a backward-phase kernel of a tensor class (dgrad/wgrad run less well)
-    balance: float = 0.0         # the GPU's FLOPs per byte of DRAM at this op's peak (tensor classes)
 
 
-def op_features(op: OpRecord, gpu, precision: str) -> OpFeatures:
+def _streaming(law_cls: str, nbytes: float, gpu) -> float:
+    return float(streaming_time_s(load_laws().streaming[law_cls], nbytes,
+                                  bandwidth_bytes_per_s=float(gpu.memory_bandwidth_gbs) * 1e9))
+
+
+def _tiled(law_cls: str, gemms, gpu, peak: float, rate: str) -> float:
+    """Law time of GEMMs at ``peak``. fp32 on CUDA cores: the law as fitted. Tensor-core kernels
+    (the kernel data has none) are assumed to keep the law's wave structure (tiles, waves, ramp,
+    split-K) at full utilisation here; their own utilisation is the fitted ``tensor_eff`` (or
+    ``attention_eff``) that ``efficiencies`` divides by."""
+    law = load_laws().tiled[law_cls]
+    balance = float(gpu.memory_bandwidth_gbs) * 1e9 / _peak_flops(gpu, "fp32")
+    if rate not in CUDA_CORE_RATES:
+        law, balance = replace(law, u_max=1.0, balance_slope=0.0), BALANCE_REF
+    return sum(float(tiled_time_s(law, b, m, n, k, sm_count=gpu.sm_count, peak_flops_per_s=peak,
+                                  bytes_per_fp32_flop=balance))
+               for b, m, n, k in gemms if b > 0 and m > 0 and n > 0 and k > 0)
+
+
+def _tensor_keys(rate: str) -> tuple[str, ...]:
+    if rate in CUDA_CORE_RATES:
+        return ()
+    return ("tensor_eff", "tf32_factor") if rate == "tf32" else ("tensor_eff",)
+
+
+def _layout_transposes(op: OpRecord, stack: Stack, rate: str, gpu) -> tuple[float, int]:
+    """cuDNN runs half-precision tensor-core convolutions in NHWC: an NCHW model pays a transpose of
+    the input and of the output of each (forward; dy, x and dx in backward). Channels-last does not."""
+    if rate not in ("fp16", "bf16") or op.attrs.get("channels_last", stack.channels_last):
+        return 0.0, 0
+    x, _, out = _conv_shapes(op)
+    if len(x) < 4 or len(out) < 4:
+        return 0.0, 0
+    elem = _elem_bytes(op.input_dtypes[0] if op.input_dtypes else "float16")
+    tensors = math.prod(x) + math.prod(out) + (math.prod(x) if "backward" in op.op else 0)
+    kernels = 3 if "backward" in op.op else 2
+    return _streaming("elementwise", 2 * tensors * elem, gpu), kernels
+
+
+def _eager_attention(op: OpRecord, gpu, precision: str, stack: Stack):
+    """Attention as transformers' eager implementation runs it: two (forward) or four (backward)
+    batched GEMMs and the batch x heads x seq^2 scores written and read by scale, mask, softmax and
+    dropout kernels (forward ~8 passes over the scores in training, 6 in inference; backward 8)."""
+    bh, q_len, k_len, d = attention_dims(op)
+    backward = "backward" in op.op
+    rate = rate_key("matmul", precision, gpu, op)
+    gemms = [(bh, q_len, k_len, d), (bh, q_len, d, k_len)]
+    if backward:
+        gemms = gemms + [(bh, k_len, d, q_len), (bh, q_len, k_len, d)]
+    elem = _elem_bytes(op.input_dtypes[0] if op.input_dtypes else "float32")
+    passes = 8 if backward or stack.training else 6
+    serial = _streaming("softmax", passes * bh * q_len * k_len * elem, gpu)
+    kernels = len(gemms) + (3 if backward else 4)
+    return rate, _tiled("bmm", gemms, gpu, _peak_flops(gpu, rate), rate), serial, kernels
+
+
+def op_features(op: OpRecord, gpu, precision: str, stack: Stack = DEFAULT_STACK) -> OpFeatures:
     cls = classify(op)
     kernels = _kernels(op, cls)
+    if not kernels:
+        return OpFeatures(cls, "none", 0.0, (), 0.0, (), 0)
     bw_bytes_per_s = float(gpu.memory_bandwidth_gbs) * 1e9
-    memory_base_s = (op.bytes_read + op.bytes_written) / bw_bytes_per_s if kernels else 0.0
-    flops = op.flops
-    if cls in TENSOR_CLASSES and kernels:
-        # cuDNN's dgrad/wgrad kernels run well below its fprop ones; cuBLAS GEMMs do not care.
-        backward = op.phase == "backward" and cls == "conv"
+    traced_bytes = float(op.bytes_read + op.bytes_written)
+    if cls in TENSOR_CLASSES:
         rate = rate_key(cls, precision, gpu, op)
-        cuda_core = rate in ("fp32", "bf16-emulated")
+        peak = _peak_flops(gpu, rate)
+        memory_s = _streaming("elementwise", traced_bytes, gpu)
+        if cls == "attention":
+            flops = op.flops or attention_flops(op)
+            roof = max(flops / peak, traced_bytes / bw_bytes_per_s)
+            if stack.attention == "eager":
+                rate, comp, serial, k = _eager_attention(op, gpu, precision, stack)
+                return OpFeatures(cls, rate, comp, _tensor_keys(rate), memory_s, (), k, serial_s=serial,
+                                  roofline_s=roof)
+            bh, q_len, k_len, _ = attention_dims(op)
+            # A fused (flash / memory-efficient) kernel: tiles over batch x heads x query blocks.
+            k_equiv = flops / (2.0 * max(1, bh) * max(1, q_len) * max(1, k_len)) if bh else 0
+            comp = _tiled("bmm", [(bh, q_len, k_len, k_equiv)], gpu, peak, rate) if bh else flops / peak
+            return OpFeatures(cls, rate, comp, ("attention_eff",), memory_s, (), kernels, roofline_s=roof)
         if cls == "matmul":
-            batch, m, n, k = gemm_dims(op)
-            wave = _wave_efficiency(batch, m, n, gpu.sm_count, k)
-        elif cls == "attention":
-            flops = flops or attention_flops(op)
-            batch_heads, q_len = attention_dims(op)
-            wave = _wave_efficiency(batch_heads, q_len, 128, gpu.sm_count)
-        else:
-            flops = conv_flops(op)
-            m, n, k, cin_per_group, groups = conv_dims(op)
-            if groups > 1 and cin_per_group < _DEPTHWISE_MAX_GROUP_CHANNELS:
-                # Depthwise: a few MACs per byte on CUDA cores; bandwidth-bound and poorly coalesced.
-                roof = max(flops / _peak_flops(gpu, "fp32"), memory_base_s)
-                return OpFeatures(cls, "fp32", flops / _peak_flops(gpu, "fp32"), None, 0.5, False,
-                                  memory_base_s, "depthwise_mem_eff", 1.0, kernels, roof, backward)
-            wave = _wave_efficiency(1, m, n, gpu.sm_count, k)
-        roof = max(flops / _peak_flops(gpu, rate), memory_base_s)
-        balance = _peak_flops(gpu, rate) / bw_bytes_per_s
-        return OpFeatures(cls, rate, flops / (_peak_flops(gpu, rate) * wave), f"{cls}_eff", 1.0, cuda_core,
-                          memory_base_s, "mem_eff", 1.0, kernels, roof, backward, balance)
-    factor = _MEM_CLASS_FACTOR.get(cls, 1.0)
-    key = "mem_eff"
-    compute_base_s = flops / _peak_flops(gpu, "fp32") if kernels else 0.0
-    return OpFeatures(cls, "bandwidth", compute_base_s, None, 0.5, False, memory_base_s, key,
-                      factor, kernels, max(compute_base_s, memory_base_s))
+            gemm = gemm_dims(op)
+            flops = op.flops
+            comp = _tiled("bmm" if gemm[0] > 1 else "linear", [gemm], gpu, peak, rate) if gemm[1] else flops / peak
+            roof = max(flops / peak, traced_bytes / bw_bytes_per_s)
+            return OpFeatures(cls, rate, comp, _tensor_keys(rate), memory_s, (), kernels, roofline_s=roof)
+        flops = conv_flops(op)
+        _, _, _, cin_per_group, groups = conv_dims(op)
+        backward = "backward" in op.op
+        if groups > 1 and cin_per_group < _DEPTHWISE_MAX_GROUP_CHANNELS:
+            # Depthwise: a few MACs per byte on CUDA cores; bandwidth-bound and poorly coalesced.
+            fp32 = _peak_flops(gpu, "fp32")
+            keys = ("depthwise_mem_eff", "depthwise_backward_factor") if backward else ("depthwise_mem_eff",)
+            roof = max(flops / fp32, traced_bytes / bw_bytes_per_s)
+            return OpFeatures(cls, "fp32", flops / fp32, (), memory_s, keys, kernels, roofline_s=roof)
+        # The conv law was fitted on 3x3 convolutions (cuDNN's Winograd and implicit-GEMM mix); a 1x1
+        # convolution is a plain GEMM, and wgrad a small output over a huge reduction (N Ho Wo) that
+        # cuDNN splits like cuBLAS's split-K: both run under the GEMM law.
+        comp = sum(_tiled("linear" if kind in ("wgrad", "gemm") else "conv", [gemm], gpu, peak, rate)
+                   for kind, gemm in conv_gemms(op))
+        keys = _tensor_keys(rate) + (("backward_factor",) if backward else ())
+        serial, extra = _layout_transposes(op, stack, rate, gpu)
+        roof = max(flops / peak, traced_bytes / bw_bytes_per_s)
+        return OpFeatures(cls, rate, comp, keys, memory_s, (), kernels + extra, serial_s=serial, roofline_s=roof)
+    # The norm law was fitted on layer norm's row kernel; batch and group norm run as per-channel
+    # reductions and elementwise passes (counted in cuda_bytes) at the elementwise law.
+    row_norm = cls == "norm" and any(n in op.op for n in ("layer_norm", "rms_norm"))
+    law_cls = "norm" if row_norm else ("softmax" if cls == "reduction" else "elementwise")
+    memory_s = _streaming(law_cls, cuda_bytes(op, cls, stack.training), gpu)
+    compute_s = op.flops / _peak_flops(gpu, "fp32")
+    return OpFeatures(cls, "bandwidth", compute_s, (), memory_s, (), kernels,
+                      memory_fixed=_MEM_CLASS_FACTOR.get(cls, 1.0),
+                      roofline_s=max(compute_s, traced_bytes / bw_bytes_per_s))
 
 
-def kernel_device_s(compute_base_s, compute_eff, memory_base_s, memory_eff, kernels, latency_s):
-    """GPU time of kernels (floats or numpy arrays alike): the roofline bound plus launch latency."""
-    return np.maximum(compute_base_s / compute_eff, memory_base_s / memory_eff) + kernels * latency_s
+def kernel_device_s(compute_base_s, compute_eff, memory_base_s, memory_eff, serial_s, kernels, latency_s):
+    """GPU time of kernels (floats or numpy arrays alike): the slower of compute and memory, the
+    serial extra kernels, and the launch latency of each kernel."""
+    return np.maximum(compute_base_s / compute_eff, memory_base_s / memory_eff) + serial_s + kernels * latency_s
 
 
-def efficiencies(f: OpFeatures, cal: Calibration, arch: str) -> tuple[float, float]:
-    """(compute efficiency, memory efficiency) of one op under a calibration."""
-    ce = f.compute_fixed * cal.compute_factor(arch)
-    if f.compute_eff_key:
-        ce *= cal.p(f.compute_eff_key)
-    if f.cuda_core:
-        ce *= cal.p("cuda_core_factor")
-    if f.rate == "tf32":
-        # TF32 operands are 4 bytes: twice the shared-memory/L2 traffic per FLOP of fp16/bf16.
-        ce *= cal.p("tf32_factor")
-    if f.balance > 0:
-        # GPUs with many FLOPs per byte (A100, H100, B200) reach a smaller share of their tensor
-        # peak on the same GEMM than balanced ones (GeForce): operands must arrive faster than
-        # caches and shared memory deliver.
-        ce *= (f.balance / BALANCE_REF) ** -cal.p("balance_exponent")
-    me = cal.p(f.memory_eff_key) * f.memory_fixed * cal.memory_factor(arch)
-    if f.cls in ("norm", "reduction"):
-        me *= cal.p("norm_factor")
-    if f.backward:
-        if f.compute_eff_key:
-            ce *= cal.p("backward_factor")
-        else:   # depthwise: cuDNN's depthwise wgrad/dgrad kernels are far slower than its fprop
-            me *= cal.p("depthwise_backward_factor")
-            ce *= cal.p("depthwise_backward_factor")
+def efficiencies(f: OpFeatures, cal: Calibration) -> tuple[float, float]:
+    """(compute factor, memory factor) of one op under a calibration: each at most 1."""
+    ce = math.prod(cal.p(k) for k in f.compute_keys)
+    me = f.memory_fixed * math.prod(cal.p(k) for k in f.memory_keys)
     return max(ce, 1e-4), max(me, 1e-4)
 
 
-def host_s(kernels: int, cal: Calibration) -> float:
-    # A foreach op is one host call that launches several kernels.
-    if kernels == 0:
-        return cal.p("host_view_s")
-    return cal.p("host_op_s") * (1.0 + 0.1 * (kernels - 1))
-
-
-def op_time(op: OpRecord, gpu, precision: str, cal: Calibration) -> OpTime:
-    f = op_features(op, gpu, precision)
+def op_time(op: OpRecord, gpu, precision: str, cal: Calibration, stack: Stack = DEFAULT_STACK) -> OpTime:
+    f = op_features(op, gpu, precision, stack)
+    host = host_s(f.cls, f.kernels, op.phase, stack)
     if f.kernels == 0:
-        return OpTime(f.cls, 0.0, host_s(0, cal), 0.0, 0.0, 0, "none")
-    ce, me = efficiencies(f, cal, gpu.arch)
+        return OpTime(f.cls, 0.0, host, 0.0, 0.0, 0, "none")
+    ce, me = efficiencies(f, cal)
     compute_s, memory_s = f.compute_base_s / ce, f.memory_base_s / me
-    device_s = float(kernel_device_s(f.compute_base_s, ce, f.memory_base_s, me, f.kernels,
+    device_s = float(kernel_device_s(f.compute_base_s, ce, f.memory_base_s, me, f.serial_s, f.kernels,
                                      cal.p("kernel_latency_s")))
-    return OpTime(f.cls, device_s, host_s(f.kernels, cal), compute_s, memory_s, f.kernels, f.rate)
+    return OpTime(f.cls, device_s, host, compute_s, memory_s, f.kernels, f.rate)

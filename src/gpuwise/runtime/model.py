@@ -7,7 +7,7 @@ from typing import Mapping
 
 from gpuwise.errors import GpuwiseError
 
-BOUNDS = ("compute", "memory", "launch", "communication")
+BOUNDS = ("compute", "memory", "launch", "communication", "input")
 
 
 class RuntimeError_(GpuwiseError):

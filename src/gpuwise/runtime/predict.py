@@ -9,17 +9,20 @@ near the crossover neither side hides the other fully). The optimizer runs once 
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gpuwise.runtime.calibration import Calibration, load_calibration
 from gpuwise.runtime.classify import CLASSES, VIEW
 from gpuwise.runtime.comm import data_parallel_comm, gradients_from_trace
+from gpuwise.runtime.host import COMPILED_KERNEL_S
 from gpuwise.runtime.kernels import OpTime, op_time
 from gpuwise.runtime.model import RuntimeError_, StepTime
+from gpuwise.runtime.stack import Stack
 from gpuwise.trace.records import Trace
 
 _SMOOTH_MAX_P = 4.0
-STACK = "PyTorch 2.x eager, cuDNN, synthetic data (no input pipeline)"
+# Classes Inductor fuses into one kernel when they follow each other (not into cuBLAS/cuDNN calls).
+FUSIBLE = ("elementwise", "norm", "reduction", "copy")
 
 
 def smooth_max(a: float, b: float, p: float = _SMOOTH_MAX_P) -> float:
@@ -56,6 +59,30 @@ def _phase(times: list[OpTime]) -> PhaseTimes:
     )
 
 
+def fuse_for_compile(times: list[OpTime]) -> list[OpTime]:
+    """torch.compile fuses each run of consecutive memory-bound ops into one kernel that reads the
+    run's inputs and writes its outputs once: the run costs about its largest member, one launch.
+    The list keeps one entry per op (the others become empty) so per-op consumers stay aligned."""
+    out = list(times)
+    i = 0
+    while i < len(out):
+        if out[i].cls not in FUSIBLE:
+            i += 1
+            continue
+        j = i
+        while j < len(out) and (out[j].cls in FUSIBLE or out[j].cls == VIEW):
+            j += 1
+        run = [k for k in range(i, j) if out[k].cls != VIEW]
+        if len(run) > 1:
+            big = max(run, key=lambda k: out[k].device_s)
+            for k in run:
+                if k != big:
+                    out[k] = replace(out[k], device_s=0.0, host_s=0.0, compute_s=0.0, memory_s=0.0, kernels=0)
+            out[big] = replace(out[big], kernels=1, host_s=COMPILED_KERNEL_S)
+        i = j
+    return out
+
+
 def _bytes_per_element(precision: str) -> int:
     return 2 if precision in ("fp16", "bf16") else 4
 
@@ -75,10 +102,15 @@ def predict_step_time(
     wl = trace.workload
     precision = wl.precision
     warnings: list[str] = []
+    stack = Stack.from_workload(wl)
 
     phases: dict[str, list[OpTime]] = defaultdict(list)
     for op in trace.ops:
-        phases["optimizer" if op.phase == "optimizer" else op.phase].append(op_time(op, gpu, precision, cal))
+        phases["optimizer" if op.phase == "optimizer" else op.phase].append(
+            op_time(op, gpu, precision, cal, stack))
+    if stack.compile:
+        for name in ("forward", "other", "backward"):
+            phases[name] = fuse_for_compile(phases[name])
     fwd = _phase(phases["forward"] + phases["other"])
     bwd = _phase(phases["backward"])
     opt = _phase(phases["optimizer"])
@@ -119,9 +151,22 @@ def predict_step_time(
 
     step_s = compute_s + comm_s
     samples = trace.samples_per_step * accum * count
+    input_bound = False
+    if stack.input_rate:
+        # Loader workers prefetch while the GPU computes: the step takes the longer of the two.
+        data_s = trace.samples_per_step * accum / stack.input_rate
+        if data_s > step_s:
+            input_bound = True
+            warnings.append(
+                f"data-bound: the input pipeline delivers {stack.input_rate:g} samples/s per GPU, "
+                f"{data_s * 1e3:.1f} ms per step where the GPU needs {step_s * 1e3:.1f} ms; more loader "
+                f"workers or faster decoding would help more than a faster GPU")
+            step_s = data_s
     host_total = micro_host_s * accum + opt.host_s
     device_total = micro_device_s * accum + opt_device_s
-    if comm_s > 0.5 * step_s:
+    if input_bound:
+        bound = "input"
+    elif comm_s > 0.5 * step_s:
         bound = "communication"
     elif host_total > device_total:
         bound = "launch"
@@ -140,7 +185,7 @@ def predict_step_time(
         gpu=gpu.id, count=count, step_time_s=step_s, samples_per_s=samples / step_s if step_s else 0.0,
         by_class_s=by_class, bound=bound, compute_s=compute_s, communication_s=comm_s,
         warnings=tuple(warnings), micro_step_s=micro_s, optimizer_s=opt_s,
-        kernel_launches=(fwd.kernels + bwd.kernels) * accum + opt.kernels, stack=STACK,
+        kernel_launches=(fwd.kernels + bwd.kernels) * accum + opt.kernels, stack=stack.describe(),
     )
 
 

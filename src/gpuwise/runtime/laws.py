@@ -1,0 +1,145 @@
+"""Per-kernel performance laws: the GPU time of one CUDA kernel from its shape and the GPU's specs.
+
+Fitted on NeuSight's single-kernel timings (fp32, five GPUs; ``benchmarks/kernel_laws.py`` writes
+``kernel_laws.json`` and scores each GPU with the laws fitted on the other four). Two families:
+
+* **Tiled** (``linear``, ``bmm``, ``conv`` as an implicit GEMM): the output is cut into tm x tn
+  tiles, one tile per SM per wave (split-K multiplies the tiles and divides K when too few tiles
+  fill the SMs). ``time = waves x 2 tm tn K' / (peak / SMs x u)``; the per-wave utilisation ``u``
+  depends on the GPU's DRAM bytes per FLOP (``gpu_u_max``). The library's choice is taken as the
+  fastest candidate. Tried and left out because the kernel data drove them to a bound: a tile-size
+  and a reduction-length term, a Winograd gain for 3x3 convolutions (cuDNN's mix of algorithms
+  averages out to direct-convolution FLOPs at ``u``), split-K for batched GEMMs and convolutions.
+* **Streaming** (``elementwise``, ``norm``, ``softmax``): ``time = bytes / (bandwidth x u_max)``,
+  bytes as the CUDA kernel moves them (see ``kernels.cuda_bytes``). (A term for small tensors that
+  cannot fill the SMs was tried and left out: the data drove it to zero; the launch cost covers them.)
+
+Every ``u_max`` is at most 1 and every other factor at most 1, so no law beats the datasheet peak
+or bandwidth (``tests/runtime/test_laws.py`` checks it over the whole catalog). The data's fixed
+cost of a lone timed call (launch + event timing) is not part of a law: step predictions add the
+runtime's own per-kernel latency and host model.
+
+The functions take floats (predictions) and numpy arrays (the fit) alike.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Mapping
+
+import numpy as np
+
+TILES = ((128, 128), (128, 64), (64, 128), (64, 64), (128, 32), (32, 128), (64, 32), (32, 32))
+SPLIT_K = (1, 2, 4, 8, 16)
+SPLIT_K_MIN_K = 256          # cuBLAS splits the reduction only when it is long
+TILED = ("linear", "bmm", "conv")
+STREAMING = ("elementwise", "norm", "softmax")
+
+
+class LawError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class TiledLaw:
+    u_max: float              # utilisation of a full wave on a GPU with BALANCE_REF bytes per FLOP (< 1)
+    balance_slope: float = 0.0   # u_max's logit grows by this per e-fold of DRAM bytes per fp32 FLOP
+    split_k_eff: float = 0.0  # a split-K kernel's extra reduction pass (<= 1); 0: the class never splits
+    wave_half: float = 0.0    # waves at which half of u is reached (ramp-up and tail of a short kernel)
+
+
+@dataclass(frozen=True)
+class StreamingLaw:
+    u_max: float              # share of datasheet bandwidth of a large kernel (<= 1)
+
+
+@dataclass(frozen=True)
+class Laws:
+    tiled: Mapping[str, TiledLaw]
+    streaming: Mapping[str, StreamingLaw]
+    source: str = ""
+    date: str = ""
+
+    def to_dict(self) -> dict:
+        return {"source": self.source, "date": self.date,
+                "tiled": {k: vars(v) for k, v in self.tiled.items()},
+                "streaming": {k: vars(v) for k, v in self.streaming.items()}}
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> "Laws":
+        try:
+            return cls(tiled={k: TiledLaw(**v) for k, v in d["tiled"].items()},
+                       streaming={k: StreamingLaw(**v) for k, v in d["streaming"].items()},
+                       source=str(d.get("source", "")), date=str(d.get("date", "")))
+        except (KeyError, TypeError) as e:
+            raise LawError(f"kernel_laws.json is malformed: {e!r}") from e
+
+
+# Priors (used where kernel_laws.json is missing): a large SGEMM reaches ~85% of peak, a large
+# elementwise kernel ~85% of bandwidth.
+PRIOR = Laws(
+    tiled={c: TiledLaw(0.85, 0.0, 0.8 if c == "linear" else 0.0) for c in TILED},
+    streaming={c: StreamingLaw(0.85 if c == "elementwise" else 0.6) for c in STREAMING},
+    source="priors (not fitted)",
+)
+
+
+@lru_cache(maxsize=1)
+def load_laws() -> Laws:
+    try:
+        text = resources.files("gpuwise.runtime").joinpath("kernel_laws.json").read_text()
+    except (FileNotFoundError, ModuleNotFoundError):
+        return PRIOR
+    return Laws.from_dict(json.loads(text))
+
+
+def _ceil(x):
+    return -((-x) // 1)
+
+
+def _min(a, b):
+    return min(a, b) if isinstance(a, (int, float)) and isinstance(b, (int, float)) else np.minimum(a, b)
+
+
+BALANCE_REF = 0.06   # DRAM bytes per fp32 FLOP where u_max applies as fitted (V100: 0.064)
+
+
+def gpu_u_max(law: TiledLaw, bytes_per_fp32_flop) -> float:
+    """A large tile's utilisation on this GPU: GPUs with little bandwidth per FLOP (P4, T4, L4)
+    starve their SMs of operands (and are the power-capped ones) and reach less of their peak."""
+    if law.balance_slope == 0.0:
+        return law.u_max
+    logit = math.log(law.u_max / (1 - law.u_max)) + law.balance_slope * np.log(bytes_per_fp32_flop / BALANCE_REF)
+    return 1 / (1 + np.exp(-logit))
+
+
+def tiled_time_s(law: TiledLaw, batch, m, n, k, *, sm_count, peak_flops_per_s, bytes_per_fp32_flop):
+    """Compute time of a (batch x m x n x k) GEMM-like kernel: the best tile and split-K choice.
+
+    ``peak_flops_per_s`` is the datasheet peak of the rate the kernel runs at; the result is never
+    below ``2 batch m n k / peak``.
+    """
+    best = None
+    per_sm = peak_flops_per_s / sm_count
+    u_max = gpu_u_max(law, bytes_per_fp32_flop)
+    for tm, tn in TILES:
+        tiles = batch * _ceil(m / tm) * _ceil(n / tn)
+        for split in SPLIT_K if law.split_k_eff > 0 else (1,):
+            k_part = k / split
+            waves = _ceil(tiles * split / sm_count)
+            t = (waves + law.wave_half) * 2.0 * tm * tn * k_part / (per_sm * u_max)
+            if split > 1:
+                # cuBLAS splits only a long reduction (each part >= SPLIT_K_MIN_K / 4); the sums of
+                # the parts take an extra pass. (Comparisons as arithmetic: floats and arrays alike.)
+                t = t / law.split_k_eff + (k_part < SPLIT_K_MIN_K / 4) * 1e30
+            best = t if best is None else _min(best, t)
+    return best
+
+
+def streaming_time_s(law: StreamingLaw, nbytes, *, bandwidth_bytes_per_s):
+    """Time to move ``nbytes`` through DRAM in one kernel (never below bytes / bandwidth)."""
+    return nbytes / (bandwidth_bytes_per_s * law.u_max)

@@ -1,0 +1,40 @@
+"""The software stack a time prediction assumes, taken from the workload (never a constant).
+
+Each field has a default that says what it assumes (DESIGN.md, "The software stack assumed by
+predictions"): eager PyTorch 2.x with cuDNN, channels-first tensors, SDPA attention, the foreach
+optimizer, synthetic data. ``describe()`` is the ``StepTime.stack`` string users see.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Stack:
+    training: bool = True
+    channels_last: bool = False
+    attention: str = "sdpa"           # "sdpa" | "flash2" (fused kernels) | "eager" (scores materialised)
+    compile: bool = False             # torch.compile (default mode): fused elementwise chains, no dispatcher
+    optimizer_impl: str = "foreach"
+    input_rate: float | None = None   # samples/s the input pipeline delivers; None: synthetic data
+
+    @classmethod
+    def from_workload(cls, wl) -> "Stack":
+        return cls(
+            training=wl.is_training, channels_last=bool(getattr(wl, "channels_last", False)),
+            attention=getattr(wl, "attention", "sdpa"), compile=bool(getattr(wl, "compile", False)),
+            optimizer_impl=getattr(wl, "optimizer_impl", "foreach"), input_rate=getattr(wl, "input_rate", None),
+        )
+
+    def describe(self) -> str:
+        parts = ["PyTorch 2.x " + ("torch.compile" if self.compile else "eager"), "cuDNN",
+                 "channels-last" if self.channels_last else "channels-first (NCHW)",
+                 {"eager": "eager attention (scores materialised)", "flash2": "FlashAttention-2"}.get(
+                     self.attention, "SDPA attention"),
+                 f"{self.optimizer_impl} optimizer" if self.training else "inference",
+                 f"input pipeline {self.input_rate:g} samples/s" if self.input_rate else "synthetic data (no input pipeline)"]
+        return ", ".join(parts)
+
+
+DEFAULT_STACK = Stack()

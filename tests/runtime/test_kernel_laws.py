@@ -1,0 +1,145 @@
+"""Per-kernel laws and CUDA byte counts: bounded by physics on every catalog GPU (fast, no tracing)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+from gpuwise.runtime.calibration import load_calibration
+from gpuwise.runtime.kernels import conv_flops, conv_gemms, cuda_bytes, op_features, op_time
+from gpuwise.runtime.laws import PRIOR, Laws, LawError, load_laws, streaming_time_s, tiled_time_s
+from gpuwise.runtime.stack import Stack
+from gpuwise.trace.records import OpRecord
+from runtime_fakes import a100_like, conv, make_gpu, mm, pointwise
+
+CAL = load_calibration()
+PRECISIONS = ("fp32", "tf32", "amp-fp16", "amp-bf16")
+
+
+def conv_backward(n, c, h, w, cout, k=3, *, dtype="float32", grads=("input", "weight")) -> OpRecord:
+    size = 2 if dtype in ("float16", "bfloat16") else 4
+    x, wt, dy = (n, c, h, w), (cout, c, k, k), (n, cout, h, w)
+    outs = tuple(s for g, s in (("input", x), ("weight", wt)) if g in grads)
+    return OpRecord(
+        index=0, op="aten.convolution_backward.default", phase="backward", module="conv",
+        input_shapes=(dy, x, wt), input_dtypes=(dtype,) * 3, output_shapes=outs, output_dtypes=(dtype,) * len(outs),
+        flops=0, bytes_read=(2 * n * c * h * w + cout * c * k * k) * size, bytes_written=n * c * h * w * size,
+        attrs={"groups": 1, "stride": (1, 1)},
+    )
+
+
+def norm(shape, *, op="aten.native_batch_norm.default", phase="forward", dtype="float32") -> OpRecord:
+    numel = int(np.prod(shape))
+    return OpRecord(index=0, op=op, phase=phase, module="bn", input_shapes=(shape,), input_dtypes=(dtype,),
+                    output_shapes=(shape,), output_dtypes=(dtype,), flops=0, bytes_read=numel * 4,
+                    bytes_written=numel * 4)
+
+
+def _ops():
+    return [mm(m, k, n) for m, k, n in ((1, 1, 1), (32, 256, 256), (4096, 4096, 4096), (65536, 64, 8))] + [
+        mm(8192, 8192, 8192, dtype="float16"), conv(1, 3, 224, 224, 64, k=7), conv(256, 64, 56, 56, 64),
+        conv(256, 256, 14, 14, 256, k=1), conv(64, 96, 56, 56, 96, groups=96), conv_backward(128, 128, 28, 28, 128),
+        pointwise(1 << 26), pointwise(100), norm((256, 64, 112, 112)),
+        norm((256, 64, 112, 112), op="aten.native_batch_norm_backward.default", phase="backward"),
+        norm((8192, 1024), op="aten.native_layer_norm.default"),
+    ]
+
+
+def _catalog_gpus():
+    catalog = pytest.importorskip("gpuwise.catalog")
+    return catalog.load_catalog(user_file=False).gpus
+
+
+def test_no_kernel_beats_the_datasheet_peak_or_bandwidth_on_any_catalog_gpu():
+    for gpu in _catalog_gpus():
+        bw = gpu.memory_bandwidth_gbs * 1e9
+        for precision in PRECISIONS:
+            for op in _ops():
+                f = op_features(op, gpu, precision)
+                t = op_time(op, gpu, precision, CAL)
+                flops = conv_flops(op) if "conv" in op.op else op.flops
+                if f.rate not in ("bandwidth", "none") and flops:
+                    peak = gpu.peak("fp32" if f.rate == "bf16-emulated" else f.rate) * 1e12
+                    assert flops / t.device_s <= peak * (1 + 1e-9), (gpu.id, precision, op.op, op.input_shapes)
+                nbytes = cuda_bytes(op, f.cls, True)
+                assert nbytes / t.device_s <= bw * (1 + 1e-9), (gpu.id, precision, op.op)
+
+
+def test_shipped_laws_keep_every_utilisation_at_most_one():
+    laws = load_laws()
+    for law in laws.tiled.values():
+        assert 0 < law.u_max < 1 and 0 <= law.split_k_eff <= 1 and law.wave_half >= 0
+        # The densest GEMM imaginable on a GPU with a lot of bandwidth per FLOP still stays under peak.
+        t = tiled_time_s(law, 1, 1 << 16, 1 << 16, 1 << 16, sm_count=100, peak_flops_per_s=1e13,
+                         bytes_per_fp32_flop=1.0)
+        assert 2 * (1 << 48) / t <= 1e13
+    for law in laws.streaming.values():
+        assert 0 < law.u_max <= 1
+        assert streaming_time_s(law, 1e9, bandwidth_bytes_per_s=1e12) >= 1e-3
+
+
+def test_laws_round_trip_and_a_malformed_file_is_a_clear_error():
+    laws = load_laws()
+    assert Laws.from_dict(json.loads(json.dumps(laws.to_dict()))) == dataclasses.replace(laws)
+    assert Laws.from_dict(PRIOR.to_dict()).tiled.keys() == PRIOR.tiled.keys()
+    with pytest.raises(LawError):
+        Laws.from_dict({"tiled": {"linear": {"nonsense": 1}}, "streaming": {}})
+
+
+def test_laws_take_arrays_and_floats_alike():
+    law = load_laws().tiled["bmm"]
+    kw = dict(sm_count=80, peak_flops_per_s=14e12, bytes_per_fp32_flop=0.064)
+    arr = tiled_time_s(law, np.array([1.0, 8.0]), np.array([64.0, 512.0]), np.array([64.0, 512.0]),
+                       np.array([64.0, 512.0]), **kw)
+    assert arr[0] == pytest.approx(tiled_time_s(law, 1, 64, 64, 64, **kw))
+    assert arr[1] == pytest.approx(tiled_time_s(law, 8, 512, 512, 512, **kw))
+
+
+def test_batch_norm_bytes_are_counted_as_the_cuda_kernels_move_them():
+    shape = (64, 256, 56, 56)
+    x_bytes = int(np.prod(shape)) * 4
+    fwd = norm(shape)
+    assert cuda_bytes(fwd, "norm", training=True) == 3 * x_bytes      # statistics pass, then normalise
+    assert cuda_bytes(fwd, "norm", training=False) == 2 * x_bytes     # eval: one elementwise pass
+    bwd = norm(shape, op="aten.native_batch_norm_backward.default", phase="backward")
+    bwd = dataclasses.replace(bwd, input_shapes=(shape, shape))
+    assert cuda_bytes(bwd, "norm", training=True) == 5 * x_bytes      # reduce (dy, x), then dx
+    # And so a training batch norm takes longer than the traced bytes at full bandwidth would say.
+    gpu = a100_like()
+    assert op_time(fwd, gpu, "fp32", CAL).device_s > fwd.bytes_read * 1.5 / (gpu.memory_bandwidth_gbs * 1e9)
+
+
+def test_conv_backward_is_the_gemms_of_the_transposed_shapes():
+    both = conv_backward(64, 128, 28, 28, 256)
+    kinds = [kind for kind, _ in conv_gemms(both)]
+    assert kinds == ["dgrad", "wgrad"]
+    (_, dgrad), (_, wgrad) = conv_gemms(both)
+    assert dgrad == (1, 64 * 28 * 28, 128, 256 * 9) and wgrad == (1, 256, 128 * 9, 64 * 28 * 28)
+    fwd_flops = 2 * 64 * 28 * 28 * 256 * 128 * 9
+    assert conv_flops(both) == 2 * fwd_flops
+    only_w = conv_backward(64, 128, 28, 28, 256, grads=("weight",))     # first layer: no input gradient
+    assert conv_flops(only_w) == fwd_flops
+    gpu = a100_like()
+    assert op_time(only_w, gpu, "fp32", CAL).device_s < op_time(both, gpu, "fp32", CAL).device_s
+
+
+def test_large_fp32_convolutions_on_a_v100_reach_most_of_its_peak():
+    # Issue 16: V100 fp32 convolutions were predicted ~2x too slow (44% of peak).
+    v100 = make_gpu("v100", arch="volta", sm=80, bw=900, fp32=15.7, tf32=None, fp16=125, bf16=None)
+    op = conv(256, 256, 14, 14, 256)
+    t = op_time(op, v100, "fp32", CAL)
+    assert conv_flops(op) / t.device_s > 0.7 * 15.7e12
+
+
+def test_amp_convolutions_in_nchw_pay_layout_transposes_that_channels_last_avoids():
+    gpu = a100_like()
+    op = conv(128, 256, 28, 28, 256, dtype="float16")
+    nchw = op_time(op, gpu, "amp-fp16", CAL, Stack())
+    nhwc = op_time(op, gpu, "amp-fp16", CAL, Stack(channels_last=True))
+    assert nhwc.device_s < nchw.device_s and nhwc.kernels < nchw.kernels
+    fp32 = conv(128, 256, 28, 28, 256)
+    assert (op_time(fp32, make_gpu("old", tf32=None), "fp32", CAL, Stack(channels_last=True)).device_s
+            == op_time(fp32, make_gpu("old", tf32=None), "fp32", CAL, Stack()).device_s)
