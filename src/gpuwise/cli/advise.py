@@ -57,6 +57,7 @@ def advise(
                         ("--min-progress-per-hour", min_progress_per_hour)):
         if value is not None and value <= 0:
             raise AdviseError(f"{name} must be positive, got {value}")
+    for n, v in (("--target-loss", target_loss), ("--step-time-s", step_time_s), ("--min-progress-per-hour", min_progress_per_hour)): c.check_option(c.is_finite(v), n, v, "a finite number")  # noqa: E701
     price, currency = parse_money(price_per_hour) if price_per_hour else (None, None)
     training_log = read_log(log)
     settings = AdviseSettings(target_loss=target_loss, step_time_s=step_time_s, total_steps=total_steps,

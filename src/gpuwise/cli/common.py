@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Console
 
+from gpuwise.errors import GpuwiseError
 from gpuwise.workload import Workload, WorkloadError
 
 # Human output goes to stdout through rich; with --json, stdout carries one JSON object and nothing else.
@@ -123,11 +125,25 @@ def build_workload(
 
 
 def parse_batch_size(text: str, *, allow_auto: bool = False) -> int | None:
-    """An int, or None for 'auto' where the command allows it."""
+    """An int >= 1, or None for 'auto' where the command allows it."""
     if allow_auto and text.strip().lower() == "auto":
         return None
+    hint = " or 'auto'" if allow_auto else ""
     try:
-        return int(text)
+        value = int(text)
     except ValueError:
-        hint = " or 'auto'" if allow_auto else ""
         raise WorkloadError(f"--batch-size must be a whole number{hint}, got {text!r}") from None
+    check_option(value >= 1, "--batch-size", text, f"a whole number >= 1{hint}")
+    return value
+
+
+def check_option(ok: bool, option: str, value: object, rule: str) -> None:
+    """One line and exit 2 when an option's value is out of range:
+    ``check_option(count >= 1, "--count", count, "a whole number >= 1")``."""
+    if not ok:
+        raise GpuwiseError(f"{option} must be {rule}, got {value!r}")
+
+
+def is_finite(value: float | None) -> bool:
+    """True for None (option not given) and finite numbers; False for nan and ±inf."""
+    return value is None or math.isfinite(value)

@@ -71,6 +71,7 @@ def recommend(
 
     auto = batch_size.strip().lower() == "auto"
     parsed_batch = c.parse_batch_size(batch_size, allow_auto=True) or 32
+    c.check_option(effective_batch is None or effective_batch >= 1, "--effective-batch", effective_batch, "a whole number >= 1")
     if auto and effective_batch is None and mode == "train":
         raise c.WorkloadError("--batch-size auto needs --effective-batch N (the samples per optimizer step to keep)")
     workload = c.build_workload(

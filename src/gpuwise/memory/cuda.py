@@ -24,6 +24,8 @@ Assumptions (documented in docs/memory.md; to be calibrated against benchmarks/m
 - cuDNN convolution workspace (``torch.backends.cudnn.benchmark = False``: heuristics): none for
   1x1 and depthwise convolutions (implicit GEMM); a quarter of the larger operand, at most
   256 MiB, for the others. An uncalibrated guess: it only matters when it lands on the peak.
+- Dropout (training): CUDA keeps a bool mask (1 byte an element) where the CPU keeps a noise tensor
+  of the input's dtype; the noise allocation is resized.
 - cuDNN batch norm saves mean and inverse std (C floats each), as the CPU kernel does; its
   reserve space is 0 bytes for plain BN (no fused activation), so no edit is needed.
 """
@@ -189,6 +191,29 @@ def conv_backward(op: OpRecord, ctx: RuleContext) -> list[Edit]:
     grad_bytes = tensor_bytes(op.input_shapes[0], op.input_dtypes[0])
     ws = _conv_workspace(op.input_shapes[1], op.input_shapes[2], op.input_dtypes[1], grad_bytes)
     return [Edit(op.index, workspace_bytes=ws, reason="cuDNN conv workspace")] if ws else []
+
+
+# --------------------------------------------------------------------------- dropout
+@register_cuda_rule("aten.bernoulli_")
+def dropout_mask(op: OpRecord, ctx: RuleContext) -> list[Edit]:
+    """F.dropout in training: CUDA runs ``native_dropout``, which keeps a 1-byte bool mask for
+    backward; the CPU runs ``empty_like(x).bernoulli_(1-p).div_(1-p)`` and ``x * noise``, keeping a
+    noise tensor of x's dtype. The ``empty_like`` right before ``bernoulli_`` (followed by ``div_``
+    and ``mul``: the CPU dropout pattern, not a user's own drop-path mask) is resized to 1 byte an
+    element."""
+    ops = ctx.ops
+    i = op.index
+    if i < 1 or i + 2 >= len(ops) or not op.output_shapes:
+        return []
+    before, div, mul = ops[i - 1], ops[i + 1], ops[i + 2]
+    if (op_packet(before.op) != "aten.empty_like" or op_packet(div.op) != "aten.div_"
+            or op_packet(mul.op) != "aten.mul" or before.output_shapes != op.output_shapes
+            or mul.output_shapes != op.output_shapes):
+        return []
+    if ctx.stack.fused_attention and any(o.op.startswith("aten._safe_softmax") for o in ops[max(i - 5, 0):i]):
+        return []   # dropout inside SDPA's math path: the fused kernel keeps no mask (math_sdpa_forward)
+    return [Edit(before.index, output_bytes=math.prod(op.output_shapes[0]),
+                 reason="CUDA dropout keeps a bool mask")]
 
 
 # --------------------------------------------------------------------------- attention

@@ -1,23 +1,31 @@
-"""Scaled dot-product attention as CUDA runs it: one fused kernel, not CPU's choice.
+"""Scaled dot-product attention as the workload's stack runs it on CUDA (``Workload.attention``).
 
-On CPU, ``F.scaled_dot_product_attention`` with dropout (training) or half precision falls back to
-the math path, which materialises batch x heads x seq x seq score matrices; on a CUDA GPU PyTorch
-picks a fused kernel that never does. While tracing, this torch-function mode routes every SDPA
-call to CUDA's fused ops (their meta kernels run on fake CPU tensors and autograd knows their
-backward): FlashAttention for fp16/bf16 without a mask and head_dim <= 256, else the
-memory-efficient kernel (fp32, masks). GPU-specific exceptions (FlashAttention needs sm80+) are
-left to the memory and runtime models, which see the op name.
+- ``sdpa`` (transformers' default): on CPU, ``F.scaled_dot_product_attention`` with dropout
+  (training) or half precision falls back to the math path, which materialises batch x heads x
+  seq x seq score matrices; on a CUDA GPU PyTorch picks a fused kernel that never does. Every SDPA
+  call is routed to CUDA's fused ops (their meta kernels run on fake CPU tensors and autograd
+  knows their backward): FlashAttention for fp16/bf16 without a mask and head_dim <= 256, else
+  the memory-efficient kernel (fp32, masks). Both keep the output and a logsumexp for backward.
+- ``flash2`` (flash-attn 2 through transformers): the flash kernel whenever the dtype is 16-bit;
+  padding masks become unpadded variable-length batches, so no mask is materialised.
+- ``eager`` (transformers' ``eager_attention_forward``, and every model written before SDPA):
+  ``matmul(q, kᵀ)·scale (+ mask) -> softmax in float32 -> cast -> dropout -> matmul(·, v)``, as real
+  ops, so autograd keeps what it keeps on a GPU: the float32 softmax output, the dropout mask and
+  the dropped (or cast) probabilities, each batch x heads x seq².
 
-It replaces ``torch.nn.functional.scaled_dot_product_attention`` for the duration of a trace (a
-torch-function mode would be simpler, but it is not active when gradient checkpointing recomputes
-a block during backward, and the recomputation must take the same path as the forward).
+GPU-specific exceptions (FlashAttention needs sm80+) are left to the memory and runtime models,
+which see the op names. ``F.scaled_dot_product_attention`` is replaced for the duration of a trace
+(a torch-function mode would be simpler, but it is not active when gradient checkpointing
+recomputes a block during backward, and the recomputation must take the same path as the forward).
 """
 
 from __future__ import annotations
 
-import torch
 import contextlib
+import math
 from typing import Iterator
+
+import torch
 
 from gpuwise.trace.recorder import Recorder
 
@@ -26,35 +34,56 @@ aten = torch.ops.aten
 
 
 @contextlib.contextmanager
-def cuda_attention(recorder: Recorder) -> Iterator[None]:
+def cuda_attention(recorder: Recorder, implementation: str = "sdpa") -> Iterator["CudaAttention | EagerAttention"]:
+    """Installs the stand-in for ``implementation`` ("sdpa", "flash2", "eager") and yields it
+    (``calls`` counts the attention calls it served)."""
     functional = torch.nn.functional
     original = functional.scaled_dot_product_attention
-    functional.scaled_dot_product_attention = CudaAttention(recorder)
+    if implementation == "eager":
+        attention = EagerAttention()
+    else:
+        attention = CudaAttention(recorder, flash2=implementation == "flash2")
+    functional.scaled_dot_product_attention = attention
     try:
-        yield
+        yield attention
     finally:
         functional.scaled_dot_product_attention = original
+
+
+def _autocast(query, key, value):
+    if torch.is_autocast_enabled("cpu"):   # SDPA and matmul are on CUDA autocast's half-precision list
+        dtype = torch.get_autocast_dtype("cpu")
+        return tuple(t.to(dtype) if t.dtype == torch.float32 else t for t in (query, key, value))
+    return query, key, value
+
+
+def _repeat_kv(query, key, value):
+    if key.shape[-3] != query.shape[-3]:   # grouped-query attention: expanded to full heads (a copy)
+        repeat = query.shape[-3] // key.shape[-3]
+        key, value = key.repeat_interleave(repeat, -3), value.repeat_interleave(repeat, -3)
+    return key, value
 
 
 class CudaAttention:
     """Callable with ``F.scaled_dot_product_attention``'s signature, running CUDA's fused kernels."""
 
-    def __init__(self, recorder: Recorder) -> None:
+    def __init__(self, recorder: Recorder, flash2: bool = False) -> None:
         self.recorder = recorder
+        self.flash2 = flash2
+        self.calls = 0
 
     def __call__(self, query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
-              enable_gqa=False):
-        if torch.is_autocast_enabled("cpu"):   # SDPA is on CUDA autocast's half-precision list
-            dtype = torch.get_autocast_dtype("cpu")
-            query, key, value = (t.to(dtype) if t.dtype == torch.float32 else t for t in (query, key, value))
+                 enable_gqa=False):
+        self.calls += 1
+        query, key, value = _autocast(query, key, value)
+        if self.flash2:
+            attn_mask = None   # flash-attn 2 unpads padded batches: no mask tensor on the GPU
         head_dim = query.shape[-1]
         if query.dtype in _HALF and attn_mask is None and head_dim <= 256:
             out = aten._scaled_dot_product_flash_attention(query, key, value, dropout_p, is_causal, False,
                                                            scale=scale)
         else:
-            if key.shape[-3] != query.shape[-3]:   # grouped-query attention: this kernel needs full heads
-                repeat = query.shape[-3] // key.shape[-3]
-                key, value = key.repeat_interleave(repeat, -3), value.repeat_interleave(repeat, -3)
+            key, value = _repeat_kv(query, key, value)
             bias = None
             if attn_mask is not None:
                 bias = attn_mask
@@ -72,3 +101,32 @@ class CudaAttention:
                 if block is not None:
                     self.recorder.host_blocks.add(block)
         return out[0]
+
+
+class EagerAttention:
+    """transformers' ``eager_attention_forward`` behind SDPA's signature: the score matrices are real
+    tensors, so the trace keeps what eager attention keeps for backward."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                 enable_gqa=False):
+        self.calls += 1
+        query, key, value = _autocast(query, key, value)
+        key, value = _repeat_kv(query, key, value)
+        scale = scale if scale is not None else 1.0 / math.sqrt(query.shape[-1])
+        scores = torch.matmul(query, key.transpose(-2, -1)) * scale
+        if is_causal:
+            q_len, k_len = query.shape[-2], key.shape[-2]
+            causal = torch.ones(q_len, k_len, dtype=torch.bool).tril(diagonal=k_len - q_len)
+            scores = scores.masked_fill(~causal, float("-inf"))
+        if attn_mask is not None:
+            if attn_mask.dtype == torch.bool:
+                scores = scores.masked_fill(~attn_mask, float("-inf"))
+            else:
+                scores = scores + attn_mask
+        probs = torch.nn.functional.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
+        if dropout_p > 0.0:
+            probs = torch.nn.functional.dropout(probs, p=dropout_p, training=True)
+        return torch.matmul(probs, value)

@@ -62,10 +62,18 @@ def _fp32_kernel(op):
 
 
 def _fp32_opt_dtype_kernel(op):
+    # softmax.int(self, dim, dtype) takes its dtype by position; cumsum/sum/prod by keyword.
+    names = [a.name for a in op._schema.arguments]
+    position = names.index("dtype") if "dtype" in names else len(names)
+
     def kernel(*args, **kwargs):
         with torch._C._ExcludeDispatchKeyGuard(_KEYSET):
-            if kwargs.get("dtype") is None and isinstance(args[0], torch.Tensor) and args[0].dtype in _HALF:
-                kwargs = {**kwargs, "dtype": torch.float32}
+            given = args[position] if len(args) > position else kwargs.get("dtype")
+            if given is None and isinstance(args[0], torch.Tensor) and args[0].dtype in _HALF:
+                if len(args) > position:
+                    args = (*args[:position], torch.float32, *args[position + 1:])
+                else:
+                    kwargs = {**kwargs, "dtype": torch.float32}
             return op(*args, **kwargs)
     return kernel
 

@@ -1,5 +1,6 @@
-"""The optimizer a workload names, as CUDA would run it: torch's foreach implementations where torch
-has one; small stand-ins with the same state and memory traffic where it has none (Lion, 8-bit AdamW).
+"""The optimizer a workload names, as CUDA would run it: torch's own, in the implementation the
+workload names (foreach by default, fused or for-loop); small stand-ins with the same state and
+memory traffic where torch has none (Lion, 8-bit AdamW).
 """
 
 from __future__ import annotations
@@ -68,20 +69,38 @@ class AdamW8bit(Optimizer):
                 torch._foreach_mul_([state["absmax1"], state["absmax2"]], 1.0)
 
 
-def build_optimizer(name: str, params: list[torch.nn.Parameter]) -> Optimizer | None:
-    """The optimizer for the trainable ``params``; None for "none" or when nothing is trainable."""
+# torch.optim's implementation switches: foreach (multi-tensor: one kernel over all tensors, with
+# whole-model temporaries such as Adam's sqrt(exp_avg_sq)), fused (one kernel per step, no
+# temporaries; Adam, AdamW, SGD, Adagrad) and for-loop (one tensor at a time: temporaries of one
+# parameter's size).
+_IMPL_FLAGS = {"foreach": {"foreach": True}, "fused": {"fused": True}, "for-loop": {"foreach": False}}
+_FUSED_CAPABLE = ("sgd", "momentum", "adam", "adamw")
+
+
+def build_optimizer(name: str, params: list[torch.nn.Parameter], impl: str = "foreach") -> Optimizer | None:
+    """The optimizer for the trainable ``params``; None for "none" or when nothing is trainable.
+
+    ``impl`` ("foreach", "fused", "for-loop") picks torch's implementation; optimizers without a
+    fused kernel in torch (Adafactor) run their foreach version under "fused". Lion and 8-bit AdamW
+    are stand-ins whose memory does not depend on it (bitsandbytes' kernels are fused).
+    """
     if name == "none" or not params:
         return None
+    if impl not in _IMPL_FLAGS:
+        raise TraceError(f"--optimizer-impl {impl}: valid: {', '.join(_IMPL_FLAGS)}")
+    flags = dict(_IMPL_FLAGS[impl])
+    if impl == "fused" and name not in _FUSED_CAPABLE:
+        flags = {"foreach": True}
     if name == "sgd":
-        return torch.optim.SGD(params, lr=0.1, foreach=True)
+        return torch.optim.SGD(params, lr=0.1, **flags)
     if name == "momentum":
-        return torch.optim.SGD(params, lr=0.1, momentum=0.9, foreach=True)
+        return torch.optim.SGD(params, lr=0.1, momentum=0.9, **flags)
     if name == "adam":
-        return torch.optim.Adam(params, lr=1e-3, foreach=True)
+        return torch.optim.Adam(params, lr=1e-3, **flags)
     if name == "adamw":
-        return torch.optim.AdamW(params, lr=1e-3, foreach=True)
+        return torch.optim.AdamW(params, lr=1e-3, **flags)
     if name == "adafactor":
-        return torch.optim.Adafactor(params, lr=1e-2, foreach=True)
+        return torch.optim.Adafactor(params, lr=1e-2, **flags)
     if name == "lion":
         return Lion(params)
     if name == "adamw-8bit":

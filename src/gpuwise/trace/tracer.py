@@ -2,7 +2,9 @@
 
 A training step is: make the batch, forward (under autocast for AMP), loss, drop the outputs (as
 the transformers Trainer does: only the loss survives the forward), backward (through GradScaler
-for amp-fp16), optimizer step, ``zero_grad(set_to_none=True)``, drop the batch. The first step
+for amp-fp16), optimizer step (``Workload.optimizer_impl``: foreach, fused or for-loop),
+``zero_grad(set_to_none=not Workload.keep_grads)``, drop the batch. Attention runs as
+``Workload.attention`` says (trace/attention.py). The first step
 creates the optimizer state; the second is the measured one (``Trace.ops``).
 """
 
@@ -64,8 +66,12 @@ def trace_workload(workload: Workload) -> Trace:
             notes.append(f"{n} x {name}")
         else:
             notes.append(f"{n} x {name} on fake data: answered True / 1 (all-ones masks, no overflow)")
-    if any(op.attrs.get("attention") for op in recorder.ops):
-        notes.append("attention traced as CUDA's fused SDPA kernels (flash for fp16/bf16, else memory-efficient)")
+    if workload.attention == "eager" and recorder.attention_calls:
+        notes.append("attention: eager (the float32 softmax, the dropout mask and the probabilities, "
+                     "batch x heads x seq² each, kept for backward)")
+    elif recorder.attention_calls or any(op.attrs.get("attention") for op in recorder.ops):
+        notes.append(f"attention traced as CUDA's fused kernels ({workload.attention}: flash for fp16/bf16, "
+                     "else memory-efficient)")
     return Trace(
         workload=workload,
         ops=tuple(recorder.ops),
@@ -133,11 +139,11 @@ def _run(module, built, workload: Workload, recorder: Recorder) -> tuple[int, in
             stack.enter_context(cuda_autocast_lists(amp_dtype))
         stack.enter_context(fake_mode)
         stack.enter_context(recorder)
-        stack.enter_context(cuda_attention(recorder))
+        attention = stack.enter_context(cuda_attention(recorder, workload.attention))
         counts = fake.register_state(module, recorder)
         handles = fake.watch_modules(module, recorder)
         trainable = [p for p in module.parameters() if p.requires_grad]
-        optimizer = build_optimizer(workload.optimizer, trainable) if training else None
+        optimizer = build_optimizer(workload.optimizer, trainable, workload.optimizer_impl) if training else None
         scaler = None
         if training and workload.precision == "amp-fp16":
             scaler = torch.amp.GradScaler("cpu")
@@ -145,10 +151,14 @@ def _run(module, built, workload: Workload, recorder: Recorder) -> tuple[int, in
             for step in range(STEPS):
                 measured = step == STEPS - 1
                 # With gradient accumulation the last micro-step of a cycle, the one that steps the
-                # optimizer, runs forward and backward while the gradients of the previous exist.
-                keep_grads = not measured and workload.grad_accum_steps > 1
+                # optimizer, runs forward and backward while the gradients of the previous exist;
+                # with --keep-grads (zero_grad(set_to_none=False)) they are zeroed in place and kept.
+                if not measured and workload.grad_accum_steps > 1:
+                    grads_after = "keep"
+                else:
+                    grads_after = "zero" if workload.keep_grads else "none"
                 _step(module, built, recorder, optimizer, scaler, training, amp_dtype, pure_dtype,
-                      workload.channels_last, measured, keep_grads)
+                      workload.channels_last, measured, grads_after)
                 if optimizer is not None and step == 0:
                     for t in host_step_tensors(optimizer):
                         block = recorder.block_of(t)
@@ -156,13 +166,16 @@ def _run(module, built, workload: Workload, recorder: Recorder) -> tuple[int, in
                             recorder.host_blocks.add(block)
         finally:
             recorder.closed = True   # what dies after the steps (weights, optimizer state) stays allocated
+            recorder.attention_calls = attention.calls
             for h in handles:
                 h.remove()
     return counts
 
 
 def _step(module, built, recorder: Recorder, optimizer, scaler, training: bool, amp_dtype, pure_dtype,
-          channels_last: bool, measured: bool, keep_grads: bool = False) -> None:
+          channels_last: bool, measured: bool, grads_after: str = "none") -> None:
+    """One step; ``grads_after``: "none" (zero_grad(set_to_none=True), torch's default), "zero"
+    (set_to_none=False: zeroed in place, still allocated) or "keep" (accumulating)."""
     recorder.measured = measured
     recorder.category = "inputs"
     recorder.phase = "other"
@@ -205,8 +218,8 @@ def _step(module, built, recorder: Recorder, optimizer, scaler, training: bool, 
                     for t in (scaler._scale, scaler._growth_tracker):
                         if isinstance(t, torch.Tensor):
                             recorder.set_category(t, "other")
-            if not keep_grads:
-                module.zero_grad(set_to_none=True)
+            if grads_after != "keep":
+                module.zero_grad(set_to_none=grads_after == "none")
     recorder.phase = "other"
     del args, kwargs, model_kwargs
     recorder.recording_ops = False
