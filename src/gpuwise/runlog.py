@@ -2,8 +2,10 @@
 
 Why SQLite in WAL mode: every committed row survives a killed writer (crash-safe), readers (``gpuwise
 report`` while a run goes on, pandas' ``read_sql``) never block the writer, and memory stays bounded
-however long the run is because rows live on disk. Writers commit at least once a second, so a killed
-sampler loses at most the last second.
+however long the run is because rows live on disk. A writer commits on a timer at most
+``flush_interval_s`` (1 s) after its first uncommitted row, whether or not it writes again: a killed writer
+loses at most the last second, and a second writer on the same file (``gpuwise run --log x.db`` around a
+guarded job writing ``--run-log x.db``) waits at most that long for the lock.
 
 Tables (documented in docs/runlog.md; columns may be added, never renamed):
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -66,7 +69,8 @@ def _connect(path: Path) -> sqlite3.Connection:
 
 
 class RunLog:
-    """Append-only writer. Cheap to call per sample; commits in batches (at most ``flush_interval_s`` old)."""
+    """Append-only writer. Cheap to call per sample; commits in batches, each at most ``flush_interval_s``
+    old (a timer commits when no further write comes). Safe to share between threads."""
 
     def __init__(self, path: str | Path, flush_interval_s: float = 1.0) -> None:
         self.path = Path(path)
@@ -74,6 +78,9 @@ class RunLog:
         self._conn = _connect(self.path)
         self._flush_interval_s = flush_interval_s
         self._pending_since: float | None = None
+        self._lock = threading.RLock()
+        self._timer: threading.Timer | None = None
+        self._closed = False
         self._create()
 
     def _create(self) -> None:
@@ -94,7 +101,8 @@ class RunLog:
     # -- writing ---------------------------------------------------------------------------------
     def set_meta(self, key: str, value: object) -> None:
         text = value if isinstance(value, str) else json.dumps(value)
-        self._conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, text))
+        with self._lock:
+            self._conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, text))
 
     def write_gpu_samples(self, samples: Iterable[Mapping[str, object]]) -> None:
         names = [n for n, _ in GPU_SAMPLE_COLUMNS]
@@ -113,21 +121,44 @@ class RunLog:
         self.flush()  # events are rare and important: never lose one
 
     def _write(self, sql: str, rows: list[tuple]) -> None:
-        if self._pending_since is None:
-            self._conn.execute("BEGIN")
-            self._pending_since = time.monotonic()
-        self._conn.executemany(sql, rows)
-        if time.monotonic() - self._pending_since >= self._flush_interval_s:
+        with self._lock:
+            if self._pending_since is None:
+                # IMMEDIATE: take the write lock now (waiting for another writer's commit, at most its
+                # flush interval), never fail half-way through a batch on an upgrade.
+                self._conn.execute("BEGIN IMMEDIATE")
+                self._pending_since = time.monotonic()
+                self._timer = threading.Timer(self._flush_interval_s, self._timed_flush)
+                self._timer.daemon = True
+                self._timer.start()
+            self._conn.executemany(sql, rows)
+            if time.monotonic() - self._pending_since >= self._flush_interval_s:
+                self.flush()
+
+    def _timed_flush(self) -> None:
+        try:
             self.flush()
+        except sqlite3.Error:
+            pass  # the writer's next write or flush meets the same error and reports it
 
     def flush(self) -> None:
-        if self._pending_since is not None:
-            self._conn.execute("COMMIT")
-            self._pending_since = None
+        with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            if self._pending_since is not None and not self._closed:
+                try:
+                    self._conn.execute("COMMIT")
+                finally:
+                    if not self._conn.in_transaction:  # committed, or rolled back by SQLite on an I/O error
+                        self._pending_since = None
 
     def close(self) -> None:
-        self.flush()
-        self._conn.close()
+        with self._lock:
+            try:
+                self.flush()
+            finally:
+                self._closed = True
+                self._conn.close()
 
     def __enter__(self) -> "RunLog":
         return self
@@ -159,25 +190,33 @@ def is_run_log(path: str | Path) -> bool:
         return False
 
 
+def _rows(path: str | Path, sql: str) -> list[sqlite3.Row]:
+    """All rows of ``sql``; RunLogError (exit 2) when the file's content cannot be read (text that is not
+    UTF-8, a damaged page, a table missing)."""
+    conn = open_for_reading(path)
+    try:
+        return conn.execute(sql).fetchall()
+    except sqlite3.Error as exc:
+        raise RunLogError(f"{path}: unreadable run log ({str(exc)[:100]})") from None
+    finally:
+        conn.close()
+
+
 def read_meta(path: str | Path) -> dict[str, str]:
-    with open_for_reading(path) as conn:
-        return {r["key"]: r["value"] for r in conn.execute("SELECT key, value FROM meta")}
+    return {r["key"]: r["value"] for r in _rows(path, "SELECT key, value FROM meta")}
 
 
 def read_gpu_samples(path: str | Path) -> list[dict]:
-    with open_for_reading(path) as conn:
-        return [dict(r) for r in conn.execute("SELECT * FROM gpu_samples ORDER BY t_s, gpu_index")]
+    return [dict(r) for r in _rows(path, "SELECT * FROM gpu_samples ORDER BY t_s, gpu_index")]
 
 
 def read_train_metrics(path: str | Path) -> dict[str, list[tuple[int, float, float | None]]]:
     """name -> [(step, t_s, value)] ordered by step."""
     out: dict[str, list[tuple[int, float, float | None]]] = {}
-    with open_for_reading(path) as conn:
-        for r in conn.execute("SELECT step, t_s, name, value FROM train_metrics ORDER BY name, step, t_s"):
-            out.setdefault(r["name"], []).append((r["step"], r["t_s"], r["value"]))
+    for r in _rows(path, "SELECT step, t_s, name, value FROM train_metrics ORDER BY name, step, t_s"):
+        out.setdefault(r["name"], []).append((r["step"], r["t_s"], r["value"]))
     return out
 
 
 def read_events(path: str | Path) -> list[dict]:
-    with open_for_reading(path) as conn:
-        return [dict(r) for r in conn.execute("SELECT * FROM events ORDER BY t_s")]
+    return [dict(r) for r in _rows(path, "SELECT * FROM events ORDER BY t_s")]

@@ -2,8 +2,10 @@
 
 One entry point, :func:`read_log`, picks the reader from the file itself. Column and tag names are
 matched tolerantly (``loss``, ``train_loss``, ``train/loss``, ``Loss``...), because every framework
-names them differently. A value that cannot be read raises :class:`AdviseError` naming the file and
-line; rows without a loss (eval rows, lr-only rows) are skipped, not errors.
+names them differently. A value that cannot be read, or is out of range (a step that is not a whole
+number >= 0, a batch size < 1, a negative or infinite learning rate, a time that is not finite), raises
+:class:`AdviseError` naming the file and line; rows without a loss (eval rows, lr-only rows) are skipped,
+not errors. A loss may be NaN or inf: that is a finding (divergence), not bad input.
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ import numpy as np
 
 from gpuwise.advise.data import Curve, GradNoiseSamples, TrainingLog
 from gpuwise.advise.errors import AdviseError
+from gpuwise.text import printable_or_none
+
+MAX_STEP = 2**53  # steps beyond this are not counts of optimizer steps (and lose precision as floats)
 
 # Normalised column/tag names, most specific first. Normalising: lower case, '/', '-', ' ', '.' -> '_'.
 STEP_NAMES = ("step", "global_step", "steps", "iteration", "iter", "it", "optimizer_step", "train_step", "trainer_global_step")
@@ -78,6 +83,7 @@ def read_runlog(path: Path) -> TrainingLog:
     from gpuwise.runlog import read_gpu_samples, read_meta, read_train_metrics
 
     metrics = read_train_metrics(path)
+    _check_metric_types(path, metrics)
     meta = read_meta(path)
     if "loss" not in metrics or not metrics["loss"]:
         names = ", ".join(sorted(metrics)) or "none"
@@ -96,10 +102,10 @@ def read_runlog(path: Path) -> TrainingLog:
 
     curve = Curve(steps=steps, loss=loss, t_s=t_s, lr=aligned("lr"), batch_size=aligned("batch_size"), source=str(path))
     noise = _noise_from_metrics(metrics)
-    samples = read_gpu_samples(path)
+    samples = _checked_samples(path, read_gpu_samples(path))
     # the monitor samples every GPU of the machine: the run's GPUs are those its processes held memory on
     used = [s for s in samples if s.get("process_memory_bytes")] or samples
-    gpu_name = meta.get("gpu") or meta.get("gpu_name") or next((s["name"] for s in used if s.get("name")), None)
+    gpu_name = printable_or_none(meta.get("gpu") or meta.get("gpu_name") or next((s["name"] for s in used if s.get("name")), None))
     indices = {s["gpu_index"] for s in used}
     mem = [s.get("process_memory_bytes") or s.get("memory_used_bytes") for s in used]
     mem = [m for m in mem if m]
@@ -112,8 +118,38 @@ def read_runlog(path: Path) -> TrainingLog:
 def _json_or_none(text: str | None) -> object:
     try:
         return json.loads(text) if text else None
-    except ValueError:
+    except (ValueError, TypeError, RecursionError):
         return None
+
+
+def _check_metric_types(path: Path, metrics: Mapping[str, list]) -> None:
+    for name, rows in metrics.items():
+        for step, t_s, value in rows:
+            if not _is_int(step) or not 0 <= step <= MAX_STEP:
+                raise AdviseError(f"{path}: train_metrics {str(name)[:40]!r}: step {str(step)[:40]!r} is not a whole number >= 0")
+            if isinstance(t_s, bool) or not isinstance(t_s, (int, float)) or not math.isfinite(t_s):
+                raise AdviseError(f"{path}: train_metrics {str(name)[:40]!r} step {step}: time {str(t_s)[:40]!r} is not a finite number")
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                raise AdviseError(f"{path}: train_metrics {str(name)[:40]!r} step {step}: value {str(value)[:40]!r} is not a number")
+
+
+def _checked_samples(path: Path, rows: list[dict]) -> list[dict]:
+    """The gpu_samples rows, each within its physical range (the peak memory read from them must be real)."""
+    from gpuwise.monitor.sample import sample_from_row
+    from gpuwise.monitor.sample_checks import sample_problem
+
+    for i, row in enumerate(rows, start=1):
+        try:
+            problem = sample_problem(sample_from_row(row))
+        except (TypeError, ValueError) as exc:
+            problem = str(exc)[:100]
+        if problem:
+            raise AdviseError(f"{path}: gpu_samples row {i}: {problem}")
+    return rows
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
 
 
 def _noise_from_metrics(metrics: Mapping[str, list]) -> GradNoiseSamples | None:
@@ -138,6 +174,13 @@ def _last_per_step(rows: Iterable[tuple]) -> list[tuple]:
 
 # -- CSV / JSONL --------------------------------------------------------------------------------------
 def read_csv(path: Path) -> TrainingLog:
+    try:
+        return _read_csv(path)
+    except csv.Error as exc:  # a field over the csv module's size limit, a NUL byte
+        raise AdviseError(f"{path}: not a readable CSV ({exc})") from None
+
+
+def _read_csv(path: Path) -> TrainingLog:
     text = path.read_text(encoding="utf-8-sig", errors="replace")
     lines = text.splitlines()
     if not lines:
@@ -168,6 +211,8 @@ def read_jsonl(path: Path) -> TrainingLog:
                 obj = json.loads(line)
             except ValueError as exc:
                 raise AdviseError(f"{path}:{line_no}: not a JSON object ({exc.args[0].split(':')[0]})") from None
+            except RecursionError:
+                raise AdviseError(f"{path}:{line_no}: JSON nested too deeply to be a log record") from None
             if not isinstance(obj, dict):
                 raise AdviseError(f"{path}:{line_no}: expected a JSON object per line, got {type(obj).__name__}")
             rows.append((line_no, obj))
@@ -189,9 +234,17 @@ def _from_records(path: Path, names: list[str], rows: list[tuple[int, Mapping[st
         step = _number(row.get(step_col), path, line_no, step_col) if step_col else float(index)
         if step is None or not math.isfinite(step):
             raise AdviseError(f"{path}:{line_no}: {step_col!r} is empty or not a number")
+        if step != int(step) or not 0 <= step <= MAX_STEP:
+            raise AdviseError(f"{path}:{line_no}: {step_col!r} is {step:g}, not a whole number of steps >= 0")
         t = _time_s(row.get(time_col), path, line_no, time_col) if time_col else None
+        if t is not None and not math.isfinite(t):
+            raise AdviseError(f"{path}:{line_no}: {time_col!r} is {t}, not a finite time")
         lr = _number(row.get(lr_col), path, line_no, lr_col) if lr_col else None
+        if lr is not None and not (math.isfinite(lr) and lr >= 0):
+            raise AdviseError(f"{path}:{line_no}: {lr_col!r} is {lr:g}, not a learning rate >= 0")
         batch = _number(row.get(batch_col), path, line_no, batch_col) if batch_col else None
+        if batch is not None and not (math.isfinite(batch) and batch >= 1):
+            raise AdviseError(f"{path}:{line_no}: {batch_col!r} is {batch:g}, not a batch size >= 1")
         records.append((int(step), t, loss, lr, batch))
     if not records:
         raise AdviseError(f"{path}: no rows with a value in column {loss_col!r}")
@@ -214,11 +267,16 @@ def _number(value: object, path: Path, line_no: int, column: str | None) -> floa
     if isinstance(value, bool):
         raise AdviseError(f"{path}:{line_no}: {column!r} is {value!r}, not a number")
     if isinstance(value, (int, float)):
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:  # an integer beyond floats (JSON allows any size)
+            raise AdviseError(f"{path}:{line_no}: {column!r} is a number too large to be real") from None
+    if not isinstance(value, str):
+        raise AdviseError(f"{path}:{line_no}: {column!r} is a {type(value).__name__}, not a number")
     try:
-        return float(str(value).strip())  # accepts 'nan', 'inf', '1e-3'
+        return float(value.strip())  # accepts 'nan', 'inf', '1e-3'
     except ValueError:
-        raise AdviseError(f"{path}:{line_no}: {column!r} is {str(value)[:40]!r}, not a number") from None
+        raise AdviseError(f"{path}:{line_no}: {column!r} is {value[:40]!r}, not a number") from None
 
 
 def _time_s(value: object, path: Path, line_no: int, column: str | None) -> float | None:

@@ -48,7 +48,9 @@ def main(argv: list[str] | None = None) -> None:
     try:
         app(args=argv, prog_name="gpuwise")
     except GpuwiseError as exc:
-        print(f"gpuwise: error: {exc}", file=sys.stderr)
+        from gpuwise.text import printable  # the message may quote a file: no escape sequences reach the terminal
+
+        print(f"gpuwise: error: {printable(str(exc))}", file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt:
         print("gpuwise: interrupted", file=sys.stderr)

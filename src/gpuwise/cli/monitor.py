@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from gpuwise.cli.common import JsonOpt, console, err_console, print_json
+from gpuwise.cli.common import JsonOpt, check_option, console, err_console, print_json
 
 IntervalOpt = Annotated[float, typer.Option("--interval", help="Seconds between samples (0.1 = 10 Hz, the fastest).")]
 LogOpt = Annotated[Optional[str], typer.Option("--log", help="Write the samples to this run log (SQLite).")]
@@ -37,6 +37,22 @@ def _no_driver(exc: Exception, json_out: bool) -> None:
     raise typer.Exit(1)
 
 
+def _print_run_result(result, report, problem: str | None, json_out: bool) -> None:
+    if json_out:
+        print_json({"exit_code": result.exit_code, "log": str(result.log_path), "sampled": result.sampled,
+                    "samples": result.samples_taken, "duration_s": result.duration_s,
+                    "signals_forwarded": result.forwarded, "problem": problem,
+                    "report": report.to_dict() if report else None})
+        return
+    if report is not None:
+        from gpuwise.report.text import render_report
+
+        err_console.print(render_report(report))
+    elif problem:
+        err_console.print(f"gpuwise: {problem}")
+    err_console.print(f"gpuwise: run log {result.log_path}; exit code {result.exit_code}")
+
+
 def register(app: typer.Typer) -> None:
     @app.command("watch")
     def watch_cmd(
@@ -48,6 +64,7 @@ def register(app: typer.Typer) -> None:
         """A live view of every GPU (and MIG instance) with a short history; --json prints one snapshot."""
         from gpuwise.monitor.live import render_live
 
+        check_option(count >= 0, "--count", count, "a whole number >= 0 (0: until Ctrl-C)")
         sampler = _sampler(interval, log, json_out)
         if sampler is None:
             return
@@ -91,7 +108,7 @@ def register(app: typer.Typer) -> None:
         provider: Annotated[Optional[str], typer.Option("--provider", help="Compare prices of this provider only.")] = None,
         json_out: JsonOpt = False,
     ) -> None:
-        """Run CMD, sample the GPUs until it ends, pass SIGINT/SIGTERM on, exit with its exit code, print the report."""
+        """Run CMD, sample the GPUs until it ends, pass every signal on, exit with its exit code, print the report."""
         from gpuwise.errors import GpuwiseError
         from gpuwise.monitor.runner import run_command
 
@@ -110,21 +127,12 @@ def register(app: typer.Typer) -> None:
 
                 report = build_report(result.log_path, load_catalog(), provider=provider,
                                       gpu_price=parse_money(gpu_price) if gpu_price else None)
-            except GpuwiseError as exc:  # the command's exit code matters more than our report
+            except Exception as exc:  # the command's exit code matters more than our report: a warning
                 problem = f"no report: {exc}"
-        if json_out:
-            print_json({"exit_code": result.exit_code, "log": str(result.log_path), "sampled": result.sampled,
-                        "samples": result.samples_taken, "duration_s": result.duration_s,
-                        "signals_forwarded": result.forwarded, "problem": problem,
-                        "report": report.to_dict() if report else None})
-        else:
-            if report is not None:
-                from gpuwise.report.text import render_report
-
-                err_console.print(render_report(report))
-            elif problem:
-                err_console.print(f"gpuwise: {problem}")
-            err_console.print(f"gpuwise: run log {result.log_path}; exit code {result.exit_code}")
+        try:
+            _print_run_result(result, report, problem, json_out)
+        except Exception as exc:  # a report that cannot be shown is a warning: the exit code is the command's
+            print(f"gpuwise: warning: no report: {type(exc).__name__}: {exc}", file=sys.stderr)
         raise typer.Exit(result.exit_code)
 
     @app.command("exporter")

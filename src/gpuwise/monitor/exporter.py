@@ -12,6 +12,7 @@ from prometheus_client import start_http_server
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from gpuwise.monitor.backend import MonitorError
 from gpuwise.monitor.sample import GpuSample
 from gpuwise.monitor.sampler import Sampler
 
@@ -69,7 +70,14 @@ class SamplerCollector(Collector):
 
 
 def serve(sampler: Sampler, port: int = 9400, bind: str = "127.0.0.1") -> tuple[Any, Any]:
-    """Starts the HTTP endpoint in a daemon thread; returns (server, thread). Port 0 picks a free port."""
+    """Starts the HTTP endpoint in a daemon thread; returns (server, thread). Port 0 picks a free port.
+    MonitorError (exit 2, one line) when the port is out of range, taken, or the address cannot be bound."""
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        raise MonitorError(f"--port must be a whole number from 0 to 65535, got {port!r}")
     registry = CollectorRegistry()
     registry.register(SamplerCollector(sampler))
-    return start_http_server(port, addr=bind, registry=registry)
+    try:
+        return start_http_server(port, addr=bind, registry=registry)
+    except (OSError, OverflowError, ValueError, UnicodeError) as exc:  # in use, no such address, bad name
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise MonitorError(f"cannot serve metrics on {bind}:{port}: {reason}") from None

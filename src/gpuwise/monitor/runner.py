@@ -1,9 +1,14 @@
 """``gpuwise run -- CMD``: start a command, sample the GPUs until it ends, pass signals on, keep its exit code.
 
-Signals: SIGTERM (what schedulers and preemption send to the main process) is always passed on to the
-command. SIGINT is passed on too, except when gpuwise runs in the terminal's foreground process group: a
-Ctrl-C there already reached the command (same group), and passing it on would interrupt it twice.
-The command's exit code becomes ours; a command killed by signal N gives 128+N, as in a shell.
+Signals: the command runs in its own process group, and every signal gpuwise can catch (SIGINT, SIGTERM,
+SIGHUP, SIGQUIT, SIGUSR1 (SLURM's preemption warning), SIGUSR2, SIGALRM, SIGWINCH, real-time signals, ...)
+is passed on to that whole group, so workers a launcher started get it too. A terminal's Ctrl-C reaches
+gpuwise and is passed on once. Ctrl-Z stops the command's group and then gpuwise; ``fg`` continues both.
+Not passed on: SIGKILL and SIGSTOP (cannot be caught), SIGCHLD, SIGPIPE, and the faults (SIGSEGV, ...).
+Since the command is not in the terminal's foreground group, it cannot read from the terminal.
+
+Exit code: the command's, or 128+N when signal N killed it, as in a shell, whatever happens to sampling,
+the run log or the report: those failures are warnings on stderr.
 """
 
 from __future__ import annotations
@@ -16,16 +21,27 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from gpuwise import __version__
 from gpuwise.monitor.backend import Backend, NoDriverError, open_backend
 from gpuwise.monitor.hook import HOOK_DIR, RUNLOG_ENV
-from gpuwise.monitor.sampler import Sampler, open_run_log
+from gpuwise.monitor.sampler import Sampler, check_interval_s, open_run_log
 
-FORWARDED = (signal.SIGINT, signal.SIGTERM)
+_NOT_FORWARDED = {signal.SIGKILL, signal.SIGSTOP, signal.SIGCHLD, signal.SIGPIPE, signal.SIGSEGV, signal.SIGBUS,
+                  signal.SIGFPE, signal.SIGILL, signal.SIGABRT, signal.SIGTRAP, signal.SIGSYS, signal.SIGTTIN,
+                  signal.SIGTTOU, signal.SIGXFSZ, signal.SIGXCPU}  # the last two: about gpuwise itself
+FORWARDED = tuple(s for s in sorted(signal.valid_signals()) if s not in _NOT_FORWARDED)
+
+
+def signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"SIGRTMIN+{signum - signal.SIGRTMIN}" if signal.SIGRTMIN <= signum <= signal.SIGRTMAX else str(signum)
 
 
 @dataclass
@@ -43,17 +59,18 @@ def default_log_path() -> Path:
     return Path(f"gpuwise-run-{time.strftime('%Y%m%d-%H%M%S')}.db")
 
 
-def _terminal_delivered_sigint() -> bool:
+def _warn(announce: IO | None, what: str, exc: BaseException) -> None:
+    if announce:
+        print(f"gpuwise: warning: {what}: {exc}", file=announce, flush=True)
+
+
+def _best_effort(announce: IO | None, what: str, action: Callable[[], Any]) -> None:
+    """Run ``action``; a failure (a full disk under the run log, a backend gone) is a warning, never the
+    end of the run: the command's exit code matters more than our bookkeeping."""
     try:
-        fd = os.open("/dev/tty", os.O_RDONLY | os.O_NOCTTY)
-    except OSError:
-        return False
-    try:
-        return os.tcgetpgrp(fd) == os.getpgrp()
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
+        action()
+    except Exception as exc:
+        _warn(announce, what, exc)
 
 
 def run_command(
@@ -67,7 +84,9 @@ def run_command(
     announce: IO | None = sys.stderr,
 ) -> RunResult:
     """Runs ``cmd`` to its end while sampling; returns its exit code and the log. ``backend`` None: NVML
-    (or $GPUWISE_MONITOR_BACKEND); without a driver the command still runs, unsampled."""
+    (or $GPUWISE_MONITOR_BACKEND); without a driver the command still runs, unsampled. Bad input (an
+    interval, a log path that cannot be written) is a MonitorError before the command starts."""
+    interval_s = check_interval_s(interval_s)
     log = Path(log_path) if log_path else default_log_path()
     runlog = open_run_log(log)  # bad path: exit 2 before anything starts
     no_driver = None
@@ -78,59 +97,114 @@ def run_command(
             no_driver = str(exc)
             if announce:
                 print(f"gpuwise: {exc}: running the command without GPU sampling", file=announce, flush=True)
-    runlog.set_meta("command", cmd)
-    runlog.set_meta("host", socket.gethostname())
-    runlog.set_meta("start_t_s", time.time())
-    runlog.set_meta("gpuwise_version", __version__)
-    runlog.set_meta("interval_s", interval_s)
-    runlog.set_meta("backend", backend.name if backend else "none")
+    meta: dict[str, object] = {"command": cmd, "host": socket.gethostname(), "start_t_s": time.time(),
+                               "gpuwise_version": __version__, "interval_s": interval_s,
+                               "backend": backend.name if backend else "none"}
     if backend is not None:
-        runlog.set_meta("driver_version", backend.driver_version() or "")
-    runlog.flush()
+        _best_effort(announce, "driver version not read", lambda: meta.update(driver_version=backend.driver_version() or ""))
+    _best_effort(announce, "run log meta not written", lambda: _write_meta(runlog, meta))
     env = dict(os.environ)
     if torch_hook:
         env["PYTHONPATH"] = os.pathsep.join([str(HOOK_DIR)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
         env[RUNLOG_ENV] = str(log.resolve())
+    result = RunResult(0, log, backend is not None, no_driver)
+    forwarder = _Forwarder(result)
+    # Handlers before the child exists: a signal in between is delivered once the child runs.
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = forwarder.install() if in_main else {}
     start = time.monotonic()
     try:
-        child = subprocess.Popen(cmd, env=env, stdout=child_stdout)
+        child = subprocess.Popen(cmd, env=env, stdout=child_stdout, process_group=0)
     except OSError as exc:
-        runlog.log_event("exit", f"could not start: {exc}")
-        runlog.close()
+        forwarder.uninstall(previous)
+        _best_effort(announce, "run log not written", lambda: runlog.log_event("exit", f"could not start: {exc}"))
+        _best_effort(announce, "run log not closed", runlog.close)
         if announce:
             print(f"gpuwise: cannot run {cmd[0]!r}: {exc.strerror or exc}", file=announce)
         return RunResult(127 if isinstance(exc, FileNotFoundError) else 126, log, False, no_driver)
-    runlog.set_meta("pid", child.pid)
-    result = RunResult(0, log, backend is not None, no_driver)
-
-    def forward(signum: int, _frame: object) -> None:
-        if signum == signal.SIGINT and _terminal_delivered_sigint():
-            return
-        result.forwarded.append(signal.Signals(signum).name)
+    forwarder.started(child.pid)
+    _best_effort(announce, "run log meta not written", lambda: runlog.set_meta("pid", child.pid))
+    sampler = None
+    if backend is not None:
         try:
-            child.send_signal(signum)
-        except ProcessLookupError:
-            pass
-
-    # Signal handlers can only be set from the main thread (a library caller may be elsewhere).
-    in_main = threading.current_thread() is threading.main_thread()
-    previous = {s: signal.signal(s, forward) for s in FORWARDED} if in_main else {}
-    sampler = Sampler(backend, interval_s=interval_s, runlog=runlog, watch_pid=child.pid).start() if backend else None
+            sampler = Sampler(backend, interval_s=interval_s, runlog=runlog, watch_pid=child.pid).start()
+        except Exception as exc:
+            _warn(announce, "sampling did not start, the command runs unsampled", exc)
     try:
-        returncode = child.wait()
+        returncode = _wait(child)
     finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-        if sampler is not None:
-            sampler.stop()
-            result.samples_taken = sampler.samples_taken
-            backend.close()
+        forwarder.uninstall(previous)
+    if sampler is not None:
+        _best_effort(announce, "sampling did not stop cleanly", sampler.stop)
+        result.samples_taken = sampler.samples_taken
+    if backend is not None:
+        _best_effort(announce, "GPU backend not closed", backend.close)
     result.duration_s = time.monotonic() - start
     result.exit_code = returncode if returncode >= 0 else 128 - returncode
-    runlog.set_meta("end_t_s", time.time())
-    runlog.set_meta("exit_code", result.exit_code)
+    end = {"end_t_s": time.time(), "exit_code": result.exit_code}
+    _best_effort(announce, "run log meta not written", lambda: _write_meta(runlog, end))
     if result.forwarded:
-        runlog.log_event("signals", json.dumps(result.forwarded))
-    runlog.log_event("exit", f"exit code {result.exit_code}")
-    runlog.close()
+        _best_effort(announce, "run log not written", lambda: runlog.log_event("signals", json.dumps(result.forwarded)))
+    _best_effort(announce, "run log not written", lambda: runlog.log_event("exit", f"exit code {result.exit_code}"))
+    _best_effort(announce, "run log not closed", runlog.close)
     return result
+
+
+def _write_meta(runlog: Any, values: dict[str, object]) -> None:
+    for key, value in values.items():
+        runlog.set_meta(key, value)
+    runlog.flush()
+
+
+def _wait(child: subprocess.Popen) -> int:
+    while True:
+        try:
+            return child.wait()
+        except KeyboardInterrupt:  # only if SIGINT could not be forwarded (not the main thread): keep waiting
+            continue
+
+
+class _Forwarder:
+    """Passes signals to the child's process group; remembers those that came before the child existed."""
+
+    def __init__(self, result: RunResult) -> None:
+        self.result = result
+        self.pgid: int | None = None
+        self.early: list[int] = []
+
+    def install(self) -> dict[int, Any]:
+        previous = {}
+        for s in FORWARDED:
+            try:
+                previous[s] = signal.signal(s, self.handle)
+            except (OSError, ValueError, RuntimeError):
+                continue  # reserved by the C library on this platform
+        return previous
+
+    def uninstall(self, previous: dict[int, Any]) -> None:
+        for s, handler in previous.items():
+            try:
+                signal.signal(s, handler)
+            except (OSError, ValueError, TypeError):
+                pass
+
+    def started(self, pid: int) -> None:
+        self.pgid = pid
+        for signum in self.early:
+            self.send(signum)
+
+    def handle(self, signum: int, _frame: object) -> None:
+        if self.pgid is None:
+            self.early.append(signum)
+            return
+        self.send(signum)
+        if signum == signal.SIGTSTP:  # job control: the command's group stopped, now gpuwise itself
+            os.kill(os.getpid(), signal.SIGSTOP)
+
+    def send(self, signum: int) -> None:
+        if signum not in (signal.SIGWINCH, signal.SIGCONT):
+            self.result.forwarded.append(signal_name(signum))
+        try:
+            os.killpg(self.pgid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass

@@ -8,6 +8,7 @@ Memory stays bounded however long the run: samples go to disk (the run log) and 
 
 from __future__ import annotations
 
+import math
 import sqlite3
 import sys
 import threading
@@ -23,6 +24,17 @@ from gpuwise.runlog import RunLog
 
 MIN_INTERVAL_S = 0.1  # 10 Hz: NVML's utilisation counters themselves update no faster than this
 PID_REFRESH_S = 1.0
+
+
+def check_interval_s(interval_s: object) -> float:
+    """The sampling interval in seconds, or MonitorError (exit 2, one line) unless finite and > 0."""
+    try:
+        value = float(interval_s)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise MonitorError(f"--interval must be a finite number of seconds > 0, got {interval_s!r}")
+    return value
 
 
 def open_run_log(path: str | Path) -> RunLog:
@@ -46,7 +58,7 @@ class Sampler:
     ) -> None:
         """``watch_pid``: the root of the process tree whose GPU memory is the job's (None: every process)."""
         self.backend = backend
-        self.interval_s = max(MIN_INTERVAL_S, float(interval_s))
+        self.interval_s = max(MIN_INTERVAL_S, check_interval_s(interval_s))
         self.runlog = runlog
         self.watch_pid = watch_pid
         self.commit_period_s = commit_period_s
@@ -62,6 +74,7 @@ class Sampler:
         self._pids_at_s = -1e18
         self._committed_at_s = time.monotonic()
         self._lost: set[tuple[int, int | None]] = set()
+        self._warned_locked = False
 
     # -- one sample ------------------------------------------------------------------------------
     def sample_once(self) -> list[GpuSample]:
@@ -96,9 +109,18 @@ class Sampler:
             if time.monotonic() - self._committed_at_s >= self.commit_period_s:
                 self.runlog.flush()
                 self._committed_at_s = time.monotonic()
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                self._give_up_writing(exc)
+            elif not self._warned_locked:  # another writer held the file too long: this sample is skipped
+                self._warned_locked = True
+                print(f"gpuwise: warning: run log busy, a sample was skipped: {exc}", file=sys.stderr)
         except Exception as exc:  # a full disk must not kill the job being watched
-            self.write_error = exc
-            print(f"gpuwise: run log write failed, sampling goes on without it: {exc}", file=sys.stderr)
+            self._give_up_writing(exc)
+
+    def _give_up_writing(self, exc: Exception) -> None:
+        self.write_error = exc
+        print(f"gpuwise: warning: run log write failed, sampling goes on without it: {exc}", file=sys.stderr)
 
     # -- the thread ------------------------------------------------------------------------------
     def start(self) -> "Sampler":
@@ -131,7 +153,10 @@ class Sampler:
             except Exception:
                 pass
         if self.runlog is not None and self.write_error is None:
-            self.runlog.flush()
+            try:
+                self.runlog.flush()
+            except Exception as exc:
+                self._give_up_writing(exc)
 
     # -- reading ---------------------------------------------------------------------------------
     def latest(self) -> list[GpuSample]:

@@ -9,7 +9,8 @@ dmon prints a two-line comment header (names, then units) and repeats it every s
 With ``-o DT`` two columns ``Date Time`` come first; with ``-s m`` the frame-buffer use ``fb`` (MB, meaning
 MiB). '-' is a field the GPU does not report (None). dmon prints no GPU name and no memory total: the
 report needs ``--gpu`` to compare GPUs. Without date/time columns samples are taken 1 s apart (dmon's
-default ``-d 1``) and a new sample starts when the GPU index does not grow.
+default ``-d 1``) and a new sample starts when the GPU index does not grow. A value outside its physical
+range (NaN, 500 %, negative power) raises ReportError naming the line.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from gpuwise.monitor.sample import GpuSample
+from gpuwise.monitor.sample_checks import sample_problem
 from gpuwise.report.errors import ReportError
 
 MIB = 2**20
@@ -95,7 +97,11 @@ def parse_dmon(text: str, path: str) -> tuple[list[GpuSample], list[str]]:
                 raise ReportError(f"{path}:{lineno}: {key} is not a number: {cell!r}") from None
             name, scale = _COLUMNS[key]
             values[name] = int(round(number * scale)) if name.endswith("_bytes") else number * scale
-        samples.append(GpuSample(t_s=t_s if t_s is not None else float(group), gpu_index=index, **values))  # type: ignore[arg-type]
+        sample = GpuSample(t_s=t_s if t_s is not None else float(group), gpu_index=index, **values)  # type: ignore[arg-type]
+        problem = sample_problem(sample)
+        if problem:
+            raise ReportError(f"{path}:{lineno}: {problem}")
+        samples.append(sample)
     if not samples:
         raise ReportError(f"{path}: no samples in this nvidia-smi dmon log")
     if "date" not in (names or []):

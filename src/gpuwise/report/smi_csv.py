@@ -4,7 +4,8 @@ nvidia-smi prints memory in MiB, power in W, clocks in MHz, and ``[N/A]`` / ``[N
 fields a GPU lacks (read as None). The header (``memory.used [MiB]``) may repeat when logs are appended;
 repeats are skipped. Without a header the columns must be given (``columns``). A last line cut off
 mid-write (no newline, too few fields: a log still being written) is skipped with a note; any other
-line that does not parse raises ReportError naming file and line.
+line that does not parse, or holds a value outside its physical range (``sample_problem``), raises
+ReportError naming file and line. Names lose control characters and escape sequences.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ import re
 from datetime import datetime, timezone
 
 from gpuwise.monitor.sample import GpuSample
+from gpuwise.monitor.sample_checks import sample_problem
 from gpuwise.report.errors import ReportError
+from gpuwise.text import printable_or_none
 
 MIB = 2**20
 
@@ -143,10 +146,15 @@ def parse_smi_csv(text: str, path: str, columns: list[str] | None = None) -> tup
             index = ids.setdefault(ident, len(ids))
         else:
             index = position
-        samples.append(GpuSample(
+        sample = GpuSample(
             t_s=t_s if t_s is not None else float(group), gpu_index=index,
-            uuid=row.get("uuid"), name=row.get("name"), lost=lost, **values,  # type: ignore[arg-type]
-        ))
+            uuid=printable_or_none(row.get("uuid")), name=printable_or_none(row.get("name")), lost=lost,
+            **values,  # type: ignore[arg-type]
+        )
+        problem = sample_problem(sample)
+        if problem:
+            raise ReportError(f"{path}:{lineno}: {problem}")
+        samples.append(sample)
     if header is None or not samples:
         raise ReportError(f"{path}: no samples in this nvidia-smi log")
     if "timestamp" not in header:

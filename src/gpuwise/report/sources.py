@@ -1,18 +1,24 @@
 """Reads any log the report understands into one ``UsageLog``: a gpuwise run log (SQLite), an
-``nvidia-smi --query-gpu ... --format=csv`` log, or an ``nvidia-smi dmon`` log."""
+``nvidia-smi --query-gpu ... --format=csv`` log, or an ``nvidia-smi dmon`` log.
+
+Every sample is checked against its physical range (``sample_problem``) whatever the source, and text
+from the file (GPU names, meta, event messages) loses control characters before it can reach a terminal.
+"""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Mapping
 
 from gpuwise.monitor.sample import GpuSample, sample_from_row
+from gpuwise.monitor.sample_checks import sample_problem
 from gpuwise.report.dmon import looks_like_dmon, parse_dmon
 from gpuwise.report.errors import ReportError
 from gpuwise.report.smi_csv import parse_smi_csv
 from gpuwise.runlog import RunLogError, is_run_log, read_events, read_gpu_samples, read_meta
+from gpuwise.text import printable, printable_or_none
 
 
 @dataclass(frozen=True)
@@ -72,5 +78,21 @@ def _load_run_log(p: Path) -> UsageLog:
         except (ValueError, KeyError, TypeError):
             continue  # a hook from another version: the samples still tell the story
     notes = () if rows else (f"{p}: no GPU samples in this run log (no NVIDIA driver while it ran?)",)
-    return UsageLog(str(p), "gpuwise run log", tuple(sample_from_row(r) for r in rows), meta, tuple(events),
-                    tuple(peaks), notes)
+    samples = tuple(_checked_sample(p, i, r) for i, r in enumerate(rows, start=1))
+    meta = {printable(str(k)): printable_or_none(v) for k, v in meta.items()}
+    events = [{k: printable(v) if isinstance(v, str) else v for k, v in e.items()} for e in events]
+    return UsageLog(str(p), "gpuwise run log", samples, meta, tuple(events), tuple(peaks), notes)
+
+
+def _checked_sample(p: Path, row_no: int, row: Mapping[str, object]) -> GpuSample:
+    """The sample of one gpu_samples row; ReportError naming the row when a value is of the wrong type
+    or outside its physical range."""
+    try:
+        sample = sample_from_row(row)
+        problem = sample_problem(sample)
+    except (TypeError, ValueError) as exc:
+        problem = str(exc)[:100]
+    if problem:
+        raise ReportError(f"{p}: gpu_samples row {row_no} (gpu {row.get('gpu_index')!r}, t_s {row.get('t_s')!r}): "
+                          f"{problem}")
+    return replace(sample, name=printable_or_none(sample.name), uuid=printable_or_none(sample.uuid))
