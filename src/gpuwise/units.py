@@ -98,5 +98,7 @@ def format_duration(seconds: float) -> str:
 
 
 def format_money(amount: float, currency: str) -> str:
+    """``¥1,234.50``, ``-$0.20`` (the sign before the symbol), ``12.00 GBP``."""
     symbol = {"CNY": "¥", "USD": "$", "EUR": "€"}.get(currency)
-    return f"{symbol}{amount:,.2f}" if symbol else f"{amount:,.2f} {currency}"
+    sign = "-" if round(amount, 2) < 0 else ""
+    return f"{sign}{symbol}{abs(amount):,.2f}" if symbol else f"{sign}{abs(amount):,.2f} {currency}"

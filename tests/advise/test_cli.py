@@ -72,7 +72,7 @@ def test_malformed_log_exits_2_naming_the_line(tmp_path):
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--precision", "fp61"], "unknown --precision 'fp61'"),
+    (["--precision", "fp61"], "--precision: unknown value 'fp61'"),
     (["--gpu", "a100-80gbb"], "a100-80gbb"),
     (["--step-time-s", "-1"], "--step-time-s must be positive"),
 ])

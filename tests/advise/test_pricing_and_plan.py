@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from gpuwise.advise import AdviseSettings, Curve, PricingRequest, SwitchCost, TrainingLog, advise, roofline_scaler
+from gpuwise.advise import AdviseSettings, Curve, PricingRequest, SwitchCost, TrainingLog, advise
+from gpuwise.plan.scaling import TimeScaling, time_scaling
 from gpuwise.catalog.model import GPU, Catalog, Offer
 
 from .curves import plateau_after, power_law
@@ -27,12 +28,11 @@ SMALL = _gpu("small", 12, 500, 75)      # a quarter: four times the step time
 CATALOG = Catalog(gpus=(BIG, HALF, SMALL), offers=(_offer("big", 10.0), _offer("half", 3.0), _offer("small", 2.0)))
 
 
-def test_roofline_scaler_scales_with_peak_and_bandwidth():
-    scale = roofline_scaler("amp-bf16")
-    assert scale(BIG, BIG, 0.5) == pytest.approx(0.5)
-    assert scale(BIG, HALF, 0.5) == pytest.approx(1.0)
-    only_compute = roofline_scaler("amp-bf16", compute_share=1.0)
-    assert only_compute(BIG, SMALL, 1.0) == pytest.approx(4.0)
+def test_without_a_workload_step_times_scale_by_the_datasheet_ratio():
+    scaling = time_scaling("amp-bf16")
+    assert scaling.ratio(BIG, BIG) == pytest.approx(1.0)
+    assert scaling.ratio(BIG, HALF) == pytest.approx(2.0)
+    assert scaling.ratio(BIG, SMALL) == pytest.approx(4.0)
 
 
 def _plateau_log(step_time_s: float = 1.0) -> TrainingLog:
@@ -99,15 +99,16 @@ def test_a_batch_far_below_the_noise_scale_gets_larger_batch_advice_with_prices(
     assert "gradient accumulation" in item.text and "2 GPUs" in item.text and where in item.text
 
 
-def test_the_step_time_scaler_is_one_swappable_function():
+def test_step_times_elsewhere_come_from_the_one_time_scaling():
     calls = []
 
-    def predicted(gpu_from, gpu_to, step_time_s):  # e.g. a ratio of gpuwise.runtime.predict_step_time
-        calls.append((gpu_from.id, gpu_to.id))
-        return step_time_s * 3.0
+    def predicted(gpu):  # e.g. gpuwise.plan.step_time_function of the run's workload
+        calls.append(gpu.id)
+        return 1.0 if gpu.id == "big" else 3.0
 
-    report = advise(_plateau_log(), AdviseSettings(total_steps=5_000), CATALOG, PricingRequest(scaler=predicted))
-    times = {o.gpu_id: o.step_time_s for o in report.pricing.options}
+    scaling = TimeScaling("time predictor", "test", "amp-fp16", predicted)
+    report = advise(_plateau_log(), AdviseSettings(total_steps=5_000), CATALOG, PricingRequest(scaling=scaling))
+    times = {o.gpu: o.step_time_s for o in report.pricing.options}
     assert times == {"big": pytest.approx(1.0), "half": pytest.approx(3.0), "small": pytest.approx(3.0)}
-    assert {o.gpu_id: o.fits_memory for o in report.pricing.options}["small"] is False  # listed, never chosen
-    assert ("big", "half") in calls
+    assert {o.gpu: o.fits for o in report.pricing.options}["small"] is False  # listed, never chosen
+    assert "half" in calls

@@ -4,8 +4,7 @@ from pathlib import Path
 
 from gpuwise.catalog import load_catalog, resolve_gpu
 from gpuwise.report.build import build_report
-from gpuwise.report.predicted import method_label, predicted_step_time
-from gpuwise.report.rightsize import METHOD
+from gpuwise.plan.scaling import PREDICTED_METHOD, time_scaling
 from gpuwise.workload import Workload
 
 SEED = Path(__file__).resolve().parents[1] / "fixtures" / "seed_a100_smi.csv"
@@ -14,11 +13,11 @@ SEED = Path(__file__).resolve().parents[1] / "fixtures" / "seed_a100_smi.csv"
 def test_known_workload_scales_busy_time_by_the_predicted_step_time_ratio():
     catalog = load_catalog(user_file=False)
     workload = Workload("torchvision:resnet18", batch_size=8, image_size=64, precision="amp-fp16")
-    step_time_s = predicted_step_time(workload)
-    report = build_report(SEED, catalog, gpu_price=(15.0, "CNY"), step_time_s=step_time_s,
-                          method=method_label(workload))
+    scaling = time_scaling("amp-fp16", workload)
+    step_time_s = scaling.step_time_s
+    report = build_report(SEED, catalog, gpu_price=(15.0, "CNY"), scaling=scaling)
     sizing = report.right_sizing
-    assert sizing.method.startswith("time predictor") and sizing.method != METHOD
+    assert sizing.method == PREDICTED_METHOD
     a100, t4 = resolve_gpu(catalog, "a100-40gb-sxm4"), resolve_gpu(catalog, "t4")
     ratio = step_time_s(t4) / step_time_s(a100)
     busy = sizing.busy_share_used
@@ -29,5 +28,6 @@ def test_known_workload_scales_busy_time_by_the_predicted_step_time_ratio():
 
 def test_bf16_workload_cannot_run_where_the_gpu_has_no_bf16():
     workload = Workload("torchvision:resnet18", batch_size=8, image_size=64, precision="amp-bf16")
-    step_time_s = predicted_step_time(workload)
-    assert step_time_s(resolve_gpu(load_catalog(user_file=False), "t4")) is None
+    catalog = load_catalog(user_file=False)
+    scaling = time_scaling("amp-bf16", workload)
+    assert scaling.ratio(resolve_gpu(catalog, "a100-40gb-sxm4"), resolve_gpu(catalog, "t4")) is None

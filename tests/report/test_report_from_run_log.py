@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
 from gpuwise.catalog import load_catalog
 from gpuwise.monitor import ReplayBackend, Sampler
 from gpuwise.report import build_report
+from gpuwise.report.errors import ReportError
 from gpuwise.runlog import RunLog
 
 GIB = 2**30
@@ -85,8 +88,11 @@ def test_pytorch_peaks_from_the_hook_are_in_the_report(tmp_path, catalog):
     assert report.to_dict()["usage"]["torch_peaks"][0]["max_reserved_bytes"] == 9 * GIB
 
 
-def test_an_empty_run_log_is_reported_without_right_sizing(tmp_path, catalog):
+def test_an_empty_run_log_is_bad_input_not_a_report_of_zero_gpus(tmp_path, catalog):
+    # the defect: an empty run log exited 0 with "0 × unknown GPU"
     path = tmp_path / "empty.db"
     RunLog(path).close()
-    report = build_report(path, catalog)
-    assert report.right_sizing is None and any("no GPU samples" in n for n in report.notes)
+    with pytest.raises(ReportError, match="no GPU samples"):
+        build_report(path, catalog)
+    r = subprocess.run([sys.executable, "-m", "gpuwise.cli.app", "report", str(path)], capture_output=True, text=True)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "no GPU samples" in r.stderr

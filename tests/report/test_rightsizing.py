@@ -1,4 +1,4 @@
-"""Which GPUs would have held the job, their time by busy-share scaling, and the money (pure functions)."""
+"""Which GPUs would have held the job, their time by the busy share and the datasheet ratio, and the money (pure functions)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,12 @@ import pytest
 
 from gpuwise.catalog import GPU, Catalog, Offer
 from gpuwise.monitor.sample import GpuSample
-from gpuwise.report.errors import ReportError
-from gpuwise.report.rightsize import HOURS_PER_MONTH, Headroom, parse_headroom, right_size, speed_ratio, time_factor
+from gpuwise.errors import GpuwiseError
+from gpuwise.plan.fit import DEFAULT_HEADROOM_FRACTION, parse_headroom
+from gpuwise.plan.fit import fits as fits_rule
+from gpuwise.plan.scaling import time_scaling
+from gpuwise.report.rightsize import HOURS_PER_MONTH, right_size
+from gpuwise.runtime.rates import DATASHEET_METHOD, datasheet_time_ratio
 from gpuwise.report.sources import UsageLog
 from gpuwise.report.usage import summarize
 
@@ -38,42 +42,50 @@ def usage(used_gib: float, busy_pct: float | None, hours: float = 2.0):
     return summarize(UsageLog("mem.csv", "test", tuple(samples)))
 
 
-def test_speed_ratio_is_the_geometric_mean_of_compute_and_bandwidth_ratios():
-    assert speed_ratio(BIG, SMALL, "fp16") == pytest.approx(4.0)  # 320/80 and 1600/400
-    assert speed_ratio(BIG, TINY, "fp16") == pytest.approx(2.0)
+def test_the_datasheet_ratio_is_the_geometric_mean_of_compute_and_bandwidth_ratios():
+    assert datasheet_time_ratio(BIG, SMALL, "fp16") == pytest.approx(4.0)  # 320/80 and 1600/400
+    assert datasheet_time_ratio(BIG, TINY, "fp16") == pytest.approx(2.0)
+    # consistent both ways, which an arithmetic blend of the two ratios is not
+    assert datasheet_time_ratio(SMALL, TINY, "fp16") * datasheet_time_ratio(TINY, SMALL, "fp16") == pytest.approx(1.0)
 
 
 def test_idle_time_does_not_scale_only_busy_time_does():
-    assert time_factor(0.0, BIG, SMALL, "fp16") == 1.0
-    assert time_factor(1.0, BIG, SMALL, "fp16") == pytest.approx(4.0)
-    assert time_factor(0.25, BIG, SMALL, "fp16") == pytest.approx(0.75 + 0.25 * 4)
+    scaling = time_scaling("fp16")
+    assert scaling.run_time_factor(0.0, BIG, SMALL) == 1.0
+    assert scaling.run_time_factor(1.0, BIG, SMALL) == pytest.approx(4.0)
+    assert scaling.run_time_factor(0.25, BIG, SMALL) == pytest.approx(0.75 + 0.25 * 4)
 
 
 def test_a_precision_a_gpu_lacks_falls_back_to_fp32_rates():
-    assert speed_ratio(BIG, SMALL, "bf16") == pytest.approx((20 / 10 * 1600 / 400) ** 0.5)
+    assert datasheet_time_ratio(BIG, SMALL, "bf16") == pytest.approx((20 / 10 * 1600 / 400) ** 0.5)
 
 
-def test_fit_needs_memory_plus_headroom():
+def test_fit_is_the_one_rule_a_share_of_each_gpus_memory_kept_free():
     rs = right_size(usage(12, 30), CATALOG, BIG, gpu_price=(10.0, "CNY"))
     fits = {o.gpu_id: o.fits for o in rs.options}
     assert fits == {"big": True, "small": True, "tiny": False}
-    assert rs.headroom_bytes == int(12 * GIB * 0.10)  # 10% beats the 1 GiB floor here
-    assert rs.required_bytes == rs.needed_bytes + rs.headroom_bytes
-    tight = right_size(usage(14.5, 30), CATALOG, BIG, gpu_price=(10.0, "CNY"))
-    assert not {o.gpu_id: o.fits for o in tight.options}["small"]  # 14.5 GiB + 1.45 GiB > usable 16 GiB
+    assert rs.headroom_fraction == DEFAULT_HEADROOM_FRACTION
+    # 15.5 GiB > 95% of 16 GiB: the same answer as `estimate --gpu small` would give for a 15.5 GiB job
+    tight = right_size(usage(15.5, 30), CATALOG, BIG, gpu_price=(10.0, "CNY"))
+    assert not {o.gpu_id: o.fits for o in tight.options}["small"]
+    assert not fits_rule(int(15.5 * GIB), SMALL, DEFAULT_HEADROOM_FRACTION)
+    roomy = right_size(usage(15.5, 30), CATALOG, BIG, gpu_price=(10.0, "CNY"), headroom_fraction=0.0)
+    assert {o.gpu_id: o.fits for o in roomy.options}["small"]
 
 
 def test_saving_is_the_price_paid_minus_the_cost_of_the_same_work_elsewhere():
     rs = right_size(usage(12, 30, hours=2.0), CATALOG, BIG, gpu_price=(10.0, "CNY"))
     small = next(o for o in rs.options if o.gpu_id == "small")
-    assert small.price_per_gpu_hour == 2.0 and small.provider == "p"  # per GPU-hour of the CNY offer
+    # one GPU is rented: the 1-GPU offer (0.5 USD = 3.6 CNY at the indicative rate) is the one picked,
+    # by the same picker recommend uses; the 2-GPU offer does not rent one GPU
+    assert small.price_per_gpu_hour == pytest.approx(3.6) and small.provider == "q"
     assert small.time_factor == pytest.approx(0.7 + 0.3 * 4.0)
-    assert small.cost_per_job_hour == pytest.approx(2.0 * small.time_factor)
+    assert small.cost_per_job_hour == pytest.approx(3.6 * small.time_factor)
     assert small.saving_per_hour == pytest.approx(10.0 - small.cost_per_job_hour)
     assert small.saving_per_month == pytest.approx(small.saving_per_hour * HOURS_PER_MONTH)
     assert small.saving_for_run == pytest.approx(small.saving_per_hour * 2.0, rel=1e-3)
     assert [o.gpu_id for o in rs.cheaper] == ["small"]
-    assert rs.method == "busy-share scaling"
+    assert rs.method == DATASHEET_METHOD
 
 
 def test_prices_are_compared_in_one_currency():
@@ -93,9 +105,10 @@ def test_unknown_busy_share_assumes_busy_all_the_time_and_says_so():
     assert rs.busy_share_used == 1.0 and rs.notes
 
 
-def test_headroom_option_forms():
-    assert parse_headroom("20%") == Headroom(0.2, 0)
-    assert parse_headroom("2GB") == Headroom(0.0, 2_000_000_000)
-    assert parse_headroom(None).of(4 * GIB) == GIB and parse_headroom(None).of(20 * GIB) == 2 * GIB
-    with pytest.raises(ReportError, match="--headroom"):
-        parse_headroom("lots")
+def test_headroom_is_a_share_of_gpu_memory_on_every_command():
+    assert parse_headroom("20%") == pytest.approx(0.2)
+    assert parse_headroom("0.2") == pytest.approx(0.2)
+    assert parse_headroom(None) == DEFAULT_HEADROOM_FRACTION
+    for bad in ("lots", "2GB", "100%", "-5%", "nan"):
+        with pytest.raises(GpuwiseError, match="--headroom"):
+            parse_headroom(bad)

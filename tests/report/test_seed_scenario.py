@@ -44,24 +44,25 @@ def test_seed_usage_is_about_12_gb_and_30_percent_busy(seed_json):
 def test_seed_report_names_cheaper_gpus_that_fit_and_the_yuan_saved(seed_json):
     rs = seed_json["right_sizing"]
     assert rs["rented_gpu_id"] == "a100-40gb-sxm4" and rs["currency"] == "CNY"
-    assert rs["method"] == "busy-share scaling"
+    assert rs["method"].startswith("datasheet ratio")
     cheaper = seed_json["cheaper"]
     assert "rtx-4090" in cheaper and any(g.startswith("v100") for g in cheaper)
-    by_id = {o["gpu_id"]: o for o in rs["options"]}
+    by_id = {o["gpu"]: o for o in rs["options"]}
     assert by_id["t4"]["fits"] and by_id["rtx-4090"]["fits"]
     for gpu_id in cheaper:
         o = by_id[gpu_id]
         assert o["fits"] and o["saving_per_hour"] > 0 and o["time_factor"] >= 0.5
         assert o["saving_per_month"] == pytest.approx(730 * o["saving_per_hour"])
-    # A GPU smaller than the need is never offered.
-    assert all(by_id[g]["memory_bytes"] * 0.94 >= rs["required_bytes"] for g in cheaper)
+    # A GPU smaller than the need is never offered: the one fit rule, 5% of each GPU's memory kept free.
+    assert all(by_id[g]["gpu_memory_bytes"] * (1 - rs["headroom_fraction"]) >= rs["needed_bytes"] for g in cheaper)
+    assert all(by_id[g]["spare_bytes"] >= 0 for g in cheaper)
 
 
 def test_seed_report_text_says_it_in_yuan():
     r = gpuwise("report", str(SEED), "--gpu-price", "15")
     assert r.returncode == 0, r.stderr
     assert "rtx-4090" in r.stdout and "¥" in r.stdout and "Verdict" in r.stdout
-    assert "busy-share scaling" in r.stdout
+    assert "datasheet ratio" in r.stdout and "kept free" in r.stdout
 
 
 def test_a_malformed_log_exits_2_naming_the_line(tmp_path):

@@ -13,7 +13,6 @@ gpu_options (step time on other GPUs, prices), gpu_plan, advice (texts with numb
 from gpuwise.advise.analysis import DIAGNOSES, AdviseSettings, CurveAnalysis, analyze_curve
 from gpuwise.advise.data import Curve, GradNoiseSamples, TrainingLog
 from gpuwise.advise.errors import AdviseError
-from gpuwise.advise.gpu_options import StepTimeScaler, roofline_scaler
 from gpuwise.advise.gpu_plan import SwitchCost
 from gpuwise.advise.noise_scale import NoiseScaleMeter, grad_sq_norm
 from gpuwise.advise.readers import read_log
@@ -21,6 +20,6 @@ from gpuwise.advise.report import AdviceReport, PricingRequest, advise
 
 __all__ = [
     "DIAGNOSES", "AdviceReport", "AdviseError", "AdviseSettings", "Curve", "CurveAnalysis", "GradNoiseSamples",
-    "NoiseScaleMeter", "PricingRequest", "StepTimeScaler", "SwitchCost", "TrainingLog", "advise",
-    "analyze_curve", "grad_sq_norm", "read_log", "roofline_scaler",
+    "NoiseScaleMeter", "PricingRequest", "SwitchCost", "TrainingLog", "advise",
+    "analyze_curve", "grad_sq_norm", "read_log",
 ]

@@ -15,11 +15,13 @@ from typing import Any, Mapping
 import numpy as np
 
 from gpuwise.advise.analysis import CurveAnalysis
-from gpuwise.advise.gpu_options import GpuOption
+from gpuwise.advise.gpu_options import with_count
+from gpuwise.plan.fit import DEFAULT_HEADROOM_FRACTION, usable_of
+from gpuwise.plan.quote import Quote
 from gpuwise.advise.gpu_plan import GpuPlan, SwitchCost, switch_saving
 from gpuwise.advise.noise_scale import NoiseScaleSummary, pollux_efficiency, steps_ratio
 from gpuwise.advise.phases import PLATEAU, RISING
-from gpuwise.units import format_duration, format_money
+from gpuwise.units import format_bytes, format_duration, format_money
 
 
 @dataclass(frozen=True)
@@ -39,11 +41,17 @@ class Pricing:
 
     ``current`` is None when the GPU, its price or the step time is unknown; ``note`` then says which."""
 
-    current: GpuOption | None
-    options: tuple[GpuOption, ...] = ()
+    current: Quote | None
+    options: tuple[Quote, ...] = ()
     switch: SwitchCost = SwitchCost()
     note: str = ""
     memory_need_bytes: int | None = None   # the run's peak GPU memory, when known
+    headroom_fraction: float = DEFAULT_HEADROOM_FRACTION
+
+    @property
+    def currency(self) -> str | None:
+        """The ranking currency: every cost the advice compares is in it."""
+        return self.current.ranking_currency if self.current is not None else None
 
 
 def _g(x: float) -> str:
@@ -117,21 +125,24 @@ def _batch_advice(ns: NoiseScaleSummary, pricing: Pricing) -> Advice:
                 "the steps are fewer and steadier)"]
         if pricing.current is not None:
             cur = pricing.current
-            two = 2 * cur.price_per_hour
-            ways.append(f"2 GPUs data-parallel with batch {2 * b:g} (≈{format_money(two, cur.currency)}/h instead of "
-                        f"{format_money(cur.price_per_hour, cur.currency)}/h, about half the wall time at about the same cost)")
+            two = with_count(cur, 2 * cur.count)
+            ways.append(f"{two.count} GPUs data-parallel with batch {2 * b:g} (≈{format_money(two.price_per_hour, cur.currency)}/h "
+                        f"instead of {format_money(cur.price_per_hour, cur.currency)}/h, about half the wall time at "
+                        "about the same cost)")
             need = pricing.memory_need_bytes
-            if need is not None and 2 * need <= cur.memory_bytes:
-                # activations grow with the batch, weights and optimizer state do not: 2× the peak is an upper bound
-                ways.insert(0, f"batch {2 * b:g} on this GPU: the run peaks at {need / 1e9:.1f} GB of "
-                               f"{cur.memory_bytes / 1e9:.0f} GB, so twice the batch fits (no extra cost per sample)")
+            h = pricing.headroom_fraction
+            # activations grow with the batch, weights and optimizer state do not: 2× the peak is an upper bound
+            if need is not None and 2 * need <= usable_of(cur.gpu_memory_bytes, h):
+                ways.insert(0, f"batch {2 * b:g} on this GPU: the run peaks at {format_bytes(need)} of "
+                               f"{format_bytes(cur.gpu_memory_bytes)}, so twice the batch fits (no extra cost per sample)")
             else:
-                floor = 2 * need if need is not None else 2 * _mem(cur)
-                bigger = [o for o in pricing.options if not o.is_current and o.memory_bytes >= floor]
+                floor = 2 * need if need is not None else 2 * cur.gpu_memory_bytes
+                bigger = [o for o in pricing.options if o.gpu != cur.gpu and usable_of(o.gpu_memory_bytes, h) >= floor]
                 if bigger:
-                    best = min(bigger, key=lambda o: o.cost_per_step)
-                    ways.append(f"a GPU with room for batch {2 * b:g} in one step: {best.gpu_id} "
-                                f"({best.memory_bytes / 1e9:.0f} GB) at {format_money(best.price_per_hour, best.currency)}/h")
+                    best = min(bigger, key=lambda o: o.cost_per_step_ranked)
+                    ways.append(f"a GPU with room for batch {2 * b:g} in one step: {best.gpu} "
+                                f"({format_bytes(best.gpu_memory_bytes)}) at "
+                                f"{format_money(best.price_per_hour, best.currency)}/h")
         else:
             ways.append("more GPUs data-parallel (about half the wall time at about the same cost)")
         text += "; ".join(ways) + ". Raise the learning rate with the batch (linear scaling up to B_noise)."
@@ -140,10 +151,6 @@ def _batch_advice(ns: NoiseScaleSummary, pricing: Pricing) -> Advice:
             f"it still needs {ratio2:.0%} of the steps, so twice the compute per step buys little. A bigger GPU or "
             "more GPUs for a larger batch would not pay off; to calm the loss, lower the learning rate or decay it.")
     return Advice("batch_size", "A larger batch does not pay off", text, numbers)
-
-
-def _mem(option: GpuOption) -> int:
-    return option.memory_bytes
 
 
 def plateau_advice(a: CurveAnalysis, pricing: Pricing, remaining_steps: int, end_reason: str) -> list[Advice]:
@@ -166,31 +173,32 @@ def switch_advice(pricing: Pricing, remaining_steps: int, end_reason: str) -> li
                        + (pricing.note or "pass --gpu and --step-time-s (or a log with wall times)."), {})]
     rows = []
     for o in pricing.options:
-        if o.is_current or o.fits_memory is False:
+        if o.gpu == cur.gpu or o.fits is False:
             continue
         saving = switch_saving(cur, o, remaining_steps, pricing.switch)
         if saving <= 0:
             continue
-        rows.append({"gpu": o.gpu_id, "provider": o.provider, "hours": o.hours_for(remaining_steps),
-                     "cost": o.cost_for(remaining_steps) + pricing.switch.cost(o), "saving": saving,
-                     "fits_memory": o.fits_memory})
+        rows.append({"gpu": o.gpu, "provider": o.provider, "hours": o.hours_for(remaining_steps),
+                     "cost": o.ranked_cost_for(remaining_steps) + pricing.switch.cost(o), "saving": saving,
+                     "fits_memory": o.fits})
     rows.sort(key=lambda r: -r["saving"])
-    stay_cost, stay_h = cur.cost_for(remaining_steps), cur.hours_for(remaining_steps)
-    numbers = {"remaining_steps": remaining_steps, "end": end_reason, "stay": {"gpu": cur.gpu_id, "hours": stay_h,
-               "cost": stay_cost}, "options": rows[:8], "currency": cur.currency}
+    stay_cost, stay_h = cur.ranked_cost_for(remaining_steps), cur.hours_for(remaining_steps)
+    currency = pricing.currency
+    numbers = {"remaining_steps": remaining_steps, "end": end_reason, "stay": {"gpu": cur.gpu, "hours": stay_h,
+               "cost": stay_cost}, "options": rows[:8], "currency": currency}
     if not rows:
         text = (f"No GPU in the catalog finishes the remaining {remaining_steps:,} steps ({end_reason}) for less than "
-                f"staying on {cur.gpu_id} ({format_duration(stay_h * 3600)}, {format_money(stay_cost, cur.currency)}), "
+                f"staying on {cur.gpu} ({format_duration(stay_h * 3600)}, {format_money(stay_cost, currency)}), "
                 f"counting {format_duration(pricing.switch.overhead_s)} of switching.")
         return [Advice("switch_gpu", "Stay on this GPU", text, numbers)]
     best = rows[0]
     listed = "; ".join(f"{r['gpu']} ({r['provider']}): {format_duration(r['hours'] * 3600)}, "
-                       f"{format_money(r['cost'], cur.currency)}, saves {format_money(r['saving'], cur.currency)}"
+                       f"{format_money(r['cost'], currency)}, saves {format_money(r['saving'], currency)}"
                        + (" (memory fit not checked)" if r["fits_memory"] is None else "") for r in rows[:4])
-    text = (f"The remaining {remaining_steps:,} steps ({end_reason}) cost {format_money(stay_cost, cur.currency)} and "
-            f"take {format_duration(stay_h * 3600)} on {cur.gpu_id}. Cheaper per step, after "
+    text = (f"The remaining {remaining_steps:,} steps ({end_reason}) cost {format_money(stay_cost, currency)} and "
+            f"take {format_duration(stay_h * 3600)} on {cur.gpu}. Cheaper per step, after "
             f"{format_duration(pricing.switch.overhead_s)} of switching (save, move the checkpoint, restart) at the "
-            f"new price: {listed}. Best: {best['gpu']}, saving {format_money(best['saving'], cur.currency)}.")
+            f"new price: {listed}. Best: {best['gpu']}, saving {format_money(best['saving'], currency)}.")
     return [Advice("switch_gpu", f"Finish on {best['gpu']}", text, numbers)]
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpuwise.advise.gpu_options import GpuOption
+from gpuwise.plan.quote import Quote
 
 
 @dataclass(frozen=True)
@@ -25,8 +25,9 @@ class SwitchCost:
     def overhead_s(self) -> float:
         return self.restart_s + self.checkpoint_bytes / self.transfer_bytes_per_s
 
-    def cost(self, option: GpuOption) -> float:
-        return option.price_per_hour * self.overhead_s / 3600.0
+    def cost(self, option: Quote) -> float:
+        """In the ranking currency, at the new GPU's price."""
+        return option.price_per_hour_ranked * self.overhead_s / 3600.0
 
 
 @dataclass(frozen=True)
@@ -65,12 +66,12 @@ class GpuPlan:
         return self.stay.cost - self.cost
 
 
-def switch_saving(current: GpuOption, other: GpuOption, remaining_steps: float, switch: SwitchCost) -> float:
+def switch_saving(current: Quote, other: Quote, remaining_steps: float, switch: SwitchCost) -> float:
     """Money saved by finishing ``remaining_steps`` on ``other`` instead of ``current`` (negative: it costs)."""
-    return current.cost_for(remaining_steps) - other.cost_for(remaining_steps) - switch.cost(other)
+    return current.ranked_cost_for(remaining_steps) - other.ranked_cost_for(remaining_steps) - switch.cost(other)
 
 
-def plan_run(current: GpuOption, options: list[GpuOption], *, now_step: int, switch_step: int, end_step: int,
+def plan_run(current: Quote, options: list[Quote], *, now_step: int, switch_step: int, end_step: int,
              end_reason: str, switch: SwitchCost = SwitchCost()) -> GpuPlan:
     """Stay on ``current`` until ``switch_step``, then move to the option that saves most on the rest (if any saves)."""
     now_step = int(now_step)
@@ -78,10 +79,10 @@ def plan_run(current: GpuOption, options: list[GpuOption], *, now_step: int, swi
     switch_step = min(max(int(switch_step), now_step), end_step)
     stay = _phase(current, now_step, end_step)
     tail = end_step - switch_step
-    candidates = [o for o in options if not o.is_current and o.fits_memory is not False]
+    candidates = [o for o in options if o.gpu != current.gpu and o.fits is not False]
     best = max(candidates, key=lambda o: switch_saving(current, o, tail, switch), default=None)
     if best is None or tail <= 0 or switch_saving(current, best, tail, switch) <= 0:
-        return GpuPlan((stay,), stay, current.currency, end_step, end_reason)
+        return GpuPlan((stay,), stay, current.ranking_currency, end_step, end_reason)
     phases = []
     if switch_step > now_step:
         phases.append(_phase(current, now_step, switch_step))
@@ -89,9 +90,10 @@ def plan_run(current: GpuOption, options: list[GpuOption], *, now_step: int, swi
     extra_s = switch.overhead_s
     phases.append(PlanPhase(moved.from_step, moved.to_step, moved.gpu_id, moved.provider,
                             moved.hours + extra_s / 3600.0, moved.cost + switch.cost(best), switch.cost(best)))
-    return GpuPlan(tuple(phases), stay, current.currency, end_step, end_reason)
+    return GpuPlan(tuple(phases), stay, current.ranking_currency, end_step, end_reason)
 
 
-def _phase(option: GpuOption, from_step: int, to_step: int) -> PlanPhase:
+def _phase(option: Quote, from_step: int, to_step: int) -> PlanPhase:
     steps = to_step - from_step
-    return PlanPhase(from_step, to_step, option.gpu_id, option.provider, option.hours_for(steps), option.cost_for(steps))
+    return PlanPhase(from_step, to_step, option.gpu, option.provider, option.hours_for(steps),
+                     option.ranked_cost_for(steps))

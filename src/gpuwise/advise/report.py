@@ -14,10 +14,12 @@ from gpuwise.advise.advice import (Advice, Pricing, diverged_advice, forecast_ad
 from gpuwise.advise.analysis import AdviseSettings, CurveAnalysis, analyze_curve
 from gpuwise.advise.data import TrainingLog
 from gpuwise.advise.fit import forecast_points
-from gpuwise.advise.gpu_options import StepTimeScaler, gpu_options, roofline_scaler
+from gpuwise.advise.gpu_options import gpu_options
 from gpuwise.advise.gpu_plan import GpuPlan, SwitchCost, plan_run
 from gpuwise.advise.noise_scale import NoiseScaleSummary, summarise
 from gpuwise.catalog.model import Catalog, CatalogError
+from gpuwise.plan.fit import DEFAULT_HEADROOM_FRACTION
+from gpuwise.plan.scaling import TimeScaling, time_scaling
 
 
 @dataclass(frozen=True)
@@ -25,14 +27,17 @@ class PricingRequest:
     """What the user told about the GPU side (CLI options), each overriding what the log says."""
 
     gpu_name: str | None = None
-    price_per_hour: float | None = None
-    currency: str | None = None
+    price_per_hour: float | None = None     # for all the run's GPUs
+    price_currency: str | None = None       # of that price (None: the ranking currency)
+    currency: str | None = None             # the ranking currency (None: as recommend picks it)
     provider: str | None = None
+    spot: bool = False
     precision: str | None = None
     count: int | None = None
     memory_need_bytes: int | None = None
+    headroom_fraction: float = DEFAULT_HEADROOM_FRACTION
     switch: SwitchCost = field(default_factory=SwitchCost)
-    scaler: StepTimeScaler | None = None
+    scaling: TimeScaling | None = None      # default: the datasheet ratio at the run's precision
 
 
 @dataclass(frozen=True, eq=False)
@@ -124,32 +129,21 @@ def build_pricing(catalog: Catalog | None, log: TrainingLog, req: PricingRequest
     if not step_time_s:
         return Pricing(None, note="pass --step-time-s (the log has no wall times)")
     count = req.count or log.gpu_count or 1
-    precision = req.precision or log.precision or "amp-fp16"
-    scaler = req.scaler or roofline_scaler(precision)
-    currency = req.currency or _currency(catalog, current.id, req.provider)
+    scaling = req.scaling or time_scaling(req.precision or log.precision or "amp-fp16")
     need = req.memory_need_bytes or log.peak_memory_bytes
-    options = gpu_options(catalog, current, step_time_s, count=count, scaler=scaler, provider=req.provider,
-                          currency=currency, memory_need_bytes=need, current_price_per_hour=req.price_per_hour)
-    cur = next((o for o in options if o.is_current), None)
+    price = (req.price_per_hour, req.price_currency) if req.price_per_hour is not None else None
+    cur, options = gpu_options(catalog, current, step_time_s, scaling=scaling, count=count, provider=req.provider,
+                               spot=req.spot, currency=req.currency, memory_need_bytes=need, current_price=price,
+                               headroom_fraction=req.headroom_fraction)
     if cur is None:
         where = f" from {req.provider}" if req.provider else ""
         return Pricing(None, tuple(options), req.switch,
-                       note=f"no price for {current.id}{where} in the catalog; pass --price-per-hour")
+                       note=f"no price for {current.id}{where} in the catalog; pass --price-per-hour",
+                       headroom_fraction=req.headroom_fraction)
     note = "" if need else "memory fit not checked (the log has no memory samples; pass --peak-memory)"
-    return Pricing(cur, tuple(options), req.switch, note, need)
-
-
-def _currency(catalog: Catalog, gpu_id: str, provider: str | None) -> str | None:
-    """Prices are compared in one currency: the one most offers for the current GPU use (ties: the first
-    in ISO order, CNY before USD), else the most common one in the catalog. --price-per-hour ¥/$ or
-    --provider choose it explicitly."""
-    def pick(pool: list[str]) -> str | None:
-        return min(set(pool), key=lambda cur: (-pool.count(cur), cur)) if pool else None
-
-    mine = [o.currency for o in catalog.offers
-            if o.gpu_id == gpu_id and (not provider or o.provider.lower() == provider.lower())]
-    return pick(mine) or pick([o.currency for o in catalog.offers
-                               if not provider or o.provider.lower() == provider.lower()])
+    if scaling.step_time_s is None:
+        note = "; ".join(x for x in (note, f"step times on other GPUs: {scaling.method}") if x)
+    return Pricing(cur, tuple(options), req.switch, note, need, req.headroom_fraction)
 
 
 def end_of_run(a: CurveAnalysis, settings: AdviseSettings, log: TrainingLog) -> tuple[int, str]:
@@ -195,7 +189,7 @@ def advise(log: TrainingLog, settings: AdviseSettings = AdviseSettings(), catalo
         plan = plan_run(pricing.current, list(pricing.options), now_step=a.last_step,
                         switch_step=_switch_step(a, end_step), end_step=end_step, end_reason=end_reason,
                         switch=pricing.switch)
-        if len(plan.phases) > 1 or plan.phases[0].gpu_id != pricing.current.gpu_id \
+        if len(plan.phases) > 1 or plan.phases[0].gpu_id != pricing.current.gpu \
                 or not any(x.kind == "switch_gpu" for x in items):
             items += plan_advice(plan)  # a "stay" plan says nothing a "stay on this GPU" item has not
         if not is_flat(a) and not any(x.kind == "switch_gpu" for x in items) and len(plan.phases) == 1:

@@ -10,6 +10,9 @@ from rich.panel import Panel
 from rich.table import Table
 
 from gpuwise.cli import common as c
+from gpuwise.cli.workload_options import workload_from, workload_options
+from gpuwise.plan.fit import HEADROOM_HELP
+from gpuwise.workload.model import check_precision
 
 _COLOURS = {"healthy": "green", "plateau": "yellow", "noisy": "yellow", "not_learning": "red", "diverged": "red"}
 
@@ -18,6 +21,7 @@ def register(app: typer.Typer) -> None:
     app.command("advise")(advise)
 
 
+@workload_options(exclude=("num_gpus",))
 def advise(
     log: Annotated[str, typer.Argument(help="Run log (gpuwise guard/run), CSV or JSONL with step and loss, or a TensorBoard run directory.")],
     target_loss: Annotated[Optional[float], typer.Option("--target-loss", help="Loss to reach: steps, time and cost to get there.")] = None,
@@ -25,7 +29,6 @@ def advise(
     price_per_hour: Annotated[Optional[str], typer.Option("--price-per-hour", help="What you pay for it per hour, e.g. ¥7.5 (default: catalog).")] = None,
     step_time_s: Annotated[Optional[float], typer.Option("--step-time-s", help="Seconds per optimizer step (default: from the log's wall times).")] = None,
     provider: Annotated[Optional[str], typer.Option("--provider", help="Compare offers of this provider only.")] = None,
-    precision: Annotated[Optional[str], typer.Option("--precision", help="fp32, tf32, amp-fp16, amp-bf16, fp16, bf16 (scales step times between GPUs).")] = None,
     num_gpus: Annotated[Optional[int], typer.Option("--num-gpus", help="GPUs the run uses (default: from the log, else 1).")] = None,
     peak_memory: Annotated[Optional[str], typer.Option("--peak-memory", help="GPU memory the run needs, e.g. 18GB (default: from the log's samples).")] = None,
     total_steps: Annotated[Optional[int], typer.Option("--total-steps", help="Where the run ends (for the remaining cost).")] = None,
@@ -33,12 +36,14 @@ def advise(
     restart_time: Annotated[str, typer.Option("--restart-time", help="Time lost to a GPU switch on the new GPU (save, move, restart).")] = "15m",
     checkpoint_size: Annotated[str, typer.Option("--checkpoint-size", help="Checkpoint to move on a switch (at 100 MB/s).")] = "5GB",
     plot: Annotated[Optional[str], typer.Option("--plot", help="Write a PNG: raw and smoothed loss, phases, forecast band.")] = None,
-    model: Annotated[Optional[str], typer.Option("--model", help="The run's model (as for estimate): step times on other GPUs then come from the time predictor.")] = None,
-    batch_size: Annotated[int, typer.Option("--batch-size", help="With --model: the micro-batch per GPU.")] = 32,
-    seq_len: c.SeqLenOpt = None,
-    image_size: c.ImageSizeOpt = None,
+    model: Annotated[Optional[str], typer.Option("--model", help="The run's model (as for estimate, with the same workload options): step times on other GPUs then come from the time predictor.")] = None,
+    spot: Annotated[bool, typer.Option("--spot", help="Let spot/interruptible offers compete.")] = False,
+    currency: Annotated[Optional[str], typer.Option("--currency", help="Compare costs in this currency (default: as recommend).")] = None,
+    headroom: Annotated[Optional[str], typer.Option("--headroom", help=HEADROOM_HELP + " Default 5%.")] = None,
     catalog: c.CatalogOpt = None,
     json_out: c.JsonOpt = False,
+    *,
+    workload_kwargs: dict,
 ) -> None:
     """Read a loss curve and say what to do: plateau (finish on a cheaper GPU?), noisy (larger batch?),
     not learning (the GPU is not the problem), diverged; with a forecast and a GPU plan with prices."""
@@ -48,25 +53,29 @@ def advise(
     from gpuwise.catalog import load_catalog
     from gpuwise.units import parse_bytes, parse_duration_s, parse_money
 
-    if precision is not None and precision not in ("fp32", "tf32", "amp-fp16", "amp-bf16", "fp16", "bf16"):
-        from gpuwise.errors import did_you_mean
+    from gpuwise.plan import parse_headroom
+    from gpuwise.plan.scaling import time_scaling
 
-        choices = ("fp32", "tf32", "amp-fp16", "amp-bf16", "fp16", "bf16")
-        raise AdviseError(f"unknown --precision {precision!r}{did_you_mean(precision, choices)}")
+    precision = workload_kwargs.get("precision")
+    if precision is not None:
+        precision = check_precision(precision)
     for name, value in (("--step-time-s", step_time_s), ("--total-steps", total_steps), ("--num-gpus", num_gpus),
                         ("--min-progress-per-hour", min_progress_per_hour)):
         if value is not None and value <= 0:
             raise AdviseError(f"{name} must be positive, got {value}")
     for n, v in (("--target-loss", target_loss), ("--step-time-s", step_time_s), ("--min-progress-per-hour", min_progress_per_hour)): c.check_option(c.is_finite(v), n, v, "a finite number")  # noqa: E701
-    price, currency = parse_money(price_per_hour) if price_per_hour else (None, None)
+    price, price_currency = parse_money(price_per_hour) if price_per_hour else (None, None)
     training_log = read_log(log)
     settings = AdviseSettings(target_loss=target_loss, step_time_s=step_time_s, total_steps=total_steps,
                               min_progress_per_hour=min_progress_per_hour)
+    workload = (workload_from(model, workload_kwargs, num_gpus=num_gpus or 1, precision=precision or "amp-fp16")
+                if model else None)
     request = PricingRequest(
-        gpu_name=gpu, price_per_hour=price, currency=currency, provider=provider, precision=precision, count=num_gpus,
-        memory_need_bytes=parse_bytes(peak_memory) if peak_memory else None,
+        gpu_name=gpu, price_per_hour=price, price_currency=price_currency, currency=currency, provider=provider, spot=spot,
+        precision=precision, count=num_gpus, memory_need_bytes=parse_bytes(peak_memory) if peak_memory else None,
+        headroom_fraction=parse_headroom(headroom),
         switch=SwitchCost(restart_s=parse_duration_s(restart_time), checkpoint_bytes=parse_bytes(checkpoint_size)),
-        **_predicted_scaler(model, batch_size, seq_len, image_size, precision, num_gpus))
+        scaling=time_scaling(precision or "amp-fp16", workload) if workload else None)
     report = run_advise(training_log, settings, load_catalog(catalog), request)
     plot_path = None
     if plot:
@@ -118,7 +127,9 @@ def _render(report, plot_path: str | None, scaled_by: str | None = None) -> None
         c.console.print(plan)
     if d["pricing_note"]:
         c.console.print(f"[dim]Prices: {d['pricing_note']}.[/dim]")
-    scaled_by = scaled_by or "peak math and memory bandwidth (a roofline ratio; --model uses the time predictor)"
+    from gpuwise.runtime.rates import DATASHEET_METHOD
+
+    scaled_by = scaled_by or f"the {DATASHEET_METHOD} (--model uses the time predictor)"
     c.console.print(f"[dim]Step times on other GPUs are scaled by {scaled_by}; catalog prices are indicative.[/dim]")
     if plot_path:
         c.console.print(f"Plot: {plot_path}")
@@ -127,15 +138,3 @@ def _render(report, plot_path: str | None, scaled_by: str | None = None) -> None
 def _advice_colour(kind: str) -> str:
     return {"diverged": "red", "not_learning": "red", "noisy": "yellow", "plateau": "yellow",
             "batch_size": "cyan", "switch_gpu": "green", "plan": "green", "healthy": "green"}.get(kind, "blue")
-
-
-def _predicted_scaler(model, batch_size, seq_len, image_size, precision, num_gpus) -> dict:
-    """With --model: scale step times between GPUs by the time predictor (one trace), not a roofline."""
-    if not model:
-        return {}
-    from gpuwise.advise.gpu_options import predicted_scaler
-    from gpuwise.plan import step_time_function
-
-    workload = c.build_workload(model, batch_size=batch_size, seq_len=seq_len, image_size=image_size,
-                                precision=precision or "amp-fp16", num_gpus=num_gpus or 1)
-    return {"scaler": predicted_scaler(step_time_function(workload))}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import sys
@@ -51,6 +52,14 @@ def _json_default(o: Any) -> Any:
 
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout and nothing else.")]
+NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Trace again instead of reusing a cached trace (the cache: $GPUWISE_CACHE_DIR or ~/.cache/gpuwise; safe to delete).")]
+
+
+def use_trace_cache(enabled: bool) -> None:
+    """--no-cache: this command traces again (and does not store what it traced)."""
+    from gpuwise.trace.cache import set_enabled
+
+    set_enabled(enabled)
 CatalogOpt = Annotated[
     Optional[str], typer.Option("--catalog", help="A catalog TOML file adding or overriding GPUs and offers.")
 ]
@@ -147,3 +156,14 @@ def check_option(ok: bool, option: str, value: object, rule: str) -> None:
 def is_finite(value: float | None) -> bool:
     """True for None (option not given) and finite numbers; False for nan and ±inf."""
     return value is None or math.isfinite(value)
+
+
+@contextlib.contextmanager
+def progress(enabled: bool, first: str):
+    """A spinner on stderr for long work (tracing), updated through the callable it yields; silent when
+    ``enabled`` is False (``--json``) or stderr is not a terminal."""
+    if not enabled or not err_console.is_terminal:
+        yield None
+        return
+    with err_console.status(first) as status:
+        yield status.update

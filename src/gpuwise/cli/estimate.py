@@ -8,6 +8,8 @@ import typer
 from rich.table import Table
 
 from gpuwise.cli import common as c
+from gpuwise.cli.workload_options import workload_from, workload_options
+from gpuwise.plan.fit import HEADROOM_HELP
 from gpuwise.units import format_bytes, format_duration
 
 
@@ -15,143 +17,56 @@ def register(app: typer.Typer) -> None:
     app.command("estimate")(estimate)
 
 
+@workload_options()
 def estimate(
-    model: Annotated[str, typer.Argument(help="torchvision:NAME, timm:NAME, hf:NAME, hf:config.json or file.py:factory.")],
-    batch_size: c.BatchSizeOpt = "32",
-    seq_len: c.SeqLenOpt = None,
-    image_size: c.ImageSizeOpt = None,
-    precision: c.PrecisionOpt = "fp32",
-    optimizer: c.OptimizerOpt = "adamw",
-    mode: c.ModeOpt = "train",
-    grad_checkpointing: c.GradCkptOpt = False,
-    channels_last: c.ChannelsLastOpt = False,
-    grad_accum: c.GradAccumOpt = 1,
-    finetune: c.FinetuneOpt = "full",
-    lora_rank: c.LoraRankOpt = 16,
-    lora_targets: c.LoraTargetsOpt = None,
-    quant: c.QuantOpt = "none",
-    max_new_tokens: c.MaxNewTokensOpt = 0,
-    num_gpus: c.NumGpusOpt = 1,
-    sharding: c.ShardingOpt = "ddp",
-    offload: c.OffloadOpt = "none",
-    attention: c.AttentionOpt = "sdpa",
-    compile: c.CompileOpt = False,
-    optimizer_impl: c.OptimizerImplOpt = "foreach",
-    keep_grads: c.KeepGradsOpt = False,
-    input_rate: c.InputRateOpt = None,
-    engine: c.EngineOpt = "hf",
+    model: Annotated[str, typer.Argument(help="torchvision:NAME, timm:NAME, hf:NAME (any Hub id), hf:config.json or file.py:factory.")],
     gpu: Annotated[Optional[str], typer.Option("--gpu", help="A catalog GPU (name, alias or NVML name), or 'all'.")] = None,
     max_batch: Annotated[bool, typer.Option("--max-batch", help="The largest batch that fits --gpu.")] = False,
     samples: Annotated[Optional[int], typer.Option("--samples", help="Samples per epoch, for epoch/job time.")] = None,
     epochs: Annotated[float, typer.Option("--epochs", help="Epochs, with --samples.")] = 1.0,
     steps: Annotated[Optional[int], typer.Option("--steps", help="Optimizer steps of the job.")] = None,
-    headroom: Annotated[float, typer.Option("--headroom", help="Share of GPU memory kept free (0.05 = 5%).")] = 0.05,
+    headroom: Annotated[Optional[str], typer.Option("--headroom", help=HEADROOM_HELP + " Default 5%.")] = None,
     catalog: c.CatalogOpt = None,
     plot: Annotated[Optional[str], typer.Option("--plot", help="Write a PNG of memory over the step.")] = None,
+    no_cache: c.NoCacheOpt = False,
     json_out: c.JsonOpt = False,
+    *,
+    workload_kwargs: dict,
 ) -> None:
     """Peak GPU memory of one real step of the job, traced on this CPU; with --gpu, fit and step time.
 
     Memory: what torch.cuda.max_memory_allocated/reserved would report, plus the CUDA context: the
-    number nvidia-smi shows. Predictions assume PyTorch 2.x eager mode with cuDNN.
+    number nvidia-smi shows. It fits when that is within the GPU's memory as the driver reports it,
+    less --headroom. Predictions assume PyTorch 2.x eager mode with cuDNN.
     """
     from gpuwise.catalog import load_catalog, resolve_gpu
-    from gpuwise.plan import JobSize, largest_fitting_batch, model_for
+    from gpuwise.plan import JobSize, model_for, parse_headroom
+    from gpuwise.plan.answer import estimate_answer
 
-    workload = c.build_workload(
-        model, batch_size=c.parse_batch_size(batch_size), seq_len=seq_len, image_size=image_size,
-        precision=precision, optimizer=optimizer, mode=mode, grad_checkpointing=grad_checkpointing,
-        channels_last=channels_last, grad_accum=grad_accum, finetune=finetune, lora_rank=lora_rank,
-        lora_targets=lora_targets, quant=quant, max_new_tokens=max_new_tokens, num_gpus=num_gpus,
-        sharding=sharding, offload=offload,
-        attention=attention, compile=compile, optimizer_impl=optimizer_impl, keep_grads=keep_grads,
-        input_rate=input_rate, engine=engine,
-    )
-    if not 0 <= headroom < 1:
-        raise c.WorkloadError(f"--headroom must be a fraction in [0, 1), got {headroom}")
+    headroom_fraction = parse_headroom(headroom)
     job = JobSize(samples=samples, epochs=epochs, steps=steps) if (samples or steps) else None
     cat = load_catalog(catalog)
     gpus = list(cat.gpus) if gpu and gpu.lower() == "all" else ([resolve_gpu(cat, gpu)] if gpu else [])
     if max_batch and len(gpus) != 1:
         raise c.WorkloadError("--max-batch needs one --gpu NAME")
+    workload = workload_from(model, workload_kwargs, gpu=gpus[0] if len(gpus) == 1 else None)
 
-    status = c.err_console.status("tracing…") if not json_out else None
-    progress = (lambda msg: status.update(msg)) if status else None
-    if status:
-        status.start()
-    try:
+    c.use_trace_cache(not no_cache)
+    with c.progress(not json_out, "tracing…") as progress:
         wm = model_for(workload, progress)
-        count = workload.num_gpus
-        main_gpu = gpus[0] if len(gpus) == 1 else None
-        est = wm.estimate(main_gpu, count=count)
-        largest = largest_fitting_batch(wm, main_gpu, count=count, headroom_fraction=headroom) if max_batch else None
-        per_gpu = [wm.estimate(g, count=count) for g in gpus] if len(gpus) > 1 else []
-    finally:
-        if status:
-            status.stop()
-
-    out = _result(wm, est, main_gpu, headroom, job, largest, per_gpu)
+        out, est = estimate_answer(wm, gpus, headroom_fraction=headroom_fraction, job=job, max_batch=max_batch,
+                                   progress=progress)
     if plot:
-        _plot_timeline(est, plot)
+        from gpuwise.memory.plot import plot_timeline
+
+        plot_timeline(est, plot)
     if json_out:
         c.print_json(out)
         return
-    _render(out, est, per_gpu)
+    _render(out, est)
 
 
-def _job_time(step_time_s: float, workload, job) -> dict | None:
-    if job is None:
-        return None
-    steps = job.optimizer_steps(workload.effective_batch_size)
-    epoch_s = None
-    if job.samples is not None:
-        epoch_s = step_time_s * (job.samples / workload.effective_batch_size)
-    return {"optimizer_steps": steps, "epoch_time_s": epoch_s, "total_time_s": steps * step_time_s}
-
-
-def _result(wm, est, gpu, headroom, job, largest, per_gpu) -> dict:
-    from gpuwise.plan import fits, usable_bytes
-
-    trace_info = None
-    if wm.method == "traced":
-        t = wm.trace()
-        trace_info = {"ops": len(t.ops), "flops": t.flops, "param_count": t.param_count,
-                      "trainable_param_count": t.trainable_param_count, "trace_time_s": t.trace_time_s,
-                      "notes": list(t.notes)}
-    time = None
-    if est.time is not None:
-        time = est.time.to_dict()
-        job_time = _job_time(est.time.step_time_s, est.workload, job)
-        if job_time:
-            time.update(job_time)
-    inference = est.inference
-    if inference is not None and hasattr(inference, "to_dict"):
-        inference = inference.to_dict()
-    elif inference is not None:
-        import dataclasses
-
-        inference = dataclasses.asdict(inference)
-    return {
-        "workload": est.workload.to_dict(),
-        "method": wm.method,
-        "memory": est.memory.to_dict(),
-        "time": time,
-        "gpu": gpu.id if gpu else None,
-        "fits": fits(est, headroom) if gpu else None,
-        "headroom_bytes": usable_bytes(gpu, headroom) - est.memory.total_bytes if gpu else None,
-        "max_batch_size": largest,
-        "inference": inference,
-        "trace": trace_info,
-        "per_gpu": [
-            {"gpu": e.gpu.id, "memory_bytes": e.gpu.memory_bytes, "peak_total_bytes": e.memory.total_bytes,
-             "fits": fits(e, headroom), "step_time_s": e.time.step_time_s if e.time else None,
-             "samples_per_s": e.time.samples_per_s if e.time else None, "bound": e.time.bound if e.time else None}
-            for e in per_gpu
-        ],
-    }
-
-
-def _render(out: dict, est, per_gpu) -> None:
+def _render(out: dict, est) -> None:
     con = c.console
     w = est.workload
     optimizer = f", optimizer {w.optimizer}" if w.is_training else ""
@@ -172,8 +87,17 @@ def _render(out: dict, est, per_gpu) -> None:
         con.print("Top modules by activation memory: " + ", ".join(
             f"{m['module'] or '(top)'} {format_bytes(m['bytes'])}" for m in mem["top_modules"][:5]))
     if out["gpu"]:
-        verdict = "[green]fits[/]" if out["fits"] else "[red]does not fit[/]"
-        con.print(f"On {out['gpu']}: {verdict}, headroom {format_bytes(out['headroom_bytes'])}")
+        kept = f"{out['headroom_fraction']:.0%} of its memory kept free"
+        if out["fits"]:
+            con.print(f"On {out['gpu']}: [green]fits[/] with {format_bytes(out['spare_bytes'])} to spare ({kept})")
+        else:
+            con.print(f"On {out['gpu']}: [red]does not fit[/]: {format_bytes(-out['spare_bytes'])} short ({kept})")
+            for ch in out["changes_that_fit"]:
+                step = f", step {format_duration(ch['step_time_s'])}" if ch.get("step_time_s") else ""
+                con.print(f"  [cyan]fits with[/] {ch['change']}: needs {format_bytes(ch['peak_total_bytes'])}{step}")
+            if not out["changes_that_fit"]:
+                con.print("  no single change tried (checkpointing, smaller micro-batch, 8-bit optimizer, "
+                          "AMP, LoRA/QLoRA) makes it fit this GPU: try more GPUs (--num-gpus with --sharding zero3)")
     if out["max_batch_size"] is not None:
         con.print(f"Largest batch that fits: [bold]{out['max_batch_size']}[/]")
     t = out["time"]
@@ -189,7 +113,7 @@ def _render(out: dict, est, per_gpu) -> None:
             con.print(f"  [yellow]warning:[/] {warning}")
     if out["inference"]:
         _render_inference(out["inference"])
-    if per_gpu:
+    if out["per_gpu"]:
         grid = Table(title="Every GPU in the catalog", title_justify="left")
         for col in ("gpu", "memory", "needs", "fits", "step", "samples/s", "bound"):
             grid.add_column(col, justify="left" if col in ("gpu", "bound") else "right")
@@ -219,30 +143,3 @@ def _render_inference(inf: dict) -> None:
     if inf.get("max_batch_size") is not None:
         parts.append(f"largest batch that fits {inf['max_batch_size']}")
     c.console.print("Inference: " + ", ".join(parts))
-
-
-def _plot_timeline(est, path: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    timeline = est.memory.timeline
-    fig, ax = plt.subplots(figsize=(9, 4.5), dpi=110)
-    if timeline:
-        seq, allocated, reserved = zip(*timeline)
-        ax.plot(seq, [b / 1e9 for b in allocated], label="allocated")
-        ax.plot(seq, [b / 1e9 for b in reserved], label="reserved (caching allocator)")
-        ax.axhline(est.memory.total_bytes / 1e9, color="tab:red", linestyle="--", linewidth=1,
-                   label="total incl. CUDA context")
-        if est.gpu is not None:
-            ax.axhline(est.gpu.visible_memory_bytes / 1e9, color="black", linewidth=1,
-                       label=f"{est.gpu.id} memory (as the driver reports it)")
-    ax.set_xlabel("allocator event (two steps: warm-up, then measured)")
-    ax.set_ylabel("GB")
-    ax.set_title(f"{est.workload.model}: GPU memory over the step")
-    ax.legend(loc="best", fontsize=8)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)

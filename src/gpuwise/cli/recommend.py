@@ -9,6 +9,7 @@ from rich import box
 from rich.table import Table
 
 from gpuwise.cli import common as c
+from gpuwise.cli.workload_options import workload_from, workload_options
 from gpuwise.units import format_bytes, format_duration, format_money, parse_duration_s, parse_money
 
 
@@ -16,30 +17,9 @@ def register(app: typer.Typer) -> None:
     app.command("recommend")(recommend)
 
 
+@workload_options(exclude=("num_gpus",))
 def recommend(
-    model: Annotated[str, typer.Argument(help="torchvision:NAME, timm:NAME, hf:NAME, hf:config.json or file.py:factory.")],
-    batch_size: c.BatchSizeOpt = "32",
-    seq_len: c.SeqLenOpt = None,
-    image_size: c.ImageSizeOpt = None,
-    precision: c.PrecisionOpt = "fp32",
-    optimizer: c.OptimizerOpt = "adamw",
-    mode: c.ModeOpt = "train",
-    grad_checkpointing: c.GradCkptOpt = False,
-    channels_last: c.ChannelsLastOpt = False,
-    grad_accum: c.GradAccumOpt = 1,
-    finetune: c.FinetuneOpt = "full",
-    lora_rank: c.LoraRankOpt = 16,
-    lora_targets: c.LoraTargetsOpt = None,
-    quant: c.QuantOpt = "none",
-    max_new_tokens: c.MaxNewTokensOpt = 0,
-    sharding: c.ShardingOpt = "ddp",
-    offload: c.OffloadOpt = "none",
-    attention: c.AttentionOpt = "sdpa",
-    compile: c.CompileOpt = False,
-    optimizer_impl: c.OptimizerImplOpt = "foreach",
-    keep_grads: c.KeepGradsOpt = False,
-    input_rate: c.InputRateOpt = None,
-    engine: c.EngineOpt = "hf",
+    model: Annotated[str, typer.Argument(help="torchvision:NAME, timm:NAME, hf:NAME (any Hub id), hf:config.json or file.py:factory.")],
     samples: Annotated[Optional[int], typer.Option("--samples", help="Samples per epoch.")] = None,
     epochs: Annotated[float, typer.Option("--epochs", help="Epochs over --samples.")] = 1.0,
     steps: Annotated[Optional[int], typer.Option("--steps", help="Optimizer steps (instead of --samples).")] = None,
@@ -57,7 +37,12 @@ def recommend(
     catalog: c.CatalogOpt = None,
     plot: Annotated[Optional[str], typer.Option("--plot", help="Write a PNG of cost vs time for every option.")] = None,
     show_all: Annotated[bool, typer.Option("--all", help="Show every option, not the 15 best and a summary.")] = False,
+    no_cache: c.NoCacheOpt = False,
     json_out: c.JsonOpt = False,
+    emit: Annotated[Optional[str], typer.Option("--emit", help="Print how to launch the best option instead of the table: skypilot (a task YAML) or torchrun (per-node command lines).")] = None,
+    command: Annotated[Optional[str], typer.Option("--command", help="With --emit: the training command to launch, e.g. 'python train.py --checkpoint-dir ckpt'.")] = None,
+    *,
+    workload_kwargs: dict,
 ) -> None:
     """For every GPU and count on offer: fits?, batch, time and cost of the whole job; the best marked.
 
@@ -67,22 +52,14 @@ def recommend(
     """
     from gpuwise.catalog import load_catalog, resolve_gpu
     from gpuwise.plan import Constraints, JobSize, model_for, parse_headroom, recommend as plan_recommend
+    from gpuwise.plan.recommend import auto_micro_batch
     from gpuwise.plan.plot import plot_recommendation
+    from gpuwise.launch import check_emit, launch_best
 
-    auto = batch_size.strip().lower() == "auto"
-    parsed_batch = c.parse_batch_size(batch_size, allow_auto=True) or 32
-    c.check_option(effective_batch is None or effective_batch >= 1, "--effective-batch", effective_batch, "a whole number >= 1")
-    if auto and effective_batch is None and mode == "train":
-        raise c.WorkloadError("--batch-size auto needs --effective-batch N (the samples per optimizer step to keep)")
-    workload = c.build_workload(
-        model, batch_size=parsed_batch if not auto else min(effective_batch or 32, 1 << 20), seq_len=seq_len,
-        image_size=image_size, precision=precision, optimizer=optimizer, mode=mode,
-        grad_checkpointing=grad_checkpointing, channels_last=channels_last, grad_accum=grad_accum,
-        finetune=finetune, lora_rank=lora_rank, lora_targets=lora_targets, quant=quant,
-        max_new_tokens=max_new_tokens, sharding=sharding, offload=offload,
-        attention=attention, compile=compile, optimizer_impl=optimizer_impl, keep_grads=keep_grads,
-        input_rate=input_rate, engine=engine,
-    )
+    check_emit(emit, command)
+    batch = c.parse_batch_size(workload_kwargs["batch_size"], allow_auto=True)
+    auto = batch is None
+    workload = workload_from(model, workload_kwargs, batch_size=batch or auto_micro_batch(effective_batch))
     headroom_fraction = parse_headroom(headroom)
     job = JobSize(samples=samples, epochs=epochs, steps=steps)
     budget_amount, budget_currency = parse_money(budget) if budget else (None, None)
@@ -93,24 +70,22 @@ def recommend(
     cat = load_catalog(catalog)
     gpu_ids = [resolve_gpu(cat, g.strip()).id for g in gpus.split(",") if g.strip()] if gpus else None
 
-    status = c.err_console.status("tracing…") if not json_out else None
-    progress = (lambda msg: status.update(msg)) if status else None
-    if status:
-        status.start()
-    try:
+    c.use_trace_cache(not no_cache)
+    with c.progress(not json_out, "tracing…") as progress:
         wm = model_for(workload, progress)
         rec = plan_recommend(
             wm, cat, job=job, constraints=constraints, provider=provider, gpu_ids=gpu_ids, max_gpus=max_gpus,
             spot=spot, auto_batch=auto, effective_batch=effective_batch, per_gpu_batch=per_gpu_batch,
             currency=currency, remedies=remedies, progress=progress,
         )
-    finally:
-        if status:
-            status.stop()
     if plot:
         plot_recommendation(rec, plot, constraints.deadline_s)
+    launch = launch_best(rec, cat, emit, command) if emit else None
     if json_out:
-        c.print_json(rec.to_dict())
+        c.print_json({**rec.to_dict(), **({"launch": launch} if launch else {})})
+        return
+    if launch:
+        typer.echo(launch["text"], nl=False)
         return
     _render(rec, show_all)
     if plot:

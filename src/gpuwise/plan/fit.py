@@ -42,7 +42,12 @@ def parse_headroom(text: str | float | None) -> float:
 
 def usable_bytes(gpu, headroom_fraction: float = DEFAULT_HEADROOM_FRACTION) -> int:
     """What a job may plan to use on ``gpu``: the memory the driver reports, less the headroom."""
-    return int(gpu.visible_memory_bytes * (1.0 - headroom_fraction))
+    return usable_of(gpu.visible_memory_bytes, headroom_fraction)
+
+
+def usable_of(visible_memory_bytes: int, headroom_fraction: float = DEFAULT_HEADROOM_FRACTION) -> int:
+    """The same for a GPU known by the memory the driver reports (a quote's ``gpu_memory_bytes``)."""
+    return int(visible_memory_bytes * (1.0 - headroom_fraction))
 
 
 def fits(total_bytes: int, gpu, headroom_fraction: float = DEFAULT_HEADROOM_FRACTION) -> bool:

@@ -51,17 +51,18 @@ class Quote:
         return self.excluded_because is None
 
     @property
-    def cost_per_step(self) -> float | None:
-        """Money per step in ``currency`` (None without a price or a step time)."""
-        if self.price_per_hour is None or self.step_time_s is None:
+    def cost_per_step_ranked(self) -> float | None:
+        """Money per step in the ranking currency, what comparisons use (None without a price or step time)."""
+        if self.price_per_hour_ranked is None or self.step_time_s is None:
             return None
-        return self.price_per_hour * self.step_time_s / 3600.0
+        return self.price_per_hour_ranked * self.step_time_s / 3600.0
 
     def hours_for(self, steps: float) -> float:
         return steps * (self.step_time_s or 0.0) / 3600.0
 
-    def cost_for(self, steps: float) -> float:
-        return steps * (self.cost_per_step or 0.0)
+    def ranked_cost_for(self, steps: float) -> float:
+        """Money for ``steps`` steps in the ranking currency."""
+        return steps * (self.cost_per_step_ranked or 0.0)
 
     def to_dict(self) -> dict:
         return {
@@ -69,7 +70,8 @@ class Quote:
             "currency": self.currency, "price_per_hour": self.price_per_hour, "spot": self.spot,
             "ranking_currency": self.ranking_currency, "price_per_hour_ranked": self.price_per_hour_ranked,
             "gpu_memory_bytes": self.gpu_memory_bytes, "fits": self.fits, "peak_total_bytes": self.peak_total_bytes,
-            "spare_bytes": self.spare_bytes, "step_time_s": self.step_time_s, "cost_per_step": self.cost_per_step,
+            "spare_bytes": self.spare_bytes, "step_time_s": self.step_time_s,
+            "cost_per_step_ranked": self.cost_per_step_ranked,
             "batch_size": self.batch_size, "grad_accum_steps": self.grad_accum_steps,
             "effective_batch_size": self.effective_batch_size, "total_time_s": self.total_time_s,
             "total_cost": self.total_cost, "total_cost_ranked": self.total_cost_ranked, "bound": self.bound,

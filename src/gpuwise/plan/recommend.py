@@ -92,6 +92,16 @@ class Recommendation:
         }
 
 
+def auto_micro_batch(effective_batch: int | None) -> int:
+    """The micro-batch ``--batch-size auto`` starts from: the effective batch, which each option then cuts
+    to the largest divisor that fits. Training needs ``--effective-batch`` to say what to keep."""
+    if effective_batch is None:
+        raise PlanError("--batch-size auto needs --effective-batch N (the samples per optimizer step to keep)")
+    if effective_batch < 1:
+        raise PlanError(f"--effective-batch must be at least 1, got {effective_batch}")
+    return min(effective_batch, 1 << 20)
+
+
 # -- evaluation -------------------------------------------------------------------------------------
 def recommend(
     model: WorkloadModel,

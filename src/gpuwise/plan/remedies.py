@@ -21,27 +21,41 @@ from gpuwise.workload import Workload
 @dataclass(frozen=True)
 class Remedy:
     change: str              # what to change, as the user would type it
-    workload: Workload
+    fields: tuple[tuple[str, object], ...]   # the Workload fields it sets
+
+    def apply(self, w: Workload) -> Workload:
+        return w.with_(**dict(self.fields))
+
+    @property
+    def workload_fields(self) -> dict:
+        return dict(self.fields)
+
+
+def _remedy(change: str, **fields) -> Remedy:
+    return Remedy(change, tuple(fields.items()))
 
 
 def candidate_remedies(w: Workload, closed_form: bool) -> list[Remedy]:
+    """The changes that lower a training step's memory, in the order a practitioner tries them."""
     out = []
     if not w.is_training:
         return out
     if w.precision in ("fp32", "tf32"):
-        out.append(Remedy("--precision amp-bf16", w.with_(precision="amp-bf16")))
-        out.append(Remedy("--precision amp-fp16", w.with_(precision="amp-fp16")))
+        out.append(_remedy("--precision amp-bf16", precision="amp-bf16"))
+        out.append(_remedy("--precision amp-fp16", precision="amp-fp16"))
     if not w.grad_checkpointing:
-        out.append(Remedy("--grad-checkpointing", w.with_(grad_checkpointing=True)))
+        out.append(_remedy("--grad-checkpointing", grad_checkpointing=True))
     if w.optimizer in ("adam", "adamw"):
-        out.append(Remedy("--optimizer adamw-8bit", w.with_(optimizer="adamw-8bit")))
+        out.append(_remedy("--optimizer adamw-8bit", optimizer="adamw-8bit"))
     if w.batch_size > 1:
         half = w.batch_size // 2
-        out.append(Remedy(f"--batch-size {half} --grad-accum {w.grad_accum_steps * 2}",
-                          w.with_(batch_size=half, grad_accum_steps=w.grad_accum_steps * 2)))
+        out.append(_remedy(f"--batch-size {half} --grad-accum {w.grad_accum_steps * 2}",
+                           batch_size=half, grad_accum_steps=w.grad_accum_steps * 2))
     if closed_form and w.finetune == "full":
-        out.append(Remedy("--finetune lora", w.with_(finetune="lora")))
-        out.append(Remedy("--finetune qlora", w.with_(finetune="qlora")))
+        out.append(_remedy("--finetune lora", finetune="lora"))
+        out.append(_remedy("--finetune qlora", finetune="qlora"))
+    if closed_form and w.finetune == "lora" and w.quant == "none":
+        out.append(_remedy("--finetune qlora", finetune="qlora", quant="nf4"))
     return out
 
 
@@ -64,19 +78,19 @@ def find_remedies(
     gpus = {g.id: g for g in catalog.gpus}
     results = []
     for remedy in candidate_remedies(rec.workload, rec.method == "closed-form")[:max_remedies]:
-        model = model_factory(remedy.workload) if model_factory else model_for(remedy.workload, progress)
+        w = remedy.apply(rec.workload)
+        model = model_factory(w) if model_factory else model_for(w, progress)
         for target in oom:   # cheapest first: the cheapest GPU this remedy rescues is the news
             gpu = gpus[target.gpu]
             est = model.estimate(gpu, count=target.count)
             if est.time is None or not fits(est.memory.total_bytes, gpu, constraints.headroom_fraction):
                 continue
-            steps = job.optimizer_steps(remedy.workload.effective_batch_size)
+            steps = job.optimizer_steps(w.effective_batch_size)
             quote = make_quote(
                 gpu, target.count, target.offer,
                 peak_total_bytes=est.memory.total_bytes, step_time_s=est.time.step_time_s,
                 headroom_fraction=constraints.headroom_fraction, ranking_currency=rec.ranking_currency,
-                total_time_s=steps * est.time.step_time_s, batch_size=remedy.workload.batch_size,
-                grad_accum_steps=remedy.workload.grad_accum_steps,
+                total_time_s=steps * est.time.step_time_s, batch_size=w.batch_size, grad_accum_steps=w.grad_accum_steps,
             )
             (quote,) = apply_constraints([quote], constraints, rec.ranking_currency)
             if not quote.eligible:
@@ -87,3 +101,55 @@ def find_remedies(
         results = [r for r in results if r["total_cost_ranked"] < rec.best.total_cost_ranked]
     results.sort(key=lambda r: r["total_cost_ranked"])
     return tuple(results)
+
+
+def changes_that_fit(
+    workload: Workload, gpu, *, headroom_fraction: float, closed_form: bool,
+    model_factory: Callable[[Workload], object] | None = None, progress: Callable[[str], None] | None = None,
+) -> tuple[dict, ...]:
+    """For a job that does not fit ``gpu``: each single change that makes it fit, with its flags, the
+    memory it needs and its step time, fastest first; when no single change is enough, the changes
+    taken together in order, the first combination that fits."""
+    make = model_factory or (lambda w: model_for(w, progress))
+
+    def quote(flags: str, w: Workload) -> dict | None:
+        est = make(w).estimate(gpu, count=w.num_gpus)
+        if not fits(est.memory.total_bytes, gpu, headroom_fraction):
+            return None
+        return {"change": flags, "peak_total_bytes": est.memory.total_bytes,
+                "gpu_memory_bytes": gpu.visible_memory_bytes,
+                "step_time_s": est.time.step_time_s if est.time is not None else None}
+
+    singles = [q for r in candidate_remedies(workload, closed_form) if (q := quote(r.change, r.apply(workload)))]
+    if singles:
+        return tuple(sorted(singles, key=lambda q: q["step_time_s"] if q["step_time_s"] is not None else 0.0))
+    # No single change is enough: apply them one after another until the job fits, then drop each
+    # change the others make unnecessary (the answer names only what is needed).
+    taken: list[Remedy] = []
+    w = workload
+    while not (found := quote(_flags(taken), w)):
+        steps = [r for r in candidate_remedies(w, closed_form)
+                 if r.change.startswith("--batch-size") or r.change.split()[0] not in {t.change.split()[0] for t in taken}]
+        if not steps:
+            return ()
+        taken.append(steps[0])
+        w = steps[0].apply(w)
+    for r in list(taken):
+        rest = [t for t in taken if t is not r]
+        if rest and (smaller := quote(_flags(rest), _apply_all(workload, rest))):
+            taken, found = rest, smaller
+    return (found,)
+
+
+def _apply_all(w: Workload, remedies: list[Remedy]) -> Workload:
+    for r in remedies:
+        w = r.apply(w)
+    return w
+
+
+def _flags(remedies: list[Remedy]) -> str:
+    """The flags as typed: a later change of the same option replaces an earlier one (two halvings)."""
+    merged: dict[str, str] = {}
+    for r in remedies:
+        merged[r.change.split()[0]] = r.change
+    return " ".join(merged.values())

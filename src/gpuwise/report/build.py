@@ -7,7 +7,10 @@ from pathlib import Path
 
 from gpuwise.catalog import GPU, Catalog, resolve_gpu
 from gpuwise.monitor.sample import GpuSample
-from gpuwise.report.rightsize import Headroom, RightSizing, resolve_rented, right_size
+from gpuwise.plan.fit import DEFAULT_HEADROOM_FRACTION
+from gpuwise.plan.scaling import TimeScaling
+from gpuwise.report.errors import ReportError
+from gpuwise.report.rightsize import RightSizing, resolve_rented, right_size
 from gpuwise.report.sources import load_usage_log
 from gpuwise.report.usage import UsageSummary, summarize
 
@@ -46,14 +49,17 @@ def build_report(
     gpu: str | None = None,
     gpu_price: tuple[float, str | None] | None = None,
     provider: str | None = None,
-    headroom: Headroom = Headroom(),
-    precision: str = "fp16",
+    spot: bool = False,
+    currency: str | None = None,
+    headroom_fraction: float = DEFAULT_HEADROOM_FRACTION,
     columns: list[str] | None = None,
-    step_time_s=None,
-    method: str | None = None,
+    scaling: TimeScaling | None = None,
 ) -> Report:
     """``gpu``: the rented GPU when the log does not name it (dmon) or names it wrongly; raises CatalogError."""
     log = load_usage_log(path, columns=columns)
+    if not log.samples:
+        raise ReportError(f"{path}: the log has no GPU samples: nothing to report (was the job run under "
+                          "`gpuwise run` or nvidia-smi logging?)")
     usage = summarize(log)
     notes = list(usage.notes)
     rented: GPU | None
@@ -65,9 +71,8 @@ def build_report(
             notes.append(note)
     sizing = None
     if usage.needed_peak_bytes is not None:
-        extra = {"step_time_s": step_time_s, "method": method} if step_time_s is not None else {}
-        sizing = right_size(usage, catalog, rented, gpu_price=gpu_price, provider=provider, headroom=headroom,
-                            precision=precision, **extra)
+        sizing = right_size(usage, catalog, rented, gpu_price=gpu_price, provider=provider, spot=spot,
+                            currency=currency, headroom_fraction=headroom_fraction, scaling=scaling)
         notes.extend(sizing.notes)
     return Report(usage, sizing, tuple(notes), log.samples)
 

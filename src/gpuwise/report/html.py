@@ -7,10 +7,12 @@ import html
 import io
 from pathlib import Path
 
+from gpuwise.plan.fit import usable_of
 from gpuwise.report.build import Report
 from gpuwise.units import format_bytes, format_duration, format_money
 
-MAX_BARS = 14
+GIB = 2**30
+MAX_BARS = 20   # GPUs in the table and the chart (the same ones)
 
 
 def _png(fig) -> str:
@@ -30,19 +32,21 @@ def _timeline_png(report: Report) -> str:
     for label in u.job_labels:
         own = [s for s in samples if s.label == label and not s.lost]
         t_min = [(s.t_s - u.start_t_s) / 60 for s in own]
-        used = [s.memory_used_bytes / 1e9 if s.memory_used_bytes is not None else float("nan") for s in own]
+        used = [s.memory_used_bytes / GIB if s.memory_used_bytes is not None else float("nan") for s in own]
         ax_mem.plot(t_min, used, lw=1, label=f"GPU {label} memory used")
         if any(s.process_memory_bytes for s in own):
-            proc = [s.process_memory_bytes / 1e9 if s.process_memory_bytes is not None else float("nan") for s in own]
+            proc = [s.process_memory_bytes / GIB if s.process_memory_bytes is not None else float("nan") for s in own]
             ax_mem.plot(t_min, proc, lw=1, label=f"GPU {label} job's processes")
         busy = [s.utilization_pct if s.utilization_pct is not None else float("nan") for s in own]
         ax_busy.plot(t_min, busy, lw=0.8, label=f"GPU {label}")
     totals = [d.memory_total_bytes for d in u.job_devices if d.memory_total_bytes]
     if totals:
-        ax_mem.axhline(max(totals) / 1e9, color="grey", ls="--", lw=1, label="memory of the rented GPU")
-    if r is not None:
-        ax_mem.axhline(r.required_bytes / 1e9, color="tab:red", ls=":", lw=1.2, label="needed + headroom")
-    ax_mem.set_ylabel("GB")
+        total = max(totals)
+        ax_mem.axhline(total / GIB, color="grey", ls="--", lw=1, label="memory of the rented GPU")
+        if r is not None:
+            ax_mem.axhline(usable_of(total, r.headroom_fraction) / GIB, color="tab:red", ls=":", lw=1.2,
+                           label=f"usable ({r.headroom_fraction:.0%} kept free, as every command)")
+    ax_mem.set_ylabel("GiB")
     ax_mem.set_ylim(bottom=0)
     ax_mem.legend(fontsize=7, loc="center right")
     ax_mem.set_title("Memory")
@@ -60,8 +64,7 @@ def _options_png(report: Report) -> str | None:
     r = report.right_sizing
     if r is None or r.currency is None:
         return None
-    rows = [o for o in r.options if o.fits and o.cost_per_job_hour is not None][:MAX_BARS]
-    rows += [o for o in r.options if o.rented and o.cost_per_job_hour is not None and o not in rows]
+    rows = _rows(r)
     if not rows:
         return None
     import matplotlib
@@ -89,6 +92,13 @@ def _money(x: float | None, currency: str | None) -> str:
     return "-" if x is None or currency is None else html.escape(format_money(x, currency))
 
 
+def _rows(r) -> list:
+    """The GPUs the table lists and the chart draws (the same ones): those that would have held the job,
+    cheapest for the work first, and the rented one."""
+    rows = [o for o in r.options if o.fits and o.cost_per_job_hour is not None][:MAX_BARS]
+    return rows + [o for o in r.options if o.rented and o.cost_per_job_hour is not None and o not in rows]
+
+
 def render_html(report: Report) -> str:
     u, r = report.usage, report.right_sizing
     e = html.escape
@@ -107,10 +117,11 @@ def render_html(report: Report) -> str:
     rows_html = ""
     verdict = ""
     if r is not None:
-        facts.append(("Needed + headroom", format_bytes(r.required_bytes)))
+        facts.append(("Fits where", f"{format_bytes(r.needed_bytes)} ≤ the GPU's memory as nvidia-smi reports it, "
+                                    f"{r.headroom_fraction:.0%} kept free"))
         if r.rented_price_per_gpu_hour is not None:
             facts.append(("Paid", f"{format_money(r.rented_price_per_gpu_hour, r.currency or '')}/h per GPU ({r.price_source})"))
-        for o in [o for o in r.options if o.fits and o.cost_per_job_hour is not None][:20]:
+        for o in _rows(r):
             cls = "rented" if o.rented else ("cheaper" if (o.saving_per_hour or 0) > 0 else "")
             rows_html += (
                 f"<tr class='{cls}'><td>{e(o.gpu_name)}{' (rented)' if o.rented else ''}</td>"

@@ -23,6 +23,14 @@ def _short(x: float | None, currency: str | None) -> str:
     return format_money(round(x), currency).replace(".00", "", 1) if abs(x) >= 100 else format_money(x, currency)
 
 
+def rows_shown(r) -> list:
+    """The rows the table (and the HTML chart) show: the GPUs that fit and save, biggest saving first,
+    up to MAX_ROWS, and the rented GPU."""
+    rows = list(r.cheaper[:MAX_ROWS])
+    rows += [o for o in r.options if o.rented and o.fits]
+    return rows
+
+
 def render_report(report: Report) -> Group:
     u, r = report.usage, report.right_sizing
     job = u.job_devices
@@ -58,15 +66,19 @@ def render_report(report: Report) -> Group:
     if r is not None:
         parts.append(Text(""))
         parts.append(Text.from_markup(
-            f"Needed {format_bytes(r.needed_bytes)} + headroom {format_bytes(r.headroom_bytes)} = "
-            f"[bold]{format_bytes(r.required_bytes)}[/bold] per GPU. Time elsewhere by {r.method} "
-            f"({r.method_basis}); work/h: what the work of one measured hour costs there (price × time×); savings against what was paid, per month = 730 h."))
+            f"Needed [bold]{format_bytes(r.needed_bytes)}[/bold] per GPU; a GPU holds it when that is within its "
+            f"memory as nvidia-smi reports it, {r.headroom_fraction:.0%} kept free (as estimate and recommend). "
+            f"Time elsewhere by {r.method} ({r.method_basis}); work/h: what the work of one measured hour costs "
+            f"there (price × time×); savings against what was paid, per month = 730 h; money in {r.currency}."))
         if r.rented_price_per_gpu_hour is not None:
             parts.append(Text(f"Rented: {r.gpu_count} × {r.rented_gpu_name or '?'} at "
                               f"{_money(r.rented_price_per_gpu_hour, r.currency)}/h per GPU ({r.price_source})"))
         parts.append(_table(r))
         parts.append(Text("* the rented GPU", style="dim"))
         cheaper = r.cheaper
+        if len(cheaper) > MAX_ROWS:
+            parts.append(Text(f"{len(cheaper) - MAX_ROWS} more cheaper GPU(s) not shown (--json or --html lists "
+                              f"every one).", style="dim"))
         if cheaper:
             best = cheaper[0]
             parts.append(Text.from_markup(
@@ -86,11 +98,7 @@ def _table(r) -> Table:
     t = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
     for col in ("GPU", "GiB", "time×", "price/h", "work/h", "save/h", "save/month", "save/run"):
         t.add_column(col, justify="left" if col == "GPU" else "right", no_wrap=True)
-    fitting = [o for o in r.options if o.fits and (o.cost_per_job_hour is not None or o.rented)]
-    rows = [o for o in fitting if o.rented or (o.saving_per_hour or 0) > 0][:MAX_ROWS]
-    if not any(o.rented for o in rows):
-        rows += [o for o in fitting if o.rented]
-    for o in rows:
+    for o in rows_shown(r):
         style = "bold" if o.rented else ("green" if (o.saving_per_hour or 0) > 0 else None)
         t.add_row(
             o.gpu_id + (" *" if o.rented else ""), f"{o.memory_bytes / 2**30:.0f}",

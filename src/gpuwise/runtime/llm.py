@@ -23,9 +23,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpuwise.runtime.comm import (
-    LATENCY_PER_HOP_S, PCIE_EFF, PCIE_GBS, bus_bandwidth_gbs, data_parallel_comm, ring_s,
-)
+from gpuwise.catalog.topology import PCIE_X16_GBS, topology_for
+from gpuwise.runtime.comm import collective_s, data_parallel_comm
 from gpuwise.runtime.model import StepTime
 from gpuwise.runtime.rates import fallback_warning, peak_flops_per_s
 from gpuwise.workload import Workload
@@ -37,6 +36,7 @@ MEM_EFF = 0.75                 # streaming kernels (dequantise, optimizer): shar
 DECODE_BW_EFF = 0.80
 FLASH_BWD_FACTOR = 2.5
 CPU_ADAM_PARAMS_PER_S = 1.0e9  # DeepSpeed CPU-Adam on one server socket (assumed)
+HOST_COPY_EFF = 0.70           # pinned host <-> GPU copies reach ~70% of the PCIe x16 rate (assumed)
 
 
 def _peak(gpu, precision: str) -> tuple[float, list[str]]:
@@ -46,7 +46,7 @@ def _peak(gpu, precision: str) -> tuple[float, list[str]]:
 
 def _pcie_bytes_per_s(gpu) -> float:
     """Host <-> GPU copies (offload): the PCIe generation's x16 rate at what copies reach."""
-    return PCIE_GBS.get(int(gpu.pcie_gen or 4), PCIE_GBS[4]) * PCIE_EFF * 1e9
+    return PCIE_X16_GBS.get(int(gpu.pcie_gen or 4), PCIE_X16_GBS[4]) * HOST_COPY_EFF * 1e9
 
 
 def _bandwidth(gpu) -> float:
@@ -112,6 +112,7 @@ def train_step_time(arch: DecoderArch, w: Workload, gpu, mem, *, double_quant: b
             sharding=w.sharding, count=n, gpu=gpu, grad_bytes=mem.grad_sync_bytes,
             param_bytes=mem.param_gather_bytes or mem.grad_sync_bytes,
             forward_s=micro_compute - backward_s, backward_s=backward_s,
+            layers=arch.num_layers, micro_steps=w.grad_accum_steps,
         )
         comm_exposed = comm.exposed_s
         warnings.extend(comm.notes)
@@ -154,7 +155,7 @@ def serve_time(arch: DecoderArch, w: Workload, gpu, *, weights_bytes: float, pro
     tp_comm = 0.0
     if n > 1:
         act = prompt_tokens * batch * arch.hidden_size * compute_bytes(w.precision)
-        tp_comm = 2 * arch.num_layers * ring_s("all_reduce", act, n, bus_bandwidth_gbs(gpu, n)[0])
+        tp_comm = 2 * arch.num_layers * collective_s("all_reduce", act, n, topology_for(gpu))
     ttft = max(prefill_flops / n / (peak * eff), weights_bytes / (bw * DECODE_BW_EFF)) + tp_comm
     # decode: weights touched per step (MoE: experts hit by at least one of the batch's tokens)
     touched = weights_bytes
@@ -167,7 +168,8 @@ def serve_time(arch: DecoderArch, w: Workload, gpu, *, weights_bytes: float, pro
     kv_read = arch.kv_cache_bytes(int(mean_ctx), batch, kv_bytes_per_element) * kv_share
     mem_s = (touched + kv_read) / (bw * DECODE_BW_EFF)
     flop_s = (2.0 * m + arch.attention_flops_per_token(mean_ctx)) * batch / n / (peak * eff)
-    tp_latency = 2 * arch.num_layers * 2 * (n - 1) * LATENCY_PER_HOP_S if n > 1 else 0.0
+    # decode's tensor-parallel all-reduces move a few KB: latency-bound (2 per layer, a ring of n)
+    tp_latency = 2 * arch.num_layers * collective_s("all_reduce", 1.0, n, topology_for(gpu)) if n > 1 else 0.0
     step_s = max(mem_s, flop_s) + tp_latency
     decode_s = step_s * new_tokens
     total = ttft + decode_s

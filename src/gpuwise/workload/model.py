@@ -29,6 +29,18 @@ class WorkloadError(GpuwiseError):
     pass
 
 
+PEFT_PRECISION = "amp-bf16"
+
+
+def default_precision(finetune: str, gpu_has_bf16: bool | None = None) -> str:
+    """The precision a job runs at when the user names none: fp32 (PyTorch's default) for full training
+    and inference; bf16 autocast for LoRA/QLoRA, as LitGPT and LLaMA-Factory default to, or fp16 autocast
+    on a GPU without bf16 (T4, V100)."""
+    if finetune.lower() in ("lora", "qlora"):
+        return PEFT_PRECISION if gpu_has_bf16 is not False else "amp-fp16"
+    return "fp32"
+
+
 @dataclass(frozen=True)
 class Workload:
     """One training or inference step of a model, as the user describes it.
@@ -113,6 +125,13 @@ class Workload:
         d = asdict(self)
         d["lora_targets"] = list(self.lora_targets)
         return d
+
+
+def check_precision(value: str) -> str:
+    """A precision as the user typed it (any case) -> its name; WorkloadError with suggestions otherwise."""
+    name = str(value).strip().lower()
+    _choice("precision", name, PRECISIONS)
+    return name
 
 
 def _choice(option: str, value: str, choices: tuple[str, ...]) -> None:

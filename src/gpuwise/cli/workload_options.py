@@ -1,0 +1,88 @@
+"""The workload options, declared once and given to every command that takes a workload (DESIGN.md).
+
+``@workload_options()`` adds ``--batch-size``, ``--seq-len``, ``--precision`` … to a typer command's
+signature and hands the command one ``workload_kwargs`` dict, so ``estimate``, ``recommend``,
+``report --model`` and ``advise --model`` take the same names with the same defaults, and a workload
+described on one command means the same job on another.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from typing import Any, Callable
+
+from gpuwise.cli import common as c
+
+# name -> (typer annotation, default). The order is the order in --help.
+WORKLOAD_OPTIONS: dict[str, tuple[Any, Any]] = {
+    "batch_size": (c.BatchSizeOpt, "32"),
+    "seq_len": (c.SeqLenOpt, None),
+    "image_size": (c.ImageSizeOpt, None),
+    "precision": (c.PrecisionOpt, None),
+    "optimizer": (c.OptimizerOpt, "adamw"),
+    "mode": (c.ModeOpt, "train"),
+    "grad_checkpointing": (c.GradCkptOpt, False),
+    "channels_last": (c.ChannelsLastOpt, False),
+    "grad_accum": (c.GradAccumOpt, 1),
+    "finetune": (c.FinetuneOpt, "full"),
+    "lora_rank": (c.LoraRankOpt, 16),
+    "lora_targets": (c.LoraTargetsOpt, None),
+    "quant": (c.QuantOpt, "none"),
+    "max_new_tokens": (c.MaxNewTokensOpt, 0),
+    "num_gpus": (c.NumGpusOpt, 1),
+    "sharding": (c.ShardingOpt, "ddp"),
+    "offload": (c.OffloadOpt, "none"),
+    "attention": (c.AttentionOpt, "sdpa"),
+    "compile": (c.CompileOpt, False),
+    "optimizer_impl": (c.OptimizerImplOpt, "foreach"),
+    "keep_grads": (c.KeepGradsOpt, False),
+    "input_rate": (c.InputRateOpt, None),
+    "engine": (c.EngineOpt, "hf"),
+}
+
+
+def workload_options(*, exclude: tuple[str, ...] = ()) -> Callable:
+    """Decorate a command whose last keyword parameter is ``workload_kwargs: dict``; the shared options
+    (less ``exclude``) appear in its signature before ``workload_kwargs``' place."""
+    names = [n for n in WORKLOAD_OPTIONS if n not in exclude]
+
+    def decorate(fn: Callable) -> Callable:
+        sig = inspect.signature(fn, eval_str=True)
+        own = [p for p in sig.parameters.values() if p.name != "workload_kwargs"]
+        first_model_free = next((i for i, p in enumerate(own) if p.default is not inspect.Parameter.empty), len(own))
+        added = [
+            inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY if own[first_model_free:] else
+                              inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                              default=WORKLOAD_OPTIONS[n][1], annotation=WORKLOAD_OPTIONS[n][0])
+            for n in names
+        ]
+        params = own[:first_model_free] + added + own[first_model_free:]
+        params = [p.replace(kind=inspect.Parameter.POSITIONAL_OR_KEYWORD) for p in params]
+
+        @functools.wraps(fn)
+        def command(*args, **kwargs):
+            workload_kwargs = {n: kwargs.pop(n) for n in names if n in kwargs}
+            return fn(*args, workload_kwargs=workload_kwargs, **kwargs)
+
+        command.__signature__ = inspect.Signature(params)
+        command.__annotations__ = {p.name: p.annotation for p in params}
+        del command.__wrapped__          # typer must see the signature above, not the wrapped one
+        return command
+
+    return decorate
+
+
+def workload_from(model: str, workload_kwargs: dict, *, batch_size: int | None = None, gpu=None, **overrides):
+    """The Workload for ``model`` from the shared options (``batch_size`` parsed by the caller). Without
+    --precision, the default of ``gpuwise.workload.model.default_precision`` (bf16 for LoRA/QLoRA where
+    ``gpu`` has it)."""
+    from gpuwise.workload.model import default_precision
+
+    kw = dict(workload_kwargs)
+    kw.pop("batch_size", None)
+    kw.update(overrides)
+    if kw.get("precision") is None:
+        kw["precision"] = default_precision(kw.get("finetune", "full"), gpu.has_bf16 if gpu is not None else None)
+    return c.build_workload(model, batch_size=batch_size if batch_size is not None else
+                            c.parse_batch_size(workload_kwargs.get("batch_size", "32")), **kw)

@@ -1,0 +1,73 @@
+"""The ``estimate`` answer for one workload: memory, fit and spare memory on a GPU, step and job time,
+the largest batch, every catalog GPU, and — when it does not fit — the changes that would.
+
+This is the public JSON contract of ``gpuwise estimate --json`` (DESIGN.md); the CLI only renders it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from gpuwise.plan.fit import fits, spare_bytes
+from gpuwise.plan.profile import WorkloadModel, largest_fitting_batch
+from gpuwise.plan.recommend import JobSize
+from gpuwise.plan.remedies import changes_that_fit
+
+
+def job_time(step_time_s: float, workload, job: JobSize | None) -> dict | None:
+    if job is None:
+        return None
+    steps = job.optimizer_steps(workload.effective_batch_size)
+    epoch_s = step_time_s * (job.samples / workload.effective_batch_size) if job.samples is not None else None
+    return {"optimizer_steps": steps, "epoch_time_s": epoch_s, "total_time_s": steps * step_time_s}
+
+
+def estimate_answer(
+    model: WorkloadModel, gpus: list, *, headroom_fraction: float, job: JobSize | None = None,
+    max_batch: bool = False, suggest_changes: bool = True, progress: Callable[[str], None] | None = None,
+) -> tuple[dict, object]:
+    """(the JSON answer, the main Estimate). ``gpus``: none (memory only), one, or several (a row each)."""
+    count = model.workload.num_gpus
+    gpu = gpus[0] if len(gpus) == 1 else None
+    est = model.estimate(gpu, count=count)
+    trace_info = None
+    if model.method == "traced":
+        t = model.trace()
+        trace_info = {"ops": len(t.ops), "flops": t.flops, "param_count": t.param_count,
+                      "trainable_param_count": t.trainable_param_count, "trace_time_s": t.trace_time_s,
+                      "notes": list(t.notes)}
+    time = None
+    if est.time is not None:
+        time = est.time.to_dict()
+        time.update(job_time(est.time.step_time_s, est.workload, job) or {})
+    inference = est.inference.to_dict() if est.inference is not None else None
+    fit = fits(est.memory.total_bytes, gpu, headroom_fraction) if gpu else None
+    changes: tuple = ()
+    if gpu is not None and not fit and suggest_changes:
+        changes = changes_that_fit(model.workload, gpu, headroom_fraction=headroom_fraction,
+                                   closed_form=model.method == "closed-form", progress=progress)
+    per_gpu = [model.estimate(g, count=count) for g in gpus] if len(gpus) > 1 else []
+    answer = {
+        "workload": est.workload.to_dict(),
+        "method": model.method,
+        "memory": est.memory.to_dict(),
+        "time": time,
+        "gpu": gpu.id if gpu else None,
+        "headroom_fraction": headroom_fraction,
+        "fits": fit,
+        "spare_bytes": spare_bytes(est.memory.total_bytes, gpu, headroom_fraction) if gpu else None,
+        "max_batch_size": largest_fitting_batch(model, gpu, count=count, headroom_fraction=headroom_fraction)
+        if max_batch and gpu else None,
+        "changes_that_fit": list(changes),
+        "inference": inference,
+        "trace": trace_info,
+        "per_gpu": [
+            {"gpu": e.gpu.id, "memory_bytes": e.gpu.visible_memory_bytes, "peak_total_bytes": e.memory.total_bytes,
+             "fits": fits(e.memory.total_bytes, e.gpu, headroom_fraction),
+             "spare_bytes": spare_bytes(e.memory.total_bytes, e.gpu, headroom_fraction),
+             "step_time_s": e.time.step_time_s if e.time else None,
+             "samples_per_s": e.time.samples_per_s if e.time else None, "bound": e.time.bound if e.time else None}
+            for e in per_gpu
+        ],
+    }
+    return answer, est

@@ -1,0 +1,63 @@
+"""Time on another GPU for a measured run: the one model, used by ``report`` and ``advise`` alike.
+
+A measured run gives its time on the GPU it ran on. On another GPU, the part of the time the GPU
+was busy scales by a ratio of step times; the idle part (data loading, CPU work, waiting) stays::
+
+    time there = time here × ((1 − busy) + busy × ratio(here → there))
+
+The ratio comes from the runtime's per-operator predictor when the workload is known (``--model``:
+predicted step time there / predicted step time here, so the measurement stays the anchor), and
+otherwise from the one datasheet ratio of ``gpuwise.runtime.rates`` — and the output says which.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from gpuwise.catalog.model import GPU
+from gpuwise.plan.errors import PlanError
+from gpuwise.runtime.rates import DATASHEET_METHOD, datasheet_time_ratio
+from gpuwise.workload import Workload
+
+PREDICTED_METHOD = "time predictor"
+
+
+@dataclass(frozen=True)
+class TimeScaling:
+    """How many times longer a busy second of the run takes on another GPU."""
+
+    method: str                                   # PREDICTED_METHOD or DATASHEET_METHOD
+    basis: str                                    # in words, for the output
+    precision: str
+    step_time_s: Callable[[GPU], "float | None"] | None = field(default=None, compare=False, repr=False)
+
+    def ratio(self, gpu_from: GPU, gpu_to: GPU) -> float | None:
+        """Step time on ``gpu_to`` / step time on ``gpu_from``; None where the job cannot run on ``gpu_to``."""
+        if gpu_from.id == gpu_to.id:
+            return 1.0
+        if self.step_time_s is not None:
+            t_from, t_to = self.step_time_s(gpu_from), self.step_time_s(gpu_to)
+            if not t_from or t_to is None:
+                return None
+            return t_to / t_from
+        return datasheet_time_ratio(gpu_from, gpu_to, self.precision)
+
+    def run_time_factor(self, busy_share: float, gpu_from: GPU, gpu_to: GPU) -> float | None:
+        """Wall time there / wall time here: the idle share stays, the busy share scales."""
+        if not 0.0 <= busy_share <= 1.0:
+            raise PlanError(f"busy share must be in [0, 1], got {busy_share!r}")
+        r = self.ratio(gpu_from, gpu_to)
+        return None if r is None else (1.0 - busy_share) + busy_share * r
+
+
+def time_scaling(precision: str, workload: Workload | None = None,
+                 progress: Callable[[str], None] | None = None) -> TimeScaling:
+    """The predictor's ratios for ``workload`` when given (one trace, or none for LLMs), else datasheets."""
+    if workload is not None:
+        from gpuwise.plan.profile import step_time_function
+
+        basis = (f"predicted step times of {workload.model} (batch {workload.batch_size}, {workload.precision}) "
+                 f"on each GPU")
+        return TimeScaling(PREDICTED_METHOD, basis, workload.precision, step_time_function(workload, progress))
+    return TimeScaling(DATASHEET_METHOD, f"{precision} peak rates and memory bandwidth from the catalog", precision)
