@@ -24,10 +24,10 @@ from __future__ import annotations
 from gpuwise.runtime.stack import Stack
 
 # Measured 2026-12-03 on the build machine (benchmarks/results/time_host.md), seconds per call.
-PYTHON_FORWARD_S = {"conv": 14e-6, "norm": 19e-6, "matmul": 12e-6, "attention": 20e-6}
-PYTHON_FORWARD_DEFAULT_S = 4e-6     # an activation module / tensor method (relu, add, ...)
-AUTOGRAD_OP_S = 1.5e-6
-VIEW_S = 1.5e-6
+PYTHON_FORWARD_S = {"conv": 16e-6, "norm": 23e-6, "matmul": 6.3e-6, "attention": 6.5e-6}  # norm: BatchNorm2d
+PYTHON_FORWARD_DEFAULT_S = 6.1e-6   # an activation module / tensor method (relu, add, ...)
+AUTOGRAD_OP_S = 1.2e-6
+VIEW_S = 2.9e-6
 OPTIMIZER_OP_S = 4e-6               # a foreach call from torch.optim's Python step
 # Priors (no GPU here).
 CUDA_LAUNCH_S = 5e-6

@@ -255,7 +255,7 @@ def _build_factory(spec: ModelSpec, workload) -> BuiltModel:
     kwargs = {k: v for k, v in wanted.items() if k in params}
     try:
         result = on_meta(lambda: factory(**kwargs))
-    except Exception as exc:  # the user's code: any error is bad input, named with its file
+    except (Exception, SystemExit) as exc:  # the user's code (even sys.exit): any error is bad input, named with its file
         raise WorkloadError(f"model factory {path.name}:{func_name} raised {type(exc).__name__}: {exc}") from None
     module, example, loss_fn = _unpack_factory_result(result, path.name, func_name)
     notes: list[str] = []
@@ -279,7 +279,7 @@ def _load_factory(path: Path, func_name: str):
         user_module = importlib.util.module_from_spec(loader_spec)
         sys.modules[module_name] = user_module
         loader_spec.loader.exec_module(user_module)
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:
         raise WorkloadError(f"cannot import model file {path.name}: {type(exc).__name__}: {exc}") from None
     factory = getattr(user_module, func_name, None)
     if not callable(factory):

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from gpuwise.errors import did_you_mean
+from gpuwise.workload.config_checks import check_config
 from gpuwise.workload.model import WorkloadError
 
 CONFIG_DIR = Path(__file__).parent / "configs"
@@ -222,9 +223,9 @@ def _resolve_hf(spec: str, name: str) -> ModelSpec:
 
 def _hf_from_file(spec: str, path: Path, canonical: str | None = None) -> ModelSpec:
     try:
-        config = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise WorkloadError(f"cannot read transformers config {path}: {exc}") from None
+        config = check_config(json.loads(path.read_text()), str(path))
+    except (OSError, ValueError, RecursionError) as exc:
+        raise WorkloadError(f"cannot read transformers config {path}: {str(exc)[:100]}") from None
     if not isinstance(config, dict) or "model_type" not in config:
         raise WorkloadError(f"{path}: not a transformers config (no 'model_type')")
     repo = path.stem.replace("--", "/")
