@@ -24,6 +24,11 @@ _BYTE_UNITS = {
 _DURATION_UNITS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 86400, "w": 604800}
 _CURRENCY_SYMBOLS = {"¥": "CNY", "￥": "CNY", "$": "USD", "€": "EUR"}
 
+# Units of CNY per unit of each currency (indicative mid-market rates), used to rank prices in one currency.
+# Its keys are the currencies gpuwise knows: a catalog offer in any other is refused when the catalog loads.
+RATES_CHECKED = "2026-11-20"
+CNY_PER_UNIT = {"CNY": 1.0, "USD": 7.2, "EUR": 7.8, "HKD": 0.92, "JPY": 0.048, "GBP": 9.1}
+
 
 def parse_bytes(text: str) -> int:
     """'24GB' -> 24e9, '16GiB' -> 16*2**30, '512' -> 512. Decimal GB as GPU vendors print them."""

@@ -11,6 +11,7 @@ import math
 import re
 
 from gpuwise.catalog.model import GPU, PRECISIONS, Offer
+from gpuwise.units import CNY_PER_UNIT
 
 ARCHS = ("pascal", "volta", "turing", "ampere", "ada", "hopper", "blackwell")
 
@@ -142,6 +143,8 @@ def offer_problems(offer: Offer) -> list[tuple[str, str]]:
         add(("price_per_hour", f"must be a price > 0, got {offer.price_per_hour!r}"))
     if not _CURRENCY_RE.match(offer.currency):
         add(("currency", f"{offer.currency!r} is not an ISO currency code like CNY or USD"))
+    elif offer.currency not in CNY_PER_UNIT:
+        add(("currency", f"{offer.currency!r} has no exchange rate; known currencies: {', '.join(sorted(CNY_PER_UNIT))}"))
     if not _DATE_RE.match(offer.checked):
         add(("checked", f"{offer.checked!r} is not an ISO date like 2026-11-20"))
     if not offer.source.strip():

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 from gpuwise.plan.errors import PlanError
 
-RATES_CHECKED = "2026-11-20"
-# Units of CNY per unit of the currency (indicative mid-market rates).
-CNY_PER_UNIT = {"CNY": 1.0, "USD": 7.2, "EUR": 7.8, "HKD": 0.92, "JPY": 0.048, "GBP": 9.1}
+from gpuwise.units import CNY_PER_UNIT, RATES_CHECKED  # the rates live on the ground floor: the catalog checks currencies
 
 
 MoneyError = PlanError   # the plan part's one error type
