@@ -79,6 +79,7 @@ class AdviceReport:
                 "cost": round(self.plan.cost, 2), "hours": round(self.plan.hours, 3),
                 "stay": self.plan.stay.to_dict(), "saving": round(self.plan.saving, 2)},
             "gpu": None if self.pricing.current is None else self.pricing.current.to_dict(),
+            "gpu_options": [o.to_dict() for o in self.pricing.options],   # every priced GPU, as plan quotes it
             "pricing_note": self.pricing.note or None,
         }
 

@@ -1,13 +1,11 @@
 """Choosing and ordering catalog rows, and their JSON form: what `gpuwise gpus` shows, without the CLI.
 
-Prices in different currencies are never compared with each other (gpuwise keeps no exchange
-rates): sorting by price uses the currency most of the shown offers are in, and GPUs without an
-offer in it come after the rest.
+Prices are not compared here: the one offer picker and ranking currency live in ``gpuwise.plan.offers``
+(``gpus --sort price`` sorts with them).
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,10 +20,6 @@ SORT_KEYS = ("price", "memory", "fp16")
 class GpuRow:
     gpu: GPU
     offers: tuple[Offer, ...]  # cheapest per GPU-hour first, within each currency
-
-    def cheapest(self, currency: str | None = None) -> Offer | None:
-        offers = [o for o in self.offers if currency is None or o.currency == currency]
-        return min(offers, key=lambda o: o.price_per_gpu_hour, default=None)
 
 
 def providers(catalog: Catalog) -> list[str]:
@@ -43,8 +37,8 @@ def select_gpus(
 ) -> list[GpuRow]:
     """The GPUs named (all when none), filtered, each with its offers, ordered by ``sort``.
 
-    ``sort``: 'price' (cheapest GPU-hour first), 'memory' or 'fp16' (largest first); None keeps
-    the named order, or the catalog's order. With ``provider`` only its offers are kept, and, unless
+    ``sort``: 'memory' or 'fp16' (largest first); 'price' is accepted and left to the caller (it
+    needs the plan's offer picker); None keeps the named order, or the catalog's order. With ``provider`` only its offers are kept, and, unless
     GPUs were named, only the GPUs it offers.
     """
     if sort is not None and sort not in SORT_KEYS:
@@ -77,23 +71,7 @@ def sort_rows(rows: list[GpuRow], sort: str | None) -> list[GpuRow]:
         return sorted(rows, key=lambda r: (-r.gpu.memory_bytes, -(r.gpu.peak("fp16") or 0)))
     if sort == "fp16":
         return sorted(rows, key=lambda r: (-(r.gpu.peak("fp16") or 0), -r.gpu.memory_bytes))
-    if sort == "price":
-        currency = price_currency(rows)
-
-        def key(r: GpuRow) -> tuple[int, float]:
-            best = r.cheapest(currency)
-            if best is not None:
-                return (0, best.price_per_gpu_hour)
-            return (1, 0.0) if r.offers else (2, 0.0)
-
-        return sorted(rows, key=key)
     return rows
-
-
-def price_currency(rows: list[GpuRow]) -> str | None:
-    """The currency most shown offers are in: the one prices are compared in."""
-    counts = Counter(o.currency for r in rows for o in r.offers)
-    return counts.most_common(1)[0][0] if counts else None
 
 
 def offer_record(offer: Offer) -> dict[str, Any]:

@@ -47,17 +47,20 @@ def gpus(
     Shipped prices are indicative and dated. Your own go in ~/.config/gpuwise/catalog.toml or --catalog FILE.
     """
     from gpuwise.catalog import load_catalog
-    from gpuwise.catalog.query import gpu_record, price_currency, select_gpus
+    from gpuwise.catalog.query import gpu_record, select_gpus
+    from gpuwise.plan.offers import cheapest_to_rent_one, price_key
     from gpuwise.units import parse_bytes
 
     cat = load_catalog(catalog)
     min_bytes = parse_bytes(min_memory) if min_memory is not None else None
     rows = select_gpus(cat, names or (), min_memory_bytes=min_bytes, provider=provider, sort=sort)
+    currency, cheapest = cheapest_to_rent_one({r.gpu.id: r.offers for r in rows})
+    if sort == "price":
+        rows = sorted(rows, key=lambda r: price_key(cheapest[r.gpu.id], currency))
     if json_out:
         c.print_json({"gpus": [gpu_record(r.gpu, r.offers) for r in rows]})
         return
-    currency = price_currency(rows)
-    c.console.print(c.fit_to_console(_gpu_table(rows, currency)))
+    c.console.print(c.fit_to_console(_gpu_table(rows, cheapest)))
     if names or provider:
         c.console.print(c.fit_to_console(_offer_table(rows)))
     c.console.print(
@@ -73,7 +76,7 @@ def _rate(value: float | None) -> str:
     return f"{value:.0f}" if value >= 100 else f"{value:.1f}"
 
 
-def _gpu_table(rows: list[GpuRow], currency: str | None) -> Table:
+def _gpu_table(rows: list[GpuRow], cheapest: dict) -> Table:
     # Fits an 80-column terminal; the full datasheet is in --json. bf16 equals fp16 wherever a GPU has it.
     table = Table(title=f"{len(rows)} GPUs", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     id_width = max((len(r.gpu.id) + 1 for r in rows), default=3)
@@ -83,7 +86,7 @@ def _gpu_table(rows: list[GpuRow], currency: str | None) -> Table:
     table.add_column("from /GPU-h", no_wrap=True)
     for row in rows:
         gpu = row.gpu
-        best = row.cheapest(currency) or row.cheapest()
+        best = cheapest[gpu.id]
         price = f"{format_money(best.price_per_gpu_hour, best.currency)} {best.provider}" if best else "-"
         table.add_row(
             gpu.id + ("" if gpu.verified else "*"),

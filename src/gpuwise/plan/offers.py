@@ -81,3 +81,16 @@ def cheapest_offer(offers: Iterable[Offer], gpu_id: str, count: int, currency: s
     single = min(singles, key=lambda o: (convert(o.price_per_hour, o.currency, currency), o.provider))
     return replace(single, count=count, price_per_hour=single.price_per_hour * count,
                    source=single.source + f" (single-GPU price × {count})")
+
+
+def cheapest_to_rent_one(offers_by_gpu: dict[str, Iterable[Offer]], currency: str | None = None,
+                         ) -> tuple[str, dict[str, Offer | None]]:
+    """(ranking currency, GPU id -> the cheapest offer to rent one of it): what ``gpus`` shows and sorts by."""
+    pool = [o for offers in offers_by_gpu.values() for o in offers]
+    rank_in = ranking_currency(pool, currency)
+    return rank_in, {gpu_id: cheapest_offer(list(offers), gpu_id, 1, rank_in) for gpu_id, offers in offers_by_gpu.items()}
+
+
+def price_key(offer: Offer | None, currency: str) -> tuple[int, float]:
+    """Sort key: priced offers cheapest first (in ``currency``), unpriced GPUs last."""
+    return (1, 0.0) if offer is None else (0, convert(offer.price_per_gpu_hour, offer.currency, currency))
