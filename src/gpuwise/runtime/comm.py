@@ -43,8 +43,8 @@ DEFAULT_LAYERS = 24                      # units when a caller knows neither gra
 DDP_COPY_PASSES = 6
 STREAM_BANDWIDTH_EFF = 0.75              # memory-bound copy kernels reach ~75% of datasheet bandwidth
 # Contention (fitted by benchmarks/multi_gpu_accuracy.py with the link efficiencies, 2026-12-03).
-COMPUTE_SLOWDOWN = 0.10
-COMM_RATE_BESIDE_COMPUTE = 0.85
+COMPUTE_SLOWDOWN = 0.20
+COMM_RATE_BESIDE_COMPUTE = 0.70
 
 
 @dataclass(frozen=True)
