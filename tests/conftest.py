@@ -4,3 +4,8 @@ import os
 
 os.environ["HF_HUB_OFFLINE"] = "1"       # read at call time by gpuwise.workload.hub; inherited by subprocesses
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+# The trace cache stays out of the user's ~/.cache and is off unless a test turns it on (tests that
+# patch the tracer must see it run); tests/trace/test_trace_cache.py points it at tmp_path.
+os.environ["GPUWISE_NO_CACHE"] = "1"
+os.environ.setdefault("GPUWISE_CACHE_DIR", os.path.join(os.environ.get("TMPDIR", "/tmp"), f"gpuwise-test-cache-{os.getpid()}"))

@@ -9,7 +9,34 @@ import typer
 from gpuwise import __version__
 from gpuwise.errors import GpuwiseError
 
-app = typer.Typer(
+# The command modules, in `gpuwise --help` order, and the commands each registers.
+COMMAND_MODULES = {"gpus": ("gpus",), "estimate": ("estimate",), "recommend": ("recommend",),
+                   "monitor": ("watch", "run", "exporter"), "report": ("report",), "advise": ("advise",)}
+
+
+class _LazyTyper(typer.Typer):
+    """Imports the command modules when the commands are first needed, all of them by default.
+
+    ``main`` registers only the module of the command typed, so that `gpuwise estimate` does not pay
+    for importing what `advise` or `report` need (numpy, the planner): a misspelt model is refused
+    in a fraction of a second.
+    """
+
+    _loaded = False
+
+    @property
+    def registered_commands(self):
+        if not self._loaded:
+            self._loaded = True
+            _register(COMMAND_MODULES)
+        return self._registered
+
+    @registered_commands.setter
+    def registered_commands(self, value):
+        self._registered = value
+
+
+app = _LazyTyper(
     name="gpuwise",
     help="Which GPU should I rent for this job, what will it cost, and was the one I rented the right one?",
     no_args_is_help=True,
@@ -32,19 +59,26 @@ def _root(
     """gpuwise: predict, recommend, watch and right-size GPU rentals."""
 
 
-def _register_all() -> None:
-    # Imported here, not at the top, so that `gpuwise --help` stays fast: torch is imported only by
-    # the commands that trace.
-    from gpuwise.cli import advise, estimate, gpus, monitor, recommend, report
+def _register(modules) -> None:
+    import importlib
 
-    for module in (gpus, estimate, recommend, monitor, report, advise):
-        module.register(app)
+    for name in modules:
+        importlib.import_module(f"gpuwise.cli.{name}").register(app)
 
 
-_register_all()
+def _modules_for(argv: list[str]) -> list[str] | None:
+    """The one command module ``argv`` needs, or None (help, version, or no command: all of them)."""
+    words = [a for a in argv if not a.startswith("-")]
+    if not words or any(a in ("--help", "--version") for a in argv[: argv.index(words[0])]):
+        return None
+    return [m for m, commands in COMMAND_MODULES.items() if words[0] in commands] or None
 
 
 def main(argv: list[str] | None = None) -> None:
+    modules = _modules_for(sys.argv[1:] if argv is None else argv)
+    if modules is not None and not app._loaded:
+        app._loaded = True
+        _register(modules)
     try:
         app(args=argv, prog_name="gpuwise")
     except GpuwiseError as exc:

@@ -1,7 +1,8 @@
 """gpuwise.trace: one real step of a real model on fake tensors, recorded op by op.
 
 ``trace_workload(workload) -> Trace`` is the entry point; records.py is the contract with
-``memory`` and ``runtime``.
+``memory`` and ``runtime``. It checks the model name first and looks in the on-disk cache
+(trace/cache.py) before importing torch, so a typo or a repeated question costs no torch import.
 """
 
 from gpuwise.trace.records import CATEGORIES, PHASES, MemoryEvent, OpRecord, Trace, TraceError
@@ -9,8 +10,23 @@ from gpuwise.trace.records import CATEGORIES, PHASES, MemoryEvent, OpRecord, Tra
 __all__ = ["CATEGORIES", "PHASES", "MemoryEvent", "OpRecord", "Trace", "TraceError", "trace_workload"]
 
 
-def trace_workload(workload):
-    """Traces one workload; see gpuwise.trace.tracer.trace_workload (imported lazily: torch is heavy)."""
-    from gpuwise.trace.tracer import trace_workload as _trace
+def trace_workload(workload) -> Trace:
+    """Traces one workload (see gpuwise.trace.tracer.trace_workload), through the trace cache.
 
-    return _trace(workload)
+    Raises WorkloadError for an unknown model before torch is imported.
+    """
+    from gpuwise.trace import cache
+    from gpuwise.workload.specs import resolve_model_spec
+
+    spec = resolve_model_spec(workload.model)
+    key = cache.trace_key(workload, spec) if cache.enabled() else None
+    if key is not None:
+        hit = cache.load(key)
+        if hit is not None:
+            return hit
+    from gpuwise.trace.tracer import trace_workload as _trace   # imports torch: seconds
+
+    trace = _trace(workload)
+    if key is not None:
+        cache.store(key, trace)
+    return trace

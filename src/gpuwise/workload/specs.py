@@ -135,12 +135,37 @@ def _resolve_factory(spec: str) -> ModelSpec:
 
 # --- torchvision ---------------------------------------------------------------------------------
 
+TORCHVISION_NAMES = Path(__file__).parent / "torchvision_models.json"
+
+
+@lru_cache(maxsize=1)
+def _torchvision_names() -> dict:
+    """torchvision's model names by task: the shipped list when it was made from the installed version
+    (no torch import: a typo is refused in a fraction of a second), else torchvision's own list."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        installed = version("torchvision")
+    except PackageNotFoundError:
+        installed = None
+    try:
+        shipped = json.loads(TORCHVISION_NAMES.read_text())
+    except (OSError, ValueError):
+        shipped = {}
+    if installed is not None and shipped.get("torchvision") == installed:
+        return shipped
+    import torchvision.models as tvm  # another version: ask it (slow, but right)
+
+    classification, segmentation = tvm.list_models(module=tvm), tvm.list_models(module=tvm.segmentation)
+    return {"torchvision": installed, "classification": classification, "segmentation": segmentation,
+            "other": sorted(set(tvm.list_models()) - set(classification) - set(segmentation))}
+
+
 @lru_cache(maxsize=1)
 def _torchvision_tasks() -> dict[str, str]:
-    import torchvision.models as tvm
-
-    tasks = {n: IMAGE_CLASSIFICATION for n in tvm.list_models(module=tvm)}
-    tasks.update({n: SEGMENTATION for n in tvm.list_models(module=tvm.segmentation)})
+    names = _torchvision_names()
+    tasks = {n: IMAGE_CLASSIFICATION for n in names["classification"]}
+    tasks.update({n: SEGMENTATION for n in names["segmentation"]})
     return tasks
 
 
@@ -152,9 +177,7 @@ def _resolve_torchvision(spec: str, name: str) -> ModelSpec:
     key = name.strip().lower().replace("-", "_")
     task = _torchvision_task(key)
     if task is None:
-        import torchvision.models as tvm
-
-        if key in tvm.list_models():
+        if key in _torchvision_names()["other"]:
             raise WorkloadError(f"torchvision:{name} is a detection/video/optical-flow model; gpuwise traces "
                                 "classification and segmentation models (wrap others in a file.py:factory)")
         choices = [f"torchvision:{n}" for n in _torchvision_tasks()]

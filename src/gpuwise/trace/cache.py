@@ -1,0 +1,143 @@
+"""An on-disk cache of traces, so that asking again (another GPU, deadline or provider) costs no trace.
+
+Where: ``$GPUWISE_CACHE_DIR``, else ``$XDG_CACHE_HOME/gpuwise/traces``, else ``~/.cache/gpuwise/traces``.
+Every file there is safe to delete at any time; a damaged or unreadable one is a miss and is removed.
+
+The key holds everything a trace depends on: the workload (every field), the model's source (the
+torchvision/timm version, the transformers config's content and transformers' version, or the bytes
+of the user's ``file.py``), the torch version and the source of gpuwise's own tracing code. It is
+computed without importing torch, so a hit never imports it. A user factory that imports other files
+of theirs is keyed by its own file only: ``--no-cache`` re-traces after editing those.
+
+Entries are pickles written by this user into this user's cache directory (the same trust as the
+user's own code, which the tracer runs anyway).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import copyreg
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import pickle
+import tempfile
+import types
+from functools import lru_cache
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+from gpuwise.trace.records import Trace
+
+log = logging.getLogger(__name__)
+
+FORMAT = 1   # bump when Trace's fields change shape
+_enabled: contextvars.ContextVar[bool] = contextvars.ContextVar("gpuwise_trace_cache", default=True)
+_TRACING_SOURCES = ("trace", "workload")   # gpuwise subpackages whose code decides what a trace holds
+
+
+def set_enabled(enabled: bool) -> None:
+    """Turns the cache on or off for this context (the CLI's ``--no-cache``)."""
+    _enabled.set(enabled)
+
+
+def enabled() -> bool:
+    return _enabled.get() and os.environ.get("GPUWISE_NO_CACHE", "") in ("", "0")
+
+
+def cache_dir() -> Path:
+    if os.environ.get("GPUWISE_CACHE_DIR"):
+        return Path(os.environ["GPUWISE_CACHE_DIR"]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base).expanduser() / "gpuwise" / "traces"
+
+
+def trace_key(workload, spec) -> str:
+    """A hex digest naming the trace of ``workload`` (its model resolved to ``spec``)."""
+    parts = {
+        "format": FORMAT,
+        "workload": dataclasses.asdict(workload),
+        "model": _model_source(spec),
+        "torch": _version("torch"),
+        "gpuwise": _code_digest(),
+    }
+    blob = json.dumps(parts, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:32]
+
+
+def load(key: str) -> Trace | None:
+    path = cache_dir() / f"{key}.pickle"
+    try:
+        with open(path, "rb") as f:
+            trace = pickle.load(f)
+    except FileNotFoundError:
+        return None
+    except Exception as exc:   # damaged, truncated, or from an incompatible gpuwise: a miss
+        log.info("trace cache entry %s unreadable (%s): removed", path, exc)
+        path.unlink(missing_ok=True)
+        return None
+    return trace if isinstance(trace, Trace) else None
+
+
+def store(key: str, trace: Trace) -> None:
+    """Writes atomically (temp file + rename); a cache that cannot be written is only logged."""
+    directory = cache_dir()
+    tmp = None
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{key}.", suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            pickler = pickle.Pickler(f, protocol=pickle.HIGHEST_PROTOCOL)
+            pickler.dispatch_table = {**copyreg.dispatch_table, types.MappingProxyType: _reduce_mapping_proxy}
+            pickler.dump(trace)
+        os.replace(tmp, directory / f"{key}.pickle")
+    except (OSError, pickle.PicklingError, TypeError, AttributeError) as exc:
+        log.info("trace cache not written to %s: %s", directory, exc)
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+
+
+def _reduce_mapping_proxy(proxy: types.MappingProxyType):
+    # Op attributes are read-only mappings; they load back as the same.
+    return read_only_mapping, (dict(proxy),)
+
+
+def read_only_mapping(items: dict) -> types.MappingProxyType:
+    return types.MappingProxyType(items)
+
+
+def _model_source(spec) -> dict:
+    source = {"name": spec.name, "task": spec.task, "source": spec.source}
+    if spec.source in ("torchvision", "timm"):
+        source["version"] = _version(spec.source)
+    elif spec.source == "hf":
+        source["config"] = spec.hf_config
+        source["transformers"] = _version("transformers")
+        source["peft"] = _version("peft")
+    elif spec.source == "file":
+        path = Path(spec.target.rpartition(":")[0])
+        source["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+    return source
+
+
+def _version(package: str) -> str | None:
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return None
+
+
+@lru_cache(maxsize=1)
+def _code_digest() -> str:
+    """The gpuwise version and the source of the code that makes a trace: an edit there is a miss."""
+    import gpuwise
+
+    digest = hashlib.sha256(str(getattr(gpuwise, "__version__", "")).encode())
+    root = Path(gpuwise.__file__).parent
+    for sub in _TRACING_SOURCES:
+        for path in sorted((root / sub).glob("*.py")):
+            digest.update(path.name.encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]

@@ -1,0 +1,107 @@
+"""Speed without a different answer: a bad model name is refused before torch is imported, and a trace
+is reused from the on-disk cache (keyed by workload, model source and versions) without importing torch."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from gpuwise.trace import cache
+from gpuwise.workload import Workload
+from gpuwise.workload.specs import resolve_model_spec
+
+SMALL = ["torchvision:resnet18", "--batch-size", "2", "--image-size", "64", "--gpu", "t4"]
+
+
+def run_cli(args, env_extra, probe="") -> subprocess.CompletedProcess:
+    """The real CLI in a fresh interpreter; prints 'torch imported: BOOL' on stderr at exit."""
+    code = ("import sys, atexit\n"
+            "atexit.register(lambda: print('torch imported:', 'torch' in sys.modules, file=sys.stderr))\n"
+            f"from gpuwise.cli.app import main\nmain({list(args)!r})\n")
+    env = {**os.environ, **env_extra}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+
+
+@pytest.fixture
+def cache_on(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPUWISE_CACHE_DIR", str(tmp_path / "traces"))
+    monkeypatch.delenv("GPUWISE_NO_CACHE", raising=False)
+    return {"GPUWISE_CACHE_DIR": str(tmp_path / "traces"), "GPUWISE_NO_CACHE": "0"}
+
+
+@pytest.mark.parametrize("spec", ["torchvision:resnet5", "torchvision:resnet5O", "hf:bert-base-uncasd"])
+def test_a_misspelt_model_is_refused_with_suggestions_before_torch_is_imported(spec):
+    r = run_cli(["estimate", spec, "--gpu", "t4"], {})
+    assert r.returncode == 2 and "did you mean" in r.stderr
+    assert "torch imported: False" in r.stderr
+
+
+def test_torchvision_names_are_checked_without_importing_torch():
+    r = subprocess.run([sys.executable, "-c", "import sys\nfrom gpuwise.workload.specs import resolve_model_spec\n"
+                        "print(resolve_model_spec('torchvision:resnet50').task, 'torch' in sys.modules)"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.stdout.split() == ["image-classification", "False"], r.stderr
+
+
+@pytest.mark.slow
+def test_a_repeated_estimate_reads_the_cached_trace_gives_the_same_answer_and_never_imports_torch(cache_on):
+    first = run_cli(["estimate", *SMALL, "--json"], cache_on)
+    assert first.returncode == 0, first.stderr
+    assert len(list((cache.cache_dir()).glob("*.pickle"))) == 1
+    again = run_cli(["estimate", *SMALL, "--json"], cache_on)
+    assert again.returncode == 0, again.stderr
+    assert "torch imported: False" in again.stderr
+    assert json.loads(again.stdout) == json.loads(first.stdout)
+
+
+@pytest.mark.slow
+def test_no_cache_traces_again_and_stores_nothing(cache_on):
+    r = run_cli(["estimate", *SMALL, "--no-cache", "--json"], cache_on)
+    assert r.returncode == 0, r.stderr
+    assert "torch imported: True" in r.stderr
+    assert not cache.cache_dir().exists() or not list(cache.cache_dir().glob("*.pickle"))
+
+
+def test_the_key_changes_with_the_workload_and_the_models_config(tmp_path):
+    base = Workload("torchvision:resnet18", batch_size=8)
+    spec = resolve_model_spec(base.model)
+    key = cache.trace_key(base, spec)
+    assert key == cache.trace_key(Workload("torchvision:resnet18", batch_size=8), spec)
+    assert key != cache.trace_key(base.with_(batch_size=16), spec)
+    assert key != cache.trace_key(base.with_(precision="amp-bf16"), spec)
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"model_type": "bert", "hidden_size": 64, "num_hidden_layers": 2}))
+    hf = Workload(f"hf:{config}", batch_size=8)
+    before = cache.trace_key(hf, resolve_model_spec(hf.model))
+    config.write_text(json.dumps({"model_type": "bert", "hidden_size": 64, "num_hidden_layers": 4}))
+    assert cache.trace_key(hf, resolve_model_spec(hf.model)) != before
+
+
+def test_a_damaged_entry_is_a_miss_and_is_removed(cache_on):
+    cache.cache_dir().mkdir(parents=True)
+    damaged = cache.cache_dir() / "0123abcd.pickle"
+    damaged.write_bytes(b"not a pickle")
+    assert cache.load("0123abcd") is None and not damaged.exists()
+
+
+def test_the_cache_lives_in_the_users_cache_dir(monkeypatch, tmp_path):
+    monkeypatch.delenv("GPUWISE_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache.cache_dir() == tmp_path / "xdg" / "gpuwise" / "traces"
+    monkeypatch.setenv("GPUWISE_CACHE_DIR", str(tmp_path / "mine"))
+    assert cache.cache_dir() == tmp_path / "mine"
+
+
+@pytest.mark.slow
+def test_the_shipped_torchvision_names_match_the_installed_torchvision():
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "scripts"))
+    from gen_torchvision_models import model_names
+
+    from gpuwise.workload.specs import TORCHVISION_NAMES
+
+    assert json.loads(TORCHVISION_NAMES.read_text()) == model_names(), \
+        "run scripts/gen_torchvision_models.py after upgrading torchvision"
