@@ -36,7 +36,7 @@ from scipy.optimize import least_squares
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from gpuwise.runtime.calibration import DEFAULTS, FIXED, Calibration  # noqa: E402
+from gpuwise.runtime.calibration import DEFAULTS, FIXED, STACK_PARAMS, Calibration  # noqa: E402
 from gpuwise.runtime.host import host_s  # noqa: E402
 from gpuwise.runtime.kernels import op_features  # noqa: E402
 from gpuwise.runtime.predict import _SMOOTH_MAX_P, predict_step_time  # noqa: E402
@@ -44,7 +44,7 @@ from gpuwise.runtime.stack import Stack  # noqa: E402
 
 CAL_PATH = Path(__file__).resolve().parents[1] / "src" / "gpuwise" / "runtime" / "calibration.json"
 FIT_DATE = "2026-12-03"
-FITTED = tuple(k for k in DEFAULTS if k not in FIXED)
+FITTED = tuple(k for k in DEFAULTS if k not in FIXED and k not in STACK_PARAMS)
 BOUNDS = (0.05, 1.0)
 STACK_BOUNDS = (0.5, 2.0)
 PRIOR_WEIGHT = 0.05
@@ -70,9 +70,10 @@ def stack_factor(theta: np.ndarray, source: str) -> float:
     return math.exp(theta[names.index(f"s:{source}")]) if f"s:{source}" in names else 1.0
 
 
-def calibration_from(theta: np.ndarray, *, source: str = "", date: str = FIT_DATE) -> Calibration:
+def calibration_from(theta: np.ndarray, *, stack_params: dict | None = None, source: str = "",
+                     date: str = FIT_DATE) -> Calibration:
     vals = dict(zip(param_names(), np.exp(theta)))
-    params = {**DEFAULTS, **{k: float(vals[k]) for k in FITTED}}
+    params = {**DEFAULTS, **(stack_params or {}), **{k: float(vals[k]) for k in FITTED}}
     return Calibration(params=params, source=source, date=date)
 
 
@@ -96,7 +97,7 @@ class CaseArrays:
     batch: int
 
 
-def case_arrays(trace, gpu) -> CaseArrays:
+def case_arrays(trace, gpu, stack_params: dict | None = None) -> CaseArrays:
     names = param_names()
     idx = {n: i for i, n in enumerate(names)}
     stack = Stack.from_workload(trace.workload)
@@ -120,7 +121,8 @@ def case_arrays(trace, gpu) -> CaseArrays:
         batch=trace.samples_per_step,
     )
     for i, ((f, is_opt), c) in enumerate(feats.items()):
-        a.count[i], a.opt[i], a.kernels[i], a.serial[i] = c, is_opt, f.kernels, f.serial_s
+        factor = ({**DEFAULTS, **(stack_params or {})}[f.serial_key]) if f.serial_key else 1.0
+        a.count[i], a.opt[i], a.kernels[i], a.serial[i] = c, is_opt, f.kernels, f.serial_s * factor
         a.comp_base[i], a.mem_base[i] = f.compute_base_s, f.memory_base_s
         a.mem_log_fixed[i] = math.log(f.memory_fixed)
         for k in f.compute_keys:
@@ -176,13 +178,13 @@ def fit(arrays: list[CaseArrays], measured_s: list[float], gpu_ids: list[str], s
     return res.x
 
 
-def check_consistent(trace, gpu, arrays: CaseArrays, theta: np.ndarray) -> float:
+def check_consistent(trace, gpu, arrays: CaseArrays, theta: np.ndarray, stack_params: dict) -> float:
     """Relative difference between the fast path and predict_step_time."""
-    slow = predict_step_time(trace, gpu, calibration=calibration_from(theta)).step_time_s
+    slow = predict_step_time(trace, gpu, calibration=calibration_from(theta, stack_params=stack_params)).step_time_s
     return abs(step_time_s(arrays, theta) - slow) / slow
 
 
-def training_side():
+def training_side(stack_params: dict | None = None):
     """(case, trace, arrays) of every case on the training side of the frozen split."""
     from time_cases import all_cases, split_of
     from time_traces import load_trace
@@ -192,23 +194,101 @@ def training_side():
         if split_of(c) != "train" or fit_excluded(c):
             continue
         tr = load_trace(c.key)
-        out.append((c, tr, case_arrays(tr, c.gpu)))
+        out.append((c, tr, case_arrays(tr, c.gpu, stack_params)))
+    return out
+
+
+# Paired runs of the training side (same models, GPU and software, one stack setting changed).
+STACK_PAIRS = {
+    "layout_transpose_factor": ("channels_last", "rtx-3090", "benchmark-infer-amp-nchw-pt240-cu124-rtx3090.csv",
+                                "benchmark-infer-amp-nhwc-pt240-cu124-rtx3090.csv"),
+    "compile_fusion_rest": ("compile", "rtx-5090", "benchmark-infer-amp-nchw-pt291-cu130-5090.csv",
+                            "benchmark-infer-amp-nchw-pt291-cu130-5090-dynamo.csv"),
+}
+STACK_PARAM_BOUNDS = (0.0, 1.0)
+
+
+def paired_runs(base_name: str, changed_name: str, *, held_out_families: tuple[str, ...] | None = None):
+    """(model, size, batch, measured ratio) for each model of the time cases in both timm files, at
+    its smallest size >= 224 px; training families only unless ``held_out_families`` is given."""
+    import csv
+
+    from time_cases import DATA, HELD_OUT_FAMILIES, TIMM_MODELS
+
+    def rows(name):
+        out = {}
+        for r in csv.DictReader(open(DATA / "timm" / name)):
+            if r["model"] in TIMM_MODELS:
+                out[(r["model"], int(float(r["infer_img_size"])))] = (float(r["infer_samples_per_sec"]),
+                                                                      int(float(r["infer_batch_size"])))
+        return out
+
+    base, changed = rows(base_name), rows(changed_name)
+    families = held_out_families if held_out_families is not None else None
+    out = []
+    for model in sorted({m for m, _ in base}):
+        fam = TIMM_MODELS[model]
+        if (families is None and fam in HELD_OUT_FAMILIES) or (families is not None and fam not in families):
+            continue
+        sizes = sorted(s for m, s in base if m == model and s >= 224 and (m, s) in changed)
+        if sizes:
+            sps, batch = base[(model, sizes[0])]
+            out.append((model, sizes[0], batch, changed[(model, sizes[0])][0] / sps))
+    return out
+
+
+def predicted_ratio(model: str, size: int, batch: int, change: str, gpu, cal: Calibration) -> float:
+    import dataclasses
+
+    from time_traces import TraceKey, load_trace
+
+    tr = load_trace(TraceKey(f"timm:{model}", "infer", batch, size, "amp-fp16", "none"))
+    on = dataclasses.replace(tr, workload=tr.workload.with_(**{change: True}))
+    return (predict_step_time(tr, gpu, calibration=cal).step_time_s
+            / predict_step_time(on, gpu, calibration=cal).step_time_s)
+
+
+def fit_stack_params(cal: Calibration) -> dict:
+    """Each stack parameter by bounded 1-D least squares on the log of the paired runs' ratios."""
+    from scipy.optimize import minimize_scalar
+
+    from time_cases import gpu_specs
+
+    gpus = gpu_specs()
+    out = {}
+    for name, (change, gid, base_name, changed_name) in STACK_PAIRS.items():
+        pairs = paired_runs(base_name, changed_name)
+
+        def loss(x, name=name, change=change, gid=gid, pairs=pairs):
+            c = cal.with_params(**{name: float(x)})
+            return sum((math.log(predicted_ratio(m, s, b, change, gpus[gid], c)) - math.log(r)) ** 2
+                       for m, s, b, r in pairs)
+
+        res = minimize_scalar(loss, bounds=STACK_PARAM_BOUNDS, method="bounded", options={"xatol": 1e-3})
+        out[name] = float(res.x)
+        print(f"{name}: {res.x:.3f} from {len(pairs)} paired runs ({change}, {gid})", flush=True)
     return out
 
 
 def main() -> None:
-    used = training_side()
+    stack_params = {k: DEFAULTS[k] for k in STACK_PARAMS}
+    for _ in range(2):   # the end-to-end factors and the stack parameters, alternately (twice)
+        used = training_side(stack_params)
+        arrays = [a for _, _, a in used]
+        measured = [c.key.batch_size / c.measured_samples_per_s for c, _, _ in used]
+        gpu_ids = [c.gpu.id for c, _, _ in used]
+        theta = fit(arrays, measured, gpu_ids, [c.source for c, _, _ in used])
+        stack_params = fit_stack_params(calibration_from(theta, stack_params=stack_params))
+    used = training_side(stack_params)
     arrays = [a for _, _, a in used]
-    measured = [c.key.batch_size / c.measured_samples_per_s for c, _, _ in used]
-    gpu_ids = [c.gpu.id for c, _, _ in used]
     theta = fit(arrays, measured, gpu_ids, [c.source for c, _, _ in used])
     c0, tr0, a0 = used[0]
-    drift = check_consistent(tr0, c0.gpu, a0, theta)
+    drift = check_consistent(tr0, c0.gpu, a0, theta, stack_params)
     assert drift < 1e-6, f"fast path and predict_step_time disagree by {drift:.2e}"
     sources = sorted({c.source for c, _, _ in used})
     families = sorted({c.family for c, _, _ in used})
     cal = calibration_from(
-        theta,
+        theta, stack_params=stack_params,
         source=(f"fitted {FIT_DATE} by benchmarks/fit_time_calibration.py on the training side of the frozen "
                 f"split (benchmarks/README.md): {len(used)} cases ({', '.join(sources)}; GPUs "
                 f"{', '.join(sorted(set(gpu_ids)))}; families {', '.join(families)}) from "
@@ -218,6 +298,7 @@ def main() -> None:
     d["params"] = {k: float(f"{v:.4g}") for k, v in d["params"].items()}
     d["fitted"] = list(FITTED)
     d["fixed"] = list(FIXED)
+    d["stack_params_fitted_on"] = {k: f"{v[0]}: {v[2]} vs {v[3]} (training families)" for k, v in STACK_PAIRS.items()}
     d["stack_factors_not_used_in_predictions"] = {s: round(stack_factor(theta, s), 3) for s in STACKS}
     d["at_a_bound"] = [n for n, v in zip(param_names(), theta)
                        if n in FITTED and (abs(v - math.log(BOUNDS[0])) < 1e-3 or abs(v - math.log(BOUNDS[1])) < 1e-3)]

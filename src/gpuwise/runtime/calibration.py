@@ -24,8 +24,13 @@ DEFAULTS: dict[str, float] = {
     "depthwise_mem_eff": 0.35,   # depthwise / grouped convs: share of the streaming law's bandwidth
     "depthwise_backward_factor": 0.5,  # depthwise conv backward relative to its forward
     "kernel_latency_s": 4e-6,    # fixed: GPU-side gap per kernel launch (ramp-up, tail), 2-5 us since Volta
+    # The stack, fitted on the training side's paired runs (timm NCHW vs NHWC on the RTX 3090, eager vs
+    # torch.compile on the RTX 5090):
+    "layout_transpose_factor": 1.0,  # share of a full input+output transpose an NCHW half conv pays
+    "compile_fusion_rest": 0.0,      # a fused run costs its largest member + this x the rest
 }
 FIXED = ("tf32_factor", "kernel_latency_s")
+STACK_PARAMS = ("layout_transpose_factor", "compile_fusion_rest")   # fitted apart, on paired runs
 
 
 @dataclass(frozen=True)

@@ -234,6 +234,7 @@ class OpFeatures:
     kernels: int
     memory_fixed: float = 1.0
     serial_s: float = 0.0
+    serial_key: str | None = None    # calibration factor on serial_s (None: 1)
     roofline_s: float = 0.0      # plain roofline: datasheet peak and bandwidth, no efficiency, no latency
 
 
@@ -264,8 +265,10 @@ def _tensor_keys(rate: str) -> tuple[str, ...]:
 
 def _layout_transposes(op: OpRecord, stack: Stack, rate: str, gpu) -> tuple[float, int]:
     """cuDNN runs half-precision tensor-core convolutions in NHWC: an NCHW model pays a transpose of
-    the input and of the output of each (forward; dy, x and dx in backward). Channels-last does not."""
-    if rate not in ("fp16", "bf16") or op.attrs.get("channels_last", stack.channels_last):
+    the input and of the output of each (forward; dy, x and dx in backward). Channels-last does not,
+    nor does torch.compile (Inductor's ``layout_optimization``, on by default, makes convolutions
+    channels-last)."""
+    if rate not in ("fp16", "bf16") or stack.compile or op.attrs.get("channels_last", stack.channels_last):
         return 0.0, 0
     x, _, out = _conv_shapes(op)
     if len(x) < 4 or len(out) < 4:
@@ -339,7 +342,8 @@ def op_features(op: OpRecord, gpu, precision: str, stack: Stack = DEFAULT_STACK)
         keys = _tensor_keys(rate) + (("backward_factor",) if backward else ())
         serial, extra = _layout_transposes(op, stack, rate, gpu)
         roof = max(flops / peak, traced_bytes / bw_bytes_per_s)
-        return OpFeatures(cls, rate, comp, keys, memory_s, (), kernels + extra, serial_s=serial, roofline_s=roof)
+        return OpFeatures(cls, rate, comp, keys, memory_s, (), kernels + extra, serial_s=serial,
+                          serial_key="layout_transpose_factor" if extra else None, roofline_s=roof)
     # The norm law was fitted on layer norm's row kernel; batch and group norm run as per-channel
     # reductions and elementwise passes (counted in cuda_bytes) at the elementwise law.
     row_norm = cls == "norm" and any(n in op.op for n in ("layer_norm", "rms_norm"))
@@ -371,6 +375,7 @@ def op_time(op: OpRecord, gpu, precision: str, cal: Calibration, stack: Stack = 
         return OpTime(f.cls, 0.0, host, 0.0, 0.0, 0, "none")
     ce, me = efficiencies(f, cal)
     compute_s, memory_s = f.compute_base_s / ce, f.memory_base_s / me
-    device_s = float(kernel_device_s(f.compute_base_s, ce, f.memory_base_s, me, f.serial_s, f.kernels,
+    serial_s = f.serial_s * (cal.p(f.serial_key) if f.serial_key else 1.0)
+    device_s = float(kernel_device_s(f.compute_base_s, ce, f.memory_base_s, me, serial_s, f.kernels,
                                      cal.p("kernel_latency_s")))
     return OpTime(f.cls, device_s, host, compute_s, memory_s, f.kernels, f.rate)

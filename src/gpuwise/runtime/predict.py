@@ -59,10 +59,11 @@ def _phase(times: list[OpTime]) -> PhaseTimes:
     )
 
 
-def fuse_for_compile(times: list[OpTime]) -> list[OpTime]:
+def fuse_for_compile(times: list[OpTime], rest: float = 0.0) -> list[OpTime]:
     """torch.compile fuses each run of consecutive memory-bound ops into one kernel that reads the
-    run's inputs and writes its outputs once: the run costs about its largest member, one launch.
-    The list keeps one entry per op (the others become empty) so per-op consumers stay aligned."""
+    run's inputs and writes its outputs once: the run costs its largest member plus ``rest`` x the
+    others (the calibration's ``compile_fusion_rest``), one launch. The list keeps one entry per op
+    (the others become empty) so per-op consumers stay aligned."""
     out = list(times)
     i = 0
     while i < len(out):
@@ -75,10 +76,12 @@ def fuse_for_compile(times: list[OpTime]) -> list[OpTime]:
         run = [k for k in range(i, j) if out[k].cls != VIEW]
         if len(run) > 1:
             big = max(run, key=lambda k: out[k].device_s)
+            others_s = sum(out[k].device_s for k in run if k != big)
             for k in run:
                 if k != big:
                     out[k] = replace(out[k], device_s=0.0, host_s=0.0, compute_s=0.0, memory_s=0.0, kernels=0)
-            out[big] = replace(out[big], kernels=1, host_s=COMPILED_KERNEL_S)
+            out[big] = replace(out[big], kernels=1, host_s=COMPILED_KERNEL_S,
+                               device_s=out[big].device_s + rest * others_s)
         i = j
     return out
 
@@ -110,7 +113,7 @@ def predict_step_time(
             op_time(op, gpu, precision, cal, stack))
     if stack.compile:
         for name in ("forward", "other", "backward"):
-            phases[name] = fuse_for_compile(phases[name])
+            phases[name] = fuse_for_compile(phases[name], cal.p("compile_fusion_rest"))
     fwd = _phase(phases["forward"] + phases["other"])
     bwd = _phase(phases["backward"])
     opt = _phase(phases["optimizer"])

@@ -1,0 +1,74 @@
+"""Does the software stack move time as much as it does on real GPUs? Channels-last and torch.compile.
+
+    .venv/bin/python benchmarks/time_stack.py     # writes benchmarks/results/time_stack.md
+
+timm publishes the same inference benchmark on the RTX 4090 (a held-out GPU) in NCHW and NHWC
+(PyTorch 2.4) and eager and torch.compile ("-dynamo", PyTorch 2.9.1). For each model of the time
+cases, the measured throughput ratio (NHWC / NCHW, compiled / eager) is set against gpuwise's
+predicted ratio for the same trace with ``channels_last`` or ``compile`` set on the workload. A
+validation only: nothing here is fitted.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from gpuwise.runtime import predict_step_time  # noqa: E402
+from time_cases import DATA, TIMM_MODELS, gpu_specs  # noqa: E402
+from time_traces import TraceKey, load_trace  # noqa: E402
+
+RESULTS = Path(__file__).parent / "results"
+DATE = "2026-12-03"
+PAIRS = {   # change -> (baseline file, changed file)
+    "channels_last": ("benchmark-infer-amp-nchw-pt240-cu124-rtx4090.csv", "benchmark-infer-amp-nhwc-pt240-cu124-rtx4090.csv"),
+    "compile": ("benchmark-infer-amp-nchw-pt291-cu128-4090.csv", "benchmark-infer-amp-nchw-pt291-cu128-4090-dynamo.csv"),
+}
+
+
+def _rows(name: str) -> dict[tuple[str, int], float]:
+    out = {}
+    for r in csv.DictReader(open(DATA / "timm" / name)):
+        if r["model"] in TIMM_MODELS:
+            out[(r["model"], int(float(r["infer_img_size"])))] = (float(r["infer_samples_per_sec"]),
+                                                                  int(float(r["infer_batch_size"])))
+    return out
+
+
+def main() -> None:
+    gpu = gpu_specs()["rtx-4090"]
+    lines = ["# The software stack against public measurements: channels-last and torch.compile", "",
+             f"Date: {DATE}. Script: `benchmarks/time_stack.py`. GPU: RTX 4090 (held out). Data: timm's inference "
+             "benchmarks (AMP fp16, eager vs `-dynamo`, NCHW vs NHWC). Ratio = throughput with the change / without; "
+             "each model at its smallest size >= 224 px, the trace at the baseline file's batch.", ""]
+    for change, (base_name, changed_name) in PAIRS.items():
+        base, changed = _rows(base_name), _rows(changed_name)
+        rows = []
+        for (model, size), (sps, batch) in sorted(base.items()):
+            if (model, size) not in changed or size < 224 or any(m == model and s < size and s >= 224
+                                                                   for m, s in base):
+                continue
+            tr = load_trace(TraceKey(f"timm:{model}", "infer", batch, size, "amp-fp16", "none"))
+            on = dataclasses.replace(tr, workload=tr.workload.with_(**{change: True}))
+            pred = predict_step_time(tr, gpu).step_time_s / predict_step_time(on, gpu).step_time_s
+            meas = changed[(model, size)][0] / sps
+            rows.append((model, size, meas, pred))
+        errs = [p / m - 1 for _, _, m, p in rows]
+        lines += [f"## {change} ({base_name} -> {changed_name})", "",
+                  f"{len(rows)} models. Measured speed-up median {statistics.median(m for _, _, m, _ in rows):.2f}x, "
+                  f"predicted median {statistics.median(p for _, _, _, p in rows):.2f}x; |predicted / measured ratio - 1| "
+                  f"median {100 * statistics.median(abs(e) for e in errs):.1f}%, worst {100 * max(abs(e) for e in errs):.1f}%; "
+                  f"direction right on {sum((p > 1) == (m > 1) or abs(m - 1) < 0.02 for _, _, m, p in rows)} of {len(rows)}.", "",
+                  "| model | px | measured x | predicted x |", "|---|---|---|---|",
+                  *[f"| {m} | {s} | {me:.2f} | {p:.2f} |" for m, s, me, p in rows], ""]
+    (RESULTS / "time_stack.md").write_text("\n".join(lines))
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
