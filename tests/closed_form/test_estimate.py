@@ -166,8 +166,8 @@ def test_inference_reports_cache_ttft_decode_and_limits(catalog):
     assert 4 / inf.decode_tokens_per_s >= inf.weights_bytes / (gpu.memory_bandwidth_gbs * 1e9)
     assert inf.max_context_tokens > 2560 and inf.max_batch_size >= 4
     more = _w("hf:Qwen/Qwen2.5-7B", mode="infer", seq_len=2048, max_new_tokens=512, batch_size=inf.max_batch_size)
-    assert fits(estimate_llm(more, gpu).memory.total_bytes, gpu)
-    assert not fits(estimate_llm(more.with_(batch_size=inf.max_batch_size + 1), gpu).memory.total_bytes, gpu)
+    assert fits(estimate_llm(more, gpu).memory.total_upper_bytes, gpu)
+    assert not fits(estimate_llm(more.with_(batch_size=inf.max_batch_size + 1), gpu).memory.total_upper_bytes, gpu)
     assert inf.serving_reserved_bytes == int(0.9 * gpu.memory_bytes)
     assert any("gpu_memory_utilization" in n for n in est.notes)
 
@@ -177,8 +177,8 @@ def test_longest_context_that_fits_is_a_real_limit(catalog):
     w = _w("hf:meta-llama/Llama-3.1-8B", mode="infer", seq_len=1024, batch_size=16)
     longest = estimate_llm(w, gpu).inference.max_context_tokens
     assert 1024 < longest < 131072
-    assert fits(estimate_llm(w.with_(seq_len=longest), gpu).memory.total_bytes, gpu)
-    assert not fits(estimate_llm(w.with_(seq_len=longest + 64), gpu).memory.total_bytes, gpu)
+    assert fits(estimate_llm(w.with_(seq_len=longest), gpu).memory.total_upper_bytes, gpu)
+    assert not fits(estimate_llm(w.with_(seq_len=longest + 64), gpu).memory.total_upper_bytes, gpu)
 
 
 def test_quantized_kv_cache_halves_it():
@@ -208,8 +208,8 @@ def test_max_micro_batch_is_the_largest_that_fits(catalog):
     w = _w("hf:Qwen/Qwen2.5-7B", finetune="qlora", precision="amp-bf16", seq_len=1024, grad_checkpointing=True)
     b = largest_fitting_batch(ClosedFormLlmModel(w), gpu, headroom_fraction=0.0)
     assert b >= 1
-    assert estimate_llm(w.with_(batch_size=b), gpu).memory.total_bytes <= gpu.visible_memory_bytes
-    assert estimate_llm(w.with_(batch_size=b + 1), gpu).memory.total_bytes > gpu.visible_memory_bytes
+    assert estimate_llm(w.with_(batch_size=b), gpu).memory.total_upper_bytes <= gpu.visible_memory_bytes
+    assert estimate_llm(w.with_(batch_size=b + 1), gpu).memory.total_upper_bytes > gpu.visible_memory_bytes
 
 
 def test_full_fine_tuning_of_a_quantized_model_is_refused():

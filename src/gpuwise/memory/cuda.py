@@ -160,7 +160,7 @@ def op_packet(op_name: str) -> str:
 
 
 # --------------------------------------------------------------------------- convolution
-_CONV_WORKSPACE_CAP_BYTES = 256 * MIB
+CONV_WORKSPACE_CAP_BYTES = 256 * MIB
 
 
 def _conv_workspace(input_shape, weight_shape, dtype: str, out_bytes: int) -> int:
@@ -171,7 +171,7 @@ def _conv_workspace(input_shape, weight_shape, dtype: str, out_bytes: int) -> in
     if kernel == 1 or groups > 1:
         return 0
     larger = max(tensor_bytes(input_shape, dtype), out_bytes)
-    return min(larger // 4, _CONV_WORKSPACE_CAP_BYTES)
+    return min(larger // 4, CONV_WORKSPACE_CAP_BYTES)
 
 
 @register_cuda_rule(*CONV_OPS)

@@ -9,9 +9,10 @@ from typing import Iterator
 
 from gpuwise.memory.adjust import cuda_events
 from gpuwise.memory.allocator import AllocatorConfig
-from gpuwise.memory.cuda import CudaStack
+from gpuwise.memory.cuda import CONV_OPS, CudaStack, op_packet
 from gpuwise.memory.model import MemoryError_, MemoryEstimate
 from gpuwise.memory.replay import replay
+from gpuwise.memory.uncertainty import traced_uncertainty
 from gpuwise.trace.records import Trace
 
 TOP_MODULES = 10
@@ -21,7 +22,8 @@ _ACTIVATION_CATEGORIES = ("activations", "inputs")   # the input batch is report
 def estimate_memory(trace: Trace, gpu=None, *, expandable_segments: bool = False) -> MemoryEstimate:
     """Peak memory of the trace's step on one ``gpu`` (a catalog GPU; None: an A100-class GPU).
 
-    The breakdown sums to ``peak_allocated_bytes``; ``total_bytes`` = peak reserved + CUDA context.
+    The breakdown sums to ``peak_allocated_bytes``; ``total_bytes`` = peak reserved + CUDA context;
+    ``total_upper_bytes`` adds what the guessed parts may add (memory/uncertainty.py).
     Inputs (the batch) count as activations; categories the trace does not know count as other.
     """
     stack = CudaStack.for_gpu(gpu)
@@ -76,6 +78,9 @@ def estimate_memory(trace: Trace, gpu=None, *, expandable_segments: bool = False
         top_modules=tuple(per_module[:TOP_MODULES]),
         timeline=result.timeline,
         notes=tuple(notes),
+        uncertainty=traced_uncertainty(
+            context_bytes=context_bytes, peak_reserved_bytes=result.peak_reserved_bytes,
+            uses_cudnn_conv=any(op_packet(o.op) in CONV_OPS for o in trace.ops)),
     )
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gpuwise.memory.llm_activations import Trainability, prefill_bytes, train_activations
+from gpuwise.memory.llm_activations import LossStack, Trainability, prefill_bytes, train_activations
 from gpuwise.workload.decoder import DecoderArch, matches_target
 from gpuwise.workload.model import WorkloadError
 from gpuwise.workload.storage import (
@@ -17,12 +17,14 @@ from gpuwise.workload.storage import (
 )
 from gpuwise.memory.cuda import CudaStack
 from gpuwise.memory.model import MemoryEstimate
+from gpuwise.memory.uncertainty import closed_form_uncertainty
 from gpuwise.workload import Workload
 
 MIB = 1 << 20
 # Caching-allocator overhead: persistent tensors (weights, states) are allocated once and only lose
 # the 2 MiB rounding; activations churn through blocks of many sizes, and the allocator keeps the
-# freed ones cached. Assumed 1% and 15% (to be calibrated against benchmarks/measured/).
+# freed ones cached. Assumed 1% and 15%: estimates without a source (docs/memory.md); the upper side
+# (memory/uncertainty.py) allows 10% more of the churning part. To be calibrated on benchmarks/measured/.
 STATIC_RESERVE = 0.01
 DYNAMIC_RESERVE = 0.15
 SHARDED = ("zero1", "zero2", "zero3", "fsdp")
@@ -85,12 +87,15 @@ def trainability(arch: DecoderArch, w: Workload) -> Trainability:
         return Trainability(True, True, lambda lin: True, True)
     if w.finetune == "freeze":
         return Trainability(False, False, lambda lin: False, True)
+    targets = w.lora_targets
+    adapted = lambda lin: matches_target(lin, targets)  # noqa: E731
+    dropout = w.lora_dropout > 0
     if w.quant != "none":
         # bitsandbytes' MatMul4Bit / MatMul8bitLt save the input of every quantized layer whenever
         # the input needs a gradient, adapter or not (peft.py's quantized layers do the same)
-        return Trainability(True, False, lambda lin: True, False)
-    targets = w.lora_targets
-    return Trainability(True, False, lambda lin: matches_target(lin, targets), False)
+        return Trainability(True, False, lambda lin: True, False, adapted, dropout)
+    # a frozen linear keeps nothing; its adapter keeps x (no dropout) or dropout(x) (counted apart)
+    return Trainability(True, False, (lambda lin: False) if dropout else adapted, False, adapted, dropout)
 
 
 def _finish(parts: dict[str, float], static: float, gpu, notes: list[str]) -> MemoryEstimate:
@@ -100,11 +105,13 @@ def _finish(parts: dict[str, float], static: float, gpu, notes: list[str]) -> Me
     reserved = int(static * (1 + STATIC_RESERVE) + max(dynamic, 0) * (1 + DYNAMIC_RESERVE))
     reserved = max(allocated, -(-reserved // (2 * MIB)) * 2 * MIB)
     ctx = context_bytes(gpu)
+    spread = closed_form_uncertainty(context_bytes=ctx, allocated_bytes=allocated, weights_bytes=ints["weights"],
+                                     dynamic_bytes=int(dynamic))
     return MemoryEstimate(
         peak_allocated_bytes=allocated, peak_reserved_bytes=reserved, cuda_context_bytes=ctx,
         total_bytes=reserved + ctx, weights_bytes=ints["weights"], gradients_bytes=ints["gradients"],
         optimizer_bytes=ints["optimizer"], activations_bytes=ints["activations"],
-        workspace_bytes=ints["workspace"], other_bytes=ints["other"], notes=tuple(notes),
+        workspace_bytes=ints["workspace"], other_bytes=ints["other"], notes=tuple(notes), uncertainty=spread,
     )
 
 
@@ -174,12 +181,15 @@ def train_memory(arch: DecoderArch, w: Workload, gpu=None, *, double_quant: bool
         cpu += weights * n
         weights = 0.0
         notes.append("offload params: each GPU holds only the gathered working blocks")
-    act = train_activations(arch, trainability(arch, w), w.batch_size * (w.seq_len or 128), cb, w.grad_checkpointing,
-                            expert_pairs_per_token)
-    loss_bytes = 12.0 * arch.vocab_size * w.batch_size * (w.seq_len or 128)
-    if loss_bytes > 0.3 * act.peak_bytes and loss_bytes > 2**30:
+    seq = w.seq_len or 128
+    act = train_activations(arch, trainability(arch, w), w.batch_size * seq, cb, w.grad_checkpointing,
+                            expert_pairs_per_token, LossStack(seq, w.attention, w.logits))
+    if w.attention == "eager":
+        notes.append(f"eager attention keeps heads × seq² float32 scores per layer ({arch.num_heads} × {seq}²)")
+    loss_bytes = 12.0 * arch.vocab_size * w.batch_size * seq
+    if w.logits == "fp32" and loss_bytes > 0.3 * act.peak_bytes and loss_bytes > 2**30:
         notes.append(f"the float32 logits of the loss (vocabulary {arch.vocab_size}) take {loss_bytes / 2**30:.1f} GiB "
-                     "of the activations; a chunked or fused cross-entropy (Liger, torchtune) avoids most of it")
+                     "of the activations; a chunked or fused cross-entropy (--logits chunked|fused) avoids most of it")
     grads_in_forward = grads if w.grad_accum_steps > 1 else 0.0
     fwd_total = weights + opt + grads_in_forward + buckets + autocast_copies + gathered + act.peak_bytes
     opt_total = weights + opt + grads + buckets + opt_temp
@@ -215,6 +225,19 @@ def inference_weight_bytes(arch: DecoderArch, w: Workload, *, double_quant: bool
     return (pc.total - block_linear) * frozen_bytes(w.precision) + quantized_weight_bytes(arch, w.quant, double_quant)
 
 
+def quantize_on_load_bytes(arch: DecoderArch, w: Workload, *, double_quant: bool = True) -> float:
+    """Transient of loading a quantized model: one vocabulary × hidden matrix in 16-bit beside its
+    quantized copy, (2 + q) bytes an element, on top of the loaded weights.
+
+    Read off LitGPT's nf4 generation rows (bitsandbytes 0.41, Lightning's quantize-on-load), where
+    it is the whole gap between weights + KV cache and the measured peak (within 0.2 GB on all
+    four models, 1.3B–70B); no constant was fitted, but the mechanism is our reading, unverified."""
+    if w.quant == "none":
+        return 0.0
+    q = quant_bytes_per_param(w.quant, double_quant=double_quant, in_features=arch.hidden_size)
+    return arch.vocab_size * arch.hidden_size * (2.0 + q)
+
+
 @dataclass(frozen=True)
 class InferMemory:
     memory: MemoryEstimate
@@ -239,7 +262,12 @@ def infer_memory(arch: DecoderArch, w: Workload, gpu=None, *, prompt_tokens: int
     if n > 1:
         notes.append(f"{n} GPUs: tensor parallelism (weights and KV heads split across GPUs)")
     cublas = cublas_workspace_bytes(gpu, 1)
-    if prefill + kv_prompt >= decode + kv_total:
+    load = quantize_on_load_bytes(arch, w, double_quant=double_quant) / n
+    if load >= max(prefill + kv_prompt, decode + kv_total):
+        parts = {"weights": weights, "gradients": 0, "optimizer": 0, "activations": 0.0,
+                 "workspace": load, "other": 0.0}
+        notes.append("peak while loading: a vocabulary-sized matrix in 16-bit beside its quantized copy")
+    elif prefill + kv_prompt >= decode + kv_total:
         parts = {"weights": weights, "gradients": 0, "optimizer": 0, "activations": prefill,
                  "workspace": cublas, "other": kv_prompt}
     else:

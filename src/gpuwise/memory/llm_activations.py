@@ -2,8 +2,11 @@
 
 Assumptions (HF transformers implementation, PyTorch 2.x autograd; docs/llm.md lists them):
 
-- Attention is a fused SDPA/flash kernel: it saves q, k, v (after RoPE, before any GQA expansion),
-  its output and a float32 logsumexp per head; never the s×s score matrix.
+- Attention (``Workload.attention``): sdpa/flash2 are fused kernels that save q, k, v (after RoPE,
+  before any GQA expansion), the output and a float32 logsumexp per head, never the s×s scores;
+  eager keeps the float32 softmax and the cast probabilities (``attention_bytes_per_token``).
+- LoRA dropout (``Workload.lora_dropout`` > 0): each adapted linear keeps a bool mask and the
+  dropped copy of its input; without it the adapter keeps the input itself.
 - RMSNorm upcasts to float32 and saves that float32 input (4 B/elem) and, only when its weight is
   trained, its 16-bit output. LayerNorm saves its input plus mean and rstd.
 - A linear layer saves its input only when its weight is trained or it carries a LoRA adapter
@@ -13,8 +16,9 @@ Assumptions (HF transformers implementation, PyTorch 2.x autograd; docs/llm.md l
   contiguous copy of the attention output (transpose + reshape).
 - MoE (HF's loop over experts): each (token, expert) pair copies the hidden state, runs a gated
   MLP of ``moe_intermediate_size`` and saves the expert output for the routing-weight product.
-- Loss: 16-bit logits kept by the model output, float32 log-softmax saved; backward of the loss
-  briefly holds two more float32 V-sized tensors per token.
+- Loss (``Workload.logits``): fp32 (transformers) saves the float32 log-softmax and briefly holds
+  two more float32 V-sized tensors per token in backward; chunked (LitGPT) and fused (Liger) see
+  ``logits_bytes_per_token``.
 - Gradient checkpointing (HF: every decoder layer): saves each layer's 16-bit input; backward
   recomputes one layer at a time, so one layer's full activations come back.
 - Dropout is 0 (as in current LLM configs); nothing of the input pipeline is on the GPU beyond ids.
@@ -34,8 +38,19 @@ class Trainability:
 
     blocks_need_grad: bool                 # False when nothing inside the blocks is trained (freeze)
     norms_trained: bool                    # full fine-tuning trains norm weights
-    saves_input: Callable[[LinearSpec], bool]
+    saves_input: Callable[[LinearSpec], bool]   # the layer itself (trained or quantized) or its adapter keeps x
     lm_head_trained: bool
+    adapted: Callable[[LinearSpec], bool] = lambda lin: False   # carries a LoRA adapter
+    lora_dropout: bool = False             # adapters see dropout(x): a bool mask and the dropped copy are kept
+
+
+@dataclass(frozen=True)
+class LossStack:
+    """What the step's software stack decides about activations beyond the model's shapes."""
+
+    seq_len: int = 128                     # tokens per sequence (attention scores are seq² per head)
+    attention: str = "sdpa"                # sdpa | flash2 | eager (Workload.attention)
+    logits: str = "fp32"                   # fp32 | chunked | fused (Workload.logits)
 
 
 def _saved(arch: DecoderArch, tr: Trainability, part: str, roles: tuple[str, ...]) -> bool:
@@ -71,6 +86,7 @@ def layer_bytes_per_token(arch: DecoderArch, tr: Trainability, compute_bytes: in
     total += b * (arch.q_dim + arch.kv_dim + arch.v_dim) + b * out_width + 4 * arch.num_heads
     if _saved(arch, tr, "attn", ("o",)):
         total += b * out_width
+    total += _lora_dropout_bytes(arch, tr, b, ("attn",))
     # extra norms (Gemma 2/3: post-attention, pre- and post-feed-forward)
     extra_norms = arch.norms_per_layer - 2
     if extra_norms > 0:
@@ -88,12 +104,40 @@ def layer_bytes_per_token(arch: DecoderArch, tr: Trainability, compute_bytes: in
             total += b * h + (4 if arch.shared_expert_gate else 0)
         if (expert_in or _saved(arch, tr, "shared", ("gate", "up"))) and own_out:
             total += b * h
+        total += _lora_dropout_bytes(arch, tr, b, ("shared",)) + k * _lora_dropout_bytes(arch, tr, b, ("expert",))
     else:
         total += _mlp_bytes(arch, tr, "mlp", b, arch.intermediate_size)
+        total += _lora_dropout_bytes(arch, tr, b, ("mlp",))
         mlp_in_saved = _saved(arch, tr, "mlp", ("gate", "up", "fc1", "gate_up"))
         if mlp_in_saved and own_out and arch.norms_per_layer >= 2:
             total += b * h
     return total
+
+
+def _lora_dropout_bytes(arch: DecoderArch, tr: Trainability, b: int, parts: tuple[str, ...]) -> float:
+    """PEFT gives each adapted linear its own dropout: it keeps a bool mask (1 B) and the dropped copy
+    of the input (which the adapter's A keeps), per input element. Without dropout A keeps x itself,
+    counted with the layer's inputs."""
+    if not tr.lora_dropout:
+        return 0.0
+    return sum((1 + b) * lin.in_features for lin in arch.linears
+               if lin.part in parts and tr.adapted(lin))
+
+
+def attention_bytes_per_token(arch: DecoderArch, compute_bytes: int, seq_len: int, attention: str) -> float:
+    """What eager attention keeps beyond a fused kernel, per token of one layer (0 for sdpa/flash2).
+
+    transformers' ``eager_attention_forward``: ``softmax(q·kᵀ, dtype=float32).to(dtype)`` keeps the
+    float32 softmax output (softmax's backward) and, in 16-bit, the cast probabilities (the second
+    matmul's backward): heads × seq × (4 + 2) bytes a token (4 in float32, where the cast is the same
+    tensor); grouped-query k and v are expanded to every head (``repeat_kv``) and the expanded copies
+    are kept; no logsumexp. Attention dropout is 0 in LLM configs."""
+    if attention != "eager":
+        return 0.0
+    b = compute_bytes
+    probs = 4 + (b if b != 4 else 0)
+    expanded = b * 2 * max(arch.q_dim - arch.kv_dim, 0)
+    return arch.num_heads * seq_len * probs + expanded - 4 * arch.num_heads
 
 
 def _mlp_bytes(arch: DecoderArch, tr: Trainability, part: str, b: int, width: int) -> float:
@@ -104,13 +148,22 @@ def _mlp_bytes(arch: DecoderArch, tr: Trainability, part: str, b: int, width: in
     return b * width + (b * width if down_saved else 0)      # GELU input, fc2 input
 
 
-def logits_bytes_per_token(arch: DecoderArch, compute_bytes: int) -> tuple[float, float]:
+def logits_bytes_per_token(arch: DecoderArch, compute_bytes: int, logits: str = "fp32") -> tuple[float, float]:
     """(saved, transient-at-loss-backward) bytes per token for the LM head and loss.
 
-    transformers' loss upcasts the logits to float32 and log-softmax saves its float32 output; the
-    16-bit logits die with the model output (the Trainer keeps only the loss). Backward of the loss
-    holds the NLL gradient and the log-softmax gradient (float32) at once."""
-    v = arch.vocab_size
+    - ``fp32`` (transformers): the loss upcasts the logits to float32 and log-softmax saves its
+      float32 output; the 16-bit logits die with the model output (the Trainer keeps only the loss).
+      Backward of the loss holds the NLL gradient and the log-softmax gradient (float32) at once.
+    - ``chunked`` (LitGPT's ``chunked_cross_entropy``, LM head run in 128-token chunks): the 16-bit
+      logit chunks stay referenced by the training loop through backward and each chunk's 16-bit
+      log-softmax is saved; backward handles one chunk at a time (no per-token transient).
+    - ``fused`` (Liger's fused linear cross-entropy): no logits are kept; the gradient of the hidden
+      state is computed in forward and kept (16-bit, hidden-size a token)."""
+    v, b = arch.vocab_size, compute_bytes
+    if logits == "chunked":
+        return float(2 * b * v), 0.0
+    if logits == "fused":
+        return float(b * arch.hidden_size), 0.0
     return float(4 * v), float(8 * v)
 
 
@@ -126,14 +179,16 @@ class TrainActivations:
 
 
 def train_activations(arch: DecoderArch, tr: Trainability, tokens: int, compute_bytes: int,
-                      checkpointing: bool, expert_pairs_per_token: float | None = None) -> TrainActivations:
+                      checkpointing: bool, expert_pairs_per_token: float | None = None,
+                      stack: LossStack = LossStack()) -> TrainActivations:
     """Activations of one micro-batch of ``tokens`` tokens (batch × sequence length)."""
     dense_layers = arch.num_layers - arch.num_moe_layers
-    dense = layer_bytes_per_token(arch, tr, compute_bytes, moe_layer=False)
-    moe = (layer_bytes_per_token(arch, tr, compute_bytes, True, expert_pairs_per_token)
+    eager = attention_bytes_per_token(arch, compute_bytes, stack.seq_len, stack.attention) if tr.blocks_need_grad else 0.0
+    dense = layer_bytes_per_token(arch, tr, compute_bytes, moe_layer=False) + eager
+    moe = (layer_bytes_per_token(arch, tr, compute_bytes, True, expert_pairs_per_token) + eager
            if arch.num_moe_layers else 0.0)
     largest = max(dense if dense_layers else 0.0, moe)
-    logits_saved, logits_transient = logits_bytes_per_token(arch, compute_bytes)
+    logits_saved, logits_transient = logits_bytes_per_token(arch, compute_bytes, stack.logits)
     h = arch.hidden_size
     # final norm: float32 input when the stream needs a gradient; its output when the norm or the
     # LM head is trained (the LM head's input is that same tensor)

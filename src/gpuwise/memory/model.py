@@ -18,7 +18,8 @@ class MemoryEstimate:
     ``peak_allocated_bytes`` ≙ ``torch.cuda.max_memory_allocated()``,
     ``peak_reserved_bytes`` ≙ ``torch.cuda.max_memory_reserved()``,
     ``total_bytes`` ≙ what nvidia-smi shows for the process: reserved + CUDA context (+ library
-    workspaces that live outside the caching allocator).
+    workspaces that live outside the caching allocator); ``total_upper_bytes`` its upper side, with
+    ``uncertainty`` naming what is guessed and how much each part may add.
     The breakdown (weights + gradients + optimizer + activations + workspace + other) sums to
     ``peak_allocated_bytes`` at the moment of the peak.
     """
@@ -36,6 +37,17 @@ class MemoryEstimate:
     top_modules: tuple[tuple[str, int], ...] = ()        # (module, activation bytes at the peak)
     timeline: tuple[tuple[int, int, int], ...] = ()      # (seq, allocated, reserved), downsampled
     notes: tuple[str, ...] = ()
+    # (what is guessed, bytes it may add on the high side): memory/uncertainty.py
+    uncertainty: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def uncertainty_bytes(self) -> int:
+        return sum(b for _, b in self.uncertainty)
+
+    @property
+    def total_upper_bytes(self) -> int:
+        """The upper side of ``total_bytes``: what a fit check should use."""
+        return self.total_bytes + self.uncertainty_bytes
 
     def to_dict(self) -> dict:
         return {
@@ -43,6 +55,8 @@ class MemoryEstimate:
             "peak_reserved_bytes": self.peak_reserved_bytes,
             "cuda_context_bytes": self.cuda_context_bytes,
             "total_bytes": self.total_bytes,
+            "total_upper_bytes": self.total_upper_bytes,
+            "uncertainty_bytes": dict(self.uncertainty),
             "weights_bytes": self.weights_bytes,
             "gradients_bytes": self.gradients_bytes,
             "optimizer_bytes": self.optimizer_bytes,

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from gpuwise.plan.fit import fits, spare_bytes
+from gpuwise.memory.uncertainty import fit_wording
+from gpuwise.plan.fit import fits, spare_bytes, usable_bytes
 from gpuwise.plan.profile import WorkloadModel, largest_fitting_batch
 from gpuwise.plan.recommend import JobSize
 from gpuwise.plan.remedies import changes_that_fit
@@ -41,7 +42,7 @@ def estimate_answer(
         time = est.time.to_dict()
         time.update(job_time(est.time.step_time_s, est.workload, job) or {})
     inference = est.inference.to_dict() if est.inference is not None else None
-    fit = fits(est.memory.total_bytes, gpu, headroom_fraction) if gpu else None
+    fit = fits(est.memory.total_upper_bytes, gpu, headroom_fraction) if gpu else None
     changes: tuple = ()
     if gpu is not None and not fit and suggest_changes:
         changes = changes_that_fit(model.workload, gpu, headroom_fraction=headroom_fraction,
@@ -55,16 +56,17 @@ def estimate_answer(
         "gpu": gpu.id if gpu else None,
         "headroom_fraction": headroom_fraction,
         "fits": fit,
-        "spare_bytes": spare_bytes(est.memory.total_bytes, gpu, headroom_fraction) if gpu else None,
+        "spare_bytes": spare_bytes(est.memory.total_upper_bytes, gpu, headroom_fraction) if gpu else None,
+        "fit_summary": fit_wording(est.memory, usable_bytes(gpu, headroom_fraction)) if gpu else None,
         "max_batch_size": largest_fitting_batch(model, gpu, count=count, headroom_fraction=headroom_fraction)
         if max_batch and gpu else None,
         "changes_that_fit": list(changes),
         "inference": inference,
         "trace": trace_info,
         "per_gpu": [
-            {"gpu": e.gpu.id, "memory_bytes": e.gpu.visible_memory_bytes, "peak_total_bytes": e.memory.total_bytes,
-             "fits": fits(e.memory.total_bytes, e.gpu, headroom_fraction),
-             "spare_bytes": spare_bytes(e.memory.total_bytes, e.gpu, headroom_fraction),
+            {"gpu": e.gpu.id, "memory_bytes": e.gpu.visible_memory_bytes, "peak_total_bytes": e.memory.total_upper_bytes,
+             "fits": fits(e.memory.total_upper_bytes, e.gpu, headroom_fraction),
+             "spare_bytes": spare_bytes(e.memory.total_upper_bytes, e.gpu, headroom_fraction),
              "step_time_s": e.time.step_time_s if e.time else None,
              "samples_per_s": e.time.samples_per_s if e.time else None, "bound": e.time.bound if e.time else None}
             for e in per_gpu

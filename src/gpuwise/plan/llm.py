@@ -135,12 +135,12 @@ def _infer(arch: DecoderArch, w: Workload, gpu, double_quant: bool, kv_cache_dty
         budget = usable_bytes(gpu, headroom_fraction)
         max_ctx = largest_fitting(
             lambda t: infer_memory(arch, w, gpu, prompt_tokens=t, new_tokens=0, batch=batch,
-                                   kv_bytes_per_element=kvb, double_quant=double_quant).memory.total_bytes,
+                                   kv_bytes_per_element=kvb, double_quant=double_quant).memory.total_upper_bytes,
             budget, upper=1 << 22)
         total_tokens = prompt + new
         max_bs = largest_fitting(
             lambda b: infer_memory(arch, w, gpu, prompt_tokens=prompt, new_tokens=new, batch=b,
-                                   kv_bytes_per_element=kvb, double_quant=double_quant).memory.total_bytes,
+                                   kv_bytes_per_element=kvb, double_quant=double_quant).memory.total_upper_bytes,
             budget, upper=1 << 16)
         if arch.max_position_embeddings and max_ctx > arch.max_position_embeddings:
             notes.append(f"memory would hold {max_ctx} tokens; the model's max_position_embeddings is "

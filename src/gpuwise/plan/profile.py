@@ -35,10 +35,10 @@ class Estimate:
     @property
     def fits(self) -> bool | None:
         """None without a GPU; else the one fit rule at the default headroom (see ``fits_with``)."""
-        return None if self.gpu is None else fits(self.memory.total_bytes, self.gpu)
+        return None if self.gpu is None else fits(self.memory.total_upper_bytes, self.gpu)
 
     def fits_with(self, headroom_fraction: float) -> bool:
-        return fits(self.memory.total_bytes, self.gpu, headroom_fraction)
+        return fits(self.memory.total_upper_bytes, self.gpu, headroom_fraction)
 
 
 class WorkloadModel(Protocol):
@@ -140,7 +140,7 @@ def largest_fitting_batch(
         powers_of_two = model.method == "traced"
 
     def total_bytes(batch: int) -> int:
-        return model.estimate(gpu, count=count, batch_size=batch, with_time=False).memory.total_bytes
+        return model.estimate(gpu, count=count, batch_size=batch, with_time=False).memory.total_upper_bytes
 
     return largest_fitting(total_bytes, usable_bytes(gpu, headroom_fraction), upper=limit, powers_of_two=powers_of_two)
 

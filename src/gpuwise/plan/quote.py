@@ -28,7 +28,7 @@ class Quote:
     spot: bool
     gpu_memory_bytes: int                 # per GPU, as the driver reports it
     fits: bool | None                     # None: the need is unknown
-    peak_total_bytes: int | None          # per GPU, what nvidia-smi would show at the peak
+    peak_total_bytes: int | None          # per GPU, what nvidia-smi would show at the peak (upper side of an estimate)
     spare_bytes: int | None               # usable memory left at the peak, after the headroom
     step_time_s: float | None             # one optimizer step (or the measured unit of work) on ``count`` GPUs
     ranking_currency: str | None = None

@@ -207,8 +207,8 @@ def _evaluate(model, gpu: GPU, offer: Offer, count: int, job: JobSize, constrain
                                         limit=per_gpu)
         if largest == 0:
             est = model.estimate(gpu, count=count, batch_size=1, with_time=False)
-            return excluded(_oom_reason(1, est.memory.total_bytes, gpu, constraints), batch_size=1,
-                            peak_total_bytes=est.memory.total_bytes)
+            return excluded(_oom_reason(1, est.memory.total_upper_bytes, gpu, constraints), batch_size=1,
+                            peak_total_bytes=est.memory.total_upper_bytes)
         micro = max(d for d in _divisors(per_gpu) if d <= largest)
     else:
         micro = min(workload.batch_size, per_gpu)
@@ -221,12 +221,12 @@ def _evaluate(model, gpu: GPU, offer: Offer, count: int, job: JobSize, constrain
     steps = job.optimizer_steps(effective) if workload.is_training else job.optimizer_steps(per_gpu * count)
     total_time_s = steps * step.step_time_s if step is not None else None
     option = make_quote(
-        gpu, count, offer, peak_total_bytes=est.memory.total_bytes, step_time_s=step.step_time_s if step else None,
+        gpu, count, offer, peak_total_bytes=est.memory.total_upper_bytes, step_time_s=step.step_time_s if step else None,
         batch_size=micro, grad_accum_steps=accum, total_time_s=total_time_s, bound=step.bound if step else None,
         warnings=tuple(step.warnings) if step else (), **quote,
     )
     if not option.fits:
-        option = replace(option, excluded_because=_oom_reason(micro, est.memory.total_bytes, gpu, constraints))
+        option = replace(option, excluded_because=_oom_reason(micro, est.memory.total_upper_bytes, gpu, constraints))
     return option
 
 

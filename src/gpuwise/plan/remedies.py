@@ -83,12 +83,12 @@ def find_remedies(
         for target in oom:   # cheapest first: the cheapest GPU this remedy rescues is the news
             gpu = gpus[target.gpu]
             est = model.estimate(gpu, count=target.count)
-            if est.time is None or not fits(est.memory.total_bytes, gpu, constraints.headroom_fraction):
+            if est.time is None or not fits(est.memory.total_upper_bytes, gpu, constraints.headroom_fraction):
                 continue
             steps = job.optimizer_steps(w.effective_batch_size)
             quote = make_quote(
                 gpu, target.count, target.offer,
-                peak_total_bytes=est.memory.total_bytes, step_time_s=est.time.step_time_s,
+                peak_total_bytes=est.memory.total_upper_bytes, step_time_s=est.time.step_time_s,
                 headroom_fraction=constraints.headroom_fraction, ranking_currency=rec.ranking_currency,
                 total_time_s=steps * est.time.step_time_s, batch_size=w.batch_size, grad_accum_steps=w.grad_accum_steps,
             )
@@ -114,9 +114,9 @@ def changes_that_fit(
 
     def quote(flags: str, w: Workload) -> dict | None:
         est = make(w).estimate(gpu, count=w.num_gpus)
-        if not fits(est.memory.total_bytes, gpu, headroom_fraction):
+        if not fits(est.memory.total_upper_bytes, gpu, headroom_fraction):
             return None
-        return {"change": flags, "peak_total_bytes": est.memory.total_bytes,
+        return {"change": flags, "peak_total_bytes": est.memory.total_upper_bytes,
                 "gpu_memory_bytes": gpu.visible_memory_bytes,
                 "step_time_s": est.time.step_time_s if est.time is not None else None}
 

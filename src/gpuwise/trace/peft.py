@@ -181,9 +181,11 @@ class QuantLinear(nn.Module):
 class LoraLinear(nn.Module):
     """``base(x) + B(A(x)) · alpha / r`` with a frozen ``base`` (nn.Linear or QuantLinear)."""
 
-    def __init__(self, base: nn.Module, rank: int, *, alpha: float | None = None, dtype: torch.dtype) -> None:
+    def __init__(self, base: nn.Module, rank: int, *, alpha: float | None = None, dtype: torch.dtype,
+                 dropout: float = 0.0) -> None:
         super().__init__()
         self.base = base
+        self.dropout = dropout   # PEFT's lora_dropout: applied to the adapter's input only
         ref = next(iter(base.buffers()), None) if isinstance(base, QuantLinear) else base.weight
         self.lora_A = nn.Parameter(ref.new_empty((rank, base.in_features), dtype=dtype))
         self.lora_B = nn.Parameter(ref.new_empty((base.out_features, rank), dtype=dtype))
@@ -202,6 +204,8 @@ class LoraLinear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = self.base(x)
+        if self.dropout and self.training:
+            x = F.dropout(x, self.dropout, training=True)   # keeps its mask and its output for A's backward
         update = F.linear(F.linear(x.to(self.lora_A.dtype), self.lora_A), self.lora_B) * self.scaling
         return out + update.to(out.dtype)
 
@@ -270,5 +274,6 @@ def apply_finetune(module: nn.Module, workload, *, double_quant: bool = True, lo
             if name_matches(attr, targets):
                 base = getattr(parent, attr)
                 setattr(parent, attr, LoraLinear(base, workload.lora_rank, alpha=lora_alpha,
-                                                 dtype=_adapter_dtype(workload, lin.weight)))
+                                                 dtype=_adapter_dtype(workload, lin.weight),
+                                                 dropout=getattr(workload, "lora_dropout", 0.0)))
     return module

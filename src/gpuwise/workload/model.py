@@ -18,6 +18,7 @@ OFFLOADS = ("none", "optimizer", "params")
 ATTENTIONS = ("sdpa", "eager", "flash2")          # transformers' attn_implementation
 OPTIMIZER_IMPLS = ("foreach", "fused", "for-loop")  # torch.optim: foreach is PyTorch's default on CUDA
 ENGINES = ("hf", "vllm")                         # what runs LLM inference: HF generate (eager) or vLLM
+LOGITS = ("fp32", "chunked", "fused")              # how an LLM's loss holds the logits (see memory/llm_activations.py)
 
 # Sanity bounds: beyond these an input is a typo, not a job.
 MAX_BATCH_SIZE = 1 << 20
@@ -77,10 +78,13 @@ class Workload:
     keep_grads: bool = False         # zero_grad(set_to_none=False): .grad stays allocated between steps
     input_rate: float | None = None  # samples/s the input pipeline delivers (None: synthetic data, no limit)
     engine: str = "hf"               # LLM inference: HF generate in eager mode, or vLLM
+    # LLM fine-tuning stack (memory): how the loss holds the logits, and LoRA's dropout
+    logits: str = "fp32"             # transformers: float32 logits and log-softmax; chunked (LitGPT); fused (Liger)
+    lora_dropout: float = 0.05       # LitGPT, QLoRA and TRL recipes (PEFT's own default is 0): keeps a mask and a copy
 
     def __post_init__(self) -> None:
         for name in ("precision", "optimizer", "mode", "finetune", "quant", "sharding", "offload",
-                     "attention", "optimizer_impl", "engine"):
+                     "attention", "optimizer_impl", "engine", "logits"):
             value = getattr(self, name)
             if isinstance(value, str) and value != value.strip().lower():
                 object.__setattr__(self, name, value.strip().lower())   # choices are case-insensitive
@@ -94,6 +98,9 @@ class Workload:
         _choice("attention", self.attention, ATTENTIONS)
         _choice("optimizer-impl", self.optimizer_impl, OPTIMIZER_IMPLS)
         _choice("engine", self.engine, ENGINES)
+        _choice("logits", self.logits, LOGITS)
+        if not (isinstance(self.lora_dropout, (int, float)) and 0.0 <= self.lora_dropout < 1.0):
+            raise WorkloadError(f"--lora-dropout must be in [0, 1), got {self.lora_dropout!r}")
         if self.input_rate is not None and not (isinstance(self.input_rate, (int, float))
                                                 and math.isfinite(self.input_rate) and self.input_rate > 0):
             raise WorkloadError(f"--input-rate must be a positive number of samples/s, got {self.input_rate!r}")

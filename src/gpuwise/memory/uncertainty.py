@@ -1,0 +1,61 @@
+"""The upper side of a memory estimate: what is guessed rather than modelled, and how much it may add.
+
+``total_bytes`` is the best estimate; ``total_upper_bytes`` adds, part by part, how far each guessed
+figure could be off on the high side (docs/memory.md, "Where each constant comes from", gives the
+sources and why these spreads). A renter's "fits" uses the upper side (gpuwise.plan.fit callers);
+the wording (:func:`fit_wording`) says when a job fits only inside the uncertainty.
+
+What is modelled (no spread): the caching allocator's rounding and segments (its source), the
+cuBLAS workspace (torch's default ``CUBLAS_WORKSPACE_CONFIG``), the tensors autograd keeps.
+"""
+
+from __future__ import annotations
+
+from gpuwise.memory.cuda import CONV_WORKSPACE_CAP_BYTES
+from gpuwise.memory.model import MemoryEstimate
+
+GIB = 1 << 30
+
+# CUDA context + lazily loaded kernels: typical figures per generation, no primary source;
+# drivers, CUDA versions and the kernels a model touches move them by about this share.
+CONTEXT_SPREAD = 0.30
+# Traced path: the allocator model has one stream and no record_stream / NCCL / graph pools.
+TRACED_RESERVED_SPREAD = 0.03
+# Closed form (LLMs): allocated bytes were at most 3.6% under LitGPT's measurements on held-out rows
+# (benchmarks/results/llm.md); the upper side allows 5% of what is not weights.
+CLOSED_FORM_ACTIVATION_SPREAD = 0.05
+# Closed form: reserved = allocated + 15% of the churning part is a guess; varied-length batches
+# fragment more (reserved 20-30% above allocated is commonly reported): +10% of that part.
+CLOSED_FORM_RESERVE_SPREAD = 0.10
+
+
+def traced_uncertainty(*, context_bytes: int, peak_reserved_bytes: int, uses_cudnn_conv: bool) -> tuple[tuple[str, int], ...]:
+    """Upper-side spreads of a traced estimate, by what is guessed."""
+    parts = [("cuda_context", int(context_bytes * CONTEXT_SPREAD)),
+             ("allocator", int(peak_reserved_bytes * TRACED_RESERVED_SPREAD))]
+    if uses_cudnn_conv:
+        # cuDNN's workspace is a guess (a quarter of the larger operand, capped); the heuristics may
+        # pick an algorithm asking for up to the cap at the peak
+        parts.append(("cudnn_workspace", CONV_WORKSPACE_CAP_BYTES))
+    return tuple(parts)
+
+
+def closed_form_uncertainty(*, context_bytes: int, allocated_bytes: int, weights_bytes: int,
+                            dynamic_bytes: int) -> tuple[tuple[str, int], ...]:
+    """Upper-side spreads of a closed-form (LLM) estimate."""
+    return (("cuda_context", int(context_bytes * CONTEXT_SPREAD)),
+            ("activations", int(max(allocated_bytes - weights_bytes, 0) * CLOSED_FORM_ACTIVATION_SPREAD)),
+            ("fragmentation", int(max(dynamic_bytes, 0) * CLOSED_FORM_RESERVE_SPREAD)))
+
+
+def fit_wording(memory: MemoryEstimate, usable_bytes: int) -> str:
+    """One line for a renter: "fits with X GiB to spare", "tight: within the uncertainty …" or
+    "does not fit …", against ``usable_bytes`` (the GPU's memory less the headroom: plan.fit)."""
+    low, high = memory.total_bytes, memory.total_upper_bytes
+    usable = f"{usable_bytes / GIB:.1f} GiB usable"
+    if high <= usable_bytes:
+        return f"fits with {(usable_bytes - high) / GIB:.1f} GiB to spare (needs up to {high / GIB:.1f} of {usable})"
+    if low <= usable_bytes:
+        return (f"tight: within the uncertainty (needs {low / GIB:.1f}–{high / GIB:.1f} GiB of {usable}); "
+                "a smaller batch or more headroom makes it safe")
+    return f"does not fit: needs {low / GIB:.1f} GiB (up to {high / GIB:.1f}) of {usable}"

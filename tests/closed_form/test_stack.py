@@ -1,0 +1,77 @@
+"""The fine-tuning stack in the closed form: attention, LoRA dropout, how the loss holds the logits.
+
+Expected differences are derived here from the architecture's shapes (Llama-2-7B: 32 layers, 32
+heads, hidden 4096, vocabulary 32000), not from gpuwise's output.
+"""
+
+import pytest
+
+from gpuwise.catalog import load_catalog, resolve_gpu
+from gpuwise.plan.llm import estimate_llm
+from gpuwise.plan.profile import Estimate
+from gpuwise.workload import Workload
+
+LLAMA2 = "hf:meta-llama/Llama-2-7b-hf"
+LAYERS, HEADS, HIDDEN, VOCAB = 32, 32, 4096, 32000
+
+
+def _peak(**fields) -> int:
+    base = dict(model=LLAMA2, batch_size=2, seq_len=1024, precision="bf16", optimizer="adamw", finetune="lora",
+                lora_rank=8, lora_targets=("q", "v"), lora_dropout=0.0)
+    return estimate_llm(Workload(**{**base, **fields})).memory.peak_allocated_bytes
+
+
+def test_eager_attention_keeps_float32_softmax_and_16bit_probabilities_per_head():
+    batch, seq = 2, 1024
+    # per layer: heads × seq² × (4 B float32 softmax + 2 B cast probabilities) per sequence; no logsumexp
+    expected = LAYERS * batch * (HEADS * seq * seq * (4 + 2) - seq * 4 * HEADS)
+    assert _peak(attention="eager") - _peak(attention="sdpa") == pytest.approx(expected, rel=0.001)
+    assert _peak(attention="flash2") == _peak(attention="sdpa")
+
+
+@pytest.mark.parametrize("fields", [
+    dict(finetune="full", precision="amp-bf16", optimizer="adamw", lora_targets=()),
+    dict(finetune="qlora"),
+    dict(model="hf:Qwen/Qwen2.5-7B", seq_len=512),
+    dict(grad_checkpointing=True),
+])
+def test_eager_attention_never_uses_less_memory_than_sdpa(fields):
+    assert _peak(attention="eager", **fields) >= _peak(attention="sdpa", **fields)
+
+
+def test_lora_dropout_keeps_a_bool_mask_and_a_copy_of_each_adapted_input():
+    tokens = 2 * 1024
+    # q and v share the normed input: without dropout the adapters keep it once (2 B); with dropout
+    # each keeps a bool mask (1 B) and its own dropped copy (2 B)
+    expected = LAYERS * tokens * (2 * (1 + 2) * HIDDEN - 2 * HIDDEN)
+    assert _peak(lora_dropout=0.05) - _peak(lora_dropout=0.0) == pytest.approx(expected, rel=0.001)
+
+
+def test_chunked_and_fused_cross_entropy_keep_less_than_float32_logits():
+    tokens = 2 * 1024
+    fp32, chunked, fused = (_peak(logits=m) for m in ("fp32", "chunked", "fused"))
+    # fp32: float32 log-softmax saved (4 B) + two float32 gradients in the loss backward (8 B);
+    # chunked: 16-bit logits and 16-bit log-softmax (2 + 2 B), one chunk at a time in backward
+    assert fp32 - chunked == pytest.approx(tokens * VOCAB * (4 + 8 - 4), rel=0.001)
+    # fused (Liger): no logits; the 16-bit hidden-state gradient is kept instead
+    assert chunked - fused == pytest.approx(tokens * (4 * VOCAB - 2 * HIDDEN), rel=0.001)
+
+
+def test_litgpt_llama2_lora_micro_batch_4_that_ran_out_of_memory_is_not_predicted_to_fit():
+    """LitGPT resource table row #35: OOM on a 40 GB A100 (it was predicted to fit, 40.9 of 42.9 GB).
+    Even at the short end of the longest Alpaca sample's range (1,000 tokens)."""
+    a100 = resolve_gpu(load_catalog(user_file=False), "a100-40gb-sxm4")
+    w = Workload(LLAMA2, batch_size=4, seq_len=1000, precision="bf16", optimizer="adamw", finetune="lora",
+                 lora_rank=8, lora_targets=("q", "v"), logits="chunked", lora_dropout=0.05)
+    est = estimate_llm(w, a100)
+    assert Estimate(w, a100, 1, est.memory, None).fits is False
+
+
+def test_quantized_generation_peaks_while_loading_a_vocabulary_matrix():
+    w = Workload(LLAMA2, seq_len=10, max_new_tokens=50, batch_size=1, precision="bf16", mode="infer", quant="nf4")
+    m = estimate_llm(w).memory
+    nf4_dq_bytes = 0.5 + 1 / 64 + 4 / (64 * 256)
+    assert m.workspace_bytes == pytest.approx(VOCAB * HIDDEN * (2 + nf4_dq_bytes), rel=0.001)
+    assert m.peak_allocated_bytes == m.weights_bytes + m.workspace_bytes
+    plain = estimate_llm(w.with_(quant="none")).memory
+    assert plain.workspace_bytes < 64 << 20     # no loading transient without quantization
