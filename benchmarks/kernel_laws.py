@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import math
-import statistics
 import sys
 import time
 from dataclasses import dataclass
@@ -98,19 +97,18 @@ def load(cls: str) -> Rows:
     floor = d.groupby(["gpu", "folder"])["Latency"].transform("min").to_numpy() * 1e-3
     if cls == "linear":      # nn.Linear(N, K) on [B, M, N]: (B M) x N @ N x K
         dims = {"batch": np.ones(len(d)), "m": (d.B * d.M).to_numpy(float), "n": d.K.to_numpy(float),
-                "k": d.N.to_numpy(float), "winograd": np.zeros(len(d), bool)}
+                "k": d.N.to_numpy(float)}
         dims["bytes"] = FP32_BYTES * (dims["m"] * dims["k"] + dims["k"] * dims["n"] + dims["m"] * dims["n"])
     elif cls == "bmm":       # [B, M, N] @ [B, N, K]
         dims = {"batch": d.B.to_numpy(float), "m": d.M.to_numpy(float), "n": d.K.to_numpy(float),
-                "k": d.N.to_numpy(float), "winograd": np.zeros(len(d), bool)}
+                "k": d.N.to_numpy(float)}
         dims["bytes"] = FP32_BYTES * dims["batch"] * (dims["m"] * dims["k"] + dims["k"] * dims["n"]
                                                      + dims["m"] * dims["n"])
     elif cls == "conv":      # implicit GEMM: (B Ho Wo) x (Cin k k) @ (Cin k k) x Cout
         ks, s = d.Kernel_Szie.to_numpy(float), d.Input_Size.to_numpy(float)
         ho = (s + 2 * d.Padding.to_numpy(float) - ks) // d.Stride.to_numpy(float) + 1
         cin, cout, b = d.Input_Channel.to_numpy(float), d.Output_Channel.to_numpy(float), d.B.to_numpy(float)
-        dims = {"batch": np.ones(len(d)), "m": b * ho * ho, "n": cout, "k": cin * ks * ks,
-                "winograd": ((ks == 3) & (d.Stride.to_numpy() == 1))}
+        dims = {"batch": np.ones(len(d)), "m": b * ho * ho, "n": cout, "k": cin * ks * ks}
         dims["bytes"] = FP32_BYTES * (b * cin * s * s + cout * cin * ks * ks + b * cout * ho * ho)
     else:
         n = (d.B * d.H).to_numpy(float)
@@ -177,7 +175,7 @@ def summary(e: np.ndarray) -> str:
 
 def main() -> None:
     t0 = time.time()
-    tiled, streaming, lines = {}, {}, []
+    tiled, streaming = {}, {}
     pooled: dict[str, list] = {}
     strict_pooled: dict[str, list] = {}
     per_class = {}
