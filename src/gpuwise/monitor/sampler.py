@@ -24,6 +24,7 @@ from gpuwise.runlog import RunLog
 
 MIN_INTERVAL_S = 0.1  # 10 Hz: NVML's utilisation counters themselves update no faster than this
 PID_REFRESH_S = 1.0
+MAX_INTERVAL_S = 86_400.0  # a sample a day; beyond, timers overflow the platform's time_t
 
 
 def check_interval_s(interval_s: object) -> float:
@@ -32,8 +33,8 @@ def check_interval_s(interval_s: object) -> float:
         value = float(interval_s)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         value = math.nan
-    if not math.isfinite(value) or value <= 0:
-        raise MonitorError(f"--interval must be a finite number of seconds > 0, got {interval_s!r}")
+    if not math.isfinite(value) or not 0 < value <= MAX_INTERVAL_S:
+        raise MonitorError(f"--interval must be a number of seconds > 0 and <= {MAX_INTERVAL_S:g}, got {interval_s!r}")
     return value
 
 
