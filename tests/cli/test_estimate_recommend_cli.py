@@ -127,3 +127,59 @@ def test_plots_are_written_as_png(gpuwise, tmp_path):
     assert r.returncode == 0, r.stderr
     for png in (rec_png, est_png):
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+
+
+def test_lora_without_precision_runs_at_bf16_where_the_gpu_has_it(gpuwise):
+    # the defect: LoRA started from fp32 ("does not fit, headroom −132 GB"), a default nobody runs
+    base = ["estimate", "hf:Qwen/Qwen2.5-0.5B", "--finetune", "lora", "--seq-len", "512", "--batch-size", "1", "--json"]
+    on_4090 = json.loads(gpuwise(*base, "--gpu", "rtx-4090").stdout)
+    on_t4 = json.loads(gpuwise(*base, "--gpu", "t4").stdout)
+    assert on_4090["workload"]["precision"] == "amp-bf16"
+    assert on_t4["workload"]["precision"] == "amp-fp16"       # no bf16 on Turing
+    full = json.loads(gpuwise("estimate", "hf:Qwen/Qwen2.5-0.5B", "--seq-len", "512", "--batch-size", "1", "--json").stdout)
+    assert full["workload"]["precision"] == "fp32"            # full training keeps PyTorch's default
+
+
+def test_a_job_that_does_not_fit_lists_the_changes_that_would_make_it_fit(gpuwise):
+    r = gpuwise("estimate", "hf:Qwen/Qwen2.5-7B", "--finetune", "lora", "--seq-len", "2048", "--batch-size", "4",
+                "--gpu", "rtx-4090", "--json")
+    out = json.loads(r.stdout)
+    assert out["fits"] is False and out["spare_bytes"] < 0
+    assert out["changes_that_fit"], "a 7B LoRA fits a 4090 with the right flags"
+    for change in out["changes_that_fit"]:
+        assert change["change"].startswith("--")
+        assert change["peak_total_bytes"] <= change["gpu_memory_bytes"] * 0.95
+        # the change is real: the same command with those flags fits
+        again = json.loads(gpuwise("estimate", "hf:Qwen/Qwen2.5-7B", "--finetune", "lora", "--seq-len", "2048",
+                                   "--batch-size", "4", "--gpu", "rtx-4090", *change["change"].split(), "--json").stdout)
+        assert again["fits"] is True and again["memory"]["total_upper_bytes"] == change["peak_total_bytes"]
+    text = gpuwise("estimate", "hf:Qwen/Qwen2.5-7B", "--finetune", "lora", "--seq-len", "2048", "--batch-size", "4",
+                   "--gpu", "rtx-4090").stdout
+    assert "does not fit" in text and "fits with --" in text
+
+
+def test_recommend_runs_a_default_bf16_lora_at_fp16_on_gpus_without_bf16(gpuwise):
+    r = gpuwise("recommend", "hf:Qwen/Qwen2.5-0.5B", "--finetune", "lora", "--seq-len", "512", "--batch-size", "4",
+                "--steps", "100", "--max-gpus", "1", "--gpus", "t4,rtx-4090", "--no-remedies", "--json")
+    by_gpu = {o["gpu"]: o for o in json.loads(r.stdout)["options"]}
+    assert by_gpu["t4"]["excluded_because"] is None and by_gpu["t4"]["fits"]
+    assert any("amp-fp16" in w for w in by_gpu["t4"]["warnings"])
+    asked = gpuwise("recommend", "hf:Qwen/Qwen2.5-0.5B", "--finetune", "lora", "--seq-len", "512", "--batch-size", "4",
+                    "--precision", "amp-bf16", "--steps", "100", "--max-gpus", "1", "--gpus", "t4", "--no-remedies", "--json")
+    (t4,) = json.loads(asked.stdout)["options"]
+    assert t4["excluded_because"].startswith("no bf16")      # asked for bf16: not silently changed
+
+
+def test_spot_options_are_shown_as_such_with_the_expected_cost_of_preemptions(gpuwise):
+    args = ["recommend", *SMALL, "--steps", "20000", "--max-gpus", "1", "--no-remedies", "--json"]
+    on_demand = json.loads(gpuwise(*args).stdout)
+    assert not any(o["spot"] for o in on_demand["options"])
+    spot = json.loads(gpuwise(*args, "--spot", "--preemptions-per-hour", "0.5", "--checkpoint-every", "1h").stdout)
+    spots = [o for o in spot["options"] if o["spot"] and o["total_time_s"]]
+    assert spots, "the catalog has spot offers"
+    for o in spots:
+        work_s = o["total_time_s"] - o["preemption_time_s"]
+        # 0.5 preemptions an hour, each losing 30 min of work and a 10 min restart
+        assert o["preemption_time_s"] == pytest.approx(work_s * 0.5 * (1800 + 600) / 3600)
+        assert o["total_cost"] == pytest.approx(o["total_time_s"] / 3600 * o["price_per_hour"])
+    assert any("0.5 per hour assumed" in n for n in spot["notes"])

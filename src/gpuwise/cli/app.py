@@ -11,7 +11,8 @@ from gpuwise.errors import GpuwiseError
 
 # The command modules, in `gpuwise --help` order, and the commands each registers.
 COMMAND_MODULES = {"gpus": ("gpus",), "estimate": ("estimate",), "recommend": ("recommend",),
-                   "monitor": ("watch", "run", "exporter"), "report": ("report",), "advise": ("advise",)}
+                   "monitor": ("watch", "run", "exporter"), "report": ("report",), "advise": ("advise",),
+                   "calibrate": ("calibrate",)}
 
 
 class _LazyTyper(typer.Typer):
@@ -22,13 +23,16 @@ class _LazyTyper(typer.Typer):
     in a fraction of a second.
     """
 
-    _loaded = False
+    _registering = False
 
     @property
     def registered_commands(self):
-        if not self._loaded:
-            self._loaded = True
-            _register(COMMAND_MODULES)
+        if not self._registering:          # a module registering itself reads this list too
+            self._registering = True
+            try:
+                _register(COMMAND_MODULES)
+            finally:
+                self._registering = False
         return self._registered
 
     @registered_commands.setter
@@ -59,11 +63,17 @@ def _root(
     """gpuwise: predict, recommend, watch and right-size GPU rentals."""
 
 
+_REGISTERED: set[str] = set()
+
+
 def _register(modules) -> None:
+    """Registers each command module once (a process may run several commands: tests, notebooks)."""
     import importlib
 
     for name in modules:
-        importlib.import_module(f"gpuwise.cli.{name}").register(app)
+        if name not in _REGISTERED:
+            _REGISTERED.add(name)
+            importlib.import_module(f"gpuwise.cli.{name}").register(app)
 
 
 def _modules_for(argv: list[str]) -> list[str] | None:
@@ -76,8 +86,7 @@ def _modules_for(argv: list[str]) -> list[str] | None:
 
 def main(argv: list[str] | None = None) -> None:
     modules = _modules_for(sys.argv[1:] if argv is None else argv)
-    if modules is not None and not app._loaded:
-        app._loaded = True
+    if modules is not None:
         _register(modules)
     try:
         app(args=argv, prog_name="gpuwise")

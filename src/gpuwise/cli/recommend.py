@@ -9,6 +9,7 @@ from rich import box
 from rich.table import Table
 
 from gpuwise.cli import common as c
+from gpuwise.cli.calibrate import NoUserCalibrationOpt, use_user_calibration
 from gpuwise.cli.workload_options import workload_from, workload_options
 from gpuwise.units import format_bytes, format_duration, format_money, parse_duration_s, parse_money
 
@@ -28,7 +29,9 @@ def recommend(
     provider: Annotated[Optional[str], typer.Option("--provider", help="Only this provider's offers.")] = None,
     gpus: Annotated[Optional[str], typer.Option("--gpus", help="Only these GPUs, comma-separated.")] = None,
     max_gpus: Annotated[int, typer.Option("--max-gpus", help="Largest GPU count to consider (1, 2, 4, 8).")] = 8,
-    spot: Annotated[bool, typer.Option("--spot", help="Include spot/interruptible offers.")] = False,
+    spot: Annotated[bool, typer.Option("--spot", help="Include spot/interruptible offers, priced with expected preemptions.")] = False,
+    preemptions_per_hour: Annotated[float, typer.Option("--preemptions-per-hour", help="Spot: preemptions assumed per hour of running (default 0.05, one in 20 h).")] = 0.05,
+    checkpoint_every: Annotated[str, typer.Option("--checkpoint-every", help="Spot: the guard's checkpoint interval; a preemption loses half of it (default 30m).")] = "30m",
     effective_batch: Annotated[Optional[int], typer.Option("--effective-batch", help="Samples per optimizer step, kept on every option (default: batch × grad-accum).")] = None,
     per_gpu_batch: Annotated[bool, typer.Option("--per-gpu-batch", help="Run --batch-size on every GPU instead: the effective batch grows with the GPU count.")] = False,
     currency: Annotated[Optional[str], typer.Option("--currency", help="Rank costs in this currency (CNY, USD).")] = None,
@@ -38,6 +41,7 @@ def recommend(
     plot: Annotated[Optional[str], typer.Option("--plot", help="Write a PNG of cost vs time for every option.")] = None,
     show_all: Annotated[bool, typer.Option("--all", help="Show every option, not the 15 best and a summary.")] = False,
     no_cache: c.NoCacheOpt = False,
+    no_user_calibration: NoUserCalibrationOpt = False,
     json_out: c.JsonOpt = False,
     emit: Annotated[Optional[str], typer.Option("--emit", help="Print how to launch the best option instead of the table: skypilot (a task YAML) or torchrun (per-node command lines).")] = None,
     command: Annotated[Optional[str], typer.Option("--command", help="With --emit: the training command to launch, e.g. 'python train.py --checkpoint-dir ckpt'.")] = None,
@@ -53,6 +57,7 @@ def recommend(
     from gpuwise.catalog import load_catalog, resolve_gpu
     from gpuwise.plan import Constraints, JobSize, model_for, parse_headroom, recommend as plan_recommend
     from gpuwise.plan.recommend import auto_micro_batch
+    from gpuwise.plan.spot import SpotRisk
     from gpuwise.plan.plot import plot_recommendation
     from gpuwise.launch import check_emit, launch_best
 
@@ -71,11 +76,14 @@ def recommend(
     gpu_ids = [resolve_gpu(cat, g.strip()).id for g in gpus.split(",") if g.strip()] if gpus else None
 
     c.use_trace_cache(not no_cache)
+    use_user_calibration(not no_user_calibration)
     with c.progress(not json_out, "tracing…") as progress:
         wm = model_for(workload, progress)
         rec = plan_recommend(
             wm, cat, job=job, constraints=constraints, provider=provider, gpu_ids=gpu_ids, max_gpus=max_gpus,
-            spot=spot, auto_batch=auto, effective_batch=effective_batch, per_gpu_batch=per_gpu_batch,
+            spot=spot, spot_risk=SpotRisk(preemptions_per_hour, parse_duration_s(checkpoint_every)),
+            fp16_where_no_bf16=workload_kwargs.get("precision") is None,
+            auto_batch=auto, effective_batch=effective_batch, per_gpu_batch=per_gpu_batch,
             currency=currency, remedies=remedies, progress=progress,
         )
     if plot:

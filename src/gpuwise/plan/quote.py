@@ -37,7 +37,8 @@ class Quote:
     batch_size: int | None = None         # micro-batch per GPU
     grad_accum_steps: int = 1
     effective_batch_size: int | None = None
-    total_time_s: float | None = None
+    total_time_s: float | None = None     # for a spot offer: expected, preemptions included
+    preemption_time_s: float | None = None  # spot: the expected time lost to preemptions (in total_time_s)
     total_cost: float | None = None       # in ``currency``
     total_cost_ranked: float | None = None
     bound: str | None = None
@@ -74,6 +75,7 @@ class Quote:
             "cost_per_step_ranked": self.cost_per_step_ranked,
             "batch_size": self.batch_size, "grad_accum_steps": self.grad_accum_steps,
             "effective_batch_size": self.effective_batch_size, "total_time_s": self.total_time_s,
+            "preemption_time_s": self.preemption_time_s,
             "total_cost": self.total_cost, "total_cost_ranked": self.total_cost_ranked, "bound": self.bound,
             "excluded_because": self.excluded_because, "warnings": list(self.warnings),
             "offer_source": self.offer_source,

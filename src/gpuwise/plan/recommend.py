@@ -14,6 +14,7 @@ from gpuwise.plan.money import RATES_CHECKED, convert, rates_in
 from gpuwise.plan.offers import candidate_offers, cheapest_offer, ranking_currency, spot_policy
 from gpuwise.plan.profile import WorkloadModel, largest_fitting_batch
 from gpuwise.plan.quote import Quote, make_quote
+from gpuwise.plan.spot import SpotRisk
 from gpuwise.units import format_bytes, format_duration, format_money
 from gpuwise.workload import Workload
 
@@ -118,6 +119,8 @@ def recommend(
     per_gpu_batch: bool = False,
     currency: str | None = None,
     remedies: bool = False,
+    spot_risk: SpotRisk = SpotRisk(),
+    fp16_where_no_bf16: bool = False,
     progress: Callable[[str], None] | None = None,
 ) -> Recommendation:
     """Every GPU × count on offer, quoted for the whole job, ranked by cost in one currency.
@@ -128,6 +131,9 @@ def recommend(
     runs the workload's micro-batch and the effective batch grows with the count. ``auto_batch``
     picks, per option, the largest micro-batch that fits and makes up the rest with accumulation.
     ``remedies``: for cheaper GPUs that ran out of memory, the changes that make the job fit there.
+    ``spot_risk``: how spot offers (with ``spot``) are priced: expected time and cost with preemptions.
+    ``fp16_where_no_bf16``: the precision was a default (bf16 autocast for LoRA/QLoRA), so GPUs without
+    bf16 run the job at fp16 autocast instead of being excluded.
     """
     if max_gpus < 1:
         raise PlanError(f"--max-gpus must be at least 1, got {max_gpus}")
@@ -142,6 +148,16 @@ def recommend(
     rank_in = ranking_currency(offers, currency)
     effective = effective_batch or workload.batch_size * workload.grad_accum_steps
     gpus = {g.id: g for g in catalog.gpus}
+    fp16_model: list = []      # built on first use: the same job at amp-fp16, for GPUs without bf16
+
+    def model_on(gpu: GPU):
+        if fp16_where_no_bf16 and workload.precision == "amp-bf16" and not gpu.has_bf16:
+            if not fp16_model:
+                from gpuwise.plan.profile import model_for
+
+                fp16_model.append(model_for(workload.with_(precision="amp-fp16"), progress))
+            return fp16_model[0]
+        return model
 
     options: list[Option] = []
     for gpu_id in sorted({o.gpu_id for o in offers}):
@@ -152,7 +168,12 @@ def recommend(
             if offer is None:
                 continue
             target = effective * count if per_gpu_batch else effective
-            options.append(_evaluate(model, gpu, offer, count, job, constraints, target, auto_batch, rank_in))
+            m = model_on(gpu)
+            option = _evaluate(m, gpu, offer, count, job, constraints, target, auto_batch, rank_in, spot_risk)
+            if m is not model:
+                option = replace(option, warnings=option.warnings + (
+                    f"runs at {m.workload.precision} here: {gpu.arch} has no bf16",))
+            options.append(option)
 
     options = apply_constraints(options, constraints, rank_in)
     eligible = [o for o in options if o.eligible]
@@ -170,6 +191,7 @@ def recommend(
                   f"grows with the GPU count")
     notes = (
         batch_note,
+        *((spot_risk.describe(),) if any(o.spot for o in options) else ()),
         f"costs ranked in {rank_in}; exchange rates indicative as of {RATES_CHECKED}",
         "times are for PyTorch 2.x eager mode with cuDNN (DESIGN.md: the software stack assumed)",
     )
@@ -185,7 +207,7 @@ def recommend(
 
 
 def _evaluate(model, gpu: GPU, offer: Offer, count: int, job: JobSize, constraints: Constraints,
-              effective: int, auto_batch: bool, rank_in: str) -> Option:
+              effective: int, auto_batch: bool, rank_in: str, spot_risk: SpotRisk) -> Option:
     workload = model.workload
     quote = dict(headroom_fraction=constraints.headroom_fraction, ranking_currency=rank_in,
                  effective_batch_size=effective)
@@ -220,9 +242,14 @@ def _evaluate(model, gpu: GPU, offer: Offer, count: int, job: JobSize, constrain
     step = est.time
     steps = job.optimizer_steps(effective) if workload.is_training else job.optimizer_steps(per_gpu * count)
     total_time_s = steps * step.step_time_s if step is not None else None
+    preemption_s = None
+    if offer.spot and total_time_s is not None:
+        expected = spot_risk.expected_time_s(total_time_s)
+        preemption_s, total_time_s = expected - total_time_s, expected
     option = make_quote(
         gpu, count, offer, peak_total_bytes=est.memory.total_upper_bytes, step_time_s=step.step_time_s if step else None,
-        batch_size=micro, grad_accum_steps=accum, total_time_s=total_time_s, bound=step.bound if step else None,
+        batch_size=micro, grad_accum_steps=accum, total_time_s=total_time_s, preemption_time_s=preemption_s,
+        bound=step.bound if step else None,
         warnings=tuple(step.warnings) if step else (), **quote,
     )
     if not option.fits:

@@ -1,0 +1,49 @@
+"""What a spot (interruptible) offer really costs: its price plus the time lost to preemptions.
+
+A preemption loses the work since the last checkpoint (on average half the checkpoint interval, with
+gpuwise's guard checkpointing every ``checkpoint_interval_s``) and the time to get a new machine and
+resume (``restart_s``). Preemptions arrive at ``preemptions_per_hour`` while the job runs, so to first
+order a job of ``T`` hours takes ``T × (1 + rate × (interval / 2 + restart))`` and costs that × the
+spot price. The rate is an assumption (providers publish ranges, not rates: AWS's Spot Instance
+Advisor buckets GPU instances from "<5 %" to ">20 %" interruptions per month, and community clouds are
+less stable); the output says which rate was assumed, and ``--preemptions-per-hour`` changes it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from gpuwise.plan.errors import PlanError
+from gpuwise.units import format_duration
+
+DEFAULT_PREEMPTIONS_PER_HOUR = 0.05      # one in 20 h: an assumption, stated in every answer that uses it
+DEFAULT_CHECKPOINT_INTERVAL_S = 30 * 60.0
+DEFAULT_RESTART_S = 10 * 60.0            # a new machine, the container, reading the checkpoint back
+
+
+@dataclass(frozen=True)
+class SpotRisk:
+    preemptions_per_hour: float = DEFAULT_PREEMPTIONS_PER_HOUR
+    checkpoint_interval_s: float = DEFAULT_CHECKPOINT_INTERVAL_S
+    restart_s: float = DEFAULT_RESTART_S
+
+    def __post_init__(self) -> None:
+        for name, value in (("--preemptions-per-hour", self.preemptions_per_hour),
+                            ("--checkpoint-every", self.checkpoint_interval_s), ("restart time", self.restart_s)):
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+                raise PlanError(f"{name} must be a finite number >= 0, got {value!r}")
+
+    @property
+    def lost_per_preemption_s(self) -> float:
+        return self.checkpoint_interval_s / 2.0 + self.restart_s
+
+    def expected_time_s(self, run_time_s: float) -> float:
+        """Expected wall time of ``run_time_s`` of work on a spot machine."""
+        return run_time_s * (1.0 + self.preemptions_per_hour * self.lost_per_preemption_s / 3600.0)
+
+    def describe(self) -> str:
+        return (f"spot offers are priced with expected preemptions: {self.preemptions_per_hour:g} per hour assumed, "
+                f"each losing half a checkpoint interval ({format_duration(self.checkpoint_interval_s)} between "
+                f"checkpoints) and {format_duration(self.restart_s)} to restart "
+                f"(+{self.preemptions_per_hour * self.lost_per_preemption_s / 36:.1f}% time and cost)")
