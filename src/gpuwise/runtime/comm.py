@@ -38,6 +38,7 @@ from gpuwise.workload import SHARDINGS
 
 DDP_BUCKET_CAP_BYTES = 25 * 2**20        # torch DDP bucket_cap_mb=25
 DDP_FIRST_BUCKET_BYTES = 1 * 2**20       # torch.distributed._DEFAULT_FIRST_BUCKET_BYTES
+DEEPSPEED_GRAD_BYTES = 2                 # DeepSpeed reduces fp16/bf16 gradients: its bucket in bytes
 DEFAULT_LAYERS = 24                      # units when a caller knows neither gradients nor layers
 # DDP's gradient copies: into the bucket, the 1/world division, back into .grad (read + write each).
 DDP_COPY_PASSES = 6
@@ -259,9 +260,8 @@ def data_parallel_comm(
         total = sum(u.after_s for u in units)
         return CommTime(total, max(0.0, exposed), link.kind, link.bus_gbs, tuple(notes), len(buckets), topo.nodes(count))
     if sharding in ("zero1", "zero2"):
-        elem = 2 if param_bytes < grad_bytes else 4
-        buckets = ddp_buckets(gradients, cap_bytes=DEEPSPEED_REDUCE_BUCKET_ELEMENTS * elem,
-                              first_cap_bytes=DEEPSPEED_REDUCE_BUCKET_ELEMENTS * elem)
+        cap = DEEPSPEED_REDUCE_BUCKET_ELEMENTS * DEEPSPEED_GRAD_BYTES
+        buckets = ddp_buckets(gradients, cap_bytes=cap, first_cap_bytes=cap)
         units = _backward_units(buckets, backward_s, rs)
         reduces = micro_steps if sharding == "zero2" else 1
         gather = ag(param_bytes)
