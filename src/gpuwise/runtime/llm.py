@@ -15,8 +15,15 @@ Training: FLOPs over the GPU's peak for the precision × a model-FLOPs utilisati
   Communication: ``gpuwise.runtime.comm.data_parallel_comm``, the same model traced workloads use.
 Inference: prefill is compute-bound (same MFU); decode reads all weights (for MoE, the experts the
   batch touches) and the KV cache once per generated token: bytes / (bandwidth × 0.80), which is
-  what engines with CUDA graphs (vLLM, SGLang, TensorRT-LLM) reach at small batch; eager
-  ``model.generate`` is typically 2-4× slower.
+  what engines with CUDA graphs reach at small batch (``--engine vllm``). HF ``generate`` in eager
+  mode (``--engine hf``, the default) also issues every operator of every layer from Python for each
+  token: ~42 kernel-launching operators, ~10 views and ~10 module calls per decoder layer (RMSNorm ×2,
+  four attention and three MLP projections, rotary embedding, the KV-cache update, SDPA, residuals),
+  each at the eager host cost of ``gpuwise.runtime.host`` (measured on the build machine's CPU, CUDA
+  launch a prior), plus the generation loop's own per-token work (logits processing, stopping
+  criteria: ``HF_GENERATE_STEP_S``, a prior). A token takes the larger of the GPU's and the host's time
+  (the smooth maximum the per-operator predictor uses). For Llama-2-7B on an A100 this gives ~50
+  tokens/s at batch 1, a third to a half of what a CUDA-graph engine reaches, as HF users report.
 """
 
 from __future__ import annotations
@@ -25,6 +32,8 @@ from dataclasses import dataclass
 
 from gpuwise.catalog.topology import PCIE_X16_GBS, topology_for
 from gpuwise.runtime.comm import collective_s, data_parallel_comm
+from gpuwise.runtime.host import CUDA_LAUNCH_S, PYTHON_FORWARD_DEFAULT_S, VIEW_S
+from gpuwise.runtime.predict import smooth_max
 from gpuwise.runtime.model import StepTime
 from gpuwise.runtime.rates import fallback_warning, peak_flops_per_s
 from gpuwise.workload import Workload
@@ -37,6 +46,19 @@ DECODE_BW_EFF = 0.80
 FLASH_BWD_FACTOR = 2.5
 CPU_ADAM_PARAMS_PER_S = 1.0e9  # DeepSpeed CPU-Adam on one server socket (assumed)
 HOST_COPY_EFF = 0.70           # pinned host <-> GPU copies reach ~70% of the PCIe x16 rate (assumed)
+# HF generate, eager: what Python issues per decoder layer per token (counted from transformers' Llama
+# layer, sdpa attention), and the generation loop's own work per token (a prior).
+HF_KERNEL_OPS_PER_LAYER = 42
+HF_VIEWS_PER_LAYER = 10
+HF_MODULE_CALLS_PER_LAYER = 10
+HF_GENERATE_STEP_S = 1.5e-3
+
+
+def hf_decode_host_s(arch: DecoderArch) -> float:
+    """Host time of one eager decode step of HF ``generate`` (all layers, one token for the batch)."""
+    per_layer = (HF_KERNEL_OPS_PER_LAYER * (PYTHON_FORWARD_DEFAULT_S + CUDA_LAUNCH_S)
+                 + HF_VIEWS_PER_LAYER * VIEW_S + HF_MODULE_CALLS_PER_LAYER * PYTHON_FORWARD_DEFAULT_S)
+    return arch.num_layers * per_layer + HF_GENERATE_STEP_S
 
 
 def _peak(gpu, precision: str) -> tuple[float, list[str]]:
@@ -170,12 +192,19 @@ def serve_time(arch: DecoderArch, w: Workload, gpu, *, weights_bytes: float, pro
     flop_s = (2.0 * m + arch.attention_flops_per_token(mean_ctx)) * batch / n / (peak * eff)
     # decode's tensor-parallel all-reduces move a few KB: latency-bound (2 per layer, a ring of n)
     tp_latency = 2 * arch.num_layers * collective_s("all_reduce", 1.0, n, topology_for(gpu)) if n > 1 else 0.0
-    step_s = max(mem_s, flop_s) + tp_latency
+    gpu_step_s = max(mem_s, flop_s) + tp_latency
+    host_step_s = hf_decode_host_s(arch) if w.engine == "hf" else 0.0
+    step_s = smooth_max(gpu_step_s, host_step_s)
+    if w.engine == "hf" and host_step_s > gpu_step_s:
+        warnings.append(f"decode is host-bound in HF generate (eager): ~{host_step_s * 1e3:.1f} ms of Python and "
+                        f"kernel launches per token against {gpu_step_s * 1e3:.1f} ms on the GPU; a serving engine "
+                        "with CUDA graphs (--engine vllm) decodes faster")
     decode_s = step_s * new_tokens
     total = ttft + decode_s
     step = StepTime(
         gpu=gpu.id, count=n, step_time_s=total, samples_per_s=batch / total if total > 0 else 0.0,
-        by_class_s={"prefill": ttft, "decode": decode_s}, bound="memory" if mem_s >= flop_s else "compute",
+        by_class_s={"prefill": ttft, "decode": decode_s},
+        bound="launch" if host_step_s > gpu_step_s else ("memory" if mem_s >= flop_s else "compute"),
         compute_s=ttft, communication_s=tp_comm + tp_latency * new_tokens, warnings=tuple(warnings),
     )
     return ServeTime(ttft_s=ttft, decode_step_s=step_s, decode_tokens_per_s=batch / step_s,
