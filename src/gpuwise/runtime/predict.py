@@ -17,6 +17,7 @@ from gpuwise.runtime.comm import data_parallel_comm, gradients_from_trace
 from gpuwise.runtime.host import COMPILED_KERNEL_S
 from gpuwise.runtime.kernels import OpTime, op_time
 from gpuwise.runtime.model import RuntimeError_, StepTime
+from gpuwise.runtime.rates import fallback_warning
 from gpuwise.runtime.stack import Stack
 from gpuwise.trace.records import Trace
 
@@ -193,13 +194,7 @@ def predict_step_time(
 
 
 def _precision_warnings(precision: str, gpu) -> list[str]:
-    out = []
-    if precision in ("amp-bf16", "bf16") and gpu.peak("bf16") is None:
-        out.append(
-            f"{gpu.name} has no bf16 tensor cores ({gpu.arch}): {precision} matmuls and convolutions "
-            f"fall back to fp32 arithmetic (~{gpu.peak('fp32') or 0:.0f} TFLOPS instead of "
-            f"~{gpu.peak('fp16') or 0:.0f}); use --precision amp-fp16 on this GPU"
-        )
-    if precision == "tf32" and gpu.peak("tf32") is None:
-        out.append(f"{gpu.name} has no TF32 ({gpu.arch}): tf32 runs as plain fp32")
-    return out
+    warning = fallback_warning(gpu, precision)
+    if warning and precision in ("amp-bf16", "bf16"):
+        warning += "; use --precision amp-fp16 on this GPU"
+    return [warning] if warning else []
