@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpuwise.advise.data import Curve
-from gpuwise.advise.fit import StepEstimate, TrendFit, diminishing_returns_step, fit_trend, steps_to_target
+from gpuwise.advise.fit import (StepEstimate, TrendFit, capped_at, diminishing_returns_step, fit_trend,
+                                steps_to_target)
 from gpuwise.advise.phases import (FAST, PLATEAU, RISING, SLOW, Phase, PhaseThresholds, detect_phases,
                                    divergence_step, first_nonfinite_step, made_progress)
 from gpuwise.advise.smoothing import NoiseLevel, auto_weight, ema_zero_phase, noise_level
@@ -104,6 +105,8 @@ def analyze_curve(curve: Curve, settings: AdviseSettings = AdviseSettings()) -> 
         fit_from = fit_start_step(phases, steps)
         sel = steps >= fit_from
         fit = fit_trend(steps[sel], loss[sel], n_boot=settings.n_boot)
+        if fit is not None and phases[-1].kind != RISING:
+            fit = capped_at(fit, float(trend[-1]))   # never forecast above the trend already reached
     step_time_s = settings.step_time_s or curve.step_time_s()
     target_est, reached, dim_step, min_pph, plateau_at = None, None, None, None, None
     if fit is not None:

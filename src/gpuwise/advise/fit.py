@@ -11,6 +11,7 @@ For a loss that is never negative, families are held to a non-negative floor.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,6 +52,7 @@ class TrendFit:
     first_step: int
     last_step: int
     residual_std: float
+    level_offset: float = 0.0   # added to every forecast (``capped_at``); 0 for the plain fit
 
     def u(self, steps: np.ndarray | float) -> np.ndarray:
         return (np.asarray(steps, dtype=float) + self.t_shift) / self.t_scale
@@ -60,14 +62,14 @@ class TrendFit:
 
     def predict(self, steps: np.ndarray | float) -> np.ndarray:
         u = self.u(steps)
-        return sum(w * f.family.predict(u, f.params) for f, w, _ in self._members())
+        return sum(w * f.family.predict(u, f.params) for f, w, _ in self._members()) + self.level_offset
 
     def slope_per_step(self, steps: np.ndarray | float) -> np.ndarray:
         u = self.u(steps)
         return sum(w * f.family.slope(u, f.params) for f, w, _ in self._members()) / self.t_scale
 
     def asymptote(self) -> float:
-        return float(sum(w * f.family.asymptote(f.params) for f, w, _ in self._members()))
+        return float(sum(w * f.family.asymptote(f.params) for f, w, _ in self._members())) + self.level_offset
 
     def samples(self, n: int = 200) -> list[tuple[FamilyFit, np.ndarray]]:
         """Bootstrap refits pooled by weight: about ``n`` (family fit, params) pairs."""
@@ -85,7 +87,7 @@ class TrendFit:
             mid = self.predict(steps)
             return mid, mid
         u = self.u(steps)
-        preds = np.array([f.family.predict(u, p) for f, p in pool])
+        preds = np.array([f.family.predict(u, p) for f, p in pool]) + self.level_offset
         return np.percentile(preds, low_pct, axis=0), np.percentile(preds, high_pct, axis=0)
 
     def step_reaching(self, target: float, max_factor: float = 1e4) -> float:
@@ -102,6 +104,19 @@ class TrendFit:
             mid = 0.5 * (lo + hi)
             lo, hi = (lo, mid) if self.predict(mid) <= target else (mid, hi)
         return float(hi)
+
+
+def capped_at(fit: TrendFit, level: float) -> TrendFit:
+    """``fit`` shifted down, where need be, so that it starts no higher than ``level`` at the last step.
+
+    The families fall (or stay flat), so the forecast then never stands above the smoothed trend the
+    run has already reached: a least-squares level on skewed minibatch noise can sit above the trend's
+    (an average of losses that swing ±40 % is pulled up by the high ones), and "the loss will rise to
+    where it already was" is no forecast."""
+    excess = float(fit.predict(fit.last_step)) - level
+    if not np.isfinite(excess) or excess <= 0:
+        return fit
+    return dataclasses.replace(fit, level_offset=fit.level_offset - excess)
 
 
 def _coefficients(family: Family, u: np.ndarray, y: np.ndarray, c: float, floor_at_zero: bool = False,
@@ -248,7 +263,7 @@ def steps_to_target(fit: TrendFit, target: float) -> StepEstimate:
         return StepEstimate(as_step(point), as_step(point), as_step(point))
     boot = []
     for f, p in pool:
-        u = f.family.solve(p, target)
+        u = f.family.solve(p, target - fit.level_offset)
         boot.append(u * fit.t_scale - fit.t_shift if np.isfinite(u) else np.inf)
     boot = np.array(boot)
     lo, hi = np.percentile(boot, 5, method="lower"), np.percentile(boot, 95, method="higher")  # inf-safe

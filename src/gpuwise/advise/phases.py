@@ -2,7 +2,9 @@
 
 The measure is the slope of log-loss against log-step, ``d ln L / d ln t``, reported as the fraction
 the loss drops per doubling of the steps. It is the same number for the same curve shape whatever the
-loss scale, and a power law ``b·t^-c`` has the constant slope ``-c``. The slope is fitted to mean
+loss scale, and a power law ``b·t^-c`` has the constant slope ``-c``. Where it is smaller, the drop is
+counted as a share of what the run has gained so far instead (``progress_scale``): a loss heading for
+zero halves per doubling for ever, yet buys almost nothing once it is a hundredth of where it started. The slope is fitted to mean
 ln-losses in bins uniform in log-step, over windows of fixed log-width, so the dense late part of a
 log does not turn tiny wiggles into large slopes, with a standard error from the point-to-point
 noise; a slope that noise could have made is "unsure" and takes the kind of its neighbours. Runs
@@ -108,6 +110,30 @@ def local_drop_per_doubling(centres: np.ndarray, log_y: np.ndarray, counts: np.n
     return drop, low, high
 
 
+def progress_scale(log_y: np.ndarray, drop: np.ndarray, head_bins: int = 3) -> np.ndarray:
+    """Per bin, the factor (<= 1) that turns "drop per doubling, as a share of the loss now" into "as a
+    share of what the run has gained so far", wherever that is the smaller of the two.
+
+    Why: a loss that heads for zero (cross-entropy on data the model can learn: 2.3 -> 0.03 by step 350,
+    0.014 by step 800) keeps halving per doubling of the steps, a "fast descent" to the log-slope alone,
+    while every further doubling buys under 1 % of the 2.3 the run has already gained: to whoever pays
+    for the steps, that is a plateau, and it looks like one. A curve levelling off above zero has both
+    measures small. Rises are left unscaled.
+    """
+    level = np.exp(log_y)
+    head = np.maximum.accumulate(_running_median(level, head_bins))
+    gained = head - level
+    with np.errstate(divide="ignore", invalid="ignore"):
+        factor = np.where((gained > 0) & (drop > 0), level / gained, 1.0)
+    return np.clip(np.nan_to_num(factor, nan=1.0, posinf=1.0), 0.0, 1.0)
+
+
+def _running_median(x: np.ndarray, width: int) -> np.ndarray:
+    """Median of ``width`` neighbours (fewer at the ends): the first bins hold single, noisy points."""
+    half = width // 2
+    return np.array([np.median(x[max(0, i - half): i + half + 1]) for i in range(len(x))])
+
+
 def point_noise_log(loss: np.ndarray, min_points: int = 9) -> np.ndarray:
     """Noise of each point's ln-loss from differences of neighbours (which cancel a slow trend):
     robust std of the differences in a window of ``min_points`` around the point, divided by √2."""
@@ -124,10 +150,11 @@ def point_noise_log(loss: np.ndarray, min_points: int = 9) -> np.ndarray:
 
 def classify(drop: float, low: float, high: float, th: PhaseThresholds) -> str | None:
     """The kind the estimate says; None (unsure) when it says falling or rising but its ±3 SE range holds
-    zero: a noisy flat stretch must not flicker between slow descent and rising, and a noisy descent
-    must not be called a plateau. Unsure bins take the kind of their nearest sure neighbour."""
+    zero, or flat but its range reaches a fast descent: a noisy flat stretch must not flicker between
+    slow descent and rising, and a noisy descent must not be called a plateau. Unsure bins take the kind of their nearest sure neighbour."""
     if -th.rise_per_doubling < drop < th.plateau_drop_per_doubling:
-        return PLATEAU
+        # flat, unless the noise leaves room for a fast descent (a few noisy early points)
+        return PLATEAU if high < th.fast_drop_per_doubling else None
     if low <= 0.0 <= high:
         return None
     if drop >= th.fast_drop_per_doubling:
@@ -159,15 +186,20 @@ def detect_phases(steps: np.ndarray, loss: np.ndarray, th: PhaseThresholds = Pha
     loss = np.asarray(loss, dtype=float)
     centres, log_y, firsts, counts = log_bins(steps, loss, th.n_bins)
     drop, low, high = local_drop_per_doubling(centres, log_y, counts, log_time(steps), point_noise_log(loss), th)
-    runs = _runs(fill_unsure([classify(d, lo, hi, th) for d, lo, hi in zip(drop, low, high)]))
+    drop, low, high = (d * progress_scale(log_y, drop) for d in (drop, low, high))
+    kinds = fill_unsure([classify(d, lo, hi, th) for d, lo, hi in zip(drop, low, high)])
+    runs = _runs(kinds)
     span = float(steps[-1] - steps[0]) or 1.0
     # a run's extent, in ln-steps and as a share of all steps, up to where the next run begins
     bounds_lt = np.append(centres, log_time(steps)[-1])
     bounds_step = np.append(firsts, steps[-1]).astype(float)
 
     def wide_enough(i0: int, i1: int) -> bool:
+        # A fast descent at the start is held to its width in log-steps only: over the first 2 % of the
+        # steps it is most of what a run learns, and must not fold into the plateau after it.
+        first_fast = i0 == 0 and kinds[0] == FAST
         return (bounds_lt[i1 + 1] - bounds_lt[i0] >= th.min_phase_log_width
-                and (bounds_step[i1 + 1] - bounds_step[i0]) / span >= th.min_phase_step_fraction)
+                and (first_fast or (bounds_step[i1 + 1] - bounds_step[i0]) / span >= th.min_phase_step_fraction))
 
     runs = _merge_short(runs, wide_enough)
     phases = []
