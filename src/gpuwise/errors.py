@@ -11,6 +11,12 @@ import difflib
 from collections.abc import Iterable
 
 
+# Exit codes every part agrees on: 0 done, 1 a bug, 2 bad input (GpuwiseError), and EXIT_RESTART: the
+# guard checkpointed and stopped on a preemption signal; whoever runs the job (the torchrun lines and
+# SkyPilot YAML of gpuwise.launch, a scheduler) restarts it. os.EX_TEMPFAIL: "try again later".
+EXIT_RESTART = 75
+
+
 class GpuwiseError(Exception):
     """Bad input from the user: the message is one line that names the bad value."""
 

@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
-EXIT_RESTART = 75  # os.EX_TEMPFAIL: "try again later"
+from gpuwise.errors import EXIT_RESTART
 
 
 class PreemptionHandler:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import shlex
 
-from gpuwise.guard.preemption import EXIT_RESTART
+from gpuwise.errors import EXIT_RESTART
 from gpuwise.launch.plan import MASTER_PORT, MAX_RESTARTS, LaunchPlan
 
 

@@ -18,12 +18,11 @@ One pure function, :func:`data_parallel_memory`, for the traced and the closed-f
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from gpuwise.memory.model import MemoryEstimate
 from gpuwise.workload import SHARDINGS
-
-DEEPSPEED_REDUCE_BUCKET_ELEMENTS = 500_000_000   # DeepSpeed zero_optimization.reduce_bucket_size default
-PREFETCH_DEPTH = 1                               # FSDP BACKWARD_PRE / FSDP2 / ZeRO-3: one unit ahead
+from gpuwise.workload.parallelism import DEEPSPEED_REDUCE_BUCKET_ELEMENTS, PREFETCH_DEPTH
 NCCL_BYTES_PER_CHANNEL_PEER = 4 * 2**20 + 4_718_592 + 256 * 2**10   # Simple + LL128 + LL buffers
 NCCL_RING_PEERS = 2
 # Channels NCCL opens per link kind (NCCL_MIN/MAX_NCHANNELS unset): many on NVSwitch/NVLink, few on PCIe.
@@ -40,6 +39,10 @@ class ParallelMemory:
     gather_buffer_bytes: int    # ZeRO-3/FSDP: gathered units and a unit's unsharded gradients
     sharded_saving_bytes: int   # weights, gradients, optimizer state this GPU no longer holds (<= 0)
     notes: tuple[str, ...] = ()
+    # the saving by category (each <= 0; they sum to sharded_saving_bytes)
+    weights_saving_bytes: int = 0
+    gradients_saving_bytes: int = 0
+    optimizer_saving_bytes: int = 0
 
     @property
     def added_bytes(self) -> int:
@@ -77,17 +80,45 @@ def data_parallel_memory(
         if buckets:
             notes.append(f"DDP gradient buckets {buckets / 2**20:.0f} MiB (a copy of the gradients)")
         return ParallelMemory(buckets, nccl, 0, 0, tuple(notes))
-    saving = optimizer_bytes
-    if sharding in ("zero2", "zero3", "fsdp"):
-        saving += gradients_bytes
-    if sharding in ("zero3", "fsdp"):
-        saving += weights_bytes
-    saving = -int(saving * keep)
+    by_category = {
+        "optimizer": -int(optimizer_bytes * keep),
+        "gradients": -int(gradients_bytes * keep) if sharding in ("zero2", "zero3", "fsdp") else 0,
+        "weights": -int(weights_bytes * keep) if sharding in ("zero3", "fsdp") else 0,
+    }
+    saving = sum(by_category.values())
+    savings = dict(weights_saving_bytes=by_category["weights"], gradients_saving_bytes=by_category["gradients"],
+                   optimizer_saving_bytes=by_category["optimizer"])
     if sharding in ("zero1", "zero2"):
         bucket = min(gradients_bytes, DEEPSPEED_REDUCE_BUCKET_ELEMENTS * bytes_per_element)
         notes.append(f"ZeRO reduce bucket {bucket / 2**20:.0f} MiB")
-        return ParallelMemory(int(bucket), nccl, 0, saving, tuple(notes))
+        return ParallelMemory(int(bucket), nccl, 0, saving, tuple(notes), **savings)
     units = max(1, layers)
     gather = int((PREFETCH_DEPTH + 1) * weights_bytes / units + gradients_bytes / units)
     notes.append(f"{PREFETCH_DEPTH + 1} gathered units of {units} and one unit's gradients: {gather / 2**20:.0f} MiB")
-    return ParallelMemory(0, nccl, gather, saving, tuple(notes))
+    return ParallelMemory(0, nccl, gather, saving, tuple(notes), **savings)
+
+
+def with_data_parallel(estimate: MemoryEstimate, parallel: ParallelMemory, count: int, sharding: str) -> MemoryEstimate:
+    """``estimate`` (one GPU training alone) with what ``count``-way data parallelism adds and removes.
+
+    The additions stay allocated for the whole run (buckets, NCCL buffers, gathered units), so they add
+    to the peak, its reservation and what nvidia-smi shows; the sharded bytes leave the peak's breakdown.
+    The peak's moment may move (a sharded optimizer step may no longer be the peak): to first order the
+    peak moves by the sum, which this keeps.
+    """
+    if count <= 1:
+        return estimate
+    added = parallel.added_bytes
+    note = f"{count} GPUs, {sharding}: " + "; ".join(parallel.notes) + f" ({added / 2**20:+,.0f} MiB per GPU)"
+    return replace(
+        estimate,
+        peak_allocated_bytes=estimate.peak_allocated_bytes + added,
+        peak_reserved_bytes=estimate.peak_reserved_bytes + added,
+        total_bytes=estimate.total_bytes + added,
+        weights_bytes=estimate.weights_bytes + parallel.weights_saving_bytes,
+        gradients_bytes=estimate.gradients_bytes + parallel.gradients_saving_bytes,
+        optimizer_bytes=estimate.optimizer_bytes + parallel.optimizer_saving_bytes,
+        workspace_bytes=estimate.workspace_bytes + parallel.gather_buffer_bytes,
+        other_bytes=estimate.other_bytes + parallel.bucket_bytes + parallel.nccl_buffer_bytes,
+        notes=estimate.notes + (note,),
+    )

@@ -20,6 +20,22 @@ from gpuwise.workload import Workload
 
 MAX_AUTO_BATCH = 4096
 
+# What the user's own measured runs taught (gpuwise.calibrate: per GPU × operator-class factors, a host
+# term, a memory offset), applied to every estimate on a GPU it knows. Set by the CLI, which knows
+# both parts; None: the shipped model.
+_correction: Callable[["Estimate"], "Estimate"] | None = None
+
+
+def use_correction(correction: Callable[["Estimate"], "Estimate"] | None):
+    """Apply ``correction`` to every estimate from now on (None: none); returns the previous one."""
+    global _correction
+    previous, _correction = _correction, correction
+    return previous
+
+
+def _corrected(est: "Estimate") -> "Estimate":
+    return est if _correction is None or est.gpu is None else _correction(est)
+
 
 @dataclass(frozen=True)
 class Estimate:
@@ -31,6 +47,7 @@ class Estimate:
     memory: MemoryEstimate
     time: StepTime | None
     inference: object | None = None   # gpuwise.plan.llm.InferenceEstimate, for LLM serving
+    calibration: str | None = None    # "calibrated with 3 of your runs on rtx-4090"; None: the shipped model
 
     @property
     def fits(self) -> bool | None:
@@ -94,10 +111,31 @@ class TracedModel:
 
         accum = grad_accum_steps or self.workload.grad_accum_steps
         trace = self.trace(batch_size, accum)
-        memory = estimate_memory(trace, gpu)
+        memory = _data_parallel(estimate_memory(trace, gpu), trace, gpu, count)
         trace = self._accumulated(trace, accum)
         step = predict_step_time(trace, gpu, count=count) if with_time and gpu is not None else None
-        return Estimate(trace.workload.with_(num_gpus=count), gpu, count, memory, step)
+        return _corrected(Estimate(trace.workload.with_(num_gpus=count), gpu, count, memory, step))
+
+
+def _data_parallel(memory, trace: Trace, gpu: GPU | None, count: int):
+    """The traced single-GPU peak plus what ``count``-way data parallelism adds (buckets, NCCL buffers,
+    ZeRO/FSDP gathers) and removes (the shards it does not hold): ``gpuwise.memory.parallel``."""
+    wl = trace.workload
+    if count <= 1 or not wl.is_training or trace.trainable_param_count == 0:
+        return memory
+    from gpuwise.catalog.topology import topology_for
+    from gpuwise.memory.parallel import data_parallel_memory, with_data_parallel
+    from gpuwise.runtime.comm import DEFAULT_LAYERS
+    from gpuwise.workload.storage import trainable_bytes
+
+    grad_bytes = trace.trainable_param_count * trainable_bytes(wl.precision)
+    link = topology_for(gpu).ring_link(count).kind if gpu is not None else "pcie-p2p"
+    parallel = data_parallel_memory(
+        sharding=wl.sharding, count=count, weights_bytes=memory.weights_bytes, gradients_bytes=grad_bytes,
+        optimizer_bytes=memory.optimizer_bytes, layers=DEFAULT_LAYERS, link_kind=link,
+        multi_node=gpu is not None and topology_for(gpu).nodes(count) > 1,
+    )
+    return with_data_parallel(memory, parallel, count, wl.sharding)
 
 
 class ClosedFormLlmModel:
@@ -117,7 +155,7 @@ class ClosedFormLlmModel:
         w = self.workload.with_(batch_size=batch_size or self.workload.batch_size, num_gpus=count,
                                 grad_accum_steps=grad_accum_steps or self.workload.grad_accum_steps)
         result = estimate_llm(w, gpu)
-        return Estimate(w, gpu, count, result.memory, result.time, getattr(result, "inference", None))
+        return _corrected(Estimate(w, gpu, count, result.memory, result.time, getattr(result, "inference", None)))
 
 
 def model_for(workload: Workload, progress: Callable[[str], None] | None = None) -> WorkloadModel:

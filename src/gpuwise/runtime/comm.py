@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpuwise.catalog.topology import Link, Topology, topology_for
-from gpuwise.memory.parallel import DEEPSPEED_REDUCE_BUCKET_ELEMENTS, PREFETCH_DEPTH
+from gpuwise.workload.parallelism import DEEPSPEED_REDUCE_BUCKET_ELEMENTS, PREFETCH_DEPTH
 from gpuwise.workload import SHARDINGS
 
 DDP_BUCKET_CAP_BYTES = 25 * 2**20        # torch DDP bucket_cap_mb=25
