@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from gpuwise.cli.common import JsonOpt, check_option, console, err_console, print_json
+from gpuwise.cli.workload_options import workload_from, workload_options
 
 IntervalOpt = Annotated[float, typer.Option("--interval", help="Seconds between samples (0.1 = 10 Hz, the fastest).")]
 LogOpt = Annotated[Optional[str], typer.Option("--log", help="Write the samples to this run log (SQLite).")]
@@ -26,6 +27,13 @@ def _sampler(interval_s: float, log: str | None, json_out: bool):
         _no_driver(exc, json_out)
         return None
     return Sampler(backend, interval_s=interval_s, runlog=open_run_log(log) if log else None)
+
+
+def _processes(backend):
+    """The processes on the GPUs at the last sample (PID, user, memory, command); None where the backend
+    cannot list them."""
+    listing = getattr(backend, "processes", None)
+    return listing() if callable(listing) else None
 
 
 def _no_driver(exc: Exception, json_out: bool) -> None:
@@ -62,7 +70,7 @@ def register(app: typer.Typer) -> None:
         json_out: JsonOpt = False,
     ) -> None:
         """A live view of every GPU (and MIG instance) with a short history; --json prints one snapshot."""
-        from gpuwise.monitor.live import render_live
+        from gpuwise.monitor.live import render_live, render_watch
 
         check_option(count >= 0, "--count", count, "a whole number >= 0 (0: until Ctrl-C)")
         sampler = _sampler(interval, log, json_out)
@@ -72,9 +80,11 @@ def register(app: typer.Typer) -> None:
         try:
             if json_out:
                 samples = sampler.sample_once()
+                procs = _processes(backend)
                 print_json({"available": True, "backend": backend.name, "driver_version": backend.driver_version(),
                             "t_s": samples[0].t_s if samples else time.time(),
-                            "gpus": [s.to_row() for s in samples]})
+                            "gpus": [s.to_row() for s in samples],
+                            "processes": None if procs is None else [p.to_dict() for p in procs]})
                 return
             from rich.live import Live
 
@@ -84,7 +94,7 @@ def register(app: typer.Typer) -> None:
                 while count == 0 or taken < count:
                     sampler.sample_once()
                     taken += 1
-                    live.update(render_live(sampler.history(), title), refresh=True)
+                    live.update(render_watch(sampler.history(), _processes(backend), title), refresh=True)
                     if count == 0 or taken < count:
                         time.sleep(sampler.interval_s)
         except KeyboardInterrupt:
@@ -98,6 +108,7 @@ def register(app: typer.Typer) -> None:
         "run",
         context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
     )
+    @workload_options()
     def run_cmd(
         cmd: Annotated[Optional[list[str]], typer.Argument(help="The command and its arguments, after --.")] = None,
         log: LogOpt = None,
@@ -106,7 +117,10 @@ def register(app: typer.Typer) -> None:
             "--torch-hook", help="Record PyTorch's peak allocated/reserved memory at the exit of Python children.")] = False,
         gpu_price: Annotated[Optional[str], typer.Option("--gpu-price", help="Price per GPU-hour paid, for the report.")] = None,
         provider: Annotated[Optional[str], typer.Option("--provider", help="Compare prices of this provider only.")] = None,
+        model: Annotated[Optional[str], typer.Option("--model", help="The job's model (as for estimate, with the same workload options): the run log records the workload, the report compares the run with gpuwise's prediction, and `gpuwise calibrate` learns from it.")] = None,
         json_out: JsonOpt = False,
+        *,
+        workload_kwargs: dict,
     ) -> None:
         """Run CMD, sample the GPUs until it ends, pass every signal on, exit with its exit code, print the report."""
         from gpuwise.errors import GpuwiseError
@@ -114,9 +128,10 @@ def register(app: typer.Typer) -> None:
 
         if not cmd:
             raise GpuwiseError("gpuwise run needs a command: gpuwise run [options] -- CMD ARGS...")
+        workload = workload_from(model, workload_kwargs).to_dict() if model else None  # bad input: before the run
         # With --json our stdout carries one JSON object: the command's own output goes to stderr.
         result = run_command(cmd, log_path=log, interval_s=interval, torch_hook=torch_hook,
-                             child_stdout=sys.stderr.fileno() if json_out else None)
+                             child_stdout=sys.stderr.fileno() if json_out else None, workload=workload)
         report = None
         problem = "no GPU was sampled (no NVIDIA driver): no report" if result.no_driver else None
         if result.sampled and result.samples_taken:

@@ -1,12 +1,16 @@
-"""The live view: one rich table of every GPU with a short history. A thin client of the Sampler."""
+"""The live view: one rich table of every GPU with a short history, and one of the processes on them
+(PID, user, GPU memory, command, as nvitop shows them). A thin client of the Sampler and the backend."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from rich.console import Group
 from rich.table import Table
 
+from gpuwise.monitor.procs import ProcessRow
 from gpuwise.monitor.sample import GpuSample
+from gpuwise.units import format_bytes
 
 BLOCKS = "▁▂▃▄▅▆▇█"
 
@@ -54,3 +58,30 @@ def render_live(history: Mapping[tuple[int, int | None], Sequence[GpuSample]], t
             "-" if s.process_count is None else str(s.process_count),
         )
     return t
+
+
+def render_processes(rows: Sequence[ProcessRow]) -> Table:
+    """One row per compute process, per GPU in order, largest memory first. A process this pid namespace
+    cannot see (NVML reports host pids inside a container) says so instead of a user and command."""
+    t = Table(show_edge=False, pad_edge=False, header_style="bold")
+    for col, justify in (("GPU", "left"), ("PID", "right"), ("USER", "left"), ("GPU-MEM", "right"),
+                         ("COMMAND", "left")):
+        # The command wraps (folds) on a narrow terminal rather than losing its end.
+        t.add_column(col, justify=justify, no_wrap=col != "COMMAND", overflow="fold")
+    for r in sorted(rows, key=lambda r: (r.gpu_index, -1 if r.mig_index is None else r.mig_index)):
+        visible = r.user is not None or r.command is not None
+        t.add_row(r.gpu_label, str(r.pid), r.user or "-",
+                  "-" if r.used_memory_bytes is None else format_bytes(r.used_memory_bytes),
+                  (r.command or "-") if visible else "[dim](not visible here: a host pid, another namespace)[/dim]")
+    return t
+
+
+def render_watch(history: Mapping[tuple[int, int | None], Sequence[GpuSample]], processes: Sequence[ProcessRow] | None,
+                 title: str = "", width: int = 16) -> Group | Table:
+    """The GPU table and, below it, the process table (or one line saying there is none to show)."""
+    gpus = render_live(history, title, width)
+    if processes is None:
+        return gpus
+    if not processes:
+        return Group(gpus, "[dim]no compute processes on these GPUs[/dim]")
+    return Group(gpus, render_processes(processes))

@@ -20,7 +20,7 @@ from typing import Any
 import pynvml  # nvidia-ml-py; importing needs no driver, nvmlInit does
 
 from gpuwise.monitor.backend import NoDriverError
-from gpuwise.monitor.procs import GpuProcess, attribute_memory, pid_exists
+from gpuwise.monitor.procs import GpuProcess, ProcessRow, attribute_memory, pid_exists, process_rows
 from gpuwise.monitor.sample import GpuSample
 
 _GPM_METRICS = (
@@ -58,6 +58,7 @@ class NvmlBackend:
         """``nvml``: the pynvml module (tests pass an object with the same functions)."""
         self._nv = nvml
         self._slow_period_s = slow_period_s
+        self._processes: dict[tuple[int, int | None], list[GpuProcess]] = {}   # per device, last sample
         try:
             nvml.nvmlInit()
         except pynvml.NVMLError as exc:
@@ -136,6 +137,11 @@ class NvmlBackend:
             out.append(GpuSample(now_s, dev.index, dev.uuid, dev.name, mig_index=dev.mig_index, lost=1))
         return out
 
+    def processes(self) -> list[ProcessRow]:
+        """The compute processes each GPU listed at the last sample, with user and command (from /proc)."""
+        return [row for (index, mig), procs in sorted(self._processes.items(), key=lambda kv: (kv[0][0], kv[0][1] or -1))
+                for row in process_rows(index, mig, procs)]
+
     def _sample_device(self, dev: _Device, now_s: float, watch_pids: Set[int] | None) -> GpuSample:
         nv, h = self._nv, dev.handle
         util = self._read(nv.nvmlDeviceGetUtilizationRates, h)
@@ -147,6 +153,7 @@ class NvmlBackend:
             mem = self._read(nv.nvmlDeviceGetMemoryInfo, h)
         procs_raw = self._read(nv.nvmlDeviceGetComputeRunningProcesses, h)
         procs = [GpuProcess(int(p.pid), p.usedGpuMemory) for p in procs_raw or ()]
+        self._processes[(dev.index, dev.mig_index)] = procs
         process_bytes, match = attribute_memory(procs, watch_pids, pid_exists)
         power_mw = self._read(nv.nvmlDeviceGetPowerUsage, h)
         # Under MIG, power, temperature and clocks belong to the whole GPU: read them from the parent.

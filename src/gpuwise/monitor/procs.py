@@ -14,7 +14,7 @@ pid namespaces). We cannot translate them without privileges, so the rule is:
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Set
+from collections.abc import Callable, Iterable, Mapping, Set
 from dataclasses import dataclass
 
 
@@ -22,6 +22,65 @@ from dataclasses import dataclass
 class GpuProcess:
     pid: int
     used_memory_bytes: int | None   # None: the driver does not say (WDDM, no permission)
+
+
+@dataclass(frozen=True)
+class ProcessRow:
+    """One compute process on one GPU, as the live view lists it (nvitop's PID, USER, GPU-MEM, COMMAND).
+
+    ``user`` and ``command`` are None where the process is not visible here: inside a container NVML
+    reports host pids, which this pid namespace does not hold.
+    """
+
+    gpu_index: int
+    mig_index: int | None
+    pid: int
+    used_memory_bytes: int | None
+    user: str | None
+    command: str | None
+
+    @property
+    def gpu_label(self) -> str:
+        return f"{self.gpu_index}" if self.mig_index is None else f"{self.gpu_index}/mig{self.mig_index}"
+
+    def to_dict(self) -> dict:
+        return {"gpu_index": self.gpu_index, "mig_index": self.mig_index, "pid": self.pid,
+                "used_memory_bytes": self.used_memory_bytes, "user": self.user, "command": self.command}
+
+
+def process_rows(gpu_index: int, mig_index: int | None, procs: Iterable[GpuProcess],
+                 recorded: Mapping[int, Mapping[str, str | None]] | None = None) -> list[ProcessRow]:
+    """The rows of one GPU's processes, largest memory first; user and command from ``recorded``
+    (a replay file's), else from /proc."""
+    rows = []
+    for p in procs:
+        known = (recorded or {}).get(p.pid)
+        user, command = (known.get("user"), known.get("command")) if known else describe(p.pid)
+        rows.append(ProcessRow(gpu_index, mig_index, p.pid, p.used_memory_bytes, user, command))
+    return sorted(rows, key=lambda r: (-(r.used_memory_bytes or 0), r.pid))
+
+
+def describe(pid: int) -> tuple[str | None, str | None]:
+    """(user name, command line) of a local process from /proc; (None, None) when it is not visible."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
+        uid = os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return None, None
+    try:
+        import pwd
+
+        user = pwd.getpwuid(uid).pw_name
+    except (ImportError, KeyError):
+        user = str(uid)
+    if not argv:  # a kernel thread or a zombie: its name in brackets, as ps prints it
+        try:
+            with open(f"/proc/{pid}/comm") as f:
+                argv = [f"[{f.read().strip()}]"]
+        except OSError:
+            argv = []
+    return user, " ".join(argv) or None
 
 
 def pid_exists(pid: int) -> bool:

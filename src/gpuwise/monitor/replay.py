@@ -3,7 +3,9 @@
 A frames file is JSON: ``{"driver_version": "550.54.15", "frames": [[sample, ...], ...]}`` (or just the
 list of frames). A sample is an object with ``GpuSample`` fields; fields left out are None, as NVML
 reports unsupported fields. A sample may carry ``"processes": [{"pid": 1234, "used_memory_bytes": ...}]``:
-the job's share is then worked out from ``watch_pids`` exactly as the NVML backend does. Each call
+the job's share is then worked out from ``watch_pids`` exactly as the NVML backend does, and
+``processes()`` lists them (each may also record ``"user"`` and ``"command"``; else they are looked up
+in /proc, as for NVML). Each call
 returns the next frame, stamped with the current time; after the last frame the last one repeats (a lost
 GPU stays lost). A gpuwise run log replays too: its samples grouped by time.
 """
@@ -18,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuwise.monitor.backend import MonitorError
-from gpuwise.monitor.procs import GpuProcess, attribute_memory, pid_exists
+from gpuwise.monitor.procs import GpuProcess, ProcessRow, attribute_memory, pid_exists, process_rows
 from gpuwise.monitor.sample import GpuSample, sample_from_row
 
 Frame = Sequence[Mapping[str, Any] | GpuSample]
@@ -37,6 +39,7 @@ class ReplayBackend:
         self._stamp_now = stamp_now
         self._next = 0
         self.calls = 0
+        self._processes: list[ProcessRow] = []
 
     @classmethod
     def from_file(cls, path: str | Path, **kwargs: Any) -> "ReplayBackend":
@@ -65,7 +68,12 @@ class ReplayBackend:
             self._next = 0
         self.calls += 1
         now_s = time.time()
+        self._processes = [row for s in frame for row in _frame_processes(s)]
         return [self._one(s, now_s, watch_pids) for s in frame]
+
+    def processes(self) -> list[ProcessRow]:
+        """The compute processes of the last frame sampled, per GPU (see the module docstring)."""
+        return list(self._processes)
 
     def _one(self, raw: Mapping[str, Any] | GpuSample, now_s: float, watch_pids: Set[int] | None) -> GpuSample:
         if isinstance(raw, GpuSample):
@@ -84,3 +92,12 @@ class ReplayBackend:
 
     def close(self) -> None:
         pass
+
+
+def _frame_processes(raw: Mapping[str, Any] | GpuSample) -> list[ProcessRow]:
+    if isinstance(raw, GpuSample) or not raw.get("processes") or raw.get("lost"):
+        return []
+    entries = raw["processes"]
+    procs = [GpuProcess(int(p["pid"]), p.get("used_memory_bytes")) for p in entries]
+    recorded = {int(p["pid"]): p for p in entries if "user" in p or "command" in p}
+    return process_rows(int(raw.get("gpu_index", 0)), raw.get("mig_index"), procs, recorded)
