@@ -37,6 +37,24 @@ def test_a_config_that_cannot_describe_a_model_is_refused(tmp_path, config, prob
             resolve_model_spec(f"hf:{path}")
 
 
+@pytest.mark.parametrize("config, problem", [
+    ([{"model_type": "qwen2"}], "a model config is a JSON object, not a list"),
+    ({"hidden_size": -896}, "hidden_size is '-896'"),
+    ({"hidden_size": float("nan")}, "hidden_size is 'nan'"),
+], ids=["list", "negative-hidden", "nan-hidden"])
+def test_estimate_on_a_bad_config_exits_2_with_one_line(tmp_path, config, problem):
+    from gpuwise.workload.specs import CONFIG_DIR
+
+    if isinstance(config, dict):  # a real decoder LLM's config with one size broken
+        config = {**json.loads((CONFIG_DIR / "Qwen--Qwen2-0.5B.json").read_text()), **config}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    done = subprocess.run([sys.executable, "-m", "gpuwise.cli.app", "estimate", f"hf:{path}", "--json"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and done.stdout == "", (done.stdout[-300:], done.stderr[-800:])
+    assert len(done.stderr.strip().splitlines()) == 1 and problem in done.stderr
+
+
 def test_every_shipped_config_passes_the_checks():
     from gpuwise.workload.specs import _shipped_configs
 

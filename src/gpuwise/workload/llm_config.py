@@ -13,6 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from gpuwise.errors import did_you_mean
+from gpuwise.workload.config_checks import check_config
 from gpuwise.workload.model import WorkloadError
 from gpuwise.workload.specs import CONFIG_DIR
 
@@ -61,8 +62,8 @@ def shipped_llm_names() -> list[str]:
 
 def _read(path: Path) -> dict | None:
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
+        return check_config(json.loads(path.read_text()), str(path))  # a bad config is no LLM: specs names why
+    except (OSError, ValueError, RecursionError, WorkloadError):
         return None
 
 
