@@ -117,7 +117,8 @@ def run_command(
         child = subprocess.Popen(cmd, env=env, stdout=child_stdout, process_group=0)
     except OSError as exc:
         forwarder.uninstall(previous)
-        _best_effort(announce, "run log not written", lambda: runlog.log_event("exit", f"could not start: {exc}"))
+        message = f"could not start: {exc}"
+        _best_effort(announce, "run log not written", lambda: runlog.log_event("exit", message))
         _best_effort(announce, "run log not closed", runlog.close)
         if announce:
             print(f"gpuwise: cannot run {cmd[0]!r}: {exc.strerror or exc}", file=announce)
