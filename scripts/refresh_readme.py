@@ -1,9 +1,10 @@
-"""Re-runs every ```console block of README.md whose first line is `$ gpuwise ...` and pastes the real
-output under it, so the README shows what the commands print today.
+"""Re-runs every ```console block of README.md (or docs/tour.md) whose command is `$ gpuwise ...` and pastes
+the real output under it, at 80 columns as a pipe gets it, so the page shows what the commands print today.
 
-    .venv/bin/python scripts/refresh_readme.py [README.md]
+    .venv/bin/python scripts/refresh_readme.py [README.md | docs/tour.md]
 
-Blocks whose first line ends with `# no-refresh` are left alone.
+A command may go on over several lines ending in ``\``. Blocks whose command ends with `# no-refresh`
+are left alone.
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-BLOCK = re.compile(r"```console\n\$ (?P<cmd>[^\n]+)\n(?P<body>.*?)```", re.S)
+BLOCK = re.compile(r"```console\n\$ (?P<cmd>(?:[^\n]*\\\n)*[^\n]+)\n(?P<body>.*?)```", re.S)
+COLUMNS = "80"
 
 
 def run(cmd: str) -> str:
-    env = {**os.environ, "COLUMNS": "110", "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ['PATH']}",
+    env = {**os.environ, "COLUMNS": COLUMNS, "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ['PATH']}",
            "NO_COLOR": "1", "TERM": "dumb"}
     r = subprocess.run(cmd, shell=True, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     out = (r.stdout + r.stderr).rstrip()
