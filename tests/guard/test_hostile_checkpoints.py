@@ -19,11 +19,23 @@ from gpuwise.guard.storage import sha256_file
 from .helpers import EXAMPLE, PYTHON, example_env, indexed_dataset, tiny_model
 
 
+_OPEN: list[Guard] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_guards():
+    """Every Guard a test left open stops watching signals (no handler outlives its test)."""
+    yield
+    while _OPEN:
+        _OPEN.pop().preemption.uninstall()
+
+
 def _guard(directory, **kw) -> Guard:
-    model = tiny_model(seed=1)
+    model = kw.pop("model", None) or tiny_model(seed=1)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     guard = Guard(directory, model, opt, every_steps=1, verbose=False, **kw)
     guard.loader(indexed_dataset(40), batch_size=8, seed=2)
+    _OPEN.append(guard)
     return guard
 
 
@@ -157,6 +169,7 @@ def test_pruning_never_deletes_the_newest_verified_checkpoint(tmp_path):
     assert store.latest()[0].step == 2
 
 
+@pytest.mark.slow  # a real process of the example (a torch import)
 def test_every_save_failing_ends_the_run_non_zero(tmp_path):
     blocker = tmp_path / "not-a-directory"
     blocker.write_text("a file where the checkpoint directory's parent should be")
@@ -178,3 +191,27 @@ def test_saves_failing_in_a_row_stop_the_run_at_the_limit(tmp_path):
     with pytest.raises(GuardError, match="2 checkpoint saves in a row failed"):
         guard.step(next(batches), lambda b: F.cross_entropy(guard.model(b[0]), b[1]))
     assert guard.step_count == 2
+
+
+def test_verified_bytes_that_are_not_a_guard_state_are_refused_in_one_line(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    _train(ckpt, 1)
+    only = ckpt / "step-000000001"
+    torch.save({"x": torch.ones(1)}, only / "state.pt")
+    _rewrite_manifest(only, lambda m: {**m, "files": {"state.pt": _entry(only / "state.pt")}})
+    with pytest.raises(GuardError, match="holds no model state"):
+        _guard(ckpt).resume()
+
+
+def test_a_checkpoint_of_another_model_is_refused_in_one_line(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    _train(ckpt, 1)
+    with pytest.raises(GuardError, match=r"step-000000001 verifies but does not fit this run: RuntimeError"):
+        _guard(ckpt, model=torch.nn.Linear(8, 3)).resume()
+
+
+def test_a_sharded_guard_refuses_a_plain_checkpoint_in_one_line(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    _train(ckpt, 1)
+    with pytest.raises(GuardError, match="is a 'torch.save' checkpoint; this Guard \\(sharded=True\\)"):
+        _guard(ckpt, sharded=True).resume()

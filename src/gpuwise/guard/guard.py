@@ -372,20 +372,35 @@ class Guard:
             self._say(f"no checkpoint in {self.store.directory}: starting from step 0")
             return None
         ckpt = self.store.verify(Path(path), checksums=False)  # rank 0 checked the checksums
+        expected = "torch.distributed.checkpoint" if self.sharded else "torch.save"
+        if ckpt.manifest.format != expected:
+            raise GuardError(f"{ckpt.path.name} is a {ckpt.manifest.format!r} checkpoint; this Guard "
+                             f"(sharded={self.sharded}) reads {expected!r} ones")
+        try:
+            self._load(ckpt, map_location)
+        except GuardError:
+            raise
+        except Exception as exc:  # verified bytes that are not this run's state (another model, a crafted file)
+            raise GuardError(f"{ckpt.path.name} verifies but does not fit this run: {type(exc).__name__}: "
+                             f"{str(exc).splitlines()[0][:200] if str(exc) else ''}") from None
+        self.last_checkpoint = ckpt
+        self._event("resumed", f"resumed from {ckpt.path.name} (step {self.step_count}, epoch {self.epoch}, "
+                               f"sha256 verified)")
+        return ckpt
+
+    def _load(self, ckpt: Checkpoint, map_location: Any) -> None:
         if self.sharded:
             from gpuwise.guard.sharded import load_sharded
 
             state = load_sharded(ckpt, self.model, self.optimizer)
         else:
             state = self.store.load_state(ckpt, map_location=map_location, trust_pickle=self.trust_pickle)
+            if not isinstance(state, Mapping) or not isinstance(state.get("model"), Mapping):
+                raise GuardError(f"{ckpt.path.name}: state.pt holds no model state of a Guard")
             gdist.unwrap(self.model).load_state_dict(state["model"])
             if self.optimizer is not None and state.get("optimizer") is not None:
                 self.optimizer.load_state_dict(state["optimizer"])
         self.load_state_dict(state)
-        self.last_checkpoint = ckpt
-        self._event("resumed", f"resumed from {ckpt.path.name} (step {self.step_count}, epoch {self.epoch}, "
-                               f"sha256 verified)")
-        return ckpt
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore everything but model and optimizer (loaded by ``resume`` according to the format)."""
