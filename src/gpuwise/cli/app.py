@@ -24,10 +24,11 @@ class _LazyTyper(typer.Typer):
     """
 
     _registering = False
+    _lazy = False   # True while ``main`` runs one command: only the module it registered counts
 
     @property
     def registered_commands(self):
-        if not self._registering:          # a module registering itself reads this list too
+        if not self._lazy and not self._registering:   # a module registering itself reads this list too
             self._registering = True
             try:
                 _register(COMMAND_MODULES)
@@ -87,6 +88,7 @@ def _modules_for(argv: list[str]) -> list[str] | None:
 def main(argv: list[str] | None = None) -> None:
     modules = _modules_for(sys.argv[1:] if argv is None else argv)
     if modules is not None:
+        app._lazy = True
         _register(modules)
     try:
         app(args=argv, prog_name="gpuwise")
@@ -98,6 +100,8 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         print("gpuwise: interrupted", file=sys.stderr)
         sys.exit(130)
+    finally:
+        app._lazy = False   # the next command in this process (tests, notebooks) sees every command
 
 
 if __name__ == "__main__":
