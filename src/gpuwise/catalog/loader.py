@@ -50,12 +50,17 @@ _OFFER_REQUIRED = ("provider", "price_per_hour", "currency", "source", "checked"
 _TOP_KEYS = ("gpu", "offer")
 
 
-def user_catalog_path() -> Path:
-    """~/.config/gpuwise/catalog.toml, moved by GPUWISE_CONFIG_DIR or XDG_CONFIG_HOME."""
+def user_config_dir() -> Path:
+    """~/.config/gpuwise, moved by GPUWISE_CONFIG_DIR or XDG_CONFIG_HOME: every user file of gpuwise lives here."""
     if os.environ.get("GPUWISE_CONFIG_DIR"):
-        return Path(os.environ["GPUWISE_CONFIG_DIR"]) / "catalog.toml"
+        return Path(os.environ["GPUWISE_CONFIG_DIR"])
     base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(base) / "gpuwise" / "catalog.toml"
+    return Path(base) / "gpuwise"
+
+
+def user_catalog_path() -> Path:
+    """~/.config/gpuwise/catalog.toml (see ``user_config_dir``)."""
+    return user_config_dir() / "catalog.toml"
 
 
 def load_catalog(path: str | Path | None = None, *, user_file: bool = True) -> Catalog:

@@ -8,6 +8,7 @@ import typer
 from rich.table import Table
 
 from gpuwise.cli import common as c
+from gpuwise.cli.calibrate import NoUserCalibrationOpt, use_user_calibration
 from gpuwise.cli.workload_options import workload_from, workload_options
 from gpuwise.plan.fit import HEADROOM_HELP
 from gpuwise.units import format_bytes, format_duration
@@ -29,6 +30,7 @@ def estimate(
     catalog: c.CatalogOpt = None,
     plot: Annotated[Optional[str], typer.Option("--plot", help="Write a PNG of memory over the step.")] = None,
     no_cache: c.NoCacheOpt = False,
+    no_user_calibration: NoUserCalibrationOpt = False,
     json_out: c.JsonOpt = False,
     *,
     workload_kwargs: dict,
@@ -52,6 +54,7 @@ def estimate(
     workload = workload_from(model, workload_kwargs, gpu=gpus[0] if len(gpus) == 1 else None)
 
     c.use_trace_cache(not no_cache)
+    use_user_calibration(not no_user_calibration)
     with c.progress(not json_out, "tracing…") as progress:
         wm = model_for(workload, progress)
         out, est = estimate_answer(wm, gpus, headroom_fraction=headroom_fraction, job=job, max_batch=max_batch,
@@ -72,6 +75,8 @@ def _render(out: dict, est) -> None:
     optimizer = f", optimizer {w.optimizer}" if w.is_training else ""
     con.print(f"[bold]{w.model}[/]  {w.mode}, batch {w.batch_size}, {w.precision}{optimizer}"
               f"  [dim]({out['method']})[/]")
+    if out.get("calibration"):
+        con.print(f"[cyan]{out['calibration']}[/] (gpuwise calibrate; --no-user-calibration for the shipped model)")
     mem = out["memory"]
     table = Table(title="Peak memory of one step" + (f" on {out['gpu']}" if out["gpu"] else ""), title_justify="left")
     table.add_column("part")

@@ -76,7 +76,7 @@ def recommend(
     gpu_ids = [resolve_gpu(cat, g.strip()).id for g in gpus.split(",") if g.strip()] if gpus else None
 
     c.use_trace_cache(not no_cache)
-    use_user_calibration(not no_user_calibration)
+    calibrated = use_user_calibration(not no_user_calibration)
     with c.progress(not json_out, "tracing…") as progress:
         wm = model_for(workload, progress)
         rec = plan_recommend(
@@ -90,12 +90,14 @@ def recommend(
         plot_recommendation(rec, plot, constraints.deadline_s)
     launch = launch_best(rec, cat, emit, command) if emit else None
     if json_out:
-        c.print_json({**rec.to_dict(), **({"launch": launch} if launch else {})})
+        c.print_json({**rec.to_dict(), "user_calibration": calibrated, **({"launch": launch} if launch else {})})
         return
     if launch:
         typer.echo(launch["text"], nl=False)
         return
     _render(rec, show_all)
+    for label in calibrated:
+        c.console.print(f"[dim]Step times and memory {label} (--no-user-calibration: the shipped model).[/]")
     if plot:
         c.console.print(f"[dim]plot written to {plot}[/]")
 

@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from gpuwise.cli.common import CatalogOpt, JsonOpt, console, print_json
+from gpuwise.cli.calibrate import NoUserCalibrationOpt, use_user_calibration
 from gpuwise.cli.workload_options import workload_from, workload_options
 from gpuwise.plan.fit import HEADROOM_HELP
 from gpuwise.workload.model import check_precision
@@ -33,6 +34,7 @@ def report_cmd(
     html: Annotated[Optional[str], typer.Option("--html", help="Also write an HTML report with plots to this file.")] = None,
     model: Annotated[Optional[str], typer.Option("--model", help="The job's model (as for estimate, with the same workload options): time on other GPUs then comes from the time predictor.")] = None,
     catalog: CatalogOpt = None,
+    no_user_calibration: NoUserCalibrationOpt = False,
     json_out: JsonOpt = False,
     *,
     workload_kwargs: dict,
@@ -50,6 +52,7 @@ def report_cmd(
     from gpuwise.report.build import build_report
     from gpuwise.units import parse_money
 
+    use_user_calibration(not no_user_calibration)
     precision = check_precision(workload_kwargs.get("precision") or "amp-fp16")
     workload = workload_from(model, workload_kwargs, precision=precision) if model else None
     report = build_report(

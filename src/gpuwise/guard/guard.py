@@ -52,6 +52,9 @@ class Guard:
     though checkpoints exist and none verifies (otherwise ``resume`` refuses, naming them). ``micro_batch_size``: start with micro-batches of this size (None: whole batch); it
     shrinks on OOM and is remembered in checkpoints. ``on_micro_grads``: called with a
     :class:`GradNoiseSample` each step that has two batch sizes to compare (``measure_grad_noise``).
+    ``workload``: the job as gpuwise describes it (a ``Workload`` or its ``to_dict()``), recorded in the run
+    log with each step's wall time and PyTorch's peak memory: ``gpuwise report`` then compares the run with
+    gpuwise's prediction, and ``gpuwise calibrate`` learns from it (docs/calibrate.md).
     """
 
     def __init__(self, directory: str | os.PathLike, model: torch.nn.Module,
@@ -67,7 +70,8 @@ class Guard:
                  on_micro_grads: Callable[[GradNoiseSample], None] | None = None,
                  extra_state: Mapping[str, Any] | None = None, sharded: bool | None = None,
                  trust_pickle: bool = False, min_free_checkpoints: int = 3, verbose: bool = True,
-                 allow_fresh: bool = False, max_save_failures: int = 3) -> None:
+                 allow_fresh: bool = False, max_save_failures: int = 3,
+                 workload: Mapping[str, Any] | Any = None) -> None:
         if on_save_error not in ("warn", "raise"):
             raise GuardError(f"on_save_error must be 'warn' or 'raise', got {on_save_error!r}")
         if isinstance(max_save_failures, bool) or not isinstance(max_save_failures, int) or max_save_failures < 1:
@@ -116,6 +120,9 @@ class Guard:
             self.run_log = run_log
         elif run_log is not None and self.info.is_writer:
             self.run_log, self._owns_run_log = RunLog(run_log), True
+        self._last_step_end_s: float | None = None
+        if self.run_log is not None:
+            _record_stack(self.run_log, workload)
         self.preemption = PreemptionHandler(preempt_signals, grace_s=grace_s, exit_code=exit_code,
                                             on_grace_expired=self._flush_log)
         try:
@@ -169,6 +176,7 @@ class Guard:
         self._drain_events()
         total = batch_size_of(batch)
         micro = min(self.micro_batch_size or total, total)
+        step_start_s = self._last_step_end_s or time.perf_counter()   # wall time per step: data loading too
         optimizer_started = False
         crash_save = self.save_on_crash and not self.info.is_distributed
         # The generators as the failed step found them: a crash checkpoint then replays that step exactly.
@@ -206,7 +214,8 @@ class Guard:
         self.step_count += 1
         self.samples_seen += total
         self.last_loss = loss_sum
-        self._log_step(loss_sum, total, micro, grad_norm, tracker)
+        self._last_step_end_s = time.perf_counter()
+        self._log_step(loss_sum, total, micro, grad_norm, tracker, self._last_step_end_s - step_start_s)
         if not_preempt == 0:
             self._preempted()
         elif (self.every_steps and self.step_count % self.every_steps == 0) or not_time == 0:
@@ -220,7 +229,7 @@ class Guard:
         return MicroGradTracker([p for p in self.model.parameters() if p.requires_grad])
 
     def _log_step(self, loss: float, total: int, micro: int, grad_norm: float | None,
-                  tracker: MicroGradTracker | None) -> None:
+                  tracker: MicroGradTracker | None, step_time_s: float) -> None:
         noise = None
         if tracker is not None and grad_norm is not None:
             noise = tracker.sample(self.step_count, grad_norm ** 2, total * self.info.world_size)
@@ -231,7 +240,7 @@ class Guard:
         metrics: dict[str, float | None] = {"loss": loss, "lr": self._lr_used,
                                             "batch_size": total * self.info.world_size,
                                             "micro_batch_size": micro, "grad_norm": grad_norm,
-                                            "epoch": self.epoch}
+                                            "epoch": self.epoch, "step_time_s": step_time_s}
         if noise is not None:
             metrics.update(noise.as_metrics())
         self.run_log.log_train(self.step_count, **metrics)
@@ -448,6 +457,7 @@ class Guard:
             self.preemption.uninstall()
             if self.run_log is not None:
                 self._drain_events()
+                _record_torch_memory(self.run_log)
                 self.run_log.flush()
                 if self._owns_run_log:
                     self.run_log.close()
@@ -485,3 +495,28 @@ class Guard:
     def _flush_log(self) -> None:
         if self.run_log is not None:
             self.run_log.flush()
+
+
+def _record_stack(run_log: RunLog, workload: Any) -> None:
+    """The job's workload (a ``gpuwise.workload.Workload`` or its ``to_dict()``) and the torch/CUDA versions,
+    so that ``gpuwise report`` compares the run with gpuwise's prediction and ``gpuwise calibrate`` learns
+    from it."""
+    if workload is not None:
+        run_log.set_meta("workload", dict(workload.to_dict() if hasattr(workload, "to_dict") else workload))
+    run_log.set_meta("torch_version", torch.__version__)
+    run_log.set_meta("cuda_version", torch.version.cuda or "")
+
+
+def _record_torch_memory(run_log: RunLog) -> None:
+    """PyTorch's peak allocated/reserved memory per device, as the ``gpuwise run --torch-hook`` event."""
+    if not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        return
+    import json
+
+    devices = [{"device": d, "max_allocated_bytes": int(torch.cuda.max_memory_allocated(d)),
+                "max_reserved_bytes": int(torch.cuda.max_memory_reserved(d))}
+               for d in range(torch.cuda.device_count()) if torch.cuda.max_memory_reserved(d) > 0]
+    if devices:
+        run_log.log_event("torch_memory", json.dumps({
+            "pid": os.getpid(), "devices": devices, "torch_version": torch.__version__,
+            "cuda_version": torch.version.cuda, "gpu_name": torch.cuda.get_device_name(devices[0]["device"])}))

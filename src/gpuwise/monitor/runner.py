@@ -82,10 +82,12 @@ def run_command(
     backend: Backend | None = None,
     child_stdout: IO | int | None = None,
     announce: IO | None = sys.stderr,
+    workload: dict | None = None,
 ) -> RunResult:
     """Runs ``cmd`` to its end while sampling; returns its exit code and the log. ``backend`` None: NVML
     (or $GPUWISE_MONITOR_BACKEND); without a driver the command still runs, unsampled. Bad input (an
-    interval, a log path that cannot be written) is a MonitorError before the command starts."""
+    interval, a log path that cannot be written) is a MonitorError before the command starts. ``workload``:
+    the job as ``Workload.to_dict()``, recorded as meta ``workload`` (report and calibrate read it)."""
     interval_s = check_interval_s(interval_s)
     log = Path(log_path) if log_path else default_log_path()
     runlog = open_run_log(log)  # bad path: exit 2 before anything starts
@@ -100,6 +102,8 @@ def run_command(
     meta: dict[str, object] = {"command": cmd, "host": socket.gethostname(), "start_t_s": time.time(),
                                "gpuwise_version": __version__, "interval_s": interval_s,
                                "backend": backend.name if backend else "none"}
+    if workload is not None:
+        meta["workload"] = workload
     if backend is not None:
         _best_effort(announce, "driver version not read", lambda: meta.update(driver_version=backend.driver_version() or ""))
     _best_effort(announce, "run log meta not written", lambda: _write_meta(runlog, meta))

@@ -51,6 +51,7 @@ def estimate_answer(
     answer = {
         "workload": est.workload.to_dict(),
         "method": model.method,
+        "calibration": est.calibration,
         "memory": est.memory.to_dict(),
         "time": time,
         "gpu": gpu.id if gpu else None,

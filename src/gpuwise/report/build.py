@@ -10,6 +10,7 @@ from gpuwise.monitor.sample import GpuSample
 from gpuwise.plan.fit import DEFAULT_HEADROOM_FRACTION
 from gpuwise.plan.scaling import TimeScaling
 from gpuwise.report.errors import ReportError
+from gpuwise.report.predicted_vs_measured import PredictedVsMeasured, measured_against_prediction
 from gpuwise.report.rightsize import RightSizing, resolve_rented, right_size
 from gpuwise.report.sources import load_usage_log
 from gpuwise.report.usage import UsageSummary, summarize
@@ -21,6 +22,7 @@ class Report:
     right_sizing: RightSizing | None
     notes: tuple[str, ...]
     samples: tuple[GpuSample, ...] = ()   # the log's samples, for plots (not in to_dict)
+    predicted_vs_measured: PredictedVsMeasured | None = None   # when the log records its workload
 
     def to_dict(self) -> dict:
         u, r = self.usage, self.right_sizing
@@ -39,6 +41,7 @@ class Report:
             "usage": u.to_dict(),
             "right_sizing": r.to_dict() if r else None,
             "notes": list(self.notes),
+            "predicted_vs_measured": self.predicted_vs_measured.to_dict() if self.predicted_vs_measured else None,
         }
 
 
@@ -55,7 +58,8 @@ def build_report(
     columns: list[str] | None = None,
     scaling: TimeScaling | None = None,
 ) -> Report:
-    """``gpu``: the rented GPU when the log does not name it (dmon) or names it wrongly; raises CatalogError."""
+    """``gpu``: the rented GPU when the log does not name it (dmon) or names it wrongly; raises CatalogError.
+    ``scaling`` None: the time predictor's ratios when the log records its workload, else the datasheet ratio."""
     log = load_usage_log(path, columns=columns)
     if not log.samples:
         raise ReportError(f"{path}: the log has no GPU samples: nothing to report (was the job run under "
@@ -69,12 +73,13 @@ def build_report(
         rented, note = resolve_rented(catalog, usage.gpu_name)
         if note:
             notes.append(note)
+    comparison, scaling = measured_against_prediction(log, rented, scaling, notes)
     sizing = None
     if usage.needed_peak_bytes is not None:
         sizing = right_size(usage, catalog, rented, gpu_price=gpu_price, provider=provider, spot=spot,
                             currency=currency, headroom_fraction=headroom_fraction, scaling=scaling)
         notes.extend(sizing.notes)
-    return Report(usage, sizing, tuple(notes), log.samples)
+    return Report(usage, sizing, tuple(notes), log.samples, comparison)
 
 
 __all__ = ["Report", "build_report"]

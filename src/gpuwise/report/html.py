@@ -114,6 +114,11 @@ def render_html(report: Report) -> str:
     for p in u.torch_peaks:
         facts.append((f"PyTorch pid {p.pid}", f"max allocated {format_bytes(p.max_allocated_bytes)}, "
                                               f"max reserved {format_bytes(p.max_reserved_bytes)}"))
+    if report.predicted_vs_measured is not None:
+        from gpuwise.report.predicted_vs_measured import comparison_lines
+
+        title, *lines = comparison_lines(report.predicted_vs_measured)
+        facts.extend((title if i == 0 else "", line.strip()) for i, line in enumerate(lines))
     rows_html = ""
     verdict = ""
     if r is not None:

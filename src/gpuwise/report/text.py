@@ -50,6 +50,10 @@ def render_report(report: Report) -> Group:
                           f"{format_bytes(p.max_allocated_bytes)} (needed by tensors), max reserved "
                           f"{format_bytes(p.max_reserved_bytes)} (allocator cache "
                           f"{format_bytes(p.max_reserved_bytes - p.max_allocated_bytes)})"))
+    if report.predicted_vs_measured is not None:
+        from gpuwise.report.predicted_vs_measured import comparison_lines
+
+        parts.extend(Text(line) for line in comparison_lines(report.predicted_vs_measured))
     if u.busy_share is not None:
         stretches = [s for d in job for s in d.idle_stretches]
         idle = ""

@@ -36,12 +36,27 @@ def _record() -> None:
         conn = sqlite3.connect(path, timeout=10.0)
         try:
             conn.execute("INSERT INTO events VALUES (?, ?, ?)",
-                         (time.time(), "torch_memory", json.dumps({"pid": os.getpid(), "devices": devices})))
+                         (time.time(), "torch_memory", json.dumps({"pid": os.getpid(), "devices": devices,
+                                                                   **_stack(torch, devices[0]["device"])})))
             conn.commit()
         finally:
             conn.close()
     except Exception as exc:  # the job's exit must never fail because of us
         print(f"gpuwise torch hook: not recorded: {exc}", file=sys.stderr)
+
+
+def _stack(torch, device: int) -> dict:
+    """torch and CUDA versions and the GPU's name, where this torch tells (gpuwise calibrate keys on them)."""
+    out = {}
+    for key, read in (("torch_version", lambda: torch.__version__), ("cuda_version", lambda: torch.version.cuda),
+                      ("gpu_name", lambda: torch.cuda.get_device_name(device))):
+        try:
+            value = read()
+        except Exception:
+            continue
+        if isinstance(value, str) and value:
+            out[key] = value
+    return out
 
 
 def _chain() -> None:

@@ -1,0 +1,15 @@
+"""Measured runs calibrate gpuwise for the user's own stack (docs/calibrate.md).
+
+``gpuwise run --model …`` and the guard record the workload and what was measured in the run log
+(``report.measured``); ``calibrate`` fits per GPU × operator-class time factors, a host term and a memory
+offset on such runs (``fit``), keeps them in the user's config dir (``store``), and ``apply`` corrects every
+estimate on a calibrated GPU with them. ``export`` writes a measurement as one anonymous JSON row.
+"""
+
+from gpuwise.calibrate.errors import CalibrateError
+from gpuwise.calibrate.fit import FitRow, GpuCalibration, fit_gpu
+from gpuwise.calibrate.learn import calibrate, checked, read_measurements
+from gpuwise.calibrate.store import load, reset, save, user_calibration_path
+
+__all__ = ["CalibrateError", "FitRow", "GpuCalibration", "calibrate", "checked", "fit_gpu", "load",
+           "read_measurements", "reset", "save", "user_calibration_path"]

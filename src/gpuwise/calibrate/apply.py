@@ -1,0 +1,65 @@
+"""Applying a calibration to an estimate: the one place a prediction is corrected by measured runs.
+
+The step's per-class seconds are multiplied by that GPU's class factors, the host term is added as its
+own class ("host"), and step time and throughput follow (``by_class_s`` still sums to ``compute_s``);
+the memory total (what nvidia-smi shows) moves by the stack's offset. ``plan.profile`` calls the
+correction on every estimate once the CLI has installed it (``use_correction``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+
+from gpuwise.calibrate.fit import GpuCalibration
+from gpuwise.memory.model import MemoryEstimate
+from gpuwise.plan.profile import Estimate
+from gpuwise.runtime.model import StepTime
+
+HOST_CLASS = "host"
+
+
+def corrected_time(step: StepTime, cal: GpuCalibration) -> StepTime:
+    by_class = {c: s * cal.factor(c) for c, s in step.by_class_s.items()}
+    if cal.host_s > 0:
+        by_class[HOST_CLASS] = by_class.get(HOST_CLASS, 0.0) + cal.host_s
+    old_classes_s = sum(step.by_class_s.values())
+    new_classes_s = sum(by_class.values())
+    other_s = step.step_time_s - old_classes_s            # communication, input wait: not corrected
+    step_s = new_classes_s + other_s
+    if step.bound == "input":                            # the loader's pace holds unless the GPU is slower
+        step_s = max(step.step_time_s, new_classes_s + step.communication_s)
+    ratio = new_classes_s / old_classes_s if old_classes_s > 0 else 1.0
+    samples_per_step = step.samples_per_s * step.step_time_s
+    return replace(
+        step, by_class_s=by_class, step_time_s=step_s, compute_s=step.compute_s - old_classes_s + new_classes_s,
+        samples_per_s=samples_per_step / step_s if step_s > 0 else 0.0,
+        micro_step_s=step.micro_step_s * ratio, optimizer_s=step.optimizer_s * ratio,
+        stack=f"{step.stack}; {cal.label}" if step.stack else cal.label,
+    )
+
+
+def corrected_memory(memory: MemoryEstimate, cal: GpuCalibration) -> MemoryEstimate:
+    if not cal.memory_offset_bytes:
+        return memory
+    offset = cal.memory_offset_bytes
+    total = max(memory.peak_reserved_bytes, memory.total_bytes + offset)
+    note = f"CUDA context and workspaces {offset / 2**20:+.0f} MiB as measured on your stack ({cal.label})"
+    return replace(memory, total_bytes=total, notes=(*memory.notes, note))
+
+
+def corrected(est: Estimate, cal: GpuCalibration) -> Estimate:
+    time = corrected_time(est.time, cal) if est.time is not None else None
+    return replace(est, time=time, memory=corrected_memory(est.memory, cal), calibration=cal.label)
+
+
+def correction(calibrations: Mapping[str, GpuCalibration]) -> Callable[[Estimate], Estimate] | None:
+    """Estimate -> Estimate, corrected where the GPU has a calibration (None when there is none at all)."""
+    if not calibrations:
+        return None
+
+    def correct(est: Estimate) -> Estimate:
+        cal = calibrations.get(est.gpu.id) if est.gpu is not None else None
+        return est if cal is None else corrected(est, cal)
+
+    return correct

@@ -1,0 +1,90 @@
+"""The anonymous measurement row: one JSON object a user may share (``gpuwise calibrate LOG --export FILE``)
+and ``benchmarks/contributed/`` collects. docs/calibrate.md documents it.
+
+What it holds: the GPU (catalog id and driver name), the stack (driver, CUDA, torch versions), the
+workload (gpuwise's fields; a model that is not a public torchvision/timm/Hub name becomes "private"),
+and the figures (median step time, timed steps, peak allocated/reserved, NVML process memory). What it
+never holds: paths, host names, user names, process ids, times of day, the command line.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+from gpuwise import __version__
+from gpuwise.calibrate.errors import CalibrateError
+from gpuwise.report.measured import Measurement
+
+ROW_FORMAT = "gpuwise-measurement/1"
+FIGURES = ("step_time_s", "timed_steps", "peak_allocated_bytes", "peak_reserved_bytes", "process_memory_bytes")
+PRIVATE_MODEL = "private"
+_PUBLIC = re.compile(r"^(torchvision|timm):[A-Za-z0-9_.-]+$|^hf:[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9_.-]+)?$")
+
+
+def public_model(spec: str) -> str:
+    """``spec`` when it names a public model (torchvision:resnet50, timm:…, hf:org/name), else "private":
+    a local file (file.py:factory, hf:config.json) would give a path away."""
+    spec = str(spec)
+    if _PUBLIC.match(spec) and not spec.endswith((".json", ".py")):
+        return spec
+    return PRIVATE_MODEL
+
+
+def export_row(m: Measurement, gpu_id: str) -> dict:
+    workload = dict(m.workload or {})
+    if "model" in workload:
+        workload["model"] = public_model(workload["model"])
+    return {"format": ROW_FORMAT, "gpu": gpu_id, "gpu_name": m.gpu_name,
+            "stack": {"driver": m.driver_version, "cuda": m.cuda_version, "torch": m.torch_version},
+            "workload": workload, "figures": {k: getattr(m, k) for k in FIGURES},
+            "gpuwise_version": __version__}
+
+
+def parse_row(row: Mapping, source: str) -> Measurement:
+    """The measurement of one exported row; CalibrateError naming ``source`` when it is not one."""
+    try:
+        if row.get("format") != ROW_FORMAT:
+            raise ValueError(f"format {row.get('format')!r}, expected {ROW_FORMAT!r}")
+        figures, stack = row["figures"], row.get("stack") or {}
+        workload = row["workload"]
+        if not isinstance(workload, Mapping) or not isinstance(figures, Mapping):
+            raise TypeError("workload and figures must be objects")
+        step = figures.get("step_time_s")
+        if step is not None and not (isinstance(step, (int, float)) and step > 0):
+            raise ValueError(f"step_time_s {step!r} is not a positive number")
+        ints = {k: figures.get(k) for k in FIGURES[1:]}
+        for k, v in ints.items():
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+                raise ValueError(f"{k} {v!r} is not a whole number >= 0")
+        return Measurement(
+            gpu_name=str(row.get("gpu_name") or row["gpu"]), workload=dict(workload), step_time_s=step,
+            timed_steps=ints["timed_steps"] or 0, peak_allocated_bytes=ints["peak_allocated_bytes"],
+            peak_reserved_bytes=ints["peak_reserved_bytes"], process_memory_bytes=ints["process_memory_bytes"],
+            driver_version=stack.get("driver"), cuda_version=stack.get("cuda"), torch_version=stack.get("torch"),
+            source=source)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise CalibrateError(f"{source}: not a {ROW_FORMAT} row ({str(exc)[:150]})") from None
+
+
+def read_rows(path: str | Path) -> list[Measurement]:
+    """Rows of a JSON-lines file (blank lines and lines starting with # skipped)."""
+    p = Path(path)
+    try:
+        lines = p.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CalibrateError(f"{p}: cannot read ({exc})") from None
+    out = []
+    for no, line in enumerate(lines, start=1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError as exc:
+            raise CalibrateError(f"{p}:{no}: not JSON ({str(exc)[:100]})") from None
+        if not isinstance(row, Mapping):
+            raise CalibrateError(f"{p}:{no}: not a {ROW_FORMAT} row (not an object)")
+        out.append(parse_row(row, f"{p}:{no}"))
+    return out

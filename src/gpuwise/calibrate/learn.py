@@ -1,0 +1,76 @@
+"""``gpuwise calibrate``'s work: read measured runs, refuse any that cannot calibrate, fit their GPU.
+
+Every input is read and checked before anything is fitted, so a bad or partial log (no workload, no
+step times, another GPU than the others or than ``--gpu``) refuses the whole call and the calibration
+file stays as it was.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from gpuwise.calibrate.errors import CalibrateError
+from gpuwise.calibrate.export import read_rows
+from gpuwise.calibrate.fit import GpuCalibration, fit_gpu
+from gpuwise.calibrate.measure_json import is_measure_json, measurements_from_measure_json
+from gpuwise.calibrate.rows import check_usable, fit_row, measured_gpu
+from gpuwise.catalog import GPU, Catalog, resolve_gpu
+from gpuwise.report.errors import ReportError
+from gpuwise.report.measured import Measurement, read_measurement
+from gpuwise.runlog import is_run_log
+
+
+def read_measurements(path: str | Path) -> list[Measurement]:
+    """A run log (one), a measure.py JSON (one per workload) or exported rows (JSON lines)."""
+    p = Path(path)
+    if not p.is_file():
+        raise CalibrateError(f"no such file: {p}")
+    if is_run_log(p):
+        try:
+            return [read_measurement(p)]
+        except ReportError as exc:
+            raise CalibrateError(str(exc)) from None
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CalibrateError(f"{p}: cannot read ({exc})") from None
+    except ValueError:
+        doc = None                         # JSON lines: one row per line
+    if is_measure_json(doc):
+        return measurements_from_measure_json(doc, str(p))
+    return read_rows(p)
+
+
+def checked(paths: Sequence[str | Path], catalog: Catalog, gpu: str | None = None) -> tuple[GPU, list[Measurement]]:
+    """(their one GPU, the measurements) of ``paths``; CalibrateError on the first that cannot calibrate."""
+    expected = resolve_gpu(catalog, gpu) if gpu else None
+    out: list[Measurement] = []
+    for path in paths:
+        found = read_measurements(path)
+        if not found:
+            raise CalibrateError(f"{path}: no measured workload in it")
+        for m in found:
+            check_usable(m)
+            on = measured_gpu(m, catalog)
+            if expected is None:
+                expected = on
+            elif on.id != expected.id:
+                raise CalibrateError(f"{m.source}: measured on {on.id}, not {expected.id}: calibrate one GPU at "
+                                     "a time (--gpu NAME)")
+            out.append(m)
+    if expected is None:
+        raise CalibrateError("no run log given")
+    return expected, out
+
+
+def calibrate(
+    paths: Sequence[str | Path], catalog: Catalog, *, gpu: str | None = None,
+    existing: Mapping[str, GpuCalibration] | None = None, progress: Callable[[str], None] | None = None,
+) -> GpuCalibration:
+    """The GPU's calibration refitted on its earlier runs (``existing``) and the runs in ``paths``."""
+    target, measurements = checked(paths, catalog, gpu)
+    rows = [fit_row(m, target, progress) for m in measurements]
+    earlier = existing.get(target.id) if existing else None
+    return fit_gpu(target.id, [*(earlier.runs if earlier else ()), *rows])

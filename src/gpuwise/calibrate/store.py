@@ -1,0 +1,128 @@
+"""The user calibration file: plain TOML at ``~/.config/gpuwise/calibration.toml`` (the directory of the
+user catalog: GPUWISE_CONFIG_DIR or XDG_CONFIG_HOME move it). Written by ``gpuwise calibrate``, read by
+``estimate``/``recommend``/``report``; ``gpuwise calibrate --reset`` removes it. docs/calibrate.md.
+
+One table per GPU: the fitted factors, host term and memory offset, and the runs they were fitted on
+(the shipped model's per-class prediction and the measured figures: no paths, hosts or model names), so
+that the next ``calibrate`` refits on old and new runs together without tracing the old ones again.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+
+import tomli_w
+
+from gpuwise.calibrate.errors import CalibrateError
+from gpuwise.calibrate.fit import FitRow, GpuCalibration
+from gpuwise.catalog.loader import user_config_dir
+
+FILE_NAME = "calibration.toml"
+FORMAT_VERSION = 1
+HEADER = ("# gpuwise user calibration, written by `gpuwise calibrate` from your measured runs (docs/calibrate.md).\n"
+          "# estimate, recommend and report apply it unless --no-user-calibration; "
+          "`gpuwise calibrate --reset` removes it.\n")
+
+
+def user_calibration_path() -> Path:
+    return user_config_dir() / FILE_NAME
+
+
+def _row_to_toml(r: FitRow) -> dict:
+    d = {"fingerprint": r.fingerprint, "predicted_by_class_s": dict(r.predicted_by_class_s),
+         "predicted_other_s": r.predicted_other_s, "measured_step_time_s": r.measured_step_time_s,
+         "stack": {k: v for k, v in r.stack.items() if v}}
+    for key in ("predicted_outside_allocator_bytes", "measured_outside_allocator_bytes"):
+        if getattr(r, key) is not None:         # TOML has no null: absent means not measured
+            d[key] = getattr(r, key)
+    return d
+
+
+def _row_from_toml(d: Mapping) -> FitRow:
+    return FitRow(
+        fingerprint=str(d["fingerprint"]),
+        predicted_by_class_s={str(k): float(v) for k, v in d["predicted_by_class_s"].items()},
+        predicted_other_s=float(d["predicted_other_s"]), measured_step_time_s=float(d["measured_step_time_s"]),
+        predicted_outside_allocator_bytes=d.get("predicted_outside_allocator_bytes"),
+        measured_outside_allocator_bytes=d.get("measured_outside_allocator_bytes"),
+        stack={str(k): str(v) for k, v in d.get("stack", {}).items()},
+    )
+
+
+def to_toml(calibrations: Mapping[str, GpuCalibration]) -> str:
+    doc = {"format_version": FORMAT_VERSION, "gpu": {
+        gpu: {"label": c.label, "fitted": c.fitted, "global_factor": c.global_factor,
+              "class_factors": dict(c.class_factors), "host_s": c.host_s,
+              "memory_offset_bytes": c.memory_offset_bytes, "stack": {k: v for k, v in c.stack.items() if v},
+              "run": [_row_to_toml(r) for r in c.runs]}
+        for gpu, c in sorted(calibrations.items())}}
+    return HEADER + tomli_w.dumps(doc)
+
+
+def from_toml(text: str, source: str = FILE_NAME) -> dict[str, GpuCalibration]:
+    try:
+        doc = tomllib.loads(text)
+        if doc.get("format_version") != FORMAT_VERSION:
+            raise ValueError(f"format_version {doc.get('format_version')!r}, this gpuwise reads {FORMAT_VERSION}")
+        out = {}
+        for gpu, t in doc.get("gpu", {}).items():
+            out[gpu] = GpuCalibration(
+                gpu=gpu, class_factors={str(k): float(v) for k, v in t["class_factors"].items()},
+                global_factor=float(t["global_factor"]), host_s=float(t["host_s"]),
+                memory_offset_bytes=int(t["memory_offset_bytes"]),
+                runs=tuple(_row_from_toml(r) for r in t.get("run", [])),
+                stack={str(k): str(v) for k, v in t.get("stack", {}).items()}, fitted=str(t.get("fitted", "")))
+        return out
+    except (tomllib.TOMLDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise CalibrateError(f"{source}: not a gpuwise calibration file ({str(exc)[:150]}); "
+                             "`gpuwise calibrate --reset` removes it") from None
+
+
+def load(path: Path | None = None) -> dict[str, GpuCalibration]:
+    """The user's calibrations by GPU id; empty when there is no file."""
+    p = path or user_calibration_path()
+    if not p.is_file():
+        return {}
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CalibrateError(f"{p}: cannot read the calibration file ({exc})") from None
+    return from_toml(text, str(p))
+
+
+def save(calibrations: Mapping[str, GpuCalibration], path: Path | None = None) -> Path:
+    """Write the file whole or not at all (a temporary file renamed over it)."""
+    p = path or user_calibration_path()
+    text = to_toml(calibrations)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".calibration-", suffix=".toml", dir=p.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, p)
+    except OSError as exc:
+        raise CalibrateError(f"{p}: cannot write the calibration file ({exc})") from None
+    return p
+
+
+def reset(gpu: str | None = None, path: Path | None = None) -> bool:
+    """Remove the file (or only ``gpu``'s table); True when something was removed."""
+    p = path or user_calibration_path()
+    if not p.is_file():
+        return False
+    if gpu is None:
+        p.unlink()
+        return True
+    calibrations = load(p)
+    if gpu not in calibrations:
+        return False
+    del calibrations[gpu]
+    if calibrations:
+        save(calibrations, p)
+    else:
+        p.unlink()
+    return True
