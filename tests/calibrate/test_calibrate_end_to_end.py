@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from gpuwise.calibrate import load, user_calibration_path
+from gpuwise.calibrate.fit import class_key
 from tests.calibrate.helpers import GIB, replay_frames, write_model, write_train_script
 
 pytestmark = pytest.mark.slow   # a real training job in a subprocess, traced predictions
@@ -112,7 +113,7 @@ def test_calibrated_estimate_lands_on_the_measurement_and_other_workloads_move_b
     other = _estimate(gpuwise, spec, "--gpu", "rtx-4090", "--optimizer", "sgd")
     by_class = shipped["time"]["by_class_s"]
     outside = shipped["time"]["step_time_s"] - sum(by_class.values())
-    expected = sum(cal.factor(c) * s for c, s in by_class.items()) + cal.host_s + outside
+    expected = sum(cal.factor(class_key(c, "fp32")) * s for c, s in by_class.items()) + cal.host_s + outside
     assert other["time"]["step_time_s"] == pytest.approx(expected, rel=1e-9)
     assert other["time"]["step_time_s"] != pytest.approx(shipped["time"]["step_time_s"], rel=0.05)
     assert sum(other["time"]["by_class_s"].values()) == pytest.approx(other["time"]["compute_s"], rel=1e-9)

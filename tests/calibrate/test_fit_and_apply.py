@@ -13,7 +13,8 @@ from gpuwise.runtime.model import StepTime
 
 def _rows_from_truth(matmul_factor, elementwise_factor, host_s):
     mixes = [(0.010, 0.002), (0.002, 0.010), (0.020, 0.004), (0.004, 0.020), (0.006, 0.006)]
-    return [FitRow(str(i), {"matmul": mm, "elementwise": ew}, 0.0, matmul_factor * mm + elementwise_factor * ew + host_s)
+    return [FitRow(str(i), {"matmul/fp16": mm, "elementwise/fp16": ew}, 0.0,
+                   matmul_factor * mm + elementwise_factor * ew + host_s)
             for i, (mm, ew) in enumerate(mixes)]
 
 
@@ -23,8 +24,8 @@ def _predicted(cal, row):
 
 def test_varied_runs_separate_the_class_factors_and_the_host_term():
     cal = fit_gpu("rtx-4090", _rows_from_truth(2.0, 1.0, 0.002))
-    assert cal.class_factors["matmul"] == pytest.approx(2.0, abs=0.05)
-    assert cal.class_factors["elementwise"] == pytest.approx(1.0, abs=0.05)
+    assert cal.class_factors["matmul/fp16"] == pytest.approx(2.0, abs=0.05)
+    assert cal.class_factors["elementwise/fp16"] == pytest.approx(1.0, abs=0.05)
     assert cal.host_s == pytest.approx(0.002, abs=0.0005)
     assert all(abs(_predicted(cal, r) / r.measured_step_time_s - 1) < 0.02 for r in cal.runs)
 
@@ -54,12 +55,13 @@ def test_a_corrected_step_keeps_its_sums_and_throughput_consistent():
     step = StepTime(gpu="rtx-4090", count=2, step_time_s=0.013, samples_per_s=2 * 64 / 0.013,
                     by_class_s={"matmul": 0.008, "elementwise": 0.002, "launch": 0.001}, bound="compute",
                     compute_s=0.011, communication_s=0.002, micro_step_s=0.009, optimizer_s=0.002)
-    new = corrected_time(step, cal)
+    new = corrected_time(step, cal, "fp16")
     assert sum(new.by_class_s.values()) == pytest.approx(new.compute_s)
     assert new.step_time_s == pytest.approx(new.compute_s + step.communication_s)
     assert new.samples_per_s * new.step_time_s == pytest.approx(step.samples_per_s * step.step_time_s)
     assert new.by_class_s["host"] == pytest.approx(cal.host_s)
-    assert new.by_class_s["matmul"] == pytest.approx(0.008 * cal.factor("matmul"))
+    assert new.by_class_s["matmul"] == pytest.approx(0.008 * cal.factor("matmul/fp16"))
+    assert new.by_class_s["launch"] == pytest.approx(0.001 * cal.factor("launch"))
 
 
 def test_the_memory_offset_moves_the_nvidia_smi_total_only():

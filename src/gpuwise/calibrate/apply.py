@@ -11,16 +11,18 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
-from gpuwise.calibrate.fit import GpuCalibration
+from gpuwise.calibrate.fit import GpuCalibration, class_key
 from gpuwise.memory.model import MemoryEstimate
 from gpuwise.plan.profile import Estimate
 from gpuwise.runtime.model import StepTime
+from gpuwise.runtime.rates import rate_key
 
 HOST_CLASS = "host"
 
 
-def corrected_time(step: StepTime, cal: GpuCalibration) -> StepTime:
-    by_class = {c: s * cal.factor(c) for c, s in step.by_class_s.items()}
+def corrected_time(step: StepTime, cal: GpuCalibration, rate: str) -> StepTime:
+    """``rate``: the peak the workload's kernels run at on that GPU (``runtime.rates.rate_key``)."""
+    by_class = {c: s * cal.factor(class_key(c, rate)) for c, s in step.by_class_s.items()}
     if cal.host_s > 0:
         by_class[HOST_CLASS] = by_class.get(HOST_CLASS, 0.0) + cal.host_s
     old_classes_s = sum(step.by_class_s.values())
@@ -49,7 +51,7 @@ def corrected_memory(memory: MemoryEstimate, cal: GpuCalibration) -> MemoryEstim
 
 
 def corrected(est: Estimate, cal: GpuCalibration) -> Estimate:
-    time = corrected_time(est.time, cal) if est.time is not None else None
+    time = corrected_time(est.time, cal, rate_key(est.gpu, est.workload.precision)) if est.time is not None else None
     return replace(est, time=time, memory=corrected_memory(est.memory, cal), calibration=cal.label)
 
 

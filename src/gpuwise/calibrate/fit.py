@@ -1,7 +1,8 @@
 """The fit: what measured runs on one GPU say about the shipped time and memory model there.
 
 Time. For run *i* the shipped model predicts seconds per operator class ``p_ic`` (``StepTime.by_class_s``,
-"launch" included) and ``o_i`` seconds outside them (communication, input wait); the run measured ``T_i``.
+"launch" included; a class is keyed by the peak its kernels run at on that GPU, ``conv/fp16`` apart from
+``conv/fp32``: tensor-core and CUDA-core kernels miss the datasheet by different amounts) and ``o_i`` seconds outside them (communication, input wait); the run measured ``T_i``.
 The calibrated step time is ``Σ_c f_c · p_ic + h + o_i`` with one factor ``f_c = g + d_c`` per class and a
 host term ``h`` ≥ 0 (seconds per step the GPU model does not see: data loading, Python, logging). The fit
 minimises the relative residuals plus priors: ``g`` near 1 (weakly: one run moves the prediction almost all
@@ -30,6 +31,12 @@ CLASS_PRIOR_WEIGHT = 1e-2      # d_c²: a class deviation of 0.5 costs as much a
 HOST_PRIOR_WEIGHT = 1e-1       # (h / median T)²: firmer, so one run is read as a factor, not as host time
 MIN_FACTOR = 0.05              # no class gets 20× faster than the shipped model says
 MAX_FACTOR = 50.0
+UNKEYED = ("launch", "host")   # host-side time: the same whatever the arithmetic
+
+
+def class_key(cls: str, rate: str) -> str:
+    """The fitted unit: an operator class at the peak its kernels run at (``runtime.rates.rate_key``)."""
+    return cls if cls in UNKEYED else f"{cls}/{rate}"
 
 
 @dataclass(frozen=True)
@@ -54,7 +61,7 @@ class GpuCalibration:
     """What the runs on one GPU kind taught: applied to every estimate on that GPU (``calibrate.apply``)."""
 
     gpu: str
-    class_factors: Mapping[str, float]        # class -> factor; a class no run exercised gets ``global_factor``
+    class_factors: Mapping[str, float]        # class_key -> factor; one no run exercised gets ``global_factor``
     global_factor: float
     host_s: float
     memory_offset_bytes: int

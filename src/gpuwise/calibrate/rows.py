@@ -8,12 +8,13 @@ import json
 from collections.abc import Callable
 
 from gpuwise.calibrate.errors import CalibrateError
-from gpuwise.calibrate.fit import FitRow
+from gpuwise.calibrate.fit import FitRow, class_key
 from gpuwise.catalog import GPU, Catalog, CatalogError
 from gpuwise.errors import GpuwiseError
 from gpuwise.plan.profile import model_for, use_correction
 from gpuwise.report.measured import MIN_TIMED_STEPS, WARMUP_STEPS, Measurement, workload_of
 from gpuwise.report.rightsize import resolve_rented
+from gpuwise.runtime.rates import rate_key
 
 
 def measured_gpu(m: Measurement, catalog: Catalog) -> GPU:
@@ -57,7 +58,8 @@ def fit_row(m: Measurement, gpu: GPU, progress: Callable[[str], None] | None = N
         use_correction(previous)
     if est.time is None:
         raise CalibrateError(f"{m.source}: gpuwise predicts no step time for this workload on {gpu.id}")
-    by_class = {c: float(s) for c, s in est.time.by_class_s.items()}
+    rate = rate_key(gpu, workload.precision)
+    by_class = {class_key(c, rate): float(s) for c, s in est.time.by_class_s.items()}
     measured_outside = (m.process_memory_bytes - m.peak_reserved_bytes
                         if m.process_memory_bytes is not None and m.peak_reserved_bytes is not None else None)
     return FitRow(
