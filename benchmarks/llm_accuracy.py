@@ -2,7 +2,8 @@
 DeepSpeed's estimators. Writes benchmarks/results/llm.md (run: python benchmarks/llm_accuracy.py).
 
 Published rows come from /work/shared/data/public-benchmarks/llm_memory_published.md (copied below
-with their settings); nothing here is fitted, and no number is keyed by model name.
+with their settings); no number is keyed by model name. One quantity is fitted: the length of the
+longest Alpaca sample, which LitGPT runs first and which the source does not give (see LENGTH_GRID).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpuwise.catalog import load_catalog, resolve_gpu
+from gpuwise.plan.fit import fits, usable_bytes
 from gpuwise.plan.llm import estimate_llm
 from gpuwise.workload.decoder import load_arch
 from gpuwise.memory.llm import cublas_workspace_bytes
@@ -21,14 +23,21 @@ from gpuwise.workload import Workload
 OUT = Path(__file__).resolve().parent / "results" / "llm.md"
 GB = 1e9          # LitGPT prints max_memory_allocated() / 1e9
 GIB = 2**30
-DATE = "2026-12-02"
+DATE = "2026-12-03"
 
 # LitGPT resource tables (A100-SXM4-40GB, bf16-true, AdamW, LoRA r=8 on query+value, no gradient
 # checkpointing, metric torch.cuda.max_memory_allocated). The first step runs the longest Alpaca
 # sample (LitGPT does this on purpose to fail early), padded to a micro-batch: the peak is at
-# μbs × longest tokens. The longest sample is 1.0-1.3k tokens depending on the tokenizer: we use
-# 1,200 and report the spread from 1,000 to 1,300 tokens.
-SEQ, SEQ_LO, SEQ_HI = 1200, 1000, 1300
+# μbs × longest tokens. The source does not give that length ("about 1.0-1.3k" in the data file is
+# itself unsourced), so it is fitted: the smallest length on LENGTH_GRID at which no row of the
+# training split is predicted below its measurement (the safe side), then reported on the held-out
+# rows. Training split: the phi-1.5 and StableLM-3B rows (GPT-NeoX-style tokenizers); held out:
+# every Llama-2 row (another tokenizer, another model), the OOM row and all generation rows.
+LENGTH_GRID = range(1000, 2001, 25)
+SENSITIVITY = (1000, 1200, 1300, 1500)
+# LitGPT's fine-tuning stack (finetune/lora.py, 2023-10): the LM head in 128-token chunks with a
+# chunked 16-bit cross-entropy, lora_dropout 0.05, SDPA (flash) attention.
+LITGPT_STACK = dict(logits="chunked", lora_dropout=0.05, attention="sdpa")
 PHI, STABLELM, LLAMA2 = "hf:microsoft/phi-1_5", "hf:stabilityai/stablelm-base-alpha-3b", "hf:meta-llama/Llama-2-7b-hf"
 QV = {PHI: ("q", "v"), STABLELM: ("query_key_value",), LLAMA2: ("q", "v")}
 
@@ -74,15 +83,40 @@ LITGPT_INFER = [
 ]
 
 
-def litgpt_train(row: Row, seq_len: int) -> float:
-    w = Workload(row.model, seq_len=seq_len, precision="bf16", optimizer="adamw", lora_rank=8,
-                 lora_targets=QV[row.model], **{"finetune": "lora", **row.kwargs})
-    return estimate_llm(w, double_quant=row.double_quant).memory.peak_allocated_bytes / GB
+def litgpt_workload(row: Row, seq_len: int, **overrides) -> Workload:
+    fields = {"finetune": "lora", **LITGPT_STACK, **row.kwargs, **overrides}
+    return Workload(row.model, seq_len=seq_len, precision="bf16", optimizer="adamw", lora_rank=8,
+                    lora_targets=QV[row.model], **fields)
+
+
+def litgpt_train(row: Row, seq_len: int, **overrides) -> float:
+    return estimate_llm(litgpt_workload(row, seq_len, **overrides), double_quant=row.double_quant
+                        ).memory.peak_allocated_bytes / GB
 
 
 def litgpt_infer(row: Row) -> float:
     w = Workload(row.model, seq_len=10, max_new_tokens=50, batch_size=1, precision="bf16", mode="infer", **row.kwargs)
     return estimate_llm(w, double_quant=row.double_quant).memory.peak_allocated_bytes / GB
+
+
+def is_training_row(row: Row) -> bool:
+    return row.model != LLAMA2
+
+
+def fit_length(rows: list[Row]) -> int:
+    """The smallest grid length at which no training row is predicted below its measurement."""
+    for seq in LENGTH_GRID:
+        if all(litgpt_train(r, seq) >= r.measured_gb for r in rows if is_training_row(r)):
+            return seq
+    return LENGTH_GRID[-1]
+
+
+def summary(errors: list[float]) -> str:
+    """Signed and absolute: median |error|, median signed, p90 |error|, worst under, worst over."""
+    abs_err = sorted(abs(e) for e in errors)
+    p90 = abs_err[min(len(abs_err) - 1, int(round(0.9 * (len(abs_err) - 1))))]
+    return (f"median |error| {statistics.median(abs_err):.1f}%, median signed {statistics.median(errors):+.1f}%, "
+            f"p90 |error| {p90:.1f}%, worst under {min(errors):+.1f}%, worst over {max(errors):+.1f}%")
 
 
 def pct(pred: float, meas: float) -> float:
@@ -167,44 +201,73 @@ def _figure(points: list[tuple[float, float, str]]) -> None:
 
 
 def main() -> int:
+    seq = fit_length(LITGPT_TRAIN)
     lines = [f"# LLM memory: gpuwise beside published numbers ({DATE})", "",
              "Produced by `python benchmarks/llm_accuracy.py` from gpuwise's closed form (`gpuwise.plan.llm`). "
-             "Nothing is fitted to these rows. Error = (gpuwise − measured) / measured.", ""]
+             "Error = (gpuwise − measured) / measured, signed: negative is under the measurement (unsafe).", ""]
     errors: list[float] = []
+    held_out: list[float] = []
     points: list[tuple[float, float, str]] = []      # (measured, predicted, kind) for the figure
 
     lines += ["## LitGPT fine-tuning (A100 40GB, bf16-true, LoRA r=8 on q+v, AdamW, no checkpointing)", "",
-              f"Metric: `max_memory_allocated`, decimal GB; gpuwise `peak_allocated_bytes` at {SEQ} tokens "
-              f"(range at {SEQ_LO}–{SEQ_HI} tokens, the uncertainty of the longest Alpaca sample).", "",
-              "| row | case | measured GB | gpuwise GB | error | gpuwise at 1.0k–1.3k tokens |", "|---|---|---|---|---|---|"]
+              "Metric: `max_memory_allocated`, decimal GB; gpuwise `peak_allocated_bytes` with LitGPT's stack "
+              "(`--logits chunked --lora-dropout 0.05 --attention sdpa`).", "",
+              f"**Fitted: the longest Alpaca sample = {seq} tokens** — the smallest length (25-token grid) at which "
+              "no row of the training split (phi-1.5 and StableLM-3B, 10 rows) is predicted below its measurement. "
+              "The source gives no length; the data file's \"about 1.0–1.3k\" has no source either. The fitted "
+              "length absorbs whatever the per-tensor count gets wrong for LitGPT's own code (LitGPT's RMSNorm "
+              "keeps 16-bit inputs where transformers' keeps float32; its fused QKV shares one LoRA dropout where "
+              "PEFT gives q and v one each), so it is a calibration constant, not a measured length. "
+              "Held out: every Llama-2 row (another model and tokenizer), the OOM row and the generation rows.", "",
+              f"| row | split | case | measured GB | gpuwise GB | error | at {'/'.join(str(s) for s in SENSITIVITY)} tokens |",
+              "|---|---|---|---|---|---|---|"]
     for row in LITGPT_TRAIN:
-        pred = litgpt_train(row, SEQ)
-        lo, hi = litgpt_train(row, SEQ_LO), litgpt_train(row, SEQ_HI)
+        pred = litgpt_train(row, seq)
         err = pct(pred, row.measured_gb)
         errors.append(err)
+        if not is_training_row(row):
+            held_out.append(err)
         points.append((row.measured_gb, pred, "fine-tuning"))
-        lines.append(f"| {row.ref} | {row.label} | {row.measured_gb:.2f} | {pred:.2f} | {err:+.1f}% | {lo:.2f}–{hi:.2f} |")
+        spread = " / ".join(f"{pct(litgpt_train(row, s), row.measured_gb):+.0f}%" for s in SENSITIVITY)
+        split = "train" if is_training_row(row) else "held out"
+        lines.append(f"| {row.ref} | {split} | {row.label} | {row.measured_gb:.2f} | {pred:.2f} | {err:+.1f}% | {spread} |")
     a100 = resolve_gpu(load_catalog(user_file=False), "a100-40gb-sxm4")
-    w35 = Workload(LLAMA2, batch_size=4, seq_len=SEQ, precision="bf16", optimizer="adamw", finetune="lora",
-                   lora_rank=8, lora_targets=QV[LLAMA2])
-    e35 = estimate_llm(w35, a100)
-    lines += ["", f"Row #35 (Llama-2-7B LoRA μbs4: OOM on the 40 GB A100): gpuwise predicts "
-              f"{e35.memory.peak_allocated_bytes / GB:.1f} GB allocated, {e35.memory.total_bytes / GB:.1f} GB in all "
-              f"on a {a100.memory_bytes / GB:.1f} GB GPU: {'OOM, as measured' if not e35.fits(a100) else 'fits: disagrees'}.", ""]
+    lines += ["", f"Row #35 (Llama-2-7B LoRA μbs4: OOM on the 40 GB A100), with the default 5% headroom "
+              f"({usable_bytes(a100) / GB:.1f} GB usable of {a100.visible_memory_bytes / GB:.1f} GB):", "",
+              "| length | allocated GB | total GB | upper GB | fits (upper side) |", "|---|---|---|---|---|"]
+    for length in sorted({1000, 1200, seq}):
+        m = estimate_llm(litgpt_workload(Row("#35", "", LLAMA2, 0.0, dict(batch_size=4)), length), a100).memory
+        verdict = "yes: disagrees with the OOM" if fits(m.total_upper_bytes, a100) else "no, as measured"
+        lines.append(f"| {length} | {m.peak_allocated_bytes / GB:.1f} | {m.total_bytes / GB:.1f} | "
+                     f"{m.total_upper_bytes / GB:.1f} | {verdict} |")
 
-    lines += ["## LitGPT generation (A100, bf16-true, ~10-token prompt, 50 new tokens, batch 1)", "",
-              "| row | case | measured GB | gpuwise GB | error |", "|---|---|---|---|---|"]
+    lines += ["", "## LitGPT generation (A100, bf16-true, ~10-token prompt, 50 new tokens, batch 1; all held out)", "",
+              "Quantized rows include the loading transient (`gpuwise.memory.llm.quantize_on_load_bytes`: one "
+              "vocabulary × hidden matrix in 16-bit beside its quantized copy). Its form was read off these rows "
+              "(no constant fitted); the last column shows the error without it.", "",
+              "| row | case | measured GB | gpuwise GB | error | without the load term |", "|---|---|---|---|---|---|"]
     for row in LITGPT_INFER:
         pred = litgpt_infer(row)
         err = pct(pred, row.measured_gb)
         errors.append(err)
+        held_out.append(err)
         points.append((row.measured_gb, pred, "generation"))
-        lines.append(f"| {row.ref} | {row.label} | {row.measured_gb:.2f} | {pred:.2f} | {err:+.1f}% |")
-    abs_err = sorted(abs(e) for e in errors)
-    p90 = abs_err[min(len(abs_err) - 1, int(round(0.9 * (len(abs_err) - 1))))]
-    lines += ["", f"**Summary over the {len(errors)} measurements with known settings:** median |error| "
-              f"{statistics.median(abs_err):.1f}%, p90 {p90:.1f}%, worst {abs_err[-1]:.1f}% "
-              f"(target: median < 10%).", "", f"![gpuwise vs LitGPT]({FIGURE.name})", ""]
+        without = "–"
+        if row.kwargs.get("quant"):
+            from gpuwise.memory.llm import quantize_on_load_bytes
+
+            w = Workload(row.model, seq_len=10, max_new_tokens=50, batch_size=1, precision="bf16", mode="infer",
+                         **row.kwargs)
+            load = quantize_on_load_bytes(load_arch(row.model), w, double_quant=row.double_quant) / GB
+            without = f"{pct(pred - load, row.measured_gb):+.1f}%"
+        lines.append(f"| {row.ref} | {row.label} | {row.measured_gb:.2f} | {pred:.2f} | {err:+.1f}% | {without} |")
+    nontrivial = [e for e, r in zip(errors, LITGPT_TRAIN + LITGPT_INFER) if r.kwargs or r in LITGPT_TRAIN]
+    lines += ["", f"**All {len(errors)} rows with known settings:** {summary(errors)}.", "",
+              f"**Held out ({len(held_out)} rows):** {summary(held_out)}.", "",
+              f"**Without the 3 bf16 generation rows** (weights × 2, right by construction; "
+              f"{len(nontrivial)} rows): {summary(nontrivial)}.", "",
+              "Target (issue 15): median |error| ≤ 5%, no row more than 5% under, the OOM row not predicted to fit.", "",
+              f"![gpuwise vs LitGPT]({FIGURE.name})", ""]
     _figure(points)
 
     lines += ["## DeepSpeed's model-state estimators vs gpuwise (AMP, AdamW, per GPU, GiB)", "",

@@ -8,6 +8,9 @@ Each workload runs in a fresh Python process (so torch.cuda.max_memory_* and NVM
 the model is built with random weights straight on the device (torchvision builders, transformers
 configs shipped in src/gpuwise/workload/configs: no download), with the inputs and loss gpuwise's
 tracer uses (gpuwise.workload.spec_builders), then ``--warmup`` steps and ``--steps`` timed steps.
+The suite covers the software stack too: transformers' attention implementation
+(``attn_implementation``), torch.optim's foreach / fused / for-loop and ``zero_grad(set_to_none=False)``
+(Workload.attention, optimizer_impl, keep_grads).
 Recorded per workload: torch.cuda.max_memory_allocated / max_memory_reserved over all steps,
 NVML memory of the process (and of the device, before and after), median step time. One JSON
 file per GPU is written to --out, with GPU name, driver, CUDA and torch versions.
@@ -60,7 +63,20 @@ SUITE: list[tuple[str, dict]] = [
     ("gpt2-medium-s1024-bs4-ampbf16-adamw", dict(model="hf:gpt2-medium", batch_size=4, seq_len=1024, precision="amp-bf16", optimizer="adamw")),
     ("llama-1b-s1024-bs4-ampbf16-adamw", dict(model="hf:meta-llama/Llama-3.2-1B", batch_size=4, seq_len=1024, precision="amp-bf16", optimizer="adamw")),
     ("llama-1b-s1024-bs4-bf16-adamw", dict(model="hf:meta-llama/Llama-3.2-1B", batch_size=4, seq_len=1024, precision="bf16", optimizer="adamw")),
+    # The software stack (issue 15): attention implementation, optimizer implementation, keep-grads.
+    ("bert-large-s512-bs1-fp32-adamw", dict(model="hf:bert-large-uncased", batch_size=1, seq_len=512, optimizer="adamw")),
+    ("bert-large-s512-bs1-fp32-adamw-eager", dict(model="hf:bert-large-uncased", batch_size=1, seq_len=512, optimizer="adamw", attention="eager")),
+    ("bert-large-s512-bs4-fp32-adamw-eager", dict(model="hf:bert-large-uncased", batch_size=4, seq_len=512, optimizer="adamw", attention="eager")),
+    ("bert-large-s512-bs1-fp32-adamw-fused-eager", dict(model="hf:bert-large-uncased", batch_size=1, seq_len=512, optimizer="adamw", attention="eager", optimizer_impl="fused")),
+    ("bert-large-s512-bs4-fp32-adamw-fused-eager", dict(model="hf:bert-large-uncased", batch_size=4, seq_len=512, optimizer="adamw", attention="eager", optimizer_impl="fused")),
+    ("bert-base-s128-bs32-ampfp16-adamw-fused", dict(model="hf:bert-base-uncased", batch_size=32, seq_len=128, precision="amp-fp16", optimizer="adamw", optimizer_impl="fused")),
+    ("bert-base-s128-bs32-ampfp16-adamw-forloop", dict(model="hf:bert-base-uncased", batch_size=32, seq_len=128, precision="amp-fp16", optimizer="adamw", optimizer_impl="for-loop")),
+    ("bert-base-s128-bs32-ampfp16-adamw-keepgrads", dict(model="hf:bert-base-uncased", batch_size=32, seq_len=128, precision="amp-fp16", optimizer="adamw", keep_grads=True)),
+    ("gpt2-s1024-bs8-ampbf16-adamw-eager", dict(model="hf:gpt2", batch_size=8, seq_len=1024, precision="amp-bf16", optimizer="adamw", attention="eager")),
 ]
+# transformers' attn_implementation for Workload.attention (flash2 needs the flash-attn package).
+ATTN_IMPLEMENTATION = {"sdpa": "sdpa", "eager": "eager", "flash2": "flash_attention_2"}
+OPTIMIZER_IMPL_FLAGS = {"foreach": {"foreach": True}, "fused": {"fused": True}, "for-loop": {"foreach": False}}
 
 DRY_BATCH, DRY_SEQ, DRY_IMAGE = 2, 16, 64
 
@@ -97,7 +113,7 @@ def _build(fields: dict, dry_run: bool, device):
             config = transformers.AutoConfig.for_model(model_type, **cfg)
             auto = type(built.module)
             transformers.logging.set_verbosity_error()
-            module = auto._from_config(config)
+            module = auto._from_config(config, attn_implementation=ATTN_IMPLEMENTATION[workload.attention])
     if workload.grad_checkpointing and hasattr(module, "gradient_checkpointing_enable"):
         module.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     return workload, module, built
@@ -136,19 +152,20 @@ def _batch(built, training: bool, device, dry_run_vocab: int | None, float_dtype
     return tuple(fix(a) for a in args), {k: fix(v) for k, v in kwargs.items()}
 
 
-def _optimizer(name: str, params):
+def _optimizer(name: str, params, impl: str = "foreach"):
     import torch
 
+    flags = OPTIMIZER_IMPL_FLAGS[impl]
     if name == "none":
         return None
     if name == "sgd":
-        return torch.optim.SGD(params, lr=1e-3)
+        return torch.optim.SGD(params, lr=1e-3, **flags)
     if name == "momentum":
-        return torch.optim.SGD(params, lr=1e-3, momentum=0.9)
+        return torch.optim.SGD(params, lr=1e-3, momentum=0.9, **flags)
     if name == "adam":
-        return torch.optim.Adam(params, lr=1e-4)
+        return torch.optim.Adam(params, lr=1e-4, **flags)
     if name == "adamw":
-        return torch.optim.AdamW(params, lr=1e-4)
+        return torch.optim.AdamW(params, lr=1e-4, **flags)
     raise SystemExit(f"measure.py: optimizer {name!r} is not in the measured suite")
 
 
@@ -176,7 +193,8 @@ def run_worker(fields: dict, dry_run: bool, warmup: int, steps: int) -> dict:
         module = module.to(memory_format=torch.channels_last)
     training = workload.mode == "train"
     module.train(training)
-    opt = _optimizer(workload.optimizer, [p for p in module.parameters() if p.requires_grad]) if training else None
+    opt = (_optimizer(workload.optimizer, [p for p in module.parameters() if p.requires_grad], workload.optimizer_impl)
+           if training else None)
     amp_dtype = {"amp-fp16": torch.float16, "amp-bf16": torch.bfloat16}.get(precision)
     scaler = torch.amp.GradScaler(device, enabled=precision == "amp-fp16" and not dry_run)
     autocast_device = "cpu" if dry_run else "cuda"
@@ -200,9 +218,9 @@ def run_worker(fields: dict, dry_run: bool, warmup: int, steps: int) -> dict:
         if opt is not None:
             scaler.step(opt)
             scaler.update()
-            opt.zero_grad(set_to_none=True)
+            opt.zero_grad(set_to_none=not workload.keep_grads)
         else:
-            module.zero_grad(set_to_none=True)
+            module.zero_grad(set_to_none=not workload.keep_grads)
 
     def sync() -> None:
         if not dry_run:

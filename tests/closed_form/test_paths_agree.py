@@ -60,3 +60,12 @@ def test_closed_form_matches_the_trace_of_a_small_moe_under_the_tracers_routing(
     assert worst.memory.peak_allocated_bytes == pytest.approx(traced.peak_allocated_bytes, rel=0.15)
     balanced = estimate_llm(w).memory.peak_allocated_bytes
     assert balanced < traced.peak_allocated_bytes
+
+
+@pytest.mark.parametrize("attention", ["eager", "sdpa"])
+def test_closed_form_attention_matches_the_trace_of_a_small_llama(llama_spec, attention):
+    w = Workload(llama_spec, batch_size=2, seq_len=512, precision="bf16", optimizer="adamw", finetune="lora",
+                 attention=attention)
+    _, traced = _traced(w)
+    closed = estimate_llm(w)
+    assert closed.memory.peak_allocated_bytes == pytest.approx(traced.peak_allocated_bytes, rel=0.10)

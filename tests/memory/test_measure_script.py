@@ -23,6 +23,24 @@ def test_suite_covers_the_required_workloads():
     assert {r.get("precision", "fp32") for r in rows} >= {"fp32", "amp-fp16", "amp-bf16"}
     assert {r.get("optimizer") for r in rows} >= {"sgd", "momentum", "adamw"}
     assert {r.get("seq_len") for r in rows if "bert" in r["model"]} >= {128, 512}
+    # the stack inputs that move the peak (issue 15)
+    assert {r.get("attention", "sdpa") for r in rows} >= {"sdpa", "eager"}
+    assert {r.get("optimizer_impl", "foreach") for r in rows} >= {"foreach", "fused", "for-loop"}
+    assert any(r.get("keep_grads") for r in rows)
+    eager_large = {r["batch_size"] for r in rows if r["model"] == "hf:bert-large-uncased" and r.get("attention") == "eager"}
+    assert eager_large >= {1, 4}
+
+
+@pytest.mark.slow
+def test_dry_run_honours_the_stack_inputs(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--dry-run", "--only", "bert-base-s128-bs32-ampfp16-adamw-keepgrads,"
+         "bert-large-s512-bs1-fp32-adamw-fused-eager", "--warmup", "1", "--steps", "1", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads((tmp_path / "cpu-dry-run.json").read_text())
+    assert [r["status"] for r in doc["results"]] == ["ok", "ok"], [r.get("error") for r in doc["results"]]
 
 
 @pytest.mark.slow

@@ -93,6 +93,8 @@ OptimizerImplOpt = Annotated[str, typer.Option("--optimizer-impl", help="foreach
 KeepGradsOpt = Annotated[bool, typer.Option("--keep-grads", help="zero_grad(set_to_none=False): gradients stay allocated between steps.")]
 InputRateOpt = Annotated[Optional[float], typer.Option("--input-rate", help="Samples/s the input pipeline delivers (default: synthetic data, no limit).")]
 EngineOpt = Annotated[str, typer.Option("--engine", help="LLM inference engine: hf (generate, eager; default) or vllm.")]
+LogitsOpt = Annotated[str, typer.Option("--logits", help="LLM loss: fp32 (default: transformers upcasts the logits), chunked (LitGPT's chunked cross-entropy), fused (Liger).")]
+LoraDropoutOpt = Annotated[float, typer.Option("--lora-dropout", help="LoRA dropout (default 0.05, as LitGPT/QLoRA/TRL recipes; 0 keeps no mask or copy).")]
 
 
 def build_workload(
@@ -121,6 +123,8 @@ def build_workload(
     keep_grads: bool = False,
     input_rate: float | None = None,
     engine: str = "hf",
+    logits: str = "fp32",
+    lora_dropout: float = 0.05,
 ) -> Workload:
     targets = tuple(t.strip() for t in lora_targets.split(",") if t.strip()) if lora_targets else ()
     return Workload(
@@ -129,7 +133,7 @@ def build_workload(
         grad_accum_steps=grad_accum, finetune=finetune, lora_rank=lora_rank, lora_targets=targets, quant=quant,
         max_new_tokens=max_new_tokens, num_gpus=num_gpus, sharding=sharding, offload=offload,
         attention=attention, compile=compile, optimizer_impl=optimizer_impl, keep_grads=keep_grads,
-        input_rate=input_rate, engine=engine,
+        input_rate=input_rate, engine=engine, logits=logits, lora_dropout=lora_dropout,
     )
 
 

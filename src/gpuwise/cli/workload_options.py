@@ -39,6 +39,8 @@ WORKLOAD_OPTIONS: dict[str, tuple[Any, Any]] = {
     "keep_grads": (c.KeepGradsOpt, False),
     "input_rate": (c.InputRateOpt, None),
     "engine": (c.EngineOpt, "hf"),
+    "logits": (c.LogitsOpt, "fp32"),
+    "lora_dropout": (c.LoraDropoutOpt, 0.05),
 }
 
 

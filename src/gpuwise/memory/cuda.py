@@ -47,7 +47,8 @@ _ITEMSIZE = {
 }
 
 # CUDA context + the cuBLAS / cuDNN kernels a step loads lazily, in MiB, CUDA 12, as nvidia-smi
-# shows them for a PyTorch process (typical published figures; see docs/memory.md).
+# shows them for a PyTorch process: estimates without a primary source (docs/memory.md, "Where each
+# constant comes from"); memory/uncertainty.py adds their spread to the upper side.
 _CONTEXT_MIB = {"pascal": 300, "turing": 300, "volta": 310, "ampere": 360, "ada": 380, "hopper": 500, "blackwell": 560}
 _CUBLAS_MODULES_MIB = 64
 _CUDNN_MODULES_MIB = 128
