@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 
 import typer
@@ -85,7 +86,41 @@ def _modules_for(argv: list[str]) -> list[str] | None:
     return [m for m, commands in COMMAND_MODULES.items() if words[0] in commands] or None
 
 
+class _OneLine(logging.Formatter):
+    """``gpuwise: warning: …``: library warnings read like the CLI's own lines, escape sequences removed."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        from gpuwise.text import printable
+
+        return f"gpuwise: {record.levelname.lower()}: {printable(record.getMessage())}"
+
+
+class _Stderr(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is when a record comes (tests and notebooks swap it)."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value) -> None:
+        pass
+
+
+def _log_to_stderr() -> None:
+    """The library reports through ``logging`` (the ``gpuwise`` loggers); the command shows WARNING and up."""
+    logger = logging.getLogger("gpuwise")
+    if not any(getattr(h, "_gpuwise_cli", False) for h in logger.handlers):
+        handler = _Stderr()
+        handler.setFormatter(_OneLine())
+        handler._gpuwise_cli = True
+        logger.addHandler(handler)
+        logger.setLevel(logging.WARNING)
+        logger.propagate = False
+
+
 def main(argv: list[str] | None = None) -> None:
+    _log_to_stderr()
     modules = _modules_for(sys.argv[1:] if argv is None else argv)
     if modules is not None:
         app._lazy = True

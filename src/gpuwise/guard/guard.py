@@ -14,6 +14,8 @@ loops that need more control.
 
 from __future__ import annotations
 
+import logging
+
 import collections
 import os
 import sys
@@ -39,6 +41,8 @@ from gpuwise.guard.sampler import ResumableDataLoader
 from gpuwise.guard.storage import is_network_fs, low_space_warning
 from gpuwise.runlog import RunLog
 
+
+log = logging.getLogger(__name__)
 
 class Guard:
     """Checkpoints, resume, preemption and OOM recovery around one model and optimizer.
@@ -489,8 +493,10 @@ class Guard:
             self.run_log.log_event(kind, message, t_s=t_s)
 
     def _say(self, message: str) -> None:
+        """What a person watching the run should know (``verbose``; rank 0 only): the ``gpuwise.guard``
+        logger, at WARNING, so it shows even where the training script configured no logging."""
         if self.verbose and self.info.is_writer:
-            print(f"gpuwise.guard: {message}", file=sys.stderr, flush=True)
+            log.warning("%s", message)
 
     def _flush_log(self) -> None:
         if self.run_log is not None:

@@ -13,12 +13,13 @@ the run log or the report: those failures are warnings on stderr.
 
 from __future__ import annotations
 
+import logging
+
 import json
 import os
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -30,6 +31,8 @@ from gpuwise import __version__
 from gpuwise.monitor.backend import Backend, NoDriverError, open_backend
 from gpuwise.monitor.hook import HOOK_DIR, RUNLOG_ENV
 from gpuwise.monitor.sampler import Sampler, check_interval_s, open_run_log
+
+logger = logging.getLogger(__name__)
 
 _NOT_FORWARDED = {signal.SIGKILL, signal.SIGSTOP, signal.SIGCHLD, signal.SIGPIPE, signal.SIGSEGV, signal.SIGBUS,
                   signal.SIGFPE, signal.SIGILL, signal.SIGABRT, signal.SIGTRAP, signal.SIGSYS, signal.SIGTTIN,
@@ -59,12 +62,12 @@ def default_log_path() -> Path:
     return Path(f"gpuwise-run-{time.strftime('%Y%m%d-%H%M%S')}.db")
 
 
-def _warn(announce: IO | None, what: str, exc: BaseException) -> None:
+def _warn(announce: bool, what: str, exc: BaseException) -> None:
     if announce:
-        print(f"gpuwise: warning: {what}: {exc}", file=announce, flush=True)
+        logger.warning("%s: %s", what, exc)
 
 
-def _best_effort(announce: IO | None, what: str, action: Callable[[], Any]) -> None:
+def _best_effort(announce: bool, what: str, action: Callable[[], Any]) -> None:
     """Run ``action``; a failure (a full disk under the run log, a backend gone) is a warning, never the
     end of the run: the command's exit code matters more than our bookkeeping."""
     try:
@@ -81,12 +84,13 @@ def run_command(
     torch_hook: bool = False,
     backend: Backend | None = None,
     child_stdout: IO | int | None = None,
-    announce: IO | None = sys.stderr,
+    announce: bool = True,
     workload: dict | None = None,
 ) -> RunResult:
     """Runs ``cmd`` to its end while sampling; returns its exit code and the log. ``backend`` None: NVML
     (or $GPUWISE_MONITOR_BACKEND); without a driver the command still runs, unsampled. Bad input (an
-    interval, a log path that cannot be written) is a MonitorError before the command starts. ``workload``:
+    interval, a log path that cannot be written) is a MonitorError before the command starts. Warnings go
+    to the ``gpuwise.monitor`` logger (``announce`` False: none). ``workload``:
     the job as ``Workload.to_dict()``, recorded as meta ``workload`` (report and calibrate read it)."""
     interval_s = check_interval_s(interval_s)
     log = Path(log_path) if log_path else default_log_path()
@@ -98,7 +102,7 @@ def run_command(
         except NoDriverError as exc:
             no_driver = str(exc)
             if announce:
-                print(f"gpuwise: {exc}: running the command without GPU sampling", file=announce, flush=True)
+                logger.warning("%s: running the command without GPU sampling", exc)
     meta: dict[str, object] = {"command": cmd, "host": socket.gethostname(), "start_t_s": time.time(),
                                "gpuwise_version": __version__, "interval_s": interval_s,
                                "backend": backend.name if backend else "none"}
@@ -125,7 +129,7 @@ def run_command(
         _best_effort(announce, "run log not written", lambda: runlog.log_event("exit", message))
         _best_effort(announce, "run log not closed", runlog.close)
         if announce:
-            print(f"gpuwise: cannot run {cmd[0]!r}: {exc.strerror or exc}", file=announce)
+            logger.error("cannot run %r: %s", cmd[0], exc.strerror or exc)
         return RunResult(127 if isinstance(exc, FileNotFoundError) else 126, log, False, no_driver)
     forwarder.started(child.pid)
     _best_effort(announce, "run log meta not written", lambda: runlog.set_meta("pid", child.pid))

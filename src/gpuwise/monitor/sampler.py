@@ -8,9 +8,10 @@ Memory stays bounded however long the run: samples go to disk (the run log) and 
 
 from __future__ import annotations
 
+import logging
+
 import math
 import sqlite3
-import sys
 import threading
 import time
 from collections import deque
@@ -21,6 +22,8 @@ from gpuwise.monitor.backend import Backend, MonitorError
 from gpuwise.monitor.procs import process_tree
 from gpuwise.monitor.sample import GpuSample
 from gpuwise.runlog import RunLog
+
+log = logging.getLogger(__name__)
 
 MIN_INTERVAL_S = 0.1  # 10 Hz: NVML's utilisation counters themselves update no faster than this
 PID_REFRESH_S = 1.0
@@ -115,13 +118,13 @@ class Sampler:
                 self._give_up_writing(exc)
             elif not self._warned_locked:  # another writer held the file too long: this sample is skipped
                 self._warned_locked = True
-                print(f"gpuwise: warning: run log busy, a sample was skipped: {exc}", file=sys.stderr)
+                log.warning("run log busy, a sample was skipped: %s", exc)
         except Exception as exc:  # a full disk must not kill the job being watched
             self._give_up_writing(exc)
 
     def _give_up_writing(self, exc: Exception) -> None:
         self.write_error = exc
-        print(f"gpuwise: warning: run log write failed, sampling goes on without it: {exc}", file=sys.stderr)
+        log.warning("run log write failed, sampling goes on without it: %s", exc)
 
     # -- the thread ------------------------------------------------------------------------------
     def start(self) -> "Sampler":
@@ -135,7 +138,7 @@ class Sampler:
             try:
                 self.sample_once()
             except Exception as exc:  # never let a sampling bug take the watched job down
-                print(f"gpuwise: sampling failed: {exc}", file=sys.stderr)
+                log.error("sampling failed: %s", exc)
             next_s += self.interval_s
             delay = next_s - time.monotonic()
             if delay < 0:  # fell behind (slow NVML): skip, do not burst

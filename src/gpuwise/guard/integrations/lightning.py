@@ -16,6 +16,8 @@ gpuwise's test suite because Lightning is not installed there.)
 
 from __future__ import annotations
 
+import logging
+
 import os
 import sys
 from pathlib import Path
@@ -25,6 +27,8 @@ from gpuwise.guard.checkpoint import CheckpointStore
 from gpuwise.guard.errors import GuardError
 from gpuwise.guard.preemption import EXIT_RESTART, PreemptionHandler
 from gpuwise.runlog import RunLog
+
+log = logging.getLogger("gpuwise.guard")
 
 CKPT_FILE = "state.ckpt"
 
@@ -101,7 +105,7 @@ class GuardLightningCallback(_Base):  # type: ignore[misc,valid-type]
                 err = self.store.save_failed(step, exc)
                 if self.run_log is not None:
                     self.run_log.log_event("checkpoint_failed", str(err))
-                print(f"gpuwise.guard: {err}", file=sys.stderr)
+                log.warning("%s", err)
         trainer.strategy.barrier("gpuwise_guard_committed")
 
     def _agree(self, trainer: Any, flag: bool) -> bool:
@@ -128,5 +132,5 @@ def latest_verified_checkpoint(directory: str | os.PathLike) -> str | None:
     """For ``trainer.fit(..., ckpt_path=...)``: the newest checkpoint that verifies, or None."""
     ckpt, skipped = CheckpointStore(directory).latest()
     for s in skipped:
-        print(f"gpuwise.guard: skipped {s.path.name}: {s.reason}", file=sys.stderr)
+        log.warning("skipped %s: %s", s.path.name, s.reason)
     return str(Path(ckpt.path) / CKPT_FILE) if ckpt else None
