@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from gpuwise.cli.common import JsonOpt, check_option, console, err_console, print_json
+from gpuwise.cli.calibrate import NoUserCalibrationOpt, use_user_calibration
 from gpuwise.cli.workload_options import workload_from, workload_options
 
 IntervalOpt = Annotated[float, typer.Option("--interval", help="Seconds between samples (0.1 = 10 Hz, the fastest).")]
@@ -118,6 +119,7 @@ def register(app: typer.Typer) -> None:
         gpu_price: Annotated[Optional[str], typer.Option("--gpu-price", help="Price per GPU-hour paid, for the report.")] = None,
         provider: Annotated[Optional[str], typer.Option("--provider", help="Compare prices of this provider only.")] = None,
         model: Annotated[Optional[str], typer.Option("--model", help="The job's model (as for estimate, with the same workload options): the run log records the workload, the report compares the run with gpuwise's prediction, and `gpuwise calibrate` learns from it.")] = None,
+        no_user_calibration: NoUserCalibrationOpt = False,
         json_out: JsonOpt = False,
         *,
         workload_kwargs: dict,
@@ -140,6 +142,7 @@ def register(app: typer.Typer) -> None:
                 from gpuwise.report.build import build_report
                 from gpuwise.units import parse_money
 
+                use_user_calibration(not no_user_calibration)   # a damaged file: no report, the run stands
                 report = build_report(result.log_path, load_catalog(), provider=provider,
                                       gpu_price=parse_money(gpu_price) if gpu_price else None)
             except Exception as exc:  # the command's exit code matters more than our report: a warning
