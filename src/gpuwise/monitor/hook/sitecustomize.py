@@ -2,9 +2,10 @@
 
 At exit, if the process used CUDA through PyTorch, it records per device ``torch.cuda.max_memory_allocated``
 (what tensors needed) and ``max_memory_reserved`` (what the caching allocator held) as one ``torch_memory``
-event in the run log named by $GPUWISE_RUNLOG, with the torch and CUDA versions and the GPU's name. Stdlib only (the child's Python may lack gpuwise); never
-imports torch itself, never raises; a process killed by a signal records nothing. Afterwards it runs the
-``sitecustomize`` it shadows, if any (Debian's, a virtualenv's).
+event in the run log named by $GPUWISE_RUNLOG, with the torch and CUDA versions and the GPU's name.
+Stdlib only (the child's Python may lack gpuwise); never imports torch itself, never raises; a process
+killed by a signal records nothing. Afterwards it runs the ``sitecustomize`` it shadows, if any (Debian's,
+a virtualenv's).
 """
 
 import atexit
