@@ -39,9 +39,9 @@ def cache(tmp_path, monkeypatch):
     root = hub_cache(tmp_path / "hub", DISTILL, DISTILL_CONFIG)
     monkeypatch.setenv("HF_HUB_CACHE", str(root))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    hub._hub_config_path.cache_clear()
+    hub._hub_config.cache_clear()
     yield root
-    hub._hub_config_path.cache_clear()
+    hub._hub_config.cache_clear()
 
 
 def test_a_hub_model_without_a_shipped_config_resolves_from_the_users_hub_cache(cache):
@@ -63,7 +63,7 @@ def test_estimate_of_a_hub_model_runs_offline_from_the_cache(cache):
 
 def test_offline_and_not_cached_is_refused_naming_the_model_and_why(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty"))
-    hub._hub_config_path.cache_clear()
+    hub._hub_config.cache_clear()
     with pytest.raises(WorkloadError, match="DeepSeek-R1-Distill-Qwen-7B.*HF_HUB_OFFLINE"):
         resolve_model_spec(f"hf:{DISTILL}")
 
@@ -73,23 +73,33 @@ def test_a_gated_model_says_how_to_log_in(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty"))
     monkeypatch.delenv("HF_HUB_OFFLINE")
     monkeypatch.setattr(hub, "probe", lambda repo_id, revision=None: "gated")
-    hub._hub_config_path.cache_clear()
+    hub._hub_config.cache_clear()
     with pytest.raises(WorkloadError) as info:
         resolve_model_spec("hf:meta-llama/Llama-Guard-3-8B")
     assert "gated" in str(info.value) and "huggingface-cli login" in str(info.value) and "HF_TOKEN" in str(info.value)
-    hub._hub_config_path.cache_clear()
+    hub._hub_config.cache_clear()
 
 
 def test_an_unreachable_hub_falls_back_to_the_shipped_configs(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty"))
     monkeypatch.delenv("HF_HUB_OFFLINE")
     monkeypatch.setattr(hub, "probe", lambda repo_id, revision=None: None)
-    hub._hub_config_path.cache_clear()
+    hub._hub_config.cache_clear()
     # A fine-tune shares its base model's architecture: the shipped base config answers.
     assert load_config("hf:Qwen/Qwen2.5-7B-Instruct")["hidden_size"] == 3584
-    hub._hub_config_path.cache_clear()
+    hub._hub_config.cache_clear()
 
 
 def test_a_shipped_config_is_used_without_looking_at_the_hub(monkeypatch):
     monkeypatch.setattr(hub, "hub_config_path", lambda *a, **k: pytest.fail("asked the Hub for a shipped model"))
     assert resolve_model_spec("hf:Qwen/Qwen2.5-7B").hf_config["hidden_size"] == 3584
+
+
+def test_an_unreachable_hub_is_named_as_the_reason_a_model_is_unknown(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty"))
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.setattr(hub, "probe", lambda repo_id, revision=None: None)
+    hub._hub_config.cache_clear()
+    with pytest.raises(WorkloadError, match="the Hub could not be reached"):
+        resolve_model_spec(f"hf:{DISTILL}")
+    hub._hub_config.cache_clear()

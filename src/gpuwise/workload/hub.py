@@ -40,47 +40,52 @@ def offline() -> bool:
 def hub_config_path(repo_id: str, revision: str | None = None) -> Path | None:
     """The local path of ``repo_id``'s config.json (downloaded into the Hub cache if need be), or None.
 
-    None: not cached and offline, not on the Hub, or the Hub unreachable. Raises WorkloadError for a
-    gated repo the user has no access to, with how to log in.
+    None: not cached and offline, not on the Hub, or the Hub unreachable (``hub_config`` says which).
+    Raises WorkloadError for a gated repo the user has no access to, with how to log in.
     """
+    return hub_config(repo_id, revision)[0]
+
+
+def hub_config(repo_id: str, revision: str | None = None) -> tuple[Path | None, str]:
+    """(path or None, why): why is "found", or what kept it from being found, in words for a message."""
     if not looks_like_repo_id(repo_id):
-        return None
-    return _hub_config_path(repo_id, revision, os.environ.get("HF_HUB_CACHE"), offline())
+        return None, "not a Hub repo id (ORG/NAME)"
+    return _hub_config(repo_id, revision, os.environ.get("HF_HUB_CACHE"), offline())
 
 
 @lru_cache(maxsize=64)
-def _hub_config_path(repo_id: str, revision: str | None, cache_dir: str | None, is_offline: bool) -> Path | None:
+def _hub_config(repo_id: str, revision: str | None, cache_dir: str | None, is_offline: bool) -> tuple[Path | None, str]:
     from huggingface_hub import try_to_load_from_cache
 
     cached = try_to_load_from_cache(repo_id, CONFIG_FILE, cache_dir=cache_dir, revision=revision)
     if isinstance(cached, str):
-        return Path(cached)
+        return Path(cached), "found"
     if is_offline:
-        return None
+        return None, "not in the Hub cache, and HF_HUB_OFFLINE is set"
     return _download(repo_id, revision, cache_dir)
 
 
-def _download(repo_id: str, revision: str | None, cache_dir: str | None) -> Path | None:
+def _download(repo_id: str, revision: str | None, cache_dir: str | None) -> tuple[Path | None, str]:
     from huggingface_hub import hf_hub_download
     from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError
 
     status = probe(repo_id, revision)
     if status is None:
         log.info("the Hub is unreachable: %s resolves from the shipped configs only", repo_id)
-        return None
+        return None, "not in the Hub cache, and the Hub could not be reached"
     if status == "gated":
         raise WorkloadError(f"hf:{repo_id} is a gated model: {LOGIN_HINT}")
     if status == "missing":
-        return None
+        return None, "not found on the Hub"
     try:
-        return Path(hf_hub_download(repo_id, CONFIG_FILE, revision=revision, cache_dir=cache_dir))
+        return Path(hf_hub_download(repo_id, CONFIG_FILE, revision=revision, cache_dir=cache_dir)), "found"
     except GatedRepoError:
         raise WorkloadError(f"hf:{repo_id} is a gated model: {LOGIN_HINT}") from None
     except RepositoryNotFoundError:
-        return None
+        return None, "not found on the Hub"
     except (HfHubHTTPError, OSError, ValueError) as exc:
         log.info("could not fetch %s from the Hub: %s", repo_id, exc)
-        return None
+        return None, f"its config.json could not be fetched from the Hub ({type(exc).__name__})"
 
 
 def probe(repo_id: str, revision: str | None = None) -> str | None:

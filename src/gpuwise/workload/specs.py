@@ -230,16 +230,15 @@ def _resolve_hf(spec: str, name: str) -> ModelSpec:
     exact = _find_shipped(name, exact_only=True)
     if exact is not None:
         return _hf_from_file(spec, exact)
-    from gpuwise.workload.hub import hub_config_path, offline
+    from gpuwise.workload.hub import hub_config
 
-    hub = hub_config_path(name)
+    hub, why = hub_config(name)
     if hub is not None:
         return _hf_from_file(spec, hub, canonical=f"hf:{name}")
     shipped = _find_shipped(name)
     if shipped is None:
         choices = [f"hf:{n}" for n in _shipped_configs()]
-        where = "not in the Hub cache and HF_HUB_OFFLINE is set" if offline() else "not found on the Hub"
-        raise WorkloadError(f"unknown model hf:{name} ({where}, no shipped config)"
+        raise WorkloadError(f"unknown model hf:{name} ({why}; no shipped config)"
                             f"{did_you_mean('hf:' + name, choices)}; pass hf:path/to/config.json for others")
     return _hf_from_file(spec, shipped)
 
