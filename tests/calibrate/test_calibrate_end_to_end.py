@@ -15,7 +15,7 @@ import pytest
 
 from gpuwise.calibrate import load, user_calibration_path
 from gpuwise.calibrate.fit import class_key
-from tests.calibrate.helpers import GIB, replay_frames, write_model, write_train_script
+from tests.calibrate.helpers import GIB, replay_frames, synthetic_log, write_model, write_train_script
 
 pytestmark = pytest.mark.slow   # a real training job in a subprocess, traced predictions
 
@@ -65,15 +65,31 @@ def test_a_guarded_run_records_its_workload_and_measurements(guarded_run):
 
 
 def test_report_prints_predicted_vs_measured_with_the_signed_error(guarded_run, gpuwise):
-    _spec, log, _ = guarded_run
-    r = gpuwise("report", log)
+    spec, log, _ = guarded_run
+    workload = ("--model", spec, "--batch-size", "16", "--precision", "fp32")
+    r = gpuwise("report", log, *workload)
     assert r.returncode == 0, r.stderr
     assert "Predicted vs measured on rtx-4090" in r.stdout
-    j = json.loads(gpuwise("report", log, "--json").stdout)
+    j = json.loads(gpuwise("report", log, *workload, "--json").stdout)
     step = next(f for f in j["predicted_vs_measured"]["figures"] if f["name"] == "step time")
     assert step["signed_error"] == pytest.approx((step["predicted"] - step["measured"]) / step["measured"])
     total = next(f for f in j["predicted_vs_measured"]["figures"] if f["name"] == "nvidia-smi total")
     assert total["measured"] == 3 * GIB
+    assert j["right_sizing"]["method"] == "time predictor"
+
+
+def test_report_never_runs_a_local_model_file_on_the_logs_word(guarded_run, gpuwise):
+    _spec, log, _ = guarded_run
+    j = json.loads(gpuwise("report", log, "--json").stdout)
+    assert j["predicted_vs_measured"] is None
+    assert any("local model file" in n and "--model" in n for n in j["notes"])
+
+
+def test_report_compares_a_public_model_the_log_records_without_model(gpuwise, tmp_path):
+    workload = {"model": "torchvision:resnet18", "batch_size": 4, "image_size": 64, "precision": "amp-fp16"}
+    log = synthetic_log(tmp_path / "r18.db", workload=workload, step_time_s=0.01)
+    j = json.loads(gpuwise("report", log, "--json").stdout)
+    assert j["predicted_vs_measured"]["gpu"] == "rtx-4090"
     # right-sizing anchors on the measured run and scales by the runtime's per-GPU ratios (no --model)
     assert j["right_sizing"]["method"] == "time predictor"
 
@@ -125,7 +141,8 @@ def test_calibrated_estimate_lands_on_the_measurement_and_other_workloads_move_b
     rec = json.loads(gpuwise("recommend", spec, "--batch-size", "16", "--precision", "fp32", "--steps", "100",
                              "--gpus", "rtx-4090", "--max-gpus", "1", "--json").stdout)
     assert rec["user_calibration"] == ["calibrated with 1 of your runs on rtx-4090"]
-    rep = json.loads(gpuwise("report", log, "--json").stdout)["predicted_vs_measured"]
+    rep = json.loads(gpuwise("report", log, "--model", spec, "--batch-size", "16", "--precision", "fp32",
+                             "--json").stdout)["predicted_vs_measured"]
     assert rep["calibration"] == "calibrated with 1 of your runs on rtx-4090"
     step = next(f for f in rep["figures"] if f["name"] == "step time")
     assert abs(step["signed_error"]) < 0.05

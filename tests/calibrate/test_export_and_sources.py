@@ -11,9 +11,9 @@ import torch.nn.functional as F
 from torch.utils.data import TensorDataset
 
 from gpuwise.calibrate import read_measurements
-from gpuwise.calibrate.export import PRIVATE_MODEL, ROW_FORMAT, export_row, parse_row, public_model
+from gpuwise.calibrate.export import ROW_FORMAT, export_row, parse_row
 from gpuwise.guard import Guard
-from gpuwise.report.measured import read_measurement
+from gpuwise.report.measured import PRIVATE_MODEL, public_model, read_measurement
 from gpuwise.runlog import read_meta
 from tests.calibrate.helpers import GIB, synthetic_log, write_model
 

@@ -10,29 +10,15 @@ never holds: paths, host names, user names, process ids, times of day, the comma
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from pathlib import Path
 
 from gpuwise import __version__
 from gpuwise.calibrate.errors import CalibrateError
-from gpuwise.report.measured import Measurement
+from gpuwise.report.measured import Measurement, public_model
 
 ROW_FORMAT = "gpuwise-measurement/1"
 FIGURES = ("step_time_s", "timed_steps", "peak_allocated_bytes", "peak_reserved_bytes", "process_memory_bytes")
-PRIVATE_MODEL = "private"
-_PUBLIC = re.compile(r"^(torchvision|timm):[A-Za-z0-9_.-]+$|^hf:[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9_.-]+)?$")
-
-
-def public_model(spec: str) -> str:
-    """``spec`` when it names a public model (torchvision:resnet50, timm:…, hf:org/name), else "private":
-    a local file (file.py:factory, hf:config.json) would give a path away."""
-    spec = str(spec)
-    if _PUBLIC.match(spec) and not spec.endswith((".json", ".py")):
-        return spec
-    return PRIVATE_MODEL
-
-
 def export_row(m: Measurement, gpu_id: str) -> dict:
     workload = dict(m.workload or {})
     if "model" in workload:

@@ -130,10 +130,11 @@ def register(app: typer.Typer) -> None:
 
         if not cmd:
             raise GpuwiseError("gpuwise run needs a command: gpuwise run [options] -- CMD ARGS...")
-        workload = workload_from(model, workload_kwargs).to_dict() if model else None  # bad input: before the run
+        workload = workload_from(model, workload_kwargs) if model else None  # bad input: before the run
         # With --json our stdout carries one JSON object: the command's own output goes to stderr.
         result = run_command(cmd, log_path=log, interval_s=interval, torch_hook=torch_hook,
-                             child_stdout=sys.stderr.fileno() if json_out else None, workload=workload)
+                             child_stdout=sys.stderr.fileno() if json_out else None,
+                             workload=workload.to_dict() if workload else None)
         report = None
         problem = "no GPU was sampled (no NVIDIA driver): no report" if result.no_driver else None
         if result.sampled and result.samples_taken:
@@ -144,7 +145,7 @@ def register(app: typer.Typer) -> None:
 
                 use_user_calibration(not no_user_calibration)   # a damaged file: no report, the run stands
                 report = build_report(result.log_path, load_catalog(), provider=provider,
-                                      gpu_price=parse_money(gpu_price) if gpu_price else None)
+                                      gpu_price=parse_money(gpu_price) if gpu_price else None, workload=workload)
             except Exception as exc:  # the command's exit code matters more than our report: a warning
                 problem = f"no report: {exc}"
         try:

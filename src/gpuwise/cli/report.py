@@ -59,7 +59,7 @@ def report_cmd(
         log, load_catalog(catalog), gpu=gpu, gpu_price=parse_money(gpu_price) if gpu_price else None,
         provider=provider, spot=spot, currency=currency, headroom_fraction=parse_headroom(headroom),
         columns=[c for c in columns.split(",") if c.strip()] if columns else None,
-        scaling=time_scaling(precision, workload),
+        scaling=time_scaling(precision, workload), workload=workload,
     )
     if html:
         from gpuwise.report.html import write_html

@@ -14,6 +14,7 @@ from gpuwise.report.predicted_vs_measured import PredictedVsMeasured, measured_a
 from gpuwise.report.rightsize import RightSizing, resolve_rented, right_size
 from gpuwise.report.sources import load_usage_log
 from gpuwise.report.usage import UsageSummary, summarize
+from gpuwise.workload import Workload
 
 
 @dataclass(frozen=True)
@@ -57,9 +58,11 @@ def build_report(
     headroom_fraction: float = DEFAULT_HEADROOM_FRACTION,
     columns: list[str] | None = None,
     scaling: TimeScaling | None = None,
+    workload: Workload | None = None,
 ) -> Report:
     """``gpu``: the rented GPU when the log does not name it (dmon) or names it wrongly; raises CatalogError.
-    ``scaling`` None: the time predictor's ratios when the log records its workload, else the datasheet ratio."""
+    ``scaling`` None: the time predictor's ratios when the log records its workload, else the datasheet ratio.
+    ``workload``: the job (``--model …``), compared with what a gpuwise run log measured (``predicted_vs_measured``)."""
     log = load_usage_log(path, columns=columns)
     if not log.samples:
         raise ReportError(f"{path}: the log has no GPU samples: nothing to report (was the job run under "
@@ -73,7 +76,7 @@ def build_report(
         rented, note = resolve_rented(catalog, usage.gpu_name)
         if note:
             notes.append(note)
-    comparison, scaling = measured_against_prediction(log, rented, scaling, notes)
+    comparison, scaling = measured_against_prediction(log, rented, scaling, notes, workload)
     sizing = None
     if usage.needed_peak_bytes is not None:
         sizing = right_size(usage, catalog, rented, gpu_price=gpu_price, provider=provider, spot=spot,

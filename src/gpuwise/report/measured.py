@@ -11,6 +11,7 @@ the torch hook or the guard), NVML's memory of the job's processes (``gpu_sample
 from __future__ import annotations
 
 import json
+import re
 import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
@@ -25,6 +26,17 @@ from gpuwise.workload import Workload
 WARMUP_STEPS = 5        # the first optimizer steps (allocator growth, cuDNN autotuning, lazy init) are not timed
 MIN_TIMED_STEPS = 3     # fewer timed steps than this: no step time
 STEP_TIME_METRIC = "step_time_s"
+PRIVATE_MODEL = "private"
+_PUBLIC = re.compile(r"^(torchvision|timm):[A-Za-z0-9_.-]+$|^hf:[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9_.-]+)?$")
+
+
+def public_model(spec: str) -> str:
+    """``spec`` when it names a public model (torchvision:resnet50, timm:…, hf:org/name), else "private": a
+    local file (file.py:factory, hf:config.json) would give a path away, and runs code of its own."""
+    spec = str(spec)
+    if _PUBLIC.match(spec) and not spec.endswith((".json", ".py")):
+        return spec
+    return PRIVATE_MODEL
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,9 @@ from gpuwise.catalog import GPU
 from gpuwise.errors import GpuwiseError
 from gpuwise.plan.profile import model_for
 from gpuwise.plan.scaling import PREDICTED_METHOD, TimeScaling, time_scaling
-from gpuwise.report.measured import Measurement, measurement_from, workload_of
+from gpuwise.report.measured import PRIVATE_MODEL, Measurement, measurement_from, public_model, workload_of
 from gpuwise.report.sources import UsageLog
+from gpuwise.workload import Workload
 
 
 @dataclass(frozen=True)
@@ -50,13 +51,10 @@ class PredictedVsMeasured:
                 "figures": [f.to_dict() for f in self.figures]}
 
 
-def compare(measured: Measurement, gpu: GPU, progress: Callable[[str], None] | None = None) -> PredictedVsMeasured:
-    """The estimate of ``measured.workload`` on ``gpu`` beside the measurement; GpuwiseError (a bad
-    workload record, a model that cannot be traced) is the caller's to turn into a note."""
-    if measured.workload is None:
-        raise GpuwiseError("the run log records no workload (run it under `gpuwise run --model SPEC …` "
-                           "or give the guard workload=…)")
-    workload = workload_of(measured.workload)
+def compare(measured: Measurement, gpu: GPU, workload: Workload,
+            progress: Callable[[str], None] | None = None) -> PredictedVsMeasured:
+    """The estimate of ``workload`` on ``gpu`` beside the measurement; GpuwiseError (a model that cannot be
+    traced) is the caller's to turn into a note."""
     est = model_for(workload, progress).estimate(gpu, count=workload.num_gpus)
     mem = est.memory
     figures = (
@@ -70,27 +68,34 @@ def compare(measured: Measurement, gpu: GPU, progress: Callable[[str], None] | N
 
 def measured_against_prediction(
     log: UsageLog, rented: GPU | None, scaling: TimeScaling | None, notes: list[str],
+    workload: Workload | None = None,
 ) -> tuple[PredictedVsMeasured | None, TimeScaling | None]:
-    """(the comparison on the rented GPU, the time scaling to use) for a run log that records its workload.
+    """(the comparison on the rented GPU, the time scaling to use) for a gpuwise run log.
 
-    ``scaling`` given (``--model``) wins; else the log's workload gives the time predictor's ratios, so the
-    measured run stays the anchor and moves to other GPUs by the runtime's per-GPU ratios. What cannot be
-    predicted becomes a line in ``notes``, never an error: the usage report stands without it."""
-    if log.source != "gpuwise run log" or not log.meta.get("workload"):
+    The workload is ``workload`` when the user gave it (``--model …``), else the one the log records when
+    it names a public model: a log's local model file (``file.py:factory``) is never run on the log's word,
+    since a log may come from anyone (a note says to pass ``--model``). With a workload, time on other GPUs
+    is the measured run scaled by the time predictor's ratios, so the measurement stays the anchor. What
+    cannot be predicted becomes a line in ``notes``, never an error: the usage report stands without it."""
+    if log.source != "gpuwise run log":
         return None, scaling
     measured = measurement_from(log)
-    if measured.workload is None:
-        notes.append("the run log's workload record is not readable: no prediction to compare with")
-        return None, scaling
     try:
-        workload = workload_of(measured.workload)
+        if workload is None and measured.workload is not None:
+            if public_model(str(measured.workload.get("model", ""))) == PRIVATE_MODEL:
+                notes.append("the run log's workload names a local model file: pass --model SPEC (with the same "
+                             "workload options) to compare the run with gpuwise's prediction")
+                return None, scaling
+            workload = workload_of(measured.workload)
+        if workload is None:
+            return None, scaling
         if scaling is None or scaling.method != PREDICTED_METHOD:
             scaling = time_scaling(workload.precision, workload)
             notes.append("time on other GPUs: the measured step time scaled by the time predictor's ratios "
-                         "for the workload the run log records")
-        comparison = compare(measured, rented) if rented is not None else None
+                         f"for {workload.model}")
+        comparison = compare(measured, rented, workload) if rented is not None else None
     except (GpuwiseError, TypeError) as exc:
-        notes.append(f"no prediction for the run log's workload: {str(exc)[:200]}")
+        notes.append(f"no prediction for the run's workload: {str(exc)[:200]}")
         return None, scaling
     return comparison, scaling
 
