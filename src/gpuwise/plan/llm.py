@@ -17,6 +17,7 @@ from gpuwise.runtime.llm import serve_time, train_step_time
 from gpuwise.runtime.model import StepTime
 from gpuwise.workload import Workload, WorkloadError
 from gpuwise.workload.decoder import DecoderArch, ParamCounts, load_arch
+from gpuwise.units import format_bytes
 from gpuwise.workload.storage import compute_bytes
 
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.9    # vLLM's default share of GPU memory it pre-allocates
@@ -39,7 +40,7 @@ class InferenceEstimate:
     decode_s: float | None = None           # time to generate all new tokens
     max_context_tokens: int | None = None   # longest prompt+new per sequence that fits, this batch size
     max_batch_size: int | None = None       # most sequences of this length that fit
-    serving_reserved_bytes: int | None = None  # what vLLM grabs: gpu_memory_utilization × GPU memory
+    serving_reserved_bytes: int | None = None  # --engine vllm: what it grabs, gpu_memory_utilization × GPU memory
     gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION
 
     def to_dict(self) -> dict:
@@ -147,12 +148,13 @@ def _infer(arch: DecoderArch, w: Workload, gpu, double_quant: bool, kv_cache_dty
                          f"{arch.max_position_embeddings}")
             max_ctx = arch.max_position_embeddings
         extras.update(ttft_s=st.ttft_s, decode_tokens_per_s=st.decode_tokens_per_s, decode_s=st.decode_s,
-                      max_context_tokens=max_ctx, max_batch_size=max_bs,
-                      serving_reserved_bytes=int(utilization * gpu.memory_bytes))
-        notes.append(f"serving engines pre-allocate gpu_memory_utilization={utilization} of the GPU "
-                     f"({utilization * gpu.memory_bytes / 2**30:.1f} GiB) for weights + KV cache, so nvidia-smi "
-                     f"shows that, not the {mem.memory.total_bytes / 2**30:.1f} GiB this batch needs "
-                     f"({total_tokens} tokens × {batch})")
+                      max_context_tokens=max_ctx, max_batch_size=max_bs)
+        if w.engine == "vllm":
+            reserved = int(utilization * gpu.visible_memory_bytes)
+            extras.update(serving_reserved_bytes=reserved)
+            notes.append(f"vLLM pre-allocates gpu_memory_utilization={utilization} of the GPU "
+                         f"({format_bytes(reserved)}) for weights + KV cache, so nvidia-smi shows that, not the "
+                         f"{format_bytes(mem.memory.total_bytes)} this batch needs ({total_tokens} tokens × {batch})")
     flops = (2.0 * arch.matmul_params_per_token() + arch.attention_flops_per_token((prompt + 1) / 2)) * prompt * batch
     flops += (2.0 * arch.matmul_params_per_token() + arch.attention_flops_per_token(prompt + new / 2)) * new * batch
     all_notes = tuple(notes) + mem.memory.notes
