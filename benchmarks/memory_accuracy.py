@@ -217,7 +217,7 @@ STACK_CASES = [
 
 
 def bert_large_saved_bytes_per_sample(eager: bool) -> int:
-    """What one sample leaves saved for backward, from the shapes (tests/memory/test_stack.py derives
+    """What one sample leaves saved for backward, from the shapes (tests/memory/test_memory_stack.py derives
     the same): per layer x, q, k, v, context (4 B), two hidden dropout masks (bool), two LayerNorm
     inputs + mean/rstd, the FFN input, GELU input and output; eager attention adds the float32
     softmax, the bool dropout mask and the dropped probabilities (heads x seq² each)."""
