@@ -5,6 +5,7 @@ import json
 import pytest
 
 from gpuwise.calibrate import user_calibration_path
+from gpuwise.runlog import RunLog
 from tests.calibrate.helpers import synthetic_log, write_model
 
 WORKLOAD = {"batch_size": 16, "precision": "fp32", "optimizer": "adamw"}
@@ -83,3 +84,19 @@ def test_a_damaged_calibration_file_is_one_line_naming_the_reset(gpuwise, spec, 
     r = gpuwise("estimate", spec, "--batch-size", "16", "--gpu", "rtx-4090")
     assert r.returncode == 2 and "--reset" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert gpuwise("estimate", spec, "--batch-size", "16", "--gpu", "rtx-4090", "--no-user-calibration").returncode == 0
+
+
+@pytest.mark.parametrize("workload", [
+    [1, 2], "a string", {"model": 5}, {"model": "torchvision:resnet18", "batch_size": "x"},
+    {"model": "torchvision:resnet18", "batch_size": True}, {"model": "torchvision:nosuch"},
+    {"model": "torchvision:resnet18", "precision": "weird"}, {"model": "torchvision:resnet18", "lora_targets": 5},
+])
+def test_a_hostile_workload_record_is_a_note_in_report_and_one_line_in_calibrate(gpuwise, tmp_path, calibrated, workload):
+    before, _ = calibrated
+    log = synthetic_log(tmp_path / "hostile.db", workload=None, step_time_s=0.004)
+    with RunLog(log) as run_log:
+        run_log.set_meta("workload", workload)
+    r = gpuwise("report", log, "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["predicted_vs_measured"] is None
+    _refused(gpuwise("calibrate", log), before, "hostile.db")

@@ -52,7 +52,7 @@ def fit_row(m: Measurement, gpu: GPU, progress: Callable[[str], None] | None = N
     try:
         workload = workload_of(m.workload)
         est = model_for(workload, progress).estimate(gpu, count=workload.num_gpus)
-    except (GpuwiseError, TypeError) as exc:
+    except (GpuwiseError, TypeError, ValueError) as exc:
         raise CalibrateError(f"{m.source}: no prediction for its workload: {str(exc)[:200]}") from None
     finally:
         use_correction(previous)

@@ -87,14 +87,14 @@ def measured_against_prediction(
                              "workload options) to compare the run with gpuwise's prediction")
                 return None, scaling
             workload = workload_of(measured.workload)
-        if workload is None:
+        if workload is None or rented is None:    # no GPU to compare on, nor to scale from
             return None, scaling
+        comparison = compare(measured, rented, workload)   # traces now: a workload that fails, fails here
         if scaling is None or scaling.method != PREDICTED_METHOD:
             scaling = time_scaling(workload.precision, workload)
             notes.append("time on other GPUs: the measured step time scaled by the time predictor's ratios "
                          f"for {workload.model}")
-        comparison = compare(measured, rented, workload) if rented is not None else None
-    except (GpuwiseError, TypeError) as exc:
+    except (GpuwiseError, TypeError, ValueError) as exc:
         notes.append(f"no prediction for the run's workload: {str(exc)[:200]}")
         return None, scaling
     return comparison, scaling
