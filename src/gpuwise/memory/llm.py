@@ -17,6 +17,7 @@ from gpuwise.workload.storage import (
 )
 from gpuwise.memory.cuda import CudaStack
 from gpuwise.memory.model import MemoryEstimate
+from gpuwise.memory.parallel import data_parallel_memory
 from gpuwise.memory.uncertainty import closed_form_uncertainty
 from gpuwise.workload import Workload
 
@@ -126,6 +127,15 @@ class TrainMemory:
     notes: tuple[str, ...] = field(default=())
 
 
+def _link_kind(gpu, count: int) -> str:
+    """The intra-node link ``count`` GPUs like ``gpu`` ring over (sets NCCL's buffers)."""
+    if gpu is None or count <= 1:
+        return "pcie-p2p"
+    from gpuwise.catalog.topology import topology_for
+
+    return topology_for(gpu).ring_link(count).kind
+
+
 def train_memory(arch: DecoderArch, w: Workload, gpu=None, *, double_quant: bool = True,
                  expert_pairs_per_token: float | None = None) -> TrainMemory:
     """Per-GPU peak of one training step (steady state: optimizer state already exists)."""
@@ -154,23 +164,21 @@ def train_memory(arch: DecoderArch, w: Workload, gpu=None, *, double_quant: bool
         opt = t * optimizer_state_bytes(w.optimizer, tb)
     opt_temp = t * optimizer_temp_bytes(w.optimizer, tb) if shard == "ddp" else 0.0
     autocast_copies = 2.0 * split.trainable_linear if mixed and shard == "ddp" else 0.0
-    buckets = grads if shard == "ddp" and n > 1 else 0.0
-    if buckets:
-        notes.append("DDP keeps gradient buckets beside the gradients (gradient_as_bucket_view=False, the default)")
     weights = trained_w + frozen
-    gathered = 0.0
+    full_weights = weights
+    # data parallelism: the one model of what it adds and shards, as for traced jobs (memory.parallel)
+    parallel = data_parallel_memory(
+        sharding=shard, count=n, weights_bytes=int(weights), gradients_bytes=int(grads), optimizer_bytes=int(opt),
+        layers=arch.num_layers, link_kind=_link_kind(gpu, n), bytes_per_element=2 if (mixed or cb == 2) else 4,
+    )
+    weights += parallel.weights_saving_bytes
+    grads += parallel.gradients_saving_bytes
+    opt += parallel.optimizer_saving_bytes
+    buckets = float(parallel.bucket_bytes + parallel.nccl_buffer_bytes)
+    gathered = float(parallel.gather_buffer_bytes)
+    if n > 1:
+        notes.extend(parallel.notes)
     cpu = 0.0
-    if shard in ("zero1", "zero2", "zero3", "fsdp"):
-        opt /= n
-    if shard in ("zero2", "zero3", "fsdp"):
-        grads /= n
-    if shard in ("zero3", "fsdp"):
-        full_weights = weights
-        weights /= n
-        # one block in use + one prefetched, gathered in 16-bit (the LM head when it is larger)
-        per_block = full_weights / max(arch.num_layers, 1)
-        head = arch.vocab_size * arch.hidden_size * cb
-        gathered = 2 * max(per_block, head)
     if w.offload in ("optimizer", "params"):
         cpu += opt * n if shard in SHARDED else opt
         opt = 0.0
@@ -212,7 +220,7 @@ def train_memory(arch: DecoderArch, w: Workload, gpu=None, *, double_quant: bool
         notes.append(f"paged optimizer: up to {spill / 2**30:.2f} GiB of state can move to CPU RAM when the GPU is full")
     est = _finish(parts, static, gpu, notes)
     sync = t * (2 if (mixed or cb == 2) else 4)
-    gather = (trained_w + frozen) if shard in ("zero3", "fsdp") else 0.0
+    gather = full_weights if shard in ("zero3", "fsdp") else 0.0
     return TrainMemory(memory=est, split=split, cpu_offload_bytes=int(cpu), spillable_bytes=int(spill),
                        grad_sync_bytes=int(sync), param_gather_bytes=int(gather), notes=tuple(notes))
 
