@@ -88,8 +88,10 @@ def test_report_never_runs_a_local_model_file_on_the_logs_word(guarded_run, gpuw
 def test_report_compares_a_public_model_the_log_records_without_model(gpuwise, tmp_path):
     workload = {"model": "torchvision:resnet18", "batch_size": 4, "image_size": 64, "precision": "amp-fp16"}
     log = synthetic_log(tmp_path / "r18.db", workload=workload, step_time_s=0.01)
-    j = json.loads(gpuwise("report", log, "--json").stdout)
+    html = tmp_path / "r.html"
+    j = json.loads(gpuwise("report", log, "--json", "--html", html).stdout)
     assert j["predicted_vs_measured"]["gpu"] == "rtx-4090"
+    assert "Predicted vs measured on rtx-4090" in html.read_text()
     # right-sizing anchors on the measured run and scales by the runtime's per-GPU ratios (no --model)
     assert j["right_sizing"]["method"] == "time predictor"
 
