@@ -170,14 +170,14 @@ def train_memory(arch: DecoderArch, w: Workload, gpu=None, *, double_quant: bool
     parallel = data_parallel_memory(
         sharding=shard, count=n, weights_bytes=int(weights), gradients_bytes=int(grads), optimizer_bytes=int(opt),
         layers=arch.num_layers, link_kind=_link_kind(gpu, n), bytes_per_element=2 if (mixed or cb == 2) else 4,
+        offload_params=w.offload == "params",
     )
     weights += parallel.weights_saving_bytes
     grads += parallel.gradients_saving_bytes
     opt += parallel.optimizer_saving_bytes
     buckets = float(parallel.bucket_bytes + parallel.nccl_buffer_bytes)
     gathered = float(parallel.gather_buffer_bytes)
-    if n > 1:
-        notes.extend(parallel.notes)
+    notes.extend(parallel.notes)
     cpu = 0.0
     if w.offload in ("optimizer", "params"):
         cpu += opt * n if shard in SHARDED else opt

@@ -59,18 +59,22 @@ def nccl_buffer_bytes(link_kind: str, *, multi_node: bool = False) -> int:
 def data_parallel_memory(
     *, sharding: str, count: int, weights_bytes: int, gradients_bytes: int, optimizer_bytes: int,
     layers: int, link_kind: str = "pcie-p2p", multi_node: bool = False, gradient_as_bucket_view: bool = False,
-    bytes_per_element: int = 2,
+    bytes_per_element: int = 2, offload_params: bool = False,
 ) -> ParallelMemory:
     """What ``count``-way data parallelism of ``sharding`` adds to one GPU's peak.
 
     ``weights_bytes``/``gradients_bytes``/``optimizer_bytes``: what one GPU holds when training alone;
     ``layers``: the units ZeRO-3/FSDP gather one at a time; ``link_kind``: the intra-node link
     (``gpuwise.catalog.topology``), which sets NCCL's channel count; ``bytes_per_element``: of the
-    gradients DeepSpeed reduces (2 for fp16/bf16 training).
+    gradients DeepSpeed reduces (2 for fp16/bf16 training); ``offload_params``: ZeRO-3 keeps the
+    parameters in CPU memory and gathers each unit onto the GPU, even on one GPU.
     """
     if sharding not in SHARDINGS:
         raise ValueError(f"unknown sharding {sharding!r} (known: {', '.join(SHARDINGS)})")
     if count <= 1:
+        if offload_params and sharding in ("zero3", "fsdp"):
+            return ParallelMemory(0, 0, _gathered(weights_bytes, gradients_bytes, layers), 0,
+                                  ("parameters offloaded: the units in use are gathered onto the GPU",))
         return ParallelMemory(0, 0, 0, 0)
     nccl = nccl_buffer_bytes(link_kind, multi_node=multi_node)
     notes = [f"NCCL buffers ~{nccl / 2**20:.0f} MiB ({link_kind})"]
@@ -92,10 +96,16 @@ def data_parallel_memory(
         bucket = min(gradients_bytes, DEEPSPEED_REDUCE_BUCKET_ELEMENTS * bytes_per_element)
         notes.append(f"ZeRO reduce bucket {bucket / 2**20:.0f} MiB")
         return ParallelMemory(int(bucket), nccl, 0, saving, tuple(notes), **savings)
-    units = max(1, layers)
-    gather = int((PREFETCH_DEPTH + 1) * weights_bytes / units + gradients_bytes / units)
-    notes.append(f"{PREFETCH_DEPTH + 1} gathered units of {units} and one unit's gradients: {gather / 2**20:.0f} MiB")
+    gather = _gathered(weights_bytes, gradients_bytes, layers)
+    notes.append(f"{PREFETCH_DEPTH + 1} gathered units of {max(1, layers)} and one unit's gradients: "
+                 f"{gather / 2**20:.0f} MiB")
     return ParallelMemory(0, nccl, gather, saving, tuple(notes), **savings)
+
+
+def _gathered(weights_bytes: int, gradients_bytes: int, layers: int) -> int:
+    """ZeRO-3/FSDP: the unit in use and PREFETCH_DEPTH ahead, gathered, and one unit's gradients."""
+    units = max(1, layers)
+    return int((PREFETCH_DEPTH + 1) * weights_bytes / units + gradients_bytes / units)
 
 
 def with_data_parallel(estimate: MemoryEstimate, parallel: ParallelMemory, count: int, sharding: str) -> MemoryEstimate:
