@@ -135,9 +135,12 @@ def test_calibrated_estimate_lands_on_the_measurement_and_other_workloads_move_b
     assert other["time"]["step_time_s"] == pytest.approx(expected, rel=1e-9)
     assert other["time"]["step_time_s"] != pytest.approx(shipped["time"]["step_time_s"], rel=0.05)
     assert sum(other["time"]["by_class_s"].values()) == pytest.approx(other["time"]["compute_s"], rel=1e-9)
-    # another GPU keeps the shipped model
+    # another GPU keeps the shipped model; `--gpu all` says which rows are calibrated
     a100 = _estimate(gpuwise, spec, "--gpu", "a100-40gb-sxm4")
     assert a100["calibration"] is None
+    rows = {r["gpu"]: r for r in _estimate(gpuwise, spec, "--gpu", "all")["per_gpu"]}
+    assert rows["rtx-4090"]["calibration"] == after["calibration"] and rows["a100-40gb-sxm4"]["calibration"] is None
+    assert rows["rtx-4090"]["step_time_s"] == pytest.approx(after["time"]["step_time_s"])
 
     # recommend and report apply it too, and say so
     rec = json.loads(gpuwise("recommend", spec, "--batch-size", "16", "--precision", "fp32", "--steps", "100",

@@ -69,7 +69,8 @@ def estimate_answer(
              "fits": fits(e.memory.total_upper_bytes, e.gpu, headroom_fraction),
              "spare_bytes": spare_bytes(e.memory.total_upper_bytes, e.gpu, headroom_fraction),
              "step_time_s": e.time.step_time_s if e.time else None,
-             "samples_per_s": e.time.samples_per_s if e.time else None, "bound": e.time.bound if e.time else None}
+             "samples_per_s": e.time.samples_per_s if e.time else None, "bound": e.time.bound if e.time else None,
+             "calibration": e.calibration}
             for e in per_gpu
         ],
     }
