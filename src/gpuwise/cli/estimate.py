@@ -92,11 +92,10 @@ def _render(out: dict, est) -> None:
         con.print("Top modules by activation memory: " + ", ".join(
             f"{m['module'] or '(top)'} {format_bytes(m['bytes'])}" for m in mem["top_modules"][:5]))
     if out["gpu"]:
-        kept = f"{out['headroom_fraction']:.0%} of its memory kept free"
-        if out["fits"]:
-            con.print(f"On {out['gpu']}: [green]fits[/] with {format_bytes(out['spare_bytes'])} to spare ({kept})")
-        else:
-            con.print(f"On {out['gpu']}: [red]does not fit[/]: {format_bytes(-out['spare_bytes'])} short ({kept})")
+        colour = "green" if out["fits"] else ("yellow" if out["fit_summary"].startswith("tight") else "red")
+        con.print(f"On {out['gpu']}: [{colour}]{out['fit_summary']}[/] "
+                  f"({out['headroom_fraction']:.0%} of its memory kept free)")
+        if not out["fits"]:
             for ch in out["changes_that_fit"]:
                 step = f", step {format_duration(ch['step_time_s'])}" if ch.get("step_time_s") else ""
                 con.print(f"  [cyan]fits with[/] {ch['change']}: needs {format_bytes(ch['peak_total_bytes'])}{step}")
