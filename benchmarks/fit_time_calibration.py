@@ -211,19 +211,9 @@ STACK_PARAM_BOUNDS = (0.0, 1.0)
 def paired_runs(base_name: str, changed_name: str, *, held_out_families: tuple[str, ...] | None = None):
     """(model, size, batch, measured ratio) for each model of the time cases in both timm files, at
     its smallest size >= 224 px; training families only unless ``held_out_families`` is given."""
-    import csv
+    from time_cases import HELD_OUT_FAMILIES, TIMM_MODELS, timm_infer_rows
 
-    from time_cases import DATA, HELD_OUT_FAMILIES, TIMM_MODELS
-
-    def rows(name):
-        out = {}
-        for r in csv.DictReader(open(DATA / "timm" / name)):
-            if r["model"] in TIMM_MODELS:
-                out[(r["model"], int(float(r["infer_img_size"])))] = (float(r["infer_samples_per_sec"]),
-                                                                      int(float(r["infer_batch_size"])))
-        return out
-
-    base, changed = rows(base_name), rows(changed_name)
+    base, changed = timm_infer_rows(base_name), timm_infer_rows(changed_name)
     families = held_out_families if held_out_families is not None else None
     out = []
     for model in sorted({m for m, _ in base}):

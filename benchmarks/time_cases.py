@@ -235,6 +235,16 @@ HELD_OUT_GPUS = ("v100-16gb-sxm2", "a100-80gb-sxm4", "h100-sxm", "rtx-4090")
 HELD_OUT_FAMILIES = ("resnet", "mobile-cnn", "bert", "vit")
 
 
+def timm_infer_rows(name: str) -> dict[tuple[str, int], tuple[float, int]]:
+    """(model, image size) -> (samples/s, batch) of one of timm's inference benchmark files."""
+    out = {}
+    for r in csv.DictReader(open(DATA / "timm" / name)):
+        if r["model"] in TIMM_MODELS:
+            out[(r["model"], int(float(r["infer_img_size"])))] = (float(r["infer_samples_per_sec"]),
+                                                                  int(float(r["infer_batch_size"])))
+    return out
+
+
 def split_of(case: Case) -> str:
     """"test" (GPU and family held out), "train" (neither) or "unused" (one of them: it would leak)."""
     gpu_out, family_out = case.gpu.id in HELD_OUT_GPUS, case.family in HELD_OUT_FAMILIES

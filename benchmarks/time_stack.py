@@ -11,7 +11,6 @@ validation only: nothing here is fitted.
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import statistics
 import sys
@@ -20,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 from gpuwise.runtime import predict_step_time  # noqa: E402
-from time_cases import DATA, TIMM_MODELS, gpu_specs  # noqa: E402
+from time_cases import gpu_specs, timm_infer_rows  # noqa: E402
 from time_traces import TraceKey, load_trace  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
@@ -31,15 +30,6 @@ PAIRS = {   # change -> (baseline file, changed file)
 }
 
 
-def _rows(name: str) -> dict[tuple[str, int], float]:
-    out = {}
-    for r in csv.DictReader(open(DATA / "timm" / name)):
-        if r["model"] in TIMM_MODELS:
-            out[(r["model"], int(float(r["infer_img_size"])))] = (float(r["infer_samples_per_sec"]),
-                                                                  int(float(r["infer_batch_size"])))
-    return out
-
-
 def main() -> None:
     gpu = gpu_specs()["rtx-4090"]
     lines = ["# The software stack against public measurements: channels-last and torch.compile", "",
@@ -47,7 +37,7 @@ def main() -> None:
              "benchmarks (AMP fp16, eager vs `-dynamo`, NCHW vs NHWC). Ratio = throughput with the change / without; "
              "each model at its smallest size >= 224 px, the trace at the baseline file's batch.", ""]
     for change, (base_name, changed_name) in PAIRS.items():
-        base, changed = _rows(base_name), _rows(changed_name)
+        base, changed = timm_infer_rows(base_name), timm_infer_rows(changed_name)
         rows = []
         for (model, size), (sps, batch) in sorted(base.items()):
             if (model, size) not in changed or size < 224 or any(m == model and s < size and s >= 224
