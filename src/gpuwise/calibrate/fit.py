@@ -21,8 +21,6 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
-from scipy.optimize import lsq_linear
 
 from gpuwise.calibrate.errors import CalibrateError
 
@@ -97,6 +95,9 @@ def fit_time(rows: Sequence[FitRow]) -> tuple[float, dict[str, float], float]:
         b.append((t - r.predicted_other_s) / t)
     scale_s = statistics.median(r.measured_step_time_s for r in rows)
     width = n_cls + 2
+    import numpy as np                       # imported here: loading a calibration needs neither
+    from scipy.optimize import lsq_linear
+
     prior = np.zeros((width, width))
     prior[0, 0] = GLOBAL_PRIOR_WEIGHT ** 0.5
     for k in range(n_cls):

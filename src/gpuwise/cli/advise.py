@@ -11,7 +11,6 @@ from rich.table import Table
 
 from gpuwise.cli import common as c
 from gpuwise.cli.workload_options import workload_from, workload_options
-from gpuwise.plan.fit import HEADROOM_HELP
 from gpuwise.workload.model import check_precision
 
 _COLOURS = {"healthy": "green", "plateau": "yellow", "noisy": "yellow", "not_learning": "red", "diverged": "red"}
@@ -39,7 +38,7 @@ def advise(
     model: Annotated[Optional[str], typer.Option("--model", help="The run's model (as for estimate, with the same workload options): step times on other GPUs then come from the time predictor.")] = None,
     spot: Annotated[bool, typer.Option("--spot", help="Let spot/interruptible offers compete.")] = False,
     currency: Annotated[Optional[str], typer.Option("--currency", help="Compare costs in this currency (default: as recommend).")] = None,
-    headroom: Annotated[Optional[str], typer.Option("--headroom", help=HEADROOM_HELP + " Default 5%.")] = None,
+    headroom: c.HeadroomOpt = None,
     catalog: c.CatalogOpt = None,
     json_out: c.JsonOpt = False,
     *,

@@ -52,6 +52,9 @@ def _json_default(o: Any) -> Any:
 
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout and nothing else.")]
+# One meaning on every command (gpuwise.plan.fit): a share of the GPU's memory as the driver reports it.
+HeadroomOpt = Annotated[Optional[str], typer.Option(
+    "--headroom", help="Share of the GPU's memory (as nvidia-smi reports it) kept free: 5% or 0.05 (default 5%).")]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Trace again instead of reusing a cached trace (the cache: $GPUWISE_CACHE_DIR or ~/.cache/gpuwise; safe to delete).")]
 
 

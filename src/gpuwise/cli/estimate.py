@@ -10,7 +10,6 @@ from rich.table import Table
 from gpuwise.cli import common as c
 from gpuwise.cli.calibrate import NoUserCalibrationOpt, use_user_calibration
 from gpuwise.cli.workload_options import workload_from, workload_options
-from gpuwise.plan.fit import HEADROOM_HELP
 from gpuwise.units import format_bytes, format_duration
 
 
@@ -26,7 +25,7 @@ def estimate(
     samples: Annotated[Optional[int], typer.Option("--samples", help="Samples per epoch, for epoch/job time.")] = None,
     epochs: Annotated[float, typer.Option("--epochs", help="Epochs, with --samples.")] = 1.0,
     steps: Annotated[Optional[int], typer.Option("--steps", help="Optimizer steps of the job.")] = None,
-    headroom: Annotated[Optional[str], typer.Option("--headroom", help=HEADROOM_HELP + " Default 5%.")] = None,
+    headroom: c.HeadroomOpt = None,
     catalog: c.CatalogOpt = None,
     plot: Annotated[Optional[str], typer.Option("--plot", help="Write a PNG of memory over the step.")] = None,
     no_cache: c.NoCacheOpt = False,
@@ -42,16 +41,18 @@ def estimate(
     less --headroom. Predictions assume PyTorch 2.x eager mode with cuDNN.
     """
     from gpuwise.catalog import load_catalog, resolve_gpu
-    from gpuwise.plan import JobSize, model_for, parse_headroom
-    from gpuwise.plan.answer import estimate_answer
 
-    headroom_fraction = parse_headroom(headroom)
-    job = JobSize(samples=samples, epochs=epochs, steps=steps) if (samples or steps) else None
     cat = load_catalog(catalog)
     gpus = list(cat.gpus) if gpu and gpu.lower() == "all" else ([resolve_gpu(cat, gpu)] if gpu else [])
     if max_batch and len(gpus) != 1:
         raise c.WorkloadError("--max-batch needs one --gpu NAME")
     workload = workload_from(model, workload_kwargs, gpu=gpus[0] if len(gpus) == 1 else None)
+
+    from gpuwise.plan import JobSize, model_for, parse_headroom   # the planner, once the input is known good
+    from gpuwise.plan.answer import estimate_answer
+
+    headroom_fraction = parse_headroom(headroom)
+    job = JobSize(samples=samples, epochs=epochs, steps=steps) if (samples or steps) else None
 
     c.use_trace_cache(not no_cache)
     use_user_calibration(not no_user_calibration)

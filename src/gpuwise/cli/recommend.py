@@ -35,7 +35,7 @@ def recommend(
     effective_batch: Annotated[Optional[int], typer.Option("--effective-batch", help="Samples per optimizer step, kept on every option (default: batch × grad-accum).")] = None,
     per_gpu_batch: Annotated[bool, typer.Option("--per-gpu-batch", help="Run --batch-size on every GPU instead: the effective batch grows with the GPU count.")] = False,
     currency: Annotated[Optional[str], typer.Option("--currency", help="Rank costs in this currency (CNY, USD).")] = None,
-    headroom: Annotated[Optional[str], typer.Option("--headroom", help="Share of the GPU's memory (as nvidia-smi reports it) kept free: 5% or 0.05 (default 5%).")] = None,
+    headroom: c.HeadroomOpt = None,
     remedies: Annotated[bool, typer.Option("--remedies/--no-remedies", help="When cheap GPUs run out of memory, try changes that would make the job fit.")] = True,
     catalog: c.CatalogOpt = None,
     plot: Annotated[Optional[str], typer.Option("--plot", help="Write a PNG of cost vs time for every option.")] = None,

@@ -6,10 +6,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from gpuwise.cli.common import CatalogOpt, JsonOpt, console, print_json
+from gpuwise.cli.common import CatalogOpt, HeadroomOpt, JsonOpt, console, print_json
 from gpuwise.cli.calibrate import NoUserCalibrationOpt, use_user_calibration
 from gpuwise.cli.workload_options import workload_from, workload_options
-from gpuwise.plan.fit import HEADROOM_HELP
 from gpuwise.workload.model import check_precision
 
 GpuPriceOpt = Annotated[Optional[str], typer.Option(
@@ -27,7 +26,7 @@ def report_cmd(
     gpu_price: GpuPriceOpt = None,
     provider: ProviderOpt = None,
     gpu: Annotated[Optional[str], typer.Option("--gpu", help="The rented GPU, when the log does not name it (dmon).")] = None,
-    headroom: Annotated[Optional[str], typer.Option("--headroom", help=HEADROOM_HELP + " Default 5%.")] = None,
+    headroom: HeadroomOpt = None,
     spot: Annotated[bool, typer.Option("--spot", help="Let spot/interruptible offers compete.")] = False,
     currency: Annotated[Optional[str], typer.Option("--currency", help="Compare costs in this currency (default: as recommend).")] = None,
     columns: Annotated[Optional[str], typer.Option("--columns", help="The --query-gpu list of a CSV log written with noheader.")] = None,

@@ -80,7 +80,9 @@ def workload_from(model: str, workload_kwargs: dict, *, batch_size: int | None =
     --precision, the default of ``gpuwise.workload.model.default_precision`` (bf16 for LoRA/QLoRA where
     ``gpu`` has it)."""
     from gpuwise.workload.model import default_precision
+    from gpuwise.workload.specs import resolve_model_spec
 
+    resolve_model_spec(model)     # a misspelt model is refused now, before anything heavy is imported
     kw = dict(workload_kwargs)
     kw.pop("batch_size", None)
     kw.update(overrides)

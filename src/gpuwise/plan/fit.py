@@ -16,7 +16,6 @@ from collections.abc import Callable
 from gpuwise.plan.errors import PlanError
 
 DEFAULT_HEADROOM_FRACTION = 0.05
-HEADROOM_HELP = "Share of the GPU's memory (as nvidia-smi reports it) kept free: 5% or 0.05."
 
 
 def check_headroom(fraction: float) -> float:
