@@ -9,3 +9,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # patch the tracer must see it run); tests/trace/test_trace_cache.py points it at tmp_path.
 os.environ["GPUWISE_NO_CACHE"] = "1"
 os.environ.setdefault("GPUWISE_CACHE_DIR", os.path.join(os.environ.get("TMPDIR", "/tmp"), f"gpuwise-test-cache-{os.getpid()}"))
+
+# A developer's own ~/.config/gpuwise (catalog.toml, calibration.toml) must not change what the tests see;
+# tests that need a config dir point GPUWISE_CONFIG_DIR at tmp_path themselves.
+os.environ["GPUWISE_CONFIG_DIR"] = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"gpuwise-test-config-{os.getpid()}")
