@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from gpuwise.calibrate.errors import CalibrateError
 from gpuwise.calibrate.fit import FitRow, class_key
-from gpuwise.catalog import GPU, Catalog, CatalogError
+from gpuwise.catalog import GPU, Catalog
 from gpuwise.errors import GpuwiseError
 from gpuwise.plan.profile import model_for, use_correction
 from gpuwise.report.measured import MIN_TIMED_STEPS, WARMUP_STEPS, Measurement, workload_of

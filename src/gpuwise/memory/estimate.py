@@ -10,7 +10,7 @@ from typing import Iterator
 from gpuwise.memory.adjust import cuda_events
 from gpuwise.memory.allocator import AllocatorConfig
 from gpuwise.memory.cuda import CONV_OPS, CudaStack, op_packet
-from gpuwise.memory.model import MemoryError_, MemoryEstimate
+from gpuwise.memory.model import MemoryEstimate
 from gpuwise.memory.replay import replay
 from gpuwise.memory.uncertainty import traced_uncertainty
 from gpuwise.trace.records import Trace

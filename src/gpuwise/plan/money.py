@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from gpuwise.plan.errors import PlanError
 
-from gpuwise.units import CNY_PER_UNIT, RATES_CHECKED  # the rates live on the ground floor: the catalog checks currencies
+from gpuwise.units import CNY_PER_UNIT, RATES_CHECKED  # noqa: F401 (the rates live on the ground floor: the catalog checks currencies)
 
 
 MoneyError = PlanError   # the plan part's one error type

@@ -51,11 +51,9 @@ class Estimate:
 
     @property
     def fits(self) -> bool | None:
-        """None without a GPU; else the one fit rule at the default headroom (see ``fits_with``)."""
+        """None without a GPU; else the one fit rule at the default headroom."""
         return None if self.gpu is None else fits(self.memory.total_upper_bytes, self.gpu)
 
-    def fits_with(self, headroom_fraction: float) -> bool:
-        return fits(self.memory.total_upper_bytes, self.gpu, headroom_fraction)
 
 
 class WorkloadModel(Protocol):

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 
 from gpuwise.catalog.model import GPU, Catalog, Offer
 from gpuwise.plan.errors import PlanError
-from gpuwise.plan.fit import DEFAULT_HEADROOM_FRACTION, check_headroom, usable_bytes
+from gpuwise.plan.fit import DEFAULT_HEADROOM_FRACTION, check_headroom
 from gpuwise.plan.money import RATES_CHECKED, convert, rates_in
 from gpuwise.plan.offers import candidate_offers, cheapest_offer, ranking_currency, spot_policy
 from gpuwise.plan.profile import WorkloadModel, largest_fitting_batch

@@ -21,7 +21,6 @@ from torch import nn
 from gpuwise.workload.model import WorkloadError
 from gpuwise.workload.specs import (
     CAUSAL_LM,
-    CUSTOM,
     DEFAULT_IMAGE_SIZE,
     DEFAULT_SEQ_LEN,
     IMAGE_CLASSIFICATION,
