@@ -68,7 +68,7 @@ CatalogOpt = Annotated[
 ]
 
 # Workload options: the same names on every command that takes a workload (DESIGN.md).
-BatchSizeOpt = Annotated[str, typer.Option("--batch-size", "-b", help="Micro-batch per GPU, or 'auto' where supported.")]
+BatchSizeOpt = Annotated[str, typer.Option("--batch-size", "-b", help="Micro-batch per GPU (recommend also takes 'auto', with --effective-batch).")]
 SeqLenOpt = Annotated[Optional[int], typer.Option("--seq-len", help="Tokens per sample (text models).")]
 ImageSizeOpt = Annotated[Optional[int], typer.Option("--image-size", help="Image side in pixels (vision models).")]
 PrecisionOpt = Annotated[str, typer.Option("--precision", help="fp32, tf32, amp-fp16, amp-bf16, fp16, bf16.")]

@@ -101,8 +101,12 @@ def _render(out: dict, est) -> None:
                 step = f", step {format_duration(ch['step_time_s'])}" if ch.get("step_time_s") else ""
                 con.print(f"  [cyan]fits with[/] {ch['change']}: needs {format_bytes(ch['peak_total_bytes'])}{step}")
             if not out["changes_that_fit"]:
-                con.print("  no single change tried (checkpointing, smaller micro-batch, 8-bit optimizer, "
-                          "AMP, LoRA/QLoRA) makes it fit this GPU: try more GPUs (--num-gpus with --sharding zero3)")
+                more = ("--num-gpus N (tensor parallel)" if est.workload.mode == "infer"
+                        else "--num-gpus N with --sharding zero3")
+                con.print(f"  none of the changes tried makes it fit this GPU (alone or together): try more "
+                          f"GPUs ({more}) or a larger GPU (gpuwise recommend)")
+    if out.get("cannot_run"):
+        con.print(f"[red]Cannot run on {out['gpu']}:[/] {out['cannot_run']}")
     if out["max_batch_size"] is not None:
         con.print(f"Largest batch that fits: [bold]{out['max_batch_size']}[/]")
     t = out["time"]
@@ -110,6 +114,8 @@ def _render(out: dict, est) -> None:
         con.print(f"Step time {format_duration(t['step_time_s'])}, {t['samples_per_s']:.1f} samples/s, "
                   f"bound by {t['bound']}")
         parts = sorted(t["by_class_s"].items(), key=lambda kv: -kv[1])
+        if t.get("communication_s"):
+            parts.append(("communication (exposed)", t["communication_s"]))
         con.print("  by operator class: " + ", ".join(f"{k} {format_duration(v)}" for k, v in parts if v > 0))
         if t.get("total_time_s"):
             epoch = f"epoch {format_duration(t['epoch_time_s'])}, " if t.get("epoch_time_s") else ""

@@ -87,7 +87,8 @@ def _gpu_table(rows: list[GpuRow], cheapest: dict) -> Table:
     for row in rows:
         gpu = row.gpu
         best = cheapest[gpu.id]
-        price = f"{format_money(best.price_per_gpu_hour, best.currency)} {best.provider}" if best else "-"
+        price = (f"{format_money(best.price_per_gpu_hour, best.currency)} {best.provider}"
+                 + (" spot" if best.spot else "")) if best else "-"
         table.add_row(
             gpu.id + ("" if gpu.verified else "*"),
             f"{gpu.memory_bytes / 2**30:.0f}",

@@ -103,7 +103,8 @@ def recommend(
 
 
 def _cost(o) -> str:
-    return format_money(o.total_cost, o.currency) if o.total_cost is not None else "-"
+    """The job's cost in the ranking currency, so that the rows compare by eye (--json has each offer's own)."""
+    return format_money(o.total_cost_ranked, o.ranking_currency) if o.total_cost_ranked is not None else "-"
 
 
 def _render(rec, show_all: bool) -> None:

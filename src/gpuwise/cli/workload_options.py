@@ -87,6 +87,10 @@ def workload_from(model: str, workload_kwargs: dict, *, batch_size: int | None =
     kw.pop("batch_size", None)
     kw.update(overrides)
     if kw.get("precision") is None:
-        kw["precision"] = default_precision(kw.get("finetune", "full"), gpu.has_bf16 if gpu is not None else None)
+        from gpuwise.workload.decoder import is_llm
+
+        llm = kw.get("mode", "train").lower() == "infer" and is_llm(c.build_workload(model, batch_size=1))
+        kw["precision"] = default_precision(kw.get("finetune", "full"), gpu.has_bf16 if gpu is not None else None,
+                                            mode=kw.get("mode", "train"), llm=llm)
     return c.build_workload(model, batch_size=batch_size if batch_size is not None else
                             c.parse_batch_size(workload_kwargs.get("batch_size", "32")), **kw)

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from gpuwise.memory.uncertainty import fit_wording
 from gpuwise.plan.fit import fits, spare_bytes, usable_bytes
-from gpuwise.plan.profile import WorkloadModel, largest_fitting_batch
+from gpuwise.plan.profile import WorkloadModel, cannot_run, largest_fitting_batch
 from gpuwise.plan.recommend import JobSize
 from gpuwise.plan.remedies import changes_that_fit
 
@@ -21,6 +21,13 @@ def job_time(step_time_s: float, workload, job: JobSize | None) -> dict | None:
     steps = job.optimizer_steps(workload.effective_batch_size)
     epoch_s = step_time_s * (job.samples / workload.effective_batch_size) if job.samples is not None else None
     return {"optimizer_steps": steps, "epoch_time_s": epoch_s, "total_time_s": steps * step_time_s}
+
+
+def _timed(e) -> dict:
+    """Step time, throughput and bound of one GPU's estimate; none where the job cannot run there."""
+    t = None if cannot_run(e.workload, e.gpu) else e.time
+    return {"step_time_s": t.step_time_s if t else None, "samples_per_s": t.samples_per_s if t else None,
+            "bound": t.bound if t else None}
 
 
 def estimate_answer(
@@ -38,7 +45,8 @@ def estimate_answer(
                       "trainable_param_count": t.trainable_param_count, "trace_time_s": t.trace_time_s,
                       "notes": list(t.notes)}
     time = None
-    if est.time is not None:
+    why_not = cannot_run(est.workload, gpu) if gpu is not None else None
+    if est.time is not None and not why_not:
         time = est.time.to_dict()
         time.update(job_time(est.time.step_time_s, est.workload, job) or {})
     inference = est.inference.to_dict() if est.inference is not None else None
@@ -57,6 +65,7 @@ def estimate_answer(
         "gpu": gpu.id if gpu else None,
         "headroom_fraction": headroom_fraction,
         "fits": fit,
+        "cannot_run": why_not,
         "spare_bytes": spare_bytes(est.memory.total_upper_bytes, gpu, headroom_fraction) if gpu else None,
         "fit_summary": fit_wording(est.memory, usable_bytes(gpu, headroom_fraction)) if gpu else None,
         "max_batch_size": largest_fitting_batch(model, gpu, count=count, headroom_fraction=headroom_fraction)
@@ -68,9 +77,8 @@ def estimate_answer(
             {"gpu": e.gpu.id, "memory_bytes": e.gpu.visible_memory_bytes, "peak_total_bytes": e.memory.total_upper_bytes,
              "fits": fits(e.memory.total_upper_bytes, e.gpu, headroom_fraction),
              "spare_bytes": spare_bytes(e.memory.total_upper_bytes, e.gpu, headroom_fraction),
-             "step_time_s": e.time.step_time_s if e.time else None,
-             "samples_per_s": e.time.samples_per_s if e.time else None, "bound": e.time.bound if e.time else None,
-             "calibration": e.calibration}
+             "cannot_run": cannot_run(e.workload, e.gpu), "calibration": e.calibration,
+             **_timed(e)}
             for e in per_gpu
         ],
     }

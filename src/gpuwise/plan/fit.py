@@ -67,8 +67,8 @@ def largest_fitting(
 
     ``total_bytes_of`` grows with x and is close to affine (memory against batch or context), so the
     line through two evaluations guesses the answer and each verified guess narrows the bracket; where
-    the line does not help, the bracket is halved. ``powers_of_two`` searches 1, 2, 4, … only (each
-    evaluation of a traced model is a trace: a small grid shared across GPUs keeps them few).
+    the line does not help, the bracket is halved. ``powers_of_two`` searches 1, 2, 4, … and ``upper``
+    only (each evaluation of a traced model is a trace: a small grid shared across GPUs keeps them few).
     """
     grid = _grid(upper, powers_of_two)
     seen: dict[int, int] = {}
@@ -100,8 +100,9 @@ def largest_fitting(
 def _grid(upper: int, powers_of_two: bool) -> list[int] | range:
     if upper < 1:
         return [1]
-    if powers_of_two:
-        return [1 << k for k in range(int(math.log2(upper)) + 1)]
+    if powers_of_two:   # and the upper limit itself (an effective batch of 100 may run as one micro-batch)
+        grid = [1 << k for k in range(int(math.log2(upper)) + 1)]
+        return grid + [upper] if grid[-1] != upper else grid
     return range(1, upper + 1)
 
 

@@ -85,10 +85,16 @@ def cheapest_offer(offers: Iterable[Offer], gpu_id: str, count: int, currency: s
 
 def cheapest_to_rent_one(offers_by_gpu: dict[str, Iterable[Offer]], currency: str | None = None,
                          ) -> tuple[str, dict[str, Offer | None]]:
-    """(ranking currency, GPU id -> the cheapest offer to rent one of it): what ``gpus`` shows and sorts by."""
+    """(ranking currency, GPU id -> the cheapest on-demand offer to rent one of it, or the cheapest spot offer
+    where there is no on-demand one): what ``gpus`` shows and sorts by."""
     pool = [o for offers in offers_by_gpu.values() for o in offers]
     rank_in = ranking_currency(pool, currency)
-    return rank_in, {gpu_id: cheapest_offer(list(offers), gpu_id, 1, rank_in) for gpu_id, offers in offers_by_gpu.items()}
+
+    def best(gpu_id: str, offers: list[Offer]) -> Offer | None:
+        on_demand = cheapest_offer([o for o in offers if not o.spot], gpu_id, 1, rank_in)
+        return on_demand or cheapest_offer([o for o in offers if o.spot], gpu_id, 1, rank_in)
+
+    return rank_in, {gpu_id: best(gpu_id, list(offers)) for gpu_id, offers in offers_by_gpu.items()}
 
 
 def price_key(offer: Offer | None, currency: str) -> tuple[int, float]:

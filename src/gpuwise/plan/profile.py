@@ -181,6 +181,16 @@ def largest_fitting_batch(
     return largest_fitting(total_bytes, usable_bytes(gpu, headroom_fraction), upper=limit, powers_of_two=powers_of_two)
 
 
+def cannot_run(workload: Workload, gpu: GPU) -> str | None:
+    """Why ``workload`` cannot run on ``gpu`` (None: it can): bf16 needs bf16 support (Ampere and newer;
+    PyTorch refuses bf16 autocast on a T4 or V100). The one rule estimate, recommend and the time
+    scaling of report and advise apply."""
+    if workload.precision in ("amp-bf16", "bf16") and not gpu.has_bf16:
+        other = "amp-fp16" if workload.precision == "amp-bf16" else "fp16"
+        return f"no bf16 on this GPU ({gpu.arch}): use --precision {other}"
+    return None
+
+
 def step_time_function(workload: Workload, progress: Callable[[str], None] | None = None):
     """GPU -> predicted step time (s) of ``workload`` on ``workload.num_gpus`` of that GPU, or None
     where it cannot run there (amp-bf16 without bf16). One trace (or none, for LLMs), cached per GPU:
@@ -190,7 +200,7 @@ def step_time_function(workload: Workload, progress: Callable[[str], None] | Non
 
     def step_time_s(gpu: GPU) -> float | None:
         if gpu.id not in cache:
-            if workload.precision == "amp-bf16" and not gpu.has_bf16:
+            if cannot_run(workload, gpu):
                 cache[gpu.id] = None
             else:
                 est = model.estimate(gpu, count=workload.num_gpus)

@@ -9,10 +9,10 @@ from dataclasses import dataclass, field, replace
 
 from gpuwise.catalog.model import GPU, Catalog, Offer
 from gpuwise.plan.errors import PlanError
-from gpuwise.plan.fit import DEFAULT_HEADROOM_FRACTION, check_headroom
+from gpuwise.plan.fit import DEFAULT_HEADROOM_FRACTION, check_headroom, usable_bytes
 from gpuwise.plan.money import RATES_CHECKED, convert, rates_in
 from gpuwise.plan.offers import candidate_offers, cheapest_offer, ranking_currency, spot_policy
-from gpuwise.plan.profile import WorkloadModel, largest_fitting_batch
+from gpuwise.plan.profile import WorkloadModel, cannot_run, largest_fitting_batch
 from gpuwise.plan.quote import Quote, make_quote
 from gpuwise.plan.spot import SpotRisk
 from gpuwise.units import format_bytes, format_duration, format_money
@@ -30,7 +30,9 @@ class JobSize:
     steps: int | None = None
 
     def __post_init__(self) -> None:
-        if (self.samples is None) == (self.steps is None):
+        if self.samples is None and self.steps is None:
+            raise PlanError("give the job's size: --samples N (with --epochs E) or --steps S")
+        if self.samples is not None and self.steps is not None:
             raise PlanError("give the job's size as --samples N (with --epochs E) or as --steps S, not both")
         if self.samples is not None and self.samples <= 0:
             raise PlanError(f"--samples must be positive, got {self.samples}")
@@ -151,11 +153,12 @@ def recommend(
     fp16_model: list = []      # built on first use: the same job at amp-fp16, for GPUs without bf16
 
     def model_on(gpu: GPU):
-        if fp16_where_no_bf16 and workload.precision == "amp-bf16" and not gpu.has_bf16:
+        if fp16_where_no_bf16 and cannot_run(workload, gpu):
             if not fp16_model:
                 from gpuwise.plan.profile import model_for
 
-                fp16_model.append(model_for(workload.with_(precision="amp-fp16"), progress))
+                half = "amp-fp16" if workload.precision == "amp-bf16" else "fp16"
+                fp16_model.append(model_for(workload.with_(precision=half), progress))
             return fp16_model[0]
         return model
 
@@ -216,8 +219,9 @@ def _evaluate(model, gpu: GPU, offer: Offer, count: int, job: JobSize, constrain
         known.setdefault("peak_total_bytes", None)
         return make_quote(gpu, count, offer, step_time_s=None, excluded_because=reason, **quote, **known)
 
-    if workload.precision == "amp-bf16" and not gpu.has_bf16:
-        return excluded(f"no bf16 on this GPU ({gpu.arch}): use --precision amp-fp16")
+    reason = cannot_run(workload, gpu)
+    if reason:
+        return excluded(reason)
     if workload.is_training and effective % count:
         return excluded(f"effective batch {effective} does not split evenly over {count} GPUs")
     per_gpu = effective // count if workload.is_training else workload.batch_size
@@ -258,9 +262,9 @@ def _evaluate(model, gpu: GPU, offer: Offer, count: int, job: JobSize, constrain
 
 
 def _oom_reason(batch: int, total_bytes: int, gpu: GPU, constraints: Constraints) -> str:
-    headroom = f", {constraints.headroom_fraction:.0%} kept free" if constraints.headroom_fraction else ""
-    return (f"OOM at batch {batch}: needs {format_bytes(total_bytes)} of "
-            f"{format_bytes(gpu.visible_memory_bytes)}{headroom}")
+    kept = f" with {constraints.headroom_fraction:.0%} kept free" if constraints.headroom_fraction else ""
+    return (f"OOM at batch {batch}: needs up to {format_bytes(total_bytes)}, "
+            f"{format_bytes(usable_bytes(gpu, constraints.headroom_fraction))} usable{kept}")
 
 
 def _divisors(n: int) -> list[int]:
@@ -288,7 +292,11 @@ def _nothing_meets(options: list[Option], c: Constraints, provider: str | None, 
         return f"nothing meets the request: no offers{where} for the chosen GPUs", ()
     fitting = [o for o in options if o.fits]
     if not fitting:
-        return "nothing meets the request: the job does not fit on any GPU on offer at this batch size", ()
+        split = any("does not split evenly" in (o.excluded_because or "") or "smaller than" in (o.excluded_because or "")
+                    for o in options)
+        hint = (" (the multi-GPU options need an effective batch they can split: --effective-batch N, or "
+                "--per-gpu-batch to run the batch on every GPU)" if split else "")
+        return f"nothing meets the request: the job does not fit on any GPU on offer at this batch size{hint}", ()
     what = []
     if c.deadline_s is not None:
         what.append(f"the deadline of {format_duration(c.deadline_s)}")

@@ -18,6 +18,9 @@ from gpuwise.plan.recommend import Constraints, JobSize, Recommendation, apply_c
 from gpuwise.workload import Workload
 
 
+REMEDY_MIN_SAVING = 0.02    # a remedy must save at least 2% of the best option's cost to be news
+
+
 @dataclass(frozen=True)
 class Remedy:
     change: str              # what to change, as the user would type it
@@ -39,6 +42,15 @@ def candidate_remedies(w: Workload, closed_form: bool) -> list[Remedy]:
     """The changes that lower a training step's memory, in the order a practitioner tries them."""
     out = []
     if not w.is_training:
+        # serving: half-precision weights, quantized weights (closed form), fewer sequences at once
+        if w.precision in ("fp32", "tf32"):
+            out.append(_remedy("--precision bf16", precision="bf16"))
+            out.append(_remedy("--precision fp16", precision="fp16"))
+        if closed_form and w.quant == "none":
+            out.append(_remedy("--quant int8", quant="int8"))
+            out.append(_remedy("--quant nf4", quant="nf4"))
+        if w.batch_size > 1:
+            out.append(_remedy(f"--batch-size {w.batch_size // 2}", batch_size=w.batch_size // 2))
         return out
     if w.precision in ("fp32", "tf32"):
         out.append(_remedy("--precision amp-bf16", precision="amp-bf16"))
@@ -102,7 +114,7 @@ def find_remedies(
             results.append({"change": remedy.change, **quote.to_dict()})
             break
     if rec.best is not None:  # a remedy that costs more than the best option as it is, is no remedy
-        results = [r for r in results if r["total_cost_ranked"] < rec.best.total_cost_ranked]
+        results = [r for r in results if r["total_cost_ranked"] < (1.0 - REMEDY_MIN_SAVING) * rec.best.total_cost_ranked]
     results.sort(key=lambda r: r["total_cost_ranked"])
     return tuple(results)
 

@@ -33,10 +33,14 @@ class WorkloadError(GpuwiseError):
 PEFT_PRECISION = "amp-bf16"
 
 
-def default_precision(finetune: str, gpu_has_bf16: bool | None = None) -> str:
+def default_precision(finetune: str, gpu_has_bf16: bool | None = None, *, mode: str = "train",
+                      llm: bool = False) -> str:
     """The precision a job runs at when the user names none: fp32 (PyTorch's default) for full training
-    and inference; bf16 autocast for LoRA/QLoRA, as LitGPT and LLaMA-Factory default to, or fp16 autocast
-    on a GPU without bf16 (T4, V100)."""
+    and for inference of other models; bf16 autocast for LoRA/QLoRA, as LitGPT and LLaMA-Factory default
+    to; bf16 weights for LLM inference, as serving engines load them (the checkpoint's dtype); fp16 on a
+    GPU without bf16 (T4, V100)."""
+    if llm and mode.lower() == "infer":
+        return "bf16" if gpu_has_bf16 is not False else "fp16"
     if finetune.lower() in ("lora", "qlora"):
         return PEFT_PRECISION if gpu_has_bf16 is not False else "amp-fp16"
     return "fp32"
