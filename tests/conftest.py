@@ -13,3 +13,24 @@ os.environ.setdefault("GPUWISE_CACHE_DIR", os.path.join(os.environ.get("TMPDIR",
 # A developer's own ~/.config/gpuwise (catalog.toml, calibration.toml) must not change what the tests see;
 # tests that need a config dir point GPUWISE_CONFIG_DIR at tmp_path themselves.
 os.environ["GPUWISE_CONFIG_DIR"] = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"gpuwise-test-config-{os.getpid()}")
+
+
+import json  # noqa: E402
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture
+def cli_json(capsys):
+    """Runs a gpuwise command in this process and returns its --json object (exit 0 asserted)."""
+    from gpuwise.cli.app import main
+
+    def run(argv: list[str]) -> dict:
+        capsys.readouterr()
+        try:
+            main(argv)
+        except SystemExit as exc:
+            assert not exc.code, capsys.readouterr().err
+        return json.loads(capsys.readouterr().out)
+
+    return run

@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from gpuwise.catalog import builtin_catalog, resolve_gpu
-from gpuwise.catalog.resolve import AmbiguousGpuName, gpu_names, name_key
+from gpuwise.catalog.resolve import AmbiguousGpuName, name_key
 
 CATALOG = builtin_catalog()
 

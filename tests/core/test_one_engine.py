@@ -7,12 +7,10 @@ share of the GPU in estimate/recommend and a share of the need in report; four d
 
 from __future__ import annotations
 
-import json
 
 import pytest
 
 from gpuwise.catalog import load_catalog
-from gpuwise.cli.app import main
 from gpuwise.plan.fit import usable_bytes
 from gpuwise.runlog import RunLog
 
@@ -26,14 +24,6 @@ JOBS = {
     "closed-form": ["hf:Qwen/Qwen2.5-0.5B", "--finetune", "lora", "--seq-len", "512", "--batch-size", "2",
                     "--precision", "amp-bf16"],
 }
-
-
-def _json(argv, capsys) -> dict:
-    try:
-        main(argv)
-    except SystemExit as exc:
-        assert not exc.code, capsys.readouterr().err
-    return json.loads(capsys.readouterr().out)
 
 
 def _run_log(path, peak_bytes: int) -> str:
@@ -52,22 +42,22 @@ def _run_log(path, peak_bytes: int) -> str:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", list(JOBS))
-def test_estimate_recommend_report_and_advise_agree(kind, tmp_path, capsys):
+def test_estimate_recommend_report_and_advise_agree(kind, tmp_path, cli_json):
     job = JOBS[kind]
     catalog = load_catalog(user_file=False)
     gpus = {g.id: g for g in catalog.gpus}
 
-    est = _json(["estimate", *job, "--gpu", "all", "--headroom", HEADROOM, "--json"], capsys)
+    est = cli_json(["estimate", *job, "--gpu", "all", "--headroom", HEADROOM, "--json"])
     assert est["method"] == kind
     per_gpu = {r["gpu"]: r for r in est["per_gpu"]}
     assert set(per_gpu) == set(gpus)
     peak = per_gpu[RENTED]["peak_total_bytes"]
 
-    rec = _json(["recommend", *job, "--steps", "100", "--max-gpus", "1", "--spot", "--no-remedies",
-                 "--headroom", HEADROOM, "--json"], capsys)
+    rec = cli_json(["recommend", *job, "--steps", "100", "--max-gpus", "1", "--spot", "--no-remedies",
+                 "--headroom", HEADROOM, "--json"])
     log = _run_log(tmp_path / "run.db", peak)
-    rep = _json(["report", log, "--model", *job, "--headroom", HEADROOM, "--spot", "--json"], capsys)
-    adv = _json(["advise", log, "--model", *job, "--headroom", HEADROOM, "--spot", "--json"], capsys)
+    rep = cli_json(["report", log, "--model", *job, "--headroom", HEADROOM, "--spot", "--json"])
+    adv = cli_json(["advise", log, "--model", *job, "--headroom", HEADROOM, "--spot", "--json"])
 
     usable = {g: usable_bytes(gpus[g], 0.07) for g in gpus}
     # estimate and recommend: the same prediction, the same fit and spare memory, the same step time
@@ -104,10 +94,10 @@ def test_estimate_recommend_report_and_advise_agree(kind, tmp_path, capsys):
             assert quotes[g]["step_time_s"] / step_on_rented == pytest.approx(ratio, rel=1e-9), g
 
 
-def test_without_a_workload_report_and_advise_scale_by_the_same_datasheet_ratio(tmp_path, capsys):
+def test_without_a_workload_report_and_advise_scale_by_the_same_datasheet_ratio(tmp_path, cli_json):
     log = _run_log(tmp_path / "run.db", 14 * 2**30)
-    rep = _json(["report", log, "--json"], capsys)
-    adv = _json(["advise", log, "--json"], capsys)
+    rep = cli_json(["report", log, "--json"])
+    adv = cli_json(["advise", log, "--json"])
     rows = {o["gpu"]: o for o in rep["right_sizing"]["options"]}
     quotes = {o["gpu"]: o for o in adv["gpu_options"]}
     assert rep["right_sizing"]["method"].startswith("datasheet ratio")

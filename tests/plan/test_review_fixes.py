@@ -1,6 +1,5 @@
 """Defects a new-user walkthrough found (2026-12-03), each pinned by a test."""
 
-import json
 
 import pytest
 
@@ -21,19 +20,11 @@ def catalog():
     return load_catalog(user_file=False)
 
 
-def _json(argv, capsys) -> dict:
-    try:
-        main(argv)
-    except SystemExit as exc:
-        assert not exc.code, capsys.readouterr().err
-    return json.loads(capsys.readouterr().out)
-
-
-def test_llm_serving_defaults_to_the_checkpoints_half_precision_and_suggests_it(capsys):
-    out = _json(["estimate", "hf:meta-llama/Llama-3.1-8B", "--mode", "infer", "--gpu", "l4", "--json"], capsys)
+def test_llm_serving_defaults_to_the_checkpoints_half_precision_and_suggests_it(cli_json):
+    out = cli_json(["estimate", "hf:meta-llama/Llama-3.1-8B", "--mode", "infer", "--gpu", "l4", "--json"])
     assert out["workload"]["precision"] == "bf16" and out["fits"]
-    fp32 = _json(["estimate", "hf:meta-llama/Llama-3.1-8B", "--mode", "infer", "--precision", "fp32", "--gpu", "l4",
-                  "--json"], capsys)
+    fp32 = cli_json(["estimate", "hf:meta-llama/Llama-3.1-8B", "--mode", "infer", "--precision", "fp32", "--gpu", "l4",
+                  "--json"])
     assert not fp32["fits"]
     assert "--precision bf16" in [c["change"] for c in fp32["changes_that_fit"]]   # not training-only advice
 
@@ -65,12 +56,12 @@ def test_recommend_table_shows_costs_in_the_ranking_currency(capsys):
     assert "$" in text and "¥" not in table
 
 
-def test_estimate_and_recommend_agree_that_bf16_cannot_run_on_a_t4(capsys):
-    est = _json(["estimate", "hf:bert-base-uncased", "--seq-len", "128", "--batch-size", "8", "--precision", "amp-bf16",
-                 "--gpu", "t4", "--json"], capsys)
+def test_estimate_and_recommend_agree_that_bf16_cannot_run_on_a_t4(cli_json):
+    est = cli_json(["estimate", "hf:bert-base-uncased", "--seq-len", "128", "--batch-size", "8", "--precision", "amp-bf16",
+                 "--gpu", "t4", "--json"])
     assert est["cannot_run"].startswith("no bf16") and est["time"] is None
-    rec = _json(["recommend", "hf:bert-base-uncased", "--seq-len", "128", "--batch-size", "8", "--precision", "amp-bf16",
-                 "--steps", "10", "--gpus", "t4", "--max-gpus", "1", "--no-remedies", "--json"], capsys)
+    rec = cli_json(["recommend", "hf:bert-base-uncased", "--seq-len", "128", "--batch-size", "8", "--precision", "amp-bf16",
+                 "--steps", "10", "--gpus", "t4", "--max-gpus", "1", "--no-remedies", "--json"])
     assert rec["options"][0]["excluded_because"] == est["cannot_run"]
 
 

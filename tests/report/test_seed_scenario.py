@@ -72,7 +72,7 @@ def test_a_malformed_log_exits_2_naming_the_line(tmp_path):
     bad.write_text("\n".join(lines) + "\n")
     r = gpuwise("report", str(bad))
     assert r.returncode == 2
-    assert f"bad.csv:42:" in r.stderr and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert "bad.csv:42:" in r.stderr and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
 def test_a_dmon_log_needs_the_gpu_named_and_then_right_sizes(tmp_path):
