@@ -39,6 +39,10 @@ sys.path.insert(0, str(REPO / "src"))
 
 # (id, Workload fields). Several batch sizes, fp32 and AMP, SGD and AdamW, train and infer.
 SUITE: list[tuple[str, dict]] = [
+    # Small-batch eager inference: the host-bound regime (issue 16's batch 1-16 target).
+    ("resnet50-bs1-fp32-infer", dict(model="torchvision:resnet50", batch_size=1, optimizer="none", mode="infer")),
+    ("resnet50-bs4-fp32-infer", dict(model="torchvision:resnet50", batch_size=4, optimizer="none", mode="infer")),
+    ("resnet50-bs16-fp32-infer", dict(model="torchvision:resnet50", batch_size=16, optimizer="none", mode="infer")),
     ("resnet18-bs256-fp32-momentum", dict(model="torchvision:resnet18", batch_size=256, optimizer="momentum")),
     ("resnet18-bs256-ampfp16-sgd", dict(model="torchvision:resnet18", batch_size=256, precision="amp-fp16", optimizer="sgd")),
     ("resnet50-bs128-fp32-momentum", dict(model="torchvision:resnet50", batch_size=128, optimizer="momentum")),
@@ -254,6 +258,49 @@ def run_worker(fields: dict, dry_run: bool, warmup: int, steps: int) -> dict:
     return result
 
 
+# ------------------------------------------------------------------------------- host probe
+HOST_PROBE_CALLS = 2000
+
+
+def host_probe(dry_run: bool) -> dict:
+    """Eager PyTorch's host cost per call on this machine, in microseconds (runtime/host.py's figures).
+
+    Each module runs ``HOST_PROBE_CALLS`` times on a one-image tensor with no synchronisation in
+    between: the GPU finishes each tiny kernel before the host issues the next, so the wall time per
+    call is the host's issue cost (Python, dispatcher, cuDNN/cuBLAS set-up, CUDA launch).
+    """
+    import torch
+
+    device = "cpu" if dry_run else "cuda"
+    calls = 50 if dry_run else HOST_PROBE_CALLS
+    x = torch.randn(1, 64, 8, 8, device=device)
+    v = torch.randn(1, 64, device=device)
+    q = torch.randn(1, 4, 16, 32, device=device)
+    probes = {
+        "conv (nn.Conv2d 3x3)": (torch.nn.Conv2d(64, 64, 3, padding=1).to(device), x),
+        "norm (nn.BatchNorm2d, eval)": (torch.nn.BatchNorm2d(64).to(device).eval(), x),
+        "activation (nn.ReLU)": (torch.nn.ReLU(), x),
+        "matmul (nn.Linear)": (torch.nn.Linear(64, 64).to(device), v),
+        "attention (F.scaled_dot_product_attention)": (
+            lambda t: torch.nn.functional.scaled_dot_product_attention(t, t, t), q),
+        "bare aten op (Tensor.add)": (lambda t: t.add(1.0), x),
+    }
+    out = {}
+    with torch.no_grad():
+        for name, (fn, arg) in probes.items():
+            for _ in range(20):
+                fn(arg)
+            if not dry_run:
+                torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fn(arg)
+            if not dry_run:
+                torch.cuda.synchronize()
+            out[name] = round((time.perf_counter() - t0) / calls * 1e6, 2)
+    return out
+
+
 # ------------------------------------------------------------------------------------ NVML
 def _nvml_handle():
     import pynvml
@@ -322,6 +369,12 @@ def run_suite(args) -> Path:
     path = out_dir / f"{_slug(info['name'])}.json"
     doc = {"gpu": info, "date": _dt.date.today().isoformat(), "warmup_steps": args.warmup,
            "timed_steps": args.steps, "results": []}
+    try:
+        probe_cmd = [sys.executable, __file__, "--host-probe"] + (["--dry-run"] if args.dry_run else [])
+        doc["host_probe_us"] = json.loads(_child(probe_cmd, timeout_s=120))
+    except _ChildError as exc:
+        doc["host_probe_us"] = {"error": str(exc)[-400:]}
+    path.write_text(json.dumps(doc, indent=1))
     for wid, fields in suite:
         row = {"id": wid, "workload": fields}
         remaining_s = args.budget_s - (time.monotonic() - start)
@@ -375,6 +428,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--list", action="store_true", help="print the suite and exit")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--info", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--host-probe", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.list:
         for wid, fields in SUITE:
@@ -382,6 +436,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.info:
         print(json.dumps(gpu_info(args.dry_run)))
+        return 0
+    if args.host_probe:
+        print(json.dumps(host_probe(args.dry_run)))
         return 0
     if args.worker:
         print(json.dumps(run_worker(json.loads(args.worker), args.dry_run, args.warmup, args.steps)))

@@ -29,6 +29,9 @@ def test_suite_covers_the_required_workloads():
     assert any(r.get("keep_grads") for r in rows)
     eager_large = {r["batch_size"] for r in rows if r["model"] == "hf:bert-large-uncased" and r.get("attention") == "eager"}
     assert eager_large >= {1, 4}
+    # small-batch eager inference, the host-bound regime (issue 16: batch 1-16)
+    small = {r["batch_size"] for r in rows if r["model"] == "torchvision:resnet50" and r.get("mode") == "infer"}
+    assert small >= {1, 4, 16}
 
 
 @pytest.mark.slow
@@ -59,6 +62,11 @@ def test_dry_run_measures_a_vision_and_a_transformers_model_on_cpu(tmp_path):
         assert row["median_step_time_s"] > 0 and len(row["step_times_s"]) == 2
         assert row["param_count"] > 0
         assert "max_memory_allocated_bytes" not in row     # no CUDA call in a dry run
+    # the host-cost probe ran first, one figure per call kind, in microseconds
+    probe = doc["host_probe_us"]
+    assert "error" not in probe, probe
+    assert {"conv (nn.Conv2d 3x3)", "matmul (nn.Linear)", "bare aten op (Tensor.add)"} <= set(probe)
+    assert all(0 < us < 1e5 for us in probe.values())
 
 
 def test_unknown_workload_filter_is_an_error(tmp_path):
