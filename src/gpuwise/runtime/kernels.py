@@ -1,6 +1,7 @@
 """The time of one traced operator on one GPU: per-kernel laws x calibrated factors + launch cost.
 
-``op_time(op, gpu, precision, cal, stack)`` is pure. Per class:
+``op_time(op, gpu, precision, cal, stack)`` is pure; ``op_times`` times a trace's ops, each distinct
+op once (a model's repeated blocks repeat its ops). Per class:
 
 * matmul / conv / attention: the tiled laws of ``gpuwise.runtime.laws`` (waves x time per wave,
   fitted on NeuSight's fp32 kernel data) at the peak of the precision the kernel runs in. fp32 on
@@ -20,7 +21,8 @@ since it overlaps with GPU work and only matters when it is the larger of the tw
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
+from operator import attrgetter
 
 import numpy as np
 
@@ -379,3 +381,31 @@ def op_time(op: OpRecord, gpu, precision: str, cal: Calibration, stack: Stack = 
     device_s = float(kernel_device_s(f.compute_base_s, ce, f.memory_base_s, me, serial_s, f.kernels,
                                      cal.p("kernel_latency_s")))
     return OpTime(f.cls, device_s, host, compute_s, memory_s, f.kernels, f.rate)
+
+
+# Every field of an OpRecord but its position and module: what op_time may read (attrs apart: a dict).
+_TIMED_FIELDS = attrgetter(*(f.name for f in fields(OpRecord) if f.name not in ("index", "module", "attrs")))
+
+
+def op_key(op: OpRecord) -> tuple:
+    """Equal for two records that ``op_time`` cannot tell apart (the same op at another position or
+    in another module). Unhashable where an attribute's value is (a list)."""
+    return _TIMED_FIELDS(op), tuple(op.attrs.items())
+
+
+def op_times(ops, gpu, precision: str, cal: Calibration, stack: Stack = DEFAULT_STACK) -> list[OpTime]:
+    """``op_time`` of each op, computed once per distinct ``op_key`` (the same OpTime for each)."""
+    seen: dict[tuple, OpTime] = {}
+    out = []
+    for op in ops:
+        key = op_key(op)
+        try:
+            t = seen.get(key)
+        except TypeError:    # an unhashable attribute: timed on its own
+            key = t = None
+        if t is None:
+            t = op_time(op, gpu, precision, cal, stack)
+            if key is not None:
+                seen[key] = t
+        out.append(t)
+    return out

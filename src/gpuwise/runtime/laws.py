@@ -15,7 +15,7 @@ Fitted on NeuSight's single-kernel timings (fp32, five GPUs; ``benchmarks/kernel
   cannot fill the SMs was tried and left out: the data drove it to zero; the launch cost covers them.)
 
 Every ``u_max`` is at most 1 and every other factor at most 1, so no law beats the datasheet peak
-or bandwidth (``tests/runtime/test_laws.py`` checks it over the whole catalog). The data's fixed
+or bandwidth (``tests/runtime/test_kernel_laws.py`` checks it over the whole catalog). The data's fixed
 cost of a lone timed call (launch + event timing) is not part of a law: step predictions add the
 runtime's own per-kernel latency and host model.
 
@@ -24,6 +24,7 @@ The functions take floats (predictions) and numpy arrays (the fit) alike.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import dataclass
@@ -101,10 +102,6 @@ def _ceil(x):
     return -((-x) // 1)
 
 
-def _min(a, b):
-    return min(a, b) if isinstance(a, (int, float)) and isinstance(b, (int, float)) else np.minimum(a, b)
-
-
 BALANCE_REF = 0.06   # DRAM bytes per fp32 FLOP where u_max applies as fitted (V100: 0.064)
 
 
@@ -121,23 +118,33 @@ def tiled_time_s(law: TiledLaw, batch, m, n, k, *, sm_count, peak_flops_per_s, b
     """Compute time of a (batch x m x n x k) GEMM-like kernel: the best tile and split-K choice.
 
     ``peak_flops_per_s`` is the datasheet peak of the rate the kernel runs at; the result is never
-    below ``2 batch m n k / peak``.
+    below ``2 batch m n k / peak``. Plain numbers take Python's ``min`` (a prediction calls this
+    for every GEMM of every op on every GPU), arrays ``np.minimum``: the same arithmetic either way.
     """
-    best = None
-    per_sm = peak_flops_per_s / sm_count
-    u_max = gpu_u_max(law, bytes_per_fp32_flop)
-    for tm, tn in TILES:
-        tiles = batch * _ceil(m / tm) * _ceil(n / tn)
-        for split in SPLIT_K if law.split_k_eff > 0 else (1,):
-            k_part = k / split
-            waves = _ceil(tiles * split / sm_count)
-            t = (waves + law.wave_half) * 2.0 * tm * tn * k_part / (per_sm * u_max)
-            if split > 1:
-                # cuBLAS splits only a long reduction (each part >= SPLIT_K_MIN_K / 4); the sums of
-                # the parts take an extra pass. (Comparisons as arithmetic: floats and arrays alike.)
-                t = t / law.split_k_eff + (k_part < SPLIT_K_MIN_K / 4) * 1e30
-            best = t if best is None else _min(best, t)
-    return best
+    scalar = all(isinstance(x, (int, float))
+                 for x in (batch, m, n, k, sm_count, peak_flops_per_s, bytes_per_fp32_flop))
+    ceil = math.ceil if scalar else _ceil     # math.ceil gives an int: the same sums (exact below 2**53)
+    rate = (peak_flops_per_s / sm_count) * gpu_u_max(law, bytes_per_fp32_flop)   # per SM at utilisation u
+    if scalar:
+        rate = float(rate)
+    rows = {tm: ceil(m / tm) for tm in {tm for tm, _ in TILES}}
+    cols = {tn: ceil(n / tn) for tn in {tn for _, tn in TILES}}
+    splits = SPLIT_K if law.split_k_eff > 0 else (1,)
+
+    def candidates():
+        for tm, tn in TILES:
+            tiles = batch * rows[tm] * cols[tn]
+            for split in splits:
+                k_part = k / split
+                waves = ceil(tiles * split / sm_count)
+                t = (waves + law.wave_half) * 2.0 * tm * tn * k_part / rate
+                if split > 1:
+                    # cuBLAS splits only a long reduction (each part >= SPLIT_K_MIN_K / 4); the sums of
+                    # the parts take an extra pass. (Comparisons as arithmetic: floats and arrays alike.)
+                    t = t / law.split_k_eff + (k_part < SPLIT_K_MIN_K / 4) * 1e30
+                yield t
+
+    return min(candidates()) if scalar else functools.reduce(np.minimum, candidates())
 
 
 def streaming_time_s(law: StreamingLaw, nbytes, *, bandwidth_bytes_per_s):

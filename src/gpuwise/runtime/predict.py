@@ -15,7 +15,7 @@ from gpuwise.runtime.calibration import Calibration, load_calibration
 from gpuwise.runtime.classify import CLASSES, VIEW
 from gpuwise.runtime.comm import data_parallel_comm, gradients_from_trace
 from gpuwise.runtime.host import COMPILED_KERNEL_S
-from gpuwise.runtime.kernels import OpTime, op_time
+from gpuwise.runtime.kernels import OpTime, op_times
 from gpuwise.runtime.model import RuntimeError_, StepTime
 from gpuwise.runtime.rates import fallback_warning
 from gpuwise.runtime.stack import Stack
@@ -109,9 +109,8 @@ def predict_step_time(
     stack = Stack.from_workload(wl)
 
     phases: dict[str, list[OpTime]] = defaultdict(list)
-    for op in trace.ops:
-        phases["optimizer" if op.phase == "optimizer" else op.phase].append(
-            op_time(op, gpu, precision, cal, stack))
+    for op, t in zip(trace.ops, op_times(trace.ops, gpu, precision, cal, stack)):
+        phases[op.phase].append(t)
     if stack.compile:
         for name in ("forward", "other", "backward"):
             phases[name] = fuse_for_compile(phases[name], cal.p("compile_fusion_rest"))

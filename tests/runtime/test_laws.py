@@ -1,0 +1,39 @@
+"""The tiled law's two paths: plain numbers (predictions) and numpy arrays (the fit) agree."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from gpuwise.runtime.laws import PRIOR, load_laws, tiled_time_s
+
+# (sm_count, fp32 peak, DRAM bytes per fp32 FLOP): a T4-, V100-, A100- and H100-like GPU.
+GPUS = ((40, 8.1e12, 0.04), (80, 15.7e12, 0.057), (108, 19.5e12, 0.08), (132, 67e12, 0.05))
+
+
+def _laws():
+    laws = [*load_laws().tiled.values(), *PRIOR.tiled.values()]
+    # Tensor-core kernels run the law at full utilisation (kernels._tiled).
+    return laws + [dataclasses.replace(law, u_max=1.0, balance_slope=0.0) for law in laws]
+
+
+def _shapes(rng, count):
+    def dim(lo, hi):
+        return np.floor(np.exp(rng.uniform(np.log(lo), np.log(hi), count)))
+    k = dim(1, 1 << 17)
+    k[::3] += rng.uniform(0, 1, k[::3].size)     # a fused attention's equivalent K is not an integer
+    return dim(1, 64), dim(1, 1 << 16), dim(1, 1 << 16), k
+
+
+@pytest.mark.parametrize("sm, peak, balance", GPUS)
+def test_scalar_and_array_tiled_times_agree_on_random_shapes(sm, peak, balance):
+    batch, m, n, k = _shapes(np.random.default_rng(sm), 300)
+    kw = dict(sm_count=sm, peak_flops_per_s=peak, bytes_per_fp32_flop=balance)
+    for law in _laws():
+        arr = tiled_time_s(law, batch, m, n, k, **kw)
+        for i in range(batch.size):
+            one = tiled_time_s(law, int(batch[i]), int(m[i]), int(n[i]), float(k[i]), **kw)
+            assert type(one) is float
+            assert one == pytest.approx(arr[i], rel=1e-12, abs=0), (law, batch[i], m[i], n[i], k[i])
