@@ -55,7 +55,7 @@ def main() -> None:
     stacks: dict[tuple[str, str], list[tuple[str, FitRow, str]]] = defaultdict(list)
     skipped = 0
     for c in all_cases():
-        if split_of(c) == "unused":
+        if split_of(c) in ("unused", "fresh"):
             continue
         try:
             trace = load_trace(c.key)

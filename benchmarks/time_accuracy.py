@@ -179,6 +179,33 @@ def _targets(test) -> list[str]:
     ]
 
 
+def _fresh_section(fresh) -> list[str]:
+    """The fresh check (benchmarks/README.md): a GPU no fit or score had seen, scored once."""
+    if not fresh:
+        return []
+    test = [r for r in fresh if r["family"] in HELD_OUT_FAMILIES]
+    rest = [r for r in fresh if r["family"] not in HELD_OUT_FAMILIES]
+    gpus = ", ".join(sorted({r["gpu"] for r in fresh}))
+    row = lambda name, rs: (f"| {name} | {len(rs)} | {summary([r['err'] for r in rs])} | "  # noqa: E731
+                            f"{summary([r['err_roofline'] for r in rs])} | "
+                            f"{summary([r['err_roofline_075'] for r in rs])} |")
+    return [
+        f"## Fresh check: {gpus}, a GPU no fit or score had seen", "",
+        "timm's eager AMP inference file for this GPU (PyTorch 2.9.1, CUDA 13.0) was read for the first time by "
+        "this run, with the shipped calibration and kernel laws; nothing was changed after it (protocol: "
+        "benchmarks/README.md, which also says where the GPU's specs come from).", "",
+        "| rows | cases | gpuwise | roofline | roofline / 0.75 |", "|---|---|---|---|---|",
+        row("held-out families (the protocol's test side, new GPU)", test),
+        row("training families (new GPU only)", rest),
+        row("all", fresh),
+        "", "Targets (issue 16) on the held-out families of the new GPU:", "", *(_targets(test) if test else []),
+        "", *_table(fresh, "family"),
+        "", "| case | measured samples/s | predicted / measured |", "|---|---|---|",
+        *[f"| {r['case']} | {r['measured_samples_per_s']:.0f} | {1 + r['err']:.2f} |"
+          for r in sorted(fresh, key=lambda r: -abs(r["err"]))[:8]],
+    ]
+
+
 def _write_markdown(rows, small, seed, skipped, secs) -> None:
     cal = load_calibration()
     test = [r for r in rows if r["split"] == "test"]
@@ -187,7 +214,7 @@ def _write_markdown(rows, small, seed, skipped, secs) -> None:
         "# Time predictor accuracy", "",
         f"Date: {DATE}. Script: `benchmarks/time_accuracy.py` ({secs:.0f} s on the 2-core dev machine, traces "
         "cached in `benchmarks/cache/`). Data: `shared/data/public-benchmarks/` (lambda_train.csv; timm RTX 3090 "
-        "training PT 1.12; timm inference RTX 3090/4090 PT 2.4, RTX 5090 PT 2.9.1; all eager). Protocol "
+        "training PT 1.12; timm inference RTX 3090/4090 PT 2.4, RTX 5090 and (fresh check) RTX PRO 6000 Max-Q PT 2.9.1; all eager). Protocol "
         "(frozen before tuning): `benchmarks/README.md`. Held-out GPUs: " + ", ".join(HELD_OUT_GPUS)
         + "; held-out families: " + ", ".join(HELD_OUT_FAMILIES) + ". **Test side** = both held out "
         f"({len(test)} cases); training side = neither ({len(train)} cases, what `calibration.json` was fitted on); "
@@ -210,6 +237,7 @@ def _write_markdown(rows, small, seed, skipped, secs) -> None:
         "", "## Worst test cases", "", "| case | measured samples/s | predicted / measured | note |", "|---|---|---|---|",
         *[f"| {r['case']} | {r['measured_samples_per_s']:.0f} | {1 + r['err']:.2f} | {r['note']} |"
           for r in sorted(test, key=lambda r: -abs(r["err"]))[:10]],
+        "", *_fresh_section([r for r in rows if r["split"] == "fresh"]),
         "", "## Small batches: ResNet-50 fp32 inference, eager (real tracer)", "",
         f"Published eager PyTorch latency at batch 1 on V100/T4-class GPUs: {PUBLISHED_BS1_MS[0]:.0f}-"
         f"{PUBLISHED_BS1_MS[1]:.0f} ms (issue 16's figure). Target: within 20% at batch 1-16.", "",

@@ -6,7 +6,8 @@ Sources (shared/data/public-benchmarks, see its README):
   runs: the H100 SXM batch is assumed there, and the case says so).
 * timm benchmark-train-amp-nchw-pt112-cu113-rtx3090.csv: training, AMP, SGD, eager, batch in file.
 * timm benchmark-infer-amp-nchw-{pt240-cu124-rtx3090, pt240-cu124-rtx4090, pt291-cu130-5090}.csv:
-  inference, AMP, eager, batch and image size in the file.
+  inference, AMP, eager, batch and image size in the file; and the fresh check's
+  benchmark-infer-amp-nchw-pt291-cu130-pro6000maxq.csv (split "fresh").
 
 GPU specs come from the catalog where it has the GPU, else from gpu_datasheets.csv, else from the
 small table below (datasheets cited), so cases exist for GPUs the catalog does not list yet.
@@ -50,6 +51,9 @@ TIMM_INFER_FILES = {
     "rtx-5090": "benchmark-infer-amp-nchw-pt291-cu130-5090.csv",
 }
 TIMM_TRAIN_FILE = "benchmark-train-amp-nchw-pt112-cu113-rtx3090.csv"
+# The fresh check (benchmarks/README.md): a file no fit or score had read, scored once as it stands.
+TIMM_FRESH_FILES = {"rtx-pro-6000-maxq": "benchmark-infer-amp-nchw-pt291-cu130-pro6000maxq.csv"}
+FRESH_GPUS = tuple(TIMM_FRESH_FILES)
 
 # Lambda's GPU names -> (gpu id, catalog id or datasheet (gpu, variant prefix) or None for the table).
 LAMBDA_GPUS = {
@@ -162,7 +166,7 @@ def gpu_specs() -> dict[str, GPU]:
         from gpuwise.catalog import load_catalog
 
         for g in load_catalog(user_file=False).gpus:
-            if g.id in out:
+            if g.id in out or g.id in FRESH_GPUS:
                 out[g.id] = g
     except Exception:  # without a catalog the datasheets suffice
         pass
@@ -208,7 +212,7 @@ def timm_cases(gpus: dict[str, GPU], *, max_sizes: int = 2) -> list[Case]:
                            int(float(r["train_img_size"])), "amp-fp16", "sgd")
             cases.append(Case("timm-train", gpus["rtx-3090"], key, float(r["train_samples_per_sec"]),
                               TIMM_MODELS[r["model"]], "PyTorch 1.12, CUDA 11.3"))
-    for gid, fname in TIMM_INFER_FILES.items():
+    for gid, fname in {**TIMM_INFER_FILES, **TIMM_FRESH_FILES}.items():
         rows = defaultdict(list)
         for r in csv.DictReader(open(DATA / "timm" / fname)):
             if r["model"] in TIMM_MODELS:
@@ -246,7 +250,10 @@ def timm_infer_rows(name: str) -> dict[tuple[str, int], tuple[float, int]]:
 
 
 def split_of(case: Case) -> str:
-    """"test" (GPU and family held out), "train" (neither) or "unused" (one of them: it would leak)."""
+    """"test" (GPU and family held out), "train" (neither) or "unused" (one of them: it would leak);
+    "fresh" for the fresh check's GPU (README: scored once, never fitted on)."""
+    if case.gpu.id in FRESH_GPUS:
+        return "fresh"
     gpu_out, family_out = case.gpu.id in HELD_OUT_GPUS, case.family in HELD_OUT_FAMILIES
     if gpu_out and family_out:
         return "test"
