@@ -95,3 +95,30 @@ def test_a_table_wider_than_the_console_wraps_its_cells_instead_of_cropping_them
     assert max(map(len, lines)) <= 24 and "…" not in "".join(lines)
     left = "".join(line[:12] for line in lines).replace(" ", "")
     assert "a800-80gb-pcie×8" in left  # every character there, in order, only wrapped
+
+
+def test_command_help_is_reflowed_not_cut_at_the_docstring_s_line_breaks():
+    # typer keeps a docstring's single line breaks: at 80 columns `report --help` read
+    # "...output: peak/p95 memory" / "needed, busy share..." with half-empty lines between.
+    out = gpuwise("report", "--help").stdout
+    lines = [line.strip() for line in out.splitlines()]
+    para = [line for line in lines[lines.index(next(x for x in lines if x.startswith("Reads a gpuwise"))):]]
+    para = para[:para.index("")]
+    assert all(len(line) >= 60 for line in para[:-1]), para   # every line but the last is filled
+    assert "peak/p95 memory needed" in words(out)
+
+
+def test_reflow_keeps_paragraphs_list_items_and_indented_examples():
+    from gpuwise.cli.app import reflow
+
+    doc = """First line
+    continues here.
+
+    Second paragraph
+    joined.
+    - item one
+    - item two
+      $ gpuwise example
+    """
+    assert reflow(doc) == ("First line continues here.\n\nSecond paragraph joined.\n- item one\n- item two\n"
+                           "  $ gpuwise example")

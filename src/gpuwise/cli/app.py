@@ -41,6 +41,27 @@ class _LazyTyper(typer.Typer):
     def registered_commands(self, value):
         self._registered = value
 
+    def command(self, name=None, **kwargs):
+        """``Typer.command``, with the docstring reflowed (typer keeps a docstring's line breaks)."""
+        def decorator(f):
+            if kwargs.get("help") is None and f.__doc__:
+                kwargs["help"] = reflow(f.__doc__)
+            return typer.Typer.command(self, name, **kwargs)(f)
+        return decorator
+
+
+def reflow(doc: str) -> str:
+    """A docstring as terminal help: the lines of a paragraph joined, so the terminal wraps them.
+
+    Paragraphs stay apart; a line starting a list item (``- ``, ``* ``) or indented (an example)
+    keeps its own line.
+    """
+    import inspect
+    import re
+
+    paragraphs = inspect.cleandoc(doc).split("\n\n")
+    return "\n\n".join(re.sub(r"\n(?![-*] |\s)", " ", p) for p in paragraphs)
+
 
 app = _LazyTyper(
     name="gpuwise",
