@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import logging
 from typing import Any, Callable
 
 from gpuwise.cli import common as c
@@ -92,5 +93,8 @@ def workload_from(model: str, workload_kwargs: dict, *, batch_size: int | None =
         llm = kw.get("mode", "train").lower() == "infer" and is_llm(c.build_workload(model, batch_size=1))
         kw["precision"] = default_precision(kw.get("finetune", "full"), gpu.has_bf16 if gpu is not None else None,
                                             mode=kw.get("mode", "train"), llm=llm)
-    return c.build_workload(model, batch_size=batch_size if batch_size is not None else
-                            c.parse_batch_size(workload_kwargs.get("batch_size", "32")), **kw)
+    workload = c.build_workload(model, batch_size=batch_size if batch_size is not None else
+                                c.parse_batch_size(workload_kwargs.get("batch_size", "32")), **kw)
+    for message in workload.inert_settings():
+        logging.getLogger("gpuwise.cli").warning(message)
+    return workload

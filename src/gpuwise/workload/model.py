@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 
 from gpuwise.errors import GpuwiseError
 
@@ -120,6 +120,30 @@ class Workload:
             raise WorkloadError(f"--max-new-tokens must be between 0 and {MAX_SEQ_LEN}, got {self.max_new_tokens}")
         if self.finetune == "qlora" and self.quant == "none":
             object.__setattr__(self, "quant", "nf4")
+
+    def inert_settings(self) -> tuple[str, ...]:
+        """Settings given a value of their own that change nothing in this job: said, not dropped in silence."""
+        defaults = {f.name: f.default for f in fields(self)}
+        given = lambda name: getattr(self, name) != defaults[name]  # noqa: E731
+        out = []
+        if self.mode == "infer":
+            for name, flag in (("grad_checkpointing", "--grad-checkpointing"), ("grad_accum_steps", "--grad-accum"),
+                               ("optimizer_impl", "--optimizer-impl"), ("keep_grads", "--keep-grads")):
+                if given(name):
+                    out.append(f"{flag} has no effect with --mode infer (no backward pass, no optimizer step)")
+            if self.optimizer not in (defaults["optimizer"], "none"):
+                out.append(f"--optimizer {self.optimizer} has no effect with --mode infer (no optimizer step)")
+        else:
+            if self.max_new_tokens:
+                out.append("--max-new-tokens has no effect with --mode train (it sizes generation: --mode infer)")
+            if given("engine"):
+                out.append(f"--engine {self.engine} has no effect with --mode train (it is the serving engine)")
+        if self.finetune not in ("lora", "qlora"):
+            for name, flag in (("lora_rank", "--lora-rank"), ("lora_targets", "--lora-targets"),
+                               ("lora_dropout", "--lora-dropout")):
+                if given(name):
+                    out.append(f"{flag} has no effect without --finetune lora or qlora")
+        return tuple(out)
 
     @property
     def effective_batch_size(self) -> int:

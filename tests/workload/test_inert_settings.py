@@ -1,0 +1,48 @@
+"""A setting that changes nothing in the job is said, not silently dropped (before: no word at all)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from gpuwise.workload.model import Workload
+
+
+@pytest.mark.parametrize("changes, flag", [
+    (dict(mode="infer", grad_accum_steps=4), "--grad-accum"),
+    (dict(mode="infer", grad_checkpointing=True), "--grad-checkpointing"),
+    (dict(mode="infer", optimizer="sgd"), "--optimizer sgd"),
+    (dict(mode="infer", keep_grads=True), "--keep-grads"),
+    (dict(max_new_tokens=64), "--max-new-tokens"),
+    (dict(engine="vllm"), "--engine vllm"),
+    (dict(lora_rank=8), "--lora-rank"),
+    (dict(lora_targets=("q_proj",)), "--lora-targets"),
+    (dict(lora_dropout=0.1), "--lora-dropout"),
+])
+def test_each_inert_setting_is_named(changes, flag):
+    messages = Workload(model="hf:gpt2", **changes).inert_settings()
+    assert len(messages) == 1 and messages[0].startswith(flag), messages
+
+
+@pytest.mark.parametrize("changes", [
+    {},                                                     # defaults say nothing
+    dict(mode="infer", optimizer="none"),                   # the right optimizer for inference
+    dict(mode="infer", max_new_tokens=128, engine="vllm"),  # serving settings in serving
+    dict(finetune="lora", lora_rank=8, lora_dropout=0.0, lora_targets=("q_proj",)),
+    dict(finetune="qlora", lora_rank=64),
+    dict(grad_accum_steps=4, grad_checkpointing=True, optimizer_impl="fused", keep_grads=True),
+])
+def test_settings_that_matter_are_not_reported(changes):
+    assert Workload(model="hf:gpt2", **changes).inert_settings() == ()
+
+
+def test_the_cli_warns_on_stderr_and_still_answers():
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpuwise.cli.app", "estimate", "hf:Qwen/Qwen2.5-14B", "--precision", "bf16",
+         "--seq-len", "2048", "--batch-size", "1", "--lora-rank", "8", "--json"],
+        capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "gpuwise: warning: --lora-rank has no effect without --finetune lora or qlora" in proc.stderr
+    assert proc.stdout.lstrip().startswith("{")      # --json's stdout stays one JSON object
