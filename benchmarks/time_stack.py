@@ -24,19 +24,26 @@ from time_traces import TraceKey, load_trace  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 DATE = "2026-12-03"
-PAIRS = {   # change -> (baseline file, changed file)
-    "channels_last": ("benchmark-infer-amp-nchw-pt240-cu124-rtx4090.csv", "benchmark-infer-amp-nhwc-pt240-cu124-rtx4090.csv"),
-    "compile": ("benchmark-infer-amp-nchw-pt291-cu128-4090.csv", "benchmark-infer-amp-nchw-pt291-cu128-4090-dynamo.csv"),
-}
+PAIRS = [   # (change, GPU, baseline file, changed file)
+    ("channels_last", "rtx-4090", "benchmark-infer-amp-nchw-pt240-cu124-rtx4090.csv",
+     "benchmark-infer-amp-nhwc-pt240-cu124-rtx4090.csv"),
+    ("compile", "rtx-4090", "benchmark-infer-amp-nchw-pt291-cu128-4090.csv",
+     "benchmark-infer-amp-nchw-pt291-cu128-4090-dynamo.csv"),
+    # the fresh check (README): a GPU no fit or score had seen, its -dynamo file read once
+    ("compile", "rtx-pro-6000-maxq", "benchmark-infer-amp-nchw-pt291-cu130-pro6000maxq.csv",
+     "benchmark-infer-amp-nchw-pt291-cu130-pro6000maxq-dynamo.csv"),
+]
 
 
 def main() -> None:
-    gpu = gpu_specs()["rtx-4090"]
+    gpus = gpu_specs()
     lines = ["# The software stack against public measurements: channels-last and torch.compile", "",
-             f"Date: {DATE}. Script: `benchmarks/time_stack.py`. GPU: RTX 4090 (held out). Data: timm's inference "
+             f"Date: {DATE}. Script: `benchmarks/time_stack.py`. GPUs: RTX 4090 (held out) and RTX PRO 6000 Max-Q "
+             "(the fresh check: its files read once, nothing changed after). Data: timm's inference "
              "benchmarks (AMP fp16, eager vs `-dynamo`, NCHW vs NHWC). Ratio = throughput with the change / without; "
              "each model at its smallest size >= 224 px, the trace at the baseline file's batch.", ""]
-    for change, (base_name, changed_name) in PAIRS.items():
+    for change, gpu_id, base_name, changed_name in PAIRS:
+        gpu = gpus[gpu_id]
         base, changed = timm_infer_rows(base_name), timm_infer_rows(changed_name)
         rows = []
         for (model, size), (sps, batch) in sorted(base.items()):
@@ -49,7 +56,7 @@ def main() -> None:
             meas = changed[(model, size)][0] / sps
             rows.append((model, size, meas, pred))
         errs = [p / m - 1 for _, _, m, p in rows]
-        lines += [f"## {change} ({base_name} -> {changed_name})", "",
+        lines += [f"## {change} on {gpu_id} ({base_name} -> {changed_name})", "",
                   f"{len(rows)} models. Measured speed-up median {statistics.median(m for _, _, m, _ in rows):.2f}x, "
                   f"predicted median {statistics.median(p for _, _, _, p in rows):.2f}x; |predicted / measured ratio - 1| "
                   f"median {100 * statistics.median(abs(e) for e in errs):.1f}%, worst {100 * max(abs(e) for e in errs):.1f}%; "
