@@ -110,11 +110,12 @@ def load(cls: str) -> Rows:
         cin, cout, b = d.Input_Channel.to_numpy(float), d.Output_Channel.to_numpy(float), d.B.to_numpy(float)
         dims = {"batch": np.ones(len(d)), "m": b * ho * ho, "n": cout, "k": cin * ks * ks}
         dims["bytes"] = FP32_BYTES * (b * cin * s * s + cout * cin * ks * ks + b * cout * ho * ho)
+        dims.update(kernel=ks, stride=d.Stride.to_numpy(float))
     else:
         n = (d.B * d.H).to_numpy(float)
         tensors = d.folder.map(lambda op: sum(STREAM_OPS[op][1:])).to_numpy(float)
         extra = np.where(d.folder == "ln", 2 * d.H + 2 * d.B, 0).astype(float)   # weight, bias; mean, rstd
-        dims = {"bytes": FP32_BYTES * (n * tensors + extra)}
+        dims = {"bytes": FP32_BYTES * (n * tensors + extra), "rows": d.B.to_numpy(float), "cols": d.H.to_numpy(float)}
     return Rows(d.gpu.to_numpy(), lat, floor, d.folder.to_numpy(), d.sm.to_numpy(float), d.peak.to_numpy(float), d.bw.to_numpy(float), dims)
 
 
