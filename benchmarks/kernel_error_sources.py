@@ -17,8 +17,8 @@ c. **learned shape, every GPU seen**: a small network (below) predicting the uti
 d. **learned shape, GPU held out**: the same network, trained on four GPUs, scored on the fifth
    (NeuSight's protocol, as ``kernel_laws.py``).
 
-The network and its settings were fixed before any of (c) or (d) was scored and were not changed
-after: inputs standardised; two hidden layers of 32 tanh units; the output is the logit of the
+The network and its settings are those of a first prototype (run on bmm and conv, with the GPU
+features SMs and bytes per FLOP only); none was changed after any score: inputs standardised; two hidden layers of 32 tanh units; the output is the logit of the
 utilisation ``u`` (so ``u < 1``: never faster than peak FLOP/s or bandwidth); latency = the
 machine's call floor + max(work / u, bytes / bandwidth), work = FLOPs / peak (tiled) or bytes /
 bandwidth (streaming); Huber loss on log latency (delta 0.2, the laws' robust scale); Adam, learning
@@ -149,7 +149,7 @@ def _write(table, pooled, secs: float) -> None:
         f"Date: {DATE}. Script: `benchmarks/kernel_error_sources.py` ({secs / 60:.0f} min on the 2-core dev "
         "machine). Data: `shared/data/public-benchmarks/kernels/` (NeuSight's fp32 single-kernel timings, P4, "
         "P100, T4, V100, A100). An analysis, not a shipped model: the method and the network's settings are "
-        "in the script's docstring, fixed before (c) and (d) were scored.", "",
+        "in the script's docstring: those of a first prototype, not tuned on any score.", "",
         "Cells: **median / p90 of |predicted / measured - 1|** (signed median, rows).", "",
         "| class | (a) laws, in-sample | (b) laws + one factor per GPU | (c) learned, every GPU seen (20% of rows) "
         "| (d) learned, GPU held out |", "|---|---|---|---|---|",
