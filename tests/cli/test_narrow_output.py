@@ -122,3 +122,12 @@ def test_reflow_keeps_paragraphs_list_items_and_indented_examples():
     """
     assert reflow(doc) == ("First line continues here.\n\nSecond paragraph joined.\n- item one\n- item two\n"
                            "  $ gpuwise example")
+
+
+def test_recommend_names_the_value_pick_in_words_when_it_is_not_the_best():
+    # the table marked a row "value" (stacked under "fastest") and no line said what it meant
+    out = gpuwise("recommend", "hf:Qwen/Qwen2.5-7B", "--finetune", "lora", "--precision", "bf16", "--seq-len", "1024",
+                  "--batch-size", "4", "--steps", "2000", "--provider", "autodl", "--no-remedies").stdout
+    lines = out.splitlines()
+    assert any(line.startswith("Value (least cost × time): ") for line in lines), out
+    assert any(line.startswith("batch: micro-batch per GPU") and len(line.rstrip()) <= 80 for line in lines), out

@@ -111,7 +111,7 @@ def _render(rec, show_all: bool) -> None:
     con = c.console
     w = rec.workload
     con.print(f"[bold]{w.model}[/]  {w.mode}, {w.precision}, optimizer {w.optimizer}  [dim]({rec.method})[/]")
-    con.print("[dim]batch column: micro-batch per GPU × accumulation steps; effective batch = that × GPUs[/]")
+    con.print("[dim]batch: micro-batch per GPU × accumulation steps (effective batch = that × GPUs)[/]")
     marks = {}
     for label, o in (("value", rec.best_value), ("fastest", rec.fastest), ("BEST", rec.best)):
         if o is not None:
@@ -132,6 +132,10 @@ def _render(rec, show_all: bool) -> None:
         if rec.fastest is not None and rec.fastest is not b:
             f = rec.fastest
             con.print(f"Fastest: {f.count}× {f.gpu_name} from {f.provider}: {format_duration(f.total_time_s)}, {_cost(f)}")
+        if rec.best_value is not None and rec.best_value is not b:
+            v = rec.best_value
+            con.print(f"Value (least cost × time): {v.count}× {v.gpu_name} from {v.provider}: "
+                      f"{format_duration(v.total_time_s)}, {_cost(v)}")
     else:
         con.print(f"[bold yellow]{rec.nothing_meets}[/]")
         for o in rec.closest:
