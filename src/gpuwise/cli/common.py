@@ -66,6 +66,11 @@ def use_trace_cache(enabled: bool) -> None:
 CatalogOpt = Annotated[
     Optional[str], typer.Option("--catalog", help="A catalog TOML file adding or overriding GPUs and offers.")
 ]
+# Where the GPUs are (gpuwise.catalog.topology): the provider's machines set the links a multi-GPU job runs over.
+WhereProviderOpt = Annotated[Optional[str], typer.Option(
+    "--provider", help="Whose machines the --num-gpus GPUs are in (a catalog provider: aws, gcp, autodl, ...): "
+    "its links inside a node and its network between nodes set the communication time and NCCL's buffers "
+    "(default: the GPU's usual machine; several machines linked by an assumed ethernet).")]
 
 # Workload options: the same names on every command that takes a workload (DESIGN.md).
 BatchSizeOpt = Annotated[str, typer.Option("--batch-size", "-b", help="Micro-batch per GPU (recommend also takes 'auto', with --effective-batch).")]

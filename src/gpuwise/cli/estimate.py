@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated, Optional
 
 import typer
@@ -26,6 +27,7 @@ def estimate(
     epochs: Annotated[float, typer.Option("--epochs", help="Epochs, with --samples.")] = 1.0,
     steps: Annotated[Optional[int], typer.Option("--steps", help="Optimizer steps of the job.")] = None,
     headroom: c.HeadroomOpt = None,
+    provider: c.WhereProviderOpt = None,
     catalog: c.CatalogOpt = None,
     plot: Annotated[Optional[str], typer.Option("--plot", help="Write a PNG of memory over the step.")] = None,
     no_cache: c.NoCacheOpt = False,
@@ -38,7 +40,8 @@ def estimate(
 
     Memory: what torch.cuda.max_memory_allocated/reserved would report, plus the CUDA context: the
     number nvidia-smi shows. It fits when that is within the GPU's memory as the driver reports it,
-    less --headroom. Predictions assume PyTorch 2.x eager mode with cuDNN.
+    less --headroom. With --num-gpus N and --provider, the GPUs are linked as that provider's machines
+    are. Predictions assume PyTorch 2.x eager mode with cuDNN.
     """
     from gpuwise.catalog import load_catalog, resolve_gpu
 
@@ -50,7 +53,12 @@ def estimate(
 
     from gpuwise.plan import JobSize, model_for, parse_headroom   # the planner, once the input is known good
     from gpuwise.plan.answer import estimate_answer
+    from gpuwise.plan.offers import check_provider
 
+    provider = check_provider(cat, provider)
+    if provider and (not gpus or workload.num_gpus == 1):
+        logging.getLogger("gpuwise.cli").warning(
+            f"--provider {provider} changes nothing here: it sets how --num-gpus N GPUs (N > 1) on a --gpu are linked")
     headroom_fraction = parse_headroom(headroom)
     job = JobSize(samples=samples, epochs=epochs, steps=steps) if (samples or steps) else None
 
@@ -59,7 +67,7 @@ def estimate(
     with c.progress(not json_out, "tracing…") as progress:
         wm = model_for(workload, progress)
         out, est = estimate_answer(wm, gpus, headroom_fraction=headroom_fraction, job=job, max_batch=max_batch,
-                                   progress=progress)
+                                   progress=progress, provider=provider)
     if plot:
         from gpuwise.memory.plot import plot_timeline
 
@@ -94,7 +102,8 @@ def _render(out: dict, est) -> None:
             f"{m['module'] or '(top)'} {format_bytes(m['bytes'])}" for m in mem["top_modules"][:5]))
     if out["gpu"]:
         colour = "green" if out["fits"] else ("yellow" if out["fit_summary"].startswith("tight") else "red")
-        con.print(f"On {out['gpu']}: [{colour}]{out['fit_summary']}[/] "
+        where = f" at {out['provider']}" if out.get("provider") else ""
+        con.print(f"On {out['gpu']}{where}: [{colour}]{out['fit_summary']}[/] "
                   f"({out['headroom_fraction']:.0%} of its memory kept free)")
         if not out["fits"]:
             for ch in out["changes_that_fit"]:

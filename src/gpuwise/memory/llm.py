@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gpuwise.catalog.topology import Topology, topology_for
 from gpuwise.memory.llm_activations import LossStack, Trainability, prefill_bytes, train_activations
 from gpuwise.workload.decoder import DecoderArch, matches_target
 from gpuwise.workload.model import WorkloadError
@@ -17,7 +18,7 @@ from gpuwise.workload.storage import (
 )
 from gpuwise.memory.cuda import CudaStack
 from gpuwise.memory.model import MemoryEstimate
-from gpuwise.memory.parallel import data_parallel_memory
+from gpuwise.memory.parallel import data_parallel_memory, ring_of
 from gpuwise.memory.uncertainty import closed_form_uncertainty
 from gpuwise.workload import Workload
 
@@ -127,18 +128,10 @@ class TrainMemory:
     notes: tuple[str, ...] = field(default=())
 
 
-def _link_kind(gpu, count: int) -> str:
-    """The intra-node link ``count`` GPUs like ``gpu`` ring over (sets NCCL's buffers)."""
-    if gpu is None or count <= 1:
-        return "pcie-p2p"
-    from gpuwise.catalog.topology import topology_for
-
-    return topology_for(gpu).ring_link(count).kind
-
-
 def train_memory(arch: DecoderArch, w: Workload, gpu=None, *, double_quant: bool = True,
-                 expert_pairs_per_token: float | None = None) -> TrainMemory:
-    """Per-GPU peak of one training step (steady state: optimizer state already exists)."""
+                 expert_pairs_per_token: float | None = None, topology: Topology | None = None) -> TrainMemory:
+    """Per-GPU peak of one training step (steady state: optimizer state already exists).
+    ``topology``: how the GPUs are linked, which sets NCCL's buffers (None: ``topology_for(gpu)``)."""
     notes: list[str] = []
     split = param_split(arch, w)
     n, shard = w.num_gpus, w.sharding
@@ -167,9 +160,10 @@ def train_memory(arch: DecoderArch, w: Workload, gpu=None, *, double_quant: bool
     weights = trained_w + frozen
     full_weights = weights
     # data parallelism: the one model of what it adds and shards, as for traced jobs (memory.parallel)
+    link, multi_node = ring_of(topology or (topology_for(gpu) if gpu is not None else None), n)
     parallel = data_parallel_memory(
         sharding=shard, count=n, weights_bytes=int(weights), gradients_bytes=int(grads), optimizer_bytes=int(opt),
-        layers=arch.num_layers, link_kind=_link_kind(gpu, n), bytes_per_element=2 if (mixed or cb == 2) else 4,
+        layers=arch.num_layers, link_kind=link, multi_node=multi_node, bytes_per_element=2 if (mixed or cb == 2) else 4,
         offload_params=w.offload == "params",
     )
     weights += parallel.weights_saving_bytes

@@ -19,10 +19,15 @@ One pure function, :func:`data_parallel_memory`, for the traced and the closed-f
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from gpuwise.memory.model import MemoryEstimate
 from gpuwise.workload import SHARDINGS
 from gpuwise.workload.parallelism import DEEPSPEED_REDUCE_BUCKET_ELEMENTS, PREFETCH_DEPTH
+
+if TYPE_CHECKING:
+    from gpuwise.catalog.topology import Topology
+
 NCCL_BYTES_PER_CHANNEL_PEER = 4 * 2**20 + 4_718_592 + 256 * 2**10   # Simple + LL128 + LL buffers
 NCCL_RING_PEERS = 2
 # Channels NCCL opens per link kind (NCCL_MIN/MAX_NCHANNELS unset): many on NVSwitch/NVLink, few on PCIe.
@@ -47,6 +52,15 @@ class ParallelMemory:
     @property
     def added_bytes(self) -> int:
         return self.bucket_bytes + self.nccl_buffer_bytes + self.gather_buffer_bytes + self.sharded_saving_bytes
+
+
+def ring_of(topology: "Topology | None", count: int) -> tuple[str, bool]:
+    """(intra-node link kind, spans several nodes) of a ring of ``count`` GPUs linked as ``topology``
+    says (``gpuwise.catalog.topology.topology_for(gpu, provider)``): what sets NCCL's channels. No
+    topology (memory without a GPU) or one GPU: a PCIe box."""
+    if topology is None or count <= 1:
+        return "pcie-p2p", False
+    return topology.ring_link(count).kind, topology.nodes(count) > 1
 
 
 def nccl_buffer_bytes(link_kind: str, *, multi_node: bool = False) -> int:

@@ -33,11 +33,14 @@ def _timed(e) -> dict:
 def estimate_answer(
     model: WorkloadModel, gpus: list, *, headroom_fraction: float, job: JobSize | None = None,
     max_batch: bool = False, suggest_changes: bool = True, progress: Callable[[str], None] | None = None,
+    provider: str | None = None,
 ) -> tuple[dict, object]:
-    """(the JSON answer, the main Estimate). ``gpus``: none (memory only), one, or several (a row each)."""
+    """(the JSON answer, the main Estimate). ``gpus``: none (memory only), one, or several (a row each).
+    ``provider``: whose machines the GPUs are in, which sets their links (None: each GPU's usual machine,
+    machines linked by the assumed fallback network)."""
     count = model.workload.num_gpus
     gpu = gpus[0] if len(gpus) == 1 else None
-    est = model.estimate(gpu, count=count)
+    est = model.estimate(gpu, count=count, provider=provider)
     trace_info = None
     if model.method == "traced":
         t = model.trace()
@@ -54,8 +57,8 @@ def estimate_answer(
     changes: tuple = ()
     if gpu is not None and not fit and suggest_changes:
         changes = changes_that_fit(model.workload, gpu, headroom_fraction=headroom_fraction,
-                                   closed_form=model.method == "closed-form", progress=progress)
-    per_gpu = [model.estimate(g, count=count) for g in gpus] if len(gpus) > 1 else []
+                                   closed_form=model.method == "closed-form", progress=progress, provider=provider)
+    per_gpu = [model.estimate(g, count=count, provider=provider) for g in gpus] if len(gpus) > 1 else []
     answer = {
         "workload": est.workload.to_dict(),
         "method": model.method,
@@ -63,13 +66,14 @@ def estimate_answer(
         "memory": est.memory.to_dict(),
         "time": time,
         "gpu": gpu.id if gpu else None,
+        "provider": provider,
         "headroom_fraction": headroom_fraction,
         "fits": fit,
         "cannot_run": why_not,
         "spare_bytes": spare_bytes(est.memory.total_upper_bytes, gpu, headroom_fraction) if gpu else None,
         "fit_summary": fit_wording(est.memory, usable_bytes(gpu, headroom_fraction)) if gpu else None,
-        "max_batch_size": largest_fitting_batch(model, gpu, count=count, headroom_fraction=headroom_fraction)
-        if max_batch and gpu else None,
+        "max_batch_size": largest_fitting_batch(model, gpu, count=count, headroom_fraction=headroom_fraction,
+                                                provider=provider) if max_batch and gpu else None,
         "changes_that_fit": list(changes),
         "inference": inference,
         "trace": trace_info,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from gpuwise.catalog.topology import Topology
 from gpuwise.memory.llm import InferMemory, TrainMemory, infer_memory, train_memory
 from gpuwise.memory.model import MemoryEstimate
 from gpuwise.plan.fit import DEFAULT_HEADROOM_FRACTION, largest_fitting, usable_bytes
@@ -79,25 +80,30 @@ class LlmEstimate:
 def estimate_llm(workload: Workload, gpu=None, *, double_quant: bool = True, kv_cache_dtype: str = "auto",
                  gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
                  arch: DecoderArch | None = None,
-                 headroom_fraction: float = DEFAULT_HEADROOM_FRACTION) -> LlmEstimate:
+                 headroom_fraction: float = DEFAULT_HEADROOM_FRACTION,
+                 topology: Topology | None = None) -> LlmEstimate:
     """Closed-form memory (per GPU) and, with a GPU, time of an LLM training step or request batch.
 
     ``double_quant``: nf4 with double quantization (QLoRA's default). ``kv_cache_dtype``: "auto"
     (the compute dtype), "fp8"/"int8" (1 byte) or "int4". ``headroom_fraction``: for the serving
-    extras (longest context and largest batch that fit), as in ``gpuwise.plan.fit``.
+    extras (longest context and largest batch that fit), as in ``gpuwise.plan.fit``. ``topology``: how
+    ``workload.num_gpus`` GPUs are linked (``topology_for(gpu, provider)``); None: the GPU's usual machine.
     """
     arch = arch or load_arch(workload.model)
     notes: list[str] = []
     if workload.seq_len is None:
         notes.append("--seq-len not given: 128 tokens assumed (the default for text models)")
     if workload.is_training:
-        return _train(arch, workload, gpu, double_quant, notes)
-    return _infer(arch, workload, gpu, double_quant, kv_cache_dtype, gpu_memory_utilization, headroom_fraction, notes)
+        return _train(arch, workload, gpu, double_quant, notes, topology)
+    return _infer(arch, workload, gpu, double_quant, kv_cache_dtype, gpu_memory_utilization, headroom_fraction, notes,
+                  topology)
 
 
-def _train(arch: DecoderArch, w: Workload, gpu, double_quant: bool, notes: list[str]) -> LlmEstimate:
-    mem: TrainMemory = train_memory(arch, w, gpu, double_quant=double_quant)
-    time = train_step_time(arch, w, gpu, mem, double_quant=double_quant) if gpu is not None else None
+def _train(arch: DecoderArch, w: Workload, gpu, double_quant: bool, notes: list[str],
+           topology: Topology | None) -> LlmEstimate:
+    mem: TrainMemory = train_memory(arch, w, gpu, double_quant=double_quant, topology=topology)
+    time = (train_step_time(arch, w, gpu, mem, double_quant=double_quant, topology=topology)
+            if gpu is not None else None)
     s = w.seq_len or 128
     tokens = w.batch_size * s * w.grad_accum_steps
     mult = 6.0 if w.finetune == "full" else (4.0 if w.finetune in ("lora", "qlora") else 2.0)
@@ -119,7 +125,7 @@ def kv_bytes_per_element(w: Workload, kv_cache_dtype: str) -> float:
 
 
 def _infer(arch: DecoderArch, w: Workload, gpu, double_quant: bool, kv_cache_dtype: str,
-           utilization: float, headroom_fraction: float, notes: list[str]) -> LlmEstimate:
+           utilization: float, headroom_fraction: float, notes: list[str], topology: Topology | None) -> LlmEstimate:
     kvb = kv_bytes_per_element(w, kv_cache_dtype)
     prompt, new, batch = w.seq_len or 128, w.max_new_tokens, w.batch_size
     mem: InferMemory = infer_memory(arch, w, gpu, prompt_tokens=prompt, new_tokens=new, batch=batch,
@@ -131,7 +137,7 @@ def _infer(arch: DecoderArch, w: Workload, gpu, double_quant: bool, kv_cache_dty
     time = None
     if gpu is not None:
         st = serve_time(arch, w, gpu, weights_bytes=mem.weights_bytes, prompt_tokens=prompt, new_tokens=new,
-                        batch=batch, kv_bytes_per_element=kvb)
+                        batch=batch, kv_bytes_per_element=kvb, topology=topology)
         time = st.step
         budget = usable_bytes(gpu, headroom_fraction)
         max_ctx = largest_fitting(

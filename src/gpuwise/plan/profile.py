@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Callable, Protocol
 
 from gpuwise.catalog.model import GPU
+from gpuwise.catalog.topology import Topology, topology_for
 from gpuwise.memory.model import MemoryEstimate
 from gpuwise.plan.fit import DEFAULT_HEADROOM_FRACTION, fits, largest_fitting, usable_bytes
 from gpuwise.runtime.model import StepTime
@@ -62,8 +63,16 @@ class WorkloadModel(Protocol):
 
     def estimate(
         self, gpu: GPU | None, *, count: int = 1, batch_size: int | None = None, with_time: bool = True,
-        grad_accum_steps: int | None = None,
-    ) -> Estimate: ...
+        grad_accum_steps: int | None = None, provider: str | None = None,
+    ) -> Estimate:
+        """``count`` GPUs like ``gpu`` in ``provider``'s machines (None: the GPU's usual machine, no
+        cluster network): the provider's topology sets the links time and memory use."""
+        ...
+
+
+def _topology(gpu: GPU | None, provider: str | None) -> Topology | None:
+    """Where the GPUs are, resolved once per estimate: the one topology its memory and time use."""
+    return topology_for(gpu, provider) if gpu is not None else None
 
 
 class TracedModel:
@@ -102,36 +111,36 @@ class TracedModel:
 
     def estimate(
         self, gpu: GPU | None, *, count: int = 1, batch_size: int | None = None, with_time: bool = True,
-        grad_accum_steps: int | None = None,
+        grad_accum_steps: int | None = None, provider: str | None = None,
     ) -> Estimate:
         from gpuwise.memory import estimate_memory
         from gpuwise.runtime import predict_step_time
 
         accum = grad_accum_steps or self.workload.grad_accum_steps
+        topo = _topology(gpu, provider)
         trace = self.trace(batch_size, accum)
-        memory = _data_parallel(estimate_memory(trace, gpu), trace, gpu, count)
+        memory = _data_parallel(estimate_memory(trace, gpu), trace, topo, count)
         trace = self._accumulated(trace, accum)
-        step = predict_step_time(trace, gpu, count=count) if with_time and gpu is not None else None
+        step = predict_step_time(trace, gpu, count=count, topology=topo) if with_time and gpu is not None else None
         return _corrected(Estimate(trace.workload.with_(num_gpus=count), gpu, count, memory, step))
 
 
-def _data_parallel(memory, trace: Trace, gpu: GPU | None, count: int):
+def _data_parallel(memory, trace: Trace, topology: Topology | None, count: int):
     """The traced single-GPU peak plus what ``count``-way data parallelism adds (buckets, NCCL buffers,
-    ZeRO/FSDP gathers) and removes (the shards it does not hold): ``gpuwise.memory.parallel``."""
+    ZeRO/FSDP gathers) and removes (the shards it does not hold): ``gpuwise.memory.parallel``.
+    ``topology``: how the GPUs are linked (None: no GPU named, a PCIe box)."""
     wl = trace.workload
     if count <= 1 or not wl.is_training or trace.trainable_param_count == 0:
         return memory
-    from gpuwise.catalog.topology import topology_for
-    from gpuwise.memory.parallel import data_parallel_memory, with_data_parallel
+    from gpuwise.memory.parallel import data_parallel_memory, ring_of, with_data_parallel
     from gpuwise.runtime.comm import DEFAULT_LAYERS
     from gpuwise.workload.storage import trainable_bytes
 
     grad_bytes = trace.trainable_param_count * trainable_bytes(wl.precision)
-    link = topology_for(gpu).ring_link(count).kind if gpu is not None else "pcie-p2p"
+    link, multi_node = ring_of(topology, count)
     parallel = data_parallel_memory(
         sharding=wl.sharding, count=count, weights_bytes=memory.weights_bytes, gradients_bytes=grad_bytes,
-        optimizer_bytes=memory.optimizer_bytes, layers=DEFAULT_LAYERS, link_kind=link,
-        multi_node=gpu is not None and topology_for(gpu).nodes(count) > 1,
+        optimizer_bytes=memory.optimizer_bytes, layers=DEFAULT_LAYERS, link_kind=link, multi_node=multi_node,
     )
     return with_data_parallel(memory, parallel, count, wl.sharding)
 
@@ -146,13 +155,13 @@ class ClosedFormLlmModel:
 
     def estimate(
         self, gpu: GPU | None, *, count: int = 1, batch_size: int | None = None, with_time: bool = True,
-        grad_accum_steps: int | None = None,
+        grad_accum_steps: int | None = None, provider: str | None = None,
     ) -> Estimate:
         from gpuwise.plan.llm import estimate_llm
 
         w = self.workload.with_(batch_size=batch_size or self.workload.batch_size, num_gpus=count,
                                 grad_accum_steps=grad_accum_steps or self.workload.grad_accum_steps)
-        result = estimate_llm(w, gpu)
+        result = estimate_llm(w, gpu, topology=_topology(gpu, provider))
         return _corrected(Estimate(w, gpu, count, result.memory, result.time, getattr(result, "inference", None)))
 
 
@@ -167,16 +176,17 @@ def model_for(workload: Workload, progress: Callable[[str], None] | None = None)
 
 def largest_fitting_batch(
     model: WorkloadModel, gpu: GPU, *, count: int = 1, headroom_fraction: float = DEFAULT_HEADROOM_FRACTION,
-    limit: int = MAX_AUTO_BATCH, powers_of_two: bool | None = None,
+    limit: int = MAX_AUTO_BATCH, powers_of_two: bool | None = None, provider: str | None = None,
 ) -> int:
-    """The largest micro-batch that fits ``gpu`` (0 when batch 1 does not), by the one search of
-    ``gpuwise.plan.fit``. Traced models search powers of two by default (each new batch is a trace;
+    """The largest micro-batch that fits ``count`` of ``gpu`` at ``provider`` (0 when batch 1 does not),
+    by the one search of ``gpuwise.plan.fit``. Traced models search powers of two by default (each new batch is a trace;
     the grid is shared by every GPU of a recommendation); the closed form searches every integer."""
     if powers_of_two is None:
         powers_of_two = model.method == "traced"
 
     def total_bytes(batch: int) -> int:
-        return model.estimate(gpu, count=count, batch_size=batch, with_time=False).memory.total_upper_bytes
+        return model.estimate(gpu, count=count, batch_size=batch, with_time=False,
+                              provider=provider).memory.total_upper_bytes
 
     return largest_fitting(total_bytes, usable_bytes(gpu, headroom_fraction), upper=limit, powers_of_two=powers_of_two)
 

@@ -228,11 +228,12 @@ def _evaluate(model, gpu: GPU, offer: Offer, count: int, job: JobSize, constrain
     if per_gpu < 1:
         return excluded(f"effective batch {effective} is smaller than {count} GPUs")
 
+    where = offer.provider     # the provider's machines: its links inside a node and between nodes
     if auto_batch:
         largest = largest_fitting_batch(model, gpu, count=count, headroom_fraction=constraints.headroom_fraction,
-                                        limit=per_gpu)
+                                        limit=per_gpu, provider=where)
         if largest == 0:
-            est = model.estimate(gpu, count=count, batch_size=1, with_time=False)
+            est = model.estimate(gpu, count=count, batch_size=1, with_time=False, provider=where)
             return excluded(_oom_reason(1, est.memory.total_upper_bytes, gpu, constraints), batch_size=1,
                             peak_total_bytes=est.memory.total_upper_bytes)
         micro = max(d for d in _divisors(per_gpu) if d <= largest)
@@ -242,7 +243,7 @@ def _evaluate(model, gpu: GPU, offer: Offer, count: int, job: JobSize, constrain
             micro = max(d for d in _divisors(per_gpu) if d <= micro)
     accum = per_gpu // micro if workload.is_training else 1
 
-    est = model.estimate(gpu, count=count, batch_size=micro, grad_accum_steps=accum)
+    est = model.estimate(gpu, count=count, batch_size=micro, grad_accum_steps=accum, provider=where)
     step = est.time
     steps = job.optimizer_steps(effective) if workload.is_training else job.optimizer_steps(per_gpu * count)
     total_time_s = steps * step.step_time_s if step is not None else None

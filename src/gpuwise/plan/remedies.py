@@ -98,7 +98,7 @@ def find_remedies(
         model = model_factory(w) if model_factory else model_for(w, progress)
         for target in oom:   # cheapest first: the cheapest GPU this remedy rescues is the news
             gpu = gpus[target.gpu]
-            est = model.estimate(gpu, count=target.count)
+            est = model.estimate(gpu, count=target.count, provider=target.provider)
             if est.time is None or not fits(est.memory.total_upper_bytes, gpu, constraints.headroom_fraction):
                 continue
             steps = job.optimizer_steps(w.effective_batch_size)
@@ -122,14 +122,16 @@ def find_remedies(
 def changes_that_fit(
     workload: Workload, gpu, *, headroom_fraction: float, closed_form: bool,
     model_factory: Callable[[Workload], object] | None = None, progress: Callable[[str], None] | None = None,
+    provider: str | None = None,
 ) -> tuple[dict, ...]:
     """For a job that does not fit ``gpu``: each single change that makes it fit, with its flags, the
     memory it needs and its step time, fastest first; when no single change is enough, the changes
-    taken together in order, the first combination that fits."""
+    taken together in order, the first combination that fits. ``provider``: whose machines the GPUs
+    are in (their links), as for the estimate the job did not fit."""
     make = model_factory or (lambda w: model_for(w, progress))
 
     def quote(flags: str, w: Workload) -> dict | None:
-        est = make(w).estimate(gpu, count=w.num_gpus)
+        est = make(w).estimate(gpu, count=w.num_gpus, provider=provider)
         if not fits(est.memory.total_upper_bytes, gpu, headroom_fraction):
             return None
         return {"change": flags, "peak_total_bytes": est.memory.total_upper_bytes,

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpuwise.catalog.topology import PCIE_X16_GBS, topology_for
+from gpuwise.catalog.topology import PCIE_X16_GBS, Topology, topology_for
 from gpuwise.runtime.comm import collective_s, data_parallel_comm
 from gpuwise.runtime.host import CUDA_LAUNCH_S, PYTHON_FORWARD_DEFAULT_S, VIEW_S
 from gpuwise.runtime.predict import smooth_max
@@ -75,8 +75,10 @@ def _bandwidth(gpu) -> float:
     return gpu.memory_bandwidth_gbs * 1e9
 
 
-def train_step_time(arch: DecoderArch, w: Workload, gpu, mem, *, double_quant: bool = True) -> StepTime:
-    """``mem``: the closed-form memory of the step (gpuwise.memory.llm.TrainMemory): split and sync sizes."""
+def train_step_time(arch: DecoderArch, w: Workload, gpu, mem, *, double_quant: bool = True,
+                    topology: Topology | None = None) -> StepTime:
+    """``mem``: the closed-form memory of the step (gpuwise.memory.llm.TrainMemory): split and sync sizes.
+    ``topology``: how the GPUs are linked (None: ``topology_for(gpu)``, the GPU's usual machine)."""
     peak, warnings = _peak(gpu, w.precision)
     eff = TRAIN_MFU
     s = w.seq_len or 128
@@ -134,7 +136,7 @@ def train_step_time(arch: DecoderArch, w: Workload, gpu, mem, *, double_quant: b
             sharding=w.sharding, count=n, gpu=gpu, grad_bytes=mem.grad_sync_bytes,
             param_bytes=mem.param_gather_bytes or mem.grad_sync_bytes,
             forward_s=micro_compute - backward_s, backward_s=backward_s,
-            layers=arch.num_layers, micro_steps=w.grad_accum_steps,
+            layers=arch.num_layers, micro_steps=w.grad_accum_steps, topology=topology,
         )
         comm_exposed = comm.exposed_s
         warnings.extend(comm.notes)
@@ -166,10 +168,13 @@ class ServeTime:
 
 
 def serve_time(arch: DecoderArch, w: Workload, gpu, *, weights_bytes: float, prompt_tokens: int,
-               new_tokens: int, batch: int, kv_bytes_per_element: float) -> ServeTime:
-    """Prefill + decode of one batch of requests; ``weights_bytes`` is per GPU (tensor parallel)."""
+               new_tokens: int, batch: int, kv_bytes_per_element: float,
+               topology: Topology | None = None) -> ServeTime:
+    """Prefill + decode of one batch of requests; ``weights_bytes`` is per GPU (tensor parallel).
+    ``topology``: how the GPUs are linked (None: ``topology_for(gpu)``, the GPU's usual machine)."""
     peak, warnings = _peak(gpu, w.precision)
     n = w.num_gpus
+    topo = topology or topology_for(gpu)
     eff = TRAIN_MFU
     bw = _bandwidth(gpu)
     m = arch.matmul_params_per_token()
@@ -177,7 +182,7 @@ def serve_time(arch: DecoderArch, w: Workload, gpu, *, weights_bytes: float, pro
     tp_comm = 0.0
     if n > 1:
         act = prompt_tokens * batch * arch.hidden_size * compute_bytes(w.precision)
-        tp_comm = 2 * arch.num_layers * collective_s("all_reduce", act, n, topology_for(gpu))
+        tp_comm = 2 * arch.num_layers * collective_s("all_reduce", act, n, topo)
     ttft = max(prefill_flops / n / (peak * eff), weights_bytes / (bw * DECODE_BW_EFF)) + tp_comm
     # decode: weights touched per step (MoE: experts hit by at least one of the batch's tokens)
     touched = weights_bytes
@@ -191,7 +196,7 @@ def serve_time(arch: DecoderArch, w: Workload, gpu, *, weights_bytes: float, pro
     mem_s = (touched + kv_read) / (bw * DECODE_BW_EFF)
     flop_s = (2.0 * m + arch.attention_flops_per_token(mean_ctx)) * batch / n / (peak * eff)
     # decode's tensor-parallel all-reduces move a few KB: latency-bound (2 per layer, a ring of n)
-    tp_latency = 2 * arch.num_layers * collective_s("all_reduce", 1.0, n, topology_for(gpu)) if n > 1 else 0.0
+    tp_latency = 2 * arch.num_layers * collective_s("all_reduce", 1.0, n, topo) if n > 1 else 0.0
     gpu_step_s = max(mem_s, flop_s) + tp_latency
     host_step_s = hf_decode_host_s(arch) if w.engine == "hf" else 0.0
     step_s = smooth_max(gpu_step_s, host_step_s)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, replace
 
+from gpuwise.catalog.topology import Topology
 from gpuwise.runtime.calibration import Calibration, load_calibration
 from gpuwise.runtime.classify import CLASSES, VIEW
 from gpuwise.runtime.comm import data_parallel_comm, gradients_from_trace
@@ -93,11 +94,13 @@ def _bytes_per_element(precision: str) -> int:
 
 def predict_step_time(
     trace: Trace, gpu, *, count: int = 1, calibration: Calibration | None = None,
+    topology: Topology | None = None,
 ) -> StepTime:
     """Predicted time of one optimizer step of ``trace.workload`` on ``count`` GPUs like ``gpu``.
 
     ``count`` GPUs run data parallel (``workload.sharding``), each with the traced micro-batch;
-    ``samples_per_s`` counts all of them. ``by_class_s`` sums to ``compute_s`` (one GPU, all
+    ``samples_per_s`` counts all of them. ``topology``: how they are linked (the provider's machines,
+    ``gpuwise.catalog.topology.topology_for``); None: the GPU's usual machine, no provider. ``by_class_s`` sums to ``compute_s`` (one GPU, all
     micro-steps and the optimizer; a "launch" entry holds the time the GPU waits for the host).
     """
     if count < 1:
@@ -148,6 +151,7 @@ def predict_step_time(
             param_bytes=trace.param_count * (2 if precision != "fp32" and precision != "tf32" else 4),
             forward_s=fwd.device_s, backward_s=bwd.device_s, micro_steps=accum,
             gradients=gradients_from_trace(trace, [t.device_s for t in phases["backward"]]),
+            topology=topology,
         )
         comm_s = comm.exposed_s
         warnings.extend(comm.notes)
