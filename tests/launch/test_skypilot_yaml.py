@@ -107,3 +107,18 @@ def test_emit_without_a_command_is_refused_before_any_tracing(capsys):
     with pytest.raises(SystemExit) as done:
         main(["recommend", "torchvision:resnet18", "--emit", "skypilot"])
     assert done.value.code == 2 and "--command" in capsys.readouterr().err
+
+
+def test_setup_installs_the_job_s_requirements_and_this_gpuwise_version(sky, cat, tmp_path):
+    # before: setup was a bare `pip install gpuwise`: whatever version, and not the job's own requirements
+    import subprocess
+
+    from gpuwise import __version__
+
+    plan = plan_launch(_option(1, "lambda"), cat.gpu("rtx-a6000"), COMMAND)
+    task = _parse(sky, render(plan, "skypilot"), tmp_path)
+    assert f"'gpuwise=={__version__}'" in task.setup and "requirements.txt" in task.setup
+    # the script runs: with no requirements.txt, the conditional is skipped (pip replaced by echo)
+    script = task.setup.replace("pip install", "echo pip install")
+    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, cwd=tmp_path, check=True).stdout
+    assert out.strip() == f"pip install gpuwise=={__version__}"

@@ -28,7 +28,15 @@ CLOUD_ACCELERATORS = {
                "v100-16gb-sxm2": "V100-SXM2", "v100-32gb-sxm2": "V100-SXM2-32GB"},
     "lambda": {"rtx-a6000": "A6000"},
 }
-SETUP = "pip install gpuwise"
+
+
+def setup_script() -> str:
+    """The task's ``setup``: the job's own requirements (when workdir has them), then this version of
+    gpuwise (pinned, so that the remote ``gpuwise run`` reads and writes what this one does)."""
+    from gpuwise import __version__
+
+    return ("if [ -f requirements.txt ]; then pip install -r requirements.txt; fi\n"
+            f"pip install 'gpuwise=={__version__}'")
 
 
 def accelerator_name(gpu_id: str, cloud: str | None) -> str:
@@ -59,7 +67,7 @@ def skypilot_task(plan: LaunchPlan, *, name: str | None = None) -> dict:
         "resources": resources,
         "num_nodes": plan.nodes,
         "workdir": ".",
-        "setup": SETUP,
+        "setup": setup_script(),
         "run": run,
     }
 
@@ -80,4 +88,6 @@ def render_skypilot(plan: LaunchPlan) -> str:
     """What ``gpuwise recommend --emit skypilot`` prints: the notes as comments, then the YAML."""
     head = [f"# {plan.count}x {plan.gpu.name} from {plan.provider}: sky launch -c gpuwise <this file>"]
     head += [f"# note: {n}" for n in plan.notes]
+    head.append("# note: setup installs the workdir's requirements.txt and this gpuwise version from PyPI; "
+                "edit it to install from a wheel or a checkout")
     return "\n".join(head) + "\n" + yaml.dump(skypilot_task(plan), Dumper=_Dumper, sort_keys=False)
