@@ -131,3 +131,14 @@ def test_recommend_names_the_value_pick_in_words_when_it_is_not_the_best():
     lines = out.splitlines()
     assert any(line.startswith("Value (least cost × time): ") for line in lines), out
     assert any(line.startswith("batch: micro-batch per GPU") and len(line.rstrip()) <= 80 for line in lines), out
+
+
+def test_estimate_on_every_gpu_keeps_each_id_whole_at_80_columns():
+    # the table cut ids at 80 columns: "a100-80gb-sx…", "rtx-pro-6000…" (not a name a user can type)
+    from gpuwise.catalog import load_catalog
+
+    out = gpuwise("estimate", "torchvision:resnet18", "--batch-size", "2", "--image-size", "64", "--gpu", "all").stdout
+    assert "…" not in out
+    table = out[out.index("Every GPU in the catalog"):]
+    first_cells = {line.split()[0] for line in table.splitlines()[3:] if line.strip()}
+    assert {g.id for g in load_catalog(user_file=False).gpus} <= first_cells

@@ -6,6 +6,7 @@ import logging
 from typing import Annotated, Optional
 
 import typer
+from rich import box
 from rich.table import Table
 
 from gpuwise.cli import common as c
@@ -134,15 +135,17 @@ def _render(out: dict, est) -> None:
     if out["inference"]:
         _render_inference(out["inference"])
     if out["per_gpu"]:
-        grid = Table(title="Every GPU in the catalog", title_justify="left")
+        # the gpus table's style: no side edges, so that every id stays whole at 80 columns
+        grid = Table(title="Every GPU in the catalog", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
+                     collapse_padding=True)
         for col in ("gpu", "memory", "needs", "fits", "step", "samples/s", "bound"):
-            grid.add_column(col, justify="left" if col in ("gpu", "bound") else "right")
+            grid.add_column(col, justify="left" if col in ("gpu", "bound") else "right", no_wrap=col == "gpu")
         for row in sorted(out["per_gpu"], key=lambda r: (not r["fits"], r["step_time_s"] or 1e18)):
             grid.add_row(row["gpu"], format_bytes(row["memory_bytes"]), format_bytes(row["peak_total_bytes"]),
                          "yes" if row["fits"] else "[red]no[/]",
                          format_duration(row["step_time_s"]) if row["step_time_s"] else "-",
                          f"{row['samples_per_s']:.1f}" if row["samples_per_s"] else "-", row["bound"] or "-")
-        con.print(grid)
+        con.print(c.fit_to_console(grid))
     notes = (out["trace"] or {}).get("notes", []) + list(mem.get("notes", []))
     for note in notes:
         con.print(f"[dim]note: {note}[/]")
