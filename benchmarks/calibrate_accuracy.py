@@ -14,7 +14,6 @@ Data: shared/data/public-benchmarks (time_cases.py); traces from benchmarks/cach
 
 from __future__ import annotations
 
-import csv
 import statistics
 import sys
 import time
@@ -26,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from gpuwise.calibrate.fit import FitRow, class_key, fit_gpu  # noqa: E402
 from gpuwise.runtime import predict_step_time  # noqa: E402
 from gpuwise.runtime.rates import rate_key  # noqa: E402
-from time_cases import all_cases, split_of  # noqa: E402
+from time_cases import all_cases, split_of, write_csv  # noqa: E402
 from time_traces import load_trace  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
@@ -81,12 +80,7 @@ def main() -> None:
                         "err_shipped": shipped, "err_one_run": one,
                         "err_one_run_same_family": statistics.median(one_same) if one_same else None,
                         "err_all_other_runs": all_err})
-    RESULTS.mkdir(exist_ok=True)
-    with open(RESULTS / "calibrate_cases.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(out[0]))
-        w.writeheader()
-        for r in out:
-            w.writerow({k: (f"{v:.5g}" if isinstance(v, float) else v) for k, v in r.items()})
+    write_csv(RESULTS / "calibrate_cases.csv", out)
     lines = ["# Calibration by the user's own runs: leave-one-out on public measurements",
              "", f"Measured 2026-12-03 by `benchmarks/calibrate_accuracy.py` in {time.time() - t0:.0f} s "
              f"({len(out)} cases in {len({r['stack'] for r in out})} stacks of ≥ {MIN_CASES} cases; {skipped} "

@@ -12,7 +12,6 @@ Error = predicted step time / measured step time - 1 (signed and absolute).
 
 from __future__ import annotations
 
-import csv
 import statistics
 import sys
 import time
@@ -26,7 +25,7 @@ from fit_time_calibration import case_arrays  # noqa: E402
 from gpuwise.runtime import predict_step_time  # noqa: E402
 from gpuwise.runtime.calibration import Calibration, load_calibration  # noqa: E402
 from gpuwise.runtime.laws import load_laws  # noqa: E402
-from time_cases import HELD_OUT_FAMILIES, HELD_OUT_GPUS, all_cases, gpu_specs, split_of  # noqa: E402
+from time_cases import HELD_OUT_FAMILIES, HELD_OUT_GPUS, all_cases, gpu_specs, split_of, write_csv  # noqa: E402
 from time_traces import TraceKey, load_trace  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
@@ -116,12 +115,7 @@ def main() -> None:
             "note": c.note,
         })
     print(f"{len(rows)} cases scored, {len(skipped)} skipped, {time.time() - t0:.0f} s", flush=True)
-    RESULTS.mkdir(exist_ok=True)
-    with open(RESULTS / "time_cases.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: (f"{v:.5g}" if isinstance(v, float) else v) for k, v in r.items()})
+    write_csv(RESULTS / "time_cases.csv", rows)
     small = small_batch_rows()
     seed = seed_claims(cal)
     _figure([r for r in rows if r["split"] == "test"])

@@ -263,3 +263,13 @@ def split_of(case: Case) -> str:
 def all_cases() -> list[Case]:
     gpus = gpu_specs()
     return lambda_cases(gpus) + timm_cases(gpus)
+
+
+def write_csv(path: Path, rows: list[dict]) -> None:
+    """Rows of one benchmark as CSV, floats to 5 significant digits (the per-case files in results/)."""
+    path.parent.mkdir(exist_ok=True)
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: (f"{v:.5g}" if isinstance(v, float) else v) for k, v in r.items()})
