@@ -30,11 +30,16 @@ RATES_CHECKED = "2026-11-20"
 CNY_PER_UNIT = {"CNY": 1.0, "USD": 7.2, "EUR": 7.8, "HKD": 0.92, "JPY": 0.048, "GBP": 9.1}
 
 
-def parse_bytes(text: str) -> int:
-    """'24GB' -> 24e9, '16GiB' -> 16*2**30, '512' -> 512. Decimal GB as GPU vendors print them."""
+def parse_bytes(text: str, *, unit_required: bool = False) -> int:
+    """'24GB' -> 24e9, '16GiB' -> 16*2**30, '512' -> 512. Decimal GB as GPU vendors print them.
+
+    ``unit_required``: a bare number is refused (what a user types as a GPU size: "80" means 80 GB to
+    them, 80 bytes here)."""
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", str(text))
     if not m or m.group(2).lower() not in _BYTE_UNITS:
         raise UnitError(f"not a size: {text!r} (examples: 24GB, 16GiB, 512MB)")
+    if unit_required and not m.group(2):
+        raise UnitError(f"{text!r} has no unit: write {m.group(1)}GB or {m.group(1)}GiB")
     value = float(m.group(1)) * _BYTE_UNITS[m.group(2).lower()]
     return int(round(value))
 

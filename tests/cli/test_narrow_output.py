@@ -142,3 +142,16 @@ def test_estimate_on_every_gpu_keeps_each_id_whole_at_80_columns():
     table = out[out.index("Every GPU in the catalog"):]
     first_cells = {line.split()[0] for line in table.splitlines()[3:] if line.strip()}
     assert {g.id for g in load_catalog(user_file=False).gpus} <= first_cells
+
+
+@pytest.mark.parametrize("args, option", [
+    (["gpus", "--min-memory", "80"], "--min-memory"),
+    (["advise", "tests/fixtures/does-not-matter.csv", "--checkpoint-size", "5"], "--checkpoint-size"),
+])
+def test_a_size_without_a_unit_is_refused_not_read_as_bytes(args, option):
+    # `gpus --min-memory 80` listed all 48 GPUs: 80 bytes
+    result = subprocess.run([sys.executable, "-m", "gpuwise.cli.app", *args], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.strip().splitlines() == [f"gpuwise: error: {option}: '{args[-1]}' has no unit: "
+                                                  f"write {args[-1]}GB or {args[-1]}GiB"]

@@ -50,7 +50,7 @@ def advise(
     from gpuwise.advise import advise as run_advise
     from gpuwise.advise.errors import AdviseError
     from gpuwise.catalog import load_catalog
-    from gpuwise.units import parse_bytes, parse_duration_s, parse_money
+    from gpuwise.units import parse_duration_s, parse_money
 
     from gpuwise.plan import parse_headroom
     from gpuwise.plan.scaling import time_scaling
@@ -64,6 +64,9 @@ def advise(
             raise AdviseError(f"{name} must be positive, got {value}")
     for n, v in (("--target-loss", target_loss), ("--step-time-s", step_time_s), ("--min-progress-per-hour", min_progress_per_hour)): c.check_option(c.is_finite(v), n, v, "a finite number")  # noqa: E701
     price, price_currency = parse_money(price_per_hour) if price_per_hour else (None, None)
+    need_bytes = c.size_option("--peak-memory", peak_memory) if peak_memory else None
+    switch = SwitchCost(restart_s=parse_duration_s(restart_time),
+                        checkpoint_bytes=c.size_option("--checkpoint-size", checkpoint_size))
     training_log = read_log(log)
     settings = AdviseSettings(target_loss=target_loss, step_time_s=step_time_s, total_steps=total_steps,
                               min_progress_per_hour=min_progress_per_hour)
@@ -71,9 +74,9 @@ def advise(
                 if model else None)
     request = PricingRequest(
         gpu_name=gpu, price_per_hour=price, price_currency=price_currency, currency=currency, provider=provider, spot=spot,
-        precision=precision, count=num_gpus, memory_need_bytes=parse_bytes(peak_memory) if peak_memory else None,
+        precision=precision, count=num_gpus, memory_need_bytes=need_bytes,
         headroom_fraction=parse_headroom(headroom),
-        switch=SwitchCost(restart_s=parse_duration_s(restart_time), checkpoint_bytes=parse_bytes(checkpoint_size)),
+        switch=switch,
         scaling=time_scaling(precision or "amp-fp16", workload) if workload else None)
     report = run_advise(training_log, settings, load_catalog(catalog), request)
     plot_path = None

@@ -165,6 +165,16 @@ def check_option(ok: bool, option: str, value: object, rule: str) -> None:
         raise GpuwiseError(f"{option} must be {rule}, got {value!r}")
 
 
+def size_option(option: str, text: str) -> int:
+    """Bytes of a size option (``--min-memory 80GB``), a unit required; one line naming the option if not."""
+    from gpuwise.units import UnitError, parse_bytes
+
+    try:
+        return parse_bytes(text, unit_required=True)
+    except UnitError as e:
+        raise UnitError(f"{option}: {e}") from None
+
+
 def is_finite(value: float | None) -> bool:
     """True for None (option not given) and finite numbers; False for nan and ±inf."""
     return value is None or math.isfinite(value)

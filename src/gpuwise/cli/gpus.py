@@ -49,10 +49,9 @@ def gpus(
     from gpuwise.catalog import load_catalog
     from gpuwise.catalog.query import gpu_record, select_gpus
     from gpuwise.plan.offers import cheapest_to_rent_one, price_key
-    from gpuwise.units import parse_bytes
 
     cat = load_catalog(catalog)
-    min_bytes = parse_bytes(min_memory) if min_memory is not None else None
+    min_bytes = c.size_option("--min-memory", min_memory) if min_memory is not None else None
     rows = select_gpus(cat, names or (), min_memory_bytes=min_bytes, provider=provider, sort=sort)
     currency, cheapest = cheapest_to_rent_one({r.gpu.id: r.offers for r in rows})
     if sort == "price":
