@@ -155,3 +155,7 @@ def test_a_size_without_a_unit_is_refused_not_read_as_bytes(args, option):
     assert result.returncode == 2, result.stdout + result.stderr
     assert result.stderr.strip().splitlines() == [f"gpuwise: error: {option}: '{args[-1]}' has no unit: "
                                                   f"write {args[-1]}GB or {args[-1]}GiB"]
+
+
+def test_one_gpu_is_one_gpu_not_1_gpus():
+    assert gpuwise("gpus", "t4").stdout.splitlines()[0].strip() == "1 GPU"

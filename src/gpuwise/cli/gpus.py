@@ -77,7 +77,7 @@ def _rate(value: float | None) -> str:
 
 def _gpu_table(rows: list[GpuRow], cheapest: dict) -> Table:
     # Fits an 80-column terminal; the full datasheet is in --json. bf16 equals fp16 wherever a GPU has it.
-    table = Table(title=f"{len(rows)} GPUs", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    table = Table(title=f"{len(rows)} GPU{'' if len(rows) == 1 else 's'}", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     id_width = max((len(r.gpu.id) + 1 for r in rows), default=3)
     table.add_column("GPU", min_width=id_width, no_wrap=True)
     for col in ("GiB", "GB/s", "fp32", "tf32", "fp16", "fp8"):
