@@ -46,3 +46,11 @@ def test_the_cli_warns_on_stderr_and_still_answers():
     assert proc.returncode == 0, proc.stderr
     assert "gpuwise: warning: --lora-rank has no effect without --finetune lora or qlora" in proc.stderr
     assert proc.stdout.lstrip().startswith("{")      # --json's stdout stays one JSON object
+
+
+def test_a_bad_grad_accum_names_the_option_the_user_typed():
+    # the error said --grad-accum-steps, an option no command has
+    from gpuwise.workload.model import WorkloadError
+
+    with pytest.raises(WorkloadError, match=r"^--grad-accum must be"):
+        Workload(model="hf:gpt2", grad_accum_steps=0)

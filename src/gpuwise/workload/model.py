@@ -109,7 +109,7 @@ class Workload:
                                                 and math.isfinite(self.input_rate) and self.input_rate > 0):
             raise WorkloadError(f"--input-rate must be a positive number of samples/s, got {self.input_rate!r}")
         _positive("batch-size", self.batch_size, MAX_BATCH_SIZE)
-        _positive("grad-accum-steps", self.grad_accum_steps, 1 << 16)
+        _positive("grad-accum", self.grad_accum_steps, 1 << 16)
         _positive("num-gpus", self.num_gpus, 4096)
         _positive("lora-rank", self.lora_rank, 65536)
         if self.seq_len is not None:
