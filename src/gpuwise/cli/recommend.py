@@ -102,6 +102,12 @@ def recommend(
         c.console.print(f"[dim]plot written to {plot}[/]")
 
 
+def _at(rec, o) -> str:
+    """" at amp-fp16" where the option was quoted at another precision than the workload's (no bf16)."""
+    precision = rec.fallback_precision.get(o.gpu)
+    return f" at {precision} (no bf16)" if precision else ""
+
+
 def _cost(o) -> str:
     """The job's cost in the ranking currency, so that the rows compare by eye (--json has each offer's own)."""
     return format_money(o.total_cost_ranked, o.ranking_currency) if o.total_cost_ranked is not None else "-"
@@ -111,13 +117,19 @@ def _render(rec, show_all: bool) -> None:
     con = c.console
     w = rec.workload
     con.print(f"[bold]{w.model}[/]  {w.mode}, {w.precision}, optimizer {w.optimizer}  [dim]({rec.method})[/]")
+    by_precision: dict[str, list[str]] = {}
+    for gpu, precision in rec.fallback_precision.items():
+        by_precision.setdefault(precision, []).append(gpu)
+    for precision, ids in by_precision.items():
+        con.print(f"[yellow]no bf16 on {', '.join(sorted(ids))}: quoted at {precision} there, the default where "
+                  f"bf16 is missing (--precision {w.precision} leaves {'it' if len(ids) == 1 else 'them'} out)[/]")
     con.print("[dim]batch: micro-batch per GPU × accumulation steps (effective batch = that × GPUs)[/]")
     marks = {}
     for label, o in (("value", rec.best_value), ("fastest", rec.fastest), ("BEST", rec.best)):
         if o is not None:
             marks.setdefault(id(o), []).insert(0, label)
     shown = rec.options if show_all else _summary(rec)
-    table, footnotes = _options_table(shown, marks, best=rec.best, width=con.width)
+    table, footnotes = _options_table(shown, marks, best=rec.best, width=con.width, fallback=rec.fallback_precision)
     con.print(table)
     for number, reason in footnotes:
         con.print(f"[dim]{number}[/] {reason}")
@@ -125,21 +137,24 @@ def _render(rec, show_all: bool) -> None:
         con.print(f"[dim]{len(rec.options) - len(shown)} more options not shown (--all shows them, --json lists them).[/]")
     if rec.best is not None:
         b = rec.best
-        con.print(f"[bold green]Best:[/] {b.count}× {b.gpu_name} from {b.provider}: {format_duration(b.total_time_s)} "
+        con.print(f"[bold green]Best:[/] {b.count}× {b.gpu_name} from {b.provider}{_at(rec, b)}: "
+                  f"{format_duration(b.total_time_s)} "
                   f"({format_duration(b.step_time_s)} a step), "
                   f"{_cost(b)} (micro-batch {b.batch_size}, {b.grad_accum_steps} accumulation step(s), "
                   f"needs {format_bytes(b.peak_total_bytes)} of {format_bytes(b.gpu_memory_bytes)})")
         if rec.fastest is not None and rec.fastest is not b:
             f = rec.fastest
-            con.print(f"Fastest: {f.count}× {f.gpu_name} from {f.provider}: {format_duration(f.total_time_s)}, {_cost(f)}")
+            con.print(f"Fastest: {f.count}× {f.gpu_name} from {f.provider}{_at(rec, f)}: "
+                      f"{format_duration(f.total_time_s)}, {_cost(f)}")
         if rec.best_value is not None and rec.best_value is not b:
             v = rec.best_value
-            con.print(f"Value (least cost × time): {v.count}× {v.gpu_name} from {v.provider}: "
+            con.print(f"Value (least cost × time): {v.count}× {v.gpu_name} from {v.provider}{_at(rec, v)}: "
                       f"{format_duration(v.total_time_s)}, {_cost(v)}")
     else:
         con.print(f"[bold yellow]{rec.nothing_meets}[/]")
         for o in rec.closest:
-            con.print(f"  closest: {o.count}× {o.gpu_name} ({o.provider}): {format_duration(o.total_time_s)}, {_cost(o)}"
+            con.print(f"  closest: {o.count}× {o.gpu_name} ({o.provider}){_at(rec, o)}: "
+                      f"{format_duration(o.total_time_s)}, {_cost(o)}"
                       f" — {o.excluded_because}")
     for r in rec.remedies:
         con.print(f"[cyan]To fit a cheaper GPU:[/] {r['change']} → {r['gpu_name']} needs "
@@ -155,15 +170,19 @@ _WHY_MIN_WIDTH = 24   # narrower than this, a long reason becomes a footnote und
 _WHY_NARROWEST = 7    # "compute", "memory", "see [9]"
 
 
-def _options_table(shown, marks: dict, *, best, width: int) -> tuple[Table, list[tuple[str, str]]]:
+def _options_table(shown, marks: dict, *, best, width: int,
+                   fallback: dict[str, str] | None = None) -> tuple[Table, list[tuple[str, str]]]:
     """The options table, laid out for ``width`` columns, and the numbered footnotes it refers to.
 
     Nothing is cut or left out silently. The table first tries two-space gaps, then one-space gaps
     with the marks stacked; where the reasons then have less than ``_WHY_MIN_WIDTH`` columns, each
     one that does not fit moves under the table as a footnote, its number in the row. Where even
     that is too wide (a very narrow terminal), cells wrap: a value may take two lines, never "…".
+    ``fallback``: GPU id -> the precision its options were quoted at, said first in their reasons.
     """
-    reasons = [o.excluded_because or (o.bound or "") for o in shown]
+    fallback = fallback or {}
+    reasons = [(f"at {fallback[o.gpu]}: " if o.gpu in fallback else "") + (o.excluded_because or (o.bound or ""))
+               for o in shown]
     for compact in (False, True):
         rows = [_row_cells(o, marks, stack_marks=compact) for o in shown]
         room = width - c.natural_width(_table(rows, None, compact=compact)) - (1 if compact else 3)

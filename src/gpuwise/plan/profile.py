@@ -196,9 +196,14 @@ def cannot_run(workload: Workload, gpu: GPU) -> str | None:
     PyTorch refuses bf16 autocast on a T4 or V100). The one rule estimate, recommend and the time
     scaling of report and advise apply."""
     if workload.precision in ("amp-bf16", "bf16") and not gpu.has_bf16:
-        other = "amp-fp16" if workload.precision == "amp-bf16" else "fp16"
-        return f"no bf16 on this GPU ({gpu.arch}): use --precision {other}"
+        return f"no bf16 on this GPU ({gpu.arch}): use --precision {fp16_instead(workload.precision)}"
     return None
+
+
+def fp16_instead(precision: str) -> str:
+    """The fp16 twin of a bf16 precision (amp-bf16 -> amp-fp16, bf16 -> fp16), what a job runs at on a GPU
+    without bf16; other precisions are their own."""
+    return {"amp-bf16": "amp-fp16", "bf16": "fp16"}.get(precision, precision)
 
 
 def step_time_function(workload: Workload, progress: Callable[[str], None] | None = None):

@@ -12,7 +12,7 @@ from gpuwise.plan.errors import PlanError
 from gpuwise.plan.fit import DEFAULT_HEADROOM_FRACTION, check_headroom, usable_bytes
 from gpuwise.plan.money import RATES_CHECKED, convert, rates_in
 from gpuwise.plan.offers import candidate_offers, cheapest_offer, ranking_currency, spot_policy
-from gpuwise.plan.profile import WorkloadModel, cannot_run, largest_fitting_batch
+from gpuwise.plan.profile import WorkloadModel, cannot_run, fp16_instead, largest_fitting_batch
 from gpuwise.plan.quote import Quote, make_quote
 from gpuwise.plan.spot import SpotRisk
 from gpuwise.units import format_bytes, format_duration, format_money
@@ -78,6 +78,9 @@ class Recommendation:
     closest: tuple[Option, ...] = ()
     notes: tuple[str, ...] = ()
     remedies: tuple[dict, ...] = field(default=())
+    # GPU id -> the precision its options were quoted at, where that is not ``workload.precision``: a
+    # default bf16 (LoRA/QLoRA, LLM serving) runs at its fp16 twin on GPUs without bf16.
+    fallback_precision: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         def opt(o: Option | None):
@@ -92,6 +95,7 @@ class Recommendation:
             "best": opt(self.best), "fastest": opt(self.fastest), "best_value": opt(self.best_value),
             "nothing_meets": self.nothing_meets, "closest": [o.to_dict() for o in self.closest],
             "remedies": list(self.remedies), "notes": list(self.notes),
+            "fallback_precision": dict(self.fallback_precision),
         }
 
 
@@ -135,7 +139,9 @@ def recommend(
     ``remedies``: for cheaper GPUs that ran out of memory, the changes that make the job fit there.
     ``spot_risk``: how spot offers (with ``spot``) are priced: expected time and cost with preemptions.
     ``fp16_where_no_bf16``: the precision was a default (bf16 autocast for LoRA/QLoRA), so GPUs without
-    bf16 run the job at fp16 autocast instead of being excluded.
+    bf16 run the job at fp16 autocast instead of being excluded (``Recommendation.fallback_precision``
+    names them). Either way each option is decided by ``cannot_run`` on the workload it is quoted at,
+    with an explicit micro-batch or ``auto_batch`` alike.
     """
     if max_gpus < 1:
         raise PlanError(f"--max-gpus must be at least 1, got {max_gpus}")
@@ -153,14 +159,17 @@ def recommend(
     fp16_model: list = []      # built on first use: the same job at amp-fp16, for GPUs without bf16
 
     def model_on(gpu: GPU):
+        """The model an option on ``gpu`` is quoted with: the fp16 twin where a default bf16 cannot run."""
         if fp16_where_no_bf16 and cannot_run(workload, gpu):
             if not fp16_model:
                 from gpuwise.plan.profile import model_for
 
-                half = "amp-fp16" if workload.precision == "amp-bf16" else "fp16"
-                fp16_model.append(model_for(workload.with_(precision=half), progress))
+                fp16_model.append(model_for(workload.with_(precision=fp16_instead(workload.precision)), progress))
             return fp16_model[0]
         return model
+
+    fallback: dict[str, str] = {}      # GPU id -> the precision quoted there, where not the workload's
+    no_bf16: dict[str, str] = {}       # GPU id -> its architecture, where the job cannot run at all
 
     options: list[Option] = []
     for gpu_id in sorted({o.gpu_id for o in offers}):
@@ -174,8 +183,11 @@ def recommend(
             m = model_on(gpu)
             option = _evaluate(m, gpu, offer, count, job, constraints, target, auto_batch, rank_in, spot_risk)
             if m is not model:
+                fallback[gpu_id] = m.workload.precision
                 option = replace(option, warnings=option.warnings + (
                     f"runs at {m.workload.precision} here: {gpu.arch} has no bf16",))
+            elif cannot_run(workload, gpu):
+                no_bf16[gpu_id] = gpu.arch
             options.append(option)
 
     options = apply_constraints(options, constraints, rank_in)
@@ -187,7 +199,7 @@ def recommend(
     best_value = min(eligible, key=lambda o: o.total_cost_ranked * o.total_time_s, default=None)
     nothing, closest = None, ()
     if best is None:
-        nothing, closest = _nothing_meets(options, constraints, provider, rank_in)
+        nothing, closest = _nothing_meets(options, constraints, provider, rank_in, workload.precision, no_bf16)
     batch_note = (f"effective batch {effective} samples per step on every option (micro-batch × accumulation × GPUs)"
                   if not per_gpu_batch else
                   f"--per-gpu-batch: micro-batch {workload.batch_size} on every GPU, so the effective batch "
@@ -201,7 +213,7 @@ def recommend(
     options.sort(key=lambda o: (not o.eligible, not o.fits,
                                 o.total_cost_ranked if o.total_cost_ranked is not None else math.inf, o.gpu, o.count))
     rec = Recommendation(workload, model.method, rank_in, tuple(options), best, fastest, best_value,
-                         nothing, tuple(closest), notes)
+                         nothing, tuple(closest), notes, fallback_precision=fallback)
     if remedies:
         from gpuwise.plan.remedies import find_remedies   # remedies re-run recommend's parts: imported late
 
@@ -287,17 +299,29 @@ def apply_constraints(options: list[Option], c: Constraints, ranking_currency: s
     return out
 
 
-def _nothing_meets(options: list[Option], c: Constraints, provider: str | None, currency: str):
+def _nothing_meets(options: list[Option], c: Constraints, provider: str | None, currency: str,
+                   precision: str, no_bf16: dict[str, str]):
+    """Why no option is the best, in words, and the closest options. ``no_bf16``: GPU id -> architecture
+    of the GPUs the job cannot run on (``cannot_run``) at ``precision``."""
     if not options:
         where = f" from provider {provider!r}" if provider else ""
         return f"nothing meets the request: no offers{where} for the chosen GPUs", ()
     fitting = [o for o in options if o.fits]
+    if all(o.gpu in no_bf16 for o in options):
+        archs = ", ".join(dict.fromkeys(no_bf16[o.gpu] for o in options))
+        return (f"nothing meets the request: no GPU on offer has bf16 ({archs}), which {precision} needs: "
+                f"use --precision {fp16_instead(precision)}, or GPUs of Ampere or newer"), ()
     if not fitting:
         split = any("does not split evenly" in (o.excluded_because or "") or "smaller than" in (o.excluded_because or "")
                     for o in options)
         hint = (" (the multi-GPU options need an effective batch they can split: --effective-batch N, or "
                 "--per-gpu-batch to run the batch on every GPU)" if split else "")
-        return f"nothing meets the request: the job does not fit on any GPU on offer at this batch size{hint}", ()
+        refused = sorted({o.gpu for o in options if o.gpu in no_bf16})
+        if refused:
+            hint += (f"; {', '.join(refused)} {'has' if len(refused) == 1 else 'have'} no bf16 "
+                     f"(--precision {fp16_instead(precision)} runs there)")
+        return (f"nothing meets the request: the job does not fit on any GPU on offer"
+                f"{' with bf16' if refused else ''} at this batch size{hint}"), ()
     what = []
     if c.deadline_s is not None:
         what.append(f"the deadline of {format_duration(c.deadline_s)}")

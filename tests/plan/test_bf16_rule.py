@@ -1,0 +1,69 @@
+"""The one "cannot run here" rule (bf16 needs a GPU with bf16), applied and said the same way by
+`recommend` with an explicit or automatic batch, by `estimate` on one GPU or on all, and in the
+"nothing meets the request" message."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+NO_BF16 = ("v100-32gb-sxm2", "rtx-2080-ti")
+QWEN_7B_LORA = ["recommend", "hf:Qwen/Qwen2.5-7B", "--finetune", "lora", "--seq-len", "1024", "--samples", "20000",
+                "--provider", "autodl", "--effective-batch", "16", "--grad-checkpointing", "--gpus", ",".join(NO_BF16),
+                "--max-gpus", "1"]
+
+
+def gpuwise(*args: str, columns: int = 200) -> str:
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    env["COLUMNS"] = str(columns)
+    result = subprocess.run([sys.executable, "-m", "gpuwise.cli.app", *args], capture_output=True, text=True,
+                            timeout=300, env=env)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+@pytest.mark.parametrize("batch", ["auto", "4"])
+def test_recommend_quotes_a_default_bf16_lora_at_fp16_without_bf16_with_any_batch_and_says_so(cli_json, batch):
+    # the defect: with --batch-size auto the V100 came out BEST under a header saying amp-bf16, and nothing
+    # in the text said the V100 and the 2080 Ti were quoted at amp-fp16 (the default where bf16 is missing)
+    rec = cli_json([*QWEN_7B_LORA, "--batch-size", batch, "--json"])
+    assert rec["workload"]["precision"] == "amp-bf16"
+    assert rec["fallback_precision"] == {gpu: "amp-fp16" for gpu in NO_BF16}
+    for option in rec["options"]:
+        assert not (option["excluded_because"] or "").startswith("no bf16")
+        assert any(w.startswith("runs at amp-fp16 here") for w in option["warnings"])
+    text = gpuwise(*QWEN_7B_LORA, "--batch-size", batch)
+    assert "no bf16 on rtx-2080-ti, v100-32gb-sxm2: quoted at amp-fp16 there" in text
+    best = next(line for line in text.splitlines() if line.startswith("Best:"))
+    assert "V100" in best and "at amp-fp16 (no bf16)" in best
+    v100_row = next(line for line in text.splitlines() if "v100-32gb-sxm2 " in line and "autodl" in line)
+    assert "at amp-fp16: " in v100_row
+
+
+@pytest.mark.parametrize("batch", ["auto", "4"])
+def test_recommend_refuses_an_asked_for_bf16_on_gpus_without_it_with_any_batch(cli_json, batch):
+    rec = cli_json([*QWEN_7B_LORA, "--batch-size", batch, "--precision", "amp-bf16", "--json"])
+    assert rec["best"] is None
+    assert {o["gpu"] for o in rec["options"]} == set(NO_BF16)
+    assert all(o["excluded_because"].startswith("no bf16 on this GPU") for o in rec["options"])
+    # the defect: "the job does not fit on any GPU on offer at this batch size" (memory was never the reason)
+    assert "does not fit" not in rec["nothing_meets"]
+    assert rec["nothing_meets"] == ("nothing meets the request: no GPU on offer has bf16 (turing, volta), which "
+                                    "amp-bf16 needs: use --precision amp-fp16, or GPUs of Ampere or newer")
+    assert rec["fallback_precision"] == {}      # asked for bf16: not silently changed
+    text = " ".join(gpuwise(*QWEN_7B_LORA, "--batch-size", batch, "--precision", "amp-bf16").split())
+    assert "no GPU on offer has bf16" in text and "use --precision amp-fp16" in text
+
+
+def test_nothing_meets_names_the_gpus_without_bf16_next_to_those_out_of_memory(cli_json):
+    rec = cli_json(["recommend", "hf:Qwen/Qwen2.5-7B", "--finetune", "lora", "--seq-len", "4096", "--batch-size", "16",
+                    "--precision", "amp-bf16", "--steps", "100", "--gpus", "rtx-4090,t4", "--max-gpus", "1",
+                    "--no-remedies", "--json"])
+    by_gpu = {o["gpu"]: o for o in rec["options"]}
+    assert by_gpu["rtx-4090"]["fits"] is False and by_gpu["t4"]["excluded_because"].startswith("no bf16")
+    assert rec["nothing_meets"].startswith("nothing meets the request: the job does not fit on any GPU on offer "
+                                           "with bf16 at this batch size")
+    assert rec["nothing_meets"].endswith("; t4 has no bf16 (--precision amp-fp16 runs there)")
