@@ -14,6 +14,8 @@ NO_BF16 = ("v100-32gb-sxm2", "rtx-2080-ti")
 QWEN_7B_LORA = ["recommend", "hf:Qwen/Qwen2.5-7B", "--finetune", "lora", "--seq-len", "1024", "--samples", "20000",
                 "--provider", "autodl", "--effective-batch", "16", "--grad-checkpointing", "--gpus", ",".join(NO_BF16),
                 "--max-gpus", "1"]
+ESTIMATE_7B_BF16 = ["estimate", "hf:Qwen/Qwen2.5-7B", "--finetune", "lora", "--seq-len", "1024", "--batch-size", "1",
+                    "--grad-checkpointing", "--precision", "amp-bf16"]
 
 
 def gpuwise(*args: str, columns: int = 200) -> str:
@@ -67,3 +69,44 @@ def test_nothing_meets_names_the_gpus_without_bf16_next_to_those_out_of_memory(c
     assert rec["nothing_meets"].startswith("nothing meets the request: the job does not fit on any GPU on offer "
                                            "with bf16 at this batch size")
     assert rec["nothing_meets"].endswith("; t4 has no bf16 (--precision amp-fp16 runs there)")
+
+
+def test_estimate_does_not_say_a_job_that_cannot_run_fits(cli_json):
+    # the defect: "On v100-32gb-sxm2: fits with 12.5 GiB to spare", then "Cannot run ... no bf16", exit 0
+    out = cli_json([*ESTIMATE_7B_BF16, "--gpu", "v100-32gb-sxm2", "--json"])
+    assert out["cannot_run"] == "no bf16 on this GPU (volta): use --precision amp-fp16"
+    assert out["fits"] is True and out["time"] is None      # `fits` is memory only (plan/answer.py)
+    lines = gpuwise(*ESTIMATE_7B_BF16, "--gpu", "v100-32gb-sxm2").splitlines()   # exit 0: an answer, not bad input
+    on = next(i for i, line in enumerate(lines) if line.startswith("On v100-32gb-sxm2:"))
+    assert lines[on] == "On v100-32gb-sxm2: cannot run: no bf16 on this GPU (volta): use --precision amp-fp16"
+    assert lines[on + 1].startswith("  in memory alone: fits with ")
+    assert not any(line.startswith("Cannot run") or line.startswith("Step time") for line in lines)
+
+
+def test_estimate_lists_no_changes_that_fit_a_gpu_the_job_cannot_run_on(cli_json):
+    out = cli_json([*ESTIMATE_7B_BF16, "--gpu", "t4", "--json"])
+    assert out["cannot_run"].startswith("no bf16") and out["fits"] is False
+    assert out["changes_that_fit"] == []      # --grad-checkpointing and co. would still leave it unable to run
+    text = gpuwise(*ESTIMATE_7B_BF16, "--gpu", "t4")
+    assert "fits with --" not in text and "none of the changes tried" not in text
+    assert "On t4: cannot run: no bf16" in text and "in memory alone: does not fit" in text
+
+
+def test_estimate_on_every_gpu_says_no_bf16_where_the_job_cannot_run_at_80_columns(cli_json):
+    # the defect: V100, T4 and P100 listed as "fits yes" with dashes and no reason
+    rows = cli_json([*ESTIMATE_7B_BF16, "--gpu", "all", "--json"])["per_gpu"]
+    refused = {r["gpu"] for r in rows if r["cannot_run"]}
+    assert {"v100-32gb-sxm2", "t4", "p100-16gb-pcie", "rtx-2080-ti"} <= refused
+    assert all(r["step_time_s"] is None for r in rows if r["cannot_run"])
+    out = gpuwise(*ESTIMATE_7B_BF16, "--gpu", "all", columns=80)
+    assert max(len(line) for line in out.splitlines()) <= 80 and "…" not in out
+    below = out[out.index("Every GPU in the catalog"):].splitlines()[4:]   # title, blank, header, rule
+    table = below[:next(i for i, line in enumerate(below) if not line.strip())]
+    cells = {line.split()[0]: line.split() for line in table}
+    assert {r["gpu"] for r in rows} <= set(cells)       # every id whole
+    for gpu in refused:
+        assert cells[gpu][5:7] == ["no", "bf16"], cells[gpu]
+    for gpu in set(cells) & ({r["gpu"] for r in rows} - refused):
+        assert cells[gpu][5] in ("yes", "no") and cells[gpu][6] != "bf16"
+    order = [line.split()[0] for line in table]
+    assert len(order) == len(rows) and set(order[-len(refused):]) == refused        # below every GPU the job can run on

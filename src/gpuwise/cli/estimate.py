@@ -101,11 +101,15 @@ def _render(out: dict, est) -> None:
     if mem["top_modules"]:
         con.print("Top modules by activation memory: " + ", ".join(
             f"{m['module'] or '(top)'} {format_bytes(m['bytes'])}" for m in mem["top_modules"][:5]))
-    if out["gpu"]:
+    kept_free = f"({out['headroom_fraction']:.0%} of its memory kept free)"
+    where = f" at {out['provider']}" if out.get("provider") else ""
+    if out.get("cannot_run"):
+        # `fits` is memory only: here the memory is a side note to why the job cannot run at all
+        con.print(f"On {out['gpu']}{where}: [red]cannot run: {out['cannot_run']}[/]")
+        con.print(f"  in memory alone: {out['fit_summary']} {kept_free}")
+    elif out["gpu"]:
         colour = "green" if out["fits"] else ("yellow" if out["fit_summary"].startswith("tight") else "red")
-        where = f" at {out['provider']}" if out.get("provider") else ""
-        con.print(f"On {out['gpu']}{where}: [{colour}]{out['fit_summary']}[/] "
-                  f"({out['headroom_fraction']:.0%} of its memory kept free)")
+        con.print(f"On {out['gpu']}{where}: [{colour}]{out['fit_summary']}[/] {kept_free}")
         if not out["fits"]:
             for ch in out["changes_that_fit"]:
                 step = f", step {format_duration(ch['step_time_s'])}" if ch.get("step_time_s") else ""
@@ -115,10 +119,9 @@ def _render(out: dict, est) -> None:
                         else "--num-gpus N with --sharding zero3")
                 con.print(f"  none of the changes tried makes it fit this GPU (alone or together): try more "
                           f"GPUs ({more}) or a larger GPU (gpuwise recommend)")
-    if out.get("cannot_run"):
-        con.print(f"[red]Cannot run on {out['gpu']}:[/] {out['cannot_run']}")
     if out["max_batch_size"] is not None:
-        con.print(f"Largest batch that fits: [bold]{out['max_batch_size']}[/]")
+        in_memory = " in memory" if out.get("cannot_run") else ""
+        con.print(f"Largest batch that fits{in_memory}: [bold]{out['max_batch_size']}[/]")
     t = out["time"]
     if t:
         con.print(f"Step time {format_duration(t['step_time_s'])}, {t['samples_per_s']:.1f} samples/s, "
@@ -140,8 +143,11 @@ def _render(out: dict, est) -> None:
                      collapse_padding=True)
         for col in ("gpu", "memory", "needs", "fits", "step", "samples/s", "bound"):
             grid.add_column(col, justify="left" if col in ("gpu", "bound") else "right", no_wrap=col == "gpu")
-        for row in sorted(out["per_gpu"], key=lambda r: (not r["fits"], r["step_time_s"] or 1e18)):
+        # a GPU the job cannot run on says why in its fits column ("no bf16"), below those it can run on
+        for row in sorted(out["per_gpu"],
+                          key=lambda r: (bool(r["cannot_run"]), not r["fits"], r["step_time_s"] or 1e18)):
             grid.add_row(row["gpu"], format_bytes(row["memory_bytes"]), format_bytes(row["peak_total_bytes"]),
+                         f"[red]{_why_not_short(row['cannot_run'])}[/]" if row["cannot_run"] else
                          "yes" if row["fits"] else "[red]no[/]",
                          format_duration(row["step_time_s"]) if row["step_time_s"] else "-",
                          f"{row['samples_per_s']:.1f}" if row["samples_per_s"] else "-", row["bound"] or "-")
@@ -150,6 +156,11 @@ def _render(out: dict, est) -> None:
     for note in notes:
         con.print(f"[dim]note: {note}[/]")
     con.print("[dim]Assumes PyTorch 2.x eager mode with cuDNN, channels-first unless --channels-last.[/]")
+
+
+def _why_not_short(reason: str) -> str:
+    """A cannot-run reason (``plan.profile.cannot_run``) short enough for a table cell: "no bf16"."""
+    return reason.split(" on this GPU")[0].split(":")[0]
 
 
 def _render_inference(inf: dict) -> None:

@@ -2,6 +2,12 @@
 the largest batch, every catalog GPU, and — when it does not fit — the changes that would.
 
 This is the public JSON contract of ``gpuwise estimate --json`` (DESIGN.md); the CLI only renders it.
+
+``fits`` (and ``fit_summary``, ``spare_bytes``, ``max_batch_size``, each ``per_gpu`` row's ``fits``) is
+memory only: the peak against the GPU's usable memory. Whether the job can run there at all is
+``cannot_run``: None where it can, else why not (bf16 on a GPU without it), whatever the memory. A job
+runs on a GPU where ``fits`` is true and ``cannot_run`` is None; where ``cannot_run`` is set, ``time``
+(and a row's step time) is None and ``changes_that_fit`` is empty (no memory change lets it run).
 """
 
 from __future__ import annotations
@@ -55,7 +61,7 @@ def estimate_answer(
     inference = est.inference.to_dict() if est.inference is not None else None
     fit = fits(est.memory.total_upper_bytes, gpu, headroom_fraction) if gpu else None
     changes: tuple = ()
-    if gpu is not None and not fit and suggest_changes:
+    if gpu is not None and not fit and suggest_changes and not why_not:
         changes = changes_that_fit(model.workload, gpu, headroom_fraction=headroom_fraction,
                                    closed_form=model.method == "closed-form", progress=progress, provider=provider)
     per_gpu = [model.estimate(g, count=count, provider=provider) for g in gpus] if len(gpus) > 1 else []
