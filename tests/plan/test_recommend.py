@@ -32,7 +32,8 @@ class ScriptedModel:
         b = batch_size or self.workload.batch_size
         accum = grad_accum_steps or self.workload.grad_accum_steps
         self.calls.append((gpu.id, count, b))
-        total = int(self.fixed_bytes + self.per_sample_bytes * b)
+        fixed = self.fixed_bytes / 2 if self.workload.grad_checkpointing else self.fixed_bytes
+        total = int(fixed + self.per_sample_bytes * b)
         mem = MemoryEstimate(total - 500_000_000, total - 500_000_000, 500_000_000, total, 1, 1, 1,
                              total - 500_000_003)
         step_s = self.work * b * accum / (gpu.peak("fp16") * 1e3) + 0.01 * count
@@ -58,15 +59,28 @@ def offer(gpu_id, price, currency="CNY", count=1, provider="autodl", spot=False)
 def test_cheapest_fitting_option_is_best_and_oom_is_explained(catalog):
     cat = small_catalog(catalog, {"t4", "rtx-4090", "a100-40gb-sxm4"},
                         [offer("t4", 1.0), offer("rtx-4090", 2.0), offer("a100-40gb-sxm4", 15.0)])
-    model = ScriptedModel(Workload("scripted", batch_size=32), per_sample_bytes=0.5 * GB)  # 20 GB
+    model = ScriptedModel(Workload("scripted", batch_size=32), fixed_bytes=16 * GB)  # 32 GB at batch 32
     rec = recommend(model, cat, job=JobSize(samples=100_000), max_gpus=1)
     t4 = next(o for o in rec.options if o.gpu == "t4")
-    assert not t4.fits
-    assert t4.excluded_because.startswith("OOM at batch 32: needs up to 18.6 GiB, 14.2 GiB usable with 5% kept free")
+    assert not t4.fits          # 16 GB before the first sample: no micro-batch fits a T4
+    assert t4.excluded_because.startswith("OOM at batch 1: needs up to 15.4 GiB, 14.2 GiB usable with 5% kept free")
     assert rec.best.gpu == "rtx-4090"
     assert rec.fastest.gpu in {"rtx-4090", "a100-40gb-sxm4"}
     a100 = next(o for o in rec.options if o.gpu == "a100-40gb-sxm4")
     assert a100.total_cost > rec.best.total_cost
+
+
+def test_a_micro_batch_that_does_not_fit_is_split_into_accumulation_steps(catalog):
+    # before: "OOM at batch 32" on the T4, though 16 x 2 trains the same model there (and it is cheapest)
+    cat = small_catalog(catalog, {"t4", "rtx-4090"}, [offer("t4", 1.0), offer("rtx-4090", 2.0)])
+    model = ScriptedModel(Workload("scripted", batch_size=32), per_sample_bytes=0.5 * GB)  # 20 GB at 32
+    rec = recommend(model, cat, job=JobSize(samples=100_000), max_gpus=1)
+    t4 = next(o for o in rec.options if o.gpu == "t4")
+    assert t4.fits and (t4.batch_size, t4.grad_accum_steps) == (16, 2)
+    assert t4.warnings[0] == "micro-batch 32 does not fit: 16 × 2 accumulation steps instead (the same effective batch)"
+    assert t4.eligible
+    rtx = next(o for o in rec.options if o.gpu == "rtx-4090")
+    assert (rtx.batch_size, rtx.grad_accum_steps) == (32, 1) and not rtx.warnings   # fits as asked
 
 
 def test_deadline_excludes_slow_options_with_the_miss_in_words(catalog):
@@ -194,11 +208,12 @@ def test_remedies_name_the_change_that_fits_a_cheaper_gpu_and_cost_less_than_the
 
     cat = small_catalog(catalog, {"t4", "a100-40gb-sxm4"}, [offer("t4", 1.0), offer("a100-40gb-sxm4", 15.0)])
     w = Workload("scripted", batch_size=16, precision="amp-fp16", optimizer="sgd")
-    sizes = dict(fixed_bytes=2 * GB, per_sample_bytes=1.0 * GB)   # 18 GB: not on a T4; batch 8 is 10 GB
+    # 16 GB before the first sample: not on a T4 at any micro-batch; checkpointing halves it
+    sizes = dict(fixed_bytes=16 * GB, per_sample_bytes=0.2 * GB)
     rec = recommend(ScriptedModel(w, **sizes), cat, job=JobSize(steps=1000), max_gpus=1)
     assert rec.best.gpu == "a100-40gb-sxm4"
     remedies = find_remedies(rec, cat, JobSize(steps=1000), model_factory=_scripted_factory(**sizes))
-    assert [r["change"] for r in remedies] == ["--batch-size 8 --grad-accum 2"]
+    assert [r["change"] for r in remedies] == ["--grad-checkpointing"]
     (r,) = remedies
     assert r["gpu"] == "t4" and r["fits"] and r["peak_total_bytes"] <= 0.95 * r["gpu_memory_bytes"]
     assert r["total_cost_ranked"] < rec.best.total_cost_ranked
@@ -210,7 +225,7 @@ def test_remedies_that_miss_the_deadline_are_not_offered(catalog):
 
     cat = small_catalog(catalog, {"t4", "a100-40gb-sxm4"}, [offer("t4", 1.0), offer("a100-40gb-sxm4", 15.0)])
     w = Workload("scripted", batch_size=16, precision="amp-fp16", optimizer="sgd")
-    sizes = dict(fixed_bytes=2 * GB, per_sample_bytes=1.0 * GB)
+    sizes = dict(fixed_bytes=16 * GB, per_sample_bytes=0.2 * GB)
     free = recommend(ScriptedModel(w, **sizes), cat, job=JobSize(steps=1000), max_gpus=1)
     a100_time = free.best.total_time_s
     tight = Constraints(deadline_s=a100_time * 1.01)   # the A100 makes it; a T4 (4× slower here) does not

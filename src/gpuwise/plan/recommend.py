@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 
 from gpuwise.catalog.model import GPU, Catalog, Offer
 from gpuwise.plan.errors import PlanError
-from gpuwise.plan.fit import DEFAULT_HEADROOM_FRACTION, check_headroom, usable_bytes
+from gpuwise.plan.fit import DEFAULT_HEADROOM_FRACTION, check_headroom, fits, usable_bytes
 from gpuwise.plan.money import RATES_CHECKED, convert, rates_in
 from gpuwise.plan.offers import candidate_offers, cheapest_offer, ranking_currency, spot_policy
 from gpuwise.plan.profile import WorkloadModel, cannot_run, fp16_instead, largest_fitting_batch
@@ -256,6 +256,20 @@ def _evaluate(model, gpu: GPU, offer: Offer, count: int, job: JobSize, constrain
     accum = per_gpu // micro if workload.is_training else 1
 
     est = model.estimate(gpu, count=count, batch_size=micro, grad_accum_steps=accum, provider=where)
+    split_note = ()
+    if (not auto_batch and workload.is_training and micro > 1
+            and not fits(est.memory.total_upper_bytes, gpu, constraints.headroom_fraction)):
+        # what a practitioner does when the micro-batch does not fit: the same effective batch in
+        # smaller micro-batches with accumulation (the model trained is the same)
+        largest = largest_fitting_batch(model, gpu, count=count, headroom_fraction=constraints.headroom_fraction,
+                                        limit=micro - 1, provider=where)
+        asked = micro
+        micro = max(d for d in _divisors(per_gpu) if d <= max(largest, 1))
+        accum = per_gpu // micro
+        est = model.estimate(gpu, count=count, batch_size=micro, grad_accum_steps=accum, provider=where)
+        if largest >= 1:
+            split_note = (f"micro-batch {asked} does not fit: {micro} × {accum} accumulation steps instead "
+                          f"(the same effective batch)",)
     step = est.time
     steps = job.optimizer_steps(effective) if workload.is_training else job.optimizer_steps(per_gpu * count)
     total_time_s = steps * step.step_time_s if step is not None else None
@@ -267,7 +281,7 @@ def _evaluate(model, gpu: GPU, offer: Offer, count: int, job: JobSize, constrain
         gpu, count, offer, peak_total_bytes=est.memory.total_upper_bytes, step_time_s=step.step_time_s if step else None,
         batch_size=micro, grad_accum_steps=accum, total_time_s=total_time_s, preemption_time_s=preemption_s,
         bound=step.bound if step else None,
-        warnings=tuple(step.warnings) if step else (), **quote,
+        warnings=split_note + (tuple(step.warnings) if step else ()), **quote,
     )
     if not option.fits:
         option = replace(option, excluded_because=_oom_reason(micro, est.memory.total_upper_bytes, gpu, constraints))

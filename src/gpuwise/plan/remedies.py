@@ -1,7 +1,7 @@
 """When the job does not fit on the cheap GPUs: which change would make it fit, and what that costs.
 
-Each remedy is a changed workload (gradient checkpointing, AMP, an 8-bit optimizer, a smaller
-micro-batch with gradient accumulation, LoRA for LLMs); it is estimated on the GPUs that were
+Each remedy is a changed workload (gradient checkpointing, AMP, an 8-bit optimizer, LoRA for LLMs;
+in serving, a smaller batch); it is estimated on the GPUs that were
 excluded for memory and are cheaper than the best option. One trace per remedy.
 """
 
@@ -63,10 +63,8 @@ def candidate_remedies(w: Workload, closed_form: bool) -> list[Remedy]:
         out.append(_remedy("--logits chunked", logits="chunked"))
     if w.optimizer in ("adam", "adamw"):
         out.append(_remedy("--optimizer adamw-8bit", optimizer="adamw-8bit"))
-    if w.batch_size > 1:
-        half = w.batch_size // 2
-        out.append(_remedy(f"--batch-size {half} --grad-accum {w.grad_accum_steps * 2}",
-                           batch_size=half, grad_accum_steps=w.grad_accum_steps * 2))
+    # (a smaller micro-batch with accumulation is no remedy here: recommend already splits the effective
+    # batch wherever the micro-batch does not fit)
     if closed_form and w.finetune == "full":
         out.append(_remedy("--finetune lora", finetune="lora"))
         out.append(_remedy("--finetune qlora", finetune="qlora"))
