@@ -64,14 +64,18 @@ def test_estimate_without_gpu_has_null_time(gpuwise):
     assert json.loads(r.stdout)["time"] is None
 
 
-def test_estimate_max_batch_fits_and_the_next_power_of_two_does_not(gpuwise):
-    r = gpuwise("estimate", *SMALL, "--gpu", "t4", "--max-batch", "--json")
+def test_estimate_max_batch_fits_and_the_next_batch_does_not(gpuwise):
+    # it searched powers of two only: "largest batch that fits: 256" with 8.5 GiB to spare
+    job = ["torchvision:resnet18", "--image-size", "160"]       # the largest batch is well under the 4096 cap
+    r = gpuwise("estimate", *job, "--gpu", "t4", "--max-batch", "--json")
     assert r.returncode == 0, r.stderr
     largest = json.loads(r.stdout)["max_batch_size"]
-    assert largest >= 4
-    at = json.loads(gpuwise("estimate", "torchvision:resnet18", "--image-size", "64", "--batch-size", str(largest),
-                            "--gpu", "t4", "--json").stdout)
-    assert at["fits"] is True
+    assert 4 <= largest < 4096
+
+    def fits(batch):
+        return json.loads(gpuwise("estimate", *job, "--batch-size", str(batch), "--gpu", "t4", "--json").stdout)["fits"]
+
+    assert fits(largest) is True and fits(largest + 1) is False
 
 
 def test_recommend_json_contract_and_a_best_option(gpuwise):

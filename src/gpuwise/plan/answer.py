@@ -78,8 +78,9 @@ def estimate_answer(
         "cannot_run": why_not,
         "spare_bytes": spare_bytes(est.memory.total_upper_bytes, gpu, headroom_fraction) if gpu else None,
         "fit_summary": fit_wording(est.memory, usable_bytes(gpu, headroom_fraction)) if gpu else None,
+        # one GPU asked about: every batch size, not only powers of two (a few more traces)
         "max_batch_size": largest_fitting_batch(model, gpu, count=count, headroom_fraction=headroom_fraction,
-                                                provider=provider) if max_batch and gpu else None,
+                                                provider=provider, powers_of_two=False) if max_batch and gpu else None,
         "changes_that_fit": list(changes),
         "inference": inference,
         "trace": trace_info,

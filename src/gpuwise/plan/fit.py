@@ -119,7 +119,8 @@ def _index_at_most(grid, x: int) -> int:
 
 def _secant_index(grid, seen: dict[int, int], budget: int, lo: int, hi: int) -> int:
     """The grid index where the line through the two evaluations nearest the budget crosses it, kept
-    strictly inside (lo, hi); the middle of the bracket when the line says nothing."""
+    strictly inside (lo, hi) (callers have hi - lo > 1); the middle of the bracket when the line says
+    nothing."""
     middle = (lo + hi) // 2
     points = sorted(seen.items(), key=lambda xb: abs(xb[1] - budget))[:2]
     if len(points) < 2:
@@ -130,6 +131,6 @@ def _secant_index(grid, seen: dict[int, int], budget: int, lo: int, hi: int) -> 
         return middle
     guess = x1 + (budget - b1) / slope
     i = _index_at_most(grid, max(1, int(guess)))
-    if not lo < i < hi:
-        return middle
-    return i
+    # the line says the answer is at (or past) an end of the bracket: test the grid point next to that
+    # end, which settles it in one evaluation when the line is right (memory is close to affine)
+    return min(max(i, lo + 1), hi - 1)
