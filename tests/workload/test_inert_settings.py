@@ -54,3 +54,30 @@ def test_a_bad_grad_accum_names_the_option_the_user_typed():
 
     with pytest.raises(WorkloadError, match=r"^--grad-accum must be"):
         Workload(model="hf:gpt2", grad_accum_steps=0)
+
+
+def test_a_sequence_past_the_model_s_context_and_an_image_size_on_a_text_model_are_noted():
+    # --seq-len 1000000 on a 32k-context model and --image-size on an LLM passed without a word
+    from gpuwise.plan.llm import estimate_llm
+
+    notes = estimate_llm(Workload(model="hf:Qwen/Qwen2.5-7B", finetune="lora", seq_len=1_000_000, batch_size=1,
+                                  image_size=224, precision="bf16")).notes
+    assert any("past hf:Qwen/Qwen2.5-7B's context" in n for n in notes), notes
+    assert "--image-size has no effect on a text model" in notes
+    ok = estimate_llm(Workload(model="hf:Qwen/Qwen2.5-7B", finetune="lora", seq_len=2048, batch_size=1,
+                               precision="bf16")).notes
+    assert not any("context of" in n or "image-size" in n for n in ok)
+
+
+def test_offload_on_a_traced_model_is_said_to_change_nothing(caplog):
+    import logging
+
+    from gpuwise.plan.profile import TracedModel
+
+    logger = logging.getLogger("gpuwise.plan.profile")
+    logger.addHandler(caplog.handler)   # the CLI's handler may have stopped propagation to the root
+    try:
+        TracedModel(Workload(model="torchvision:resnet18", offload="optimizer"))
+    finally:
+        logger.removeHandler(caplog.handler)
+    assert any("--offload optimizer is modelled for decoder LLMs" in r.getMessage() for r in caplog.records)

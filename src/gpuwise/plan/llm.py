@@ -93,6 +93,13 @@ def estimate_llm(workload: Workload, gpu=None, *, double_quant: bool = True, kv_
     notes: list[str] = []
     if workload.seq_len is None:
         notes.append("--seq-len not given: 128 tokens assumed (the default for text models)")
+    context = (workload.seq_len or 128) + (0 if workload.is_training else workload.max_new_tokens)
+    if arch.max_position_embeddings and context > arch.max_position_embeddings:
+        notes.append(f"{context:,} tokens per sequence is past {workload.model}'s context of "
+                     f"{arch.max_position_embeddings:,} (max_position_embeddings): estimated as asked, "
+                     f"but the model was not trained that long")
+    if workload.image_size is not None:
+        notes.append("--image-size has no effect on a text model")
     if workload.is_training:
         return _train(arch, workload, gpu, double_quant, notes, topology)
     return _infer(arch, workload, gpu, double_quant, kv_cache_dtype, gpu_memory_utilization, headroom_fraction, notes,

@@ -8,6 +8,7 @@ the closed-form path (``gpuwise.plan.llm``), which needs no trace at all.
 from __future__ import annotations
 
 import dataclasses
+import logging
 from dataclasses import dataclass
 from typing import Callable, Protocol
 
@@ -81,6 +82,10 @@ class TracedModel:
     method = "traced"
 
     def __init__(self, workload: Workload, progress: Callable[[str], None] | None = None) -> None:
+        if workload.offload != "none":
+            logging.getLogger(__name__).warning(
+                "--offload %s is modelled for decoder LLMs (the closed form) only: the traced estimate keeps "
+                "everything on the GPU", workload.offload)
         self.workload = workload
         self._traces: dict[tuple[int, int], Trace] = {}
         self._accumulated_traces: dict[tuple[int, int], Trace] = {}
