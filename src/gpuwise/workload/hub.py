@@ -24,6 +24,7 @@ log = logging.getLogger(__name__)
 CONFIG_FILE = "config.json"
 _REPO_ID = re.compile(r"[A-Za-z0-9][\w.\-]*/[\w.\-]+")
 _PROBE_TIMEOUT_S = 5.0
+NOT_ON_HUB = "not found on the Hub"   # the Hub answered: no such repo (hub_config's why)
 LOGIN_HINT = ("accept its licence on the model's Hub page, then log in with `huggingface-cli login` "
               "(or set HF_TOKEN to an access token)")
 
@@ -76,13 +77,13 @@ def _download(repo_id: str, revision: str | None, cache_dir: str | None) -> tupl
     if status == "gated":
         raise WorkloadError(f"hf:{repo_id} is a gated model: {LOGIN_HINT}")
     if status == "missing":
-        return None, "not found on the Hub"
+        return None, NOT_ON_HUB
     try:
         return Path(hf_hub_download(repo_id, CONFIG_FILE, revision=revision, cache_dir=cache_dir)), "found"
     except GatedRepoError:
         raise WorkloadError(f"hf:{repo_id} is a gated model: {LOGIN_HINT}") from None
     except RepositoryNotFoundError:
-        return None, "not found on the Hub"
+        return None, NOT_ON_HUB
     except (HfHubHTTPError, OSError, ValueError) as exc:
         log.info("could not fetch %s from the Hub: %s", repo_id, exc)
         return None, f"its config.json could not be fetched from the Hub ({type(exc).__name__})"

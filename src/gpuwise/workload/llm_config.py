@@ -1,15 +1,16 @@
 """Finding a decoder LLM's HF config for a model spec (``hf:NAME``, ``hf:path/config.json``, ``path.json``).
 
 ``gpuwise.workload.specs`` resolves every kind of model spec; this module finds the config dict of
-``hf:`` decoder LLMs for the closed form, and answers ``is_llm`` without building anything. Names match the shipped files (``Qwen/Qwen2.5-7B`` -> ``Qwen--Qwen2.5-7B.json``); a name
-that differs only by a fine-tune suffix (``-Instruct``, ``-chat-hf``, ``-it``) shares the base model's
-architecture, so it resolves to the base file.
+``hf:`` decoder LLMs for the closed form, and answers ``is_llm`` without building anything. Names match
+the shipped files (``Qwen/Qwen2.5-7B`` -> ``Qwen--Qwen2.5-7B.json``), then the Hub (workload/hub.py);
+when the Hub cannot answer, a name that differs only by a fine-tune suffix (``-Instruct``, ``-chat-hf``,
+``-it``) shares the base model's architecture, so it resolves to the base file, as model specs do
+(``gpuwise.workload.specs.finetune_base``).
 """
 
 from __future__ import annotations
 
 import json
-from functools import lru_cache
 from pathlib import Path
 
 from gpuwise.errors import did_you_mean
@@ -17,9 +18,6 @@ from gpuwise.workload.config_checks import check_config
 from gpuwise.workload.model import WorkloadError
 from gpuwise.workload.specs import CONFIG_DIR
 
-
-# Suffix words that change the weights, not the architecture.
-_VARIANT_WORDS = {"instruct", "chat", "it", "hf", "base", "pt", "4k", "8k", "128k"}
 
 # model_type values that are not decoder-only LLMs even though they carry hidden_size/num_layers.
 _NOT_DECODERS = {
@@ -30,24 +28,6 @@ _NOT_DECODERS = {
     # OPT's projections): gpuwise traces these instead
     "gpt2", "opt", "bloom", "gptj", "gpt_bigcode", "falcon", "codegen", "xglm", "biogpt", "gpt_neo",
 }
-
-
-
-def _normal_key(name: str) -> str:
-    stem = name.split("/")[-1].split("--")[-1].lower()
-    if stem.endswith(".json"):
-        stem = stem[:-5]
-    words = [w for w in stem.replace("_", "-").split("-") if w not in _VARIANT_WORDS]
-    return "-".join(words)
-
-
-@lru_cache(maxsize=1)
-def _index() -> dict[str, Path]:
-    """Normalised name -> shipped config (exact file stems are matched first, elsewhere)."""
-    index: dict[str, Path] = {}
-    for path in sorted(CONFIG_DIR.glob("*.json")):
-        index.setdefault(_normal_key(path.stem), path)
-    return index
 
 
 def shipped_llm_names() -> list[str]:
@@ -82,10 +62,13 @@ def config_path_for(spec: str) -> Path | None:
     hit = lowered.get(name.replace("/", "--").lower())
     if hit is not None:
         return hit
-    from gpuwise.workload.hub import hub_config_path
+    from gpuwise.workload.hub import hub_config
+    from gpuwise.workload.specs import finetune_base_config, shipped_config_path
 
-    # Any Hub id next (the user's cache, then the Hub); a fine-tune's base config is the offline fallback.
-    return hub_config_path(name) or _index().get(_normal_key(name))
+    # Any Hub id next (the user's cache, then the Hub); without the Hub's answer, the shipped configs
+    # as gpuwise.workload.specs resolves them (a fine-tune's base config among them).
+    path, why = hub_config(name)
+    return path or shipped_config_path(name) or finetune_base_config(name, why)
 
 
 def load_config(spec: str) -> dict:

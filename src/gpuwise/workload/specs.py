@@ -18,6 +18,8 @@ Resolution is cheap (no torch model is built); :meth:`ModelSpec.build` builds th
 from __future__ import annotations
 
 import json
+import logging
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -26,6 +28,8 @@ from typing import Any, Mapping
 from gpuwise.errors import did_you_mean
 from gpuwise.workload.config_checks import check_config
 from gpuwise.workload.model import WorkloadError
+
+log = logging.getLogger(__name__)
 
 CONFIG_DIR = Path(__file__).parent / "configs"
 DEFAULT_IMAGE_SIZE = 224
@@ -236,11 +240,55 @@ def _resolve_hf(spec: str, name: str) -> ModelSpec:
     if hub is not None:
         return _hf_from_file(spec, hub, canonical=f"hf:{name}")
     shipped = _find_shipped(name)
-    if shipped is None:
+    if shipped is not None:
+        return _hf_from_file(spec, shipped)
+    base = finetune_base_config(name, why)
+    if base is None:
         choices = [f"hf:{n}" for n in _shipped_configs()]
         raise WorkloadError(f"unknown model hf:{name} ({why}; no shipped config)"
                             f"{did_you_mean('hf:' + name, choices)}; pass hf:path/to/config.json for others")
-    return _hf_from_file(spec, shipped)
+    return _hf_from_file(spec, base, canonical=f"hf:{name}")
+
+
+# A fine-tune's id is its base model's id plus a suffix (Qwen2.5-7B-Instruct, Llama-2-7b-chat-hf of
+# Llama-2-7b-hf, gemma-3-4b-it of gemma-3-4b-pt, Baichuan2-7B-Chat of Baichuan2-7B-Base,
+# Mistral-7B-Instruct-v0.3 of Mistral-7B-v0.3, Qwen3-4B-Instruct-2507 of Qwen3-4B): the same architecture,
+# so the same layer sizes; a context length or rope base may differ, hence the warning naming the base.
+_FINETUNE_NAME = re.compile(r"(?P<stem>.+?)-(?:instruct|chat|it)(?:-hf|-\d{4})?(?P<version>-v\d+(?:\.\d+)*)?", re.I)
+_BASE_SUFFIXES = ("", "-hf", "-base", "-pt")
+
+
+def finetune_base(name: str) -> tuple[str, Path] | None:
+    """(base repo id, its shipped config) when ``name`` is a shipped model's id plus a fine-tune suffix
+    (same organisation; a bare name matches the shipped ids' last parts), else None."""
+    match = _FINETUNE_NAME.fullmatch(name.strip())
+    if match is None:
+        return None
+    for suffix in _BASE_SUFFIXES:
+        base = f"{match['stem']}{suffix}{match['version'] or ''}"
+        path = _find_shipped(base, exact_only="/" in base)
+        if path is not None:
+            return path.stem.replace("--", "/"), path
+    return None
+
+
+def finetune_base_config(name: str, why: str) -> Path | None:
+    """The base model's shipped config for a fine-tune's Hub id that the Hub gave no config.json for
+    (``why``: workload.hub.hub_config's reason), logged; None when ``name`` is no fine-tune of a shipped
+    model, or when the Hub answered that no such repo exists (a typo)."""
+    from gpuwise.workload.hub import NOT_ON_HUB
+
+    base = None if why == NOT_ON_HUB else finetune_base(name)
+    if base is None:
+        return None
+    _warn_finetune_base(name.strip(), base[0], why if "/" in name else "")
+    return base[1]
+
+
+@lru_cache(maxsize=64)
+def _warn_finetune_base(name: str, base: str, why: str) -> None:
+    """Once per name and process (recommend resolves a model for every GPU)."""
+    log.warning("using %s's shipped config for %s: same architecture%s", base, name, f" ({why})" if why else "")
 
 
 def _hf_from_file(spec: str, path: Path, canonical: str | None = None) -> ModelSpec:
