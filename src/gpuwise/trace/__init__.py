@@ -5,9 +5,9 @@
 (trace/cache.py) before importing torch, so a typo or a repeated question costs no torch import.
 """
 
-from gpuwise.trace.records import CATEGORIES, PHASES, MemoryEvent, OpRecord, Trace, TraceError
+from gpuwise.trace.records import CATEGORIES, PHASES, MemoryEvent, ModelCodeError, OpRecord, Trace, TraceError
 
-__all__ = ["CATEGORIES", "PHASES", "MemoryEvent", "OpRecord", "Trace", "TraceError", "trace_workload"]
+__all__ = ["CATEGORIES", "PHASES", "MemoryEvent", "ModelCodeError", "OpRecord", "Trace", "TraceError", "trace_workload"]
 
 
 def trace_workload(workload) -> Trace:

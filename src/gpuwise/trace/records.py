@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from gpuwise.errors import GpuwiseError
-from gpuwise.workload import Workload
+from gpuwise.workload import Workload, WorkloadError
 
 PHASES = ("forward", "backward", "optimizer", "other")
 CATEGORIES = ("weights", "gradients", "optimizer", "activations", "inputs", "workspace", "other")
@@ -18,6 +18,11 @@ CATEGORIES = ("weights", "gradients", "optimizer", "activations", "inputs", "wor
 
 class TraceError(GpuwiseError):
     pass
+
+
+class ModelCodeError(TraceError, WorkloadError):
+    """The model's own code (torchvision, timm, transformers, the user's file) refused the workload's
+    inputs while traced: bad input (a WorkloadError), and a failed trace (a TraceError)."""
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from gpuwise.trace.attention import cuda_attention
 from gpuwise.trace.autocast import cuda_autocast_lists
 from gpuwise.trace.optimizers import build_optimizer, host_step_tensors, state_tensors
 from gpuwise.trace.recorder import Recorder
-from gpuwise.trace.records import Trace, TraceError
+from gpuwise.trace.records import ModelCodeError, Trace, TraceError
 from gpuwise.workload import Workload, WorkloadError
 
 _AMP_DTYPES = {"amp-fp16": torch.float16, "amp-bf16": torch.bfloat16}
@@ -37,6 +37,7 @@ def trace_workload(workload: Workload) -> Trace:
     ``Trace.ops`` holds the last step's aten ops; ``Trace.events`` every step's storage allocations
     and frees, after the weights' allocation, in program order.
     """
+    from gpuwise.workload import spec_builders
     from gpuwise.workload.specs import resolve_model_spec
 
     start_s = time.perf_counter()
@@ -53,8 +54,12 @@ def trace_workload(workload: Workload) -> Trace:
             counts = _run(module, built, workload, recorder)
         except (TraceError, WorkloadError):
             raise
-        except Exception as exc:   # the model's own code failed on fake tensors
+        except Exception as exc:   # the model's own code failed on fake tensors, or gpuwise's
             where = recorder.failed_module or recorder.module or "<top>"
+            caller = (__name__, _step.__name__) if recorder.phase == "forward" else None   # _step calls the model
+            if isinstance(exc, spec_builders.MODEL_ERRORS) and spec_builders.raised_by_model(exc, caller):
+                suffix = f" (in module '{where}' during {recorder.phase}, batch size {workload.batch_size})"
+                raise ModelCodeError(spec_builders.model_failure(spec, workload, exc, suffix)) from exc
             raise TraceError(f"tracing {spec.name} failed in module '{where}' during {recorder.phase}: "
                              f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:240]}") from exc
         finally:
@@ -86,11 +91,14 @@ def trace_workload(workload: Workload) -> Trace:
 
 @contextlib.contextmanager
 def _quiet():
-    """transformers and torch warn about things that do not matter on fake data."""
-    loggers = [logging.getLogger(n) for n in ("transformers", "torch._subclasses.fake_tensor")]
+    """transformers and torch warn about things that do not matter on fake data; torch's fake tensors
+    also log, as an error with a traceback, every meta kernel that refuses its inputs: the model's
+    error reaches the user once, as one line (trace_workload)."""
+    quiet = {"transformers": logging.ERROR, "torch._subclasses.fake_tensor": logging.CRITICAL}
+    loggers = [logging.getLogger(n) for n in quiet]
     levels = [lg.level for lg in loggers]
     for lg in loggers:
-        lg.setLevel(logging.ERROR)
+        lg.setLevel(quiet[lg.name])
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

@@ -10,7 +10,9 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import inspect
+import re
 import sys
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -68,16 +70,89 @@ def build(spec: ModelSpec, workload) -> BuiltModel:
         return _build_factory(spec, workload)
     if spec.source == "hf":
         return _build_hf(spec, batch_size, seq_len, image_size)
-    if spec.source == "torchvision":
-        module = on_meta(lambda: _torchvision_module(spec, image_size))
-    else:
-        import timm
+    try:
+        if spec.source == "torchvision":
+            module = on_meta(lambda: _torchvision_module(spec, image_size))
+        else:
+            import timm
 
-        module = on_meta(lambda: timm.create_model(spec.target, pretrained=False))
+            module = on_meta(lambda: timm.create_model(spec.target, pretrained=False))
+    except MODEL_ERRORS as exc:
+        if not raised_by_model(exc):
+            raise
+        raise WorkloadError(model_failure(spec, workload, exc)) from exc
     num_classes = _num_classes(module)
     if spec.task == SEGMENTATION:
         return BuiltModel(module, _images(batch_size, image_size, num_classes, per_pixel=True), _segmentation_loss)
     return BuiltModel(module, _images(batch_size, image_size, num_classes), _classification_loss)
+
+
+# What a model's own code raises for inputs it cannot take (torch._assert, shape checks, config checks).
+MODEL_ERRORS = (AssertionError, ValueError, RuntimeError)
+
+
+def raised_by_model(exc: BaseException, caller: tuple[str, str] | None = None) -> bool:
+    """True when the code that raised ``exc`` is the model's (torchvision, timm, transformers, the
+    user's file, torch.nn layers), not gpuwise's: the innermost frame of its traceback past torch's own
+    functions and the dispatch hooks that only pass an operator on (the tracer's recorder among them).
+    ``caller``: (module, function) of the gpuwise frame that calls the model itself; torch code it
+    called directly (a model made of torch.nn layers only) counts as the model's."""
+    for frame, _ in reversed(list(traceback.walk_tb(exc.__traceback__))):
+        module = str(frame.f_globals.get("__name__", ""))
+        if module.partition(".")[0] == "torch" or frame.f_code.co_name in ("__torch_dispatch__", "__torch_function__"):
+            continue
+        if module.partition(".")[0] != "gpuwise":   # a user's factory file imports as gpuwise_user_<name>
+            return True
+        return caller == (module, frame.f_code.co_name)
+    return False
+
+
+def model_failure(spec: ModelSpec, workload, exc: BaseException, where: str = "") -> str:
+    """One line: the model, the inputs it was given, the library's message, ``where`` (a suffix)
+    and, for a ViT-style model given an image size it cannot take, a size it can."""
+    message = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:240]
+    hint = image_size_hint(spec, workload.image_size or default_image_size(spec)) if spec.is_vision else ""
+    return f"{spec.name} cannot run on {describe_inputs(spec, workload)}: {message}{where}{hint}"
+
+
+def describe_inputs(spec: ModelSpec, workload) -> str:
+    """``3×224×224 images``, ``512-token sequences``, or the factory's inputs, in words."""
+    if spec.is_vision:
+        size = workload.image_size or default_image_size(spec)
+        channels = int((spec.hf_config or {}).get("num_channels", 3))
+        return f"{channels}×{size}×{size} images"
+    if spec.is_text:
+        return f"{workload.seq_len or DEFAULT_SEQ_LEN}-token sequences"
+    return f"its inputs at batch size {workload.batch_size}"
+
+
+_TORCHVISION_VIT = re.compile(r"vit_[a-z]_(\d+)")
+
+
+def image_size_hint(spec: ModelSpec, image_size: int) -> str:
+    """`` (try --image-size N)`` for a ViT-style model: the nearest multiple of its patch size when it
+    takes any (torchvision's ViTs, built for the size asked), else the one size it is built for
+    (timm's fixed-size models, transformers' ViT configs); '' when unknown or already that size."""
+    vit = _TORCHVISION_VIT.fullmatch(spec.target) if spec.source == "torchvision" else None
+    if vit is not None:
+        patch = int(vit.group(1))
+        if image_size % patch == 0:
+            return ""
+        lower = image_size // patch * patch
+        sizes = sorted({lower, lower + patch} - {0}, key=lambda n: abs(n - image_size))
+        if len(sizes) == 2 and abs(sizes[0] - image_size) != abs(sizes[1] - image_size):
+            sizes = sizes[:1]
+        return f" (try --image-size {' or '.join(map(str, sorted(sizes)))}: a multiple of its {patch}-pixel patch)"
+    fixed = None
+    if spec.source == "timm":
+        import timm
+
+        cfg = timm.get_pretrained_cfg(spec.target)
+        if cfg is not None and getattr(cfg, "fixed_input_size", False) and getattr(cfg, "input_size", None):
+            fixed = int(cfg.input_size[-1])
+    elif spec.hf_config and spec.hf_config.get("patch_size") and isinstance(spec.hf_config.get("image_size"), int):
+        fixed = spec.hf_config["image_size"]
+    return f" (try --image-size {fixed}, the size it is built for)" if fixed and fixed != image_size else ""
 
 
 def on_meta(build_fn: Callable[[], Any]):
@@ -203,7 +278,7 @@ def _build_hf(spec: ModelSpec, batch_size: int, seq_len: int, image_size: int) -
         with torch.device("meta"):
             module = auto.from_config(config)
     except ValueError as exc:
-        raise WorkloadError(f"{spec.name}: transformers cannot build {auto.__name__} for it: {exc}") from None
+        raise WorkloadError(f"{spec.name}: transformers cannot build {auto.__name__} for it: {exc}") from exc
     finally:
         transformers.logging.set_verbosity(previous)
     vocab = int(getattr(config, "vocab_size", 0) or 2)
