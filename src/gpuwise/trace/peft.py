@@ -25,7 +25,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from gpuwise.workload.decoder import name_matches
+from gpuwise.workload.decoder import check_lora_targets, name_matches
 from gpuwise.workload.model import WorkloadError
 
 _AMP_DTYPES = {"amp-bf16": torch.bfloat16, "amp-fp16": torch.float16}
@@ -225,6 +225,26 @@ def block_linears(module: nn.Module) -> list[tuple[nn.Module, str, str, nn.Linea
     return found
 
 
+def _shown_name(qualified: str) -> str:
+    """A block linear's leaf name, as --lora-targets matches it; a numbered one (nn.Sequential's ``0``)
+    with its parent's name: ``0 (mlp.0)``."""
+    parent, _, leaf = qualified.rpartition(".")
+    return f"{leaf} ({parent.rpartition('.')[2]}.{leaf})" if leaf.isdigit() and parent else leaf
+
+
+def _nothing_to_adapt(workload, kind: str) -> str:
+    """Why a model without linear layers in repeated blocks cannot take the method, and what it can."""
+    model = getattr(workload, "model", "") or kind
+    if workload.finetune in ("lora", "qlora"):
+        what = "LoRA needs"
+    elif workload.finetune == "freeze":
+        what = "--finetune freeze needs a transformer:"
+    else:
+        what = f"--quant {workload.quant} quantizes"
+    fix = "--finetune full" if workload.is_training else "--quant none"
+    return f"{what} nn.Linear layers inside repeated blocks; {model} has none: use {fix}"
+
+
 def _final_norm(module: nn.Module) -> nn.Module | None:
     norms = [m for name, m in module.named_modules()
              if "norm" in type(m).__name__.lower() and not any(p.isdigit() for p in name.split("."))]
@@ -248,7 +268,10 @@ def apply_finetune(module: nn.Module, workload, *, double_quant: bool = True, lo
         raise WorkloadError(f"--finetune full cannot train {quant}-quantized weights; use --finetune lora or qlora")
     linears = block_linears(module)
     if not linears:
-        raise WorkloadError(f"{type(module).__name__} has no nn.Linear inside numbered blocks to fine-tune")
+        raise WorkloadError(_nothing_to_adapt(workload, type(module).__name__))
+    if ft in ("lora", "qlora"):
+        check_lora_targets(tuple(workload.lora_targets), [attr for _, attr, _, _ in linears], workload.model,
+                           [_shown_name(qual) for _, _, qual, _ in linears])
     for p in module.parameters():
         p.requires_grad_(False)
     amp_dtype = _AMP_DTYPES.get(workload.precision)

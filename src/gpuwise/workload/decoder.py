@@ -9,7 +9,7 @@ Activation memory is in ``gpuwise.memory.llm_activations``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from gpuwise.workload.llm_config import text_config
 from gpuwise.workload.model import WorkloadError
@@ -22,6 +22,7 @@ ROLE_ALIASES = {
     "gate_up": ("gate_up_proj", "dense_h_to_4h"), "down": ("down_proj", "w2", "dense_4h_to_h", "fc2"),
     "fc1": ("fc1",),
 }
+_KNOWN_TARGETS = set(ROLE_ALIASES).union(*ROLE_ALIASES.values())
 _NON_GATED = {"phi", "gpt_neox", "gpt2", "gptj", "falcon", "opt", "bloom", "gpt_bigcode", "starcoder2"}
 _LAYERNORM = {"phi", "gpt_neox", "gpt2", "gptj", "falcon", "opt", "bloom", "gpt_bigcode", "starcoder2"}
 
@@ -91,6 +92,7 @@ class DecoderArch:
     sliding_layers: int = 0         # layers whose KV cache the window bounds
     lm_head_bias: bool = False
     max_position_embeddings: int = 0
+    name: str = field(default="", compare=False)   # the model spec it was loaded for (load_arch), for messages
 
     # ---- shapes -----------------------------------------------------------------------------
     @property
@@ -163,7 +165,9 @@ class DecoderArch:
         return sum(lin.params for lin in self.linears if predicate is None or predicate(lin))
 
     def lora_params(self, rank: int, targets: tuple[str, ...] = ()) -> int:
-        """Exact LoRA adapter parameter count: r × (in + out) per adapted linear (A is r×in, B is out×r)."""
+        """Exact LoRA adapter parameter count: r × (in + out) per adapted linear (A is r×in, B is out×r).
+        WorkloadError for targets that select no linear, or name a module no model has (check_lora_targets)."""
+        check_lora_targets(targets, [lin.name for lin in self.linears], self.name or f"this {self.model_type} model")
         return sum(
             rank * (lin.in_features + lin.out_features) * lin.copies_per_layer * lin.layers
             for lin in self.linears if matches_target(lin, targets)
@@ -210,6 +214,29 @@ def name_matches(leaf_name: str, targets: tuple[str, ...]) -> bool:
     if not targets or any(t in ("all", "all-linear", "all_linear") for t in targets):
         return True
     return any(t == leaf_name or leaf_name in ROLE_ALIASES.get(t, ()) for t in targets)
+
+
+def check_lora_targets(targets: tuple[str, ...], linear_names, model: str, shown_names=None) -> None:
+    """WorkloadError when ``--lora-targets`` would adapt nothing, or names what no model has (a typo).
+
+    ``linear_names``: the leaf names of the model's block linears (``shown_names``: how the message
+    lists them, by default the same). As PEFT, a list may name roles or modules this model lacks
+    (``q_proj,k_proj,v_proj,o_proj`` on MLA models adapts ``o_proj``) as long as it selects something;
+    a name that is no role and no module of any known architecture must be a module of this one. The
+    closed form (DecoderArch.lora_params) and real modules (gpuwise.trace.peft) share the rule."""
+    if not targets:
+        return
+    names = set(linear_names)
+    selecting = [t for t in targets if any(name_matches(n, (t,)) for n in names)]
+    unknown = [t for t in targets if t not in selecting and t not in _KNOWN_TARGETS]
+    if selecting and not unknown:
+        return
+    shown = ", ".join(dict.fromkeys(linear_names if shown_names is None else shown_names))
+    if unknown or len(targets) == 1:
+        raise WorkloadError(f"--lora-targets: no module named {(unknown or targets)[0]!r} in {model} "
+                            f"(its linear layers: {shown})")
+    raise WorkloadError(f"--lora-targets {','.join(targets)}: none names a linear layer of {model} "
+                        f"(its linear layers: {shown})")
 
 
 def _get(cfg: dict, *keys, default=None):
@@ -341,7 +368,7 @@ def load_arch(spec: str) -> DecoderArch:
     """The architecture of the decoder LLM a model spec names (WorkloadError when it names none)."""
     from gpuwise.workload.llm_config import load_config
 
-    return arch_from_config(load_config(spec))
+    return replace(arch_from_config(load_config(spec)), name=spec)
 
 
 def is_llm(workload) -> bool:
