@@ -23,6 +23,8 @@ _BYTE_UNITS = {
 }
 _DURATION_UNITS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 86400, "w": 604800}
 _CURRENCY_SYMBOLS = {"¥": "CNY", "￥": "CNY", "$": "USD", "€": "EUR"}
+# What people write after an amount for the same currencies ("100元" on AutoDL, "100 RMB")
+_CURRENCY_WORDS = {"元": "CNY", "rmb": "CNY", "yuan": "CNY", "usd": "USD", "eur": "EUR"}
 
 # Units of CNY per unit of each currency (indicative mid-market rates), used to rank prices in one currency.
 # Its keys are the currencies gpuwise knows: a catalog offer in any other is refused when the catalog loads.
@@ -64,17 +66,19 @@ def parse_duration_s(text: str) -> float:
 
 
 def parse_money(text: str) -> tuple[float, str | None]:
-    """'300' -> (300, None); '¥300' -> (300, 'CNY'); '25 USD' -> (25, 'USD'). Currency None = any."""
+    """'300' -> (300, None); '¥300', '300元', '300 RMB' -> (300, 'CNY'); '25 USD' -> (25, 'USD').
+    Currency None = any."""
     s = str(text).strip()
     currency = None
     for sym, code in _CURRENCY_SYMBOLS.items():
         if s.startswith(sym):
             currency, s = code, s[len(sym):].strip()
-    m = re.fullmatch(r"([0-9]*\.?[0-9]+)\s*([A-Za-z]{3})?", s)
+    m = re.fullmatch(r"([0-9]*\.?[0-9]+)\s*([A-Za-z]{3,4}|元)?", s)
     if not m:
-        raise UnitError(f"not an amount of money: {text!r} (examples: 300, ¥300, 25USD)")
+        raise UnitError(f"not an amount of money: {text!r} (examples: 300, ¥300, 300元, 25USD)")
     if m.group(2):
-        currency = m.group(2).upper()
+        word = m.group(2)
+        currency = _CURRENCY_WORDS.get(word.lower(), word.upper())
     amount = float(m.group(1))
     if amount <= 0:
         raise UnitError(f"amount must be positive: {text!r}")

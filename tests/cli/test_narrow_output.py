@@ -159,3 +159,11 @@ def test_a_size_without_a_unit_is_refused_not_read_as_bytes(args, option):
 
 def test_one_gpu_is_one_gpu_not_1_gpus():
     assert gpuwise("gpus", "t4").stdout.splitlines()[0].strip() == "1 GPU"
+
+
+def test_the_layout_note_is_for_image_models_only():
+    # "channels-first unless --channels-last" was printed under an LLM's estimate
+    llm = gpuwise("estimate", "hf:Qwen/Qwen2.5-0.5B", "--batch-size", "1", "--seq-len", "128").stdout
+    assert "channels" not in llm and "Assumes PyTorch 2.x eager mode" in llm
+    cnn = gpuwise("estimate", "torchvision:resnet18", "--batch-size", "2", "--image-size", "64").stdout
+    assert "channels-first unless --channels-last" in words(cnn)

@@ -55,3 +55,11 @@ def test_format_bytes_prints_memory_in_binary_units_as_pytorch_and_nvidia_smi_co
     assert format_bytes(512 * 2**10) == "512.0 KiB"
     assert format_bytes(2**30, "GiB") == "1.0 GiB"
     assert format_bytes(10**9, "GB") == "1.0 GB"
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("100元", (100.0, "CNY")), ("100 RMB", (100.0, "CNY")), ("100rmb", (100.0, "CNY")), ("25 usd", (25.0, "USD")),
+])
+def test_money_as_autodl_users_write_it(text, expected):
+    # "--budget 100元" and "100RMB" were refused
+    assert parse_money(text) == expected

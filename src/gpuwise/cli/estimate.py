@@ -155,7 +155,9 @@ def _render(out: dict, est) -> None:
     notes = (out["trace"] or {}).get("notes", []) + list(mem.get("notes", []))
     for note in notes:
         con.print(f"[dim]note: {note}[/]")
-    con.print("[dim]Assumes PyTorch 2.x eager mode with cuDNN, channels-first unless --channels-last.[/]")
+    vision = out["workload"].get("image_size") or out["workload"]["model"].startswith(("torchvision:", "timm:"))
+    layout = ", channels-first unless --channels-last" if vision else ""
+    con.print(f"[dim]Assumes PyTorch 2.x eager mode with cuDNN{layout}.[/]")
 
 
 def _why_not_short(reason: str) -> str:
