@@ -109,3 +109,13 @@ def test_malformed_catalog_file_exits_2_naming_the_file(tmp_path):
     result = gpuwise("gpus", "--catalog", str(bad))
     assert result.returncode == 2 and result.stdout == ""
     assert f"{bad}: offer[0]: key 'price_per_hour'" in result.stderr
+
+
+def test_the_memory_column_is_what_the_driver_reports_as_everywhere_else():
+    # the table said 24 for an A10 while estimate --gpu all and every fit use 22.5 GiB
+    from gpuwise.catalog import load_catalog
+
+    a10 = load_catalog(user_file=False).gpu("a10")
+    assert a10.nvml_memory_bytes and a10.nvml_memory_bytes < a10.memory_bytes
+    row = next(line for line in gpuwise("gpus", "a10").stdout.splitlines() if line.split()[:1] == ["a10"])
+    assert row.split()[1] == f"{a10.visible_memory_bytes / 2**30:.1f}" == "22.5"

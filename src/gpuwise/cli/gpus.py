@@ -63,10 +63,16 @@ def gpus(
     if names or provider:
         c.console.print(c.fit_to_console(_offer_table(rows)))
     c.console.print(
-        "[dim]Dense peak TFLOPS; fp16 with fp32 accumulate, = bf16 where the GPU has bf16 (not before Ampere). "
+        "[dim]GiB: memory as the driver reports it (nvidia-smi). Dense peak TFLOPS; fp16 with fp32 accumulate, = bf16 where the GPU has bf16 (not before Ampere). "
         "* = datasheet figures not cross-checked. "
         "Shipped prices are indicative: --json gives each one's source and date.[/dim]"
     )
+
+
+def _gib(n_bytes: int) -> str:
+    """Memory as the driver reports it (what nvidia-smi and every fit use): 22.5 for an A10, 80 for an A100."""
+    gib = n_bytes / 2**30
+    return f"{gib:.0f}" if abs(gib - round(gib)) < 0.05 else f"{gib:.1f}"
 
 
 def _rate(value: float | None) -> str:
@@ -90,7 +96,7 @@ def _gpu_table(rows: list[GpuRow], cheapest: dict) -> Table:
                  + (" spot" if best.spot else "")) if best else "-"
         table.add_row(
             gpu.id + ("" if gpu.verified else "*"),
-            f"{gpu.memory_bytes / 2**30:.0f}",
+            _gib(gpu.visible_memory_bytes),
             f"{gpu.memory_bandwidth_gbs:.0f}",
             *(_rate(gpu.peak(p)) for p in ("fp32", "tf32", "fp16", "fp8")),
             price,
