@@ -5,6 +5,7 @@ verify, never prunes the checkpoint it would resume from."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import pickle
 import subprocess
@@ -33,7 +34,8 @@ def _close_guards():
 def _guard(directory, **kw) -> Guard:
     model = kw.pop("model", None) or tiny_model(seed=1)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    guard = Guard(directory, model, opt, every_steps=1, verbose=False, **kw)
+    kw.setdefault("verbose", False)
+    guard = Guard(directory, model, opt, every_steps=1, **kw)
     guard.loader(indexed_dataset(40), batch_size=8, seed=2)
     _OPEN.append(guard)
     return guard
@@ -215,3 +217,28 @@ def test_a_sharded_guard_refuses_a_plain_checkpoint_in_one_line(tmp_path):
     _train(ckpt, 1)
     with pytest.raises(GuardError, match="is a 'torch.save' checkpoint; this Guard \\(sharded=True\\)"):
         _guard(ckpt, sharded=True).resume()
+
+
+def test_unreadable_manifests_are_named_once_and_each_reason_whole(tmp_path):
+    # "skipped step-000000002: step-000000002: ..." and a reason cut mid-parenthesis at 100 characters
+    ckpt = tmp_path / "ckpt"
+    _train(ckpt, 2)
+    for d in CheckpointStore(ckpt).step_dirs():
+        (d / "manifest.json").write_text("")          # not JSON
+    said = []
+
+    class Said(logging.Handler):
+        def emit(self, record):
+            said.append(record.getMessage())
+
+    logger = logging.getLogger("gpuwise.guard")
+    handler = Said()
+    logger.addHandler(handler)
+    try:
+        with pytest.raises(GuardError) as err:
+            _guard(ckpt, verbose=True).resume()
+    finally:
+        logger.removeHandler(handler)
+    assert "manifest is not JSON (Expecting value: line 1 column 1 (char 0))" in str(err.value)
+    skipped = [m for m in said if m.startswith("skipped ")]
+    assert skipped and all(m.count("step-00000000") == 1 for m in skipped), skipped

@@ -374,12 +374,14 @@ class Guard:
                           + ", ".join(p.name for p in removed))
             ckpt, skipped = self.store.latest()
             for s in skipped:
-                self._event("checkpoint_skipped", f"skipped {s.path.name}: {s.reason}")
+                # the reason names the checkpoint already when it comes from reading it
+                reason = s.reason if s.reason.startswith(f"{s.path.name}:") else f"{s.path.name}: {s.reason}"
+                self._event("checkpoint_skipped", f"skipped {reason}")
             found = (str(ckpt.path) if ckpt else None, [s.reason for s in skipped])
         path, skipped_reasons = gdist.broadcast_object(found)
         if path is None and skipped_reasons and not self.allow_fresh:
             raise GuardError(f"{len(skipped_reasons)} checkpoint(s) in {self.store.directory} and none verifies "
-                             f"({'; '.join(r[:100] for r in skipped_reasons[:3])}): refusing to start from step 0 "
+                             f"({'; '.join(_shorten(r) for r in skipped_reasons[:3])}): refusing to start from step 0 "
                              "over them; pass allow_fresh=True (--fresh) to start over")
         if path is None:
             self._say(f"no checkpoint in {self.store.directory}: starting from step 0")
@@ -526,3 +528,8 @@ def _record_torch_memory(run_log: RunLog) -> None:
         run_log.log_event("torch_memory", json.dumps({
             "pid": os.getpid(), "devices": devices, "torch_version": torch.__version__,
             "cuda_version": torch.version.cuda, "gpu_name": torch.cuda.get_device_name(devices[0]["device"])}))
+
+
+def _shorten(reason: str, limit: int = 160) -> str:
+    """One skipped checkpoint's reason for a one-line error: whole if short, else cut with an ellipsis."""
+    return reason if len(reason) <= limit else reason[: limit - 1].rstrip() + "…"
