@@ -96,3 +96,16 @@ def test_an_empty_run_log_is_bad_input_not_a_report_of_zero_gpus(tmp_path, catal
         build_report(path, catalog)
     r = subprocess.run([sys.executable, "-m", "gpuwise.cli.app", "report", str(path)], capture_output=True, text=True)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "no GPU samples" in r.stderr
+    # it asked "was the job run under `gpuwise run`?" of a log that gpuwise run wrote
+    assert "no NVIDIA driver or GPU was found while the job ran" in r.stderr and "was the job run" not in r.stderr
+
+
+@pytest.mark.parametrize("make, says", [
+    (lambda p: p.mkdir(), "is a directory"),                                        # was "no such log"
+    (lambda p: p.write_text("step,loss\n1,2.0\n2,1.8\n"), "goes to `gpuwise advise`"),   # a loss log
+])
+def test_a_log_report_cannot_read_says_what_it_is_and_where_it_goes(tmp_path, make, says):
+    path = tmp_path / "the-log"
+    make(path)
+    r = subprocess.run([sys.executable, "-m", "gpuwise.cli.app", "report", str(path)], capture_output=True, text=True)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and says in r.stderr, r.stderr

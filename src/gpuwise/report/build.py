@@ -65,8 +65,9 @@ def build_report(
     ``workload``: the job (``--model …``), compared with what a gpuwise run log measured (``predicted_vs_measured``)."""
     log = load_usage_log(path, columns=columns)
     if not log.samples:
-        raise ReportError(f"{path}: the log has no GPU samples: nothing to report (was the job run under "
-                          "`gpuwise run` or nvidia-smi logging?)")
+        why = ("no NVIDIA driver or GPU was found while the job ran" if log.source == "gpuwise run log"
+               else "was nvidia-smi logging while the job ran?")
+        raise ReportError(f"{path}: the {log.source} has no GPU samples ({why}): nothing to report")
     usage = summarize(log)
     notes = list(usage.notes)
     rented: GPU | None

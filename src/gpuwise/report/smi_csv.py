@@ -91,9 +91,11 @@ def parse_smi_csv(text: str, path: str, columns: list[str] | None = None) -> tup
             header, header_line = [field_key(c) for c in line.split(",")], line.strip()
             continue
         if header is None:
+            loss_log = any(w in line.lower() for w in ("loss", "step", "epoch")) or line.lstrip().startswith("{")
             raise ReportError(
                 f"{path}:{lineno}: no nvidia-smi CSV header (log written with 'noheader'?): "
                 f"pass --columns with the --query-gpu list"
+                + ("; a training (loss) log goes to `gpuwise advise`" if loss_log else "")
             )
         if header_line is not None and line.strip() == header_line:
             continue  # header repeated by an appended log

@@ -44,6 +44,9 @@ class UsageLog:
 
 def load_usage_log(path: str | Path, *, columns: list[str] | None = None) -> UsageLog:
     p = Path(path)
+    if p.is_dir():
+        raise ReportError(f"{p} is a directory: give the log file (a gpuwise run log, an nvidia-smi CSV or dmon "
+                          "log; a TensorBoard or loss log goes to `gpuwise advise`)")
     if not p.is_file():
         raise ReportError(f"no such log: {p}")
     if is_run_log(p):
