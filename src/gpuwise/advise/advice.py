@@ -157,8 +157,13 @@ def plateau_advice(a: CurveAnalysis, pricing: Pricing, remaining_steps: int, end
     last = a.phases[-1]
     drop = last.drop_per_doubling
     how = f"{drop:.1%} lower per doubling of the steps" if drop >= 0.001 else "no measurable drop"
-    text = (f"The loss has been flat since step {last.start_step:,} ({how}). A plateau often ends with a learning-rate drop: if the schedule has none, try "
-            "one (×0.1) before paying for more steps.")
+    text = f"The loss has been flat since step {last.start_step:,} ({how})."
+    if a.diminishing_returns_step is not None and a.min_progress_per_hour and a.diminishing_returns_step > a.last_step:
+        # the same fitted curve as the forecast: flat per doubling of the steps, yet still worth its hours until then
+        text += (f" By the fitted trend it still falls by at least {_g(a.min_progress_per_hour)} per hour of "
+                 f"training until step {a.diminishing_returns_step:,}, then levels off.")
+    text += (" A plateau often ends with a learning-rate drop: if the schedule has none, try "
+             "one (×0.1) before paying for more steps.")
     out = [Advice("plateau", "Plateau", text, {"since_step": last.start_step,
                                                "drop_per_doubling": last.drop_per_doubling})]
     out += switch_advice(pricing, remaining_steps, end_reason)
@@ -228,7 +233,10 @@ def forecast_advice(a: CurveAnalysis, target_loss: float | None) -> list[Advice]
             text += f" The target {_g(target_loss)} is reached near step {st.step:,}{band}{hours}."
             numbers["target_step"] = st.step
         else:
-            text += (f" The target {_g(target_loss)} is below where this fit levels off: more steps of this run "
+            st = a.steps_to_target
+            near = st.floor if st is not None and st.floor is not None else floor
+            where = f" (the curve levels off near {_g(near)})" if np.isfinite(near) else ""
+            text += (f" The target {_g(target_loss)} is not reached{where}: more steps of this run "
                      "will not reach it (a larger model, more data or another schedule may).")
     if a.diminishing_returns_step is not None and a.min_progress_per_hour:
         text += (f" From step {a.diminishing_returns_step:,} on, the loss falls by less than "

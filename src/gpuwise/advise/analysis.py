@@ -14,10 +14,10 @@ import numpy as np
 
 from gpuwise.advise.data import Curve
 from gpuwise.advise.fit import (StepEstimate, TrendFit, capped_at, diminishing_returns_step, fit_trend,
-                                steps_to_target)
+                                prefer_floor, steps_to_target)
 from gpuwise.advise.phases import (FAST, PLATEAU, RISING, SLOW, Phase, PhaseThresholds, detect_phases,
                                    divergence_step, first_nonfinite_step, made_progress)
-from gpuwise.advise.smoothing import NoiseLevel, auto_weight, ema_zero_phase, noise_level
+from gpuwise.advise.smoothing import NoiseLevel, auto_weight, ema_zero_phase, noise_level, noise_trend
 
 DIAGNOSES = ("healthy", "plateau", "noisy", "not_learning", "diverged")
 
@@ -84,8 +84,9 @@ def analyze_curve(curve: Curve, settings: AdviseSettings = AdviseSettings()) -> 
         raise AdviseError(f"{curve.source}: too few points to analyse ({what}; at least 5 finite points are needed)")
     weight = auto_weight(len(loss), settings.span_fraction)
     trend = ema_zero_phase(loss, weight)
-    noise = noise_level(steps, loss, trend)
+    noise = noise_level(steps, loss, noise_trend(loss, weight))   # a smoother with a minimum window
     phases = tuple(detect_phases(steps, loss, settings.phases))
+    flat = phases[-1].kind in (PLATEAU, RISING)
     div_step = divergence_step(steps, loss, trend, noise.absolute_std)
     progressed = made_progress(trend, noise.absolute_std)
     diverged = nan_step is not None or div_step is not None
@@ -105,6 +106,8 @@ def analyze_curve(curve: Curve, settings: AdviseSettings = AdviseSettings()) -> 
         fit_from = fit_start_step(phases, steps)
         sel = steps >= fit_from
         fit = fit_trend(steps[sel], loss[sel], n_boot=settings.n_boot)
+        if fit is not None:
+            fit = prefer_floor(fit, flat)   # a plateau is forecast by the fits that level off
         if fit is not None and phases[-1].kind != RISING:
             fit = capped_at(fit, float(trend[-1]))   # never forecast above the trend already reached
     step_time_s = settings.step_time_s or curve.step_time_s()
@@ -113,7 +116,7 @@ def analyze_curve(curve: Curve, settings: AdviseSettings = AdviseSettings()) -> 
         if settings.target_loss is not None:
             reached = _reached_step(steps, trend, fit, fit_from, settings.target_loss)
             if reached is None:
-                target_est = steps_to_target(fit, settings.target_loss)
+                target_est = steps_to_target(fit, settings.target_loss, flat)
         if step_time_s:
             min_pph = settings.min_progress_per_hour
             if min_pph is None:

@@ -241,33 +241,86 @@ def _block_bootstrap(fit: FamilyFit, u: np.ndarray, y: np.ndarray, sw: np.ndarra
 # -- forecasts --------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class StepEstimate:
-    """A step with its bootstrap band; ``None`` means never (the trend levels off above the target)."""
+    """A step with its bootstrap band; ``None`` means never (the trend levels off above the target).
+    ``floor``: where a plausible fit with a floor levels off, when that is above the target."""
 
     step: int | None
     low: int | None
     high: int | None
+    floor: float | None = None
 
     def to_dict(self) -> dict:
-        return {"step": self.step, "low": self.low, "high": self.high}
+        out = {"step": self.step, "low": self.low, "high": self.high}
+        if self.floor is not None:
+            out["levels_off_at"] = float(f"{self.floor:.6g}")
+        return out
 
 
-def steps_to_target(fit: TrendFit, target: float) -> StepEstimate:
+PLAUSIBLE_DELTA_BIC = 10.0   # a family within this of the best BIC fits "about as well" (Kass & Raftery)
+
+
+def plausible_floor(fit: TrendFit, flat: bool = False) -> float | None:
+    """The level where the curve levels off by the best-BIC family that has a floor (power law or
+    exponential), when that family is plausible: within ``PLAUSIBLE_DELTA_BIC`` of the best fit, or any
+    floored fit at all when ``flat`` (the run is on a plateau already). None when no such fit."""
+    best_bic = fit.candidates[0].bic
+    for f in fit.candidates:   # best BIC first
+        if f.family.name == "constant" or not np.isfinite(f.family.asymptote(f.params)):
+            continue
+        if flat or f.bic - best_bic <= PLAUSIBLE_DELTA_BIC:
+            return float(f.family.asymptote(f.params)) + fit.level_offset
+        return None
+    return None
+
+
+def prefer_floor(fit: TrendFit, flat: bool) -> TrendFit:
+    """``fit`` without its unbounded families (log-linear, which falls for ever) when a family with a floor
+    is plausible (``plausible_floor``) and the run is flat: a plateau and a forecast that falls for ever
+    contradict each other, and the data cannot tell them apart, so the forecast keeps the floored fits
+    and every statement made from it (target, progress per hour, plateau step) agrees with the plateau."""
+    if not flat or plausible_floor(fit, flat) is None:
+        return fit
+    keep = np.array([np.isfinite(f.family.asymptote(f.params)) for f in fit.candidates])
+    w = np.where(keep, fit.weights, 0.0)
+    if w.sum() <= 0:   # the floored fits had weight < 1 %: weigh them among themselves by BIC
+        bic = np.array([f.bic if k else np.inf for f, k in zip(fit.candidates, keep)])
+        w = np.exp(-(bic - bic.min()) / 2.0)
+    w = w / w.sum()
+    w = np.where(w >= 0.01, w, 0.0)
+    w = w / w.sum()
+    return dataclasses.replace(fit, weights=w)
+
+
+def steps_to_target(fit: TrendFit, target: float, flat: bool = False) -> StepEstimate:
     """The averaged trend's step for ``target``, with the 5th–95th percentile over the pooled bootstrap
-    refits (a refit that never gets there counts as never: the high end is then None)."""
+    refits (a refit that never gets there counts as never: the high end is then None).
+
+    The rule for "never": when a family with a floor (power law or exponential) fits about as well as
+    the best one (``plausible_floor``: within ΔBIC 10, or at all when the run is ``flat``), and the
+    target is below the level where it levels off, the target is not reached: step and high are None
+    (the low end may still say when the most optimistic refit gets there). A log-linear fit, which falls
+    for ever, then cannot turn an unreachable target into a date."""
     def as_step(x: float) -> int | None:
         return int(np.ceil(x)) if np.isfinite(x) else None
 
     point = fit.step_reaching(target)
+    floor = plausible_floor(fit, flat)
+    never = floor is not None and target < floor
+    if never:
+        point = np.inf
     pool = fit.samples()
+    floor = floor if never else None
     if len(pool) < 5:
-        return StepEstimate(as_step(point), as_step(point), as_step(point))
+        return StepEstimate(as_step(point), as_step(point), as_step(point), floor)
     boot = []
     for f, p in pool:
         u = f.family.solve(p, target - fit.level_offset)
         boot.append(u * fit.t_scale - fit.t_shift if np.isfinite(u) else np.inf)
     boot = np.array(boot)
     lo, hi = np.percentile(boot, 5, method="lower"), np.percentile(boot, 95, method="higher")  # inf-safe
-    return StepEstimate(as_step(point), as_step(lo), as_step(hi))
+    if never:
+        hi = np.inf
+    return StepEstimate(as_step(point), as_step(lo), as_step(hi), floor)
 
 
 def diminishing_returns_step(fit: TrendFit, step_time_s: float, min_progress_per_hour: float,

@@ -141,8 +141,10 @@ def build_pricing(catalog: Catalog | None, log: TrainingLog, req: PricingRequest
         return Pricing(None, tuple(options), req.switch,
                        note=f"no price for {current.id}{where} in the catalog; pass --price-per-hour",
                        headroom_fraction=req.headroom_fraction)
+    # how step times scale to other GPUs is said once, by the caller's footer (the CLI's "Step times on other
+    # GPUs are scaled by ..."), not again in this note
     note = "" if need else "memory fit not checked (the log has no memory samples; pass --peak-memory)"
-    if scaling.step_time_s is None:
+    if req.scaling is not None and scaling.step_time_s is None:   # a requested predictor fell back
         note = "; ".join(x for x in (note, f"step times on other GPUs: {scaling.method}") if x)
     return Pricing(cur, tuple(options), req.switch, note, need, req.headroom_fraction)
 

@@ -74,7 +74,22 @@ class NoiseLevel:
     window_start_step: int
 
 
+MIN_NOISE_SPAN = 5.0   # points: the smoother the noise is measured around never follows single points
+
+
+def noise_trend(loss: np.ndarray, weight: float, min_span: float = MIN_NOISE_SPAN) -> np.ndarray:
+    """The trend the noise is measured around: the zero-phase EMA with a span of at least ``min_span``
+    points. On a short log the analysis trend's span (2 % of the points) is under one point, so it equals
+    the raw losses and their swings would vanish (a 30-step log swinging ±15 % read as ±0.0 %)."""
+    span = weight / (1.0 - weight) if weight > 0 else 0.0
+    if span >= min_span:
+        return ema_zero_phase(loss, weight)
+    return ema_zero_phase(loss, min_span / (min_span + 1.0))
+
+
 def noise_level(steps: np.ndarray, loss: np.ndarray, trend: np.ndarray, window_fraction: float = 0.3) -> NoiseLevel:
+    """``trend``: what the noise is measured around; pass ``noise_trend(...)``, not a trend that may equal
+    the data."""
     n = len(loss)
     start = int(n * (1.0 - window_fraction)) if n >= 10 else 0
     resid = loss[start:] - trend[start:]
