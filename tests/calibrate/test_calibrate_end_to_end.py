@@ -118,7 +118,8 @@ def test_calibrated_estimate_lands_on_the_measurement_and_other_workloads_move_b
     cal = load()["rtx-4090"]
 
     after = _estimate(gpuwise, spec, "--gpu", "rtx-4090")
-    assert after["calibration"] == "calibrated with 1 of your runs on rtx-4090"
+    # the line also says what it scaled for this job (was the bare label)
+    assert after["calibration"].startswith("calibrated with 1 of your runs on rtx-4090: scaled ")
     measured_s = KNOWN_FACTOR * predicted_s
     assert abs(after["time"]["step_time_s"] - measured_s) / measured_s < 0.05
     # the memory total moved by the stack's offset: measured (3 GiB − ½ GiB) outside the allocator
@@ -145,10 +146,10 @@ def test_calibrated_estimate_lands_on_the_measurement_and_other_workloads_move_b
     # recommend and report apply it too, and say so
     rec = json.loads(gpuwise("recommend", spec, "--batch-size", "16", "--precision", "fp32", "--steps", "100",
                              "--gpus", "rtx-4090", "--max-gpus", "1", "--json").stdout)
-    assert rec["user_calibration"] == ["calibrated with 1 of your runs on rtx-4090"]
+    assert [u.split(" (scaled: ")[0] for u in rec["user_calibration"]] == ["calibrated with 1 of your runs on rtx-4090"]
     rep = json.loads(gpuwise("report", log, "--model", spec, "--batch-size", "16", "--precision", "fp32",
                              "--json").stdout)["predicted_vs_measured"]
-    assert rep["calibration"] == "calibrated with 1 of your runs on rtx-4090"
+    assert rep["calibration"].startswith("calibrated with 1 of your runs on rtx-4090: scaled ")
     step = next(f for f in rep["figures"] if f["name"] == "step time")
     assert abs(step["signed_error"]) < 0.05
 

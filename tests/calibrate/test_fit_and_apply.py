@@ -36,7 +36,9 @@ def test_one_run_scales_every_class_alike_and_lands_within_one_percent():
     assert abs(_predicted(cal, row) / row.measured_step_time_s - 1) < 0.01
     factors = list(cal.class_factors.values())
     assert max(factors) / min(factors) < 1.1            # read as one factor, not as one class
-    assert cal.factor("conv") == cal.global_factor      # a class no run exercised: the global factor
+    # a class no run exercised keeps the shipped model: it used to get the global factor, which scaled a
+    # conv-dominated ResNet-50 by a host-bound MLP's ×4.7 (tests/calibrate/test_evidence.py)
+    assert cal.factor("conv") == 1.0
 
 
 def test_the_same_run_given_twice_counts_once():

@@ -2,8 +2,10 @@
 
 The step's per-class seconds are multiplied by that GPU's class factors, the host term is added as its
 own class ("host"), and step time and throughput follow (``by_class_s`` still sums to ``compute_s``);
-the memory total (what nvidia-smi shows) moves by the stack's offset. ``plan.profile`` calls the
-correction on every estimate once the CLI has installed it (``use_correction``).
+the memory total (what nvidia-smi shows) moves by the stack's offset when one was measured. Only classes
+the runs gave evidence for are scaled (``fit`` module docstring); ``describe`` says which, from how many
+runs, and warns when most of the job's step lies in classes the runs never carried. ``plan.profile`` calls
+the correction on every estimate once the CLI has installed it (``use_correction``).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
-from gpuwise.calibrate.fit import GpuCalibration, class_key
+from gpuwise.calibrate.fit import MIN_CLASS_SHARE, GpuCalibration, class_key
 from gpuwise.memory.model import MemoryEstimate
 from gpuwise.plan.profile import Estimate
 from gpuwise.runtime.model import StepTime
@@ -42,7 +44,7 @@ def corrected_time(step: StepTime, cal: GpuCalibration, rate: str) -> StepTime:
 
 
 def corrected_memory(memory: MemoryEstimate, cal: GpuCalibration) -> MemoryEstimate:
-    if not cal.memory_offset_bytes:
+    if not cal.memory_offset_bytes:                        # None: not measured; 0: nothing to move
         return memory
     offset = cal.memory_offset_bytes
     total = max(memory.peak_reserved_bytes, memory.total_bytes + offset)
@@ -50,9 +52,36 @@ def corrected_memory(memory: MemoryEstimate, cal: GpuCalibration) -> MemoryEstim
     return replace(memory, total_bytes=total, notes=(*memory.notes, note))
 
 
+def describe(step: StepTime | None, cal: GpuCalibration, rate: str) -> str:
+    """What the calibration did to this job, in words (estimate's and report's calibration line):
+    "calibrated with 1 of your runs on X: scaled launch ×4.89 (1% of this step), host +1.30 ms; conv/fp16,
+    norm/fp16, elementwise/fp16 (93% of this step) never seen in those runs: the shipped model there"."""
+    runs = "that run" if len(cal.runs) == 1 else f"those {len(cal.runs)} runs"
+    if step is None:
+        return cal.label
+    total = sum(step.by_class_s.values())
+    keyed = {class_key(c, rate): s for c, s in step.by_class_s.items() if s > 0}
+    scaled = {k: s for k, s in keyed.items() if k in cal.class_factors}
+    unseen = {k: s for k, s in keyed.items() if k not in cal.class_factors}
+    def share(d: dict) -> str:
+        x = sum(d.values()) / total if total > 0 else 0.0
+        return "<1%" if 0 < x < 0.005 else f"{x:.0%}"
+
+    parts = [f"{k} ×{cal.factor(k):.2f}" for k in sorted(scaled, key=lambda k: -scaled[k])]
+    text = f"{cal.label}: scaled " + (", ".join(parts) + f" ({share(scaled)} of this step)" if parts else "no class of this job")
+    if cal.host_s > 0:
+        text += f", host +{cal.host_s * 1e3:.2f} ms"
+    dominant = [k for k in sorted(unseen, key=lambda k: -unseen[k]) if total > 0 and unseen[k] >= MIN_CLASS_SHARE * total]
+    if dominant:
+        text += (f"; {', '.join(dominant)} ({share(unseen)} of this step) never seen in {runs}: "
+                 "the shipped model there")
+    return text
+
+
 def corrected(est: Estimate, cal: GpuCalibration) -> Estimate:
-    time = corrected_time(est.time, cal, rate_key(est.gpu, est.workload.precision)) if est.time is not None else None
-    return replace(est, time=time, memory=corrected_memory(est.memory, cal), calibration=cal.label)
+    rate = rate_key(est.gpu, est.workload.precision)
+    time = corrected_time(est.time, cal, rate) if est.time is not None else None
+    return replace(est, time=time, memory=corrected_memory(est.memory, cal), calibration=describe(est.time, cal, rate))
 
 
 def correction(calibrations: Mapping[str, GpuCalibration]) -> Callable[[Estimate], Estimate] | None:

@@ -18,7 +18,7 @@ from pathlib import Path
 import tomli_w
 
 from gpuwise.calibrate.errors import CalibrateError
-from gpuwise.calibrate.fit import FitRow, GpuCalibration
+from gpuwise.calibrate.fit import FitRow, GpuCalibration, fit_memory_offset, supported_classes
 from gpuwise.catalog.loader import user_config_dir
 
 FILE_NAME = "calibration.toml"
@@ -57,7 +57,8 @@ def to_toml(calibrations: Mapping[str, GpuCalibration]) -> str:
     doc = {"format_version": FORMAT_VERSION, "gpu": {
         gpu: {"label": c.label, "fitted": c.fitted, "global_factor": c.global_factor,
               "class_factors": dict(c.class_factors), "host_s": c.host_s,
-              "memory_offset_bytes": c.memory_offset_bytes, "stack": {k: v for k, v in c.stack.items() if v},
+              **({"memory_offset_bytes": c.memory_offset_bytes} if c.memory_offset_bytes is not None else {}),
+              "stack": {k: v for k, v in c.stack.items() if v},
               "run": [_row_to_toml(r) for r in c.runs]}
         for gpu, c in sorted(calibrations.items())}}
     return HEADER + tomli_w.dumps(doc)
@@ -70,11 +71,16 @@ def from_toml(text: str, source: str = FILE_NAME) -> dict[str, GpuCalibration]:
             raise ValueError(f"format_version {doc.get('format_version')!r}, this gpuwise reads {FORMAT_VERSION}")
         out = {}
         for gpu, t in doc.get("gpu", {}).items():
+            runs = tuple(_row_from_toml(r) for r in t.get("run", []))
+            factors = {str(k): float(v) for k, v in t["class_factors"].items()}
+            offset = t.get("memory_offset_bytes")            # absent: not measured
+            if runs:      # a file written before the evidence rule: its runs say what it may scale and measured
+                factors = {k: v for k, v in factors.items() if k in supported_classes(runs)}
+                offset = offset if fit_memory_offset(runs) is not None else None
             out[gpu] = GpuCalibration(
-                gpu=gpu, class_factors={str(k): float(v) for k, v in t["class_factors"].items()},
+                gpu=gpu, class_factors=factors,
                 global_factor=float(t["global_factor"]), host_s=float(t["host_s"]),
-                memory_offset_bytes=int(t["memory_offset_bytes"]),
-                runs=tuple(_row_from_toml(r) for r in t.get("run", [])),
+                memory_offset_bytes=int(offset) if offset is not None else None, runs=runs,
                 stack={str(k): str(v) for k, v in t.get("stack", {}).items()}, fitted=str(t.get("fitted", "")))
         return out
     except (tomllib.TOMLDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:

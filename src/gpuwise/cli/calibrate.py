@@ -34,7 +34,7 @@ def use_user_calibration(enabled: bool) -> list[str]:
     ctx = click.get_current_context(silent=True)
     if ctx is not None:
         ctx.call_on_close(lambda: use_correction(previous))
-    return [c.label for c in calibrations.values()]
+    return [c.summary for c in calibrations.values()]
 
 
 def register(app: typer.Typer) -> None:
@@ -88,8 +88,11 @@ def calibrate_cmd(
 
 def _describe(c) -> str:
     factors = ", ".join(f"{k} ×{v:.2f}" for k, v in sorted(c.class_factors.items(), key=lambda kv: -abs(kv[1] - 1)))
-    return (f"{c.label}: step time factors {factors} (others ×{c.global_factor:.2f}), host {c.host_s * 1e3:.2f} ms "
-            f"per step, memory outside the allocator {c.memory_offset_bytes / 2**20:+.0f} MiB")
+    memory = (f"{c.memory_offset_bytes / 2**20:+.0f} MiB" if c.memory_offset_bytes is not None
+              else "not measured (no run recorded memory figures)")
+    return (f"{c.label}: step time factors {factors or 'none'} (classes under 5% of every run's predicted step, "
+            f"and classes no run exercised: the shipped model), host {c.host_s * 1e3:.2f} ms per step, "
+            f"memory outside the allocator {memory}")
 
 
 def _say(json_out: bool, obj: dict, text: str) -> None:
