@@ -60,3 +60,15 @@ def test_scaling_sentence_printed_once(tmp_path, capsys, monkeypatch):
         assert not exc.code
     out = capsys.readouterr().out
     assert out.lower().count("step times on other gpus") == 1, out
+
+
+def test_an_nvidia_smi_log_given_to_advise_is_pointed_to_report():
+    # it listed the 14 GPU-metric columns and asked for a 'loss' column
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    smi = Path(__file__).resolve().parents[1] / "fixtures" / "seed_a100_smi.csv"
+    r = subprocess.run([sys.executable, "-m", "gpuwise.cli.app", "advise", str(smi)], capture_output=True, text=True)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert "`gpuwise report` reads it" in r.stderr

@@ -223,6 +223,9 @@ def read_jsonl(path: Path) -> TrainingLog:
 def _from_records(path: Path, names: list[str], rows: list[tuple[int, Mapping[str, object]]]) -> TrainingLog:
     loss_col = pick_name(names, LOSS_NAMES, fallback_word="loss")
     if loss_col is None:
+        if any(n.startswith(("utilization.gpu", "memory.used")) for n in names):   # nvidia-smi --query-gpu
+            raise AdviseError(f"{path}: an nvidia-smi log (GPU metrics, no loss): `gpuwise report` reads it; "
+                              "advise reads a training log with a loss column")
         raise AdviseError(f"{path}: no loss column (columns: {', '.join(names) or 'none'}); name one 'loss'")
     step_col = pick_name(names, STEP_NAMES)
     lr_col, batch_col, time_col = pick_name(names, LR_NAMES), pick_name(names, BATCH_NAMES), pick_name(names, TIME_NAMES)
