@@ -125,12 +125,14 @@ def _sig(x):
 
 def law_from(cls: str, theta: np.ndarray):
     if cls in TILED:
-        return TiledLaw(u_max=_sig(theta[0]), balance_slope=theta[1], wave_half=math.exp(theta[2]),
+        return TiledLaw(u_max=_sig(theta[0]), l2_reuse=1 + math.exp(theta[1]), wave_half=math.exp(theta[2]),
                         split_k_eff=_sig(theta[3]) if cls in SPLIT_K_CLASSES else 0.0)
     return StreamingLaw(u_max=_sig(theta[0]))
 
 
-THETA0 = {"tiled": [1.7, 0.0, math.log(0.5), 1.4], "streaming": [1.7]}
+# Starting point: u_max 0.85, L2 reuse 1.5 (fitted as 1 + e^theta: never below one read per DRAM byte),
+# half a wave of ramp, split-K efficiency 0.8.
+THETA0 = {"tiled": [1.7, math.log(0.5), math.log(0.5), 1.4], "streaming": [1.7]}
 SPLIT_K_CLASSES = ("linear",)   # bmm and conv were tried with split-K: its efficiency went to 0 (never chosen)
 
 
@@ -140,7 +142,7 @@ def predict(cls: str, law, r: Rows, idx=slice(None), floor_s=None) -> np.ndarray
     if cls in TILED:
         dm = {k: v[idx] for k, v in r.dims.items()}
         comp = tiled_time_s(law, dm["batch"], dm["m"], dm["n"], dm["k"], sm_count=r.sm[idx],
-                            peak_flops_per_s=r.peak[idx], bytes_per_fp32_flop=r.bw[idx] / r.peak[idx])
+                            peak_flops_per_s=r.peak[idx], bandwidth_bytes_per_s=r.bw[idx], elem_bytes=FP32_BYTES)
         return floor + np.maximum(comp, dm["bytes"] / r.bw[idx])
     return floor + streaming_time_s(law, r.dims["bytes"][idx], bandwidth_bytes_per_s=r.bw[idx])
 

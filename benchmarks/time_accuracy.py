@@ -1,6 +1,7 @@
 """How well gpuwise predicts step time on GPUs AND model families it was not fitted on.
 
     .venv/bin/python benchmarks/time_accuracy.py     # writes benchmarks/results/time.md (+ .csv, .png)
+                                                     # and src/gpuwise/runtime/time_accuracy.json
 
 Protocol (benchmarks/README.md, frozen 2026-12-03 before tuning): the shipped calibration was fitted
 on the training side of the split (``fit_time_calibration.py``); every case whose GPU and family
@@ -12,11 +13,14 @@ Error = predicted step time / measured step time - 1 (signed and absolute).
 
 from __future__ import annotations
 
+import json
 import statistics
 import sys
 import time
 from collections import defaultdict
 from pathlib import Path
+
+import numpy as np
 
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -25,10 +29,11 @@ from fit_time_calibration import case_arrays  # noqa: E402
 from gpuwise.runtime import predict_step_time  # noqa: E402
 from gpuwise.runtime.calibration import Calibration, load_calibration  # noqa: E402
 from gpuwise.runtime.laws import load_laws  # noqa: E402
-from time_cases import HELD_OUT_FAMILIES, HELD_OUT_GPUS, all_cases, gpu_specs, split_of, write_csv  # noqa: E402
+from time_cases import HELD_OUT_FAMILIES, HELD_OUT_GPUS, TRAINING_GPUS, all_cases, gpu_specs, split_of, write_csv  # noqa: E402
 from time_traces import TraceKey, load_trace  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
+ACCURACY_PATH = Path(__file__).resolve().parents[1] / "src" / "gpuwise" / "runtime" / "time_accuracy.json"
 DATE = "2026-12-03"
 IMAGENET_TRAIN_IMAGES = 1_281_167
 # Issue 16's figure for eager PyTorch ResNet-50 inference at batch 1 on V100/T4-class GPUs.
@@ -114,11 +119,13 @@ def main() -> None:
             "err": signed(pred, meas), "err_roofline": signed(roof, meas), "err_roofline_075": signed(roof / 0.75, meas),
             "note": c.note,
         })
+    assert {r["gpu"] for r in rows if r["split"] == "train"} == set(TRAINING_GPUS), "time_cases.TRAINING_GPUS is stale"
     print(f"{len(rows)} cases scored, {len(skipped)} skipped, {time.time() - t0:.0f} s", flush=True)
     write_csv(RESULTS / "time_cases.csv", rows)
     small = small_batch_rows()
     seed = seed_claims(cal)
     _figure([r for r in rows if r["split"] == "test"])
+    _write_accuracy([r for r in rows if is_held_out(r)])
     _write_markdown(rows, small, seed, skipped, time.time() - t0)
     print((RESULTS / "time.md").read_text())
 
@@ -200,6 +207,45 @@ def _fresh_section(fresh) -> list[str]:
     ]
 
 
+def is_held_out(row: dict) -> bool:
+    """Held out in GPU and family: the test side, the wider set and the fresh GPU's held-out families."""
+    return row["split"] in ("test", "wider") or (row["split"] == "fresh" and row["family"] in HELD_OUT_FAMILIES)
+
+
+def _write_accuracy(held: list[dict]) -> None:
+    """The shipped model's error on every held-out run: what estimate shows beside a step time."""
+    err = np.array([r["err"] for r in held])
+    ratio = 1 + err
+    doc = {"cases": len(held), "median_abs_error": round(float(np.median(np.abs(err))), 4),
+           "p90_abs_error": round(float(np.quantile(np.abs(err), 0.9)), 4),
+           "signed_median_error": round(float(np.median(err)), 4),
+           "ratio_q10": round(float(np.quantile(ratio, 0.1)), 4), "ratio_q90": round(float(np.quantile(ratio, 0.9)), 4),
+           "date": DATE, "source": "benchmarks/time_accuracy.py: published runs held out in GPU and model family "
+           "(test side, wider set, fresh check's held-out families; benchmarks/README.md)"}
+    ACCURACY_PATH.write_text(json.dumps(doc, indent=2) + "\n")
+
+
+def _wider_section(wider) -> list[str]:
+    """Third session's wider held-out set (benchmarks/README.md): held-out families on GPUs that are
+    neither listed as held out nor have a training case."""
+    if not wider:
+        return []
+    gpus = ", ".join(sorted({r["gpu"] for r in wider}))
+    return [
+        "## Wider held-out set: Lambda's ResNet-50 and BERT on the unlisted GPUs", "",
+        f"GPUs: {gpus}. Held out in GPU and family (no training case on these GPUs, families held out); "
+        "defined before it was first scored (benchmarks/README.md, third session).", "",
+        "| rows | cases | gpuwise | roofline | roofline / 0.75 |", "|---|---|---|---|---|",
+        f"| all | {len(wider)} | {summary([r['err'] for r in wider])} | {summary([r['err_roofline'] for r in wider])} | "
+        f"{summary([r['err_roofline_075'] for r in wider])} |",
+        "", "Targets (issue 16) on this set:", "", *_targets(wider),
+        "", *_table(wider, "gpu"), "", *_table(wider, "family"), "", *_table(wider, "precision"),
+        "", "| case | measured samples/s | predicted / measured | note |", "|---|---|---|---|",
+        *[f"| {r['case']} | {r['measured_samples_per_s']:.0f} | {1 + r['err']:.2f} | {r['note']} |"
+          for r in sorted(wider, key=lambda r: -abs(r["err"]))[:10]],
+    ]
+
+
 def _write_markdown(rows, small, seed, skipped, secs) -> None:
     cal = load_calibration()
     test = [r for r in rows if r["split"] == "test"]
@@ -232,6 +278,7 @@ def _write_markdown(rows, small, seed, skipped, secs) -> None:
         *[f"| {r['case']} | {r['measured_samples_per_s']:.0f} | {1 + r['err']:.2f} | {r['note']} |"
           for r in sorted(test, key=lambda r: -abs(r["err"]))[:10]],
         "", *_fresh_section([r for r in rows if r["split"] == "fresh"]),
+        "", *_wider_section([r for r in rows if r["split"] == "wider"]),
         "", "## Small batches: ResNet-50 fp32 inference, eager (real tracer)", "",
         f"Published eager PyTorch latency at batch 1 on V100/T4-class GPUs: {PUBLISHED_BS1_MS[0]:.0f}-"
         f"{PUBLISHED_BS1_MS[1]:.0f} ms (issue 16's figure). Target: within 20% at batch 1-16.", "",

@@ -249,14 +249,21 @@ def timm_infer_rows(name: str) -> dict[tuple[str, int], tuple[float, int]]:
     return out
 
 
+# GPUs with training-side cases (time_accuracy.py checks the list against the cases).
+TRAINING_GPUS = ("rtx-3090", "rtx-5090")
+
+
 def split_of(case: Case) -> str:
     """"test" (GPU and family held out), "train" (neither) or "unused" (one of them: it would leak);
-    "fresh" for the fresh check's GPU (README: scored once, never fitted on)."""
+    "fresh" for the fresh check's GPU (README: scored once, never fitted on); "wider" (third session,
+    README): a held-out family on a GPU that is not listed but has no training case either."""
     if case.gpu.id in FRESH_GPUS:
         return "fresh"
     gpu_out, family_out = case.gpu.id in HELD_OUT_GPUS, case.family in HELD_OUT_FAMILIES
     if gpu_out and family_out:
         return "test"
+    if family_out and case.gpu.id not in TRAINING_GPUS:
+        return "wider"
     return "unused" if gpu_out or family_out else "train"
 
 

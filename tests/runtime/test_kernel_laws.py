@@ -71,10 +71,10 @@ def test_no_kernel_beats_the_datasheet_peak_or_bandwidth_on_any_catalog_gpu():
 def test_shipped_laws_keep_every_utilisation_at_most_one():
     laws = load_laws()
     for law in laws.tiled.values():
-        assert 0 < law.u_max < 1 and 0 <= law.split_k_eff <= 1 and law.wave_half >= 0
+        assert 0 < law.u_max < 1 and 0 <= law.split_k_eff <= 1 and law.wave_half >= 0 and law.l2_reuse >= 1
         # The densest GEMM imaginable on a GPU with a lot of bandwidth per FLOP still stays under peak.
         t = tiled_time_s(law, 1, 1 << 16, 1 << 16, 1 << 16, sm_count=100, peak_flops_per_s=1e13,
-                         bytes_per_fp32_flop=1.0)
+                         bandwidth_bytes_per_s=1e13)
         assert 2 * (1 << 48) / t <= 1e13
     for law in laws.streaming.values():
         assert 0 < law.u_max <= 1
@@ -91,7 +91,7 @@ def test_laws_round_trip_and_a_malformed_file_is_a_clear_error():
 
 def test_laws_take_arrays_and_floats_alike():
     law = load_laws().tiled["bmm"]
-    kw = dict(sm_count=80, peak_flops_per_s=14e12, bytes_per_fp32_flop=0.064)
+    kw = dict(sm_count=80, peak_flops_per_s=14e12, bandwidth_bytes_per_s=900e9)
     arr = tiled_time_s(law, np.array([1.0, 8.0]), np.array([64.0, 512.0]), np.array([64.0, 512.0]),
                        np.array([64.0, 512.0]), **kw)
     assert arr[0] == pytest.approx(tiled_time_s(law, 1, 64, 64, 64, **kw))
@@ -143,3 +143,34 @@ def test_amp_convolutions_in_nchw_pay_layout_transposes_that_channels_last_avoid
     fp32 = conv(128, 256, 28, 28, 256)
     assert (op_time(fp32, make_gpu("old", tf32=None), "fp32", CAL, Stack(channels_last=True)).device_s
             == op_time(fp32, make_gpu("old", tf32=None), "fp32", CAL, Stack()).device_s)
+
+
+RATES = ("fp32", "tf32", "fp16", "bf16")
+
+
+def _dominates(a, b) -> bool:
+    """``a`` has at least ``b``'s SMs, bandwidth and, for every rate ``b`` has, its peak and peak per SM."""
+    if a.sm_count < b.sm_count or a.memory_bandwidth_gbs < b.memory_bandwidth_gbs:
+        return False
+    for rate in RATES:
+        pb, pa = b.peak(rate), a.peak(rate)
+        if pb and (not pa or pa < pb or pa / a.sm_count < pb / b.sm_count):
+            return False
+    return True
+
+
+def test_a_gpu_larger_in_every_spec_is_never_predicted_slower():
+    """Physics: more SMs, FLOP/s and bandwidth never slow a kernel. The old balance-slope law had an
+    RTX 4090 running a fp32 GEMM at 3% of its peak, slower than a T4 (benchmarks/README.md)."""
+    gpus = _catalog_gpus()
+    ops = _ops()
+    times = {(g.id, p): [op_time(op, g, p, CAL).device_s for op in ops] for g in gpus for p in PRECISIONS}
+    pairs = [(a, b) for a in gpus for b in gpus if a.id != b.id and _dominates(a, b)]
+    assert len(pairs) > 100                       # the check has teeth: the catalog has many such pairs
+    slower = []
+    for a, b in pairs:
+        for p in PRECISIONS:
+            for op, ta, tb in zip(ops, times[(a.id, p)], times[(b.id, p)]):
+                if ta > tb * (1 + 1e-9):
+                    slower.append((a.id, b.id, p, op.op, op.input_shapes, round(ta / tb, 2)))
+    assert not slower, slower[:10]

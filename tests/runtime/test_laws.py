@@ -9,14 +9,15 @@ import pytest
 
 from gpuwise.runtime.laws import PRIOR, load_laws, tiled_time_s
 
-# (sm_count, fp32 peak, DRAM bytes per fp32 FLOP): a T4-, V100-, A100- and H100-like GPU.
-GPUS = ((40, 8.1e12, 0.04), (80, 15.7e12, 0.057), (108, 19.5e12, 0.08), (132, 67e12, 0.05))
+# (sm_count, fp32 peak, DRAM bandwidth): a T4-, V100-, A100-, H100- and RTX 4090-like GPU.
+GPUS = ((40, 8.1e12, 320e9), (80, 15.7e12, 900e9), (108, 19.5e12, 1555e9), (132, 67e12, 3350e9),
+        (128, 82.6e12, 1008e9))
 
 
 def _laws():
     laws = [*load_laws().tiled.values(), *PRIOR.tiled.values()]
     # Tensor-core kernels run the law at full utilisation (kernels._tiled).
-    return laws + [dataclasses.replace(law, u_max=1.0, balance_slope=0.0) for law in laws]
+    return laws + [dataclasses.replace(law, u_max=1.0) for law in laws]
 
 
 def _shapes(rng, count):
@@ -27,10 +28,10 @@ def _shapes(rng, count):
     return dim(1, 64), dim(1, 1 << 16), dim(1, 1 << 16), k
 
 
-@pytest.mark.parametrize("sm, peak, balance", GPUS)
-def test_scalar_and_array_tiled_times_agree_on_random_shapes(sm, peak, balance):
+@pytest.mark.parametrize("sm, peak, bandwidth", GPUS)
+def test_scalar_and_array_tiled_times_agree_on_random_shapes(sm, peak, bandwidth):
     batch, m, n, k = _shapes(np.random.default_rng(sm), 300)
-    kw = dict(sm_count=sm, peak_flops_per_s=peak, bytes_per_fp32_flop=balance)
+    kw = dict(sm_count=sm, peak_flops_per_s=peak, bandwidth_bytes_per_s=bandwidth)
     for law in _laws():
         arr = tiled_time_s(law, batch, m, n, k, **kw)
         for i in range(batch.size):

@@ -126,6 +126,12 @@ def _render(out: dict, est) -> None:
     if t:
         con.print(f"Step time {format_duration(t['step_time_s'])}, {t['samples_per_s']:.1f} samples/s, "
                   f"bound by {t['bound']}")
+        acc = out.get("time_accuracy")
+        if t.get("likely_step_time_range_s") and acc:
+            lo, hi = t["likely_step_time_range_s"]
+            # the shipped model's error on runs it was never fitted on (runtime/accuracy.py)
+            con.print(f"  likely {format_duration(lo)} to {format_duration(hi)} (8 in 10 held-out public runs; "
+                      f"median error {acc['median_abs_error']:.0%})")
         parts = sorted(t["by_class_s"].items(), key=lambda kv: -kv[1])
         if t.get("communication_s"):
             parts.append(("communication (exposed)", t["communication_s"]))

@@ -86,16 +86,26 @@ def recommend(
             auto_batch=auto, effective_batch=effective_batch, per_gpu_batch=per_gpu_batch,
             currency=currency, remedies=remedies, progress=progress,
         )
+    from gpuwise.runtime.accuracy import load_accuracy
+
     if plot:
         plot_recommendation(rec, plot, constraints.deadline_s)
     launch = launch_best(rec, cat, emit, command) if emit else None
     if json_out:
-        c.print_json({**rec.to_dict(), "user_calibration": calibrated, **({"launch": launch} if launch else {})})
+        accuracy = load_accuracy()
+        c.print_json({**rec.to_dict(), "user_calibration": calibrated,
+                      "time_accuracy": accuracy.to_dict() if accuracy is not None else None,
+                      **({"launch": launch} if launch else {})})
         return
     if launch:
         typer.echo(launch["text"], nl=False)
         return
     _render(rec, show_all)
+    accuracy = load_accuracy()
+    if accuracy is not None:
+        low, high = accuracy.likely_range_s(1.0)
+        c.console.print(f"[dim]Times and costs: 8 in 10 held-out public runs took {low:.2f}-{high:.2f}x the "
+                        f"predicted time (median error {accuracy.median_abs_error:.0%}).[/]")
     for label in calibrated:
         c.console.print(f"[dim]Step times and memory {label} (--no-user-calibration: the shipped model).[/]")
     if plot:

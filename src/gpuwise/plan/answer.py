@@ -19,6 +19,7 @@ from gpuwise.plan.fit import fits, spare_bytes, usable_bytes
 from gpuwise.plan.profile import WorkloadModel, cannot_run, largest_fitting_batch
 from gpuwise.plan.recommend import JobSize
 from gpuwise.plan.remedies import changes_that_fit
+from gpuwise.runtime.accuracy import load_accuracy
 
 
 def job_time(step_time_s: float, workload, job: JobSize | None) -> dict | None:
@@ -55,9 +56,13 @@ def estimate_answer(
                       "notes": list(t.notes)}
     time = None
     why_not = cannot_run(est.workload, gpu) if gpu is not None else None
+    accuracy = load_accuracy()
     if est.time is not None and not why_not:
         time = est.time.to_dict()
         time.update(job_time(est.time.step_time_s, est.workload, job) or {})
+        if accuracy is not None and est.time.bound != "input":   # an input-bound step is the user's own rate
+            # 8 in 10 held-out published runs measured within this range of such a prediction
+            time["likely_step_time_range_s"] = list(accuracy.likely_range_s(est.time.step_time_s))
     inference = est.inference.to_dict() if est.inference is not None else None
     fit = fits(est.memory.total_upper_bytes, gpu, headroom_fraction) if gpu else None
     changes: tuple = ()
@@ -69,6 +74,7 @@ def estimate_answer(
         "workload": est.workload.to_dict(),
         "method": model.method,
         "calibration": est.calibration,
+        "time_accuracy": accuracy.to_dict() if accuracy is not None else None,
         "memory": est.memory.to_dict(),
         "time": time,
         "gpu": gpu.id if gpu else None,

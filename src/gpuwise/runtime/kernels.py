@@ -29,7 +29,7 @@ import numpy as np
 from gpuwise.runtime.calibration import Calibration
 from gpuwise.runtime.classify import VIEW, classify, packet_of
 from gpuwise.runtime.host import host_s
-from gpuwise.runtime.laws import BALANCE_REF, load_laws, streaming_time_s, tiled_time_s
+from gpuwise.runtime.laws import load_laws, streaming_time_s, tiled_time_s
 from gpuwise.runtime.stack import DEFAULT_STACK, Stack
 from gpuwise.trace.records import OpRecord
 
@@ -39,6 +39,8 @@ HALF_DTYPES = {"float16": "fp16", "bfloat16": "bf16"}
 _MEM_CLASS_FACTOR = {"embedding": 0.5, "copy": 1.0, "optimizer": 1.0, "elementwise": 1.0, "other": 0.9}
 _DEPTHWISE_MAX_GROUP_CHANNELS = 16
 CUDA_CORE_RATES = ("fp32", "bf16-emulated")
+# Bytes of one GEMM operand element on CUDA cores (bf16 emulated in fp32 arithmetic reads bf16).
+RATE_OPERAND_BYTES = {"fp32": 4, "bf16-emulated": 2}
 
 
 @dataclass(frozen=True)
@@ -246,16 +248,17 @@ def _streaming(law_cls: str, nbytes: float, gpu) -> float:
 
 
 def _tiled(law_cls: str, gemms, gpu, peak: float, rate: str) -> float:
-    """Law time of GEMMs at ``peak``. fp32 on CUDA cores: the law as fitted. Tensor-core kernels
-    (the kernel data has none) are assumed to keep the law's wave structure (tiles, waves, ramp,
-    split-K) at full utilisation here; their own utilisation is the fitted ``tensor_eff`` (or
-    ``attention_eff``) that ``efficiencies`` divides by."""
+    """Law time of GEMMs at ``peak``. fp32 on CUDA cores: the law as fitted (the kernel data is fp32).
+    Tensor-core kernels (the data has none) are assumed to keep the law's wave structure (tiles,
+    waves, ramp, split-K) at full utilisation and without its operand term, which is fitted on
+    CUDA-core kernels only; their own utilisation is the fitted ``tensor_eff`` (or ``attention_eff``)
+    that ``efficiencies`` divides by."""
     law = load_laws().tiled[law_cls]
-    balance = float(gpu.memory_bandwidth_gbs) * 1e9 / _peak_flops(gpu, "fp32")
     if rate not in CUDA_CORE_RATES:
-        law, balance = replace(law, u_max=1.0, balance_slope=0.0), BALANCE_REF
+        law = replace(law, u_max=1.0, l2_reuse=0.0)
     return sum(float(tiled_time_s(law, b, m, n, k, sm_count=gpu.sm_count, peak_flops_per_s=peak,
-                                  bytes_per_fp32_flop=balance))
+                                  bandwidth_bytes_per_s=float(gpu.memory_bandwidth_gbs) * 1e9,
+                                  elem_bytes=RATE_OPERAND_BYTES.get(rate, 4)))
                for b, m, n, k in gemms if b > 0 and m > 0 and n > 0 and k > 0)
 
 

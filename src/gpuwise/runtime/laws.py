@@ -5,11 +5,16 @@ Fitted on NeuSight's single-kernel timings (fp32, five GPUs; ``benchmarks/kernel
 
 * **Tiled** (``linear``, ``bmm``, ``conv`` as an implicit GEMM): the output is cut into tm x tn
   tiles, one tile per SM per wave (split-K multiplies the tiles and divides K when too few tiles
-  fill the SMs). ``time = waves x 2 tm tn K' / (peak / SMs x u)``; the per-wave utilisation ``u``
-  depends on the GPU's DRAM bytes per FLOP (``gpu_u_max``). The library's choice is taken as the
-  fastest candidate. Tried and left out because the kernel data drove them to a bound: a tile-size
-  and a reduction-length term, a Winograd gain for 3x3 convolutions (cuDNN's mix of algorithms
-  averages out to direct-convolution FLOPs at ``u``), split-K for batched GEMMs and convolutions.
+  fill the SMs). The kernel takes the longer of its arithmetic, ``waves x 2 tm tn K' / (peak / SMs x
+  u_max)``, and its operands, ``(tm + tn) K'`` elements per tile read through DRAM at the datasheet
+  bandwidth, ``l2_reuse`` reads per DRAM byte (L2 serves the rest): a tile roofline, so small tiles are
+  operand-bound on GPUs with little bandwidth per FLOP and more FLOP/s or bandwidth never makes a
+  kernel slower. The library's choice is taken as the fastest candidate. Tried and left out because
+  the kernel data drove them to a bound: a tile-size and a reduction-length term, a Winograd gain
+  for 3x3 convolutions (cuDNN's mix of algorithms averages out to direct-convolution FLOPs at
+  ``u_max``), split-K for batched GEMMs and convolutions. Replaced (third session): a logistic
+  utilisation in the GPU's bytes per FLOP, which extrapolated to 2-3% of peak on Ada cards and
+  made a GPU slower for having more FLOP/s (benchmarks/README.md).
 * **Streaming** (``elementwise``, ``norm``, ``softmax``): ``time = bytes / (bandwidth x u_max)``,
   bytes as the CUDA kernel moves them (see ``kernels.cuda_bytes``). (A term for small tensors that
   cannot fill the SMs was tried and left out: the data drove it to zero; the launch cost covers them.)
@@ -47,8 +52,8 @@ class LawError(ValueError):
 
 @dataclass(frozen=True)
 class TiledLaw:
-    u_max: float              # utilisation of a full wave on a GPU with BALANCE_REF bytes per FLOP (< 1)
-    balance_slope: float = 0.0   # u_max's logit grows by this per e-fold of DRAM bytes per fp32 FLOP
+    u_max: float              # utilisation of a full wave when arithmetic bounds it (< 1)
+    l2_reuse: float = 0.0     # operand bytes a tile reads per DRAM byte (>= 1); 0: no operand term
     split_k_eff: float = 0.0  # a split-K kernel's extra reduction pass (<= 1); 0: the class never splits
     wave_half: float = 0.0    # waves at which half of u is reached (ramp-up and tail of a short kernel)
 
@@ -102,42 +107,35 @@ def _ceil(x):
     return -((-x) // 1)
 
 
-BALANCE_REF = 0.06   # DRAM bytes per fp32 FLOP where u_max applies as fitted (V100: 0.064)
+def tiled_time_s(law: TiledLaw, batch, m, n, k, *, sm_count, peak_flops_per_s, bandwidth_bytes_per_s,
+                 elem_bytes=4):
+    """Time of a (batch x m x n x k) GEMM-like kernel: the best tile and split-K choice.
 
-
-def gpu_u_max(law: TiledLaw, bytes_per_fp32_flop) -> float:
-    """A large tile's utilisation on this GPU: GPUs with little bandwidth per FLOP (P4, T4, L4)
-    starve their SMs of operands (and are the power-capped ones) and reach less of their peak."""
-    if law.balance_slope == 0.0:
-        return law.u_max
-    logit = math.log(law.u_max / (1 - law.u_max)) + law.balance_slope * np.log(bytes_per_fp32_flop / BALANCE_REF)
-    return 1 / (1 + np.exp(-logit))
-
-
-def tiled_time_s(law: TiledLaw, batch, m, n, k, *, sm_count, peak_flops_per_s, bytes_per_fp32_flop):
-    """Compute time of a (batch x m x n x k) GEMM-like kernel: the best tile and split-K choice.
-
-    ``peak_flops_per_s`` is the datasheet peak of the rate the kernel runs at; the result is never
-    below ``2 batch m n k / peak``. Plain numbers take Python's ``min`` (a prediction calls this
-    for every GEMM of every op on every GPU), arrays ``np.minimum``: the same arithmetic either way.
+    ``peak_flops_per_s`` is the datasheet peak of the rate the kernel runs at, ``elem_bytes`` the size
+    of its operands; the result is never below ``2 batch m n k / peak``. Plain numbers take Python's
+    ``min`` (a prediction calls this for every GEMM of every op on every GPU), arrays ``np.minimum``:
+    the same arithmetic either way.
     """
     scalar = all(isinstance(x, (int, float))
-                 for x in (batch, m, n, k, sm_count, peak_flops_per_s, bytes_per_fp32_flop))
+                 for x in (batch, m, n, k, sm_count, peak_flops_per_s, bandwidth_bytes_per_s, elem_bytes))
     ceil = math.ceil if scalar else _ceil     # math.ceil gives an int: the same sums (exact below 2**53)
-    rate = (peak_flops_per_s / sm_count) * gpu_u_max(law, bytes_per_fp32_flop)   # per SM at utilisation u
-    if scalar:
-        rate = float(rate)
+    rate = (peak_flops_per_s / sm_count) * law.u_max          # per SM when arithmetic bounds a wave
+    # Operand elements per second the SMs together get from DRAM (L2 serving the rest of the reads).
+    operand_rate = bandwidth_bytes_per_s * law.l2_reuse / elem_bytes if law.l2_reuse > 0 else None
     rows = {tm: ceil(m / tm) for tm in {tm for tm, _ in TILES}}
     cols = {tn: ceil(n / tn) for tn in {tn for _, tn in TILES}}
     splits = SPLIT_K if law.split_k_eff > 0 else (1,)
+    big = max if scalar else np.maximum
 
     def candidates():
         for tm, tn in TILES:
             tiles = batch * rows[tm] * cols[tn]
             for split in splits:
                 k_part = k / split
-                waves = ceil(tiles * split / sm_count)
-                t = (waves + law.wave_half) * 2.0 * tm * tn * k_part / rate
+                waves = ceil(tiles * split / sm_count) + law.wave_half
+                t = waves * 2.0 * tm * tn * k_part / rate
+                if operand_rate is not None:      # every tile reads (tm + tn) K' operand elements
+                    t = big(t, tiles * split * (tm + tn) * k_part / operand_rate)
                 if split > 1:
                     # cuBLAS splits only a long reduction (each part >= SPLIT_K_MIN_K / 4); the sums of
                     # the parts take an extra pass. (Comparisons as arithmetic: floats and arrays alike.)
