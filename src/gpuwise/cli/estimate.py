@@ -161,7 +161,9 @@ def _render(out: dict, est) -> None:
     notes = (out["trace"] or {}).get("notes", []) + list(mem.get("notes", []))
     for note in notes:
         con.print(f"[dim]note: {note}[/]")
-    vision = out["workload"].get("image_size") or out["workload"]["model"].startswith(("torchvision:", "timm:"))
+    from gpuwise.runtime.input_pipeline import feeds_images
+
+    vision = feeds_images(est.workload)
     layout = ", channels-first unless --channels-last" if vision else ""
     con.print(f"[dim]Assumes PyTorch 2.x eager mode with cuDNN{layout}.[/]")
 

@@ -39,6 +39,7 @@ WORKLOAD_OPTIONS: dict[str, tuple[Any, Any]] = {
     "optimizer_impl": (c.OptimizerImplOpt, "foreach"),
     "keep_grads": (c.KeepGradsOpt, False),
     "input_rate": (c.InputRateOpt, None),
+    "cpu_workers": (c.CpuWorkersOpt, None),
     "engine": (c.EngineOpt, "hf"),
     "logits": (c.LogitsOpt, "fp32"),
     "lora_dropout": (c.LoraDropoutOpt, 0.05),

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpuwise.runtime.input_pipeline import workers_rate
+
 
 @dataclass(frozen=True)
 class Stack:
@@ -18,13 +20,18 @@ class Stack:
     compile: bool = False             # torch.compile (default mode): fused elementwise chains, no dispatcher
     optimizer_impl: str = "foreach"
     input_rate: float | None = None   # samples/s the input pipeline delivers; None: synthetic data
+    cpu_workers: int | None = None    # where the rate comes from JPEG-decoding workers (None: given or none)
 
     @classmethod
     def from_workload(cls, wl) -> "Stack":
+        rate, workers = getattr(wl, "input_rate", None), getattr(wl, "cpu_workers", None)
+        if rate is None and workers:
+            rate = workers_rate(workers, getattr(wl, "image_size", None), wl.is_training)
         return cls(
             training=wl.is_training, channels_last=bool(getattr(wl, "channels_last", False)),
             attention=getattr(wl, "attention", "sdpa"), compile=bool(getattr(wl, "compile", False)),
-            optimizer_impl=getattr(wl, "optimizer_impl", "foreach"), input_rate=getattr(wl, "input_rate", None),
+            optimizer_impl=getattr(wl, "optimizer_impl", "foreach"), input_rate=rate,
+            cpu_workers=workers if rate is not None and getattr(wl, "input_rate", None) is None else None,
         )
 
     def describe(self) -> str:
@@ -33,8 +40,15 @@ class Stack:
                  {"eager": "eager attention (scores materialised)", "flash2": "FlashAttention-2"}.get(
                      self.attention, "SDPA attention"),
                  f"{self.optimizer_impl} optimizer" if self.training else "inference",
-                 f"input pipeline {self.input_rate:g} samples/s" if self.input_rate else "synthetic data (no input pipeline)"]
+                 self.describe_input()]
         return ", ".join(parts)
+
+
+    def describe_input(self) -> str:
+        if not self.input_rate:
+            return "synthetic data (no input pipeline)"
+        workers = f" ({self.cpu_workers} CPU workers decoding JPEGs)" if self.cpu_workers else ""
+        return f"input pipeline{workers} delivers {self.input_rate:,.0f} samples/s"
 
 
 DEFAULT_STACK = Stack()

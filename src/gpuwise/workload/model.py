@@ -81,6 +81,7 @@ class Workload:
     optimizer_impl: str = "foreach"  # torch.optim's default on CUDA tensors
     keep_grads: bool = False         # zero_grad(set_to_none=False): .grad stays allocated between steps
     input_rate: float | None = None  # samples/s the input pipeline delivers (None: synthetic data, no limit)
+    cpu_workers: int | None = None   # DataLoader workers decoding JPEGs (vision): sets the input rate
     engine: str = "hf"               # LLM inference: HF generate in eager mode, or vLLM
     # LLM fine-tuning stack (memory): how the loss holds the logits, and LoRA's dropout
     logits: str = "fp32"             # transformers: float32 logits and log-softmax; chunked (LitGPT); fused (Liger)
@@ -108,6 +109,10 @@ class Workload:
         if self.input_rate is not None and not (isinstance(self.input_rate, (int, float))
                                                 and math.isfinite(self.input_rate) and self.input_rate > 0):
             raise WorkloadError(f"--input-rate must be a positive number of samples/s, got {self.input_rate!r}")
+        if self.cpu_workers is not None:
+            _positive("cpu-workers", self.cpu_workers, 4096)
+            if self.input_rate is not None:
+                raise WorkloadError("give --input-rate (a measured rate) or --cpu-workers (decoding JPEGs), not both")
         _positive("batch-size", self.batch_size, MAX_BATCH_SIZE)
         _positive("grad-accum", self.grad_accum_steps, 1 << 16)
         _positive("num-gpus", self.num_gpus, 4096)
@@ -138,6 +143,9 @@ class Workload:
                 out.append("--max-new-tokens has no effect with --mode train (it sizes generation: --mode infer)")
             if given("engine"):
                 out.append(f"--engine {self.engine} has no effect with --mode train (it is the serving engine)")
+        if self.cpu_workers is not None and self.model.startswith("hf:") and self.image_size is None:
+            out.append("--cpu-workers has no effect on a text model (it sizes JPEG decoding; --input-rate sets "
+                       "any pipeline's rate)")
         if self.finetune not in ("lora", "qlora"):
             for name, flag in (("lora_rank", "--lora-rank"), ("lora_targets", "--lora-targets"),
                                ("lora_dropout", "--lora-dropout")):

@@ -1,0 +1,65 @@
+"""The CPU side of feeding images: what ``--cpu-workers N`` delivers, and how many cores a rate needs.
+
+One DataLoader worker is one process on one core running torchvision's ImageNet loader and transforms
+(JPEG decode, random-resized crop and flip in training, resize and centre crop in evaluation, to tensor,
+normalise). Its cost per image, ``fixed + per_pixel x side^2``, is measured on the dev machine's CPU by
+``benchmarks/input_pipeline.py`` (``input_costs.json``): a rented machine's cores differ, so a rate from
+``--cpu-workers`` is an estimate; ``--input-rate`` takes a measured one.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+
+DEFAULT_IMAGE_SIDE = 224
+# Above this many cores of decoding per GPU a job on synthetic data gets a warning: the vCPUs a rented GPU
+# usually comes with (8-12 on AutoDL-style and cloud machines: e.g. 96 vCPUs for 8 A100s).
+CORES_PER_RENTED_GPU = 8
+VISION_PREFIXES = ("torchvision:", "timm:")
+# Priors where the measured file is missing: PIL decode of a 500 x 375 JPEG and the transforms at 224 px.
+_PRIOR = {"train": {"fixed_s": 4e-3, "per_pixel_s": 2.5e-8}, "eval": {"fixed_s": 5e-3, "per_pixel_s": 3e-8}}
+
+
+@dataclass(frozen=True)
+class DecodeCost:
+    fixed_s: float        # decode of the source JPEG and per-image overheads, one core
+    per_pixel_s: float    # crop/resize, to-tensor and normalise, per output pixel
+
+    def per_image_s(self, side_px: int) -> float:
+        return self.fixed_s + self.per_pixel_s * side_px * side_px
+
+
+@lru_cache(maxsize=1)
+def _costs() -> dict:
+    try:
+        return json.loads(resources.files("gpuwise.runtime").joinpath("input_costs.json").read_text())
+    except (FileNotFoundError, ModuleNotFoundError):
+        return {"fit": _PRIOR, "cpu": "priors (not measured)"}
+
+
+def feeds_images(workload) -> bool:
+    """A job whose samples are images (a vision model, or an image size given)."""
+    return workload.image_size is not None or workload.model.startswith(VISION_PREFIXES)
+
+
+def decode_cost(training: bool) -> DecodeCost:
+    fit = _costs()["fit"]["train" if training else "eval"]
+    return DecodeCost(float(fit["fixed_s"]), float(fit["per_pixel_s"]))
+
+
+def measured_on() -> str:
+    """The CPU the costs were measured on (said with a rate derived from them)."""
+    return str(_costs().get("cpu", "unknown"))
+
+
+def workers_rate(cpu_workers: int, side_px: int | None, training: bool) -> float:
+    """Images/s that ``cpu_workers`` loader processes decode and transform."""
+    return cpu_workers / decode_cost(training).per_image_s(side_px or DEFAULT_IMAGE_SIDE)
+
+
+def cores_to_feed(samples_per_s: float, side_px: int | None, training: bool) -> float:
+    """Cores of JPEG decoding that keep ``samples_per_s`` images/s coming."""
+    return samples_per_s * decode_cost(training).per_image_s(side_px or DEFAULT_IMAGE_SIDE)

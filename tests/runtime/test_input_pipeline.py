@@ -1,0 +1,74 @@
+"""--cpu-workers: the input rate JPEG-decoding DataLoader workers deliver (measured per-image cost on one
+core, benchmarks/input_pipeline.py), and a warning when a vision job on synthetic data would need more
+decoding cores than a rented GPU comes with."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+
+import pytest
+
+from gpuwise.runtime import predict_step_time
+from gpuwise.runtime.input_pipeline import (CORES_PER_RENTED_GPU, cores_to_feed, decode_cost, feeds_images,
+                                            workers_rate)
+from gpuwise.runtime.stack import Stack
+from gpuwise.workload import Workload, WorkloadError
+from runtime_fakes import a100_like
+from test_runtime_stack import cnn_trace
+
+
+def test_the_measured_cost_is_a_few_milliseconds_an_image_and_grows_with_the_output_side():
+    for training in (True, False):
+        cost = decode_cost(training)
+        assert 1e-3 < cost.per_image_s(224) < 50e-3          # PIL decode of a 500 x 375 JPEG + transforms
+        assert cost.per_image_s(384) > cost.per_image_s(224) > cost.per_image_s(128)
+
+
+def test_workers_set_a_rate_in_proportion_and_cores_to_feed_is_its_inverse():
+    assert workers_rate(16, 224, True) == pytest.approx(2 * workers_rate(8, 224, True))
+    assert workers_rate(8, None, True) == workers_rate(8, 224, True)           # torchvision's default side
+    assert cores_to_feed(workers_rate(8, 224, True), 224, True) == pytest.approx(8)
+    stack = Stack.from_workload(Workload(model="torchvision:resnet50", cpu_workers=8))
+    assert stack.input_rate == pytest.approx(workers_rate(8, 224, True))
+    assert "8 CPU workers decoding JPEGs" in stack.describe()
+    # a measured rate is taken as given
+    assert Stack.from_workload(Workload(model="torchvision:resnet50", input_rate=123.0)).input_rate == 123.0
+
+
+def test_bad_or_conflicting_worker_settings_are_refused_or_named():
+    with pytest.raises(WorkloadError, match="cpu-workers"):
+        Workload(model="torchvision:resnet50", cpu_workers=0)
+    with pytest.raises(WorkloadError, match="not both"):
+        Workload(model="torchvision:resnet50", cpu_workers=4, input_rate=100.0)
+    text_model = Workload(model="hf:bert-base-uncased", cpu_workers=4)
+    assert any("--cpu-workers" in s for s in text_model.inert_settings())
+    assert not Workload(model="torchvision:resnet50", cpu_workers=4).inert_settings()
+    assert feeds_images(Workload(model="timm:vit_base_patch16_224")) and not feeds_images(text_model)
+
+
+def _training(trace, **changes):
+    return dataclasses.replace(trace, workload=trace.workload.with_(mode="train", optimizer="sgd", **changes))
+
+
+def test_few_workers_make_a_fast_gpu_data_bound_and_synthetic_data_warns_how_many_cores_it_takes():
+    gpu = a100_like()
+    base = _training(cnn_trace(256), model="torchvision:resnet50")
+    free = predict_step_time(base, gpu)
+    cores = cores_to_feed(free.samples_per_s, None, True)
+    assert cores > CORES_PER_RENTED_GPU                         # the fake CNN step is fast: the check has teeth
+    assert any("CPU cores of decoding" in w and f"~{cores:.0f}" in w for w in free.warnings)
+    starved = predict_step_time(_training(cnn_trace(256), model="torchvision:resnet50", cpu_workers=2), gpu)
+    assert starved.bound == "input" and starved.samples_per_s == pytest.approx(workers_rate(2, None, True))
+    assert any("data-bound" in w and "2 CPU workers" in w for w in starved.warnings)
+    # not an image model: no decoding warning
+    text = predict_step_time(_training(cnn_trace(256), model="test:cnn"), gpu)
+    assert not any("CPU cores of decoding" in w for w in text.warnings)
+
+
+def test_the_cli_refuses_both_rates_in_one_line():
+    result = subprocess.run([sys.executable, "-m", "gpuwise.cli.app", "estimate", "torchvision:resnet18",
+                             "--cpu-workers", "4", "--input-rate", "100"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.strip().count("\n") == 0 and "not both" in result.stderr
