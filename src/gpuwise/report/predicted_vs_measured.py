@@ -46,9 +46,21 @@ class PredictedVsMeasured:
     calibration: str | None            # "calibrated with 3 of your runs on rtx-4090"; None: the shipped model
     figures: tuple[Figure, ...]
 
+    def likely_step_time_range_s(self) -> tuple[float, float] | None:
+        """Where 8 in 10 held-out public runs measured, given the shipped model's prediction (runtime/accuracy.py);
+        None with a calibration of the user's (the range is the shipped model's) or without a prediction."""
+        from gpuwise.runtime.accuracy import load_accuracy
+
+        step = next((f for f in self.figures if f.name == "step time"), None)
+        acc = load_accuracy()
+        if self.calibration or acc is None or step is None or not step.predicted:
+            return None
+        return acc.likely_range_s(step.predicted)
+
     def to_dict(self) -> dict:
         return {"gpu": self.gpu, "workload": self.workload, "calibration": self.calibration,
-                "figures": [f.to_dict() for f in self.figures]}
+                "figures": [f.to_dict() for f in self.figures],
+                "likely_step_time_range_s": self.likely_step_time_range_s()}
 
 
 def compare(measured: Measurement, gpu: GPU, workload: Workload,
@@ -115,4 +127,12 @@ def comparison_lines(c: PredictedVsMeasured) -> list[str]:
         e = f.signed_error
         err = f"{e:+.1%}" if e is not None else "not measured" if f.measured is None else "-"
         lines.append(f"  {f.name:<17} predicted {fmt(f, f.predicted):>10}  measured {fmt(f, f.measured):>10}  error {err}")
+    step = next((f for f in c.figures if f.name == "step time"), None)
+    likely = c.likely_step_time_range_s()
+    if likely and step is not None and step.measured:
+        lo, hi = likely
+        where = "within" if lo <= step.measured <= hi else "outside"
+        lines.append(f"  measured time {where} the likely {format_duration(lo)} to {format_duration(hi)} "
+                     "(8 in 10 held-out runs);")
+        lines.append("  gpuwise calibrate LOG makes later predictions start from this run")
     return lines
