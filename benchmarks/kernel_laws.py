@@ -17,7 +17,7 @@ import json
 import math
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -147,7 +147,14 @@ def predict(cls: str, law, r: Rows, idx=slice(None), floor_s=None) -> np.ndarray
     return floor + streaming_time_s(law, r.dims["bytes"][idx], bandwidth_bytes_per_s=r.bw[idx])
 
 
-def fit(cls: str, r: Rows, train_gpus: list[str]):
+REUSE_AT_BOUND = 1.01   # an L2 reuse this close to one read per DRAM byte is at its bound
+
+
+def fit(cls: str, r: Rows, train_gpus: list[str], *, operand_term: bool = True):
+    """Robust least squares of one class on the training GPUs' rows. A tiled class whose L2 reuse runs
+    to its bound (the data asks for more operand traffic than a kernel without any L2 could move: the
+    term is standing in for something else) is refitted without the operand term: the same rule as
+    every other term that ran to a bound (benchmarks/README.md), applied in every fold."""
     rng = np.random.default_rng(0)
     idx = []
     for g in train_gpus:
@@ -159,11 +166,18 @@ def fit(cls: str, r: Rows, train_gpus: list[str]):
     if cls in TILED and cls not in SPLIT_K_CLASSES:
         theta0 = theta0[:3]
 
+    def law(theta):
+        out = law_from(cls, theta)
+        return out if operand_term or cls not in TILED else replace(out, l2_reuse=0.0)
+
     def residuals(theta):
-        return np.log(predict(cls, law_from(cls, theta), r, idx)) - log_meas
+        return np.log(predict(cls, law(theta), r, idx)) - log_meas
 
     res = least_squares(residuals, theta0, loss="soft_l1", f_scale=ROBUST_SCALE, diff_step=1e-4, max_nfev=300)
-    return law_from(cls, res.x)
+    fitted = law(res.x)
+    if operand_term and cls in TILED and fitted.l2_reuse < REUSE_AT_BOUND:
+        return fit(cls, r, train_gpus, operand_term=False)
+    return fitted
 
 
 def errors(pred: np.ndarray, meas: np.ndarray) -> np.ndarray:

@@ -9,7 +9,8 @@ Fitted on NeuSight's single-kernel timings (fp32, five GPUs; ``benchmarks/kernel
   u_max)``, and its operands, ``(tm + tn) K'`` elements per tile read through DRAM at the datasheet
   bandwidth, ``l2_reuse`` reads per DRAM byte (L2 serves the rest): a tile roofline, so small tiles are
   operand-bound on GPUs with little bandwidth per FLOP and more FLOP/s or bandwidth never makes a
-  kernel slower. The library's choice is taken as the fastest candidate. Tried and left out because
+  kernel slower (``l2_reuse`` 0: no operand term, where the fit ran it to its bound: linear and
+  bmm; Ada's 72-96 MB of L2 would otherwise be read as none). The library's choice is taken as the fastest candidate. Tried and left out because
   the kernel data drove them to a bound: a tile-size and a reduction-length term, a Winograd gain
   for 3x3 convolutions (cuDNN's mix of algorithms averages out to direct-convolution FLOPs at
   ``u_max``), split-K for batched GEMMs and convolutions. Replaced (third session): a logistic
