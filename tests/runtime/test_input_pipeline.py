@@ -44,6 +44,10 @@ def test_bad_or_conflicting_worker_settings_are_refused_or_named():
         Workload(model="torchvision:resnet50", cpu_workers=4, input_rate=100.0)
     text_model = Workload(model="hf:bert-base-uncased", cpu_workers=4)
     assert any("--cpu-workers" in s for s in text_model.inert_settings())
+    # the rule that names it inert is the rule that applies it: no JPEG-decoding rate for a text model
+    assert Stack.from_workload(text_model).input_rate is None
+    hub_vit = Workload(model="hf:google/vit-base-patch16-224", cpu_workers=4, image_size=224)
+    assert not hub_vit.inert_settings() and Stack.from_workload(hub_vit).input_rate == workers_rate(4, 224, True)
     assert not Workload(model="torchvision:resnet50", cpu_workers=4).inert_settings()
     assert feeds_images(Workload(model="timm:vit_base_patch16_224")) and not feeds_images(text_model)
 
@@ -62,6 +66,8 @@ def test_few_workers_make_a_fast_gpu_data_bound_and_synthetic_data_warns_how_man
     starved = predict_step_time(_training(cnn_trace(256), model="torchvision:resnet50", cpu_workers=2), gpu)
     assert starved.bound == "input" and starved.samples_per_s == pytest.approx(workers_rate(2, None, True))
     assert any("data-bound" in w and "2 CPU workers" in w for w in starved.warnings)
+    one = predict_step_time(_training(cnn_trace(256), model="torchvision:resnet50", cpu_workers=1), gpu)
+    assert any("(1 CPU worker decoding" in w for w in one.warnings)
     # not an image model: no decoding warning
     text = predict_step_time(_training(cnn_trace(256), model="test:cnn"), gpu)
     assert not any("CPU cores of decoding" in w for w in text.warnings)
@@ -72,3 +78,17 @@ def test_the_cli_refuses_both_rates_in_one_line():
                              "--cpu-workers", "4", "--input-rate", "100"], capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.strip().count("\n") == 0 and "not both" in result.stderr
+
+
+def test_estimate_on_every_gpu_says_the_decoding_cores_once(cli_json, capsys):
+    from gpuwise.cli.app import main
+
+    argv = ["estimate", "torchvision:resnet50", "--batch-size", "128", "--precision", "amp-bf16", "--gpu", "all"]
+    rows = cli_json([*argv, "--json"])["per_gpu"]
+    assert any(any("CPU cores of decoding" in w for w in r["warnings"]) for r in rows)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as done:
+        main(argv)
+    assert not done.value.code
+    text = capsys.readouterr().out
+    assert text.count("CPU cores of") == 1 and "of these GPUs" in text

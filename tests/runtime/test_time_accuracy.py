@@ -51,3 +51,36 @@ def test_recommend_says_how_far_times_and_costs_may_be(cli_json, capsys):
     out = cli_json([*argv, "--json"])
     assert out["time_accuracy"]["ratio_q10"] == load_accuracy().ratio_q10
     assert "held-out public runs took" in _text(argv, capsys)
+
+
+def test_no_range_where_no_held_out_run_measures_the_error(cli_json, capsys):
+    # the 140 held-out runs are traced CNN/transformer jobs: the LLM closed form gets no borrowed range
+    llm = ["hf:Qwen/Qwen2.5-7B", "--finetune", "lora", "--seq-len", "1024", "--batch-size", "4",
+           "--precision", "bf16", "--gpu", "a100-80gb-sxm4"]
+    out = cli_json(["estimate", *llm, "--json"])
+    assert out["method"] == "closed-form" and out["time"]["step_time_s"] > 0
+    assert out["time"]["likely_step_time_range_s"] is None
+    assert "likely " not in _text(["estimate", *llm], capsys)
+    # nor a step the user's input rate sets (the key is there, null)
+    fed = cli_json(["estimate", "torchvision:resnet18", "--gpu", "a100-80gb-sxm4", "--batch-size", "8",
+                    "--input-rate", "10", "--json"])
+    assert fed["time"]["bound"] == "input" and fed["time"]["likely_step_time_range_s"] is None
+
+
+def test_recommend_says_when_the_deadline_is_met_only_by_the_prediction(cli_json, capsys):
+    base = ["recommend", "torchvision:resnet18", "--batch-size", "32", "--samples", "200000", "--gpus", "t4",
+            "--max-gpus", "1"]
+    best_s = cli_json([*base, "--json"])["best"]["total_time_s"]
+    _, slow = load_accuracy().likely_range_s(best_s)
+    tight = _text([*base, "--deadline", f"{best_s * 1.05:.0f}s"], capsys)
+    assert "at risk:" in tight and "past the" in tight
+    roomy = _text([*base, "--deadline", f"{slow * 1.1:.0f}s"], capsys)
+    assert "Best:" in roomy and "at risk:" not in roomy
+
+
+def test_recommend_shows_the_decoding_cores_the_pick_needs(cli_json, capsys):
+    argv = ["recommend", "torchvision:resnet50", "--batch-size", "256", "--precision", "amp-bf16", "--samples",
+            "100000", "--gpus", "h100-sxm", "--max-gpus", "1"]
+    best = cli_json([*argv, "--json"])["best"]
+    assert any("CPU cores of decoding" in w for w in best["warnings"])
+    assert "CPU cores of" in _text(argv, capsys)

@@ -100,7 +100,7 @@ CompileOpt = Annotated[bool, typer.Option("--compile", help="torch.compile: fewe
 OptimizerImplOpt = Annotated[str, typer.Option("--optimizer-impl", help="foreach (PyTorch's default), fused, for-loop.")]
 KeepGradsOpt = Annotated[bool, typer.Option("--keep-grads", help="zero_grad(set_to_none=False): gradients stay allocated between steps.")]
 InputRateOpt = Annotated[Optional[float], typer.Option("--input-rate", help="Samples/s the input pipeline delivers (default: synthetic data, no limit).")]
-CpuWorkersOpt = Annotated[Optional[int], typer.Option("--cpu-workers", help="DataLoader workers decoding JPEGs (vision): sets the input rate from torchvision's transforms as measured on one core (default: synthetic data).")]
+CpuWorkersOpt = Annotated[Optional[int], typer.Option("--cpu-workers", help="DataLoader workers decoding JPEGs per GPU (vision models): sets the input rate from torchvision's transforms as measured on one core (default: synthetic data).")]
 EngineOpt = Annotated[str, typer.Option("--engine", help="LLM inference engine: hf (generate, eager; default) or vllm.")]
 LogitsOpt = Annotated[str, typer.Option("--logits", help="LLM loss: fp32 (default: transformers upcasts the logits), chunked (LitGPT's chunked cross-entropy), fused (Liger).")]
 LoraDropoutOpt = Annotated[float, typer.Option("--lora-dropout", help="LoRA dropout (default 0.05, as LitGPT/QLoRA/TRL recipes; 0 keeps no mask or copy).")]

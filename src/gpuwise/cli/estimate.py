@@ -158,6 +158,7 @@ def _render(out: dict, est) -> None:
                          format_duration(row["step_time_s"]) if row["step_time_s"] else "-",
                          f"{row['samples_per_s']:.1f}" if row["samples_per_s"] else "-", row["bound"] or "-")
         con.print(c.fit_to_console(grid))
+        _say_decoding_cores(out["per_gpu"])
     notes = (out["trace"] or {}).get("notes", []) + list(mem.get("notes", []))
     for note in notes:
         con.print(f"[dim]note: {note}[/]")
@@ -166,6 +167,18 @@ def _render(out: dict, est) -> None:
     vision = feeds_images(est.workload)
     layout = ", channels-first unless --channels-last" if vision else ""
     con.print(f"[dim]Assumes PyTorch 2.x eager mode with cuDNN{layout}.[/]")
+
+
+def _say_decoding_cores(rows: list[dict]) -> None:
+    """The table has no room for warnings: the one a renter must not miss (real JPEGs need more CPU cores than the
+    GPU comes with) is said once, for the fastest GPU that needs it."""
+    from gpuwise.runtime.input_pipeline import is_decoding_warning
+
+    needing = [r for r in rows if any(is_decoding_warning(w) for w in r.get("warnings", ()))]
+    if needing:
+        top = max(needing, key=lambda r: r["samples_per_s"] or 0)
+        warning = next(w for w in top["warnings"] if is_decoding_warning(w))
+        c.console.print(f"[yellow]warning:[/] on {len(needing)} of these GPUs, e.g. {top['gpu']}: {warning}")
 
 
 def _why_not_short(reason: str) -> str:

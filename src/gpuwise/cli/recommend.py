@@ -100,12 +100,15 @@ def recommend(
     if launch:
         typer.echo(launch["text"], nl=False)
         return
-    _render(rec, show_all)
+    _render(rec, show_all, constraints.deadline_s)
     accuracy = load_accuracy()
-    if accuracy is not None:
+    if accuracy is not None and rec.method == "traced":
         low, high = accuracy.likely_range_s(1.0)
         c.console.print(f"[dim]Times and costs: 8 in 10 held-out public runs took {low:.2f}-{high:.2f}x the "
                         f"predicted time (median error {accuracy.median_abs_error:.0%}).[/]")
+    elif accuracy is not None:
+        c.console.print(f"[dim]Times and costs: the LLM closed form (docs/llm.md); no held-out public runs "
+                        f"measure its time error yet.[/]")
     for label in calibrated:
         c.console.print(f"[dim]Step times and memory {label} (--no-user-calibration: the shipped model).[/]")
     if plot:
@@ -123,7 +126,7 @@ def _cost(o) -> str:
     return format_money(o.total_cost_ranked, o.ranking_currency) if o.total_cost_ranked is not None else "-"
 
 
-def _render(rec, show_all: bool) -> None:
+def _render(rec, show_all: bool, deadline_s: float | None = None) -> None:
     con = c.console
     w = rec.workload
     con.print(f"[bold]{w.model}[/]  {w.mode}, {w.precision}, optimizer {w.optimizer}  [dim]({rec.method})[/]")
@@ -152,6 +155,7 @@ def _render(rec, show_all: bool) -> None:
                   f"({format_duration(b.step_time_s)} a step), "
                   f"{_cost(b)} (micro-batch {b.batch_size}, {b.grad_accum_steps} accumulation step(s), "
                   f"needs {format_bytes(b.peak_total_bytes)} of {format_bytes(b.gpu_memory_bytes)})")
+        _risks(b, deadline_s)
         if rec.fastest is not None and rec.fastest is not b:
             f = rec.fastest
             con.print(f"Fastest: {f.count}× {f.gpu_name} from {f.provider}{_at(rec, f)}: "
@@ -172,6 +176,24 @@ def _render(rec, show_all: bool) -> None:
                   f"{format_duration(r['total_time_s'])}, {format_money(r['total_cost'], r['currency'])} ({r['provider']})")
     for note in rec.notes:
         con.print(f"[dim]note: {note}[/]")
+
+
+def _risks(best, deadline_s: float | None) -> None:
+    """What the table cannot show about the pick: real JPEGs needing more CPU cores than the GPU comes with,
+    and a deadline met by the prediction but not at the slow end of its likely range (runtime/accuracy.py)."""
+    from gpuwise.runtime.accuracy import load_accuracy
+    from gpuwise.runtime.input_pipeline import is_decoding_warning
+
+    for warning in best.warnings:
+        if is_decoding_warning(warning):
+            c.console.print(f"  [yellow]warning:[/] {warning}")
+    accuracy = load_accuracy()
+    if deadline_s and accuracy is not None and best.total_time_s and best.bound != "input":
+        _, slow = accuracy.likely_range_s(best.total_time_s)
+        if slow > deadline_s:
+            c.console.print(f"  [yellow]at risk:[/] at the slow end of the likely range "
+                            f"({slow / best.total_time_s:.2f}x the prediction) it would take {format_duration(slow)}, "
+                            f"past the {format_duration(deadline_s)} deadline")
 
 
 _COLUMNS = ("", "gpu", "provider", "batch", "needs", "job time", "job cost")

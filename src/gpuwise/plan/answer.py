@@ -34,7 +34,7 @@ def _timed(e) -> dict:
     """Step time, throughput and bound of one GPU's estimate; none where the job cannot run there."""
     t = None if cannot_run(e.workload, e.gpu) else e.time
     return {"step_time_s": t.step_time_s if t else None, "samples_per_s": t.samples_per_s if t else None,
-            "bound": t.bound if t else None}
+            "bound": t.bound if t else None, "warnings": list(t.warnings) if t else []}
 
 
 def estimate_answer(
@@ -60,9 +60,10 @@ def estimate_answer(
     if est.time is not None and not why_not:
         time = est.time.to_dict()
         time.update(job_time(est.time.step_time_s, est.workload, job) or {})
-        if accuracy is not None and est.time.bound != "input":   # an input-bound step is the user's own rate
-            # 8 in 10 held-out published runs measured within this range of such a prediction
-            time["likely_step_time_range_s"] = list(accuracy.likely_range_s(est.time.step_time_s))
+        # 8 in 10 held-out published runs measured within this range of such a prediction: traced jobs only
+        # (the held-out runs are; the LLM closed form has none), and not for a step the input rate sets
+        covered = accuracy is not None and model.method == "traced" and est.time.bound != "input"
+        time["likely_step_time_range_s"] = list(accuracy.likely_range_s(est.time.step_time_s)) if covered else None
     inference = est.inference.to_dict() if est.inference is not None else None
     fit = fits(est.memory.total_upper_bytes, gpu, headroom_fraction) if gpu else None
     changes: tuple = ()

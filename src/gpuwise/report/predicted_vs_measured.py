@@ -45,6 +45,7 @@ class PredictedVsMeasured:
     workload: dict
     calibration: str | None            # "calibrated with 3 of your runs on rtx-4090"; None: the shipped model
     figures: tuple[Figure, ...]
+    method: str = "traced"             # or "closed-form" (LLMs): no held-out runs measure its time error
 
     def likely_step_time_range_s(self) -> tuple[float, float] | None:
         """Where 8 in 10 held-out public runs measured, given the shipped model's prediction (runtime/accuracy.py);
@@ -53,7 +54,7 @@ class PredictedVsMeasured:
 
         step = next((f for f in self.figures if f.name == "step time"), None)
         acc = load_accuracy()
-        if self.calibration or acc is None or step is None or not step.predicted:
+        if self.calibration or self.method != "traced" or acc is None or step is None or not step.predicted:
             return None
         return acc.likely_range_s(step.predicted)
 
@@ -67,7 +68,8 @@ def compare(measured: Measurement, gpu: GPU, workload: Workload,
             progress: Callable[[str], None] | None = None) -> PredictedVsMeasured:
     """The estimate of ``workload`` on ``gpu`` beside the measurement; GpuwiseError (a model that cannot be
     traced) is the caller's to turn into a note."""
-    est = model_for(workload, progress).estimate(gpu, count=workload.num_gpus)
+    model = model_for(workload, progress)
+    est = model.estimate(gpu, count=workload.num_gpus)
     mem = est.memory
     figures = (
         Figure("step time", "s", est.time.step_time_s if est.time else None, measured.step_time_s),
@@ -75,7 +77,7 @@ def compare(measured: Measurement, gpu: GPU, workload: Workload,
         Figure("peak reserved", "bytes", mem.peak_reserved_bytes, measured.peak_reserved_bytes),
         Figure("nvidia-smi total", "bytes", mem.total_bytes, measured.process_memory_bytes),
     )
-    return PredictedVsMeasured(gpu.id, workload.to_dict(), est.calibration, figures)
+    return PredictedVsMeasured(gpu.id, workload.to_dict(), est.calibration, figures, model.method)
 
 
 def measured_against_prediction(

@@ -63,3 +63,21 @@ def workers_rate(cpu_workers: int, side_px: int | None, training: bool) -> float
 def cores_to_feed(samples_per_s: float, side_px: int | None, training: bool) -> float:
     """Cores of JPEG decoding that keep ``samples_per_s`` images/s coming."""
     return samples_per_s * decode_cost(training).per_image_s(side_px or DEFAULT_IMAGE_SIDE)
+
+
+DECODING_WARNING_START = "feeding "
+
+
+def decoding_warning(samples_per_s: float, side_px: int | None) -> str | None:
+    """What a vision training job on synthetic data would need from real JPEGs, when that is more decoding
+    cores than a rented GPU usually comes with; None otherwise."""
+    cores = cores_to_feed(samples_per_s, side_px, training=True)
+    if cores <= CORES_PER_RENTED_GPU:
+        return None
+    return (f"{DECODING_WARNING_START}{samples_per_s:,.0f} images/s per GPU from JPEGs takes ~{cores:.0f} CPU cores "
+            f"of decoding (torchvision's transforms, measured on one core of {measured_on()}); rented machines "
+            f"often have {CORES_PER_RENTED_GPU} or so per GPU: --cpu-workers N or --input-rate N models the pipeline")
+
+
+def is_decoding_warning(text: str) -> bool:
+    return text.startswith(DECODING_WARNING_START) and "CPU cores of decoding" in text

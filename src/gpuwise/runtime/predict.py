@@ -16,7 +16,7 @@ from gpuwise.runtime.calibration import Calibration, load_calibration
 from gpuwise.runtime.classify import CLASSES, VIEW
 from gpuwise.runtime.comm import data_parallel_comm, gradients_from_trace
 from gpuwise.runtime.host import COMPILED_KERNEL_S
-from gpuwise.runtime.input_pipeline import CORES_PER_RENTED_GPU, cores_to_feed, feeds_images, measured_on
+from gpuwise.runtime.input_pipeline import decoding_warning, feeds_images
 from gpuwise.runtime.kernels import OpTime, op_times
 from gpuwise.runtime.model import RuntimeError_, StepTime
 from gpuwise.runtime.rates import fallback_warning
@@ -172,13 +172,9 @@ def predict_step_time(
             step_s = data_s
     elif trace.workload.is_training and feeds_images(trace.workload) and step_s > 0:
         # Synthetic data assumed: say what real JPEGs would take when it is more than a rented GPU's share of cores
-        rate = trace.samples_per_step * accum / step_s
-        cores = cores_to_feed(rate, trace.workload.image_size, training=True)
-        if cores > CORES_PER_RENTED_GPU:
-            warnings.append(
-                f"feeding {rate:,.0f} images/s per GPU from JPEGs takes ~{cores:.0f} CPU cores of decoding "
-                f"(torchvision's transforms, measured on one core of {measured_on()}); rented machines often "
-                f"have {CORES_PER_RENTED_GPU} or so per GPU: --cpu-workers N or --input-rate N models the pipeline")
+        warning = decoding_warning(trace.samples_per_step * accum / step_s, trace.workload.image_size)
+        if warning:
+            warnings.append(warning)
     host_total = micro_host_s * accum + opt.host_s
     device_total = micro_device_s * accum + opt_device_s
     if input_bound:

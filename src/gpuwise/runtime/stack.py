@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpuwise.runtime.input_pipeline import workers_rate
+from gpuwise.runtime.input_pipeline import feeds_images, workers_rate
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,7 @@ class Stack:
     @classmethod
     def from_workload(cls, wl) -> "Stack":
         rate, workers = getattr(wl, "input_rate", None), getattr(wl, "cpu_workers", None)
-        if rate is None and workers:
+        if rate is None and workers and feeds_images(wl):    # else said to be inert (Workload.inert_settings)
             rate = workers_rate(workers, getattr(wl, "image_size", None), wl.is_training)
         return cls(
             training=wl.is_training, channels_last=bool(getattr(wl, "channels_last", False)),
@@ -47,7 +47,8 @@ class Stack:
     def describe_input(self) -> str:
         if not self.input_rate:
             return "synthetic data (no input pipeline)"
-        workers = f" ({self.cpu_workers} CPU workers decoding JPEGs)" if self.cpu_workers else ""
+        plural = "s" if self.cpu_workers != 1 else ""
+        workers = f" ({self.cpu_workers} CPU worker{plural} decoding JPEGs)" if self.cpu_workers else ""
         return f"input pipeline{workers} delivers {self.input_rate:,.0f} samples/s"
 
 

@@ -143,9 +143,11 @@ class Workload:
                 out.append("--max-new-tokens has no effect with --mode train (it sizes generation: --mode infer)")
             if given("engine"):
                 out.append(f"--engine {self.engine} has no effect with --mode train (it is the serving engine)")
-        if self.cpu_workers is not None and self.model.startswith("hf:") and self.image_size is None:
-            out.append("--cpu-workers has no effect on a text model (it sizes JPEG decoding; --input-rate sets "
-                       "any pipeline's rate)")
+        from gpuwise.runtime.input_pipeline import feeds_images
+
+        if self.cpu_workers is not None and not feeds_images(self):
+            out.append("--cpu-workers has no effect: the model's samples are not known to be images (give "
+                       "--image-size for a Hub vision model; --input-rate sets any pipeline's rate)")
         if self.finetune not in ("lora", "qlora"):
             for name, flag in (("lora_rank", "--lora-rank"), ("lora_targets", "--lora-targets"),
                                ("lora_dropout", "--lora-dropout")):
