@@ -155,12 +155,17 @@ def _render(rec, show_all: bool, deadline_s: float | None = None) -> None:
                   f"({format_duration(b.step_time_s)} a step), "
                   f"{_cost(b)} (micro-batch {b.batch_size}, {b.grad_accum_steps} accumulation step(s), "
                   f"needs {format_bytes(b.peak_total_bytes)} of {format_bytes(b.gpu_memory_bytes)})")
+        also = [name for name, o in (("the fastest", rec.fastest), ("the best value (least cost × time)",
+                                                                    rec.best_value)) if o is b]
+        if also:
+            con.print(f"  also {' and '.join(also)}")
         _risks(b, deadline_s)
         if rec.fastest is not None and rec.fastest is not b:
             f = rec.fastest
-            con.print(f"Fastest: {f.count}× {f.gpu_name} from {f.provider}{_at(rec, f)}: "
+            value = " and best value (least cost × time)" if rec.best_value is f else ""
+            con.print(f"Fastest{value}: {f.count}× {f.gpu_name} from {f.provider}{_at(rec, f)}: "
                       f"{format_duration(f.total_time_s)}, {_cost(f)}")
-        if rec.best_value is not None and rec.best_value is not b:
+        if rec.best_value is not None and rec.best_value is not b and rec.best_value is not rec.fastest:
             v = rec.best_value
             con.print(f"Value (least cost × time): {v.count}× {v.gpu_name} from {v.provider}{_at(rec, v)}: "
                       f"{format_duration(v.total_time_s)}, {_cost(v)}")
@@ -216,7 +221,7 @@ def _options_table(shown, marks: dict, *, best, width: int,
     reasons = [(f"at {fallback[o.gpu]}: " if o.gpu in fallback else "") + (o.excluded_because or (o.bound or ""))
                for o in shown]
     for compact in (False, True):
-        rows = [_row_cells(o, marks, stack_marks=compact) for o in shown]
+        rows = [_row_cells(o, marks, one_mark=compact) for o in shown]
         room = width - c.natural_width(_table(rows, None, compact=compact)) - (1 if compact else 3)
         if room >= max(min(_WHY_MIN_WIDTH, max(map(len, reasons), default=0)), _WHY_NARROWEST):
             break
@@ -247,10 +252,12 @@ def _table(rows: list[list[str]], reasons: list[str] | None, styles: list[str] |
     return table
 
 
-def _row_cells(o, marks: dict, *, stack_marks: bool = False) -> list[str]:
+def _row_cells(o, marks: dict, *, one_mark: bool = False) -> list[str]:
     batch = f"{o.batch_size}×{o.grad_accum_steps}" if o.batch_size and o.grad_accum_steps > 1 else str(o.batch_size or "-")
     return [
-        ("\n" if stack_marks else "+").join(marks.get(id(o), [])), o.gpu + (f" ×{o.count}" if o.count > 1 else ""),
+        # narrow: the strongest mark only (a stack of marks read as empty rows); the lines below say the rest
+        (marks.get(id(o), [""])[0] if one_mark else "+".join(marks.get(id(o), []))),
+        o.gpu + (f" ×{o.count}" if o.count > 1 else ""),
         (o.provider or "-") + (" (spot)" if o.spot else ""), batch,
         format_bytes(o.peak_total_bytes) if o.peak_total_bytes else "-",
         format_duration(o.total_time_s) if o.total_time_s else "-", _cost(o),
