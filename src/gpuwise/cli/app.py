@@ -140,8 +140,25 @@ def _log_to_stderr() -> None:
         logger.propagate = False
 
 
+def _usage_error_in_one_line(exc) -> None:
+    """A bad option value or a missing argument, as every other bad input is said: one line on stderr (typer
+    would draw the usage and a boxed panel: five lines for '--num-gpus abc'). Exit code 2 as click's."""
+    if exc.__class__.__name__ == "NoArgsIsHelpError":     # bare `gpuwise`: typer prints the help itself
+        return
+    from gpuwise.text import printable
+
+    ctx = getattr(exc, "ctx", None)
+    hint = f" (see {ctx.command_path} --help)" if ctx is not None else ""
+    print(f"gpuwise: error: {printable(exc.format_message())}{hint}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> None:
     _log_to_stderr()
+    import typer.rich_utils
+
+    # typer calls rich_utils.rich_format_error for click's usage errors (typer.core._main); it is looked up
+    # on the module at each call, so this is where a CLI built on typer can say them its own way
+    typer.rich_utils.rich_format_error = _usage_error_in_one_line
     modules = _modules_for(sys.argv[1:] if argv is None else argv)
     if modules is not None:
         app._lazy = True
