@@ -170,3 +170,12 @@ def test_the_layout_note_is_for_image_models_only():
     assert "channels" not in llm and "Assumes PyTorch 2.x eager mode" in llm
     cnn = gpuwise("estimate", "torchvision:resnet18", "--batch-size", "2", "--image-size", "64").stdout
     assert "channels-first unless --channels-last" in words(cnn)
+
+
+def test_recommend_prices_no_job_for_an_option_that_does_not_fit():
+    # the table showed "12.1 h ¥9.40" for an RTX A4000 that is out of memory at batch 1
+    out = gpuwise("recommend", "hf:Qwen/Qwen2.5-7B", "--finetune", "lora", "--seq-len", "1024", "--batch-size", "4",
+                  "--steps", "2000", "--provider", "autodl", "--gpus", "rtx-a4000,h800", "--max-gpus", "1",
+                  "--all").stdout
+    row = next(line for line in out.splitlines() if "rtx-a4000" in line and "autodl" in line)
+    assert row.split()[-4:-2] == ["-", "-"] and "¥" not in row, out

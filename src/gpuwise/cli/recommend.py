@@ -260,7 +260,8 @@ def _row_cells(o, marks: dict, *, one_mark: bool = False) -> list[str]:
         o.gpu + (f" ×{o.count}" if o.count > 1 else ""),
         (o.provider or "-") + (" (spot)" if o.spot else ""), batch,
         format_bytes(o.peak_total_bytes) if o.peak_total_bytes else "-",
-        format_duration(o.total_time_s) if o.total_time_s else "-", _cost(o),
+        # an option that does not fit in memory has no job to time or price (--json keeps the figures)
+        format_duration(o.total_time_s) if o.total_time_s and o.fits else "-", _cost(o) if o.fits else "-",
     ]
 
 
