@@ -43,6 +43,9 @@ def test_wording_says_how_much_is_spare_or_missing(t4):
     usable = usable_bytes(t4)
     roomy = _memory(usable - 3 * GIB, GIB)
     assert fit_wording(roomy, usable).startswith("fits with 2.0 GiB to spare")
+    # the low end is the total the estimate's table shows (it read "needs up to" the high end alone)
+    low, high = roomy.total_bytes / GIB, roomy.total_upper_bytes / GIB
+    assert f"(needs {low:.1f}–{high:.1f} of " in fit_wording(roomy, usable)
     assert Estimate(Workload("hf:gpt2"), t4, 1, roomy, None).fits is True
     assert fit_wording(_memory(usable + GIB, GIB), usable).startswith("does not fit")
 
