@@ -11,10 +11,10 @@ import sys
 import pytest
 
 from gpuwise.runtime import predict_step_time
-from gpuwise.runtime.input_pipeline import (CORES_PER_RENTED_GPU, cores_to_feed, decode_cost, feeds_images,
-                                            workers_rate)
+from gpuwise.runtime.input_pipeline import CORES_PER_RENTED_GPU, cores_to_feed, decode_cost, workers_rate
 from gpuwise.runtime.stack import Stack
 from gpuwise.workload import Workload, WorkloadError
+from gpuwise.workload.model import feeds_images
 from runtime_fakes import a100_like
 from test_runtime_stack import cnn_trace
 

@@ -71,7 +71,7 @@ def test_no_kernel_beats_the_datasheet_peak_or_bandwidth_on_any_catalog_gpu():
 def test_shipped_laws_keep_every_utilisation_at_most_one():
     laws = load_laws()
     for law in laws.tiled.values():
-        assert 0 < law.u_max < 1 and 0 <= law.split_k_eff <= 1 and law.wave_half >= 0 and law.l2_reuse >= 1
+        assert 0 < law.u_max < 1 and 0 <= law.split_k_eff <= 1 and law.wave_half >= 0 and (law.l2_reuse == 0 or law.l2_reuse >= 1)
         # The densest GEMM imaginable on a GPU with a lot of bandwidth per FLOP still stays under peak.
         t = tiled_time_s(law, 1, 1 << 16, 1 << 16, 1 << 16, sm_count=100, peak_flops_per_s=1e13,
                          bandwidth_bytes_per_s=1e13)

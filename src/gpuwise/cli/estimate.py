@@ -162,7 +162,7 @@ def _render(out: dict, est) -> None:
     notes = (out["trace"] or {}).get("notes", []) + list(mem.get("notes", []))
     for note in notes:
         con.print(f"[dim]note: {note}[/]")
-    from gpuwise.runtime.input_pipeline import feeds_images
+    from gpuwise.workload.model import feeds_images
 
     vision = feeds_images(est.workload)
     layout = ", channels-first unless --channels-last" if vision else ""

@@ -86,7 +86,7 @@ def recommend(
             auto_batch=auto, effective_batch=effective_batch, per_gpu_batch=per_gpu_batch,
             currency=currency, remedies=remedies, progress=progress,
         )
-    from gpuwise.runtime.accuracy import load_accuracy
+    from gpuwise.plan.accuracy import load_accuracy
 
     if plot:
         plot_recommendation(rec, plot, constraints.deadline_s)
@@ -102,11 +102,12 @@ def recommend(
         return
     _render(rec, show_all, constraints.deadline_s)
     accuracy = load_accuracy()
-    if accuracy is not None and rec.method == "traced":
+    timed = any(o.total_time_s and o.fits for o in rec.options)      # a table with no times needs no footer
+    if accuracy is not None and rec.method == "traced" and timed:
         low, high = accuracy.likely_range_s(1.0)
         c.console.print(f"[dim]Times and costs: 8 in 10 held-out public runs took {low:.2f}-{high:.2f}x the "
                         f"predicted time (median error {accuracy.median_abs_error:.0%}).[/]")
-    elif accuracy is not None:
+    elif accuracy is not None and timed:
         c.console.print(f"[dim]Times and costs: the LLM closed form (docs/llm.md); no held-out public runs "
                         f"measure its time error yet.[/]")
     for label in calibrated:
@@ -186,7 +187,7 @@ def _render(rec, show_all: bool, deadline_s: float | None = None) -> None:
 def _risks(best, deadline_s: float | None) -> None:
     """What the table cannot show about the pick: real JPEGs needing more CPU cores than the GPU comes with,
     and a deadline met by the prediction but not at the slow end of its likely range (runtime/accuracy.py)."""
-    from gpuwise.runtime.accuracy import load_accuracy
+    from gpuwise.plan.accuracy import load_accuracy
     from gpuwise.runtime.input_pipeline import is_decoding_warning
 
     for warning in best.warnings:

@@ -19,7 +19,7 @@ from gpuwise.plan.fit import fits, spare_bytes, usable_bytes
 from gpuwise.plan.profile import WorkloadModel, cannot_run, largest_fitting_batch
 from gpuwise.plan.recommend import JobSize
 from gpuwise.plan.remedies import changes_that_fit
-from gpuwise.runtime.accuracy import load_accuracy
+from gpuwise.plan.accuracy import likely_step_time_range_s, load_accuracy
 
 
 def job_time(step_time_s: float, workload, job: JobSize | None) -> dict | None:
@@ -60,10 +60,9 @@ def estimate_answer(
     if est.time is not None and not why_not:
         time = est.time.to_dict()
         time.update(job_time(est.time.step_time_s, est.workload, job) or {})
-        # 8 in 10 held-out published runs measured within this range of such a prediction: traced jobs only
-        # (the held-out runs are; the LLM closed form has none), and not for a step the input rate sets
-        covered = accuracy is not None and model.method == "traced" and est.time.bound != "input"
-        time["likely_step_time_range_s"] = list(accuracy.likely_range_s(est.time.step_time_s)) if covered else None
+        likely = likely_step_time_range_s(est.time.step_time_s, method=model.method, bound=est.time.bound,
+                                          calibrated=bool(est.calibration))
+        time["likely_step_time_range_s"] = list(likely) if likely else None
     inference = est.inference.to_dict() if est.inference is not None else None
     fit = fits(est.memory.total_upper_bytes, gpu, headroom_fraction) if gpu else None
     changes: tuple = ()

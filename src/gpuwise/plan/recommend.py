@@ -246,7 +246,7 @@ def _evaluate(model, gpu: GPU, offer: Offer, count: int, job: JobSize, constrain
                                         limit=per_gpu, provider=where)
         if largest == 0:
             est = model.estimate(gpu, count=count, batch_size=1, with_time=False, provider=where)
-            return excluded(_oom_reason(1, est.memory.total_upper_bytes, gpu, constraints), batch_size=1,
+            return excluded(_oom_reason(1, est.memory, gpu, constraints), batch_size=1,
                             peak_total_bytes=est.memory.total_upper_bytes)
         micro = max(d for d in _divisors(per_gpu) if d <= largest)
     else:
@@ -284,13 +284,15 @@ def _evaluate(model, gpu: GPU, offer: Offer, count: int, job: JobSize, constrain
         warnings=split_note + (tuple(step.warnings) if step else ()), **quote,
     )
     if not option.fits:
-        option = replace(option, excluded_because=_oom_reason(micro, est.memory.total_upper_bytes, gpu, constraints))
+        option = replace(option, excluded_because=_oom_reason(micro, est.memory, gpu, constraints))
     return option
 
 
-def _oom_reason(batch: int, total_bytes: int, gpu: GPU, constraints: Constraints) -> str:
+def _oom_reason(batch: int, memory, gpu: GPU, constraints: Constraints) -> str:
+    """The fit line's words (memory.uncertainty.fit_wording): the estimate's total to its upper side."""
     kept = f" with {constraints.headroom_fraction:.0%} kept free" if constraints.headroom_fraction else ""
-    return (f"OOM at batch {batch}: needs up to {format_bytes(total_bytes)}, "
+    needs = f"{format_bytes(memory.total_bytes)}–{format_bytes(memory.total_upper_bytes)}"
+    return (f"OOM at batch {batch}: needs {needs}, "
             f"{format_bytes(usable_bytes(gpu, constraints.headroom_fraction))} usable{kept}")
 
 

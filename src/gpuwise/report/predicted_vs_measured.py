@@ -50,13 +50,11 @@ class PredictedVsMeasured:
     def likely_step_time_range_s(self) -> tuple[float, float] | None:
         """Where 8 in 10 held-out public runs measured, given the shipped model's prediction (runtime/accuracy.py);
         None with a calibration of the user's (the range is the shipped model's) or without a prediction."""
-        from gpuwise.runtime.accuracy import load_accuracy
+        from gpuwise.plan.accuracy import likely_step_time_range_s
 
         step = next((f for f in self.figures if f.name == "step time"), None)
-        acc = load_accuracy()
-        if self.calibration or self.method != "traced" or acc is None or step is None or not step.predicted:
-            return None
-        return acc.likely_range_s(step.predicted)
+        return likely_step_time_range_s(step.predicted if step else None, method=self.method,
+                                        calibrated=bool(self.calibration))
 
     def to_dict(self) -> dict:
         return {"gpu": self.gpu, "workload": self.workload, "calibration": self.calibration,

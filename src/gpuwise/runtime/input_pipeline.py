@@ -18,7 +18,6 @@ DEFAULT_IMAGE_SIDE = 224
 # Above this many cores of decoding per GPU a job on synthetic data gets a warning: the vCPUs a rented GPU
 # usually comes with (8-12 on AutoDL-style and cloud machines: e.g. 96 vCPUs for 8 A100s).
 CORES_PER_RENTED_GPU = 8
-VISION_PREFIXES = ("torchvision:", "timm:")
 # Priors where the measured file is missing: PIL decode of a 500 x 375 JPEG and the transforms at 224 px.
 _PRIOR = {"train": {"fixed_s": 4e-3, "per_pixel_s": 2.5e-8}, "eval": {"fixed_s": 5e-3, "per_pixel_s": 3e-8}}
 
@@ -38,11 +37,6 @@ def _costs() -> dict:
         return json.loads(resources.files("gpuwise.runtime").joinpath("input_costs.json").read_text())
     except (FileNotFoundError, ModuleNotFoundError):
         return {"fit": _PRIOR, "cpu": "priors (not measured)"}
-
-
-def feeds_images(workload) -> bool:
-    """A job whose samples are images (a vision model, or an image size given)."""
-    return workload.image_size is not None or workload.model.startswith(VISION_PREFIXES)
 
 
 def decode_cost(training: bool) -> DecodeCost:

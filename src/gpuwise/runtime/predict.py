@@ -16,12 +16,13 @@ from gpuwise.runtime.calibration import Calibration, load_calibration
 from gpuwise.runtime.classify import CLASSES, VIEW
 from gpuwise.runtime.comm import data_parallel_comm, gradients_from_trace
 from gpuwise.runtime.host import COMPILED_KERNEL_S
-from gpuwise.runtime.input_pipeline import decoding_warning, feeds_images
+from gpuwise.runtime.input_pipeline import decoding_warning
 from gpuwise.runtime.kernels import OpTime, op_times
 from gpuwise.runtime.model import RuntimeError_, StepTime
 from gpuwise.runtime.rates import fallback_warning
 from gpuwise.runtime.stack import Stack
 from gpuwise.trace.records import Trace
+from gpuwise.workload.model import feeds_images
 
 _SMOOTH_MAX_P = 4.0
 # Classes Inductor fuses into one kernel when they follow each other (not into cuBLAS/cuDNN calls).

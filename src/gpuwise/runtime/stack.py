@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpuwise.runtime.input_pipeline import feeds_images, workers_rate
+from gpuwise.runtime.input_pipeline import workers_rate
+from gpuwise.workload.model import feeds_images
 
 
 @dataclass(frozen=True)
