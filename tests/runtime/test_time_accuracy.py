@@ -84,3 +84,14 @@ def test_recommend_shows_the_decoding_cores_the_pick_needs(cli_json, capsys):
     best = cli_json([*argv, "--json"])["best"]
     assert any("CPU cores of decoding" in w for w in best["warnings"])
     assert "CPU cores of" in _text(argv, capsys)
+
+
+def test_every_gpu_row_and_the_job_time_carry_the_range(cli_json, capsys):
+    rows = cli_json(["estimate", "torchvision:resnet18", "--batch-size", "8", "--gpu", "all", "--json"])["per_gpu"]
+    rows = [r for r in rows if r["step_time_s"]]
+    for row in rows:
+        lo, hi = row["likely_step_time_range_s"]
+        assert lo < row["step_time_s"] < hi
+    text = _text(["estimate", "torchvision:resnet18", "--batch-size", "8", "--gpu", "a10", "--samples", "8000"], capsys)
+    job = next(line for line in text.splitlines() if "job " in line and "steps" in line)
+    assert ", likely " in job

@@ -138,7 +138,12 @@ def _render(out: dict, est) -> None:
         con.print("  by operator class: " + ", ".join(f"{k} {format_duration(v)}" for k, v in parts if v > 0))
         if t.get("total_time_s"):
             epoch = f"epoch {format_duration(t['epoch_time_s'])}, " if t.get("epoch_time_s") else ""
-            con.print(f"  {epoch}job {format_duration(t['total_time_s'])} ({t['optimizer_steps']} steps)")
+            likely = ""
+            if t.get("likely_step_time_range_s"):
+                scale = t["total_time_s"] / t["step_time_s"]
+                lo, hi = (x * scale for x in t["likely_step_time_range_s"])
+                likely = f", likely {format_duration(lo)} to {format_duration(hi)}"
+            con.print(f"  {epoch}job {format_duration(t['total_time_s'])} ({t['optimizer_steps']} steps{likely})")
         for warning in t["warnings"]:
             con.print(f"  [yellow]warning:[/] {warning}")
     if out["inference"]:

@@ -30,11 +30,14 @@ def job_time(step_time_s: float, workload, job: JobSize | None) -> dict | None:
     return {"optimizer_steps": steps, "epoch_time_s": epoch_s, "total_time_s": steps * step_time_s}
 
 
-def _timed(e) -> dict:
+def _timed(e, method: str) -> dict:
     """Step time, throughput and bound of one GPU's estimate; none where the job cannot run there."""
     t = None if cannot_run(e.workload, e.gpu) else e.time
+    likely = likely_step_time_range_s(t.step_time_s, method=method, bound=t.bound,
+                                      calibrated=bool(e.calibration)) if t else None
     return {"step_time_s": t.step_time_s if t else None, "samples_per_s": t.samples_per_s if t else None,
-            "bound": t.bound if t else None, "warnings": list(t.warnings) if t else []}
+            "bound": t.bound if t else None, "warnings": list(t.warnings) if t else [],
+            "likely_step_time_range_s": list(likely) if likely else None}
 
 
 def estimate_answer(
@@ -95,7 +98,7 @@ def estimate_answer(
              "fits": fits(e.memory.total_upper_bytes, e.gpu, headroom_fraction),
              "spare_bytes": spare_bytes(e.memory.total_upper_bytes, e.gpu, headroom_fraction),
              "cannot_run": cannot_run(e.workload, e.gpu), "calibration": e.calibration,
-             **_timed(e)}
+             **_timed(e, model.method)}
             for e in per_gpu
         ],
     }
