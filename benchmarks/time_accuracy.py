@@ -214,6 +214,7 @@ def is_held_out(row: dict) -> bool:
 
 def _write_accuracy(held: list[dict]) -> None:
     """The shipped model's error on every held-out run: what estimate shows beside a step time."""
+    assert held, "no held-out rows: nothing to ship as the model's error"
     err = np.array([r["err"] for r in held])
     ratio = 1 + err
     doc = {"cases": len(held), "median_abs_error": round(float(np.median(np.abs(err))), 4),

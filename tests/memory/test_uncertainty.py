@@ -46,6 +46,8 @@ def test_wording_says_how_much_is_spare_or_missing(t4):
     # the low end is the total the estimate's table shows (it read "needs up to" the high end alone)
     low, high = roomy.total_bytes / GIB, roomy.total_upper_bytes / GIB
     assert f"(needs {low:.1f}–{high:.1f} of " in fit_wording(roomy, usable)
+    certain = _memory(usable - 3 * GIB, 0)          # nothing guessed: one figure, not "needs 7.0–7.0"
+    assert f"(needs {certain.total_bytes / GIB:.1f} of " in fit_wording(certain, usable)
     assert Estimate(Workload("hf:gpt2"), t4, 1, roomy, None).fits is True
     assert fit_wording(_memory(usable + GIB, GIB), usable).startswith("does not fit")
 

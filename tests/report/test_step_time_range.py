@@ -3,6 +3,8 @@ measured error gives (runtime/accuracy.py), and points to calibrate."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from gpuwise.report.predicted_vs_measured import Figure, PredictedVsMeasured, comparison_lines
 from gpuwise.runtime.accuracy import load_accuracy
 
@@ -23,7 +25,10 @@ def test_inside_and_outside_the_held_out_range_are_told_apart():
     assert all(len(line) <= 80 for line in lines if "likely" in line or "calibrate" in line)
 
 
-def test_a_calibrated_prediction_is_not_judged_by_the_shipped_models_range():
-    c = _comparison(0.1, 0.5, calibration="calibrated with 3 of your runs on rtx-4090")
-    assert c.likely_step_time_range_s() is None
-    assert not any("held-out runs" in line for line in comparison_lines(c))
+def test_a_calibrated_closed_form_or_input_bound_prediction_is_not_judged_by_the_shipped_models_range():
+    calibrated = _comparison(0.1, 0.5, calibration="calibrated with 3 of your runs on rtx-4090")
+    closed_form = dataclasses.replace(_comparison(0.1, 0.5), method="closed-form")
+    input_bound = dataclasses.replace(_comparison(0.1, 0.5), bound="input")
+    for c in (calibrated, closed_form, input_bound):
+        assert c.likely_step_time_range_s() is None
+        assert not any("held-out runs" in line for line in comparison_lines(c))

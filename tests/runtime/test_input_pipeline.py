@@ -14,7 +14,7 @@ from gpuwise.runtime import predict_step_time
 from gpuwise.runtime.input_pipeline import CORES_PER_RENTED_GPU, cores_to_feed, decode_cost, workers_rate
 from gpuwise.runtime.stack import Stack
 from gpuwise.workload import Workload, WorkloadError
-from gpuwise.workload.model import feeds_images
+from gpuwise.workload.specs import feeds_images, image_side
 from runtime_fakes import a100_like
 from test_runtime_stack import cnn_trace
 
@@ -50,6 +50,18 @@ def test_bad_or_conflicting_worker_settings_are_refused_or_named():
     assert not hub_vit.inert_settings() and Stack.from_workload(hub_vit).input_rate == workers_rate(4, 224, True)
     assert not Workload(model="torchvision:resnet50", cpu_workers=4).inert_settings()
     assert feeds_images(Workload(model="timm:vit_base_patch16_224")) and not feeds_images(text_model)
+    # --image-size does not make a text model's samples images (it read BERT as fed by JPEG decoders)
+    bert_with_size = Workload(model="hf:bert-base-uncased", image_size=224, cpu_workers=1)
+    assert not feeds_images(bert_with_size) and Stack.from_workload(bert_with_size).input_rate is None
+
+
+def test_the_decoding_cost_is_at_the_models_own_image_side():
+    # the trace runs a ViT-B/16-384 and an Inception v3 at 384 and 299 px: the workers decode at that size
+    assert image_side(Workload(model="timm:vit_base_patch16_384")) == 384
+    assert image_side(Workload(model="torchvision:inception_v3")) == 299
+    assert image_side(Workload(model="torchvision:resnet50", image_size=160)) == 160
+    stack = Stack.from_workload(Workload(model="timm:vit_base_patch16_384", cpu_workers=8))
+    assert stack.input_rate == pytest.approx(workers_rate(8, 384, True)) and stack.input_rate < workers_rate(8, 224, True)
 
 
 def _training(trace, **changes):

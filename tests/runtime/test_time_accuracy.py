@@ -95,3 +95,14 @@ def test_every_gpu_row_and_the_job_time_carry_the_range(cli_json, capsys):
     text = _text(["estimate", "torchvision:resnet18", "--batch-size", "8", "--gpu", "a10", "--samples", "8000"], capsys)
     job = next(line for line in text.splitlines() if "job " in line and "steps" in line)
     assert ", likely " in job
+
+
+def test_recommend_applies_the_one_range_rule_to_the_llm_closed_form_and_input_bound_jobs(capsys):
+    # the closed form has no held-out measurement: no "at risk" from the traced jobs' range (it said so before)
+    llm = _text(["recommend", "hf:Qwen/Qwen2.5-7B", "--finetune", "lora", "--seq-len", "1024", "--batch-size", "4",
+                 "--steps", "2000", "--gpus", "h800", "--max-gpus", "1", "--provider", "autodl", "--deadline", "1m"],
+                capsys)
+    assert "at risk" not in llm and "no held-out public runs" in llm and "0.74" not in llm
+    fed = _text(["recommend", "torchvision:resnet18", "--batch-size", "32", "--samples", "20000", "--gpus", "a10",
+                 "--max-gpus", "1", "--input-rate", "10", "--deadline", "1h"], capsys)
+    assert "held-out public runs took" not in fed and "at risk" not in fed

@@ -167,7 +167,7 @@ def _render(out: dict, est) -> None:
     notes = (out["trace"] or {}).get("notes", []) + list(mem.get("notes", []))
     for note in notes:
         con.print(f"[dim]note: {note}[/]")
-    from gpuwise.workload.model import feeds_images
+    from gpuwise.workload.specs import feeds_images
 
     vision = feeds_images(est.workload)
     layout = ", channels-first unless --channels-last" if vision else ""
@@ -179,7 +179,7 @@ def _say_decoding_cores(rows: list[dict]) -> None:
     GPU comes with) is said once, for the fastest GPU that needs it."""
     from gpuwise.runtime.input_pipeline import is_decoding_warning
 
-    needing = [r for r in rows if any(is_decoding_warning(w) for w in r.get("warnings", ()))]
+    needing = [r for r in rows if r["fits"] and any(is_decoding_warning(w) for w in r.get("warnings", ()))]
     if needing:
         top = max(needing, key=lambda r: r["samples_per_s"] or 0)
         warning = next(w for w in top["warnings"] if is_decoding_warning(w))

@@ -86,7 +86,7 @@ def recommend(
             auto_batch=auto, effective_batch=effective_batch, per_gpu_batch=per_gpu_batch,
             currency=currency, remedies=remedies, progress=progress,
         )
-    from gpuwise.plan.accuracy import load_accuracy
+    from gpuwise.plan.accuracy import likely_job_time_range_s, load_accuracy
 
     if plot:
         plot_recommendation(rec, plot, constraints.deadline_s)
@@ -102,14 +102,14 @@ def recommend(
         return
     _render(rec, show_all, constraints.deadline_s)
     accuracy = load_accuracy()
-    timed = any(o.total_time_s and o.fits for o in rec.options)      # a table with no times needs no footer
-    if accuracy is not None and rec.method == "traced" and timed:
+    covered = [o for o in rec.options if likely_job_time_range_s(o, rec.method)]
+    if accuracy is not None and covered:
         low, high = accuracy.likely_range_s(1.0)
         c.console.print(f"[dim]Times and costs: 8 in 10 held-out public runs took {low:.2f}-{high:.2f}x the "
                         f"predicted time (median error {accuracy.median_abs_error:.0%}).[/]")
-    elif accuracy is not None and timed:
-        c.console.print(f"[dim]Times and costs: the LLM closed form (docs/llm.md); no held-out public runs "
-                        f"measure its time error yet.[/]")
+    elif rec.method != "traced" and any(o.fits and o.total_time_s for o in rec.options):
+        c.console.print("[dim]Times and costs: the LLM closed form (docs/llm.md); no held-out public runs "
+                        "measure its time error yet.[/]")
     for label in calibrated:
         c.console.print(f"[dim]Step times and memory {label} (--no-user-calibration: the shipped model).[/]")
     if plot:
@@ -160,7 +160,7 @@ def _render(rec, show_all: bool, deadline_s: float | None = None) -> None:
                                                                     rec.best_value)) if o is b]
         if also:
             con.print(f"  also {' and '.join(also)}")
-        _risks(b, deadline_s)
+        _risks(b, deadline_s, rec.method)
         if rec.fastest is not None and rec.fastest is not b:
             f = rec.fastest
             value = " and best value (least cost × time)" if rec.best_value is f else ""
@@ -184,22 +184,21 @@ def _render(rec, show_all: bool, deadline_s: float | None = None) -> None:
         con.print(f"[dim]note: {note}[/]")
 
 
-def _risks(best, deadline_s: float | None) -> None:
+def _risks(best, deadline_s: float | None, method: str) -> None:
     """What the table cannot show about the pick: real JPEGs needing more CPU cores than the GPU comes with,
-    and a deadline met by the prediction but not at the slow end of its likely range (runtime/accuracy.py)."""
-    from gpuwise.plan.accuracy import load_accuracy
+    and a deadline met by the prediction but not at the slow end of its likely range (plan/accuracy.py)."""
+    from gpuwise.plan.accuracy import likely_job_time_range_s
     from gpuwise.runtime.input_pipeline import is_decoding_warning
 
     for warning in best.warnings:
         if is_decoding_warning(warning):
             c.console.print(f"  [yellow]warning:[/] {warning}")
-    accuracy = load_accuracy()
-    if deadline_s and accuracy is not None and best.total_time_s and best.bound != "input":
-        _, slow = accuracy.likely_range_s(best.total_time_s)
-        if slow > deadline_s:
-            c.console.print(f"  [yellow]at risk:[/] at the slow end of the likely range "
-                            f"({slow / best.total_time_s:.2f}x the prediction) it would take {format_duration(slow)}, "
-                            f"past the {format_duration(deadline_s)} deadline")
+    likely = likely_job_time_range_s(best, method) if deadline_s else None
+    if likely and likely[1] > deadline_s:
+        slow = likely[1]
+        c.console.print(f"  [yellow]at risk:[/] at the slow end of the likely range "
+                        f"({slow / best.total_time_s:.2f}x the prediction) it would take {format_duration(slow)}, "
+                        f"past the {format_duration(deadline_s)} deadline")
 
 
 _COLUMNS = ("", "gpu", "provider", "batch", "needs", "job time", "job cost")
@@ -213,7 +212,7 @@ def _options_table(shown, marks: dict, *, best, width: int,
     """The options table, laid out for ``width`` columns, and the numbered footnotes it refers to.
 
     Nothing is cut or left out silently. The table first tries two-space gaps, then one-space gaps
-    with the marks stacked; where the reasons then have less than ``_WHY_MIN_WIDTH`` columns, each
+    with one mark a row; where the reasons then have less than ``_WHY_MIN_WIDTH`` columns, each
     one that does not fit moves under the table as a footnote, its number in the row. Where even
     that is too wide (a very narrow terminal), cells wrap: a value may take two lines, never "…".
     ``fallback``: GPU id -> the precision its options were quoted at, said first in their reasons.

@@ -55,8 +55,8 @@ def fit_wording(memory: MemoryEstimate, usable_bytes: int) -> str:
     usable = f"{usable_bytes / GIB:.1f} GiB usable"
     if high <= usable_bytes:
         # the low end is the estimate's total (the number its table shows), the high end adds what is guessed
-        return (f"fits with {(usable_bytes - high) / GIB:.1f} GiB to spare (needs {low / GIB:.1f}–{high / GIB:.1f} "
-                f"of {usable})")
+        needs = f"{low / GIB:.1f}–{high / GIB:.1f}" if f"{low / GIB:.1f}" != f"{high / GIB:.1f}" else f"{high / GIB:.1f}"
+        return f"fits with {(usable_bytes - high) / GIB:.1f} GiB to spare (needs {needs} of {usable})"
     if low <= usable_bytes:
         return (f"tight: within the uncertainty (needs {low / GIB:.1f}–{high / GIB:.1f} GiB of {usable}); "
                 "a smaller batch or more headroom makes it safe")

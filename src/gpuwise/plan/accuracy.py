@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from gpuwise.runtime.accuracy import TimeAccuracy, load_accuracy
 
-__all__ = ["TimeAccuracy", "likely_step_time_range_s", "load_accuracy"]
+__all__ = ["TimeAccuracy", "likely_job_time_range_s", "likely_step_time_range_s", "load_accuracy"]
 
 
 def likely_step_time_range_s(step_time_s: float | None, *, method: str, bound: str | None = None,
@@ -20,3 +20,11 @@ def likely_step_time_range_s(step_time_s: float | None, *, method: str, bound: s
     if accuracy is None or not step_time_s or method != "traced" or bound == "input" or calibrated:
         return None
     return accuracy.likely_range_s(step_time_s)
+
+
+def likely_job_time_range_s(quote, method: str) -> tuple[float, float] | None:
+    """The same range around one of recommend's options' job time (a quote that fits, with a time)."""
+    if not quote.fits or not quote.total_time_s:
+        return None
+    return likely_step_time_range_s(quote.total_time_s, method=method, bound=quote.bound,
+                                    calibrated=bool(quote.calibration))

@@ -44,6 +44,7 @@ class Quote:
     bound: str | None = None
     excluded_because: str | None = None
     warnings: tuple[str, ...] = ()
+    calibration: str | None = None        # the user's calibration that moved this option's estimate, in words
     offer_source: str | None = None
     offer: Offer | None = field(default=None, compare=False, repr=False)   # what was priced (not in JSON)
 
@@ -78,7 +79,7 @@ class Quote:
             "preemption_time_s": self.preemption_time_s,
             "total_cost": self.total_cost, "total_cost_ranked": self.total_cost_ranked, "bound": self.bound,
             "excluded_because": self.excluded_because, "warnings": list(self.warnings),
-            "offer_source": self.offer_source,
+            "calibration": self.calibration, "offer_source": self.offer_source,
         }
 
 

@@ -280,7 +280,7 @@ def _evaluate(model, gpu: GPU, offer: Offer, count: int, job: JobSize, constrain
     option = make_quote(
         gpu, count, offer, peak_total_bytes=est.memory.total_upper_bytes, step_time_s=step.step_time_s if step else None,
         batch_size=micro, grad_accum_steps=accum, total_time_s=total_time_s, preemption_time_s=preemption_s,
-        bound=step.bound if step else None,
+        bound=step.bound if step else None, calibration=est.calibration,
         warnings=split_note + (tuple(step.warnings) if step else ()), **quote,
     )
     if not option.fits:
@@ -292,7 +292,9 @@ def _oom_reason(batch: int, memory, gpu: GPU, constraints: Constraints) -> str:
     """The fit line's words (memory.uncertainty.fit_wording): the estimate's total to its upper side."""
     kept = f" with {constraints.headroom_fraction:.0%} kept free" if constraints.headroom_fraction else ""
     needs = f"{format_bytes(memory.total_bytes)}–{format_bytes(memory.total_upper_bytes)}"
-    return (f"OOM at batch {batch}: needs {needs}, "
+    # the upper side decides (one fit rule); where the estimate's total itself fits, it is a risk, not a certainty
+    risk = "OOM risk" if memory.total_bytes <= usable_bytes(gpu, constraints.headroom_fraction) else "OOM"
+    return (f"{risk} at batch {batch}: needs {needs}, "
             f"{format_bytes(usable_bytes(gpu, constraints.headroom_fraction))} usable{kept}")
 
 

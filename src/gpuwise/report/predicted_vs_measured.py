@@ -46,6 +46,7 @@ class PredictedVsMeasured:
     calibration: str | None            # "calibrated with 3 of your runs on rtx-4090"; None: the shipped model
     figures: tuple[Figure, ...]
     method: str = "traced"             # or "closed-form" (LLMs): no held-out runs measure its time error
+    bound: str | None = None           # what bounds the predicted step ("input": the rate given sets it)
 
     def likely_step_time_range_s(self) -> tuple[float, float] | None:
         """Where 8 in 10 held-out public runs measured, given the shipped model's prediction (runtime/accuracy.py);
@@ -53,7 +54,7 @@ class PredictedVsMeasured:
         from gpuwise.plan.accuracy import likely_step_time_range_s
 
         step = next((f for f in self.figures if f.name == "step time"), None)
-        return likely_step_time_range_s(step.predicted if step else None, method=self.method,
+        return likely_step_time_range_s(step.predicted if step else None, method=self.method, bound=self.bound,
                                         calibrated=bool(self.calibration))
 
     def to_dict(self) -> dict:
@@ -75,7 +76,8 @@ def compare(measured: Measurement, gpu: GPU, workload: Workload,
         Figure("peak reserved", "bytes", mem.peak_reserved_bytes, measured.peak_reserved_bytes),
         Figure("nvidia-smi total", "bytes", mem.total_bytes, measured.process_memory_bytes),
     )
-    return PredictedVsMeasured(gpu.id, workload.to_dict(), est.calibration, figures, model.method)
+    return PredictedVsMeasured(gpu.id, workload.to_dict(), est.calibration, figures, model.method,
+                               est.time.bound if est.time else None)
 
 
 def measured_against_prediction(

@@ -66,7 +66,7 @@ def decoding_warning(samples_per_s: float, side_px: int | None) -> str | None:
     """What a vision training job on synthetic data would need from real JPEGs, when that is more decoding
     cores than a rented GPU usually comes with; None otherwise."""
     cores = cores_to_feed(samples_per_s, side_px, training=True)
-    if cores <= CORES_PER_RENTED_GPU:
+    if round(cores) <= CORES_PER_RENTED_GPU:      # said as a whole number: "~8 cores" is no warning
         return None
     return (f"{DECODING_WARNING_START}{samples_per_s:,.0f} images/s per GPU from JPEGs takes ~{cores:.0f} CPU cores "
             f"of decoding (torchvision's transforms, measured on one core of {measured_on()}); rented machines "

@@ -22,7 +22,7 @@ from gpuwise.runtime.model import RuntimeError_, StepTime
 from gpuwise.runtime.rates import fallback_warning
 from gpuwise.runtime.stack import Stack
 from gpuwise.trace.records import Trace
-from gpuwise.workload.model import feeds_images
+from gpuwise.workload.specs import image_side
 
 _SMOOTH_MAX_P = 4.0
 # Classes Inductor fuses into one kernel when they follow each other (not into cuBLAS/cuDNN calls).
@@ -171,9 +171,9 @@ def predict_step_time(
                 f"{data_s * 1e3:.1f} ms per step where the GPU needs {step_s * 1e3:.1f} ms; more loader "
                 f"workers or faster decoding would help more than a faster GPU")
             step_s = data_s
-    elif trace.workload.is_training and feeds_images(trace.workload) and step_s > 0:
+    elif trace.workload.is_training and step_s > 0 and (side := image_side(trace.workload)) is not None:
         # Synthetic data assumed: say what real JPEGs would take when it is more than a rented GPU's share of cores
-        warning = decoding_warning(trace.samples_per_step * accum / step_s, trace.workload.image_size)
+        warning = decoding_warning(trace.samples_per_step * accum / step_s, side)
         if warning:
             warnings.append(warning)
     host_total = micro_host_s * accum + opt.host_s

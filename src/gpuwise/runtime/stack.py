@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuwise.runtime.input_pipeline import workers_rate
-from gpuwise.workload.model import feeds_images
+from gpuwise.workload.specs import image_side
 
 
 @dataclass(frozen=True)
@@ -26,8 +26,9 @@ class Stack:
     @classmethod
     def from_workload(cls, wl) -> "Stack":
         rate, workers = getattr(wl, "input_rate", None), getattr(wl, "cpu_workers", None)
-        if rate is None and workers and feeds_images(wl):    # else said to be inert (Workload.inert_settings)
-            rate = workers_rate(workers, getattr(wl, "image_size", None), wl.is_training)
+        side = image_side(wl) if rate is None and workers else None
+        if side is not None:    # else said to be inert (Workload.inert_settings)
+            rate = workers_rate(workers, side, wl.is_training)
         return cls(
             training=wl.is_training, channels_last=bool(getattr(wl, "channels_last", False)),
             attention=getattr(wl, "attention", "sdpa"), compile=bool(getattr(wl, "compile", False)),

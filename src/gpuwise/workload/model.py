@@ -143,9 +143,11 @@ class Workload:
                 out.append("--max-new-tokens has no effect with --mode train (it sizes generation: --mode infer)")
             if given("engine"):
                 out.append(f"--engine {self.engine} has no effect with --mode train (it is the serving engine)")
+        from gpuwise.workload.specs import feeds_images
+
         if self.cpu_workers is not None and not feeds_images(self):
-            out.append("--cpu-workers has no effect: the model's samples are not known to be images (give "
-                       "--image-size for a Hub vision model; --input-rate sets any pipeline's rate)")
+            out.append("--cpu-workers has no effect: this model's samples are not images (it sizes JPEG decoding; "
+                       "--input-rate sets any pipeline's rate)")
         if self.finetune not in ("lora", "qlora"):
             for name, flag in (("lora_rank", "--lora-rank"), ("lora_targets", "--lora-targets"),
                                ("lora_dropout", "--lora-dropout")):
@@ -168,15 +170,6 @@ class Workload:
         d = asdict(self)
         d["lora_targets"] = list(self.lora_targets)
         return d
-
-
-VISION_PREFIXES = ("torchvision:", "timm:")
-
-
-def feeds_images(workload: "Workload") -> bool:
-    """A job whose samples are images (a vision model, or an image size given): what an input pipeline of
-    JPEG-decoding workers feeds."""
-    return workload.image_size is not None or workload.model.startswith(VISION_PREFIXES)
 
 
 def check_precision(value: str) -> str:

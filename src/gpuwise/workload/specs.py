@@ -125,6 +125,29 @@ def shipped_config_path(name: str) -> Path | None:
 
 # --- factories -----------------------------------------------------------------------------------
 
+def image_side(workload) -> int | None:
+    """The side in pixels of the job's images, the model's own default where none is given (299 for
+    inception_v3, 384 for a ViT at 384); None for a job whose samples are not images (a text model, even
+    with --image-size). A model file's samples are images when --image-size says so."""
+    try:
+        spec = _resolved(workload.model)
+    except WorkloadError:
+        return workload.image_size
+    if spec.is_vision:
+        return workload.image_size or spec.default_image_size()
+    return workload.image_size if spec.task == CUSTOM else None
+
+
+def feeds_images(workload) -> bool:
+    """A job whose samples are images: what an input pipeline of JPEG-decoding workers feeds."""
+    return image_side(workload) is not None
+
+
+@lru_cache(maxsize=64)
+def _resolved(model: str) -> ModelSpec:
+    return resolve_model_spec(model)
+
+
 def _is_factory_spec(spec: str) -> bool:
     path, sep, func = spec.rpartition(":")
     return bool(sep) and path.endswith(".py") and func.isidentifier()
