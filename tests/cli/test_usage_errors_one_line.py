@@ -28,3 +28,13 @@ def test_usage_errors_are_one_line_with_exit_code_2(args):
 def test_a_bare_command_still_shows_the_help():
     r = subprocess.run([sys.executable, "-m", "gpuwise.cli.app"], capture_output=True, text=True, timeout=120)
     assert "Usage" in r.stdout + r.stderr and "estimate" in r.stdout + r.stderr
+
+
+def test_one_line_also_after_help_loaded_typers_rich_printer_in_this_process(capsys):
+    from gpuwise.cli.app import main
+
+    for argv in (["estimate", "--help"], ["estimate", "torchvision:resnet18", "--num-gpus", "x"]):
+        with pytest.raises(SystemExit):
+            main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("gpuwise: error: Invalid value for '--num-gpus'")

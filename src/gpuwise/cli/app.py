@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.abc
+import importlib.util
 import logging
 import sys
 
@@ -152,13 +154,46 @@ def _usage_error_in_one_line(exc) -> None:
     print(f"gpuwise: error: {printable(exc.format_message())}{hint}", file=sys.stderr)
 
 
+class _PatchOnLoad(importlib.abc.Loader):
+    """Loads typer.rich_utils as usual, then replaces its usage-error printer."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+
+    def create_module(self, spec):
+        return self.inner.create_module(spec)
+
+    def exec_module(self, module) -> None:
+        self.inner.exec_module(module)
+        module.rich_format_error = _usage_error_in_one_line
+
+
+class _RichUtilsHook(importlib.abc.MetaPathFinder):
+    """typer imports rich_utils only to print help or a usage error (~70 ms of rich): patch it when it loads."""
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != "typer.rich_utils":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(fullname)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _PatchOnLoad(spec.loader)
+        return spec
+
+
+def _say_usage_errors_in_one_line() -> None:
+    # typer.core._main calls rich_utils.rich_format_error for click's usage errors, looked up on the module at
+    # each call: the place a CLI built on typer can say them its own way, without loading rich_utils up front
+    loaded = sys.modules.get("typer.rich_utils")
+    if loaded is not None:
+        loaded.rich_format_error = _usage_error_in_one_line
+    elif not any(isinstance(f, _RichUtilsHook) for f in sys.meta_path):
+        sys.meta_path.insert(0, _RichUtilsHook())
+
+
 def main(argv: list[str] | None = None) -> None:
     _log_to_stderr()
-    import typer.rich_utils
-
-    # typer calls rich_utils.rich_format_error for click's usage errors (typer.core._main); it is looked up
-    # on the module at each call, so this is where a CLI built on typer can say them its own way
-    typer.rich_utils.rich_format_error = _usage_error_in_one_line
+    _say_usage_errors_in_one_line()
     modules = _modules_for(sys.argv[1:] if argv is None else argv)
     if modules is not None:
         app._lazy = True
