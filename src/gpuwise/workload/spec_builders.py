@@ -49,17 +49,7 @@ class BuiltModel:
 
 
 def default_image_size(spec: ModelSpec) -> int:
-    if spec.source == "torchvision" and spec.target == "inception_v3":
-        return 299   # its stem needs it
-    if spec.source == "timm":
-        import timm
-
-        cfg = timm.get_pretrained_cfg(spec.target)
-        if cfg is not None and getattr(cfg, "input_size", None):
-            return int(cfg.input_size[-1])
-    if spec.hf_config and spec.hf_config.get("image_size"):
-        return int(spec.hf_config["image_size"])
-    return DEFAULT_IMAGE_SIZE
+    return spec.default_image_size()
 
 
 def build(spec: ModelSpec, workload) -> BuiltModel:

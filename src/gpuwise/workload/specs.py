@@ -64,9 +64,19 @@ class ModelSpec:
         return self.task in (SEQUENCE_CLASSIFICATION, CAUSAL_LM, SEQ2SEQ_LM)
 
     def default_image_size(self) -> int:
-        from gpuwise.workload import spec_builders
+        """The side the model is built for. Only a timm model needs its library (its pretrained config); the
+        rest is answered here without importing torch (a cached estimate never imports it)."""
+        if self.source == "torchvision" and self.target == "inception_v3":
+            return 299   # its stem needs it
+        if self.source == "timm":
+            import timm
 
-        return spec_builders.default_image_size(self)
+            cfg = timm.get_pretrained_cfg(self.target)
+            if cfg is not None and getattr(cfg, "input_size", None):
+                return int(cfg.input_size[-1])
+        if self.hf_config and self.hf_config.get("image_size"):
+            return int(self.hf_config["image_size"])
+        return DEFAULT_IMAGE_SIZE
 
     def default_seq_len(self) -> int:
         return DEFAULT_SEQ_LEN
