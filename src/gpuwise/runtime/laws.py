@@ -10,12 +10,13 @@ Fitted on NeuSight's single-kernel timings (fp32, five GPUs; ``benchmarks/kernel
   bandwidth, ``l2_reuse`` reads per DRAM byte (L2 serves the rest): a tile roofline, so small tiles are
   operand-bound on GPUs with little bandwidth per FLOP and more FLOP/s or bandwidth never makes a
   kernel slower (``l2_reuse`` 0: no operand term, where the fit ran it to its bound: linear and
-  bmm; Ada's 72-96 MB of L2 would otherwise be read as none). The library's choice is taken as the fastest candidate. Tried and left out because
-  the kernel data drove them to a bound: a tile-size and a reduction-length term, a Winograd gain
-  for 3x3 convolutions (cuDNN's mix of algorithms averages out to direct-convolution FLOPs at
-  ``u_max``), split-K for batched GEMMs and convolutions. Replaced (third session): a logistic
-  utilisation in the GPU's bytes per FLOP, which extrapolated to 2-3% of peak on Ada cards and
-  made a GPU slower for having more FLOP/s (benchmarks/README.md).
+  bmm; Ada's 72-96 MB of L2 would otherwise be read as none). The library's choice is taken as
+  the fastest candidate. Tried and left out because the kernel data drove them to a bound: a
+  tile-size and a reduction-length term, a Winograd gain for 3x3 convolutions (cuDNN's mix of
+  algorithms averages out to direct-convolution FLOPs at ``u_max``), split-K for batched GEMMs and
+  convolutions. Replaced (third session): a logistic utilisation in the GPU's bytes per FLOP,
+  which extrapolated to 2-3% of peak on Ada cards and made a GPU slower for having more FLOP/s
+  (benchmarks/README.md).
 * **Streaming** (``elementwise``, ``norm``, ``softmax``): ``time = bytes / (bandwidth x u_max)``,
   bytes as the CUDA kernel moves them (see ``kernels.cuda_bytes``). (A term for small tensors that
   cannot fill the SMs was tried and left out: the data drove it to zero; the launch cost covers them.)

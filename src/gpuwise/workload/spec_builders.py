@@ -48,12 +48,8 @@ class BuiltModel:
     notes: tuple[str, ...] = ()
 
 
-def default_image_size(spec: ModelSpec) -> int:
-    return spec.default_image_size()
-
-
 def build(spec: ModelSpec, workload) -> BuiltModel:
-    image_size = workload.image_size or default_image_size(spec)
+    image_size = workload.image_size or spec.default_image_size()
     seq_len = workload.seq_len or DEFAULT_SEQ_LEN
     batch_size = workload.batch_size
     if spec.source == "file":
@@ -101,14 +97,14 @@ def model_failure(spec: ModelSpec, workload, exc: BaseException, where: str = ""
     """One line: the model, the inputs it was given, the library's message, ``where`` (a suffix)
     and, for a ViT-style model given an image size it cannot take, a size it can."""
     message = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:240]
-    hint = image_size_hint(spec, workload.image_size or default_image_size(spec)) if spec.is_vision else ""
+    hint = image_size_hint(spec, workload.image_size or spec.default_image_size()) if spec.is_vision else ""
     return f"{spec.name} cannot run on {describe_inputs(spec, workload)}: {message}{where}{hint}"
 
 
 def describe_inputs(spec: ModelSpec, workload) -> str:
     """``3×224×224 images``, ``512-token sequences``, or the factory's inputs, in words."""
     if spec.is_vision:
-        size = workload.image_size or default_image_size(spec)
+        size = workload.image_size or spec.default_image_size()
         channels = int((spec.hf_config or {}).get("num_channels", 3))
         return f"{channels}×{size}×{size} images"
     if spec.is_text:
