@@ -91,7 +91,7 @@ def _build(fields: dict, dry_run: bool, device):
     import torch
 
     from gpuwise.workload.model import Workload
-    from gpuwise.workload.spec_builders import build as build_meta, default_image_size
+    from gpuwise.workload.spec_builders import build as build_meta
     from gpuwise.workload.specs import resolve_model_spec
 
     workload = Workload(**fields)
@@ -103,7 +103,7 @@ def _build(fields: dict, dry_run: bool, device):
 
             kwargs = {"weights": None}
             if spec.target.startswith("vit_"):
-                kwargs["image_size"] = workload.image_size or default_image_size(spec)
+                kwargs["image_size"] = workload.image_size or spec.default_image_size()
             module = tvm.get_model(spec.target, **kwargs)
         else:
             import transformers
