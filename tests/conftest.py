@@ -10,6 +10,9 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ["GPUWISE_NO_CACHE"] = "1"
 os.environ.setdefault("GPUWISE_CACHE_DIR", os.path.join(os.environ.get("TMPDIR", "/tmp"), f"gpuwise-test-cache-{os.getpid()}"))
 
+# Wheels that a SkyPilot emit builds (gpuwise.launch.wheel) go to $XDG_CACHE_HOME, kept out of ~/.cache too.
+os.environ["XDG_CACHE_HOME"] = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"gpuwise-test-xdg-{os.getpid()}")
+
 # A developer's own ~/.config/gpuwise (catalog.toml, calibration.toml) must not change what the tests see;
 # tests that need a config dir point GPUWISE_CONFIG_DIR at tmp_path themselves.
 os.environ["GPUWISE_CONFIG_DIR"] = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"gpuwise-test-config-{os.getpid()}")

@@ -12,6 +12,7 @@ from gpuwise.catalog import load_catalog
 from gpuwise.launch import plan_launch, render
 from gpuwise.launch.plan import LaunchError
 from gpuwise.launch.skypilot import render_skypilot, skypilot_task
+from gpuwise.launch.wheel import build_wheel
 
 COMMAND = "python train.py --checkpoint-dir ckpt --steps 1000"
 
@@ -27,7 +28,8 @@ def sky(tmp_path_factory):
     home = tmp_path_factory.mktemp("home")
     mp = pytest.MonkeyPatch()
     mp.setenv("HOME", str(home))
-    sky = pytest.importorskip("sky", reason="skypilot is a test dependency (requirements-dev.txt)")
+    import sky  # a test dependency (requirements-dev.txt): its own parser checks what gpuwise emits
+
     yield sky
     mp.undo()
 
@@ -70,9 +72,9 @@ def test_a_provider_skypilot_does_not_know_says_so_and_still_gives_torchrun_line
     assert "SkyPilot does not know the provider 'autodl'" in text
     assert "torchrun --standalone --nproc-per-node=2" in text
     with pytest.raises(LaunchError, match="autodl"):
-        skypilot_task(plan)
+        skypilot_task(plan, Path("gpuwise.whl"))
     with pytest.raises(LaunchError):
-        render_skypilot(plan)
+        render_skypilot(plan, Path("gpuwise.whl"))
 
 
 def test_launching_needs_an_option_and_a_command(cat):
@@ -109,16 +111,45 @@ def test_emit_without_a_command_is_refused_before_any_tracing(capsys):
     assert done.value.code == 2 and "--command" in capsys.readouterr().err
 
 
-def test_setup_installs_the_job_s_requirements_and_this_gpuwise_version(sky, cat, tmp_path):
-    # before: setup was a bare `pip install gpuwise`: whatever version, and not the job's own requirements
+def test_setup_installs_the_job_s_requirements_and_the_uploaded_wheel_of_this_gpuwise(sky, cat, tmp_path):
+    # before: setup ran `pip install 'gpuwise==0.1.0'`, which no package registry serves
     import subprocess
 
-    from gpuwise import __version__
-
     plan = plan_launch(_option(1, "lambda"), cat.gpu("rtx-a6000"), COMMAND)
-    task = _parse(sky, render(plan, "skypilot"), tmp_path)
-    assert f"'gpuwise=={__version__}'" in task.setup and "requirements.txt" in task.setup
+    wheel = build_wheel(tmp_path / "wheels")
+    task = _parse(sky, render(plan, "skypilot", wheel=wheel), tmp_path)
+    assert "gpuwise==" not in task.setup and "requirements.txt" in task.setup
+    ((remote, local),) = task.file_mounts.items()
+    assert local == str(wheel) and Path(local).is_file()
     # the script runs: with no requirements.txt, the conditional is skipped (pip replaced by echo)
     script = task.setup.replace("pip install", "echo pip install")
     out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, cwd=tmp_path, check=True).stdout
-    assert out.strip() == f"pip install gpuwise=={__version__}"
+    assert out.strip() == f"pip install {remote}".replace("~", str(Path.home()), 1)
+
+
+def test_the_wheel_installs_with_pip_and_runs_this_gpuwise(tmp_path):
+    import subprocess
+    import sys
+
+    wheel = build_wheel(tmp_path / "wheels")
+    assert build_wheel(tmp_path / "wheels") == wheel            # same code, same file: built once
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target",
+                    str(target), str(wheel)], check=True, capture_output=True, timeout=300)
+    assert (target / "bin" / "gpuwise").is_file()                  # the console script from entry_points
+    env = {"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", "import gpuwise.cli.app as a, gpuwise; print(gpuwise.__file__); "
+                           "a.main(['gpus', 't4', '--json'])"], capture_output=True, text=True, env=env, timeout=120)
+    path, _, out = done.stdout.partition("\n")
+    assert path.startswith(str(target)), path                       # the installed copy, not the checkout
+    assert json.loads(out)["gpus"][0]["id"] == "t4", done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("spot, command", [(True, "sky jobs launch"), (False, "sky launch -c gpuwise")])
+def test_a_spot_option_is_launched_as_a_managed_job_that_survives_preemption(sky, cat, tmp_path, spot, command):
+    # before: spot options were started with `sky launch`, which does not relaunch a preempted cluster
+    plan = plan_launch(_option(8, "aws", spot), cat.gpu("h100-sxm"), COMMAND)
+    text = render(plan, "skypilot", wheel=build_wheel(tmp_path / "wheels"))
+    assert text.splitlines()[0].endswith(f": {command} <this file>")
+    assert ("outlives it" in text) is spot
+    assert _parse(sky, text, tmp_path).resources.pop().use_spot is spot

@@ -48,12 +48,29 @@ def test_the_emitted_lines_run_the_guarded_example_on_two_cpu_processes(cat, tmp
               f"--samples 32 --hidden 16"
     plan = plan_launch(SimpleNamespace(count=2, provider="autodl", spot=False), cat.gpu("rtx-4090"), command)
     text = render(plan, "torchrun")
-    (line,) = [ln for ln in text.splitlines() if ln.startswith("torchrun ")]
-    argv = shlex.split(line)
-    # `torchrun` is torch.distributed.run's console script: run it with this interpreter.
-    argv = [sys.executable, "-m", "torch.distributed.run", *argv[1:]]
-    env = {"PYTHONPATH": str(ROOT / "src"), "OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"}
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert "<" not in text.replace("<=", "")                        # before: a literal `until <line>; ...`
+    # The text runs as printed, in bash; `torchrun` is torch.distributed.run's console script: a shim on
+    # PATH runs it with this interpreter.
+    shim = tmp_path / "bin" / "torchrun"
+    shim.parent.mkdir()
+    shim.write_text(f"#!/bin/sh\nexec {sys.executable} -m torch.distributed.run \"$@\"\n")
+    shim.chmod(0o755)
+    env = {"PYTHONPATH": str(ROOT / "src"), "OMP_NUM_THREADS": "1", "PATH": f"{shim.parent}:/usr/bin:/bin"}
+    done = subprocess.run(["bash", "-c", text], capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip().splitlines()[-1].startswith("final_checksum=")
     assert (tmp_path / "ckpt").is_dir()
+
+
+def test_each_emitted_line_starts_the_job_again_on_the_restart_code_and_stops_on_any_other(cat, tmp_path):
+    # A preempted, checkpointed worker exits 75: the emitted loop runs it again; any other code ends it.
+    plan = plan_launch(SimpleNamespace(count=1, provider="autodl", spot=False), cat.gpu("rtx-4090"),
+                       "python train.py")
+    text = render(plan, "torchrun")
+    shim = tmp_path / "torchrun"
+    # the first two runs are "preempted" (75), the third fails with 3: three runs, exit 3
+    shim.write_text("#!/bin/sh\necho run >> runs\nn=$(wc -l < runs)\n[ $n -lt 3 ] && exit 75\nexit 3\n")
+    shim.chmod(0o755)
+    done = subprocess.run(["bash", "-c", text], capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                          env={"PATH": f"{tmp_path}:/usr/bin:/bin"})
+    assert done.returncode == 3 and (tmp_path / "runs").read_text().count("run") == 3

@@ -7,7 +7,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from gpuwise.launch.plan import LaunchError, LaunchPlan, plan_launch
+from gpuwise.launch.skypilot import render_skypilot
+from gpuwise.launch.torchrun import render_torchrun
+from gpuwise.launch.wheel import build_wheel
 
 EMITTERS = ("skypilot", "torchrun")
 
@@ -30,20 +35,20 @@ def launch_best(rec, catalog, emit: str, command: str) -> dict:
     "notes", "text"}``, where ``text`` is the YAML or the torchrun lines."""
     best = rec.best
     plan = plan_launch(best, catalog.gpu(best.gpu) if best is not None else None, command)
+    wheel = build_wheel() if emit.lower() == "skypilot" and plan.skypilot_cloud is not None else None
     return {"emit": emit.lower(), "gpu": plan.gpu.id, "count": plan.count, "provider": plan.provider,
-            "nodes": plan.nodes, "notes": list(plan.notes), "text": render(plan, emit.lower())}
+            "nodes": plan.nodes, "notes": list(plan.notes), "wheel": str(wheel) if wheel else None,
+            "text": render(plan, emit.lower(), wheel=wheel)}
 
 
-def render(plan: LaunchPlan, emit: str) -> str:
+def render(plan: LaunchPlan, emit: str, *, wheel: Path | None = None) -> str:
     """The text of ``emit`` ("skypilot" or "torchrun") for ``plan``. For a provider SkyPilot does not
-    know, "skypilot" says so and gives the torchrun lines instead."""
-    from gpuwise.launch.skypilot import render_skypilot
-    from gpuwise.launch.torchrun import render_torchrun
-
+    know, "skypilot" says so and gives the torchrun lines instead. A SkyPilot task uploads ``wheel``
+    (built into the cache when not given)."""
     if emit not in EMITTERS:
         raise LaunchError(f"--emit: unknown target {emit!r} (known: {', '.join(EMITTERS)})")
     if emit == "skypilot" and plan.skypilot_cloud is not None:
-        return render_skypilot(plan)
+        return render_skypilot(plan, wheel or build_wheel())
     return render_torchrun(plan)
 
 

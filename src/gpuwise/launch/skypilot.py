@@ -3,10 +3,17 @@
 ``resources`` names the accelerator as SkyPilot's catalog of that cloud does, with the count per node,
 ``use_spot``, and ``infra: cloud/region``; ``num_nodes`` the nodes; ``run`` starts the user's command
 under torchrun on every node (node rank and addresses from SkyPilot's ``SKYPILOT_*`` variables),
-sampled by ``gpuwise run`` and restarted while the guard exits with its restart code.
+sampled by ``gpuwise run`` and restarted while the guard exits with its restart code. gpuwise itself
+comes as a wheel of the running version (:mod:`gpuwise.launch.wheel`) that the task uploads
+(``file_mounts``) and ``setup`` installs: no package registry serves gpuwise.
+
+A spot option is launched as a managed job (``sky jobs launch``), which SkyPilot relaunches after a
+preemption; ``sky launch`` on a spot cluster does not recover it.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import yaml
 
@@ -30,13 +37,24 @@ CLOUD_ACCELERATORS = {
 }
 
 
-def setup_script() -> str:
-    """The task's ``setup``: the job's own requirements (when workdir has them), then this version of
-    gpuwise (pinned, so that the remote ``gpuwise run`` reads and writes what this one does)."""
-    from gpuwise import __version__
+REMOTE_WHEEL_DIR = "~/.gpuwise/wheels"
 
+
+def remote_wheel(wheel: Path) -> str:
+    """Where the task puts the uploaded wheel on every node."""
+    return f"{REMOTE_WHEEL_DIR}/{wheel.name}"
+
+
+def setup_script(wheel: Path) -> str:
+    """The task's ``setup``: the job's own requirements (when workdir has them), then the uploaded wheel of
+    this gpuwise (the same code, so the remote ``gpuwise run`` reads and writes what this one does)."""
     return ("if [ -f requirements.txt ]; then pip install -r requirements.txt; fi\n"
-            f"pip install 'gpuwise=={__version__}'")
+            f"pip install {remote_wheel(wheel)}")
+
+
+def launch_command(plan: LaunchPlan) -> str:
+    """The SkyPilot command that starts the task: a managed job for spot (relaunched after preemption)."""
+    return "sky jobs launch" if plan.spot else "sky launch -c gpuwise"
 
 
 def accelerator_name(gpu_id: str, cloud: str | None) -> str:
@@ -47,8 +65,8 @@ def accelerator_name(gpu_id: str, cloud: str | None) -> str:
     return name
 
 
-def skypilot_task(plan: LaunchPlan, *, name: str | None = None) -> dict:
-    """The task as a mapping, in SkyPilot's YAML schema."""
+def skypilot_task(plan: LaunchPlan, wheel: Path, *, name: str | None = None) -> dict:
+    """The task as a mapping, in SkyPilot's YAML schema; ``wheel`` is the local gpuwise wheel it uploads."""
     if plan.skypilot_cloud is None:
         raise LaunchError(f"SkyPilot does not know the provider {plan.provider!r}: use --emit torchrun and run "
                           f"the lines on a machine rented there")
@@ -67,7 +85,8 @@ def skypilot_task(plan: LaunchPlan, *, name: str | None = None) -> dict:
         "resources": resources,
         "num_nodes": plan.nodes,
         "workdir": ".",
-        "setup": setup_script(),
+        "file_mounts": {remote_wheel(wheel): str(wheel)},
+        "setup": setup_script(wheel),
         "run": run,
     }
 
@@ -84,10 +103,13 @@ def _str(dumper: yaml.SafeDumper, value: str):
 _Dumper.add_representer(str, _str)
 
 
-def render_skypilot(plan: LaunchPlan) -> str:
+def render_skypilot(plan: LaunchPlan, wheel: Path) -> str:
     """What ``gpuwise recommend --emit skypilot`` prints: the notes as comments, then the YAML."""
-    head = [f"# {plan.count}x {plan.gpu.name} from {plan.provider}: sky launch -c gpuwise <this file>"]
+    head = [f"# {plan.count}x {plan.gpu.name} from {plan.provider}: {launch_command(plan)} <this file>"]
     head += [f"# note: {n}" for n in plan.notes]
-    head.append("# note: setup installs the workdir's requirements.txt and this gpuwise version from PyPI; "
-                "edit it to install from a wheel or a checkout")
-    return "\n".join(head) + "\n" + yaml.dump(skypilot_task(plan), Dumper=_Dumper, sort_keys=False)
+    if plan.spot:
+        head.append("# note: a managed job is relaunched on a new machine after a preemption: keep the "
+                    "checkpoint directory on storage that outlives it (a bucket in file_mounts)")
+    head.append(f"# note: setup installs the workdir's requirements.txt and gpuwise from {wheel} "
+                f"(a wheel of this gpuwise, uploaded by file_mounts)")
+    return "\n".join(head) + "\n" + yaml.dump(skypilot_task(plan, wheel), Dumper=_Dumper, sort_keys=False)

@@ -58,7 +58,8 @@ def render_torchrun(plan: LaunchPlan) -> str:
     out += [f"# note: {n}" for n in plan.notes]
     if plan.nodes > 1:
         out.append("# MASTER_ADDR: the address of node 0, reachable from every node")
+    out.append(f"# each line starts the job again while it exits with {EXIT_RESTART} (the guard checkpointed "
+               f"and stopped on preemption)")
     for rank, line in enumerate(torchrun_lines(plan)):
-        out += [f"# node {rank}", line]
-    out.append(f"# restart on preemption (exit {EXIT_RESTART}): until <line>; do [ $? -eq {EXIT_RESTART} ] || exit 1; done")
+        out += [f"# node {rank}", supervised(line)]
     return "\n".join(out) + "\n"
