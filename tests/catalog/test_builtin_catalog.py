@@ -64,6 +64,23 @@ def test_memory_nvidia_smi_shows_is_recorded_where_known():
     assert a30.nvml_memory_bytes is None and a30.visible_memory_bytes == a30.memory_bytes
 
 
+def test_gddr_cards_with_ecc_on_show_what_nvml_shows_whether_or_not_their_figure_is_recorded():
+    # before: an L40S (NVML figure recorded) showed 45.0 GiB while the same 48 GiB of GDDR6 with ECC on in an
+    # L40 or A40 showed 48.0 GiB: a job between the two fitted one and not the other
+    from gpuwise.catalog.model import ECC_RESERVED_SHARE
+
+    recorded = [g for g in CATALOG.gpus if g.ecc_reserves_memory and g.nvml_memory_bytes]
+    assert {g.id for g in recorded} >= {"t4", "a10", "l4", "l40s"}
+    for gpu in recorded:   # the rule against every NVML figure there is: the driver's few MiB apart
+        rule = gpu.memory_bytes * (1 - ECC_RESERVED_SHARE)
+        assert 0 <= rule - gpu.nvml_memory_bytes <= 16 * 2**20, gpu.id
+    same_chips = {resolve_gpu(CATALOG, n).visible_memory_bytes for n in ("L40", "L40S", "A40", "L20")}
+    assert max(same_chips) - min(same_chips) <= 16 * 2**20
+    assert resolve_gpu(CATALOG, "l40").visible_memory_bytes < 46 * 2**30
+    # HBM keeps its check bits on the side, GeForce and workstation cards ship with ECC off
+    assert not any(resolve_gpu(CATALOG, n).ecc_reserves_memory for n in ("a30", "h100-sxm", "rtx-4090", "rtx-a6000"))
+
+
 def test_unverified_rows_are_marked_and_verified_rows_cite_a_url():
     unverified = {g.id for g in CATALOG.gpus if not g.verified}
     assert {"h20", "l20", "a10g", "b200"} <= unverified

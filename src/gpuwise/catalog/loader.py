@@ -37,7 +37,7 @@ _GPU_KEYS: dict[str, str] = {
     "memory": _STR, "memory_bytes": _INT, "l2": _STR, "l2_bytes": _INT, "nvml_memory": _STR, "nvml_memory_bytes": _INT,
     "memory_bandwidth_gbs": _NUM, "tdp_w": _NUM, "pcie_gen": _INT, "nvlink_gbs": _NUM,
     "peak_tflops": "a table of precision = TFLOPS", "source": _STR, "aliases": _STRS, "nvml_names": _STRS,
-    "verified": _BOOL, "notes": _STR, "based_on": _STR,
+    "verified": _BOOL, "notes": _STR, "based_on": _STR, "ecc_reserves_memory": _BOOL,
 }
 _NOT_FIELDS = ("memory", "l2", "nvml_memory", "based_on", "peak_tflops")  # converted before they become fields
 _GPU_REQUIRED = ("id", "name", "arch", "compute_capability", "sm_count", "cuda_cores", "tensor_cores",

@@ -14,6 +14,11 @@ class CatalogError(GpuwiseError):
     pass
 
 
+# GDDR ECC stores its check bits in the DRAM: a T4's 16 GiB shows as 15,360 MiB, an L40S's 48 GiB as
+# 46,068 MiB (46,080 less the driver's 12 MiB).
+ECC_RESERVED_SHARE = 1 / 16
+
+
 @dataclass(frozen=True)
 class GPU:
     """One GPU model's datasheet. Rates are dense (no 2:4 sparsity), in TFLOPS (TOPS for int8).
@@ -46,14 +51,23 @@ class GPU:
     # Total memory as NVML / nvidia-smi report it (less than memory_bytes where ECC or the driver
     # reserves some: a T4 shows 15360 MiB of its 16 GiB); None where not recorded.
     nvml_memory_bytes: int | None = None
+    # ECC on by default in GDDR memory (NVIDIA's data-center GDDR cards: T4, A10, L4, L40S...), so
+    # ECC_RESERVED_SHARE of it is not visible. HBM keeps the check bits on the side; GeForce and RTX
+    # workstation cards ship with ECC off.
+    ecc_reserves_memory: bool = False
 
     def peak(self, precision: str) -> float | None:
         return self.peak_tflops.get(precision)
 
     @property
     def visible_memory_bytes(self) -> int:
-        """What a process can see as total memory: the NVML figure where known, else the DRAM size."""
-        return self.nvml_memory_bytes or self.memory_bytes
+        """What a process can see as total memory: the NVML figure where known, else the DRAM size less
+        what ECC keeps (an L40 without a recorded figure shows what a recorded L40S does)."""
+        if self.nvml_memory_bytes:
+            return self.nvml_memory_bytes
+        if self.ecc_reserves_memory:
+            return int(self.memory_bytes * (1 - ECC_RESERVED_SHARE))
+        return self.memory_bytes
 
     @property
     def has_bf16(self) -> bool:

@@ -101,6 +101,8 @@ def gpu_record(gpu: GPU, offers: tuple[Offer, ...] | list[Offer] = ()) -> dict[s
         "tensor_cores": gpu.tensor_cores,
         "l2_bytes": gpu.l2_bytes,
         "nvml_memory_bytes": gpu.nvml_memory_bytes,
+        "visible_memory_bytes": gpu.visible_memory_bytes,
+        "ecc_reserves_memory": gpu.ecc_reserves_memory,
         "tdp_w": gpu.tdp_w,
         "pcie_gen": gpu.pcie_gen,
         "nvlink_gbs": gpu.nvlink_gbs,
