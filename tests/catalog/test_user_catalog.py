@@ -164,6 +164,13 @@ REFUSALS = {
     "unknown precision": (NEW_GPU.replace("int8 = 261", "fp4 = 522"), "key 'peak_tflops.fp4'"),
     "name taken by another GPU": (NEW_GPU.replace('["NVIDIA TITAN RTX"]', '["Tesla T4"]'), "'Tesla T4'"),
     "based_on an unknown GPU": (MY_GPU.replace("NVIDIA A100-SXM4-40GB", "A200"), "key 'based_on': unknown GPU"),
+    # before: "unknown GPU 'A100' (did you mean: a10, p100-16gb-pcie, a10g?)" while `gpuwise gpus A100`
+    # lists the four A100s: the loader had its own lookup
+    "offer for a GPU family": (OWN_OFFER.replace("Tesla T4", "A100"),
+                               "key 'gpu': GPU name 'A100' is ambiguous: it could be a100-40gb-pcie, a100-40gb-sxm4, "
+                               "a100-80gb-pcie, a100-80gb-sxm4"),
+    "based_on a GPU family": (MY_GPU.replace("NVIDIA A100-SXM4-40GB", "V100"), "key 'based_on': GPU name 'V100' is "
+                              "ambiguous"),
 }
 
 

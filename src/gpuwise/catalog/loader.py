@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuwise.catalog.model import GPU, PRECISIONS, Catalog, CatalogError, Offer
-from gpuwise.catalog.resolve import name_index, name_key, suggest_gpus
+from gpuwise.catalog.resolve import lookup_gpu, name_index
 from gpuwise.catalog.validate import gpu_problems, offer_problems
 from gpuwise.errors import did_you_mean
 from gpuwise.units import UnitError, parse_bytes
@@ -189,9 +189,10 @@ def _parse_gpu(table: dict[str, Any], where: str, known: dict[str, GPU]) -> GPU:
     base: dict[str, Any] = {}
     if "based_on" in table:
         # A variant of a known GPU: inherit its datasheet, override what is given.
-        parent = name_index(list(known.values())).get(name_key(table["based_on"]))
-        if parent is None:
-            raise CatalogError(f"{where}: key 'based_on': unknown GPU {table['based_on']!r}")
+        try:
+            parent = lookup_gpu(name_index(list(known.values())), table["based_on"])
+        except CatalogError as exc:
+            raise CatalogError(f"{where}: key 'based_on': {exc}") from None
         base = dataclasses.asdict(parent)
         base["peak_tflops"] = dict(parent.peak_tflops)
         if table.get("id", parent.id) != parent.id:  # a new GPU must not steal the parent's names
@@ -246,10 +247,10 @@ def _parse_offer(table: dict[str, Any], where: str, index: dict[str, GPU], indic
     if ("gpu" in table) == ("gpu_id" in table):
         raise CatalogError(f"{where}: give the GPU as key 'gpu' (any name of a known GPU)")
     gpu_name = table.get("gpu", table.get("gpu_id"))
-    gpu = index.get(name_key(gpu_name))
-    if gpu is None:
-        hint = suggest_gpus(gpu_name, index, otherwise=" (add it as a [[gpu]] table)")
-        raise CatalogError(f"{where}: key 'gpu': unknown GPU {gpu_name!r}{hint}")
+    try:  # the one resolver every command uses: a family name lists its members, as `gpuwise gpus` does
+        gpu = lookup_gpu(index, gpu_name, otherwise=" (add it as a [[gpu]] table)")
+    except CatalogError as exc:
+        raise CatalogError(f"{where}: key 'gpu': {exc}") from None
     offer = Offer(
         provider=table["provider"], gpu_id=gpu.id, count=table.get("count", 1),
         price_per_hour=float(table["price_per_hour"]),

@@ -64,7 +64,12 @@ def resolve_gpu(catalog: Catalog, name: str) -> GPU:
     Raises AmbiguousGpuName when ``name`` only starts the names of several GPUs, and CatalogError
     naming it, with the closest known GPUs, when it names none.
     """
-    index = _catalog_index(catalog)
+    return lookup_gpu(_catalog_index(catalog), name)
+
+
+def lookup_gpu(index: dict[str, GPU], name: str, *, otherwise: str | None = None) -> GPU:
+    """:func:`resolve_gpu` over a :func:`name_index` (the catalog loader's, while it reads offers);
+    ``otherwise`` replaces the hint of an unknown name that resembles none."""
     key = name_key(name)
     gpu = index.get(key)
     if gpu is not None:
@@ -74,7 +79,8 @@ def resolve_gpu(catalog: Catalog, name: str) -> GPU:
         raise AmbiguousGpuName(name, tuple(g.id for g in family))
     if len(family) == 1 and len(key) >= 3:
         return family[0]
-    raise CatalogError(f"unknown GPU {name!r}{suggest_gpus(name, index)}")
+    hint = suggest_gpus(name, index) if otherwise is None else suggest_gpus(name, index, otherwise=otherwise)
+    raise CatalogError(f"unknown GPU {name!r}{hint}")
 
 
 def family_members(key: str, index: dict[str, GPU]) -> list[GPU]:
