@@ -53,7 +53,7 @@ def estimate(
     workload = workload_from(model, workload_kwargs, gpu=gpus[0] if len(gpus) == 1 else None)
 
     from gpuwise.plan import JobSize, model_for, parse_headroom   # the planner, once the input is known good
-    from gpuwise.plan.answer import estimate_answer
+    from gpuwise.plan.answer import estimate_answer, largest_batch_answer
     from gpuwise.plan.offers import check_provider
 
     provider = check_provider(cat, provider)
@@ -67,8 +67,12 @@ def estimate(
     use_user_calibration(not no_user_calibration)
     with c.progress(not json_out, "tracing…") as progress:
         wm = model_for(workload, progress)
-        out, est = estimate_answer(wm, gpus, headroom_fraction=headroom_fraction, job=job, max_batch=max_batch,
-                                   progress=progress, provider=provider)
+        if max_batch:
+            out, est = largest_batch_answer(wm, gpus[0], headroom_fraction=headroom_fraction, job=job,
+                                            progress=progress, provider=provider)
+        else:
+            out, est = estimate_answer(wm, gpus, headroom_fraction=headroom_fraction, job=job, progress=progress,
+                                       provider=provider)
     if plot:
         from gpuwise.memory.plot import plot_timeline
 
@@ -83,6 +87,13 @@ def _render(out: dict, est) -> None:
     con = c.console
     w = est.workload
     optimizer = f", optimizer {w.optimizer}" if w.is_training else ""
+    if out["max_batch_size"]:
+        # --max-batch answers its own question first; what follows is that batch's step
+        con.print(f"Largest batch that fits {out['gpu']}{' in memory' if out.get('cannot_run') else ''}: "
+                  f"[bold]{out['max_batch_size']}[/] (asked: {out['requested_batch_size']})")
+    elif out["max_batch_size"] == 0:
+        con.print(f"[red]Not even batch 1 fits {out['gpu']}[/]: the changes below would make batch "
+                  f"{out['requested_batch_size']} fit")
     con.print(f"[bold]{w.model}[/]  {w.mode}, batch {w.batch_size}, {w.precision}{optimizer}"
               f"  [dim]({out['method']})[/]")
     if out.get("calibration"):
@@ -119,9 +130,6 @@ def _render(out: dict, est) -> None:
                         else "--num-gpus N with --sharding zero3")
                 con.print(f"  none of the changes tried makes it fit this GPU (alone or together): try more "
                           f"GPUs ({more}) or a larger GPU (gpuwise recommend)")
-    if out["max_batch_size"] is not None:
-        in_memory = " in memory" if out.get("cannot_run") else ""
-        con.print(f"Largest batch that fits{in_memory}: [bold]{out['max_batch_size']}[/]")
     t = out["time"]
     if t:
         con.print(f"Step time {format_duration(t['step_time_s'])}, {t['samples_per_s']:.1f} samples/s, "

@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 from gpuwise.memory.uncertainty import fit_wording
 from gpuwise.plan.fit import fits, spare_bytes, usable_bytes
-from gpuwise.plan.profile import WorkloadModel, cannot_run, largest_fitting_batch
+from gpuwise.plan.profile import WorkloadModel, cannot_run, largest_fitting_batch, model_for
 from gpuwise.plan.recommend import JobSize
 from gpuwise.plan.remedies import changes_that_fit
 from gpuwise.plan.accuracy import likely_step_time_range_s, load_accuracy
@@ -47,8 +47,7 @@ def _timed(e, method: str) -> dict:
 
 def estimate_answer(
     model: WorkloadModel, gpus: list, *, headroom_fraction: float, job: JobSize | None = None,
-    max_batch: bool = False, suggest_changes: bool = True, progress: Callable[[str], None] | None = None,
-    provider: str | None = None,
+    suggest_changes: bool = True, progress: Callable[[str], None] | None = None, provider: str | None = None,
 ) -> tuple[dict, object]:
     """(the JSON answer, the main Estimate). ``gpus``: none (memory only), one, or several (a row each).
     ``provider``: whose machines the GPUs are in, which sets their links (None: each GPU's usual machine,
@@ -92,9 +91,7 @@ def estimate_answer(
         "cannot_run": why_not,
         "spare_bytes": spare_bytes(est.memory.total_upper_bytes, gpu, headroom_fraction) if gpu else None,
         "fit_summary": fit_wording(est.memory, usable_bytes(gpu, headroom_fraction)) if gpu else None,
-        # one GPU asked about: every batch size, not only powers of two (a few more traces)
-        "max_batch_size": largest_fitting_batch(model, gpu, count=count, headroom_fraction=headroom_fraction,
-                                                provider=provider, powers_of_two=False) if max_batch and gpu else None,
+        "max_batch_size": None,          # set by largest_batch_answer
         "changes_that_fit": list(changes),
         "inference": inference,
         "trace": trace_info,
@@ -108,3 +105,23 @@ def estimate_answer(
         ],
     }
     return answer, est
+
+
+def largest_batch_answer(
+    model: WorkloadModel, gpu, *, headroom_fraction: float, job: JobSize | None = None,
+    progress: Callable[[str], None] | None = None, provider: str | None = None,
+    model_factory: Callable[..., WorkloadModel] = model_for,
+) -> tuple[dict, object]:
+    """``estimate --max-batch``: the answer at the largest micro-batch that fits ``gpu`` (its memory, step
+    and job time), with ``max_batch_size`` and ``requested_batch_size``. Where not even batch 1 fits, the
+    answer at the requested batch, with the changes that would make it fit."""
+    # one GPU asked about: every batch size, not only powers of two (a few more traces)
+    largest = largest_fitting_batch(model, gpu, count=model.workload.num_gpus, headroom_fraction=headroom_fraction,
+                                    provider=provider, powers_of_two=False)
+    requested = model.workload.batch_size
+    if largest and largest != requested:
+        model = model_factory(model.workload.with_(batch_size=largest), progress)
+    out, est = estimate_answer(model, [gpu], headroom_fraction=headroom_fraction, job=job, suggest_changes=not largest,
+                               progress=progress, provider=provider)
+    out.update(max_batch_size=largest, requested_batch_size=requested)
+    return out, est

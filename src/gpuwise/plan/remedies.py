@@ -1,7 +1,7 @@
 """When the job does not fit on the cheap GPUs: which change would make it fit, and what that costs.
 
-Each remedy is a changed workload (gradient checkpointing, AMP, an 8-bit optimizer, LoRA for LLMs;
-in serving, a smaller batch); it is estimated on the GPUs that were
+Each remedy is a changed workload (a smaller micro-batch with more accumulation steps, gradient
+checkpointing, AMP, an 8-bit optimizer, LoRA for LLMs; in serving, a smaller batch); it is estimated on the GPUs that were
 excluded for memory and are cheaper than the best option. One trace per remedy.
 """
 
@@ -38,8 +38,19 @@ def _remedy(change: str, **fields) -> Remedy:
     return Remedy(change, tuple(fields.items()))
 
 
-def candidate_remedies(w: Workload, closed_form: bool) -> list[Remedy]:
-    """The changes that lower a training step's memory, in the order a practitioner tries them."""
+def micro_batch_remedy(w: Workload) -> Remedy | None:
+    """Half the micro-batch, twice the accumulation steps: the same effective batch and method, the first
+    change people make when a step does not fit."""
+    if w.batch_size < 2 or w.batch_size % 2:   # an odd micro-batch cannot be halved keeping the effective batch
+        return None
+    half, accum = w.batch_size // 2, w.grad_accum_steps * 2
+    return _remedy(f"--batch-size {half} --grad-accum {accum}", batch_size=half, grad_accum_steps=accum)
+
+
+def candidate_remedies(w: Workload, closed_form: bool, *, micro_batch: bool = True) -> list[Remedy]:
+    """The changes that lower a training step's memory, in the order a practitioner tries them.
+    ``micro_batch``: include the smaller micro-batch with more accumulation steps (recommend does not:
+    it already splits the effective batch wherever the micro-batch does not fit)."""
     out = []
     if not w.is_training:
         # serving: half-precision weights, quantized weights (closed form), fewer sequences at once
@@ -52,6 +63,8 @@ def candidate_remedies(w: Workload, closed_form: bool) -> list[Remedy]:
         if w.batch_size > 1:
             out.append(_remedy(f"--batch-size {w.batch_size // 2}", batch_size=w.batch_size // 2))
         return out
+    if micro_batch and (smaller := micro_batch_remedy(w)) is not None:
+        out.append(smaller)
     if w.precision in ("fp32", "tf32"):
         out.append(_remedy("--precision amp-bf16", precision="amp-bf16"))
         out.append(_remedy("--precision amp-fp16", precision="amp-fp16"))
@@ -63,8 +76,6 @@ def candidate_remedies(w: Workload, closed_form: bool) -> list[Remedy]:
         out.append(_remedy("--logits chunked", logits="chunked"))
     if w.optimizer in ("adam", "adamw"):
         out.append(_remedy("--optimizer adamw-8bit", optimizer="adamw-8bit"))
-    # (a smaller micro-batch with accumulation is no remedy here: recommend already splits the effective
-    # batch wherever the micro-batch does not fit)
     if closed_form and w.finetune == "full":
         out.append(_remedy("--finetune lora", finetune="lora"))
         out.append(_remedy("--finetune qlora", finetune="qlora"))
@@ -91,7 +102,7 @@ def find_remedies(
     oom.sort(key=lambda o: o.price_per_hour_ranked)
     gpus = {g.id: g for g in catalog.gpus}
     results = []
-    for remedy in candidate_remedies(rec.workload, rec.method == "closed-form")[:max_remedies]:
+    for remedy in candidate_remedies(rec.workload, rec.method == "closed-form", micro_batch=False)[:max_remedies]:
         w = remedy.apply(rec.workload)
         model = model_factory(w) if model_factory else model_for(w, progress)
         for target in oom:   # cheapest first: the cheapest GPU this remedy rescues is the news
@@ -144,8 +155,10 @@ def changes_that_fit(
     taken: list[Remedy] = []
     w = workload
     while not (found := quote(_flags(taken), w)):
-        steps = [r for r in candidate_remedies(w, closed_form)
-                 if r.change.startswith("--batch-size") or r.change.split()[0] not in {t.change.split()[0] for t in taken}]
+        # each kind of change once, in order; only when all are taken, the micro-batch halves again
+        options = {t.change.split()[0] for t in taken}
+        steps = [r for r in candidate_remedies(w, closed_form) if r.change.split()[0] not in options]
+        steps = steps or [r for r in candidate_remedies(w, closed_form) if r.change.startswith("--batch-size")]
         if not steps:
             return ()
         taken.append(steps[0])
