@@ -147,6 +147,8 @@ def _render(rec, show_all: bool, deadline_s: float | None = None) -> None:
     con.print(table)
     for number, reason in footnotes:
         con.print(f"[dim]{number}[/] {reason}")
+    if any(o.own_price for o in shown):
+        con.print(f"[dim]{OWN_PRICE_MARK}[/] your price (your catalog file); the others are shipped indicative prices")
     if len(shown) < len(rec.options):
         con.print(f"[dim]{len(rec.options) - len(shown)} more options not shown (--all shows them, --json lists them).[/]")
     if rec.best is not None:
@@ -202,6 +204,7 @@ def _risks(best, deadline_s: float | None, method: str) -> None:
 
 
 _COLUMNS = ("", "gpu", "provider", "batch", "needs", "job time", "job cost")
+OWN_PRICE_MARK = "*"     # after the provider: priced by the user's own offer
 _WHY = "bound / why not"
 _WHY_MIN_WIDTH = 24   # narrower than this, a long reason becomes a footnote under the table, not a tall cell
 _WHY_NARROWEST = 7    # "compute", "memory", "see [9]"
@@ -258,7 +261,7 @@ def _row_cells(o, marks: dict, *, one_mark: bool = False) -> list[str]:
         # narrow: the strongest mark only (a stack of marks read as empty rows); the lines below say the rest
         (marks.get(id(o), [""])[0] if one_mark else "+".join(marks.get(id(o), []))),
         o.gpu + (f" ×{o.count}" if o.count > 1 else ""),
-        (o.provider or "-") + (" (spot)" if o.spot else ""), batch,
+        (o.provider or "-") + (" (spot)" if o.spot else "") + (OWN_PRICE_MARK if o.own_price else ""), batch,
         format_bytes(o.peak_total_bytes) if o.peak_total_bytes else "-",
         # an option that does not fit in memory has no job to time or price (--json keeps the figures)
         format_duration(o.total_time_s) if o.total_time_s and o.fits else "-", _cost(o) if o.fits else "-",

@@ -2,7 +2,8 @@
 
 ``cheapest_offer``: for one GPU × count × provider × spot policy, the offer of exactly ``count`` GPUs
 that costs least in the ranking currency; where no such offer exists, the cheapest single-GPU offer
-priced × count (its source says so). Spot offers take part only when the spot policy includes them:
+priced × count (its source says so). A price of the user's own replaces the shipped indicative prices
+of its provider for that GPU at every count. Spot offers take part only when the spot policy includes them:
 ``recommend``, ``report`` and ``advise`` all take ``--spot`` with the same meaning.
 
 ``ranking_currency``: the one the user asked for; else the currency all considered offers share;
@@ -69,9 +70,17 @@ def ranking_currency(offers: Iterable[Offer], requested: str | None = None) -> s
     return currencies.pop() if len(currencies) == 1 else HOME_CURRENCY
 
 
+def own_prices_first(offers: list[Offer]) -> list[Offer]:
+    """The offers with the user's own prices (a user catalog's, not indicative) in place of the shipped
+    indicative ones of the same provider and spot-ness, at every count: who pays ¥1.50 for one RTX 4090
+    there pays it for each of eight, not the shipped ¥1.98 a card."""
+    own = {(o.provider, o.spot) for o in offers if not o.indicative}
+    return [o for o in offers if not o.indicative or (o.provider, o.spot) not in own]
+
+
 def cheapest_offer(offers: Iterable[Offer], gpu_id: str, count: int, currency: str) -> Offer | None:
     """The cheapest offer (in ``currency``) for exactly ``count`` of ``gpu_id``; else a single-GPU offer × count."""
-    mine = [o for o in offers if o.gpu_id == gpu_id]
+    mine = own_prices_first([o for o in offers if o.gpu_id == gpu_id])
     exact = [o for o in mine if o.count == count]
     if exact:
         return min(exact, key=lambda o: (convert(o.price_per_hour, o.currency, currency), o.provider))

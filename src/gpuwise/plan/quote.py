@@ -49,6 +49,11 @@ class Quote:
     offer: Offer | None = field(default=None, compare=False, repr=False)   # what was priced (not in JSON)
 
     @property
+    def own_price(self) -> bool:
+        """Priced by the user's own offer (a user catalog's), not a shipped indicative one."""
+        return self.offer is not None and not self.offer.indicative
+
+    @property
     def eligible(self) -> bool:
         return self.excluded_because is None
 
@@ -79,7 +84,7 @@ class Quote:
             "preemption_time_s": self.preemption_time_s,
             "total_cost": self.total_cost, "total_cost_ranked": self.total_cost_ranked, "bound": self.bound,
             "excluded_because": self.excluded_because, "warnings": list(self.warnings),
-            "calibration": self.calibration, "offer_source": self.offer_source,
+            "calibration": self.calibration, "offer_source": self.offer_source, "own_price": self.own_price,
         }
 
 
