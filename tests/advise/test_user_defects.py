@@ -72,3 +72,35 @@ def test_an_nvidia_smi_log_given_to_advise_is_pointed_to_report():
     r = subprocess.run([sys.executable, "-m", "gpuwise.cli.app", "advise", str(smi)], capture_output=True, text=True)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
     assert "`gpuwise report` reads it" in r.stderr
+
+
+def _plunge(seed: int, n: int = 1500):
+    """~25 for 3 steps, then flat at 0.01 with ±60 % noise: fast at first, flat later."""
+    rng = np.random.default_rng(seed)
+    s = np.arange(0, n).astype(float)
+    return s, np.where(s < 3, 25.0, 0.01) * np.exp(rng.normal(0, 0.6, n))
+
+
+def test_a_loss_that_plunges_in_a_few_steps_and_stays_flat_says_where_it_flattened():
+    # before: "plateau ... flat since step 0", one phase over the whole log, on 10 of 40 such curves
+    from gpuwise.advise.phases import FAST, PLATEAU, detect_phases
+
+    for seed in range(20):
+        phases = detect_phases(*_plunge(seed))
+        assert phases[0].kind == FAST and phases[0].drop_per_doubling > 0.5, (seed, phases)
+        assert phases[1].kind == PLATEAU and 3 <= phases[1].start_step <= 10, (seed, phases)
+
+
+def test_a_flat_run_is_told_what_stopping_saves_over_the_steps_it_would_still_pay_for(tmp_path, capsys, cli_json):
+    # before: the plan priced all 18,501 remaining steps and said nothing of stopping
+    s, loss = _plunge(10)
+    p = tmp_path / "loss.csv"
+    p.write_text("step,loss\n" + "".join(f"{int(i)},{v:.6f}\n" for i, v in zip(s, loss)))
+    out = cli_json(["advise", str(p), "--gpu", "a100-80gb-sxm4", "--provider", "autodl", "--step-time-s", "0.5",
+                    "--total-steps", "20000", "--json"])
+    (stop,) = [x for x in out["advice"] if x["kind"] == "stop"]
+    n = stop["numbers"]
+    assert n["stop_step"] == 1499 and n["saved_steps"] == 20000 - 1499
+    assert abs(n["saved_hours"] - 18501 * 0.5 / 3600) < 1e-9
+    # the saving is what staying would have cost for those steps: the plan's own "stay" row
+    assert abs(n["saving"] - out["plan_summary"]["stay"]["cost"]) < 0.01 and n["saving"] > 0

@@ -278,5 +278,36 @@ def plan_advice(plan: GpuPlan) -> list[Advice]:
                    {"cost": plan.cost, "stay_cost": cur.cost, "saving": plan.saving, "switch_step": moved.from_step})]
 
 
+def level_off_step(a: CurveAnalysis) -> int | None:
+    """Where the loss stops paying for its steps: now when the curve is flat and the fitted trend has no
+    worthwhile fall left (or later, where it says that fall ends); for a falling curve, where the forecast
+    turns flat or its progress per hour gets small; None when the forecast sees no such step."""
+    later = [s for s in (a.plateau_forecast_step, a.diminishing_returns_step) if s is not None and s > a.last_step]
+    if is_flat(a):
+        return a.diminishing_returns_step if a.diminishing_returns_step and a.diminishing_returns_step > a.last_step \
+            else a.last_step
+    return min(later) if later else None
+
+
+def stop_advice(a: CurveAnalysis, pricing: "Pricing", end_step: int, end_reason: str) -> list[Advice]:
+    """The money the steps past the level-off cost on the current GPU: what stopping there saves."""
+    cur = pricing.current
+    stop = level_off_step(a)
+    if cur is None or stop is None or stop >= end_step:
+        return []
+    steps = end_step - stop
+    cost, hours = cur.ranked_cost_for(steps), cur.hours_for(steps)
+    when = "now" if stop <= a.last_step else f"at step {stop:,}"
+    text = f"Stopping {when} instead of at step {end_step:,} ({end_reason}) saves {steps:,} steps: " \
+           f"{format_duration(hours * 3600)} and {format_money(cost, pricing.currency)} on {cur.gpu}."
+    numbers = {"stop_step": stop, "end_step": end_step, "saved_steps": steps, "saved_hours": hours,
+               "saving": cost, "currency": pricing.currency}
+    if a.fit is not None:
+        at_stop, at_end = (float(a.fit.predict(float(x))) for x in (max(stop, a.last_step), end_step))
+        text += f" The forecast loss is {_g(at_stop)} there and {_g(at_end)} at step {end_step:,}."
+        numbers.update(forecast_loss_at_stop=at_stop, forecast_loss_at_end=at_end)
+    return [Advice("stop", f"Stop {when}", text, numbers)]
+
+
 def is_flat(a: CurveAnalysis) -> bool:
     return a.phases[-1].kind in (PLATEAU, RISING)

@@ -18,6 +18,9 @@ from dataclasses import dataclass
 import numpy as np
 
 FAST, SLOW, PLATEAU, RISING = "fast_descent", "slow_descent", "plateau", "rising"
+# A fast descent over a few noisy points that carries this share of the run's whole fall in ln-loss is a
+# phase however narrow (a loss from 25 to 0.01 in 3 logged steps, then flat, was "flat since step 0").
+FALL_SHARE_KEPT = 0.5
 
 
 @dataclass(frozen=True)
@@ -188,16 +191,35 @@ def detect_phases(steps: np.ndarray, loss: np.ndarray, th: PhaseThresholds = Pha
     drop, low, high = local_drop_per_doubling(centres, log_y, counts, log_time(steps), point_noise_log(loss), th)
     drop, low, high = (d * progress_scale(log_y, drop) for d in (drop, low, high))
     kinds = fill_unsure([classify(d, lo, hi, th) for d, lo, hi in zip(drop, low, high)])
-    runs = _runs(kinds)
     span = float(steps[-1] - steps[0]) or 1.0
+    plunge = _leading_plunge(log_y, firsts, float(np.median(point_noise_log(loss))), span, th)
+    kinds[:plunge] = [FAST] * plunge
+    if plunge:   # its rate is the whole fall over its ln-steps, not the noisy windows' median
+        fall_slope = (log_y[plunge] - np.max(log_y[:plunge])) / max(centres[plunge] - centres[0], 1e-9)
+        drop[:plunge] = 1.0 - np.exp(fall_slope * np.log(2.0))
+    runs = _runs(kinds)
     # a run's extent, in ln-steps and as a share of all steps, up to where the next run begins
     bounds_lt = np.append(centres, log_time(steps)[-1])
     bounds_step = np.append(firsts, steps[-1]).astype(float)
 
-    def wide_enough(i0: int, i1: int) -> bool:
+    # How far the ln-loss fell over the whole run: a descent that carries most of it is the run's
+    # learning however few steps it took, and must not fold into the plateau after it.
+    whole_fall = float(np.max(log_y[:3]) - np.min(log_y))
+
+    def carries_the_fall(kind: str, i0: int, i1: int) -> bool:
+        if kind != FAST or whole_fall <= 0:
+            return False
+        before = float(np.max(log_y[: i0 + 1]))
+        after = float(np.min(log_y[i1 + 1:])) if i1 + 1 < len(log_y) else float(log_y[i1])
+        return before - after >= FALL_SHARE_KEPT * whole_fall
+
+    def wide_enough(kind: str, i0: int, i1: int) -> bool:
         # A fast descent at the start is held to its width in log-steps only: over the first 2 % of the
-        # steps it is most of what a run learns, and must not fold into the plateau after it.
-        first_fast = i0 == 0 and kinds[0] == FAST
+        # steps it is most of what a run learns, and must not fold into the plateau after it. (The run's
+        # kind, not its first bin's: a noisy first bin merged into a descent is part of it.)
+        first_fast = i0 == 0 and kind == FAST
+        if carries_the_fall(kind, i0, i1):
+            return True
         return (bounds_lt[i1 + 1] - bounds_lt[i0] >= th.min_phase_log_width
                 and (first_fast or (bounds_step[i1 + 1] - bounds_step[i0]) / span >= th.min_phase_step_fraction))
 
@@ -208,6 +230,26 @@ def detect_phases(steps: np.ndarray, loss: np.ndarray, th: PhaseThresholds = Pha
         end = int(steps[-1]) if k == len(runs) - 1 else int(firsts[runs[k + 1][1]])
         phases.append(Phase(kind, start, end, float(np.median(drop[i0:i1 + 1]))))
     return phases
+
+
+def _leading_plunge(log_y: np.ndarray, firsts: np.ndarray, noise_log: float, span: float,
+                    th: PhaseThresholds) -> int:
+    """The bins of a fall at the start too quick and too noisy for the slope windows: a few points that
+    carry the run's fall in ln-loss, far above the noise, to within a tenth of it of the level the run
+    then keeps (the loss never climbs half-way back). 0 where there is none, or where the fall spans
+    enough steps to be read from its slopes."""
+    if len(log_y) < 4:
+        return 0
+    floor = float(np.median(log_y[len(log_y) // 2:]))
+    fall = float(np.max(log_y[:3])) - floor
+    if fall <= 6.0 * noise_log:
+        return 0
+    highest_after = np.maximum.accumulate(log_y[::-1])[::-1]
+    flat = np.nonzero((highest_after <= floor + 0.5 * fall) & (log_y <= floor + 0.1 * fall))[0]
+    if not len(flat) or flat[0] == 0:
+        return 0
+    b = int(flat[0])
+    return b if (firsts[b] - firsts[0]) / span < th.min_phase_step_fraction else 0
 
 
 def _runs(kinds: list[str]) -> list[tuple[str, int, int]]:
@@ -228,7 +270,7 @@ def _merge_short(runs: list[tuple[str, int, int]], wide_enough) -> list[tuple[st
     order = {FAST: 0, SLOW: 1, PLATEAU: 2, RISING: 3}
     runs = list(runs)
     while len(runs) > 1:
-        narrow = [j for j, (_, i0, i1) in enumerate(runs) if not wide_enough(i0, i1)]
+        narrow = [j for j, (kind, i0, i1) in enumerate(runs) if not wide_enough(kind, i0, i1)]
         if not narrow:
             break
         j = min(narrow, key=lambda j: runs[j][2] - runs[j][1])

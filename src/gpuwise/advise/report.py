@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpuwise.advise.advice import (Advice, Pricing, diverged_advice, forecast_advice, healthy_advice, is_flat,
-                                   noise_advice, not_learning_advice, plan_advice, plateau_advice, switch_advice)
+                                   noise_advice, not_learning_advice, plan_advice, plateau_advice, stop_advice,
+                                   switch_advice)
 from gpuwise.advise.analysis import AdviseSettings, CurveAnalysis, analyze_curve
 from gpuwise.advise.data import TrainingLog
 from gpuwise.advise.fit import forecast_points
@@ -184,6 +185,7 @@ def advise(log: TrainingLog, settings: AdviseSettings = AdviseSettings(), catalo
         if is_flat(a):
             items += plateau_advice(a, pricing, remaining, end_reason)
         items += forecast_advice(a, settings.target_loss)
+        items += stop_advice(a, pricing, end_step, end_reason)
     if a.diagnosis in ("diverged", "not_learning") and ns is not None:
         items += [x for x in noise_advice(a, ns, pricing) if x.kind == "batch_size"]
 
