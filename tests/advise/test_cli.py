@@ -37,7 +37,7 @@ def plateau_csv(tmp_path_factory):
 
 def test_json_contract_holds_diagnosis_phases_forecast_noise_scale_advice_plan(plateau_csv, capsys, tmp_path):
     plot = tmp_path / "curve.png"
-    code, out, err = _run(["advise", str(plateau_csv), "--json", "--gpu", "a100-80gb-sxm4", "--price-per-hour", "¥12",
+    code, out, err = _run(["advise", str(plateau_csv), "--json", "--gpu", "a100-80gb-sxm4", "--gpu-price", "¥12",
                            "--target-loss", "0.4", "--plot", str(plot)], capsys)
     assert code == 0, err
     d = json.loads(out)  # stdout is one JSON object and nothing else
@@ -90,3 +90,18 @@ def test_diverged_curve_json_has_no_forecast_and_names_the_step(tmp_path, capsys
     d = json.loads(out)
     assert code == 0 and d["diagnosis"] == "diverged" and d["nan_step"] == 200
     assert d["forecast"] == {"available": False, "reason": "the run diverged"}
+
+
+def test_gpu_price_is_per_gpu_hour_as_in_report_and_the_old_name_still_prices_all_gpus(plateau_csv, capsys):
+    # before: report took --gpu-price (per GPU-hour) and advise --price-per-hour (for all GPUs): two names
+    def current(*price):
+        code, out, err = _run(["advise", str(plateau_csv), "--json", "--gpu", "a100-80gb-sxm4", "--num-gpus", "2",
+                               *price], capsys)
+        assert code == 0, err
+        return json.loads(out)["gpu"]
+
+    per_gpu, old = current("--gpu-price", "¥6"), current("--price-per-hour", "¥12")
+    assert per_gpu["price_per_hour"] == old["price_per_hour"] == 12.0 and per_gpu["count"] == 2
+    code, _, err = _run(["advise", str(plateau_csv), "--gpu", "a100-80gb-sxm4", "--gpu-price", "6",
+                         "--price-per-hour", "12"], capsys)
+    assert code == 2 and "not both" in err and len(err.strip().splitlines()) == 1

@@ -38,7 +38,7 @@ def gpu_options(
         is_current = gpu.id == current.id
         if is_current and current_price is not None:
             price, cur = current_price
-            offer = Offer(provider or YOUR_PRICE, gpu.id, count, price, cur or rank_in, False, "--price-per-hour", "")
+            offer = Offer(provider or YOUR_PRICE, gpu.id, count, price, cur or rank_in, False, "--gpu-price", "")
         else:
             offer = cheapest_offer(offers, gpu.id, count, rank_in)
         factor = scaling.run_time_factor(busy_share, current, gpu)

@@ -28,7 +28,8 @@ class PricingRequest:
     """What the user told about the GPU side (CLI options), each overriding what the log says."""
 
     gpu_name: str | None = None
-    price_per_hour: float | None = None     # for all the run's GPUs
+    price_per_hour: float | None = None     # for all the run's GPUs (the old --price-per-hour)
+    price_per_gpu_hour: float | None = None  # per GPU-hour (--gpu-price, as report takes it): × the GPUs
     price_currency: str | None = None       # of that price (None: the ranking currency)
     currency: str | None = None             # the ranking currency (None: as recommend picks it)
     provider: str | None = None
@@ -133,14 +134,18 @@ def build_pricing(catalog: Catalog | None, log: TrainingLog, req: PricingRequest
     count = req.count or log.gpu_count or 1
     scaling = req.scaling or time_scaling(req.precision or log.precision or "amp-fp16")
     need = req.memory_need_bytes or log.peak_memory_bytes
-    price = (req.price_per_hour, req.price_currency) if req.price_per_hour is not None else None
+    price = None
+    if req.price_per_gpu_hour is not None:
+        price = (req.price_per_gpu_hour * count, req.price_currency)
+    elif req.price_per_hour is not None:
+        price = (req.price_per_hour, req.price_currency)
     cur, options = gpu_options(catalog, current, step_time_s, scaling=scaling, count=count, provider=req.provider,
                                spot=req.spot, currency=req.currency, memory_need_bytes=need, current_price=price,
                                headroom_fraction=req.headroom_fraction)
     if cur is None:
         where = f" from {req.provider}" if req.provider else ""
         return Pricing(None, tuple(options), req.switch,
-                       note=f"no price for {current.id}{where} in the catalog; pass --price-per-hour",
+                       note=f"no price for {current.id}{where} in the catalog; pass --gpu-price",
                        headroom_fraction=req.headroom_fraction)
     # how step times scale to other GPUs is said once, by the caller's footer (the CLI's "Step times on other
     # GPUs are scaled by ..."), not again in this note

@@ -25,7 +25,8 @@ def advise(
     log: Annotated[str, typer.Argument(help="Run log (gpuwise guard/run), CSV or JSONL with step and loss, or a TensorBoard run directory.")],
     target_loss: Annotated[Optional[float], typer.Option("--target-loss", help="Loss to reach: steps, time and cost to get there.")] = None,
     gpu: Annotated[Optional[str], typer.Option("--gpu", help="GPU the run uses (default: from the run log).")] = None,
-    price_per_hour: Annotated[Optional[str], typer.Option("--price-per-hour", help="What you pay for it per hour, e.g. ¥7.5 (default: catalog).")] = None,
+    gpu_price: Annotated[Optional[str], typer.Option("--gpu-price", help="What you pay per GPU-hour, as report takes it: 7.5, ¥7.5, 1.29USD (default: catalog price).")] = None,
+    price_per_hour: Annotated[Optional[str], typer.Option("--price-per-hour", hidden=True, help="Old name: the price per hour for all the run's GPUs (use --gpu-price).")] = None,
     step_time_s: Annotated[Optional[float], typer.Option("--step-time-s", help="Seconds per optimizer step (default: from the log's wall times).")] = None,
     provider: Annotated[Optional[str], typer.Option("--provider", help="Compare offers of this provider only.")] = None,
     num_gpus: Annotated[Optional[int], typer.Option("--num-gpus", help="GPUs the run uses (default: from the log, else 1).")] = None,
@@ -63,7 +64,9 @@ def advise(
         if value is not None and value <= 0:
             raise AdviseError(f"{name} must be positive, got {value}")
     for n, v in (("--target-loss", target_loss), ("--step-time-s", step_time_s), ("--min-progress-per-hour", min_progress_per_hour)): c.check_option(c.is_finite(v), n, v, "a finite number")  # noqa: E701
-    price, price_currency = parse_money(price_per_hour) if price_per_hour else (None, None)
+    if gpu_price and price_per_hour:
+        raise AdviseError("give --gpu-price (per GPU-hour) or its old form --price-per-hour (for all GPUs), not both")
+    price, price_currency = parse_money(gpu_price or price_per_hour) if (gpu_price or price_per_hour) else (None, None)
     need_bytes = c.size_option("--peak-memory", peak_memory) if peak_memory else None
     switch = SwitchCost(restart_s=parse_duration_s(restart_time),
                         checkpoint_bytes=c.size_option("--checkpoint-size", checkpoint_size))
@@ -73,7 +76,8 @@ def advise(
     workload = (workload_from(model, workload_kwargs, num_gpus=num_gpus or 1, precision=precision or "amp-fp16")
                 if model else None)
     request = PricingRequest(
-        gpu_name=gpu, price_per_hour=price, price_currency=price_currency, currency=currency, provider=provider, spot=spot,
+        gpu_name=gpu, price_per_hour=None if gpu_price else price, price_per_gpu_hour=price if gpu_price else None,
+        price_currency=price_currency, currency=currency, provider=provider, spot=spot,
         precision=precision, count=num_gpus, memory_need_bytes=need_bytes,
         headroom_fraction=parse_headroom(headroom),
         switch=switch,

@@ -8,10 +8,12 @@ described on one command means the same job on another.
 
 from __future__ import annotations
 
+import copy
 import functools
 import inspect
 import logging
-from typing import Any, Callable
+import typing
+from typing import Annotated, Any, Callable
 
 from gpuwise.cli import common as c
 
@@ -46,6 +48,28 @@ WORKLOAD_OPTIONS: dict[str, tuple[Any, Any]] = {
 }
 
 
+# --help groups the ~26 shared options under their own panels, after the command's own options (typer's
+# rich_help_panel): `report --html` and `advise --gpu-price` are not lost among them.
+_PANEL_OF = {
+    "Workload: the step": ("batch_size", "seq_len", "image_size", "precision", "optimizer", "mode",
+                           "grad_checkpointing", "channels_last", "grad_accum"),
+    "Workload: fine-tuning and LLMs": ("finetune", "lora_rank", "lora_targets", "quant", "max_new_tokens", "logits",
+                                       "lora_dropout"),
+    "Workload: several GPUs": ("num_gpus", "sharding", "offload"),
+    "Workload: software stack": ("attention", "compile", "optimizer_impl", "keep_grads", "input_rate", "cpu_workers",
+                                 "engine"),
+}
+WORKLOAD_PANELS = {name: panel for panel, names in _PANEL_OF.items() for name in names}
+
+
+def _in_panel(annotation: Any, panel: str) -> Any:
+    """``Annotated[T, typer.Option(...)]`` with the option shown under ``panel`` in --help."""
+    base, info = typing.get_args(annotation)[:2]
+    info = copy.copy(info)
+    info.rich_help_panel = panel
+    return Annotated[base, info]
+
+
 def workload_options(*, exclude: tuple[str, ...] = ()) -> Callable:
     """Decorate a command whose last keyword parameter is ``workload_kwargs: dict``; the shared options
     (less ``exclude``) appear in its signature before ``workload_kwargs``' place."""
@@ -58,7 +82,8 @@ def workload_options(*, exclude: tuple[str, ...] = ()) -> Callable:
         added = [
             inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY if own[first_model_free:] else
                               inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                              default=WORKLOAD_OPTIONS[n][1], annotation=WORKLOAD_OPTIONS[n][0])
+                              default=WORKLOAD_OPTIONS[n][1],
+                              annotation=_in_panel(WORKLOAD_OPTIONS[n][0], WORKLOAD_PANELS[n]))
             for n in names
         ]
         params = own[:first_model_free] + added + own[first_model_free:]
