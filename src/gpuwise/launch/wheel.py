@@ -20,6 +20,7 @@ from importlib import metadata
 from pathlib import Path
 
 import gpuwise
+from gpuwise.cachedir import user_cache_dir
 from gpuwise.launch.plan import LaunchError
 
 DIST = "gpuwise"
@@ -29,8 +30,7 @@ _EPOCH = (1980, 1, 1, 0, 0, 0)          # the earliest date a zip entry can hold
 
 def wheel_dir() -> Path:
     """Where built wheels are kept: ``$XDG_CACHE_HOME/gpuwise/wheels``, else ``~/.cache/gpuwise/wheels``."""
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "gpuwise" / "wheels"
+    return user_cache_dir("wheels")
 
 
 def _package_files(root: Path) -> list[tuple[str, bytes]]:

@@ -28,6 +28,7 @@ from typing import Any, Mapping
 from gpuwise.errors import did_you_mean
 from gpuwise.workload.config_checks import check_config
 from gpuwise.workload.model import WorkloadError
+from gpuwise.workload.timm_index import timm_models
 
 log = logging.getLogger(__name__)
 
@@ -68,12 +69,8 @@ class ModelSpec:
         rest is answered here without importing torch (a cached estimate never imports it)."""
         if self.source == "torchvision" and self.target == "inception_v3":
             return 299   # its stem needs it
-        if self.source == "timm":
-            import timm
-
-            cfg = timm.get_pretrained_cfg(self.target)
-            if cfg is not None and getattr(cfg, "input_size", None):
-                return int(cfg.input_size[-1])
+        if self.source == "timm" and timm_models().get(self.target.split(".", 1)[0]):
+            return int(timm_models()[self.target.split(".", 1)[0]])
         if self.hf_config and self.hf_config.get("image_size"):
             return int(self.hf_config["image_size"])
         return DEFAULT_IMAGE_SIZE
@@ -119,12 +116,7 @@ def known_models(include_timm: bool = False) -> list[str]:
     names = [f"torchvision:{n}" for n in sorted(_torchvision_tasks())]
     names += [f"hf:{n}" for n in sorted(_shipped_configs())]
     if include_timm:
-        try:
-            import timm
-
-            names += [f"timm:{n}" for n in timm.list_models()]
-        except ImportError:
-            pass
+        names += [f"timm:{n}" for n in timm_models()]
     return names
 
 
@@ -225,13 +217,12 @@ def _resolve_torchvision(spec: str, name: str) -> ModelSpec:
 # --- timm ----------------------------------------------------------------------------------------
 
 def _resolve_timm(spec: str, name: str) -> ModelSpec:
-    try:
-        import timm
-    except ImportError:
-        raise WorkloadError(f"{spec}: timm is not installed (pip install timm)") from None
+    models = timm_models()     # the installed timm's names, cached per version: no import of timm
+    if not models:
+        raise WorkloadError(f"{spec}: timm is not installed (pip install timm)")
     key = name.strip()
-    if not timm.is_model(key):
-        raise WorkloadError(f"unknown timm model {name!r}{did_you_mean(key, timm.list_models())}")
+    if key.split(".", 1)[0] not in models:     # "arch.pretrained_tag" names the arch's weights
+        raise WorkloadError(f"unknown timm model {name!r}{did_you_mean(key, list(models))}")
     return ModelSpec(spec, "timm", f"timm:{key}", IMAGE_CLASSIFICATION, key)
 
 
