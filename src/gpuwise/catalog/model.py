@@ -87,6 +87,7 @@ class Offer:
     source: str
     checked: str                 # ISO date the price was checked: "2026-11-20"
     indicative: bool = True      # shipped example price, not a live quote
+    live: bool = False           # fetched now from a cloud's price list (gpuwise.catalog.live), not the user's own
 
     @property
     def price_per_gpu_hour(self) -> float:

@@ -78,7 +78,7 @@ def offer_record(offer: Offer) -> dict[str, Any]:
     return {
         "provider": offer.provider, "price_per_hour": offer.price_per_hour, "currency": offer.currency,
         "spot": offer.spot, "source": offer.source, "checked": offer.checked,
-        "count": offer.count, "price_per_gpu_hour": round(offer.price_per_gpu_hour, 6), "indicative": offer.indicative,
+        "count": offer.count, "price_per_gpu_hour": round(offer.price_per_gpu_hour, 6), "indicative": offer.indicative, "live": offer.live,
     }
 
 

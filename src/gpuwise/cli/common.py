@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import math
 import sys
 from typing import Annotated, Any, Optional
@@ -66,6 +67,29 @@ def use_trace_cache(enabled: bool) -> None:
 CatalogOpt = Annotated[
     Optional[str], typer.Option("--catalog", help="A catalog TOML file adding or overriding GPUs and offers.")
 ]
+LiveOpt = Annotated[bool, typer.Option("--live", help="Add the clouds' offers of now (gpuhunt: AWS, GCP, Azure, RunPod, "
+                                       "Vast.ai, Lambda, ...; cached 6 h; the shipped ones when offline).")]
+
+
+def load_catalog_for(catalog: str | None, live: bool):
+    """The catalog (shipped + user + ``--catalog``), with ``--live`` the clouds' offers of now added; what
+    happened to the live ones is said on stderr."""
+    from gpuwise.catalog import load_catalog
+
+    cat = load_catalog(catalog)
+    if not live:
+        return cat
+    from gpuwise.catalog.live import live_offers, with_live_offers
+
+    found = live_offers(cat)
+    say = logging.getLogger("gpuwise.cli")
+    if found.note:
+        say.warning(found.note)
+    if found.offers:
+        say.warning(f"--live: {len(found.offers)} offers fetched {found.fetched_iso}"
+                    f"{' (cached)' if found.from_cache else ''} by gpuhunt"
+                    + (f"; {found.left_out} of GPUs the catalog cannot tell apart left out" if found.left_out else ""))
+    return with_live_offers(cat, found)
 # Where the GPUs are (gpuwise.catalog.topology): the provider's machines set the links a multi-GPU job runs over.
 WhereProviderOpt = Annotated[Optional[str], typer.Option(
     "--provider", help="Whose machines the --num-gpus GPUs are in (a catalog provider: aws, gcp, autodl, ...): "

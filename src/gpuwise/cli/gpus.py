@@ -40,17 +40,17 @@ def gpus(
     provider: ProviderOpt = None,
     sort: SortOpt = None,
     catalog: c.CatalogOpt = None,
+    live: c.LiveOpt = False,
     json_out: c.JsonOpt = False
 ) -> None:
     """GPU specs (dense peak rates, memory, bandwidth) and the offers to rent them.
 
     Shipped prices are indicative and dated. Your own go in ~/.config/gpuwise/catalog.toml or --catalog FILE.
     """
-    from gpuwise.catalog import load_catalog
     from gpuwise.catalog.query import gpu_record, select_gpus
     from gpuwise.plan.offers import cheapest_to_rent_one, price_key
 
-    cat = load_catalog(catalog)
+    cat = c.load_catalog_for(catalog, live)
     min_bytes = c.size_option("--min-memory", min_memory) if min_memory is not None else None
     rows = select_gpus(cat, names or (), min_memory_bytes=min_bytes, provider=provider, sort=sort)
     currency, cheapest = cheapest_to_rent_one({r.gpu.id: r.offers for r in rows})

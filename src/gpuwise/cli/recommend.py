@@ -30,6 +30,7 @@ def recommend(
     gpus: Annotated[Optional[str], typer.Option("--gpus", help="Only these GPUs, comma-separated.")] = None,
     max_gpus: Annotated[int, typer.Option("--max-gpus", help="Largest GPU count to consider (1, 2, 4, 8).")] = 8,
     spot: Annotated[bool, typer.Option("--spot", help="Include spot/interruptible offers, priced with expected preemptions.")] = False,
+    live: c.LiveOpt = False,
     preemptions_per_hour: Annotated[float, typer.Option("--preemptions-per-hour", help="Spot: preemptions assumed per hour of running (default 0.05, one in 20 h).")] = 0.05,
     checkpoint_every: Annotated[str, typer.Option("--checkpoint-every", help="Spot: the guard's checkpoint interval; a preemption loses half of it (default 30m).")] = "30m",
     effective_batch: Annotated[Optional[int], typer.Option("--effective-batch", help="Samples per optimizer step, kept on every option (default: batch × grad-accum).")] = None,
@@ -54,7 +55,7 @@ def recommend(
     it into micro-batch × accumulation × GPUs, so every option trains the same model (--per-gpu-batch
     opts out). Predictions assume PyTorch 2.x eager mode with cuDNN.
     """
-    from gpuwise.catalog import load_catalog, resolve_gpu
+    from gpuwise.catalog import resolve_gpu
     from gpuwise.plan import Constraints, JobSize, model_for, parse_headroom, recommend as plan_recommend
     from gpuwise.plan.recommend import auto_micro_batch
     from gpuwise.plan.spot import SpotRisk
@@ -72,7 +73,7 @@ def recommend(
         deadline_s=parse_duration_s(deadline) if deadline else None, budget=budget_amount,
         budget_currency=budget_currency, headroom_fraction=headroom_fraction,
     )
-    cat = load_catalog(catalog)
+    cat = c.load_catalog_for(catalog, live)
     gpu_ids = [resolve_gpu(cat, g.strip()).id for g in gpus.split(",") if g.strip()] if gpus else None
 
     c.use_trace_cache(not no_cache)

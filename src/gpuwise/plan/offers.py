@@ -74,7 +74,7 @@ def own_prices_first(offers: list[Offer]) -> list[Offer]:
     """The offers with the user's own prices (a user catalog's, not indicative) in place of the shipped
     indicative ones of the same provider and spot-ness, at every count: who pays ¥1.50 for one RTX 4090
     there pays it for each of eight, not the shipped ¥1.98 a card."""
-    own = {(o.provider, o.spot) for o in offers if not o.indicative}
+    own = {(o.provider, o.spot) for o in offers if not o.indicative and not o.live}
     return [o for o in offers if not o.indicative or (o.provider, o.spot) not in own]
 
 

@@ -51,7 +51,7 @@ class Quote:
     @property
     def own_price(self) -> bool:
         """Priced by the user's own offer (a user catalog's), not a shipped indicative one."""
-        return self.offer is not None and not self.offer.indicative
+        return self.offer is not None and not self.offer.indicative and not self.offer.live
 
     @property
     def eligible(self) -> bool:
