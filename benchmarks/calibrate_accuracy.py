@@ -24,7 +24,6 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from gpuwise.calibrate.fit import FitRow, class_key, fit_gpu  # noqa: E402
 from gpuwise.runtime import predict_step_time  # noqa: E402
-from gpuwise.runtime.rates import rate_key  # noqa: E402
 from time_cases import all_cases, split_of, write_csv  # noqa: E402
 from time_traces import load_trace  # noqa: E402
 
@@ -32,8 +31,8 @@ RESULTS = Path(__file__).parent / "results"
 MIN_CASES = 4
 
 
-def _row(name: str, step, measured_s: float, rate: str) -> FitRow:
-    by_class = {class_key(c, rate): s for c, s in step.by_class_s.items()}
+def _row(name: str, step, measured_s: float, precision: str, gpu) -> FitRow:
+    by_class = {class_key(c, precision, gpu): s for c, s in step.by_class_s.items()}
     return FitRow(name, by_class, max(0.0, step.step_time_s - sum(by_class.values())), measured_s)
 
 
@@ -63,7 +62,7 @@ def main() -> None:
             continue
         measured_s = c.key.batch_size / c.measured_samples_per_s
         stacks[(c.source, c.gpu.id)].append((c.name, _row(c.name, predict_step_time(trace, c.gpu), measured_s,
-                                                          rate_key(c.gpu, c.key.precision)), c.family))
+                                                          c.key.precision, c.gpu), c.family))
     out = []
     for (source, gpu), cases in sorted(stacks.items()):
         if len(cases) < MIN_CASES:

@@ -3,16 +3,14 @@ from types import SimpleNamespace
 import pytest
 
 from gpuwise.cli.app import main
-from gpuwise.plan.profile import use_correction
 
 
 @pytest.fixture
 def config_dir(tmp_path, monkeypatch):
-    """The user's config dir in tmp_path (never the real ~/.config); no correction leaks out of a test."""
+    """The user's config dir in tmp_path (never the real ~/.config)."""
     d = tmp_path / "config"
     monkeypatch.setenv("GPUWISE_CONFIG_DIR", str(d))
-    yield d
-    use_correction(None)
+    return d
 
 
 @pytest.fixture

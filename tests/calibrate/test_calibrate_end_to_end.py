@@ -15,6 +15,7 @@ import pytest
 
 from gpuwise.calibrate import load, user_calibration_path
 from gpuwise.calibrate.fit import class_key
+from gpuwise.catalog import load_catalog, resolve_gpu
 from tests.calibrate.helpers import GIB, replay_frames, synthetic_log, write_model, write_train_script
 
 pytestmark = pytest.mark.slow   # a real training job in a subprocess, traced predictions
@@ -132,7 +133,7 @@ def test_calibrated_estimate_lands_on_the_measurement_and_other_workloads_move_b
     other = _estimate(gpuwise, spec, "--gpu", "rtx-4090", "--optimizer", "sgd")
     by_class = shipped["time"]["by_class_s"]
     outside = shipped["time"]["step_time_s"] - sum(by_class.values())
-    expected = sum(cal.factor(class_key(c, "fp32")) * s for c, s in by_class.items()) + cal.host_s + outside
+    expected = sum(cal.factor(class_key(c, "fp32", resolve_gpu(load_catalog(None), "rtx-4090"))) * s for c, s in by_class.items()) + cal.host_s + outside
     assert other["time"]["step_time_s"] == pytest.approx(expected, rel=1e-9)
     assert other["time"]["step_time_s"] != pytest.approx(shipped["time"]["step_time_s"], rel=0.05)
     assert sum(other["time"]["by_class_s"].values()) == pytest.approx(other["time"]["compute_s"], rel=1e-9)

@@ -15,6 +15,8 @@ from gpuwise.memory.model import MemoryEstimate
 from gpuwise.runtime.model import StepTime
 from tests.calibrate.helpers import synthetic_log, write_model
 
+A100_40GB = resolve_gpu(load_catalog(None), "a100-40gb-sxm4")
+
 A100 = "NVIDIA A100-SXM4-40GB"
 # ResNet-50, batch 64, amp-fp16 on an A100 40GB as the shipped model splits its 36.2 ms step
 RESNET50_LIKE = {"conv": 0.01648, "norm": 0.00857, "elementwise": 0.00802, "optimizer": 0.00171, "copy": 0.00071,
@@ -47,11 +49,11 @@ def test_one_host_bound_mlp_run_barely_moves_a_conv_dominated_prediction(mlp_cal
     assert cal.factor("conv/fp16") == cal.factor("norm/fp16") == cal.factor("elementwise/fp16") == 1.0
     assert "launch" in cal.class_factors              # the host-side class carried most of the MLP's step
     step = _resnet_step()
-    new = corrected_time(step, cal, "fp16")
+    new = corrected_time(step, cal, "amp-fp16", A100_40GB)
     # was ×4.7 (169 ms for 36 ms); what remains is the stack's host side the run did measure: the launch
     # class (0.4% of this step) and the host term, together under 6%
     assert 1.0 <= new.step_time_s / step.step_time_s < 1.06
-    text = describe(step, cal, "fp16")
+    text = describe(step, cal, "amp-fp16", A100_40GB)
     assert text.startswith("calibrated with 1 of your runs on a100-40gb-sxm4: scaled launch ×")
     assert "conv/fp16, norm/fp16, elementwise/fp16" in text and "never seen in that run" in text
 

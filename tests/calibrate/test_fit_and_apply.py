@@ -7,6 +7,7 @@ import pytest
 from gpuwise.calibrate.apply import corrected_memory, corrected_time
 from gpuwise.calibrate.fit import FitRow, fit_gpu
 from gpuwise.calibrate.store import from_toml, load, reset, save, to_toml
+from gpuwise.catalog import load_catalog, resolve_gpu
 from gpuwise.memory.model import MemoryEstimate
 from gpuwise.runtime.model import StepTime
 
@@ -57,7 +58,7 @@ def test_a_corrected_step_keeps_its_sums_and_throughput_consistent():
     step = StepTime(gpu="rtx-4090", count=2, step_time_s=0.013, samples_per_s=2 * 64 / 0.013,
                     by_class_s={"matmul": 0.008, "elementwise": 0.002, "launch": 0.001}, bound="compute",
                     compute_s=0.011, communication_s=0.002, micro_step_s=0.009, optimizer_s=0.002)
-    new = corrected_time(step, cal, "fp16")
+    new = corrected_time(step, cal, "amp-fp16", resolve_gpu(load_catalog(None), "rtx-4090"))
     assert sum(new.by_class_s.values()) == pytest.approx(new.compute_s)
     assert new.step_time_s == pytest.approx(new.compute_s + step.communication_s)
     assert new.samples_per_s * new.step_time_s == pytest.approx(step.samples_per_s * step.step_time_s)

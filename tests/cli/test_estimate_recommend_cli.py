@@ -140,8 +140,12 @@ def test_lora_without_precision_runs_at_bf16_where_the_gpu_has_it(gpuwise):
     on_t4 = json.loads(gpuwise(*base, "--gpu", "t4").stdout)
     assert on_4090["workload"]["precision"] == "amp-bf16"
     assert on_t4["workload"]["precision"] == "amp-fp16"       # no bf16 on Turing
+    # an LLM's full fine-tune runs at its checkpoint's half precision too (issue 24: it was fp32, LoRA bf16);
+    # models that are not LLMs keep PyTorch's default
     full = json.loads(gpuwise("estimate", "hf:Qwen/Qwen2.5-0.5B", "--seq-len", "512", "--batch-size", "1", "--json").stdout)
-    assert full["workload"]["precision"] == "fp32"            # full training keeps PyTorch's default
+    assert full["workload"]["precision"] == "amp-bf16"
+    bert = json.loads(gpuwise("estimate", "hf:bert-base-uncased", "--seq-len", "64", "--batch-size", "1", "--json").stdout)
+    assert bert["workload"]["precision"] == "fp32"
 
 
 def test_a_job_that_does_not_fit_lists_the_changes_that_would_make_it_fit(gpuwise):

@@ -51,6 +51,7 @@ def catalog():
 
 def small_catalog(catalog, ids, offers):
     gpus = tuple(g for g in catalog.gpus if g.id in ids)
+    assert {g.id for g in gpus} == set(ids), "a GPU id the test names is not in the catalog"
     return Catalog(gpus=gpus, offers=tuple(offers))
 
 

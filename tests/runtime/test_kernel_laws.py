@@ -49,8 +49,9 @@ def _ops():
 
 
 def _catalog_gpus():
-    catalog = pytest.importorskip("gpuwise.catalog")
-    return catalog.load_catalog(user_file=False).gpus
+    from gpuwise.catalog import load_catalog
+
+    return load_catalog(user_file=False).gpus
 
 
 def test_no_kernel_beats_the_datasheet_peak_or_bandwidth_on_any_catalog_gpu():

@@ -20,15 +20,17 @@ VARIANTS = ({}, {"precision": "amp-fp16"}, {"precision": "tf32"}, {"channels_las
 
 @pytest.fixture(scope="module")
 def resnet():
-    trace = pytest.importorskip("gpuwise.trace")
-    return trace.trace_workload(Workload(model="torchvision:resnet18", batch_size=2, image_size=64, optimizer="adamw"))
+    from gpuwise.trace import trace_workload
+
+    return trace_workload(Workload(model="torchvision:resnet18", batch_size=2, image_size=64, optimizer="adamw"))
 
 
 @pytest.fixture(scope="module")
 def gpus():
-    catalog = pytest.importorskip("gpuwise.catalog")
-    by_id = {g.id: g for g in catalog.load_catalog(user_file=False).gpus}
-    return [by_id[i] for i in GPU_IDS if i in by_id]
+    from gpuwise.catalog import load_catalog
+
+    by_id = {g.id: g for g in load_catalog(user_file=False).gpus}
+    return [by_id[i] for i in GPU_IDS]      # every id must exist: a renamed GPU fails here, not silently
 
 
 def _every_op(ops, gpu, precision, cal, stack):

@@ -8,7 +8,8 @@ import pytest
 
 from gpuwise.runtime import CLASSES, StepTime, classify, predict_step_time
 from gpuwise.runtime.calibration import Calibration, load_calibration
-from gpuwise.runtime.kernels import op_time, rate_key
+from gpuwise.runtime.kernels import op_time
+from gpuwise.workload.precision import parse
 from gpuwise.runtime.model import RuntimeError_
 from runtime_fakes import a100_like, conv, make_gpu, mlp_trace, mm, pointwise, rel, t4_like
 
@@ -59,12 +60,12 @@ def test_small_gemms_reach_only_a_few_percent_of_peak():
 
 def test_fp32_matmuls_skip_tf32_but_convolutions_use_it_by_default():
     gpu = a100_like()
-    assert rate_key("matmul", "fp32", gpu) == "fp32"
-    assert rate_key("conv", "fp32", gpu) == "tf32"
-    assert rate_key("matmul", "tf32", gpu) == "tf32"
-    assert rate_key("matmul", "amp-fp16", gpu) == "fp16"
-    assert rate_key("conv", "fp32", t4_like()) == "fp32"          # no tf32 before Ampere
-    assert rate_key("matmul", "amp-bf16", t4_like()) == "bf16-emulated"
+    assert parse("fp32").rate_key(gpu, "matmul") == "fp32"
+    assert parse("fp32").rate_key(gpu, "conv") == "tf32"
+    assert parse("tf32").rate_key(gpu, "matmul") == "tf32"
+    assert parse("amp-fp16").rate_key(gpu, "matmul") == "fp16"
+    assert parse("fp32").rate_key(t4_like(), "conv") == "fp32"          # no tf32 before Ampere
+    assert parse("amp-bf16").rate_key(t4_like(), "matmul") == "bf16-emulated"
 
 
 def test_amp_bf16_on_t4_warns_and_runs_far_slower_than_amp_fp16():

@@ -21,6 +21,7 @@ from gpuwise.advise.noise_scale import NoiseScaleSummary, summarise
 from gpuwise.catalog.model import Catalog, CatalogError
 from gpuwise.plan.fit import DEFAULT_HEADROOM_FRACTION
 from gpuwise.plan.scaling import TimeScaling, time_scaling
+from gpuwise.workload.precision import UNKNOWN_JOB_PRECISION
 
 
 @dataclass(frozen=True)
@@ -132,7 +133,7 @@ def build_pricing(catalog: Catalog | None, log: TrainingLog, req: PricingRequest
     if not step_time_s:
         return Pricing(None, note="pass --step-time-s (the log has no wall times)")
     count = req.count or log.gpu_count or 1
-    scaling = req.scaling or time_scaling(req.precision or log.precision or "amp-fp16")
+    scaling = req.scaling or time_scaling(req.precision or log.precision or UNKNOWN_JOB_PRECISION)
     need = req.memory_need_bytes or log.peak_memory_bytes
     price = None
     if req.price_per_gpu_hour is not None:

@@ -4,8 +4,8 @@ The step's per-class seconds are multiplied by that GPU's class factors, the hos
 own class ("host"), and step time and throughput follow (``by_class_s`` still sums to ``compute_s``);
 the memory total (what nvidia-smi shows) moves by the stack's offset when one was measured. Only classes
 the runs gave evidence for are scaled (``fit`` module docstring); ``describe`` says which, from how many
-runs, and warns when most of the job's step lies in classes the runs never carried. ``plan.profile`` calls
-the correction on every estimate once the CLI has installed it (``use_correction``).
+runs, and warns when most of the job's step lies in classes the runs never carried. ``correction`` is what
+the CLI passes to ``plan.profile.model_for``: every estimate of that model is corrected, no other.
 """
 
 from __future__ import annotations
@@ -17,14 +17,13 @@ from gpuwise.calibrate.fit import MIN_CLASS_SHARE, GpuCalibration, class_key
 from gpuwise.memory.model import MemoryEstimate
 from gpuwise.plan.profile import Estimate
 from gpuwise.runtime.model import StepTime
-from gpuwise.runtime.rates import rate_key
 
 HOST_CLASS = "host"
 
 
-def corrected_time(step: StepTime, cal: GpuCalibration, rate: str) -> StepTime:
-    """``rate``: the peak the workload's kernels run at on that GPU (``runtime.rates.rate_key``)."""
-    by_class = {c: s * cal.factor(class_key(c, rate)) for c, s in step.by_class_s.items()}
+def corrected_time(step: StepTime, cal: GpuCalibration, precision, gpu) -> StepTime:
+    """``precision`` on ``gpu``: each class is scaled by its factor at the peak it runs at (``class_key``)."""
+    by_class = {c: s * cal.factor(class_key(c, precision, gpu)) for c, s in step.by_class_s.items()}
     if cal.host_s > 0:
         by_class[HOST_CLASS] = by_class.get(HOST_CLASS, 0.0) + cal.host_s
     old_classes_s = sum(step.by_class_s.values())
@@ -52,7 +51,7 @@ def corrected_memory(memory: MemoryEstimate, cal: GpuCalibration) -> MemoryEstim
     return replace(memory, total_bytes=total, notes=(*memory.notes, note))
 
 
-def describe(step: StepTime | None, cal: GpuCalibration, rate: str) -> str:
+def describe(step: StepTime | None, cal: GpuCalibration, precision, gpu) -> str:
     """What the calibration did to this job, in words (estimate's and report's calibration line):
     "calibrated with 1 of your runs on X: scaled launch ×4.89 (1% of this step), host +1.30 ms; conv/fp16,
     norm/fp16, elementwise/fp16 (93% of this step) never seen in those runs: the shipped model there"."""
@@ -60,7 +59,7 @@ def describe(step: StepTime | None, cal: GpuCalibration, rate: str) -> str:
     if step is None:
         return cal.label
     total = sum(step.by_class_s.values())
-    keyed = {class_key(c, rate): s for c, s in step.by_class_s.items() if s > 0}
+    keyed = {class_key(c, precision, gpu): s for c, s in step.by_class_s.items() if s > 0}
     scaled = {k: s for k, s in keyed.items() if k in cal.class_factors}
     unseen = {k: s for k, s in keyed.items() if k not in cal.class_factors}
     def share(d: dict) -> str:
@@ -79,9 +78,9 @@ def describe(step: StepTime | None, cal: GpuCalibration, rate: str) -> str:
 
 
 def corrected(est: Estimate, cal: GpuCalibration) -> Estimate:
-    rate = rate_key(est.gpu, est.workload.precision)
-    time = corrected_time(est.time, cal, rate) if est.time is not None else None
-    return replace(est, time=time, memory=corrected_memory(est.memory, cal), calibration=describe(est.time, cal, rate))
+    on = (est.workload.precision, est.gpu)
+    time = corrected_time(est.time, cal, *on) if est.time is not None else None
+    return replace(est, time=time, memory=corrected_memory(est.memory, cal), calibration=describe(est.time, cal, *on))
 
 
 def correction(calibrations: Mapping[str, GpuCalibration]) -> Callable[[Estimate], Estimate] | None:

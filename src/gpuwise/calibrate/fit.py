@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 
 from gpuwise.calibrate.errors import CalibrateError
+from gpuwise.workload.precision import parse
 
 GLOBAL_PRIOR_WEIGHT = 1e-3     # (g − 1)²: a whisper, so one run is followed to within ~1 %
 CLASS_PRIOR_WEIGHT = 1e-2      # d_c²: a class deviation of 0.5 costs as much as a 5 % residual
@@ -44,9 +45,10 @@ MIN_CLASS_SHARE = 0.05         # a factor needs this share of one run's predicte
 UNKEYED = ("launch", "host")   # host-side time: the same whatever the arithmetic
 
 
-def class_key(cls: str, rate: str) -> str:
-    """The fitted unit: an operator class at the peak its kernels run at (``runtime.rates.rate_key``)."""
-    return cls if cls in UNKEYED else f"{cls}/{rate}"
+def class_key(cls: str, precision, gpu) -> str:
+    """The fitted unit: an operator class at the peak its kernels run at on ``gpu`` (``Precision.rate_key``,
+    the time model's own answer: an fp32 convolution is ``conv/tf32`` on Ampere and newer)."""
+    return cls if cls in UNKEYED else f"{cls}/{parse(precision).rate_key(gpu, cls)}"
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,9 @@ from gpuwise.calibrate.errors import CalibrateError
 from gpuwise.calibrate.fit import FitRow, class_key
 from gpuwise.catalog import GPU, Catalog
 from gpuwise.errors import GpuwiseError
-from gpuwise.plan.profile import model_for, use_correction
+from gpuwise.plan.profile import model_for
 from gpuwise.report.measured import MIN_TIMED_STEPS, WARMUP_STEPS, Measurement, workload_of
 from gpuwise.report.rightsize import resolve_rented
-from gpuwise.runtime.rates import rate_key
 
 
 def measured_gpu(m: Measurement, catalog: Catalog) -> GPU:
@@ -48,18 +47,14 @@ def fingerprint(m: Measurement, gpu_id: str) -> str:
 def fit_row(m: Measurement, gpu: GPU, progress: Callable[[str], None] | None = None) -> FitRow:
     """The shipped model's prediction (never an earlier calibration) beside what ``m`` measured."""
     check_usable(m)
-    previous = use_correction(None)
     try:
         workload = workload_of(m.workload)
-        est = model_for(workload, progress).estimate(gpu, count=workload.num_gpus)
+        est = model_for(workload, progress).estimate(gpu, count=workload.num_gpus)   # no correction: shipped
     except (GpuwiseError, TypeError, ValueError) as exc:
         raise CalibrateError(f"{m.source}: no prediction for its workload: {str(exc)[:200]}") from None
-    finally:
-        use_correction(previous)
     if est.time is None:
         raise CalibrateError(f"{m.source}: gpuwise predicts no step time for this workload on {gpu.id}")
-    rate = rate_key(gpu, workload.precision)
-    by_class = {class_key(c, rate): float(s) for c, s in est.time.by_class_s.items()}
+    by_class = {class_key(c, workload.precision, gpu): float(s) for c, s in est.time.by_class_s.items()}
     measured_outside = (m.process_memory_bytes - m.peak_reserved_bytes
                         if m.process_memory_bytes is not None and m.peak_reserved_bytes is not None else None)
     return FitRow(

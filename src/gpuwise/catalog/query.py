@@ -26,6 +26,13 @@ def providers(catalog: Catalog) -> list[str]:
     return sorted({o.provider for o in catalog.offers}, key=str.lower)
 
 
+def catalog_provider(catalog: Catalog, provider: str) -> str | None:
+    """The provider as the catalog spells it (any case, spaces around ignored); None when it has no offers.
+    The one matching rule of ``gpus --provider`` and of the planner's offer picker."""
+    wanted = provider.strip().lower()
+    return next((p for p in providers(catalog) if p.lower() == wanted), None)
+
+
 def select_gpus(
     catalog: Catalog,
     names: list[str] | tuple[str, ...] = (),
@@ -44,8 +51,8 @@ def select_gpus(
     if sort is not None and sort not in SORT_KEYS:
         raise CatalogError(f"unknown sort key {sort!r}{did_you_mean(sort, SORT_KEYS) or ' (use price, memory or fp16)'}")
     if provider is not None:
-        known = providers(catalog)
-        if provider.lower() not in {p.lower() for p in known}:
+        if catalog_provider(catalog, provider) is None:
+            known = providers(catalog)
             hint = did_you_mean(provider, known) or f" (known providers: {', '.join(known)})"
             raise CatalogError(f"unknown provider {provider!r}{hint}")
     gpus: list[GPU] = []

@@ -73,15 +73,14 @@ def advise(
     training_log = read_log(log)
     settings = AdviseSettings(target_loss=target_loss, step_time_s=step_time_s, total_steps=total_steps,
                               min_progress_per_hour=min_progress_per_hour)
-    workload = (workload_from(model, workload_kwargs, num_gpus=num_gpus or 1, precision=precision or "amp-fp16")
-                if model else None)
+    workload = workload_from(model, workload_kwargs, num_gpus=num_gpus or 1) if model else None
     request = PricingRequest(
         gpu_name=gpu, price_per_hour=None if gpu_price else price, price_per_gpu_hour=price if gpu_price else None,
         price_currency=price_currency, currency=currency, provider=provider, spot=spot,
         precision=precision, count=num_gpus, memory_need_bytes=need_bytes,
         headroom_fraction=parse_headroom(headroom),
         switch=switch,
-        scaling=time_scaling(precision or "amp-fp16", workload) if workload else None)
+        scaling=time_scaling(workload.precision, workload) if workload else None)
     report = run_advise(training_log, settings, load_catalog(catalog), request)
     plot_path = None
     if plot:

@@ -16,25 +16,17 @@ NoUserCalibrationOpt = Annotated[bool, typer.Option(
     "--no-user-calibration", help="Ignore the calibration `gpuwise calibrate` learnt from your runs: the shipped model.")]
 
 
-def use_user_calibration(enabled: bool) -> list[str]:
-    """Correct every estimate of this command by the user's calibration file (when ``enabled`` and it
-    exists); the correction ends with the command. Returns what applies, in words, one per GPU."""
-    import click
-
-    from gpuwise.plan.profile import use_correction
-
-    calibrations = {}
-    if enabled:
-        from gpuwise.calibrate import load
-
-        calibrations = load()
+def user_correction(enabled: bool):
+    """(the correction of the user's calibration file, what applies in words, one per GPU): when
+    ``enabled`` and the file exists; (None, []) otherwise. The command passes it to the planner
+    (``model_for(..., correction=)``): nothing outlives the call."""
+    if not enabled:
+        return None, []
+    from gpuwise.calibrate import load
     from gpuwise.calibrate.apply import correction
 
-    previous = use_correction(correction(calibrations))
-    ctx = click.get_current_context(silent=True)
-    if ctx is not None:
-        ctx.call_on_close(lambda: use_correction(previous))
-    return [c.summary for c in calibrations.values()]
+    calibrations = load()
+    return correction(calibrations), [c.summary for c in calibrations.values()]
 
 
 def register(app: typer.Typer) -> None:

@@ -159,6 +159,7 @@ def build_workload(
     engine: str = "hf",
     logits: str = "fp32",
     lora_dropout: float = 0.05,
+    precision_default: bool = False,
 ) -> Workload:
     targets = tuple(t.strip() for t in lora_targets.split(",") if t.strip()) if lora_targets else ()
     return Workload(
@@ -168,6 +169,7 @@ def build_workload(
         max_new_tokens=max_new_tokens, num_gpus=num_gpus, sharding=sharding, offload=offload,
         attention=attention, compile=compile, optimizer_impl=optimizer_impl, keep_grads=keep_grads,
         input_rate=input_rate, cpu_workers=cpu_workers, engine=engine, logits=logits, lora_dropout=lora_dropout,
+        precision_default=precision_default,
     )
 
 

@@ -10,9 +10,10 @@ from rich import box
 from rich.table import Table
 
 from gpuwise.cli import common as c
-from gpuwise.cli.calibrate import NoUserCalibrationOpt, use_user_calibration
+from gpuwise.cli.calibrate import NoUserCalibrationOpt, user_correction
 from gpuwise.cli.workload_options import workload_from, workload_options
 from gpuwise.units import format_bytes, format_duration
+from gpuwise.workload.precision import described
 
 
 def register(app: typer.Typer) -> None:
@@ -64,9 +65,9 @@ def estimate(
     job = JobSize(samples=samples, epochs=epochs, steps=steps) if (samples or steps) else None
 
     c.use_trace_cache(not no_cache)
-    use_user_calibration(not no_user_calibration)
+    correction, _ = user_correction(not no_user_calibration)
     with c.progress(not json_out, "tracing…") as progress:
-        wm = model_for(workload, progress)
+        wm = model_for(workload, progress, correction=correction)
         if max_batch:
             out, est = largest_batch_answer(wm, gpus[0], headroom_fraction=headroom_fraction, job=job,
                                             progress=progress, provider=provider)
@@ -94,7 +95,7 @@ def _render(out: dict, est) -> None:
     elif out["max_batch_size"] == 0:
         con.print(f"[red]Not even batch 1 fits {out['gpu']}[/]: the changes below would make batch "
                   f"{out['requested_batch_size']} fit")
-    con.print(f"[bold]{w.model}[/]  {w.mode}, batch {w.batch_size}, {w.precision}{optimizer}"
+    con.print(f"[bold]{w.model}[/]  {w.mode}, batch {w.batch_size}, {described(w.precision, w.precision_default)}{optimizer}"
               f"  [dim]({out['method']})[/]")
     if out.get("calibration"):
         con.print(f"[cyan]{out['calibration']}[/] (gpuwise calibrate; --no-user-calibration for the shipped model)")
@@ -171,6 +172,10 @@ def _render(out: dict, est) -> None:
                          format_duration(row["step_time_s"]) if row["step_time_s"] else "-",
                          f"{row['samples_per_s']:.1f}" if row["samples_per_s"] else "-", row["bound"] or "-")
         con.print(c.fit_to_console(grid))
+        twins = {r["gpu"]: r["precision"] for r in out["per_gpu"] if r["precision"] != w.precision}
+        if twins:
+            con.print(f"[yellow]no bf16 on {', '.join(sorted(twins))}: at {next(iter(twins.values()))} there, the "
+                      f"default where bf16 is missing (--precision {w.precision} refuses them)[/]")
         _say_decoding_cores(out["per_gpu"])
     notes = (out["trace"] or {}).get("notes", []) + list(mem.get("notes", []))
     for note in notes:

@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from gpuwise.cli.common import JsonOpt, check_option, console, err_console, print_json
-from gpuwise.cli.calibrate import NoUserCalibrationOpt, use_user_calibration
+from gpuwise.cli.calibrate import NoUserCalibrationOpt, user_correction
 from gpuwise.cli.workload_options import workload_from, workload_options
 
 IntervalOpt = Annotated[float, typer.Option("--interval", help="Seconds between samples (0.1 = 10 Hz, the fastest).")]
@@ -143,9 +143,10 @@ def register(app: typer.Typer) -> None:
                 from gpuwise.report.build import build_report
                 from gpuwise.units import parse_money
 
-                use_user_calibration(not no_user_calibration)   # a damaged file: no report, the run stands
+                correction, _ = user_correction(not no_user_calibration)   # a damaged file: no report, the run stands
                 report = build_report(result.log_path, load_catalog(), provider=provider,
-                                      gpu_price=parse_money(gpu_price) if gpu_price else None, workload=workload)
+                                      gpu_price=parse_money(gpu_price) if gpu_price else None, workload=workload,
+                                      correction=correction)
             except Exception as exc:  # the command's exit code matters more than our report: a warning
                 problem = f"no report: {exc}"
         try:

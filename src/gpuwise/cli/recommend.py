@@ -9,7 +9,8 @@ from rich import box
 from rich.table import Table
 
 from gpuwise.cli import common as c
-from gpuwise.cli.calibrate import NoUserCalibrationOpt, use_user_calibration
+from gpuwise.cli.calibrate import NoUserCalibrationOpt, user_correction
+from gpuwise.workload.precision import described
 from gpuwise.cli.workload_options import workload_from, workload_options
 from gpuwise.units import format_bytes, format_duration, format_money, parse_duration_s, parse_money
 
@@ -77,13 +78,12 @@ def recommend(
     gpu_ids = [resolve_gpu(cat, g.strip()).id for g in gpus.split(",") if g.strip()] if gpus else None
 
     c.use_trace_cache(not no_cache)
-    calibrated = use_user_calibration(not no_user_calibration)
+    correction, calibrated = user_correction(not no_user_calibration)
     with c.progress(not json_out, "tracing…") as progress:
-        wm = model_for(workload, progress)
+        wm = model_for(workload, progress, correction=correction)
         rec = plan_recommend(
             wm, cat, job=job, constraints=constraints, provider=provider, gpu_ids=gpu_ids, max_gpus=max_gpus,
             spot=spot, spot_risk=SpotRisk(preemptions_per_hour, parse_duration_s(checkpoint_every)),
-            fp16_where_no_bf16=workload_kwargs.get("precision") is None,
             auto_batch=auto, effective_batch=effective_batch, per_gpu_batch=per_gpu_batch,
             currency=currency, remedies=remedies, progress=progress,
         )
@@ -131,7 +131,8 @@ def _cost(o) -> str:
 def _render(rec, show_all: bool, deadline_s: float | None = None) -> None:
     con = c.console
     w = rec.workload
-    con.print(f"[bold]{w.model}[/]  {w.mode}, {w.precision}, optimizer {w.optimizer}  [dim]({rec.method})[/]")
+    con.print(f"[bold]{w.model}[/]  {w.mode}, {described(w.precision, w.precision_default)}, optimizer {w.optimizer}"
+              f"  [dim]({rec.method})[/]")
     by_precision: dict[str, list[str]] = {}
     for gpu, precision in rec.fallback_precision.items():
         by_precision.setdefault(precision, []).append(gpu)

@@ -104,9 +104,10 @@ def workload_options(*, exclude: tuple[str, ...] = ()) -> Callable:
 
 def workload_from(model: str, workload_kwargs: dict, *, batch_size: int | None = None, gpu=None, **overrides):
     """The Workload for ``model`` from the shared options (``batch_size`` parsed by the caller). Without
-    --precision, the default of ``gpuwise.workload.model.default_precision`` (bf16 for LoRA/QLoRA where
-    ``gpu`` has it)."""
-    from gpuwise.workload.model import default_precision
+    --precision, the one default rule (``gpuwise.workload.precision.default_precision``: an LLM's
+    checkpoint half precision, bf16 autocast for LoRA/QLoRA, else fp32), marked as the default so that
+    each GPU without bf16 runs its fp16 twin (``plan.profile.workload_on``)."""
+    from gpuwise.workload.precision import default_for_model
     from gpuwise.workload.specs import resolve_model_spec
 
     resolve_model_spec(model)     # a misspelt model is refused now, before anything heavy is imported
@@ -114,11 +115,9 @@ def workload_from(model: str, workload_kwargs: dict, *, batch_size: int | None =
     kw.pop("batch_size", None)
     kw.update(overrides)
     if kw.get("precision") is None:
-        from gpuwise.workload.decoder import is_llm
-
-        llm = kw.get("mode", "train").lower() == "infer" and is_llm(c.build_workload(model, batch_size=1))
-        kw["precision"] = default_precision(kw.get("finetune", "full"), gpu.has_bf16 if gpu is not None else None,
-                                            mode=kw.get("mode", "train"), llm=llm)
+        kw["precision"] = default_for_model(model, finetune=kw.get("finetune", "full"), mode=kw.get("mode", "train"),
+                                            gpu_has_bf16=gpu.has_bf16 if gpu is not None else None).name
+        kw["precision_default"] = True
     workload = c.build_workload(model, batch_size=batch_size if batch_size is not None else
                                 c.parse_batch_size(workload_kwargs.get("batch_size", "32")), **kw)
     for message in workload.inert_settings():

@@ -183,7 +183,7 @@ def train_memory(arch: DecoderArch, w: Workload, gpu=None, *, double_quant: bool
         cpu += weights * n
         weights = 0.0
         notes.append("offload params: each GPU holds only the gathered working blocks")
-    seq = w.seq_len or 128
+    seq = w.tokens_per_sequence
     act = train_activations(arch, trainability(arch, w), w.batch_size * seq, cb, w.grad_checkpointing,
                             expert_pairs_per_token, LossStack(seq, w.attention, w.logits))
     if w.attention == "eager":

@@ -48,16 +48,25 @@ def closed_form_uncertainty(*, context_bytes: int, allocated_bytes: int, weights
             ("fragmentation", int(max(dynamic_bytes, 0) * CLOSED_FORM_RESERVE_SPREAD)))
 
 
+def fit_verdict(memory: MemoryEstimate, usable_bytes: int) -> str:
+    """"fits" (the upper side is within ``usable_bytes``), "tight" (only the estimate's total is) or
+    "no": the one reading of an estimate's range against a GPU, for ``fit_wording`` and recommend's reasons."""
+    if memory.total_upper_bytes <= usable_bytes:
+        return "fits"
+    return "tight" if memory.total_bytes <= usable_bytes else "no"
+
+
 def fit_wording(memory: MemoryEstimate, usable_bytes: int) -> str:
     """One line for a renter: "fits with X GiB to spare", "tight: within the uncertainty …" or
     "does not fit …", against ``usable_bytes`` (the GPU's memory less the headroom: plan.fit)."""
     low, high = memory.total_bytes, memory.total_upper_bytes
     usable = f"{usable_bytes / GIB:.1f} GiB usable"
-    if high <= usable_bytes:
+    verdict = fit_verdict(memory, usable_bytes)
+    if verdict == "fits":
         # the low end is the estimate's total (the number its table shows), the high end adds what is guessed
         needs = f"{low / GIB:.1f}–{high / GIB:.1f}" if f"{low / GIB:.1f}" != f"{high / GIB:.1f}" else f"{high / GIB:.1f}"
         return f"fits with {(usable_bytes - high) / GIB:.1f} GiB to spare (needs {needs} of {usable})"
-    if low <= usable_bytes:
+    if verdict == "tight":
         return (f"tight: within the uncertainty (needs {low / GIB:.1f}–{high / GIB:.1f} GiB of {usable}); "
                 "a smaller batch or more headroom makes it safe")
     return f"does not fit: needs {low / GIB:.1f} GiB (up to {high / GIB:.1f}) of {usable}"

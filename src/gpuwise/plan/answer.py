@@ -8,6 +8,8 @@ memory only: the peak against the GPU's usable memory. Whether the job can run t
 ``cannot_run``: None where it can, else why not (bf16 on a GPU without it), whatever the memory. A job
 runs on a GPU where ``fits`` is true and ``cannot_run`` is None; where ``cannot_run`` is set, ``time``
 (and a row's step time) is None and ``changes_that_fit`` is empty (no memory change lets it run).
+Without ``--precision`` (``workload.precision_default``) each GPU runs the default rule's precision
+there (a bf16 default at fp16 on a GPU without bf16): each ``per_gpu`` row names its ``precision``.
 
 ``time.likely_step_time_range_s`` (and each ``per_gpu`` row's) is where 8 in 10 held-out public runs
 measured given the prediction, or None where no held-out run measures that kind of prediction
@@ -21,7 +23,7 @@ from collections.abc import Callable
 
 from gpuwise.memory.uncertainty import fit_wording
 from gpuwise.plan.fit import fits, spare_bytes, usable_bytes
-from gpuwise.plan.profile import WorkloadModel, cannot_run, largest_fitting_batch, model_for
+from gpuwise.plan.profile import WorkloadModel, cannot_run, largest_fitting_batch, model_for, workload_on
 from gpuwise.plan.recommend import JobSize
 from gpuwise.plan.remedies import changes_that_fit
 from gpuwise.plan.accuracy import likely_step_time_range_s, load_accuracy
@@ -74,8 +76,9 @@ def estimate_answer(
     fit = fits(est.memory.total_upper_bytes, gpu, headroom_fraction) if gpu else None
     changes: tuple = ()
     if gpu is not None and not fit and suggest_changes and not why_not:
-        changes = changes_that_fit(model.workload, gpu, headroom_fraction=headroom_fraction,
-                                   closed_form=model.method == "closed-form", progress=progress, provider=provider)
+        changes = changes_that_fit(workload_on(model.workload, gpu), gpu, headroom_fraction=headroom_fraction,
+                                   closed_form=model.method == "closed-form", progress=progress, provider=provider,
+                                   correction=model.correction)
     per_gpu = [model.estimate(g, count=count, provider=provider) for g in gpus] if len(gpus) > 1 else []
     answer = {
         "workload": est.workload.to_dict(),
@@ -100,6 +103,7 @@ def estimate_answer(
              "fits": fits(e.memory.total_upper_bytes, e.gpu, headroom_fraction),
              "spare_bytes": spare_bytes(e.memory.total_upper_bytes, e.gpu, headroom_fraction),
              "cannot_run": cannot_run(e.workload, e.gpu), "calibration": e.calibration,
+             "precision": e.workload.precision,
              **_timed(e, model.method)}
             for e in per_gpu
         ],
@@ -120,7 +124,7 @@ def largest_batch_answer(
                                     provider=provider, powers_of_two=False)
     requested = model.workload.batch_size
     if largest and largest != requested:
-        model = model_factory(model.workload.with_(batch_size=largest), progress)
+        model = model_factory(model.workload.with_(batch_size=largest), progress, correction=model.correction)
     out, est = estimate_answer(model, [gpu], headroom_fraction=headroom_fraction, job=job, suggest_changes=not largest,
                                progress=progress, provider=provider)
     out.update(max_batch_size=largest, requested_batch_size=requested)

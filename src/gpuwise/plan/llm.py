@@ -93,7 +93,7 @@ def estimate_llm(workload: Workload, gpu=None, *, double_quant: bool = True, kv_
     notes: list[str] = []
     if workload.seq_len is None:
         notes.append("--seq-len not given: 128 tokens assumed (the default for text models)")
-    context = (workload.seq_len or 128) + (0 if workload.is_training else workload.max_new_tokens)
+    context = workload.tokens_per_sequence + (0 if workload.is_training else workload.max_new_tokens)
     if arch.max_position_embeddings and context > arch.max_position_embeddings:
         notes.append(f"{context:,} tokens per sequence is past {workload.model}'s context of "
                      f"{arch.max_position_embeddings:,} (max_position_embeddings): estimated as asked, "
@@ -111,7 +111,7 @@ def _train(arch: DecoderArch, w: Workload, gpu, double_quant: bool, notes: list[
     mem: TrainMemory = train_memory(arch, w, gpu, double_quant=double_quant, topology=topology)
     time = (train_step_time(arch, w, gpu, mem, double_quant=double_quant, topology=topology)
             if gpu is not None else None)
-    s = w.seq_len or 128
+    s = w.tokens_per_sequence
     tokens = w.batch_size * s * w.grad_accum_steps
     mult = 6.0 if w.finetune == "full" else (4.0 if w.finetune in ("lora", "qlora") else 2.0)
     flops = (mult / 2) * arch.forward_flops_per_token((s + 1) / 2) * tokens
@@ -134,7 +134,7 @@ def kv_bytes_per_element(w: Workload, kv_cache_dtype: str) -> float:
 def _infer(arch: DecoderArch, w: Workload, gpu, double_quant: bool, kv_cache_dtype: str,
            utilization: float, headroom_fraction: float, notes: list[str], topology: Topology | None) -> LlmEstimate:
     kvb = kv_bytes_per_element(w, kv_cache_dtype)
-    prompt, new, batch = w.seq_len or 128, w.max_new_tokens, w.batch_size
+    prompt, new, batch = w.tokens_per_sequence, w.max_new_tokens, w.batch_size
     mem: InferMemory = infer_memory(arch, w, gpu, prompt_tokens=prompt, new_tokens=new, batch=batch,
                                     kv_bytes_per_element=kvb, double_quant=double_quant)
     per_token = int(round(mem.kv_cache_bytes / max(batch * (prompt + new), 1)))
@@ -168,8 +168,7 @@ def _infer(arch: DecoderArch, w: Workload, gpu, double_quant: bool, kv_cache_dty
             notes.append(f"vLLM pre-allocates gpu_memory_utilization={utilization} of the GPU "
                          f"({format_bytes(reserved)}) for weights + KV cache, so nvidia-smi shows that, not the "
                          f"{format_bytes(mem.memory.total_bytes)} this batch needs ({total_tokens} tokens × {batch})")
-    flops = (2.0 * arch.matmul_params_per_token() + arch.attention_flops_per_token((prompt + 1) / 2)) * prompt * batch
-    flops += (2.0 * arch.matmul_params_per_token() + arch.attention_flops_per_token(prompt + new / 2)) * new * batch
+    flops = arch.prefill_flops(prompt, batch) + arch.decode_step_flops(prompt + new / 2, batch) * new
     all_notes = tuple(notes) + mem.memory.notes
     return LlmEstimate(
         workload=w, params=arch.param_counts(), trainable_params=0, memory=replace(mem.memory, notes=all_notes),

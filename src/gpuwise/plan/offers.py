@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from gpuwise.catalog.model import Catalog, Offer
+from gpuwise.catalog.query import catalog_provider, providers
 from gpuwise.errors import did_you_mean
 from gpuwise.plan.errors import PlanError
 from gpuwise.plan.money import convert, rates_in
@@ -31,18 +32,14 @@ def spot_policy(spot: bool) -> str:
     return "include" if spot else "on-demand"
 
 
-def providers(catalog: Catalog) -> list[str]:
-    return sorted({o.provider for o in catalog.offers}, key=str.lower)
-
-
 def check_provider(catalog: Catalog, provider: str | None) -> str | None:
     """The provider as the catalog spells it; PlanError (exit 2) naming the known ones when unknown."""
     if provider is None:
         return None
+    spelt = catalog_provider(catalog, provider)
+    if spelt is not None:
+        return spelt
     known = providers(catalog)
-    for p in known:
-        if p.lower() == provider.strip().lower():
-            return p
     raise PlanError(f"--provider: unknown provider {provider!r}{did_you_mean(provider, known)}; "
                      f"known: {', '.join(known)}")
 

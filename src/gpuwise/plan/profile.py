@@ -7,7 +7,6 @@ the closed-form path (``gpuwise.plan.llm``), which needs no trace at all.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from dataclasses import dataclass
 from typing import Callable, Protocol
@@ -19,24 +18,28 @@ from gpuwise.plan.fit import DEFAULT_HEADROOM_FRACTION, fits, largest_fitting, u
 from gpuwise.runtime.model import StepTime
 from gpuwise.trace.records import Trace
 from gpuwise.workload import Workload
+from gpuwise.workload.precision import on_gpu, why_not_on
 
 MAX_AUTO_BATCH = 4096
 
 # What the user's own measured runs taught (gpuwise.calibrate: per GPU × operator-class factors, a host
-# term, a memory offset), applied to every estimate on a GPU it knows. Set by the CLI, which knows
-# both parts; None: the shipped model.
-_correction: Callable[["Estimate"], "Estimate"] | None = None
+# term, a memory offset), applied to every estimate of a model on a GPU it knows. An argument of the
+# model (``model_for(..., correction=)``), never a global: the CLI loads it and passes it; None: the
+# shipped model.
+Correction = Callable[["Estimate"], "Estimate"]
 
 
-def use_correction(correction: Callable[["Estimate"], "Estimate"] | None):
-    """Apply ``correction`` to every estimate from now on (None: none); returns the previous one."""
-    global _correction
-    previous, _correction = _correction, correction
-    return previous
+def _corrected(est: "Estimate", correction: Correction | None) -> "Estimate":
+    return est if correction is None or est.gpu is None else correction(est)
 
 
-def _corrected(est: "Estimate") -> "Estimate":
-    return est if _correction is None or est.gpu is None else _correction(est)
+def workload_on(workload: Workload, gpu: GPU | None) -> Workload:
+    """The job as it runs on ``gpu``: where its precision was the default rule's bf16 and the GPU has
+    none, at the fp16 twin (``gpuwise.workload.precision.on_gpu``); otherwise the workload itself."""
+    if gpu is None or not workload.precision_default:
+        return workload
+    p = on_gpu(workload.precision, gpu.has_bf16, defaulted=True)
+    return workload if p.name == workload.precision else workload.with_(precision=p.name)
 
 
 @dataclass(frozen=True)
@@ -61,13 +64,15 @@ class Estimate:
 class WorkloadModel(Protocol):
     workload: Workload
     method: str  # "traced" or "closed-form"
+    correction: Correction | None   # the user's calibration applied to every estimate (None: shipped model)
 
     def estimate(
         self, gpu: GPU | None, *, count: int = 1, batch_size: int | None = None, with_time: bool = True,
         grad_accum_steps: int | None = None, provider: str | None = None,
     ) -> Estimate:
         """``count`` GPUs like ``gpu`` in ``provider``'s machines (None: the GPU's usual machine, no
-        cluster network): the provider's topology sets the links time and memory use."""
+        cluster network): the provider's topology sets the links time and memory use. The estimate's
+        workload is the job as it runs there (``workload_on``: a default bf16 at fp16 on a GPU without it)."""
         ...
 
 
@@ -81,38 +86,32 @@ class TracedModel:
 
     method = "traced"
 
-    def __init__(self, workload: Workload, progress: Callable[[str], None] | None = None) -> None:
+    def __init__(self, workload: Workload, progress: Callable[[str], None] | None = None,
+                 correction: Correction | None = None) -> None:
         if workload.offload != "none":
             logging.getLogger(__name__).warning(
                 "--offload %s is modelled for decoder LLMs (the closed form) only: the traced estimate keeps "
                 "everything on the GPU", workload.offload)
         self.workload = workload
-        self._traces: dict[tuple[int, int], Trace] = {}
-        self._accumulated_traces: dict[tuple[int, int], Trace] = {}
+        self.correction = correction
+        self._traces: dict[tuple[str, int, int], Trace] = {}
         self._progress = progress or (lambda _msg: None)
 
-    def trace(self, batch_size: int | None = None, grad_accum_steps: int | None = None) -> Trace:
-        """The trace at this micro-batch. Accumulation matters to memory only as "1 or more": from the
-        second micro-batch on, the previous gradients stay allocated; 2 stands for every count above 1."""
+    def trace(self, batch_size: int | None = None, grad_accum_steps: int | None = None,
+              precision: str | None = None) -> Trace:
+        """The trace at this micro-batch (and ``precision``, the workload's where None). Accumulation
+        matters to memory only as "1 or more": from the second micro-batch on, the previous gradients
+        stay allocated; 2 stands for every count above 1."""
         from gpuwise.trace import trace_workload
 
         b = batch_size or self.workload.batch_size
         accum = grad_accum_steps or self.workload.grad_accum_steps
-        key = (b, min(accum, 2))
+        key = (precision or self.workload.precision, b, min(accum, 2))
         if key not in self._traces:
             self._progress(f"tracing {self.workload.model} at batch {b}")
-            self._traces[key] = trace_workload(self.workload.with_(batch_size=b, grad_accum_steps=key[1], num_gpus=1))
+            self._traces[key] = trace_workload(self.workload.with_(
+                precision=key[0], batch_size=b, grad_accum_steps=key[2], num_gpus=1))
         return self._traces[key]
-
-    def _accumulated(self, trace: Trace, grad_accum_steps: int) -> Trace:
-        """The same trace under another accumulation count: it changes the step's time, not its memory."""
-        if trace.workload.grad_accum_steps == grad_accum_steps:
-            return trace
-        key = (trace.samples_per_step, grad_accum_steps)
-        if key not in self._accumulated_traces:
-            self._accumulated_traces[key] = dataclasses.replace(
-                trace, workload=trace.workload.with_(grad_accum_steps=grad_accum_steps))
-        return self._accumulated_traces[key]
 
     def estimate(
         self, gpu: GPU | None, *, count: int = 1, batch_size: int | None = None, with_time: bool = True,
@@ -121,13 +120,16 @@ class TracedModel:
         from gpuwise.memory import estimate_memory
         from gpuwise.runtime import predict_step_time
 
-        accum = grad_accum_steps or self.workload.grad_accum_steps
+        job = workload_on(self.workload, gpu)
+        job = job.with_(batch_size=batch_size or job.batch_size, num_gpus=count,
+                        grad_accum_steps=grad_accum_steps or job.grad_accum_steps)
         topo = _topology(gpu, provider)
-        trace = self.trace(batch_size, accum)
+        trace = self.trace(job.batch_size, job.grad_accum_steps, job.precision)
         memory = _data_parallel(estimate_memory(trace, gpu), trace, topo, count)
-        trace = self._accumulated(trace, accum)
-        step = predict_step_time(trace, gpu, count=count, topology=topo) if with_time and gpu is not None else None
-        return _corrected(Estimate(trace.workload.with_(num_gpus=count), gpu, count, memory, step))
+        # the step's accumulation (and stack) are the job's: the trace holds one micro-step
+        step = (predict_step_time(trace, gpu, count=count, topology=topo, workload=job)
+                if with_time and gpu is not None else None)
+        return _corrected(Estimate(job, gpu, count, memory, step), self.correction)
 
 
 def _data_parallel(memory, trace: Trace, topology: Topology | None, count: int):
@@ -155,8 +157,9 @@ class ClosedFormLlmModel:
 
     method = "closed-form"
 
-    def __init__(self, workload: Workload) -> None:
+    def __init__(self, workload: Workload, correction: Correction | None = None) -> None:
         self.workload = workload
+        self.correction = correction
 
     def estimate(
         self, gpu: GPU | None, *, count: int = 1, batch_size: int | None = None, with_time: bool = True,
@@ -164,19 +167,24 @@ class ClosedFormLlmModel:
     ) -> Estimate:
         from gpuwise.plan.llm import estimate_llm
 
-        w = self.workload.with_(batch_size=batch_size or self.workload.batch_size, num_gpus=count,
-                                grad_accum_steps=grad_accum_steps or self.workload.grad_accum_steps)
+        job = workload_on(self.workload, gpu)
+        w = job.with_(batch_size=batch_size or job.batch_size, num_gpus=count,
+                      grad_accum_steps=grad_accum_steps or job.grad_accum_steps)
         result = estimate_llm(w, gpu, topology=_topology(gpu, provider))
-        return _corrected(Estimate(w, gpu, count, result.memory, result.time, getattr(result, "inference", None)))
+        return _corrected(Estimate(w, gpu, count, result.memory, result.time, getattr(result, "inference", None)),
+                          self.correction)
 
 
-def model_for(workload: Workload, progress: Callable[[str], None] | None = None) -> WorkloadModel:
-    """The closed form for decoder LLMs (any size), the trace for everything else."""
+def model_for(workload: Workload, progress: Callable[[str], None] | None = None, *,
+              correction: Correction | None = None) -> WorkloadModel:
+    """The closed form for decoder LLMs (any size), the trace for everything else. ``correction``: the
+    user's calibration (``gpuwise.calibrate.apply.correction``) applied to its every estimate; None: the
+    shipped model."""
     from gpuwise.workload.decoder import is_llm
 
     if is_llm(workload):
-        return ClosedFormLlmModel(workload)
-    return TracedModel(workload, progress)
+        return ClosedFormLlmModel(workload, correction)
+    return TracedModel(workload, progress, correction)
 
 
 def largest_fitting_batch(
@@ -198,24 +206,18 @@ def largest_fitting_batch(
 
 def cannot_run(workload: Workload, gpu: GPU) -> str | None:
     """Why ``workload`` cannot run on ``gpu`` (None: it can): bf16 needs bf16 support (Ampere and newer;
-    PyTorch refuses bf16 autocast on a T4 or V100). The one rule estimate, recommend and the time
-    scaling of report and advise apply."""
-    if workload.precision in ("amp-bf16", "bf16") and not gpu.has_bf16:
-        return f"no bf16 on this GPU ({gpu.arch}): use --precision {fp16_instead(workload.precision)}"
-    return None
+    PyTorch refuses bf16 autocast on a T4 or V100), unless the precision was the default rule's, which
+    runs at its fp16 twin there. The one rule estimate, recommend and the time scaling of report and
+    advise apply."""
+    return why_not_on(workload_on(workload, gpu).precision, gpu.has_bf16, gpu.arch)
 
 
-def fp16_instead(precision: str) -> str:
-    """The fp16 twin of a bf16 precision (amp-bf16 -> amp-fp16, bf16 -> fp16), what a job runs at on a GPU
-    without bf16; other precisions are their own."""
-    return {"amp-bf16": "amp-fp16", "bf16": "fp16"}.get(precision, precision)
-
-
-def step_time_function(workload: Workload, progress: Callable[[str], None] | None = None):
+def step_time_function(workload: Workload, progress: Callable[[str], None] | None = None, *,
+                       correction: Correction | None = None):
     """GPU -> predicted step time (s) of ``workload`` on ``workload.num_gpus`` of that GPU, or None
     where it cannot run there (amp-bf16 without bf16). One trace (or none, for LLMs), cached per GPU:
     the right-sizing report and the advice use it when the job's workload is known."""
-    model = model_for(workload, progress)
+    model = model_for(workload, progress, correction=correction)
     cache: dict[str, float | None] = {}
 
     def step_time_s(gpu: GPU) -> float | None:

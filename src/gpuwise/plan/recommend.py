@@ -8,15 +8,17 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 from gpuwise.catalog.model import GPU, Catalog, Offer
+from gpuwise.memory.uncertainty import fit_verdict
 from gpuwise.plan.errors import PlanError
 from gpuwise.plan.fit import DEFAULT_HEADROOM_FRACTION, check_headroom, fits, usable_bytes
 from gpuwise.plan.money import RATES_CHECKED, convert, rates_in
 from gpuwise.plan.offers import candidate_offers, cheapest_offer, ranking_currency, spot_policy
-from gpuwise.plan.profile import WorkloadModel, cannot_run, fp16_instead, largest_fitting_batch
+from gpuwise.plan.profile import WorkloadModel, cannot_run, largest_fitting_batch, workload_on
 from gpuwise.plan.quote import Quote, make_quote
 from gpuwise.plan.spot import SpotRisk
 from gpuwise.units import format_bytes, format_duration, format_money
 from gpuwise.workload import Workload
+from gpuwise.workload.precision import parse
 
 GPU_COUNTS = (1, 2, 4, 8)
 
@@ -126,7 +128,6 @@ def recommend(
     currency: str | None = None,
     remedies: bool = False,
     spot_risk: SpotRisk = SpotRisk(),
-    fp16_where_no_bf16: bool = False,
     progress: Callable[[str], None] | None = None,
 ) -> Recommendation:
     """Every GPU × count on offer, quoted for the whole job, ranked by cost in one currency.
@@ -138,10 +139,11 @@ def recommend(
     picks, per option, the largest micro-batch that fits and makes up the rest with accumulation.
     ``remedies``: for cheaper GPUs that ran out of memory, the changes that make the job fit there.
     ``spot_risk``: how spot offers (with ``spot``) are priced: expected time and cost with preemptions.
-    ``fp16_where_no_bf16``: the precision was a default (bf16 autocast for LoRA/QLoRA), so GPUs without
-    bf16 run the job at fp16 autocast instead of being excluded (``Recommendation.fallback_precision``
-    names them). Either way each option is decided by ``cannot_run`` on the workload it is quoted at,
-    with an explicit micro-batch or ``auto_batch`` alike.
+    Where the workload's precision is the default rule's (``Workload.precision_default``), GPUs without
+    bf16 run the job at its fp16 twin instead of being excluded (``Recommendation.fallback_precision``
+    names them: ``plan.profile.workload_on``, the rule every command applies). Either way each option is
+    decided by ``cannot_run`` on the workload it is quoted at, with an explicit micro-batch or
+    ``auto_batch`` alike.
     """
     if max_gpus < 1:
         raise PlanError(f"--max-gpus must be at least 1, got {max_gpus}")
@@ -156,18 +158,6 @@ def recommend(
     rank_in = ranking_currency(offers, currency)
     effective = effective_batch or workload.batch_size * workload.grad_accum_steps
     gpus = {g.id: g for g in catalog.gpus}
-    fp16_model: list = []      # built on first use: the same job at amp-fp16, for GPUs without bf16
-
-    def model_on(gpu: GPU):
-        """The model an option on ``gpu`` is quoted with: the fp16 twin where a default bf16 cannot run."""
-        if fp16_where_no_bf16 and cannot_run(workload, gpu):
-            if not fp16_model:
-                from gpuwise.plan.profile import model_for
-
-                fp16_model.append(model_for(workload.with_(precision=fp16_instead(workload.precision)), progress))
-            return fp16_model[0]
-        return model
-
     fallback: dict[str, str] = {}      # GPU id -> the precision quoted there, where not the workload's
     no_bf16: dict[str, str] = {}       # GPU id -> its architecture, where the job cannot run at all
 
@@ -180,12 +170,11 @@ def recommend(
             if offer is None:
                 continue
             target = effective * count if per_gpu_batch else effective
-            m = model_on(gpu)
-            option = _evaluate(m, gpu, offer, count, job, constraints, target, auto_batch, rank_in, spot_risk)
-            if m is not model:
-                fallback[gpu_id] = m.workload.precision
-                option = replace(option, warnings=option.warnings + (
-                    f"runs at {m.workload.precision} here: {gpu.arch} has no bf16",))
+            option = _evaluate(model, gpu, offer, count, job, constraints, target, auto_batch, rank_in, spot_risk)
+            there = workload_on(workload, gpu).precision
+            if there != workload.precision:
+                fallback[gpu_id] = there
+                option = replace(option, warnings=option.warnings + (f"runs at {there} here: {gpu.arch} has no bf16",))
             elif cannot_run(workload, gpu):
                 no_bf16[gpu_id] = gpu.arch
             options.append(option)
@@ -217,13 +206,14 @@ def recommend(
     if remedies:
         from gpuwise.plan.remedies import find_remedies   # remedies re-run recommend's parts: imported late
 
-        rec = replace(rec, remedies=find_remedies(rec, catalog, job, constraints, progress=progress))
+        rec = replace(rec, remedies=find_remedies(rec, catalog, job, constraints, progress=progress,
+                                                   correction=model.correction))
     return rec
 
 
 def _evaluate(model, gpu: GPU, offer: Offer, count: int, job: JobSize, constraints: Constraints,
               effective: int, auto_batch: bool, rank_in: str, spot_risk: SpotRisk) -> Option:
-    workload = model.workload
+    workload = workload_on(model.workload, gpu)
     quote = dict(headroom_fraction=constraints.headroom_fraction, ranking_currency=rank_in,
                  effective_batch_size=effective)
 
@@ -293,7 +283,7 @@ def _oom_reason(batch: int, memory, gpu: GPU, constraints: Constraints) -> str:
     kept = f" with {constraints.headroom_fraction:.0%} kept free" if constraints.headroom_fraction else ""
     needs = f"{format_bytes(memory.total_bytes)}–{format_bytes(memory.total_upper_bytes)}"
     # the upper side decides (one fit rule); where the estimate's total itself fits, it is a risk, not a certainty
-    risk = "OOM risk" if memory.total_bytes <= usable_bytes(gpu, constraints.headroom_fraction) else "OOM"
+    risk = "OOM risk" if fit_verdict(memory, usable_bytes(gpu, constraints.headroom_fraction)) == "tight" else "OOM"
     return (f"{risk} at batch {batch}: needs {needs}, "
             f"{format_bytes(usable_bytes(gpu, constraints.headroom_fraction))} usable{kept}")
 
@@ -328,7 +318,7 @@ def _nothing_meets(options: list[Option], c: Constraints, provider: str | None, 
     if all(o.gpu in no_bf16 for o in options):
         archs = ", ".join(dict.fromkeys(no_bf16[o.gpu] for o in options))
         return (f"nothing meets the request: no GPU on offer has bf16 ({archs}), which {precision} needs: "
-                f"use --precision {fp16_instead(precision)}, or GPUs of Ampere or newer"), ()
+                f"use --precision {parse(precision).fp16_twin}, or GPUs of Ampere or newer"), ()
     if not fitting:
         split = any("does not split evenly" in (o.excluded_because or "") or "smaller than" in (o.excluded_because or "")
                     for o in options)
@@ -337,7 +327,7 @@ def _nothing_meets(options: list[Option], c: Constraints, provider: str | None, 
         refused = sorted({o.gpu for o in options if o.gpu in no_bf16})
         if refused:
             hint += (f"; {', '.join(refused)} {'has' if len(refused) == 1 else 'have'} no bf16 "
-                     f"(--precision {fp16_instead(precision)} runs there)")
+                     f"(--precision {parse(precision).fp16_twin} runs there)")
         return (f"nothing meets the request: the job does not fit on any GPU on offer"
                 f"{' with bf16' if refused else ''} at this batch size{hint}"), ()
     what = []

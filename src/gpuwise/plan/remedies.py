@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from gpuwise.catalog.model import Catalog
 from gpuwise.plan.fit import fits
-from gpuwise.plan.profile import model_for
+from gpuwise.plan.profile import Correction, model_for
 from gpuwise.plan.quote import make_quote
 from gpuwise.plan.recommend import Constraints, JobSize, Recommendation, apply_constraints
 from gpuwise.workload import Workload
@@ -38,6 +38,11 @@ def _remedy(change: str, **fields) -> Remedy:
     return Remedy(change, tuple(fields.items()))
 
 
+def _precision_remedy(name: str) -> Remedy:
+    # the user's choice now, not the default rule's: a GPU without bf16 refuses it rather than running fp16
+    return _remedy(f"--precision {name}", precision=name, precision_default=False)
+
+
 def micro_batch_remedy(w: Workload) -> Remedy | None:
     """Half the micro-batch, twice the accumulation steps: the same effective batch and method, the first
     change people make when a step does not fit."""
@@ -54,9 +59,8 @@ def candidate_remedies(w: Workload, closed_form: bool, *, micro_batch: bool = Tr
     out = []
     if not w.is_training:
         # serving: half-precision weights, quantized weights (closed form), fewer sequences at once
-        if w.precision in ("fp32", "tf32"):
-            out.append(_remedy("--precision bf16", precision="bf16"))
-            out.append(_remedy("--precision fp16", precision="fp16"))
+        if w.precision_value.half is None:
+            out.extend(_precision_remedy(name) for name in ("bf16", "fp16"))
         if closed_form and w.quant == "none":
             out.append(_remedy("--quant int8", quant="int8"))
             out.append(_remedy("--quant nf4", quant="nf4"))
@@ -65,9 +69,8 @@ def candidate_remedies(w: Workload, closed_form: bool, *, micro_batch: bool = Tr
         return out
     if micro_batch and (smaller := micro_batch_remedy(w)) is not None:
         out.append(smaller)
-    if w.precision in ("fp32", "tf32"):
-        out.append(_remedy("--precision amp-bf16", precision="amp-bf16"))
-        out.append(_remedy("--precision amp-fp16", precision="amp-fp16"))
+    if w.precision_value.half is None:
+        out.extend(_precision_remedy(name) for name in ("amp-bf16", "amp-fp16"))
     if not w.grad_checkpointing:
         out.append(_remedy("--grad-checkpointing", grad_checkpointing=True))
     if closed_form and w.logits == "fp32":
@@ -87,12 +90,13 @@ def candidate_remedies(w: Workload, closed_form: bool, *, micro_batch: bool = Tr
 def find_remedies(
     rec: Recommendation, catalog: Catalog, job: JobSize, constraints: Constraints | None = None, *,
     progress: Callable[[str], None] | None = None, max_remedies: int = 4,
-    model_factory: Callable[[Workload], object] | None = None,
+    model_factory: Callable[[Workload], object] | None = None, correction: Correction | None = None,
 ) -> tuple[dict, ...]:
     """For the GPU × count options excluded for memory that are cheaper per hour than the best option,
     the changes that make the job fit there, quoted for the whole job. A remedy must meet the same
     constraints as any option (deadline, budget) and cost less than the best option as it is.
-    ``model_factory``: workload -> workload model (default: ``model_for``, which traces)."""
+    ``model_factory``: workload -> workload model (default: ``model_for``, which traces, with ``correction``:
+    the user's calibration the recommendation used)."""
     constraints = constraints or Constraints()
     oom = [o for o in rec.options if o.fits is False and o.peak_total_bytes is not None and o.count == 1]
     if rec.best is not None:
@@ -104,7 +108,7 @@ def find_remedies(
     results = []
     for remedy in candidate_remedies(rec.workload, rec.method == "closed-form", micro_batch=False)[:max_remedies]:
         w = remedy.apply(rec.workload)
-        model = model_factory(w) if model_factory else model_for(w, progress)
+        model = model_factory(w) if model_factory else model_for(w, progress, correction=correction)
         for target in oom:   # cheapest first: the cheapest GPU this remedy rescues is the news
             gpu = gpus[target.gpu]
             est = model.estimate(gpu, count=target.count, provider=target.provider)
@@ -131,13 +135,13 @@ def find_remedies(
 def changes_that_fit(
     workload: Workload, gpu, *, headroom_fraction: float, closed_form: bool,
     model_factory: Callable[[Workload], object] | None = None, progress: Callable[[str], None] | None = None,
-    provider: str | None = None,
+    provider: str | None = None, correction: Correction | None = None,
 ) -> tuple[dict, ...]:
     """For a job that does not fit ``gpu``: each single change that makes it fit, with its flags, the
     memory it needs and its step time, fastest first; when no single change is enough, the changes
     taken together in order, the first combination that fits. ``provider``: whose machines the GPUs
     are in (their links), as for the estimate the job did not fit."""
-    make = model_factory or (lambda w: model_for(w, progress))
+    make = model_factory or (lambda w: model_for(w, progress, correction=correction))
 
     def quote(flags: str, w: Workload) -> dict | None:
         est = make(w).estimate(gpu, count=w.num_gpus, provider=provider)

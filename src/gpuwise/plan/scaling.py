@@ -45,19 +45,25 @@ class TimeScaling:
 
     def run_time_factor(self, busy_share: float, gpu_from: GPU, gpu_to: GPU) -> float | None:
         """Wall time there / wall time here: the idle share stays, the busy share scales."""
-        if not 0.0 <= busy_share <= 1.0:
-            raise PlanError(f"busy share must be in [0, 1], got {busy_share!r}")
-        r = self.ratio(gpu_from, gpu_to)
-        return None if r is None else (1.0 - busy_share) + busy_share * r
+        return busy_time_factor(busy_share, self.ratio(gpu_from, gpu_to))
+
+
+def busy_time_factor(busy_share: float, ratio: float | None) -> float | None:
+    """Wall time there / wall time here for a run busy ``busy_share`` of the time whose busy seconds
+    take ``ratio`` times as long there (None: cannot run there): the module docstring's one rule."""
+    if not 0.0 <= busy_share <= 1.0:
+        raise PlanError(f"busy share must be in [0, 1], got {busy_share!r}")
+    return None if ratio is None else (1.0 - busy_share) + busy_share * ratio
 
 
 def time_scaling(precision: str, workload: Workload | None = None,
-                 progress: Callable[[str], None] | None = None) -> TimeScaling:
-    """The predictor's ratios for ``workload`` when given (one trace, or none for LLMs), else datasheets."""
+                 progress: Callable[[str], None] | None = None, *, correction=None) -> TimeScaling:
+    """The predictor's ratios for ``workload`` when given (one trace, or none for LLMs; ``correction``:
+    the user's calibration, ``plan.profile.model_for``), else datasheets."""
     if workload is not None:
         from gpuwise.plan.profile import step_time_function
 
         basis = (f"predicted step times of {workload.model} (batch {workload.batch_size}, {workload.precision}) "
                  f"on each GPU")
-        return TimeScaling(PREDICTED_METHOD, basis, workload.precision, step_time_function(workload, progress))
+        return TimeScaling(PREDICTED_METHOD, basis, workload.precision, step_time_function(workload, progress, correction=correction))
     return TimeScaling(DATASHEET_METHOD, f"{precision} peak rates and memory bandwidth from the catalog", precision)

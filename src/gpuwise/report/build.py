@@ -59,10 +59,12 @@ def build_report(
     columns: list[str] | None = None,
     scaling: TimeScaling | None = None,
     workload: Workload | None = None,
+    correction=None,
 ) -> Report:
     """``gpu``: the rented GPU when the log does not name it (dmon) or names it wrongly; raises CatalogError.
     ``scaling`` None: the time predictor's ratios when the log records its workload, else the datasheet ratio.
-    ``workload``: the job (``--model …``), compared with what a gpuwise run log measured (``predicted_vs_measured``)."""
+    ``workload``: the job (``--model …``), compared with what a gpuwise run log measured (``predicted_vs_measured``).
+    ``correction``: the user's calibration for the predictions (``plan.profile.model_for``); None: the shipped model."""
     log = load_usage_log(path, columns=columns)
     if not log.samples:
         why = ("no NVIDIA driver or GPU was found while the job ran" if log.source == "gpuwise run log"
@@ -77,7 +79,7 @@ def build_report(
         rented, note = resolve_rented(catalog, usage.gpu_name)
         if note:
             notes.append(note)
-    comparison, scaling = measured_against_prediction(log, rented, scaling, notes, workload)
+    comparison, scaling = measured_against_prediction(log, rented, scaling, notes, workload, correction)
     sizing = None
     if usage.needed_peak_bytes is not None:
         sizing = right_size(usage, catalog, rented, gpu_price=gpu_price, provider=provider, spot=spot,

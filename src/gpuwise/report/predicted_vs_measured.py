@@ -64,10 +64,10 @@ class PredictedVsMeasured:
 
 
 def compare(measured: Measurement, gpu: GPU, workload: Workload,
-            progress: Callable[[str], None] | None = None) -> PredictedVsMeasured:
+            progress: Callable[[str], None] | None = None, correction=None) -> PredictedVsMeasured:
     """The estimate of ``workload`` on ``gpu`` beside the measurement; GpuwiseError (a model that cannot be
     traced) is the caller's to turn into a note."""
-    model = model_for(workload, progress)
+    model = model_for(workload, progress, correction=correction)
     est = model.estimate(gpu, count=workload.num_gpus)
     mem = est.memory
     figures = (
@@ -82,7 +82,7 @@ def compare(measured: Measurement, gpu: GPU, workload: Workload,
 
 def measured_against_prediction(
     log: UsageLog, rented: GPU | None, scaling: TimeScaling | None, notes: list[str],
-    workload: Workload | None = None,
+    workload: Workload | None = None, correction=None,
 ) -> tuple[PredictedVsMeasured | None, TimeScaling | None]:
     """(the comparison on the rented GPU, the time scaling to use) for a gpuwise run log.
 
@@ -103,9 +103,9 @@ def measured_against_prediction(
             workload = workload_of(measured.workload)
         if workload is None or rented is None:    # no GPU to compare on, nor to scale from
             return None, scaling
-        comparison = compare(measured, rented, workload)   # traces now: a workload that fails, fails here
+        comparison = compare(measured, rented, workload, correction=correction)   # traces now: a workload that fails, fails here
         if scaling is None or scaling.method != PREDICTED_METHOD:
-            scaling = time_scaling(workload.precision, workload)
+            scaling = time_scaling(workload.precision, workload, correction=correction)
             notes.append("time on other GPUs: the measured step time scaled by the time predictor's ratios "
                          f"for {workload.model}")
     except (GpuwiseError, TypeError, ValueError) as exc:

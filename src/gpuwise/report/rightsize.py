@@ -20,7 +20,8 @@ from gpuwise.plan.fit import DEFAULT_HEADROOM_FRACTION
 from gpuwise.plan.money import convert
 from gpuwise.plan.offers import candidate_offers, cheapest_offer, ranking_currency, spot_policy
 from gpuwise.plan.quote import Quote, make_quote
-from gpuwise.plan.scaling import PREDICTED_METHOD, TimeScaling, time_scaling
+from gpuwise.plan.scaling import PREDICTED_METHOD, TimeScaling, busy_time_factor, time_scaling
+from gpuwise.workload.precision import UNKNOWN_JOB_PRECISION
 from gpuwise.report.errors import ReportError
 from gpuwise.report.usage import UsageSummary
 
@@ -132,7 +133,7 @@ def right_size(
     """``scaling``: how busy time moves between GPUs (default: the datasheet ratio at fp16)."""
     if usage.needed_peak_bytes is None:
         raise ReportError(f"{usage.path}: the log has no memory figures: nothing to right-size")
-    scaling = scaling or time_scaling("fp16")
+    scaling = scaling or time_scaling(UNKNOWN_JOB_PRECISION)
     notes: list[str] = []
     count = max(1, len(usage.job_labels))
     needed = usage.needed_peak_bytes
@@ -166,7 +167,7 @@ def right_size(
         quote = make_quote(gpu, count, offer, peak_total_bytes=needed, step_time_s=None,
                            headroom_fraction=headroom_fraction, ranking_currency=rank_in)
         ratio = scaling.ratio(rented, gpu) if rented is not None else None
-        factor = None if ratio is None else (1.0 - busy) + busy * ratio
+        factor = busy_time_factor(busy, ratio)
         price_all = (rented_price * count if is_rented and rented_price is not None else quote.price_per_hour_ranked)
         cost = price_all * factor if price_all is not None and factor is not None else None
         saving = rented_price * count - cost if cost is not None and rented_price is not None else None

@@ -30,17 +30,18 @@ from gpuwise.runtime.calibration import Calibration
 from gpuwise.runtime.classify import VIEW, classify, packet_of
 from gpuwise.runtime.host import host_s
 from gpuwise.runtime.laws import load_laws, streaming_time_s, tiled_time_s
+from gpuwise.runtime.rates import rate_peak_flops_per_s
 from gpuwise.runtime.stack import DEFAULT_STACK, Stack
 from gpuwise.trace.records import OpRecord
+from gpuwise.workload.precision import BF16_EMULATED, parse
 
 TENSOR_CLASSES = ("matmul", "conv", "attention")
-HALF_DTYPES = {"float16": "fp16", "bfloat16": "bf16"}
 # Memory-bound classes relative to plain elementwise kernels (structure, not fitted: too little data).
 _MEM_CLASS_FACTOR = {"embedding": 0.5, "copy": 1.0, "optimizer": 1.0, "elementwise": 1.0, "other": 0.9}
 _DEPTHWISE_MAX_GROUP_CHANNELS = 16
-CUDA_CORE_RATES = ("fp32", "bf16-emulated")
+CUDA_CORE_RATES = ("fp32", BF16_EMULATED)
 # Bytes of one GEMM operand element on CUDA cores (bf16 emulated in fp32 arithmetic reads bf16).
-RATE_OPERAND_BYTES = {"fp32": 4, "bf16-emulated": 2}
+RATE_OPERAND_BYTES = {"fp32": 4, BF16_EMULATED: 2}
 
 
 @dataclass(frozen=True)
@@ -51,35 +52,12 @@ class OpTime:
     compute_s: float    # FLOP-bound part
     memory_s: float     # byte-bound part
     kernels: int
-    rate: str           # peak used: "fp32", "tf32", "fp16", "bf16", "bf16-emulated", "bandwidth"
+    rate: str           # peak used: a Precision.rate_key (fp32, tf32, fp16, bf16, BF16_EMULATED) or "bandwidth"
 
 
-def rate_key(cls: str, precision: str, gpu, op: OpRecord | None = None) -> str:
-    """The peak a tensor-class kernel runs at: see DESIGN.md on what fp32 / tf32 / amp mean."""
-    has = lambda key: gpu.peak(key) is not None  # noqa: E731
-    if precision in ("amp-fp16", "fp16"):
-        want = "fp16"
-    elif precision in ("amp-bf16", "bf16"):
-        want = "bf16"
-    else:
-        dtype = op.input_dtypes[0] if op is not None and op.input_dtypes else "float32"
-        want = HALF_DTYPES.get(dtype)
-        if want is None:
-            # PyTorch defaults: cuBLAS without TF32, cuDNN with it; "tf32" turns both on.
-            tf32 = precision == "tf32" or cls == "conv"
-            want = "tf32" if tf32 and has("tf32") else "fp32"
-    if want == "bf16" and not has("bf16"):
-        return "bf16-emulated"
-    if not has(want):
-        return "fp32"
-    return want
-
-
-def _peak_flops(gpu, key: str) -> float:
-    if key == "bf16-emulated":
-        # No bf16 tensor cores (T4, V100): cuBLAS falls back to fp32 arithmetic on CUDA cores.
-        return float(gpu.peak("fp32")) * 1e12
-    return float(gpu.peak(key)) * 1e12
+def _rate(cls: str, precision: str, gpu, op: OpRecord) -> str:
+    """The peak the kernel runs at: ``Precision.rate_key``, the one answer calibration uses too."""
+    return parse(precision).rate_key(gpu, cls, op.input_dtypes[0] if op.input_dtypes else None)
 
 
 def _shape(op: OpRecord, i: int) -> tuple[int, ...]:
@@ -290,7 +268,7 @@ def _eager_attention(op: OpRecord, gpu, precision: str, stack: Stack):
     dropout kernels (forward ~8 passes over the scores in training, 6 in inference; backward 8)."""
     bh, q_len, k_len, d = attention_dims(op)
     backward = "backward" in op.op
-    rate = rate_key("matmul", precision, gpu, op)
+    rate = _rate("matmul", precision, gpu, op)
     gemms = [(bh, q_len, k_len, d), (bh, q_len, d, k_len)]
     if backward:
         gemms = gemms + [(bh, k_len, d, q_len), (bh, q_len, k_len, d)]
@@ -298,7 +276,7 @@ def _eager_attention(op: OpRecord, gpu, precision: str, stack: Stack):
     passes = 8 if backward or stack.training else 6
     serial = _streaming("softmax", passes * bh * q_len * k_len * elem, gpu)
     kernels = len(gemms) + (3 if backward else 4)
-    return rate, _tiled("bmm", gemms, gpu, _peak_flops(gpu, rate), rate), serial, kernels
+    return rate, _tiled("bmm", gemms, gpu, rate_peak_flops_per_s(gpu, rate), rate), serial, kernels
 
 
 def op_features(op: OpRecord, gpu, precision: str, stack: Stack = DEFAULT_STACK) -> OpFeatures:
@@ -309,8 +287,8 @@ def op_features(op: OpRecord, gpu, precision: str, stack: Stack = DEFAULT_STACK)
     bw_bytes_per_s = float(gpu.memory_bandwidth_gbs) * 1e9
     traced_bytes = float(op.bytes_read + op.bytes_written)
     if cls in TENSOR_CLASSES:
-        rate = rate_key(cls, precision, gpu, op)
-        peak = _peak_flops(gpu, rate)
+        rate = _rate(cls, precision, gpu, op)
+        peak = rate_peak_flops_per_s(gpu, rate)
         memory_s = _streaming("elementwise", traced_bytes, gpu)
         if cls == "attention":
             flops = op.flops or attention_flops(op)
@@ -335,7 +313,7 @@ def op_features(op: OpRecord, gpu, precision: str, stack: Stack = DEFAULT_STACK)
         backward = "backward" in op.op
         if groups > 1 and cin_per_group < _DEPTHWISE_MAX_GROUP_CHANNELS:
             # Depthwise: a few MACs per byte on CUDA cores; bandwidth-bound and poorly coalesced.
-            fp32 = _peak_flops(gpu, "fp32")
+            fp32 = rate_peak_flops_per_s(gpu, "fp32")
             keys = ("depthwise_mem_eff", "depthwise_backward_factor") if backward else ("depthwise_mem_eff",)
             roof = max(flops / fp32, traced_bytes / bw_bytes_per_s)
             return OpFeatures(cls, "fp32", flops / fp32, (), memory_s, keys, kernels, roofline_s=roof)
@@ -354,7 +332,7 @@ def op_features(op: OpRecord, gpu, precision: str, stack: Stack = DEFAULT_STACK)
     row_norm = cls == "norm" and any(n in op.op for n in ("layer_norm", "rms_norm"))
     law_cls = "norm" if row_norm else ("softmax" if cls == "reduction" else "elementwise")
     memory_s = _streaming(law_cls, cuda_bytes(op, cls, stack.training), gpu)
-    compute_s = op.flops / _peak_flops(gpu, "fp32")
+    compute_s = op.flops / rate_peak_flops_per_s(gpu, "fp32")
     return OpFeatures(cls, "bandwidth", compute_s, (), memory_s, (), kernels,
                       memory_fixed=_MEM_CLASS_FACTOR.get(cls, 1.0),
                       roofline_s=max(compute_s, traced_bytes / bw_bytes_per_s))

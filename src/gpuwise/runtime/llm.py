@@ -81,7 +81,7 @@ def train_step_time(arch: DecoderArch, w: Workload, gpu, mem, *, double_quant: b
     ``topology``: how the GPUs are linked (None: ``topology_for(gpu)``, the GPU's usual machine)."""
     peak, warnings = _peak(gpu, w.precision)
     eff = TRAIN_MFU
-    s = w.seq_len or 128
+    s = w.tokens_per_sequence
     tokens = w.batch_size * s
     n = w.num_gpus
     mm_fwd = 2.0 * arch.matmul_params_per_token() * tokens
@@ -177,8 +177,7 @@ def serve_time(arch: DecoderArch, w: Workload, gpu, *, weights_bytes: float, pro
     topo = topology or topology_for(gpu)
     eff = TRAIN_MFU
     bw = _bandwidth(gpu)
-    m = arch.matmul_params_per_token()
-    prefill_flops = (2.0 * m + arch.attention_flops_per_token((prompt_tokens + 1) / 2)) * prompt_tokens * batch
+    prefill_flops = arch.prefill_flops(prompt_tokens, batch)
     tp_comm = 0.0
     if n > 1:
         act = prompt_tokens * batch * arch.hidden_size * compute_bytes(w.precision)
@@ -194,7 +193,7 @@ def serve_time(arch: DecoderArch, w: Workload, gpu, *, weights_bytes: float, pro
     kv_share = 1.0 / min(n, arch.num_kv_heads) if not arch.is_mla else 1.0
     kv_read = arch.kv_cache_bytes(int(mean_ctx), batch, kv_bytes_per_element) * kv_share
     mem_s = (touched + kv_read) / (bw * DECODE_BW_EFF)
-    flop_s = (2.0 * m + arch.attention_flops_per_token(mean_ctx)) * batch / n / (peak * eff)
+    flop_s = arch.decode_step_flops(mean_ctx, batch) / n / (peak * eff)
     # decode's tensor-parallel all-reduces move a few KB: latency-bound (2 per layer, a ring of n)
     tp_latency = 2 * arch.num_layers * collective_s("all_reduce", 1.0, n, topo) if n > 1 else 0.0
     gpu_step_s = max(mem_s, flop_s) + tp_latency

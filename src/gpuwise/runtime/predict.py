@@ -22,6 +22,8 @@ from gpuwise.runtime.model import RuntimeError_, StepTime
 from gpuwise.runtime.rates import fallback_warning
 from gpuwise.runtime.stack import Stack
 from gpuwise.trace.records import Trace
+from gpuwise.workload import Workload
+from gpuwise.workload.precision import parse
 from gpuwise.workload.specs import image_side
 
 _SMOOTH_MAX_P = 4.0
@@ -90,13 +92,9 @@ def fuse_for_compile(times: list[OpTime], rest: float = 0.0) -> list[OpTime]:
     return out
 
 
-def _bytes_per_element(precision: str) -> int:
-    return 2 if precision in ("fp16", "bf16") else 4
-
-
 def predict_step_time(
     trace: Trace, gpu, *, count: int = 1, calibration: Calibration | None = None,
-    topology: Topology | None = None,
+    topology: Topology | None = None, workload: Workload | None = None,
 ) -> StepTime:
     """Predicted time of one optimizer step of ``trace.workload`` on ``count`` GPUs like ``gpu``.
 
@@ -104,11 +102,13 @@ def predict_step_time(
     ``samples_per_s`` counts all of them. ``topology``: how they are linked (the provider's machines,
     ``gpuwise.catalog.topology.topology_for``); None: the GPU's usual machine, no provider. ``by_class_s`` sums to ``compute_s`` (one GPU, all
     micro-steps and the optimizer; a "launch" entry holds the time the GPU waits for the host).
+    ``workload``: the job (accumulation, sharding, stack) when it is not the trace's own (a trace is one
+    micro-step, shared by every job that traces alike); None: ``trace.workload``.
     """
     if count < 1:
         raise RuntimeError_(f"GPU count must be at least 1, got {count}")
     cal = calibration or load_calibration()
-    wl = trace.workload
+    wl = workload or trace.workload
     precision = wl.precision
     warnings: list[str] = []
     stack = Stack.from_workload(wl)
@@ -145,12 +145,11 @@ def predict_step_time(
 
     comm_s = 0.0
     if count > 1 and wl.is_training and trace.trainable_param_count > 0:
-        elem = _bytes_per_element(precision)
         # Gradients are all-reduced once per step (no_sync on the other micro-steps).
         comm = data_parallel_comm(
             sharding=wl.sharding, count=count, gpu=gpu,
-            grad_bytes=trace.trainable_param_count * elem,
-            param_bytes=trace.param_count * (2 if precision != "fp32" and precision != "tf32" else 4),
+            grad_bytes=trace.trainable_param_count * wl.precision_value.master_bytes,
+            param_bytes=trace.param_count * wl.precision_value.activation_bytes,
             forward_s=fwd.device_s, backward_s=bwd.device_s, micro_steps=accum,
             gradients=gradients_from_trace(trace, [t.device_s for t in phases["backward"]]),
             topology=topology,
@@ -171,7 +170,7 @@ def predict_step_time(
                 f"{data_s * 1e3:.1f} ms per step where the GPU needs {step_s * 1e3:.1f} ms; more loader "
                 f"workers or faster decoding would help more than a faster GPU")
             step_s = data_s
-    elif trace.workload.is_training and step_s > 0 and (side := image_side(trace.workload)) is not None:
+    elif wl.is_training and step_s > 0 and (side := image_side(wl)) is not None:
         # Synthetic data assumed: say what real JPEGs would take when it is more than a rented GPU's share of cores
         warning = decoding_warning(trace.samples_per_step * accum / step_s, side)
         if warning:
@@ -205,6 +204,6 @@ def predict_step_time(
 
 def _precision_warnings(precision: str, gpu) -> list[str]:
     warning = fallback_warning(gpu, precision)
-    if warning and precision in ("amp-bf16", "bf16"):
-        warning += "; use --precision amp-fp16 on this GPU"
+    if warning and parse(precision).needs_bf16:
+        warning += f"; use --precision {parse(precision).fp16_twin.name} on this GPU"
     return [warning] if warning else []

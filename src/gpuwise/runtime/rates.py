@@ -1,8 +1,8 @@
 """The GPU's peak rate for a workload's precision, and the one datasheet ratio used where no workload is known.
 
-One home for "which peak does this precision run at" (DESIGN.md's names → the catalog's keys) and for
-the busy-time ratio between two GPUs that ``report`` and ``advise`` fall back on for a bare
-nvidia-smi log. Everything that knows the workload uses the per-operator predictor instead.
+Which peak a precision runs at is ``Precision.rate_key`` (workload/precision.py); this module turns a
+rate key into FLOP/s and words, and holds the busy-time ratio between two GPUs that ``report`` and
+``advise`` fall back on for a bare nvidia-smi log. Everything that knows the workload uses the per-operator predictor instead.
 """
 
 from __future__ import annotations
@@ -10,39 +10,33 @@ from __future__ import annotations
 import math
 
 from gpuwise.runtime.model import RuntimeError_
+from gpuwise.workload.precision import BF16_EMULATED, parse
 
-# Workload precision (DESIGN.md) -> the catalog's peak_tflops key of its matmuls.
-MATMUL_RATE_KEY = {"fp32": "fp32", "tf32": "tf32", "amp-fp16": "fp16", "fp16": "fp16", "amp-bf16": "bf16", "bf16": "bf16"}
-# What PyTorch runs where the GPU lacks a rate: bf16 without bf16 tensor cores runs at fp32 arithmetic
-# (cuBLAS emulates it on CUDA cores: T4, V100), tf32 without TF32 is plain fp32, fp16 without tensor cores fp32.
-_FALLBACK = {"bf16": "fp32", "tf32": "fp32", "fp16": "fp32", "fp8": "fp16", "int8": "fp16"}
 DATASHEET_METHOD = "datasheet ratio: geometric mean of the peak-rate ratio and the memory-bandwidth ratio"
 
 
-def rate_key(gpu, precision: str) -> str:
-    """The catalog key of the peak the precision's matmuls reach on ``gpu`` (after PyTorch's fallbacks)."""
-    key = MATMUL_RATE_KEY.get(precision, precision)
-    while gpu.peak(key) is None and key in _FALLBACK:
-        key = _FALLBACK[key]
-    return key
-
-
-def peak_flops_per_s(gpu, precision: str) -> float:
-    """Dense peak FLOP/s of the precision's matmuls on ``gpu`` (RuntimeError_ when the catalog lists none)."""
-    value = gpu.peak(rate_key(gpu, precision))
+def rate_peak_flops_per_s(gpu, rate: str) -> float:
+    """Dense peak FLOP/s of a rate key (``Precision.rate_key``): bf16 emulated on CUDA cores runs at fp32."""
+    value = gpu.peak("fp32" if rate == BF16_EMULATED else rate)
     if not value:
-        raise RuntimeError_(f"GPU {gpu.id!r} lists no peak rate for {precision} (nor fp32)")
+        raise RuntimeError_(f"GPU {gpu.id!r} lists no peak rate for {rate} (nor fp32)")
     return float(value) * 1e12
 
 
-def fallback_warning(gpu, precision: str) -> str | None:
+def peak_flops_per_s(gpu, precision) -> float:
+    """Dense peak FLOP/s of the precision's matmuls on ``gpu`` (RuntimeError_ when the catalog lists none)."""
+    return rate_peak_flops_per_s(gpu, parse(precision).rate_key(gpu))
+
+
+def fallback_warning(gpu, precision) -> str | None:
     """Words for a precision the GPU lacks, or None."""
-    wanted = MATMUL_RATE_KEY.get(precision, precision)
-    got = rate_key(gpu, precision)
+    p = parse(precision)
+    wanted, got = p.matmul_rate, p.rate_key(gpu)
     if got == wanted:
         return None
-    return (f"{gpu.name} has no {wanted} tensor-core rate ({gpu.arch}): {precision} matmuls run at its {got} "
-            f"rate (~{gpu.peak(got) or 0:.0f} TFLOPS)")
+    arithmetic = "fp32" if got == BF16_EMULATED else got
+    return (f"{gpu.name} has no {wanted} tensor-core rate ({gpu.arch}): {p.name} matmuls run at its {arithmetic} "
+            f"rate (~{gpu.peak(arithmetic) or 0:.0f} TFLOPS)")
 
 
 def datasheet_time_ratio(gpu_from, gpu_to, precision: str) -> float:

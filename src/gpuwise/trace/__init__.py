@@ -21,7 +21,7 @@ def trace_workload(workload) -> Trace:
     spec = resolve_model_spec(workload.model)
     key = cache.trace_key(workload, spec) if cache.enabled() else None
     if key is not None:
-        hit = cache.load(key)
+        hit = cache.load(key, workload)
         if hit is not None:
             return hit
     from gpuwise.trace.tracer import trace_workload as _trace   # imports torch: seconds

@@ -124,3 +124,13 @@ def cuda_autocast_lists(dtype: torch.dtype) -> Iterator[list[str]]:
         yield done
     finally:
         lib._destroy()
+
+
+def autocast_dtype(precision) -> torch.dtype | None:
+    """The dtype autocast computes in under ``precision`` (``Precision``); None: no autocast."""
+    return getattr(torch, precision.compute_dtype) if precision.amp else None
+
+
+def pure_dtype(precision) -> torch.dtype | None:
+    """The dtype weights and inputs are cast to under pure fp16/bf16; None: they stay float32."""
+    return getattr(torch, precision.compute_dtype) if precision.pure_half else None

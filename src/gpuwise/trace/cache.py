@@ -3,7 +3,9 @@
 Where: ``$GPUWISE_CACHE_DIR``, else ``$XDG_CACHE_HOME/gpuwise/traces``, else ``~/.cache/gpuwise/traces``.
 Every file there is safe to delete at any time; a damaged or unreadable one is a miss and is removed.
 
-The key holds everything a trace depends on: the workload (every field), the model's source (the
+The key holds everything a trace depends on: the workload fields the tracer reads (``TRACED_FIELDS``:
+not the GPU count, sharding or the stack's input rate, engine or compile, which only ``runtime``,
+``memory`` and ``plan`` read), the model's source (the
 torchvision/timm version, the transformers config's content and transformers' version, or the bytes
 of the user's ``file.py``), the torch version and the source of gpuwise's own tracing code. It is
 computed without importing torch, so a hit never imports it. A user factory that imports other files
@@ -36,6 +38,11 @@ log = logging.getLogger(__name__)
 FORMAT = 1   # bump when Trace's fields change shape
 _enabled: contextvars.ContextVar[bool] = contextvars.ContextVar("gpuwise_trace_cache", default=True)
 _TRACING_SOURCES = ("trace", "workload")   # gpuwise subpackages whose code decides what a trace holds
+# The Workload fields a trace depends on (tests/trace/test_cache_key.py holds the tracer to them): the
+# first step towards the issue-23 ``Step`` value (micro-batch, lengths, precision, optimizer, mode, PEFT).
+TRACED_FIELDS = ("model", "batch_size", "seq_len", "image_size", "precision", "optimizer", "mode",
+                 "grad_checkpointing", "channels_last", "grad_accum_steps", "finetune", "lora_rank",
+                 "lora_targets", "quant", "attention", "optimizer_impl", "keep_grads", "lora_dropout")
 
 
 def set_enabled(enabled: bool) -> None:
@@ -58,7 +65,7 @@ def trace_key(workload, spec) -> str:
     """A hex digest naming the trace of ``workload`` (its model resolved to ``spec``)."""
     parts = {
         "format": FORMAT,
-        "workload": dataclasses.asdict(workload),
+        "workload": {name: getattr(workload, name) for name in TRACED_FIELDS},
         "model": _model_source(spec),
         "torch": _version("torch"),
         "gpuwise": _code_digest(),
@@ -67,7 +74,9 @@ def trace_key(workload, spec) -> str:
     return hashlib.sha256(blob).hexdigest()[:32]
 
 
-def load(key: str) -> Trace | None:
+def load(key: str, workload=None) -> Trace | None:
+    """The trace stored under ``key``; ``workload``: the job asking, which the trace then carries (it
+    may differ from the one that made the entry in fields the trace does not read)."""
     path = cache_dir() / f"{key}.pickle"
     try:
         with open(path, "rb") as f:
@@ -78,7 +87,9 @@ def load(key: str) -> Trace | None:
         log.info("trace cache entry %s unreadable (%s): removed", path, exc)
         path.unlink(missing_ok=True)
         return None
-    return trace if isinstance(trace, Trace) else None
+    if not isinstance(trace, Trace):
+        return None
+    return dataclasses.replace(trace, workload=workload) if workload is not None else trace
 
 
 def store(key: str, trace: Trace) -> None:

@@ -25,10 +25,10 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from gpuwise.trace.autocast import autocast_dtype, pure_dtype
 from gpuwise.workload.decoder import check_lora_targets, name_matches
 from gpuwise.workload.model import WorkloadError
 
-_AMP_DTYPES = {"amp-bf16": torch.bfloat16, "amp-fp16": torch.float16}
 ROUTER_NAMES = {"gate", "shared_expert_gate", "router"}
 NF4_BLOCK, NF4_DQ_BLOCK = 64, 256
 # The 16 NF4 levels (QLoRA, Dettmers et al. 2023, appendix E).
@@ -252,11 +252,7 @@ def _final_norm(module: nn.Module) -> nn.Module | None:
 
 
 def _adapter_dtype(workload, ref: torch.Tensor) -> torch.dtype:
-    if workload.precision == "bf16":
-        return torch.bfloat16
-    if workload.precision == "fp16":
-        return torch.float16
-    return torch.float32
+    return pure_dtype(workload.precision_value) or torch.float32
 
 
 def apply_finetune(module: nn.Module, workload, *, double_quant: bool = True, lora_alpha: float | None = None) -> nn.Module:
@@ -274,7 +270,7 @@ def apply_finetune(module: nn.Module, workload, *, double_quant: bool = True, lo
                            [_shown_name(qual) for _, _, qual, _ in linears])
     for p in module.parameters():
         p.requires_grad_(False)
-    amp_dtype = _AMP_DTYPES.get(workload.precision)
+    amp_dtype = autocast_dtype(workload.precision_value)
     if amp_dtype is not None:
         # recipes load the frozen base in the compute dtype (torch_dtype=bfloat16) and autocast
         for p in module.parameters():

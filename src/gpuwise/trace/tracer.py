@@ -20,14 +20,12 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from gpuwise.trace import fake
 from gpuwise.trace.attention import cuda_attention
-from gpuwise.trace.autocast import cuda_autocast_lists
+from gpuwise.trace.autocast import autocast_dtype, cuda_autocast_lists, pure_dtype
 from gpuwise.trace.optimizers import build_optimizer, host_step_tensors, state_tensors
 from gpuwise.trace.recorder import Recorder
 from gpuwise.trace.records import ModelCodeError, Trace, TraceError
 from gpuwise.workload import Workload, WorkloadError
 
-_AMP_DTYPES = {"amp-fp16": torch.float16, "amp-bf16": torch.bfloat16}
-_PURE_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 STEPS = 2
 
 
@@ -119,8 +117,8 @@ def _prepare(module: torch.nn.Module, workload: Workload, is_hf: bool) -> tuple[
                              "gpuwise.trace.peft.apply_finetune, which is not available yet") from None
         with torch.device("meta"):
             module = apply_finetune(module, workload) or module
-    if workload.precision in _PURE_DTYPES:
-        module.to(_PURE_DTYPES[workload.precision])
+    if pure_dtype(workload.precision_value) is not None:
+        module.to(pure_dtype(workload.precision_value))
     if workload.channels_last:
         module.to(memory_format=torch.channels_last)
     if workload.grad_checkpointing and workload.is_training:
@@ -138,8 +136,8 @@ def _prepare(module: torch.nn.Module, workload: Workload, is_hf: bool) -> tuple[
 
 def _run(module, built, workload: Workload, recorder: Recorder) -> tuple[int, int]:
     fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
-    amp_dtype = _AMP_DTYPES.get(workload.precision)
-    pure_dtype = _PURE_DTYPES.get(workload.precision)
+    amp_dtype = autocast_dtype(workload.precision_value)
+    pure = pure_dtype(workload.precision_value)
     training = workload.is_training
     fake.fake_module(module, fake_mode)   # outside the modes: the converter must see meta tensors
     with contextlib.ExitStack() as stack:
@@ -153,7 +151,7 @@ def _run(module, built, workload: Workload, recorder: Recorder) -> tuple[int, in
         trainable = [p for p in module.parameters() if p.requires_grad]
         optimizer = build_optimizer(workload.optimizer, trainable, workload.optimizer_impl) if training else None
         scaler = None
-        if training and workload.precision == "amp-fp16":
+        if training and workload.precision_value.needs_grad_scaler:
             scaler = torch.amp.GradScaler("cpu")
         try:
             for step in range(STEPS):
@@ -165,7 +163,7 @@ def _run(module, built, workload: Workload, recorder: Recorder) -> tuple[int, in
                     grads_after = "keep"
                 else:
                     grads_after = "zero" if workload.keep_grads else "none"
-                _step(module, built, recorder, optimizer, scaler, training, amp_dtype, pure_dtype,
+                _step(module, built, recorder, optimizer, scaler, training, amp_dtype, pure,
                       workload.channels_last, measured, grads_after)
                 if optimizer is not None and step == 0:
                     for t in host_step_tensors(optimizer):

@@ -184,6 +184,14 @@ class DecoderArch:
         """2 × active matmul parameters + attention; norms, activations and softmax are ignored (<1%)."""
         return 2.0 * self.matmul_params_per_token() + self.attention_flops_per_token(context_tokens)
 
+    def prefill_flops(self, prompt_tokens: float, batch: int) -> float:
+        """Forward FLOPs of a batch of prompts (causal: a token attends to half the prompt on average)."""
+        return self.forward_flops_per_token((prompt_tokens + 1) / 2) * prompt_tokens * batch
+
+    def decode_step_flops(self, context_tokens: float, batch: int) -> float:
+        """Forward FLOPs of one generated token for each of ``batch`` sequences at ``context_tokens``."""
+        return self.forward_flops_per_token(context_tokens) * batch
+
     # ---- KV cache ---------------------------------------------------------------------------
     def kv_cache_bytes_per_token(self, bytes_per_element: float = 2.0, context_tokens: int | None = None) -> float:
         """Cache bytes one token adds. MLA caches the compressed latent (kv_lora_rank + rope dims) per

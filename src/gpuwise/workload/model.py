@@ -6,8 +6,9 @@ import math
 from dataclasses import asdict, dataclass, fields, replace
 
 from gpuwise.errors import GpuwiseError
+from gpuwise.workload.precision import NAMES as PRECISIONS
+from gpuwise.workload.precision import Precision, parse
 
-PRECISIONS = ("fp32", "tf32", "amp-fp16", "amp-bf16", "fp16", "bf16")
 OPTIMIZERS = ("none", "sgd", "momentum", "adam", "adamw", "adamw-8bit", "adafactor", "lion", "paged-adamw", "paged-adamw-8bit")
 MODES = ("train", "infer")
 FINETUNES = ("full", "freeze", "lora", "qlora")
@@ -20,6 +21,8 @@ OPTIMIZER_IMPLS = ("foreach", "fused", "for-loop")  # torch.optim: foreach is Py
 ENGINES = ("hf", "vllm")                         # what runs LLM inference: HF generate (eager) or vLLM
 LOGITS = ("fp32", "chunked", "fused")              # how an LLM's loss holds the logits (see memory/llm_activations.py)
 
+DEFAULT_SEQ_LEN = 128     # tokens per sequence of a text model when --seq-len is not given
+
 # Sanity bounds: beyond these an input is a typo, not a job.
 MAX_BATCH_SIZE = 1 << 20
 MAX_SEQ_LEN = 1 << 22
@@ -28,22 +31,6 @@ MAX_IMAGE_SIZE = 8192
 
 class WorkloadError(GpuwiseError):
     pass
-
-
-PEFT_PRECISION = "amp-bf16"
-
-
-def default_precision(finetune: str, gpu_has_bf16: bool | None = None, *, mode: str = "train",
-                      llm: bool = False) -> str:
-    """The precision a job runs at when the user names none: fp32 (PyTorch's default) for full training
-    and for inference of other models; bf16 autocast for LoRA/QLoRA, as LitGPT and LLaMA-Factory default
-    to; bf16 weights for LLM inference, as serving engines load them (the checkpoint's dtype); fp16 on a
-    GPU without bf16 (T4, V100)."""
-    if llm and mode.lower() == "infer":
-        return "bf16" if gpu_has_bf16 is not False else "fp16"
-    if finetune.lower() in ("lora", "qlora"):
-        return PEFT_PRECISION if gpu_has_bf16 is not False else "amp-fp16"
-    return "fp32"
 
 
 @dataclass(frozen=True)
@@ -59,7 +46,7 @@ class Workload:
     batch_size: int = 32
     seq_len: int | None = None
     image_size: int | None = None
-    precision: str = "fp32"
+    precision: str = "fp32"          # a public name (workload/precision.py); ``precision_value`` is its meaning
     optimizer: str = "adamw"
     mode: str = "train"
     grad_checkpointing: bool = False
@@ -86,6 +73,9 @@ class Workload:
     # LLM fine-tuning stack (memory): how the loss holds the logits, and LoRA's dropout
     logits: str = "fp32"             # transformers: float32 logits and log-softmax; chunked (LitGPT); fused (Liger)
     lora_dropout: float = 0.05       # LitGPT, QLoRA and TRL recipes (PEFT's own default is 0): keeps a mask and a copy
+    # True: ``precision`` is the default rule's choice (workload/precision.py), not the user's: on a GPU
+    # without bf16 the job runs at its fp16 twin instead of being refused there
+    precision_default: bool = False
 
     def __post_init__(self) -> None:
         for name in ("precision", "optimizer", "mode", "finetune", "quant", "sharding", "offload",
@@ -162,6 +152,16 @@ class Workload:
     @property
     def is_training(self) -> bool:
         return self.mode == "train"
+
+    @property
+    def tokens_per_sequence(self) -> int:
+        """``seq_len``, or the text models' default (``DEFAULT_SEQ_LEN``) where none was given."""
+        return self.seq_len or DEFAULT_SEQ_LEN
+
+    @property
+    def precision_value(self) -> Precision:
+        """What ``precision`` means: dtypes, bytes, the peak its kernels run at (workload/precision.py)."""
+        return parse(self.precision)
 
     def with_(self, **changes) -> "Workload":
         return replace(self, **changes)

@@ -24,7 +24,6 @@ from gpuwise.workload.model import WorkloadError
 from gpuwise.workload.specs import (
     CAUSAL_LM,
     DEFAULT_IMAGE_SIZE,
-    DEFAULT_SEQ_LEN,
     IMAGE_CLASSIFICATION,
     SEGMENTATION,
     SEQ2SEQ_LM,
@@ -50,7 +49,7 @@ class BuiltModel:
 
 def build(spec: ModelSpec, workload) -> BuiltModel:
     image_size = workload.image_size or spec.default_image_size()
-    seq_len = workload.seq_len or DEFAULT_SEQ_LEN
+    seq_len = workload.tokens_per_sequence
     batch_size = workload.batch_size
     if spec.source == "file":
         return _build_factory(spec, workload)
@@ -108,7 +107,7 @@ def describe_inputs(spec: ModelSpec, workload) -> str:
         channels = int((spec.hf_config or {}).get("num_channels", 3))
         return f"{channels}×{size}×{size} images"
     if spec.is_text:
-        return f"{workload.seq_len or DEFAULT_SEQ_LEN}-token sequences"
+        return f"{workload.tokens_per_sequence}-token sequences"
     return f"its inputs at batch size {workload.batch_size}"
 
 
@@ -245,8 +244,11 @@ def _build_hf(spec: ModelSpec, batch_size: int, seq_len: int, image_size: int) -
     from transformers import AutoConfig
 
     model_type = config_dict.pop("model_type")
-    for key in ("_name_or_path", "transformers_version", "architectures", "auto_map"):
+    for key in ("_name_or_path", "transformers_version", "architectures", "auto_map", "dtype"):
         config_dict.pop(key, None)
+    # built in float32 whatever the checkpoint's dtype: the workload's precision (its flags or the default
+    # rule, workload/precision.py) decides the dtypes the tracer gives weights and activations
+    config_dict["torch_dtype"] = "float32"
     try:
         config = AutoConfig.for_model(model_type, **config_dict)
     except (KeyError, ValueError) as exc:
@@ -309,7 +311,7 @@ def _build_factory(spec: ModelSpec, workload) -> BuiltModel:
     path_str, _, func_name = spec.target.rpartition(":")
     path = Path(path_str).resolve()
     factory = _load_factory(path, func_name)
-    wanted = {"batch_size": workload.batch_size, "seq_len": workload.seq_len or DEFAULT_SEQ_LEN,
+    wanted = {"batch_size": workload.batch_size, "seq_len": workload.tokens_per_sequence,
               "image_size": workload.image_size or DEFAULT_IMAGE_SIZE}
     params = inspect.signature(factory).parameters
     kwargs = {k: v for k, v in wanted.items() if k in params}

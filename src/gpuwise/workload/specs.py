@@ -27,14 +27,13 @@ from typing import Any, Mapping
 
 from gpuwise.errors import did_you_mean
 from gpuwise.workload.config_checks import check_config
-from gpuwise.workload.model import WorkloadError
+from gpuwise.workload.model import DEFAULT_SEQ_LEN, WorkloadError
 from gpuwise.workload.timm_index import timm_models
 
 log = logging.getLogger(__name__)
 
 CONFIG_DIR = Path(__file__).parent / "configs"
 DEFAULT_IMAGE_SIZE = 224
-DEFAULT_SEQ_LEN = 128
 
 # Tasks a spec can be built for; they decide the inputs and the loss.
 IMAGE_CLASSIFICATION = "image-classification"

@@ -3,27 +3,28 @@
 from __future__ import annotations
 
 from gpuwise.workload.model import WorkloadError
+from gpuwise.workload.precision import parse
 
 NF4_BLOCK = 64                 # bitsandbytes 4-bit: one absmax per 64 weights
 NF4_DQ_BLOCK = 256             # double quantization: one float32 absmax per 256 first-level absmaxes
 INT8_OPTIMIZER_BLOCK = 2048    # bitsandbytes 8-bit optimizers: block-wise quantized state
 
 
-def compute_bytes(precision: str) -> int:
-    """Bytes per element of activations: float32 for fp32/tf32, 16-bit otherwise."""
-    return 4 if precision in ("fp32", "tf32") else 2
+def compute_bytes(precision) -> int:
+    """Bytes per element of activations (``Precision.activation_bytes``): float32 for fp32/tf32, 16-bit otherwise."""
+    return parse(precision).activation_bytes
 
 
-def trainable_bytes(precision: str) -> int:
-    """Storage of trained parameters (and their gradients): float32 master weights under fp32, tf32
-    and AMP; 16-bit under pure fp16/bf16 (LitGPT's ``bf16-true``)."""
-    return 2 if precision in ("fp16", "bf16") else 4
+def trainable_bytes(precision) -> int:
+    """Storage of trained parameters and their gradients (``Precision.master_bytes``): float32 master
+    weights under fp32, tf32 and AMP; 16-bit under pure fp16/bf16 (LitGPT's ``bf16-true``)."""
+    return parse(precision).master_bytes
 
 
-def frozen_bytes(precision: str) -> int:
+def frozen_bytes(precision) -> int:
     """Storage of frozen, unquantized weights: fine-tuning recipes load the base model in 16-bit
     (``torch_dtype=bfloat16``) whenever the step computes in 16-bit."""
-    return 4 if precision in ("fp32", "tf32") else 2
+    return parse(precision).activation_bytes
 
 
 def quant_bytes_per_param(quant: str, *, double_quant: bool = True, out_features: int = 0, in_features: int = 0) -> float:
