@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from fit_time_calibration import case_arrays  # noqa: E402
 from gpuwise.runtime import predict_step_time  # noqa: E402
+from gpuwise.runtime.accuracy import REGIMES  # noqa: E402
 from gpuwise.runtime.calibration import Calibration, load_calibration  # noqa: E402
 from gpuwise.runtime.laws import load_laws  # noqa: E402
 from time_cases import HELD_OUT_FAMILIES, HELD_OUT_GPUS, TRAINING_GPUS, all_cases, gpu_specs, split_of, write_csv  # noqa: E402
@@ -109,7 +110,8 @@ def main() -> None:
             skipped.append(f"{c.name}: {type(e).__name__}")
             continue
         meas = c.key.batch_size / c.measured_samples_per_s
-        pred = predict_step_time(tr, c.gpu, calibration=cal).step_time_s
+        step = predict_step_time(tr, c.gpu, calibration=cal)
+        pred = step.step_time_s
         roof = case_arrays(tr, c.gpu).roofline_s
         rows.append({
             "case": c.name, "split": split, "source": c.source, "gpu": c.gpu.id, "arch": c.gpu.arch,
@@ -117,7 +119,7 @@ def main() -> None:
             "batch": c.key.batch_size, "measured_samples_per_s": c.measured_samples_per_s,
             "measured_step_s": meas, "predicted_step_s": pred, "roofline_step_s": roof,
             "err": signed(pred, meas), "err_roofline": signed(roof, meas), "err_roofline_075": signed(roof / 0.75, meas),
-            "note": c.note,
+            "note": c.note, "regime": step.regime,
         })
     assert {r["gpu"] for r in rows if r["split"] == "train"} == set(TRAINING_GPUS), "time_cases.TRAINING_GPUS is stale"
     print(f"{len(rows)} cases scored, {len(skipped)} skipped, {time.time() - t0:.0f} s", flush=True)
@@ -213,16 +215,26 @@ def is_held_out(row: dict) -> bool:
 
 
 def _write_accuracy(held: list[dict]) -> None:
-    """The shipped model's error on every held-out run: what estimate shows beside a step time."""
+    """The shipped model's error on every held-out run, per regime of the prediction (runtime/accuracy.py):
+    what estimate shows beside a step time of that regime. Every regime is written with its count; one
+    with fewer than ``MIN_CASES`` runs gives no range."""
     assert held, "no held-out rows: nothing to ship as the model's error"
-    err = np.array([r["err"] for r in held])
-    ratio = 1 + err
-    doc = {"cases": len(held), "median_abs_error": round(float(np.median(np.abs(err))), 4),
-           "p90_abs_error": round(float(np.quantile(np.abs(err), 0.9)), 4),
-           "signed_median_error": round(float(np.median(err)), 4),
-           "ratio_q10": round(float(np.quantile(ratio, 0.1)), 4), "ratio_q90": round(float(np.quantile(ratio, 0.9)), 4),
-           "date": DATE, "source": "benchmarks/time_accuracy.py: published runs held out in GPU and model family "
-           "(test side, wider set, fresh check's held-out families; benchmarks/README.md)"}
+    regimes = {}
+    for regime in REGIMES:
+        rows = [r for r in held if r["regime"] == regime]
+        if not rows:
+            regimes[regime] = {"cases": 0}
+            continue
+        err = np.array([r["err"] for r in rows])
+        ratio = 1 + err
+        regimes[regime] = {
+            "cases": len(rows), "median_abs_error": round(float(np.median(np.abs(err))), 4),
+            "p90_abs_error": round(float(np.quantile(np.abs(err), 0.9)), 4),
+            "signed_median_error": round(float(np.median(err)), 4),
+            "ratio_q10": round(float(np.quantile(ratio, 0.1)), 4), "ratio_q90": round(float(np.quantile(ratio, 0.9)), 4)}
+    doc = {"date": DATE, "source": "benchmarks/time_accuracy.py: published runs held out in GPU and model family "
+           "(test side, wider set, fresh check's held-out families; benchmarks/README.md), by regime",
+           "regimes": regimes}
     ACCURACY_PATH.write_text(json.dumps(doc, indent=2) + "\n")
 
 
