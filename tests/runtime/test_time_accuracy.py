@@ -93,8 +93,12 @@ def test_recommend_shows_the_decoding_cores_the_pick_needs(cli_json, capsys):
 def test_every_gpu_row_and_the_job_time_carry_the_range(cli_json, capsys):
     rows = cli_json(["estimate", "torchvision:resnet18", "--batch-size", "128", "--gpu", "all", "--json"])["per_gpu"]
     rows = [r for r in rows if r["step_time_s"]]
-    assert all(r["regime"] == "large-batch" for r in rows)
+    big = [r for r in rows if r["regime"] == "large-batch"]
+    assert len(big) > len(rows) / 2
     for row in rows:
+        if row["regime"] != "large-batch":     # the fastest GPUs wait for the host: no big-batch range
+            assert row["likely_step_time_range_s"] is None
+            continue
         lo, hi = row["likely_step_time_range_s"]
         assert lo < row["step_time_s"] < hi
     text = _text(["estimate", "torchvision:resnet18", "--batch-size", "128", "--gpu", "a10", "--samples", "8000"], capsys)
