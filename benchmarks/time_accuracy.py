@@ -37,6 +37,9 @@ RESULTS = Path(__file__).parent / "results"
 ACCURACY_PATH = Path(__file__).resolve().parents[1] / "src" / "gpuwise" / "runtime" / "time_accuracy.json"
 DATE = "2026-12-03"
 IMAGENET_TRAIN_IMAGES = 1_281_167
+# How many times each held-out set has been scored, this run included (benchmarks/README.md, fourth
+# session; until the harness's ledger keeps the count): printed beside every figure of the set.
+SCORED_TIMES = {"test": 4, "wider": 3, "fresh": 3}
 # Issue 16's figure for eager PyTorch ResNet-50 inference at batch 1 on V100/T4-class GPUs.
 PUBLISHED_BS1_MS = (10.0, 13.0)
 
@@ -193,7 +196,8 @@ def _fresh_section(fresh) -> list[str]:
                             f"{summary([r['err_roofline'] for r in rs])} | "
                             f"{summary([r['err_roofline_075'] for r in rs])} |")
     return [
-        f"## Fresh check: {gpus}, a GPU no fit or score had seen", "",
+        f"## Fresh check: {gpus}, a GPU no fit or score had seen (scored {SCORED_TIMES['fresh']}x, this run included)",
+        "",
         "timm's eager AMP inference file for this GPU (PyTorch 2.9.1, CUDA 13.0) was read for the first time by "
         "this run, with the shipped calibration and kernel laws; nothing was changed after it (protocol: "
         "benchmarks/README.md, which also says where the GPU's specs come from).", "",
@@ -245,7 +249,8 @@ def _wider_section(wider) -> list[str]:
         return []
     gpus = ", ".join(sorted({r["gpu"] for r in wider}))
     return [
-        "## Wider held-out set: Lambda's ResNet-50 and BERT on the unlisted GPUs", "",
+        f"## Wider held-out set: Lambda's ResNet-50 and BERT on the unlisted GPUs (scored {SCORED_TIMES['wider']}x, "
+        "this run included)", "",
         f"GPUs: {gpus}. Held out in GPU and family (no training case on these GPUs, families held out); "
         "defined before it was first scored (benchmarks/README.md, third session).", "",
         "| rows | cases | gpuwise | roofline | roofline / 0.75 |", "|---|---|---|---|---|",
@@ -278,7 +283,7 @@ def _write_markdown(rows, small, seed, skipped, secs) -> None:
         "![prediction vs measurement](time_accuracy.png)", "",
         "## Summary", "",
         "| side | cases | gpuwise | roofline | roofline / 0.75 |", "|---|---|---|---|---|",
-        f"| **test (held out)** | {len(test)} | {summary([r['err'] for r in test])} | "
+        f"| **test (held out; scored {SCORED_TIMES['test']}x)** | {len(test)} | {summary([r['err'] for r in test])} | "
         f"{summary([r['err_roofline'] for r in test])} | {summary([r['err_roofline_075'] for r in test])} |",
         f"| training (in-sample) | {len(train)} | {summary([r['err'] for r in train])} | "
         f"{summary([r['err_roofline'] for r in train])} | {summary([r['err_roofline_075'] for r in train])} |",
