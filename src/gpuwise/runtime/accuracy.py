@@ -24,9 +24,9 @@ from importlib import resources
 
 # What kind of step a prediction is (runtime/predict.py decides; "llm": the closed form of plan/llm).
 REGIMES = ("large-batch", "small-batch", "multi-gpu", "compiled", "llm")
-REGIME_WORDS = {"large-batch": "a single-GPU eager step of a traced model", "small-batch": "a small batch (the host's "
-                "launch cost is a large share of the step)", "multi-gpu": "a multi-GPU step", "compiled":
-                "a torch.compile step", "llm": "the LLM closed form"}
+REGIME_WORDS = {"large-batch": "a single-GPU eager step",
+                "small-batch": "a small-batch step, the host's issue time at least half the GPU's",
+                "multi-gpu": "a multi-GPU step", "compiled": "a torch.compile step", "llm": "the LLM closed form"}
 MIN_CASES = 10   # fewer held-out runs than this give no range: a 10-80% band needs more than a handful
 
 
