@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from fit_time_calibration import case_arrays  # noqa: E402
 from gpuwise.runtime import predict_step_time  # noqa: E402
+from gpuwise.runtime.accuracy import REGIMES  # noqa: E402
 from gpuwise.runtime.calibration import Calibration, load_calibration  # noqa: E402
 from gpuwise.runtime.laws import load_laws  # noqa: E402
 from time_cases import HELD_OUT_FAMILIES, HELD_OUT_GPUS, TRAINING_GPUS, all_cases, gpu_specs, split_of, write_csv  # noqa: E402
@@ -36,6 +37,9 @@ RESULTS = Path(__file__).parent / "results"
 ACCURACY_PATH = Path(__file__).resolve().parents[1] / "src" / "gpuwise" / "runtime" / "time_accuracy.json"
 DATE = "2026-12-03"
 IMAGENET_TRAIN_IMAGES = 1_281_167
+# How many times each held-out set has been scored, this run included (benchmarks/README.md, fourth
+# session; until the harness's ledger keeps the count): printed beside every figure of the set.
+SCORED_TIMES = {"test": 4, "wider": 3, "fresh": 3}
 # Issue 16's figure for eager PyTorch ResNet-50 inference at batch 1 on V100/T4-class GPUs.
 PUBLISHED_BS1_MS = (10.0, 13.0)
 
@@ -109,7 +113,8 @@ def main() -> None:
             skipped.append(f"{c.name}: {type(e).__name__}")
             continue
         meas = c.key.batch_size / c.measured_samples_per_s
-        pred = predict_step_time(tr, c.gpu, calibration=cal).step_time_s
+        step = predict_step_time(tr, c.gpu, calibration=cal)
+        pred = step.step_time_s
         roof = case_arrays(tr, c.gpu).roofline_s
         rows.append({
             "case": c.name, "split": split, "source": c.source, "gpu": c.gpu.id, "arch": c.gpu.arch,
@@ -117,7 +122,7 @@ def main() -> None:
             "batch": c.key.batch_size, "measured_samples_per_s": c.measured_samples_per_s,
             "measured_step_s": meas, "predicted_step_s": pred, "roofline_step_s": roof,
             "err": signed(pred, meas), "err_roofline": signed(roof, meas), "err_roofline_075": signed(roof / 0.75, meas),
-            "note": c.note,
+            "note": c.note, "regime": step.regime,
         })
     assert {r["gpu"] for r in rows if r["split"] == "train"} == set(TRAINING_GPUS), "time_cases.TRAINING_GPUS is stale"
     print(f"{len(rows)} cases scored, {len(skipped)} skipped, {time.time() - t0:.0f} s", flush=True)
@@ -191,7 +196,8 @@ def _fresh_section(fresh) -> list[str]:
                             f"{summary([r['err_roofline'] for r in rs])} | "
                             f"{summary([r['err_roofline_075'] for r in rs])} |")
     return [
-        f"## Fresh check: {gpus}, a GPU no fit or score had seen", "",
+        f"## Fresh check: {gpus}, a GPU no fit or score had seen (scored {SCORED_TIMES['fresh']}x, this run included)",
+        "",
         "timm's eager AMP inference file for this GPU (PyTorch 2.9.1, CUDA 13.0) was read for the first time by "
         "this run, with the shipped calibration and kernel laws; nothing was changed after it (protocol: "
         "benchmarks/README.md, which also says where the GPU's specs come from).", "",
@@ -213,16 +219,26 @@ def is_held_out(row: dict) -> bool:
 
 
 def _write_accuracy(held: list[dict]) -> None:
-    """The shipped model's error on every held-out run: what estimate shows beside a step time."""
+    """The shipped model's error on every held-out run, per regime of the prediction (runtime/accuracy.py):
+    what estimate shows beside a step time of that regime. Every regime is written with its count; one
+    with fewer than ``MIN_CASES`` runs gives no range."""
     assert held, "no held-out rows: nothing to ship as the model's error"
-    err = np.array([r["err"] for r in held])
-    ratio = 1 + err
-    doc = {"cases": len(held), "median_abs_error": round(float(np.median(np.abs(err))), 4),
-           "p90_abs_error": round(float(np.quantile(np.abs(err), 0.9)), 4),
-           "signed_median_error": round(float(np.median(err)), 4),
-           "ratio_q10": round(float(np.quantile(ratio, 0.1)), 4), "ratio_q90": round(float(np.quantile(ratio, 0.9)), 4),
-           "date": DATE, "source": "benchmarks/time_accuracy.py: published runs held out in GPU and model family "
-           "(test side, wider set, fresh check's held-out families; benchmarks/README.md)"}
+    regimes = {}
+    for regime in REGIMES:
+        rows = [r for r in held if r["regime"] == regime]
+        if not rows:
+            regimes[regime] = {"cases": 0}
+            continue
+        err = np.array([r["err"] for r in rows])
+        ratio = 1 + err
+        regimes[regime] = {
+            "cases": len(rows), "median_abs_error": round(float(np.median(np.abs(err))), 4),
+            "p90_abs_error": round(float(np.quantile(np.abs(err), 0.9)), 4),
+            "signed_median_error": round(float(np.median(err)), 4),
+            "ratio_q10": round(float(np.quantile(ratio, 0.1)), 4), "ratio_q90": round(float(np.quantile(ratio, 0.9)), 4)}
+    doc = {"date": DATE, "source": "benchmarks/time_accuracy.py: published runs held out in GPU and model family "
+           "(test side, wider set, fresh check's held-out families; benchmarks/README.md), by regime",
+           "regimes": regimes}
     ACCURACY_PATH.write_text(json.dumps(doc, indent=2) + "\n")
 
 
@@ -233,7 +249,8 @@ def _wider_section(wider) -> list[str]:
         return []
     gpus = ", ".join(sorted({r["gpu"] for r in wider}))
     return [
-        "## Wider held-out set: Lambda's ResNet-50 and BERT on the unlisted GPUs", "",
+        f"## Wider held-out set: Lambda's ResNet-50 and BERT on the unlisted GPUs (scored {SCORED_TIMES['wider']}x, "
+        "this run included)", "",
         f"GPUs: {gpus}. Held out in GPU and family (no training case on these GPUs, families held out); "
         "defined before it was first scored (benchmarks/README.md, third session).", "",
         "| rows | cases | gpuwise | roofline | roofline / 0.75 |", "|---|---|---|---|---|",
@@ -266,7 +283,7 @@ def _write_markdown(rows, small, seed, skipped, secs) -> None:
         "![prediction vs measurement](time_accuracy.png)", "",
         "## Summary", "",
         "| side | cases | gpuwise | roofline | roofline / 0.75 |", "|---|---|---|---|---|",
-        f"| **test (held out)** | {len(test)} | {summary([r['err'] for r in test])} | "
+        f"| **test (held out; scored {SCORED_TIMES['test']}x)** | {len(test)} | {summary([r['err'] for r in test])} | "
         f"{summary([r['err_roofline'] for r in test])} | {summary([r['err_roofline_075'] for r in test])} |",
         f"| training (in-sample) | {len(train)} | {summary([r['err'] for r in train])} | "
         f"{summary([r['err_roofline'] for r in train])} | {summary([r['err_roofline_075'] for r in train])} |",

@@ -47,6 +47,6 @@ def test_catalog_gpus_with_more_of_everything_are_never_slower_on_a_hand_made_st
                 continue
             dominates = (all(a.peak(k) >= b.peak(k) for k in keys) and a.memory_bandwidth_gbs >= b.memory_bandwidth_gbs
                          and a.peak("fp16") / a.sm_count >= b.peak("fp16") / b.sm_count
-                         and a.arch == b.arch)
+                         and a.tdp_w >= b.tdp_w and a.arch == b.arch)   # power: runtime/laws.PowerLevel
             if dominates:
                 assert times[a.id] <= times[b.id] * (1 + 1e-9), (a.id, b.id)

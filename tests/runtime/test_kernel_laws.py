@@ -150,8 +150,9 @@ RATES = ("fp32", "tf32", "fp16", "bf16")
 
 
 def _dominates(a, b) -> bool:
-    """``a`` has at least ``b``'s SMs, bandwidth and, for every rate ``b`` has, its peak and peak per SM."""
-    if a.sm_count < b.sm_count or a.memory_bandwidth_gbs < b.memory_bandwidth_gbs:
+    """``a`` has at least ``b``'s SMs, bandwidth, power budget (TDP: a 250 W A100 PCIe sustains less of the
+    same peak than a 400 W SXM4) and, for every rate ``b`` has, its peak and peak per SM."""
+    if a.sm_count < b.sm_count or a.memory_bandwidth_gbs < b.memory_bandwidth_gbs or a.tdp_w < b.tdp_w:
         return False
     for rate in RATES:
         pb, pa = b.peak(rate), a.peak(rate)

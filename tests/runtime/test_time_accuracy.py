@@ -36,8 +36,9 @@ def _text(argv: list[str], capsys) -> str:
 
 
 def test_estimate_gives_the_range_in_json_and_text(cli_json, capsys):
-    argv = ["estimate", "torchvision:resnet18", "--gpu", "a100-80gb-sxm4", "--batch-size", "8"]
+    argv = ["estimate", "torchvision:resnet18", "--gpu", "a100-80gb-sxm4", "--batch-size", "128"]
     out = cli_json([*argv, "--json"])
+    assert out["time"]["regime"] == "large-batch"
     step = out["time"]["step_time_s"]
     lo, hi = out["time"]["likely_step_time_range_s"]
     assert lo < step < hi
@@ -47,7 +48,7 @@ def test_estimate_gives_the_range_in_json_and_text(cli_json, capsys):
 
 
 def test_recommend_says_how_far_times_and_costs_may_be(cli_json, capsys):
-    argv = ["recommend", "torchvision:resnet18", "--batch-size", "8", "--samples", "1000", "--gpus", "t4,a10"]
+    argv = ["recommend", "torchvision:resnet18", "--batch-size", "128", "--samples", "10000", "--gpus", "t4,a10"]
     out = cli_json([*argv, "--json"])
     assert out["time_accuracy"]["ratio_q10"] == load_accuracy().ratio_q10
     assert "held-out public runs took" in _text(argv, capsys)
@@ -90,12 +91,17 @@ def test_recommend_shows_the_decoding_cores_the_pick_needs(cli_json, capsys):
 
 
 def test_every_gpu_row_and_the_job_time_carry_the_range(cli_json, capsys):
-    rows = cli_json(["estimate", "torchvision:resnet18", "--batch-size", "8", "--gpu", "all", "--json"])["per_gpu"]
+    rows = cli_json(["estimate", "torchvision:resnet18", "--batch-size", "128", "--gpu", "all", "--json"])["per_gpu"]
     rows = [r for r in rows if r["step_time_s"]]
+    big = [r for r in rows if r["regime"] == "large-batch"]
+    assert len(big) > len(rows) / 2
     for row in rows:
+        if row["regime"] != "large-batch":     # the fastest GPUs wait for the host: no big-batch range
+            assert row["likely_step_time_range_s"] is None
+            continue
         lo, hi = row["likely_step_time_range_s"]
         assert lo < row["step_time_s"] < hi
-    text = _text(["estimate", "torchvision:resnet18", "--batch-size", "8", "--gpu", "a10", "--samples", "8000"], capsys)
+    text = _text(["estimate", "torchvision:resnet18", "--batch-size", "128", "--gpu", "a10", "--samples", "8000"], capsys)
     job = next(line for line in text.splitlines() if "job " in line and "steps" in line)
     assert ", likely " in job
 
@@ -109,3 +115,46 @@ def test_recommend_applies_the_one_range_rule_to_the_llm_closed_form_and_input_b
     fed = _text(["recommend", "torchvision:resnet18", "--batch-size", "32", "--samples", "20000", "--gpus", "a10",
                  "--max-gpus", "1", "--input-rate", "10", "--deadline", "1h"], capsys)
     assert "held-out public runs took" not in fed and "at risk" not in fed
+
+
+def test_a_small_batch_step_gets_no_big_batch_range(cli_json, capsys, monkeypatch):
+    """ResNet-50 at batch 1 on a V100 is a small-batch step: the host's launch cost shapes it and no held-out
+    run measures that, so it is printed without the big-batch jobs' range (it said 3.2-6.6 ms where 10-13 ms
+    were measured); once held-out small-batch runs exist, their own range is printed around it."""
+    import gpuwise.runtime.accuracy as accuracy
+
+    argv = ["estimate", "torchvision:resnet50", "--batch-size", "1", "--mode", "infer", "--gpu", "v100-16gb-sxm2"]
+    out = cli_json([*argv, "--json"])
+    assert out["time"]["regime"] == "small-batch"
+    assert out["time"]["likely_step_time_range_s"] is None and out["time_accuracy"] is None
+    assert out["time"]["likely_range_note"].startswith("no held-out run measures this")
+    text = _text(argv, capsys)
+    assert "no held-out run measures this" in text and "likely " not in text
+    # the same figures with a small-batch regime measured (wider than the big-batch one)
+    small = {"cases": 12, "median_abs_error": 0.3, "p90_abs_error": 0.6, "signed_median_error": -0.3,
+             "ratio_q10": 0.35, "ratio_q90": 1.1}
+    with_small = accuracy.accuracies_from({"date": "2026-12-03", "source": "held out", "regimes": {
+        "large-batch": load_accuracy().to_dict(), "small-batch": small}})
+    monkeypatch.setattr(accuracy, "load_accuracies", lambda: with_small)
+    out = cli_json([*argv, "--json"])
+    step = out["time"]["step_time_s"]
+    lo, hi = out["time"]["likely_step_time_range_s"]
+    assert (lo, hi) == pytest.approx((step / 1.1, step / 0.35))
+    assert out["time_accuracy"]["regime"] == "small-batch" and out["time"]["likely_range_note"] is None
+
+
+def test_a_multi_gpu_step_gets_no_single_gpu_range(cli_json):
+    out = cli_json(["estimate", "torchvision:resnet50", "--batch-size", "64", "--num-gpus", "4", "--gpu", "a100-80gb-sxm4",
+                    "--json"])
+    assert out["time"]["regime"] == "multi-gpu" and out["time"]["likely_step_time_range_s"] is None
+    assert "multi-GPU" in out["time"]["likely_range_note"]
+
+
+def test_the_old_flat_file_is_read_as_the_big_batch_regime():
+    flat = {"cases": 140, "median_abs_error": 0.2, "p90_abs_error": 0.4, "signed_median_error": -0.06,
+            "ratio_q10": 0.66, "ratio_q90": 1.35, "date": "2026-12-03", "source": "held out"}
+    from gpuwise.runtime.accuracy import accuracies_from
+
+    got = accuracies_from(flat)
+    assert list(got) == ["large-batch"] and got["large-batch"].cases == 140
+    assert accuracies_from({"regimes": {"compiled": {"cases": 3, **{k: flat[k] for k in flat if k != "cases"}}}}) == {}

@@ -141,6 +141,8 @@ def _render(out: dict, est) -> None:
             # the shipped model's error on runs it was never fitted on (runtime/accuracy.py)
             con.print(f"  likely {format_duration(lo)} to {format_duration(hi)} (8 in 10 held-out public runs; "
                       f"median error {acc['median_abs_error']:.0%})")
+        elif t.get("likely_range_note"):
+            con.print(f"  no measured range: {t['likely_range_note']}")
         parts = sorted(t["by_class_s"].items(), key=lambda kv: -kv[1])
         if t.get("communication_s"):
             parts.append(("communication (exposed)", t["communication_s"]))

@@ -87,7 +87,7 @@ def recommend(
             auto_batch=auto, effective_batch=effective_batch, per_gpu_batch=per_gpu_batch,
             currency=currency, remedies=remedies, progress=progress,
         )
-    from gpuwise.plan.accuracy import likely_job_time_range_s, load_accuracy
+    from gpuwise.plan.accuracy import likely_job_time_range_s, load_accuracy, no_range_note
 
     if plot:
         plot_recommendation(rec, plot, constraints.deadline_s)
@@ -102,8 +102,8 @@ def recommend(
         typer.echo(launch["text"], nl=False)
         return
     _render(rec, show_all, constraints.deadline_s)
-    accuracy = load_accuracy()
     covered = [o for o in rec.options if likely_job_time_range_s(o, rec.method)]
+    accuracy = load_accuracy(covered[0].regime) if covered else None
     if accuracy is not None and covered:
         low, high = accuracy.likely_range_s(1.0)
         c.console.print(f"[dim]Times and costs: 8 in 10 held-out public runs took {low:.2f}-{high:.2f}x the "
@@ -111,6 +111,9 @@ def recommend(
     elif rec.method != "traced" and any(o.fits and o.total_time_s for o in rec.options):
         c.console.print("[dim]Times and costs: the LLM closed form (docs/llm.md); no held-out public runs "
                         "measure its time error yet.[/]")
+    elif (note := next((no_range_note(rec.method, o.regime) for o in rec.options if o.fits and o.total_time_s
+                        and not o.calibration and o.bound != "input"), None)):
+        c.console.print(f"[dim]Times and costs: {note}.[/]")
     for label in calibrated:
         c.console.print(f"[dim]Step times and memory {label} (--no-user-calibration: the shipped model).[/]")
     if plot:

@@ -1,25 +1,43 @@
 """Where the shipped time model's measured error applies, and the range it gives around a prediction.
 
-The held-out runs behind ``runtime/time_accuracy.json`` are traced CNN and transformer jobs timed by the
-shipped model. So the range is given for a traced job's step time, and not for the LLM closed form (no
-held-out run measures it), a step the input rate sets (the user's own figure), or a prediction the user's
-calibration moved (the range describes the shipped model). estimate, recommend and report use this rule.
+The held-out runs behind ``runtime/time_accuracy.json`` are traced jobs timed by the shipped model,
+grouped by regime (``runtime/accuracy.py``): a prediction gets the range of its own regime, and none
+where no held-out run measures that regime ("no held-out run measures this"), nor for a step the input
+rate sets (the user's own figure) or a prediction the user's calibration moved (the range describes the
+shipped model). estimate, recommend and report use this rule.
 """
 
 from __future__ import annotations
 
-from gpuwise.runtime.accuracy import TimeAccuracy, load_accuracy
+from gpuwise.runtime.accuracy import REGIME_WORDS, TimeAccuracy, load_accuracy
 
-__all__ = ["TimeAccuracy", "likely_job_time_range_s", "likely_step_time_range_s", "load_accuracy"]
+__all__ = ["TimeAccuracy", "likely_job_time_range_s", "likely_step_time_range_s", "load_accuracy",
+           "no_range_note", "regime_of"]
+
+
+def regime_of(method: str, regime: str | None) -> str:
+    """The regime of a prediction: the closed form's own, else what the step predictor said."""
+    return "llm" if method != "traced" else (regime or "large-batch")
 
 
 def likely_step_time_range_s(step_time_s: float | None, *, method: str, bound: str | None = None,
-                             calibrated: bool = False) -> tuple[float, float] | None:
-    """Where 8 in 10 held-out public runs measured, given this prediction; None where that says nothing."""
-    accuracy = load_accuracy()
-    if accuracy is None or not step_time_s or method != "traced" or bound == "input" or calibrated:
+                             calibrated: bool = False, regime: str | None = None) -> tuple[float, float] | None:
+    """Where 8 in 10 held-out public runs of this regime measured, given this prediction; None where that
+    says nothing."""
+    accuracy = load_accuracy(regime_of(method, regime))
+    if accuracy is None or not step_time_s or bound == "input" or calibrated:
         return None
     return accuracy.likely_range_s(step_time_s)
+
+
+def no_range_note(method: str, regime: str | None = None, *, bound: str | None = None,
+                  calibrated: bool = False) -> str | None:
+    """Why a prediction has no range because nothing measured its regime (None: it has one, or the
+    range is absent for the user's own reasons: an input rate, a calibration)."""
+    name = regime_of(method, regime)
+    if bound == "input" or calibrated or load_accuracy(name) is not None:
+        return None
+    return f"no held-out run measures this ({REGIME_WORDS.get(name, name)})"
 
 
 def likely_job_time_range_s(quote, method: str) -> tuple[float, float] | None:
@@ -27,4 +45,4 @@ def likely_job_time_range_s(quote, method: str) -> tuple[float, float] | None:
     if not quote.fits or not quote.total_time_s:
         return None
     return likely_step_time_range_s(quote.total_time_s, method=method, bound=quote.bound,
-                                    calibrated=bool(quote.calibration))
+                                    calibrated=bool(quote.calibration), regime=quote.regime)

@@ -12,8 +12,10 @@ Without ``--precision`` (``workload.precision_default``) each GPU runs the defau
 there (a bf16 default at fp16 on a GPU without bf16): each ``per_gpu`` row names its ``precision``.
 
 ``time.likely_step_time_range_s`` (and each ``per_gpu`` row's) is where 8 in 10 held-out public runs
-measured given the prediction, or None where no held-out run measures that kind of prediction
-(plan/accuracy.py); ``time_accuracy`` is the shipped model's measured error behind it. Each ``per_gpu``
+of the same regime measured given the prediction (``time.regime``: large-batch, small-batch, multi-gpu,
+compiled, llm), or None; where no held-out run measures the regime, ``time.likely_range_note`` says so
+("no held-out run measures this (...)"; plan/accuracy.py). ``time_accuracy`` is the shipped model's
+measured error on that regime's held-out runs (None without any). Each ``per_gpu``
 row carries its ``warnings`` (e.g. the CPU cores real JPEGs would need).
 """
 
@@ -26,7 +28,7 @@ from gpuwise.plan.fit import fits, spare_bytes, usable_bytes
 from gpuwise.plan.profile import WorkloadModel, cannot_run, largest_fitting_batch, model_for, workload_on
 from gpuwise.plan.recommend import JobSize
 from gpuwise.plan.remedies import changes_that_fit
-from gpuwise.plan.accuracy import likely_step_time_range_s, load_accuracy
+from gpuwise.plan.accuracy import likely_step_time_range_s, load_accuracy, no_range_note, regime_of
 
 
 def job_time(step_time_s: float, workload, job: JobSize | None) -> dict | None:
@@ -40,11 +42,12 @@ def job_time(step_time_s: float, workload, job: JobSize | None) -> dict | None:
 def _timed(e, method: str) -> dict:
     """Step time, throughput and bound of one GPU's estimate; none where the job cannot run there."""
     t = None if cannot_run(e.workload, e.gpu) else e.time
-    likely = likely_step_time_range_s(t.step_time_s, method=method, bound=t.bound,
-                                      calibrated=bool(e.calibration)) if t else None
+    likely = likely_step_time_range_s(t.step_time_s, method=method, bound=t.bound, calibrated=bool(e.calibration),
+                                      regime=t.regime) if t else None
     return {"step_time_s": t.step_time_s if t else None, "samples_per_s": t.samples_per_s if t else None,
             "bound": t.bound if t else None, "warnings": list(t.warnings) if t else [],
-            "likely_step_time_range_s": list(likely) if likely else None}
+            "likely_step_time_range_s": list(likely) if likely else None,
+            "regime": regime_of(method, t.regime) if t else None}
 
 
 def estimate_answer(
@@ -69,9 +72,14 @@ def estimate_answer(
     if est.time is not None and not why_not:
         time = est.time.to_dict()
         time.update(job_time(est.time.step_time_s, est.workload, job) or {})
+        regime = regime_of(model.method, est.time.regime)
         likely = likely_step_time_range_s(est.time.step_time_s, method=model.method, bound=est.time.bound,
-                                          calibrated=bool(est.calibration))
+                                          calibrated=bool(est.calibration), regime=regime)
+        time["regime"] = regime
         time["likely_step_time_range_s"] = list(likely) if likely else None
+        time["likely_range_note"] = no_range_note(model.method, regime, bound=est.time.bound,
+                                                  calibrated=bool(est.calibration))
+        accuracy = load_accuracy(regime)
     inference = est.inference.to_dict() if est.inference is not None else None
     fit = fits(est.memory.total_upper_bytes, gpu, headroom_fraction) if gpu else None
     changes: tuple = ()

@@ -42,6 +42,7 @@ class Quote:
     total_cost: float | None = None       # in ``currency``
     total_cost_ranked: float | None = None
     bound: str | None = None
+    regime: str | None = None             # the step's regime (runtime.accuracy.REGIMES): whose likely range applies
     excluded_because: str | None = None
     warnings: tuple[str, ...] = ()
     calibration: str | None = None        # the user's calibration that moved this option's estimate, in words
@@ -83,7 +84,7 @@ class Quote:
             "effective_batch_size": self.effective_batch_size, "total_time_s": self.total_time_s,
             "preemption_time_s": self.preemption_time_s,
             "total_cost": self.total_cost, "total_cost_ranked": self.total_cost_ranked, "bound": self.bound,
-            "excluded_because": self.excluded_because, "warnings": list(self.warnings),
+            "regime": self.regime, "excluded_because": self.excluded_because, "warnings": list(self.warnings),
             "calibration": self.calibration, "offer_source": self.offer_source, "own_price": self.own_price,
         }
 

@@ -270,7 +270,7 @@ def _evaluate(model, gpu: GPU, offer: Offer, count: int, job: JobSize, constrain
     option = make_quote(
         gpu, count, offer, peak_total_bytes=est.memory.total_upper_bytes, step_time_s=step.step_time_s if step else None,
         batch_size=micro, grad_accum_steps=accum, total_time_s=total_time_s, preemption_time_s=preemption_s,
-        bound=step.bound if step else None, calibration=est.calibration,
+        bound=step.bound if step else None, regime=step.regime if step else None, calibration=est.calibration,
         warnings=split_note + (tuple(step.warnings) if step else ()), **quote,
     )
     if not option.fits:

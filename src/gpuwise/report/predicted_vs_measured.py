@@ -47,6 +47,7 @@ class PredictedVsMeasured:
     figures: tuple[Figure, ...]
     method: str = "traced"             # or "closed-form" (LLMs): no held-out runs measure its time error
     bound: str | None = None           # what bounds the predicted step ("input": the rate given sets it)
+    regime: str | None = None          # the predicted step's regime (runtime.accuracy.REGIMES)
 
     def likely_step_time_range_s(self) -> tuple[float, float] | None:
         """Where 8 in 10 held-out public runs measured, given the shipped model's prediction (runtime/accuracy.py);
@@ -55,7 +56,7 @@ class PredictedVsMeasured:
 
         step = next((f for f in self.figures if f.name == "step time"), None)
         return likely_step_time_range_s(step.predicted if step else None, method=self.method, bound=self.bound,
-                                        calibrated=bool(self.calibration))
+                                        calibrated=bool(self.calibration), regime=self.regime)
 
     def to_dict(self) -> dict:
         return {"gpu": self.gpu, "workload": self.workload, "calibration": self.calibration,
@@ -77,7 +78,7 @@ def compare(measured: Measurement, gpu: GPU, workload: Workload,
         Figure("nvidia-smi total", "bytes", mem.total_bytes, measured.process_memory_bytes),
     )
     return PredictedVsMeasured(gpu.id, workload.to_dict(), est.calibration, figures, model.method,
-                               est.time.bound if est.time else None)
+                               est.time.bound if est.time else None, est.time.regime if est.time else None)
 
 
 def measured_against_prediction(

@@ -1,14 +1,18 @@
-"""How far a step-time prediction is from a measurement, as the benchmark found it.
+"""How far a step-time prediction is from a measurement, as the benchmark found it, per regime.
 
 ``benchmarks/time_accuracy.py`` writes ``time_accuracy.json``: the error of the shipped model on every
 published run held out in GPU *and* model family (the frozen split's test side, the wider held-out set
-and the fresh check's held-out families; benchmarks/README.md). A prediction is shown with the range
-that held 80% of those measurements: ``predicted / ratio_q90`` to ``predicted / ratio_q10``, where
-the ratio is predicted / measured step time. It is the error on published runs whose GPU and model family
-no end-to-end fit saw (the kernel laws did learn from an A100 PCIe's single kernels), pooled over GPUs and
-families: it hides a bias by kind, e.g. ResNet-50 on H100/H200/GH200/B200 measured 1.4-3.8x the prediction
-(Lambda's runs level off near 3,000 images/s, a ceiling that is not the GPU), fp32 ResNet on V100-class
-GPUs 0.6-0.8x. A user's own runs (``gpuwise calibrate``) narrow it for their stack.
+and the fresh check's held-out families; benchmarks/README.md), grouped by the regime of the
+prediction (``StepTime.regime``: what kind of step it is, REGIMES below). A prediction is shown with
+the range that held 80% of the measurements of its own regime: ``predicted / ratio_q90`` to
+``predicted / ratio_q10``, where the ratio is predicted / measured step time. A regime with fewer than
+``MIN_CASES`` held-out runs has no figures: a small-batch step, a multi-GPU step, a compiled step or the
+LLM closed form is not given the big-batch jobs' range (their errors differ in kind: the host's
+launch cost, the links, Inductor's fusion, a formula instead of a trace).
+
+Within a regime the figures are pooled over GPUs and families: they hide a bias by kind, e.g. ResNet-50
+on H100/H200/GH200/B200 measured 1.4-3.8x the prediction (Lambda's runs level off near 3,000 images/s,
+a ceiling that is not the GPU). A user's own runs (``gpuwise calibrate``) narrow it for their stack.
 """
 
 from __future__ import annotations
@@ -17,6 +21,13 @@ import json
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from importlib import resources
+
+# What kind of step a prediction is (runtime/predict.py decides; "llm": the closed form of plan/llm).
+REGIMES = ("large-batch", "small-batch", "multi-gpu", "compiled", "llm")
+REGIME_WORDS = {"large-batch": "a single-GPU eager step",
+                "small-batch": "a small-batch step, the host's issue time at least half the GPU's",
+                "multi-gpu": "a multi-GPU step", "compiled": "a torch.compile step", "llm": "the LLM closed form"}
+MIN_CASES = 10   # fewer held-out runs than this give no range: a 10-80% band needs more than a handful
 
 
 @dataclass(frozen=True)
@@ -29,6 +40,7 @@ class TimeAccuracy:
     ratio_q90: float             # 90th percentile
     date: str = ""
     source: str = ""
+    regime: str = "large-batch"
 
     def likely_range_s(self, step_time_s: float) -> tuple[float, float]:
         """The measured step time 8 in 10 held-out runs would have had, given this prediction."""
@@ -38,12 +50,29 @@ class TimeAccuracy:
         return asdict(self)
 
 
+def accuracies_from(d: dict) -> dict[str, TimeAccuracy]:
+    """The figures of every regime in a ``time_accuracy.json`` document that has at least ``MIN_CASES``
+    held-out runs. A document of one flat entry (before regimes) is the big-batch one."""
+    entries = d.get("regimes", {"large-batch": d})
+    fields = TimeAccuracy.__dataclass_fields__
+    out = {}
+    for regime, e in entries.items():
+        e = {**{k: d[k] for k in ("date", "source") if k in d}, **e, "regime": regime}
+        if e.get("cases", 0) >= MIN_CASES:
+            out[regime] = TimeAccuracy(**{k: e[k] for k in fields if k in e})
+    return out
+
+
 @lru_cache(maxsize=1)
-def load_accuracy() -> TimeAccuracy | None:
-    """The shipped figures; None where the file is missing (a checkout before the benchmark ran)."""
+def load_accuracies() -> dict[str, TimeAccuracy]:
+    """The shipped figures by regime (none where the file is missing: a checkout before the benchmark ran)."""
     try:
         text = resources.files("gpuwise.runtime").joinpath("time_accuracy.json").read_text()
     except (FileNotFoundError, ModuleNotFoundError):
-        return None
-    d = json.loads(text)
-    return TimeAccuracy(**{k: d[k] for k in TimeAccuracy.__dataclass_fields__ if k in d})
+        return {}
+    return accuracies_from(json.loads(text))
+
+
+def load_accuracy(regime: str = "large-batch") -> TimeAccuracy | None:
+    """The figures of one regime; None where no (or too few) held-out runs measure it."""
+    return load_accuracies().get(regime)

@@ -3,17 +3,21 @@
 Eager PyTorch issues every kernel from one Python thread; when that takes longer than the GPU
 needs to run them (small batches, small models, fast GPUs) the host sets the pace. Per operator:
 
-* forward ops are called from Python through ``nn.Module``/functional layers and the dispatcher:
-  ``PYTHON_FORWARD_S`` per class, measured on the build machine's CPU with one-element tensors
-  (``benchmarks/host_overhead.py``, ``benchmarks/results/time_host.md``: the dispatcher and Python
-  side of an eager call, no compute);
-* backward ops are issued by autograd's C++ engine: ``AUTOGRAD_OP_S`` each (measured the same way:
-  a bare in-place aten call);
-* every CUDA kernel adds ``CUDA_LAUNCH_S``: ``cudaLaunchKernel`` and PyTorch's CUDA path (stream,
-  device guard, caching allocator). Not measurable without a GPU: a prior, from NVIDIA's CUDA Graphs
-  post (developer.nvidia.com/blog/cuda-graphs, 2019: launch overhead of a few microseconds each);
-* a cuDNN convolution adds ``CUDNN_CALL_S`` (descriptors, execution-plan cache lookup; a prior);
+* forward ops are called from Python through ``nn.Module``/functional layers, the dispatcher, the
+  library (cuBLAS, cuDNN) and the CUDA launch path: ``FORWARD_CALL_S`` per class, the host cost of one
+  eager call with its first kernel as measured on GPU machines (NeuSight's lone event-timed calls on
+  five GPU servers, median over machines; ``benchmarks/launch_floor.py``, ``results/time_launch.md``).
+  A lone timed operator is therefore this cost + its kernel. Classes the data has no call of take the
+  nearest one (attention: the linear call; batch and group norm: layer norm);
+* backward ops are issued by autograd's C++ engine: ``AUTOGRAD_OP_S`` each (measured on the build
+  machine: a bare in-place aten call; not measured on a GPU machine);
+* every further CUDA kernel of an op adds ``CUDA_LAUNCH_S``: ``cudaLaunchKernel`` and PyTorch's CUDA
+  path (a prior, from NVIDIA's CUDA Graphs post, developer.nvidia.com/blog/cuda-graphs, 2019: launch
+  overhead of a few microseconds each);
 * views cost ``VIEW_S`` (measured: a dispatcher call that launches nothing).
+
+``PYTHON_FORWARD_*`` are the build machine's Python-side figures (``benchmarks/host_overhead.py``, no
+GPU: 2-5x below a GPU server's whole call); the LLM decode host model uses them.
 
 torch.compile (default mode) replaces the per-op dispatch by Inductor's generated wrapper: each
 kernel costs ``COMPILED_KERNEL_S`` (launch + wrapper), views nothing.
@@ -33,6 +37,11 @@ OPTIMIZER_OP_S = 4e-6               # a foreach call from torch.optim's Python s
 CUDA_LAUNCH_S = 5e-6
 CUDNN_CALL_S = 10e-6
 COMPILED_KERNEL_S = 7e-6
+# Measured on GPU machines (benchmarks/results/time_launch.md): one eager forward call incl. its first
+# kernel's launch, seconds. Softmax and log-softmax: the reduction class's calls.
+FORWARD_CALL_S = {"conv": 68e-6, "matmul": 52e-6, "attention": 52e-6, "norm": 46e-6, "reduction": 33e-6,
+                  "elementwise": 26e-6}
+FORWARD_CALL_DEFAULT_S = FORWARD_CALL_S["elementwise"]
 
 
 def host_s(cls: str, kernels: int, phase: str, stack: Stack) -> float:
@@ -42,10 +51,7 @@ def host_s(cls: str, kernels: int, phase: str, stack: Stack) -> float:
     if kernels == 0:
         return VIEW_S
     if phase == "backward":
-        call = AUTOGRAD_OP_S
-    elif phase == "optimizer":
-        call = OPTIMIZER_OP_S
-    else:
-        call = PYTHON_FORWARD_S.get(cls, PYTHON_FORWARD_DEFAULT_S)
-    library = CUDNN_CALL_S if cls == "conv" else 0.0
-    return call + library + kernels * CUDA_LAUNCH_S
+        return AUTOGRAD_OP_S + (CUDNN_CALL_S if cls == "conv" else 0.0) + kernels * CUDA_LAUNCH_S
+    if phase == "optimizer":
+        return OPTIMIZER_OP_S + kernels * CUDA_LAUNCH_S
+    return FORWARD_CALL_S.get(cls, FORWARD_CALL_DEFAULT_S) + (kernels - 1) * CUDA_LAUNCH_S

@@ -29,7 +29,7 @@ import numpy as np
 from gpuwise.runtime.calibration import Calibration
 from gpuwise.runtime.classify import VIEW, classify, packet_of
 from gpuwise.runtime.host import host_s
-from gpuwise.runtime.laws import load_laws, streaming_time_s, tiled_time_s
+from gpuwise.runtime.laws import load_laws, streaming_time_s, sustained_share, tiled_time_s
 from gpuwise.runtime.rates import rate_peak_flops_per_s
 from gpuwise.runtime.stack import DEFAULT_STACK, Stack
 from gpuwise.trace.records import OpRecord
@@ -225,25 +225,54 @@ def _streaming(law_cls: str, nbytes: float, gpu) -> float:
                                   bandwidth_bytes_per_s=float(gpu.memory_bandwidth_gbs) * 1e9))
 
 
-def _tiled(law_cls: str, gemms, gpu, peak: float, rate: str) -> float:
-    """Law time of GEMMs at ``peak``. fp32 on CUDA cores: the law as fitted (the kernel data is fp32).
-    Tensor-core kernels (the data has none) are assumed to keep the law's wave structure (tiles,
-    waves, ramp, split-K) at full utilisation and without its operand term, which is fitted on
-    CUDA-core kernels only; their own utilisation is the fitted ``tensor_eff`` (or ``attention_eff``)
-    that ``efficiencies`` divides by."""
-    law = load_laws().tiled[law_cls]
-    if rate not in CUDA_CORE_RATES:
-        law = replace(law, u_max=1.0, l2_reuse=0.0)
-    return sum(float(tiled_time_s(law, b, m, n, k, sm_count=gpu.sm_count, peak_flops_per_s=peak,
-                                  bandwidth_bytes_per_s=float(gpu.memory_bandwidth_gbs) * 1e9,
-                                  elem_bytes=RATE_OPERAND_BYTES.get(rate, 4)))
-               for b, m, n, k in gemms if b > 0 and m > 0 and n > 0 and k > 0)
+def _tiled(law_cls: str, gemms, gpu, peak: float, rate: str, *, gemm: bool = True) -> float:
+    """Law time of GEMMs at ``peak`` x the share of it the GPU sustains on dense kernels (its power level,
+    ``laws.PowerLevel``: TDP per peak FLOP/s). fp32 on CUDA cores: the law as fitted on NeuSight's fp32
+    kernels. Tensor-core GEMMs (matmul class): the tensor law measured on vidur's fp16 GEMMs, where the
+    laws file has it (``measured_tensor_law``). Other tensor-core kernels (convolutions, fused attention;
+    the data has none; ``gemm`` False) keep the fp32 law's wave structure (tiles, waves, ramp, split-K) at full
+    utilisation and without its operand term; their own utilisation is the fitted ``tensor_eff`` (or
+    ``attention_eff``) that ``efficiencies`` divides by."""
+    laws = load_laws()
+    law = laws.tiled[law_cls]
+    measured = measured_tensor_law(law_cls) if gemm and rate not in CUDA_CORE_RATES else None
+    if rate in CUDA_CORE_RATES:
+        level = laws.level("cuda-core")
+    else:
+        level = laws.level("tensor")
+        law = measured or replace(law, u_max=1.0, l2_reuse=0.0)
+    sustained = peak * float(sustained_share(level, float(gpu.tdp_w), peak))
+    bw = float(gpu.memory_bandwidth_gbs) * 1e9
+    fp32 = rate_peak_flops_per_s(gpu, "fp32")
+    fp32_peak = fp32 * float(sustained_share(laws.level("cuda-core"), float(gpu.tdp_w), fp32))
+    total = 0.0
+    for b, m, n, k in gemms:
+        if b > 0 and m > 0 and n > 0 and k > 0:
+            t = float(tiled_time_s(law, b, m, n, k, sm_count=gpu.sm_count, peak_flops_per_s=sustained,
+                                   bandwidth_bytes_per_s=bw, elem_bytes=RATE_OPERAND_BYTES.get(rate, 4)))
+            if measured is not None:
+                # cuBLAS's heuristics keep CUDA-core kernels among the candidates: a small GEMM whose
+                # tensor-core kernel pays its ramp runs as an fp32 one when that is faster.
+                t = min(t, float(tiled_time_s(laws.tiled[law_cls], b, m, n, k, sm_count=gpu.sm_count,
+                                              peak_flops_per_s=fp32_peak, bandwidth_bytes_per_s=bw,
+                                              elem_bytes=RATE_OPERAND_BYTES["fp32"])))
+            total += t
+    return total
 
 
-def _tensor_keys(rate: str) -> tuple[str, ...]:
+def measured_tensor_law(law_cls: str):
+    """The tensor-core law measured for a matmul-class kernel (vidur's GEMMs: one law for linear and
+    batched GEMMs alike); None for other classes or a laws file without one."""
+    return load_laws().tensor.get("linear") if law_cls in ("linear", "bmm") else None
+
+
+def _tensor_keys(rate: str, measured: bool = False) -> tuple[str, ...]:
+    """Calibration factors on a tensor-class kernel's time: none on CUDA cores, nor ``tensor_eff`` where
+    the tensor-core law itself is measured (``measured``)."""
     if rate in CUDA_CORE_RATES:
         return ()
-    return ("tensor_eff", "tf32_factor") if rate == "tf32" else ("tensor_eff",)
+    keys = () if measured else ("tensor_eff",)
+    return keys + ("tf32_factor",) if rate == "tf32" else keys
 
 
 def _layout_transposes(op: OpRecord, stack: Stack, rate: str, gpu) -> tuple[float, int]:
@@ -295,19 +324,22 @@ def op_features(op: OpRecord, gpu, precision: str, stack: Stack = DEFAULT_STACK)
             roof = max(flops / peak, traced_bytes / bw_bytes_per_s)
             if stack.attention == "eager":
                 rate, comp, serial, k = _eager_attention(op, gpu, precision, stack)
-                return OpFeatures(cls, rate, comp, _tensor_keys(rate), memory_s, (), k, serial_s=serial,
+                return OpFeatures(cls, rate, comp, _tensor_keys(rate, measured_tensor_law("bmm") is not None),
+                                  memory_s, (), k, serial_s=serial,
                                   roofline_s=roof)
             bh, q_len, k_len, _ = attention_dims(op)
             # A fused (flash / memory-efficient) kernel: tiles over batch x heads x query blocks.
             k_equiv = flops / (2.0 * max(1, bh) * max(1, q_len) * max(1, k_len)) if bh else 0
-            comp = _tiled("bmm", [(bh, q_len, k_len, k_equiv)], gpu, peak, rate) if bh else flops / peak
+            comp = _tiled("bmm", [(bh, q_len, k_len, k_equiv)], gpu, peak, rate, gemm=False) if bh else flops / peak
             return OpFeatures(cls, rate, comp, ("attention_eff",), memory_s, (), kernels, roofline_s=roof)
         if cls == "matmul":
             gemm = gemm_dims(op)
             flops = op.flops
-            comp = _tiled("bmm" if gemm[0] > 1 else "linear", [gemm], gpu, peak, rate) if gemm[1] else flops / peak
+            law_cls = "bmm" if gemm[0] > 1 else "linear"
+            comp = _tiled(law_cls, [gemm], gpu, peak, rate) if gemm[1] else flops / peak
             roof = max(flops / peak, traced_bytes / bw_bytes_per_s)
-            return OpFeatures(cls, rate, comp, _tensor_keys(rate), memory_s, (), kernels, roofline_s=roof)
+            measured = bool(gemm[1]) and measured_tensor_law(law_cls) is not None
+            return OpFeatures(cls, rate, comp, _tensor_keys(rate, measured), memory_s, (), kernels, roofline_s=roof)
         flops = conv_flops(op)
         _, _, _, cin_per_group, groups = conv_dims(op)
         backward = "backward" in op.op
@@ -320,7 +352,7 @@ def op_features(op: OpRecord, gpu, precision: str, stack: Stack = DEFAULT_STACK)
         # The conv law was fitted on 3x3 convolutions (cuDNN's Winograd and implicit-GEMM mix); a 1x1
         # convolution is a plain GEMM, and wgrad a small output over a huge reduction (N Ho Wo) that
         # cuDNN splits like cuBLAS's split-K: both run under the GEMM law.
-        comp = sum(_tiled("linear" if kind in ("wgrad", "gemm") else "conv", [gemm], gpu, peak, rate)
+        comp = sum(_tiled("linear" if kind in ("wgrad", "gemm") else "conv", [gemm], gpu, peak, rate, gemm=False)
                    for kind, gemm in conv_gemms(op))
         keys = _tensor_keys(rate) + (("backward_factor",) if backward else ())
         serial, extra = _layout_transposes(op, stack, rate, gpu)

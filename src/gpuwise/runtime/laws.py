@@ -34,7 +34,7 @@ from __future__ import annotations
 import functools
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from typing import Mapping
@@ -66,22 +66,57 @@ class StreamingLaw:
 
 
 @dataclass(frozen=True)
+class PowerLevel:
+    """The share of a datasheet peak a GPU sustains on dense kernels, from its power budget per FLOP.
+
+    Datasheet peaks are at boost clock; a card whose TDP is small for its peak (a 70 W T4, a 72 W L4)
+    lowers its clock under a sustained dense kernel. ``share = min(1, (W / TFLOPS / full)^exponent)``
+    with W the TDP and TFLOPS the peak of the rate the kernel runs at: at or above ``full`` watts per
+    peak TFLOPS the clock holds. ``exponent`` is at most 1, so more FLOP/s at the same power never
+    lowers the sustained rate (peak x share grows with the peak) and more power never lowers it either.
+    """
+
+    full_w_per_tflops: float = 0.0   # 0: no power limit (every GPU holds its peak)
+    exponent: float = 0.0
+
+
+def sustained_share(level: PowerLevel, tdp_w, peak_flops_per_s):
+    """The share of ``peak_flops_per_s`` a GPU of ``tdp_w`` sustains (floats or arrays alike); 1 where the
+    TDP is unknown (0: no power limit is assumed)."""
+    if level.full_w_per_tflops <= 0 or level.exponent <= 0 or (isinstance(tdp_w, (int, float)) and tdp_w <= 0):
+        return 1.0 if isinstance(peak_flops_per_s, (int, float)) else np.ones_like(peak_flops_per_s, dtype=float)
+    ratio = tdp_w / (peak_flops_per_s / 1e12) / level.full_w_per_tflops
+    return np.minimum(1.0, ratio ** level.exponent)
+
+
+@dataclass(frozen=True)
 class Laws:
     tiled: Mapping[str, TiledLaw]
     streaming: Mapping[str, StreamingLaw]
     source: str = ""
     date: str = ""
+    # The same laws measured on tensor-core (fp16/bf16) kernels, where the data has them (class -> law).
+    tensor: Mapping[str, TiledLaw] = field(default_factory=dict)
+    # Power levels: "cuda-core" (fp32 on CUDA cores) and "tensor" (tensor-core rates).
+    levels: Mapping[str, PowerLevel] = field(default_factory=dict)
+
+    def level(self, family: str) -> PowerLevel:
+        return self.levels.get(family, PowerLevel())
 
     def to_dict(self) -> dict:
         return {"source": self.source, "date": self.date,
                 "tiled": {k: vars(v) for k, v in self.tiled.items()},
-                "streaming": {k: vars(v) for k, v in self.streaming.items()}}
+                "streaming": {k: vars(v) for k, v in self.streaming.items()},
+                "tensor": {k: vars(v) for k, v in self.tensor.items()},
+                "levels": {k: vars(v) for k, v in self.levels.items()}}
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "Laws":
         try:
             return cls(tiled={k: TiledLaw(**v) for k, v in d["tiled"].items()},
                        streaming={k: StreamingLaw(**v) for k, v in d["streaming"].items()},
+                       tensor={k: TiledLaw(**v) for k, v in d.get("tensor", {}).items()},
+                       levels={k: PowerLevel(**v) for k, v in d.get("levels", {}).items()},
                        source=str(d.get("source", "")), date=str(d.get("date", "")))
         except (KeyError, TypeError) as e:
             raise LawError(f"kernel_laws.json is malformed: {e!r}") from e

@@ -31,6 +31,9 @@ class StepTime:
     optimizer_s: float = 0.0              # the optimizer update, once per step
     kernel_launches: int = 0              # CUDA kernels issued per step (one GPU)
     stack: str = ""                       # the software stack the prediction assumes
+    host_s: float = 0.0                   # eager host time to issue the step's kernels (one GPU)
+    device_s: float = 0.0                 # GPU busy time of the step (one GPU), launch waits excluded
+    regime: str = ""                      # runtime.accuracy.REGIMES: whose held-out error applies
 
     def to_dict(self) -> dict:
         return {
@@ -47,4 +50,7 @@ class StepTime:
             "optimizer_s": self.optimizer_s,
             "kernel_launches": self.kernel_launches,
             "stack": self.stack,
+            "host_s": self.host_s,
+            "device_s": self.device_s,
+            "regime": self.regime,
         }

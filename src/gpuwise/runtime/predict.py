@@ -27,6 +27,9 @@ from gpuwise.workload.precision import parse
 from gpuwise.workload.specs import image_side
 
 _SMOOTH_MAX_P = 4.0
+# A step whose host issue time is at least this share of the GPU's busy time is a small-batch step: the
+# launch cost (priors and CPU-side measurements, runtime/host.py) shapes it, which no big-batch run tests.
+SMALL_BATCH_HOST_SHARE = 0.5
 # Classes Inductor fuses into one kernel when they follow each other (not into cuBLAS/cuDNN calls).
 FUSIBLE = ("elementwise", "norm", "reduction", "copy")
 
@@ -194,11 +197,20 @@ def predict_step_time(
         mem = fwd.memory_bound_s + bwd.memory_bound_s
         bound = "compute" if comp >= mem else "memory"
     warnings.extend(_precision_warnings(precision, gpu))
+    if count > 1:
+        regime = "multi-gpu"
+    elif stack.compile:
+        regime = "compiled"
+    elif host_total >= SMALL_BATCH_HOST_SHARE * device_total:
+        regime = "small-batch"
+    else:
+        regime = "large-batch"
     return StepTime(
         gpu=gpu.id, count=count, step_time_s=step_s, samples_per_s=samples / step_s if step_s else 0.0,
         by_class_s=by_class, bound=bound, compute_s=compute_s, communication_s=comm_s,
         warnings=tuple(warnings), micro_step_s=micro_s, optimizer_s=opt_s,
         kernel_launches=(fwd.kernels + bwd.kernels) * accum + opt.kernels, stack=stack.describe(),
+        host_s=host_total, device_s=device_total, regime=regime,
     )
 
 
