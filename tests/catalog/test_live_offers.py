@@ -1,16 +1,43 @@
-"""Live offers through gpuhunt (its real item type; the query faked: tests never use the network)."""
+"""Live offers through gpuhunt (the query faked: tests never use the network).
+
+gpuhunt is not installed for the tests: its wheel ships a top-level ``tests`` package that shadows this
+repository's. Its items are stood in for by the fields of its ``CatalogItem`` (gpuhunt 0.1.34,
+``gpuhunt/_internal/models.py``) and its vendor enum's values.
+"""
 
 from __future__ import annotations
 
+import enum
 import json
+from dataclasses import dataclass
 
 import pytest
-from gpuhunt import AcceleratorVendor, CatalogItem
 
 from gpuwise.catalog import builtin_catalog
 from gpuwise.catalog.live import cache_path, live_offers, with_live_offers
 
 CATALOG = builtin_catalog()
+
+
+class AcceleratorVendor(enum.Enum):
+    NVIDIA = "nvidia"
+    AMD = "amd"
+
+
+@dataclass(frozen=True)
+class CatalogItem:
+    provider: str
+    instance_name: str
+    location: str
+    price: float
+    cpu: int
+    memory: float
+    gpu_count: int
+    gpu_name: str | None
+    gpu_memory: float | None
+    spot: bool
+    disk_size: float | None
+    gpu_vendor: AcceleratorVendor | None = None
 
 
 def _item(gpu, memory, count, price, *, provider="runpod", spot=False, vendor=AcceleratorVendor.NVIDIA):
