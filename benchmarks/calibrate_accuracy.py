@@ -7,28 +7,34 @@ the calibration of ``gpuwise.calibrate.fit`` (the code ``gpuwise calibrate`` run
 stack's other cases — one other run at a time, and all of them — and predicts the held-out case. The
 shipped model's error on the same case is the baseline. Signed error = (predicted − measured) / measured.
 
-    python benchmarks/calibrate_accuracy.py      # writes results/calibrate.md and results/calibrate_cases.csv
+    python -m benchmarks.calibrate_accuracy    # writes results/calibrate.md (+ .json) and results/calibrate_cases.csv
 
-Data: shared/data/public-benchmarks (time_cases.py); traces from benchmarks/cache (time_traces.py).
+Baselines on the same rows: the plain roofline, roofline / 0.75, and the roofline times one constant
+fitted on the same other runs (the median measured / roofline ratio): the one-constant model given the
+user's runs. Data: shared/data/public-benchmarks (time_cases.py); traces from benchmarks/cache
+(time_traces.py). The shipped model's column reads the time benchmark's test and wider rows too, so
+a run counts as a scoring of those sets in the ledger.
 """
 
 from __future__ import annotations
 
 import statistics
-import sys
 import time
 from collections import defaultdict
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
+from benchmarks.baselines import roofline_baselines
+from benchmarks.harness import (CELL_HEADER, RESULTS, ROOFLINE, ROOFLINE_075, Case, comparison_row,
+                                record_scoring, scored_words, summarize, verdict, write_results)
+from benchmarks.time_cases import all_cases, split_of, write_csv
+from benchmarks.time_traces import load_trace
+from gpuwise.calibrate.fit import FitRow, class_key, fit_gpu
+from gpuwise.runtime import predict_step_time
 
-from gpuwise.calibrate.fit import FitRow, class_key, fit_gpu  # noqa: E402
-from gpuwise.runtime import predict_step_time  # noqa: E402
-from time_cases import all_cases, split_of, write_csv  # noqa: E402
-from time_traces import load_trace  # noqa: E402
-
-RESULTS = Path(__file__).parent / "results"
 MIN_CASES = 4
+SET = "calibrate: leave-one-out within a stack"
+# time_accuracy's held-out splits whose rows the shipped column reads (time_cases.split_of's labels).
+TIME_SETS = {"test": "time end-to-end: test side", "wider": "time end-to-end: wider set"}
+SHIPPED, FITTED_ROOFLINE = "shipped model", "roofline x one constant of the other runs"
 
 
 def _row(name: str, step, measured_s: float, precision: str, gpu) -> FitRow:
@@ -41,19 +47,13 @@ def _calibrated_s(rows: list[FitRow], held: FitRow) -> float:
     return sum(cal.factor(c) * s for c, s in held.predicted_by_class_s.items()) + cal.host_s + held.predicted_other_s
 
 
-def _stats(errors: list[float]) -> str:
-    a = sorted(abs(e) for e in errors)
-    p90 = a[min(len(a) - 1, int(0.9 * len(a)))]
-    return (f"median \\|err\\| {statistics.median(a):.1%}, p90 {p90:.1%}, worst {a[-1]:.1%}, "
-            f"signed median {statistics.median(errors):+.1%}")
-
-
 def main() -> None:
     t0 = time.time()
-    stacks: dict[tuple[str, str], list[tuple[str, FitRow, str]]] = defaultdict(list)
+    stacks: dict[tuple[str, str], list[tuple[str, FitRow, str, float, str]]] = defaultdict(list)
     skipped = 0
     for c in all_cases():
-        if split_of(c) in ("unused", "fresh"):
+        split = split_of(c)
+        if split in ("unused", "fresh"):
             continue
         try:
             trace = load_trace(c.key)
@@ -61,44 +61,76 @@ def main() -> None:
             skipped += 1
             continue
         measured_s = c.key.batch_size / c.measured_samples_per_s
-        stacks[(c.source, c.gpu.id)].append((c.name, _row(c.name, predict_step_time(trace, c.gpu), measured_s,
-                                                          c.key.precision, c.gpu), c.family))
-    out = []
-    for (source, gpu), cases in sorted(stacks.items()):
-        if len(cases) < MIN_CASES:
+        row = _row(c.name, predict_step_time(trace, c.gpu), measured_s, c.key.precision, c.gpu)
+        stacks[(c.source, c.gpu.id)].append((c.name, row, c.family, roofline_baselines(trace, c.gpu)[ROOFLINE], split))
+    out, scored = [], []
+    for (source, gpu), runs in sorted(stacks.items()):
+        if len(runs) < MIN_CASES:
             continue
-        for i, (name, held, family) in enumerate(cases):
-            others = [r for j, (_, r, _) in enumerate(cases) if j != i]
+        for i, (name, held, family, roof_s, split) in enumerate(runs):
+            others = [run for j, run in enumerate(runs) if j != i]
             meas = held.measured_step_time_s
-            shipped = (held.predicted_step_time_s - meas) / meas
-            one = statistics.median((_calibrated_s([r], held) - meas) / meas for r in others)
-            one_same = [(_calibrated_s([r], held) - meas) / meas for (_, r, f) in
-                        [cases[j] for j in range(len(cases)) if j != i] if f == family]
-            all_err = (_calibrated_s(others, held) - meas) / meas
-            out.append({"case": name, "stack": f"{source}@{gpu}", "family": family, "runs": len(others),
-                        "err_shipped": shipped, "err_one_run": one,
+            one = statistics.median((_calibrated_s([r], held) - meas) / meas for _, r, *_ in others)
+            one_same = [(_calibrated_s([r], held) - meas) / meas for _, r, f, *_ in others if f == family]
+            constant = statistics.median(r.measured_step_time_s / o_roof for _, r, _, o_roof, _ in others)
+            case = Case(name, SET, split, _calibrated_s([r for _, r, *_ in others], held), meas, "s",
+                        {SHIPPED: held.predicted_step_time_s, ROOFLINE: roof_s, ROOFLINE_075: roof_s / 0.75,
+                         FITTED_ROOFLINE: roof_s * constant})
+            scored.append((f"{source}@{gpu}", case))
+            out.append({"case": name, "stack": f"{source}@{gpu}", "family": family, "split": split,
+                        "runs": len(others), "err_shipped": case.baseline_error(SHIPPED), "err_one_run": one,
                         "err_one_run_same_family": statistics.median(one_same) if one_same else None,
-                        "err_all_other_runs": all_err})
+                        "err_all_other_runs": case.error, "err_roofline_075": case.baseline_error(ROOFLINE_075),
+                        "err_roofline_fitted": case.baseline_error(FITTED_ROOFLINE)})
+    record_scoring(SET)
+    for split, name in TIME_SETS.items():
+        if any(c.split == split for _, c in scored):
+            record_scoring(name)
     write_csv(RESULTS / "calibrate_cases.csv", out)
-    lines = ["# Calibration by the user's own runs: leave-one-out on public measurements",
-             "", f"Measured 2026-12-03 by `benchmarks/calibrate_accuracy.py` in {time.time() - t0:.0f} s "
+    cases = [c for _, c in scored]
+    variants = (SHIPPED, ROOFLINE, ROOFLINE_075, FITTED_ROOFLINE)
+    lines = ["# Calibration by the user's own runs: leave-one-out on public measurements", "",
+             f"Measured by `benchmarks/calibrate_accuracy.py` in {time.time() - t0:.0f} s "
              f"({len(out)} cases in {len({r['stack'] for r in out})} stacks of ≥ {MIN_CASES} cases; {skipped} "
-             "cases without a trace skipped). Each case is predicted by the shipped model, then by the "
-             "calibration fitted on one other run of the same stack (median over the choices of that run; "
-             "and over runs of the same model family only), then on all other runs of the stack.", "",
-             "| stack | cases | shipped | 1 other run | 1 other run, same family | all other runs |", "|---|---|---|---|---|---|"]
+             "cases without a trace skipped; " + scored_words(SET) + "). Each case is predicted by the shipped "
+             "model, then by the calibration fitted on one other run of the same stack (median over the choices "
+             "of that run; and over runs of the same model family only), then on all other runs of the stack. "
+             f"Baselines on the same rows: plain roofline, roofline / 0.75, and the {FITTED_ROOFLINE} (the median "
+             "measured / roofline ratio of the stack's other runs).", "",
+             f"Cells: {CELL_HEADER}.", "",
+             "## All stacks", "",
+             "| predicted by | all cases |", "|---|---|",
+             f"| calibrated on all other runs | {summarize_col(out, 'err_all_other_runs')} |",
+             f"| calibrated on 1 other run | {summarize_col(out, 'err_one_run')} |",
+             f"| calibrated on 1 other run, same family | {summarize_col(out, 'err_one_run_same_family')} |",
+             *[f"| {v} | {summarize_col_cases(cases, v)} |" for v in variants], "",
+             verdict(cases, ROOFLINE_075, "the calibration on all other runs"),
+             verdict(cases, FITTED_ROOFLINE, "the calibration on all other runs"), "",
+             "## By stack: calibrated on all other runs, beside the baselines", "",
+             "| stack | cases | calibrated on all other runs | " + " | ".join(variants) + " |",
+             "|---|---|---|" + "---|" * len(variants)]
     groups = defaultdict(list)
+    for stack, c in scored:
+        groups[stack].append(c)
+    lines += [comparison_row(stack, cs, variants) for stack, cs in groups.items()]
+    lines += ["", "## By stack: one other run", "", "| stack | cases | 1 other run | 1 other run, same family |",
+              "|---|---|---|---|"]
+    by_stack = defaultdict(list)
     for r in out:
-        groups[r["stack"]].append(r)
-    groups["all"] = out
-    for stack, rows in groups.items():
-        same = [r["err_one_run_same_family"] for r in rows if r["err_one_run_same_family"] is not None]
-        lines.append(f"| {stack} | {len(rows)} | {_stats([r['err_shipped'] for r in rows])} | "
-                     f"{_stats([r['err_one_run'] for r in rows])} | {_stats(same) if same else '-'} | "
-                     f"{_stats([r['err_all_other_runs'] for r in rows])} |")
+        by_stack[r["stack"]].append(r)
+    lines += [f"| {stack} | {len(rows)} | {summarize_col(rows, 'err_one_run')} | "
+              f"{summarize_col(rows, 'err_one_run_same_family')} |" for stack, rows in by_stack.items()]
     lines += ["", "Per case: [calibrate_cases.csv](calibrate_cases.csv)."]
-    (RESULTS / "calibrate.md").write_text("\n".join(lines) + "\n")
+    write_results("calibrate_accuracy", lines, {"set": SET, "cases": cases})
     print("\n".join(lines))
+
+
+def summarize_col(rows: list[dict], key: str) -> str:
+    return summarize(r[key] for r in rows if r[key] is not None).cell()
+
+
+def summarize_col_cases(cases: list[Case], baseline: str) -> str:
+    return summarize(c.baseline_error(baseline) for c in cases).cell()
 
 
 if __name__ == "__main__":

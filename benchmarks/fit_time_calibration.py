@@ -1,6 +1,6 @@
 """Fit the time model's end-to-end factors on the TRAINING side of the frozen split; write calibration.json.
 
-    .venv/bin/python benchmarks/fit_time_calibration.py
+    python -m benchmarks.fit_time_calibration
 
 Protocol (benchmarks/README.md, frozen 2026-12-03 before tuning): the per-kernel laws come from
 the kernel data alone (``kernel_laws.py``); this script fits only what those fp32 laws cannot say
@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,13 +33,11 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import least_squares
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from gpuwise.runtime.calibration import DEFAULTS, FIXED, STACK_PARAMS, Calibration  # noqa: E402
-from gpuwise.runtime.host import host_s  # noqa: E402
-from gpuwise.runtime.kernels import op_features  # noqa: E402
-from gpuwise.runtime.predict import _SMOOTH_MAX_P, predict_step_time  # noqa: E402
-from gpuwise.runtime.stack import Stack  # noqa: E402
+from gpuwise.runtime.calibration import DEFAULTS, FIXED, STACK_PARAMS, Calibration
+from gpuwise.runtime.host import host_s
+from gpuwise.runtime.kernels import op_features
+from gpuwise.runtime.predict import _SMOOTH_MAX_P, predict_step_time
+from gpuwise.runtime.stack import Stack
 
 CAL_PATH = Path(__file__).resolve().parents[1] / "src" / "gpuwise" / "runtime" / "calibration.json"
 FIT_DATE = "2026-12-03"
@@ -186,8 +183,8 @@ def check_consistent(trace, gpu, arrays: CaseArrays, theta: np.ndarray, stack_pa
 
 def training_side(stack_params: dict | None = None):
     """(case, trace, arrays) of every case on the training side of the frozen split."""
-    from time_cases import all_cases, split_of
-    from time_traces import load_trace
+    from benchmarks.time_cases import all_cases, split_of
+    from benchmarks.time_traces import load_trace
 
     out = []
     for c in all_cases():
@@ -211,7 +208,7 @@ STACK_PARAM_BOUNDS = (0.0, 1.0)
 def paired_runs(base_name: str, changed_name: str, *, held_out_families: tuple[str, ...] | None = None):
     """(model, size, batch, measured ratio) for each model of the time cases in both timm files, at
     its smallest size >= 224 px; training families only unless ``held_out_families`` is given."""
-    from time_cases import HELD_OUT_FAMILIES, TIMM_MODELS, timm_infer_rows
+    from benchmarks.time_cases import HELD_OUT_FAMILIES, TIMM_MODELS, timm_infer_rows
 
     base, changed = timm_infer_rows(base_name), timm_infer_rows(changed_name)
     families = held_out_families if held_out_families is not None else None
@@ -230,7 +227,7 @@ def paired_runs(base_name: str, changed_name: str, *, held_out_families: tuple[s
 def predicted_ratio(model: str, size: int, batch: int, change: str, gpu, cal: Calibration) -> float:
     import dataclasses
 
-    from time_traces import TraceKey, load_trace
+    from benchmarks.time_traces import TraceKey, load_trace
 
     tr = load_trace(TraceKey(f"timm:{model}", "infer", batch, size, "amp-fp16", "none"))
     on = dataclasses.replace(tr, workload=tr.workload.with_(**{change: True}))
@@ -242,7 +239,7 @@ def fit_stack_params(cal: Calibration) -> dict:
     """Each stack parameter by bounded 1-D least squares on the log of the paired runs' ratios."""
     from scipy.optimize import minimize_scalar
 
-    from time_cases import gpu_specs
+    from benchmarks.time_cases import gpu_specs
 
     gpus = gpu_specs()
     out = {}

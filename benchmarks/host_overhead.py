@@ -1,6 +1,6 @@
 """The host side of eager PyTorch, measured on this CPU: what gpuwise.runtime.host's constants come from.
 
-    .venv/bin/python benchmarks/host_overhead.py     # writes benchmarks/results/time_host.md
+    python -m benchmarks.host_overhead     # writes benchmarks/results/time_host.md (+ .json)
 
 Each figure is the CPU time of one eager call on one-element CPU tensors, one thread, no_grad: the
 Python module call, the functional layer and the dispatcher, with no compute to speak of. The CUDA
@@ -10,17 +10,17 @@ per-kernel and per-convolution costs in ``host.py`` are priors, listed apart.
 
 from __future__ import annotations
 
+import os
 import platform
 import time
-from pathlib import Path
 
 import torch
 from torch import nn
 
+from benchmarks.harness import write_results
+from benchmarks.machine import require_quiet_machine
 from gpuwise.runtime import host
 
-RESULTS = Path(__file__).parent / "results"
-DATE = "2026-12-03"
 REPEATS = 3000
 
 
@@ -57,6 +57,7 @@ def measure() -> dict[str, float]:
 
 
 def main() -> None:
+    require_quiet_machine("host_overhead")
     m = measure()
     used = {"conv (nn.Conv2d call)": host.PYTHON_FORWARD_S["conv"],
             "norm (nn.BatchNorm2d call)": host.PYTHON_FORWARD_S["norm"],
@@ -66,8 +67,9 @@ def main() -> None:
             "bare aten op (Tensor.add_)": host.AUTOGRAD_OP_S, "view (Tensor.view)": host.VIEW_S}
     lines = [
         "# Host cost of eager PyTorch, measured on this CPU", "",
-        f"Date: {DATE}. Script: `benchmarks/host_overhead.py`. Machine: {platform.processor() or platform.machine()}, "
-        f"PyTorch {torch.__version__}, no GPU, one thread, best of 3 x {REPEATS} calls on one-element tensors.", "",
+        f"Script: `benchmarks/host_overhead.py`. Machine: {platform.processor() or platform.machine()}, "
+        f"PyTorch {torch.__version__}, no GPU, one thread, best of 3 x {REPEATS} calls on one-element tensors; "
+        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores at the end.", "",
         "| call | measured us | host.py uses us |", "|---|---|---|",
         *[f"| {k} | {v * 1e6:.1f} | {used[k] * 1e6:.1f} |" if k in used else f"| {k} | {v * 1e6:.1f} | - |"
           for k, v in m.items()],
@@ -77,7 +79,7 @@ def main() -> None:
         "The machine is shared with other jobs: reruns vary by up to 2x (host.py holds the first run of "
         "2026-12-03); a cloud GPU host's single thread is of the same order.", "",
     ]
-    (RESULTS / "time_host.md").write_text("\n".join(lines))
+    write_results("host_overhead", lines, {"measured_s": m, "host_py_s": used})
     print("\n".join(lines))
 
 

@@ -1,7 +1,7 @@
 """Where the per-kernel error comes from: the shape of a kernel, or the GPU it runs on?
 
-    .venv/bin/python benchmarks/kernel_error_sources.py   # ~10 min on 2 cores; writes
-                                                          # benchmarks/results/time_kernel_sources.md
+    python -m benchmarks.kernel_error_sources   # ~25 min on 2 cores; writes
+                                                # benchmarks/results/time_kernel_sources.md (+ .json)
 
 An analysis, not a model gpuwise ships. The per-kernel laws (``kernel_laws.py``) miss NeuSight's
 10% on held-out GPUs. Four fits on the same kernel data (``shared/data/public-benchmarks/kernels/``)
@@ -26,25 +26,25 @@ rate 3e-3, weight decay 1e-5, 1500 full-batch epochs, seed 0; at most 3000 train
 Inputs: GPU (log of bytes per FLOP, SMs, L2 per SM, peak per SM); tiled shape (log m, n, k, batch,
 FLOPs per byte; for tiles 128x128, 64x64, 32x32, 128x32: log waves and the last wave's fill; conv:
 kernel size, stride); streaming shape (log rows, columns, bytes; which operator).
+
+Baselines on the same rows: the plain roofline with the same known call floor, floor + max(FLOPs /
+peak, bytes / bandwidth), and roofline / 0.75 (the kernel part at 75% of its roofline rate).
 """
 
 from __future__ import annotations
 
 import json
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).parent))
-import kernel_laws as kl  # noqa: E402
+from benchmarks import kernel_laws as kl
+from benchmarks.harness import CELL_HEADER, ROOFLINE, ROOFLINE_075, record_scoring, scored_words, summarize, write_results
+from gpuwise.runtime.laws import load_laws
 
-from gpuwise.runtime.laws import load_laws  # noqa: E402
-
-RESULTS = Path(__file__).parent / "results"
-DATE = "2026-12-03"
+HELD_OUT_SET = "kernels: leave-one-GPU-out"
+COLUMNS = ("a", "b", "c", "d", ROOFLINE, ROOFLINE_075)
 MAX_TRAIN_ROWS = 3000
 EPOCHS = 1500
 FEATURE_TILES = ((128, 128), (64, 64), (32, 32), (128, 32))
@@ -125,7 +125,7 @@ def main() -> None:
     torch.set_num_threads(2)
     laws = load_laws()
     table = []
-    pooled = {k: [] for k in "abcd"}
+    pooled = {k: [] for k in COLUMNS}
     for cls in (*kl.TILED, *kl.STREAMING):
         r = kl.load(cls)
         law = laws.tiled.get(cls) or laws.streaming.get(cls)
@@ -136,30 +136,39 @@ def main() -> None:
         split = np.random.default_rng(1).random(len(r.gpu)) < 0.8
         c = fit_and_score(x, work, memory, r, split, ~split)
         d = np.concatenate([fit_and_score(x, work, memory, r, r.gpu != g, r.gpu == g) for g in sorted(set(r.gpu))])
-        for k, e in zip("abcd", (a, b, c, d)):
+        kernel_s = np.maximum(work, memory)
+        roof = (r.floor_s + kernel_s) / r.latency_s - 1
+        roof_075 = (r.floor_s + kernel_s / 0.75) / r.latency_s - 1
+        for k, e in zip(COLUMNS, (a, b, c, d, roof, roof_075)):
             pooled[k].append(e)
-        table.append((cls, a, b, c, d))
-        print(cls, *(kl.summary(e) for e in (a, b, c, d)), f"{time.time() - t0:.0f}s", flush=True)
+        table.append((cls, a, b, c, d, roof, roof_075))
+        print(cls, *(summarize(e).cell() for e in (a, b, c, d)), f"{time.time() - t0:.0f}s", flush=True)
+    record_scoring(HELD_OUT_SET)
     _write(table, pooled, time.time() - t0)
 
 
 def _write(table, pooled, secs: float) -> None:
     lines = [
         "# Per-kernel error: the kernel's shape or the GPU?", "",
-        f"Date: {DATE}. Script: `benchmarks/kernel_error_sources.py` ({secs / 60:.0f} min on the 2-core dev "
+        f"Script: `benchmarks/kernel_error_sources.py` ({secs / 60:.0f} min on the 2-core dev "
         "machine). Data: `shared/data/public-benchmarks/kernels/` (NeuSight's fp32 single-kernel timings, P4, "
         "P100, T4, V100, A100). An analysis, not a shipped model: the method and the network's settings are "
-        "in the script's docstring: those of a first prototype, not tuned on any score.", "",
-        "Cells: **median / p90 of |predicted / measured - 1|** (signed median, rows).", "",
+        "in the script's docstring: those of a first prototype, not tuned on any score. Column (d) scores "
+        f"the kernel data's held-out GPUs: {scored_words(HELD_OUT_SET)}.", "",
+        f"Cells: {CELL_HEADER}; error = predicted / measured latency - 1. Baselines: floor + roofline "
+        "(max(FLOPs / peak, bytes / bandwidth)) and floor + roofline / 0.75, the call floor known as in (a).", "",
         "| class | (a) laws, in-sample | (b) laws + one factor per GPU | (c) learned, every GPU seen (20% of rows) "
-        "| (d) learned, GPU held out |", "|---|---|---|---|---|",
+        f"| (d) learned, GPU held out | {ROOFLINE} | {ROOFLINE_075} |", "|---|---|---|---|---|---|---|",
     ]
     for cls, *es in table:
-        lines.append(f"| {cls} | " + " | ".join(kl.summary(e) for e in es) + " |")
-    lines.append("| **all** | " + " | ".join(kl.summary(np.concatenate(pooled[k])) for k in "abcd") + " |")
+        lines.append(f"| {cls} | " + " | ".join(summarize(e).cell() for e in es) + " |")
+    lines.append("| **all** | " + " | ".join(summarize(np.concatenate(pooled[k])).cell() for k in COLUMNS) + " |")
     lines += ["", "Reading: (c) against (d) is the cost of not having seen the GPU; (a) against (b) is what one "
               "measured factor per GPU buys the laws.", ""]
-    (RESULTS / "time_kernel_sources.md").write_text("\n".join(lines) + "\n")
+    write_results("kernel_error_sources", lines, {
+        "set": HELD_OUT_SET, "columns": list(COLUMNS),
+        "summaries": {k: summarize(np.concatenate(pooled[k])) for k in COLUMNS},
+        "by_class": {cls: dict(zip(COLUMNS, (summarize(e) for e in es))) for cls, *es in table}})
     print("\n".join(lines))
 
 

@@ -1,5 +1,5 @@
 """gpuwise's closed-form LLM estimates beside published measurements, LLaMA-Factory's table and
-DeepSpeed's estimators. Writes benchmarks/results/llm.md (run: python benchmarks/llm_accuracy.py).
+DeepSpeed's estimators. Writes benchmarks/results/llm.md (+ .json) (run: python -m benchmarks.llm_accuracy).
 
 Published rows come from /work/shared/data/public-benchmarks/llm_memory_published.md (copied below
 with their settings); no number is keyed by model name. One quantity is fitted: the length of the
@@ -8,11 +8,10 @@ longest Alpaca sample, which LitGPT runs first and which the source does not giv
 
 from __future__ import annotations
 
-import statistics
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 
+from benchmarks.harness import RESULTS, record_scoring, scored_words, summarize, write_results
 from gpuwise.catalog import load_catalog, resolve_gpu
 from gpuwise.plan.fit import fits, usable_bytes
 from gpuwise.plan.llm import estimate_llm
@@ -20,7 +19,8 @@ from gpuwise.workload.decoder import load_arch
 from gpuwise.memory.llm import cublas_workspace_bytes
 from gpuwise.workload import Workload
 
-OUT = Path(__file__).resolve().parent / "results" / "llm.md"
+OUT = RESULTS / "llm.md"
+HELD_OUT_SET = "LLM memory: held-out rows"
 GB = 1e9          # LitGPT prints max_memory_allocated() / 1e9
 GIB = 2**30
 DATE = "2026-12-03"
@@ -113,10 +113,9 @@ def fit_length(rows: list[Row]) -> int:
 
 def summary(errors: list[float]) -> str:
     """Signed and absolute: median |error|, median signed, p90 |error|, worst under, worst over."""
-    abs_err = sorted(abs(e) for e in errors)
-    p90 = abs_err[min(len(abs_err) - 1, int(round(0.9 * (len(abs_err) - 1))))]
-    return (f"median |error| {statistics.median(abs_err):.1f}%, median signed {statistics.median(errors):+.1f}%, "
-            f"p90 |error| {p90:.1f}%, worst under {min(errors):+.1f}%, worst over {max(errors):+.1f}%")
+    s = summarize(e / 100 for e in errors)           # errors in percent here; the harness takes fractions
+    return (f"median |error| {s.median_abs:.1%}, median signed {s.signed_median:+.1%}, "
+            f"p90 |error| {s.p90_abs:.1%}, worst under {min(errors):+.1f}%, worst over {max(errors):+.1f}%")
 
 
 def pct(pred: float, meas: float) -> float:
@@ -203,7 +202,7 @@ def _figure(points: list[tuple[float, float, str]]) -> None:
 def main() -> int:
     seq = fit_length(LITGPT_TRAIN)
     lines = [f"# LLM memory: gpuwise beside published numbers ({DATE})", "",
-             "Produced by `python benchmarks/llm_accuracy.py` from gpuwise's closed form (`gpuwise.plan.llm`). "
+             "Produced by `python -m benchmarks.llm_accuracy` from gpuwise's closed form (`gpuwise.plan.llm`). "
              "Error = (gpuwise − measured) / measured, signed: negative is under the measurement (unsafe).", ""]
     errors: list[float] = []
     held_out: list[float] = []
@@ -261,9 +260,10 @@ def main() -> int:
             load = quantize_on_load_bytes(load_arch(row.model), w, double_quant=row.double_quant) / GB
             without = f"{pct(pred - load, row.measured_gb):+.1f}%"
         lines.append(f"| {row.ref} | {row.label} | {row.measured_gb:.2f} | {pred:.2f} | {err:+.1f}% | {without} |")
+    record_scoring(HELD_OUT_SET)
     nontrivial = [e for e, r in zip(errors, LITGPT_TRAIN + LITGPT_INFER) if r.kwargs or r in LITGPT_TRAIN]
     lines += ["", f"**All {len(errors)} rows with known settings:** {summary(errors)}.", "",
-              f"**Held out ({len(held_out)} rows):** {summary(held_out)}.", "",
+              f"**Held out ({len(held_out)} rows; {scored_words(HELD_OUT_SET)}):** {summary(held_out)}.", "",
               f"**Without the 3 bf16 generation rows** (weights × 2, right by construction; "
               f"{len(nontrivial)} rows): {summary(nontrivial)}.", "",
               "Target (issue 15): median |error| ≤ 5%, no row more than 5% under, the OOM row not predicted to fit.", "",
@@ -306,8 +306,8 @@ def main() -> int:
               "fused layout outside the closed form; batch and sequence length not stated). torchtune rows "
               "are reserved memory with sequence lengths and some recipe details not stated, and several are "
               "themselves estimates (`*`).", ""]
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text("\n".join(lines))
+    write_results("llm_accuracy", lines, {"set": HELD_OUT_SET, "all_rows": summarize(e / 100 for e in errors),
+                                          "held_out": summarize(e / 100 for e in held_out)})
     print("\n".join(lines))
     return 0
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Accuracy of gpuwise's memory estimate: prediction vs. measurement, and what can be checked without a GPU.
 
-    python benchmarks/memory_accuracy.py                  # writes benchmarks/results/memory.md
-    python benchmarks/memory_accuracy.py --skip-published # GPU cases and invariants only
+    python -m benchmarks.memory_accuracy                  # writes benchmarks/results/memory.md (+ .json)
+    python -m benchmarks.memory_accuracy --skip-published # GPU cases and invariants only (prints, writes nothing)
 
 1. Every GPU measurement in benchmarks/measured/*.json (from benchmarks/gpu/measure.py): per case,
    predicted vs. measured peak allocated, peak reserved and total (NVML process memory), the
@@ -22,18 +22,15 @@ import argparse
 import datetime as _dt
 import glob
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "src"))
-
-from gpuwise.memory import estimate_memory  # noqa: E402
-from gpuwise.memory.replay import replay  # noqa: E402
-from gpuwise.trace import trace_workload  # noqa: E402
-from gpuwise.workload import Workload  # noqa: E402
+from benchmarks.harness import CELL_HEADER, REPO, summarize, write_results
+from gpuwise.memory import estimate_memory
+from gpuwise.memory.replay import replay
+from gpuwise.trace import trace_workload
+from gpuwise.workload import Workload
 
 GIB = 1 << 30
 RULE_OVERHEAD_BYTES = GIB // 2
@@ -51,11 +48,7 @@ def _rel(pred: float, meas: float) -> float:
 
 
 def _summary(errors: list[float]) -> str:
-    if not errors:
-        return "n/a"
-    a = sorted(abs(e) for e in errors)
-    p90 = a[min(len(a) - 1, int(round(0.9 * (len(a) - 1))))]
-    return f"{100 * statistics.median(a):.1f}% / {100 * p90:.1f}% / {100 * a[-1]:.1f}%"
+    return summarize(errors).cell()
 
 
 def _gib(n: float | None) -> str:
@@ -104,7 +97,7 @@ def measured_section(measured_dir: Path) -> list[str]:
                         f"| {_gib(est.peak_reserved_bytes)}/{_gib(res)} | {100 * e_r:+.1f}% "
                         f"| {_gib(est.total_bytes)}/{_gib(total)} | {'n/a' if e_t is None else f'{100 * e_t:+.1f}%'} "
                         f"| {100 * e_rule:+.0f}% | {100 * e_w4:+.0f}% |")
-    out += ["Relative error |pred - meas| / meas: median / p90 / worst.", "",
+    out += [f"Relative error (pred - meas) / meas; cells: {CELL_HEADER}.", "",
             "| estimate | allocated | reserved | total (NVML) |", "|---|---|---|---|",
             f"| gpuwise | {_summary(errs['alloc'])} | {_summary(errs['reserved'])} | {_summary(errs['total'])} |",
             f"| rule of thumb params x 4 x batch + 0.5 GiB (vs total, else reserved) | | | {_summary(errs['rule'])} |",
@@ -297,7 +290,6 @@ def speed_section(timing: dict) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--measured", default=str(REPO / "benchmarks" / "measured"))
-    p.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "memory.md"))
     p.add_argument("--skip-published", action="store_true", help="skip the three large published cases")
     args = p.parse_args(argv)
     lines = ["# Memory estimate: accuracy and speed", "",
@@ -311,8 +303,8 @@ def main(argv: list[str] | None = None) -> int:
         pub, timing = published_section()
         lines += pub
     lines += speed_section(timing)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text("\n".join(lines) + "\n")
+    if not args.skip_published:   # a partial run is not the results file
+        write_results("memory_accuracy", lines, {"published_timing": timing})
     print("\n".join(lines))
     return 0
 

@@ -1,6 +1,6 @@
 """Predicted vs published data-parallel speed-ups: 2, 4 and 8 GPUs of one system against 1 GPU.
 
-    .venv/bin/python benchmarks/multi_gpu_accuracy.py     # writes benchmarks/results/multi_gpu.md (+ .csv)
+    python -m benchmarks.multi_gpu_accuracy     # writes benchmarks/results/multi_gpu.md (+ .json, .csv)
 
 Published: Lambda's NGC runs (shared/data/public-benchmarks/lambda_train_multi.csv, N GPUs of one
 system; lambda_train.csv, the same GPU alone, same container, same per-GPU batch), ResNet-50 and
@@ -26,25 +26,21 @@ import csv
 import itertools
 import re
 import statistics
-import sys
 from collections import defaultdict
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
+from benchmarks.harness import (CELL_HEADER, RESULTS, SPEEDUP_N, Case, comparison_row, record_scoring,
+                                scored_words, summarize, verdict, write_results)
+from benchmarks.time_cases import DATA, LAMBDA_MODELS, gpu_specs
+from benchmarks.time_traces import TraceKey, _build_model, load_trace
+from gpuwise.catalog.topology import link_efficiencies, topology_for
+from gpuwise.runtime.calibration import load_calibration
+from gpuwise.runtime.comm import Contention, GradReady, data_parallel_comm
+from gpuwise.runtime.kernels import op_time
+from gpuwise.runtime.predict import predict_step_time
 
-from time_cases import DATA, LAMBDA_MODELS, gpu_specs  # noqa: E402
-from time_traces import TraceKey, _build_model, load_trace  # noqa: E402
-
-from gpuwise.catalog.topology import link_efficiencies, topology_for  # noqa: E402
-from gpuwise.runtime.calibration import load_calibration  # noqa: E402
-from gpuwise.runtime.comm import Contention, GradReady, data_parallel_comm  # noqa: E402
-from gpuwise.runtime.kernels import op_time  # noqa: E402
-from gpuwise.runtime.predict import predict_step_time  # noqa: E402
-
-RESULTS = Path(__file__).parent / "results"
-DATE = "2026-12-03"
+HELD_OUT_SET = "multi-GPU: held-out systems"
 # system (gpu_entry without the vendor prefix and "Nx") -> (gpu id, intra-node link)
 SYSTEMS = {
     "V100 16GB": ("v100-16gb-sxm2", "nvlink-mesh"),
@@ -224,13 +220,11 @@ def fit(train: list[Row]) -> tuple[dict[str, float], Contention]:
     return best[1], best[2]
 
 
-def summary(errors: list[float]) -> str:
-    if not errors:
-        return "no cases"
-    absolute = sorted(abs(e) for e in errors)
-    p90 = absolute[min(len(absolute) - 1, int(0.9 * len(absolute)))]
-    return (f"median |error| {100 * statistics.median(absolute):.1f}%, p90 {100 * p90:.1f}%, worst "
-            f"{100 * absolute[-1]:.1f}%, median signed {100 * statistics.median(errors):+.1f}% ({len(errors)} cases)")
+def cases(rows: list[Row], eff: dict[str, float], contention: Contention, split: str, *,
+          anchored: bool = False) -> list[Case]:
+    return [Case(f"{r.entry} x{r.count} {r.workload} {r.precision}", HELD_OUT_SET if split == "test"
+                 else "multi-GPU: training systems", split, predicted(r, eff, contention, anchored=anchored),
+                 r.published, "speed-up", {SPEEDUP_N: float(r.count)}) for r in rows]
 
 
 def main() -> None:
@@ -238,7 +232,11 @@ def main() -> None:
     train = [r for r in rows if r.entry in TRAIN]
     test = [r for r in rows if r.entry not in TRAIN]
     eff, cont = fit(train)
-    lines = [f"# Multi-GPU speed-up: predicted vs published ({DATE})", "",
+    scored = {"test": cases(test, eff, cont, "test"), "train": cases(train, eff, cont, "train")}
+    anchored = {"test": cases(test, eff, cont, "test", anchored=True),
+                "train": cases(train, eff, cont, "train", anchored=True)}
+    record_scoring(HELD_OUT_SET)
+    lines = ["# Multi-GPU speed-up: predicted vs published", "",
              f"Source: `shared/data/public-benchmarks/lambda_train_multi.csv` vs `lambda_train.csv` (1 GPU), "
              f"{len(rows)} cases on {len({r.entry for r in rows})} systems, {len(skipped)} rows left out "
              f"(listed at the end). Script: `benchmarks/multi_gpu_accuracy.py`.", "",
@@ -246,11 +244,16 @@ def main() -> None:
              "Fitted bus efficiencies: " + ", ".join(f"{k} {eff[k]:.2f}" for k in FITTED_KINDS)
              + f" (nvlink-mesh prior {eff['nvlink-mesh']:.2f}, not fitted); contention: compute slowdown "
              f"{cont.compute_slowdown:.2f}, comm rate beside compute {cont.comm_rate:.2f}.", "",
-             "| scored on | gpuwise end to end (predicted 1-GPU step) | comm model alone (1-GPU step = measured) |",
-             "|---|---|---|"]
-    for name, subset in (("held-out systems", test), ("training systems", train)):
-        lines.append(f"| {name} | {summary(_err(subset, eff, cont))} | {summary(_err(subset, eff, cont, True))} |")
-    errors = _err(test, eff, cont)
+             f"Cells: {CELL_HEADER}; error = predicted / published speed-up - 1. Held-out systems: "
+             f"{scored_words(HELD_OUT_SET)}.", "",
+             f"| scored on | cases | gpuwise end to end (predicted 1-GPU step) | {SPEEDUP_N} |", "|---|---|---|---|",
+             comparison_row("held-out systems", scored["test"], (SPEEDUP_N,)),
+             comparison_row("training systems", scored["train"], (SPEEDUP_N,)), "",
+             verdict(scored["test"], SPEEDUP_N), "",
+             "The communication model alone (the 1-GPU step set to the measured one): held-out systems "
+             f"{summarize(c.error for c in anchored['test']).cell()}; training systems "
+             f"{summarize(c.error for c in anchored['train']).cell()}."]
+    errors = [c.error for c in scored["test"]]
     within = sum(abs(e) <= 0.05 for e in errors)
     lines += ["", f"Held-out cases within 5%: {within} of {len(errors)}.", "",
               "| held-out system | cases | median error | worst |", "|---|---|---|---|"]
@@ -260,9 +263,7 @@ def main() -> None:
     for entry, errs in sorted(by_system.items()):
         lines.append(f"| {entry} | {len(errs)} | {100 * statistics.median(errs):+.1f}% | "
                      f"{100 * max(errs, key=abs):+.1f}% |")
-    old = [r.count * 1.0 for r in test]   # the model this replaces predicted ~N everywhere (7.96-7.97 at 8)
-    lines += ["", f"For reference, \"speed-up = N\" scores {summary([o / r.published - 1 for o, r in zip(old, test)])} "
-              "on the held-out systems.", "", "| system | N | workload | precision | published | predicted | error |",
+    lines += ["", "| system | N | workload | precision | published | predicted | error |",
               "|---|---|---|---|---|---|---|"]
     out_csv = []
     for r in sorted(test, key=lambda r: (r.system, r.entry, r.workload, r.precision, r.count)):
@@ -274,13 +275,15 @@ def main() -> None:
         out_csv.append([r.entry, r.gpu_id, r.link, r.count, r.workload, r.precision, r.batch,
                         f"{r.published:.3f}", f"{p:.3f}", "train" if r in train else "test"])
     lines += ["", "Left out:", ""] + [f"- {s}" for s in skipped]
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "multi_gpu.md").write_text("\n".join(lines) + "\n")
     with open(RESULTS / "multi_gpu.csv", "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["system", "gpu", "link", "gpus", "workload", "precision", "batch_per_gpu", "published_speedup",
                     "predicted_speedup", "split"])
         w.writerows(out_csv)
+    write_results("multi_gpu_accuracy", lines, {
+        "fitted": {"bus_efficiency": eff, "compute_slowdown": cont.compute_slowdown, "comm_rate": cont.comm_rate},
+        "summaries": {split: summarize(c.error for c in cs) for split, cs in scored.items()},
+        "cases": scored["test"] + scored["train"]})
     print("\n".join(lines[:30]))
 
 

@@ -22,12 +22,9 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmarks.harness import DATA
+from benchmarks.time_traces import TraceKey
 from gpuwise.catalog.model import GPU
-from time_traces import TraceKey
-
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "public-benchmarks"
-if not DATA.exists():
-    DATA = Path("/work/shared/data/public-benchmarks")
 
 TIMM_MODELS = {
     # model: family

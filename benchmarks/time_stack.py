@@ -1,29 +1,29 @@
 """Does the software stack move time as much as it does on real GPUs? Channels-last and torch.compile.
 
-    .venv/bin/python benchmarks/time_stack.py     # writes benchmarks/results/time_stack.md
+    python -m benchmarks.time_stack     # writes benchmarks/results/time_stack.md (+ .json)
 
 timm publishes the same inference benchmark on the RTX 4090 (a held-out GPU) in NCHW and NHWC
 (PyTorch 2.4) and eager and torch.compile ("-dynamo", PyTorch 2.9.1). For each model of the time
 cases, the measured throughput ratio (NHWC / NCHW, compiled / eager) is set against gpuwise's
 predicted ratio for the same trace with ``channels_last`` or ``compile`` set on the workload. A
-validation only: nothing here is fitted.
+validation only: nothing here is fitted. Baselines on the same rows: the plain roofline's ratio (per
+operator, no layout or fusion effect: 1.00x unless the traces differ) and "no change" (1.00x).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import statistics
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
+from benchmarks.baselines import roofline_step_s
+from benchmarks.harness import (CELL_HEADER, ROOFLINE, Case, comparison_row, record_scoring, scored_words, verdict,
+                                write_results)
+from benchmarks.time_cases import gpu_specs, timm_infer_rows
+from benchmarks.time_traces import TraceKey, load_trace
+from gpuwise.runtime import predict_step_time
 
-from gpuwise.runtime import predict_step_time  # noqa: E402
-from time_cases import gpu_specs, timm_infer_rows  # noqa: E402
-from time_traces import TraceKey, load_trace  # noqa: E402
-
-RESULTS = Path(__file__).parent / "results"
-DATE = "2026-12-03"
+SET = "time stack: held-out and fresh pairs"
+NO_CHANGE = "no change (1.00x)"
 PAIRS = [   # (change, GPU, baseline file, changed file)
     ("channels_last", "rtx-4090", "benchmark-infer-amp-nchw-pt240-cu124-rtx4090.csv",
      "benchmark-infer-amp-nhwc-pt240-cu124-rtx4090.csv"),
@@ -37,11 +37,14 @@ PAIRS = [   # (change, GPU, baseline file, changed file)
 
 def main() -> None:
     gpus = gpu_specs()
+    record_scoring(SET)
     lines = ["# The software stack against public measurements: channels-last and torch.compile", "",
-             f"Date: {DATE}. Script: `benchmarks/time_stack.py`. GPUs: RTX 4090 (held out) and RTX PRO 6000 Max-Q "
+             "Script: `benchmarks/time_stack.py`. GPUs: RTX 4090 (held out) and RTX PRO 6000 Max-Q "
              "(the fresh check: its files read once, nothing changed after). Data: timm's inference "
              "benchmarks (AMP fp16, eager vs `-dynamo`, NCHW vs NHWC). Ratio = throughput with the change / without; "
-             "each model at its smallest size >= 224 px, the trace at the baseline file's batch.", ""]
+             f"each model at its smallest size >= 224 px, the trace at the baseline file's batch ({scored_words(SET)}).",
+             "", f"Error = predicted / measured speed-up - 1; cells: {CELL_HEADER}.", ""]
+    cases = []
     for change, gpu_id, base_name, changed_name in PAIRS:
         gpu = gpus[gpu_id]
         base, changed = timm_infer_rows(base_name), timm_infer_rows(changed_name)
@@ -55,15 +58,20 @@ def main() -> None:
             pred = predict_step_time(tr, gpu).step_time_s / predict_step_time(on, gpu).step_time_s
             meas = changed[(model, size)][0] / sps
             rows.append((model, size, meas, pred))
+            cases.append(Case(f"{change}@{gpu_id}:{model}:{size}", SET, "held-out", pred, meas, "speed-up",
+                              {ROOFLINE: roofline_step_s(tr, gpu) / roofline_step_s(on, gpu), NO_CHANGE: 1.0}))
         errs = [p / m - 1 for _, _, m, p in rows]
+        mine = cases[-len(rows):]
         lines += [f"## {change} on {gpu_id} ({base_name} -> {changed_name})", "",
                   f"{len(rows)} models. Measured speed-up median {statistics.median(m for _, _, m, _ in rows):.2f}x, "
                   f"predicted median {statistics.median(p for _, _, _, p in rows):.2f}x; |predicted / measured ratio - 1| "
                   f"median {100 * statistics.median(abs(e) for e in errs):.1f}%, worst {100 * max(abs(e) for e in errs):.1f}%; "
                   f"direction right on {sum((p > 1) == (m > 1) or abs(m - 1) < 0.02 for _, _, m, p in rows)} of {len(rows)}.", "",
+                  f"| models | n | gpuwise | {ROOFLINE} ratio | {NO_CHANGE} |", "|---|---|---|---|---|",
+                  comparison_row("all", mine, (ROOFLINE, NO_CHANGE)), "", verdict(mine, NO_CHANGE), "",
                   "| model | px | measured x | predicted x |", "|---|---|---|---|",
                   *[f"| {m} | {s} | {me:.2f} | {p:.2f} |" for m, s, me, p in rows], ""]
-    (RESULTS / "time_stack.md").write_text("\n".join(lines))
+    write_results("time_stack", lines, {"set": SET, "cases": cases})
     print("\n".join(lines))
 
 

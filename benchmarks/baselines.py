@@ -1,0 +1,28 @@
+"""The time baselines every time set reports on its own rows (issue 28): a plain roofline and roofline / 0.75.
+
+Plain roofline: per operator of the same trace, max(FLOPs / datasheet peak of the precision the
+kernel runs in, bytes / datasheet bandwidth), summed; no efficiency, no launch or host cost. The
+per-operator figure is the one the time model itself carries (``OpFeatures.roofline_s``), so the
+baseline reads the same precision rule as the model. Roofline / 0.75 is the one-constant model:
+every operator at 75% of its roofline rate.
+"""
+
+from __future__ import annotations
+
+from benchmarks.harness import ROOFLINE, ROOFLINE_075
+from gpuwise.runtime.kernels import op_features
+from gpuwise.runtime.stack import Stack
+
+ONE_CONSTANT = 0.75
+
+
+def roofline_step_s(trace, gpu) -> float:
+    """Plain roofline time of one step of ``trace`` on ``gpu`` (seconds)."""
+    stack = Stack.from_workload(trace.workload)
+    return sum(op_features(op, gpu, trace.workload.precision, stack).roofline_s for op in trace.ops)
+
+
+def roofline_baselines(trace, gpu) -> dict[str, float]:
+    """{'roofline': s, 'roofline / 0.75': s}: the two baselines of a step time, by harness name."""
+    roof = roofline_step_s(trace, gpu)
+    return {ROOFLINE: roof, ROOFLINE_075: roof / ONE_CONSTANT}

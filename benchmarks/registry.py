@@ -1,0 +1,93 @@
+"""Every benchmark script, what it writes and what it reads: the one list ``make bench`` runs.
+
+Order matters: a script that writes a file another one reads (``time_accuracy`` writes the shipped
+held-out error; ``kernel_laws --ship`` the shipped laws) runs first, so one pass leaves every results
+file fresh. ``inputs`` are what a figure depends on besides the script itself and the harness (which
+every benchmark has): helper modules, the data it reads and the gpuwise source it measures. A
+script that cannot run on the CPU build machine is listed with the reason it is ``excluded``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+HARNESS = ("benchmarks/harness.py",)
+# The step-time model and what it reads: traces, GPUs, workloads, the shipped laws and calibration.
+TIME_MODEL = ("src/gpuwise/runtime/", "src/gpuwise/trace/", "src/gpuwise/catalog/", "src/gpuwise/workload/")
+# The public end-to-end cases and their cached traces (time_cases.py, time_traces.py).
+TIME_CASES = ("benchmarks/time_cases.py", "benchmarks/time_traces.py", "benchmarks/baselines.py",
+              "benchmarks/cache/", "shared:lambda_train.csv", "shared:gpu_datasheets.csv", "shared:timm/")
+# Speed benchmarks refuse a loaded machine (benchmarks/machine.py).
+MACHINE = "benchmarks/machine.py"
+MEMORY_MODEL = ("src/gpuwise/memory/", "src/gpuwise/trace/", "src/gpuwise/workload/", "src/gpuwise/catalog/")
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    name: str                       # the module: python -m benchmarks.<name>
+    results: str                    # benchmarks/results/<results>.md and .json
+    inputs: tuple[str, ...] = ()
+    args: tuple[str, ...] = ()      # what make bench passes
+    what: str = ""
+    excluded: str = ""              # why make bench does not run it (needs a GPU, ...)
+
+    @property
+    def script(self) -> str:
+        return f"benchmarks/{self.name.replace('.', '/')}.py"
+
+    def all_inputs(self) -> tuple[str, ...]:
+        return (self.script, *HARNESS, *self.inputs)
+
+
+BENCHMARKS: tuple[Benchmark, ...] = (
+    Benchmark("kernel_laws", "time_kernels",
+              ("src/gpuwise/runtime/laws.py", "benchmarks/time_cases.py", "shared:kernels/"),
+              what="per-kernel laws: the fit on all five GPUs (kernel_laws.json with --ship) and leave-one-GPU-out error"),
+    Benchmark("time_accuracy", "time", (*TIME_MODEL, *TIME_CASES, "benchmarks/fit_time_calibration.py"),
+              what="end-to-end step time on the held-out sides, beside roofline and roofline / 0.75 "
+                   "(writes time_accuracy.json)"),
+    Benchmark("time_stack", "time_stack", (*TIME_MODEL, *TIME_CASES),
+              what="channels-last and torch.compile speed-ups, predicted vs measured"),
+    Benchmark("calibrate_accuracy", "calibrate", (*TIME_MODEL, *TIME_CASES, "src/gpuwise/calibrate/"),
+              what="a user's calibration, leave-one-out within one stack"),
+    Benchmark("multi_gpu_accuracy", "multi_gpu", (*TIME_MODEL, *TIME_CASES, "shared:lambda_train_multi.csv"),
+              what="data-parallel speed-ups on 2-8 GPUs, beside speed-up = N"),
+    Benchmark("kernel_error_sources", "time_kernel_sources",
+              ("benchmarks/kernel_laws.py", "benchmarks/time_cases.py", "src/gpuwise/runtime/laws.py",
+               "src/gpuwise/runtime/kernel_laws.json", "shared:kernels/"),
+              what="per-kernel error: a learned shape model with the GPU seen vs held out (~25 min)"),
+    Benchmark("datasheet_ratio", "datasheet_ratio",
+              ("src/gpuwise/runtime/rates.py", "src/gpuwise/catalog/", "shared:lambda_train.csv"),
+              what="the datasheet speed ratio between two GPUs, against Lambda's throughputs"),
+    Benchmark("memory_accuracy", "memory", (*MEMORY_MODEL, "benchmarks/measured/"),
+              what="memory estimate vs GPU measurements (none yet), invariants, published MemTracker figures"),
+    Benchmark("llm_accuracy", "llm",
+              ("src/gpuwise/plan/", "src/gpuwise/memory/", "src/gpuwise/workload/", "src/gpuwise/catalog/",
+               "shared:llm_memory_published.md"),
+              what="closed-form LLM memory against LitGPT's measurements"),
+    Benchmark("advise_accuracy", "advise", ("src/gpuwise/advise/",),
+              what="loss-curve forecasts on held-out tails; the noise-scale estimator"),
+    Benchmark("host_overhead", "time_host", (MACHINE, "src/gpuwise/runtime/host.py"),
+              what="eager PyTorch's host cost per call on this CPU (runtime/host.py's figures)"),
+    Benchmark("input_pipeline", "input_pipeline", (MACHINE, "src/gpuwise/runtime/input_costs.json"),
+              what="JPEG decode + ImageNet transforms per image, one core"),
+    Benchmark("trace_speed", "trace", (MACHINE, "src/gpuwise/trace/", "src/gpuwise/workload/"),
+              what="trace wall and CPU time of the issue-3 models"),
+    Benchmark("guard_save", "guard", (MACHINE, "src/gpuwise/guard/"), ("--repeats", "2,1"),
+              what="how long a checkpoint blocks training, sync vs async"),
+    Benchmark("monitor_overhead", "monitor", (MACHINE, "src/gpuwise/monitor/", "src/gpuwise/runlog.py"), ("10",),
+              what="sampler + run-log CPU cost at 10 Hz on 8 GPUs, log bytes per sample"),
+    Benchmark("cli_speed", "cli_speed", (MACHINE, "src/gpuwise/"), ("--repeats", "3"),
+              what="first-question latency of the CLI as ratios (typo, cached, cold estimate)"),
+    Benchmark("fit_time_calibration", "", excluded="fits the shipped calibration.json (a model change, made "
+              "and committed by whoever changes the laws; its figures are time_accuracy's)"),
+    Benchmark("gpu.measure", "", excluded="needs a CUDA GPU (writes benchmarks/measured/, which memory_accuracy reads)"),
+    Benchmark("contributed.load", "", excluded="reads users' contributed rows (none committed); writes no results file"),
+)
+
+
+def by_name(name: str) -> Benchmark:
+    for b in BENCHMARKS:
+        if b.name == name:
+            return b
+    raise KeyError(f"no benchmark {name!r}; known: {', '.join(b.name for b in BENCHMARKS)}")
