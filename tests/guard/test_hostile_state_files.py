@@ -133,3 +133,20 @@ def test_a_minus_inf_buffer_such_as_a_causal_mask_is_not_refused(tmp_path):
     ckpt = tmp_path / "ckpt"
     _train(ckpt, 1, model=masked_model())
     assert _guard(ckpt, model=masked_model()).resume().path.name == "step-000000001"
+
+
+def test_a_sharded_checkpoint_of_a_diverged_run_is_refused_and_the_previous_one_resumed(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    guard = _train(ckpt, 2, sharded=True)              # DCP checkpoints of steps 1 and 2
+    expected = [p.detach().clone() for p in guard.model.parameters()]
+    with torch.no_grad():
+        next(guard.model.parameters()).fill_(float("nan"))
+    guard.step_count = 3
+    guard.save()                                       # what a run that diverged writes: it verifies
+    resumed = _guard(ckpt, sharded=True)
+    assert resumed.resume().path.name == "step-000000002"
+    assert all(torch.equal(a, b) for a, b in zip(expected, resumed.model.parameters()))
+    for older in ("step-000000001", "step-000000002"):
+        shutil.rmtree(ckpt / older)
+    with pytest.raises(GuardError, match="holds NaN/Inf values .*the sharded model now holds those values"):
+        _guard(ckpt, sharded=True).resume()

@@ -385,6 +385,9 @@ class Guard:
                 found = (str(ckpt.path) if ckpt else None, [s.reason for s in skipped])
             path, skipped_reasons = gdist.broadcast_object(found)
             skipped_reasons = list(refused.values()) + skipped_reasons
+            if path is None and refused and self.sharded:  # DCP loaded them in place: the model holds them
+                raise GuardError(f"{next(iter(refused.values()))}, and no older checkpoint verifies: the sharded "
+                                 "model now holds those values; remove the checkpoints to start over")
             if path is None and skipped_reasons and not self.allow_fresh:
                 raise GuardError(f"{len(skipped_reasons)} checkpoint(s) in {self.store.directory} and none verifies "
                                  f"({'; '.join(_shorten(r) for r in skipped_reasons[:3])}): refusing to start from "
@@ -427,11 +430,8 @@ class Guard:
                              f"{str(exc).splitlines()[0][:200] if str(exc) else ''}") from None
         # Every rank decides alike: with sharded states one rank's shard alone may hold the NaN.
         everywhere = [n for names in gdist.all_gather_object(nonfinite) for n in names]
-        if everywhere:
-            reason = f"{ckpt.path.name}: holds NaN/Inf values ({', '.join(everywhere[:3])})"
-            if self.sharded:  # loaded in place already: the model now holds them
-                raise GuardError(f"{reason}; the model now holds them: restart with the checkpoint removed")
-            return reason
+        if everywhere:  # an older checkpoint's load overwrites whatever of these was applied
+            return f"{ckpt.path.name}: holds NaN/Inf values ({', '.join(everywhere[:3])})"
         self.load_state_dict(state)
         return None
 
@@ -444,9 +444,11 @@ class Guard:
             from gpuwise.guard.sharded import load_sharded
 
             state = load_sharded(self.store, ckpt, self.model, self.optimizer)
-            groups = {"model": model.state_dict(),
-                      "optimizer": self.optimizer.state_dict() if self.optimizer is not None else None}
-            return state, nonfinite_names(groups, nan_only=buffers)
+            # This rank's shards as loaded (parameters and optimizer state, no state_dict(): under FSDP
+            # that would gather the full tensors).
+            groups = {"model": dict(model.named_parameters()),
+                      "optimizer": list(self.optimizer.state.values()) if self.optimizer is not None else None}
+            return state, nonfinite_names(groups)
         state = self.store.load_state(ckpt, map_location=map_location, trust_pickle=self.trust_pickle)
         if not isinstance(state, Mapping) or not isinstance(state.get("model"), Mapping):
             raise GuardError(f"{ckpt.path.name}: state.pt holds no model state of a Guard")

@@ -107,7 +107,8 @@ def nonfinite_names(groups: Mapping[str, Any], *, nan_only: Iterable[str] = (), 
 
 def _tensors(value: Any, prefix: str) -> Iterable[tuple[str, torch.Tensor]]:
     if isinstance(value, torch.Tensor):
-        yield prefix, value
+        # A DTensor (FSDP2, sharded optimizer state): this rank's shard, with no collective.
+        yield prefix, value.to_local() if hasattr(value, "to_local") else value
     elif isinstance(value, Mapping):
         for key, item in value.items():
             yield from _tensors(item, f"{prefix}.{key}")
