@@ -14,8 +14,8 @@ import torch
 
 from gpuwise.guard import Guard
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from tests.guard.helpers import tiny_model  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from helpers import tiny_model  # noqa: E402
 
 directory, keep, window = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 model = tiny_model(seed=0)
