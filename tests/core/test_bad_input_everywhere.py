@@ -26,7 +26,11 @@ BERT = {"model_type": "bert", "architectures": ["BertForMaskedLM"], "hidden_size
     ({**BERT, "layer_norm_eps": float("nan")}, "layer_norm_eps is nan, not a finite number"),
     ({**BERT, "num_hidden_layers": 2.5}, "num_hidden_layers is '2.5'"),
     ({**BERT, "text_config": {"hidden_size": 0}}, "text_config.hidden_size is '0'"),
-], ids=["list", "negative-hidden", "nan-hidden", "nan-anywhere", "fraction", "nested-zero"])
+    ({**BERT, "num_hidden_layers": 10**9}, "num_hidden_layers is '1000000000', not a whole number from 1 to 4,096"),
+    ({**BERT, "vocab_size": 10**8}, "vocab_size is '100000000', not a whole number from 1 to 2,000,000"),
+    ({**BERT, "text_config": {"intermediate_size": [128, 10**7]}}, r"text_config.intermediate_size\[1\] is '10000000'"),
+], ids=["list", "negative-hidden", "nan-hidden", "nan-anywhere", "fraction", "nested-zero", "layers-1e9", "vocab-1e8",
+        "per-layer-ffn-1e7"])
 def test_a_config_that_cannot_describe_a_model_is_refused(tmp_path, config, problem):
     path = tmp_path / "config.json"
     path.write_text(json.dumps(config))  # json writes NaN, and Python's json reads it back
@@ -41,7 +45,8 @@ def test_a_config_that_cannot_describe_a_model_is_refused(tmp_path, config, prob
     ([{"model_type": "qwen2"}], "a model config is a JSON object, not a list"),
     ({"hidden_size": -896}, "hidden_size is '-896'"),
     ({"hidden_size": float("nan")}, "hidden_size is 'nan'"),
-], ids=["list", "negative-hidden", "nan-hidden"])
+    ({"num_hidden_layers": 10**9}, "num_hidden_layers is '1000000000', not a whole number from 1 to 4,096"),
+], ids=["list", "negative-hidden", "nan-hidden", "layers-1e9"])
 def test_estimate_on_a_bad_config_exits_2_with_one_line(tmp_path, config, problem):
     from gpuwise.workload.specs import CONFIG_DIR
 

@@ -56,9 +56,9 @@ class Zygote:
         self.proc = subprocess.Popen([PYTHON, str(Path(__file__).with_name("zygote.py"))], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, text=True, env=example_env())
 
-    def start(self, argv: list[str], out: Path, err: Path) -> int:
-        """Run the example with ``argv`` in a forked child; returns its pid."""
-        req = {"script": str(EXAMPLE), "argv": argv, "stdout": str(out), "stderr": str(err)}
+    def start(self, argv: list[str], out: Path, err: Path, script: Path = EXAMPLE) -> int:
+        """Run ``script`` (the example) with ``argv`` in a forked child; returns its pid."""
+        req = {"script": str(script), "argv": argv, "stdout": str(out), "stderr": str(err)}
         self.proc.stdin.write(json.dumps(req) + "\n")
         self.proc.stdin.flush()
         return json.loads(self.proc.stdout.readline())["pid"]

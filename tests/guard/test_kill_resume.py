@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from gpuwise.guard import CheckpointStore
+from gpuwise.guard import CheckpointStore, GuardError
 
 from .helpers import EXAMPLE, PYTHON, example_env, steps_printed, wait_for
 
@@ -36,7 +36,7 @@ def test_sigkill_at_random_moments_loses_nothing(tmp_path, zygote):
     corrupted_step = None
     final = None
     for attempt in range(200):
-        should_resume_at = (store.latest()[0].step if store.latest()[0] else 0)
+        should_resume_at = _resumable_step(store)
         argv = ["--checkpoint-dir", str(ckpt_dir), *ARGS] + (["--async-save"] if attempt % 2 else [])
         out, err = tmp_path / f"run{attempt}.out", tmp_path / f"run{attempt}.err"
         pid = zygote.start(argv, out, err)
@@ -64,6 +64,7 @@ def test_sigkill_at_random_moments_loses_nothing(tmp_path, zygote):
             kills += 1
             kills_during_save += any(ckpt_dir.glob(".tmp-step-*"))
             if kills == 10:  # also damage the newest checkpoint: the next resume must skip it
+                store.recover()  # (a complete save the kill left unrenamed would otherwise be the newest)
                 newest = store.step_dirs()[0]
                 data = bytearray((newest / "state.pt").read_bytes())
                 data[len(data) // 3] ^= 0x55
@@ -76,3 +77,16 @@ def test_sigkill_at_random_moments_loses_nothing(tmp_path, zygote):
     assert kills >= 20, f"only {kills} kills landed before the run finished"
     assert kills_during_save >= 1, "no kill interrupted a save"
     assert final == expected
+
+
+def _resumable_step(store: CheckpointStore) -> int:
+    """The step a resume continues from: the newest verified checkpoint, or a newer complete save that a
+    kill stopped before its rename (the resume puts it in place)."""
+    newest = store.latest()[0]
+    steps = [newest.step] if newest else []
+    for leftover in [*store.directory.glob(".tmp-step-*"), *store.directory.glob(".old-step-*")]:
+        try:
+            steps.append(store.verify(leftover).step)
+        except GuardError:
+            pass
+    return max(steps, default=0)

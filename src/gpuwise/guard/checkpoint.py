@@ -4,24 +4,30 @@ Layout of ``DIR``::
 
     DIR/step-000001200/state.pt        the state (torch.save), or the files of torch.distributed.checkpoint
     DIR/step-000001200/manifest.json   step, epoch, time, sizes, sha256 of every file, versions
-    DIR/.tmp-step-000001250-...        a save in progress (or killed): never read, removed at the next save
+    DIR/.tmp-step-000001250-...        a save in progress (or killed): complete only once its manifest is in
+    DIR/.old-step-000001200-...        a copy moved aside while the same step was saved again
 
 A checkpoint is written into a temporary directory next to its final place, every file flushed and
-fsync'ed, the manifest written last, then the directory renamed into place and the parent fsync'ed. A
-kill at any moment leaves either the complete new checkpoint or none of it; the previous ones are never
-touched before the new one is in place. A resume takes the newest checkpoint whose files match the
-manifest's sizes and checksums and names the ones it skipped.
+fsync'ed, the manifest written last, then the directory renamed into place and the parent fsync'ed. The
+previous checkpoints are never touched before the new one is in place. Saving a step that exists (a crash
+save right after a periodic one, ``guard.save()``) takes two renames (the old copy aside, the new one in);
+a kill between them leaves no ``step-N`` at all, only the moved copy and the complete temporary one. So
+before a resume reads anything, :meth:`CheckpointStore.recover` puts the newest verified copy of each step
+back in place, and only then removes the leftovers: a kill at any moment loses at most the save in
+progress. A resume takes the newest checkpoint whose files match the manifest's sizes and checksums and
+names the ones it skipped. Symbolic links named like checkpoints are never followed, and removed.
 """
 
 from __future__ import annotations
 
+import logging
 import os
-import pickle
 import re
 import shutil
 import stat
 import time
 import uuid
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,18 +36,25 @@ import torch
 
 from gpuwise.guard.errors import GuardError
 from gpuwise.guard.manifest import FORMAT_VERSION, Manifest
+from gpuwise.guard.state_file import check_stored_zip, load_state_file
 from gpuwise.guard.storage import HashingWriter, fsync_dir, sha256_file, write_bytes_durably
+
+log = logging.getLogger(__name__)
 
 STATE_FILE = "state.pt"
 MANIFEST_FILE = "manifest.json"
 DCP_METADATA_FILE = ".metadata"
 DCP_EXTRA_FILE = "extra.pt"
 _STEP_DIR = re.compile(r"^step-(\d{9,})$")
+# Leftovers of a save: a temporary directory (complete once its manifest is in), a copy moved aside.
+_LEFTOVER_DIR = re.compile(r"^\.(?:tmp|old)-step-(\d{9,})-[^/]+$")
 # The files a resume loads, by format: each must be listed (and so verified) in the manifest.
 REQUIRED_FILES = {"torch.save": (STATE_FILE,), "torch.distributed.checkpoint": (DCP_METADATA_FILE, DCP_EXTRA_FILE),
                   "lightning": ("state.ckpt",)}
+# The files gpuwise writes with torch.save: zip archives of stored entries, checked as such before loading.
+TORCH_SAVE_FILES = (STATE_FILE, DCP_EXTRA_FILE)
 
-__all__ = ["FORMAT_VERSION", "Checkpoint", "CheckpointStore", "Manifest", "Skipped"]
+__all__ = ["FORMAT_VERSION", "Checkpoint", "CheckpointStore", "Manifest", "Recovery", "Skipped"]
 
 
 @dataclass(frozen=True)
@@ -60,6 +73,14 @@ class Skipped:
     reason: str
 
 
+@dataclass(frozen=True)
+class Recovery:
+    """What :meth:`CheckpointStore.recover` did: ``placed`` maps a leftover's name to the checkpoint it
+    became; ``removed`` are the leftovers (and symbolic links) deleted after that."""
+    placed: dict[str, Path]
+    removed: list[Path]
+
+
 class CheckpointStore:
     """The checkpoints of one run in one directory (local disk or a mounted network file system)."""
 
@@ -72,11 +93,16 @@ class CheckpointStore:
 
     # -- reading ---------------------------------------------------------------------------------
     def step_dirs(self) -> list[Path]:
-        """Committed checkpoint directories, newest step first (nothing is verified yet)."""
+        """Committed checkpoint directories, newest step first (nothing is verified yet). A symbolic link
+        is never one: it could point anywhere, and would be loaded from there."""
+        return [p for _, p in self._entries(_STEP_DIR) if not p.is_symlink()]
+
+    def _entries(self, pattern: re.Pattern[str]) -> list[tuple[int, Path]]:
+        """Entries whose name matches ``pattern`` (group 1: the step), newest step first."""
         if not self.directory.is_dir():
             return []
-        found = [(int(m.group(1)), p) for p in self.directory.iterdir() if (m := _STEP_DIR.match(p.name))]
-        return [p for _, p in sorted(found, reverse=True)]
+        found = [(int(m.group(1)), p) for p in self.directory.iterdir() if (m := pattern.match(p.name))]
+        return sorted(found, reverse=True)
 
     def verify(self, path: Path, *, checksums: bool = True, nested_names: bool = False) -> Checkpoint:
         """The checkpoint at ``path`` if its manifest is well formed, lists every file a resume loads, and
@@ -111,16 +137,22 @@ class CheckpointStore:
                 raise GuardError(f"{path.name}: {name} has {size} bytes, manifest says {info['bytes']}")
             if checksums and sha256_file(f) != info["sha256"]:
                 raise GuardError(f"{path.name}: {name} checksum mismatch (corrupt)")
+            if name in TORCH_SAVE_FILES:
+                with open(f, "rb") as archive:
+                    check_stored_zip(archive, f"{path.name}: {name}")
         if manifest.format == "torch.distributed.checkpoint":
             from gpuwise.guard.dcp_safe import read_metadata
 
             read_metadata((path / DCP_METADATA_FILE).read_bytes(), manifest.files, path.name)
         return Checkpoint(path, manifest)
 
-    def latest(self, *, checksums: bool = True) -> tuple[Checkpoint | None, list[Skipped]]:
-        """The newest checkpoint that verifies, and the newer ones skipped with the reason."""
+    def latest(self, *, checksums: bool = True, exclude: Collection[str] = ()) -> tuple[Checkpoint | None, list[Skipped]]:
+        """The newest checkpoint that verifies, and the newer ones skipped with the reason. Checkpoints
+        named in ``exclude`` are passed over unread (a resume refused them already)."""
         skipped: list[Skipped] = []
         for path in self.step_dirs():
+            if path.name in exclude:
+                continue
             try:
                 return self.verify(path, checksums=checksums), skipped
             except GuardError as exc:
@@ -130,18 +162,15 @@ class CheckpointStore:
     def load_state(self, ckpt: Checkpoint, *, map_location: Any = "cpu", trust_pickle: bool = False) -> Any:
         """``torch.load`` with ``weights_only=True`` of the verified state file; pickled objects only when
         the user trusts the files."""
-        if STATE_FILE not in ckpt.manifest.files:
-            raise GuardError(f"{ckpt.path.name}: manifest does not list {STATE_FILE}: not loaded")
-        path = ckpt.path / STATE_FILE
-        try:
-            return torch.load(path, map_location=map_location, weights_only=True)
-        except pickle.UnpicklingError as exc:
-            if not trust_pickle:
-                raise GuardError(
-                    f"{ckpt.path.name}: state holds objects that torch.load(weights_only=True) refuses "
-                    f"({str(exc).splitlines()[0]}); store extras as tensors/plain types, or pass trust_pickle=True "
-                    "if you trust this directory") from None
-            return torch.load(path, map_location=map_location, weights_only=False)
+        return self.load_file(ckpt, STATE_FILE, map_location=map_location, trust_pickle=trust_pickle)
+
+    def load_file(self, ckpt: Checkpoint, name: str, *, map_location: Any = "cpu", trust_pickle: bool = False) -> Any:
+        """The ``torch.save`` file ``name`` of a verified checkpoint, read by the rules of ``state_file``."""
+        if name not in ckpt.manifest.files:
+            raise GuardError(f"{ckpt.path.name}: manifest does not list {name}: not loaded")
+        return load_state_file(ckpt.path / name, label=f"{ckpt.path.name}/{name}",
+                               sha256=ckpt.manifest.files[name]["sha256"], map_location=map_location,
+                               trust_pickle=trust_pickle)
 
     # -- writing ---------------------------------------------------------------------------------
     def begin(self, step: int, *, shared_name: bool = False) -> Path:
@@ -189,17 +218,77 @@ class CheckpointStore:
         write_bytes_durably(tmp / MANIFEST_FILE, manifest.to_json().encode())
         fsync_dir(tmp)
         final = self.directory / f"step-{step:09d}"
-        if final.exists():  # the same step saved again (e.g. preemption right after a periodic save)
-            old = self.directory / f".old-{final.name}-{uuid.uuid4().hex[:8]}"
-            os.replace(final, old)
-            os.replace(tmp, final)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, final)
-        fsync_dir(self.directory)
+        self._place(tmp, final)
         self._remember_verified(final)  # hashed while written: no second read
         self.prune()
         return Checkpoint(final, manifest)
+
+    def _place(self, source: Path, final: Path) -> None:
+        """Rename the complete checkpoint ``source`` to ``final`` and make it durable. When ``final``
+        exists (the same step saved again) it is moved aside first: a kill between the two renames leaves
+        both copies, which :meth:`recover` finds."""
+        if os.path.lexists(final):
+            old = self.directory / f".old-{final.name}-{uuid.uuid4().hex[:8]}"
+            os.replace(final, old)
+            os.replace(source, final)
+            fsync_dir(self.directory)
+            _remove(old)
+        else:
+            os.replace(source, final)
+        fsync_dir(self.directory)
+
+    def recover(self) -> Recovery:
+        """Put back in place what a killed save left, then remove the leftovers. Call before reading, when
+        no save of this run is in flight (a resume does).
+
+        For each step, the newest verified copy (by manifest time) among ``step-N``, copies moved aside
+        (``.old-step-N-*``) and complete temporary directories (``.tmp-step-N-*``, manifest in) becomes
+        ``step-N``; the committed ``step-N`` wins a tie. Every other leftover, and every symbolic link
+        named like a checkpoint, is then deleted."""
+        placed: dict[str, Path] = {}
+        by_step: dict[int, list[Path]] = {}
+        for step, path in self._entries(_LEFTOVER_DIR):
+            by_step.setdefault(step, []).append(path)
+        for step, leftovers in by_step.items():
+            final = self.directory / f"step-{step:09d}"
+            best = self._newest_verified(step, leftovers, final)
+            if best is not None:
+                self._place(best, final)
+                self._remember_verified(final)
+                placed[best.name] = final
+        removed = [p for _, paths in by_step.items() for p in paths if p.name not in placed]
+        for path in removed:
+            _remove(path)
+        removed += self._remove_step_links()
+        return Recovery(placed, removed)
+
+    def _newest_verified(self, step: int, leftovers: list[Path], final: Path) -> Path | None:
+        """The leftover to put in place of ``final``: verified, of this step, newer than a verified
+        ``final``; None when ``final`` stays."""
+        best, best_time_s = None, None
+        if not final.is_symlink() and final.is_dir():
+            try:
+                best_time_s = self.verify(final).manifest.time_s
+            except GuardError:
+                pass
+        for path in leftovers:
+            if path.is_symlink() or not path.is_dir():
+                continue
+            try:
+                manifest = self.verify(path).manifest
+            except GuardError:
+                continue
+            if manifest.step == step and (best_time_s is None or manifest.time_s > best_time_s):
+                best, best_time_s = path, manifest.time_s
+        return best
+
+    def _remove_step_links(self) -> list[Path]:
+        links = [p for _, p in self._entries(_STEP_DIR) if p.is_symlink()]
+        for link in links:
+            log.warning("%s is a symbolic link (to %s), not a checkpoint: removed, never followed",
+                        link, os.readlink(link))
+            link.unlink()
+        return links
 
     def abort(self, tmp: Path) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -242,9 +331,12 @@ class CheckpointStore:
             shutil.rmtree(path, ignore_errors=True)
             self._verified.pop(path.name, None)
             removed.append(path)
-        for leftover in self.directory.glob(".old-step-*"):
-            shutil.rmtree(leftover, ignore_errors=True)
-        return removed
+        # A copy moved aside is a leftover once its step is back in place; otherwise recover() needs it.
+        for step, leftover in self._entries(_LEFTOVER_DIR):
+            final = self.directory / f"step-{step:09d}"
+            if leftover.name.startswith(".old-") and not final.is_symlink() and self._verifies(final):
+                _remove(leftover)
+        return removed + self._remove_step_links()
 
     def _verifies(self, path: Path) -> bool:
         """Full verification, remembered per checkpoint (keyed by its manifest's identity on disk)."""
@@ -266,11 +358,8 @@ class CheckpointStore:
         self._verified[path.name] = (st.st_ino, st.st_mtime_ns, st.st_size)
 
     def remove_stale_temporaries(self) -> list[Path]:
-        """Temporary directories of saves that were killed (call when no save of this run is in flight)."""
-        stale = list(self.directory.glob(".tmp-step-*")) if self.directory.is_dir() else []
-        for p in stale:
-            shutil.rmtree(p, ignore_errors=True)
-        return stale
+        """What :meth:`recover` removed (call when no save of this run is in flight)."""
+        return self.recover().removed
 
 
 def _is_plain_file_inside(root: Path, name: str) -> bool:
@@ -285,6 +374,14 @@ def _is_plain_file_inside(root: Path, name: str) -> bool:
         if stat.S_ISLNK(mode):
             return False
     return stat.S_ISREG(mode)
+
+
+def _remove(path: Path) -> None:
+    """Delete a directory tree, or only the link when ``path`` is a symbolic link."""
+    if path.is_symlink():
+        path.unlink()
+    else:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _fsync_file(path: Path) -> None:

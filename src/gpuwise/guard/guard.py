@@ -38,6 +38,7 @@ from gpuwise.guard.oom import agree_on_micro_batch, batch_size_of, free_failed_s
 from gpuwise.guard.preemption import EXIT_RESTART, PreemptionHandler
 from gpuwise.guard.rng import capture_rng_state, restore_rng_state
 from gpuwise.guard.sampler import ResumableDataLoader
+from gpuwise.guard.state_file import nonfinite_names
 from gpuwise.guard.storage import is_network_fs, low_space_warning
 from gpuwise.runlog import RunLog
 
@@ -365,57 +366,98 @@ class Guard:
 
     # -- resume ----------------------------------------------------------------------------------
     def resume(self, *, map_location: Any = "cpu") -> Checkpoint | None:
-        """Load the newest checkpoint that verifies (all ranks the same one); None when there is none."""
-        found: tuple[str | None, list[str]] = (None, [])
+        """Load the newest checkpoint that verifies and holds finite values (all ranks the same one); None
+        when there is none. What a killed save left is first put back in place (``CheckpointStore.recover``)."""
         if self.info.is_writer:
-            removed = self.store.remove_stale_temporaries()
-            if removed:
-                self._say(f"removed {len(removed)} unfinished save(s) of a killed run: "
-                          + ", ".join(p.name for p in removed))
-            ckpt, skipped = self.store.latest()
-            for s in skipped:
-                # the reason names the checkpoint already when it comes from reading it
-                reason = s.reason if s.reason.startswith(f"{s.path.name}:") else f"{s.path.name}: {s.reason}"
-                self._event("checkpoint_skipped", f"skipped {reason}")
-            found = (str(ckpt.path) if ckpt else None, [s.reason for s in skipped])
-        path, skipped_reasons = gdist.broadcast_object(found)
-        if path is None and skipped_reasons and not self.allow_fresh:
-            raise GuardError(f"{len(skipped_reasons)} checkpoint(s) in {self.store.directory} and none verifies "
-                             f"({'; '.join(_shorten(r) for r in skipped_reasons[:3])}): refusing to start from step 0 "
-                             "over them; pass allow_fresh=True (--fresh) to start over")
-        if path is None:
-            self._say(f"no checkpoint in {self.store.directory}: starting from step 0")
-            return None
-        ckpt = self.store.verify(Path(path), checksums=False)  # rank 0 checked the checksums
-        expected = "torch.distributed.checkpoint" if self.sharded else "torch.save"
-        if ckpt.manifest.format != expected:
-            raise GuardError(f"{ckpt.path.name} is a {ckpt.manifest.format!r} checkpoint; this Guard "
-                             f"(sharded={self.sharded}) reads {expected!r} ones")
-        try:
-            self._load(ckpt, map_location)
-        except GuardError:
-            raise
-        except Exception as exc:  # verified bytes that are not this run's state (another model, a crafted file)
-            raise GuardError(f"{ckpt.path.name} verifies but does not fit this run: {type(exc).__name__}: "
-                             f"{str(exc).splitlines()[0][:200] if str(exc) else ''}") from None
+            self._recover_leftovers()
+        refused: dict[str, str] = {}  # verified, but refused once loaded (non-finite values): name -> reason
+        reported: set[str] = set()
+        while True:
+            found: tuple[str | None, list[str]] = (None, [])
+            if self.info.is_writer:
+                ckpt, skipped = self.store.latest(exclude=refused)
+                for s in skipped:
+                    # the reason names the checkpoint already when it comes from reading it
+                    reason = s.reason if s.reason.startswith(f"{s.path.name}:") else f"{s.path.name}: {s.reason}"
+                    if s.path.name not in reported:
+                        reported.add(s.path.name)
+                        self._event("checkpoint_skipped", f"skipped {reason}")
+                found = (str(ckpt.path) if ckpt else None, [s.reason for s in skipped])
+            path, skipped_reasons = gdist.broadcast_object(found)
+            skipped_reasons = list(refused.values()) + skipped_reasons
+            if path is None and refused and self.sharded:  # DCP loaded them in place: the model holds them
+                raise GuardError(f"{next(iter(refused.values()))}, and no older checkpoint verifies: the sharded "
+                                 "model now holds those values; remove the checkpoints to start over")
+            if path is None and skipped_reasons and not self.allow_fresh:
+                raise GuardError(f"{len(skipped_reasons)} checkpoint(s) in {self.store.directory} and none verifies "
+                                 f"({'; '.join(_shorten(r) for r in skipped_reasons[:3])}): refusing to start from "
+                                 "step 0 over them; pass allow_fresh=True (--fresh) to start over")
+            if path is None:
+                self._say(f"no checkpoint in {self.store.directory}: starting from step 0")
+                return None
+            ckpt = self.store.verify(Path(path), checksums=False)  # rank 0 checked the checksums
+            reason = self._load_verified(ckpt, map_location)
+            if reason is None:
+                break
+            refused[ckpt.path.name] = reason
+            self._event("checkpoint_refused", f"refused {reason}; falling back to the previous verified checkpoint")
         self.last_checkpoint = ckpt
         self._event("resumed", f"resumed from {ckpt.path.name} (step {self.step_count}, epoch {self.epoch}, "
                                f"sha256 verified)")
         return ckpt
 
-    def _load(self, ckpt: Checkpoint, map_location: Any) -> None:
+    def _recover_leftovers(self) -> None:
+        recovery = self.store.recover()
+        for leftover, final in recovery.placed.items():
+            self._event("checkpoint_recovered", f"recovered {final.name} from {leftover}, left by a save that "
+                                                "was killed")
+        if recovery.removed:
+            self._say(f"removed {len(recovery.removed)} leftover(s) of a killed run: "
+                      + ", ".join(p.name for p in recovery.removed))
+
+    def _load_verified(self, ckpt: Checkpoint, map_location: Any) -> str | None:
+        """Load ``ckpt`` into this run; the reason (naming it) when its values are not finite on some rank."""
+        expected = "torch.distributed.checkpoint" if self.sharded else "torch.save"
+        if ckpt.manifest.format != expected:
+            raise GuardError(f"{ckpt.path.name} is a {ckpt.manifest.format!r} checkpoint; this Guard "
+                             f"(sharded={self.sharded}) reads {expected!r} ones")
+        try:
+            state, nonfinite = self._load(ckpt, map_location)
+        except GuardError:
+            raise
+        except Exception as exc:  # verified bytes that are not this run's state (another model, a crafted file)
+            raise GuardError(f"{ckpt.path.name} verifies but does not fit this run: {type(exc).__name__}: "
+                             f"{str(exc).splitlines()[0][:200] if str(exc) else ''}") from None
+        # Every rank decides alike: with sharded states one rank's shard alone may hold the NaN.
+        everywhere = [n for names in gdist.all_gather_object(nonfinite) for n in names]
+        if everywhere:  # an older checkpoint's load overwrites whatever of these was applied
+            return f"{ckpt.path.name}: holds NaN/Inf values ({', '.join(everywhere[:3])})"
+        self.load_state_dict(state)
+        return None
+
+    def _load(self, ckpt: Checkpoint, map_location: Any) -> tuple[Mapping[str, Any], list[str]]:
+        """The state in ``ckpt`` (model and optimizer applied unless they hold non-finite values) and the
+        names of those values."""
+        model = gdist.unwrap(self.model)
+        buffers = [f"model.{name}" for name, _ in model.named_buffers()]
         if self.sharded:
             from gpuwise.guard.sharded import load_sharded
 
-            state = load_sharded(ckpt, self.model, self.optimizer)
-        else:
-            state = self.store.load_state(ckpt, map_location=map_location, trust_pickle=self.trust_pickle)
-            if not isinstance(state, Mapping) or not isinstance(state.get("model"), Mapping):
-                raise GuardError(f"{ckpt.path.name}: state.pt holds no model state of a Guard")
-            gdist.unwrap(self.model).load_state_dict(state["model"])
+            state = load_sharded(self.store, ckpt, self.model, self.optimizer)
+            # This rank's shards as loaded (parameters and optimizer state, no state_dict(): under FSDP
+            # that would gather the full tensors).
+            groups = {"model": dict(model.named_parameters()),
+                      "optimizer": list(self.optimizer.state.values()) if self.optimizer is not None else None}
+            return state, nonfinite_names(groups)
+        state = self.store.load_state(ckpt, map_location=map_location, trust_pickle=self.trust_pickle)
+        if not isinstance(state, Mapping) or not isinstance(state.get("model"), Mapping):
+            raise GuardError(f"{ckpt.path.name}: state.pt holds no model state of a Guard")
+        nonfinite = nonfinite_names({"model": state["model"], "optimizer": state.get("optimizer")}, nan_only=buffers)
+        if not nonfinite:
+            model.load_state_dict(state["model"])
             if self.optimizer is not None and state.get("optimizer") is not None:
                 self.optimizer.load_state_dict(state["optimizer"])
-        self.load_state_dict(state)
+        return state, nonfinite
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore everything but model and optimizer (loaded by ``resume`` according to the format)."""

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import warnings
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -80,7 +79,7 @@ def save_sharded(store: CheckpointStore, step: int, epoch: int, model: torch.nn.
     return ckpt
 
 
-def load_sharded(ckpt: Checkpoint, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None) -> dict[str, Any]:
+def load_sharded(store: CheckpointStore, ckpt: Checkpoint, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None) -> dict[str, Any]:
     """Collective: loads this rank's shards into model/optimizer; returns the replicated extra state."""
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import set_model_state_dict, set_state_dict
@@ -93,7 +92,7 @@ def load_sharded(ckpt: Checkpoint, model: torch.nn.Module, optimizer: torch.opti
         set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
     else:
         set_model_state_dict(model, state["model"])
-    return torch.load(Path(ckpt.path) / EXTRA_FILE, map_location="cpu", weights_only=True)
+    return store.load_file(ckpt, EXTRA_FILE)
 
 
 def _get(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None) -> tuple[dict, dict]:

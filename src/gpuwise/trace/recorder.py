@@ -58,12 +58,24 @@ def _tensors(values, acc: list) -> list:
     return acc
 
 
+class OpBudgetExceeded(TraceError):
+    """More ops were dispatched than the trace's budget allows (``tracer.max_trace_ops``)."""
+
+    def __init__(self, max_ops: int, module: str) -> None:
+        super().__init__(f"the trace dispatched more than {max_ops:,} operators (in module '{module or '<top>'}' "
+                         "at the limit): far more than any real model's two steps; check the model's sizes, or "
+                         "raise the limit with GPUWISE_TRACE_MAX_OPS")
+        self.max_ops = max_ops
+
+
 class Recorder(TorchDispatchMode):
     """Records ops (while ``recording_ops``) and storage allocations/frees (always)."""
 
-    def __init__(self, training: bool = True) -> None:
+    def __init__(self, training: bool = True, max_ops: int | None = None) -> None:
         super().__init__()
         self.training = training
+        self.max_ops = max_ops               # dispatched ops allowed in all (None: no limit)
+        self.dispatched_ops = 0
         self.phase = "other"
         self.category: str | None = None     # forces the category of new allocations (weights, inputs)
         self.recording_ops = False
@@ -143,6 +155,9 @@ class Recorder(TorchDispatchMode):
             return func(*args)
         kwargs = kwargs or {}
         packet = func._overloadpacket
+        self.dispatched_ops += 1
+        if self.max_ops is not None and self.dispatched_ops > self.max_ops:
+            raise OpBudgetExceeded(self.max_ops, self.module)
         try:
             out = func(*args, **kwargs)
         except DataDependentOutputException:

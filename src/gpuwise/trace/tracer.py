@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import time
 import warnings
 
@@ -27,6 +28,26 @@ from gpuwise.trace.records import ModelCodeError, Trace, TraceError
 from gpuwise.workload import Workload, WorkloadError
 
 STEPS = 2
+# Operators the two traced steps may dispatch. A config past every real size is refused before tracing
+# (workload/config_checks.py); this catches the rest (a user's model looping without end, a factory that
+# stacks layers from a huge number): the trace stops with one line instead of growing memory for hours.
+# See docs/estimate.md for the counts of real models this leaves room for.
+DEFAULT_MAX_TRACE_OPS = 4_000_000
+MAX_TRACE_OPS_ENV = "GPUWISE_TRACE_MAX_OPS"
+
+
+def max_trace_ops() -> int:
+    """The operator budget: ``GPUWISE_TRACE_MAX_OPS`` when set (a whole number >= 1), else the default."""
+    raw = os.environ.get(MAX_TRACE_OPS_ENV)
+    if raw is None or raw.strip() == "":
+        return DEFAULT_MAX_TRACE_OPS
+    try:
+        value = int(raw.replace("_", "").replace(",", ""))
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise WorkloadError(f"{MAX_TRACE_OPS_ENV} is {raw!r}, not a whole number of operators >= 1")
+    return value
 
 
 def trace_workload(workload: Workload) -> Trace:
@@ -47,7 +68,7 @@ def trace_workload(workload: Workload) -> Trace:
         notes = list(built.notes)
         module, prepared = _prepare(module, workload, built.is_hf)
         notes += prepared
-        recorder = Recorder(training=workload.is_training)
+        recorder = Recorder(training=workload.is_training, max_ops=max_trace_ops())
         try:
             counts = _run(module, built, workload, recorder)
         except (TraceError, WorkloadError):

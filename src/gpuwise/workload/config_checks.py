@@ -13,23 +13,38 @@ from typing import Any
 
 from gpuwise.workload.model import WorkloadError
 
-# Sizes that are counts or widths: whole numbers >= 1 where given (null means "not set").
-SIZE_KEYS = frozenset({
-    "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
-    "vocab_size", "padded_vocab_size", "max_position_embeddings", "n_positions", "n_embd", "n_layer", "n_head",
-    "n_inner", "d_model", "d_ff", "d_kv", "num_layers", "num_heads", "head_dim", "ffn_dim", "encoder_layers",
-    "decoder_layers", "encoder_attention_heads", "decoder_attention_heads", "encoder_ffn_dim", "decoder_ffn_dim",
-    "moe_intermediate_size", "shared_expert_intermediate_size", "num_experts_per_tok", "kv_lora_rank",
-    "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "image_size", "patch_size",
-    "num_channels", "multi_query_group_num", "ffn_hidden_size", "seq_length",
-})
-MAX_SIZE = 2**31           # no width, count or vocabulary of a real model comes near this
+# Every size a config may give, bounded by what a real model has, with margin (largest published value in
+# the comment). A bound keeps a typo or a hostile file (num_hidden_layers: 10**9) from becoming an hour-long
+# trace that grows without limit; a real model past one is a reason to raise it here, not to drop it.
+_LAYERS = 4_096        # DeepNet trained 1,000-layer transformers; Llama 3.1 405B has 126, PaLM 118
+_WIDTH = 65_536        # d_model: MT-NLG 530B 20,480, PaLM 18,432, Llama 3.1 405B 16,384
+_FFN = 262_144         # FFN width: PaLM 73,728, Llama 3.1 405B 53,248, GPT-3 49,152
+_HEADS = 8_192         # heads, KV groups, experts per token: MT-NLG / Llama 405B / DeepSeek-V3 128
+_VOCAB = 2_000_000     # XLM-V 901,629; Gemma and PaLM 256,000
+_POSITIONS = 2**28     # context: Llama 4 Scout's config says 10,485,760 (10M)
+_IMAGE = 16_384        # pixels a side (SAM 1,024, high-resolution ViTs a few thousand)
+_CHANNELS = 4_096      # input channels (RGB 3, hyperspectral a few hundred)
+SIZE_BOUNDS = {
+    **dict.fromkeys(("num_hidden_layers", "n_layer", "num_layers", "encoder_layers", "decoder_layers"), _LAYERS),
+    **dict.fromkeys(("hidden_size", "n_embd", "d_model", "d_kv", "head_dim", "kv_lora_rank", "q_lora_rank",
+                     "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"), _WIDTH),
+    **dict.fromkeys(("intermediate_size", "n_inner", "d_ff", "ffn_dim", "encoder_ffn_dim", "decoder_ffn_dim",
+                     "moe_intermediate_size", "shared_expert_intermediate_size", "ffn_hidden_size"), _FFN),
+    **dict.fromkeys(("num_attention_heads", "num_key_value_heads", "n_head", "num_heads", "encoder_attention_heads",
+                     "decoder_attention_heads", "num_experts_per_tok", "multi_query_group_num"), _HEADS),
+    **dict.fromkeys(("vocab_size", "padded_vocab_size"), _VOCAB),
+    **dict.fromkeys(("max_position_embeddings", "n_positions", "seq_length"), _POSITIONS),
+    **dict.fromkeys(("image_size", "patch_size"), _IMAGE),
+    "num_channels": _CHANNELS,
+}
+# Sizes that are counts or widths: whole numbers from 1 to their bound where given (null means "not set").
+SIZE_KEYS = frozenset(SIZE_BOUNDS)
 MAX_DEPTH = 20             # nested sub-configs (text_config, vision_config) are a few levels deep
 
 
 def check_config(config: Any, source: str) -> Mapping[str, Any]:
     """``config`` when it is a JSON object whose numbers are finite and whose sizes (``SIZE_KEYS``, in any
-    nested sub-config) are whole numbers from 1 to ``MAX_SIZE``; WorkloadError naming ``source`` and the
+    nested sub-config) are whole numbers from 1 to their bound (``SIZE_BOUNDS``); WorkloadError naming ``source`` and the
     key otherwise."""
     if not isinstance(config, Mapping):
         raise WorkloadError(f"{source}: a model config is a JSON object, not a {type(config).__name__}")
@@ -43,8 +58,8 @@ def _check(value: Any, source: str, where: str, depth: int) -> None:
     if isinstance(value, Mapping):
         for key, item in value.items():
             at = f"{where}.{key}" if where else str(key)
-            if key in SIZE_KEYS and item is not None:
-                _check_size(item, source, at)
+            if key in SIZE_BOUNDS and item is not None:
+                _check_size(item, source, at, SIZE_BOUNDS[key])
             _check(item, source, at, depth + 1)
     elif isinstance(value, list):
         for i, item in enumerate(value):
@@ -53,11 +68,12 @@ def _check(value: Any, source: str, where: str, depth: int) -> None:
         raise WorkloadError(f"{source}: {where} is {value}, not a finite number")
 
 
-def _check_size(value: Any, source: str, at: str) -> None:
+def _check_size(value: Any, source: str, at: str, maximum: int) -> None:
     whole = isinstance(value, int) and not isinstance(value, bool)
     if isinstance(value, list):  # per-layer sizes (some configs list one per layer)
         for i, item in enumerate(value):
-            _check_size(item, source, f"{at}[{i}]")
+            _check_size(item, source, f"{at}[{i}]", maximum)
         return
-    if not whole or not 1 <= value <= MAX_SIZE:
-        raise WorkloadError(f"{source}: {at} is {str(value)[:40]!r}, not a whole number from 1 to {MAX_SIZE}")
+    if not whole or not 1 <= value <= maximum:
+        raise WorkloadError(f"{source}: {at} is {str(value)[:40]!r}, not a whole number from 1 to {maximum:,} "
+                            "(the largest a real model has, with margin)")

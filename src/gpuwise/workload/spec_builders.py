@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterator
 import torch
 from torch import nn
 
+from gpuwise.workload.deadline import deadline
 from gpuwise.workload.model import WorkloadError
 from gpuwise.workload.specs import (
     CAUSAL_LM,
@@ -310,6 +311,11 @@ def _max_positions(config: dict) -> int | None:
 def _build_factory(spec: ModelSpec, workload) -> BuiltModel:
     path_str, _, func_name = spec.target.rpartition(":")
     path = Path(path_str).resolve()
+    with deadline(f"model factory {path.name}:{func_name}"):  # the user's code: it may hang
+        return _run_factory(path, func_name, workload)
+
+
+def _run_factory(path: Path, func_name: str, workload) -> BuiltModel:
     factory = _load_factory(path, func_name)
     wanted = {"batch_size": workload.batch_size, "seq_len": workload.tokens_per_sequence,
               "image_size": workload.image_size or DEFAULT_IMAGE_SIZE}

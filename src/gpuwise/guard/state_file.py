@@ -1,0 +1,117 @@
+"""What a resume hands to ``torch.load``, and what it refuses to: one verified state file, read safely.
+
+Three holes a hostile or damaged file could use, closed here:
+
+- **Zip bombs.** ``torch.save`` writes a zip archive of *stored* (uncompressed) entries, and gpuwise writes
+  nothing else; torch's reader would inflate a deflate-compressed entry without bound (a 1 MiB file can
+  become gigabytes in memory). Every entry must be stored, with its declared size equal to the bytes it
+  takes in the file, so what is read can never exceed the file's size.
+- **Swapped bytes.** With ``trust_pickle=True`` a full unpickler runs, so the bytes it reads must be the
+  bytes whose sha256 the manifest lists: the file is read into memory once, hashed, and loaded from that
+  buffer (a file renamed over it after the check changes nothing). ``weights_only`` loads run no code;
+  they read through one open file (the zip check and the load see the same inode).
+- **Non-finite states.** A run that diverged saves NaN weights that verify perfectly and resume silently;
+  :func:`nonfinite_names` finds them so the resume can refuse that checkpoint.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import pickle
+import zipfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import IO, Any
+
+import torch
+
+from gpuwise.guard.errors import GuardError
+
+_METHODS = {zipfile.ZIP_DEFLATED: "deflate", zipfile.ZIP_BZIP2: "bzip2", zipfile.ZIP_LZMA: "lzma"}
+
+
+def check_stored_zip(f: IO[bytes], label: str) -> None:
+    """GuardError unless ``f`` is a zip archive of stored entries whose sizes fit in the file."""
+    f.seek(0, io.SEEK_END)
+    file_bytes = f.tell()
+    f.seek(0)
+    try:
+        with zipfile.ZipFile(f) as archive:
+            entries = archive.infolist()
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+        raise GuardError(f"{label} is not the zip archive torch.save writes ({exc})") from None
+    total_bytes = 0
+    for entry in entries:
+        if entry.compress_type != zipfile.ZIP_STORED:
+            method = _METHODS.get(entry.compress_type, f"method {entry.compress_type}")
+            raise GuardError(f"{label}: entry {entry.filename!r} is {method}-compressed; gpuwise writes stored "
+                             "entries only, and a compressed one can inflate without bound (refused, not loaded)")
+        if entry.file_size != entry.compress_size:
+            raise GuardError(f"{label}: entry {entry.filename!r} declares {entry.file_size} bytes but stores "
+                             f"{entry.compress_size} (refused, not loaded)")
+        total_bytes += entry.file_size
+    if total_bytes > file_bytes:
+        raise GuardError(f"{label}: its entries declare {total_bytes} bytes, more than the file's {file_bytes} "
+                         "(refused, not loaded)")
+    f.seek(0)
+
+
+def load_state_file(path: Path, *, label: str, sha256: str, map_location: Any = "cpu",
+                    trust_pickle: bool = False) -> Any:
+    """``torch.load`` of the state file at ``path`` after :func:`check_stored_zip`.
+
+    ``weights_only=True`` first; pickled objects only with ``trust_pickle``, and then from the bytes read
+    once and matched against ``sha256`` (the manifest's), so the unpickler never runs on other bytes."""
+    if trust_pickle:
+        data = path.read_bytes()
+        if hashlib.sha256(data).hexdigest() != sha256:
+            raise GuardError(f"{label}: checksum mismatch at load (the file changed after it was verified): not loaded")
+        f: IO[bytes] = io.BytesIO(data)
+        return _load(f, label, map_location, trust_pickle)
+    with open(path, "rb") as f:
+        return _load(f, label, map_location, trust_pickle)
+
+
+def _load(f: IO[bytes], label: str, map_location: Any, trust_pickle: bool) -> Any:
+    check_stored_zip(f, label)
+    try:
+        return torch.load(f, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as exc:
+        if not trust_pickle:
+            raise GuardError(
+                f"{label}: state holds objects that torch.load(weights_only=True) refuses "
+                f"({str(exc).splitlines()[0]}); store extras as tensors/plain types, or pass trust_pickle=True "
+                "if you trust this directory") from None
+    f.seek(0)
+    return torch.load(f, map_location=map_location, weights_only=False)
+
+
+def nonfinite_names(groups: Mapping[str, Any], *, nan_only: Iterable[str] = (), limit: int = 3) -> list[str]:
+    """Up to ``limit`` dotted names of floating tensors in ``groups`` holding NaN or ±Inf.
+
+    Names listed in ``nan_only`` (a model's buffers: a causal mask of -inf is legitimate) count only NaN."""
+    nan_only = set(nan_only)
+    found: list[str] = []
+    for group, value in groups.items():
+        for name, tensor in _tensors(value, group):
+            if not (tensor.is_floating_point() or tensor.is_complex()):
+                continue
+            bad = torch.isnan(tensor).any() if name in nan_only else ~torch.isfinite(tensor).all()
+            if bool(bad):
+                found.append(name)
+                if len(found) >= limit:
+                    return found
+    return found
+
+
+def _tensors(value: Any, prefix: str) -> Iterable[tuple[str, torch.Tensor]]:
+    if isinstance(value, torch.Tensor):
+        # A DTensor (FSDP2, sharded optimizer state): this rank's shard, with no collective.
+        yield prefix, value.to_local() if hasattr(value, "to_local") else value
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from _tensors(item, f"{prefix}.{key}")
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            yield from _tensors(item, f"{prefix}.{i}")

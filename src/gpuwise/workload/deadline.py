@@ -1,0 +1,63 @@
+"""A time limit on the user's code that gpuwise runs: importing a ``file.py`` and calling its factory.
+
+A factory that hangs (waits on a network, loops) would otherwise hang ``estimate`` and ``recommend`` with
+no word. The limit is a SIGALRM timer: it interrupts Python code and sleeps in the main thread, on POSIX;
+elsewhere (another thread, Windows) the code runs without one. The timeout is raised as a BaseException
+so that the user's own ``except Exception`` cannot swallow it, and reaches the caller as a WorkloadError.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import signal
+import threading
+from collections.abc import Iterator
+
+from gpuwise.workload.model import WorkloadError
+
+FACTORY_TIMEOUT_ENV = "GPUWISE_FACTORY_TIMEOUT_S"
+DEFAULT_FACTORY_TIMEOUT_S = 300.0   # building on the meta device takes seconds; imports of big libraries tens
+
+
+class _Expired(BaseException):
+    pass
+
+
+def factory_timeout_s() -> float:
+    """``GPUWISE_FACTORY_TIMEOUT_S`` when set (seconds > 0), else the default."""
+    raw = os.environ.get(FACTORY_TIMEOUT_ENV)
+    if raw is None or raw.strip() == "":
+        return DEFAULT_FACTORY_TIMEOUT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise WorkloadError(f"{FACTORY_TIMEOUT_ENV} is {raw!r}, not a number of seconds > 0")
+    return value
+
+
+@contextlib.contextmanager
+def deadline(what: str, timeout_s: float | None = None) -> Iterator[None]:
+    """Run the block for at most ``timeout_s`` (default: :func:`factory_timeout_s`); WorkloadError naming
+    ``what`` and the limit when it runs out."""
+    limit_s = factory_timeout_s() if timeout_s is None else timeout_s
+    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(signum: int, frame: object) -> None:
+        raise _Expired
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, limit_s)
+    try:
+        yield
+    except _Expired:
+        raise WorkloadError(f"{what} did not finish within {limit_s:g} s; if it needs longer, set "
+                            f"{FACTORY_TIMEOUT_ENV} to more seconds") from None
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
