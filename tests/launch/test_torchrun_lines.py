@@ -12,7 +12,7 @@ import pytest
 
 from gpuwise.catalog import load_catalog
 from gpuwise.launch import plan_launch, render
-from gpuwise.launch.torchrun import torchrun_argv, torchrun_lines
+from gpuwise.launch.torchrun import LAUNCHER, torchrun_argv, torchrun_lines
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "train_guarded.py"
@@ -29,7 +29,7 @@ def test_one_line_per_node_with_a_static_rendezvous_on_node_zero(cat):
     assert len(lines) == 2
     for rank, line in enumerate(lines):
         argv = shlex.split(line)
-        assert argv[0] == "torchrun" and f"--node-rank={rank}" in argv and "--nnodes=2" in argv
+        assert tuple(argv[:3]) == LAUNCHER and f"--node-rank={rank}" in argv and "--nnodes=2" in argv
         assert "--nproc-per-node=8" in argv and argv[-3:] == ["train.py", "--lr", "3e-4"]
         assert "--master-addr=$MASTER_ADDR" in line
 
@@ -49,11 +49,10 @@ def test_the_emitted_lines_run_the_guarded_example_on_two_cpu_processes(cat, tmp
     plan = plan_launch(SimpleNamespace(count=2, provider="autodl", spot=False), cat.gpu("rtx-4090"), command)
     text = render(plan, "torchrun")
     assert "<" not in text.replace("<=", "")                        # before: a literal `until <line>; ...`
-    # The text runs as printed, in bash; `torchrun` is torch.distributed.run's console script: a shim on
-    # PATH runs it with this interpreter.
-    shim = tmp_path / "bin" / "torchrun"
+    # The text runs as printed, in bash; its `python` is this interpreter (a shim on PATH).
+    shim = tmp_path / "bin" / "python"
     shim.parent.mkdir()
-    shim.write_text(f"#!/bin/sh\nexec {sys.executable} -m torch.distributed.run \"$@\"\n")
+    shim.write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
     shim.chmod(0o755)
     env = {"PYTHONPATH": str(ROOT / "src"), "OMP_NUM_THREADS": "1", "PATH": f"{shim.parent}:/usr/bin:/bin"}
     done = subprocess.run(["bash", "-c", text], capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
@@ -67,7 +66,7 @@ def test_each_emitted_line_starts_the_job_again_on_the_restart_code_and_stops_on
     plan = plan_launch(SimpleNamespace(count=1, provider="autodl", spot=False), cat.gpu("rtx-4090"),
                        "python train.py")
     text = render(plan, "torchrun")
-    shim = tmp_path / "torchrun"
+    shim = tmp_path / "python"
     # the first two runs are "preempted" (75), the third fails with 3: three runs, exit 3
     shim.write_text("#!/bin/sh\necho run >> runs\nn=$(wc -l < runs)\n[ $n -lt 3 ] && exit 75\nexit 3\n")
     shim.chmod(0o755)

@@ -138,11 +138,13 @@ def test_the_largest_fitting_batch_is_exact_with_a_handful_of_traces():
     base = model.estimate(_gpu("t4"), batch_size=1, with_time=False).memory
     # a GPU with room for roughly 60 MiB of allocations beyond batch 1 (as the driver reports it), on
     # the upper side of the estimate, which the fit rule uses
-    gpu = replace(_gpu("t4"), memory_bytes=base.total_upper_bytes + 60 * MIB, nvml_memory_bytes=None)
+    gpu = replace(_gpu("t4"), memory_bytes=base.total_upper_bytes + 60 * MIB, nvml_memory_bytes=None,
+                  ecc_reserves_memory=False)
+    assert gpu.visible_memory_bytes == gpu.memory_bytes
     best = largest_fitting_batch(model, gpu, headroom_fraction=0.0, powers_of_two=False)
     assert best > 1
     total = lambda b: model.estimate(gpu, batch_size=b, with_time=False).memory.total_upper_bytes  # noqa: E731
-    assert total(best) <= gpu.memory_bytes < total(best + 1)
+    assert total(best) <= gpu.visible_memory_bytes < total(best + 1)
     assert len(model._traces) <= 12     # a handful of traces (10 here), not one per candidate (~50)
 
 

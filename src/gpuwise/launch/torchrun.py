@@ -3,7 +3,8 @@
 One node: ``--standalone`` (a local rendezvous). Several: a static rendezvous on node 0
 (``--node-rank``, ``--master-addr``), as SkyPilot's and PyTorch's multi-node examples do. Every line
 restarts the workers up to ``MAX_RESTARTS`` times; a worker that uses ``gpuwise.guard`` resumes from
-its newest checkpoint. A preempted worker exits with 75 (``gpuwise.guard.EXIT_RESTART``):
+its newest checkpoint. torchrun runs as ``python -m gpuwise.guard.torchrun`` (the same arguments), which
+exits 75 where torchrun would exit 1. A preempted worker exits with 75 (``gpuwise.guard.EXIT_RESTART``):
 :func:`supervised` wraps a line in the loop that starts it again on 75 and stops on anything else.
 """
 
@@ -14,13 +15,17 @@ import shlex
 from gpuwise.errors import EXIT_RESTART
 from gpuwise.launch.plan import MASTER_PORT, MAX_RESTARTS, LaunchPlan
 
+# torchrun itself exits 1 whatever its workers' code; the guard's wrapper takes the same arguments and
+# keeps a preempted worker's 75, which the restart loop of `supervised` waits for.
+LAUNCHER = ("python", "-m", "gpuwise.guard.torchrun")
+
 
 def torchrun_argv(plan: LaunchPlan, node_rank: int = 0, *, master_addr: str = "$MASTER_ADDR",
                   nproc_per_node: int | str | None = None, nnodes: int | str | None = None) -> list[str]:
     """The torchrun argv of one node. ``nproc_per_node``/``nnodes`` may be shell variables (SkyPilot)."""
     nproc = str(nproc_per_node if nproc_per_node is not None else plan.gpus_per_node)
     nodes = nnodes if nnodes is not None else plan.nodes
-    argv = ["torchrun"]
+    argv = list(LAUNCHER)
     if nodes == 1:
         argv += ["--standalone"]
     else:
