@@ -50,7 +50,7 @@ def _print_run_result(result, report, problem: str | None, json_out: bool) -> No
     if json_out:
         print_json({"exit_code": result.exit_code, "log": str(result.log_path), "sampled": result.sampled,
                     "samples": result.samples_taken, "duration_s": result.duration_s,
-                    "signals_forwarded": result.forwarded, "problem": problem,
+                    "signals_forwarded": result.forwarded, "killed": result.killed, "problem": problem,
                     "report": report.to_dict() if report else None})
         return
     if report is not None:
@@ -119,6 +119,9 @@ def register(app: typer.Typer) -> None:
         gpu_price: Annotated[Optional[str], typer.Option("--gpu-price", help="Price per GPU-hour paid, for the report.")] = None,
         provider: Annotated[Optional[str], typer.Option("--provider", help="Compare prices of this provider only.")] = None,
         model: Annotated[Optional[str], typer.Option("--model", help="The job's model (as for estimate, with the same workload options): the run log records the workload, the report compares the run with gpuwise's prediction, and `gpuwise calibrate` learns from it.")] = None,
+        kill_after: Annotated[float, typer.Option(
+            "--kill-after", help="Seconds the command has to stop after a SIGTERM/SIGINT/SIGHUP/SIGQUIT passed on, "
+                                 "then SIGKILL (also: the grace period after gpuwise itself is killed).")] = 30.0,
         no_user_calibration: NoUserCalibrationOpt = False,
         json_out: JsonOpt = False,
         *,
@@ -134,7 +137,7 @@ def register(app: typer.Typer) -> None:
         # With --json our stdout carries one JSON object: the command's own output goes to stderr.
         result = run_command(cmd, log_path=log, interval_s=interval, torch_hook=torch_hook,
                              child_stdout=sys.stderr.fileno() if json_out else None,
-                             workload=workload.to_dict() if workload else None)
+                             workload=workload.to_dict() if workload else None, kill_after_s=kill_after)
         report = None
         problem = "no GPU was sampled (no NVIDIA driver): no report" if result.no_driver else None
         if result.sampled and result.samples_taken:
