@@ -89,7 +89,10 @@ def register(app: typer.Typer) -> None:
                 return
             from rich.live import Live
 
-            title = f"gpuwise watch: {backend.name}, driver {backend.driver_version() or '?'}, every {sampler.interval_s:g} s"
+            from gpuwise.text import for_console
+
+            title = for_console(f"gpuwise watch: {backend.name}, driver {backend.driver_version() or '?'}, "
+                                f"every {sampler.interval_s:g} s")
             with Live(render_live({}, title), console=console, auto_refresh=False) as live:
                 taken = 0
                 while count == 0 or taken < count:
