@@ -308,6 +308,33 @@ def _time_s(value: object, path: Path, line_no: int, column: str | None) -> floa
 
 
 # -- TensorBoard ----------------------------------------------------------------------------------------
+class _TruncatedRecords(logging.Handler):
+    """Collects the event files tensorboard's loader stopped reading at a bad record. The loader swallows
+    the DataLossError and says so only at DEBUG level ("Truncated record in PATH"): listened to here, while
+    a Reload runs, without letting its debug output through anywhere else."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.files: list[str] = []
+        self._logger = logging.getLogger("tensorboard")
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.msg.startswith("Truncated record in") and record.args:
+            self.files.append(str(record.args[0]))
+
+    def __enter__(self) -> "_TruncatedRecords":
+        self._saved = self._logger.level, self._logger.propagate
+        self._logger.setLevel(logging.DEBUG)
+        self._logger.propagate = False
+        self._logger.addHandler(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._logger.removeHandler(self)
+        self._logger.setLevel(self._saved[0])
+        self._logger.propagate = self._saved[1]
+
+
 def read_tensorboard(path: Path) -> TrainingLog:
     """A directory of event files (one run), or one event file. Uses tensorboard's own reader."""
     from tensorboard.backend.event_processing import event_accumulator
@@ -322,10 +349,15 @@ def read_tensorboard(path: Path) -> TrainingLog:
             raise AdviseError(f"{path}: holds {len(runs)} TensorBoard runs ({listed}); pass one of them")
         run_dir = runs[0]
     acc = event_accumulator.EventAccumulator(str(run_dir), size_guidance={event_accumulator.SCALARS: 0})
+    damaged = _TruncatedRecords()
     try:
-        acc.Reload()
+        with damaged:
+            acc.Reload()
     except Exception as exc:  # tensorboard raises several types for corrupt files
         raise AdviseError(f"{run_dir}: cannot read TensorBoard events ({type(exc).__name__}: {exc})") from None
+    for name in damaged.files:
+        logger.warning("%s: damaged or cut off mid-file (a record fails its check): using the events before it",
+                       name)
     tags = acc.Tags().get("scalars", [])
     loss_tag = pick_name(tags, LOSS_NAMES, fallback_word="loss")
     if loss_tag is None:
