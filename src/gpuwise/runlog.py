@@ -21,6 +21,7 @@ Times ``t_s`` are Unix seconds (float).
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import threading
 import time
@@ -28,6 +29,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from gpuwise.errors import GpuwiseError
+
+logger = logging.getLogger(__name__)
+_warned_newer: set[str] = set()   # one warning per run log and process
 
 SCHEMA_VERSION = 1
 
@@ -175,11 +179,25 @@ def open_for_reading(path: str | Path) -> sqlite3.Connection:
         raise RunLogError(f"no such run log: {p}")
     try:
         conn = sqlite3.connect(f"file:{p}?mode=ro", uri=True, timeout=10.0)
-        conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        version = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
     except sqlite3.DatabaseError as exc:
         raise RunLogError(f"{p}: not a gpuwise run log ({exc})") from None
+    _warn_if_newer(p, version[0] if version else None)
     conn.row_factory = sqlite3.Row
     return conn
+
+
+def _warn_if_newer(path: Path, version: object) -> None:
+    if version is None:
+        return
+    try:
+        newer = int(str(version)) > SCHEMA_VERSION
+    except ValueError:
+        newer = True   # not a number: not a version this gpuwise wrote
+    if newer and str(path) not in _warned_newer:
+        _warned_newer.add(str(path))
+        logger.warning("%s: run log schema version %s, newer than this gpuwise reads (%d): upgrade gpuwise; "
+                       "what it shows may be incomplete", path, str(version)[:20], SCHEMA_VERSION)
 
 
 def is_run_log(path: str | Path) -> bool:

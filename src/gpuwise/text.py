@@ -25,3 +25,12 @@ def printable(text: str) -> str:
 def printable_or_none(text: object) -> str | None:
     """``printable`` for optional text fields (None stays None, other types become their str)."""
     return None if text is None else printable(str(text))
+
+
+def for_console(text: object) -> str:
+    """``text`` from outside gpuwise (a process command line, an NVML name, a catalog provider) made safe
+    for a rich console: :func:`printable`, then rich markup escaped, so ``[/]`` or ``[red]`` in it is shown,
+    not interpreted (an unmatched closing tag would otherwise crash the print). None becomes ""."""
+    from rich.markup import escape  # here: the ground floor does not import rich for everyone
+
+    return "" if text is None else escape(printable(str(text)))

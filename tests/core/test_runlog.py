@@ -28,3 +28,31 @@ def test_reading_a_file_that_is_not_a_run_log_is_a_clear_error(tmp_path):
         read_meta(bogus)
     with pytest.raises(RunLogError, match="no such run log"):
         read_meta(tmp_path / "missing.sqlite")
+
+
+def test_a_run_log_of_a_newer_schema_is_read_with_one_warning(tmp_path, caplog):
+    import logging
+
+    from gpuwise.runlog import SCHEMA_VERSION
+
+    path = tmp_path / "future.db"
+    with RunLog(path) as log:
+        log.set_meta("command", ["train"])
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION + 1),))
+    with caplog.at_level(logging.WARNING, logger="gpuwise"):
+        assert read_meta(path)["command"] == '["train"]'
+        read_events(path)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and f"schema version {SCHEMA_VERSION + 1}" in warnings[0] and "future.db" in warnings[0]
+
+
+def test_a_run_log_of_this_schema_gives_no_warning(tmp_path, caplog):
+    import logging
+
+    path = tmp_path / "now.db"
+    with RunLog(path) as log:
+        log.set_meta("command", ["train"])
+    with caplog.at_level(logging.WARNING, logger="gpuwise"):
+        read_meta(path)
+    assert not caplog.records

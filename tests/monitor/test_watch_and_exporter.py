@@ -87,3 +87,11 @@ def test_exporter_command_serves_until_sigterm(replay_env):
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_with_json_watch_and_exporter_print_their_error_on_stderr_only():
+    env = {k: v for k, v in os.environ.items() if k != "GPUWISE_MONITOR_BACKEND"}
+    for args in (("watch", "--json"), ("exporter", "--port", "0", "--json")):
+        r = gpuwise(*args, env=env)
+        assert r.returncode == 1 and r.stdout == "", (args, r.stdout)
+        assert len(r.stderr.strip().splitlines()) == 1 and "driver" in r.stderr

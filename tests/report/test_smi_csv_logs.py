@@ -87,3 +87,19 @@ def test_an_empty_or_foreign_file_is_a_report_error(tmp_path):
         load_usage_log(write(tmp_path, HEADER + "\n"))
     with pytest.raises(ReportError, match="no such log"):
         load_usage_log(tmp_path / "missing.csv")
+
+
+def test_a_log_without_memory_columns_is_one_line_and_exit_2(tmp_path):
+    import subprocess
+    import sys
+
+    path = tmp_path / "util-only.csv"
+    path.write_text("timestamp, name, index, utilization.gpu [%], power.draw [W]\n"
+                    "2026/11/20 10:00:00.000, NVIDIA A100-SXM4-40GB, 0, 30 %, 150.00 W\n"
+                    "2026/11/20 10:00:01.000, NVIDIA A100-SXM4-40GB, 0, 35 %, 155.00 W\n")
+    with pytest.raises(ReportError, match="no memory columns"):
+        load_usage_log(path)
+    r = subprocess.run([sys.executable, "-m", "gpuwise.cli.app", "report", str(path)], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 2 and r.stdout == "" and len(r.stderr.strip().splitlines()) == 1
+    assert "memory" in r.stderr and "Traceback" not in r.stderr

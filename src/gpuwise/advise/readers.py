@@ -12,17 +12,22 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
 from pathlib import Path
 
 import numpy as np
 
 from gpuwise.advise.data import Curve, GradNoiseSamples, TrainingLog
+from gpuwise.advise import downsample
+from gpuwise.advise.downsample import StepBins
 from gpuwise.advise.errors import AdviseError
 from gpuwise.text import printable_or_none
+
+logger = logging.getLogger(__name__)
 
 MAX_STEP = 2**53  # steps beyond this are not counts of optimizer steps (and lose precision as floats)
 
@@ -181,24 +186,27 @@ def read_csv(path: Path) -> TrainingLog:
 
 
 def _read_csv(path: Path) -> TrainingLog:
-    text = path.read_text(encoding="utf-8-sig", errors="replace")
-    lines = text.splitlines()
-    if not lines:
-        raise AdviseError(f"{path}: empty file")
-    try:
-        dialect = csv.Sniffer().sniff(lines[0], delimiters=",;\t ")
-    except csv.Error:
-        dialect = csv.excel
-    reader = csv.reader(lines, dialect)
-    header = [h.strip() for h in next(reader)]
-    rows = []
-    for line_no, cells in enumerate(reader, start=2):
-        if not cells or all(not c.strip() for c in cells):
-            continue
-        if len(cells) > len(header):
-            raise AdviseError(f"{path}:{line_no}: {len(cells)} fields, the header has {len(header)}")
-        rows.append((line_no, dict(zip(header, (c.strip() for c in cells)))))
-    return _from_records(path, header, rows)
+    """Streamed: line by line, the columns the analysis uses only, into bounded step bins (StepBins)."""
+    with path.open(encoding="utf-8-sig", errors="replace", newline="") as f:
+        first = f.readline()
+        if not first.strip():
+            raise AdviseError(f"{path}: empty file")
+        try:
+            dialect = csv.Sniffer().sniff(first, delimiters=",;\t ")
+        except csv.Error:
+            dialect = csv.excel
+        header = [h.strip() for h in next(csv.reader([first], dialect))]
+        used = [i for i, name in enumerate(header) if name in set(_columns(path, header))]
+
+        def rows() -> Iterator[tuple[int, dict[str, str]]]:
+            for line_no, cells in enumerate(csv.reader(f, dialect), start=2):
+                if not cells or all(not c.strip() for c in cells):
+                    continue
+                if len(cells) > len(header):
+                    raise AdviseError(f"{path}:{line_no}: {len(cells)} fields, the header has {len(header)}")
+                yield line_no, {header[i]: cells[i].strip() for i in used if i < len(cells)}
+
+        return _from_records(path, header, rows())
 
 
 def read_jsonl(path: Path) -> TrainingLog:
@@ -220,16 +228,22 @@ def read_jsonl(path: Path) -> TrainingLog:
     return _from_records(path, list(names), rows)
 
 
-def _from_records(path: Path, names: list[str], rows: list[tuple[int, Mapping[str, object]]]) -> TrainingLog:
+def _columns(path: Path, names: list[str]) -> tuple[str, str | None, str | None, str | None, str | None]:
+    """The columns read: loss, step, learning rate, batch size, time (None where the log has none)."""
     loss_col = pick_name(names, LOSS_NAMES, fallback_word="loss")
     if loss_col is None:
         if any(n.startswith(("utilization.gpu", "memory.used")) for n in names):   # nvidia-smi --query-gpu
             raise AdviseError(f"{path}: an nvidia-smi log (GPU metrics, no loss): `gpuwise report` reads it; "
                               "advise reads a training log with a loss column")
         raise AdviseError(f"{path}: no loss column (columns: {', '.join(names) or 'none'}); name one 'loss'")
-    step_col = pick_name(names, STEP_NAMES)
-    lr_col, batch_col, time_col = pick_name(names, LR_NAMES), pick_name(names, BATCH_NAMES), pick_name(names, TIME_NAMES)
-    records = []
+    return (loss_col, pick_name(names, STEP_NAMES), pick_name(names, LR_NAMES), pick_name(names, BATCH_NAMES),
+            pick_name(names, TIME_NAMES))
+
+
+def _from_records(path: Path, names: list[str], rows: Iterable[tuple[int, Mapping[str, object]]]) -> TrainingLog:
+    """The curve of ``rows`` (read once, in order), at most about ``2 * MAX_CURVE_POINTS`` points (StepBins)."""
+    loss_col, step_col, lr_col, batch_col, time_col = _columns(path, names)
+    bins = StepBins(downsample.MAX_CURVE_POINTS)
     for index, (line_no, row) in enumerate(rows):
         loss = _number(row.get(loss_col), path, line_no, loss_col)
         if loss is None:
@@ -248,10 +262,12 @@ def _from_records(path: Path, names: list[str], rows: list[tuple[int, Mapping[st
         batch = _number(row.get(batch_col), path, line_no, batch_col) if batch_col else None
         if batch is not None and not (math.isfinite(batch) and batch >= 1):
             raise AdviseError(f"{path}:{line_no}: {batch_col!r} is {batch:g}, not a batch size >= 1")
-        records.append((int(step), t, loss, lr, batch))
+        bins.add((int(step), t, loss, lr, batch))
+    records = bins.rows()
     if not records:
         raise AdviseError(f"{path}: no rows with a value in column {loss_col!r}")
-    records = _last_per_step(records)
+    if bins.width > 1:
+        logger.info("%s: %d rows thinned to %d points (one per %d steps)", path, bins.rows_read, len(records), bins.width)
 
     def col(i: int) -> np.ndarray | None:
         vals = [r[i] for r in records]
@@ -292,6 +308,33 @@ def _time_s(value: object, path: Path, line_no: int, column: str | None) -> floa
 
 
 # -- TensorBoard ----------------------------------------------------------------------------------------
+class _TruncatedRecords(logging.Handler):
+    """Collects the event files tensorboard's loader stopped reading at a bad record. The loader swallows
+    the DataLossError and says so only at DEBUG level ("Truncated record in PATH"): listened to here, while
+    a Reload runs, without letting its debug output through anywhere else."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.files: list[str] = []
+        self._logger = logging.getLogger("tensorboard")
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.msg.startswith("Truncated record in") and record.args:
+            self.files.append(str(record.args[0]))
+
+    def __enter__(self) -> "_TruncatedRecords":
+        self._saved = self._logger.level, self._logger.propagate
+        self._logger.setLevel(logging.DEBUG)
+        self._logger.propagate = False
+        self._logger.addHandler(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._logger.removeHandler(self)
+        self._logger.setLevel(self._saved[0])
+        self._logger.propagate = self._saved[1]
+
+
 def read_tensorboard(path: Path) -> TrainingLog:
     """A directory of event files (one run), or one event file. Uses tensorboard's own reader."""
     from tensorboard.backend.event_processing import event_accumulator
@@ -306,10 +349,15 @@ def read_tensorboard(path: Path) -> TrainingLog:
             raise AdviseError(f"{path}: holds {len(runs)} TensorBoard runs ({listed}); pass one of them")
         run_dir = runs[0]
     acc = event_accumulator.EventAccumulator(str(run_dir), size_guidance={event_accumulator.SCALARS: 0})
+    damaged = _TruncatedRecords()
     try:
-        acc.Reload()
+        with damaged:
+            acc.Reload()
     except Exception as exc:  # tensorboard raises several types for corrupt files
         raise AdviseError(f"{run_dir}: cannot read TensorBoard events ({type(exc).__name__}: {exc})") from None
+    for name in damaged.files:
+        logger.warning("%s: damaged or cut off mid-file (a record fails its check): using the events before it",
+                       name)
     tags = acc.Tags().get("scalars", [])
     loss_tag = pick_name(tags, LOSS_NAMES, fallback_word="loss")
     if loss_tag is None:

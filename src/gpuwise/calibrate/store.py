@@ -9,14 +9,13 @@ that the next ``calibrate`` refits on old and new runs together without tracing 
 
 from __future__ import annotations
 
-import os
-import tempfile
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 
 import tomli_w
 
+from gpuwise.atomic import write_text_atomic
 from gpuwise.calibrate.errors import CalibrateError
 from gpuwise.calibrate.fit import FitRow, GpuCalibration, fit_memory_offset, supported_classes
 from gpuwise.catalog.loader import user_config_dir
@@ -106,10 +105,7 @@ def save(calibrations: Mapping[str, GpuCalibration], path: Path | None = None) -
     text = to_toml(calibrations)
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".calibration-", suffix=".toml", dir=p.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, p)
+        write_text_atomic(p, text)
     except OSError as exc:
         raise CalibrateError(f"{p}: cannot write the calibration file ({exc})") from None
     return p

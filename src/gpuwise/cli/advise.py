@@ -12,6 +12,7 @@ from rich.table import Table
 from gpuwise.cli import common as c
 from gpuwise.cli.workload_options import workload_from, workload_options
 from gpuwise.workload.model import check_precision
+from gpuwise.text import for_console
 
 _COLOURS = {"healthy": "green", "plateau": "yellow", "noisy": "yellow", "not_learning": "red", "diverged": "red"}
 
@@ -124,10 +125,10 @@ def _render(report, plot_path: str | None, scaled_by: str | None = None) -> None
             plan.add_column(col, justify="right" if col in ("time", "cost") else "left")
         cur = report.plan.currency
         for p in report.plan.phases:
-            plan.add_row(f"{p.from_step:,}–{p.to_step:,}", p.gpu_id, p.provider, format_duration(p.hours * 3600),
+            plan.add_row(f"{p.from_step:,}–{p.to_step:,}", for_console(p.gpu_id), for_console(p.provider), format_duration(p.hours * 3600),
                          format_money(p.cost, cur))
         s = report.plan.stay
-        plan.add_row(f"stay: {s.from_step:,}–{s.to_step:,}", s.gpu_id, s.provider, format_duration(s.hours * 3600),
+        plan.add_row(f"stay: {s.from_step:,}–{s.to_step:,}", for_console(s.gpu_id), for_console(s.provider), format_duration(s.hours * 3600),
                      format_money(s.cost, cur), style="dim")
         c.console.print(plan)
     if d["pricing_note"]:

@@ -13,6 +13,7 @@ from gpuwise.cli import common as c
 from gpuwise.cli.calibrate import NoUserCalibrationOpt, user_correction
 from gpuwise.cli.workload_options import workload_from, workload_options
 from gpuwise.units import format_bytes, format_duration
+from gpuwise.text import for_console
 from gpuwise.workload.precision import described
 
 
@@ -168,7 +169,7 @@ def _render(out: dict, est) -> None:
         # a GPU the job cannot run on says why in its fits column ("no bf16"), below those it can run on
         for row in sorted(out["per_gpu"],
                           key=lambda r: (bool(r["cannot_run"]), not r["fits"], r["step_time_s"] or 1e18)):
-            grid.add_row(row["gpu"], format_bytes(row["memory_bytes"]), format_bytes(row["peak_total_bytes"]),
+            grid.add_row(for_console(row["gpu"]), format_bytes(row["memory_bytes"]), format_bytes(row["peak_total_bytes"]),
                          f"[red]{_why_not_short(row['cannot_run'])}[/]" if row["cannot_run"] else
                          "yes" if row["fits"] else "[red]no[/]",
                          format_duration(row["step_time_s"]) if row["step_time_s"] else "-",

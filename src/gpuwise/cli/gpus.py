@@ -9,6 +9,7 @@ from rich import box
 from rich.table import Table
 
 from gpuwise.cli import common as c
+from gpuwise.text import for_console
 from gpuwise.units import format_money
 
 if TYPE_CHECKING:
@@ -92,10 +93,10 @@ def _gpu_table(rows: list[GpuRow], cheapest: dict) -> Table:
     for row in rows:
         gpu = row.gpu
         best = cheapest[gpu.id]
-        price = (f"{format_money(best.price_per_gpu_hour, best.currency)} {best.provider}"
+        price = (f"{format_money(best.price_per_gpu_hour, best.currency)} {for_console(best.provider)}"
                  + (" spot" if best.spot else "")) if best else "-"
         table.add_row(
-            gpu.id + ("" if gpu.verified else "*"),
+            for_console(gpu.id + ("" if gpu.verified else "*")),
             _gib(gpu.visible_memory_bytes),
             f"{gpu.memory_bandwidth_gbs:.0f}",
             *(_rate(gpu.peak(p)) for p in ("fp32", "tf32", "fp16", "fp8")),
@@ -115,7 +116,8 @@ def _offer_table(rows: list[GpuRow]) -> Table:
         for o in row.offers:
             note = ", ".join(w for w, on in (("spot", o.spot), ("yours", not o.indicative)) if on)
             table.add_row(
-                row.gpu.id, o.provider, str(o.count), format_money(o.price_per_hour, o.currency),
-                format_money(o.price_per_gpu_hour, o.currency), o.checked, note,
+                for_console(row.gpu.id), for_console(o.provider), str(o.count),
+                format_money(o.price_per_hour, o.currency), format_money(o.price_per_gpu_hour, o.currency),
+                for_console(o.checked), note,
             )
     return table

@@ -16,7 +16,7 @@ IntervalOpt = Annotated[float, typer.Option("--interval", help="Seconds between 
 LogOpt = Annotated[Optional[str], typer.Option("--log", help="Write the samples to this run log (SQLite).")]
 
 
-def _sampler(interval_s: float, log: str | None, json_out: bool):
+def _sampler(interval_s: float, log: str | None):
     """A sampler over the NVML backend (writing to ``log`` when given), or None when there is no driver
     (said in one line)."""
     from gpuwise.monitor import NoDriverError, Sampler, open_backend
@@ -25,7 +25,7 @@ def _sampler(interval_s: float, log: str | None, json_out: bool):
     try:
         backend = open_backend()
     except NoDriverError as exc:
-        _no_driver(exc, json_out)
+        _no_driver(exc)
         return None
     return Sampler(backend, interval_s=interval_s, runlog=open_run_log(log) if log else None)
 
@@ -37,12 +37,10 @@ def _processes(backend):
     return listing() if callable(listing) else None
 
 
-def _no_driver(exc: Exception, json_out: bool) -> None:
-    """One line and exit 1: there is nothing to watch here (not bad input, so not exit 2)."""
-    if json_out:
-        print_json({"available": False, "reason": str(exc), "gpus": []})
-    else:
-        print(f"gpuwise: {exc}", file=sys.stderr)
+def _no_driver(exc: Exception) -> None:
+    """One line on stderr and exit 1: there is nothing to watch here (not bad input, so not exit 2). With
+    --json too: like every other command's errors, nothing on stdout."""
+    print(f"gpuwise: {exc}", file=sys.stderr)
     raise typer.Exit(1)
 
 
@@ -50,7 +48,7 @@ def _print_run_result(result, report, problem: str | None, json_out: bool) -> No
     if json_out:
         print_json({"exit_code": result.exit_code, "log": str(result.log_path), "sampled": result.sampled,
                     "samples": result.samples_taken, "duration_s": result.duration_s,
-                    "signals_forwarded": result.forwarded, "problem": problem,
+                    "signals_forwarded": result.forwarded, "killed": result.killed, "problem": problem,
                     "report": report.to_dict() if report else None})
         return
     if report is not None:
@@ -74,7 +72,7 @@ def register(app: typer.Typer) -> None:
         from gpuwise.monitor.live import render_live, render_watch
 
         check_option(count >= 0, "--count", count, "a whole number >= 0 (0: until Ctrl-C)")
-        sampler = _sampler(interval, log, json_out)
+        sampler = _sampler(interval, log)
         if sampler is None:
             return
         runlog, backend = sampler.runlog, sampler.backend
@@ -89,7 +87,10 @@ def register(app: typer.Typer) -> None:
                 return
             from rich.live import Live
 
-            title = f"gpuwise watch: {backend.name}, driver {backend.driver_version() or '?'}, every {sampler.interval_s:g} s"
+            from gpuwise.text import for_console
+
+            title = for_console(f"gpuwise watch: {backend.name}, driver {backend.driver_version() or '?'}, "
+                                f"every {sampler.interval_s:g} s")
             with Live(render_live({}, title), console=console, auto_refresh=False) as live:
                 taken = 0
                 while count == 0 or taken < count:
@@ -119,6 +120,9 @@ def register(app: typer.Typer) -> None:
         gpu_price: Annotated[Optional[str], typer.Option("--gpu-price", help="Price per GPU-hour paid, for the report.")] = None,
         provider: Annotated[Optional[str], typer.Option("--provider", help="Compare prices of this provider only.")] = None,
         model: Annotated[Optional[str], typer.Option("--model", help="The job's model (as for estimate, with the same workload options): the run log records the workload, the report compares the run with gpuwise's prediction, and `gpuwise calibrate` learns from it.")] = None,
+        kill_after: Annotated[float, typer.Option(
+            "--kill-after", help="Seconds the command has to stop after a SIGTERM/SIGINT/SIGHUP/SIGQUIT passed on, "
+                                 "then SIGKILL (also: the grace period after gpuwise itself is killed).")] = 30.0,
         no_user_calibration: NoUserCalibrationOpt = False,
         json_out: JsonOpt = False,
         *,
@@ -134,7 +138,7 @@ def register(app: typer.Typer) -> None:
         # With --json our stdout carries one JSON object: the command's own output goes to stderr.
         result = run_command(cmd, log_path=log, interval_s=interval, torch_hook=torch_hook,
                              child_stdout=sys.stderr.fileno() if json_out else None,
-                             workload=workload.to_dict() if workload else None)
+                             workload=workload.to_dict() if workload else None, kill_after_s=kill_after)
         report = None
         problem = "no GPU was sampled (no NVIDIA driver): no report" if result.no_driver else None
         if result.sampled and result.samples_taken:
@@ -161,6 +165,8 @@ def register(app: typer.Typer) -> None:
         bind: Annotated[str, typer.Option("--bind", help="Address to listen on (0.0.0.0 for every interface).")] = "127.0.0.1",
         interval: IntervalOpt = 1.0,
         log: LogOpt = None,
+        read_timeout: Annotated[float, typer.Option(
+            "--read-timeout", help="Seconds a client may take to send its request before it is dropped.")] = 10.0,
         json_out: JsonOpt = False,
     ) -> None:
         """Prometheus metrics of every GPU on http://BIND:PORT/metrics, named like dcgm-exporter's."""
@@ -169,13 +175,13 @@ def register(app: typer.Typer) -> None:
 
         from gpuwise.monitor.exporter import serve
 
-        sampler = _sampler(interval, log, json_out)
+        sampler = _sampler(interval, log)
         if sampler is None:
             return
         runlog, backend = sampler.runlog, sampler.backend
         sampler.sample_once()  # the first scrape already has data
         sampler.start()
-        server, _thread = serve(sampler, port, bind)
+        server, _thread = serve(sampler, port, bind, read_timeout_s=read_timeout)
         actual_port = server.server_address[1]
         url = f"http://{bind}:{actual_port}/metrics"
         if json_out:

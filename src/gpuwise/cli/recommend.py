@@ -13,6 +13,7 @@ from gpuwise.cli.calibrate import NoUserCalibrationOpt, user_correction
 from gpuwise.workload.precision import described
 from gpuwise.cli.workload_options import workload_from, workload_options
 from gpuwise.units import format_bytes, format_duration, format_money, parse_duration_s, parse_money
+from gpuwise.text import for_console
 
 
 def register(app: typer.Typer) -> None:
@@ -265,8 +266,8 @@ def _row_cells(o, marks: dict, *, one_mark: bool = False) -> list[str]:
     return [
         # narrow: the strongest mark only (a stack of marks read as empty rows); the lines below say the rest
         (marks.get(id(o), [""])[0] if one_mark else "+".join(marks.get(id(o), []))),
-        o.gpu + (f" ×{o.count}" if o.count > 1 else ""),
-        (o.provider or "-") + (" (spot)" if o.spot else "") + (OWN_PRICE_MARK if o.own_price else ""), batch,
+        for_console(o.gpu) + (f" ×{o.count}" if o.count > 1 else ""),
+        for_console(o.provider or "-") + (" (spot)" if o.spot else "") + (OWN_PRICE_MARK if o.own_price else ""), batch,
         format_bytes(o.peak_total_bytes) if o.peak_total_bytes else "-",
         # an option that does not fit in memory has no job to time or price (--json keeps the figures)
         format_duration(o.total_time_s) if o.total_time_s and o.fits else "-", _cost(o) if o.fits else "-",

@@ -1,14 +1,24 @@
 """Prometheus metrics of the latest samples, named like NVIDIA dcgm-exporter's where they mean the same, so
 existing Grafana dashboards work. Units follow DCGM: FB in MiB, PROF ratios in 0..1. A field the GPU does
-not report is left out (no sample), as DCGM does; a lost GPU exports only ``gpuwise_gpu_lost 1``."""
+not report is left out (no sample), as DCGM does; a lost GPU exports only ``gpuwise_gpu_lost 1``.
+
+Each connection has a read timeout (``read_timeout_s``, 10 s by default): a client that connects and
+sends nothing is dropped then, so idle clients cannot hold every thread and file descriptor. Listening on
+an address other than loopback is said (a warning): every scraper on that network sees the host name,
+the GPU models and their UUIDs. There is no authentication and no TLS: put a proxy in front for that."""
 
 from __future__ import annotations
 
+import ipaddress
+import logging
 import socket
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+from socketserver import ThreadingMixIn
 
-from prometheus_client import start_http_server
+from prometheus_client import make_wsgi_app
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
@@ -16,7 +26,10 @@ from gpuwise.monitor.backend import MonitorError
 from gpuwise.monitor.sample import GpuSample
 from gpuwise.monitor.sampler import Sampler
 
+logger = logging.getLogger(__name__)
+
 MIB = 2**20
+DEFAULT_READ_TIMEOUT_S = 10.0
 LABELS = ("gpu", "UUID", "modelName", "Hostname", "GPU_I_ID")
 
 
@@ -69,15 +82,57 @@ class SamplerCollector(Collector):
         yield lost
 
 
-def serve(sampler: Sampler, port: int = 9400, bind: str = "127.0.0.1") -> tuple[Any, Any]:
+class _Handler(WSGIRequestHandler):
+    """No request log; the read timeout is set per server class (see _server_class)."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def handle(self) -> None:
+        try:
+            super().handle()
+        except OSError:   # the read timeout (TimeoutError), a client gone: drop the connection quietly
+            self.close_connection = True
+
+
+class _Server(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        logger.debug("metrics request from %s failed", client_address, exc_info=True)
+
+
+def is_loopback(bind: str) -> bool:
+    """True when every address ``bind`` names is a loopback one (127.0.0.0/8, ::1, "localhost")."""
+    try:
+        infos = socket.getaddrinfo(bind, None, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        return bool(infos) and all(ipaddress.ip_address(i[4][0].split("%")[0]).is_loopback for i in infos)
+    except (OSError, ValueError, UnicodeError):
+        return False
+
+
+def serve(sampler: Sampler, port: int = 9400, bind: str = "127.0.0.1",
+          read_timeout_s: float = DEFAULT_READ_TIMEOUT_S) -> tuple[Any, Any]:
     """Starts the HTTP endpoint in a daemon thread; returns (server, thread). Port 0 picks a free port.
     MonitorError (exit 2, one line) when the port is out of range, taken, or the address cannot be bound."""
     if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
         raise MonitorError(f"--port must be a whole number from 0 to 65535, got {port!r}")
+    if not (isinstance(read_timeout_s, (int, float)) and 0 < read_timeout_s < float("inf")):
+        raise MonitorError(f"the read timeout must be a number of seconds > 0, not {read_timeout_s!r}")
     registry = CollectorRegistry()
     registry.register(SamplerCollector(sampler))
+    handler = type("Handler", (_Handler,), {"timeout": float(read_timeout_s)})
     try:
-        return start_http_server(port, addr=bind, registry=registry)
+        infos = socket.getaddrinfo(bind, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        family, _, _, _, sockaddr = infos[0]
+        server_class = type("Server", (_Server,), {"address_family": family})
+        server = make_server(sockaddr[0], port, make_wsgi_app(registry), server_class, handler_class=handler)
     except (OSError, OverflowError, ValueError, UnicodeError) as exc:  # in use, no such address, bad name
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise MonitorError(f"cannot serve metrics on {bind}:{port}: {reason}") from None
+    if not is_loopback(bind):
+        logger.warning("listening on %s, not loopback: anyone who can reach it reads the host name, the GPU "
+                       "models and their UUIDs (no authentication, no TLS)", bind)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    return server, thread

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from gpuwise.monitor.procs import ProcessRow
 from gpuwise.monitor.sample import GpuSample
+from gpuwise.text import for_console
 from gpuwise.units import format_bytes
 
 BLOCKS = "▁▂▃▄▅▆▇█"
@@ -32,6 +33,7 @@ def _fmt(value: float | None, fmt: str) -> str:
 
 def render_live(history: Mapping[tuple[int, int | None], Sequence[GpuSample]], title: str = "",
                 width: int = 16) -> Table:
+    # the title quotes the backend and the driver: the caller passes it through for_console
     t = Table(title=title or None, show_edge=False, pad_edge=False, header_style="bold")
     for col in ("GPU", "name", "busy", "memory GiB", "power", "temp", "procs"):
         t.add_column(col, no_wrap=True, justify="left" if col in ("GPU", "name", "busy", "memory GiB") else "right")
@@ -40,7 +42,7 @@ def render_live(history: Mapping[tuple[int, int | None], Sequence[GpuSample]], t
         if not samples:
             continue
         s = samples[-1]
-        name = (s.name or "").replace("NVIDIA ", "")[:22]
+        name = for_console((s.name or "").replace("NVIDIA ", "")[:22])
         if s.lost:
             t.add_row(s.label, name, "[red]LOST[/red]", "fell off the bus", "", "", "")
             continue
@@ -70,9 +72,9 @@ def render_processes(rows: Sequence[ProcessRow]) -> Table:
         t.add_column(col, justify=justify, no_wrap=col != "COMMAND", overflow="fold")
     for r in sorted(rows, key=lambda r: (r.gpu_index, -1 if r.mig_index is None else r.mig_index)):
         visible = r.user is not None or r.command is not None
-        t.add_row(r.gpu_label, str(r.pid), r.user or "-",
+        t.add_row(r.gpu_label, str(r.pid), for_console(r.user or "-"),
                   "-" if r.used_memory_bytes is None else format_bytes(r.used_memory_bytes),
-                  (r.command or "-") if visible else "[dim](not visible here: a host pid, another namespace)[/dim]")
+                  for_console(r.command or "-") if visible else "[dim](not visible here: a host pid, another namespace)[/dim]")
     return t
 
 

@@ -7,6 +7,15 @@ gpuwise and is passed on once. Ctrl-Z stops the command's group and then gpuwise
 Not passed on: SIGKILL and SIGSTOP (cannot be caught), SIGCHLD, SIGPIPE, and the faults (SIGSEGV, ...).
 Since the command is not in the terminal's foreground group, it cannot read from the terminal.
 
+When gpuwise is killed outright (SIGKILL, the OOM killer) the command does not run on unmonitored, holding
+the GPU: on Linux the kernel sends it SIGTERM as its parent dies (``PR_SET_PDEATHSIG``), and a watchdog
+(:mod:`gpuwise.monitor.orphan_watch`, started beside it) sends its whole process group SIGTERM, then SIGKILL
+after the grace period. Not covered: processes that left the group (``setsid``, daemons), and a SIGKILL of
+the watchdog too (``kill -9 -- -PGID`` of gpuwise's own group leaves the grandchildren).
+
+A command that does not stop within ``kill_after_s`` (default 30 s) of a SIGTERM, SIGINT, SIGHUP or SIGQUIT
+passed on gets SIGKILL (its whole group), said on stderr and in the run log (event ``kill``).
+
 Exit code: the command's, or 128+N when signal N killed it, as in a shell, whatever happens to sampling,
 the run log or the report: those failures are warnings on stderr.
 """
@@ -15,11 +24,13 @@ from __future__ import annotations
 
 import logging
 
+import ctypes
 import json
 import os
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -28,7 +39,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from gpuwise import __version__
-from gpuwise.monitor.backend import Backend, NoDriverError, open_backend
+from gpuwise.monitor.backend import Backend, MonitorError, NoDriverError, open_backend
 from gpuwise.monitor.hook import HOOK_DIR, RUNLOG_ENV
 from gpuwise.monitor.sampler import Sampler, check_interval_s, open_run_log
 
@@ -38,6 +49,10 @@ _NOT_FORWARDED = {signal.SIGKILL, signal.SIGSTOP, signal.SIGCHLD, signal.SIGPIPE
                   signal.SIGFPE, signal.SIGILL, signal.SIGABRT, signal.SIGTRAP, signal.SIGSYS, signal.SIGTTIN,
                   signal.SIGTTOU, signal.SIGXFSZ, signal.SIGXCPU}  # the last two: about gpuwise itself
 FORWARDED = tuple(s for s in sorted(signal.valid_signals()) if s not in _NOT_FORWARDED)
+STOPPING = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)  # after these, the grace period runs
+DEFAULT_KILL_AFTER_S = 30.0
+_PR_SET_PDEATHSIG = 1
+_WATCHDOG = Path(__file__).with_name("orphan_watch.py")
 
 
 def signal_name(signum: int) -> str:
@@ -56,6 +71,7 @@ class RunResult:
     samples_taken: int = 0
     duration_s: float = 0.0
     forwarded: list[str] = field(default_factory=list)
+    killed: str | None = None    # why SIGKILL was sent (the command ignored a stop signal), None if not
 
 
 def default_log_path() -> Path:
@@ -86,13 +102,16 @@ def run_command(
     child_stdout: IO | int | None = None,
     announce: bool = True,
     workload: dict | None = None,
+    kill_after_s: float | None = DEFAULT_KILL_AFTER_S,
 ) -> RunResult:
     """Runs ``cmd`` to its end while sampling; returns its exit code and the log. ``backend`` None: NVML
     (or $GPUWISE_MONITOR_BACKEND); without a driver the command still runs, unsampled. Bad input (an
     interval, a log path that cannot be written) is a MonitorError before the command starts. Warnings go
     to the ``gpuwise.monitor`` logger (``announce`` False: none). ``workload``:
-    the job as ``Workload.to_dict()``, recorded as meta ``workload`` (report and calibrate read it)."""
+    the job as ``Workload.to_dict()``, recorded as meta ``workload`` (report and calibrate read it).
+    ``kill_after_s``: the grace period after a stop signal passed on (None: wait for ever)."""
     interval_s = check_interval_s(interval_s)
+    kill_after_s = check_kill_after_s(kill_after_s)
     log = Path(log_path) if log_path else default_log_path()
     runlog = open_run_log(log)  # bad path: exit 2 before anything starts
     no_driver = None
@@ -116,13 +135,14 @@ def run_command(
         env["PYTHONPATH"] = os.pathsep.join([str(HOOK_DIR)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
         env[RUNLOG_ENV] = str(log.resolve())
     result = RunResult(0, log, backend is not None, no_driver)
-    forwarder = _Forwarder(result)
+    forwarder = _Forwarder(result, kill_after_s, announce)
     # Handlers before the child exists: a signal in between is delivered once the child runs.
     in_main = threading.current_thread() is threading.main_thread()
     previous = forwarder.install() if in_main else {}
     start = time.monotonic()
     try:
-        child = subprocess.Popen(cmd, env=env, stdout=child_stdout, process_group=0)
+        child = subprocess.Popen(cmd, env=env, stdout=child_stdout, process_group=0,
+                                 preexec_fn=_die_with_parent_fn())
     except OSError as exc:
         forwarder.uninstall(previous)
         message = f"could not start: {exc}"
@@ -132,6 +152,7 @@ def run_command(
             logger.error("cannot run %r: %s", cmd[0], exc.strerror or exc)
         return RunResult(127 if isinstance(exc, FileNotFoundError) else 126, log, False, no_driver)
     forwarder.started(child.pid)
+    watchdog = _start_watchdog(child.pid, kill_after_s, announce)
     _best_effort(announce, "run log meta not written", lambda: runlog.set_meta("pid", child.pid))
     sampler = None
     if backend is not None:
@@ -142,7 +163,9 @@ def run_command(
     try:
         returncode = _wait(child)
     finally:
+        forwarder.finish()
         forwarder.uninstall(previous)
+        _stop_watchdog(watchdog)
     if sampler is not None:
         _best_effort(announce, "sampling did not stop cleanly", sampler.stop)
         result.samples_taken = sampler.samples_taken
@@ -154,9 +177,64 @@ def run_command(
     _best_effort(announce, "run log meta not written", lambda: _write_meta(runlog, end))
     if result.forwarded:
         _best_effort(announce, "run log not written", lambda: runlog.log_event("signals", json.dumps(result.forwarded)))
+    if result.killed is not None:
+        _best_effort(announce, "run log not written", lambda: runlog.log_event("kill", result.killed))
     _best_effort(announce, "run log not written", lambda: runlog.log_event("exit", f"exit code {result.exit_code}"))
     _best_effort(announce, "run log not closed", runlog.close)
     return result
+
+
+def check_kill_after_s(kill_after_s: float | None) -> float | None:
+    if kill_after_s is None:
+        return None
+    if not (isinstance(kill_after_s, (int, float)) and 0 <= kill_after_s < float("inf")):
+        raise MonitorError(f"the grace period before SIGKILL must be a number of seconds >= 0, not {kill_after_s!r}")
+    return float(kill_after_s)
+
+
+def _die_with_parent_fn() -> Callable[[], None] | None:
+    """For Popen's ``preexec_fn`` on Linux: the child gets SIGTERM when gpuwise dies (``PR_SET_PDEATHSIG``;
+    the kernel ties it to the thread that started the child). None elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl   # resolved here: nothing to load after the fork
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def die_with_parent() -> None:
+        prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+        if os.getppid() != parent:   # gpuwise died before the prctl: nobody would send it
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return die_with_parent
+
+
+def _start_watchdog(pgid: int, kill_after_s: float | None, announce: bool) -> subprocess.Popen | None:
+    """The process that stops the command's group if gpuwise dies without a goodbye (see orphan_watch)."""
+    grace_s = DEFAULT_KILL_AFTER_S if kill_after_s is None else kill_after_s
+    try:
+        return subprocess.Popen([sys.executable, "-I", str(_WATCHDOG), str(pgid), str(grace_s)],
+                                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, start_new_session=True)
+    except OSError as exc:
+        _warn(announce, "no watchdog: if gpuwise is killed, the command runs on", exc)
+        return None
+
+
+def _stop_watchdog(watchdog: subprocess.Popen | None) -> None:
+    if watchdog is None:
+        return
+    try:
+        watchdog.stdin.write(b"x")   # goodbye: the run ended here, nothing to stop
+        watchdog.stdin.close()
+    except OSError:
+        pass
+    try:
+        watchdog.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        watchdog.kill()
+        watchdog.wait()
 
 
 def _write_meta(runlog: Any, values: dict[str, object]) -> None:
@@ -176,10 +254,14 @@ def _wait(child: subprocess.Popen) -> int:
 class _Forwarder:
     """Passes signals to the child's process group; remembers those that came before the child existed."""
 
-    def __init__(self, result: RunResult) -> None:
+    def __init__(self, result: RunResult, kill_after_s: float | None = None, announce: bool = True) -> None:
         self.result = result
+        self.kill_after_s = kill_after_s
+        self.announce = announce
         self.pgid: int | None = None
         self.early: list[int] = []
+        self.timer: threading.Timer | None = None
+        self.done = threading.Event()
 
     def install(self) -> dict[int, Any]:
         previous = {}
@@ -207,8 +289,29 @@ class _Forwarder:
             self.early.append(signum)
             return
         self.send(signum)
+        if signum in STOPPING and self.kill_after_s is not None and self.timer is None:
+            self.timer = threading.Timer(self.kill_after_s, self.escalate, args=(signal_name(signum),))
+            self.timer.daemon = True
+            self.timer.start()
         if signum == signal.SIGTSTP:  # job control: the command's group stopped, now gpuwise itself
             os.kill(os.getpid(), signal.SIGSTOP)
+
+    def finish(self) -> None:
+        """The command has ended: no SIGKILL any more."""
+        self.done.set()
+        if self.timer is not None:
+            self.timer.cancel()
+
+    def escalate(self, after: str) -> None:
+        if self.done.is_set() or self.pgid is None:
+            return
+        self.result.killed = f"the command did not stop {self.kill_after_s:g} s after {after}: SIGKILL sent to its process group"
+        if self.announce:
+            logger.warning("%s", self.result.killed)
+        try:
+            os.killpg(self.pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
     def send(self, signum: int) -> None:
         if signum not in (signal.SIGWINCH, signal.SIGCONT):

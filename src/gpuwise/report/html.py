@@ -7,8 +7,10 @@ import html
 import io
 from pathlib import Path
 
+from gpuwise.atomic import write_text_atomic
 from gpuwise.plan.fit import usable_of
 from gpuwise.report.build import Report
+from gpuwise.report.errors import ReportError
 from gpuwise.units import format_bytes, format_duration, format_money
 
 GIB = 2**30
@@ -168,6 +170,10 @@ tr.cheaper td {{ color: #1a7f37; }} tr.rented td {{ font-weight: bold; }}
 
 
 def write_html(report: Report, path: str | Path) -> Path:
-    p = Path(path)
-    p.write_text(render_html(report), encoding="utf-8")
-    return p
+    """Whole or not at all; a path that cannot be written (a directory, a missing parent, a full disk)
+    is a ReportError naming it."""
+    text = render_html(report)
+    try:
+        return write_text_atomic(path, text)
+    except OSError as exc:
+        raise ReportError(f"{path}: cannot write the HTML report ({exc.strerror or exc})") from None

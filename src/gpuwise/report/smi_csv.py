@@ -159,6 +159,9 @@ def parse_smi_csv(text: str, path: str, columns: list[str] | None = None) -> tup
         samples.append(sample)
     if header is None or not samples:
         raise ReportError(f"{path}: no samples in this nvidia-smi log")
+    if "memory.used" not in header and not {"memory.total", "memory.free"} <= set(header):
+        raise ReportError(f"{path}: no memory columns (memory.used, or memory.total and memory.free): the report "
+                          f"is about the memory the job needed; log with --query-gpu=...,memory.used,memory.total")
     if "timestamp" not in header:
         notes.append(f"{path}: no timestamp column: assumed 1 s between samples")
     return samples, notes

@@ -8,6 +8,7 @@ from rich.text import Text
 
 from gpuwise.report.build import Report
 from gpuwise.units import format_bytes, format_duration, format_money
+from gpuwise.text import for_console
 
 MAX_ROWS = 10
 
@@ -105,7 +106,7 @@ def _table(r) -> Table:
     for o in rows_shown(r):
         style = "bold" if o.rented else ("green" if (o.saving_per_hour or 0) > 0 else None)
         t.add_row(
-            o.gpu_id + (" *" if o.rented else ""), f"{o.memory_bytes / 2**30:.0f}",
+            for_console(o.gpu_id) + (" *" if o.rented else ""), f"{o.memory_bytes / 2**30:.0f}",
             f"{o.time_factor:.2f}" if o.time_factor is not None else "-",
             _short(o.price_per_gpu_hour, r.currency), _short(o.cost_per_job_hour, r.currency),
             _short(o.saving_per_hour, r.currency), _short(o.saving_per_month, r.currency),
