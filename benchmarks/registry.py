@@ -57,7 +57,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
               (KERNEL_FIT, *LAWS, *CATALOG_SPECS, VIDUR, "shared:kernels-modern/mamf_max_achievable_matmul.csv"),
               what="tensor-core GEMM law and power level (kernel_laws.json's tensor part with --ship): vidur's fp16 "
                    "GEMMs and MAMF ceilings, GPU held out", minutes=0.3, timed="measured"),
-    Benchmark("time_accuracy", "time", (*TIME_MODEL, *TIME_CASES, "benchmarks/fit_time_calibration.py"),
+    Benchmark("time_accuracy", "time", (*TIME_MODEL, *TIME_CASES),
               what="end-to-end step time on the held-out sides, beside roofline and roofline / 0.75 "
                    "(writes time_accuracy.json)", minutes=1.5, timed="results"),
     Benchmark("time_stack", "time_stack", (*TIME_MODEL, *TIME_CASES),
