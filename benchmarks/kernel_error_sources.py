@@ -1,11 +1,13 @@
 """Where the per-kernel error comes from: the shape of a kernel, or the GPU it runs on?
 
-    python -m benchmarks.kernel_error_sources   # ~25 min on 2 cores; writes
+    python -m benchmarks.kernel_error_sources   # ~22 min on 2 cores; writes
                                                 # benchmarks/results/time_kernel_sources.md (+ .json)
 
 An analysis, not a model gpuwise ships. The per-kernel laws (``kernel_laws.py``) miss NeuSight's
-10% on held-out GPUs. Four fits on the same kernel data (``shared/data/public-benchmarks/kernels/``)
-separate the two sources of error:
+10% on held-out GPUs. Four fits on the same kernel data (``shared/data/public-benchmarks/kernels/``:
+the five GPUs with device files, P4, P100, T4, V100, A100; NeuSight's held-out shapes in
+``kernels-modern/``, which ``kernel_laws`` also scores, are left out: the network's GPU features need
+each GPU's L2 size, which the data gives for these five) separate the two sources of error:
 
 a. **laws, in-sample**: the shipped laws, fitted on all five GPUs, scored on all rows.
 b. **laws + one number per GPU**: (a) with the kernel part of each GPU's predictions scaled by one
@@ -127,7 +129,7 @@ def main() -> None:
     table = []
     pooled = {k: [] for k in COLUMNS}
     for cls in (*kl.TILED, *kl.STREAMING):
-        r = kl.load(cls)
+        r = kl.load(cls, modern=False)
         law = laws.tiled.get(cls) or laws.streaming.get(cls)
         pred = kl.predict(cls, law, r)
         a = pred / r.latency_s - 1

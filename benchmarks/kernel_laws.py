@@ -1,42 +1,47 @@
 """Fit the per-kernel laws (gpuwise.runtime.laws) on NeuSight's kernel timings; score held-out GPUs.
 
-    .venv/bin/python benchmarks/kernel_laws.py     # writes src/gpuwise/runtime/kernel_laws.json
-                                                    # and benchmarks/results/time_kernels.md
+    python -m benchmarks.kernel_laws          # writes benchmarks/results/time_kernels.md (+ .json)
+    python -m benchmarks.kernel_laws --ship   # and the tiled and streaming laws of
+                                              # src/gpuwise/runtime/kernel_laws.json, which gpuwise uses
 
-Protocol (benchmarks/README.md): for each of the five GPUs, the laws are fitted on the other four and
-scored on every row of the held-out one (NeuSight's per-kernel figure); the shipped file is the fit on
-all five. Data: shared/data/public-benchmarks/kernels/ (fp32, PyTorch 2.1, CUDA-event latency of a
-lone call). Each class is fitted by robust least squares (soft L1, scale 0.2, chosen before any score)
-on the log of the latency; at most 4000 rows per GPU and class enter a fit (fixed seed), all rows are
-scored. GPU features come from the data's own device files (SMs, fp32 peak, bandwidth).
+``make bench`` fits and scores without ``--ship``: the shipped laws change only when someone decides to
+(a model change, committed with its end-to-end re-score), and the results file says whether the fit
+on all GPUs reproduces them.
+
+Protocol (benchmarks/README.md): for each GPU, the laws are fitted on the others and scored on every
+row of the held-out one (NeuSight's per-kernel figure); the shipped file is the fit on all of them.
+Data: shared/data/public-benchmarks/kernels/ (fp32, PyTorch 2.1, CUDA-event latency of a lone call:
+P4, P100, T4, V100, A100) and, for linear and bmm, NeuSight's held-out shapes
+(kernels-modern/neusight_test_kernels.csv.gz, which adds the H100). Each class is fitted by robust
+least squares (soft L1, scale 0.2, chosen before any score) on the log of the latency; at most 4000
+rows per GPU and class enter a fit (fixed seed), all rows are scored. GPU features come from the
+data's own device files (SMs, fp32 peak, bandwidth). Baselines on the same rows, the call floor known
+as for the laws: floor + max(FLOPs / peak, bytes / bandwidth) and floor + that kernel time / 0.75.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
-import sys
+import os
 import time
 from dataclasses import dataclass, replace
-from pathlib import Path
+from datetime import date
 
 import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares
 
+from benchmarks.harness import (CELL_HEADER, DATA, REPO, ROOFLINE, ROOFLINE_075, Case, record_scoring,
+                                relative_error, scored_words, summarize, verdict, write_results)
+from benchmarks.kernel_fit import MAX_FIT_ROWS, ROBUST_SCALE, sig
 from gpuwise.runtime.laws import (STREAMING, TILED, Laws, PowerLevel, StreamingLaw, TiledLaw,
                                   streaming_time_s, sustained_share, tiled_time_s)
 
-sys.path.insert(0, str(Path(__file__).parent))
-from time_cases import DATA  # noqa: E402
-
 KERNELS = DATA / "kernels"
-ROOT = Path(__file__).resolve().parents[1]
-LAWS_PATH = ROOT / "src" / "gpuwise" / "runtime" / "kernel_laws.json"
-RESULTS = Path(__file__).parent / "results"
-DATE = "2026-12-03"
-MAX_FIT_ROWS = 4000
-ROBUST_SCALE = 0.2
+LAWS_PATH = REPO / "src" / "gpuwise" / "runtime" / "kernel_laws.json"
+HELD_OUT_SET = "kernels: leave-one-GPU-out"
 FP32_BYTES = 4
 # NeuSight's op folders -> (law class, tensors read, tensors written) per element of [B, H].
 STREAM_OPS = {
@@ -108,7 +113,9 @@ def gpu_of(stem: str) -> str:
     return "A100" if "A100" in stem else stem.replace("Tesla_", "").split("-")[0]
 
 
-def load(cls: str) -> Rows:
+def load(cls: str, *, modern: bool = True) -> Rows:
+    """Every row of ``cls``: the kernel data's five GPUs and, with ``modern``, NeuSight's held-out
+    shapes (linear and bmm; they add the H100)."""
     dev = devices()
     frames = []
     folders = [cls] if cls in TILED else [op for op, (c, _, _) in STREAM_OPS.items() if c == cls]
@@ -121,9 +128,9 @@ def load(cls: str) -> Rows:
                 d[k] = dev[stem][k]
             d["folder"] = folder
             frames.append(d)
-    modern = _modern(cls, dev)
-    if modern is not None:
-        frames.append(modern)
+    extra = _modern(cls, dev) if modern else None
+    if extra is not None:
+        frames.append(extra)
     d = pd.concat(frames, ignore_index=True)
     lat = d["Latency"].to_numpy() * 1e-3
     floor = d.groupby(["gpu", "folder"])["Latency"].transform("min").to_numpy() * 1e-3
@@ -152,15 +159,11 @@ def load(cls: str) -> Rows:
                 d.bw.to_numpy(float), dims, d.tdp.to_numpy(float))
 
 
-def _sig(x):
-    return 1 / (1 + math.exp(-x))
-
-
 def law_from(cls: str, theta: np.ndarray):
     if cls in TILED:
-        return TiledLaw(u_max=_sig(theta[0]), l2_reuse=1 + math.exp(theta[1]), wave_half=math.exp(theta[2]),
-                        split_k_eff=_sig(theta[3]) if cls in SPLIT_K_CLASSES else 0.0)
-    return StreamingLaw(u_max=_sig(theta[0]))
+        return TiledLaw(u_max=sig(theta[0]), l2_reuse=1 + math.exp(theta[1]), wave_half=math.exp(theta[2]),
+                        split_k_eff=sig(theta[3]) if cls in SPLIT_K_CLASSES else 0.0)
+    return StreamingLaw(u_max=sig(theta[0]))
 
 
 # Starting point: u_max 0.85, L2 reuse 1.5 (fitted as 1 + e^theta: never below one read per DRAM byte),
@@ -194,7 +197,7 @@ LEVEL0 = [math.log(15.0), 0.0]     # start: full clock from 15 W per peak TFLOPS
 
 
 def level_from(theta) -> PowerLevel:
-    return PowerLevel(full_w_per_tflops=math.exp(theta[0]), exponent=_sig(theta[1]))
+    return PowerLevel(full_w_per_tflops=math.exp(theta[0]), exponent=sig(theta[1]))
 
 
 def fit(cls: str, r: Rows, train_gpus: list[str], *, operand_term: bool = True, level: PowerLevel | None = None):
@@ -235,16 +238,6 @@ def fit(cls: str, r: Rows, train_gpus: list[str], *, operand_term: bool = True, 
     return fitted, lvl(res.x)
 
 
-def errors(pred: np.ndarray, meas: np.ndarray) -> np.ndarray:
-    return pred / meas - 1
-
-
-def summary(e: np.ndarray) -> str:
-    a = np.abs(e)
-    return (f"{100 * np.median(a):.1f}% / {100 * np.quantile(a, 0.9):.1f}% "
-            f"(signed median {100 * np.median(e):+.1f}%, n={len(e)})")
-
-
 def roofline(cls: str, r: Rows, idx, share: float = 1.0) -> np.ndarray:
     """The baseline on the same rows: the machine floor + max(FLOPs / datasheet peak, bytes / bandwidth),
     the kernel part divided by ``share`` (0.75: the one-constant baseline)."""
@@ -253,62 +246,6 @@ def roofline(cls: str, r: Rows, idx, share: float = 1.0) -> np.ndarray:
     if cls in TILED:
         t = np.maximum(t, 2 * dm["batch"] * dm["m"] * dm["n"] * dm["k"] / r.peak[idx])
     return r.floor_s[idx] + t / share
-
-
-def main() -> None:
-    t0 = time.time()
-    tiled, streaming = {}, {}
-    pooled: dict[str, list] = {}
-    strict_pooled: dict[str, list] = {}
-    modern: dict[str, list] = {}      # class -> [(held GPU, model error, roofline error)] on the held-out shapes
-    per_class = {}
-    fold_levels: dict[str, PowerLevel] = {}
-    shipped_level = None
-    for cls in (*TILED, *STREAMING):
-        r = load(cls)
-        gpus = sorted(set(r.gpu))
-        rows = []
-        for held in gpus:
-            train = [g for g in gpus if g != held]
-            law, level = fit(cls, r, train, level=None if cls == LEVEL_CLASS else fold_levels.get(held, PowerLevel()))
-            if cls == LEVEL_CLASS:
-                fold_levels[held] = level
-            mask = r.gpu == held
-            e = errors(predict(cls, law, r, mask, level=level), r.latency_s[mask])
-            strict = errors(predict(cls, law, r, mask, floor_s=_train_floor(r, mask), level=level), r.latency_s[mask])
-            pooled.setdefault(held, []).append(e)
-            strict_pooled.setdefault(held, []).append(strict)
-            rows.append((held, e))
-            new = mask & np.isin(r.folder, list(MODERN_FOLDER.values()))
-            if new.any():
-                pred = predict(cls, law, r, new, level=level)
-                modern.setdefault(cls, []).append((held, errors(pred, r.latency_s[new]),
-                                                   errors(roofline(cls, r, new), r.latency_s[new]),
-                                                   errors(roofline(cls, r, new, 0.75), r.latency_s[new])))
-            print(f"{cls:12s} held out {held:10s} {summary(e)}; floor from the others {summary(strict)}; "
-                  f"level {level}", flush=True)
-        law, level = fit(cls, r, gpus, level=None if cls == LEVEL_CLASS else (shipped_level or PowerLevel()))
-        if cls == LEVEL_CLASS:
-            shipped_level = level
-        (tiled if cls in TILED else streaming)[cls] = law
-        e_all = errors(predict(cls, law, r, level=level), r.latency_s)
-        per_class[cls] = (rows, e_all, law)
-    old = Laws.from_dict(json.loads(LAWS_PATH.read_text())) if LAWS_PATH.exists() else Laws({}, {})
-    # The tensor-core laws and level are fitted by tensor_laws.py: kept as they are.
-    laws = Laws(tiled=tiled, streaming=streaming, date=DATE, tensor=old.tensor,
-                levels={**{k: v for k, v in old.levels.items() if k != "cuda-core"},
-                        **({"cuda-core": shipped_level} if shipped_level else {})},
-                source=f"fitted {DATE} by benchmarks/kernel_laws.py on shared/data/public-benchmarks/kernels and "
-                       "kernels-modern/neusight_test_kernels (NeuSight's fp32 kernel timings: P4, P100, T4, V100, A100, "
-                       "H100); tensor-core laws by benchmarks/tensor_laws.py")
-    d = laws.to_dict()
-    for group in ("tiled", "streaming", "tensor", "levels"):
-        for v in d[group].values():
-            for k in v:
-                v[k] = float(f"{v[k]:.4g}")
-    LAWS_PATH.write_text(json.dumps(d, indent=2) + "\n")
-    _write(per_class, pooled, strict_pooled, modern, shipped_level, time.time() - t0)
-    print((RESULTS / "time_kernels.md").read_text())
 
 
 def _train_floor(r: Rows, held_mask: np.ndarray) -> np.ndarray:
@@ -321,55 +258,172 @@ def _train_floor(r: Rows, held_mask: np.ndarray) -> np.ndarray:
     return out
 
 
-def _write(per_class, pooled, strict_pooled, modern, level, secs) -> None:
+BASELINES = (ROOFLINE, ROOFLINE_075)
+COLUMNS = ("model", "strict", *BASELINES)     # what each fold predicts for its held-out rows
+
+
+def _errors(fold: dict, key: str) -> np.ndarray:
+    return relative_error(fold[key], fold["measured"])
+
+
+def _cell(fold: dict | None, key: str = "model") -> str:
+    return summarize(_errors(fold, key)).cell() if fold is not None else "-"
+
+
+def _pool(folds: list[dict]) -> dict:
+    """One fold of the rows of several: every column concatenated."""
+    return {k: np.concatenate([f[k] for f in folds]) for k in folds[0]}
+
+
+def _verdict(fold: dict, model: str) -> str:
+    """harness.verdict on these rows: the laws against roofline / 0.75."""
+    cases = [Case(str(i), HELD_OUT_SET, "held-out", float(p), float(m), "s", {ROOFLINE_075: float(b)})
+             for i, (p, m, b) in enumerate(zip(fold["model"], fold["measured"], fold[ROOFLINE_075]))]
+    return verdict(cases, ROOFLINE_075, model)
+
+
+def _rounded(laws: Laws) -> dict:
+    d = laws.to_dict()
+    for group in ("tiled", "streaming", "tensor", "levels"):
+        for v in d[group].values():
+            for k in v:
+                v[k] = float(f"{v[k]:.4g}")
+    return d
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ship", action="store_true", help="also write the laws into src/gpuwise/runtime/kernel_laws.json")
+    args = ap.parse_args(argv)
+    t0 = time.time()
+    tiled, streaming = {}, {}
+    by_gpu: dict[str, list[dict]] = {}        # held-out GPU -> its folds, one per class
+    modern: dict[str, dict[str, dict]] = {}   # class -> held-out GPU -> its fold's rows of the held-out shapes
+    per_class = {}                            # class -> ({held-out GPU: fold}, in-sample errors, shipped-form law)
+    fold_levels: dict[str, PowerLevel] = {}
+    shipped_level = None
+    for cls in (*TILED, *STREAMING):
+        r = load(cls)
+        gpus = sorted(set(r.gpu))
+        folds = {}
+        for held in gpus:
+            train = [g for g in gpus if g != held]
+            law, level = fit(cls, r, train, level=None if cls == LEVEL_CLASS else fold_levels.get(held, PowerLevel()))
+            if cls == LEVEL_CLASS:
+                fold_levels[held] = level
+            mask = r.gpu == held
+            fold = {"model": predict(cls, law, r, mask, level=level),
+                    "strict": predict(cls, law, r, mask, floor_s=_train_floor(r, mask), level=level),
+                    ROOFLINE: roofline(cls, r, mask), ROOFLINE_075: roofline(cls, r, mask, 0.75),
+                    "measured": r.latency_s[mask]}
+            folds[held] = fold
+            by_gpu.setdefault(held, []).append(fold)
+            new = np.isin(r.folder[mask], list(MODERN_FOLDER.values()))
+            if new.any():
+                modern.setdefault(cls, {})[held] = {k: v[new] for k, v in fold.items()}
+            print(f"{cls:12s} held out {held:10s} {_cell(fold)}; floor from the others {_cell(fold, 'strict')}; "
+                  f"level {level}", flush=True)
+        law, level = fit(cls, r, gpus, level=None if cls == LEVEL_CLASS else (shipped_level or PowerLevel()))
+        if cls == LEVEL_CLASS:
+            shipped_level = level
+        (tiled if cls in TILED else streaming)[cls] = law
+        per_class[cls] = (folds, relative_error(predict(cls, law, r, level=level), r.latency_s), law)
+    record_scoring(HELD_OUT_SET)
+    old = Laws.from_dict(json.loads(LAWS_PATH.read_text())) if LAWS_PATH.exists() else Laws({}, {})
+    today = date.today().isoformat()
+    # The tensor-core laws and level are fitted by tensor_laws.py: kept as they are.
+    laws = Laws(tiled=tiled, streaming=streaming, date=today, tensor=old.tensor,
+                levels={**{k: v for k, v in old.levels.items() if k != "cuda-core"},
+                        **({"cuda-core": shipped_level} if shipped_level else {})},
+                source=f"fitted {today} by benchmarks/kernel_laws.py on shared/data/public-benchmarks/kernels and "
+                       "kernels-modern/neusight_test_kernels (NeuSight's fp32 kernel timings: P4, P100, T4, V100, A100, "
+                       "H100); tensor-core laws by benchmarks/tensor_laws.py")
+    fitted, shipped = _rounded(laws), _rounded(old)
+    if args.ship:
+        LAWS_PATH.write_text(json.dumps(fitted, indent=2) + "\n")
+    lines, data = _write(per_class, by_gpu, modern, shipped_level, fitted, shipped, args.ship, time.time() - t0)
+    write_results("kernel_laws", lines, data)
+    print("\n".join(lines))
+
+
+def _write(per_class, by_gpu, modern, level, fitted, shipped, ship, secs):
+    gpus = sorted(by_gpu)
     lines = [
         "# Per-kernel laws: error on held-out GPUs", "",
-        f"Date: {DATE}. Script: `benchmarks/kernel_laws.py` ({secs:.0f} s on the 2-core dev machine). Data: "
+        f"Script: `benchmarks/kernel_laws.py` ({secs:.0f} s on this machine, {os.cpu_count()} cores). Data: "
         "`shared/data/public-benchmarks/kernels/` (NeuSight's single-kernel fp32 timings on P4, P100, T4, V100, "
-        "A100; PyTorch 2.1, CUDA-event latency of a lone call). Protocol: `benchmarks/README.md` (each GPU "
-        "scored with the laws fitted on the other four).", "",
-        "Error = predicted / measured latency - 1; cells: **median / p90 of |error|** (signed median, rows).",
+        "A100; PyTorch 2.1, CUDA-event latency of a lone call) and, for linear and bmm, NeuSight's held-out shapes "
+        "(`kernels-modern/neusight_test_kernels.csv.gz`, which adds the H100). Protocol: `benchmarks/README.md` "
+        f"(each GPU scored with the laws fitted on the others; {scored_words(HELD_OUT_SET)}).", "",
+        f"Error = predicted / measured latency - 1; cells: {CELL_HEADER}.",
         "Every row is a lone timed call: latency = the machine's fixed cost of a call (launch and event timing, "
         "25-110 us here, no property of the GPU) + the kernel. Column 'machine floor': the held-out machine's "
         "fastest call of that operator is taken as known (one number per operator and machine, the way a "
         "launch-overhead measurement would give it); column 'floor from the others': the training GPUs' mean "
-        "floor instead (strict).", "",
+        f"floor instead (strict). Baselines on the same rows, the machine floor known: {ROOFLINE} (floor + "
+        f"max(FLOPs / datasheet peak, bytes / bandwidth)) and {ROOFLINE_075} (the kernel part at 75% of that rate).",
+        "",
         "## Summary: every kernel row of the held-out GPU", "",
-        "| held-out GPU | machine floor | floor from the others |", "|---|---|---|",
+        f"| held-out GPU | machine floor | floor from the others | {ROOFLINE} | {ROOFLINE_075} |", "|---|---|---|---|---|",
     ]
-    allrows, allstrict = [], []
-    for g, es in sorted(pooled.items()):
-        e, st = np.concatenate(es), np.concatenate(strict_pooled[g])
-        allrows.append(e)
-        allstrict.append(st)
-        lines.append(f"| {g} | {summary(e)} | {summary(st)} |")
-    lines.append(f"| **all** | {summary(np.concatenate(allrows))} | {summary(np.concatenate(allstrict))} |")
-    med_by_class = {}
-    lines += ["", "## By class (held-out GPU)", "", "| class | " + " | ".join(g for g, _ in per_class["linear"][0])
-              + " | all held out | fit on all five (in-sample) |",
-              "|---|" + "---|" * (len(per_class["linear"][0]) + 2)]
-    for cls, (rows, e_all, _) in per_class.items():
-        held = np.concatenate([e for _, e in rows])
-        med_by_class[cls] = float(np.median(np.abs(held)))
-        lines.append(f"| {cls} | " + " | ".join(summary(e) for _, e in rows) + f" | {summary(held)} | {summary(e_all)} |")
+    pooled = {g: _pool(fs) for g, fs in by_gpu.items()}
+    for g in gpus:
+        lines.append(f"| {g} | " + " | ".join(_cell(pooled[g], k) for k in COLUMNS) + " |")
+    everything = _pool(list(pooled.values()))
+    lines += ["| **all** | " + " | ".join(_cell(everything, k) for k in COLUMNS) + " |", "",
+              _verdict(everything, "gpuwise"), "",
+              "## By class (held-out GPU, machine floor)", "",
+              "| class | " + " | ".join(gpus) + f" | all held out | {ROOFLINE}, all held out | {ROOFLINE_075}, all held "
+              "out | fit on all GPUs (in-sample) |", "|---|" + "---|" * (len(gpus) + 4)]
+    for cls, (folds, e_all, _) in per_class.items():
+        held = _pool(list(folds.values()))
+        lines.append(f"| {cls} | " + " | ".join(_cell(folds.get(g)) for g in gpus) + " | "
+                     + " | ".join(_cell(held, k) for k in ("model", *BASELINES)) + f" | {summarize(e_all).cell()} |")
     lines += ["", "## NeuSight's held-out shapes (kernels-modern), GPU held out (issue 28's figure)", "",
-              "Each GPU's rows of `neusight_test_kernels.csv.gz`, predicted with the laws and power level fitted "
-              "without that GPU; beside them the roofline (datasheet peak and bandwidth + the same machine floor) "
-              "and roofline / 0.75 on the same rows.", "",
-              "| class | held-out GPU | gpuwise | roofline | roofline / 0.75 |", "|---|---|---|---|---|"]
+              "Each GPU's rows of `neusight_test_kernels.csv.gz`, predicted with the laws fitted without that GPU; "
+              "beside them the baselines on the same rows.", "",
+              f"| class | held-out GPU | gpuwise | {ROOFLINE} | {ROOFLINE_075} |", "|---|---|---|---|---|"]
+    verdicts = []
     for cls, folds in modern.items():
-        for g, *es in folds:
-            lines.append(f"| {cls} | {g} | " + " | ".join(summary(e) for e in es) + " |")
-        pooled_es = [np.concatenate([f[i] for f in folds]) for i in (1, 2, 3)]
-        lines.append(f"| {cls} | **all** | " + " | ".join(summary(e) for e in pooled_es) + " |")
-    lines += ["", f"CUDA-core power level: {level or 'none (see kernel_laws.LEVEL_CLASS: tried, ran to its bound)'}.",
-              ""]
-    lines += ["", "## Shipped laws (fit on all five GPUs)", "", "| class | parameters |", "|---|---|"]
-    for cls, (_, _, law) in per_class.items():
-        lines.append(f"| {cls} | " + ", ".join(f"{k} {v:.4g}" for k, v in vars(law).items()) + " |")
+        for g, fold in folds.items():
+            lines.append(f"| {cls} | {g} | " + " | ".join(_cell(fold, k) for k in ("model", *BASELINES)) + " |")
+        both = _pool(list(folds.values()))
+        lines.append(f"| {cls} | **all** | " + " | ".join(_cell(both, k) for k in ("model", *BASELINES)) + " |")
+        verdicts.append(f"{cls}: " + _verdict(both, "gpuwise"))
+    lines += ["", *verdicts, "",
+              f"CUDA-core power level: {level or 'none (see kernel_laws.LEVEL_CLASS: tried, ran to its bound)'}.", ""]
+    lines += ["## The fit on all GPUs against the shipped laws", "",
+              "| class | fitted by this run | shipped (`kernel_laws.json`) |", "|---|---|---|"]
+    differ = []
+    for group in ("tiled", "streaming"):
+        for cls, params in fitted[group].items():
+            old = shipped[group].get(cls, {})
+            differ += [f"{cls} {k}" for k, v in params.items() if old.get(k) != v]
+            lines.append(f"| {cls} | " + ", ".join(f"{k} {v:.4g}" for k, v in params.items()) + " | "
+                         + (", ".join(f"{k} {v:.4g}" for k, v in old.items()) or "-") + " |")
+    levels_fitted = {k: v for k, v in fitted["levels"].items() if k != "tensor"}
+    levels_shipped = {k: v for k, v in shipped["levels"].items() if k != "tensor"}
+    if levels_fitted != levels_shipped:
+        differ.append("the CUDA-core power level")
+    if ship:
+        lines += ["", "Written to `src/gpuwise/runtime/kernel_laws.json` by this run (`--ship`)."]
+    elif differ:
+        lines += ["", f"**The fit does not reproduce the shipped laws** to 4 significant figures: {', '.join(differ)} "
+                  "differ. The shipped file is not rewritten without `--ship` (a model change, re-scored end to end)."]
+    else:
+        lines += ["", "The fit reproduces the shipped laws to 4 significant figures."]
     lines += ["", "The floor is not part of a law: step predictions add gpuwise's per-kernel latency and host "
               "model instead.", ""]
-    (RESULTS / "time_kernels.md").write_text("\n".join(lines) + "\n")
+    summaries = {
+        "held_out_gpus": {g: {k: summarize(_errors(pooled[g], k)) for k in COLUMNS} for g in gpus},
+        "all_held_out": {k: summarize(_errors(everything, k)) for k in COLUMNS},
+        "by_class": {cls: {"held_out": {g: summarize(_errors(f, "model")) for g, f in folds.items()},
+                           "in_sample": summarize(e_all)} for cls, (folds, e_all, _) in per_class.items()},
+        "modern_shapes": {cls: {g: {k: summarize(_errors(f, k)) for k in ("model", *BASELINES)} for g, f in folds.items()}
+                          for cls, folds in modern.items()},
+    }
+    return lines, {"set": HELD_OUT_SET, "columns": list(COLUMNS), **summaries, "fitted": fitted, "shipped": shipped,
+                   "reproduces_shipped": not differ, "shipped_by_this_run": ship}
 
 
 if __name__ == "__main__":

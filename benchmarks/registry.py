@@ -19,6 +19,13 @@ TIME_CASES = ("benchmarks/time_cases.py", "benchmarks/time_traces.py", "benchmar
               "benchmarks/cache/", "shared:lambda_train.csv", "shared:gpu_datasheets.csv", "shared:timm/")
 # Speed benchmarks refuse a loaded machine (benchmarks/machine.py).
 MACHINE = "benchmarks/machine.py"
+# The per-kernel fits: their shared settings, the laws' form and the shipped laws they keep or compare with.
+KERNEL_FIT = "benchmarks/kernel_fit.py"
+LAWS = ("src/gpuwise/runtime/laws.py", "src/gpuwise/runtime/kernel_laws.json")
+# The GPU specs the modern kernel fits read from the catalog (kernel_fit.catalog_specs): the data file and
+# the code that turns it into a GPU (the rest of catalog/ is queries, offers and validation).
+CATALOG_SPECS = ("src/gpuwise/catalog/data/gpus.toml", "src/gpuwise/catalog/loader.py", "src/gpuwise/catalog/model.py")
+VIDUR = "shared:kernels-modern/vidur_mlp_ops.csv.gz"
 MEMORY_MODEL = ("src/gpuwise/memory/", "src/gpuwise/trace/", "src/gpuwise/workload/", "src/gpuwise/catalog/")
 
 
@@ -30,6 +37,8 @@ class Benchmark:
     args: tuple[str, ...] = ()      # what make bench passes
     what: str = ""
     excluded: str = ""              # why make bench does not run it (needs a GPU, ...)
+    minutes: float = 0.0            # one run on the 2-core build machine, roughly
+    timed: str = ""                 # "measured", "results" or "estimate" (module docstring)
 
     @property
     def script(self) -> str:
@@ -41,44 +50,56 @@ class Benchmark:
 
 BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("kernel_laws", "time_kernels",
-              ("src/gpuwise/runtime/laws.py", "benchmarks/time_cases.py", "shared:kernels/"),
-              what="per-kernel laws: the fit on all five GPUs (kernel_laws.json with --ship) and leave-one-GPU-out error"),
-    Benchmark("time_accuracy", "time", (*TIME_MODEL, *TIME_CASES, "benchmarks/fit_time_calibration.py"),
+              (KERNEL_FIT, *LAWS, "shared:kernels/", "shared:kernels-modern/neusight_test_kernels.csv.gz"),
+              what="fp32 per-kernel laws: the fit on all six GPUs (kernel_laws.json with --ship) and leave-one-GPU-out "
+                   "error", minutes=0.8, timed="measured"),
+    Benchmark("tensor_laws", "time_tensor_kernels",
+              (KERNEL_FIT, *LAWS, *CATALOG_SPECS, VIDUR, "shared:kernels-modern/mamf_max_achievable_matmul.csv"),
+              what="tensor-core GEMM law and power level (kernel_laws.json's tensor part with --ship): vidur's fp16 "
+                   "GEMMs and MAMF ceilings, GPU held out", minutes=0.3, timed="measured"),
+    Benchmark("time_accuracy", "time", (*TIME_MODEL, *TIME_CASES),
               what="end-to-end step time on the held-out sides, beside roofline and roofline / 0.75 "
-                   "(writes time_accuracy.json)"),
+                   "(writes time_accuracy.json)", minutes=1.5, timed="results"),
     Benchmark("time_stack", "time_stack", (*TIME_MODEL, *TIME_CASES),
-              what="channels-last and torch.compile speed-ups, predicted vs measured"),
+              what="channels-last and torch.compile speed-ups, predicted vs measured", minutes=1, timed="estimate"),
     Benchmark("calibrate_accuracy", "calibrate", (*TIME_MODEL, *TIME_CASES, "src/gpuwise/calibrate/"),
-              what="a user's calibration, leave-one-out within one stack"),
+              what="a user's calibration, leave-one-out within one stack", minutes=5.5, timed="results"),
     Benchmark("multi_gpu_accuracy", "multi_gpu", (*TIME_MODEL, *TIME_CASES, "shared:lambda_train_multi.csv"),
-              what="data-parallel speed-ups on 2-8 GPUs, beside speed-up = N"),
+              what="data-parallel speed-ups on 2-8 GPUs, beside speed-up = N", minutes=1, timed="estimate"),
     Benchmark("kernel_error_sources", "time_kernel_sources",
-              ("benchmarks/kernel_laws.py", "benchmarks/time_cases.py", "src/gpuwise/runtime/laws.py",
-               "src/gpuwise/runtime/kernel_laws.json", "shared:kernels/"),
-              what="per-kernel error: a learned shape model with the GPU seen vs held out (~25 min)"),
+              ("benchmarks/kernel_laws.py", KERNEL_FIT, *LAWS, "shared:kernels/"),
+              what="per-kernel error: a learned shape model with the GPU seen vs held out", minutes=22, timed="results"),
+    Benchmark("memory_kernels", "time_memory_kernels", (KERNEL_FIT, *LAWS, *CATALOG_SPECS, VIDUR,
+                                                        "shared:kernels-modern/vidur_model_shapes.csv"),
+              what="the shipped streaming laws on vidur's fp16 norms, adds, activations and RoPE, GPU held out",
+              minutes=0.2, timed="measured"),
+    Benchmark("launch_floor", "time_launch", ("src/gpuwise/runtime/host.py", "shared:kernels/"),
+              what="host cost of an eager call on GPU machines (NeuSight's lone-call floors) beside runtime/host.py's",
+              minutes=0.1, timed="measured"),
     Benchmark("datasheet_ratio", "datasheet_ratio",
               ("src/gpuwise/runtime/rates.py", "src/gpuwise/catalog/", "shared:lambda_train.csv"),
-              what="the datasheet speed ratio between two GPUs, against Lambda's throughputs"),
+              what="the datasheet speed ratio between two GPUs, against Lambda's throughputs", minutes=0.1, timed="measured"),
     Benchmark("memory_accuracy", "memory", (*MEMORY_MODEL, "benchmarks/measured/"),
-              what="memory estimate vs GPU measurements (none yet), invariants, published MemTracker figures"),
+              what="memory estimate vs GPU measurements (none yet), invariants, published MemTracker figures",
+              minutes=1.7, timed="measured"),
     Benchmark("llm_accuracy", "llm",
               ("src/gpuwise/plan/", "src/gpuwise/memory/", "src/gpuwise/workload/", "src/gpuwise/catalog/",
                "shared:llm_memory_published.md"),
-              what="closed-form LLM memory against LitGPT's measurements"),
+              what="closed-form LLM memory against LitGPT's measurements", minutes=0.1, timed="measured"),
     Benchmark("advise_accuracy", "advise", ("src/gpuwise/advise/",),
-              what="loss-curve forecasts on held-out tails; the noise-scale estimator"),
+              what="loss-curve forecasts on held-out tails; the noise-scale estimator", minutes=0.4, timed="measured"),
     Benchmark("host_overhead", "time_host", (MACHINE, "src/gpuwise/runtime/host.py"),
-              what="eager PyTorch's host cost per call on this CPU (runtime/host.py's figures)"),
+              what="eager PyTorch's host cost per call on this CPU (runtime/host.py's figures)", minutes=1, timed="estimate"),
     Benchmark("input_pipeline", "input_pipeline", (MACHINE, "src/gpuwise/runtime/input_costs.json"),
-              what="JPEG decode + ImageNet transforms per image, one core"),
+              what="JPEG decode + ImageNet transforms per image, one core", minutes=0.5, timed="estimate"),
     Benchmark("trace_speed", "trace", (MACHINE, "src/gpuwise/trace/", "src/gpuwise/workload/"),
-              what="trace wall and CPU time of the issue-3 models"),
+              what="trace wall and CPU time of the issue-3 models", minutes=2, timed="results"),
     Benchmark("guard_save", "guard", (MACHINE, "src/gpuwise/guard/"), ("--repeats", "2,1"),
-              what="how long a checkpoint blocks training, sync vs async"),
+              what="how long a checkpoint blocks training, sync vs async", minutes=3, timed="estimate"),
     Benchmark("monitor_overhead", "monitor", (MACHINE, "src/gpuwise/monitor/", "src/gpuwise/runlog.py"), ("10",),
-              what="sampler + run-log CPU cost at 10 Hz on 8 GPUs, log bytes per sample"),
+              what="sampler + run-log CPU cost at 10 Hz on 8 GPUs, log bytes per sample", minutes=0.5, timed="estimate"),
     Benchmark("cli_speed", "cli_speed", (MACHINE, "src/gpuwise/"), ("--repeats", "3"),
-              what="first-question latency of the CLI as ratios (typo, cached, cold estimate)"),
+              what="first-question latency of the CLI as ratios (typo, cached, cold estimate)", minutes=3, timed="estimate"),
     Benchmark("fit_time_calibration", "", excluded="fits the shipped calibration.json (a model change, made "
               "and committed by whoever changes the laws; its figures are time_accuracy's)"),
     Benchmark("gpu.measure", "", excluded="needs a CUDA GPU (writes benchmarks/measured/, which memory_accuracy reads)"),

@@ -3,7 +3,7 @@
     python -m benchmarks.run                 # every benchmark of benchmarks/registry.py, in its order
     python -m benchmarks.run calibrate_accuracy time_stack
     python -m benchmarks.run --stale         # only those whose results are older than their inputs
-    python -m benchmarks.run --list          # each benchmark, its results file, fresh / stale / excluded
+    python -m benchmarks.run --list          # each benchmark, its minutes, fresh / stale / excluded, the total
     python -m benchmarks.run --check         # exit 1 when any results file is stale; runs nothing
 
 Each script runs in its own interpreter (``python -m benchmarks.<name> <args>``) from the repository
@@ -21,7 +21,7 @@ import time
 
 from benchmarks.machine import BUSY_EXIT
 from benchmarks.registry import BENCHMARKS, Benchmark, by_name
-from benchmarks.staleness import REPO, stale_reason
+from benchmarks.staleness import DATA, REPO, shared_data_present, stale_reason
 
 log = logging.getLogger("benchmarks.run")
 
@@ -50,9 +50,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.list or args.check:
         reasons = {b.name: stale_reason(b) for b in chosen if not b.excluded}
         if args.list:
-            for b in BENCHMARKS if not args.names else chosen:
+            listed = BENCHMARKS if not args.names else chosen
+            for b in listed:
                 state = f"excluded: {b.excluded}" if b.excluded else (reasons.get(b.name) or "fresh")
-                print(f"{b.name:22s} {state}")
+                minutes = f"~{b.minutes:g} min ({b.timed})" if not b.excluded else ""
+                print(f"{b.name:22s} {minutes:>20s}  {state}")
+            run = [b for b in listed if not b.excluded]
+            print(f"{'total':22s} {'~' + format(sum(b.minutes for b in run), '.0f') + ' min':>20s}  "
+                  f"({len(run)} benchmarks, one after the other on the 2-core build machine; "
+                  f"{sum(b.minutes for b in run if reasons.get(b.name)):.0f} min of them stale)")
+        if not shared_data_present():
+            print(f"note: no public data at {DATA} (set GPUWISE_BENCH_DATA): only the repository's inputs "
+                  "were compared", file=sys.stderr)
         stale = [r for r in reasons.values() if r]
         if args.check:
             print("\n".join(stale) if stale else "every results file is fresh")

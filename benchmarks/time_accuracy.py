@@ -1,45 +1,44 @@
 """How well gpuwise predicts step time on GPUs AND model families it was not fitted on.
 
-    .venv/bin/python benchmarks/time_accuracy.py     # writes benchmarks/results/time.md (+ .csv, .png)
-                                                     # and src/gpuwise/runtime/time_accuracy.json
+    python -m benchmarks.time_accuracy     # writes benchmarks/results/time.md (+ .json, time_cases.csv,
+                                           # time_accuracy.png) and src/gpuwise/runtime/time_accuracy.json
 
 Protocol (benchmarks/README.md, frozen 2026-12-03 before tuning): the shipped calibration was fitted
 on the training side of the split (``fit_time_calibration.py``); every case whose GPU and family
 are both held out is scored here with exactly that calibration and the shipped per-kernel laws.
 Next to it, on the same rows: a plain roofline (datasheet peak of the precision the kernels run in,
 datasheet bandwidth, per operator, no launch cost) and roofline / 0.75.
-Error = predicted step time / measured step time - 1 (signed and absolute).
+Error = predicted step time / measured step time - 1 (signed and absolute). Each run scores the three
+held-out sets (test side, fresh check, wider set) once: the ledger's count is printed beside each.
+``time_accuracy.json`` (what ``estimate`` shows as a likely range) is rewritten by every run: it is
+this benchmark's figure, by regime.
 """
 
 from __future__ import annotations
 
 import json
-import statistics
-import sys
 import time
 from collections import defaultdict
-from pathlib import Path
+from datetime import date
 
 import numpy as np
 
+from benchmarks.baselines import roofline_step_s
+from benchmarks.harness import (CELL_HEADER, REPO, RESULTS, ROOFLINE_075, Case, record_scoring, scored_words,
+                                summarize, verdict, write_results)
+from benchmarks.time_cases import (HELD_OUT_FAMILIES, HELD_OUT_GPUS, TRAINING_GPUS, all_cases, gpu_specs, split_of,
+                                   write_csv)
+from benchmarks.time_traces import TraceKey, load_trace
+from gpuwise.runtime import predict_step_time
+from gpuwise.runtime.accuracy import REGIMES
+from gpuwise.runtime.calibration import Calibration, load_calibration
+from gpuwise.runtime.laws import load_laws
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from fit_time_calibration import case_arrays  # noqa: E402
-from gpuwise.runtime import predict_step_time  # noqa: E402
-from gpuwise.runtime.accuracy import REGIMES  # noqa: E402
-from gpuwise.runtime.calibration import Calibration, load_calibration  # noqa: E402
-from gpuwise.runtime.laws import load_laws  # noqa: E402
-from time_cases import HELD_OUT_FAMILIES, HELD_OUT_GPUS, TRAINING_GPUS, all_cases, gpu_specs, split_of, write_csv  # noqa: E402
-from time_traces import TraceKey, load_trace  # noqa: E402
-
-RESULTS = Path(__file__).parent / "results"
-ACCURACY_PATH = Path(__file__).resolve().parents[1] / "src" / "gpuwise" / "runtime" / "time_accuracy.json"
-DATE = "2026-12-03"
+ACCURACY_PATH = REPO / "src" / "gpuwise" / "runtime" / "time_accuracy.json"
 IMAGENET_TRAIN_IMAGES = 1_281_167
-# How many times each held-out set has been scored, this run included (benchmarks/README.md, fourth
-# session; until the harness's ledger keeps the count): printed beside every figure of the set.
-SCORED_TIMES = {"test": 4, "wider": 3, "fresh": 3}
+# The held-out sets this script scores (time_cases.split_of's labels -> the ledger's names).
+SETS = {"test": "time end-to-end: test side", "fresh": "time end-to-end: fresh check",
+        "wider": "time end-to-end: wider set"}
 # Issue 16's figure for eager PyTorch ResNet-50 inference at batch 1 on V100/T4-class GPUs.
 PUBLISHED_BS1_MS = (10.0, 13.0)
 
@@ -49,13 +48,14 @@ def signed(pred_s: float, meas_s: float) -> float:
 
 
 def summary(errors: list[float]) -> str:
-    """median / p90 / worst of |error| (signed median, n)."""
-    if not errors:
-        return "n/a"
-    a = sorted(abs(e) for e in errors)
-    p90 = a[min(len(a) - 1, int(round(0.9 * (len(a) - 1))))]
-    return (f"{100 * statistics.median(a):.1f}% / {100 * p90:.1f}% / {100 * a[-1]:.1f}% "
-            f"({100 * statistics.median(errors):+.1f}%, n={len(a)})")
+    """The harness's cell: median / p90 / worst of |error| (signed median, share low, n)."""
+    return summarize(errors).cell()
+
+
+def as_cases(rows: list[dict]) -> list[Case]:
+    """The harness's cases of scored rows (the model and roofline / 0.75 on the same rows)."""
+    return [Case(r["case"], SETS.get(r["split"], r["split"]), r["split"], r["predicted_step_s"], r["measured_step_s"],
+                 "s", {ROOFLINE_075: r["roofline_step_s"] / 0.75}) for r in rows]
 
 
 def seed_claims(cal: Calibration) -> list[dict]:
@@ -115,7 +115,7 @@ def main() -> None:
         meas = c.key.batch_size / c.measured_samples_per_s
         step = predict_step_time(tr, c.gpu, calibration=cal)
         pred = step.step_time_s
-        roof = case_arrays(tr, c.gpu).roofline_s
+        roof = roofline_step_s(tr, c.gpu)
         rows.append({
             "case": c.name, "split": split, "source": c.source, "gpu": c.gpu.id, "arch": c.gpu.arch,
             "family": c.family, "kind": c.kind, "mode": c.key.mode, "precision": c.key.precision,
@@ -126,13 +126,19 @@ def main() -> None:
         })
     assert {r["gpu"] for r in rows if r["split"] == "train"} == set(TRAINING_GPUS), "time_cases.TRAINING_GPUS is stale"
     print(f"{len(rows)} cases scored, {len(skipped)} skipped, {time.time() - t0:.0f} s", flush=True)
+    for split in SETS:
+        record_scoring(SETS[split])
     write_csv(RESULTS / "time_cases.csv", rows)
     small = small_batch_rows()
     seed = seed_claims(cal)
     _figure([r for r in rows if r["split"] == "test"])
-    _write_accuracy([r for r in rows if is_held_out(r)])
-    _write_markdown(rows, small, seed, skipped, time.time() - t0)
-    print((RESULTS / "time.md").read_text())
+    accuracy = _write_accuracy([r for r in rows if is_held_out(r)])
+    lines = _markdown(rows, small, seed, skipped, time.time() - t0)
+    by_split = {split: summarize(r["err"] for r in rows if r["split"] == split) for split in ("test", "train", *SETS)}
+    write_results("time_accuracy", lines, {
+        "sets": SETS, "summaries": by_split, "regimes": accuracy["regimes"], "skipped": skipped,
+        "cases": [{k: v for k, v in r.items()} for r in rows]})
+    print("\n".join(lines))
 
 
 def _table(rows, key: str) -> list[str]:
@@ -166,22 +172,19 @@ def _figure(rows) -> None:
         ax.set(xscale="log", yscale="log", xlabel="measured step time (s)", ylabel="predicted step time (s)",
                title=title)
         ax.legend()
-    fig.suptitle(f"Step time on the held-out side: prediction vs public measurements ({len(rows)} cases, {DATE})")
+    fig.suptitle(f"Step time on the held-out side: prediction vs public measurements ({len(rows)} cases)")
     fig.tight_layout()
     fig.savefig(RESULTS / "time_accuracy.png", dpi=110)
 
 
 def _targets(test) -> list[str]:
-    a = sorted(abs(r["err"]) for r in test)
-    med = statistics.median(a)
-    p90 = a[min(len(a) - 1, int(round(0.9 * (len(a) - 1))))]
-    worst = a[-1]
-    verdict = lambda ok: "met" if ok else "NOT met"  # noqa: E731
-    better = sum(abs(r["err"]) < abs(r["err_roofline_075"]) for r in test)
+    s = summarize(r["err"] for r in test)
+    met = lambda ok: "met" if ok else "NOT met"  # noqa: E731
     return [
-        f"- Median {100 * med:.1f}% (target <= 8%: {verdict(med <= 0.08)}); p90 {100 * p90:.1f}% "
-        f"(target <= 20%: {verdict(p90 <= 0.20)}); worst {100 * worst:.1f}% (target <= 50%: {verdict(worst <= 0.5)}).",
-        f"- Against roofline / 0.75 on the same rows: gpuwise is closer on {better} of {len(test)} cases.",
+        f"- Median {100 * s.median_abs:.1f}% (target <= 8%: {met(s.median_abs <= 0.08)}); p90 {100 * s.p90_abs:.1f}% "
+        f"(target <= 20%: {met(s.p90_abs <= 0.20)}); worst {100 * s.worst_abs:.1f}% "
+        f"(target <= 50%: {met(s.worst_abs <= 0.5)}).",
+        f"- {verdict(as_cases(test), ROOFLINE_075)}",
     ]
 
 
@@ -196,10 +199,10 @@ def _fresh_section(fresh) -> list[str]:
                             f"{summary([r['err_roofline'] for r in rs])} | "
                             f"{summary([r['err_roofline_075'] for r in rs])} |")
     return [
-        f"## Fresh check: {gpus}, a GPU no fit or score had seen (scored {SCORED_TIMES['fresh']}x, this run included)",
+        f"## Fresh check: {gpus}, a GPU no fit or score had seen ({scored_words(SETS['fresh'])})",
         "",
         "timm's eager AMP inference file for this GPU (PyTorch 2.9.1, CUDA 13.0) was read for the first time by "
-        "this run, with the shipped calibration and kernel laws; nothing was changed after it (protocol: "
+        "its first run, with the shipped calibration and kernel laws; nothing was changed after it (protocol: "
         "benchmarks/README.md, which also says where the GPU's specs come from).", "",
         "| rows | cases | gpuwise | roofline | roofline / 0.75 |", "|---|---|---|---|---|",
         row("held-out families (the protocol's test side, new GPU)", test),
@@ -218,7 +221,7 @@ def is_held_out(row: dict) -> bool:
     return row["split"] in ("test", "wider") or (row["split"] == "fresh" and row["family"] in HELD_OUT_FAMILIES)
 
 
-def _write_accuracy(held: list[dict]) -> None:
+def _write_accuracy(held: list[dict]) -> dict:
     """The shipped model's error on every held-out run, per regime of the prediction (runtime/accuracy.py):
     what estimate shows beside a step time of that regime. Every regime is written with its count; one
     with fewer than ``MIN_CASES`` runs gives no range."""
@@ -229,17 +232,18 @@ def _write_accuracy(held: list[dict]) -> None:
         if not rows:
             regimes[regime] = {"cases": 0}
             continue
-        err = np.array([r["err"] for r in rows])
-        ratio = 1 + err
+        s = summarize(r["err"] for r in rows)
+        ratio = 1 + np.array([r["err"] for r in rows])
+        # The likely range (runtime/accuracy.py): the 10th-90th percentile of predicted / measured, as shipped.
         regimes[regime] = {
-            "cases": len(rows), "median_abs_error": round(float(np.median(np.abs(err))), 4),
-            "p90_abs_error": round(float(np.quantile(np.abs(err), 0.9)), 4),
-            "signed_median_error": round(float(np.median(err)), 4),
+            "cases": len(rows), "median_abs_error": round(s.median_abs, 4), "p90_abs_error": round(s.p90_abs, 4),
+            "signed_median_error": round(s.signed_median, 4),
             "ratio_q10": round(float(np.quantile(ratio, 0.1)), 4), "ratio_q90": round(float(np.quantile(ratio, 0.9)), 4)}
-    doc = {"date": DATE, "source": "benchmarks/time_accuracy.py: published runs held out in GPU and model family "
+    doc = {"date": date.today().isoformat(), "source": "benchmarks/time_accuracy.py: published runs held out in GPU and model family "
            "(test side, wider set, fresh check's held-out families; benchmarks/README.md), by regime",
            "regimes": regimes}
     ACCURACY_PATH.write_text(json.dumps(doc, indent=2) + "\n")
+    return doc
 
 
 def _wider_section(wider) -> list[str]:
@@ -249,8 +253,7 @@ def _wider_section(wider) -> list[str]:
         return []
     gpus = ", ".join(sorted({r["gpu"] for r in wider}))
     return [
-        f"## Wider held-out set: Lambda's ResNet-50 and BERT on the unlisted GPUs (scored {SCORED_TIMES['wider']}x, "
-        "this run included)", "",
+        f"## Wider held-out set: Lambda's ResNet-50 and BERT on the unlisted GPUs ({scored_words(SETS['wider'])})", "",
         f"GPUs: {gpus}. Held out in GPU and family (no training case on these GPUs, families held out); "
         "defined before it was first scored (benchmarks/README.md, third session).", "",
         "| rows | cases | gpuwise | roofline | roofline / 0.75 |", "|---|---|---|---|---|",
@@ -264,26 +267,26 @@ def _wider_section(wider) -> list[str]:
     ]
 
 
-def _write_markdown(rows, small, seed, skipped, secs) -> None:
+def _markdown(rows, small, seed, skipped, secs) -> list[str]:
     cal = load_calibration()
     test = [r for r in rows if r["split"] == "test"]
     train = [r for r in rows if r["split"] == "train"]
     lines = [
         "# Time predictor accuracy", "",
-        f"Date: {DATE}. Script: `benchmarks/time_accuracy.py` ({secs:.0f} s on the 2-core dev machine, traces "
+        f"Script: `benchmarks/time_accuracy.py` ({secs:.0f} s on this machine, traces "
         "cached in `benchmarks/cache/`). Data: `shared/data/public-benchmarks/` (lambda_train.csv; timm RTX 3090 "
         "training PT 1.12; timm inference RTX 3090/4090 PT 2.4, RTX 5090 and (fresh check) RTX PRO 6000 Max-Q PT 2.9.1; all eager). Protocol "
         "(frozen before tuning): `benchmarks/README.md`. Held-out GPUs: " + ", ".join(HELD_OUT_GPUS)
         + "; held-out families: " + ", ".join(HELD_OUT_FAMILIES) + ". **Test side** = both held out "
         f"({len(test)} cases); training side = neither ({len(train)} cases, what `calibration.json` was fitted on); "
         "the rest is used for nothing.", "",
-        "Error = predicted / measured step time - 1; cells: **median / p90 / worst of |error| (signed median, n)**. "
+        f"Error = predicted / measured step time - 1; cells: {CELL_HEADER}. "
         "Roofline: datasheet peak of the precision the kernels run in and datasheet bandwidth, per operator, "
         "no efficiency, no launch cost.", "",
         "![prediction vs measurement](time_accuracy.png)", "",
         "## Summary", "",
         "| side | cases | gpuwise | roofline | roofline / 0.75 |", "|---|---|---|---|---|",
-        f"| **test (held out; scored {SCORED_TIMES['test']}x)** | {len(test)} | {summary([r['err'] for r in test])} | "
+        f"| **test (held out; {scored_words(SETS['test'])})** | {len(test)} | {summary([r['err'] for r in test])} | "
         f"{summary([r['err_roofline'] for r in test])} | {summary([r['err_roofline_075'] for r in test])} |",
         f"| training (in-sample) | {len(train)} | {summary([r['err'] for r in train])} | "
         f"{summary([r['err_roofline'] for r in train])} | {summary([r['err_roofline_075'] for r in train])} |",
@@ -326,7 +329,7 @@ def _write_markdown(rows, small, seed, skipped, secs) -> None:
               "## Cases", "", "Per case (both sides): `benchmarks/results/time_cases.csv`."]
     if skipped:
         lines += ["", f"Skipped (could not be traced): {'; '.join(skipped)}"]
-    (RESULTS / "time.md").write_text("\n".join(lines) + "\n")
+    return lines
 
 
 if __name__ == "__main__":

@@ -101,3 +101,89 @@ def test_a_speed_benchmark_refuses_a_loaded_machine_unless_told(monkeypatch, cap
     monkeypatch.setattr(machine.os, "getloadavg", lambda: (0.1, 0.1, 0.1))
     monkeypatch.delenv(machine.ALLOW_ENV)
     machine.require_quiet_machine("host_overhead")
+
+
+def _results_for(bench, results_dir):
+    """A results JSON recording ``bench``'s current input hashes, as write_results writes it."""
+    (results_dir / f"{bench.results}.json").write_text(json.dumps({"inputs": input_hashes(bench)}))
+
+
+def test_without_the_public_data_only_the_repository_inputs_are_compared(tmp_path, monkeypatch):
+    from benchmarks import staleness
+
+    data, results = tmp_path / "public-benchmarks", tmp_path / "results"
+    data.mkdir()
+    results.mkdir()
+    (data / "lambda_train.csv").write_text("gpu,throughput\nA,1\n")
+    code = tmp_path / "code.py"
+    code.write_text("x = 1\n")
+    bench = Benchmark("datasheet_ratio", "ratio", inputs=(str(code), "shared:lambda_train.csv"))
+    monkeypatch.setattr(staleness, "DATA", data)
+    monkeypatch.setattr(staleness, "RESULTS", results)
+    _results_for(bench, results)
+    assert "shared:lambda_train.csv" in input_hashes(bench) and staleness.stale_reason(bench) is None
+
+    # a clean clone: no public data folder. The recorded shared hashes are not reported as changed...
+    monkeypatch.setattr(staleness, "DATA", tmp_path / "not-here")
+    assert not staleness.shared_data_present()
+    assert not any(n.startswith("shared:") for n in input_hashes(bench))
+    assert staleness.stale_reason(bench) is None
+    # ...and a repository input still is
+    code.write_text("x = 2\n")
+    reason = staleness.stale_reason(bench)
+    assert reason and f"changed {code.as_posix()}" in reason and "shared:" not in reason
+
+    # with the data back, a changed data file is stale again
+    code.write_text("x = 1\n")
+    monkeypatch.setattr(staleness, "DATA", data)
+    (data / "lambda_train.csv").write_text("gpu,throughput\nA,2\n")
+    assert "changed shared:lambda_train.csv" in staleness.stale_reason(bench)
+
+
+def test_the_public_data_is_looked_up_in_and_beside_the_checkout_or_where_the_environment_says(tmp_path, monkeypatch):
+    from benchmarks import staleness
+
+    repo = tmp_path / "clones" / "gpuwise"
+    repo.mkdir(parents=True)
+    monkeypatch.delenv(staleness.DATA_ENV, raising=False)
+    beside = tmp_path / "clones" / "shared" / "data" / "public-benchmarks"
+    beside.mkdir(parents=True)
+    assert staleness._shared_data(repo) == beside
+    inside = repo / "shared" / "data" / "public-benchmarks"
+    inside.mkdir(parents=True)
+    assert staleness._shared_data(repo) == inside
+    monkeypatch.setenv(staleness.DATA_ENV, str(tmp_path / "elsewhere"))
+    assert staleness._shared_data(repo) == tmp_path / "elsewhere"
+
+
+def test_only_files_git_tracks_enter_a_hash(tmp_path, monkeypatch):
+    from benchmarks import staleness
+
+    (tmp_path / "pkg" / "__pycache__").mkdir(parents=True)
+    for name in ("pkg/tracked.py", "pkg/scratch.py", "pkg/__pycache__/tracked.cpython-312.pyc"):
+        (tmp_path / name).write_text("x\n")
+    monkeypatch.setattr(staleness, "REPO", tmp_path)
+    monkeypatch.setattr(staleness, "_tracked", lambda: frozenset({"pkg/tracked.py"}))
+    hashes = input_hashes(Benchmark("datasheet_ratio", "x", inputs=("pkg/", "pkg/scratch.py")))
+    # the script and the harness of this checkout are not in the fake repository: recorded as absent
+    assert {n for n, h in hashes.items() if h != "absent"} == {"pkg/tracked.py"}
+    assert hashes["pkg/scratch.py"] == "absent"
+
+
+def test_every_cached_trace_is_committed():
+    # time_traces writes a trace it had to make into benchmarks/cache/: one left uncommitted would be read
+    # by a benchmark here but is neither hashed nor in a clean clone
+    from benchmarks.staleness import _tracked
+
+    tracked = _tracked()
+    assert tracked is not None, "not a git checkout"
+    cache = REPO / "benchmarks" / "cache"
+    untracked = sorted(p.name for p in cache.iterdir() if p.is_file()
+                       and p.relative_to(REPO).as_posix() not in tracked)
+    assert not untracked, f"git add benchmarks/cache/: {untracked[:5]}"
+
+
+def test_every_benchmark_make_bench_runs_says_how_long_it_takes():
+    for bench in BENCHMARKS:
+        assert (bench.minutes > 0) != bool(bench.excluded), bench.name
+        assert bench.excluded or bench.timed in ("measured", "results", "estimate"), bench.name
