@@ -30,6 +30,9 @@ class ScriptedModel:
         self.fixed_bytes, self.per_sample_bytes, self.work = fixed_bytes, per_sample_bytes, work
         self.calls = []
 
+    def count_refusal(self, count):
+        return None
+
     def estimate(self, gpu, *, count=1, batch_size=None, with_time=True, grad_accum_steps=None, provider=None):
         b = batch_size or self.workload.batch_size
         accum = grad_accum_steps or self.workload.grad_accum_steps

@@ -30,6 +30,7 @@ MIB = 1 << 20
 STATIC_RESERVE = 0.01
 DYNAMIC_RESERVE = 0.15
 SHARDED = ("zero1", "zero2", "zero3", "fsdp")
+ZERO3_GRADIENT_BYTES = 4.0   # per trained parameter, before sharding: DeepSpeed ZeRO-3's 18 - 2 - 12 (below)
 
 
 def cublas_workspace_bytes(gpu, handles: int) -> int:
@@ -149,8 +150,12 @@ def train_memory(arch: DecoderArch, w: Workload, gpu=None, *, double_quant: bool
         frozen += quantized_weight_bytes(arch, w.quant, double_quant)
     if shard in SHARDED and mixed:
         # DeepSpeed/FSDP mixed precision: 16-bit working weights and gradients, float32 master
-        # weights counted with the optimizer (2 + 2 + 12 bytes per parameter for Adam).
-        trained_w, grads = 2.0 * t, 2.0 * t
+        # weights counted with the optimizer (2 + 2 + 12 bytes per parameter for Adam). DeepSpeed ZeRO-3
+        # keeps 4 bytes of gradients per parameter shard (its 16-bit gradient partitions, allocated once
+        # as grad_partitions_flat_buffer, and the float32 gradients of the optimizer's partition): its own
+        # estimator, estimate_zero3_model_states_mem_needs (deepspeed/runtime/zero/stage3.py), counts
+        # 18 bytes per parameter over the GPUs (2 + 4 + 12) plus 4 bytes per parameter of the largest layer.
+        trained_w, grads = 2.0 * t, (ZERO3_GRADIENT_BYTES if shard == "zero3" else 2.0) * t
         opt = t * (4.0 + optimizer_state_bytes(w.optimizer, 4))
     else:
         trained_w, grads = float(tb * t), float(tb * t)
@@ -192,7 +197,9 @@ def train_memory(arch: DecoderArch, w: Workload, gpu=None, *, double_quant: bool
     if w.logits == "fp32" and loss_bytes > 0.3 * act.peak_bytes and loss_bytes > 2**30:
         notes.append(f"the float32 logits of the loss (vocabulary {arch.vocab_size}) take {loss_bytes / 2**30:.1f} GiB "
                      "of the activations; a chunked or fused cross-entropy (--logits chunked|fused) avoids most of it")
-    grads_in_forward = grads if w.grad_accum_steps > 1 else 0.0
+    # the gradients live through forward with accumulation, and under DeepSpeed ZeRO-3 always (its gradient
+    # partitions are one buffer for the whole run); FSDP and DDP free them at zero_grad(set_to_none=True)
+    grads_in_forward = grads if (w.grad_accum_steps > 1 or (shard == "zero3" and mixed)) else 0.0
     fwd_total = weights + opt + grads_in_forward + buckets + autocast_copies + gathered + act.peak_bytes
     opt_total = weights + opt + grads + buckets + opt_temp
     cublas = cublas_workspace_bytes(gpu, 2)

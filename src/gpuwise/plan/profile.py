@@ -75,6 +75,10 @@ class WorkloadModel(Protocol):
         workload is the job as it runs there (``workload_on``: a default bf16 at fp16 on a GPU without it)."""
         ...
 
+    def count_refusal(self, count: int) -> str | None:
+        """Why the job cannot be split over ``count`` GPUs at all (None: it can), whatever the GPU."""
+        ...
+
 
 def _topology(gpu: GPU | None, provider: str | None) -> Topology | None:
     """Where the GPUs are, resolved once per estimate: the one topology its memory and time use."""
@@ -112,6 +116,9 @@ class TracedModel:
             self._traces[key] = trace_workload(self.workload.with_(
                 precision=key[0], batch_size=b, grad_accum_steps=key[2], num_gpus=1))
         return self._traces[key]
+
+    def count_refusal(self, count: int) -> str | None:
+        return None     # data parallelism: any count (the batch split is recommend's rule)
 
     def estimate(
         self, gpu: GPU | None, *, count: int = 1, batch_size: int | None = None, with_time: bool = True,
@@ -160,6 +167,14 @@ class ClosedFormLlmModel:
     def __init__(self, workload: Workload, correction: Correction | None = None) -> None:
         self.workload = workload
         self.correction = correction
+
+    def count_refusal(self, count: int) -> str | None:
+        """Serving on ``count`` GPUs shards the model by tensor parallelism: only where the heads split."""
+        if self.workload.is_training or count <= 1:
+            return None
+        from gpuwise.workload.decoder import load_arch
+
+        return load_arch(self.workload.model).tensor_parallel_refusal(count)
 
     def estimate(
         self, gpu: GPU | None, *, count: int = 1, batch_size: int | None = None, with_time: bool = True,

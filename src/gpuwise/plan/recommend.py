@@ -221,14 +221,17 @@ def _evaluate(model, gpu: GPU, offer: Offer, count: int, job: JobSize, constrain
         known.setdefault("peak_total_bytes", None)
         return make_quote(gpu, count, offer, step_time_s=None, excluded_because=reason, **quote, **known)
 
-    reason = cannot_run(workload, gpu)
+    reason = cannot_run(workload, gpu) or model.count_refusal(count)
     if reason:
         return excluded(reason)
     if workload.is_training and effective % count:
-        return excluded(f"effective batch {effective} does not split evenly over {count} GPUs")
+        # --batch-size is the micro-batch; the effective batch (micro-batch × accumulation) is what every
+        # option keeps, so it must split over the GPUs: say which flag runs it on this count
+        return excluded(f"effective batch {effective} does not split evenly over {count} GPUs "
+                        f"(--effective-batch {_split_over(effective, count)} splits "
+                        f"{_split_over(effective, count) // count} per GPU, "
+                        f"--per-gpu-batch runs micro-batch {workload.batch_size} on each)")
     per_gpu = effective // count if workload.is_training else workload.batch_size
-    if per_gpu < 1:
-        return excluded(f"effective batch {effective} is smaller than {count} GPUs")
 
     where = offer.provider     # the provider's machines: its links inside a node and between nodes
     if auto_batch:
@@ -288,6 +291,11 @@ def _oom_reason(batch: int, memory, gpu: GPU, constraints: Constraints) -> str:
             f"{format_bytes(usable_bytes(gpu, constraints.headroom_fraction))} usable{kept}")
 
 
+def _split_over(effective: int, count: int) -> int:
+    """The nearest effective batch at or above ``effective`` that ``count`` GPUs split evenly."""
+    return -(-effective // count) * count
+
+
 def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
@@ -320,8 +328,7 @@ def _nothing_meets(options: list[Option], c: Constraints, provider: str | None, 
         return (f"nothing meets the request: no GPU on offer has bf16 ({archs}), which {precision} needs: "
                 f"use --precision {parse(precision).fp16_twin}, or GPUs of Ampere or newer"), ()
     if not fitting:
-        split = any("does not split evenly" in (o.excluded_because or "") or "smaller than" in (o.excluded_because or "")
-                    for o in options)
+        split = any("does not split evenly" in (o.excluded_because or "") for o in options)
         hint = (" (the multi-GPU options need an effective batch they can split: --effective-batch N, or "
                 "--per-gpu-batch to run the batch on every GPU)" if split else "")
         refused = sorted({o.gpu for o in options if o.gpu in no_bf16})

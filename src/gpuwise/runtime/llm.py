@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuwise.catalog.topology import PCIE_X16_GBS, Topology, topology_for
-from gpuwise.runtime.comm import collective_s, data_parallel_comm
+from gpuwise.runtime.comm import collective_s, data_parallel_comm, weak_scaling_exposed_s
 from gpuwise.runtime.host import CUDA_LAUNCH_S, PYTHON_FORWARD_DEFAULT_S, VIEW_S
 from gpuwise.runtime.predict import smooth_max
 from gpuwise.runtime.model import StepTime
@@ -100,11 +100,12 @@ def train_step_time(arch: DecoderArch, w: Workload, gpu, mem, *, double_quant: b
     attention_s = (attn_fwd + attn_bwd + (attn_fwd if recompute else 0.0)) / (peak * eff)
     passes = 1 + (1 if blocks_grad else 0) + (1 if recompute else 0)
     bw = _bandwidth(gpu)
-    dequant_s = 0.0
+    dequant_s = dequant_one_gpu_s = 0.0
     if mem.split.quantized:
         qb = quant_bytes_per_param(w.quant, double_quant=double_quant, in_features=arch.hidden_size)
         shard = n if w.sharding in ("zero3", "fsdp") and n > 1 else 1
-        dequant_s = passes * mem.split.quantized / shard * (qb + 2.0) / (bw * MEM_EFF)
+        dequant_one_gpu_s = passes * mem.split.quantized * (qb + 2.0) / (bw * MEM_EFF)
+        dequant_s = dequant_one_gpu_s / shard
     # a micro-batch cannot run faster than reading its weights once per pass
     weights_s = passes * mem.memory.weights_bytes / (bw * MEM_EFF)
     micro_s = max(matmul_s + attention_s, weights_s) + dequant_s
@@ -114,16 +115,17 @@ def train_step_time(arch: DecoderArch, w: Workload, gpu, mem, *, double_quant: b
     tb = trainable_bytes(w.precision)
     sharded = w.sharding in ("zero1", "zero2", "zero3", "fsdp") and n > 1
     t_local = t / n if sharded else t
-    opt_s = 0.0
-    if w.optimizer != "none":
-        state = optimizer_state_bytes(w.optimizer, tb)
-        traffic = t_local * (3 * tb + 2 * state)
+
+    def optimizer_s(params: float) -> float:
+        if w.optimizer == "none":
+            return 0.0
         if w.offload != "none":
-            pcie = _pcie_bytes_per_s(gpu)
-            opt_s = t_local / CPU_ADAM_PARAMS_PER_S + t_local * (2 + 2) / pcie
-            warnings.append(f"optimizer step on CPU: assumed {CPU_ADAM_PARAMS_PER_S:.0e} params/s (DeepSpeed CPU-Adam)")
-        else:
-            opt_s = traffic / (bw * MEM_EFF)
+            return params / CPU_ADAM_PARAMS_PER_S + params * (2 + 2) / _pcie_bytes_per_s(gpu)
+        return params * (3 * tb + 2 * optimizer_state_bytes(w.optimizer, tb)) / (bw * MEM_EFF)
+
+    opt_s = optimizer_s(t_local)
+    if w.optimizer != "none" and w.offload != "none":
+        warnings.append(f"optimizer step on CPU: assumed {CPU_ADAM_PARAMS_PER_S:.0e} params/s (DeepSpeed CPU-Adam)")
     if w.offload == "params":
         pcie = _pcie_bytes_per_s(gpu)
         micro_s += passes * mem.param_gather_bytes / n / pcie
@@ -138,7 +140,9 @@ def train_step_time(arch: DecoderArch, w: Workload, gpu, mem, *, double_quant: b
             forward_s=micro_compute - backward_s, backward_s=backward_s,
             layers=arch.num_layers, micro_steps=w.grad_accum_steps, topology=topology,
         )
-        comm_exposed = comm.exposed_s
+        accum = w.grad_accum_steps
+        one_gpu_s = accum * (micro_s + dequant_one_gpu_s - dequant_s) + optimizer_s(t)
+        comm_exposed = weak_scaling_exposed_s(comm.exposed_s, accum * micro_s + opt_s, one_gpu_s)
         warnings.extend(comm.notes)
     accum = w.grad_accum_steps
     step_s = accum * micro_s + opt_s + comm_exposed

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from gpuwise.catalog.topology import Topology
 from gpuwise.runtime.calibration import Calibration, load_calibration
 from gpuwise.runtime.classify import CLASSES, VIEW
-from gpuwise.runtime.comm import data_parallel_comm, gradients_from_trace
+from gpuwise.runtime.comm import data_parallel_comm, gradients_from_trace, weak_scaling_exposed_s
 from gpuwise.runtime.host import COMPILED_KERNEL_S
 from gpuwise.runtime.input_pipeline import decoding_warning
 from gpuwise.runtime.kernels import OpTime, op_times
@@ -157,7 +157,8 @@ def predict_step_time(
             gradients=gradients_from_trace(trace, [t.device_s for t in phases["backward"]]),
             topology=topology,
         )
-        comm_s = comm.exposed_s
+        one_gpu_compute_s = micro_s * accum + smooth_max(opt.device_s, opt.host_s)
+        comm_s = weak_scaling_exposed_s(comm.exposed_s, compute_s, one_gpu_compute_s)
         warnings.extend(comm.notes)
 
     step_s = compute_s + comm_s

@@ -103,6 +103,22 @@ class DecoderArch:
     def is_mla(self) -> bool:
         return self.kv_lora_rank > 0
 
+    def tensor_parallel_refusal(self, ways: int) -> str | None:
+        """Why ``ways``-way tensor parallelism cannot shard this model (None: it can). vLLM's rule
+        (``ModelConfig.verify_with_parallel_config`` and ``QKVParallelLinear``): the attention heads split
+        evenly over the GPUs, and the KV heads either split evenly or are copied a whole number of times
+        (``ways`` a multiple of them); multi-head latent attention has no KV heads to split."""
+        if ways <= 1:
+            return None
+        if self.num_heads % ways:
+            return (f"{ways}-way tensor parallelism needs the {self.num_heads} attention heads to split evenly "
+                    f"over {ways} GPUs (vLLM refuses it)")
+        kv = self.num_kv_heads
+        if not self.is_mla and kv and kv % ways and ways % kv:
+            return (f"{ways}-way tensor parallelism needs the {kv} KV heads to split evenly over {ways} GPUs or "
+                    f"{ways} to be a multiple of them (vLLM refuses it)")
+        return None
+
     @property
     def q_dim(self) -> int:
         if self.is_mla:

@@ -1,0 +1,96 @@
+"""LLM plans that can actually run (issue 24): each defect a new user met, pinned by a test."""
+
+import pytest
+
+from gpuwise.catalog import load_catalog
+from gpuwise.plan import JobSize, model_for, recommend
+from gpuwise.workload import Workload
+from gpuwise.workload.decoder import load_arch
+from test_recommend import offer, small_catalog   # tests/plan is on sys.path (rootdir-relative imports)
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return load_catalog(user_file=False)
+
+
+@pytest.mark.parametrize(("ways", "ok"), [(1, True), (2, True), (4, True), (7, False), (8, False)])
+def test_tensor_parallel_ways_follow_vllms_head_rule_for_qwen25_7b(ways, ok):
+    arch = load_arch("hf:Qwen/Qwen2.5-7B")          # 28 attention heads, 4 KV heads
+    assert (arch.num_heads, arch.num_kv_heads) == (28, 4)
+    refusal = arch.tensor_parallel_refusal(ways)
+    assert (refusal is None) == ok, refusal
+    if not ok:
+        assert ("28 attention heads" if 28 % ways else "4 KV heads") in refusal
+
+
+def test_kv_heads_copied_a_whole_number_of_times_are_allowed_others_are_not():
+    arch = load_arch("hf:Qwen/Qwen2.5-7B")
+    # 8 ways of 4 KV heads copy each twice (allowed when the attention heads split: here they do not)
+    assert arch.tensor_parallel_refusal(8) is not None
+    from dataclasses import replace
+    wide = replace(arch, num_heads=48, num_kv_heads=6)
+    assert wide.tensor_parallel_refusal(12) is None       # 12 = 2 × 6: each KV head copied twice
+    assert "6 KV heads" in wide.tensor_parallel_refusal(4)  # neither 6 % 4 nor 4 % 6
+
+
+def test_serving_recommendation_never_quotes_a_tensor_parallel_count_the_heads_refuse(catalog):
+    """Was: 8 × RTX A4000 with 8-way tensor parallelism for Qwen2.5-7B (28 heads): vLLM refuses it."""
+    gpu = "rtx-a4000" if any(g.id == "rtx-a4000" for g in catalog.gpus) else "rtx-4090"
+    cat = small_catalog(catalog, {gpu}, [offer(gpu, 1.0 * n, count=n) for n in (1, 2, 4, 8)])
+    w = Workload("hf:Qwen/Qwen2.5-7B", mode="infer", seq_len=1024, max_new_tokens=256, batch_size=32, engine="vllm")
+    rec = recommend(model_for(w), cat, job=JobSize(samples=100_000), max_gpus=8)
+    by_count = {o.count: o for o in rec.options}
+    assert set(by_count) == {1, 2, 4, 8}
+    assert not by_count[8].eligible and "28 attention heads" in by_count[8].excluded_because
+    assert all("attention heads" not in (by_count[n].excluded_because or "") for n in (1, 2, 4))
+    assert rec.best is None or rec.best.count != 8
+
+
+def test_training_counts_are_data_parallel_and_not_held_to_the_head_rule():
+    w = Workload("hf:Qwen/Qwen2.5-7B", mode="train", finetune="lora", seq_len=512, batch_size=8)
+    assert model_for(w).count_refusal(8) is None
+
+
+def _gpu(catalog, gpu_id):
+    return next(g for g in catalog.gpus if g.id == gpu_id)
+
+
+@pytest.mark.parametrize("sharding", ["zero3", "fsdp", "zero2"])
+@pytest.mark.parametrize("finetune", ["full", "qlora"])
+@pytest.mark.parametrize("gpu_id", ["h100-sxm", "a100-80gb-sxm4"])
+def test_sharded_data_parallel_on_8_gpus_is_never_more_than_8_times_one(catalog, sharding, finetune, gpu_id):
+    """Was: Llama-2-7B QLoRA under ZeRO-3 on 8 A100s 8.02× one GPU (the dequantisation and the optimizer
+    split by 8, the gathers hidden; the audit's worst, 8.66×, on 8 H100s)."""
+    w = Workload("hf:meta-llama/Llama-2-7b-hf", mode="train", finetune=finetune, seq_len=512, batch_size=1,
+                 sharding=sharding)
+    model = model_for(w)
+    h100 = _gpu(catalog, gpu_id)
+    one = model.estimate(h100, count=1).time
+    eight = model.estimate(h100, count=8).time
+    assert eight.samples_per_s <= 8 * one.samples_per_s * (1 + 1e-9)
+    assert eight.step_time_s >= one.step_time_s * (1 - 1e-9)
+
+
+def test_traced_zero3_bert_large_on_8_a100s_is_never_more_than_8_times_one(catalog):
+    """Was: BERT-large on 8 A100s 9.78× one GPU."""
+    w = Workload("hf:bert-large-uncased", mode="train", seq_len=128, batch_size=8, sharding="zero3")
+    model = model_for(w)
+    a100 = _gpu(catalog, "a100-80gb-sxm4")
+    one = model.estimate(a100, count=1).time
+    eight = model.estimate(a100, count=8).time
+    assert eight.samples_per_s <= 8 * one.samples_per_s * (1 + 1e-9)
+
+
+def test_a_micro_batch_smaller_than_the_count_says_which_flag_runs_it_there(catalog):
+    """Was: 'effective batch 4 does not split evenly' on 8 GPUs, with no word of what to give instead."""
+    from test_recommend import ScriptedModel
+
+    cat = small_catalog(catalog, {"a100-80gb-sxm4"}, [offer("a100-80gb-sxm4", 10.0 * n, count=n) for n in (1, 8)])
+    rec = recommend(ScriptedModel(Workload("scripted", batch_size=4)), cat, job=JobSize(steps=10), max_gpus=8)
+    eight = next(o for o in rec.options if o.count == 8)
+    assert "--effective-batch 8 splits 1 per GPU" in eight.excluded_because
+    assert "--per-gpu-batch runs micro-batch 4 on each" in eight.excluded_because
+    per_gpu = recommend(ScriptedModel(Workload("scripted", batch_size=4)), cat, job=JobSize(steps=10), max_gpus=8,
+                        per_gpu_batch=True)
+    assert next(o for o in per_gpu.options if o.count == 8).eligible     # the flag named does run it
