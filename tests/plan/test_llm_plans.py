@@ -94,3 +94,30 @@ def test_a_micro_batch_smaller_than_the_count_says_which_flag_runs_it_there(cata
     per_gpu = recommend(ScriptedModel(Workload("scripted", batch_size=4)), cat, job=JobSize(steps=10), max_gpus=8,
                         per_gpu_batch=True)
     assert next(o for o in per_gpu.options if o.count == 8).eligible     # the flag named does run it
+
+
+@pytest.mark.parametrize(("gpu_id", "batch"), [("rtx-4090", 32), ("l4", 8), ("a100-80gb-sxm4", 64)])
+def test_longest_context_and_fits_come_from_one_rule(catalog, gpu_id, batch):
+    """Was: 'fits with 0.5 GiB to spare' for 1,024 + 256 tokens, then 'longest context that fits 1,093 tokens'
+    (the context was searched as all prompt, no answer)."""
+    from gpuwise.plan.fit import fits
+    from gpuwise.plan.llm import estimate_llm
+
+    gpu = _gpu(catalog, gpu_id)
+    w = Workload("hf:Qwen/Qwen2.5-7B", mode="infer", seq_len=1024, max_new_tokens=256, batch_size=batch,
+                 engine="vllm", precision="bf16")
+    est = estimate_llm(w, gpu)
+    fit = fits(est.memory.total_upper_bytes, gpu)
+    asked = 1024 + 256
+    assert (est.inference.max_context_tokens >= asked) == fit
+    assert (est.inference.max_batch_size >= batch) == fit
+
+
+def test_serving_reports_time_per_output_token_and_tokens_per_request(catalog):
+    from gpuwise.plan.llm import estimate_llm
+
+    w = Workload("hf:Qwen/Qwen2.5-7B", mode="infer", seq_len=1024, max_new_tokens=256, batch_size=32,
+                 engine="vllm", precision="bf16")
+    inf = estimate_llm(w, _gpu(catalog, "a100-80gb-sxm4")).inference
+    assert inf.decode_tokens_per_s_per_user == pytest.approx(1 / inf.time_per_output_token_s)
+    assert inf.decode_tokens_per_s == pytest.approx(32 * inf.decode_tokens_per_s_per_user)

@@ -213,11 +213,14 @@ def _render_inference(inf: dict) -> None:
     if inf.get("ttft_s") is not None:
         parts.append(f"time to first token {format_duration(inf['ttft_s'])}")
     if inf.get("decode_tokens_per_s") is not None:
-        parts.append(f"decode {inf['decode_tokens_per_s']:.1f} tokens/s (all sequences together)")
+        per_user = inf.get("decode_tokens_per_s_per_user")
+        parts.append(f"decode {inf['decode_tokens_per_s']:.1f} tokens/s (all sequences together"
+                     + (f"; {per_user:.1f} per request, {inf['time_per_output_token_s'] * 1e3:.1f} ms per output "
+                        f"token)" if per_user else ")"))
     if inf.get("kv_cache_bytes") is not None:
         parts.append(f"KV cache {format_bytes(inf['kv_cache_bytes'])}")
     if inf.get("max_context_tokens") is not None:
-        parts.append(f"longest context that fits {inf['max_context_tokens']:,} tokens")
+        parts.append(f"longest context that fits {inf['max_context_tokens']:,} tokens (prompt + answer)")
     if inf.get("max_batch_size") is not None:
         parts.append(f"largest batch that fits {inf['max_batch_size']}")
     c.console.print("Inference: " + ", ".join(parts))

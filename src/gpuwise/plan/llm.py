@@ -39,6 +39,8 @@ class InferenceEstimate:
     ttft_s: float | None = None             # time to first token (prefill)
     decode_tokens_per_s: float | None = None  # all sequences together, at the mean context
     decode_s: float | None = None           # time to generate all new tokens
+    time_per_output_token_s: float | None = None   # TPOT: one decode step, every sequence gets one token
+    decode_tokens_per_s_per_user: float | None = None  # what one request sees: 1 / TPOT
     max_context_tokens: int | None = None   # longest prompt+new per sequence that fits, this batch size
     max_batch_size: int | None = None       # most sequences of this length that fit
     serving_reserved_bytes: int | None = None  # --engine vllm: what it grabs, gpu_memory_utilization × GPU memory
@@ -147,10 +149,14 @@ def _infer(arch: DecoderArch, w: Workload, gpu, double_quant: bool, kv_cache_dty
                         batch=batch, kv_bytes_per_element=kvb, topology=topology)
         time = st.step
         budget = usable_bytes(gpu, headroom_fraction)
-        max_ctx = largest_fitting(
-            lambda t: infer_memory(arch, w, gpu, prompt_tokens=t, new_tokens=0, batch=batch,
-                                   kv_bytes_per_element=kvb, double_quant=double_quant).memory.total_upper_bytes,
-            budget, upper=1 << 22)
+        def total_at_context(tokens: int) -> int:
+            """This batch with ``tokens`` of prompt + answer, the answer as long as asked (the one fit rule:
+            the upper side of the total against the usable memory, as "fits" says)."""
+            answer = min(new, tokens - 1)
+            return infer_memory(arch, w, gpu, prompt_tokens=tokens - answer, new_tokens=answer, batch=batch,
+                                kv_bytes_per_element=kvb, double_quant=double_quant).memory.total_upper_bytes
+
+        max_ctx = largest_fitting(total_at_context, budget, upper=1 << 22)
         total_tokens = prompt + new
         max_bs = largest_fitting(
             lambda b: infer_memory(arch, w, gpu, prompt_tokens=prompt, new_tokens=new, batch=b,
@@ -161,6 +167,8 @@ def _infer(arch: DecoderArch, w: Workload, gpu, double_quant: bool, kv_cache_dty
                          f"{arch.max_position_embeddings}")
             max_ctx = arch.max_position_embeddings
         extras.update(ttft_s=st.ttft_s, decode_tokens_per_s=st.decode_tokens_per_s, decode_s=st.decode_s,
+                      time_per_output_token_s=st.decode_step_s,
+                      decode_tokens_per_s_per_user=1.0 / st.decode_step_s if st.decode_step_s > 0 else None,
                       max_context_tokens=max_ctx, max_batch_size=max_bs)
         if w.engine == "vllm":
             reserved = int(utilization * gpu.visible_memory_bytes)
