@@ -121,3 +121,23 @@ def test_serving_reports_time_per_output_token_and_tokens_per_request(catalog):
     inf = estimate_llm(w, _gpu(catalog, "a100-80gb-sxm4")).inference
     assert inf.decode_tokens_per_s_per_user == pytest.approx(1 / inf.time_per_output_token_s)
     assert inf.decode_tokens_per_s == pytest.approx(32 * inf.decode_tokens_per_s_per_user)
+
+
+def test_tensor_parallel_serving_counts_one_batch_per_step_not_one_per_gpu(catalog):
+    """Was: 2 GPUs serving one tensor-parallel batch were priced as if each served its own (half the time)."""
+    import math
+
+    cat = small_catalog(catalog, {"a100-80gb-sxm4"}, [offer("a100-80gb-sxm4", 10.0 * n, count=n) for n in (1, 2)])
+    w = Workload("hf:Qwen/Qwen2.5-7B", mode="infer", seq_len=1024, max_new_tokens=256, batch_size=32, engine="vllm",
+                 precision="bf16")
+    rec = recommend(model_for(w), cat, job=JobSize(samples=3200), max_gpus=2)
+    for o in rec.options:
+        assert o.total_time_s == pytest.approx(math.ceil(3200 / 32) * o.step_time_s)
+
+
+def test_serving_without_a_size_is_priced_per_million_output_tokens(cli_json):
+    out = cli_json(["recommend", "hf:Qwen/Qwen2.5-0.5B", "--mode", "infer", "--seq-len", "512", "--max-new-tokens",
+                    "250", "--batch-size", "8", "--gpus", "rtx-4090", "--max-gpus", "1", "--json"])
+    (o,) = [o for o in out["options"] if o["count"] == 1][:1]
+    assert o["total_time_s"] == pytest.approx(500 * o["step_time_s"])      # 4,000 requests of 250 tokens, 8 a step
+    assert JobSize.serving(250).samples == 4000

@@ -69,7 +69,9 @@ def recommend(
     auto = batch is None
     workload = workload_from(model, workload_kwargs, batch_size=batch or auto_micro_batch(effective_batch))
     headroom_fraction = parse_headroom(headroom)
-    job = JobSize(samples=samples, epochs=epochs, steps=steps)
+    per_million = not workload.is_training and samples is None and steps is None
+    job = JobSize.serving(workload.max_new_tokens) if per_million else JobSize(samples=samples, epochs=epochs,
+                                                                                 steps=steps)
     budget_amount, budget_currency = parse_money(budget) if budget else (None, None)
     constraints = Constraints(
         deadline_s=parse_duration_s(deadline) if deadline else None, budget=budget_amount,
@@ -103,6 +105,9 @@ def recommend(
         typer.echo(launch["text"], nl=False)
         return
     _render(rec, show_all, constraints.deadline_s)
+    if per_million:
+        c.console.print(f"[dim]Serving priced per million output tokens: {job.samples:,} requests of "
+                        f"{workload.max_new_tokens} new tokens (--samples N for a number of requests).[/]")
     covered = [o for o in rec.options if likely_job_time_range_s(o, rec.method)]
     accuracy = load_accuracy(covered[0].regime) if covered else None
     if accuracy is not None and covered:
@@ -135,7 +140,8 @@ def _cost(o) -> str:
 def _render(rec, show_all: bool, deadline_s: float | None = None) -> None:
     con = c.console
     w = rec.workload
-    con.print(f"[bold]{w.model}[/]  {w.mode}, {described(w.precision, w.precision_default)}, optimizer {w.optimizer}"
+    optimizer = f", optimizer {w.optimizer}" if w.is_training else ""
+    con.print(f"[bold]{w.model}[/]  {w.mode}, {described(w.precision, w.precision_default)}{optimizer}"
               f"  [dim]({rec.method})[/]")
     by_precision: dict[str, list[str]] = {}
     for gpu, precision in rec.fallback_precision.items():
@@ -143,7 +149,8 @@ def _render(rec, show_all: bool, deadline_s: float | None = None) -> None:
     for precision, ids in by_precision.items():
         con.print(f"[yellow]no bf16 on {', '.join(sorted(ids))}: quoted at {precision} there, the default where "
                   f"bf16 is missing (--precision {w.precision} leaves {'it' if len(ids) == 1 else 'them'} out)[/]")
-    con.print("[dim]batch: micro-batch per GPU × accumulation steps (effective batch = that × GPUs)[/]")
+    if w.is_training:
+        con.print("[dim]batch: micro-batch per GPU × accumulation steps (effective batch = that × GPUs)[/]")
     marks = {}
     for label, o in (("value", rec.best_value), ("fastest", rec.fastest), ("BEST", rec.best)):
         if o is not None:
@@ -162,8 +169,10 @@ def _render(rec, show_all: bool, deadline_s: float | None = None) -> None:
         con.print(f"[bold green]Best:[/] {b.count}× {b.gpu_name} from {b.provider}{_at(rec, b)}: "
                   f"{format_duration(b.total_time_s)} "
                   f"({format_duration(b.step_time_s)} a step), "
-                  f"{_cost(b)} (micro-batch {b.batch_size}, {b.grad_accum_steps} accumulation step(s), "
-                  f"needs {format_bytes(b.peak_total_bytes)} of {format_bytes(b.gpu_memory_bytes)})")
+                  f"{_cost(b)} ("
+                  + (f"micro-batch {b.batch_size}, {b.grad_accum_steps} accumulation step(s), " if w.is_training
+                     else f"{b.batch_size} requests at a time, ")
+                  + f"needs {format_bytes(b.peak_total_bytes)} of {format_bytes(b.gpu_memory_bytes)})")
         also = [name for name, o in (("the fastest", rec.fastest), ("the best value (least cost × time)",
                                                                     rec.best_value)) if o is b]
         if also:

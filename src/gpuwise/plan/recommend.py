@@ -23,6 +23,9 @@ from gpuwise.workload.precision import parse
 GPU_COUNTS = (1, 2, 4, 8)
 
 
+SERVING_PRICED_TOKENS = 1_000_000   # a serving job without --samples is priced per million output tokens
+
+
 @dataclass(frozen=True)
 class JobSize:
     """How much work: samples × epochs, or a number of optimizer steps."""
@@ -42,6 +45,13 @@ class JobSize:
             raise PlanError(f"--steps must be positive, got {self.steps}")
         if not (self.epochs > 0 and math.isfinite(self.epochs)):
             raise PlanError(f"--epochs must be positive, got {self.epochs}")
+
+    @classmethod
+    def serving(cls, new_tokens: int, tokens: int | None = None) -> "JobSize":
+        """A serving job with no size given: the requests that generate ``tokens`` (a million by default,
+        SERVING_PRICED_TOKENS) answers of ``new_tokens`` each, so its cost is the cost per million output tokens."""
+        tokens = SERVING_PRICED_TOKENS if tokens is None else tokens
+        return cls(samples=math.ceil(tokens / max(1, new_tokens)))
 
     def optimizer_steps(self, effective_batch: int) -> int:
         if self.steps is not None:
@@ -189,7 +199,10 @@ def recommend(
     nothing, closest = None, ()
     if best is None:
         nothing, closest = _nothing_meets(options, constraints, provider, rank_in, workload.precision, no_bf16)
-    batch_note = (f"effective batch {effective} samples per step on every option (micro-batch × accumulation × GPUs)"
+    batch_note = (f"{workload.batch_size} requests served together on every option ({model.method}: "
+                  f"{'a decoder LLM is split over its GPUs by tensor parallelism' if model.method == 'closed-form' else 'each GPU serves its own batch'})"
+                  if not workload.is_training else
+                  f"effective batch {effective} samples per step on every option (micro-batch × accumulation × GPUs)"
                   if not per_gpu_batch else
                   f"--per-gpu-batch: micro-batch {workload.batch_size} on every GPU, so the effective batch "
                   f"grows with the GPU count")
@@ -264,7 +277,11 @@ def _evaluate(model, gpu: GPU, offer: Offer, count: int, job: JobSize, constrain
             split_note = (f"micro-batch {asked} does not fit: {micro} × {accum} accumulation steps instead "
                           f"(the same effective batch)",)
     step = est.time
-    steps = job.optimizer_steps(effective) if workload.is_training else job.optimizer_steps(per_gpu * count)
+    if workload.is_training:
+        steps = job.optimizer_steps(effective)
+    else:   # batches to serve: the samples one step serves, as the model counts them (tensor parallel: one batch)
+        served = round(step.samples_per_s * step.step_time_s) if step is not None else per_gpu * count
+        steps = job.optimizer_steps(max(1, served))
     total_time_s = steps * step.step_time_s if step is not None else None
     preemption_s = None
     if offer.spot and total_time_s is not None:
