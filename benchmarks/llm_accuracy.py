@@ -38,6 +38,8 @@ SENSITIVITY = (1000, 1200, 1300, 1500)
 # LitGPT's fine-tuning stack (finetune/lora.py, 2023-10): the LM head in 128-token chunks with a
 # chunked 16-bit cross-entropy, lora_dropout 0.05, SDPA (flash) attention.
 LITGPT_STACK = dict(logits="chunked", lora_dropout=0.05, attention="sdpa")
+# ... and bitsandbytes 0.41 (LitGPT's requirements then), whose 4-bit layers kept their inputs for backward
+LITGPT_BNB_BEFORE_0_43 = True
 PHI, STABLELM, LLAMA2 = "hf:microsoft/phi-1_5", "hf:stabilityai/stablelm-base-alpha-3b", "hf:meta-llama/Llama-2-7b-hf"
 QV = {PHI: ("q", "v"), STABLELM: ("query_key_value",), LLAMA2: ("q", "v")}
 
@@ -90,7 +92,8 @@ def litgpt_workload(row: Row, seq_len: int, **overrides) -> Workload:
 
 
 def litgpt_train(row: Row, seq_len: int, **overrides) -> float:
-    return estimate_llm(litgpt_workload(row, seq_len, **overrides), double_quant=row.double_quant
+    return estimate_llm(litgpt_workload(row, seq_len, **overrides), double_quant=row.double_quant,
+                        bitsandbytes_before_0_43=LITGPT_BNB_BEFORE_0_43
                         ).memory.peak_allocated_bytes / GB
 
 

@@ -85,7 +85,15 @@ def quantized_weight_bytes(arch: DecoderArch, quant: str, double_quant: bool) ->
     )
 
 
-def trainability(arch: DecoderArch, w: Workload) -> Trainability:
+def quantized_layers_save_input(quant: str, bitsandbytes_before_0_43: bool = False) -> bool:
+    """Whether bitsandbytes' quantized linear keeps its input for backward when the input needs a gradient.
+    8-bit (MatMul8bitLt) does: ``ctx.tensors = (CAt, subA, A)``. 4-bit (MatMul4Bit) did up to 0.41/0.42,
+    ``ctx.tensors = (A, B)``, and keeps only the quantized weight since 0.43 (``(None, B)``: the input
+    gradient needs B only; read in the 0.41.3, 0.43.3, 0.45.0, 0.46.0 and 0.50.2 wheels' autograd/_functions.py)."""
+    return quant == "int8" or (quant != "none" and bitsandbytes_before_0_43)
+
+
+def trainability(arch: DecoderArch, w: Workload, *, bitsandbytes_before_0_43: bool = False) -> Trainability:
     if w.finetune == "full":
         return Trainability(True, True, lambda lin: True, True)
     if w.finetune == "freeze":
@@ -93,9 +101,8 @@ def trainability(arch: DecoderArch, w: Workload) -> Trainability:
     targets = w.lora_targets
     adapted = lambda lin: matches_target(lin, targets)  # noqa: E731
     dropout = w.lora_dropout > 0
-    if w.quant != "none":
-        # bitsandbytes' MatMul4Bit / MatMul8bitLt save the input of every quantized layer whenever
-        # the input needs a gradient, adapter or not (peft.py's quantized layers do the same)
+    if quantized_layers_save_input(w.quant, bitsandbytes_before_0_43):
+        # the quantized layer keeps its input whenever the input needs a gradient, adapter or not
         return Trainability(True, False, lambda lin: True, False, adapted, dropout)
     # a frozen linear keeps nothing; its adapter keeps x (no dropout) or dropout(x) (counted apart)
     return Trainability(True, False, (lambda lin: False) if dropout else adapted, False, adapted, dropout)
@@ -130,9 +137,11 @@ class TrainMemory:
 
 
 def train_memory(arch: DecoderArch, w: Workload, gpu=None, *, double_quant: bool = True,
-                 expert_pairs_per_token: float | None = None, topology: Topology | None = None) -> TrainMemory:
+                 expert_pairs_per_token: float | None = None, topology: Topology | None = None,
+                 bitsandbytes_before_0_43: bool = False) -> TrainMemory:
     """Per-GPU peak of one training step (steady state: optimizer state already exists).
-    ``topology``: how the GPUs are linked, which sets NCCL's buffers (None: ``topology_for(gpu)``)."""
+    ``topology``: how the GPUs are linked, which sets NCCL's buffers (None: ``topology_for(gpu)``).
+    ``bitsandbytes_before_0_43``: a stack whose 4-bit layers keep their input (``quantized_layers_save_input``)."""
     notes: list[str] = []
     split = param_split(arch, w)
     n, shard = w.num_gpus, w.sharding
@@ -189,7 +198,8 @@ def train_memory(arch: DecoderArch, w: Workload, gpu=None, *, double_quant: bool
         weights = 0.0
         notes.append("offload params: each GPU holds only the gathered working blocks")
     seq = w.tokens_per_sequence
-    act = train_activations(arch, trainability(arch, w), w.batch_size * seq, cb, w.grad_checkpointing,
+    act = train_activations(arch, trainability(arch, w, bitsandbytes_before_0_43=bitsandbytes_before_0_43),
+                            w.batch_size * seq, cb, w.grad_checkpointing,
                             expert_pairs_per_token, LossStack(seq, w.attention, w.logits))
     if w.attention == "eager":
         notes.append(f"eager attention keeps heads × seq² float32 scores per layer ({arch.num_heads} × {seq}²)")

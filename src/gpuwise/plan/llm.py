@@ -83,13 +83,14 @@ def estimate_llm(workload: Workload, gpu=None, *, double_quant: bool = True, kv_
                  gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
                  arch: DecoderArch | None = None,
                  headroom_fraction: float = DEFAULT_HEADROOM_FRACTION,
-                 topology: Topology | None = None) -> LlmEstimate:
+                 topology: Topology | None = None, bitsandbytes_before_0_43: bool = False) -> LlmEstimate:
     """Closed-form memory (per GPU) and, with a GPU, time of an LLM training step or request batch.
 
     ``double_quant``: nf4 with double quantization (QLoRA's default). ``kv_cache_dtype``: "auto"
     (the compute dtype), "fp8"/"int8" (1 byte) or "int4". ``headroom_fraction``: for the serving
     extras (longest context and largest batch that fit), as in ``gpuwise.plan.fit``. ``topology``: how
     ``workload.num_gpus`` GPUs are linked (``topology_for(gpu, provider)``); None: the GPU's usual machine.
+    ``bitsandbytes_before_0_43``: the stack's 4-bit layers keep their inputs for backward (gpuwise.memory.llm).
     """
     arch = arch or load_arch(workload.model)
     notes: list[str] = []
@@ -103,14 +104,15 @@ def estimate_llm(workload: Workload, gpu=None, *, double_quant: bool = True, kv_
     if workload.image_size is not None:
         notes.append("--image-size has no effect on a text model")
     if workload.is_training:
-        return _train(arch, workload, gpu, double_quant, notes, topology)
+        return _train(arch, workload, gpu, double_quant, notes, topology, bitsandbytes_before_0_43)
     return _infer(arch, workload, gpu, double_quant, kv_cache_dtype, gpu_memory_utilization, headroom_fraction, notes,
                   topology)
 
 
 def _train(arch: DecoderArch, w: Workload, gpu, double_quant: bool, notes: list[str],
-           topology: Topology | None) -> LlmEstimate:
-    mem: TrainMemory = train_memory(arch, w, gpu, double_quant=double_quant, topology=topology)
+           topology: Topology | None, bitsandbytes_before_0_43: bool = False) -> LlmEstimate:
+    mem: TrainMemory = train_memory(arch, w, gpu, double_quant=double_quant, topology=topology,
+                                    bitsandbytes_before_0_43=bitsandbytes_before_0_43)
     time = (train_step_time(arch, w, gpu, mem, double_quant=double_quant, topology=topology)
             if gpu is not None else None)
     s = w.tokens_per_sequence
