@@ -68,3 +68,57 @@ def test_the_nvml_backend_lists_the_processes_nvml_reports():
                                                                           (0, 2_000_000_001, None)]
     assert rows[0].user == getpass.getuser() and "pytest" in rows[0].command
     assert rows[1].user is None and rows[1].command is None
+
+
+BOB = {"pid": 434343, "used_memory_bytes": 2 * GIB, "user": "bob", "command": "python serve.py"}
+
+
+def frames_of_two_users() -> list[list[dict]]:
+    gpu0 = {"gpu_index": 0, "uuid": "GPU-aaaa", "name": "NVIDIA A100-SXM4-40GB", "utilization_pct": 30,
+            "memory_used_bytes": 13 * GIB, "memory_total_bytes": 40 * GIB, "processes": [ALICE]}
+    gpu1 = {"gpu_index": 1, "uuid": "GPU-bbbb", "name": "NVIDIA A100-SXM4-40GB", "utilization_pct": 90,
+            "memory_used_bytes": 2 * GIB, "memory_total_bytes": 40 * GIB, "processes": [BOB]}
+    return [[gpu0, gpu1]]
+
+
+def test_watch_narrows_to_a_user_a_gpu_or_a_process(tmp_path):
+    """Was: no filters (nvitop has --user and --pid); every process of a shared box was listed."""
+    frames = write_frames(tmp_path / "frames.json", frames_of_two_users())
+    env = dict(os.environ, GPUWISE_MONITOR_BACKEND=f"replay:{frames}", COLUMNS="120")
+    by_user = gpuwise("watch", "--count", "1", "--user", "bob", env=env)
+    assert by_user.returncode == 0, by_user.stderr
+    assert "434343" in by_user.stdout and "424242" not in by_user.stdout
+    assert "only user bob" in by_user.stdout
+    snap = json.loads(gpuwise("watch", "--json", "--gpu", "0", env=env).stdout)
+    assert [g["gpu_index"] for g in snap["gpus"]] == [0]
+    assert [p["pid"] for p in snap["processes"]] == [424242]
+    assert snap["filter"] == {"gpu_indices": [0], "users": [], "pids": []}
+    snap = json.loads(gpuwise("watch", "--json", "--pid", "434343,424242", "--user", "alice", env=env).stdout)
+    assert [p["pid"] for p in snap["processes"]] == [424242]
+    assert len(snap["gpus"]) == 2                       # a process filter keeps every GPU's row
+
+
+def test_watch_filters_refuse_bad_values_in_one_line(tmp_path):
+    frames = write_frames(tmp_path / "frames.json", frames_of_two_users())
+    env = dict(os.environ, GPUWISE_MONITOR_BACKEND=f"replay:{frames}")
+    for args, said in ((("--gpu", "first"),), "--gpu must be a whole number"), \
+                      ((("--gpu", "7"),), "--gpu 7: no such GPU here (GPUs 0, 1)"), \
+                      ((("--pid", "-3"),), "--pid must be a whole number"):
+        for json_flag in ((), ("--json",)):
+            r = gpuwise("watch", "--count", "1", *args[0], *json_flag, env=env)
+            assert r.returncode == 2, (args, r.stderr)
+            assert said in r.stderr and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+
+
+def test_a_pid_filter_keeps_the_children_of_the_pid():
+    from gpuwise.monitor.procs import ProcessRow
+    from gpuwise.monitor.watch_filter import WatchFilter
+
+    rows = [ProcessRow(0, None, pid, GIB, "u", "c") for pid in (10, 11, 12, 20)]
+    tree = {10: frozenset({10, 11, 12}), 20: frozenset({20})}.__getitem__
+    kept = WatchFilter(pids=frozenset({10})).processes(rows, tree=tree)
+    assert [r.pid for r in kept] == [10, 11, 12]
+    assert WatchFilter().processes(None) is None
+    # a real process tree: this test's own process is its own tree's root
+    assert [r.pid for r in WatchFilter(pids=frozenset({os.getpid()})).processes(
+        [ProcessRow(0, None, os.getpid(), GIB, "u", "c"), ProcessRow(0, None, 1, GIB, "root", "init")])] == [os.getpid()]

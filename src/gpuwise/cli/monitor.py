@@ -37,6 +37,31 @@ def _processes(backend):
     return listing() if callable(listing) else None
 
 
+def _watch_filter(gpu: list[str] | None, user: list[str] | None, pid: list[str] | None):
+    """The watch filter from the options; a GPU index or pid that is not a whole number: one line, exit 2."""
+    from gpuwise.monitor.watch_filter import WatchFilter, split_values
+
+    def whole(option: str, values: list[str] | None) -> frozenset[int]:
+        out = set()
+        for v in split_values(values):
+            check_option(v.isdigit(), option, v, "a whole number >= 0 (repeat or comma-separate several)")
+            out.add(int(v))
+        return frozenset(out)
+
+    return WatchFilter(gpu_indices=whole("--gpu", gpu), users=frozenset(split_values(user)), pids=whole("--pid", pid))
+
+
+def _check_gpus_exist(narrow, history) -> None:
+    """--gpu naming no GPU of this machine: one line, exit 2 (an empty table would look like a lost GPU)."""
+    present = sorted({key[0] for key in history})
+    missing = sorted(i for i in narrow.gpu_indices if i not in present)
+    if missing and present:
+        from gpuwise.errors import GpuwiseError
+
+        raise GpuwiseError(f"--gpu {', '.join(map(str, missing))}: no such GPU here "
+                           f"(GPUs {', '.join(map(str, present))})")
+
+
 def _no_driver(exc: Exception) -> None:
     """One line on stderr and exit 1: there is nothing to watch here (not bad input, so not exit 2). With
     --json too: like every other command's errors, nothing on stdout."""
@@ -66,22 +91,32 @@ def register(app: typer.Typer) -> None:
         interval: IntervalOpt = 1.0,
         log: LogOpt = None,
         count: Annotated[int, typer.Option("--count", help="Stop after this many samples (0: until Ctrl-C).")] = 0,
+        gpu: Annotated[Optional[list[str]], typer.Option(
+            "--gpu", help="Only these GPUs, by index (repeat or comma-separate: --gpu 0,2).")] = None,
+        user: Annotated[Optional[list[str]], typer.Option(
+            "--user", help="Only processes of these users (repeat or comma-separate).")] = None,
+        pid: Annotated[Optional[list[str]], typer.Option(
+            "--pid", help="Only these processes and their children (a torchrun's workers; repeat or comma-separate).")] = None,
         json_out: JsonOpt = False,
     ) -> None:
-        """A live view of every GPU (and MIG instance) with a short history; --json prints one snapshot."""
+        """A live view of every GPU (and MIG instance) with a short history of use and memory, and the
+        processes on them; --gpu, --user and --pid narrow it; --json prints one snapshot."""
         from gpuwise.monitor.live import render_live, render_watch
 
         check_option(count >= 0, "--count", count, "a whole number >= 0 (0: until Ctrl-C)")
+        narrow = _watch_filter(gpu, user, pid)
         sampler = _sampler(interval, log)
         if sampler is None:
             return
         runlog, backend = sampler.runlog, sampler.backend
         try:
             if json_out:
-                samples = sampler.sample_once()
-                procs = _processes(backend)
+                samples = [s for s in sampler.sample_once() if narrow.keeps_gpu(s.gpu_index)]
+                _check_gpus_exist(narrow, sampler.history())
+                procs = narrow.processes(_processes(backend))
                 print_json({"available": True, "backend": backend.name, "driver_version": backend.driver_version(),
                             "t_s": samples[0].t_s if samples else time.time(),
+                            "filter": narrow.to_dict(),
                             "gpus": [s.to_row() for s in samples],
                             "processes": None if procs is None else [p.to_dict() for p in procs]})
                 return
@@ -89,14 +124,19 @@ def register(app: typer.Typer) -> None:
 
             from gpuwise.text import for_console
 
+            only = f"; only {narrow.describe()}" if narrow.narrows else ""
             title = for_console(f"gpuwise watch: {backend.name}, driver {backend.driver_version() or '?'}, "
-                                f"every {sampler.interval_s:g} s")
+                                f"every {sampler.interval_s:g} s{only}")
+            sampler.sample_once()                       # the first sample before the view: --gpu checked
+            _check_gpus_exist(narrow, sampler.history())
             with Live(render_live({}, title), console=console, auto_refresh=False) as live:
                 taken = 0
                 while count == 0 or taken < count:
-                    sampler.sample_once()
+                    if taken:
+                        sampler.sample_once()
                     taken += 1
-                    live.update(render_watch(sampler.history(), _processes(backend), title), refresh=True)
+                    live.update(render_watch(narrow.history(sampler.history()), narrow.processes(_processes(backend)),
+                                             title), refresh=True)
                     if count == 0 or taken < count:
                         time.sleep(sampler.interval_s)
         except KeyboardInterrupt:
