@@ -191,3 +191,14 @@ def test_spot_options_are_shown_as_such_with_the_expected_cost_of_preemptions(gp
         assert o["preemption_time_s"] == pytest.approx(work_s * 0.5 * (1800 + 600) / 3600)
         assert o["total_cost"] == pytest.approx(o["total_time_s"] / 3600 * o["price_per_hour"])
     assert any("0.5 per hour assumed" in n for n in spot["notes"])
+
+
+def test_the_default_optimizer_is_said_in_the_header_as_the_default_precision_is(gpuwise):
+    """Was (issue 27): ImageNet ResNet-50 priced with AdamW and the header read 'optimizer adamw', as if chosen."""
+    base = ["estimate", "hf:Qwen/Qwen2.5-0.5B", "--seq-len", "128", "--batch-size", "1", "--gpu", "rtx-4090"]
+    header = " ".join(gpuwise(*base).stdout.split()[:20])
+    assert "optimizer adamw (the default; --optimizer to choose)" in header
+    chosen = " ".join(gpuwise(*base, "--optimizer", "adamw").stdout.split()[:20])
+    assert "optimizer adamw" in chosen and "--optimizer to choose" not in chosen
+    as_json = json.loads(gpuwise(*base, "--json").stdout)["workload"]
+    assert as_json["optimizer"] == "adamw" and as_json["optimizer_default"] is True

@@ -251,3 +251,22 @@ def test_mixed_currencies_rank_in_cny_unless_told_otherwise(catalog):
     usd_only = small_catalog(catalog, {"l4"}, [offer("l4", 0.8, "USD", provider="gcp")])
     rec = recommend(ScriptedModel(Workload("scripted", batch_size=8)), usd_only, job=JobSize(steps=10), max_gpus=1)
     assert rec.ranking_currency == "USD"
+
+
+def test_spot_says_what_it_changed_or_why_it_changed_nothing(catalog):
+    """Was (issue 27): --spot changed nothing in the top 15 and did not say why."""
+    model = ScriptedModel(Workload("scripted", batch_size=32), fixed_bytes=2 * GB)
+    job = JobSize(samples=100_000)
+    none_there = small_catalog(catalog, {"t4", "rtx-4090"}, [offer("t4", 1.0), offer("rtx-4090", 2.0)])
+    notes = recommend(model, none_there, job=job, max_gpus=1, spot=True).notes
+    assert any(n.startswith("--spot: no spot offers") for n in notes)
+    pricier = small_catalog(catalog, {"t4", "rtx-4090"},
+                            [offer("t4", 1.0), offer("rtx-4090", 9.0, provider="cloud", spot=True)])
+    rec = recommend(model, pricier, job=job, max_gpus=1, spot=True)
+    said = next(n for n in rec.notes if n.startswith("--spot:"))
+    assert not rec.best.spot and "1× rtx-4090 from cloud" in said and "more than the best on-demand" in said
+    cheaper = small_catalog(catalog, {"t4", "rtx-4090"},
+                            [offer("t4", 5.0), offer("rtx-4090", 0.5, provider="cloud", spot=True)])
+    rec = recommend(model, cheaper, job=job, max_gpus=1, spot=True)
+    assert rec.best.spot and "--spot: the best option is a spot offer (1× rtx-4090 from cloud)" in rec.notes
+    assert not any(n.startswith("--spot") for n in recommend(model, cheaper, job=job, max_gpus=1).notes)

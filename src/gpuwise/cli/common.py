@@ -102,7 +102,7 @@ SeqLenOpt = Annotated[Optional[int], typer.Option("--seq-len", help="Tokens per 
 ImageSizeOpt = Annotated[Optional[int], typer.Option("--image-size", help="Image side in pixels (vision models).")]
 PrecisionOpt = Annotated[str, typer.Option("--precision", help="fp32, tf32, amp-fp16, amp-bf16, fp16, bf16.")]
 OptimizerOpt = Annotated[
-    str, typer.Option("--optimizer", help="none, sgd, momentum, adam, adamw, adamw-8bit, paged-adamw, paged-adamw-8bit, adafactor, lion.")
+    Optional[str], typer.Option("--optimizer", help="none, sgd, momentum, adam, adamw, adamw-8bit, paged-adamw, paged-adamw-8bit, adafactor, lion (default adamw).")
 ]
 ModeOpt = Annotated[str, typer.Option("--mode", help="train or infer.")]
 GradCkptOpt = Annotated[bool, typer.Option("--grad-checkpointing", help="Recompute activations in backward.")]
@@ -160,6 +160,7 @@ def build_workload(
     logits: str = "fp32",
     lora_dropout: float = 0.05,
     precision_default: bool = False,
+    optimizer_default: bool = False,
 ) -> Workload:
     targets = tuple(t.strip() for t in lora_targets.split(",") if t.strip()) if lora_targets else ()
     return Workload(
@@ -169,7 +170,7 @@ def build_workload(
         max_new_tokens=max_new_tokens, num_gpus=num_gpus, sharding=sharding, offload=offload,
         attention=attention, compile=compile, optimizer_impl=optimizer_impl, keep_grads=keep_grads,
         input_rate=input_rate, cpu_workers=cpu_workers, engine=engine, logits=logits, lora_dropout=lora_dropout,
-        precision_default=precision_default,
+        precision_default=precision_default, optimizer_default=optimizer_default,
     )
 
 

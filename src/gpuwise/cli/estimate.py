@@ -88,7 +88,7 @@ def estimate(
 def _render(out: dict, est) -> None:
     con = c.console
     w = est.workload
-    optimizer = f", optimizer {w.optimizer}" if w.is_training else ""
+    optimizer = f", optimizer {w.optimizer_described()}" if w.is_training else ""
     if out["max_batch_size"]:
         # --max-batch answers its own question first; what follows is that batch's step
         con.print(f"Largest batch that fits {out['gpu']}{' in memory' if out.get('cannot_run') else ''}: "

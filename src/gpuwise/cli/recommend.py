@@ -140,7 +140,7 @@ def _cost(o) -> str:
 def _render(rec, show_all: bool, deadline_s: float | None = None) -> None:
     con = c.console
     w = rec.workload
-    optimizer = f", optimizer {w.optimizer}" if w.is_training else ""
+    optimizer = f", optimizer {w.optimizer_described()}" if w.is_training else ""
     con.print(f"[bold]{w.model}[/]  {w.mode}, {described(w.precision, w.precision_default)}{optimizer}"
               f"  [dim]({rec.method})[/]")
     by_precision: dict[str, list[str]] = {}

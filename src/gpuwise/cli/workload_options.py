@@ -23,7 +23,7 @@ WORKLOAD_OPTIONS: dict[str, tuple[Any, Any]] = {
     "seq_len": (c.SeqLenOpt, None),
     "image_size": (c.ImageSizeOpt, None),
     "precision": (c.PrecisionOpt, None),
-    "optimizer": (c.OptimizerOpt, "adamw"),
+    "optimizer": (c.OptimizerOpt, None),
     "mode": (c.ModeOpt, "train"),
     "grad_checkpointing": (c.GradCkptOpt, False),
     "channels_last": (c.ChannelsLastOpt, False),
@@ -107,6 +107,7 @@ def workload_from(model: str, workload_kwargs: dict, *, batch_size: int | None =
     --precision, the one default rule (``gpuwise.workload.precision.default_precision``: an LLM's
     checkpoint half precision, bf16 autocast for LoRA/QLoRA, else fp32), marked as the default so that
     each GPU without bf16 runs its fp16 twin (``plan.profile.workload_on``)."""
+    from gpuwise.workload.model import DEFAULT_OPTIMIZER
     from gpuwise.workload.precision import default_for_model
     from gpuwise.workload.specs import resolve_model_spec
 
@@ -118,6 +119,8 @@ def workload_from(model: str, workload_kwargs: dict, *, batch_size: int | None =
         kw["precision"] = default_for_model(model, finetune=kw.get("finetune", "full"), mode=kw.get("mode", "train"),
                                             gpu_has_bf16=gpu.has_bf16 if gpu is not None else None).name
         kw["precision_default"] = True
+    if kw.get("optimizer") is None:
+        kw["optimizer"], kw["optimizer_default"] = DEFAULT_OPTIMIZER, True
     workload = c.build_workload(model, batch_size=batch_size if batch_size is not None else
                                 c.parse_batch_size(workload_kwargs.get("batch_size", "32")), **kw)
     for message in workload.inert_settings():

@@ -15,7 +15,7 @@ from gpuwise.plan.money import RATES_CHECKED, convert, rates_in
 from gpuwise.plan.offers import candidate_offers, cheapest_offer, ranking_currency, spot_policy
 from gpuwise.plan.profile import WorkloadModel, cannot_run, largest_fitting_batch, workload_on
 from gpuwise.plan.quote import Quote, make_quote
-from gpuwise.plan.spot import SpotRisk
+from gpuwise.plan.spot import SpotRisk, spot_outcome
 from gpuwise.units import format_bytes, format_duration, format_money
 from gpuwise.workload import Workload
 from gpuwise.workload.precision import parse
@@ -209,6 +209,7 @@ def recommend(
     notes = (
         batch_note,
         *((spot_risk.describe(),) if any(o.spot for o in options) else ()),
+        *((spot_outcome(options, best, provider),) if spot else ()),
         f"costs ranked in {rank_in}; exchange rates indicative as of {RATES_CHECKED}",
         "times are for PyTorch 2.x eager mode with cuDNN (DESIGN.md: the software stack assumed)",
     )

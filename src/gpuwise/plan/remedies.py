@@ -78,7 +78,7 @@ def candidate_remedies(w: Workload, closed_form: bool, *, micro_batch: bool = Tr
         # logits of the whole vocabulary: for 150k-vocabulary models the biggest single saving
         out.append(_remedy("--logits chunked", logits="chunked"))
     if w.optimizer in ("adam", "adamw"):
-        out.append(_remedy("--optimizer adamw-8bit", optimizer="adamw-8bit"))
+        out.append(_remedy("--optimizer adamw-8bit", optimizer="adamw-8bit", optimizer_default=False))
     if closed_form and w.finetune == "full":
         out.append(_remedy("--finetune lora", finetune="lora"))
         out.append(_remedy("--finetune qlora", finetune="qlora"))

@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 
 from gpuwise.plan.errors import PlanError
-from gpuwise.units import format_duration
+from gpuwise.units import format_duration, format_money
 
 DEFAULT_PREEMPTIONS_PER_HOUR = 0.05      # one in 20 h: an assumption, stated in every answer that uses it
 DEFAULT_CHECKPOINT_INTERVAL_S = 30 * 60.0
@@ -47,3 +47,26 @@ class SpotRisk:
                 f"each losing half a checkpoint interval ({format_duration(self.checkpoint_interval_s)} between "
                 f"checkpoints) and {format_duration(self.restart_s)} to restart "
                 f"(+{self.preemptions_per_hour * self.lost_per_preemption_s / 36:.1f}% time and cost)")
+
+
+def spot_outcome(options, best, provider: str | None) -> str:
+    """What ``--spot`` changed, in one sentence: which spot offer (if any) is the best, or why none is
+    (the providers asked have none, or the cheapest spot option still costs more than ``best``).
+    ``options``: the recommendation's quote rows; ``best``: its best option (None: nothing meets)."""
+    spot = [o for o in options if o.spot]
+    where = f"at {provider}" if provider else "in the catalog"
+    if not spot:
+        return f"--spot: no spot offers {where} for these GPUs, so the options are the on-demand ones"
+    if best is not None and best.spot:
+        return f"--spot: the best option is a spot offer ({best.count}× {best.gpu} from {best.provider})"
+    eligible = [o for o in spot if o.eligible and o.total_cost_ranked is not None]
+    if not eligible:
+        return (f"--spot: {len(spot)} spot offer(s) {where} ({', '.join(sorted({o.provider for o in spot}))}), "
+                "none of which fits or meets the constraints")
+    cheapest = min(eligible, key=lambda o: o.total_cost_ranked)
+    said = (f"--spot: {len(spot)} spot offer(s) {where}; the cheapest that meets the constraints, "
+            f"{cheapest.count}× {cheapest.gpu} from {cheapest.provider}, costs "
+            f"{format_money(cheapest.total_cost_ranked, cheapest.ranking_currency or '')} with preemptions")
+    if best is not None and best.total_cost_ranked is not None:
+        said += f", more than the best on-demand option's {format_money(best.total_cost_ranked, best.ranking_currency or '')}"
+    return said

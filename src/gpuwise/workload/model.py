@@ -9,6 +9,7 @@ from gpuwise.errors import GpuwiseError
 from gpuwise.workload.precision import NAMES as PRECISIONS
 from gpuwise.workload.precision import Precision, parse
 
+DEFAULT_OPTIMIZER = "adamw"   # what a job without --optimizer is priced with (Hugging Face Trainer's default)
 OPTIMIZERS = ("none", "sgd", "momentum", "adam", "adamw", "adamw-8bit", "adafactor", "lion", "paged-adamw", "paged-adamw-8bit")
 MODES = ("train", "infer")
 FINETUNES = ("full", "freeze", "lora", "qlora")
@@ -47,7 +48,7 @@ class Workload:
     seq_len: int | None = None
     image_size: int | None = None
     precision: str = "fp32"          # a public name (workload/precision.py); ``precision_value`` is its meaning
-    optimizer: str = "adamw"
+    optimizer: str = DEFAULT_OPTIMIZER
     mode: str = "train"
     grad_checkpointing: bool = False
     channels_last: bool = False
@@ -76,6 +77,12 @@ class Workload:
     # True: ``precision`` is the default rule's choice (workload/precision.py), not the user's: on a GPU
     # without bf16 the job runs at its fp16 twin instead of being refused there
     precision_default: bool = False
+    # True: ``optimizer`` is the default (AdamW), not the user's choice: the output says so
+    optimizer_default: bool = False
+
+    def optimizer_described(self) -> str:
+        """The optimizer as the output names it: the default says so, as the precision does."""
+        return f"{self.optimizer} (the default; --optimizer to choose)" if self.optimizer_default else self.optimizer
 
     def __post_init__(self) -> None:
         for name in ("precision", "optimizer", "mode", "finetune", "quant", "sharding", "offload",
