@@ -270,3 +270,31 @@ def test_spot_says_what_it_changed_or_why_it_changed_nothing(catalog):
     rec = recommend(model, cheaper, job=job, max_gpus=1, spot=True)
     assert rec.best.spot and "--spot: the best option is a spot offer (1× rtx-4090 from cloud)" in rec.notes
     assert not any(n.startswith("--spot") for n in recommend(model, cheaper, job=job, max_gpus=1).notes)
+
+
+class InputLimitedModel(ScriptedModel):
+    """A GPU that would run faster than the input rate waits on it (the runtime's 'input' bound)."""
+
+    def estimate(self, gpu, **kw):
+        est = super().estimate(gpu, **kw)
+        rate = self.workload.input_rate
+        if est.time is None or not rate or est.time.samples_per_s <= rate * est.count:
+            return est
+        samples = est.time.samples_per_s * est.time.step_time_s
+        step_s = samples / (rate * est.count)
+        time = StepTime(gpu.id, est.count, step_s, samples / step_s, {"matmul": step_s}, "input")
+        return Estimate(est.workload, gpu, est.count, est.memory, time)
+
+
+def test_an_input_rate_says_how_many_options_wait_on_it_even_when_none_do(catalog):
+    """Was (issue 27): ImageNet ResNet-50 with --cpu-workers 8 changed nothing and said nothing."""
+    cat = small_catalog(catalog, {"t4", "rtx-4090"}, [offer("t4", 1.0), offer("rtx-4090", 2.0)])
+    job = JobSize(samples=100_000)
+    slow_input = InputLimitedModel(Workload("scripted", batch_size=32, input_rate=10.0), fixed_bytes=2 * GB)
+    said = next(n for n in recommend(slow_input, cat, job=job, max_gpus=1).notes if "input" in n)
+    assert "delivers 10 samples/s per GPU" in said and "2 of the 2 options that fit wait on it" in said
+    fast_input = InputLimitedModel(Workload("scripted", batch_size=32, input_rate=1e9), fixed_bytes=2 * GB)
+    said = next(n for n in recommend(fast_input, cat, job=job, max_gpus=1).notes if "input pipeline" in n)
+    assert "none of the 2 options that fit waits on it" in said
+    synthetic = ScriptedModel(Workload("scripted", batch_size=32), fixed_bytes=2 * GB)
+    assert not any("input pipeline" in n for n in recommend(synthetic, cat, job=job, max_gpus=1).notes)

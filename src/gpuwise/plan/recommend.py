@@ -16,6 +16,7 @@ from gpuwise.plan.offers import candidate_offers, cheapest_offer, ranking_curren
 from gpuwise.plan.profile import WorkloadModel, cannot_run, largest_fitting_batch, workload_on
 from gpuwise.plan.quote import Quote, make_quote
 from gpuwise.plan.spot import SpotRisk, spot_outcome
+from gpuwise.runtime.stack import Stack
 from gpuwise.units import format_bytes, format_duration, format_money
 from gpuwise.workload import Workload
 from gpuwise.workload.precision import parse
@@ -210,6 +211,7 @@ def recommend(
         batch_note,
         *((spot_risk.describe(),) if any(o.spot for o in options) else ()),
         *((spot_outcome(options, best, provider),) if spot else ()),
+        *((input_note,) if (input_note := _input_outcome(workload, options)) else ()),
         f"costs ranked in {rank_in}; exchange rates indicative as of {RATES_CHECKED}",
         "times are for PyTorch 2.x eager mode with cuDNN (DESIGN.md: the software stack assumed)",
     )
@@ -223,6 +225,21 @@ def recommend(
         rec = replace(rec, remedies=find_remedies(rec, catalog, job, constraints, progress=progress,
                                                    correction=model.correction))
     return rec
+
+
+def _input_outcome(workload: Workload, options) -> str | None:
+    """What a given input rate (--input-rate, or --cpu-workers on images) did to the options, said even
+    when it limits none of them (a flag that changes nothing reads as ignored)."""
+    stack = Stack.from_workload(workload)
+    if not stack.input_rate:
+        return None
+    timed = [o for o in options if o.fits and o.bound is not None]
+    waiting = sum(1 for o in timed if o.bound == "input")
+    said = f"the {stack.describe_input()} per GPU: "
+    if not waiting:
+        return said + f"none of the {len(timed)} options that fit waits on it (each GPU needs fewer samples/s)"
+    return said + (f"{waiting} of the {len(timed)} options that fit wait on it (bound 'input': a faster GPU "
+                   "would not go faster there)")
 
 
 def _evaluate(model, gpu: GPU, offer: Offer, count: int, job: JobSize, constraints: Constraints,
