@@ -180,3 +180,13 @@ def test_recommend_prices_no_job_for_an_option_that_does_not_fit():
                   "--all").stdout
     row = next(line for line in out.splitlines() if "rtx-a4000" in line and "autodl" in line)
     assert row.split()[-4:-2] == ["-", "-"] and "¥" not in row, out
+
+
+def test_a_bandwidth_bound_option_reads_bandwidth_not_memory():
+    """Was (issue 27): 'memory' in the bound column read as out-of-memory where it meant DRAM bandwidth."""
+    serve = ["recommend", "hf:Qwen/Qwen2.5-7B", "--mode", "infer", "--seq-len", "512", "--max-new-tokens", "128",
+             "--batch-size", "1", "--provider", "autodl", "--no-remedies", "--all"]
+    options = json.loads(gpuwise(*serve, "--json").stdout)["options"]
+    assert "memory" in {o["bound"] for o in options if o["fits"]}      # the JSON keeps the runtime's names
+    rows = [line.split() for line in gpuwise(*serve, columns=200).stdout.splitlines() if " autodl " in line]
+    assert any(row[-1] == "bandwidth" for row in rows) and not any(row[-1] == "memory" for row in rows)

@@ -134,8 +134,10 @@ def _render(out: dict, est) -> None:
                           f"GPUs ({more}) or a larger GPU (gpuwise recommend)")
     t = out["time"]
     if t:
+        from gpuwise.runtime.model import bound_word
+
         con.print(f"Step time {format_duration(t['step_time_s'])}, {t['samples_per_s']:.1f} samples/s, "
-                  f"bound by {t['bound']}")
+                  f"bound by {bound_word(t['bound'])}")
         acc = out.get("time_accuracy")
         if t.get("likely_step_time_range_s") and acc:
             lo, hi = t["likely_step_time_range_s"]

@@ -222,7 +222,7 @@ _COLUMNS = ("", "gpu", "provider", "batch", "needs", "job time", "job cost")
 OWN_PRICE_MARK = "*"     # after the provider: priced by the user's own offer
 _WHY = "bound / why not"
 _WHY_MIN_WIDTH = 24   # narrower than this, a long reason becomes a footnote under the table, not a tall cell
-_WHY_NARROWEST = 7    # "compute", "memory", "see [9]"
+_WHY_NARROWEST = 9    # "compute", "bandwidth", "see [9]"
 
 
 def _options_table(shown, marks: dict, *, best, width: int,
@@ -235,8 +235,10 @@ def _options_table(shown, marks: dict, *, best, width: int,
     that is too wide (a very narrow terminal), cells wrap: a value may take two lines, never "…".
     ``fallback``: GPU id -> the precision its options were quoted at, said first in their reasons.
     """
+    from gpuwise.runtime.model import bound_word
+
     fallback = fallback or {}
-    reasons = [(f"at {fallback[o.gpu]}: " if o.gpu in fallback else "") + (o.excluded_because or (o.bound or ""))
+    reasons = [(f"at {fallback[o.gpu]}: " if o.gpu in fallback else "") + (o.excluded_because or bound_word(o.bound))
                for o in shown]
     for compact in (False, True):
         rows = [_row_cells(o, marks, one_mark=compact) for o in shown]

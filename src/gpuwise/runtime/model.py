@@ -8,6 +8,14 @@ from typing import Mapping
 from gpuwise.errors import GpuwiseError
 
 BOUNDS = ("compute", "memory", "launch", "communication", "input")
+# How a table or sentence names a bound: "memory" alone reads as out of memory where it means DRAM
+# bandwidth (the JSON keeps the BOUNDS names)
+_BOUND_WORDS = {"memory": "bandwidth"}
+
+
+def bound_word(bound: str | None) -> str:
+    """The bound as people read it: 'bandwidth' for a memory-bandwidth-bound step, else its name."""
+    return _BOUND_WORDS.get(bound or "", bound or "")
 
 
 class RuntimeError_(GpuwiseError):
