@@ -91,3 +91,17 @@ def test_encoders_and_vision_models_are_not_llms(tmp_path):
     assert not is_llm(Workload(f"hf:{path}"))
     assert not is_llm(Workload("torchvision:resnet50"))
     assert not is_llm(Workload("hf:no-such-model"))
+
+
+def test_an_mpt_config_is_read_by_its_own_key_names():
+    """Was: MPT's config (d_model, n_heads, n_layers, expansion_ratio) was not read: 'lacks num_hidden_layers'.
+    MPT-7B: 6,649,286,656 parameters (its model card); MPT's MLP is GELU, not gated, under LayerNorm."""
+    arch = arch_from_config(load_config("hf:mosaicml/mpt-7b"))
+    assert arch.param_counts().total == pytest.approx(6_649_286_656, rel=1e-4)
+    assert (arch.num_layers, arch.num_heads, arch.intermediate_size) == (32, 32, 16384)
+    assert not arch.gated_mlp and arch.layernorm and [s.name for s in arch.linears] == [
+        "Wqkv", "out_proj", "up_proj", "down_proj"]
+    gqa = {**load_config("hf:mosaicml/mpt-7b"), "attn_config": {"attn_type": "grouped_query_attention", "kv_n_heads": 8}}
+    assert arch_from_config(gqa).num_kv_heads == 8
+    # transformers' MPT has no SDPA attention: its jobs are traced (the closed form would assume SDPA)
+    assert not is_llm(Workload("hf:mosaicml/mpt-7b"))

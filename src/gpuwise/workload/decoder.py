@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from gpuwise.workload.config_checks import HEAD_KEYS, HIDDEN_KEYS, LAYER_KEYS
 from gpuwise.workload.llm_config import text_config
 from gpuwise.workload.model import WorkloadError
 
@@ -23,8 +24,8 @@ ROLE_ALIASES = {
     "fc1": ("fc1",),
 }
 _KNOWN_TARGETS = set(ROLE_ALIASES).union(*ROLE_ALIASES.values())
-_NON_GATED = {"phi", "gpt_neox", "gpt2", "gptj", "falcon", "opt", "bloom", "gpt_bigcode", "starcoder2"}
-_LAYERNORM = {"phi", "gpt_neox", "gpt2", "gptj", "falcon", "opt", "bloom", "gpt_bigcode", "starcoder2"}
+_NON_GATED = {"phi", "gpt_neox", "gpt2", "gptj", "falcon", "opt", "bloom", "gpt_bigcode", "starcoder2", "mpt"}
+_LAYERNORM = {"phi", "gpt_neox", "gpt2", "gptj", "falcon", "opt", "bloom", "gpt_bigcode", "starcoder2", "mpt"}
 
 
 @dataclass(frozen=True)
@@ -275,18 +276,23 @@ def arch_from_config(cfg: dict) -> DecoderArch:
     """Build a DecoderArch from an HF config dict (the language part of multimodal configs)."""
     c = text_config(cfg)
     mt = str(c.get("model_type") or cfg.get("model_type") or "").lower()
-    h = int(_get(c, "hidden_size", "n_embd", "d_model", default=0))
-    layers = int(_get(c, "num_hidden_layers", "num_layers", "n_layer", default=0))
-    heads = int(_get(c, "num_attention_heads", "n_head", default=0))
+    h = int(_get(c, *HIDDEN_KEYS, default=0))
+    layers = int(_get(c, *LAYER_KEYS, default=0))
+    heads = int(_get(c, *HEAD_KEYS, default=0))
     vocab = int(_get(c, "padded_vocab_size", "vocab_size", default=0))
     if not (h and layers and heads and vocab):
         raise WorkloadError(f"config of model_type {mt!r} lacks hidden_size/num_hidden_layers/num_attention_heads/vocab_size")
     if mt == "chatglm":
         kv_heads = int(c.get("multi_query_group_num", heads)) if c.get("multi_query_attention") else heads
+    elif mt == "mpt":     # MPT: grouped-query attention is an attn_config option (kv_n_heads)
+        attn = c.get("attn_config") or {}
+        gqa = attn.get("attn_type") == "grouped_query_attention"
+        kv_heads = int(attn.get("kv_n_heads") or heads) if gqa else heads
     else:
         kv_heads = int(_get(c, "num_key_value_heads", default=heads))
     head_dim = int(_get(c, "head_dim", "kv_channels", default=h // heads))
-    inter = int(_get(c, "intermediate_size", "ffn_hidden_size", "n_inner", default=4 * h))
+    inter = int(_get(c, "intermediate_size", "ffn_hidden_size", "n_inner",
+                     default=int(float(c.get("expansion_ratio") or 4) * h)))   # expansion_ratio: MPT
     gated = mt not in _NON_GATED
     layernorm = mt in _LAYERNORM
     q, kv = heads * head_dim, kv_heads * head_dim
@@ -334,7 +340,7 @@ def arch_from_config(cfg: dict) -> DecoderArch:
     else:
         fused = {"phi3": ("qkv_proj", "o_proj"), "chatglm": ("query_key_value", "dense"),
                  "gpt_neox": ("query_key_value", "dense"), "baichuan": ("W_pack", "o_proj"),
-                 "internlm2": ("wqkv", "wo")}.get(mt)
+                 "internlm2": ("wqkv", "wo"), "mpt": ("Wqkv", "out_proj")}.get(mt)
         if fused:
             lin += [LinearSpec(fused[0], "qkv", "attn", h, q + 2 * kv, 1, layers, qkv_bias),
                     LinearSpec(fused[1], "o", "attn", q, h, 1, layers, o_bias)]
@@ -360,7 +366,8 @@ def arch_from_config(cfg: dict) -> DecoderArch:
 
     dense_names = {"phi3": ("gate_up_proj", "down_proj"), "chatglm": ("dense_h_to_4h", "dense_4h_to_h"),
                    "internlm2": ("w1", "w3", "w2"), "phi": ("fc1", "fc2"),
-                   "gpt_neox": ("dense_h_to_4h", "dense_4h_to_h")}.get(mt, ("gate_proj", "up_proj", "down_proj"))
+                   "gpt_neox": ("dense_h_to_4h", "dense_4h_to_h"),
+                   "mpt": ("up_proj", "down_proj")}.get(mt, ("gate_proj", "up_proj", "down_proj"))
     lin += mlp(dense_names, "mlp", inter, 1, dense_layers)
     expert_names = ("w1", "w3", "w2") if mt == "mixtral" else ("gate_proj", "up_proj", "down_proj")
     lin += mlp(expert_names, "expert", moe_inter, n_exp, moe_layers)
@@ -384,7 +391,8 @@ def arch_from_config(cfg: dict) -> DecoderArch:
         shared_expert_gate=mt == "qwen2_moe" and shared_inter > 0, q_lora_rank=q_lora, kv_lora_rank=mla,
         qk_rope_head_dim=rope, qk_nope_head_dim=nope, v_head_dim=v_head,
         sliding_window=window if sliding else 0, sliding_layers=sliding, lm_head_bias=mt == "phi",
-        max_position_embeddings=int(_get(c, "max_position_embeddings", "seq_length", "model_max_length", default=0)),
+        max_position_embeddings=int(_get(c, "max_position_embeddings", "seq_length", "model_max_length", "max_seq_len",
+                                         default=0)),
     )
 
 

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 from gpuwise.errors import did_you_mean
-from gpuwise.workload.config_checks import check_config
+from gpuwise.workload.config_checks import HIDDEN_KEYS, LAYER_KEYS, check_config
 from gpuwise.workload.model import WorkloadError
 from gpuwise.workload.specs import CONFIG_DIR
 
@@ -27,6 +27,10 @@ _NOT_DECODERS = {
     # decoders the closed form does not describe (learned position tables, Conv1D projections,
     # OPT's projections): gpuwise traces these instead
     "gpt2", "opt", "bloom", "gptj", "gpt_bigcode", "falcon", "codegen", "xglm", "biogpt", "gpt_neo",
+    # transformers' MptAttention has no SDPA path (modeling_mpt.py: scores materialised, ALiBi added), which
+    # the closed form's SDPA default would undercount (MPT-7B LoRA at 2048 tokens: 26.6 GiB against the
+    # trace's 50.5); the closed form still reads MPT's shape (decoder.arch_from_config) for MPT's own stack
+    "mpt",
 }
 
 
@@ -103,9 +107,7 @@ def is_decoder_config(cfg: dict) -> bool:
     archs = [str(a) for a in (cfg.get("architectures") or [])]
     causal = any(a.endswith(("ForCausalLM", "LMHeadModel", "ForConditionalGeneration")) for a in archs)
     causal = causal or model_type in ("chatglm", "baichuan", "internlm2", "gemma3_text")
-    has_shape = bool(text.get("hidden_size") or text.get("n_embd")) and bool(
-        text.get("num_hidden_layers") or text.get("num_layers") or text.get("n_layer")
-    )
+    has_shape = any(text.get(k) for k in HIDDEN_KEYS) and any(text.get(k) for k in LAYER_KEYS)
     has_vocab = bool(text.get("vocab_size") or text.get("padded_vocab_size"))
     return causal and has_shape and has_vocab
 
