@@ -21,7 +21,7 @@ _BYTE_UNITS = {
     "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
     "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12,
 }
-_DURATION_UNITS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 86400, "w": 604800}
+_DURATION_UNITS = {"ms": 1e-3, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 86400, "w": 604800}
 _CURRENCY_SYMBOLS = {"¥": "CNY", "￥": "CNY", "$": "USD", "€": "EUR"}
 # What people write after an amount for the same currencies ("100元" on AutoDL, "100 RMB")
 _CURRENCY_WORDS = {"元": "CNY", "rmb": "CNY", "yuan": "CNY", "usd": "USD", "eur": "EUR"}
@@ -58,7 +58,7 @@ def parse_duration_s(text: str) -> float:
         total = 0.0
         for number, unit in parts:
             if unit not in _DURATION_UNITS:
-                raise UnitError(f"not a duration: {text!r}: unknown unit {unit!r} (use s, m, h, d, w)")
+                raise UnitError(f"not a duration: {text!r}: unknown unit {unit!r} (use ms, s, m, h, d, w)")
             total += float(number) * _DURATION_UNITS[unit]
     if not math.isfinite(total) or total <= 0:
         raise UnitError(f"duration must be positive: {text!r}")

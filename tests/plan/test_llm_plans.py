@@ -141,3 +141,41 @@ def test_serving_without_a_size_is_priced_per_million_output_tokens(cli_json):
     (o,) = [o for o in out["options"] if o["count"] == 1][:1]
     assert o["total_time_s"] == pytest.approx(500 * o["step_time_s"])      # 4,000 requests of 250 tokens, 8 a step
     assert JobSize.serving(250).samples == 4000
+
+
+def test_serving_latency_targets_leave_out_the_options_a_request_would_wait_too_long_on(catalog):
+    """Issue 24: people size serving by a latency target (time to first token, time per output token);
+    recommend took none, so the cheapest card was quoted however long a request waited on it."""
+    from gpuwise.plan import Constraints
+
+    ids = {"rtx-4090", "h100-sxm"}
+    cat = small_catalog(catalog, ids, [offer(g, 2.0 if g == "rtx-4090" else 20.0) for g in ids])
+    w = Workload("hf:Qwen/Qwen2.5-7B", mode="infer", seq_len=512, max_new_tokens=128, batch_size=2, engine="vllm",
+                 precision="bf16")
+    free = recommend(model_for(w), cat, job=JobSize(samples=10_000), max_gpus=1)
+    by_gpu = {o.gpu: o for o in free.options}
+    assert free.best.gpu == "rtx-4090"
+    slow, fast = by_gpu["rtx-4090"], by_gpu["h100-sxm"]
+    assert 0 < fast.tpot_s < slow.tpot_s and 0 < fast.ttft_s < slow.ttft_s
+    target = (slow.tpot_s + fast.tpot_s) / 2            # between the two cards: only the H100 meets it
+    held = recommend(model_for(w), cat, job=JobSize(samples=10_000), max_gpus=1,
+                     constraints=Constraints(max_tpot_s=target))
+    assert held.best.gpu == "h100-sxm"
+    reason = next(o for o in held.options if o.gpu == "rtx-4090").excluded_because
+    assert reason.startswith("time per output token") and "--tpot" in reason
+    none = recommend(model_for(w), cat, job=JobSize(samples=10_000), max_gpus=1,
+                     constraints=Constraints(max_ttft_s=fast.ttft_s / 2))
+    assert none.best is None and "a time to first token of" in none.nothing_meets
+    assert [o.gpu for o in none.closest][0] == "h100-sxm"      # the nearest to the target first
+    assert held.to_dict()["options"][0]["tpot_s"] is not None
+
+
+def test_latency_targets_are_refused_for_training():
+    from gpuwise.plan import Constraints, PlanError
+
+    w = Workload("hf:Qwen/Qwen2.5-7B", mode="train", finetune="lora", seq_len=512, batch_size=8)
+    with pytest.raises(PlanError, match="--ttft and --tpot are targets for serving"):
+        recommend(model_for(w), load_catalog(user_file=False), job=JobSize(steps=10),
+                  constraints=Constraints(max_tpot_s=0.05))
+    with pytest.raises(PlanError, match="--tpot must be a positive duration"):
+        Constraints(max_tpot_s=0.0)

@@ -28,6 +28,8 @@ def recommend(
     steps: Annotated[Optional[int], typer.Option("--steps", help="Optimizer steps (instead of --samples).")] = None,
     deadline: Annotated[Optional[str], typer.Option("--deadline", help="Finish within, e.g. 12h, 90m, 2d.")] = None,
     budget: Annotated[Optional[str], typer.Option("--budget", help="Spend at most, e.g. 300, ¥300, 40USD.")] = None,
+    ttft: Annotated[Optional[str], typer.Option("--ttft", help="LLM serving: the longest time to first token a request may wait (the batch's prefill), e.g. 2s, 500ms.")] = None,
+    tpot: Annotated[Optional[str], typer.Option("--tpot", help="LLM serving: the longest time per output token a request may see, e.g. 50ms (= 20 tokens/s a request).")] = None,
     provider: Annotated[Optional[str], typer.Option("--provider", help="Only this provider's offers.")] = None,
     gpus: Annotated[Optional[str], typer.Option("--gpus", help="Only these GPUs, comma-separated.")] = None,
     max_gpus: Annotated[int, typer.Option("--max-gpus", help="Largest GPU count to consider (1, 2, 4, 8).")] = 8,
@@ -76,6 +78,7 @@ def recommend(
     constraints = Constraints(
         deadline_s=parse_duration_s(deadline) if deadline else None, budget=budget_amount,
         budget_currency=budget_currency, headroom_fraction=headroom_fraction,
+        max_ttft_s=_duration("--ttft", ttft), max_tpot_s=_duration("--tpot", tpot),
     )
     cat = c.load_catalog_for(catalog, live)
     gpu_ids = [resolve_gpu(cat, g.strip()).id for g in gpus.split(",") if g.strip()] if gpus else None
@@ -137,6 +140,18 @@ def _cost(o) -> str:
     return format_money(o.total_cost_ranked, o.ranking_currency) if o.total_cost_ranked is not None else "-"
 
 
+def _duration(option: str, text: str | None) -> float | None:
+    """Seconds of a duration option, its name in the one-line error."""
+    from gpuwise.units import UnitError
+
+    if text is None:
+        return None
+    try:
+        return parse_duration_s(text)
+    except UnitError as e:
+        raise UnitError(f"{option}: {e}") from None
+
+
 def _render(rec, show_all: bool, deadline_s: float | None = None) -> None:
     con = c.console
     w = rec.workload
@@ -173,6 +188,9 @@ def _render(rec, show_all: bool, deadline_s: float | None = None) -> None:
                   + (f"micro-batch {b.batch_size}, {b.grad_accum_steps} accumulation step(s), " if w.is_training
                      else f"{b.batch_size} requests at a time, ")
                   + f"needs {format_bytes(b.peak_total_bytes)} of {format_bytes(b.gpu_memory_bytes)})")
+        if b.ttft_s is not None and b.tpot_s is not None:
+            con.print(f"  each request: first token after {format_duration(b.ttft_s)} (the batch's prefill), then "
+                      f"{format_duration(b.tpot_s)} a token ({1 / b.tpot_s:,.0f} tokens/s)")
         also = [name for name, o in (("the fastest", rec.fastest), ("the best value (least cost × time)",
                                                                     rec.best_value)) if o is b]
         if also:

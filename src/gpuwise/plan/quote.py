@@ -43,6 +43,9 @@ class Quote:
     total_cost_ranked: float | None = None
     bound: str | None = None
     regime: str | None = None             # the step's regime (runtime.accuracy.REGIMES): whose likely range applies
+    # LLM serving: what one request sees on this option (None for training and for traced models)
+    ttft_s: float | None = None           # time to first token: the batch's prefill
+    tpot_s: float | None = None           # time per output token: one decode step at the mean context
     excluded_because: str | None = None
     warnings: tuple[str, ...] = ()
     calibration: str | None = None        # the user's calibration that moved this option's estimate, in words
@@ -84,7 +87,8 @@ class Quote:
             "effective_batch_size": self.effective_batch_size, "total_time_s": self.total_time_s,
             "preemption_time_s": self.preemption_time_s,
             "total_cost": self.total_cost, "total_cost_ranked": self.total_cost_ranked, "bound": self.bound,
-            "regime": self.regime, "excluded_because": self.excluded_because, "warnings": list(self.warnings),
+            "regime": self.regime, "ttft_s": self.ttft_s, "tpot_s": self.tpot_s,
+            "excluded_because": self.excluded_because, "warnings": list(self.warnings),
             "calibration": self.calibration, "offer_source": self.offer_source, "own_price": self.own_price,
         }
 

@@ -66,9 +66,19 @@ class Constraints:
     budget: float | None = None
     budget_currency: str | None = None     # None: the ranking currency
     headroom_fraction: float = DEFAULT_HEADROOM_FRACTION
+    # LLM serving targets a request must see (None: none): time to first token, time per output token
+    max_ttft_s: float | None = None
+    max_tpot_s: float | None = None
 
     def __post_init__(self) -> None:
         check_headroom(self.headroom_fraction)
+        for flag, value in (("--ttft", self.max_ttft_s), ("--tpot", self.max_tpot_s)):
+            if value is not None and not (value > 0 and math.isfinite(value)):
+                raise PlanError(f"{flag} must be a positive duration, got {value!r}")
+
+    @property
+    def latency_targets(self) -> bool:
+        return self.max_ttft_s is not None or self.max_tpot_s is not None
         if self.deadline_s is not None and not (self.deadline_s > 0 and math.isfinite(self.deadline_s)):
             raise PlanError(f"--deadline must be a positive duration, got {self.deadline_s!r}")
         if self.budget is not None and not (self.budget > 0 and math.isfinite(self.budget)):
@@ -165,6 +175,9 @@ def recommend(
                         "or --batch-size auto")
     progress = progress or (lambda _m: None)
     workload = model.workload
+    if constraints.latency_targets and (workload.is_training or model.method != "closed-form"):
+        raise PlanError("--ttft and --tpot are targets for serving a decoder LLM (--mode infer): "
+                        f"this job is {'training' if workload.is_training else 'not an LLM the closed form serves'}")
     offers = candidate_offers(catalog, provider=provider, gpu_ids=gpu_ids, spot=spot_policy(spot))
     rank_in = ranking_currency(offers, currency)
     effective = effective_batch or workload.batch_size * workload.grad_accum_steps
@@ -295,6 +308,8 @@ def _evaluate(model, gpu: GPU, offer: Offer, count: int, job: JobSize, constrain
             split_note = (f"micro-batch {asked} does not fit: {micro} × {accum} accumulation steps instead "
                           f"(the same effective batch)",)
     step = est.time
+    serving = est.inference if not workload.is_training else None
+    latency = dict(ttft_s=getattr(serving, "ttft_s", None), tpot_s=getattr(serving, "time_per_output_token_s", None))
     if workload.is_training:
         steps = job.optimizer_steps(effective)
     else:   # batches to serve: the samples one step serves, as the model counts them (tensor parallel: one batch)
@@ -309,7 +324,7 @@ def _evaluate(model, gpu: GPU, offer: Offer, count: int, job: JobSize, constrain
         gpu, count, offer, peak_total_bytes=est.memory.total_upper_bytes, step_time_s=step.step_time_s if step else None,
         batch_size=micro, grad_accum_steps=accum, total_time_s=total_time_s, preemption_time_s=preemption_s,
         bound=step.bound if step else None, regime=step.regime if step else None, calibration=est.calibration,
-        warnings=split_note + (tuple(step.warnings) if step else ()), **quote,
+        warnings=split_note + (tuple(step.warnings) if step else ()), **latency, **quote,
     )
     if not option.fits:
         option = replace(option, excluded_because=_oom_reason(micro, est.memory, gpu, constraints))
@@ -341,7 +356,14 @@ def apply_constraints(options: list[Option], c: Constraints, ranking_currency: s
         budget = convert(c.budget, c.budget_currency or ranking_currency, ranking_currency)
     out = []
     for o in options:
-        if o.eligible and c.deadline_s is not None and o.total_time_s > c.deadline_s:
+        if o.eligible and c.max_ttft_s is not None and o.ttft_s is not None and o.ttft_s > c.max_ttft_s:
+            o = replace(o, excluded_because=f"time to first token {format_duration(o.ttft_s)} is over "
+                                            f"--ttft {format_duration(c.max_ttft_s)}")
+        elif o.eligible and c.max_tpot_s is not None and o.tpot_s is not None and o.tpot_s > c.max_tpot_s:
+            o = replace(o, excluded_because=f"time per output token {format_duration(o.tpot_s)} "
+                                            f"({1 / o.tpot_s:,.0f} tokens/s a request) is over "
+                                            f"--tpot {format_duration(c.max_tpot_s)}")
+        elif o.eligible and c.deadline_s is not None and o.total_time_s > c.deadline_s:
             o = replace(o, excluded_because=f"misses the deadline by {format_duration(o.total_time_s - c.deadline_s)}")
         elif o.eligible and budget is not None and o.total_cost_ranked > budget:
             over = convert(o.total_cost_ranked - budget, ranking_currency, o.currency)
@@ -373,9 +395,18 @@ def _nothing_meets(options: list[Option], c: Constraints, provider: str | None, 
         return (f"nothing meets the request: the job does not fit on any GPU on offer"
                 f"{' with bf16' if refused else ''} at this batch size{hint}"), ()
     what = []
+    if c.max_ttft_s is not None:
+        what.append(f"a time to first token of {format_duration(c.max_ttft_s)}")
+    if c.max_tpot_s is not None:
+        what.append(f"a time per output token of {format_duration(c.max_tpot_s)}")
     if c.deadline_s is not None:
         what.append(f"the deadline of {format_duration(c.deadline_s)}")
     if c.budget is not None:
         what.append(f"the budget of {format_money(c.budget, c.budget_currency or currency)}")
-    closest = sorted(fitting, key=lambda o: (o.total_time_s if c.deadline_s is not None else 0, o.total_cost_ranked))[:3]
+    def overshoot(o) -> float:     # how far past the latency targets, as a ratio (0: within them)
+        return max((o.ttft_s or 0.0) / c.max_ttft_s if c.max_ttft_s else 0.0,
+                   (o.tpot_s or 0.0) / c.max_tpot_s if c.max_tpot_s else 0.0)
+
+    closest = sorted(fitting, key=lambda o: (overshoot(o), o.total_time_s if c.deadline_s is not None else 0,
+                                             o.total_cost_ranked))[:3]
     return f"nothing meets {' and '.join(what) or 'the request'}; the closest options are listed", closest
