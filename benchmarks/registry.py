@@ -104,7 +104,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("monitor_overhead", "monitor", (MACHINE, "src/gpuwise/monitor/", "src/gpuwise/runlog.py"), ("10",),
               what="sampler + run-log CPU cost at 10 Hz on 8 GPUs, log bytes per sample", minutes=0.5, timed="estimate"),
     Benchmark("cli_speed", "cli_speed", (MACHINE, "src/gpuwise/"), ("--repeats", "3"),
-              what="first-question latency of the CLI as ratios (typo, cached, cold estimate)", minutes=3, timed="estimate"),
+              what="first-question latency of the CLI as ratios (typo, cached, cold estimate; timm typo and cached timm estimate)", minutes=5, timed="estimate"),
     Benchmark("fit_time_calibration", "", excluded="fits the shipped calibration.json (a model change, made "
               "and committed by whoever changes the laws; its figures are time_accuracy's)"),
     Benchmark("gpu.measure", "", excluded="needs a CUDA GPU (writes benchmarks/measured/, which memory_accuracy reads)"),
