@@ -202,3 +202,20 @@ def test_the_default_optimizer_is_said_in_the_header_as_the_default_precision_is
     assert "optimizer adamw" in chosen and "--optimizer to choose" not in chosen
     as_json = json.loads(gpuwise(*base, "--json").stdout)["workload"]
     assert as_json["optimizer"] == "adamw" and as_json["optimizer_default"] is True
+
+
+def test_serving_flags_from_a_new_user_trial(gpuwise):
+    """A bare '--tpot 25' was read as 25 s (every option passed); a serving job without output tokens was
+    'priced per million output tokens: 1,000,000 requests of 0 new tokens'; the JSON named the traced jobs'
+    time accuracy for the LLM closed form, which the text says no held-out run measures; vLLM's times were
+    said to be for 'PyTorch 2.x eager mode'."""
+    serve = ["recommend", "hf:Qwen/Qwen2.5-7B", "--mode", "infer", "--seq-len", "512", "--batch-size", "4",
+             "--provider", "autodl", "--no-remedies"]
+    bare = gpuwise(*serve, "--max-new-tokens", "16", "--tpot", "25")
+    assert bare.returncode == 2 and "--tpot 25: give a unit" in bare.stderr
+    no_tokens = gpuwise(*serve)
+    assert no_tokens.returncode == 2 and "--samples" in no_tokens.stderr
+    as_json = json.loads(gpuwise(*serve, "--max-new-tokens", "16", "--json").stdout)
+    assert as_json["time_accuracy"] is None
+    text = gpuwise(*serve, "--max-new-tokens", "16", "--engine", "vllm").stdout
+    assert "times are for vLLM" in " ".join(text.split())

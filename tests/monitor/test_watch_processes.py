@@ -122,3 +122,20 @@ def test_a_pid_filter_keeps_the_children_of_the_pid():
     # a real process tree: this test's own process is its own tree's root
     assert [r.pid for r in WatchFilter(pids=frozenset({os.getpid()})).processes(
         [ProcessRow(0, None, os.getpid(), GIB, "u", "c"), ProcessRow(0, None, 1, GIB, "root", "init")])] == [os.getpid()]
+
+
+def test_a_filter_narrows_the_gpu_tables_process_counts_and_says_when_nothing_matches(tmp_path):
+    """From a new-user trial: with --user bob the GPU table still counted alice's process on GPU 0, and
+    --user carol said 'no compute processes on these GPUs' with two running; the prompt followed the table."""
+    frames = write_frames(tmp_path / "frames.json", frames_of_two_users())
+    env = dict(os.environ, GPUWISE_MONITOR_BACKEND=f"replay:{frames}", COLUMNS="80")
+    out = gpuwise("watch", "--count", "1", "--user", "bob", env=env).stdout
+    procs = {line.split()[0]: line.split()[-1] for line in out.splitlines() if "A100-SXM4-40GB" in line}
+    assert procs == {"0": "0", "1": "1"}
+    nobody = gpuwise("watch", "--count", "1", "--user", "carol", env=env).stdout
+    assert "no process matches (user carol); 2 other(s) on these GPUs" in nobody
+    assert "no compute processes" not in nobody
+    assert out.endswith("\n")
+    title = next(line for line in gpuwise("watch", "--count", "1", "--gpu", "0,1", "--user", "alice",
+                                           env=env).stdout.splitlines() if line.startswith("gpuwise watch"))
+    assert title.endswith("only GPU 0, 1; user alice")       # one line, not wrapped at the table's width

@@ -179,3 +179,46 @@ def test_latency_targets_are_refused_for_training():
                   constraints=Constraints(max_tpot_s=0.05))
     with pytest.raises(PlanError, match="--tpot must be a positive duration"):
         Constraints(max_tpot_s=0.0)
+
+
+def test_every_missed_latency_target_is_named_and_remedies_keep_the_targets(catalog):
+    """From a new-user trial: only the first missed target was named, and 'To fit a cheaper GPU: --quant nf4'
+    was suggested with a time to first token seven times the --ttft asked."""
+    from gpuwise.plan import Constraints
+
+    w = Workload("hf:Qwen/Qwen2.5-7B", mode="infer", seq_len=1024, max_new_tokens=256, batch_size=16, engine="vllm",
+                 precision="bf16")
+    ids = {"rtx-a4000", "rtx-a5000", "h100-sxm"}
+    cat = small_catalog(catalog, ids, [offer(g, {"rtx-a4000": 1.0, "rtx-a5000": 1.5, "h100-sxm": 20.0}[g]) for g in ids])
+    targets = Constraints(max_ttft_s=1.0, max_tpot_s=0.025)
+    rec = recommend(model_for(w), cat, job=JobSize(samples=10_000), max_gpus=1, constraints=targets, remedies=True)
+    a5000 = next(o for o in rec.options if o.gpu == "rtx-a5000")
+    assert a5000.ttft_s > 1.0 and a5000.tpot_s > 0.025
+    assert "--ttft" in a5000.excluded_because and "--tpot" in a5000.excluded_because
+    free = recommend(model_for(w), cat, job=JobSize(samples=10_000), max_gpus=1, remedies=True)
+    slow_fixes = [r for r in free.remedies if r["ttft_s"] > 1.0]
+    assert slow_fixes                                   # without targets: --quant nf4 rescues the A4000 (6.8 s)
+    kept = {(r["change"], r["gpu"]) for r in rec.remedies}
+    assert not kept & {(r["change"], r["gpu"]) for r in slow_fixes}
+
+
+def test_a_prefill_longer_than_the_decode_is_compute_bound(catalog):
+    """From a new-user trial: 4,096-token prompts and 8 new tokens on an H100 read 'bound by bandwidth'
+    beside a 1.1 s prefill and a 51 ms decode."""
+    from gpuwise.plan.llm import estimate_llm
+
+    h100 = _gpu(catalog, "h100-sxm")
+    long_prompt = Workload("hf:Qwen/Qwen2.5-7B", mode="infer", seq_len=4096, max_new_tokens=8, batch_size=8,
+                           engine="vllm", precision="bf16")
+    long_answer = long_prompt.with_(seq_len=256, max_new_tokens=512)
+    assert estimate_llm(long_prompt, h100).time.bound == "compute"
+    assert estimate_llm(long_answer, h100).time.bound == "memory"
+
+
+def test_tpot_needs_output_tokens():
+    from gpuwise.plan import Constraints, PlanError
+
+    w = Workload("hf:Qwen/Qwen2.5-7B", mode="infer", seq_len=1024, batch_size=4, precision="bf16")
+    with pytest.raises(PlanError, match="--max-new-tokens"):
+        recommend(model_for(w), load_catalog(user_file=False), job=JobSize(samples=10),
+                  constraints=Constraints(max_tpot_s=0.05))

@@ -189,7 +189,9 @@ def _render(out: dict, est) -> None:
 
     vision = feeds_images(est.workload)
     layout = ", channels-first unless --channels-last" if vision else ""
-    con.print(f"[dim]Assumes PyTorch 2.x eager mode with cuDNN{layout}.[/]")
+    from gpuwise.runtime.stack import assumed_stack
+
+    con.print(f"[dim]Assumes {assumed_stack(est.workload)}{layout}.[/]")
 
 
 def _say_decoding_cores(rows: list[dict]) -> None:

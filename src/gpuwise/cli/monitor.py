@@ -135,10 +135,15 @@ def register(app: typer.Typer) -> None:
                     if taken:
                         sampler.sample_once()
                     taken += 1
-                    live.update(render_watch(narrow.history(sampler.history()), narrow.processes(_processes(backend)),
-                                             title), refresh=True)
+                    every = _processes(backend)
+                    shown = narrow.processes(every)
+                    hidden = (sum(narrow.keeps_gpu(r.gpu_index) for r in every) - len(shown)
+                              if narrow.narrows and every is not None else None)
+                    live.update(render_watch(narrow.history(sampler.history()), shown, title, hidden=hidden,
+                                             narrowed_to=narrow.describe()), refresh=True)
                     if count == 0 or taken < count:
                         time.sleep(sampler.interval_s)
+            console.line()      # the shell prompt on a line of its own after the last view
         except KeyboardInterrupt:
             pass
         finally:

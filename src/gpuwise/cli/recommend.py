@@ -28,8 +28,8 @@ def recommend(
     steps: Annotated[Optional[int], typer.Option("--steps", help="Optimizer steps (instead of --samples).")] = None,
     deadline: Annotated[Optional[str], typer.Option("--deadline", help="Finish within, e.g. 12h, 90m, 2d.")] = None,
     budget: Annotated[Optional[str], typer.Option("--budget", help="Spend at most, e.g. 300, ¥300, 40USD.")] = None,
-    ttft: Annotated[Optional[str], typer.Option("--ttft", help="LLM serving: the longest time to first token a request may wait (the batch's prefill), e.g. 2s, 500ms.")] = None,
-    tpot: Annotated[Optional[str], typer.Option("--tpot", help="LLM serving: the longest time per output token a request may see, e.g. 50ms (= 20 tokens/s a request).")] = None,
+    ttft: Annotated[Optional[str], typer.Option("--ttft", help="LLM serving (--mode infer): the longest time to first token a request may wait (the batch's prefill), with a unit: 2s, 500ms.")] = None,
+    tpot: Annotated[Optional[str], typer.Option("--tpot", help="LLM serving (--mode infer, --max-new-tokens >= 1): the longest time per output token a request may see, with a unit: 50ms (= 20 tokens/s a request).")] = None,
     provider: Annotated[Optional[str], typer.Option("--provider", help="Only this provider's offers.")] = None,
     gpus: Annotated[Optional[str], typer.Option("--gpus", help="Only these GPUs, comma-separated.")] = None,
     max_gpus: Annotated[int, typer.Option("--max-gpus", help="Largest GPU count to consider (1, 2, 4, 8).")] = 8,
@@ -71,7 +71,7 @@ def recommend(
     auto = batch is None
     workload = workload_from(model, workload_kwargs, batch_size=batch or auto_micro_batch(effective_batch))
     headroom_fraction = parse_headroom(headroom)
-    per_million = not workload.is_training and samples is None and steps is None
+    per_million = not workload.is_training and samples is None and steps is None and workload.max_new_tokens > 0
     job = JobSize.serving(workload.max_new_tokens) if per_million else JobSize(samples=samples, epochs=epochs,
                                                                                  steps=steps)
     budget_amount, budget_currency = parse_money(budget) if budget else (None, None)
@@ -98,8 +98,10 @@ def recommend(
     if plot:
         plot_recommendation(rec, plot, constraints.deadline_s)
     launch = launch_best(rec, cat, emit, command) if emit else None
+    covered = [o for o in rec.options if likely_job_time_range_s(o, rec.method)]
     if json_out:
-        accuracy = load_accuracy()
+        # the accuracy of the regime the options' likely ranges come from; null where none has a range
+        accuracy = load_accuracy(covered[0].regime) if covered else None
         c.print_json({**rec.to_dict(), "user_calibration": calibrated,
                       "time_accuracy": accuracy.to_dict() if accuracy is not None else None,
                       **({"launch": launch} if launch else {})})
@@ -111,7 +113,6 @@ def recommend(
     if per_million:
         c.console.print(f"[dim]Serving priced per million output tokens: {job.samples:,} requests of "
                         f"{workload.max_new_tokens} new tokens (--samples N for a number of requests).[/]")
-    covered = [o for o in rec.options if likely_job_time_range_s(o, rec.method)]
     accuracy = load_accuracy(covered[0].regime) if covered else None
     if accuracy is not None and covered:
         low, high = accuracy.likely_range_s(1.0)
@@ -146,10 +147,12 @@ def _duration(option: str, text: str | None) -> float | None:
 
     if text is None:
         return None
+    if text.strip().replace(".", "", 1).isdigit():     # '25' as 25 s would pass every option silently
+        raise UnitError(f"{option} {text}: give a unit (e.g. {option} {text}ms or {option} {text}s)")
     try:
         return parse_duration_s(text)
     except UnitError as e:
-        raise UnitError(f"{option}: {e}") from None
+        raise UnitError(f"{option}: {e} (a latency, e.g. 1s, 500ms, 25ms)") from None
 
 
 def _render(rec, show_all: bool, deadline_s: float | None = None) -> None:

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 
 from rich.console import Group
 from rich.table import Table
+from rich.text import Text
 
 from gpuwise.monitor.procs import ProcessRow
 from gpuwise.monitor.sample import GpuSample
@@ -32,9 +33,11 @@ def _fmt(value: float | None, fmt: str) -> str:
 
 
 def render_live(history: Mapping[tuple[int, int | None], Sequence[GpuSample]], title: str = "",
-                width: int = 16) -> Table:
+                width: int = 16, process_counts: Mapping[tuple[int, int | None], int] | None = None) -> Group:
+    """The GPU table under its title (a line of its own: a table's title wraps at the table's width).
+    ``process_counts``: the processes shown per GPU where a filter narrows them (None: NVML's count)."""
     # the title quotes the backend and the driver: the caller passes it through for_console
-    t = Table(title=title or None, show_edge=False, pad_edge=False, header_style="bold")
+    t = Table(show_edge=False, pad_edge=False, header_style="bold")
     for col in ("GPU", "name", "busy", "memory GiB", "power", "temp", "procs"):
         t.add_column(col, no_wrap=True, justify="left" if col in ("GPU", "name", "busy", "memory GiB") else "right")
     for key in sorted(history, key=lambda k: (k[0], -1 if k[1] is None else k[1])):
@@ -57,9 +60,10 @@ def render_live(history: Mapping[tuple[int, int | None], Sequence[GpuSample]], t
             f"{mem:>9} {sparkline([x.memory_used_bytes for x in samples], float(total or 1), width)}",
             _fmt(s.power_w, ".0f") + (" W" if s.power_w is not None else ""),
             _fmt(s.temperature_c, ".0f") + (" C" if s.temperature_c is not None else ""),
-            "-" if s.process_count is None else str(s.process_count),
+            str(process_counts.get(key, 0)) if process_counts is not None
+            else ("-" if s.process_count is None else str(s.process_count)),
         )
-    return t
+    return Group(Text.from_markup(title, style="bold"), t) if title else Group(t)
 
 
 def render_processes(rows: Sequence[ProcessRow]) -> Table:
@@ -79,11 +83,21 @@ def render_processes(rows: Sequence[ProcessRow]) -> Table:
 
 
 def render_watch(history: Mapping[tuple[int, int | None], Sequence[GpuSample]], processes: Sequence[ProcessRow] | None,
-                 title: str = "", width: int = 16) -> Group | Table:
-    """The GPU table and, below it, the process table (or one line saying there is none to show)."""
-    gpus = render_live(history, title, width)
+                 title: str = "", width: int = 16, *, hidden: int | None = None, narrowed_to: str = "") -> Group:
+    """The GPU table and, below it, the process table (or one line saying there is none to show).
+    ``hidden``: processes a filter left out (None: no filter), so the GPU table counts the ones shown
+    and an empty table says that processes are there but do not match (``narrowed_to``, in words)."""
+    counts = None
+    if hidden is not None and processes is not None:
+        counts = {}
+        for r in processes:
+            counts[(r.gpu_index, r.mig_index)] = counts.get((r.gpu_index, r.mig_index), 0) + 1
+    gpus = render_live(history, title, width, process_counts=counts)
     if processes is None:
         return gpus
     if not processes:
+        if hidden:
+            return Group(gpus, f"[dim]no process matches ({for_console(narrowed_to)}); {hidden} other(s) on "
+                               "these GPUs[/dim]")
         return Group(gpus, "[dim]no compute processes on these GPUs[/dim]")
     return Group(gpus, render_processes(processes))

@@ -16,7 +16,7 @@ from gpuwise.plan.offers import candidate_offers, cheapest_offer, ranking_curren
 from gpuwise.plan.profile import WorkloadModel, cannot_run, largest_fitting_batch, workload_on
 from gpuwise.plan.quote import Quote, make_quote
 from gpuwise.plan.spot import SpotRisk, spot_outcome
-from gpuwise.runtime.stack import Stack
+from gpuwise.runtime.stack import Stack, assumed_stack
 from gpuwise.units import format_bytes, format_duration, format_money
 from gpuwise.workload import Workload
 from gpuwise.workload.precision import parse
@@ -178,6 +178,8 @@ def recommend(
     if constraints.latency_targets and (workload.is_training or model.method != "closed-form"):
         raise PlanError("--ttft and --tpot are targets for serving a decoder LLM (--mode infer): "
                         f"this job is {'training' if workload.is_training else 'not an LLM the closed form serves'}")
+    if constraints.max_tpot_s is not None and workload.max_new_tokens < 1:
+        raise PlanError("--tpot is a time per output token: give --max-new-tokens N (N >= 1 tokens an answer)")
     offers = candidate_offers(catalog, provider=provider, gpu_ids=gpu_ids, spot=spot_policy(spot))
     rank_in = ranking_currency(offers, currency)
     effective = effective_batch or workload.batch_size * workload.grad_accum_steps
@@ -226,7 +228,7 @@ def recommend(
         *((spot_outcome(options, best, provider),) if spot else ()),
         *((input_note,) if (input_note := _input_outcome(workload, options)) else ()),
         f"costs ranked in {rank_in}; exchange rates indicative as of {RATES_CHECKED}",
-        "times are for PyTorch 2.x eager mode with cuDNN (DESIGN.md: the software stack assumed)",
+        f"times are for {assumed_stack(workload)} (DESIGN.md: the software stack assumed)",
     )
     options.sort(key=lambda o: (not o.eligible, not o.fits,
                                 o.total_cost_ranked if o.total_cost_ranked is not None else math.inf, o.gpu, o.count))
@@ -350,19 +352,26 @@ def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
+def latency_misses(o: Option, c: Constraints) -> list[str]:
+    """The serving latency targets an option misses, in words with the figures (empty: it meets them)."""
+    out = []
+    if c.max_ttft_s is not None and o.ttft_s is not None and o.ttft_s > c.max_ttft_s:
+        out.append(f"time to first token {format_duration(o.ttft_s)} is over --ttft {format_duration(c.max_ttft_s)}")
+    if c.max_tpot_s is not None and o.tpot_s is not None and o.tpot_s > c.max_tpot_s:
+        out.append(f"time per output token {format_duration(o.tpot_s)} ({1 / o.tpot_s:,.0f} tokens/s a request) "
+                   f"is over --tpot {format_duration(c.max_tpot_s)}")
+    return out
+
+
 def apply_constraints(options: list[Option], c: Constraints, ranking_currency: str) -> list[Option]:
     budget = None
     if c.budget is not None:
         budget = convert(c.budget, c.budget_currency or ranking_currency, ranking_currency)
     out = []
     for o in options:
-        if o.eligible and c.max_ttft_s is not None and o.ttft_s is not None and o.ttft_s > c.max_ttft_s:
-            o = replace(o, excluded_because=f"time to first token {format_duration(o.ttft_s)} is over "
-                                            f"--ttft {format_duration(c.max_ttft_s)}")
-        elif o.eligible and c.max_tpot_s is not None and o.tpot_s is not None and o.tpot_s > c.max_tpot_s:
-            o = replace(o, excluded_because=f"time per output token {format_duration(o.tpot_s)} "
-                                            f"({1 / o.tpot_s:,.0f} tokens/s a request) is over "
-                                            f"--tpot {format_duration(c.max_tpot_s)}")
+        missed = latency_misses(o, c) if o.eligible else []
+        if missed:
+            o = replace(o, excluded_because="; ".join(missed))
         elif o.eligible and c.deadline_s is not None and o.total_time_s > c.deadline_s:
             o = replace(o, excluded_because=f"misses the deadline by {format_duration(o.total_time_s - c.deadline_s)}")
         elif o.eligible and budget is not None and o.total_cost_ranked > budget:

@@ -120,6 +120,9 @@ def find_remedies(
                 peak_total_bytes=est.memory.total_upper_bytes, step_time_s=est.time.step_time_s,
                 headroom_fraction=constraints.headroom_fraction, ranking_currency=rec.ranking_currency,
                 total_time_s=steps * est.time.step_time_s, batch_size=w.batch_size, grad_accum_steps=w.grad_accum_steps,
+                # serving: what a request sees, so that --ttft/--tpot hold for a remedy as for the options
+                ttft_s=getattr(est.inference, "ttft_s", None),
+                tpot_s=getattr(est.inference, "time_per_output_token_s", None),
             )
             (quote,) = apply_constraints([quote], constraints, rec.ranking_currency)
             if not quote.eligible:

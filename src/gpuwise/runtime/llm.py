@@ -212,7 +212,9 @@ def serve_time(arch: DecoderArch, w: Workload, gpu, *, weights_bytes: float, pro
     step = StepTime(
         gpu=gpu.id, count=n, step_time_s=total, samples_per_s=batch / total if total > 0 else 0.0,
         by_class_s={"prefill": ttft, "decode": decode_s},
-        bound="launch" if host_step_s > gpu_step_s else ("memory" if mem_s >= flop_s else "compute"),
+        # what dominates the request batch: a prefill longer than the whole decode is compute work
+        bound="launch" if host_step_s > gpu_step_s else (
+            "compute" if ttft >= decode_s or flop_s > mem_s else "memory"),
         compute_s=ttft, communication_s=tp_comm + tp_latency * new_tokens, warnings=tuple(warnings),
     )
     return ServeTime(ttft_s=ttft, decode_step_s=step_s, decode_tokens_per_s=batch / step_s,

@@ -55,3 +55,10 @@ class Stack:
 
 
 DEFAULT_STACK = Stack()
+
+
+def assumed_stack(wl) -> str:
+    """The software the times are for, as estimate's and recommend's footers say it."""
+    if not wl.is_training and getattr(wl, "engine", "hf") == "vllm":
+        return "vLLM (CUDA graphs, continuous batching)"
+    return "PyTorch 2.x " + ("torch.compile" if getattr(wl, "compile", False) else "eager mode") + " with cuDNN"
