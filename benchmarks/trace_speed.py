@@ -17,7 +17,7 @@ import time
 
 from benchmarks.harness import write_results
 from benchmarks.machine import require_quiet_machine
-from gpuwise.trace import trace_workload
+from gpuwise.trace.tracer import trace_workload   # the tracer itself: the trace cache would time a file read
 from gpuwise.workload import Workload
 
 CASES = [
@@ -59,7 +59,7 @@ def run_case(case: dict) -> dict:
 def cold_resnet50_s() -> dict:
     """ResNet-50 bs128 in a fresh process: import time, then the first trace (wall and CPU)."""
     code = ("import time; t=time.perf_counter(); import torch, torchvision, gpuwise.trace.tracer; "
-            "from gpuwise.trace import trace_workload; from gpuwise.workload import Workload; "
+            "from gpuwise.trace.tracer import trace_workload; from gpuwise.workload import Workload; "
             "t1=time.perf_counter(); c1=time.process_time(); "
             "trace_workload(Workload(model='torchvision:resnet50', batch_size=128, optimizer='momentum')); "
             "print(round(t1-t, 2), round(time.perf_counter()-t1, 2), round(time.process_time()-c1, 2))")
