@@ -36,6 +36,7 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
+from gpuwise.trace import ops as taxonomy
 from gpuwise.trace.records import OpRecord
 
 MIB = 1 << 20
@@ -123,7 +124,7 @@ def register_cuda_rule(*op_names: str) -> Callable[[CudaRule], CudaRule]:
 
 
 def rules_for(op_name: str) -> list[CudaRule]:
-    packet = op_name.rsplit(".", 1)[0] if op_name.count(".") >= 2 else op_name
+    packet = taxonomy.packet_of(op_name)
     return _RULES.get(op_name, []) + (_RULES.get(packet, []) if packet != op_name else [])
 
 
@@ -141,23 +142,13 @@ def tensor_bytes(shape: Sequence[int], dtype: str) -> int:
     return math.prod(shape) * _ITEMSIZE.get(dtype, 4)
 
 
-# --------------------------------------------------------------------------- BLAS
-# Under inference_mode the tracer sees composite ops (linear, conv2d, batch_norm) undecomposed.
-BLAS_OPS = frozenset(
-    f"aten.{n}" for n in ("mm", "addmm", "bmm", "baddbmm", "addbmm", "addmv", "mv", "dot", "_scaled_mm",
-                          "_addmm_activation", "_int_mm", "linear", "matmul", "einsum", "bilinear")
-)
-CONV_OPS = frozenset(f"aten.{n}" for n in ("convolution", "_convolution", "conv1d", "conv2d", "conv3d",
-                                            "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
-                                            "cudnn_convolution"))
-CUDNN_OPS = CONV_OPS | frozenset(f"aten.{n}" for n in (
-    "convolution_backward", "native_batch_norm", "_native_batch_norm_legit", "batch_norm",
-    "_native_batch_norm_legit_functional", "native_batch_norm_backward", "cudnn_batch_norm",
-    "_native_batch_norm_legit_no_training"))
-
-
-def op_packet(op_name: str) -> str:
-    return op_name.rsplit(".", 1)[0] if op_name.count(".") >= 2 else op_name
+# --------------------------------------------------------------------------- libraries
+# The op families come from the one taxonomy (trace/ops.py): what cuBLAS runs takes its workspace,
+# what cuDNN runs loads its kernels; a forward convolution takes a cuDNN workspace (backward: below).
+BLAS_OPS = taxonomy.packets(library=taxonomy.CUBLAS)
+CUDNN_OPS = taxonomy.packets(library=taxonomy.CUDNN)
+CONV_OPS = frozenset(p for p in taxonomy.packets("conv") if not p.endswith("_backward"))
+op_packet = taxonomy.packet_of
 
 
 # --------------------------------------------------------------------------- convolution
