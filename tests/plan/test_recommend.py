@@ -298,3 +298,37 @@ def test_an_input_rate_says_how_many_options_wait_on_it_even_when_none_do(catalo
     assert "none of the 2 options that fit waits on it" in said
     synthetic = ScriptedModel(Workload("scripted", batch_size=32), fixed_bytes=2 * GB)
     assert not any("input pipeline" in n for n in recommend(synthetic, cat, job=job, max_gpus=1).notes)
+
+
+# --- typed exclusions (issue 23 item 4): code reads the kind, people read the words ------------------
+
+def test_each_exclusion_has_a_kind_that_code_reads(catalog):
+    from gpuwise.plan import reasons
+
+    cat = small_catalog(catalog, {"t4", "rtx-4090", "h100-sxm"},
+                        [offer("t4", 1.0), offer("rtx-4090", 2.0), offer("h100-sxm", 20.0),
+                         offer("rtx-4090", 8.0, count=4)])
+    bf16 = ScriptedModel(Workload("scripted", batch_size=6, precision="amp-bf16"), fixed_bytes=30 * GB,
+                         per_sample_bytes=0.1 * GB)
+    rec = recommend(bf16, cat, job=JobSize(samples=100_000), max_gpus=4, effective_batch=6)
+    kinds = {(o.gpu, o.count): o.exclusion.kind for o in rec.options if not o.eligible}
+    assert kinds[("t4", 1)] == reasons.CANNOT_RUN          # no bf16 on a Turing card
+    assert kinds[("rtx-4090", 1)] == reasons.OOM           # 30.6 GB on a 24 GB card
+    assert kinds[("rtx-4090", 4)] == reasons.SPLIT         # 6 does not split over 4
+    # the JSON carries the kind beside the words
+    row = next(o for o in rec.to_dict()["options"] if o["count"] == 4)
+    assert row["excluded_kind"] == "split" and "does not split evenly" in row["excluded_because"]
+
+    model = ScriptedModel(Workload("scripted", batch_size=8))
+    late = recommend(model, cat, job=JobSize(samples=10_000_000), max_gpus=1, constraints=Constraints(deadline_s=1.0))
+    poor = recommend(model, cat, job=JobSize(samples=1_000_000), max_gpus=1, constraints=Constraints(budget=1e-9))
+    assert {o.exclusion.kind for o in late.options if not o.eligible and o.fits} == {reasons.DEADLINE}
+    assert {o.exclusion.kind for o in poor.options if not o.eligible and o.fits} == {reasons.BUDGET}
+
+
+def test_an_exclusion_of_no_known_kind_is_refused():
+    from gpuwise.plan.reasons import Exclusion
+
+    with pytest.raises(ValueError, match="unknown exclusion kind"):
+        Exclusion("slow", "too slow")
+    assert str(Exclusion("oom", "OOM at batch 4")) == "OOM at batch 4"

@@ -320,7 +320,7 @@ def _summary(rec, limit: int = 12):
     seen_kinds = set()
     for o in rec.options:
         if not o.eligible and len(keep) < limit + 6:
-            kind = (o.excluded_because or "").split(":")[0].split(" by ")[0]
+            kind = o.exclusion.kind
             if kind not in seen_kinds:
                 seen_kinds.add(kind)
                 keep.append(o)

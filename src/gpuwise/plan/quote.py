@@ -13,6 +13,7 @@ from gpuwise.catalog.model import GPU, Offer
 from gpuwise.plan.fit import fits as fits_rule
 from gpuwise.plan.fit import spare_bytes
 from gpuwise.plan.money import convert
+from gpuwise.plan.reasons import Exclusion
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,7 @@ class Quote:
     # LLM serving: what one request sees on this option (None for training and for traced models)
     ttft_s: float | None = None           # time to first token: the batch's prefill
     tpot_s: float | None = None           # time per output token: one decode step at the mean context
-    excluded_because: str | None = None
+    exclusion: Exclusion | None = None      # why it is left out (plan/reasons.py); None: eligible
     warnings: tuple[str, ...] = ()
     calibration: str | None = None        # the user's calibration that moved this option's estimate, in words
     offer_source: str | None = None
@@ -58,8 +59,13 @@ class Quote:
         return self.offer is not None and not self.offer.indicative and not self.offer.live
 
     @property
+    def excluded_because(self) -> str | None:
+        """The exclusion in words (None: eligible)."""
+        return self.exclusion.text if self.exclusion is not None else None
+
+    @property
     def eligible(self) -> bool:
-        return self.excluded_because is None
+        return self.exclusion is None
 
     @property
     def cost_per_step_ranked(self) -> float | None:
@@ -88,7 +94,9 @@ class Quote:
             "preemption_time_s": self.preemption_time_s,
             "total_cost": self.total_cost, "total_cost_ranked": self.total_cost_ranked, "bound": self.bound,
             "regime": self.regime, "ttft_s": self.ttft_s, "tpot_s": self.tpot_s,
-            "excluded_because": self.excluded_because, "warnings": list(self.warnings),
+            "excluded_because": self.excluded_because,
+            "excluded_kind": self.exclusion.kind if self.exclusion is not None else None,
+            "warnings": list(self.warnings),
             "calibration": self.calibration, "offer_source": self.offer_source, "own_price": self.own_price,
         }
 

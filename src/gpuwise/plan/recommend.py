@@ -14,6 +14,7 @@ from gpuwise.plan.fit import DEFAULT_HEADROOM_FRACTION, check_headroom, fits, us
 from gpuwise.plan.money import RATES_CHECKED, convert, rates_in
 from gpuwise.plan.offers import candidate_offers, cheapest_offer, ranking_currency, spot_policy
 from gpuwise.plan.profile import WorkloadModel, cannot_run, largest_fitting_batch, workload_on
+from gpuwise.plan import reasons
 from gpuwise.plan.quote import Quote, make_quote
 from gpuwise.plan.spot import SpotRisk, spot_outcome
 from gpuwise.runtime.stack import Stack, assumed_stack
@@ -263,20 +264,19 @@ def _evaluate(model, gpu: GPU, offer: Offer, count: int, job: JobSize, constrain
     quote = dict(headroom_fraction=constraints.headroom_fraction, ranking_currency=rank_in,
                  effective_batch_size=effective)
 
-    def excluded(reason: str, **known) -> Option:
+    def excluded(exclusion: reasons.Exclusion, **known) -> Option:
         known.setdefault("peak_total_bytes", None)
-        return make_quote(gpu, count, offer, step_time_s=None, excluded_because=reason, **quote, **known)
+        return make_quote(gpu, count, offer, step_time_s=None, exclusion=exclusion, **quote, **known)
 
-    reason = cannot_run(workload, gpu) or model.count_refusal(count)
-    if reason:
-        return excluded(reason)
+    why = cannot_run(workload, gpu)
+    if why:
+        return excluded(reasons.cannot_run(why))
+    why = model.count_refusal(count)
+    if why:
+        return excluded(reasons.count_refused(why))
     if workload.is_training and effective % count:
-        # --batch-size is the micro-batch; the effective batch (micro-batch × accumulation) is what every
-        # option keeps, so it must split over the GPUs: say which flag runs it on this count
-        return excluded(f"effective batch {effective} does not split evenly over {count} GPUs "
-                        f"(--effective-batch {_split_over(effective, count)} splits "
-                        f"{_split_over(effective, count) // count} per GPU, "
-                        f"--per-gpu-batch runs micro-batch {workload.batch_size} on each)")
+        # the effective batch (micro-batch × accumulation) is what every option keeps: it must split
+        return excluded(reasons.batch_does_not_split(effective, count, workload.batch_size))
     per_gpu = effective // count if workload.is_training else workload.batch_size
 
     where = offer.provider     # the provider's machines: its links inside a node and between nodes
@@ -329,23 +329,18 @@ def _evaluate(model, gpu: GPU, offer: Offer, count: int, job: JobSize, constrain
         warnings=split_note + (tuple(step.warnings) if step else ()), **latency, **quote,
     )
     if not option.fits:
-        option = replace(option, excluded_because=_oom_reason(micro, est.memory, gpu, constraints))
+        option = replace(option, exclusion=_oom_reason(micro, est.memory, gpu, constraints))
     return option
 
 
-def _oom_reason(batch: int, memory, gpu: GPU, constraints: Constraints) -> str:
+def _oom_reason(batch: int, memory, gpu: GPU, constraints: Constraints) -> reasons.Exclusion:
     """The fit line's words (memory.uncertainty.fit_wording): the estimate's total to its upper side."""
     kept = f" with {constraints.headroom_fraction:.0%} kept free" if constraints.headroom_fraction else ""
     needs = f"{format_bytes(memory.total_bytes)}–{format_bytes(memory.total_upper_bytes)}"
+    usable = usable_bytes(gpu, constraints.headroom_fraction)
     # the upper side decides (one fit rule); where the estimate's total itself fits, it is a risk, not a certainty
-    risk = "OOM risk" if fit_verdict(memory, usable_bytes(gpu, constraints.headroom_fraction)) == "tight" else "OOM"
-    return (f"{risk} at batch {batch}: needs {needs}, "
-            f"{format_bytes(usable_bytes(gpu, constraints.headroom_fraction))} usable{kept}")
-
-
-def _split_over(effective: int, count: int) -> int:
-    """The nearest effective batch at or above ``effective`` that ``count`` GPUs split evenly."""
-    return -(-effective // count) * count
+    return reasons.out_of_memory(batch, needs, format_bytes(usable), kept,
+                                 risk=fit_verdict(memory, usable) == "tight")
 
 
 def _divisors(n: int) -> list[int]:
@@ -371,12 +366,12 @@ def apply_constraints(options: list[Option], c: Constraints, ranking_currency: s
     for o in options:
         missed = latency_misses(o, c) if o.eligible else []
         if missed:
-            o = replace(o, excluded_because="; ".join(missed))
+            o = replace(o, exclusion=reasons.latency_missed(missed))
         elif o.eligible and c.deadline_s is not None and o.total_time_s > c.deadline_s:
-            o = replace(o, excluded_because=f"misses the deadline by {format_duration(o.total_time_s - c.deadline_s)}")
+            o = replace(o, exclusion=reasons.deadline_missed(o.total_time_s - c.deadline_s))
         elif o.eligible and budget is not None and o.total_cost_ranked > budget:
             over = convert(o.total_cost_ranked - budget, ranking_currency, o.currency)
-            o = replace(o, excluded_because=f"over budget by {format_money(over, o.currency)}")
+            o = replace(o, exclusion=reasons.over_budget(over, o.currency))
         out.append(o)
     return out
 
@@ -394,7 +389,7 @@ def _nothing_meets(options: list[Option], c: Constraints, provider: str | None, 
         return (f"nothing meets the request: no GPU on offer has bf16 ({archs}), which {precision} needs: "
                 f"use --precision {parse(precision).fp16_twin}, or GPUs of Ampere or newer"), ()
     if not fitting:
-        split = any("does not split evenly" in (o.excluded_because or "") for o in options)
+        split = any(o.exclusion is not None and o.exclusion.kind == reasons.SPLIT for o in options)
         hint = (" (the multi-GPU options need an effective batch they can split: --effective-batch N, or "
                 "--per-gpu-batch to run the batch on every GPU)" if split else "")
         refused = sorted({o.gpu for o in options if o.gpu in no_bf16})

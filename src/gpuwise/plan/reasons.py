@@ -1,0 +1,67 @@
+"""Why an option is left out, as a value: a kind code reads (``Exclusion.kind``) and the words people
+read (``Exclusion.text``), made here, once per kind. Before this, code parsed the prose back
+(``split(":")``, ``"does not split evenly" in``) and a reworded sentence changed behaviour."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpuwise.units import format_duration, format_money
+
+CANNOT_RUN = "cannot-run"      # the GPU cannot run the job's precision (no bf16 ...)
+COUNT = "count"                # the job cannot be split over this many GPUs (tensor-parallel heads ...)
+SPLIT = "split"                # the effective batch does not split evenly over the GPUs
+OOM = "oom"                    # the step does not fit (or fits only without its upper side)
+LATENCY = "latency"            # a serving target (--ttft, --tpot) is missed
+DEADLINE = "deadline"          # the job ends after --deadline
+BUDGET = "budget"              # the job costs more than --budget
+KINDS = (CANNOT_RUN, COUNT, SPLIT, OOM, LATENCY, DEADLINE, BUDGET)
+
+
+@dataclass(frozen=True)
+class Exclusion:
+    kind: str
+    text: str
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown exclusion kind {self.kind!r} (one of {', '.join(KINDS)})")
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def cannot_run(reason: str) -> Exclusion:
+    """``plan.profile.cannot_run``'s reason (the one rule estimate shows too, word for word)."""
+    return Exclusion(CANNOT_RUN, reason)
+
+
+def count_refused(reason: str) -> Exclusion:
+    return Exclusion(COUNT, reason)
+
+
+def batch_does_not_split(effective: int, count: int, micro_batch: int) -> Exclusion:
+    """--batch-size is the micro-batch; the effective batch is what every option keeps: say which flag
+    runs the job on this count."""
+    over = -(-effective // count) * count      # the nearest effective batch at or above that splits
+    return Exclusion(SPLIT, f"effective batch {effective} does not split evenly over {count} GPUs "
+                            f"(--effective-batch {over} splits {over // count} per GPU, "
+                            f"--per-gpu-batch runs micro-batch {micro_batch} on each)")
+
+
+def out_of_memory(batch: int, needs: str, usable: str, kept: str, *, risk: bool) -> Exclusion:
+    """The fit line's words: ``needs`` the estimate's total to its upper side; ``risk`` where the total
+    itself fits and only the upper side does not."""
+    return Exclusion(OOM, f"{'OOM risk' if risk else 'OOM'} at batch {batch}: needs {needs}, {usable} usable{kept}")
+
+
+def latency_missed(misses: list[str]) -> Exclusion:
+    return Exclusion(LATENCY, "; ".join(misses))
+
+
+def deadline_missed(over_s: float) -> Exclusion:
+    return Exclusion(DEADLINE, f"misses the deadline by {format_duration(over_s)}")
+
+
+def over_budget(over: float, currency: str) -> Exclusion:
+    return Exclusion(BUDGET, f"over budget by {format_money(over, currency)}")
