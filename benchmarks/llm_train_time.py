@@ -115,12 +115,13 @@ def main() -> None:
              f"| rows | n | gpuwise | {ROOFLINE} | {ROOFLINE_075} |", "|---|---|---|---|---|",
              f"| (cells: {CELL_HEADER}) | | | | |",
              comparison_row("all", cases, baselines)]
-    by_gpu, by_size, by_nodes = defaultdict(list), defaultdict(list), defaultdict(list)
+    by_gpu, by_size, by_nodes, by_ckpt = defaultdict(list), defaultdict(list), defaultdict(list), defaultdict(list)
     for c, d in zip(cases, detail):
         by_gpu[d["gpu"]].append(c)
         by_size[d["size"]].append(c)
         by_nodes["one node (8 GPUs)" if d["count"] <= GPUS_PER_NODE else "several nodes"].append(c)
-    for group in (by_gpu, by_nodes):
+        by_ckpt["activation checkpointing" if d["checkpointing"] else "no activation checkpointing"].append(c)
+    for group in (by_gpu, by_nodes, by_ckpt):
         for label in sorted(group):
             lines.append(comparison_row(label, group[label], baselines))
     for label in MPT_SHAPES:
