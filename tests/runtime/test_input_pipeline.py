@@ -104,3 +104,21 @@ def test_estimate_on_every_gpu_says_the_decoding_cores_once(cli_json, capsys):
     assert not done.value.code
     text = capsys.readouterr().out
     assert text.count("CPU cores of") == 1 and "of these GPUs" in text
+
+
+def test_the_decoding_warning_is_recognised_by_its_kind_not_its_words():
+    """Issue 23 item 4: estimate and recommend picked this warning out by its first word ('feeding ')."""
+    import json
+    import pickle
+
+    from gpuwise.runtime.input_pipeline import decoding_warning, is_decoding_warning
+    from gpuwise.runtime.model import Note
+
+    warning = decoding_warning(5_000, 224)
+    assert warning is not None and is_decoding_warning(warning)
+    # the same words from elsewhere are not the rule's warning; the rule's survives copies and JSON as words
+    assert not is_decoding_warning(str(warning))
+    assert is_decoding_warning(pickle.loads(pickle.dumps(warning)))
+    assert json.loads(json.dumps([warning])) == [str(warning)]
+    with pytest.raises(ValueError, match="unknown note kind"):
+        Note("slow-disk", "the disk is slow")

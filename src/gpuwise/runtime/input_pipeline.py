@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
+from gpuwise.runtime.model import Note, is_note
+
 DEFAULT_IMAGE_SIDE = 224
 # Above this many cores of decoding per GPU a job on synthetic data gets a warning: the vCPUs a rented GPU
 # usually comes with (8-12 on AutoDL-style and cloud machines: e.g. 96 vCPUs for 8 A100s).
@@ -59,19 +61,19 @@ def cores_to_feed(samples_per_s: float, side_px: int | None, training: bool) -> 
     return samples_per_s * decode_cost(training).per_image_s(side_px or DEFAULT_IMAGE_SIDE)
 
 
-DECODING_WARNING_START = "feeding "
-
-
-def decoding_warning(samples_per_s: float, side_px: int | None) -> str | None:
+def decoding_warning(samples_per_s: float, side_px: int | None) -> Note | None:
     """What a vision training job on synthetic data would need from real JPEGs, when that is more decoding
     cores than a rented GPU usually comes with; None otherwise."""
     cores = cores_to_feed(samples_per_s, side_px, training=True)
     if round(cores) <= CORES_PER_RENTED_GPU:      # said as a whole number: "~8 cores" is no warning
         return None
-    return (f"{DECODING_WARNING_START}{samples_per_s:,.0f} images/s per GPU from JPEGs takes ~{cores:.0f} CPU cores "
-            f"of decoding (torchvision's transforms, measured on one core of {measured_on()}); rented machines "
-            f"often have {CORES_PER_RENTED_GPU} or so per GPU: --cpu-workers N or --input-rate N models the pipeline")
+    return Note(Note.DECODING_CORES,
+                f"feeding {samples_per_s:,.0f} images/s per GPU from JPEGs takes ~{cores:.0f} CPU cores "
+                f"of decoding (torchvision's transforms, measured on one core of {measured_on()}); rented "
+                f"machines often have {CORES_PER_RENTED_GPU} or so per GPU: --cpu-workers N or --input-rate N "
+                "models the pipeline")
 
 
-def is_decoding_warning(text: str) -> bool:
-    return text.startswith(DECODING_WARNING_START) and "CPU cores of decoding" in text
+def is_decoding_warning(warning: str) -> bool:
+    """Whether a warning is :func:`decoding_warning`'s (by its kind, not its words)."""
+    return is_note(warning, Note.DECODING_CORES)

@@ -18,6 +18,32 @@ def bound_word(bound: str | None) -> str:
     return _BOUND_WORDS.get(bound or "", bound or "")
 
 
+class Note(str):
+    """A warning in words that code can recognise by its ``kind``, not by its wording (it is a ``str``:
+    printed, joined and written to JSON as the words). ``DECODING_CORES``: real JPEGs would need more
+    CPU cores than a rented GPU comes with."""
+
+    DECODING_CORES = "decoding-cores"
+    KINDS = (DECODING_CORES,)
+
+    kind: str
+
+    def __new__(cls, kind: str, text: str) -> "Note":
+        if kind not in cls.KINDS:
+            raise ValueError(f"unknown note kind {kind!r}")
+        note = super().__new__(cls, text)
+        note.kind = kind
+        return note
+
+    def __reduce__(self):
+        return (Note, (self.kind, str(self)))
+
+
+def is_note(value, kind: str) -> bool:
+    """Whether ``value`` (a warning) is a :class:`Note` of ``kind``."""
+    return isinstance(value, Note) and value.kind == kind
+
+
 class RuntimeError_(GpuwiseError):
     """Named with a trailing underscore so it never shadows Python's built-in RuntimeError."""
 
