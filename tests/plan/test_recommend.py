@@ -332,3 +332,13 @@ def test_an_exclusion_of_no_known_kind_is_refused():
     with pytest.raises(ValueError, match="unknown exclusion kind"):
         Exclusion("slow", "too slow")
     assert str(Exclusion("oom", "OOM at batch 4")) == "OOM at batch 4"
+
+
+def test_an_oom_risk_is_its_own_kind():
+    """Where the estimate's total fits and only its upper side does not, scripts can tell it from an OOM."""
+    from gpuwise.plan import reasons
+
+    risk = reasons.out_of_memory(4, "21.0 GiB–24.5 GiB", "23.2 GiB", "", risk=True)
+    sure = reasons.out_of_memory(4, "30.0 GiB–33.1 GiB", "23.2 GiB", "", risk=False)
+    assert (risk.kind, sure.kind) == (reasons.OOM_RISK, reasons.OOM)
+    assert risk.text.startswith("OOM risk at batch 4") and sure.text.startswith("OOM at batch 4")

@@ -36,6 +36,9 @@ def test_the_memory_rules_families_are_the_registrys():
     assert cuda.CONV_OPS <= ops.packets("conv") and "aten.convolution_backward" not in cuda.CONV_OPS
     assert cuda.CUDNN_OPS <= ops.packets("conv") | ops.packets("norm")
     assert {"aten.convolution_backward", "aten.native_batch_norm"} <= cuda.CUDNN_OPS
+    # PyTorch's own conv kernels are conv work without cuDNN's modules or workspace
+    for own in ("aten._conv_depthwise2d", "aten._slow_conv2d_forward", "aten.mkldnn_convolution"):
+        assert classify_name(own + ".default") == "conv" and own not in cuda.CUDNN_OPS
     # weight-only quantized matmuls are matmul work on PyTorch's own kernels, not cuBLAS
     assert classify_name("aten._weight_int8pack_mm.default") == "matmul"
     assert ops.library_of("aten._weight_int8pack_mm.default") is None

@@ -147,7 +147,7 @@ def tensor_bytes(shape: Sequence[int], dtype: str) -> int:
 # what cuDNN runs loads its kernels; a forward convolution takes a cuDNN workspace (backward: below).
 BLAS_OPS = taxonomy.packets(library=taxonomy.CUBLAS)
 CUDNN_OPS = taxonomy.packets(library=taxonomy.CUDNN)
-CONV_OPS = frozenset(p for p in taxonomy.packets("conv") if not p.endswith("_backward"))
+CONV_OPS = frozenset(p for p in taxonomy.packets("conv", library=taxonomy.CUDNN) if not p.endswith("_backward"))
 op_packet = taxonomy.packet_of
 
 

@@ -11,11 +11,12 @@ from gpuwise.units import format_duration, format_money
 CANNOT_RUN = "cannot-run"      # the GPU cannot run the job's precision (no bf16 ...)
 COUNT = "count"                # the job cannot be split over this many GPUs (tensor-parallel heads ...)
 SPLIT = "split"                # the effective batch does not split evenly over the GPUs
-OOM = "oom"                    # the step does not fit (or fits only without its upper side)
+OOM = "oom"                    # the step does not fit, its estimate's total included
+OOM_RISK = "oom-risk"          # the estimate's total fits, its upper side does not
 LATENCY = "latency"            # a serving target (--ttft, --tpot) is missed
 DEADLINE = "deadline"          # the job ends after --deadline
 BUDGET = "budget"              # the job costs more than --budget
-KINDS = (CANNOT_RUN, COUNT, SPLIT, OOM, LATENCY, DEADLINE, BUDGET)
+KINDS = (CANNOT_RUN, COUNT, SPLIT, OOM, OOM_RISK, LATENCY, DEADLINE, BUDGET)
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,8 @@ def batch_does_not_split(effective: int, count: int, micro_batch: int) -> Exclus
 def out_of_memory(batch: int, needs: str, usable: str, kept: str, *, risk: bool) -> Exclusion:
     """The fit line's words: ``needs`` the estimate's total to its upper side; ``risk`` where the total
     itself fits and only the upper side does not."""
-    return Exclusion(OOM, f"{'OOM risk' if risk else 'OOM'} at batch {batch}: needs {needs}, {usable} usable{kept}")
+    return Exclusion(OOM_RISK if risk else OOM,
+                     f"{'OOM risk' if risk else 'OOM'} at batch {batch}: needs {needs}, {usable} usable{kept}")
 
 
 def latency_missed(misses: list[str]) -> Exclusion:

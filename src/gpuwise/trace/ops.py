@@ -81,12 +81,15 @@ register_class("matmul", "aten.mm", "aten.addmm", "aten.bmm", "aten.baddbmm", "a
                "aten._int_mm", "aten._addmm_activation", "aten.einsum", "aten.bilinear", library=CUBLAS)
 # weight-only quantized matmuls run PyTorch's own kernels, not cuBLAS
 register_class("matmul", "aten._weight_int8pack_mm", "aten._weight_int4pack_mm")
+# cuDNN runs convolutions (torch.backends.cudnn.enabled, the default), composite names included
 register_class("conv", "aten.convolution", "aten._convolution", "aten.cudnn_convolution",
-               "aten.convolution_backward", "aten.cudnn_convolution_transpose",
-               "aten.convolution_overrideable", "aten._slow_conv2d_forward",
-               "aten._slow_conv2d_backward", "aten.mkldnn_convolution", "aten.conv2d", "aten.conv1d",
-               "aten.conv3d", "aten._conv_depthwise2d", "aten.conv_depthwise3d",
+               "aten.convolution_backward", "aten.conv1d", "aten.conv2d", "aten.conv3d",
                "aten.conv_transpose1d", "aten.conv_transpose2d", "aten.conv_transpose3d", library=CUDNN)
+# PyTorch's own convolution kernels (depthwise, the slow path, oneDNN on CPU), and cuDNN's transposed entry
+# point, whose weight is laid out (in, out / groups, k...): conv work, none of them a cuDNN workspace rule's
+register_class("conv", "aten.convolution_overrideable", "aten._slow_conv2d_forward", "aten._slow_conv2d_backward",
+               "aten.mkldnn_convolution", "aten._conv_depthwise2d", "aten.conv_depthwise3d",
+               "aten.cudnn_convolution_transpose")
 register_class("attention", "aten._scaled_dot_product_flash_attention_for_cpu",
                "aten._scaled_dot_product_flash_attention_for_cpu_backward",
                "aten.scaled_dot_product_attention")
