@@ -24,6 +24,7 @@ import logging
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Callable
 
 import torch
@@ -220,11 +221,8 @@ def predict(setup: Setup, stack: CudaStack) -> Predicted:
         shapes = setup.shapes_bytes(tensors, setup.modules[0])
         recorder.closed = True
 
-    class _Trace:      # what cuda_events reads of a Trace
-        ops = tuple(recorder.ops)
-        events = recorder.memory_events()
-
-    adjusted = cuda_events(_Trace, stack).events
+    # what cuda_events reads of a Trace
+    adjusted = cuda_events(SimpleNamespace(ops=tuple(recorder.ops), events=recorder.memory_events()), stack).events
     live: dict[int, int] = {}
     allocated = peak = 0
     for ev in adjusted:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from rich.console import Group
@@ -87,11 +88,8 @@ def render_watch(history: Mapping[tuple[int, int | None], Sequence[GpuSample]], 
     """The GPU table and, below it, the process table (or one line saying there is none to show).
     ``hidden``: processes a filter left out (None: no filter), so the GPU table counts the ones shown
     and an empty table says that processes are there but do not match (``narrowed_to``, in words)."""
-    counts = None
-    if hidden is not None and processes is not None:
-        counts = {}
-        for r in processes:
-            counts[(r.gpu_index, r.mig_index)] = counts.get((r.gpu_index, r.mig_index), 0) + 1
+    counts = (Counter((r.gpu_index, r.mig_index) for r in processes)
+              if hidden is not None and processes is not None else None)
     gpus = render_live(history, title, width, process_counts=counts)
     if processes is None:
         return gpus

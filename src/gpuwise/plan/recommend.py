@@ -13,8 +13,8 @@ from gpuwise.plan.errors import PlanError
 from gpuwise.plan.fit import DEFAULT_HEADROOM_FRACTION, check_headroom, fits, usable_bytes
 from gpuwise.plan.money import RATES_CHECKED, convert, rates_in
 from gpuwise.plan.offers import candidate_offers, cheapest_offer, ranking_currency, spot_policy
-from gpuwise.plan.profile import WorkloadModel, cannot_run, largest_fitting_batch, workload_on
 from gpuwise.plan import reasons
+from gpuwise.plan.profile import WorkloadModel, cannot_run, largest_fitting_batch, workload_on
 from gpuwise.plan.quote import Quote, make_quote
 from gpuwise.plan.spot import SpotRisk, spot_outcome
 from gpuwise.runtime.stack import Stack, assumed_stack
