@@ -84,9 +84,10 @@ def test_gddr_cards_with_ecc_on_show_what_nvml_shows_whether_or_not_their_figure
 def test_unverified_rows_are_marked_and_verified_rows_cite_a_url():
     unverified = {g.id for g in CATALOG.gpus if not g.verified}
     assert {"h20", "l20", "a10g", "b200"} <= unverified
-    for gpu in CATALOG.gpus:
-        if gpu.verified:
-            assert "http" in gpu.source or "whitepaper" in gpu.source.lower(), gpu.id
+    verified = [g for g in CATALOG.gpus if g.verified]
+    assert {"t4", "a100-40gb-sxm4", "h100-sxm"} <= {g.id for g in verified}
+    for gpu in verified:
+        assert "http" in gpu.source or "whitepaper" in gpu.source.lower(), gpu.id
 
 
 def test_shipped_offers_are_valid_indicative_and_dated():

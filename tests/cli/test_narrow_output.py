@@ -41,6 +41,7 @@ def test_piped_recommend_at_80_columns_keeps_every_reason_and_count_intact(qwen_
     assert max(len(line) for line in out.splitlines()) <= 80
     assert "why not" in out and "…" not in out
     flat = words(out)
+    assert qwen_json["options"]
     for option in qwen_json["options"]:
         label = option["gpu"] + (f" ×{option['count']}" if option["count"] > 1 else "")
         assert re.search(rf"(^|\s){re.escape(label)}\s", out, re.M), f"{label} missing or cut"
@@ -73,7 +74,9 @@ def test_a_wide_terminal_shows_the_reasons_in_the_table_without_footnotes(qwen_j
 def test_piped_gpus_table_fits_80_columns_and_cuts_no_id_or_price():
     out = gpuwise("gpus", "--provider", "autodl").stdout
     assert max(len(line) for line in out.splitlines()) <= 80
-    for gpu in json.loads(gpuwise("gpus", "--provider", "autodl", "--json").stdout)["gpus"]:
+    gpus = json.loads(gpuwise("gpus", "--provider", "autodl", "--json").stdout)["gpus"]
+    assert {"rtx-4090", "a100-40gb-pcie"} <= {g["id"] for g in gpus}
+    for gpu in gpus:
         assert re.search(rf"^ ?{re.escape(gpu['id'])}\*? ", out, re.M), gpu["id"]
         cheapest = min(o["price_per_hour"] / o["count"] for o in gpu["offers"])
         assert f"¥{cheapest:,.2f} autodl" in out

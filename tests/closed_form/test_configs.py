@@ -58,11 +58,11 @@ def test_moe_activated_parameters_near_published(repo):
 
 
 def test_config_files_are_named_after_the_repo_and_are_plain_json():
-    for path in CONFIG_DIR.glob("*.json"):
-        cfg = json.loads(path.read_text())
-        if is_llm(Workload("hf:" + path.stem.replace("--", "/", 1))):
-            assert "--" in path.stem
-            assert cfg.get("model_type")
+    llms = [p for p in CONFIG_DIR.glob("*.json") if is_llm(Workload("hf:" + p.stem.replace("--", "/", 1)))]
+    assert {"Qwen--Qwen2.5-7B.json", "meta-llama--Llama-3.1-8B.json"} <= {p.name for p in llms}
+    for path in llms:
+        assert "--" in path.stem
+        assert json.loads(path.read_text()).get("model_type")
 
 
 def test_instruct_and_chat_names_resolve_to_the_base_architecture():

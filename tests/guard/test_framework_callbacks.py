@@ -6,17 +6,15 @@ with checkpoint directories written the way the Trainer writes them (in place)."
 
 from __future__ import annotations
 
+from importlib.util import find_spec
 from types import SimpleNamespace
 
 import pytest
 import torch
+from transformers.trainer_callback import CallbackHandler, TrainerControl, TrainerState
 
-pytest.importorskip("transformers")
-
-from transformers.trainer_callback import CallbackHandler, TrainerControl, TrainerState  # noqa: E402
-
-from gpuwise.guard.integrations.hf import GuardCallback, latest_verified_checkpoint  # noqa: E402
-from gpuwise.runlog import read_events, read_train_metrics  # noqa: E402
+from gpuwise.guard.integrations.hf import GuardCallback, latest_verified_checkpoint
+from gpuwise.runlog import read_events, read_train_metrics
 
 
 def _args(out_dir):
@@ -97,8 +95,9 @@ def test_lightning_callback_imports_without_lightning_and_says_how_to_get_it(tmp
     from gpuwise.guard import GuardError
     from gpuwise.guard.integrations import lightning as guard_lightning
 
-    if guard_lightning.LIGHTNING_AVAILABLE:
+    if find_spec("lightning") or find_spec("pytorch_lightning"):     # an optional package, not a dependency
         pytest.skip("Lightning is installed here")
+    assert not guard_lightning.LIGHTNING_AVAILABLE
     with pytest.raises(GuardError, match="pip install lightning"):
         guard_lightning.GuardLightningCallback(tmp_path)
     assert guard_lightning.latest_verified_checkpoint(tmp_path) is None

@@ -35,7 +35,9 @@ def test_stop_and_resume_equals_uninterrupted(tmp_path, variant):
     _train(tmp_path, "resumed", 4, **variant)          # stops after the checkpoint of step 4
     torch.manual_seed(123)                             # a restarted process has other RNG state ...
     resumed = _train(tmp_path, "resumed", 7, **variant)  # ... which resume restores
-    for a, b in zip(straight, _params(resumed)):
+    after = _params(resumed)
+    assert straight and len(after) == len(straight)
+    for a, b in zip(straight, after):
         assert torch.equal(a, b)
     manifest = CheckpointStore(tmp_path / "resumed").latest()[0].manifest
     if variant.get("sharded"):

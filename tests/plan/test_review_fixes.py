@@ -1,5 +1,6 @@
 """Defects a new-user walkthrough found (2026-12-03), each pinned by a test."""
 
+import math
 
 import pytest
 
@@ -7,6 +8,7 @@ from gpuwise.catalog import load_catalog
 from gpuwise.catalog.model import Offer
 from gpuwise.cli.app import main
 from gpuwise.plan import JobSize, PlanError, recommend
+from gpuwise.plan.constraints import Constraints
 from gpuwise.plan.offers import cheapest_to_rent_one
 
 from gpuwise.workload import Workload
@@ -75,3 +77,12 @@ def test_nothing_meets_says_when_the_batch_cannot_be_split_over_gpus(catalog):
 def test_a_job_without_a_size_is_told_what_to_give():
     with pytest.raises(PlanError, match=r"give the job's size: --samples N"):
         JobSize()
+
+
+@pytest.mark.parametrize("kwargs", [{"deadline_s": 0.0}, {"deadline_s": -3600.0}, {"deadline_s": math.inf},
+                                    {"budget": 0.0}, {"budget": -5.0}, {"budget": math.nan}])
+def test_library_constraints_refuse_a_deadline_or_budget_that_is_not_positive(kwargs):
+    """The checks sat after the ``return`` of ``latency_targets`` and never ran: a library caller's
+    ``Constraints(deadline_s=0)`` left out every option as missing its deadline, with no error."""
+    with pytest.raises(PlanError, match="--deadline|--budget"):
+        Constraints(**kwargs)

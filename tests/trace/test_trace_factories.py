@@ -75,12 +75,6 @@ def test_operator_the_tracer_cannot_handle_names_operator_and_module(data_dir):
 def test_lora_finetune_goes_through_the_llm_part_and_trains_only_adapters(data_dir):
     workload = Workload(model=f"hf:{data_dir / 'tiny-llama.json'}", batch_size=2, seq_len=64, finetune="lora",
                         lora_rank=4)
-    try:
-        import gpuwise.trace.peft  # noqa: F401
-    except ImportError:
-        with pytest.raises(TraceError, match="apply_finetune"):
-            trace_workload(workload)
-        return
     trace = trace_workload(workload)
     assert 0 < trace.trainable_param_count < trace.param_count / 2
     grads = sum(e.size_bytes for e in trace.events if e.category == "gradients" and e.kind == "alloc")

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpuwise.advise.data import Curve
+from gpuwise.advise.errors import AdviseError
 from gpuwise.advise.fit import (StepEstimate, TrendFit, capped_at, diminishing_returns_step, fit_trend,
                                 prefer_floor, steps_to_target)
 from gpuwise.advise.phases import (FAST, PLATEAU, RISING, SLOW, Phase, PhaseThresholds, detect_phases,
@@ -78,8 +79,6 @@ def analyze_curve(curve: Curve, settings: AdviseSettings = AdviseSettings()) -> 
         ok &= curve.steps < nan_step  # what comes after a NaN is a dead run, even where finite again
     steps, loss = curve.steps[ok], curve.loss[ok]
     if len(steps) < 5:
-        from gpuwise.advise.errors import AdviseError
-
         what = f"a NaN/inf loss at step {nan_step}" if nan_step is not None else f"{len(steps)} finite loss values"
         raise AdviseError(f"{curve.source}: too few points to analyse ({what}; at least 5 finite points are needed)")
     weight = auto_weight(len(loss), settings.span_fraction)

@@ -25,6 +25,9 @@ from gpuwise.advise.data import Curve, GradNoiseSamples, TrainingLog
 from gpuwise.advise import downsample
 from gpuwise.advise.downsample import StepBins
 from gpuwise.advise.errors import AdviseError
+from gpuwise.monitor.sample import sample_from_row
+from gpuwise.monitor.sample_checks import sample_problem
+from gpuwise.runlog import is_run_log, read_gpu_samples, read_meta, read_train_metrics
 from gpuwise.text import printable_or_none
 
 logger = logging.getLogger(__name__)
@@ -68,7 +71,6 @@ def read_log(path: str | Path) -> TrainingLog:
         return read_tensorboard(p)
     if not p.is_file():
         raise AdviseError(f"no such log: {p}")
-    from gpuwise.runlog import is_run_log
 
     if is_run_log(p):
         return read_runlog(p)
@@ -85,8 +87,6 @@ def read_log(path: str | Path) -> TrainingLog:
 
 # -- run log (gpuwise.runlog, written by gpuwise.guard) ----------------------------------------------
 def read_runlog(path: Path) -> TrainingLog:
-    from gpuwise.runlog import read_gpu_samples, read_meta, read_train_metrics
-
     metrics = read_train_metrics(path)
     _check_metric_types(path, metrics)
     meta = read_meta(path)
@@ -140,9 +140,6 @@ def _check_metric_types(path: Path, metrics: Mapping[str, list]) -> None:
 
 def _checked_samples(path: Path, rows: list[dict]) -> list[dict]:
     """The gpu_samples rows, each within its physical range (the peak memory read from them must be real)."""
-    from gpuwise.monitor.sample import sample_from_row
-    from gpuwise.monitor.sample_checks import sample_problem
-
     for i, row in enumerate(rows, start=1):
         try:
             problem = sample_problem(sample_from_row(row))

@@ -18,6 +18,7 @@ from gpuwise.advise.fit import forecast_points
 from gpuwise.advise.gpu_options import gpu_options
 from gpuwise.advise.gpu_plan import GpuPlan, SwitchCost, plan_run
 from gpuwise.advise.noise_scale import NoiseScaleSummary, summarise
+from gpuwise.catalog import resolve_gpu
 from gpuwise.catalog.model import Catalog, CatalogError
 from gpuwise.plan.fit import DEFAULT_HEADROOM_FRACTION
 from gpuwise.plan.scaling import TimeScaling, time_scaling
@@ -117,8 +118,6 @@ def _r(x: float) -> float:
 
 
 def build_pricing(catalog: Catalog | None, log: TrainingLog, req: PricingRequest, step_time_s: float | None) -> Pricing:
-    from gpuwise.catalog import resolve_gpu
-
     gpu_name = req.gpu_name or log.gpu_name
     if catalog is None:
         return Pricing(None, note="no GPU catalog")

@@ -5,13 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from gpuwise.errors import GpuwiseError
+from gpuwise.catalog.errors import CatalogError  # noqa: F401 (the catalog's error, importable beside its types)
+from gpuwise.catalog.resolve import offers_for, resolve_gpu
 
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8", "int8")
-
-
-class CatalogError(GpuwiseError):
-    pass
 
 
 # GDDR ECC stores its check bits in the DRAM: a T4's 16 GiB shows as 15,360 MiB, an L40S's 48 GiB as
@@ -101,12 +98,8 @@ class Catalog:
 
     def gpu(self, name: str) -> GPU:
         """The GPU called ``name`` (id, alias or NVML name); see :func:`gpuwise.catalog.resolve_gpu`."""
-        from gpuwise.catalog.resolve import resolve_gpu
-
         return resolve_gpu(self, name)
 
     def offers_for(self, gpu: str, *, provider: str | None = None, spot: bool | None = None) -> list[Offer]:
         """Offers for one GPU, cheapest per GPU-hour first; see :func:`gpuwise.catalog.offers_for`."""
-        from gpuwise.catalog.resolve import offers_for
-
         return offers_for(self, gpu, provider=provider, spot=spot)

@@ -13,8 +13,12 @@ from __future__ import annotations
 import difflib
 import re
 from collections import OrderedDict
+from typing import TYPE_CHECKING
 
-from gpuwise.catalog.model import GPU, Catalog, CatalogError, Offer
+from gpuwise.catalog.errors import CatalogError
+
+if TYPE_CHECKING:   # the catalog's types (the catalog's methods resolve through this module)
+    from gpuwise.catalog.model import GPU, Catalog, Offer
 
 _PREFIXES = ("nvidia", "tesla", "geforce", "quadro")
 # Planners resolve names in loops; a Catalog holds dicts and is unhashable, so its index is cached by

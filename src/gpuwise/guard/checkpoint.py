@@ -34,6 +34,7 @@ from typing import Any
 
 import torch
 
+from gpuwise.guard.dcp_safe import read_metadata
 from gpuwise.guard.errors import GuardError
 from gpuwise.guard.manifest import FORMAT_VERSION, Manifest
 from gpuwise.guard.state_file import check_stored_zip, load_state_file
@@ -141,8 +142,6 @@ class CheckpointStore:
                 with open(f, "rb") as archive:
                     check_stored_zip(archive, f"{path.name}: {name}")
         if manifest.format == "torch.distributed.checkpoint":
-            from gpuwise.guard.dcp_safe import read_metadata
-
             read_metadata((path / DCP_METADATA_FILE).read_bytes(), manifest.files, path.name)
         return Checkpoint(path, manifest)
 

@@ -38,6 +38,7 @@ from gpuwise.guard.oom import agree_on_micro_batch, batch_size_of, free_failed_s
 from gpuwise.guard.preemption import EXIT_RESTART, PreemptionHandler
 from gpuwise.guard.rng import capture_rng_state, restore_rng_state
 from gpuwise.guard.sampler import ResumableDataLoader
+from gpuwise.guard.sharded import load_sharded, save_sharded
 from gpuwise.guard.state_file import nonfinite_names
 from gpuwise.guard.storage import is_network_fs, low_space_warning
 from gpuwise.runlog import RunLog
@@ -286,8 +287,6 @@ class Guard:
         meta = {"reason": reason, "micro_batch_size": self.micro_batch_size, "samples_seen": self.samples_seen}
         step, epoch = self.step_count, state["progress"]["epoch"]
         if self.sharded:
-            from gpuwise.guard.sharded import save_sharded
-
             try:
                 ckpt = save_sharded(self.store, step, epoch, self.model, self.optimizer, state, meta)
             except GuardError as exc:
@@ -441,8 +440,6 @@ class Guard:
         model = gdist.unwrap(self.model)
         buffers = [f"model.{name}" for name, _ in model.named_buffers()]
         if self.sharded:
-            from gpuwise.guard.sharded import load_sharded
-
             state = load_sharded(self.store, ckpt, self.model, self.optimizer)
             # This rank's shards as loaded (parameters and optimizer state, no state_dict(): under FSDP
             # that would gather the full tensors).

@@ -6,19 +6,13 @@ import os
 from collections.abc import Set
 from typing import Protocol, runtime_checkable
 
-from gpuwise.errors import GpuwiseError
+from gpuwise.monitor.errors import MonitorError, NoDriverError  # noqa: F401 (NoDriverError: open_backend raises it)
+from gpuwise.monitor.nvml import NvmlBackend
+from gpuwise.monitor.replay import ReplayBackend
 from gpuwise.monitor.sample import GpuSample
 
 # Tests and demos point the commands at recorded samples: GPUWISE_MONITOR_BACKEND=replay:/path/frames.json
 BACKEND_ENV = "GPUWISE_MONITOR_BACKEND"
-
-
-class MonitorError(GpuwiseError):
-    pass
-
-
-class NoDriverError(MonitorError):
-    """No NVIDIA driver / NVML library on this machine (or no GPU). The message is one line."""
 
 
 @runtime_checkable
@@ -45,11 +39,7 @@ def open_backend(spec: str | None = None) -> Backend:
     """
     spec = spec or os.environ.get(BACKEND_ENV) or "nvml"
     if spec == "nvml":
-        from gpuwise.monitor.nvml import NvmlBackend
-
         return NvmlBackend()
     if spec.startswith("replay:"):
-        from gpuwise.monitor.replay import ReplayBackend
-
         return ReplayBackend.from_file(spec[len("replay:"):])
     raise MonitorError(f"unknown monitor backend {spec!r} (use nvml or replay:PATH)")

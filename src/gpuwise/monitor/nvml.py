@@ -19,7 +19,7 @@ from typing import Any
 
 import pynvml  # nvidia-ml-py; importing needs no driver, nvmlInit does
 
-from gpuwise.monitor.backend import NoDriverError
+from gpuwise.monitor.errors import NoDriverError
 from gpuwise.monitor.procs import GpuProcess, ProcessRow, attribute_memory, pid_exists, process_rows
 from gpuwise.monitor.sample import GpuSample
 

@@ -19,9 +19,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from gpuwise.monitor.backend import MonitorError
+from gpuwise.monitor.errors import MonitorError
 from gpuwise.monitor.procs import GpuProcess, ProcessRow, attribute_memory, pid_exists, process_rows
 from gpuwise.monitor.sample import GpuSample, sample_from_row
+from gpuwise.runlog import is_run_log, read_gpu_samples
 
 Frame = Sequence[Mapping[str, Any] | GpuSample]
 
@@ -43,8 +44,6 @@ class ReplayBackend:
 
     @classmethod
     def from_file(cls, path: str | Path, **kwargs: Any) -> "ReplayBackend":
-        from gpuwise.runlog import is_run_log, read_gpu_samples
-
         p = Path(path)
         if is_run_log(p):
             frames: dict[float, list[dict]] = {}

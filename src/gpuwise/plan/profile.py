@@ -13,12 +13,20 @@ from typing import Callable, Protocol
 
 from gpuwise.catalog.model import GPU
 from gpuwise.catalog.topology import Topology, topology_for
+from gpuwise.memory import estimate_memory
 from gpuwise.memory.model import MemoryEstimate
+from gpuwise.memory.parallel import data_parallel_memory, ring_of, with_data_parallel
 from gpuwise.plan.fit import DEFAULT_HEADROOM_FRACTION, fits, largest_fitting, usable_bytes
+from gpuwise.plan.llm import estimate_llm
+from gpuwise.runtime import predict_step_time
+from gpuwise.runtime.comm import DEFAULT_LAYERS
 from gpuwise.runtime.model import StepTime
+from gpuwise.trace import trace_workload
 from gpuwise.trace.records import Trace
 from gpuwise.workload import Workload
+from gpuwise.workload.decoder import is_llm, load_arch
 from gpuwise.workload.precision import on_gpu, why_not_on
+from gpuwise.workload.storage import trainable_bytes
 
 MAX_AUTO_BATCH = 4096
 
@@ -106,8 +114,6 @@ class TracedModel:
         """The trace at this micro-batch (and ``precision``, the workload's where None). Accumulation
         matters to memory only as "1 or more": from the second micro-batch on, the previous gradients
         stay allocated; 2 stands for every count above 1."""
-        from gpuwise.trace import trace_workload
-
         b = batch_size or self.workload.batch_size
         accum = grad_accum_steps or self.workload.grad_accum_steps
         key = (precision or self.workload.precision, b, min(accum, 2))
@@ -124,9 +130,6 @@ class TracedModel:
         self, gpu: GPU | None, *, count: int = 1, batch_size: int | None = None, with_time: bool = True,
         grad_accum_steps: int | None = None, provider: str | None = None,
     ) -> Estimate:
-        from gpuwise.memory import estimate_memory
-        from gpuwise.runtime import predict_step_time
-
         job = workload_on(self.workload, gpu)
         job = job.with_(batch_size=batch_size or job.batch_size, num_gpus=count,
                         grad_accum_steps=grad_accum_steps or job.grad_accum_steps)
@@ -146,9 +149,6 @@ def _data_parallel(memory, trace: Trace, topology: Topology | None, count: int):
     wl = trace.workload
     if count <= 1 or not wl.is_training or trace.trainable_param_count == 0:
         return memory
-    from gpuwise.memory.parallel import data_parallel_memory, ring_of, with_data_parallel
-    from gpuwise.runtime.comm import DEFAULT_LAYERS
-    from gpuwise.workload.storage import trainable_bytes
 
     grad_bytes = trace.trainable_param_count * trainable_bytes(wl.precision)
     link, multi_node = ring_of(topology, count)
@@ -172,7 +172,6 @@ class ClosedFormLlmModel:
         """Serving on ``count`` GPUs shards the model by tensor parallelism: only where the heads split."""
         if self.workload.is_training or count <= 1:
             return None
-        from gpuwise.workload.decoder import load_arch
 
         return load_arch(self.workload.model).tensor_parallel_refusal(count)
 
@@ -180,8 +179,6 @@ class ClosedFormLlmModel:
         self, gpu: GPU | None, *, count: int = 1, batch_size: int | None = None, with_time: bool = True,
         grad_accum_steps: int | None = None, provider: str | None = None,
     ) -> Estimate:
-        from gpuwise.plan.llm import estimate_llm
-
         job = workload_on(self.workload, gpu)
         w = job.with_(batch_size=batch_size or job.batch_size, num_gpus=count,
                       grad_accum_steps=grad_accum_steps or job.grad_accum_steps)
@@ -195,8 +192,6 @@ def model_for(workload: Workload, progress: Callable[[str], None] | None = None,
     """The closed form for decoder LLMs (any size), the trace for everything else. ``correction``: the
     user's calibration (``gpuwise.calibrate.apply.correction``) applied to its every estimate; None: the
     shipped model."""
-    from gpuwise.workload.decoder import is_llm
-
     if is_llm(workload):
         return ClosedFormLlmModel(workload, correction)
     return TracedModel(workload, progress, correction)

@@ -9,13 +9,15 @@ from dataclasses import dataclass, field, replace
 
 from gpuwise.catalog.model import GPU, Catalog, Offer
 from gpuwise.memory.uncertainty import fit_verdict
+from gpuwise.plan.constraints import Constraints, JobSize, apply_constraints
 from gpuwise.plan.errors import PlanError
-from gpuwise.plan.fit import DEFAULT_HEADROOM_FRACTION, check_headroom, fits, usable_bytes
-from gpuwise.plan.money import RATES_CHECKED, convert, rates_in
+from gpuwise.plan.fit import fits, usable_bytes
+from gpuwise.plan.money import RATES_CHECKED, rates_in
 from gpuwise.plan.offers import candidate_offers, cheapest_offer, ranking_currency, spot_policy
 from gpuwise.plan import reasons
 from gpuwise.plan.profile import WorkloadModel, cannot_run, largest_fitting_batch, workload_on
 from gpuwise.plan.quote import Quote, make_quote
+from gpuwise.plan.remedies import find_remedies
 from gpuwise.plan.spot import SpotRisk, spot_outcome
 from gpuwise.runtime.stack import Stack, assumed_stack
 from gpuwise.units import format_bytes, format_duration, format_money
@@ -23,67 +25,6 @@ from gpuwise.workload import Workload
 from gpuwise.workload.precision import parse
 
 GPU_COUNTS = (1, 2, 4, 8)
-
-
-SERVING_PRICED_TOKENS = 1_000_000   # a serving job without --samples is priced per million output tokens
-
-
-@dataclass(frozen=True)
-class JobSize:
-    """How much work: samples × epochs, or a number of optimizer steps."""
-
-    samples: int | None = None
-    epochs: float = 1.0
-    steps: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.samples is None and self.steps is None:
-            raise PlanError("give the job's size: --samples N (with --epochs E) or --steps S")
-        if self.samples is not None and self.steps is not None:
-            raise PlanError("give the job's size as --samples N (with --epochs E) or as --steps S, not both")
-        if self.samples is not None and self.samples <= 0:
-            raise PlanError(f"--samples must be positive, got {self.samples}")
-        if self.steps is not None and self.steps <= 0:
-            raise PlanError(f"--steps must be positive, got {self.steps}")
-        if not (self.epochs > 0 and math.isfinite(self.epochs)):
-            raise PlanError(f"--epochs must be positive, got {self.epochs}")
-
-    @classmethod
-    def serving(cls, new_tokens: int, tokens: int | None = None) -> "JobSize":
-        """A serving job with no size given: the requests that generate ``tokens`` (a million by default,
-        SERVING_PRICED_TOKENS) answers of ``new_tokens`` each, so its cost is the cost per million output tokens."""
-        tokens = SERVING_PRICED_TOKENS if tokens is None else tokens
-        return cls(samples=math.ceil(tokens / max(1, new_tokens)))
-
-    def optimizer_steps(self, effective_batch: int) -> int:
-        if self.steps is not None:
-            return self.steps
-        return math.ceil(self.samples * self.epochs / effective_batch)
-
-
-@dataclass(frozen=True)
-class Constraints:
-    deadline_s: float | None = None
-    budget: float | None = None
-    budget_currency: str | None = None     # None: the ranking currency
-    headroom_fraction: float = DEFAULT_HEADROOM_FRACTION
-    # LLM serving targets a request must see (None: none): time to first token, time per output token
-    max_ttft_s: float | None = None
-    max_tpot_s: float | None = None
-
-    def __post_init__(self) -> None:
-        check_headroom(self.headroom_fraction)
-        for flag, value in (("--ttft", self.max_ttft_s), ("--tpot", self.max_tpot_s)):
-            if value is not None and not (value > 0 and math.isfinite(value)):
-                raise PlanError(f"{flag} must be a positive duration, got {value!r}")
-
-    @property
-    def latency_targets(self) -> bool:
-        return self.max_ttft_s is not None or self.max_tpot_s is not None
-        if self.deadline_s is not None and not (self.deadline_s > 0 and math.isfinite(self.deadline_s)):
-            raise PlanError(f"--deadline must be a positive duration, got {self.deadline_s!r}")
-        if self.budget is not None and not (self.budget > 0 and math.isfinite(self.budget)):
-            raise PlanError(f"--budget must be a positive amount, got {self.budget!r}")
 
 
 Option = Quote   # a recommendation's option is the one quote row
@@ -236,8 +177,6 @@ def recommend(
     rec = Recommendation(workload, model.method, rank_in, tuple(options), best, fastest, best_value,
                          nothing, tuple(closest), notes, fallback_precision=fallback)
     if remedies:
-        from gpuwise.plan.remedies import find_remedies   # remedies re-run recommend's parts: imported late
-
         rec = replace(rec, remedies=find_remedies(rec, catalog, job, constraints, progress=progress,
                                                    correction=model.correction))
     return rec
@@ -345,35 +284,6 @@ def _oom_reason(batch: int, memory, gpu: GPU, constraints: Constraints) -> reaso
 
 def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
-
-
-def latency_misses(o: Option, c: Constraints) -> list[str]:
-    """The serving latency targets an option misses, in words with the figures (empty: it meets them)."""
-    out = []
-    if c.max_ttft_s is not None and o.ttft_s is not None and o.ttft_s > c.max_ttft_s:
-        out.append(f"time to first token {format_duration(o.ttft_s)} is over --ttft {format_duration(c.max_ttft_s)}")
-    if c.max_tpot_s is not None and o.tpot_s is not None and o.tpot_s > c.max_tpot_s:
-        out.append(f"time per output token {format_duration(o.tpot_s)} ({1 / o.tpot_s:,.0f} tokens/s a request) "
-                   f"is over --tpot {format_duration(c.max_tpot_s)}")
-    return out
-
-
-def apply_constraints(options: list[Option], c: Constraints, ranking_currency: str) -> list[Option]:
-    budget = None
-    if c.budget is not None:
-        budget = convert(c.budget, c.budget_currency or ranking_currency, ranking_currency)
-    out = []
-    for o in options:
-        missed = latency_misses(o, c) if o.eligible else []
-        if missed:
-            o = replace(o, exclusion=reasons.latency_missed(missed))
-        elif o.eligible and c.deadline_s is not None and o.total_time_s > c.deadline_s:
-            o = replace(o, exclusion=reasons.deadline_missed(o.total_time_s - c.deadline_s))
-        elif o.eligible and budget is not None and o.total_cost_ranked > budget:
-            over = convert(o.total_cost_ranked - budget, ranking_currency, o.currency)
-            o = replace(o, exclusion=reasons.over_budget(over, o.currency))
-        out.append(o)
-    return out
 
 
 def _nothing_meets(options: list[Option], c: Constraints, provider: str | None, currency: str,

@@ -9,13 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from gpuwise.catalog.model import Catalog
+from gpuwise.plan.constraints import Constraints, JobSize, apply_constraints
 from gpuwise.plan.fit import fits
 from gpuwise.plan.profile import Correction, model_for
 from gpuwise.plan.quote import make_quote
-from gpuwise.plan.recommend import Constraints, JobSize, Recommendation, apply_constraints
 from gpuwise.workload import Workload
+
+if TYPE_CHECKING:   # the recommendation whose excluded options a remedy rescues (recommend calls find_remedies)
+    from gpuwise.plan.recommend import Recommendation
 
 
 REMEDY_MIN_SAVING = 0.02    # a remedy must save at least 2% of the best option's cost to be news

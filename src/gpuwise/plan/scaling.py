@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from gpuwise.catalog.model import GPU
 from gpuwise.plan.errors import PlanError
+from gpuwise.plan.profile import step_time_function
 from gpuwise.runtime.rates import DATASHEET_METHOD, datasheet_time_ratio
 from gpuwise.workload import Workload
 
@@ -61,8 +62,6 @@ def time_scaling(precision: str, workload: Workload | None = None,
     """The predictor's ratios for ``workload`` when given (one trace, or none for LLMs; ``correction``:
     the user's calibration, ``plan.profile.model_for``), else datasheets."""
     if workload is not None:
-        from gpuwise.plan.profile import step_time_function
-
         basis = (f"predicted step times of {workload.model} (batch {workload.batch_size}, {workload.precision}) "
                  f"on each GPU")
         return TimeScaling(PREDICTED_METHOD, basis, workload.precision, step_time_function(workload, progress, correction=correction))

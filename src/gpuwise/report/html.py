@@ -11,6 +11,7 @@ from gpuwise.atomic import write_text_atomic
 from gpuwise.plan.fit import usable_of
 from gpuwise.report.build import Report
 from gpuwise.report.errors import ReportError
+from gpuwise.report.predicted_vs_measured import comparison_lines
 from gpuwise.units import format_bytes, format_duration, format_money
 
 GIB = 2**30
@@ -117,8 +118,6 @@ def render_html(report: Report) -> str:
         facts.append((f"PyTorch pid {p.pid}", f"max allocated {format_bytes(p.max_allocated_bytes)}, "
                                               f"max reserved {format_bytes(p.max_reserved_bytes)}"))
     if report.predicted_vs_measured is not None:
-        from gpuwise.report.predicted_vs_measured import comparison_lines
-
         title, *lines = comparison_lines(report.predicted_vs_measured)
         facts.extend((title if i == 0 else "", line.strip()) for i, line in enumerate(lines))
     rows_html = ""

@@ -12,10 +12,12 @@ from dataclasses import dataclass
 
 from gpuwise.catalog import GPU
 from gpuwise.errors import GpuwiseError
+from gpuwise.plan import accuracy
 from gpuwise.plan.profile import model_for
 from gpuwise.plan.scaling import PREDICTED_METHOD, TimeScaling, time_scaling
 from gpuwise.report.measured import PRIVATE_MODEL, Measurement, measurement_from, public_model, workload_of
 from gpuwise.report.sources import UsageLog
+from gpuwise.units import format_bytes, format_duration
 from gpuwise.workload import Workload
 
 
@@ -52,11 +54,10 @@ class PredictedVsMeasured:
     def likely_step_time_range_s(self) -> tuple[float, float] | None:
         """Where 8 in 10 held-out public runs measured, given the shipped model's prediction (runtime/accuracy.py);
         None with a calibration of the user's (the range is the shipped model's) or without a prediction."""
-        from gpuwise.plan.accuracy import likely_step_time_range_s
-
         step = next((f for f in self.figures if f.name == "step time"), None)
-        return likely_step_time_range_s(step.predicted if step else None, method=self.method, bound=self.bound,
-                                        calibrated=bool(self.calibration), regime=self.regime)
+        return accuracy.likely_step_time_range_s(step.predicted if step else None, method=self.method,
+                                                 bound=self.bound, calibrated=bool(self.calibration),
+                                                 regime=self.regime)
 
     def to_dict(self) -> dict:
         return {"gpu": self.gpu, "workload": self.workload, "calibration": self.calibration,
@@ -117,8 +118,6 @@ def measured_against_prediction(
 
 def comparison_lines(c: PredictedVsMeasured) -> list[str]:
     """The comparison in words, one line per figure (the terminal and HTML reports share it)."""
-    from gpuwise.units import format_bytes, format_duration
-
     def fmt(f: Figure, x: float | None) -> str:
         if x is None:
             return "-"

@@ -7,6 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gpuwise.report.build import Report
+from gpuwise.report.predicted_vs_measured import comparison_lines
 from gpuwise.units import format_bytes, format_duration, format_money
 from gpuwise.text import for_console
 
@@ -52,8 +53,6 @@ def render_report(report: Report) -> Group:
                           f"{format_bytes(p.max_reserved_bytes)} (allocator cache "
                           f"{format_bytes(p.max_reserved_bytes - p.max_allocated_bytes)})"))
     if report.predicted_vs_measured is not None:
-        from gpuwise.report.predicted_vs_measured import comparison_lines
-
         parts.extend(Text(line) for line in comparison_lines(report.predicted_vs_measured))
     if u.busy_share is not None:
         stretches = [s for d in job for s in d.idle_stretches]

@@ -5,7 +5,9 @@
 (trace/cache.py) before importing torch, so a typo or a repeated question costs no torch import.
 """
 
+from gpuwise.trace import cache
 from gpuwise.trace.records import CATEGORIES, PHASES, MemoryEvent, ModelCodeError, OpRecord, Trace, TraceError
+from gpuwise.workload.specs import resolve_model_spec
 
 __all__ = ["CATEGORIES", "PHASES", "MemoryEvent", "ModelCodeError", "OpRecord", "Trace", "TraceError", "trace_workload"]
 
@@ -15,9 +17,6 @@ def trace_workload(workload) -> Trace:
 
     Raises WorkloadError for an unknown model before torch is imported.
     """
-    from gpuwise.trace import cache
-    from gpuwise.workload.specs import resolve_model_spec
-
     spec = resolve_model_spec(workload.model)
     key = cache.trace_key(workload, spec) if cache.enabled() else None
     if key is not None:

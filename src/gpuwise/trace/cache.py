@@ -31,6 +31,7 @@ from functools import lru_cache
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+import gpuwise
 from gpuwise.trace.records import Trace
 
 log = logging.getLogger(__name__)
@@ -143,8 +144,6 @@ def _version(package: str) -> str | None:
 @lru_cache(maxsize=1)
 def _code_digest() -> str:
     """The gpuwise version and the source of the code that makes a trace: an edit there is a miss."""
-    import gpuwise
-
     digest = hashlib.sha256(str(getattr(gpuwise, "__version__", "")).encode())
     root = Path(gpuwise.__file__).parent
     for sub in _TRACING_SOURCES:

@@ -23,9 +23,11 @@ from gpuwise.trace import fake
 from gpuwise.trace.attention import cuda_attention
 from gpuwise.trace.autocast import autocast_dtype, cuda_autocast_lists, pure_dtype
 from gpuwise.trace.optimizers import build_optimizer, host_step_tensors, state_tensors
+from gpuwise.trace.peft import apply_finetune
 from gpuwise.trace.recorder import Recorder
 from gpuwise.trace.records import ModelCodeError, Trace, TraceError
-from gpuwise.workload import Workload, WorkloadError
+from gpuwise.workload import Workload, WorkloadError, spec_builders
+from gpuwise.workload.specs import resolve_model_spec
 
 STEPS = 2
 # Operators the two traced steps may dispatch. A config past every real size is refused before tracing
@@ -56,9 +58,6 @@ def trace_workload(workload: Workload) -> Trace:
     ``Trace.ops`` holds the last step's aten ops; ``Trace.events`` every step's storage allocations
     and frees, after the weights' allocation, in program order.
     """
-    from gpuwise.workload import spec_builders
-    from gpuwise.workload.specs import resolve_model_spec
-
     start_s = time.perf_counter()
     spec = resolve_model_spec(workload.model)
     with _quiet():
@@ -131,11 +130,6 @@ def _prepare(module: torch.nn.Module, workload: Workload, is_hf: bool) -> tuple[
     """Fine-tuning method, precision, layout and checkpointing, applied on meta (cheap)."""
     notes: list[str] = []
     if workload.finetune != "full" or workload.quant != "none":
-        try:
-            from gpuwise.trace.peft import apply_finetune
-        except ImportError:
-            raise TraceError(f"--finetune {workload.finetune} / --quant {workload.quant} needs "
-                             "gpuwise.trace.peft.apply_finetune, which is not available yet") from None
         with torch.device("meta"):
             module = apply_finetune(module, workload) or module
     if pure_dtype(workload.precision_value) is not None:

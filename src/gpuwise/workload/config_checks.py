@@ -11,7 +11,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from gpuwise.workload.model import WorkloadError
+from gpuwise.workload.errors import WorkloadError
 
 # Every size a config may give, bounded by what a real model has, with margin (largest published value in
 # the comment). A bound keeps a typo or a hostile file (num_hidden_layers: 10**9) from becoming an hour-long

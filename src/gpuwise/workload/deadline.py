@@ -15,7 +15,7 @@ import signal
 import threading
 from collections.abc import Iterator
 
-from gpuwise.workload.model import WorkloadError
+from gpuwise.workload.errors import WorkloadError
 
 FACTORY_TIMEOUT_ENV = "GPUWISE_FACTORY_TIMEOUT_S"
 DEFAULT_FACTORY_TIMEOUT_S = 300.0   # building on the meta device takes seconds; imports of big libraries tens

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from gpuwise.workload.config_checks import HEAD_KEYS, HIDDEN_KEYS, LAYER_KEYS
-from gpuwise.workload.llm_config import text_config
-from gpuwise.workload.model import WorkloadError
+from gpuwise.workload.errors import WorkloadError
+from gpuwise.workload.llm_config import load_config, text_config, try_load_decoder_config
 
 # Canonical roles of block linears; LoRA targets may name a role or the module's own name.
 ROLE_ALIASES = {
@@ -398,13 +398,9 @@ def arch_from_config(cfg: dict) -> DecoderArch:
 
 def load_arch(spec: str) -> DecoderArch:
     """The architecture of the decoder LLM a model spec names (WorkloadError when it names none)."""
-    from gpuwise.workload.llm_config import load_config
-
     return replace(arch_from_config(load_config(spec)), name=spec)
 
 
 def is_llm(workload) -> bool:
     """True when the workload's model is a decoder-only LLM config the closed form describes."""
-    from gpuwise.workload.llm_config import try_load_decoder_config
-
     return try_load_decoder_config(workload.model) is not None

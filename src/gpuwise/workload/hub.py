@@ -17,7 +17,7 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
-from gpuwise.workload.model import WorkloadError
+from gpuwise.workload.errors import WorkloadError
 
 log = logging.getLogger(__name__)
 

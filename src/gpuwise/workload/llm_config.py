@@ -15,8 +15,9 @@ from pathlib import Path
 
 from gpuwise.errors import did_you_mean
 from gpuwise.workload.config_checks import HIDDEN_KEYS, LAYER_KEYS, check_config
-from gpuwise.workload.model import WorkloadError
-from gpuwise.workload.specs import CONFIG_DIR
+from gpuwise.workload.errors import WorkloadError
+from gpuwise.workload.hub import hub_config
+from gpuwise.workload.specs import CONFIG_DIR, finetune_base_config, shipped_config_path
 
 
 # model_type values that are not decoder-only LLMs even though they carry hidden_size/num_layers.
@@ -66,8 +67,6 @@ def config_path_for(spec: str) -> Path | None:
     hit = lowered.get(name.replace("/", "--").lower())
     if hit is not None:
         return hit
-    from gpuwise.workload.hub import hub_config
-    from gpuwise.workload.specs import finetune_base_config, shipped_config_path
 
     # Any Hub id next (the user's cache, then the Hub); without the Hub's answer, the shipped configs
     # as gpuwise.workload.specs resolves them (a fine-tune's base config among them).

@@ -5,9 +5,11 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, fields, replace
 
-from gpuwise.errors import GpuwiseError
+from gpuwise.errors import did_you_mean
+from gpuwise.workload.errors import WorkloadError
 from gpuwise.workload.precision import NAMES as PRECISIONS
 from gpuwise.workload.precision import Precision, parse
+from gpuwise.workload.specs import DEFAULT_SEQ_LEN, feeds_images
 
 DEFAULT_OPTIMIZER = "adamw"   # what a job without --optimizer is priced with (Hugging Face Trainer's default)
 OPTIMIZERS = ("none", "sgd", "momentum", "adam", "adamw", "adamw-8bit", "adafactor", "lion", "paged-adamw", "paged-adamw-8bit")
@@ -22,16 +24,10 @@ OPTIMIZER_IMPLS = ("foreach", "fused", "for-loop")  # torch.optim: foreach is Py
 ENGINES = ("hf", "vllm")                         # what runs LLM inference: HF generate (eager) or vLLM
 LOGITS = ("fp32", "chunked", "fused")              # how an LLM's loss holds the logits (see memory/llm_activations.py)
 
-DEFAULT_SEQ_LEN = 128     # tokens per sequence of a text model when --seq-len is not given
-
 # Sanity bounds: beyond these an input is a typo, not a job.
 MAX_BATCH_SIZE = 1 << 20
 MAX_SEQ_LEN = 1 << 22
 MAX_IMAGE_SIZE = 8192
-
-
-class WorkloadError(GpuwiseError):
-    pass
 
 
 @dataclass(frozen=True)
@@ -140,8 +136,6 @@ class Workload:
                 out.append("--max-new-tokens has no effect with --mode train (it sizes generation: --mode infer)")
             if given("engine"):
                 out.append(f"--engine {self.engine} has no effect with --mode train (it is the serving engine)")
-        from gpuwise.workload.specs import feeds_images
-
         if self.cpu_workers is not None and not feeds_images(self):
             out.append("--cpu-workers has no effect: this model's samples are not images (it sizes JPEG decoding; "
                        "--input-rate sets any pipeline's rate)")
@@ -188,8 +182,6 @@ def check_precision(value: str) -> str:
 
 def _choice(option: str, value: str, choices: tuple[str, ...]) -> None:
     if value not in choices:
-        from gpuwise.errors import did_you_mean
-
         raise WorkloadError(
             f"--{option}: unknown value {value!r}{did_you_mean(value, choices)}; valid: {', '.join(choices)}"
         )

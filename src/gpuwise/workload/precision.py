@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpuwise.workload.llm_config import try_load_decoder_config
+
 NAMES = ("fp32", "tf32", "amp-fp16", "amp-bf16", "fp16", "bf16")
 _HALF_DTYPES = {"fp16": "float16", "bf16": "bfloat16"}
 _HALF_OF_DTYPE = {v: k for k, v in _HALF_DTYPES.items()}
@@ -161,8 +163,6 @@ def default_for_model(model: str, *, finetune: str = "full", mode: str = "train"
                       gpu_has_bf16: bool | None = None) -> Precision:
     """``default_precision`` for a model spec: whether it is a decoder LLM, and its checkpoint's dtype,
     come from its config (a shipped or Hub config; no model is built)."""
-    from gpuwise.workload.llm_config import try_load_decoder_config
-
     cfg = try_load_decoder_config(model)
     return default_precision(finetune=finetune, mode=mode, llm=cfg is not None,
                              checkpoint_dtype=checkpoint_dtype(cfg) if cfg else None, gpu_has_bf16=gpu_has_bf16)

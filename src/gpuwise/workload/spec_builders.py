@@ -20,8 +20,9 @@ from typing import Any, Callable, Iterator
 import torch
 from torch import nn
 
+from gpuwise.errors import did_you_mean
 from gpuwise.workload.deadline import deadline
-from gpuwise.workload.model import WorkloadError
+from gpuwise.workload.errors import WorkloadError
 from gpuwise.workload.specs import (
     CAUSAL_LM,
     DEFAULT_IMAGE_SIZE,
@@ -352,8 +353,6 @@ def _load_factory(path: Path, func_name: str):
     factory = getattr(user_module, func_name, None)
     if not callable(factory):
         names = [n for n, v in vars(user_module).items() if callable(v) and not n.startswith("_")]
-        from gpuwise.errors import did_you_mean
-
         raise WorkloadError(f"{path.name} has no function {func_name!r}{did_you_mean(func_name, names)}")
     return factory
 

@@ -27,13 +27,15 @@ from typing import Any, Mapping
 
 from gpuwise.errors import did_you_mean
 from gpuwise.workload.config_checks import check_config
-from gpuwise.workload.model import DEFAULT_SEQ_LEN, WorkloadError
+from gpuwise.workload.errors import WorkloadError
+from gpuwise.workload.hub import NOT_ON_HUB, hub_config
 from gpuwise.workload.timm_index import timm_models
 
 log = logging.getLogger(__name__)
 
 CONFIG_DIR = Path(__file__).parent / "configs"
 DEFAULT_IMAGE_SIZE = 224
+DEFAULT_SEQ_LEN = 128     # tokens per sequence of a text model when --seq-len is not given
 
 # Tasks a spec can be built for; they decide the inputs and the loss.
 IMAGE_CLASSIFICATION = "image-classification"
@@ -257,7 +259,6 @@ def _resolve_hf(spec: str, name: str) -> ModelSpec:
     exact = _find_shipped(name, exact_only=True)
     if exact is not None:
         return _hf_from_file(spec, exact)
-    from gpuwise.workload.hub import hub_config
 
     hub, why = hub_config(name)
     if hub is not None:
@@ -299,8 +300,6 @@ def finetune_base_config(name: str, why: str) -> Path | None:
     """The base model's shipped config for a fine-tune's Hub id that the Hub gave no config.json for
     (``why``: workload.hub.hub_config's reason), logged; None when ``name`` is no fine-tune of a shipped
     model, or when the Hub answered that no such repo exists (a typo)."""
-    from gpuwise.workload.hub import NOT_ON_HUB
-
     base = None if why == NOT_ON_HUB else finetune_base(name)
     if base is None:
         return None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpuwise.workload.model import WorkloadError
+from gpuwise.workload.errors import WorkloadError
 from gpuwise.workload.precision import parse
 
 NF4_BLOCK = 64                 # bitsandbytes 4-bit: one absmax per 64 weights
