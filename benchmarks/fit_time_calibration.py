@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import math
+from datetime import date
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,7 +41,7 @@ from gpuwise.runtime.predict import _SMOOTH_MAX_P, predict_step_time
 from gpuwise.runtime.stack import Stack
 
 CAL_PATH = Path(__file__).resolve().parents[1] / "src" / "gpuwise" / "runtime" / "calibration.json"
-FIT_DATE = "2026-12-03"
+FIT_DATE = date.today().isoformat()    # the day of the fit (run on a model change only)
 FITTED = tuple(k for k in DEFAULTS if k not in FIXED and k not in STACK_PARAMS)
 BOUNDS = (0.05, 1.0)
 STACK_BOUNDS = (0.5, 2.0)

@@ -31,13 +31,13 @@ from datetime import date
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import least_squares
 
 from benchmarks.harness import (CELL_HEADER, DATA, REPO, ROOFLINE, ROOFLINE_075, Case, record_scoring,
                                 relative_error, scored_words, summarize, verdict, write_results)
-from benchmarks.kernel_fit import MAX_FIT_ROWS, ROBUST_SCALE, sig
-from gpuwise.runtime.laws import (STREAMING, TILED, Laws, PowerLevel, StreamingLaw, TiledLaw,
-                                  streaming_time_s, sustained_share, tiled_time_s)
+from benchmarks.kernel_fit import MAX_FIT_ROWS, robust_least_squares, sig
+from gpuwise.catalog.model import fp32_issue_lanes, process_nm_of
+from gpuwise.runtime.laws import (BASE_FP32_LANES_PER_SM, STREAMING, TILED, Laws, PowerLevel, StreamingLaw,
+                                  TiledLaw, power_terms, streaming_time_s, tiled_time_s)
 
 KERNELS = DATA / "kernels"
 LAWS_PATH = REPO / "src" / "gpuwise" / "runtime" / "kernel_laws.json"
@@ -67,6 +67,8 @@ class Rows:
     bw: np.ndarray
     dims: dict
     tdp: np.ndarray
+    lanes: np.ndarray           # FP32 lanes per SM
+    node: np.ndarray            # process node, nm
 
 
 def devices() -> dict[str, dict]:
@@ -81,6 +83,8 @@ def devices() -> dict[str, dict]:
     out["NVIDIA_H100_80GB_HBM3"] = {"sm": 132, "peak": 67e12, "bw": 3350e9, "name": "NVIDIA H100 80GB HBM3"}
     for stem, d in out.items():
         d["tdp"] = TDP_W[stem]
+        d["node"] = process_nm_of(*CHIP[stem])
+        d["lanes"] = fp32_issue_lanes(CHIP[stem][1])   # the catalog's rule (the P4's file says 64 of its 128)
     return out
 
 
@@ -88,6 +92,11 @@ def devices() -> dict[str, dict]:
 # 80GB 300, H100 SXM5 700), the catalog (P100 PCIe 250) and NVIDIA's Tesla P4 datasheet (75 W).
 TDP_W = {"Tesla_P4": 75.0, "Tesla_P100-PCIE-16GB": 250.0, "Tesla_T4": 70.0, "Tesla_V100-PCIE-32GB": 250.0,
          "NVIDIA_A100-PCIE-40GB": 250.0, "NVIDIA_A100_80GB_PCIe": 300.0, "NVIDIA_H100_80GB_HBM3": 700.0}
+# Architecture and compute capability of the kernel data's GPUs (NVIDIA's datasheets), for the catalog's one
+# rule of process nodes (catalog.model.process_nm_of): the P4 is a GP104, not in the catalog.
+CHIP = {"Tesla_P4": ("pascal", "6.1"), "Tesla_P100-PCIE-16GB": ("pascal", "6.0"), "Tesla_T4": ("turing", "7.5"),
+        "Tesla_V100-PCIE-32GB": ("volta", "7.0"), "NVIDIA_A100-PCIE-40GB": ("ampere", "8.0"),
+        "NVIDIA_A100_80GB_PCIe": ("ampere", "8.0"), "NVIDIA_H100_80GB_HBM3": ("hopper", "9.0")}
 MODERN = DATA / "kernels-modern" / "neusight_test_kernels.csv.gz"
 MODERN_FOLDER = {"linear": "linear-test", "bmm": "bmm-test"}    # the held-out shapes, kept apart in reports
 
@@ -100,12 +109,12 @@ def _modern(cls: str, dev: dict) -> pd.DataFrame | None:
     d = d[d.operator == cls].copy()
     stems = d.gpu.str.replace(" ", "_")
     d["gpu"] = stems.map(lambda st: "H100" if "H100" in st else gpu_of(st))
-    for k in ("sm", "peak", "bw", "tdp"):
+    for k in ("sm", "peak", "bw", "tdp", "lanes", "node"):
         d[k] = stems.map(lambda st, k=k: dev[st][k])
     d["folder"] = MODERN_FOLDER[cls]
     d["B"] = d.B.fillna(1)
     return d.rename(columns={"latency_ms": "Latency"})[["B", "M", "N", "K", "Latency", "gpu", "sm", "peak", "bw",
-                                                         "tdp", "folder"]]
+                                                         "tdp", "lanes", "node", "folder"]]
 
 
 def gpu_of(stem: str) -> str:
@@ -124,7 +133,7 @@ def load(cls: str, *, modern: bool = True) -> Rows:
             d = pd.read_csv(f)
             stem = f.name.removesuffix(".csv.gz")
             d["gpu"] = gpu_of(stem)
-            for k in ("sm", "peak", "bw", "tdp"):
+            for k in ("sm", "peak", "bw", "tdp", "lanes", "node"):
                 d[k] = dev[stem][k]
             d["folder"] = folder
             frames.append(d)
@@ -156,7 +165,7 @@ def load(cls: str, *, modern: bool = True) -> Rows:
         extra = np.where(d.folder == "ln", 2 * d.H + 2 * d.B, 0).astype(float)   # weight, bias; mean, rstd
         dims = {"bytes": FP32_BYTES * (n * tensors + extra), "rows": d.B.to_numpy(float), "cols": d.H.to_numpy(float)}
     return Rows(d.gpu.to_numpy(), lat, floor, d.folder.to_numpy(), d.sm.to_numpy(float), d.peak.to_numpy(float),
-                d.bw.to_numpy(float), dims, d.tdp.to_numpy(float))
+                d.bw.to_numpy(float), dims, d.tdp.to_numpy(float), d.lanes.to_numpy(float), d.node.to_numpy(float))
 
 
 def law_from(cls: str, theta: np.ndarray):
@@ -178,31 +187,47 @@ def predict(cls: str, law, r: Rows, idx=slice(None), floor_s=None, level: PowerL
     floor = r.floor_s[idx] if floor_s is None else floor_s
     if cls in TILED:
         dm = {k: v[idx] for k, v in r.dims.items()}
-        peak = r.peak[idx] * sustained_share(level, r.tdp[idx], r.peak[idx])
+        issued, ratio = power_terms(level, r.tdp[idx], r.peak[idx], lanes_per_sm=r.lanes[idx], process_nm=r.node[idx])
         comp = tiled_time_s(law, dm["batch"], dm["m"], dm["n"], dm["k"], sm_count=r.sm[idx],
-                            peak_flops_per_s=peak, bandwidth_bytes_per_s=r.bw[idx], elem_bytes=FP32_BYTES)
+                            peak_flops_per_s=issued, bandwidth_bytes_per_s=r.bw[idx], elem_bytes=FP32_BYTES,
+                            power_ratio=ratio, power_exponent=level.exponent)
         return floor + np.maximum(comp, dm["bytes"] / r.bw[idx])
     return floor + streaming_time_s(law, r.dims["bytes"][idx], bandwidth_bytes_per_s=r.bw[idx])
 
 
 REUSE_AT_BOUND = 1.01   # an L2 reuse this close to one read per DRAM byte is at its bound
-# The CUDA-core power level (laws.PowerLevel) was fitted with the linear class, in every fold, on
-# 2026-12-03 (fourth session): its exponent ran to its bound (1: pure power-bound) in the fit on every
-# GPU, and with it the held-out H100 (a 4 nm chip at 10 W per fp32 TFLOPS, judged by 12-16 nm cards'
-# watts) was +42% slow: TDP per FLOP mixes process generations, which the catalog does not give. By the
-# rule every term at its bound follows, fp32 goes without a level (None: no class fits one); the
-# tensor-core level, fitted on GPUs of two close generations, stays (tensor_laws.py).
-LEVEL_CLASS = None
-LEVEL0 = [math.log(15.0), 0.0]     # start: full clock from 15 W per peak TFLOPS, exponent 0.5
+# The CUDA-core levels (laws.PowerLevel; benchmarks/README.md, seventh session): fitted with the linear class
+# in every fold and held fixed for bmm (cuBLAS SGEMM both); conv, whose cuDNN algorithms do other arithmetic
+# per direct-convolution FLOP (Winograd, FFT), fits a level of its own (its u_max ran to its bound under
+# linear's; the conv data has no 128-lane GPU, so its d is linear's). The fourth session fitted a power level
+# from TDP per peak TFLOPS alone: its exponent ran to its bound (1) and the held-out H100 was +42% slow,
+# since TDP per FLOP mixes process generations and the H100's 128-lane SMs issue less of their datasheet
+# rate; the level now has both (issue width, power per FLOP by process node).
+LEVEL_OF = {"linear": "cuda-core", "bmm": "cuda-core", "conv": "cuda-core-conv"}   # class -> its level
+LEVEL_FITTED_WITH = {"cuda-core": "linear", "cuda-core-conv": "conv"}
+# Energy of a FLOP ~ node^PROCESS_EXPONENT, from the foundry's published power at iso-speed: TSMC N7 against
+# 16FF+ -60% (0.40 = (7/16)^1.11), N5 against N7 -30% (0.70 = (5/7)^1.06). Fixed, not fitted: fitted (the
+# first run of 2026-12-06, with 4N taken as 4 nm) it came out 2.55 (1.3-3.0 across folds), a 4 nm FLOP at a
+# quarter of a 7 nm one's energy, because the fit's only handle on it is which 12-16 nm cards are
+# power-capped (benchmarks/README.md).
+PROCESS_EXPONENT = 1.1
+# Start: full clock from 15 W per 7 nm TFLOPS, exponent 0.5, d 0.5.
+LEVEL0 = [math.log(15.0), 0.0, 0.0]
+# A fold without a GPU of more than 64 lanes per SM cannot fit d: the prior (a guess, benchmarks/README.md).
+SECOND_DATAPATH_PRIOR = 0.5
 
 
-def level_from(theta) -> PowerLevel:
-    return PowerLevel(full_w_per_tflops=math.exp(theta[0]), exponent=sig(theta[1]))
+def level_from(theta, d_fixed: float | None = None) -> PowerLevel:
+    return PowerLevel(full_w_per_tflops=math.exp(theta[0]), exponent=sig(theta[1]),
+                      process_exponent=PROCESS_EXPONENT,
+                      second_datapath_share=sig(theta[2]) if d_fixed is None else d_fixed)
 
 
-def fit(cls: str, r: Rows, train_gpus: list[str], *, operand_term: bool = True, level: PowerLevel | None = None):
+def fit(cls: str, r: Rows, train_gpus: list[str], *, operand_term: bool = True, level: PowerLevel | None = None,
+        d_default: float = SECOND_DATAPATH_PRIOR):
     """(law, power level): robust least squares of one class on the training GPUs' rows. ``level`` None
-    for a tiled class: fitted with it (``LEVEL_CLASS``); else held fixed. A tiled class whose L2 reuse runs
+    for a tiled class: fitted with it (``LEVEL_FITTED_WITH``), its d at ``d_default`` where the training rows
+    have no SM with a second FP32 datapath; else held fixed. A tiled class whose L2 reuse runs
     to its bound (the data asks for more operand traffic than a kernel without any L2 could move: the
     term is standing in for something else) is refitted without the operand term: the same rule as
     every other term that ran to a bound (benchmarks/README.md), applied in every fold."""
@@ -218,23 +243,25 @@ def fit(cls: str, r: Rows, train_gpus: list[str], *, operand_term: bool = True, 
         theta0 = theta0[:3]
     n_law = len(theta0)
     fit_level = cls in TILED and level is None
+    # d is fitted only where the training rows have an SM with a second FP32 datapath
+    d_fixed = None if (r.lanes[idx] > BASE_FP32_LANES_PER_SM).any() else d_default
     if fit_level:
-        theta0 = np.concatenate([theta0, LEVEL0])
+        theta0 = np.concatenate([theta0, LEVEL0 if d_fixed is None else LEVEL0[:2]])
 
     def law(theta):
         out = law_from(cls, theta[:n_law])
         return out if operand_term or cls not in TILED else replace(out, l2_reuse=0.0)
 
     def lvl(theta):
-        return level_from(theta[n_law:]) if fit_level else (level or PowerLevel())
+        return level_from(theta[n_law:], d_fixed) if fit_level else (level or PowerLevel())
 
     def residuals(theta):
         return np.log(predict(cls, law(theta), r, idx, level=lvl(theta))) - log_meas
 
-    res = least_squares(residuals, theta0, loss="soft_l1", f_scale=ROBUST_SCALE, diff_step=1e-4, max_nfev=300)
+    res = robust_least_squares(residuals, theta0)
     fitted = law(res.x)
     if operand_term and cls in TILED and fitted.l2_reuse < REUSE_AT_BOUND:
-        return fit(cls, r, train_gpus, operand_term=False, level=level)
+        return fit(cls, r, train_gpus, operand_term=False, level=level, d_default=d_default)
     return fitted, lvl(res.x)
 
 
@@ -300,17 +327,36 @@ def main(argv: list[str] | None = None) -> None:
     by_gpu: dict[str, list[dict]] = {}        # held-out GPU -> its folds, one per class
     modern: dict[str, dict[str, dict]] = {}   # class -> held-out GPU -> its fold's rows of the held-out shapes
     per_class = {}                            # class -> ({held-out GPU: fold}, in-sample errors, shipped-form law)
-    fold_levels: dict[str, PowerLevel] = {}
-    shipped_level = None
+    fold_levels: dict[str, dict[str, PowerLevel]] = {}    # level -> held-out GPU -> its fold's level
+    shipped_levels: dict[str, PowerLevel] = {}
+
+    def level_args(cls: str, held: str | None) -> dict:
+        """fit()'s level arguments for ``cls`` in the fold without ``held`` (None: the fit on all GPUs)."""
+        name = LEVEL_OF.get(cls)
+        if name is None:
+            return {}
+        done = shipped_levels if held is None else fold_levels.get(name, {})
+        if LEVEL_FITTED_WITH[name] != cls:
+            return {"level": (done.get(held) if held is not None else done.get(name)) or PowerLevel()}
+        core = shipped_levels.get("cuda-core") if held is None else fold_levels.get("cuda-core", {}).get(held)
+        return {"level": None, "d_default": core.second_datapath_share if core else SECOND_DATAPATH_PRIOR}
+
+    def keep_level(cls: str, held: str | None, level: PowerLevel) -> None:
+        name = LEVEL_OF.get(cls)
+        if name is not None and LEVEL_FITTED_WITH[name] == cls:
+            if held is None:
+                shipped_levels[name] = level
+            else:
+                fold_levels.setdefault(name, {})[held] = level
+
     for cls in (*TILED, *STREAMING):
         r = load(cls)
         gpus = sorted(set(r.gpu))
         folds = {}
         for held in gpus:
             train = [g for g in gpus if g != held]
-            law, level = fit(cls, r, train, level=None if cls == LEVEL_CLASS else fold_levels.get(held, PowerLevel()))
-            if cls == LEVEL_CLASS:
-                fold_levels[held] = level
+            law, level = fit(cls, r, train, **level_args(cls, held))
+            keep_level(cls, held, level)
             mask = r.gpu == held
             fold = {"model": predict(cls, law, r, mask, level=level),
                     "strict": predict(cls, law, r, mask, floor_s=_train_floor(r, mask), level=level),
@@ -323,9 +369,8 @@ def main(argv: list[str] | None = None) -> None:
                 modern.setdefault(cls, {})[held] = {k: v[new] for k, v in fold.items()}
             print(f"{cls:12s} held out {held:10s} {_cell(fold)}; floor from the others {_cell(fold, 'strict')}; "
                   f"level {level}", flush=True)
-        law, level = fit(cls, r, gpus, level=None if cls == LEVEL_CLASS else (shipped_level or PowerLevel()))
-        if cls == LEVEL_CLASS:
-            shipped_level = level
+        law, level = fit(cls, r, gpus, **level_args(cls, None))
+        keep_level(cls, None, level)
         (tiled if cls in TILED else streaming)[cls] = law
         per_class[cls] = (folds, relative_error(predict(cls, law, r, level=level), r.latency_s), law)
     record_scoring(HELD_OUT_SET)
@@ -333,20 +378,20 @@ def main(argv: list[str] | None = None) -> None:
     today = date.today().isoformat()
     # The tensor-core laws and level are fitted by tensor_laws.py: kept as they are.
     laws = Laws(tiled=tiled, streaming=streaming, date=today, tensor=old.tensor,
-                levels={**{k: v for k, v in old.levels.items() if k != "cuda-core"},
-                        **({"cuda-core": shipped_level} if shipped_level else {})},
+                levels={**{k: v for k, v in old.levels.items() if k not in LEVEL_FITTED_WITH}, **shipped_levels},
                 source=f"fitted {today} by benchmarks/kernel_laws.py on shared/data/public-benchmarks/kernels and "
                        "kernels-modern/neusight_test_kernels (NeuSight's fp32 kernel timings: P4, P100, T4, V100, A100, "
                        "H100); tensor-core laws by benchmarks/tensor_laws.py")
     fitted, shipped = _rounded(laws), _rounded(old)
     if args.ship:
         LAWS_PATH.write_text(json.dumps(fitted, indent=2) + "\n")
-    lines, data = _write(per_class, by_gpu, modern, shipped_level, fitted, shipped, args.ship, time.time() - t0)
+    lines, data = _write(per_class, by_gpu, modern, (shipped_levels, fold_levels), fitted, shipped, args.ship,
+                         time.time() - t0)
     write_results("kernel_laws", lines, data)
     print("\n".join(lines))
 
 
-def _write(per_class, by_gpu, modern, level, fitted, shipped, ship, secs):
+def _write(per_class, by_gpu, modern, levels, fitted, shipped, ship, secs):
     gpus = sorted(by_gpu)
     lines = [
         "# Per-kernel laws: error on held-out GPUs", "",
@@ -390,8 +435,20 @@ def _write(per_class, by_gpu, modern, level, fitted, shipped, ship, secs):
         both = _pool(list(folds.values()))
         lines.append(f"| {cls} | **all** | " + " | ".join(_cell(both, k) for k in ("model", *BASELINES)) + " |")
         verdicts.append(f"{cls}: " + _verdict(both, "gpuwise"))
-    lines += ["", *verdicts, "",
-              f"CUDA-core power level: {level or 'none (see kernel_laws.LEVEL_CLASS: tried, ran to its bound)'}.", ""]
+    shipped_levels, fold_levels = levels
+    lines += ["", *verdicts, "", "## CUDA-core levels (issue width and power; `laws.PowerLevel`)", "",
+              "Fitted with the class named (`LEVEL_FITTED_WITH`); α (`process_exponent`) fixed from the foundries' "
+              "figures; in a fold without a 128-lane GPU, d is the prior (GEMMs) or the GEMM level's (conv). A "
+              "parameter at its bound is marked *.", "",
+              "| level | fit | full W per 7 nm TFLOPS | exponent | d (second datapath) |", "|---|---|---|---|---|"]
+    for name in LEVEL_FITTED_WITH:
+        for fold, lvl in [("all GPUs (shipped)", shipped_levels.get(name)),
+                          *((f"without {g}", v) for g, v in sorted(fold_levels.get(name, {}).items()))]:
+            if lvl is not None:
+                at_bound = "*" if lvl.exponent > 0.999 else ""
+                lines.append(f"| {name} | {fold} | {lvl.full_w_per_tflops:.4g} | {lvl.exponent:.4g}{at_bound} | "
+                             f"{lvl.second_datapath_share:.4g} |")
+    lines.append("")
     lines += ["## The fit on all GPUs against the shipped laws", "",
               "| class | fitted by this run | shipped (`kernel_laws.json`) |", "|---|---|---|"]
     differ = []
@@ -404,7 +461,7 @@ def _write(per_class, by_gpu, modern, level, fitted, shipped, ship, secs):
     levels_fitted = {k: v for k, v in fitted["levels"].items() if k != "tensor"}
     levels_shipped = {k: v for k, v in shipped["levels"].items() if k != "tensor"}
     if levels_fitted != levels_shipped:
-        differ.append("the CUDA-core power level")
+        differ.append("the CUDA-core levels")
     if ship:
         lines += ["", "Written to `src/gpuwise/runtime/kernel_laws.json` by this run (`--ship`)."]
     elif differ:

@@ -40,7 +40,8 @@ from benchmarks.harness import (CELL_HEADER, DATA, REPO, ROOFLINE, ROOFLINE_075,
                                 record_scoring, relative_error, scored_words, summarize, summarize_cases, verdict,
                                 write_results)
 from benchmarks.kernel_fit import MAX_FIT_ROWS, ROBUST_SCALE, VIDUR_GPUS, catalog_specs, sig
-from gpuwise.runtime.laws import Laws, PowerLevel, TiledLaw, load_laws, sustained_share, tiled_time_s
+from gpuwise.runtime.laws import (Laws, PowerLevel, TiledLaw, load_laws, power_terms, sustained_share,
+                                  tiled_time_s)
 
 LAWS_PATH = REPO / "src" / "gpuwise" / "runtime" / "kernel_laws.json"
 HELD_OUT_SET = "tensor kernels: vidur GEMMs and MAMF, GPU-out"
@@ -93,9 +94,10 @@ THETA0 = [1.7, math.log(0.5), 1.4, math.log(1.0), -2.0, math.log(10e-6)]
 def predict(law: TiledLaw, level: PowerLevel, floor_s: float, d: pd.DataFrame) -> np.ndarray:
     m, k, n = (d[c].to_numpy(float) for c in ("gemm_M", "gemm_K", "gemm_N"))
     peak, bw = d.peak.to_numpy(float), d.bw.to_numpy(float)
-    sustained = peak * sustained_share(level, d.tdp.to_numpy(float), peak)
-    comp = tiled_time_s(law, np.ones_like(m), m, n, k, sm_count=d.sm.to_numpy(float), peak_flops_per_s=sustained,
-                        bandwidth_bytes_per_s=bw, elem_bytes=HALF_BYTES)
+    issued, ratio = power_terms(level, d.tdp.to_numpy(float), peak)
+    comp = tiled_time_s(law, np.ones_like(m), m, n, k, sm_count=d.sm.to_numpy(float), peak_flops_per_s=issued,
+                        bandwidth_bytes_per_s=bw, elem_bytes=HALF_BYTES, power_ratio=ratio,
+                        power_exponent=level.exponent)
     stream_u = load_laws().streaming["elementwise"].u_max
     operands = HALF_BYTES * (m * k + k * n + m * n) / (bw * stream_u)
     return floor_s + np.maximum(comp, operands)

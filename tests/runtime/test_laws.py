@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 import pytest
@@ -28,10 +29,12 @@ def _shapes(rng, count):
     return dim(1, 64), dim(1, 1 << 16), dim(1, 1 << 16), k
 
 
+@pytest.mark.parametrize("power_ratio, power_exponent", [(math.inf, 0.0), (0.4, 0.78), (3.0, 0.78)])
 @pytest.mark.parametrize("sm, peak, bandwidth", GPUS)
-def test_scalar_and_array_tiled_times_agree_on_random_shapes(sm, peak, bandwidth):
+def test_scalar_and_array_tiled_times_agree_on_random_shapes(sm, peak, bandwidth, power_ratio, power_exponent):
     batch, m, n, k = _shapes(np.random.default_rng(sm), 300)
-    kw = dict(sm_count=sm, peak_flops_per_s=peak, bandwidth_bytes_per_s=bandwidth)
+    kw = dict(sm_count=sm, peak_flops_per_s=peak, bandwidth_bytes_per_s=bandwidth, power_ratio=power_ratio,
+              power_exponent=power_exponent)
     for law in _laws():
         arr = tiled_time_s(law, batch, m, n, k, **kw)
         for i in range(batch.size):

@@ -37,7 +37,7 @@ _GPU_KEYS: dict[str, str] = {
     "memory": _STR, "memory_bytes": _INT, "l2": _STR, "l2_bytes": _INT, "nvml_memory": _STR, "nvml_memory_bytes": _INT,
     "memory_bandwidth_gbs": _NUM, "tdp_w": _NUM, "pcie_gen": _INT, "nvlink_gbs": _NUM,
     "peak_tflops": "a table of precision = TFLOPS", "source": _STR, "aliases": _STRS, "nvml_names": _STRS,
-    "verified": _BOOL, "notes": _STR, "based_on": _STR, "ecc_reserves_memory": _BOOL,
+    "verified": _BOOL, "notes": _STR, "based_on": _STR, "ecc_reserves_memory": _BOOL, "process_nm": _NUM,
 }
 _NOT_FIELDS = ("memory", "l2", "nvml_memory", "based_on", "peak_tflops")  # converted before they become fields
 _GPU_REQUIRED = ("id", "name", "arch", "compute_capability", "sm_count", "cuda_cores", "tensor_cores",
@@ -215,6 +215,8 @@ def _parse_gpu(table: dict[str, Any], where: str, known: dict[str, GPU]) -> GPU:
         rates[p] = float(v)
 
     fields = dict(base)
+    if base and any(k in table and table[k] != base.get(k) for k in ("arch", "compute_capability")):
+        fields["process_nm"] = None     # another chip: its architecture's node unless the table gives one
     fields.update({k: v for k, v in table.items() if k not in _NOT_FIELDS})
     fields["peak_tflops"] = {p: rates.get(p) for p in PRECISIONS}  # an omitted precision: the GPU lacks it
     if memory is not None:
@@ -227,7 +229,7 @@ def _parse_gpu(table: dict[str, Any], where: str, known: dict[str, GPU]) -> GPU:
         fields["nvml_memory_bytes"] = None
     fields["aliases"] = tuple(fields.get("aliases", ()))
     fields["nvml_names"] = tuple(fields.get("nvml_names", ()))
-    for key in ("memory_bandwidth_gbs", "tdp_w", "nvlink_gbs"):
+    for key in ("memory_bandwidth_gbs", "tdp_w", "nvlink_gbs", "process_nm"):
         if fields.get(key) is not None:
             fields[key] = float(fields[key])
     fields.setdefault("nvlink_gbs", None)

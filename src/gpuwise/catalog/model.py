@@ -11,6 +11,37 @@ from gpuwise.catalog.resolve import offers_for, resolve_gpu
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8", "int8")
 
 
+# The process node (nm) of each architecture's chips: what a FLOP costs in energy falls with it, so it sets
+# how far under its datasheet peak a power-capped card runs (runtime's power level). As the foundry names
+# the node, except NVIDIA's own names: Ampere's GA100 (compute capability 8.0: A100, A30) is TSMC 7 nm,
+# its GA10x chips (8.6, 8.7) Samsung 8 nm; Ada, Hopper and Blackwell are TSMC "4N"/"4NP", nodes of TSMC's
+# N5 family, so 5. A GPU may give its own ``process_nm``.
+PROCESS_NM_BY_ARCH = {"pascal": 16.0, "volta": 12.0, "turing": 12.0, "ampere": 8.0, "ada": 5.0, "hopper": 5.0,
+                      "blackwell": 5.0}
+GA100_PROCESS_NM = 7.0
+
+
+def process_nm_of(arch: str, compute_capability: str) -> float | None:
+    """The process node of a chip of ``arch`` (None for an architecture the rule does not know)."""
+    if arch == "ampere" and compute_capability.startswith("8.0"):
+        return GA100_PROCESS_NM
+    return PROCESS_NM_BY_ARCH.get(arch)
+
+
+def fp32_issue_lanes(compute_capability: str) -> float:
+    """FP32 lanes per SM fed by the schedulers' single issue slots: 128 from compute capability 8.6 on
+    (GA10x, Ada, Hopper, Blackwell: 32 FP32 lanes per scheduler, one warp instruction a clock, so a load
+    takes a slot an FMA needed), 64 before (Volta, Turing, GA100: 16 lanes per scheduler, an FMA takes
+    two clocks and leaves a slot for a load; Pascal's 32-lane schedulers dual-issue). From the compute
+    capability, not ``cuda_cores / sm_count`` (a GP104 has 128 cores per SM and no such limit)."""
+    major, _, minor = compute_capability.partition(".")
+    try:
+        cc = (int(major), int(minor or 0))
+    except ValueError:
+        return 64.0
+    return 128.0 if cc >= (8, 6) else 64.0
+
+
 # GDDR ECC stores its check bits in the DRAM: a T4's 16 GiB shows as 15,360 MiB, an L40S's 48 GiB as
 # 46,068 MiB (46,080 less the driver's 12 MiB).
 ECC_RESERVED_SHARE = 1 / 16
@@ -52,6 +83,17 @@ class GPU:
     # ECC_RESERVED_SHARE of it is not visible. HBM keeps the check bits on the side; GeForce and RTX
     # workstation cards ship with ECC off.
     ecc_reserves_memory: bool = False
+    # Process node in nm; None: the architecture's (``process_nm_of``).
+    process_nm: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.process_nm is None:
+            object.__setattr__(self, "process_nm", process_nm_of(self.arch, self.compute_capability))
+
+    @property
+    def fp32_lanes_per_sm(self) -> float:
+        """FP32 lanes of one SM that share its schedulers' issue slots (``fp32_issue_lanes``)."""
+        return fp32_issue_lanes(self.compute_capability)
 
     def peak(self, precision: str) -> float | None:
         return self.peak_tflops.get(precision)

@@ -111,6 +111,7 @@ def gpu_record(gpu: GPU, offers: tuple[Offer, ...] | list[Offer] = ()) -> dict[s
         "visible_memory_bytes": gpu.visible_memory_bytes,
         "ecc_reserves_memory": gpu.ecc_reserves_memory,
         "tdp_w": gpu.tdp_w,
+        "process_nm": gpu.process_nm,
         "pcie_gen": gpu.pcie_gen,
         "nvlink_gbs": gpu.nvlink_gbs,
         "source": gpu.source,

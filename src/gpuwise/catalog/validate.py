@@ -60,6 +60,8 @@ def gpu_problems(gpu: GPU) -> list[tuple[str, str]]:
         value = getattr(gpu, key)
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
             add((key, f"must be a whole number > 0, got {value!r}"))
+    if gpu.process_nm is not None and not 2 <= gpu.process_nm <= 65:
+        add(("process_nm", f"{gpu.process_nm} nm is not a GPU process node (2-65 nm)"))
     if not isinstance(gpu.tensor_cores, int) or gpu.tensor_cores < 0:
         add(("tensor_cores", f"must be a whole number >= 0, got {gpu.tensor_cores!r}"))
     if _positive(gpu.memory_bytes) and not 1 * 2**30 <= gpu.memory_bytes <= 1024 * 2**30:

@@ -29,7 +29,7 @@ import numpy as np
 from gpuwise.runtime.calibration import Calibration
 from gpuwise.runtime.classify import VIEW, classify, packet_of
 from gpuwise.runtime.host import host_s
-from gpuwise.runtime.laws import load_laws, streaming_time_s, sustained_share, tiled_time_s
+from gpuwise.runtime.laws import gpu_power_terms, load_laws, streaming_time_s, tiled_time_s
 from gpuwise.runtime.rates import rate_peak_flops_per_s
 from gpuwise.runtime.stack import DEFAULT_STACK, Stack
 from gpuwise.trace.records import OpRecord
@@ -226,9 +226,9 @@ def _streaming(law_cls: str, nbytes: float, gpu) -> float:
 
 
 def _tiled(law_cls: str, gemms, gpu, peak: float, rate: str, *, gemm: bool = True) -> float:
-    """Law time of GEMMs at ``peak`` x the share of it the GPU sustains on dense kernels (its power level,
-    ``laws.PowerLevel``: TDP per peak FLOP/s). fp32 on CUDA cores: the law as fitted on NeuSight's fp32
-    kernels. Tensor-core GEMMs (matmul class): the tensor law measured on vidur's fp16 GEMMs, where the
+    """Law time of GEMMs at ``peak`` x the share of it the GPU sustains on dense kernels (its level,
+    ``laws.PowerLevel``: issue width from FP32 lanes per SM, and a power roofline from TDP per FLOP/s by
+    process node). fp32 on CUDA cores: the law and levels as fitted on NeuSight's fp32 kernels. Tensor-core GEMMs (matmul class): the tensor law measured on vidur's fp16 GEMMs, where the
     laws file has it (``measured_tensor_law``). Other tensor-core kernels (convolutions, fused attention;
     the data has none; ``gemm`` False) keep the fp32 law's wave structure (tiles, waves, ramp, split-K) at full
     utilisation and without its operand term; their own utilisation is the fitted ``tensor_eff`` (or
@@ -237,25 +237,29 @@ def _tiled(law_cls: str, gemms, gpu, peak: float, rate: str, *, gemm: bool = Tru
     law = laws.tiled[law_cls]
     measured = measured_tensor_law(law_cls) if gemm and rate not in CUDA_CORE_RATES else None
     if rate in CUDA_CORE_RATES:
-        level = laws.level("cuda-core")
+        # cuDNN's convolutions (Winograd, FFT) draw other power per direct-convolution FLOP: a level of their own
+        level = laws.level("cuda-core-conv" if law_cls == "conv" and "cuda-core-conv" in laws.levels
+                           else "cuda-core")
     else:
         level = laws.level("tensor")
         law = measured or replace(law, u_max=1.0, l2_reuse=0.0)
-    sustained = peak * float(sustained_share(level, float(gpu.tdp_w), peak))
+    issued, ratio = gpu_power_terms(level, gpu, peak)
     bw = float(gpu.memory_bandwidth_gbs) * 1e9
-    fp32 = rate_peak_flops_per_s(gpu, "fp32")
-    fp32_peak = fp32 * float(sustained_share(laws.level("cuda-core"), float(gpu.tdp_w), fp32))
+    core = laws.level("cuda-core")
+    fp32_issued, fp32_ratio = gpu_power_terms(core, gpu, rate_peak_flops_per_s(gpu, "fp32"))
     total = 0.0
     for b, m, n, k in gemms:
         if b > 0 and m > 0 and n > 0 and k > 0:
-            t = float(tiled_time_s(law, b, m, n, k, sm_count=gpu.sm_count, peak_flops_per_s=sustained,
-                                   bandwidth_bytes_per_s=bw, elem_bytes=RATE_OPERAND_BYTES.get(rate, 4)))
+            t = float(tiled_time_s(law, b, m, n, k, sm_count=gpu.sm_count, peak_flops_per_s=issued,
+                                   bandwidth_bytes_per_s=bw, elem_bytes=RATE_OPERAND_BYTES.get(rate, 4),
+                                   power_ratio=ratio, power_exponent=level.exponent))
             if measured is not None:
                 # cuBLAS's heuristics keep CUDA-core kernels among the candidates: a small GEMM whose
                 # tensor-core kernel pays its ramp runs as an fp32 one when that is faster.
                 t = min(t, float(tiled_time_s(laws.tiled[law_cls], b, m, n, k, sm_count=gpu.sm_count,
-                                              peak_flops_per_s=fp32_peak, bandwidth_bytes_per_s=bw,
-                                              elem_bytes=RATE_OPERAND_BYTES["fp32"])))
+                                              peak_flops_per_s=fp32_issued, bandwidth_bytes_per_s=bw,
+                                              elem_bytes=RATE_OPERAND_BYTES["fp32"], power_ratio=fp32_ratio,
+                                              power_exponent=core.exponent)))
             total += t
     return total
 
