@@ -146,6 +146,16 @@ def attention_dims(op: OpRecord) -> tuple[int, int, int, int]:
     return math.prod(q[:-2]), q[-2], k[-2], q[-1]
 
 
+def causal_share(q_len: int, k_len: int) -> float:
+    """The share of the q_len x k_len score matrix a causal fused kernel computes: query i (of q_len, the
+    last ones of k_len keys) sees k_len - q_len + i keys; flash and memory-efficient kernels skip the
+    masked blocks ((s + 1) / 2s of a square matrix)."""
+    if q_len <= 0 or k_len <= 0:
+        return 1.0
+    q = min(q_len, k_len)
+    return (q * (k_len - q) + q * (q + 1) / 2) / (q * k_len)
+
+
 def attention_flops(op: OpRecord) -> int:
     """FLOPs of SDPA where the trace has none (the CPU kernels have no formula)."""
     bh, q_len, k_len, d = attention_dims(op)
@@ -332,10 +342,10 @@ def op_features(op: OpRecord, gpu, precision: str, stack: Stack = DEFAULT_STACK)
                                   memory_s, (), k, serial_s=serial,
                                   roofline_s=roof)
             bh, q_len, k_len, _ = attention_dims(op)
-            # A fused (flash / memory-efficient) kernel: tiles over batch x heads x query blocks.
-            k_equiv = flops / (2.0 * max(1, bh) * max(1, q_len) * max(1, k_len)) if bh else 0
-            comp = _tiled("bmm", [(bh, q_len, k_len, k_equiv)], gpu, peak, rate, gemm=False) if bh else flops / peak
-            return OpFeatures(cls, rate, comp, ("attention_eff",), memory_s, (), kernels, roofline_s=roof)
+            if op.attrs.get("is_causal"):
+                flops *= causal_share(q_len, k_len)
+            f = fused_attention_features(bh, q_len, k_len, flops, traced_bytes, gpu, rate)
+            return replace(f, kernels=kernels, roofline_s=max(flops / peak, traced_bytes / bw_bytes_per_s))
         if cls == "matmul":
             gemm = gemm_dims(op)
             flops = op.flops
@@ -366,8 +376,7 @@ def op_features(op: OpRecord, gpu, precision: str, stack: Stack = DEFAULT_STACK)
     # The norm law was fitted on layer norm's row kernel; batch and group norm run as per-channel
     # reductions and elementwise passes (counted in cuda_bytes) at the elementwise law.
     row_norm = cls == "norm" and any(n in op.op for n in ("layer_norm", "rms_norm"))
-    law_cls = "norm" if row_norm else ("softmax" if cls == "reduction" else "elementwise")
-    memory_s = _streaming(law_cls, cuda_bytes(op, cls, stack.training), gpu)
+    memory_s = _streaming(_streaming_law(cls, row_norm), cuda_bytes(op, cls, stack.training), gpu)
     compute_s = op.flops / rate_peak_flops_per_s(gpu, "fp32")
     return OpFeatures(cls, "bandwidth", compute_s, (), memory_s, (), kernels,
                       memory_fixed=_MEM_CLASS_FACTOR.get(cls, 1.0),
@@ -394,10 +403,15 @@ def op_time(op: OpRecord, gpu, precision: str, cal: Calibration, stack: Stack = 
         return OpTime(f.cls, 0.0, host, 0.0, 0.0, 0, "none")
     ce, me = efficiencies(f, cal)
     compute_s, memory_s = f.compute_base_s / ce, f.memory_base_s / me
+    return OpTime(f.cls, device_time_s(f, cal), host, compute_s, memory_s, f.kernels, f.rate)
+
+
+def device_time_s(f: OpFeatures, cal: Calibration) -> float:
+    """GPU time of the kernels ``f`` describes under a calibration (``kernel_device_s``)."""
+    ce, me = efficiencies(f, cal)
     serial_s = f.serial_s * (cal.p(f.serial_key) if f.serial_key else 1.0)
-    device_s = float(kernel_device_s(f.compute_base_s, ce, f.memory_base_s, me, serial_s, f.kernels,
-                                     cal.p("kernel_latency_s")))
-    return OpTime(f.cls, device_s, host, compute_s, memory_s, f.kernels, f.rate)
+    return float(kernel_device_s(f.compute_base_s, ce, f.memory_base_s, me, serial_s, f.kernels,
+                                 cal.p("kernel_latency_s")))
 
 
 # Every field of an OpRecord but its position and module: what op_time may read (attrs apart: a dict).
@@ -426,3 +440,48 @@ def op_times(ops, gpu, precision: str, cal: Calibration, stack: Stack = DEFAULT_
                 seen[key] = t
         out.append(t)
     return out
+
+
+# ---- Kernels given by their shapes, not by a traced op: the closed form of decoder LLMs
+# (gpuwise.runtime.llm_kernels) times its GEMMs, attention and streaming kernels with these, so that
+# both paths apply the same laws, calibration factors and kernel latency.
+
+def _streaming_law(cls: str, row_norm: bool = False) -> str:
+    """The streaming law of a memory-bound class: the norm law for a row norm (layer/RMS norm's row
+    kernel), the softmax law for reductions, the elementwise law otherwise."""
+    return "norm" if row_norm else ("softmax" if cls == "reduction" else "elementwise")
+
+
+def gemm_time_s(gemms, gpu, rate: str, cal: Calibration, *, elem_bytes: float, latency: bool = True) -> float:
+    """GPU time of matmul kernels given as (batch, m, n, k), each timed as ``op_time`` times a traced
+    ``mm`` (batch 1) or ``bmm`` of that shape: the tiled law (``_tiled``) over the calibration's factors,
+    never below streaming its operands and output (``elem_bytes`` each), plus the kernel latency.
+    ``latency`` False: the arithmetic alone (no streaming floor, no latency)."""
+    peak = rate_peak_flops_per_s(gpu, rate)
+    total = 0.0
+    for b, m, n, k in gemms:
+        law_cls = "bmm" if b > 1 else "linear"
+        keys = _tensor_keys(rate, measured_tensor_law(law_cls) is not None)
+        comp = _tiled(law_cls, [(b, m, n, k)], gpu, peak, rate)
+        if not latency:
+            total += comp / efficiencies(OpFeatures("matmul", rate, comp, keys, 0.0, (), 1), cal)[0]
+            continue
+        memory_s = _streaming("elementwise", b * (m * k + k * n + m * n) * elem_bytes, gpu)
+        total += device_time_s(OpFeatures("matmul", rate, comp, keys, memory_s, (), 1), cal)
+    return total
+
+
+def fused_attention_features(bh, q_len, k_len, flops: float, nbytes: float, gpu, rate: str) -> OpFeatures:
+    """A fused (flash / memory-efficient) SDPA kernel of ``flops`` moving ``nbytes``: tiles over batch x
+    heads x query blocks, at the fused law's utilisation (``attention_eff``)."""
+    peak = rate_peak_flops_per_s(gpu, rate)
+    k_equiv = flops / (2.0 * max(1, bh) * max(1, q_len) * max(1, k_len)) if bh else 0
+    comp = _tiled("bmm", [(bh, q_len, k_len, k_equiv)], gpu, peak, rate, gemm=False) if bh else flops / peak
+    return OpFeatures("attention", rate, comp, ("attention_eff",), _streaming("elementwise", nbytes, gpu), (), 1)
+
+
+def streaming_features(cls: str, nbytes: float, kernels: int, gpu, *, row_norm: bool = False) -> OpFeatures:
+    """``kernels`` memory-bound kernels of class ``cls`` moving ``nbytes`` together (as CUDA moves them):
+    the streaming law is linear in bytes, so one sum times them all as ``op_time`` times each."""
+    return OpFeatures(cls, "bandwidth", 0.0, (), _streaming(_streaming_law(cls, row_norm), nbytes, gpu), (), kernels,
+                      memory_fixed=_MEM_CLASS_FACTOR.get(cls, 1.0))

@@ -1,20 +1,17 @@
 """Time of an LLM training step and of serving a request batch, in closed form.
 
-Training: FLOPs over the GPU's peak for the precision × a model-FLOPs utilisation (MFU).
-  Forward = 2 × active matmul parameters per token + attention (QKᵀ and A·V, causal: each token
-  sees (s+1)/2 keys on average, as flash attention skips masked blocks). Backward = 2 × forward for
-  full fine-tuning; with frozen base weights (LoRA/QLoRA) backward computes only input gradients
-  (1 × forward for the matmuls) plus the adapters' own gradients; freeze trains only the LM head.
-  Gradient checkpointing adds one more forward of the blocks. Flash attention's backward ≈ 2.5 ×
-  its forward.
-  MFU 0.45 by default: LLaMA-1 65B trained at ~380 tokens/s per A100-80GB (Touvron et al. 2023),
-  6 × 65.2e9 × 380 / 312e12 = 0.476; PaLM reports 0.462. It is not scaled by the per-operator
-  calibration of ``gpuwise.runtime``: that one is fitted on eager CNN/BERT steps, not LLM training.
-  QLoRA/int8 dequantise every quantized weight in each pass (memory-bound); the optimizer step
-  streams weights, gradients and states once (memory-bound).
-  Communication: ``gpuwise.runtime.comm.data_parallel_comm``, the same model traced workloads use.
-Inference: prefill is compute-bound (same MFU); decode reads all weights (for MoE, the experts the
-  batch touches) and the KV cache once per generated token: bytes / (bandwidth × 0.80), which is
+Training: the GPU time of the kernels one micro-batch runs (``gpuwise.runtime.llm_kernels``: every GEMM,
+  attention kernel and memory-bound kernel of the forward, the backward and, with gradient checkpointing,
+  the blocks' recomputed forward), listed from the architecture's shapes and timed by the per-kernel laws,
+  calibration (``calibration``: the shipped one by default, as the traced path) and kernel latency of
+  ``gpuwise.runtime.kernels``, as a traced step is. A micro-batch is never faster than reading its weights
+  once per pass. QLoRA/int8 dequantise every quantized weight in each pass (memory-bound); the optimizer
+  step streams weights, gradients and states once (memory-bound).
+  Communication: ``gpuwise.runtime.comm.data_parallel_comm``, the same model traced workloads use, with the
+  forward and backward times of those kernels.
+Inference: prefill is the forward's kernels over the prompts, timed as above (never faster than reading
+  the weights once); decode's arithmetic is its GEMMs at the tiled law, and it reads all weights (for MoE,
+  the experts the batch touches) and the KV cache once per generated token: bytes / (bandwidth × 0.80), which is
   what engines with CUDA graphs reach at small batch (``--engine vllm``). HF ``generate`` in eager
   mode (``--engine hf``, the default) also issues every operator of every layer from Python for each
   token: ~42 kernel-launching operators, ~10 views and ~10 module calls per decoder layer (RMSNorm ×2,
@@ -31,19 +28,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuwise.catalog.topology import PCIE_X16_GBS, Topology, topology_for
+from gpuwise.runtime.calibration import Calibration, load_calibration
 from gpuwise.runtime.comm import collective_s, data_parallel_comm, weak_scaling_exposed_s
 from gpuwise.runtime.host import CUDA_LAUNCH_S, PYTHON_FORWARD_DEFAULT_S, VIEW_S
+from gpuwise.runtime.llm_kernels import decode_compute_s, prefill, train_passes
 from gpuwise.runtime.predict import smooth_max
 from gpuwise.runtime.model import StepTime
-from gpuwise.runtime.rates import fallback_warning, peak_flops_per_s
+from gpuwise.runtime.rates import fallback_warning
 from gpuwise.workload import Workload
 from gpuwise.workload.decoder import DecoderArch
 from gpuwise.workload.storage import compute_bytes, optimizer_state_bytes, quant_bytes_per_param, trainable_bytes
 
-TRAIN_MFU = 0.45
 MEM_EFF = 0.75                 # streaming kernels (dequantise, optimizer): share of datasheet bandwidth
 DECODE_BW_EFF = 0.80
-FLASH_BWD_FACTOR = 2.5
 CPU_ADAM_PARAMS_PER_S = 1.0e9  # DeepSpeed CPU-Adam on one server socket (assumed)
 HOST_COPY_EFF = 0.70           # pinned host <-> GPU copies reach ~70% of the PCIe x16 rate (assumed)
 # HF generate, eager: what Python issues per decoder layer per token (counted from transformers' Llama
@@ -61,9 +58,9 @@ def hf_decode_host_s(arch: DecoderArch) -> float:
     return arch.num_layers * per_layer + HF_GENERATE_STEP_S
 
 
-def _peak(gpu, precision: str) -> tuple[float, list[str]]:
+def _warnings(gpu, precision: str) -> list[str]:
     warning = fallback_warning(gpu, precision)
-    return peak_flops_per_s(gpu, precision), [warning] if warning else []
+    return [warning] if warning else []
 
 
 def _pcie_bytes_per_s(gpu) -> float:
@@ -76,28 +73,18 @@ def _bandwidth(gpu) -> float:
 
 
 def train_step_time(arch: DecoderArch, w: Workload, gpu, mem, *, double_quant: bool = True,
-                    topology: Topology | None = None) -> StepTime:
+                    topology: Topology | None = None, calibration: Calibration | None = None) -> StepTime:
     """``mem``: the closed-form memory of the step (gpuwise.memory.llm.TrainMemory): split and sync sizes.
-    ``topology``: how the GPUs are linked (None: ``topology_for(gpu)``, the GPU's usual machine)."""
-    peak, warnings = _peak(gpu, w.precision)
-    eff = TRAIN_MFU
-    s = w.tokens_per_sequence
-    tokens = w.batch_size * s
+    ``topology``: how the GPUs are linked (None: ``topology_for(gpu)``, the GPU's usual machine).
+    ``calibration``: the time model's factors (None: the shipped one, as the traced path)."""
+    warnings = _warnings(gpu, w.precision)
+    cal = calibration or load_calibration()
     n = w.num_gpus
-    mm_fwd = 2.0 * arch.matmul_params_per_token() * tokens
-    head_fwd = 2.0 * arch.vocab_size * arch.hidden_size * tokens
-    attn_fwd = arch.attention_flops_per_token((s + 1) / 2) * tokens
+    kernels = train_passes(arch, w, gpu, cal)
+    micro = kernels.total
     t = mem.split.trainable
-    if w.finetune == "full":
-        mm_bwd, attn_bwd, blocks_grad = 2 * mm_fwd, FLASH_BWD_FACTOR * attn_fwd, True
-    elif w.finetune == "freeze":
-        mm_bwd, attn_bwd, blocks_grad = head_fwd, 0.0, False
-    else:
-        mm_bwd, attn_bwd, blocks_grad = mm_fwd + 4.0 * t * tokens, FLASH_BWD_FACTOR * attn_fwd, True
-        mm_fwd += 2.0 * t * tokens
-    recompute = (mm_fwd - head_fwd + attn_fwd) if (w.grad_checkpointing and blocks_grad) else 0.0
-    matmul_s = (mm_fwd + mm_bwd + recompute - (attn_fwd if recompute else 0.0)) / (peak * eff)
-    attention_s = (attn_fwd + attn_bwd + (attn_fwd if recompute else 0.0)) / (peak * eff)
+    blocks_grad = w.finetune != "freeze"
+    recompute = w.grad_checkpointing and blocks_grad
     passes = 1 + (1 if blocks_grad else 0) + (1 if recompute else 0)
     bw = _bandwidth(gpu)
     dequant_s = dequant_one_gpu_s = 0.0
@@ -108,8 +95,8 @@ def train_step_time(arch: DecoderArch, w: Workload, gpu, mem, *, double_quant: b
         dequant_s = dequant_one_gpu_s / shard
     # a micro-batch cannot run faster than reading its weights once per pass
     weights_s = passes * mem.memory.weights_bytes / (bw * MEM_EFF)
-    micro_s = max(matmul_s + attention_s, weights_s) + dequant_s
-    micro_compute = matmul_s + attention_s
+    micro_compute = micro.total_s
+    micro_s = max(micro_compute, weights_s) + dequant_s
 
     # optimizer step
     tb = trainable_bytes(w.precision)
@@ -133,11 +120,10 @@ def train_step_time(arch: DecoderArch, w: Workload, gpu, mem, *, double_quant: b
     # communication: the one data-parallel model (gpuwise.runtime.comm), as for traced models
     comm_exposed = 0.0
     if n > 1:
-        backward_s = micro_compute * (2 / 3 if blocks_grad else 0.2)
         comm = data_parallel_comm(
             sharding=w.sharding, count=n, gpu=gpu, grad_bytes=mem.grad_sync_bytes,
             param_bytes=mem.param_gather_bytes or mem.grad_sync_bytes,
-            forward_s=micro_compute - backward_s, backward_s=backward_s,
+            forward_s=kernels.forward.total_s, backward_s=kernels.backward.total_s + kernels.recompute.total_s,
             layers=arch.num_layers, micro_steps=w.grad_accum_steps, topology=topology,
         )
         accum = w.grad_accum_steps
@@ -146,20 +132,19 @@ def train_step_time(arch: DecoderArch, w: Workload, gpu, mem, *, double_quant: b
         warnings.extend(comm.notes)
     accum = w.grad_accum_steps
     step_s = accum * micro_s + opt_s + comm_exposed
-    by_class = {
-        "matmul": accum * matmul_s, "attention": accum * attention_s,
-        "memory": accum * (dequant_s + max(weights_s - micro_compute, 0.0)) + opt_s,
-        "communication": comm_exposed,
-    }
+    by_class = {c: accum * s for c, s in micro.by_class_s.items()}
+    by_class["memory"] = accum * (dequant_s + max(weights_s - micro_compute, 0.0)) + opt_s
+    by_class["communication"] = comm_exposed
     bound = "communication" if comm_exposed > accum * micro_compute else (
-        "memory" if by_class["memory"] > accum * micro_compute else "compute")
+        "memory" if accum * micro.streaming_s + by_class["memory"] > accum * micro.tensor_s else "compute")
     if arch.is_moe:
         warnings.append("MoE: experts assumed evenly loaded and run as dense GEMMs per expert; HF's loop over "
                         "experts is slower at small batch")
     samples = w.batch_size * accum * n
     return StepTime(gpu=gpu.id, count=n, step_time_s=step_s, samples_per_s=samples / step_s,
                     by_class_s=by_class, bound=bound, compute_s=accum * micro_compute,
-                    communication_s=comm_exposed, warnings=tuple(warnings))
+                    communication_s=comm_exposed, warnings=tuple(warnings), micro_step_s=micro_s, optimizer_s=opt_s,
+                    kernel_launches=accum * micro.kernels, device_s=accum * micro_s + opt_s)
 
 
 @dataclass(frozen=True)
@@ -173,20 +158,21 @@ class ServeTime:
 
 def serve_time(arch: DecoderArch, w: Workload, gpu, *, weights_bytes: float, prompt_tokens: int,
                new_tokens: int, batch: int, kv_bytes_per_element: float,
-               topology: Topology | None = None) -> ServeTime:
+               topology: Topology | None = None, calibration: Calibration | None = None) -> ServeTime:
     """Prefill + decode of one batch of requests; ``weights_bytes`` is per GPU (tensor parallel).
-    ``topology``: how the GPUs are linked (None: ``topology_for(gpu)``, the GPU's usual machine)."""
-    peak, warnings = _peak(gpu, w.precision)
+    ``topology``: how the GPUs are linked (None: ``topology_for(gpu)``, the GPU's usual machine).
+    ``calibration``: the time model's factors (None: the shipped one, as the traced path)."""
+    warnings = _warnings(gpu, w.precision)
+    cal = calibration or load_calibration()
     n = w.num_gpus
     topo = topology or topology_for(gpu)
-    eff = TRAIN_MFU
     bw = _bandwidth(gpu)
-    prefill_flops = arch.prefill_flops(prompt_tokens, batch)
+    prefill_s = prefill(arch, w, gpu, cal, prompt_tokens=prompt_tokens, batch=batch, tp=n).total_s
     tp_comm = 0.0
     if n > 1:
         act = prompt_tokens * batch * arch.hidden_size * compute_bytes(w.precision)
         tp_comm = 2 * arch.num_layers * collective_s("all_reduce", act, n, topo)
-    ttft = max(prefill_flops / n / (peak * eff), weights_bytes / (bw * DECODE_BW_EFF)) + tp_comm
+    ttft = max(prefill_s, weights_bytes / (bw * DECODE_BW_EFF)) + tp_comm
     # decode: weights touched per step (MoE: experts hit by at least one of the batch's tokens)
     touched = weights_bytes
     if arch.is_moe:
@@ -197,7 +183,7 @@ def serve_time(arch: DecoderArch, w: Workload, gpu, *, weights_bytes: float, pro
     kv_share = 1.0 / min(n, arch.num_kv_heads) if not arch.is_mla else 1.0
     kv_read = arch.kv_cache_bytes(int(mean_ctx), batch, kv_bytes_per_element) * kv_share
     mem_s = (touched + kv_read) / (bw * DECODE_BW_EFF)
-    flop_s = arch.decode_step_flops(mean_ctx, batch) / n / (peak * eff)
+    flop_s = decode_compute_s(arch, w, gpu, cal, context_tokens=mean_ctx, batch=batch, tp=n)
     # decode's tensor-parallel all-reduces move a few KB: latency-bound (2 per layer, a ring of n)
     tp_latency = 2 * arch.num_layers * collective_s("all_reduce", 1.0, n, topo) if n > 1 else 0.0
     gpu_step_s = max(mem_s, flop_s) + tp_latency

@@ -60,11 +60,17 @@ _SDPA_PACKETS = {aten._scaled_dot_product_flash_attention_for_cpu, aten._scaled_
                  aten._scaled_dot_product_flash_attention, aten._scaled_dot_product_efficient_attention,
                  aten._scaled_dot_product_flash_attention_backward,
                  aten._scaled_dot_product_efficient_attention_backward}
-_SDPA_ARGS = {  # positional index of (dropout_p, is_causal) per forward op
+_SDPA_ARGS = {  # positional index of (dropout_p, is_causal) per op (torch 2.14's schemas)
     aten._scaled_dot_product_flash_attention_for_cpu: (3, 4),
     aten._scaled_dot_product_flash_attention: (3, 4),
     aten._scaled_dot_product_efficient_attention: (5, 6),
+    # backward: a causal kernel skips the masked blocks in backward too
+    aten._scaled_dot_product_flash_attention_for_cpu_backward: (6, 7),
+    aten._scaled_dot_product_flash_attention_backward: (10, 11),
+    aten._scaled_dot_product_efficient_attention_backward: (9, 11),
 }
+_SDPA_BACKWARD = {aten._scaled_dot_product_flash_attention_for_cpu_backward, aten._scaled_dot_product_flash_attention_backward,
+                  aten._scaled_dot_product_efficient_attention_backward}
 _EMPTY: dict = {}
 
 
@@ -86,9 +92,11 @@ def op_attrs(packet, args: tuple, kwargs: dict) -> dict:
         if positions is not None:
             dropout_at, causal_at = positions
             attrs["dropout_p"] = float(args[dropout_at]) if len(args) > dropout_at else 0.0
-            attrs["is_causal"] = bool(args[causal_at]) if len(args) > causal_at else False
-            attrs["has_mask"] = kwargs.get("attn_mask") is not None or (
-                packet is aten._scaled_dot_product_efficient_attention and args[3] is not None)
+            causal = args[causal_at] if len(args) > causal_at else kwargs.get("is_causal", False)
+            attrs["is_causal"] = bool(causal)
+            if packet not in _SDPA_BACKWARD:
+                attrs["has_mask"] = kwargs.get("attn_mask") is not None or (
+                    packet is aten._scaled_dot_product_efficient_attention and args[3] is not None)
         return attrs
     return _EMPTY
 
