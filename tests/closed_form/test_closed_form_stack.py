@@ -75,3 +75,15 @@ def test_quantized_generation_peaks_while_loading_a_vocabulary_matrix():
     assert m.peak_allocated_bytes == m.weights_bytes + m.workspace_bytes
     plain = estimate_llm(w.with_(quant="none")).memory
     assert plain.workspace_bytes < 64 << 20     # no loading transient without quantization
+
+
+def test_the_footer_says_compile_is_not_modelled_for_a_decoder_llm():
+    """The closed form lists eager kernels: --compile changed nothing in an LLM's time while the footer said
+    "Assumes PyTorch 2.x torch.compile" (a new user's trial)."""
+    from gpuwise.runtime.stack import assumed_stack
+    from gpuwise.workload.decoder import is_llm
+
+    compiled = Workload(model=LLAMA2, batch_size=2, seq_len=1024, finetune="lora", compile=True)
+    assert is_llm(compiled)
+    assert "not modelled" in assumed_stack(compiled, closed_form_llm=True)
+    assert assumed_stack(compiled) == "PyTorch 2.x torch.compile with cuDNN"      # traced jobs: compile is modelled

@@ -190,8 +190,9 @@ def _render(out: dict, est) -> None:
     vision = feeds_images(est.workload)
     layout = ", channels-first unless --channels-last" if vision else ""
     from gpuwise.runtime.stack import assumed_stack
+    from gpuwise.workload.decoder import is_llm
 
-    con.print(f"[dim]Assumes {assumed_stack(est.workload)}{layout}.[/]")
+    con.print(f"[dim]Assumes {assumed_stack(est.workload, closed_form_llm=is_llm(est.workload))}{layout}.[/]")
 
 
 def _say_decoding_cores(rows: list[dict]) -> None:

@@ -22,6 +22,7 @@ from gpuwise.plan.spot import SpotRisk, spot_outcome
 from gpuwise.runtime.stack import Stack, assumed_stack
 from gpuwise.units import format_bytes, format_duration, format_money
 from gpuwise.workload import Workload
+from gpuwise.workload.decoder import is_llm
 from gpuwise.workload.precision import parse
 
 GPU_COUNTS = (1, 2, 4, 8)
@@ -170,7 +171,8 @@ def recommend(
         *((spot_outcome(options, best, provider),) if spot else ()),
         *((input_note,) if (input_note := _input_outcome(workload, options)) else ()),
         f"costs ranked in {rank_in}; exchange rates indicative as of {RATES_CHECKED}",
-        f"times are for {assumed_stack(workload)} (DESIGN.md: the software stack assumed)",
+        f"times are for {assumed_stack(workload, closed_form_llm=is_llm(workload))} (DESIGN.md: the software "
+        "stack assumed)",
     )
     options.sort(key=lambda o: (not o.eligible, not o.fits,
                                 o.total_cost_ranked if o.total_cost_ranked is not None else math.inf, o.gpu, o.count))

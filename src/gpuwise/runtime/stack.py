@@ -57,8 +57,11 @@ class Stack:
 DEFAULT_STACK = Stack()
 
 
-def assumed_stack(wl) -> str:
-    """The software the times are for, as estimate's and recommend's footers say it."""
+def assumed_stack(wl, *, closed_form_llm: bool = False) -> str:
+    """The software the times are for, as estimate's and recommend's footers say it. ``closed_form_llm``:
+    the job is timed by the decoder-LLM closed form, which lists eager kernels (no torch.compile fusion)."""
     if not wl.is_training and getattr(wl, "engine", "hf") == "vllm":
         return "vLLM (CUDA graphs, continuous batching)"
+    if getattr(wl, "compile", False) and closed_form_llm:
+        return "PyTorch 2.x eager mode with cuDNN (--compile is not modelled for decoder LLMs: eager kernels)"
     return "PyTorch 2.x " + ("torch.compile" if getattr(wl, "compile", False) else "eager mode") + " with cuDNN"
