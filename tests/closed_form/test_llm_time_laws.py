@@ -90,3 +90,17 @@ def test_lora_gemms_are_fewer_even_where_its_extra_kernels_make_the_step_slower(
     lora = _train("hf:Qwen/Qwen2.5-0.5B", gpu, finetune="lora", optimizer="adamw").time
     assert lora.by_class_s["matmul"] < full.by_class_s["matmul"]
     assert lora.by_class_s["elementwise"] > full.by_class_s["elementwise"]
+
+
+def test_a_tiny_llm_step_is_launch_bound_and_the_host_time_counts(catalog):
+    """A new user's trial: a 125M-class step at 1 x 128 tokens listed ~1,500 kernels with host_s 0, so it came
+    out faster than eager PyTorch can even issue them. The closed form now takes the larger of GPU and host
+    time as the traced path does; at 4 x 2048 the GPU still sets the pace."""
+    h100 = resolve_gpu(catalog, "h100-sxm")
+    arch = arch_from_config(LLAMA_125M)
+    tiny = _train("llama-125m", h100, arch=arch, batch_size=1, seq_len=128).time
+    assert tiny.bound == "launch" and tiny.host_s > tiny.device_s > 0
+    assert tiny.step_time_s >= tiny.host_s
+    assert tiny.by_class_s["launch"] > 0 and any("launch-bound" in w for w in tiny.warnings)
+    big = _train("llama-125m", h100, arch=arch).time
+    assert big.bound != "launch" and big.host_s < big.device_s

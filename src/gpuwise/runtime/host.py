@@ -25,7 +25,7 @@ kernel costs ``COMPILED_KERNEL_S`` (launch + wrapper), views nothing.
 
 from __future__ import annotations
 
-from gpuwise.runtime.stack import Stack
+from gpuwise.runtime.stack import DEFAULT_STACK, Stack
 
 # Measured 2026-12-03 on the build machine (benchmarks/results/time_host.md), seconds per call.
 PYTHON_FORWARD_S = {"conv": 16e-6, "norm": 23e-6, "matmul": 6.3e-6, "attention": 6.5e-6}  # norm: BatchNorm2d
@@ -55,3 +55,11 @@ def host_s(cls: str, kernels: int, phase: str, stack: Stack) -> float:
     if phase == "optimizer":
         return OPTIMIZER_OP_S + kernels * CUDA_LAUNCH_S
     return FORWARD_CALL_S.get(cls, FORWARD_CALL_DEFAULT_S) + (kernels - 1) * CUDA_LAUNCH_S
+
+
+def listed_step_host_s(forward_calls: int, backward_kernels: int) -> float:
+    """Host time to issue a step given as counts of kernels rather than traced ops (the decoder-LLM closed
+    form): each forward kernel one eager call of the cheapest kind (an elementwise module or tensor
+    method: a lower bound, views and module calls not counted), each backward kernel one autograd node."""
+    return (forward_calls * host_s("elementwise", 1, "forward", DEFAULT_STACK)
+            + backward_kernels * host_s("elementwise", 1, "backward", DEFAULT_STACK))

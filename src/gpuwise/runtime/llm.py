@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from gpuwise.catalog.topology import PCIE_X16_GBS, Topology, topology_for
 from gpuwise.runtime.calibration import Calibration, load_calibration
 from gpuwise.runtime.comm import collective_s, data_parallel_comm, weak_scaling_exposed_s
-from gpuwise.runtime.host import CUDA_LAUNCH_S, PYTHON_FORWARD_DEFAULT_S, VIEW_S
+from gpuwise.runtime.host import CUDA_LAUNCH_S, PYTHON_FORWARD_DEFAULT_S, VIEW_S, listed_step_host_s
 from gpuwise.runtime.llm_kernels import decode_compute_s, prefill, train_passes
 from gpuwise.runtime.predict import smooth_max
 from gpuwise.runtime.model import StepTime
@@ -96,7 +96,11 @@ def train_step_time(arch: DecoderArch, w: Workload, gpu, mem, *, double_quant: b
     # a micro-batch cannot run faster than reading its weights once per pass
     weights_s = passes * mem.memory.weights_bytes / (bw * MEM_EFF)
     micro_compute = micro.total_s
-    micro_s = max(micro_compute, weights_s) + dequant_s
+    # eager PyTorch issues the kernels from one host thread: a micro-step takes about the larger of the GPU's
+    # and the host's time (the smooth maximum the traced path takes; recomputed blocks are forward calls)
+    micro_host_s = listed_step_host_s(kernels.forward.kernels + kernels.recompute.kernels, kernels.backward.kernels)
+    micro_device_s = max(micro_compute, weights_s) + dequant_s
+    micro_s = smooth_max(micro_device_s, micro_host_s)
 
     # optimizer step
     tb = trainable_bytes(w.precision)
@@ -135,8 +139,14 @@ def train_step_time(arch: DecoderArch, w: Workload, gpu, mem, *, double_quant: b
     by_class = {c: accum * s for c, s in micro.by_class_s.items()}
     by_class["memory"] = accum * (dequant_s + max(weights_s - micro_compute, 0.0)) + opt_s
     by_class["communication"] = comm_exposed
+    by_class["launch"] = accum * (micro_s - micro_device_s)      # the GPU waiting for the host
     bound = "communication" if comm_exposed > accum * micro_compute else (
+        "launch" if micro_host_s > micro_device_s else
         "memory" if accum * micro.streaming_s + by_class["memory"] > accum * micro.tensor_s else "compute")
+    if micro_host_s > micro_device_s:
+        warnings.append(f"launch-bound: eager PyTorch needs ~{micro_host_s * 1e3:.1f} ms of host time to issue a "
+                        f"micro-batch's {micro.kernels:,} kernels against {micro_device_s * 1e3:.1f} ms on "
+                        "the GPU; a larger micro-batch costs little more time")
     if arch.is_moe:
         warnings.append("MoE: experts assumed evenly loaded and run as dense GEMMs per expert; HF's loop over "
                         "experts is slower at small batch")
@@ -144,7 +154,8 @@ def train_step_time(arch: DecoderArch, w: Workload, gpu, mem, *, double_quant: b
     return StepTime(gpu=gpu.id, count=n, step_time_s=step_s, samples_per_s=samples / step_s,
                     by_class_s=by_class, bound=bound, compute_s=accum * micro_compute,
                     communication_s=comm_exposed, warnings=tuple(warnings), micro_step_s=micro_s, optimizer_s=opt_s,
-                    kernel_launches=accum * micro.kernels, device_s=accum * micro_s + opt_s)
+                    kernel_launches=accum * micro.kernels, device_s=accum * micro_device_s + opt_s,
+                    host_s=accum * micro_host_s)
 
 
 @dataclass(frozen=True)
