@@ -29,6 +29,8 @@ the trace (:func:`gradients_from_trace`), closed forms pass totals and a layer c
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -84,22 +86,33 @@ def weak_scaling_exposed_s(exposed_s: float, sharded_compute_s: float, one_gpu_c
     return max(exposed_s, one_gpu_compute_s - sharded_compute_s)
 
 
+def _stage_s(kind: str, size_bytes: float, ranks: int, link) -> float:
+    """One level (inside a node, or across nodes) of a collective over ``ranks`` peers on ``link``: a ring,
+    ``2 (n-1)`` latency hops and ``2 (n-1)/n`` of the buffer through each link for an all-reduce (half
+    of that for a reduce-scatter or all-gather); an all-reduce may instead take NCCL's tree, ``2 log2 n``
+    hops and the buffer twice through each link, which NCCL picks for small buffers (its latency does not
+    grow with n: a 64-byte-per-token decode all-reduce on 8 GPUs is no ring of 14 hops)."""
+    bytes_per_s = link.bus_gbs * 1e9
+    factor = 2 if kind == "all_reduce" else 1
+    ring = factor * ((ranks - 1) / ranks * size_bytes / bytes_per_s + (ranks - 1) * link.latency_s)
+    if kind != "all_reduce":
+        return ring
+    tree = 2 * (math.ceil(math.log2(ranks)) * link.latency_s + size_bytes / bytes_per_s)
+    return min(ring, tree)
+
+
 def collective_s(kind: str, size_bytes: float, count: int, topology: Topology) -> float:
-    """Time of one ring collective (``all_reduce``, ``reduce_scatter``, ``all_gather``) of
-    ``size_bytes`` (the full, unsharded buffer) over ``count`` GPUs."""
+    """Time of one collective (``all_reduce``, ``reduce_scatter``, ``all_gather``) of ``size_bytes``
+    (the full, unsharded buffer) over ``count`` GPUs: the faster of NCCL's ring and tree per level."""
     if count <= 1 or size_bytes <= 0:
         return 0.0
-    factor = 2 if kind == "all_reduce" else 1
     per_node = min(count, topology.gpus_per_node)
     nodes = topology.nodes(count)
     seconds = 0.0
     if per_node > 1:
-        link = topology.ring_link(per_node)
-        seconds += factor * ((per_node - 1) / per_node * size_bytes / (link.bus_gbs * 1e9)
-                             + (per_node - 1) * link.latency_s)
+        seconds += _stage_s(kind, size_bytes, per_node, topology.ring_link(per_node))
     if nodes > 1:
-        net = topology.network
-        seconds += factor * ((nodes - 1) / nodes * size_bytes / (net.bus_gbs * 1e9) + (nodes - 1) * net.latency_s)
+        seconds += _stage_s(kind, size_bytes, nodes, topology.network)
     return seconds
 
 
