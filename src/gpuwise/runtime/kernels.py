@@ -238,9 +238,10 @@ def _streaming(law_cls: str, nbytes: float, gpu) -> float:
 def _tiled(law_cls: str, gemms, gpu, peak: float, rate: str, *, gemm: bool = True) -> float:
     """Law time of GEMMs at ``peak`` x the share of it the GPU sustains on dense kernels (its level,
     ``laws.PowerLevel``: issue width from FP32 lanes per SM, and a power roofline from TDP per FLOP/s by
-    process node). fp32 on CUDA cores: the law and levels as fitted on NeuSight's fp32 kernels. Tensor-core GEMMs (matmul class): the tensor law measured on vidur's fp16 GEMMs, where the
-    laws file has it (``measured_tensor_law``). Other tensor-core kernels (convolutions, fused attention;
-    the data has none; ``gemm`` False) keep the fp32 law's wave structure (tiles, waves, ramp, split-K) at full
+    process node). fp32 on CUDA cores: the law and levels as fitted on NeuSight's fp32 kernels. Tensor-core
+    GEMMs (matmul class): the tensor law measured on vidur's fp16 GEMMs, where the laws file has it
+    (``measured_tensor_law``). Other tensor-core kernels (convolutions, fused attention; the data has none;
+    ``gemm`` False) keep the fp32 law's wave structure (tiles, waves, ramp, split-K) at full
     utilisation and without its operand term; their own utilisation is the fitted ``tensor_eff`` (or
     ``attention_eff``) that ``efficiencies`` divides by."""
     laws = load_laws()
@@ -255,8 +256,9 @@ def _tiled(law_cls: str, gemms, gpu, peak: float, rate: str, *, gemm: bool = Tru
         law = measured or replace(law, u_max=1.0, l2_reuse=0.0)
     issued, ratio = gpu_power_terms(level, gpu, peak)
     bw = float(gpu.memory_bandwidth_gbs) * 1e9
-    core = laws.level("cuda-core")
-    fp32_issued, fp32_ratio = gpu_power_terms(core, gpu, rate_peak_flops_per_s(gpu, "fp32"))
+    if measured is not None:   # the CUDA-core alternative cuBLAS may pick for a small half-precision GEMM
+        core = laws.level("cuda-core")
+        fp32_issued, fp32_ratio = gpu_power_terms(core, gpu, rate_peak_flops_per_s(gpu, "fp32"))
     total = 0.0
     for b, m, n, k in gemms:
         if b > 0 and m > 0 and n > 0 and k > 0:

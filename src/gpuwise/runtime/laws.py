@@ -97,9 +97,9 @@ class PowerLevel:
 
 def issue_share(level: PowerLevel, lanes_per_sm):
     """The share of the datasheet rate an SM of ``lanes_per_sm`` FP32 lanes issues (floats or arrays)."""
-    lanes = np.maximum(lanes_per_sm, BASE_FP32_LANES_PER_SM)
-    share = (BASE_FP32_LANES_PER_SM + (lanes - BASE_FP32_LANES_PER_SM) * level.second_datapath_share) / lanes
-    return float(share) if isinstance(lanes_per_sm, (int, float)) else share
+    scalar = isinstance(lanes_per_sm, (int, float))
+    lanes = max(lanes_per_sm, BASE_FP32_LANES_PER_SM) if scalar else np.maximum(lanes_per_sm, BASE_FP32_LANES_PER_SM)
+    return (BASE_FP32_LANES_PER_SM + (lanes - BASE_FP32_LANES_PER_SM) * level.second_datapath_share) / lanes
 
 
 def power_terms(level: PowerLevel, tdp_w, peak_flops_per_s, *, lanes_per_sm=BASE_FP32_LANES_PER_SM,
@@ -110,9 +110,13 @@ def power_terms(level: PowerLevel, tdp_w, peak_flops_per_s, *, lanes_per_sm=BASE
     (no power limit) where the level has none or the TDP is unknown (0); a GPU of unknown node (None) is
     taken at the reference node."""
     issued = peak_flops_per_s * issue_share(level, lanes_per_sm)
+    scalar = all(isinstance(x, (int, float)) for x in (tdp_w, peak_flops_per_s, lanes_per_sm))
     if level.full_w_per_tflops <= 0 or level.exponent <= 0:
-        return issued, (math.inf if isinstance(tdp_w, (int, float)) else np.full(np.shape(tdp_w), np.inf))
+        return issued, (math.inf if scalar else np.full(np.shape(tdp_w), np.inf))
     node = REFERENCE_PROCESS_NM if process_nm is None else process_nm
+    if scalar and isinstance(node, (int, float)):      # a prediction's path: plain Python, no numpy per call
+        energy = (node / REFERENCE_PROCESS_NM) ** level.process_exponent
+        return issued, (tdp_w / (issued / 1e12 * energy) / level.full_w_per_tflops if tdp_w > 0 else math.inf)
     energy = (np.asarray(node, dtype=float) / REFERENCE_PROCESS_NM) ** level.process_exponent
     with np.errstate(divide="ignore"):
         ratio = np.where(np.asarray(tdp_w) > 0,
@@ -206,11 +210,12 @@ def tiled_time_s(law: TiledLaw, batch, m, n, k, *, sm_count, peak_flops_per_s, b
     ``power_exponent`` the GPU's power level (``power_terms``; infinite ratio: no limit). The power
     level is a roofline of its own: the work of all the tiles at the rate the whole chip sustains bounds
     the time, while a kernel of a few tiles (a few SMs' power) runs at its waves' boost-clock time; so
-    more SMs, FLOP/s or power never make a kernel slower. The result is never below ``2 batch m n k / peak``. Plain numbers take Python's ``min`` (a prediction calls this for every GEMM
-    of every op on every GPU), arrays ``np.minimum``: the same arithmetic either way.
+    more SMs, FLOP/s or power never make a kernel slower. The result is never below ``2 batch m n k / peak``.
+    Plain numbers take Python's ``min`` (a prediction calls this for every GEMM of every op on every GPU),
+    arrays ``np.minimum``: the same arithmetic either way.
     """
-    scalar = all(isinstance(x, (int, float))
-                 for x in (batch, m, n, k, sm_count, peak_flops_per_s, bandwidth_bytes_per_s, elem_bytes, power_ratio))
+    scalar = all(isinstance(x, (int, float)) for x in
+                 (batch, m, n, k, sm_count, peak_flops_per_s, bandwidth_bytes_per_s, elem_bytes, power_ratio))
     ceil = math.ceil if scalar else _ceil     # math.ceil gives an int: the same sums (exact below 2**53)
     rate = (peak_flops_per_s / sm_count) * law.u_max          # per SM when arithmetic bounds a wave
     # Operand elements per second the SMs together get from DRAM (L2 serving the rest of the reads).
@@ -219,8 +224,8 @@ def tiled_time_s(law: TiledLaw, batch, m, n, k, *, sm_count, peak_flops_per_s, b
     cols = {tn: ceil(n / tn) for tn in {tn for _, tn in TILES}}
     splits = SPLIT_K if law.split_k_eff > 0 else (1,)
     big = max if scalar else np.maximum
-    limited = power_exponent > 0 and (not scalar or power_ratio < math.inf)
-    sustained = power_share(power_ratio, power_exponent) if limited else 1.0
+    sustained = power_share(power_ratio, power_exponent) if power_exponent > 0 else 1.0
+    limited = not scalar or sustained < 1.0      # a GPU that holds its clock needs no power roofline
 
     def candidates():
         for tm, tn in TILES:
