@@ -120,3 +120,17 @@ def test_a_lone_eager_call_costs_the_floor_gpu_machines_measured():
         assert host.host_s(cls, 1, "forward", eager) * 1e6 == pytest.approx(floor_us(folder), rel=0.02)
     # a second kernel of the same call is only a launch, not another call
     assert host.host_s("conv", 2, "forward", eager) - host.host_s("conv", 1, "forward", eager) == pytest.approx(host.CUDA_LAUNCH_S)
+
+
+def test_power_terms_give_the_same_figures_for_plain_numbers_and_arrays():
+    """A prediction takes the plain-Python path, the fits the numpy one: the same arithmetic."""
+    import numpy as np
+
+    level = load_laws().level("cuda-core")
+    tdp, peak, lanes, node = [0.0, 70.0, 250.0, 700.0], [8e12, 14e12, 19.5e12, 67e12], [64, 64, 128, 128], [12, 12, 7, 5]
+    issued, ratio = power_terms(level, np.array(tdp), np.array(peak), lanes_per_sm=np.array(lanes, dtype=float),
+                                process_nm=np.array(node, dtype=float))
+    for i in range(4):
+        one = power_terms(level, tdp[i], peak[i], lanes_per_sm=float(lanes[i]), process_nm=float(node[i]))
+        assert type(one[0]) is float and type(one[1]) is float
+        assert one == (pytest.approx(issued[i], rel=1e-12), pytest.approx(ratio[i], rel=1e-12))
