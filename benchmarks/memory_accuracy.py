@@ -211,14 +211,17 @@ STACK_CASES = [
 
 def bert_large_saved_bytes_per_sample(eager: bool) -> int:
     """What one sample leaves saved for backward, from the shapes (tests/memory/test_memory_stack.py derives
-    the same): per layer x, q, k, v, context (4 B), two hidden dropout masks (bool), two LayerNorm
-    inputs + mean/rstd, the FFN input, GELU input and output; eager attention adds the float32
-    softmax, the bool dropout mask and the dropped probabilities (heads x seq² each)."""
+    the same): per layer x, q, k, v, context (4 B), two hidden dropout masks, two LayerNorm inputs +
+    mean/rstd, the FFN input, GELU input and output; eager attention adds the float32 softmax, the dropout
+    mask and the dropped probabilities (heads x seq² each). Dropout masks at ``dropout_mask_bytes``."""
+    from gpuwise.memory.cuda import dropout_mask_bytes
+
     c = BERT_LARGE
+    mask = dropout_mask_bytes(4)
     sh = c["seq"] * c["hidden"]
-    rest = 5 * 4 * sh + 2 * sh + 2 * 4 * sh + 2 * 8 * c["seq"] + 4 * sh + 2 * 4 * c["seq"] * c["ffn"]
-    attention = c["heads"] * c["seq"] ** 2 * (4 + 1 + 4) if eager else 0
-    return c["layers"] * (rest + attention) + 5 * sh + 8 * c["seq"]
+    rest = 5 * 4 * sh + 2 * mask * sh + 2 * 4 * sh + 2 * 8 * c["seq"] + 4 * sh + 2 * 4 * c["seq"] * c["ffn"]
+    attention = c["heads"] * c["seq"] ** 2 * (4 + mask + 4) if eager else 0
+    return c["layers"] * (rest + attention) + (4 + mask) * sh + 8 * c["seq"]
 
 
 def stack_section() -> list[str]:

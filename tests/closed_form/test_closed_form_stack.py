@@ -7,6 +7,7 @@ heads, hidden 4096, vocabulary 32000), not from gpuwise's output.
 import pytest
 
 from gpuwise.catalog import load_catalog, resolve_gpu
+from gpuwise.memory.cuda import dropout_mask_bytes
 from gpuwise.plan.llm import estimate_llm
 from gpuwise.plan.profile import Estimate
 from gpuwise.workload import Workload
@@ -39,11 +40,12 @@ def test_eager_attention_never_uses_less_memory_than_sdpa(fields):
     assert _peak(attention="eager", **fields) >= _peak(attention="sdpa", **fields)
 
 
-def test_lora_dropout_keeps_a_bool_mask_and_a_copy_of_each_adapted_input():
+def test_lora_dropout_keeps_a_mask_and_a_copy_of_each_adapted_input():
     tokens = 2 * 1024
     # q and v share the normed input: without dropout the adapters keep it once (2 B); with dropout
-    # each keeps a bool mask (1 B) and its own dropped copy (2 B)
-    expected = LAYERS * tokens * (2 * (1 + 2) * HIDDEN - 2 * HIDDEN)
+    # each keeps a mask (memory.cuda.dropout_mask_bytes: 2 B in bf16, the measured side) and its own
+    # dropped copy (2 B)
+    expected = LAYERS * tokens * (2 * (dropout_mask_bytes(2) + 2) * HIDDEN - 2 * HIDDEN)
     assert _peak(lora_dropout=0.05) - _peak(lora_dropout=0.0) == pytest.approx(expected, rel=0.001)
 
 

@@ -5,8 +5,9 @@ Assumptions (HF transformers implementation, PyTorch 2.x autograd; docs/llm.md l
 - Attention (``Workload.attention``): sdpa/flash2 are fused kernels that save q, k, v (after RoPE,
   before any GQA expansion), the output and a float32 logsumexp per head, never the s×s scores;
   eager keeps the float32 softmax and the cast probabilities (``attention_bytes_per_token``).
-- LoRA dropout (``Workload.lora_dropout`` > 0): each adapted linear keeps a bool mask and the
-  dropped copy of its input; without it the adapter keeps the input itself.
+- LoRA dropout (``Workload.lora_dropout`` > 0): each adapted linear keeps a dropout mask (counted at
+  the input's dtype: ``memory.cuda.dropout_mask_bytes``) and the dropped copy of its input; without it
+  the adapter keeps the input itself.
 - RMSNorm upcasts to float32 and saves that float32 input (4 B/elem) and, only when its weight is
   trained, its 16-bit output. LayerNorm saves its input plus mean and rstd.
 - A linear layer saves its input only when its weight is trained or it carries a LoRA adapter
@@ -29,6 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from gpuwise.memory.cuda import dropout_mask_bytes
 from gpuwise.workload.decoder import DecoderArch, LinearSpec
 
 
@@ -115,12 +117,12 @@ def layer_bytes_per_token(arch: DecoderArch, tr: Trainability, compute_bytes: in
 
 
 def _lora_dropout_bytes(arch: DecoderArch, tr: Trainability, b: int, parts: tuple[str, ...]) -> float:
-    """PEFT gives each adapted linear its own dropout: it keeps a bool mask (1 B) and the dropped copy
-    of the input (which the adapter's A keeps), per input element. Without dropout A keeps x itself,
-    counted with the layer's inputs."""
+    """PEFT gives each adapted linear its own dropout: it keeps a mask (``dropout_mask_bytes``) and the
+    dropped copy of the input (which the adapter's A keeps), per input element. Without dropout A keeps
+    x itself, counted with the layer's inputs."""
     if not tr.lora_dropout:
         return 0.0
-    return sum((1 + b) * lin.in_features for lin in arch.linears
+    return sum((dropout_mask_bytes(b) + b) * lin.in_features for lin in arch.linears
                if lin.part in parts and tr.adapted(lin))
 
 
