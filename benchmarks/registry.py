@@ -66,6 +66,11 @@ BENCHMARKS: tuple[Benchmark, ...] = (
               what="a user's calibration, leave-one-out within one stack", minutes=5.5, timed="results"),
     Benchmark("multi_gpu_accuracy", "multi_gpu", (*TIME_MODEL, *TIME_CASES, "shared:lambda_train_multi.csv"),
               what="data-parallel speed-ups on 2-8 GPUs, beside speed-up = N", minutes=1, timed="estimate"),
+    Benchmark("collectives", "collectives",
+              (KERNEL_FIT, "src/gpuwise/runtime/comm.py", "src/gpuwise/catalog/topology.py",
+               "src/gpuwise/catalog/data/topology.toml", *CATALOG_SPECS, "shared:kernels-modern/vidur_network.csv.gz"),
+              what="NCCL all-reduce times (runtime.comm.collective_s) against vidur's: link latencies and efficiencies "
+                   "fitted on the A100 topologies, scored on the H100 ones", minutes=0.5, timed="estimate"),
     Benchmark("kernel_error_sources", "time_kernel_sources",
               ("benchmarks/kernel_laws.py", KERNEL_FIT, *LAWS, "shared:kernels/"),
               what="per-kernel error: a learned shape model with the GPU seen vs held out", minutes=22, timed="results"),

@@ -50,6 +50,8 @@ class Topology:
     network: Link                     # per node, between nodes (the fallback where multi_node is false)
     provider: str | None = None
     note: str = ""
+    # Once per collective, whatever its hops: NCCL's kernel launch and the ranks meeting ([nccl] in the data).
+    collective_latency_s: float = 0.0
 
     def nodes(self, count: int) -> int:
         return -(-count // self.gpus_per_node)
@@ -78,6 +80,12 @@ def topology_data() -> dict[str, Any]:
         if kind not in data.get("link", {}):
             raise CatalogError(f"<built-in topology.toml>: link kind {kind!r} is missing")
     return data
+
+
+def collective_latency_s(data: dict[str, Any] | None = None) -> float:
+    """The fixed latency of one NCCL collective, beside its per-hop latencies (``[nccl]``; 0 where absent)."""
+    data = data or topology_data()
+    return float(data.get("nccl", {}).get("collective_latency_s", 0.0))
 
 
 def link_efficiencies(data: dict[str, Any] | None = None) -> dict[str, float]:
@@ -157,4 +165,5 @@ def topology_for(
                                    else "no provider named")
         note = f"{why}: machines assumed linked by {fb['network_gbps_per_node']:g} Gb/s {fb['network']}"
     return Topology(gpu.id, kind, per_node, intra_link, pair_link, multi, network,
-                    provider=prov.get("name", provider), note=note)
+                    provider=prov.get("name", provider), note=note,
+                    collective_latency_s=collective_latency_s(data))

@@ -103,12 +103,14 @@ def _stage_s(kind: str, size_bytes: float, ranks: int, link) -> float:
 
 def collective_s(kind: str, size_bytes: float, count: int, topology: Topology) -> float:
     """Time of one collective (``all_reduce``, ``reduce_scatter``, ``all_gather``) of ``size_bytes``
-    (the full, unsharded buffer) over ``count`` GPUs: the faster of NCCL's ring and tree per level."""
+    (the full, unsharded buffer) over ``count`` GPUs: the topology's latency per collective (NCCL's kernel
+    launch and the ranks meeting, paid once whatever the hops) plus the faster of NCCL's ring and tree per
+    level. The link constants are fitted on vidur's measured all-reduces (benchmarks/collectives.py)."""
     if count <= 1 or size_bytes <= 0:
         return 0.0
     per_node = min(count, topology.gpus_per_node)
     nodes = topology.nodes(count)
-    seconds = 0.0
+    seconds = topology.collective_latency_s
     if per_node > 1:
         seconds += _stage_s(kind, size_bytes, per_node, topology.ring_link(per_node))
     if nodes > 1:
