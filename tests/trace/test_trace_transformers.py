@@ -86,3 +86,16 @@ def test_layer_drop_on_fake_random_draws_keeps_every_layer(data_dir):
     forward_attention = [op for op in trace.ops if op.attrs.get("attention") and op.phase == "forward"]
     assert len(forward_attention) == 3
     assert any("random draw" in note for note in trace.notes)
+
+
+def test_eager_attention_runs_the_models_own_eager_code_under_amp(data_dir):
+    """Issue 26: BERT's eager attention adds a float32 mask to half scores, so under autocast its softmax,
+    dropout and dropped probabilities stay float32 until the second matmul casts them; the stand-in
+    (transformers' Llama-style ``softmax(dtype=float32).to(half)``) dropped them in half precision."""
+    trace = _trace(data_dir, "tiny-bert.json", batch_size=2, seq_len=32, precision="amp-fp16", attention="eager")
+    scores = (2, 4, 32, 32)
+    noise = [op for op in trace.ops if op.phase == "forward" and op.op.startswith("aten.bernoulli_")
+             and op.output_shapes[:1] == (scores,)]
+    assert len(noise) == 2 and all(op.output_dtypes[0] == "float32" for op in noise)   # one per layer
+    assert not any(op.attrs.get("attention") for op in trace.ops)                       # no fused kernel
+    assert any("model's own eager code" in note for note in trace.notes)

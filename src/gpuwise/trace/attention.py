@@ -8,7 +8,8 @@
   the memory-efficient kernel (fp32, masks). Both keep the output and a logsumexp for backward.
 - ``flash2`` (flash-attn 2 through transformers): the flash kernel whenever the dtype is 16-bit;
   padding masks become unpadded variable-length batches, so no mask is materialised.
-- ``eager`` (transformers' ``eager_attention_forward``, and every model written before SDPA):
+- ``eager``: a transformers model is built with ``attn_implementation="eager"`` and runs its own eager
+  code (workload/spec_builders.py); other code's SDPA calls get transformers' ``eager_attention_forward``:
   ``matmul(q, kᵀ)·scale (+ mask) -> softmax in float32 -> cast -> dropout -> matmul(·, v)``, as real
   ops, so autograd keeps what it keeps on a GPU: the float32 softmax output, the dropout mask and
   the dropped (or cast) probabilities, each batch x heads x seq².

@@ -89,9 +89,10 @@ def trace_workload(workload: Workload) -> Trace:
             notes.append(f"{n} x {name}")
         else:
             notes.append(f"{n} x {name} on fake data: answered True / 1 (all-ones masks, no overflow)")
-    if workload.attention == "eager" and recorder.attention_calls:
-        notes.append("attention: eager (the float32 softmax, the dropout mask and the probabilities, "
-                     "batch x heads x seq² each, kept for backward)")
+    if workload.attention == "eager" and (recorder.attention_calls or built.is_hf):
+        notes.append("attention: eager (" + ("the model's own eager code: " if built.is_hf else "")
+                     + "the softmax, the dropout mask and the probabilities, batch x heads x seq² each, "
+                     "kept for backward)")
     elif recorder.attention_calls or any(op.attrs.get("attention") for op in recorder.ops):
         notes.append(f"attention traced as CUDA's fused kernels ({workload.attention}: flash for fp16/bf16, "
                      "else memory-efficient)")

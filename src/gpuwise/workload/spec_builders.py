@@ -56,7 +56,7 @@ def build(spec: ModelSpec, workload) -> BuiltModel:
     if spec.source == "file":
         return _build_factory(spec, workload)
     if spec.source == "hf":
-        return _build_hf(spec, batch_size, seq_len, image_size)
+        return _build_hf(spec, batch_size, seq_len, image_size, workload.attention)
     try:
         if spec.source == "torchvision":
             module = on_meta(lambda: _torchvision_module(spec, image_size))
@@ -237,7 +237,12 @@ def _segmentation_loss(outputs, batch: Batch) -> torch.Tensor:
 
 # --- transformers --------------------------------------------------------------------------------
 
-def _build_hf(spec: ModelSpec, batch_size: int, seq_len: int, image_size: int) -> BuiltModel:
+def _build_hf(spec: ModelSpec, batch_size: int, seq_len: int, image_size: int,
+              attention: str = "sdpa") -> BuiltModel:
+    """``attention`` "eager" builds the model with transformers' ``attn_implementation="eager"``, so the
+    trace runs the model's own eager code (BERT's keeps the float32 probabilities through dropout under
+    autocast, where Llama's casts them to 16-bit first); "sdpa" and "flash2" call SDPA, which the tracer
+    routes to CUDA's fused kernels."""
     config_dict = dict(spec.hf_config or {})
     max_positions = _max_positions(config_dict)
     if spec.task != IMAGE_CLASSIFICATION and max_positions and seq_len > max_positions:
@@ -266,7 +271,7 @@ def _build_hf(spec: ModelSpec, batch_size: int, seq_len: int, image_size: int) -
     transformers.logging.set_verbosity_error()
     try:
         with torch.device("meta"):
-            module = auto.from_config(config)
+            module = auto.from_config(config, **({"attn_implementation": "eager"} if attention == "eager" else {}))
     except ValueError as exc:
         raise WorkloadError(f"{spec.name}: transformers cannot build {auto.__name__} for it: {exc}") from exc
     finally:
