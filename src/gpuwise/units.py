@@ -111,6 +111,12 @@ def format_duration(seconds: float) -> str:
     return f"{seconds / 86400:.1f} d"
 
 
+def format_request_rate(per_s: float) -> str:
+    """``1 request/s``, ``2.5 requests/s``, ``0.25 requests/s`` (LLM serving loads)."""
+    text = f"{per_s:,.0f}" if per_s >= 100 else f"{per_s:.3g}"
+    return f"{text} request/s" if text == "1" else f"{text} requests/s"
+
+
 def format_money(amount: float, currency: str) -> str:
     """``¥1,234.50``, ``-$0.20`` (the sign before the symbol), ``12.00 GBP``."""
     symbol = {"CNY": "¥", "USD": "$", "EUR": "€"}.get(currency)

@@ -63,3 +63,10 @@ def test_format_bytes_prints_memory_in_binary_units_as_pytorch_and_nvidia_smi_co
 def test_money_as_autodl_users_write_it(text, expected):
     # "--budget 100元" and "100RMB" were refused
     assert parse_money(text) == expected
+
+
+def test_a_request_rate_reads_as_people_say_it():
+    from gpuwise.units import format_request_rate
+
+    assert [format_request_rate(x) for x in (1.0, 0.25, 3.6301, 150.4, 1234.5)] == [
+        "1 request/s", "0.25 requests/s", "3.63 requests/s", "150 requests/s", "1,234 requests/s"]

@@ -125,6 +125,7 @@ OptimizerImplOpt = Annotated[str, typer.Option("--optimizer-impl", help="foreach
 KeepGradsOpt = Annotated[bool, typer.Option("--keep-grads", help="zero_grad(set_to_none=False): gradients stay allocated between steps.")]
 InputRateOpt = Annotated[Optional[float], typer.Option("--input-rate", help="Samples/s the input pipeline delivers (default: synthetic data, no limit).")]
 CpuWorkersOpt = Annotated[Optional[int], typer.Option("--cpu-workers", help="DataLoader workers decoding JPEGs per GPU (vision models): sets the input rate from torchvision's transforms as measured on one core (default: synthetic data).")]
+RequestRateOpt = Annotated[Optional[float], typer.Option("--request-rate", help="LLM serving (--mode infer): requests a second, arriving as a Poisson stream; sizes the deployment by load (replicas, concurrency, cost per hour and per million tokens) instead of one batch.")]
 EngineOpt = Annotated[str, typer.Option("--engine", help="LLM inference engine: hf (generate, eager; default) or vllm.")]
 LogitsOpt = Annotated[str, typer.Option("--logits", help="LLM loss: fp32 (default: transformers upcasts the logits), chunked (LitGPT's chunked cross-entropy), fused (Liger).")]
 LoraDropoutOpt = Annotated[float, typer.Option("--lora-dropout", help="LoRA dropout (default 0.05, as LitGPT/QLoRA/TRL recipes; 0 keeps no mask or copy).")]
@@ -157,6 +158,7 @@ def build_workload(
     input_rate: float | None = None,
     cpu_workers: int | None = None,
     engine: str = "hf",
+    request_rate: float | None = None,
     logits: str = "fp32",
     lora_dropout: float = 0.05,
     precision_default: bool = False,
@@ -169,7 +171,8 @@ def build_workload(
         grad_accum_steps=grad_accum, finetune=finetune, lora_rank=lora_rank, lora_targets=targets, quant=quant,
         max_new_tokens=max_new_tokens, num_gpus=num_gpus, sharding=sharding, offload=offload,
         attention=attention, compile=compile, optimizer_impl=optimizer_impl, keep_grads=keep_grads,
-        input_rate=input_rate, cpu_workers=cpu_workers, engine=engine, logits=logits, lora_dropout=lora_dropout,
+        input_rate=input_rate, cpu_workers=cpu_workers, engine=engine, request_rate_per_s=request_rate,
+        logits=logits, lora_dropout=lora_dropout,
         precision_default=precision_default, optimizer_default=optimizer_default,
     )
 

@@ -12,7 +12,7 @@ from rich.table import Table
 from gpuwise.cli import common as c
 from gpuwise.cli.calibrate import NoUserCalibrationOpt, user_correction
 from gpuwise.cli.workload_options import workload_from, workload_options
-from gpuwise.units import format_bytes, format_duration
+from gpuwise.units import format_bytes, format_duration, format_request_rate
 from gpuwise.text import for_console
 from gpuwise.workload.precision import described
 
@@ -53,6 +53,9 @@ def estimate(
     if max_batch and len(gpus) != 1:
         raise c.WorkloadError("--max-batch needs one --gpu NAME")
     workload = workload_from(model, workload_kwargs, gpu=gpus[0] if len(gpus) == 1 else None)
+    if max_batch and workload.request_rate_per_s is not None:
+        raise c.WorkloadError("--max-batch searches one batch; at --request-rate the batch is what the load makes it "
+                              "(the answer says how many sequences a replica runs)")
 
     from gpuwise.plan import JobSize, model_for, parse_headroom   # the planner, once the input is known good
     from gpuwise.plan.answer import estimate_answer, largest_batch_answer
@@ -96,7 +99,9 @@ def _render(out: dict, est) -> None:
     elif out["max_batch_size"] == 0:
         con.print(f"[red]Not even batch 1 fits {out['gpu']}[/]: the changes below would make batch "
                   f"{out['requested_batch_size']} fit")
-    con.print(f"[bold]{w.model}[/]  {w.mode}, batch {w.batch_size}, {described(w.precision, w.precision_default)}{optimizer}"
+    size = (format_request_rate(w.request_rate_per_s) if w.request_rate_per_s is not None and out["gpu"]
+            else f"batch {w.batch_size}")
+    con.print(f"[bold]{w.model}[/]  {w.mode}, {size}, {described(w.precision, w.precision_default)}{optimizer}"
               f"  [dim]({out['method']})[/]")
     if out.get("calibration"):
         con.print(f"[cyan]{out['calibration']}[/] (gpuwise calibrate; --no-user-calibration for the shipped model)")
@@ -229,3 +234,12 @@ def _render_inference(inf: dict) -> None:
     if inf.get("max_batch_size") is not None:
         parts.append(f"largest batch that fits {inf['max_batch_size']}")
     c.console.print("Inference: " + ", ".join(parts))
+    load = inf.get("at_load")
+    if load:
+        replicas = load["replicas"]
+        c.console.print(
+            f"At {format_request_rate(load['request_rate_per_s'])}: {replicas} replica{'s' if replicas > 1 else ''} "
+            f"of this deployment (one carries up to {format_request_rate(load['capacity_per_replica_per_s'])}), "
+            f"{load['concurrency']:,.1f} requests in flight, each replica busy {load['utilisation']:.0%} of the time; "
+            f"each request: first token after {format_duration(load['ttft_s'])}, then "
+            f"{format_duration(load['tpot_s'])} a token ({1 / load['tpot_s']:,.0f} tokens/s)")

@@ -12,7 +12,8 @@ from gpuwise.cli import common as c
 from gpuwise.cli.calibrate import NoUserCalibrationOpt, user_correction
 from gpuwise.workload.precision import described
 from gpuwise.cli.workload_options import workload_from, workload_options
-from gpuwise.units import format_bytes, format_duration, format_money, parse_duration_s, parse_money
+from gpuwise.units import (format_bytes, format_duration, format_money, format_request_rate, parse_duration_s,
+                           parse_money)
 from gpuwise.text import for_console
 
 
@@ -60,7 +61,7 @@ def recommend(
     opts out). Predictions assume PyTorch 2.x eager mode with cuDNN.
     """
     from gpuwise.catalog import resolve_gpu
-    from gpuwise.plan import Constraints, JobSize, model_for, parse_headroom, recommend as plan_recommend
+    from gpuwise.plan import Constraints, JobSize, PlanError, model_for, parse_headroom, recommend as plan_recommend
     from gpuwise.plan.recommend import auto_micro_batch
     from gpuwise.plan.spot import SpotRisk
     from gpuwise.plan.plot import plot_recommendation
@@ -71,6 +72,10 @@ def recommend(
     auto = batch is None
     workload = workload_from(model, workload_kwargs, batch_size=batch or auto_micro_batch(effective_batch))
     headroom_fraction = parse_headroom(headroom)
+    at_rate = workload.request_rate_per_s is not None
+    if at_rate and (samples is not None or steps is not None):
+        raise PlanError("--samples and --steps size a job of given requests; --request-rate sizes a load served by "
+                        "the hour (give one of them)")
     per_million = not workload.is_training and samples is None and steps is None and workload.max_new_tokens > 0
     job = JobSize.serving(workload.max_new_tokens) if per_million else JobSize(samples=samples, epochs=epochs,
                                                                                  steps=steps)
@@ -110,7 +115,7 @@ def recommend(
         typer.echo(launch["text"], nl=False)
         return
     _render(rec, show_all, constraints.deadline_s)
-    if per_million:
+    if per_million and not at_rate:
         c.console.print(f"[dim]Serving priced per million output tokens: {job.samples:,} requests of "
                         f"{workload.max_new_tokens} new tokens (--samples N for a number of requests).[/]")
     accuracy = load_accuracy(covered[0].regime) if covered else None
@@ -174,7 +179,8 @@ def _render(rec, show_all: bool, deadline_s: float | None = None) -> None:
         if o is not None:
             marks.setdefault(id(o), []).insert(0, label)
     shown = rec.options if show_all else _summary(rec)
-    table, footnotes = _options_table(shown, marks, best=rec.best, width=con.width, fallback=rec.fallback_precision)
+    table, footnotes = _options_table(shown, marks, best=rec.best, width=con.width, fallback=rec.fallback_precision,
+                                      at_load=w.request_rate_per_s is not None)
     con.print(table)
     for number, reason in footnotes:
         con.print(f"[dim]{number}[/] {reason}")
@@ -182,7 +188,9 @@ def _render(rec, show_all: bool, deadline_s: float | None = None) -> None:
         con.print(f"[dim]{OWN_PRICE_MARK}[/] your price (your catalog file); the others are shipped indicative prices")
     if len(shown) < len(rec.options):
         con.print(f"[dim]{len(rec.options) - len(shown)} more options not shown (--all shows them, --json lists them).[/]")
-    if rec.best is not None:
+    if rec.best is not None and w.request_rate_per_s is not None:
+        _render_load_lines(rec)
+    elif rec.best is not None:
         b = rec.best
         con.print(f"[bold green]Best:[/] {b.count}× {b.gpu_name} from {b.provider}{_at(rec, b)}: "
                   f"{format_duration(b.total_time_s)} "
@@ -211,15 +219,57 @@ def _render(rec, show_all: bool, deadline_s: float | None = None) -> None:
     else:
         con.print(f"[bold yellow]{rec.nothing_meets}[/]")
         for o in rec.closest:
-            con.print(f"  closest: {o.count}× {o.gpu_name} ({o.provider}){_at(rec, o)}: "
-                      f"{format_duration(o.total_time_s)}, {_cost(o)}"
-                      f" — {o.excluded_because}")
+            con.print(f"  closest: {_deployment(o)} ({o.provider}){_at(rec, o)}: "
+                      + (f"{_cost(o)} an hour" if o.replicas else f"{format_duration(o.total_time_s)}, {_cost(o)}")
+                      + f" — {o.excluded_because}")
     for r in rec.remedies:
         con.print(f"[cyan]To fit a cheaper GPU:[/] {r['change']} → {r['gpu_name']} needs "
                   f"{format_bytes(r['peak_total_bytes'])} of {format_bytes(r['gpu_memory_bytes'])}, "
                   f"{format_duration(r['total_time_s'])}, {format_money(r['total_cost'], r['currency'])} ({r['provider']})")
     for note in rec.notes:
         con.print(f"[dim]note: {note}[/]")
+
+
+def _deployment(o) -> str:
+    """'2 replicas of 2× NVIDIA H100 (tensor parallel 2)' at a load; '2× NVIDIA H100' otherwise."""
+    gpus = f"{o.count}× {o.gpu_name}" + (f" (tensor parallel {o.count})" if o.count > 1 and o.replicas else "")
+    if not o.replicas:
+        return gpus
+    return f"{o.replicas} replica{'s' if o.replicas > 1 else ''} of {gpus}"
+
+
+def _per_million(o) -> str:
+    value = o.cost_per_million_tokens_ranked
+    return format_money(value, o.ranking_currency) if value is not None else "-"
+
+
+def _render_load_lines(rec) -> None:
+    """The best option at ``--request-rate``: the deployment, its cost by the hour and by the token, what a
+    request sees and how loaded each replica is; then the fastest and the best value."""
+    con, w, b = c.console, rec.workload, rec.best
+    con.print(f"[bold green]Best:[/] {_deployment(b)} from {b.provider}{_at(rec, b)}: {_cost(b)} an hour at "
+              f"{format_request_rate(w.request_rate_per_s)}, {_per_million(b)} per million output tokens")
+    con.print(f"  each request: first token after {format_duration(b.ttft_s)} (its prefill and the wait for it), "
+              f"then {format_duration(b.tpot_s)} a token ({1 / b.tpot_s:,.0f} tokens/s)")
+    con.print(f"  {b.concurrency:,.1f} requests in flight; each replica busy {b.utilisation:.0%} of the time and "
+              f"carries up to {format_request_rate(b.capacity_per_replica_per_s)}")
+    also = [name for name, o in (("the fastest", rec.fastest), ("the best value (least cost × request time)",
+                                                                rec.best_value)) if o is b]
+    if also:
+        con.print(f"  also {' and '.join(also)}")
+
+    def answered(o) -> str:
+        return format_duration(o.ttft_s + w.max_new_tokens * o.tpot_s)
+
+    if rec.fastest is not None and rec.fastest is not b:
+        f = rec.fastest
+        value = " and best value (least cost × request time)" if rec.best_value is f else ""
+        con.print(f"Fastest{value}: {_deployment(f)} from {f.provider}{_at(rec, f)}: a request answered in "
+                  f"{answered(f)}, {_cost(f)} an hour")
+    if rec.best_value is not None and rec.best_value is not b and rec.best_value is not rec.fastest:
+        v = rec.best_value
+        con.print(f"Value (least cost × request time): {_deployment(v)} from {v.provider}{_at(rec, v)}: a "
+                  f"request answered in {answered(v)}, {_cost(v)} an hour")
 
 
 def _risks(best, deadline_s: float | None, method: str) -> None:
@@ -240,6 +290,10 @@ def _risks(best, deadline_s: float | None, method: str) -> None:
 
 
 _COLUMNS = ("", "gpu", "provider", "batch", "needs", "job time", "job cost")
+# at --request-rate: replicas, requests in flight, the share of time busy, what a request sees, cost at the load
+# (the cost per million output tokens, the same order at one rate, is in the lines below and --json)
+_LOAD_COLUMNS = ("", "gpu", "provider", "repl.", "conc.", "busy", "ttft", "tpot", "per hour")
+_LEFT = ("", "gpu", "provider")
 OWN_PRICE_MARK = "*"     # after the provider: priced by the user's own offer
 _WHY = "bound / why not"
 _WHY_MIN_WIDTH = 24   # narrower than this, a long reason becomes a footnote under the table, not a tall cell
@@ -247,7 +301,7 @@ _WHY_NARROWEST = 9    # "compute", "bandwidth", "see [9]"
 
 
 def _options_table(shown, marks: dict, *, best, width: int,
-                   fallback: dict[str, str] | None = None) -> tuple[Table, list[tuple[str, str]]]:
+                   fallback: dict[str, str] | None = None, at_load: bool = False) -> tuple[Table, list[tuple[str, str]]]:
     """The options table, laid out for ``width`` columns, and the numbered footnotes it refers to.
 
     Nothing is cut or left out silently. The table first tries two-space gaps, then one-space gaps
@@ -255,15 +309,18 @@ def _options_table(shown, marks: dict, *, best, width: int,
     one that does not fit moves under the table as a footnote, its number in the row. Where even
     that is too wide (a very narrow terminal), cells wrap: a value may take two lines, never "…".
     ``fallback``: GPU id -> the precision its options were quoted at, said first in their reasons.
+    ``at_load``: the columns of a recommendation at ``--request-rate`` (replicas, loaded latencies, cost per hour).
     """
     from gpuwise.runtime.model import bound_word
 
     fallback = fallback or {}
     reasons = [(f"at {fallback[o.gpu]}: " if o.gpu in fallback else "") + (o.excluded_because or bound_word(o.bound))
                for o in shown]
+    columns = _LOAD_COLUMNS if at_load else _COLUMNS
+    cells = _load_row_cells if at_load else _row_cells
     for compact in (False, True):
-        rows = [_row_cells(o, marks, one_mark=compact) for o in shown]
-        room = width - c.natural_width(_table(rows, None, compact=compact)) - (1 if compact else 3)
+        rows = [cells(o, marks, one_mark=compact) for o in shown]
+        room = width - c.natural_width(_table(rows, None, compact=compact, columns=columns)) - (1 if compact else 3)
         if room >= max(min(_WHY_MIN_WIDTH, max(map(len, reasons), default=0)), _WHY_NARROWEST):
             break
     footnotes: list[tuple[str, str]] = []
@@ -276,17 +333,17 @@ def _options_table(shown, marks: dict, *, best, width: int,
                     footnotes.append((numbered[reason], reason))
                 reasons[i] = f"see {numbered[reason]}"
     styles = ["bold green" if o is best else ("dim" if not o.eligible else "") for o in shown]
-    return c.fit_to_console(_table(rows, reasons, styles, compact=compact)), footnotes
+    return c.fit_to_console(_table(rows, reasons, styles, compact=compact, columns=columns)), footnotes
 
 
 def _table(rows: list[list[str]], reasons: list[str] | None, styles: list[str] | None = None, *,
-           compact: bool = False) -> Table:
+           compact: bool = False, columns: tuple[str, ...] = _COLUMNS) -> Table:
     # compact: one space between columns, no edges, and the reasons' header on two lines.
     table = Table(pad_edge=False, box=box.SIMPLE_HEAD, show_edge=not compact, padding=(0, 0 if compact else 1))
-    for col in (*_COLUMNS, *((_WHY,) if reasons is not None else ())):
+    for col in (*columns, *((_WHY,) if reasons is not None else ())):
         # Only the reasons wrap while the table fits; c.fit_to_console lets the rest wrap when it does not.
         header = col.replace(" / ", " /\n") if compact else col
-        table.add_column(header, justify="right" if col in ("batch", "needs", "job time", "job cost") else "left",
+        table.add_column(header, justify="left" if col in (*_LEFT, _WHY) else "right",
                          overflow="fold", no_wrap=col != _WHY)
     for i, cells in enumerate(rows):
         table.add_row(*cells, *((reasons[i],) if reasons is not None else ()), style=(styles or [""] * len(rows))[i])
@@ -306,6 +363,30 @@ def _row_cells(o, marks: dict, *, one_mark: bool = False) -> list[str]:
     ]
 
 
+def _load_row_cells(o, marks: dict, *, one_mark: bool = False) -> list[str]:
+    """A row at --request-rate: the deployment that carries the load, what a request sees, the cost at it."""
+    served = o.replicas is not None     # a deployment carries the load (it may miss a target or the budget)
+    return [
+        (marks.get(id(o), [""])[0] if one_mark else "+".join(marks.get(id(o), []))),
+        for_console(o.gpu) + (f" ×{o.count}" if o.count > 1 else ""),
+        for_console(o.provider or "-") + (" (spot)" if o.spot else "") + (OWN_PRICE_MARK if o.own_price else ""),
+        str(o.replicas) if served else "-",
+        f"{o.concurrency:,.1f}" if o.concurrency is not None else "-",
+        f"{o.utilisation:.0%}" if o.utilisation is not None else "-",
+        _latency(o.ttft_s) if served and o.ttft_s else "-", _latency(o.tpot_s) if served and o.tpot_s else "-",
+        _cost(o) if served else "-",
+    ]
+
+
+def _latency(seconds: float) -> str:
+    """A latency for a narrow cell: 8.3ms, 311ms, 2.5s."""
+    if seconds < 0.01:
+        return f"{seconds * 1e3:.1f}ms"
+    if seconds < 1:
+        return f"{seconds * 1e3:.0f}ms"
+    return f"{seconds:.1f}s" if seconds < 100 else format_duration(seconds)
+
+
 def _summary(rec, limit: int = 12):
     """The marked options, then the rest by rank, then one example of each kind of exclusion."""
     keep = []
@@ -319,8 +400,8 @@ def _summary(rec, limit: int = 12):
             keep.append(o)
     seen_kinds = set()
     for o in rec.options:
-        if not o.eligible and len(keep) < limit + 6:
-            kind = o.exclusion.kind
+        if not o.eligible and len(keep) < limit + 6 and all(o is not k for k in keep):
+            kind = o.exclusion.kind      # (the fastest may be left out by the budget: listed once)
             if kind not in seen_kinds:
                 seen_kinds.add(kind)
                 keep.append(o)

@@ -43,6 +43,7 @@ WORKLOAD_OPTIONS: dict[str, tuple[Any, Any]] = {
     "input_rate": (c.InputRateOpt, None),
     "cpu_workers": (c.CpuWorkersOpt, None),
     "engine": (c.EngineOpt, "hf"),
+    "request_rate": (c.RequestRateOpt, None),
     "logits": (c.LogitsOpt, "fp32"),
     "lora_dropout": (c.LoraDropoutOpt, 0.05),
 }
@@ -53,8 +54,8 @@ WORKLOAD_OPTIONS: dict[str, tuple[Any, Any]] = {
 _PANEL_OF = {
     "Workload: the step": ("batch_size", "seq_len", "image_size", "precision", "optimizer", "mode",
                            "grad_checkpointing", "channels_last", "grad_accum"),
-    "Workload: fine-tuning and LLMs": ("finetune", "lora_rank", "lora_targets", "quant", "max_new_tokens", "logits",
-                                       "lora_dropout"),
+    "Workload: fine-tuning and LLMs": ("finetune", "lora_rank", "lora_targets", "quant", "max_new_tokens",
+                                       "request_rate", "logits", "lora_dropout"),
     "Workload: several GPUs": ("num_gpus", "sharding", "offload"),
     "Workload: software stack": ("attention", "compile", "optimizer_impl", "keep_grads", "input_rate", "cpu_workers",
                                  "engine"),

@@ -14,14 +14,16 @@ from gpuwise.catalog.topology import Topology
 from gpuwise.memory.llm import InferMemory, TrainMemory, infer_memory, train_memory
 from gpuwise.memory.model import MemoryEstimate
 from gpuwise.plan.fit import DEFAULT_HEADROOM_FRACTION, largest_fitting, usable_bytes
-from gpuwise.runtime.llm import serve_time, train_step_time
+from gpuwise.runtime.llm import decode_step, prefill_s, serve_time, train_step_time
 from gpuwise.runtime.model import StepTime
+from gpuwise.runtime.serving_load import ServingCurve, ServingLoad, serving_load
 from gpuwise.workload import Workload, WorkloadError
 from gpuwise.workload.decoder import DecoderArch, ParamCounts, load_arch
-from gpuwise.units import format_bytes
+from gpuwise.units import format_bytes, format_request_rate
 from gpuwise.workload.storage import compute_bytes
 
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.9    # vLLM's default share of GPU memory it pre-allocates
+VLLM_MAX_NUM_SEQS = 256                 # vLLM's default max_num_seqs (SchedulerConfig): sequences in one iteration
 KV_CACHE_BYTES = {"auto": None, "fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
 
 
@@ -45,9 +47,14 @@ class InferenceEstimate:
     max_batch_size: int | None = None       # most sequences of this length that fit
     serving_reserved_bytes: int | None = None  # --engine vllm: what it grabs, gpu_memory_utilization × GPU memory
     gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION
+    # --request-rate: the deployment at that load (replicas, concurrency, utilisation, loaded TTFT/TPOT); None
+    # without a rate, without a GPU, or where one replica holds no sequence (gpuwise.runtime.serving_load)
+    at_load: ServingLoad | None = None
 
     def to_dict(self) -> dict:
-        return dict(self.__dict__)
+        d = dict(self.__dict__)
+        d["at_load"] = self.at_load.to_dict() if self.at_load is not None else None
+        return d
 
 
 @dataclass(frozen=True)
@@ -138,6 +145,17 @@ def kv_bytes_per_element(w: Workload, kv_cache_dtype: str) -> float:
 def _infer(arch: DecoderArch, w: Workload, gpu, double_quant: bool, kv_cache_dtype: str,
            utilization: float, headroom_fraction: float, notes: list[str], topology: Topology | None) -> LlmEstimate:
     kvb = kv_bytes_per_element(w, kv_cache_dtype)
+    load: ServingLoad | None = None
+    if w.request_rate_per_s is not None and gpu is not None:
+        curve = serving_curve(arch, w, gpu, kv_bytes_per_element=kvb, double_quant=double_quant,
+                              gpu_memory_utilization=utilization, headroom_fraction=headroom_fraction,
+                              topology=topology)
+        load = serving_load(curve, w.request_rate_per_s) if curve is not None else None
+        notes.extend(load_notes(w, curve))
+        # the memory and the step below are those of the batch one replica runs: vLLM's working set of one
+        # request (its KV cache fills the rest of its reservation), or HF's static batch that fits
+        # (none fits: batch 1, whose memory says by how much)
+        w = w.with_(batch_size=curve.max_batch if curve is not None and w.engine == "hf" else 1)
     prompt, new, batch = w.tokens_per_sequence, w.max_new_tokens, w.batch_size
     mem: InferMemory = infer_memory(arch, w, gpu, prompt_tokens=prompt, new_tokens=new, batch=batch,
                                     kv_bytes_per_element=kvb, double_quant=double_quant)
@@ -160,10 +178,8 @@ def _infer(arch: DecoderArch, w: Workload, gpu, double_quant: bool, kv_cache_dty
 
         max_ctx = largest_fitting(total_at_context, budget, upper=1 << 22)
         total_tokens = prompt + new
-        max_bs = largest_fitting(
-            lambda b: infer_memory(arch, w, gpu, prompt_tokens=prompt, new_tokens=new, batch=b,
-                                   kv_bytes_per_element=kvb, double_quant=double_quant).memory.total_upper_bytes,
-            budget, upper=1 << 16)
+        max_bs = largest_batch(arch, w, gpu, kv_bytes_per_element=kvb, double_quant=double_quant,
+                               headroom_fraction=headroom_fraction)
         if arch.max_position_embeddings and max_ctx > arch.max_position_embeddings:
             notes.append(f"memory would hold {max_ctx} tokens; the model's max_position_embeddings is "
                          f"{arch.max_position_embeddings}")
@@ -182,5 +198,102 @@ def _infer(arch: DecoderArch, w: Workload, gpu, double_quant: bool, kv_cache_dty
     all_notes = tuple(notes) + mem.memory.notes
     return LlmEstimate(
         workload=w, params=arch.param_counts(), trainable_params=0, memory=replace(mem.memory, notes=all_notes),
-        time=time, inference=InferenceEstimate(**extras), flops_per_step=flops, notes=all_notes,
+        time=time, inference=InferenceEstimate(**extras, at_load=load), flops_per_step=flops, notes=all_notes,
     )
+
+
+def largest_batch(arch: DecoderArch, w: Workload, gpu, *, kv_bytes_per_element: float, double_quant: bool = True,
+                  headroom_fraction: float = DEFAULT_HEADROOM_FRACTION) -> int:
+    """The most requests of ``w``'s prompt + answer that fit ``gpu`` served as one batch (0: not one), by the
+    one fit rule: what ``max_batch_size`` says, and HF's static batch at a load."""
+    return largest_fitting(
+        lambda b: infer_memory(arch, w, gpu, prompt_tokens=w.tokens_per_sequence, new_tokens=w.max_new_tokens,
+                               batch=b, kv_bytes_per_element=kv_bytes_per_element,
+                               double_quant=double_quant).memory.total_upper_bytes,
+        usable_bytes(gpu, headroom_fraction), upper=1 << 16)
+
+
+def vllm_kv_sequences(arch: DecoderArch, w: Workload, gpu, *, context_tokens: int, kv_bytes_per_element: float,
+                      double_quant: bool = True,
+                      gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION) -> int:
+    """Sequences of ``context_tokens`` that vLLM's KV cache holds on each of ``w.num_gpus`` GPUs, vLLM's own rule
+    (``Worker.determine_num_available_blocks``): ``gpu_memory_utilization`` of the GPU's memory, less the peak of
+    its profiling forward (weights, one prefill of the prompt, CUDA context: one request's memory, its KV cache
+    left out), over one sequence's cache (``infer_memory``'s KV bytes: the one KV rule, tensor-parallel share
+    included). Paged blocks (16 tokens) are not rounded."""
+    one = infer_memory(arch, w, gpu, prompt_tokens=w.tokens_per_sequence, new_tokens=0, batch=1,
+                       kv_bytes_per_element=kv_bytes_per_element, double_quant=double_quant)
+    profile_peak = one.memory.total_upper_bytes - one.kv_cache_bytes
+    per_sequence = infer_memory(arch, w, gpu, prompt_tokens=context_tokens, new_tokens=0, batch=1,
+                                kv_bytes_per_element=kv_bytes_per_element, double_quant=double_quant).kv_cache_bytes
+    budget = gpu_memory_utilization * gpu.visible_memory_bytes - profile_peak
+    return max(0, int(budget // per_sequence)) if per_sequence > 0 else 0
+
+
+def _knots(max_batch: int) -> tuple[int, ...]:
+    """The batch sizes a load curve is computed at: 1, 2, 3, 4, 6, 8, 12, 16 … (powers of two and 1.5× them)
+    below ``max_batch``, and ``max_batch``."""
+    out, k = {1, max_batch}, 2
+    while k < max_batch:
+        out.update(x for x in (k, 3 * k // 2) if x < max_batch)
+        k *= 2
+    return tuple(sorted(out))
+
+
+def serving_curve(arch: DecoderArch, w: Workload, gpu, *, kv_bytes_per_element: float, double_quant: bool = True,
+                  gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
+                  headroom_fraction: float = DEFAULT_HEADROOM_FRACTION,
+                  topology: Topology | None = None) -> ServingCurve | None:
+    """One replica (``w.num_gpus`` GPUs, tensor parallel) as the queueing of ``gpuwise.runtime.serving_load``
+    needs it: prefill and decode at a few batch sizes from the one prefill and decode model, and the most
+    sequences at once. vLLM: the KV cache at the mean context P + N/2 (``vllm_kv_sequences``) and
+    ``max_num_seqs``; HF: ``--batch-size``, or the largest static batch that fits (``largest_batch``). None
+    where not one sequence fits."""
+    prompt, new = w.tokens_per_sequence, w.max_new_tokens
+    weights = infer_memory(arch, w, gpu, prompt_tokens=prompt, new_tokens=new, batch=1,
+                           kv_bytes_per_element=kv_bytes_per_element, double_quant=double_quant).weights_bytes
+    context = prompt + new / 2
+    if w.engine == "vllm":
+        in_cache = vllm_kv_sequences(arch, w, gpu, context_tokens=int(context),
+                                     kv_bytes_per_element=kv_bytes_per_element, double_quant=double_quant,
+                                     gpu_memory_utilization=gpu_memory_utilization)
+        max_batch = min(in_cache, VLLM_MAX_NUM_SEQS)
+        limit = (f"vLLM's max_num_seqs {VLLM_MAX_NUM_SEQS}" if in_cache >= VLLM_MAX_NUM_SEQS else
+                 f"the KV cache: {in_cache} sequences of {int(context):,} tokens (the mean context) in "
+                 f"gpu_memory_utilization {gpu_memory_utilization}")
+    else:
+        fitting = largest_batch(arch, w, gpu, kv_bytes_per_element=kv_bytes_per_element, double_quant=double_quant,
+                                headroom_fraction=headroom_fraction)
+        max_batch = min(w.batch_size, fitting)
+        limit = (f"--batch-size {w.batch_size}" if max_batch == w.batch_size else
+                 f"memory: the largest static batch of {prompt + new:,} tokens that fits is {fitting}")
+    if max_batch < 1:
+        return None
+    knots = _knots(max_batch)
+
+    def first_token_s(batch: int) -> float:
+        return prefill_s(arch, w, gpu, weights_bytes=weights, prompt_tokens=prompt, batch=batch, topology=topology)[0]
+
+    one_prompt = first_token_s(1)     # vLLM prefills each arriving prompt; HF a static batch's prompts together
+    first = tuple(one_prompt if w.engine == "vllm" else first_token_s(b) for b in knots)
+    decode = tuple(decode_step(arch, w, gpu, weights_bytes=weights, context_tokens=context, batch=b,
+                               kv_bytes_per_element=kv_bytes_per_element, topology=topology).step_s for b in knots)
+    return ServingCurve(engine=w.engine, new_tokens=new, batches=knots, first_token_s=first, decode_step_s=decode,
+                        max_batch=max_batch, batch_limit=limit)
+
+
+def load_notes(w: Workload, curve: ServingCurve | None) -> list[str]:
+    """What a load's figures assume, said once with them."""
+    rate = w.request_rate_per_s
+    said = [f"{format_request_rate(rate)} arriving as a Poisson stream, each {w.tokens_per_sequence:,} prompt + "
+            f"{w.max_new_tokens:,} new tokens"]
+    if w.engine == "vllm":
+        said.append("vLLM continuous batching: the batch is what the load makes it (--batch-size is not used), up "
+                    "to " + (curve.batch_limit if curve is not None else "what the KV cache holds") +
+                    "; TTFT waits for the prefill slot (M/D/1), TPOT is stretched by the prefills interleaved "
+                    "(docs/llm.md)")
+    else:
+        said.append("HF generate: static batches served one after another (no continuous batching), up to "
+                    + (curve.batch_limit if curve is not None else f"--batch-size {w.batch_size}")
+                    + "; a request waits for the batch in progress, then runs with its own (docs/llm.md)")
+    return said

@@ -16,6 +16,7 @@ from gpuwise.catalog.topology import Topology, topology_for
 from gpuwise.memory import estimate_memory
 from gpuwise.memory.model import MemoryEstimate
 from gpuwise.memory.parallel import data_parallel_memory, ring_of, with_data_parallel
+from gpuwise.plan.errors import PlanError
 from gpuwise.plan.fit import DEFAULT_HEADROOM_FRACTION, fits, largest_fitting, usable_bytes
 from gpuwise.plan.llm import estimate_llm
 from gpuwise.runtime import predict_step_time
@@ -183,17 +184,22 @@ class ClosedFormLlmModel:
         w = job.with_(batch_size=batch_size or job.batch_size, num_gpus=count,
                       grad_accum_steps=grad_accum_steps or job.grad_accum_steps)
         result = estimate_llm(w, gpu, topology=_topology(gpu, provider))
-        return _corrected(Estimate(w, gpu, count, result.memory, result.time, getattr(result, "inference", None)),
-                          self.correction)
+        # the job as estimated: at a request rate, the batch one replica runs (gpuwise.plan.llm)
+        return _corrected(Estimate(result.workload, gpu, count, result.memory, result.time,
+                                   getattr(result, "inference", None)), self.correction)
 
 
 def model_for(workload: Workload, progress: Callable[[str], None] | None = None, *,
               correction: Correction | None = None) -> WorkloadModel:
     """The closed form for decoder LLMs (any size), the trace for everything else. ``correction``: the
     user's calibration (``gpuwise.calibrate.apply.correction``) applied to its every estimate; None: the
-    shipped model."""
+    shipped model. A request rate (``--request-rate``) is a load on a decoder LLM the closed form serves: on a
+    traced model it is refused (PlanError), as the latency targets are."""
     if is_llm(workload):
         return ClosedFormLlmModel(workload, correction)
+    if workload.request_rate_per_s is not None:
+        raise PlanError(f"--request-rate sizes serving a decoder LLM (the closed form): {workload.model} is not one "
+                        "(it is traced; --batch-size N sizes one batch of it)")
     return TracedModel(workload, progress, correction)
 
 

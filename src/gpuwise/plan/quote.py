@@ -47,6 +47,15 @@ class Quote:
     # LLM serving: what one request sees on this option (None for training and for traced models)
     ttft_s: float | None = None           # time to first token: the batch's prefill
     tpot_s: float | None = None           # time per output token: one decode step at the mean context
+    # LLM serving at a load (--request-rate; None otherwise): the fewest replicas of ``count`` GPUs that carry it
+    # (and meet --ttft/--tpot); ttft_s and tpot_s are then the loaded figures, the job one hour of serving
+    request_rate_per_s: float | None = None
+    replicas: int | None = None
+    concurrency: float | None = None      # requests in flight over all replicas (Little's law)
+    utilisation: float | None = None      # share of time each replica's GPUs work
+    capacity_per_replica_per_s: float | None = None   # the largest rate one replica carries
+    cost_per_hour_at_load: float | None = None        # replicas × price_per_hour, in ``currency``
+    cost_per_million_tokens: float | None = None      # at that load, in ``currency``
     exclusion: Exclusion | None = None      # why it is left out (plan/reasons.py); None: eligible
     warnings: tuple[str, ...] = ()
     calibration: str | None = None        # the user's calibration that moved this option's estimate, in words
@@ -74,6 +83,13 @@ class Quote:
             return None
         return self.price_per_hour_ranked * self.step_time_s / 3600.0
 
+    @property
+    def cost_per_million_tokens_ranked(self) -> float | None:
+        """At a load: the cost per million output tokens in the ranking currency (what the table shows)."""
+        if self.cost_per_million_tokens is None or self.total_cost_ranked is None or not self.cost_per_hour_at_load:
+            return None
+        return self.cost_per_million_tokens * self.total_cost_ranked / self.cost_per_hour_at_load
+
     def hours_for(self, steps: float) -> float:
         return steps * (self.step_time_s or 0.0) / 3600.0
 
@@ -94,6 +110,11 @@ class Quote:
             "preemption_time_s": self.preemption_time_s,
             "total_cost": self.total_cost, "total_cost_ranked": self.total_cost_ranked, "bound": self.bound,
             "regime": self.regime, "ttft_s": self.ttft_s, "tpot_s": self.tpot_s,
+            "request_rate_per_s": self.request_rate_per_s, "replicas": self.replicas,
+            "concurrency": self.concurrency, "utilisation": self.utilisation,
+            "capacity_per_replica_per_s": self.capacity_per_replica_per_s,
+            "cost_per_hour_at_load": self.cost_per_hour_at_load,
+            "cost_per_million_tokens": self.cost_per_million_tokens,
             "excluded_because": self.excluded_because,
             "excluded_kind": self.exclusion.kind if self.exclusion is not None else None,
             "warnings": list(self.warnings),

@@ -19,8 +19,9 @@ from gpuwise.plan.profile import WorkloadModel, cannot_run, largest_fitting_batc
 from gpuwise.plan.quote import Quote, make_quote
 from gpuwise.plan.remedies import find_remedies
 from gpuwise.plan.spot import SpotRisk, spot_outcome
+from gpuwise.runtime.serving_load import serving_load
 from gpuwise.runtime.stack import Stack, assumed_stack
-from gpuwise.units import format_bytes, format_duration, format_money
+from gpuwise.units import format_bytes, format_duration, format_money, format_request_rate
 from gpuwise.workload import Workload
 from gpuwise.workload.decoder import is_llm
 from gpuwise.workload.precision import parse
@@ -123,6 +124,15 @@ def recommend(
                         f"this job is {'training' if workload.is_training else 'not an LLM the closed form serves'}")
     if constraints.max_tpot_s is not None and workload.max_new_tokens < 1:
         raise PlanError("--tpot is a time per output token: give --max-new-tokens N (N >= 1 tokens an answer)")
+    at_rate = workload.request_rate_per_s is not None
+    if at_rate and model.method != "closed-form":
+        raise PlanError("--request-rate sizes serving a decoder LLM (the closed form): this job is not one")
+    if at_rate and auto_batch:
+        raise PlanError("--batch-size auto searches one batch; at --request-rate the batch is what the load makes it "
+                        "(HF generate: --batch-size N caps it, the largest that fits where N does not)")
+    if at_rate and constraints.deadline_s is not None:
+        raise PlanError("--deadline is for a job of a given size: a load (--request-rate) is served by the hour "
+                        "(--budget caps the cost per hour)")
     offers = candidate_offers(catalog, provider=provider, gpu_ids=gpu_ids, spot=spot_policy(spot))
     rank_in = ranking_currency(offers, currency)
     effective = effective_batch or workload.batch_size * workload.grad_accum_steps
@@ -151,14 +161,17 @@ def recommend(
     options = apply_constraints(options, constraints, rank_in)
     eligible = [o for o in options if o.eligible]
     fitting = [o for o in options if o.fits and o.total_time_s is not None]
-    best = min(eligible, key=lambda o: (o.total_cost_ranked, o.total_time_s), default=None)
-    fastest = min(fitting, key=lambda o: (o.total_time_s, o.total_cost_ranked), default=None)
+    # at a load every option serves an hour: "fastest" is what a request waits for its whole answer
+    time_of = (lambda o: o.ttft_s + workload.max_new_tokens * o.tpot_s) if at_rate else (lambda o: o.total_time_s)
+    best = min(eligible, key=lambda o: (o.total_cost_ranked, time_of(o)), default=None)
+    fastest = min(fitting, key=lambda o: (time_of(o), o.total_cost_ranked), default=None)
     # Best value: the least cost × time among those that meet every constraint (the knee of the front).
-    best_value = min(eligible, key=lambda o: o.total_cost_ranked * o.total_time_s, default=None)
+    best_value = min(eligible, key=lambda o: o.total_cost_ranked * time_of(o), default=None)
     nothing, closest = None, ()
     if best is None:
         nothing, closest = _nothing_meets(options, constraints, provider, rank_in, workload.precision, no_bf16)
-    batch_note = (f"{workload.batch_size} requests served together on every option ({model.method}: "
+    batch_note = (_load_note(workload, constraints) if at_rate else
+                  f"{workload.batch_size} requests served together on every option ({model.method}: "
                   f"{'a decoder LLM is split over its GPUs by tensor parallelism' if model.method == 'closed-form' else 'each GPU serves its own batch'})"
                   if not workload.is_training else
                   f"effective batch {effective} samples per step on every option (micro-batch × accumulation × GPUs)"
@@ -178,10 +191,19 @@ def recommend(
                                 o.total_cost_ranked if o.total_cost_ranked is not None else math.inf, o.gpu, o.count))
     rec = Recommendation(workload, model.method, rank_in, tuple(options), best, fastest, best_value,
                          nothing, tuple(closest), notes, fallback_precision=fallback)
-    if remedies:
+    if remedies and not at_rate:     # remedies are quoted for a job of a given size, not yet at a load
         rec = replace(rec, remedies=find_remedies(rec, catalog, job, constraints, progress=progress,
                                                    correction=model.correction))
     return rec
+
+
+def _load_note(workload: Workload, constraints: Constraints) -> str:
+    """What every option of a recommendation at a load is."""
+    targets = " and meet --ttft/--tpot" if constraints.latency_targets else ""
+    return (f"{format_request_rate(workload.request_rate_per_s)} (Poisson arrivals) of "
+            f"{workload.tokens_per_sequence:,} prompt + {workload.max_new_tokens:,} new tokens: each option is the fewest replicas of its GPUs (tensor "
+            f"parallel within a replica) that carry it{targets}, ranked by cost per hour at that load (the same "
+            "order as cost per million output tokens)")
 
 
 def _input_outcome(workload: Workload, options) -> str | None:
@@ -253,6 +275,8 @@ def _evaluate(model, gpu: GPU, offer: Offer, count: int, job: JobSize, constrain
     step = est.time
     serving = est.inference if not workload.is_training else None
     latency = dict(ttft_s=getattr(serving, "ttft_s", None), tpot_s=getattr(serving, "time_per_output_token_s", None))
+    if workload.request_rate_per_s is not None:
+        return _at_load(gpu, count, offer, est, serving, constraints, quote, split_note)
     if workload.is_training:
         steps = job.optimizer_steps(effective)
     else:   # batches to serve: the samples one step serves, as the model counts them (tensor parallel: one batch)
@@ -271,6 +295,37 @@ def _evaluate(model, gpu: GPU, offer: Offer, count: int, job: JobSize, constrain
     )
     if not option.fits:
         option = replace(option, exclusion=_oom_reason(micro, est.memory, gpu, constraints))
+    return option
+
+
+def _at_load(gpu: GPU, count: int, offer: Offer, est, serving, constraints: Constraints, quote: dict,
+             warnings: tuple[str, ...]) -> Option:
+    """The option at ``--request-rate``: the fewest replicas that carry the load (and meet the latency targets
+    where they can be met: ``gpuwise.runtime.serving_load``), its loaded TTFT and TPOT, priced by the hour."""
+    step = est.time
+    load = serving.at_load if serving is not None else None
+    if load is not None and constraints.latency_targets:
+        load = serving_load(load.curve, load.request_rate_per_s, max_ttft_s=constraints.max_ttft_s,
+                            max_tpot_s=constraints.max_tpot_s)
+    figures = {}
+    if load is not None:
+        per_hour = load.replicas * offer.price_per_hour
+        tokens_per_hour = load.request_rate_per_s * serving.new_tokens * 3600.0
+        figures = dict(request_rate_per_s=load.request_rate_per_s, replicas=load.replicas,
+                       concurrency=load.concurrency, utilisation=load.utilisation,
+                       capacity_per_replica_per_s=load.capacity_per_replica_per_s, ttft_s=load.ttft_s,
+                       tpot_s=load.tpot_s, total_time_s=3600.0, total_cost=per_hour, cost_per_hour_at_load=per_hour,
+                       cost_per_million_tokens=per_hour / (tokens_per_hour / 1e6))
+    option = make_quote(
+        gpu, count, offer, peak_total_bytes=est.memory.total_upper_bytes,
+        step_time_s=step.step_time_s if step else None, batch_size=serving.batch_size if serving is not None else None, bound=step.bound if step else None,
+        regime=step.regime if step else None, calibration=est.calibration,
+        warnings=warnings + (tuple(step.warnings) if step else ()), **figures, **quote,
+    )
+    if not option.fits:
+        return replace(option, exclusion=_oom_reason(option.batch_size or 1, est.memory, gpu, constraints))
+    if load is None:
+        return replace(option, exclusion=reasons.no_kv_room(serving.gpu_memory_utilization))
     return option
 
 

@@ -167,6 +167,60 @@ class ServeTime:
     step: StepTime
 
 
+@dataclass(frozen=True)
+class DecodeStep:
+    """One decode iteration: one new token for each of ``batch`` sequences at the mean context."""
+
+    step_s: float                   # what the iteration takes: the smooth maximum of the GPU's and the host's time
+    gpu_s: float                    # the GPU's part: max(bytes read, arithmetic) + tensor-parallel latency
+    host_s: float                   # eager HF generate issuing the kernels from Python (0 for vLLM's CUDA graphs)
+    memory_s: float                 # weights touched + KV cache read, at what CUDA-graph engines reach
+    compute_s: float                # the GEMMs at the tiled law, attention at the peak
+    tp_latency_s: float             # the tensor-parallel all-reduces of one iteration
+
+
+def prefill_s(arch: DecoderArch, w: Workload, gpu, *, weights_bytes: float, prompt_tokens: int, batch: int,
+              topology: Topology | None = None, calibration: Calibration | None = None) -> tuple[float, float]:
+    """(time to first token, its tensor-parallel communication) of one prefill of ``batch`` prompts: the
+    forward's kernels, never faster than reading the weights once, plus 2 all-reduces a layer over TP GPUs."""
+    cal = calibration or load_calibration()
+    n = w.num_gpus
+    topo = topology or topology_for(gpu)
+    kernels_s = prefill(arch, w, gpu, cal, prompt_tokens=prompt_tokens, batch=batch, tp=n).total_s
+    tp_comm = 0.0
+    if n > 1:
+        act = prompt_tokens * batch * arch.hidden_size * compute_bytes(w.precision)
+        tp_comm = 2 * arch.num_layers * collective_s("all_reduce", act, n, topo)
+    return max(kernels_s, weights_bytes / (_bandwidth(gpu) * DECODE_BW_EFF)) + tp_comm, tp_comm
+
+
+def decode_step(arch: DecoderArch, w: Workload, gpu, *, weights_bytes: float, context_tokens: float, batch: int,
+                kv_bytes_per_element: float, topology: Topology | None = None,
+                calibration: Calibration | None = None) -> DecodeStep:
+    """One decode iteration of ``batch`` sequences at ``context_tokens`` (``weights_bytes`` per GPU): the
+    one decode model, for a static batch (``serve_time``) and for continuous batching at a load
+    (``gpuwise.plan.llm``)."""
+    cal = calibration or load_calibration()
+    n = w.num_gpus
+    topo = topology or topology_for(gpu)
+    # weights touched per step (MoE: experts hit by at least one of the batch's tokens)
+    touched = weights_bytes
+    if arch.is_moe:
+        pc = arch.param_counts()
+        frac = 1.0 - (1.0 - arch.experts_per_token / arch.num_experts) ** batch
+        touched = weights_bytes * (1 - pc.experts / pc.total * (1 - frac))
+    kv_share = 1.0 / min(n, arch.num_kv_heads) if not arch.is_mla else 1.0
+    kv_read = arch.kv_cache_bytes(int(context_tokens), batch, kv_bytes_per_element) * kv_share
+    mem_s = (touched + kv_read) / (_bandwidth(gpu) * DECODE_BW_EFF)
+    flop_s = decode_compute_s(arch, w, gpu, cal, context_tokens=context_tokens, batch=batch, tp=n)
+    # decode's tensor-parallel all-reduces move a few KB: latency-bound (2 per layer, a ring of n)
+    tp_latency = 2 * arch.num_layers * collective_s("all_reduce", 1.0, n, topo) if n > 1 else 0.0
+    gpu_step_s = max(mem_s, flop_s) + tp_latency
+    host_step_s = hf_decode_host_s(arch) if w.engine == "hf" else 0.0
+    return DecodeStep(step_s=smooth_max(gpu_step_s, host_step_s), gpu_s=gpu_step_s, host_s=host_step_s,
+                      memory_s=mem_s, compute_s=flop_s, tp_latency_s=tp_latency)
+
+
 def serve_time(arch: DecoderArch, w: Workload, gpu, *, weights_bytes: float, prompt_tokens: int,
                new_tokens: int, batch: int, kv_bytes_per_element: float,
                topology: Topology | None = None, calibration: Calibration | None = None) -> ServeTime:
@@ -176,30 +230,11 @@ def serve_time(arch: DecoderArch, w: Workload, gpu, *, weights_bytes: float, pro
     warnings = _warnings(gpu, w.precision)
     cal = calibration or load_calibration()
     n = w.num_gpus
-    topo = topology or topology_for(gpu)
-    bw = _bandwidth(gpu)
-    prefill_s = prefill(arch, w, gpu, cal, prompt_tokens=prompt_tokens, batch=batch, tp=n).total_s
-    tp_comm = 0.0
-    if n > 1:
-        act = prompt_tokens * batch * arch.hidden_size * compute_bytes(w.precision)
-        tp_comm = 2 * arch.num_layers * collective_s("all_reduce", act, n, topo)
-    ttft = max(prefill_s, weights_bytes / (bw * DECODE_BW_EFF)) + tp_comm
-    # decode: weights touched per step (MoE: experts hit by at least one of the batch's tokens)
-    touched = weights_bytes
-    if arch.is_moe:
-        pc = arch.param_counts()
-        frac = 1.0 - (1.0 - arch.experts_per_token / arch.num_experts) ** batch
-        touched = weights_bytes * (1 - pc.experts / pc.total * (1 - frac))
-    mean_ctx = prompt_tokens + new_tokens / 2
-    kv_share = 1.0 / min(n, arch.num_kv_heads) if not arch.is_mla else 1.0
-    kv_read = arch.kv_cache_bytes(int(mean_ctx), batch, kv_bytes_per_element) * kv_share
-    mem_s = (touched + kv_read) / (bw * DECODE_BW_EFF)
-    flop_s = decode_compute_s(arch, w, gpu, cal, context_tokens=mean_ctx, batch=batch, tp=n)
-    # decode's tensor-parallel all-reduces move a few KB: latency-bound (2 per layer, a ring of n)
-    tp_latency = 2 * arch.num_layers * collective_s("all_reduce", 1.0, n, topo) if n > 1 else 0.0
-    gpu_step_s = max(mem_s, flop_s) + tp_latency
-    host_step_s = hf_decode_host_s(arch) if w.engine == "hf" else 0.0
-    step_s = smooth_max(gpu_step_s, host_step_s)
+    ttft, tp_comm = prefill_s(arch, w, gpu, weights_bytes=weights_bytes, prompt_tokens=prompt_tokens, batch=batch,
+                              topology=topology, calibration=cal)
+    d = decode_step(arch, w, gpu, weights_bytes=weights_bytes, context_tokens=prompt_tokens + new_tokens / 2,
+                    batch=batch, kv_bytes_per_element=kv_bytes_per_element, topology=topology, calibration=cal)
+    step_s, gpu_step_s, host_step_s = d.step_s, d.gpu_s, d.host_s
     if w.engine == "hf" and host_step_s > gpu_step_s:
         warnings.append(f"decode is host-bound in HF generate (eager): ~{host_step_s * 1e3:.1f} ms of Python and "
                         f"kernel launches per token against {gpu_step_s * 1e3:.1f} ms on the GPU; a serving engine "
@@ -211,8 +246,8 @@ def serve_time(arch: DecoderArch, w: Workload, gpu, *, weights_bytes: float, pro
         by_class_s={"prefill": ttft, "decode": decode_s},
         # what dominates the request batch: a prefill longer than the whole decode is compute work
         bound="launch" if host_step_s > gpu_step_s else (
-            "compute" if ttft >= decode_s or flop_s > mem_s else "memory"),
-        compute_s=ttft, communication_s=tp_comm + tp_latency * new_tokens, warnings=tuple(warnings),
+            "compute" if ttft >= decode_s or d.compute_s > d.memory_s else "memory"),
+        compute_s=ttft, communication_s=tp_comm + d.tp_latency_s * new_tokens, warnings=tuple(warnings),
     )
     return ServeTime(ttft_s=ttft, decode_step_s=step_s, decode_tokens_per_s=batch / step_s,
                      decode_s=decode_s, step=step)

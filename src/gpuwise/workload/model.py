@@ -67,6 +67,8 @@ class Workload:
     input_rate: float | None = None  # samples/s the input pipeline delivers (None: synthetic data, no limit)
     cpu_workers: int | None = None   # DataLoader workers decoding JPEGs (vision): sets the input rate
     engine: str = "hf"               # LLM inference: HF generate in eager mode, or vLLM
+    # LLM serving at a load: requests a second arriving as a Poisson stream (None: one batch of batch_size requests)
+    request_rate_per_s: float | None = None
     # LLM fine-tuning stack (memory): how the loss holds the logits, and LoRA's dropout
     logits: str = "fp32"             # transformers: float32 logits and log-softmax; chunked (LitGPT); fused (Liger)
     lora_dropout: float = 0.05       # LitGPT, QLoRA and TRL recipes (PEFT's own default is 0): keeps a mask and a copy
@@ -102,6 +104,15 @@ class Workload:
         if self.input_rate is not None and not (isinstance(self.input_rate, (int, float))
                                                 and math.isfinite(self.input_rate) and self.input_rate > 0):
             raise WorkloadError(f"--input-rate must be a positive number of samples/s, got {self.input_rate!r}")
+        if self.request_rate_per_s is not None:
+            rate = self.request_rate_per_s
+            if isinstance(rate, bool) or not (isinstance(rate, (int, float)) and math.isfinite(rate) and rate > 0):
+                raise WorkloadError(f"--request-rate must be a positive number of requests a second, got {rate!r}")
+            if self.mode != "infer":
+                raise WorkloadError("--request-rate is a serving load: it needs --mode infer (and --max-new-tokens N)")
+            if self.max_new_tokens < 1:
+                raise WorkloadError("--request-rate needs --max-new-tokens N (N >= 1 tokens an answer): a load is "
+                                    "priced per output token")
         if self.cpu_workers is not None:
             _positive("cpu-workers", self.cpu_workers, 4096)
             if self.input_rate is not None:
