@@ -35,4 +35,20 @@ def test_the_host_cost_does_not_depend_on_the_gpu_and_grows_with_layers():
 
 def test_a_large_batch_is_bandwidth_or_compute_bound_on_either_engine():
     hf, vllm = _decode("hf", batch=256), _decode("vllm", batch=256)
-    assert hf.inference.decode_tokens_per_s == pytest.approx(vllm.inference.decode_tokens_per_s, rel=0.1)
+    # the host no longer decides; HF's unfused layer (42 kernels against vLLM's 9) pays more kernel gaps
+    assert vllm.inference.decode_tokens_per_s * 0.75 <= hf.inference.decode_tokens_per_s
+    assert hf.inference.decode_tokens_per_s < vllm.inference.decode_tokens_per_s
+    assert hf.time.bound != "launch"
+
+
+def test_every_decode_kernel_pays_its_gpu_side_gap():
+    """One LLM path: a traced step adds kernel_latency_s per kernel; a decode step did not (Llama-2-7B batch 1
+    on an A100 read its weights at 0.8 of the bandwidth and nothing else)."""
+    from gpuwise.runtime.calibration import load_calibration
+    from gpuwise.runtime.llm import decode_kernels
+
+    arch = load_arch("hf:meta-llama/Llama-2-7b-hf")
+    one = _decode("vllm").time.by_class_s["decode"] / 256
+    gaps = decode_kernels(arch, "vllm") * load_calibration().p("kernel_latency_s")
+    weights_s = 13.5e9 / (2039e9 * 0.8)
+    assert one >= weights_s + 0.9 * gaps

@@ -101,16 +101,21 @@ def _stage_s(kind: str, size_bytes: float, ranks: int, link) -> float:
     return min(ring, tree)
 
 
-def collective_s(kind: str, size_bytes: float, count: int, topology: Topology) -> float:
+def collective_s(kind: str, size_bytes: float, count: int, topology: Topology, *,
+                 graph_captured: bool = False) -> float:
     """Time of one collective (``all_reduce``, ``reduce_scatter``, ``all_gather``) of ``size_bytes``
     (the full, unsharded buffer) over ``count`` GPUs: the topology's latency per collective (NCCL's kernel
     launch and the ranks meeting, paid once whatever the hops) plus the faster of NCCL's ring and tree per
-    level. The link constants are fitted on vidur's measured all-reduces (benchmarks/collectives.py)."""
+    level. The link constants are fitted on vidur's measured all-reduces (benchmarks/collectives.py).
+
+    ``graph_captured``: the collective is replayed inside a CUDA graph (vLLM's decode): no host launch and
+    no wait for the slowest rank's launch, so the per-collective latency, measured on eager calls, is not
+    paid; the hops are."""
     if count <= 1 or size_bytes <= 0:
         return 0.0
     per_node = min(count, topology.gpus_per_node)
     nodes = topology.nodes(count)
-    seconds = topology.collective_latency_s
+    seconds = 0.0 if graph_captured else topology.collective_latency_s
     if per_node > 1:
         seconds += _stage_s(kind, size_bytes, per_node, topology.ring_link(per_node))
     if nodes > 1:

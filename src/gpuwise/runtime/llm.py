@@ -49,6 +49,10 @@ HF_KERNEL_OPS_PER_LAYER = 42
 HF_VIEWS_PER_LAYER = 10
 HF_MODULE_CALLS_PER_LAYER = 10
 HF_GENERATE_STEP_S = 1.5e-3
+# vLLM's Llama layer in a decode step (vllm/model_executor/models/llama.py): fused add + RMSNorm, QKV GEMM,
+# rotary embedding, paged attention, o_proj GEMM, fused add + RMSNorm, gate_up GEMM, SiLU-and-mul, down GEMM;
+# the tensor-parallel all-reduces are timed apart (tp_latency_s)
+VLLM_KERNELS_PER_LAYER = 9
 
 
 def hf_decode_host_s(arch: DecoderArch) -> float:
@@ -194,6 +198,13 @@ def prefill_s(arch: DecoderArch, w: Workload, gpu, *, weights_bytes: float, prom
     return max(kernels_s, weights_bytes / (_bandwidth(gpu) * DECODE_BW_EFF)) + tp_comm, tp_comm
 
 
+def decode_kernels(arch: DecoderArch, engine: str) -> int:
+    """Kernels of one decode step: per layer, what eager HF issues (``HF_KERNEL_OPS_PER_LAYER``) or vLLM's
+    fused layer (``VLLM_KERNELS_PER_LAYER``), and the final norm and LM head."""
+    per_layer = VLLM_KERNELS_PER_LAYER if engine == "vllm" else HF_KERNEL_OPS_PER_LAYER
+    return arch.num_layers * per_layer + 2
+
+
 def decode_step(arch: DecoderArch, w: Workload, gpu, *, weights_bytes: float, context_tokens: float, batch: int,
                 kv_bytes_per_element: float, topology: Topology | None = None,
                 calibration: Calibration | None = None) -> DecodeStep:
@@ -213,9 +224,14 @@ def decode_step(arch: DecoderArch, w: Workload, gpu, *, weights_bytes: float, co
     kv_read = arch.kv_cache_bytes(int(context_tokens), batch, kv_bytes_per_element) * kv_share
     mem_s = (touched + kv_read) / (_bandwidth(gpu) * DECODE_BW_EFF)
     flop_s = decode_compute_s(arch, w, gpu, cal, context_tokens=context_tokens, batch=batch, tp=n)
-    # decode's tensor-parallel all-reduces move a few KB: latency-bound (2 per layer, a ring of n)
-    tp_latency = 2 * arch.num_layers * collective_s("all_reduce", 1.0, n, topo) if n > 1 else 0.0
-    gpu_step_s = max(mem_s, flop_s) + tp_latency
+    # decode's tensor-parallel all-reduces move a few KB: latency-bound (2 per layer); vLLM replays its
+    # decode steps as CUDA graphs (vllm/worker/model_runner.py, capture of decode batch sizes), so they pay
+    # the hops but not an eager call's per-collective latency; HF generate calls NCCL eagerly
+    tp_latency = 2 * arch.num_layers * collective_s("all_reduce", 1.0, n, topo,
+                                                    graph_captured=w.engine == "vllm") if n > 1 else 0.0
+    # every kernel's GPU-side gap (ramp-up and tail), as a traced step pays it (kernels.kernel_device_s)
+    gaps_s = decode_kernels(arch, w.engine) * cal.p("kernel_latency_s")
+    gpu_step_s = max(mem_s, flop_s) + gaps_s + tp_latency
     host_step_s = hf_decode_host_s(arch) if w.engine == "hf" else 0.0
     return DecodeStep(step_s=smooth_max(gpu_step_s, host_step_s), gpu_s=gpu_step_s, host_s=host_step_s,
                       memory_s=mem_s, compute_s=flop_s, tp_latency_s=tp_latency)
