@@ -3,8 +3,8 @@
 The traced path traces the real transformers module on fake tensors and times each recorded kernel; the
 closed form lists the same kernels from the architecture's shapes and times them with the same laws. Both
 are asked through ``gpuwise.plan.profile`` (TracedModel, ClosedFormLlmModel) for one forward and backward
-(``--optimizer none``: the optimizer step is not part of this comparison; the closed form keeps its own
-fused-update estimate), at a micro-batch large enough that the GPU, not the host, sets the pace.
+(``--optimizer none``: the optimizer step is compared apart, in test_lora_versus_full_step.py), at a
+micro-batch large enough that the GPU, not the host, sets the pace.
 """
 
 import json

@@ -220,8 +220,11 @@ def _why_not_short(reason: str) -> str:
 def _render_inference(inf: dict) -> None:
     """Serving figures in words; the JSON has every field."""
     parts = []
+    prefill_only = inf.get("new_tokens") == 0
     if inf.get("ttft_s") is not None:
-        parts.append(f"time to first token {format_duration(inf['ttft_s'])}")
+        parts.append(f"prefill only (--max-new-tokens 0: prompts scored, nothing generated) "
+                     f"{format_duration(inf['ttft_s'])}" if prefill_only else
+                     f"time to first token {format_duration(inf['ttft_s'])}")
     if inf.get("decode_tokens_per_s") is not None:
         per_user = inf.get("decode_tokens_per_s_per_user")
         parts.append(f"decode {inf['decode_tokens_per_s']:.1f} tokens/s (all sequences together"
@@ -230,7 +233,8 @@ def _render_inference(inf: dict) -> None:
     if inf.get("kv_cache_bytes") is not None:
         parts.append(f"KV cache {format_bytes(inf['kv_cache_bytes'])}")
     if inf.get("max_context_tokens") is not None:
-        parts.append(f"longest context that fits {inf['max_context_tokens']:,} tokens (prompt + answer)")
+        parts.append(f"longest context that fits {inf['max_context_tokens']:,} tokens "
+                     + ("(prompt)" if prefill_only else "(prompt + answer)"))
     if inf.get("max_batch_size") is not None:
         parts.append(f"largest batch that fits {inf['max_batch_size']}")
     c.console.print("Inference: " + ", ".join(parts))

@@ -202,6 +202,9 @@ def _render(rec, show_all: bool, deadline_s: float | None = None) -> None:
         if b.ttft_s is not None and b.tpot_s is not None:
             con.print(f"  each request: first token after {format_duration(b.ttft_s)} (the batch's prefill), then "
                       f"{format_duration(b.tpot_s)} a token ({1 / b.tpot_s:,.0f} tokens/s)")
+        elif b.ttft_s is not None and not w.is_training and w.max_new_tokens == 0:
+            con.print(f"  prefill only (--max-new-tokens 0: prompts scored, nothing generated): each batch "
+                      f"{format_duration(b.ttft_s)}")
         also = [name for name, o in (("the fastest", rec.fastest), ("the best value (least cost × time)",
                                                                     rec.best_value)) if o is b]
         if also:

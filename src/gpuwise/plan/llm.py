@@ -39,6 +39,7 @@ class InferenceEstimate:
     weights_bytes: int
     prefill_activation_bytes: int
     ttft_s: float | None = None             # time to first token (prefill)
+    # the decode figures: None without a GPU, and for a prefill-only job (new_tokens 0: prompts scored)
     decode_tokens_per_s: float | None = None  # all sequences together, at the mean context
     decode_s: float | None = None           # time to generate all new tokens
     time_per_output_token_s: float | None = None   # TPOT: one decode step, every sequence gets one token
@@ -186,7 +187,7 @@ def _infer(arch: DecoderArch, w: Workload, gpu, double_quant: bool, kv_cache_dty
             max_ctx = arch.max_position_embeddings
         extras.update(ttft_s=st.ttft_s, decode_tokens_per_s=st.decode_tokens_per_s, decode_s=st.decode_s,
                       time_per_output_token_s=st.decode_step_s,
-                      decode_tokens_per_s_per_user=1.0 / st.decode_step_s if st.decode_step_s > 0 else None,
+                      decode_tokens_per_s_per_user=1.0 / st.decode_step_s if st.decode_step_s else None,
                       max_context_tokens=max_ctx, max_batch_size=max_bs)
         if w.engine == "vllm":
             reserved = int(utilization * gpu.visible_memory_bytes)

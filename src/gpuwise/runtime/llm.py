@@ -6,7 +6,8 @@ Training: the GPU time of the kernels one micro-batch runs (``gpuwise.runtime.ll
   calibration (``calibration``: the shipped one by default, as the traced path) and kernel latency of
   ``gpuwise.runtime.kernels``, as a traced step is. A micro-batch is never faster than reading its weights
   once per pass. QLoRA/int8 dequantise every quantized weight in each pass (memory-bound); the optimizer
-  step streams weights, gradients and states once (memory-bound).
+  step moves what its implementation does (``workload.storage.optimizer_step_bytes``: torch's default
+  foreach AdamW makes seven passes over the states, the fused kernel one), memory-bound.
   Communication: ``gpuwise.runtime.comm.data_parallel_comm``, the same model traced workloads use, with the
   forward and backward times of those kernels.
 Inference: prefill is the forward's kernels over the prompts, timed as above (never faster than reading
@@ -37,7 +38,8 @@ from gpuwise.runtime.model import StepTime
 from gpuwise.runtime.rates import fallback_warning
 from gpuwise.workload import Workload
 from gpuwise.workload.decoder import DecoderArch
-from gpuwise.workload.storage import compute_bytes, optimizer_state_bytes, quant_bytes_per_param, trainable_bytes
+from gpuwise.workload.precision import parse
+from gpuwise.workload.storage import compute_bytes, optimizer_step_bytes, quant_bytes_per_param, trainable_bytes
 
 MEM_EFF = 0.75                 # streaming kernels (dequantise, optimizer): share of datasheet bandwidth
 DECODE_BW_EFF = 0.80
@@ -116,7 +118,9 @@ def train_step_time(arch: DecoderArch, w: Workload, gpu, mem, *, double_quant: b
             return 0.0
         if w.offload != "none":
             return params / CPU_ADAM_PARAMS_PER_S + params * (2 + 2) / _pcie_bytes_per_s(gpu)
-        return params * (3 * tb + 2 * optimizer_state_bytes(w.optimizer, tb)) / (bw * MEM_EFF)
+        step_bytes = optimizer_step_bytes(w.optimizer, tb, w.optimizer_impl,
+                                          grad_scaler=parse(w.precision).needs_grad_scaler)
+        return params * step_bytes / (bw * MEM_EFF)
 
     opt_s = optimizer_s(t_local)
     if w.optimizer != "none" and w.offload != "none":
@@ -142,7 +146,6 @@ def train_step_time(arch: DecoderArch, w: Workload, gpu, mem, *, double_quant: b
     step_s = accum * micro_s + opt_s + comm_exposed
     by_class = {c: accum * s for c, s in micro.by_class_s.items()}
     by_class["memory"] = accum * (dequant_s + max(weights_s - micro_compute, 0.0)) + opt_s
-    by_class["communication"] = comm_exposed
     by_class["launch"] = accum * (micro_s - micro_device_s)      # the GPU waiting for the host
     bound = "communication" if comm_exposed > accum * micro_compute else (
         "launch" if micro_host_s > micro_device_s else
@@ -164,10 +167,13 @@ def train_step_time(arch: DecoderArch, w: Workload, gpu, mem, *, double_quant: b
 
 @dataclass(frozen=True)
 class ServeTime:
-    ttft_s: float
-    decode_step_s: float            # one generated token for the whole batch, at the mean context
-    decode_tokens_per_s: float      # all sequences together
-    decode_s: float                 # all max_new_tokens
+    """Prefill + decode of one request batch; the decode figures are None for a prefill-only job
+    (``--max-new-tokens 0``: prompts scored, nothing generated)."""
+
+    ttft_s: float                   # the prefill
+    decode_step_s: float | None     # one generated token for the whole batch, at the mean context
+    decode_tokens_per_s: float | None   # all sequences together
+    decode_s: float | None          # all max_new_tokens
     step: StepTime
 
 
@@ -182,6 +188,17 @@ class DecodeStep:
     compute_s: float                # the GEMMs at the tiled law, attention at the peak
     tp_latency_s: float             # the tensor-parallel all-reduces of one iteration
 
+    @property
+    def tp_exposed_s(self) -> float:
+        """What the tensor-parallel all-reduces add to the iteration: less than their latency where the host's
+        issue time hides part of them."""
+        return self.step_s - smooth_max(self.gpu_s - self.tp_latency_s, self.host_s)
+
+
+def weights_read_s(weights_bytes: float, gpu) -> float:
+    """Reading the weights once at what CUDA-graph engines reach: the floor of a prefill."""
+    return weights_bytes / (_bandwidth(gpu) * DECODE_BW_EFF)
+
 
 def prefill_s(arch: DecoderArch, w: Workload, gpu, *, weights_bytes: float, prompt_tokens: int, batch: int,
               topology: Topology | None = None, calibration: Calibration | None = None) -> tuple[float, float]:
@@ -195,7 +212,7 @@ def prefill_s(arch: DecoderArch, w: Workload, gpu, *, weights_bytes: float, prom
     if n > 1:
         act = prompt_tokens * batch * arch.hidden_size * compute_bytes(w.precision)
         tp_comm = 2 * arch.num_layers * collective_s("all_reduce", act, n, topo)
-    return max(kernels_s, weights_bytes / (_bandwidth(gpu) * DECODE_BW_EFF)) + tp_comm, tp_comm
+    return max(kernels_s, weights_read_s(weights_bytes, gpu)) + tp_comm, tp_comm
 
 
 def decode_kernels(arch: DecoderArch, engine: str) -> int:
@@ -248,6 +265,14 @@ def serve_time(arch: DecoderArch, w: Workload, gpu, *, weights_bytes: float, pro
     n = w.num_gpus
     ttft, tp_comm = prefill_s(arch, w, gpu, weights_bytes=weights_bytes, prompt_tokens=prompt_tokens, batch=batch,
                               topology=topology, calibration=cal)
+    prefill_gpu_s = ttft - tp_comm
+    if new_tokens == 0:     # prefill only (prompts scored): no decode step, no per-token figure
+        floor_s = weights_read_s(weights_bytes, gpu)
+        step = StepTime(gpu=gpu.id, count=n, step_time_s=ttft, samples_per_s=batch / ttft,
+                        by_class_s={"prefill": prefill_gpu_s},
+                        bound="memory" if floor_s >= prefill_gpu_s * (1 - 1e-9) else "compute",
+                        compute_s=prefill_gpu_s, communication_s=tp_comm, warnings=tuple(warnings))
+        return ServeTime(ttft_s=ttft, decode_step_s=None, decode_tokens_per_s=None, decode_s=None, step=step)
     d = decode_step(arch, w, gpu, weights_bytes=weights_bytes, context_tokens=prompt_tokens + new_tokens / 2,
                     batch=batch, kv_bytes_per_element=kv_bytes_per_element, topology=topology, calibration=cal)
     step_s, gpu_step_s, host_step_s = d.step_s, d.gpu_s, d.host_s
@@ -256,14 +281,16 @@ def serve_time(arch: DecoderArch, w: Workload, gpu, *, weights_bytes: float, pro
                         f"kernel launches per token against {gpu_step_s * 1e3:.1f} ms on the GPU; a serving engine "
                         "with CUDA graphs (--engine vllm) decodes faster")
     decode_s = step_s * new_tokens
+    decode_comm_s = d.tp_exposed_s * new_tokens
     total = ttft + decode_s
     step = StepTime(
         gpu=gpu.id, count=n, step_time_s=total, samples_per_s=batch / total if total > 0 else 0.0,
-        by_class_s={"prefill": ttft, "decode": decode_s},
+        # by phase, the tensor-parallel communication apart (communication_s): the parts sum to the step
+        by_class_s={"prefill": prefill_gpu_s, "decode": decode_s - decode_comm_s},
         # what dominates the request batch: a prefill longer than the whole decode is compute work
         bound="launch" if host_step_s > gpu_step_s else (
             "compute" if ttft >= decode_s or d.compute_s > d.memory_s else "memory"),
-        compute_s=ttft, communication_s=tp_comm + d.tp_latency_s * new_tokens, warnings=tuple(warnings),
+        compute_s=prefill_gpu_s, communication_s=tp_comm + decode_comm_s, warnings=tuple(warnings),
     )
     return ServeTime(ttft_s=ttft, decode_step_s=step_s, decode_tokens_per_s=batch / step_s,
                      decode_s=decode_s, step=step)

@@ -11,6 +11,7 @@ import torch
 from torch.optim import Optimizer
 
 from gpuwise.trace.records import TraceError
+from gpuwise.workload.storage import FUSED_IMPL_OPTIMIZERS
 
 BLOCK_8BIT = 2048   # bitsandbytes' blockwise quantisation block for optimizer states
 
@@ -74,7 +75,7 @@ class AdamW8bit(Optimizer):
 # temporaries; Adam, AdamW, SGD, Adagrad) and for-loop (one tensor at a time: temporaries of one
 # parameter's size).
 _IMPL_FLAGS = {"foreach": {"foreach": True}, "fused": {"fused": True}, "for-loop": {"foreach": False}}
-_FUSED_CAPABLE = ("sgd", "momentum", "adam", "adamw")
+_FUSED_CAPABLE = FUSED_IMPL_OPTIMIZERS     # torch.optim has a fused kernel for these
 
 
 def build_optimizer(name: str, params: list[torch.nn.Parameter], impl: str = "foreach") -> Optimizer | None:
