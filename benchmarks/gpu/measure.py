@@ -77,6 +77,13 @@ SUITE: list[tuple[str, dict]] = [
     ("bert-base-s128-bs32-ampfp16-adamw-forloop", dict(model="hf:bert-base-uncased", batch_size=32, seq_len=128, precision="amp-fp16", optimizer="adamw", optimizer_impl="for-loop")),
     ("bert-base-s128-bs32-ampfp16-adamw-keepgrads", dict(model="hf:bert-base-uncased", batch_size=32, seq_len=128, precision="amp-fp16", optimizer="adamw", keep_grads=True)),
     ("gpt2-s1024-bs8-ampbf16-adamw-eager", dict(model="hf:gpt2", batch_size=8, seq_len=1024, precision="amp-bf16", optimizer="adamw", attention="eager")),
+    # Issue 26: the V100 table's stack (HF Trainer: eager, per-parameter AdamW, gradients kept), fp32 and AMP at
+    # batch 1 and 4: batch 4 - batch 1 separates a 1-byte dropout mask from a dtype-sized one (1.05 GiB apart in
+    # fp32), and fp32 - AMP checks what AMP keeps.
+    *[(f"bert-large-s512-bs{b}-{p.replace('-', '')}-adamw-forloop-eager-keepgrads",
+       dict(model="hf:bert-large-uncased", batch_size=b, seq_len=512, precision=p, optimizer="adamw",
+            attention="eager", optimizer_impl="for-loop", keep_grads=True))
+      for p in ("fp32", "amp-fp16") for b in (1, 4)],
 ]
 # transformers' attn_implementation for Workload.attention (flash2 needs the flash-attn package).
 ATTN_IMPLEMENTATION = {"sdpa": "sdpa", "eager": "eager", "flash2": "flash_attention_2"}
