@@ -97,8 +97,10 @@ def test_a_table_wider_than_the_console_wraps_its_cells_instead_of_cropping_them
     narrow.print(common.fit_to_console(table))
     lines = narrow.export_text().splitlines()
     assert max(map(len, lines)) <= 24 and "…" not in "".join(lines)
-    left = "".join(line[:12] for line in lines).replace(" ", "")
-    assert "a800-80gb-pcie×8" in left  # every character there, in order, only wrapped
+    # a GPU id is read whole (was "a800-80gb-pc / ie ×8" at 80 columns: "a100-80gb-s / xm4"); the other cells wrap
+    assert lines[1].startswith("a800-80gb-pcie ×8 ")
+    right = "".join(line[18:] for line in lines[1:]).replace(" ", "")
+    assert "¥47.84autodl(spot)" in right  # every character there, in order, only wrapped
 
 
 def test_command_help_is_reflowed_not_cut_at_the_docstring_s_line_breaks():

@@ -43,8 +43,9 @@ def test_recommend_at_a_rate_lists_replicas_and_the_cost_of_the_load(gpuwise):
                              "--no-remedies")
     assert code == 0, err
     text = " ".join(out.split())
-    for column in ("repl.", "conc.", "busy", "ttft", "tpot", "per hour"):
+    for column in ("repl.", "load", "ttft", "tpot", "cost/h"):
         assert column in text
+    assert "load: the rate each replica carries as a share of the most it can carry" in text
     assert re.search(r"Best: \d+ replicas? of \d× ", text), text
     assert "per million output tokens" in text and "requests in flight" in text
     assert "Poisson arrivals" in text and "Serving priced per million output tokens:" not in text
@@ -60,7 +61,7 @@ def test_estimate_at_a_rate_says_what_the_deployment_does_there(gpuwise):
     code, out, err = gpuwise("estimate", *SERVE, "--request-rate", "4", "--gpu", "rtx-4090")
     assert code == 0, err
     text = " ".join(out.split())
-    assert "At 4 requests/s: 1 replica" in text and "requests in flight" in text and "busy" in text
+    assert "At 4 requests/s: 1 replica" in text and "requests in flight" in text and "of the rate it carries" in text
 
 
 @pytest.mark.parametrize("args, said", [

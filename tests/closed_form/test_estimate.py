@@ -225,3 +225,22 @@ def test_max_micro_batch_is_the_largest_that_fits(catalog):
 def test_full_fine_tuning_of_a_quantized_model_is_refused():
     with pytest.raises(LlmError, match="qlora"):
         estimate_llm(_w(finetune="full", quant="nf4"))
+
+
+def test_vllm_prefills_a_prompt_at_a_time_into_one_kv_pool(catalog):
+    """vLLM's working set of a batch: one prompt's prefill (its scheduler's token budget, chunked prefill) and a
+    KV pool allocated once; was HF's whole batch prefilled at once, the pool given the caching allocator's 15%
+    (a vLLM batch its own capacity holds read 'needs 88.8 GiB of 80 GiB')."""
+    from gpuwise.memory.llm import infer_memory
+
+    gpu = resolve_gpu(catalog, "a100-80gb-sxm4")
+    arch = load_arch(L7)
+    sizes = dict(prompt_tokens=1024, new_tokens=256, kv_bytes_per_element=2.0)
+    hf, vllm = (infer_memory(arch, _w(mode="infer", engine=e, max_new_tokens=256), gpu, batch=64, **sizes)
+                for e in ("hf", "vllm"))
+    one = infer_memory(arch, _w(mode="infer", engine="vllm", max_new_tokens=256), gpu, batch=1, **sizes)
+    assert vllm.prefill_bytes == one.prefill_bytes and hf.prefill_bytes > 32 * vllm.prefill_bytes
+    assert vllm.kv_cache_bytes == hf.kv_cache_bytes
+    pool = vllm.memory
+    assert pool.peak_reserved_bytes - pool.peak_allocated_bytes < 0.02 * pool.peak_allocated_bytes
+    assert hf.memory.peak_reserved_bytes - hf.memory.peak_allocated_bytes > 0.1 * hf.kv_cache_bytes

@@ -31,7 +31,7 @@ def corrected_time(step: StepTime, cal: GpuCalibration, precision, gpu) -> StepT
     other_s = step.step_time_s - old_classes_s            # communication, input wait: not corrected
     step_s = new_classes_s + other_s
     if step.bound == "input":                            # the loader's pace holds unless the GPU is slower
-        step_s = max(step.step_time_s, new_classes_s + step.communication_s)
+        step_s = max(step.step_time_s, new_classes_s + step.communication_s + step.sharding_overhead_s)
     ratio = new_classes_s / old_classes_s if old_classes_s > 0 else 1.0
     samples_per_step = step.samples_per_s * step.step_time_s
     return replace(

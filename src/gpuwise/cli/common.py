@@ -27,16 +27,36 @@ def natural_width(renderable: Any) -> int:
     return Measurement.get(console, console.options.update_width(10_000), renderable).maximum
 
 
+ID_HEADERS = ("gpu", "GPU")   # columns of GPU ids: an id is read whole ("a100-80gb-s / xm4" is two words)
+
+
 def fit_to_console(table: Any) -> Any:
-    """``table``, every column allowed to wrap (folding long words) when it is wider than the console.
+    """``table``, every column but the GPU ids allowed to wrap (folding long words) when it is wider than the
+    console.
 
     Piped, rich lays out 80 columns (or $COLUMNS) and crops a no-wrap cell silently; a cell that wraps
-    takes two lines instead, so no value is ever cut.
+    takes two lines instead, so no value is ever cut. An id column keeps its width: the others give way.
     """
     if natural_width(table) > console.width:
         for column in table.columns:
-            column.no_wrap, column.overflow = False, "fold"
+            column.no_wrap, column.overflow = str(column.header).strip() in ID_HEADERS, "fold"
     return table
+
+
+def job_words(workload: Workload, *, engine_defaulted: bool = False) -> str:
+    """What a header says of the job's numbers: in serving, the weights' quantization before the precision
+    (``--quant nf4`` serves nf4 weights, whatever the compute precision) and, at a request rate, the engine."""
+    from gpuwise.workload.precision import described
+
+    words = described(workload.precision, workload.precision_default)
+    if workload.is_training:
+        return words
+    if workload.quant != "none":
+        words = f"{workload.quant} weights, compute {words}"
+    if workload.request_rate_per_s is not None:
+        words += (", engine vllm (the default at --request-rate: a rate is served by a server; --engine hf for "
+                  "HF generate's static batches)" if engine_defaulted else f", engine {workload.engine}")
+    return words
 
 
 def print_json(obj: Any) -> None:
@@ -113,7 +133,8 @@ LoraRankOpt = Annotated[int, typer.Option("--lora-rank", help="LoRA rank r.")]
 LoraTargetsOpt = Annotated[
     Optional[str], typer.Option("--lora-targets", help="Comma-separated module names (default: all linear layers).")
 ]
-QuantOpt = Annotated[str, typer.Option("--quant", help="Base weights: none, int8, nf4.")]
+QuantOpt = Annotated[str, typer.Option("--quant", help="Base weights: none, int8, nf4 (bitsandbytes); fp8 (serving "
+                                                           "only; a checkpoint stored in FP8 is served so by default).")]
 MaxNewTokensOpt = Annotated[int, typer.Option("--max-new-tokens", help="Tokens to generate (--mode infer).")]
 NumGpusOpt = Annotated[int, typer.Option("--num-gpus", help="GPUs the job is spread over.")]
 ShardingOpt = Annotated[str, typer.Option("--sharding", help="ddp, zero1, zero2, zero3, fsdp.")]
@@ -126,7 +147,7 @@ KeepGradsOpt = Annotated[bool, typer.Option("--keep-grads", help="zero_grad(set_
 InputRateOpt = Annotated[Optional[float], typer.Option("--input-rate", help="Samples/s the input pipeline delivers (default: synthetic data, no limit).")]
 CpuWorkersOpt = Annotated[Optional[int], typer.Option("--cpu-workers", help="DataLoader workers decoding JPEGs per GPU (vision models): sets the input rate from torchvision's transforms as measured on one core (default: synthetic data).")]
 RequestRateOpt = Annotated[Optional[float], typer.Option("--request-rate", help="LLM serving (--mode infer): requests a second, arriving as a Poisson stream; sizes the deployment by load (replicas, concurrency, cost per hour and per million tokens) instead of one batch.")]
-EngineOpt = Annotated[str, typer.Option("--engine", help="LLM inference engine: hf (generate, eager; default) or vllm.")]
+EngineOpt = Annotated[Optional[str], typer.Option("--engine", help="LLM inference engine: hf (generate, eager; the default) or vllm (the default at --request-rate).")]
 LogitsOpt = Annotated[str, typer.Option("--logits", help="LLM loss: fp32 (default: transformers upcasts the logits), chunked (LitGPT's chunked cross-entropy), fused (Liger).")]
 LoraDropoutOpt = Annotated[float, typer.Option("--lora-dropout", help="LoRA dropout (default 0.05, as LitGPT/QLoRA/TRL recipes; 0 keeps no mask or copy).")]
 

@@ -11,10 +11,9 @@ from rich.table import Table
 
 from gpuwise.cli import common as c
 from gpuwise.cli.calibrate import NoUserCalibrationOpt, user_correction
-from gpuwise.cli.workload_options import workload_from, workload_options
+from gpuwise.cli.workload_options import engine_defaulted, workload_from, workload_options
 from gpuwise.units import format_bytes, format_duration, format_request_rate
 from gpuwise.text import for_console
-from gpuwise.workload.precision import described
 
 
 def register(app: typer.Typer) -> None:
@@ -71,7 +70,10 @@ def estimate(
     c.use_trace_cache(not no_cache)
     correction, _ = user_correction(not no_user_calibration)
     with c.progress(not json_out, "tracing…") as progress:
-        wm = model_for(workload, progress, correction=correction)
+        wm = model_for(workload, progress, correction=correction)    # a rate on a traced model: refused here
+        if workload.request_rate_per_s is not None and len(gpus) != 1:
+            raise c.WorkloadError("--request-rate sizes the deployment on one GPU: give --gpu NAME (gpuwise recommend "
+                                  "… --request-rate compares every GPU at that load)")
         if max_batch:
             out, est = largest_batch_answer(wm, gpus[0], headroom_fraction=headroom_fraction, job=job,
                                             progress=progress, provider=provider)
@@ -85,10 +87,10 @@ def estimate(
     if json_out:
         c.print_json(out)
         return
-    _render(out, est)
+    _render(out, est, engine_defaulted=engine_defaulted(workload_kwargs, workload))
 
 
-def _render(out: dict, est) -> None:
+def _render(out: dict, est, *, engine_defaulted: bool = False) -> None:
     con = c.console
     w = est.workload
     optimizer = f", optimizer {w.optimizer_described()}" if w.is_training else ""
@@ -101,7 +103,7 @@ def _render(out: dict, est) -> None:
                   f"{out['requested_batch_size']} fit")
     size = (format_request_rate(w.request_rate_per_s) if w.request_rate_per_s is not None and out["gpu"]
             else f"batch {w.batch_size}")
-    con.print(f"[bold]{w.model}[/]  {w.mode}, {size}, {described(w.precision, w.precision_default)}{optimizer}"
+    con.print(f"[bold]{w.model}[/]  {w.mode}, {size}, {c.job_words(w, engine_defaulted=engine_defaulted)}{optimizer}"
               f"  [dim]({out['method']})[/]")
     if out.get("calibration"):
         con.print(f"[cyan]{out['calibration']}[/] (gpuwise calibrate; --no-user-calibration for the shipped model)")
@@ -119,7 +121,9 @@ def _render(out: dict, est) -> None:
     if mem["top_modules"]:
         con.print("Top modules by activation memory: " + ", ".join(
             f"{m['module'] or '(top)'} {format_bytes(m['bytes'])}" for m in mem["top_modules"][:5]))
-    kept_free = f"({out['headroom_fraction']:.0%} of its memory kept free)"
+    # vLLM's fit is its own reservation (gpu_memory_utilization, said in the line), not the headroom
+    kept_free = ("" if (out["inference"] or {}).get("vllm") else
+                 f"({out['headroom_fraction']:.0%} of its memory kept free)")
     where = f" at {out['provider']}" if out.get("provider") else ""
     if out.get("cannot_run"):
         # `fits` is memory only: here the memory is a side note to why the job cannot run at all
@@ -139,7 +143,7 @@ def _render(out: dict, est) -> None:
                           f"GPUs ({more}) or a larger GPU (gpuwise recommend)")
     t = out["time"]
     if t:
-        from gpuwise.runtime.model import bound_word
+        from gpuwise.runtime.model import SHARDING_OVERHEAD_PART, bound_word
 
         con.print(f"Step time {format_duration(t['step_time_s'])}, {t['samples_per_s']:.1f} samples/s, "
                   f"bound by {bound_word(t['bound'])}")
@@ -154,6 +158,8 @@ def _render(out: dict, est) -> None:
         parts = sorted(t["by_class_s"].items(), key=lambda kv: -kv[1])
         if t.get("communication_s"):
             parts.append(("communication (exposed)", t["communication_s"]))
+        if t.get("sharding_overhead_s"):
+            parts.append((SHARDING_OVERHEAD_PART, t["sharding_overhead_s"]))
         con.print("  by operator class: " + ", ".join(f"{k} {format_duration(v)}" for k, v in parts if v > 0))
         if t.get("total_time_s"):
             epoch = f"epoch {format_duration(t['epoch_time_s'])}, " if t.get("epoch_time_s") else ""
@@ -236,7 +242,8 @@ def _render_inference(inf: dict) -> None:
         parts.append(f"longest context that fits {inf['max_context_tokens']:,} tokens "
                      + ("(prompt)" if prefill_only else "(prompt + answer)"))
     if inf.get("max_batch_size") is not None:
-        parts.append(f"largest batch that fits {inf['max_batch_size']}")
+        capped = (inf.get("vllm") or {}).get("max_num_seqs") == inf["max_batch_size"]
+        parts.append(f"largest batch that fits {inf['max_batch_size']:,}" + (" (vLLM's max_num_seqs)" if capped else ""))
     c.console.print("Inference: " + ", ".join(parts))
     load = inf.get("at_load")
     if load:
@@ -244,6 +251,6 @@ def _render_inference(inf: dict) -> None:
         c.console.print(
             f"At {format_request_rate(load['request_rate_per_s'])}: {replicas} replica{'s' if replicas > 1 else ''} "
             f"of this deployment (one carries up to {format_request_rate(load['capacity_per_replica_per_s'])}), "
-            f"{load['concurrency']:,.1f} requests in flight, each replica busy {load['utilisation']:.0%} of the time; "
-            f"each request: first token after {format_duration(load['ttft_s'])}, then "
+            f"{load['concurrency']:,.1f} requests in flight, each replica at {load['load']:.0%} of the rate it "
+            f"carries; each request: first token after {format_duration(load['ttft_s'])}, then "
             f"{format_duration(load['tpot_s'])} a token ({1 / load['tpot_s']:,.0f} tokens/s)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated, Optional
 
 import typer
@@ -10,8 +11,7 @@ from rich.table import Table
 
 from gpuwise.cli import common as c
 from gpuwise.cli.calibrate import NoUserCalibrationOpt, user_correction
-from gpuwise.workload.precision import described
-from gpuwise.cli.workload_options import workload_from, workload_options
+from gpuwise.cli.workload_options import engine_defaulted, workload_from, workload_options
 from gpuwise.units import (format_bytes, format_duration, format_money, format_request_rate, parse_duration_s,
                            parse_money)
 from gpuwise.text import for_console
@@ -29,7 +29,7 @@ def recommend(
     steps: Annotated[Optional[int], typer.Option("--steps", help="Optimizer steps (instead of --samples).")] = None,
     deadline: Annotated[Optional[str], typer.Option("--deadline", help="Finish within, e.g. 12h, 90m, 2d.")] = None,
     budget: Annotated[Optional[str], typer.Option("--budget", help="Spend at most, e.g. 300, ¥300, 40USD.")] = None,
-    ttft: Annotated[Optional[str], typer.Option("--ttft", help="LLM serving (--mode infer): the longest time to first token a request may wait (the batch's prefill), with a unit: 2s, 500ms.")] = None,
+    ttft: Annotated[Optional[str], typer.Option("--ttft", help="LLM serving (--mode infer): the longest time to first token a request may wait, with a unit: 2s, 500ms (one batch: its prefill; at --request-rate: a request's prefill and its wait for it).")] = None,
     tpot: Annotated[Optional[str], typer.Option("--tpot", help="LLM serving (--mode infer, --max-new-tokens >= 1): the longest time per output token a request may see, with a unit: 50ms (= 20 tokens/s a request).")] = None,
     provider: Annotated[Optional[str], typer.Option("--provider", help="Only this provider's offers.")] = None,
     gpus: Annotated[Optional[str], typer.Option("--gpus", help="Only these GPUs, comma-separated.")] = None,
@@ -49,7 +49,7 @@ def recommend(
     no_cache: c.NoCacheOpt = False,
     no_user_calibration: NoUserCalibrationOpt = False,
     json_out: c.JsonOpt = False,
-    emit: Annotated[Optional[str], typer.Option("--emit", help="Print how to launch the best option instead of the table: skypilot (a task YAML) or torchrun (per-node command lines).")] = None,
+    emit: Annotated[Optional[str], typer.Option("--emit", help="Print how to launch the best option instead of the table: skypilot (a task YAML) or torchrun (per-node command lines). Not for a server (--engine vllm, --request-rate): the refusal says what to run.")] = None,
     command: Annotated[Optional[str], typer.Option("--command", help="With --emit: the training command to launch, e.g. 'python train.py --checkpoint-dir ckpt'.")] = None,
     *,
     workload_kwargs: dict,
@@ -65,12 +65,23 @@ def recommend(
     from gpuwise.plan.recommend import auto_micro_batch
     from gpuwise.plan.spot import SpotRisk
     from gpuwise.plan.plot import plot_recommendation
-    from gpuwise.launch import check_emit, launch_best
+    from gpuwise.launch import LaunchError, check_emit, launch_best
 
-    check_emit(emit, command)
     batch = c.parse_batch_size(workload_kwargs["batch_size"], allow_auto=True)
     auto = batch is None
-    workload = workload_from(model, workload_kwargs, batch_size=batch or auto_micro_batch(effective_batch))
+    serving = workload_kwargs.get("mode", "train") == "infer"
+    workload = workload_from(model, workload_kwargs, batch_size=batch or auto_micro_batch(
+        effective_batch, serving=serving))
+    server = _is_server(workload)
+    # a server is refused below, once the deployment to name is known: here only the target's name is checked
+    check_emit(emit, command or ("(a server)" if server and emit else None))
+    if serving:
+        for flag, given in (("--effective-batch", effective_batch is not None and not auto),
+                            ("--per-gpu-batch", per_gpu_batch)):
+            if given:
+                logging.getLogger("gpuwise.cli").warning(
+                    f"{flag} has no effect with --mode infer (no optimizer step: --batch-size is the requests "
+                    "served together)")
     headroom_fraction = parse_headroom(headroom)
     at_rate = workload.request_rate_per_s is not None
     if at_rate and (samples is not None or steps is not None):
@@ -102,6 +113,8 @@ def recommend(
 
     if plot:
         plot_recommendation(rec, plot, constraints.deadline_s)
+    if emit and server:
+        raise LaunchError(_server_launch(rec, emit))
     launch = launch_best(rec, cat, emit, command) if emit else None
     covered = [o for o in rec.options if likely_job_time_range_s(o, rec.method)]
     if json_out:
@@ -114,7 +127,7 @@ def recommend(
     if launch:
         typer.echo(launch["text"], nl=False)
         return
-    _render(rec, show_all, constraints.deadline_s)
+    _render(rec, show_all, constraints.deadline_s, engine_defaulted=engine_defaulted(workload_kwargs, workload))
     if per_million and not at_rate:
         c.console.print(f"[dim]Serving priced per million output tokens: {job.samples:,} requests of "
                         f"{workload.max_new_tokens} new tokens (--samples N for a number of requests).[/]")
@@ -160,11 +173,34 @@ def _duration(option: str, text: str | None) -> float | None:
         raise UnitError(f"{option}: {e} (a latency, e.g. 1s, 500ms, 25ms)") from None
 
 
-def _render(rec, show_all: bool, deadline_s: float | None = None) -> None:
+def _is_server(workload) -> bool:
+    """A job that runs as a server, not under torchrun: vLLM, or any engine at a request rate."""
+    return not workload.is_training and (workload.engine == "vllm" or workload.request_rate_per_s is not None)
+
+
+def _server_launch(rec, emit: str) -> str:
+    """The one line that refuses ``--emit`` for a server and names what to run instead."""
+    w, b = rec.workload, rec.best
+    head = f"--emit {emit} starts jobs under torchrun, not a server"
+    if b is None:
+        return f"{head}; and no option meets the request (run without --emit to see why)"
+    # --max-model-len: vLLM refuses to start where the model's whole context does not fit its KV cache
+    flags = ([f"--tensor-parallel-size {b.count}"] if b.count > 1 else []) + [
+        f"--max-model-len {w.tokens_per_sequence + w.max_new_tokens}"] + (
+        ["--quantization bitsandbytes"] if w.quant == "nf4" else [])
+    run = f"`vllm serve {w.model.removeprefix('hf:')} {' '.join(flags)}`" if w.engine == "vllm" else "your server"
+    where = f"{b.count}× {b.gpu} from {b.provider}"
+    replicas = b.replicas or 1
+    spread = (f"on each of {replicas} replicas ({where} each) behind a load balancer" if replicas > 1 else
+              f"on {where}")
+    return f"{head}: run {run} {spread}"
+
+
+def _render(rec, show_all: bool, deadline_s: float | None = None, *, engine_defaulted: bool = False) -> None:
     con = c.console
     w = rec.workload
     optimizer = f", optimizer {w.optimizer_described()}" if w.is_training else ""
-    con.print(f"[bold]{w.model}[/]  {w.mode}, {described(w.precision, w.precision_default)}{optimizer}"
+    con.print(f"[bold]{w.model}[/]  {w.mode}, {c.job_words(w, engine_defaulted=engine_defaulted)}{optimizer}"
               f"  [dim]({rec.method})[/]")
     by_precision: dict[str, list[str]] = {}
     for gpu, precision in rec.fallback_precision.items():
@@ -184,6 +220,8 @@ def _render(rec, show_all: bool, deadline_s: float | None = None) -> None:
     con.print(table)
     for number, reason in footnotes:
         con.print(f"[dim]{number}[/] {reason}")
+    if w.request_rate_per_s is not None:
+        con.print(f"[dim]{LOAD_FOOTNOTE}[/]")
     if any(o.own_price for o in shown):
         con.print(f"[dim]{OWN_PRICE_MARK}[/] your price (your catalog file); the others are shipped indicative prices")
     if len(shown) < len(rec.options):
@@ -254,8 +292,8 @@ def _render_load_lines(rec) -> None:
               f"{format_request_rate(w.request_rate_per_s)}, {_per_million(b)} per million output tokens")
     con.print(f"  each request: first token after {format_duration(b.ttft_s)} (its prefill and the wait for it), "
               f"then {format_duration(b.tpot_s)} a token ({1 / b.tpot_s:,.0f} tokens/s)")
-    con.print(f"  {b.concurrency:,.1f} requests in flight; each replica busy {b.utilisation:.0%} of the time and "
-              f"carries up to {format_request_rate(b.capacity_per_replica_per_s)}")
+    con.print(f"  {b.concurrency:,.1f} requests in flight; each replica carries up to "
+              f"{format_request_rate(b.capacity_per_replica_per_s)}, so it runs at {b.load:.0%} load")
     also = [name for name, o in (("the fastest", rec.fastest), ("the best value (least cost × request time)",
                                                                 rec.best_value)) if o is b]
     if also:
@@ -293,9 +331,11 @@ def _risks(best, deadline_s: float | None, method: str) -> None:
 
 
 _COLUMNS = ("", "gpu", "provider", "batch", "needs", "job time", "job cost")
-# at --request-rate: replicas, requests in flight, the share of time busy, what a request sees, cost at the load
-# (the cost per million output tokens, the same order at one rate, is in the lines below and --json)
-_LOAD_COLUMNS = ("", "gpu", "provider", "repl.", "conc.", "busy", "ttft", "tpot", "per hour")
+# at --request-rate: replicas, the load (rate / capacity), what a request sees, cost at the load (the requests in
+# flight and the cost per million output tokens, the same order at one rate, are in the lines below and --json)
+_LOAD_COLUMNS = ("", "gpu", "provider", "repl.", "load", "ttft", "tpot", "cost/h")
+LOAD_FOOTNOTE = ("load: the rate each replica carries as a share of the most it can carry (100%: saturated); "
+                 "the share of time its GPUs are busy is --json's utilisation")
 _LEFT = ("", "gpu", "provider")
 OWN_PRICE_MARK = "*"     # after the provider: priced by the user's own offer
 _WHY = "bound / why not"
@@ -374,20 +414,11 @@ def _load_row_cells(o, marks: dict, *, one_mark: bool = False) -> list[str]:
         for_console(o.gpu) + (f" ×{o.count}" if o.count > 1 else ""),
         for_console(o.provider or "-") + (" (spot)" if o.spot else "") + (OWN_PRICE_MARK if o.own_price else ""),
         str(o.replicas) if served else "-",
-        f"{o.concurrency:,.1f}" if o.concurrency is not None else "-",
-        f"{o.utilisation:.0%}" if o.utilisation is not None else "-",
-        _latency(o.ttft_s) if served and o.ttft_s else "-", _latency(o.tpot_s) if served and o.tpot_s else "-",
+        f"{o.load:.0%}" if o.load is not None else "-",
+        format_duration(o.ttft_s) if served and o.ttft_s else "-",
+        format_duration(o.tpot_s) if served and o.tpot_s else "-",
         _cost(o) if served else "-",
     ]
-
-
-def _latency(seconds: float) -> str:
-    """A latency for a narrow cell: 8.3ms, 311ms, 2.5s."""
-    if seconds < 0.01:
-        return f"{seconds * 1e3:.1f}ms"
-    if seconds < 1:
-        return f"{seconds * 1e3:.0f}ms"
-    return f"{seconds:.1f}s" if seconds < 100 else format_duration(seconds)
 
 
 def _summary(rec, limit: int = 12):

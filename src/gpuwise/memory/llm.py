@@ -21,6 +21,7 @@ from gpuwise.memory.model import MemoryEstimate
 from gpuwise.memory.parallel import data_parallel_memory, ring_of
 from gpuwise.memory.uncertainty import closed_form_uncertainty
 from gpuwise.workload import Workload
+from gpuwise.workload.checkpoint import stored_quant
 
 MIB = 1 << 20
 # Caching-allocator overhead: persistent tensors (weights, states) are allocated once and only lose
@@ -250,9 +251,10 @@ def quantize_on_load_bytes(arch: DecoderArch, w: Workload, *, double_quant: bool
 
     Read off LitGPT's nf4 generation rows (bitsandbytes 0.41, Lightning's quantize-on-load), where
     it is the whole gap between weights + KV cache and the measured peak (within 0.2 GB on all
-    four models, 1.3B–70B); no constant was fitted, but the mechanism is our reading, unverified."""
-    if w.quant == "none":
-        return 0.0
+    four models, 1.3B–70B); no constant was fitted, but the mechanism is our reading, unverified.
+    None for a checkpoint that stores its weights so quantized (``workload.checkpoint``)."""
+    if w.quant == "none" or stored_quant(w.model) == w.quant:
+        return 0.0      # a checkpoint stored quantized (its quantization_config) is loaded as it is
     q = quant_bytes_per_param(w.quant, double_quant=double_quant, in_features=arch.hidden_size)
     return arch.vocab_size * arch.hidden_size * (2.0 + q)
 
@@ -269,13 +271,19 @@ def infer_memory(arch: DecoderArch, w: Workload, gpu=None, *, prompt_tokens: int
                  kv_bytes_per_element: float, double_quant: bool = True) -> InferMemory:
     """Per-GPU peak of serving ``batch`` requests of ``prompt_tokens`` + ``new_tokens`` tokens.
     With several GPUs the model is split by tensor parallelism: weights and KV heads divide by N
-    (KV heads are replicated when there are fewer of them than GPUs)."""
+    (KV heads are replicated when there are fewer of them than GPUs).
+
+    HF generate (``w.engine`` "hf") prefills the whole batch in one forward, and its KV cache grows through
+    the caching allocator. vLLM prefills a prompt at a time (its scheduler's token budget; chunked prefill)
+    into one KV pool allocated once, so the pool has no allocator reserve: static, as the weights."""
     n = w.num_gpus
     weights = inference_weight_bytes(arch, w, double_quant=double_quant) / n
     kv_share = 1.0 / min(n, arch.num_kv_heads) if not arch.is_mla else 1.0
     kv_total = arch.kv_cache_bytes(prompt_tokens + new_tokens, batch, kv_bytes_per_element) * kv_share
     kv_prompt = arch.kv_cache_bytes(prompt_tokens, batch, kv_bytes_per_element) * kv_share
-    prefill = prefill_bytes(arch, prompt_tokens * batch, batch, compute_bytes(w.precision)) / n
+    paged = w.engine == "vllm"
+    prefilled = 1 if paged else batch       # prompts in one prefill forward
+    prefill = prefill_bytes(arch, prompt_tokens * prefilled, prefilled, compute_bytes(w.precision)) / n
     decode = batch * arch.vocab_size * 6.0      # last-position logits and their float32 copy
     notes = []
     if n > 1:
@@ -293,5 +301,5 @@ def infer_memory(arch: DecoderArch, w: Workload, gpu=None, *, prompt_tokens: int
         parts = {"weights": weights, "gradients": 0, "optimizer": 0, "activations": decode,
                  "workspace": cublas, "other": kv_total}
     notes.append("other_bytes is the KV cache at the peak")
-    est = _finish(parts, weights, gpu, notes)
+    est = _finish(parts, weights + (parts["other"] if paged else 0.0), gpu, notes)
     return InferMemory(memory=est, weights_bytes=weights, kv_cache_bytes=kv_total, prefill_bytes=prefill)

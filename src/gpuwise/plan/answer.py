@@ -1,10 +1,12 @@
 """The ``estimate`` answer for one workload: memory, fit and spare memory on a GPU, step and job time,
-the largest batch, every catalog GPU, and — when it does not fit — the changes that would.
+the largest batch, every catalog GPU, and — when it does not fit — the changes that would. A GPU count the
+job cannot be split over (tensor-parallel heads) is refused (PlanError), by the rule recommend excludes it by.
 
 This is the public JSON contract of ``gpuwise estimate --json`` (DESIGN.md); the CLI only renders it.
 
 ``fits`` (and ``fit_summary``, ``spare_bytes``, ``max_batch_size``, each ``per_gpu`` row's ``fits``) is
-memory only: the peak against the GPU's usable memory. Whether the job can run there at all is
+memory only: the peak against the GPU's usable memory (serving with ``--engine vllm``: vLLM's reservation
+holds the weights, a prefill and the batch's KV cache, ``plan.profile.estimate_fits``). Whether the job can run there at all is
 ``cannot_run``: None where it can, else why not (bf16 on a GPU without it), whatever the memory. A job
 runs on a GPU where ``fits`` is true and ``cannot_run`` is None; where ``cannot_run`` is set, ``time``
 (and a row's step time) is None and ``changes_that_fit`` is empty (no memory change lets it run).
@@ -23,9 +25,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from gpuwise.memory.uncertainty import fit_wording
-from gpuwise.plan.fit import fits, spare_bytes, usable_bytes
-from gpuwise.plan.profile import WorkloadModel, cannot_run, largest_fitting_batch, model_for, workload_on
+from gpuwise.plan.errors import PlanError
+from gpuwise.plan.fit import spare_bytes
+from gpuwise.plan.profile import (WorkloadModel, cannot_run, estimate_fits, fit_summary, largest_fitting_batch,
+                                  model_for, workload_on)
 from gpuwise.plan.recommend import JobSize
 from gpuwise.plan.remedies import changes_that_fit
 from gpuwise.plan.accuracy import likely_step_time_range_s, load_accuracy, no_range_note, regime_of
@@ -58,6 +61,9 @@ def estimate_answer(
     ``provider``: whose machines the GPUs are in, which sets their links (None: each GPU's usual machine,
     machines linked by the assumed fallback network)."""
     count = model.workload.num_gpus
+    refused = model.count_refusal(count)    # the rule recommend leaves such counts out by
+    if refused:
+        raise PlanError(f"--num-gpus {count}: {refused}")
     gpu = gpus[0] if len(gpus) == 1 else None
     est = model.estimate(gpu, count=count, provider=provider)
     trace_info = None
@@ -68,7 +74,7 @@ def estimate_answer(
                       "notes": list(t.notes)}
     time = None
     why_not = cannot_run(est.workload, gpu) if gpu is not None else None
-    accuracy = load_accuracy()
+    accuracy = load_accuracy(regime_of(model.method, None))    # the LLM regime for the closed form
     if est.time is not None and not why_not:
         time = est.time.to_dict()
         time.update(job_time(est.time.step_time_s, est.workload, job) or {})
@@ -81,7 +87,7 @@ def estimate_answer(
                                                   calibrated=bool(est.calibration))
         accuracy = load_accuracy(regime)
     inference = est.inference.to_dict() if est.inference is not None else None
-    fit = fits(est.memory.total_upper_bytes, gpu, headroom_fraction) if gpu else None
+    fit = estimate_fits(est, headroom_fraction) if gpu else None
     changes: tuple = ()
     if gpu is not None and not fit and suggest_changes and not why_not:
         changes = changes_that_fit(workload_on(model.workload, gpu), gpu, headroom_fraction=headroom_fraction,
@@ -101,14 +107,14 @@ def estimate_answer(
         "fits": fit,
         "cannot_run": why_not,
         "spare_bytes": spare_bytes(est.memory.total_upper_bytes, gpu, headroom_fraction) if gpu else None,
-        "fit_summary": fit_wording(est.memory, usable_bytes(gpu, headroom_fraction)) if gpu else None,
+        "fit_summary": fit_summary(est, headroom_fraction) if gpu else None,
         "max_batch_size": None,          # set by largest_batch_answer
         "changes_that_fit": list(changes),
         "inference": inference,
         "trace": trace_info,
         "per_gpu": [
             {"gpu": e.gpu.id, "memory_bytes": e.gpu.visible_memory_bytes, "peak_total_bytes": e.memory.total_upper_bytes,
-             "fits": fits(e.memory.total_upper_bytes, e.gpu, headroom_fraction),
+             "fits": estimate_fits(e, headroom_fraction),
              "spare_bytes": spare_bytes(e.memory.total_upper_bytes, e.gpu, headroom_fraction),
              "cannot_run": cannot_run(e.workload, e.gpu), "calibration": e.calibration,
              "precision": e.workload.precision,

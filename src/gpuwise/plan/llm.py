@@ -8,6 +8,7 @@ small models; tests/llm check that both agree. Fit questions go through ``gpuwis
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from gpuwise.catalog.topology import Topology
@@ -16,8 +17,9 @@ from gpuwise.memory.model import MemoryEstimate
 from gpuwise.plan.fit import DEFAULT_HEADROOM_FRACTION, largest_fitting, usable_bytes
 from gpuwise.runtime.llm import decode_step, prefill_s, serve_time, train_step_time
 from gpuwise.runtime.model import StepTime
-from gpuwise.runtime.serving_load import ServingCurve, ServingLoad, serving_load
+from gpuwise.runtime.serving_load import ServingCurve, ServingLoad, load_fraction, serving_load
 from gpuwise.workload import Workload, WorkloadError
+from gpuwise.workload.checkpoint import checkpoint_note
 from gpuwise.workload.decoder import DecoderArch, ParamCounts, load_arch
 from gpuwise.units import format_bytes, format_request_rate
 from gpuwise.workload.storage import compute_bytes
@@ -48,14 +50,91 @@ class InferenceEstimate:
     max_batch_size: int | None = None       # most sequences of this length that fit
     serving_reserved_bytes: int | None = None  # --engine vllm: what it grabs, gpu_memory_utilization × GPU memory
     gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION
+    # --engine vllm with a GPU: what its KV cache holds (the one vLLM capacity: largest batch, longest context, fit)
+    vllm: VllmCapacity | None = None
     # --request-rate: the deployment at that load (replicas, concurrency, utilisation, loaded TTFT/TPOT); None
     # without a rate, without a GPU, or where one replica holds no sequence (gpuwise.runtime.serving_load)
     at_load: ServingLoad | None = None
 
     def to_dict(self) -> dict:
         d = dict(self.__dict__)
-        d["at_load"] = self.at_load.to_dict() if self.at_load is not None else None
+        d["vllm"] = self.vllm.to_dict(self.prompt_tokens + self.new_tokens) if self.vllm is not None else None
+        d["at_load"] = load_dict(self.at_load) if self.at_load is not None else None
         return d
+
+
+def load_dict(load: ServingLoad) -> dict:
+    """A load's JSON: ``ServingLoad.to_dict`` and ``load`` (``load_fraction``)."""
+    return {**load.to_dict(),
+            "load": load_fraction(load.request_rate_per_s, load.replicas, load.capacity_per_replica_per_s)}
+
+
+@dataclass(frozen=True)
+class VllmCapacity:
+    """What vLLM's KV cache holds on each GPU, vLLM's own rule (``Worker.determine_num_available_blocks``):
+    ``gpu_memory_utilization`` of the GPU's memory (as the driver reports it), less the peak of its profiling
+    forward (weights, one prefill of the prompt, CUDA context: one request's memory, its KV cache left out),
+    over the KV cache of a sequence (``infer_memory``'s KV rule, tensor-parallel share included). Paged blocks
+    (16 tokens) are not rounded. The one capacity of ``--engine vllm``: the largest batch (``--max-batch``,
+    ``-b auto``), the longest context, whether the job fits, and the sequences one replica runs at a load."""
+
+    reserved_bytes: int                  # gpu_memory_utilization × the GPU's memory
+    profile_peak_bytes: int              # weights, one prefill, CUDA context (no KV cache)
+    gpu_memory_utilization: float
+    kv_bytes_of: Callable[[int], float] = field(compare=False, repr=False)   # one sequence of N tokens, per GPU
+    max_num_seqs: int = VLLM_MAX_NUM_SEQS
+
+    @property
+    def kv_budget_bytes(self) -> int:
+        return max(0, self.reserved_bytes - self.profile_peak_bytes)
+
+    def sequences(self, context_tokens: int) -> int:
+        """Sequences of ``context_tokens`` the cache holds (memory alone; ``batch`` caps it at max_num_seqs)."""
+        per_sequence = self.kv_bytes_of(max(1, int(context_tokens)))
+        return int(self.kv_budget_bytes // per_sequence) if per_sequence > 0 else 0
+
+    def batch(self, context_tokens: int) -> int:
+        """The most sequences of ``context_tokens`` vLLM runs at once: the cache, and ``max_num_seqs``."""
+        return min(self.sequences(context_tokens), self.max_num_seqs)
+
+    def holds(self, context_tokens: int, batch: int = 1) -> bool:
+        """The fit rule of ``--engine vllm``: the reservation holds the weights, a prefill and the KV cache of
+        ``batch`` sequences of ``context_tokens`` (at a load, one: the batch is what the load makes it)."""
+        return self.sequences(context_tokens) >= max(1, batch)
+
+    def longest_context(self, batch: int = 1) -> int:
+        """The most tokens a sequence may reach with ``batch`` of them in the cache (0: not one token)."""
+        return largest_fitting(lambda t: int(self.kv_bytes_of(t) * max(1, batch)), self.kv_budget_bytes,
+                               upper=1 << 22)
+
+    def shortfall(self, context_tokens: int, batch: int = 1) -> str | None:
+        """Why the reservation does not hold ``batch`` sequences of ``context_tokens``, in words (None: it does)."""
+        if self.holds(context_tokens, batch):
+            return None
+        gib = 1 << 30
+        share = f"vLLM's {self.reserved_bytes / gib:.1f} GiB (gpu_memory_utilization {self.gpu_memory_utilization})"
+        if not self.kv_budget_bytes:
+            return (f"no room for one sequence's KV cache: the weights and a prefill need up to "
+                    f"{self.profile_peak_bytes / gib:.1f} GiB of {share}")
+        what = "one sequence" if batch <= 1 else f"the batch of {batch}"
+        return (f"{share} holds the KV cache of {self.sequences(context_tokens):,} sequences of "
+                f"{context_tokens:,} tokens after the weights and a prefill, not {what}")
+
+    def wording(self, context_tokens: int, batch: int = 1) -> str:
+        """The fit line of ``--engine vllm``, as ``fit_wording`` is HF's."""
+        short = self.shortfall(context_tokens, batch)
+        if short:
+            return f"does not fit: {short}"
+        gib = 1 << 30
+        return (f"fits vLLM's {self.reserved_bytes / gib:.1f} GiB (gpu_memory_utilization "
+                f"{self.gpu_memory_utilization}): the weights and a prefill take {self.profile_peak_bytes / gib:.1f} "
+                f"GiB, the KV cache holds {self.sequences(context_tokens):,} sequences of {context_tokens:,} tokens")
+
+    def to_dict(self, context_tokens: int) -> dict:
+        return {"reserved_bytes": self.reserved_bytes, "profile_peak_bytes": self.profile_peak_bytes,
+                "kv_budget_bytes": self.kv_budget_bytes, "gpu_memory_utilization": self.gpu_memory_utilization,
+                "max_num_seqs": self.max_num_seqs, "context_tokens": context_tokens,
+                "sequences_at_context": self.sequences(context_tokens)}
 
 
 @dataclass(frozen=True)
@@ -146,6 +225,9 @@ def kv_bytes_per_element(w: Workload, kv_cache_dtype: str) -> float:
 def _infer(arch: DecoderArch, w: Workload, gpu, double_quant: bool, kv_cache_dtype: str,
            utilization: float, headroom_fraction: float, notes: list[str], topology: Topology | None) -> LlmEstimate:
     kvb = kv_bytes_per_element(w, kv_cache_dtype)
+    note = checkpoint_note(w.model, w.quant)
+    if note:
+        notes.append(note)
     load: ServingLoad | None = None
     if w.request_rate_per_s is not None and gpu is not None:
         curve = serving_curve(arch, w, gpu, kv_bytes_per_element=kvb, double_quant=double_quant,
@@ -167,40 +249,52 @@ def _infer(arch: DecoderArch, w: Workload, gpu, double_quant: bool, kv_cache_dty
     time = None
     if gpu is not None:
         st = serve_time(arch, w, gpu, weights_bytes=mem.weights_bytes, prompt_tokens=prompt, new_tokens=new,
-                        batch=batch, kv_bytes_per_element=kvb, topology=topology)
+                        batch=batch, kv_bytes_per_element=kvb, topology=topology, double_quant=double_quant)
         time = st.step
-        budget = usable_bytes(gpu, headroom_fraction)
-        def total_at_context(tokens: int) -> int:
-            """This batch with ``tokens`` of prompt + answer, the answer as long as asked (the one fit rule:
-            the upper side of the total against the usable memory, as "fits" says)."""
-            answer = min(new, tokens - 1)
-            return infer_memory(arch, w, gpu, prompt_tokens=tokens - answer, new_tokens=answer, batch=batch,
-                                kv_bytes_per_element=kvb, double_quant=double_quant).memory.total_upper_bytes
-
-        max_ctx = largest_fitting(total_at_context, budget, upper=1 << 22)
         total_tokens = prompt + new
-        max_bs = largest_batch(arch, w, gpu, kv_bytes_per_element=kvb, double_quant=double_quant,
-                               headroom_fraction=headroom_fraction)
+        capacity = None
+        if w.engine == "vllm":     # the one vLLM capacity: its reservation, not the batch's own peak
+            capacity = vllm_capacity(arch, w, gpu, kv_bytes_per_element=kvb, double_quant=double_quant,
+                                     gpu_memory_utilization=utilization)
+            max_ctx, max_bs = capacity.longest_context(batch), capacity.batch(total_tokens)
+            held = "vLLM's KV cache would hold"
+            if batch > capacity.max_num_seqs:
+                notes.append(f"vLLM runs at most {capacity.max_num_seqs} sequences at once (max_num_seqs): a batch "
+                             f"of {batch} is served {capacity.max_num_seqs} at a time unless max_num_seqs is raised")
+        else:
+            max_ctx = largest_fitting(lambda tokens: _total_at_context(arch, w, gpu, tokens, kvb, double_quant),
+                                      usable_bytes(gpu, headroom_fraction), upper=1 << 22)
+            max_bs = largest_batch(arch, w, gpu, kv_bytes_per_element=kvb, double_quant=double_quant,
+                                   headroom_fraction=headroom_fraction)
+            held = "memory would hold"
         if arch.max_position_embeddings and max_ctx > arch.max_position_embeddings:
-            notes.append(f"memory would hold {max_ctx} tokens; the model's max_position_embeddings is "
-                         f"{arch.max_position_embeddings}")
+            notes.append(f"{held} {max_ctx:,} tokens a sequence; the model's max_position_embeddings is "
+                         f"{arch.max_position_embeddings:,}")
             max_ctx = arch.max_position_embeddings
         extras.update(ttft_s=st.ttft_s, decode_tokens_per_s=st.decode_tokens_per_s, decode_s=st.decode_s,
                       time_per_output_token_s=st.decode_step_s,
                       decode_tokens_per_s_per_user=1.0 / st.decode_step_s if st.decode_step_s else None,
-                      max_context_tokens=max_ctx, max_batch_size=max_bs)
-        if w.engine == "vllm":
-            reserved = int(utilization * gpu.visible_memory_bytes)
-            extras.update(serving_reserved_bytes=reserved)
+                      max_context_tokens=max_ctx, max_batch_size=max_bs, vllm=capacity)
+        if capacity is not None:
+            extras.update(serving_reserved_bytes=capacity.reserved_bytes)
             notes.append(f"vLLM pre-allocates gpu_memory_utilization={utilization} of the GPU "
-                         f"({format_bytes(reserved)}) for weights + KV cache, so nvidia-smi shows that, not the "
-                         f"{format_bytes(mem.memory.total_bytes)} this batch needs ({total_tokens} tokens × {batch})")
+                         f"({format_bytes(capacity.reserved_bytes)}) for weights + KV cache, so nvidia-smi shows "
+                         f"that, not the {format_bytes(mem.memory.total_bytes)} this batch needs ({total_tokens:,} "
+                         f"tokens × {batch})")
     flops = arch.prefill_flops(prompt, batch) + arch.decode_step_flops(prompt + new / 2, batch) * new
     all_notes = tuple(notes) + mem.memory.notes
     return LlmEstimate(
         workload=w, params=arch.param_counts(), trainable_params=0, memory=replace(mem.memory, notes=all_notes),
         time=time, inference=InferenceEstimate(**extras, at_load=load), flops_per_step=flops, notes=all_notes,
     )
+
+
+def _total_at_context(arch: DecoderArch, w: Workload, gpu, tokens: int, kvb: float, double_quant: bool) -> int:
+    """HF's batch with ``tokens`` of prompt + answer, the answer as long as asked (the one fit rule: the upper
+    side of the total against the usable memory, as "fits" says)."""
+    answer = min(w.max_new_tokens, tokens - 1)
+    return infer_memory(arch, w, gpu, prompt_tokens=tokens - answer, new_tokens=answer, batch=w.batch_size,
+                        kv_bytes_per_element=kvb, double_quant=double_quant).memory.total_upper_bytes
 
 
 def largest_batch(arch: DecoderArch, w: Workload, gpu, *, kv_bytes_per_element: float, double_quant: bool = True,
@@ -214,21 +308,18 @@ def largest_batch(arch: DecoderArch, w: Workload, gpu, *, kv_bytes_per_element: 
         usable_bytes(gpu, headroom_fraction), upper=1 << 16)
 
 
-def vllm_kv_sequences(arch: DecoderArch, w: Workload, gpu, *, context_tokens: int, kv_bytes_per_element: float,
-                      double_quant: bool = True,
-                      gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION) -> int:
-    """Sequences of ``context_tokens`` that vLLM's KV cache holds on each of ``w.num_gpus`` GPUs, vLLM's own rule
-    (``Worker.determine_num_available_blocks``): ``gpu_memory_utilization`` of the GPU's memory, less the peak of
-    its profiling forward (weights, one prefill of the prompt, CUDA context: one request's memory, its KV cache
-    left out), over one sequence's cache (``infer_memory``'s KV bytes: the one KV rule, tensor-parallel share
-    included). Paged blocks (16 tokens) are not rounded."""
-    one = infer_memory(arch, w, gpu, prompt_tokens=w.tokens_per_sequence, new_tokens=0, batch=1,
-                       kv_bytes_per_element=kv_bytes_per_element, double_quant=double_quant)
-    profile_peak = one.memory.total_upper_bytes - one.kv_cache_bytes
-    per_sequence = infer_memory(arch, w, gpu, prompt_tokens=context_tokens, new_tokens=0, batch=1,
-                                kv_bytes_per_element=kv_bytes_per_element, double_quant=double_quant).kv_cache_bytes
-    budget = gpu_memory_utilization * gpu.visible_memory_bytes - profile_peak
-    return max(0, int(budget // per_sequence)) if per_sequence > 0 else 0
+def vllm_capacity(arch: DecoderArch, w: Workload, gpu, *, kv_bytes_per_element: float, double_quant: bool = True,
+                  gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION) -> VllmCapacity:
+    """vLLM's KV cache on each of ``w.num_gpus`` GPUs of ``gpu`` serving ``w``'s prompts (``VllmCapacity``)."""
+    def memory(tokens: int) -> InferMemory:
+        return infer_memory(arch, w, gpu, prompt_tokens=tokens, new_tokens=0, batch=1,
+                            kv_bytes_per_element=kv_bytes_per_element, double_quant=double_quant)
+
+    one = memory(w.tokens_per_sequence)
+    return VllmCapacity(reserved_bytes=int(gpu_memory_utilization * gpu.visible_memory_bytes),
+                        profile_peak_bytes=int(one.memory.total_upper_bytes - one.kv_cache_bytes),
+                        gpu_memory_utilization=gpu_memory_utilization,
+                        kv_bytes_of=lambda tokens: memory(tokens).kv_cache_bytes)
 
 
 def _knots(max_batch: int) -> tuple[int, ...]:
@@ -247,18 +338,18 @@ def serving_curve(arch: DecoderArch, w: Workload, gpu, *, kv_bytes_per_element: 
                   topology: Topology | None = None) -> ServingCurve | None:
     """One replica (``w.num_gpus`` GPUs, tensor parallel) as the queueing of ``gpuwise.runtime.serving_load``
     needs it: prefill and decode at a few batch sizes from the one prefill and decode model, and the most
-    sequences at once. vLLM: the KV cache at the mean context P + N/2 (``vllm_kv_sequences``) and
-    ``max_num_seqs``; HF: ``--batch-size``, or the largest static batch that fits (``largest_batch``). None
-    where not one sequence fits."""
+    sequences at once. vLLM: the KV cache at the mean context P + N/2 and ``max_num_seqs`` (``VllmCapacity``),
+    where one sequence's whole context fits at all; HF: ``--batch-size``, or the largest static batch that fits
+    (``largest_batch``). None where not one sequence fits."""
     prompt, new = w.tokens_per_sequence, w.max_new_tokens
     weights = infer_memory(arch, w, gpu, prompt_tokens=prompt, new_tokens=new, batch=1,
                            kv_bytes_per_element=kv_bytes_per_element, double_quant=double_quant).weights_bytes
     context = prompt + new / 2
     if w.engine == "vllm":
-        in_cache = vllm_kv_sequences(arch, w, gpu, context_tokens=int(context),
-                                     kv_bytes_per_element=kv_bytes_per_element, double_quant=double_quant,
-                                     gpu_memory_utilization=gpu_memory_utilization)
-        max_batch = min(in_cache, VLLM_MAX_NUM_SEQS)
+        capacity = vllm_capacity(arch, w, gpu, kv_bytes_per_element=kv_bytes_per_element, double_quant=double_quant,
+                                 gpu_memory_utilization=gpu_memory_utilization)
+        in_cache = capacity.sequences(int(context)) if capacity.holds(prompt + new) else 0
+        max_batch = min(in_cache, capacity.max_num_seqs)
         limit = (f"vLLM's max_num_seqs {VLLM_MAX_NUM_SEQS}" if in_cache >= VLLM_MAX_NUM_SEQS else
                  f"the KV cache: {in_cache} sequences of {int(context):,} tokens (the mean context) in "
                  f"gpu_memory_utilization {gpu_memory_utilization}")

@@ -15,6 +15,7 @@ from gpuwise.catalog.model import GPU
 from gpuwise.catalog.topology import Topology, topology_for
 from gpuwise.memory import estimate_memory
 from gpuwise.memory.model import MemoryEstimate
+from gpuwise.memory.uncertainty import fit_wording
 from gpuwise.memory.parallel import data_parallel_memory, ring_of, with_data_parallel
 from gpuwise.plan.errors import PlanError
 from gpuwise.plan.fit import DEFAULT_HEADROOM_FRACTION, fits, largest_fitting, usable_bytes
@@ -22,6 +23,7 @@ from gpuwise.plan.llm import estimate_llm
 from gpuwise.runtime import predict_step_time
 from gpuwise.runtime.comm import DEFAULT_LAYERS
 from gpuwise.runtime.model import StepTime
+from gpuwise.runtime.quant_linears import quant_refusal
 from gpuwise.trace import trace_workload
 from gpuwise.trace.records import Trace
 from gpuwise.workload import Workload
@@ -66,7 +68,32 @@ class Estimate:
     @property
     def fits(self) -> bool | None:
         """None without a GPU; else the one fit rule at the default headroom."""
-        return None if self.gpu is None else fits(self.memory.total_upper_bytes, self.gpu)
+        return estimate_fits(self)
+
+
+def estimate_fits(est: Estimate, headroom_fraction: float = DEFAULT_HEADROOM_FRACTION) -> bool | None:
+    """The one fit verdict of an estimate (None without a GPU). Serving with vLLM: its reservation
+    (``gpu_memory_utilization``, not the headroom) holds the weights, a prefill and the KV cache of the batch's
+    sequences at their whole context (``plan.llm.VllmCapacity.holds``); anything else: the peak nvidia-smi
+    would show within the usable memory (``plan.fit.fits``). estimate, recommend and the remedies use it."""
+    if est.gpu is None:
+        return None
+    capacity = getattr(est.inference, "vllm", None)
+    if capacity is not None:
+        inf = est.inference
+        return capacity.holds(inf.prompt_tokens + inf.new_tokens, inf.batch_size)
+    return fits(est.memory.total_upper_bytes, est.gpu, headroom_fraction)
+
+
+def fit_summary(est: Estimate, headroom_fraction: float = DEFAULT_HEADROOM_FRACTION) -> str | None:
+    """``estimate_fits`` in words: vLLM's reservation, or the peak against the usable memory."""
+    if est.gpu is None:
+        return None
+    capacity = getattr(est.inference, "vllm", None)
+    if capacity is not None:
+        inf = est.inference
+        return capacity.wording(inf.prompt_tokens + inf.new_tokens, inf.batch_size)
+    return fit_wording(est.memory, usable_bytes(est.gpu, headroom_fraction))
 
 
 
@@ -209,9 +236,15 @@ def largest_fitting_batch(
 ) -> int:
     """The largest micro-batch that fits ``count`` of ``gpu`` at ``provider`` (0 when batch 1 does not),
     by the one search of ``gpuwise.plan.fit``. Traced models search powers of two by default (each new batch is a trace;
-    the grid is shared by every GPU of a recommendation); the closed form searches every integer."""
+    the grid is shared by every GPU of a recommendation); the closed form searches every integer. Serving with
+    vLLM: the sequences its KV cache holds at the whole context, up to max_num_seqs (``plan.llm.VllmCapacity``)."""
     if powers_of_two is None:
         powers_of_two = model.method == "traced"
+    served = model.workload
+    if model.method == "closed-form" and not served.is_training and served.engine == "vllm":
+        # vLLM: what its reservation holds (VllmCapacity), not the headroom rule
+        first = model.estimate(gpu, count=count, batch_size=1, with_time=False, provider=provider)
+        return min(limit, first.inference.max_batch_size or 0)
 
     def total_bytes(batch: int) -> int:
         return model.estimate(gpu, count=count, batch_size=batch, with_time=False,
@@ -225,7 +258,8 @@ def cannot_run(workload: Workload, gpu: GPU) -> str | None:
     PyTorch refuses bf16 autocast on a T4 or V100), unless the precision was the default rule's, which
     runs at its fp16 twin there. The one rule estimate, recommend and the time scaling of report and
     advise apply."""
-    return why_not_on(workload_on(workload, gpu).precision, gpu.has_bf16, gpu.arch)
+    return (why_not_on(workload_on(workload, gpu).precision, gpu.has_bf16, gpu.arch)
+            or quant_refusal(workload.quant, gpu, workload.engine))
 
 
 def step_time_function(workload: Workload, progress: Callable[[str], None] | None = None, *,

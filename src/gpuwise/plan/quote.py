@@ -14,6 +14,7 @@ from gpuwise.plan.fit import fits as fits_rule
 from gpuwise.plan.fit import spare_bytes
 from gpuwise.plan.money import convert
 from gpuwise.plan.reasons import Exclusion
+from gpuwise.runtime.serving_load import load_fraction
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ class Quote:
     request_rate_per_s: float | None = None
     replicas: int | None = None
     concurrency: float | None = None      # requests in flight over all replicas (Little's law)
-    utilisation: float | None = None      # share of time each replica's GPUs work
+    utilisation: float | None = None      # share of time each replica's GPUs work (busy; ``load`` is rate / capacity)
     capacity_per_replica_per_s: float | None = None   # the largest rate one replica carries
     cost_per_hour_at_load: float | None = None        # replicas × price_per_hour, in ``currency``
     cost_per_million_tokens: float | None = None      # at that load, in ``currency``
@@ -84,6 +85,13 @@ class Quote:
         return self.price_per_hour_ranked * self.step_time_s / 3600.0
 
     @property
+    def load(self) -> float | None:
+        """At a load: the rate each replica carries as a share of its capacity (``serving_load.load_fraction``)."""
+        if not (self.request_rate_per_s and self.replicas and self.capacity_per_replica_per_s):
+            return None
+        return load_fraction(self.request_rate_per_s, self.replicas, self.capacity_per_replica_per_s)
+
+    @property
     def cost_per_million_tokens_ranked(self) -> float | None:
         """At a load: the cost per million output tokens in the ranking currency (what the table shows)."""
         if self.cost_per_million_tokens is None or self.total_cost_ranked is None or not self.cost_per_hour_at_load:
@@ -111,7 +119,7 @@ class Quote:
             "total_cost": self.total_cost, "total_cost_ranked": self.total_cost_ranked, "bound": self.bound,
             "regime": self.regime, "ttft_s": self.ttft_s, "tpot_s": self.tpot_s,
             "request_rate_per_s": self.request_rate_per_s, "replicas": self.replicas,
-            "concurrency": self.concurrency, "utilisation": self.utilisation,
+            "concurrency": self.concurrency, "load": self.load, "utilisation": self.utilisation,
             "capacity_per_replica_per_s": self.capacity_per_replica_per_s,
             "cost_per_hour_at_load": self.cost_per_hour_at_load,
             "cost_per_million_tokens": self.cost_per_million_tokens,
@@ -124,14 +132,17 @@ class Quote:
 
 def make_quote(
     gpu: GPU, count: int, offer: Offer | None, *, peak_total_bytes: int | None, step_time_s: float | None,
-    headroom_fraction: float, ranking_currency: str | None, **job,
+    headroom_fraction: float, ranking_currency: str | None, fits: bool | None = None, **job,
 ) -> Quote:
-    """A quote with the fit decided by the one rule and the price in the ranking currency.
+    """A quote with the fit decided by the one rule and the price in the ranking currency. ``fits``: the
+    estimate's own verdict where it has one (``plan.profile.estimate_fits``: vLLM's reservation); None: the
+    peak against the usable memory.
 
     ``job``: the whole-job fields of :class:`Quote` (``total_time_s`` …); ``total_cost`` is derived
     from ``total_time_s`` and the offer when not given.
     """
-    fits = None if peak_total_bytes is None else fits_rule(peak_total_bytes, gpu, headroom_fraction)
+    if fits is None:
+        fits = None if peak_total_bytes is None else fits_rule(peak_total_bytes, gpu, headroom_fraction)
     spare = None if peak_total_bytes is None else spare_bytes(peak_total_bytes, gpu, headroom_fraction)
     price = offer.price_per_hour if offer else None
     currency = offer.currency if offer else None

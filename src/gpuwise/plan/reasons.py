@@ -57,10 +57,9 @@ def out_of_memory(batch: int, needs: str, usable: str, kept: str, *, risk: bool)
                      f"{'OOM risk' if risk else 'OOM'} at batch {batch}: needs {needs}, {usable} usable{kept}")
 
 
-def no_kv_room(gpu_memory_utilization: float) -> Exclusion:
-    """vLLM at a load: one request fits, but its reservation leaves no KV cache for a sequence to decode."""
-    return Exclusion(OOM, f"no room for one sequence's KV cache: the weights and a prefill take vLLM's "
-                          f"gpu_memory_utilization {gpu_memory_utilization} of the GPU")
+def no_kv_room(shortfall: str) -> Exclusion:
+    """vLLM: its reservation does not hold the KV cache of the sequences to serve (``VllmCapacity.shortfall``)."""
+    return Exclusion(OOM, shortfall)
 
 
 def latency_missed(misses: list[str]) -> Exclusion:

@@ -15,10 +15,10 @@ from gpuwise.plan.fit import fits, usable_bytes
 from gpuwise.plan.money import RATES_CHECKED, rates_in
 from gpuwise.plan.offers import candidate_offers, cheapest_offer, ranking_currency, spot_policy
 from gpuwise.plan import reasons
-from gpuwise.plan.profile import WorkloadModel, cannot_run, largest_fitting_batch, workload_on
+from gpuwise.plan.profile import MAX_AUTO_BATCH, WorkloadModel, cannot_run, estimate_fits, largest_fitting_batch, workload_on
 from gpuwise.plan.quote import Quote, make_quote
 from gpuwise.plan.remedies import find_remedies
-from gpuwise.plan.spot import SpotRisk, spot_outcome
+from gpuwise.plan.spot import SpotRisk, describe_serving, spot_outcome
 from gpuwise.runtime.serving_load import serving_load
 from gpuwise.runtime.stack import Stack, assumed_stack
 from gpuwise.units import format_bytes, format_duration, format_money, format_request_rate
@@ -66,9 +66,12 @@ class Recommendation:
         }
 
 
-def auto_micro_batch(effective_batch: int | None) -> int:
+def auto_micro_batch(effective_batch: int | None, *, serving: bool = False) -> int:
     """The micro-batch ``--batch-size auto`` starts from: the effective batch, which each option then cuts
-    to the largest divisor that fits. Training needs ``--effective-batch`` to say what to keep."""
+    to the largest divisor that fits. Training needs ``--effective-batch`` to say what to keep; serving (no
+    optimizer step) takes the most requests that fit each option, up to ``MAX_AUTO_BATCH`` (vLLM: its capacity)."""
+    if effective_batch is None and serving:
+        return MAX_AUTO_BATCH
     if effective_batch is None:
         raise PlanError("--batch-size auto needs --effective-batch N (the samples per optimizer step to keep)")
     if effective_batch < 1:
@@ -171,7 +174,8 @@ def recommend(
     if best is None:
         nothing, closest = _nothing_meets(options, constraints, provider, rank_in, workload.precision, no_bf16)
     batch_note = (_load_note(workload, constraints) if at_rate else
-                  f"{workload.batch_size} requests served together on every option ({model.method}: "
+                  ("the most requests that fit each option served together" if auto_batch else
+                   f"{workload.batch_size} requests served together on every option") + f" ({model.method}: "
                   f"{'a decoder LLM is split over its GPUs by tensor parallelism' if model.method == 'closed-form' else 'each GPU serves its own batch'})"
                   if not workload.is_training else
                   f"effective batch {effective} samples per step on every option (micro-batch × accumulation × GPUs)"
@@ -180,7 +184,8 @@ def recommend(
                   f"grows with the GPU count")
     notes = (
         batch_note,
-        *((spot_risk.describe(),) if any(o.spot for o in options) else ()),
+        *(((describe_serving(spot_risk) if at_rate else spot_risk.describe()),) if any(o.spot for o in options)
+          else ()),
         *((spot_outcome(options, best, provider),) if spot else ()),
         *((input_note,) if (input_note := _input_outcome(workload, options)) else ()),
         f"costs ranked in {rank_in}; exchange rates indicative as of {RATES_CHECKED}",
@@ -248,9 +253,10 @@ def _evaluate(model, gpu: GPU, offer: Offer, count: int, job: JobSize, constrain
                                         limit=per_gpu, provider=where)
         if largest == 0:
             est = model.estimate(gpu, count=count, batch_size=1, with_time=False, provider=where)
-            return excluded(_oom_reason(1, est.memory, gpu, constraints), batch_size=1,
-                            peak_total_bytes=est.memory.total_upper_bytes)
-        micro = max(d for d in _divisors(per_gpu) if d <= largest)
+            return excluded(_does_not_fit(est, 1, gpu, constraints), batch_size=1,
+                            peak_total_bytes=est.memory.total_upper_bytes, fits=False)
+        # serving keeps no effective batch: the most requests that fit (training: a divisor of what it keeps)
+        micro = max(d for d in _divisors(per_gpu) if d <= largest) if workload.is_training else largest
     else:
         micro = min(workload.batch_size, per_gpu)
         if per_gpu % micro:
@@ -289,12 +295,12 @@ def _evaluate(model, gpu: GPU, offer: Offer, count: int, job: JobSize, constrain
         preemption_s, total_time_s = expected - total_time_s, expected
     option = make_quote(
         gpu, count, offer, peak_total_bytes=est.memory.total_upper_bytes, step_time_s=step.step_time_s if step else None,
-        batch_size=micro, grad_accum_steps=accum, total_time_s=total_time_s, preemption_time_s=preemption_s,
+        fits=estimate_fits(est, constraints.headroom_fraction), batch_size=micro, grad_accum_steps=accum, total_time_s=total_time_s, preemption_time_s=preemption_s,
         bound=step.bound if step else None, regime=step.regime if step else None, calibration=est.calibration,
         warnings=split_note + (tuple(step.warnings) if step else ()), **latency, **quote,
     )
     if not option.fits:
-        option = replace(option, exclusion=_oom_reason(micro, est.memory, gpu, constraints))
+        option = replace(option, exclusion=_does_not_fit(est, micro, gpu, constraints))
     return option
 
 
@@ -318,15 +324,24 @@ def _at_load(gpu: GPU, count: int, offer: Offer, est, serving, constraints: Cons
                        cost_per_million_tokens=per_hour / (tokens_per_hour / 1e6))
     option = make_quote(
         gpu, count, offer, peak_total_bytes=est.memory.total_upper_bytes,
+        fits=estimate_fits(est, constraints.headroom_fraction) and (load is not None),
         step_time_s=step.step_time_s if step else None, batch_size=serving.batch_size if serving is not None else None, bound=step.bound if step else None,
         regime=step.regime if step else None, calibration=est.calibration,
         warnings=warnings + (tuple(step.warnings) if step else ()), **figures, **quote,
     )
     if not option.fits:
-        return replace(option, exclusion=_oom_reason(option.batch_size or 1, est.memory, gpu, constraints))
-    if load is None:
-        return replace(option, exclusion=reasons.no_kv_room(serving.gpu_memory_utilization))
+        return replace(option, exclusion=_does_not_fit(est, option.batch_size or 1, gpu, constraints))
     return option
+
+
+def _does_not_fit(est, batch: int, gpu: GPU, constraints: Constraints) -> reasons.Exclusion:
+    """Why an estimate does not fit (``estimate_fits``): vLLM's reservation, or the peak against the memory."""
+    capacity = getattr(est.inference, "vllm", None)
+    if capacity is not None:
+        inf = est.inference
+        return reasons.no_kv_room(capacity.shortfall(inf.prompt_tokens + inf.new_tokens, inf.batch_size) or
+                                  "no room for one sequence's KV cache in vLLM's reservation")
+    return _oom_reason(batch, est.memory, gpu, constraints)
 
 
 def _oom_reason(batch: int, memory, gpu: GPU, constraints: Constraints) -> reasons.Exclusion:

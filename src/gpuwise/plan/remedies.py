@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING
 
 from gpuwise.catalog.model import Catalog
 from gpuwise.plan.constraints import Constraints, JobSize, apply_constraints
-from gpuwise.plan.fit import fits
-from gpuwise.plan.profile import Correction, model_for
+from gpuwise.plan.profile import Correction, estimate_fits, model_for
 from gpuwise.plan.quote import make_quote
 from gpuwise.workload import Workload
 
@@ -67,6 +66,7 @@ def candidate_remedies(w: Workload, closed_form: bool, *, micro_batch: bool = Tr
             out.extend(_precision_remedy(name) for name in ("bf16", "fp16"))
         if closed_form and w.quant == "none":
             out.append(_remedy("--quant int8", quant="int8"))
+        if closed_form and w.quant in ("none", "int8"):
             out.append(_remedy("--quant nf4", quant="nf4"))
         if w.batch_size > 1:
             out.append(_remedy(f"--batch-size {w.batch_size // 2}", batch_size=w.batch_size // 2))
@@ -116,12 +116,12 @@ def find_remedies(
         for target in oom:   # cheapest first: the cheapest GPU this remedy rescues is the news
             gpu = gpus[target.gpu]
             est = model.estimate(gpu, count=target.count, provider=target.provider)
-            if est.time is None or not fits(est.memory.total_upper_bytes, gpu, constraints.headroom_fraction):
+            if est.time is None or not estimate_fits(est, constraints.headroom_fraction):
                 continue
             steps = job.optimizer_steps(w.effective_batch_size)
             quote = make_quote(
                 gpu, target.count, target.offer,
-                peak_total_bytes=est.memory.total_upper_bytes, step_time_s=est.time.step_time_s,
+                peak_total_bytes=est.memory.total_upper_bytes, step_time_s=est.time.step_time_s, fits=True,
                 headroom_fraction=constraints.headroom_fraction, ranking_currency=rec.ranking_currency,
                 total_time_s=steps * est.time.step_time_s, batch_size=w.batch_size, grad_accum_steps=w.grad_accum_steps,
                 # serving: what a request sees, so that --ttft/--tpot hold for a remedy as for the options
@@ -152,7 +152,7 @@ def changes_that_fit(
 
     def quote(flags: str, w: Workload) -> dict | None:
         est = make(w).estimate(gpu, count=w.num_gpus, provider=provider)
-        if not fits(est.memory.total_upper_bytes, gpu, headroom_fraction):
+        if not estimate_fits(est, headroom_fraction):
             return None
         return {"change": flags, "peak_total_bytes": est.memory.total_upper_bytes,
                 "gpu_memory_bytes": gpu.visible_memory_bytes,

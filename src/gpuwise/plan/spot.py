@@ -49,6 +49,16 @@ class SpotRisk:
                 f"(+{self.preemptions_per_hour * self.lost_per_preemption_s / 36:.1f}% time and cost)")
 
 
+def describe_serving(risk: SpotRisk) -> str:
+    """What a preemption costs a server (``--request-rate``): no checkpoint is lost; the replica's requests in
+    flight are dropped (their clients retry) and it is gone until a new machine has loaded the weights."""
+    down = risk.preemptions_per_hour * risk.restart_s / 3600.0
+    return (f"spot offers: {risk.preemptions_per_hour:g} preemptions per hour assumed; each drops the requests in "
+            f"flight on that replica and takes it away for about {format_duration(risk.restart_s)} (a new machine, "
+            f"loading the weights), {down:.1%} of the time: the others carry its load meanwhile, or keep one "
+            "replica on demand (the cost per hour is the spot price)")
+
+
 def spot_outcome(options, best, provider: str | None) -> str:
     """What ``--spot`` changed, in one sentence: which spot offer (if any) is the best, or why none is
     (the providers asked have none, or the cheapest spot option still costs more than ``best``).

@@ -76,14 +76,32 @@ class CommTime:
 
 
 # -- collectives ---------------------------------------------------------------------------------------
-def weak_scaling_exposed_s(exposed_s: float, sharded_compute_s: float, one_gpu_compute_s: float) -> float:
-    """The communication a data-parallel step exposes, at least what sharding saved on compute: a step on
-    N GPUs, each running the whole micro-batch, is never shorter than the same step on one GPU (speed-up
-    <= N, issue 24). ZeRO/FSDP do update 1/N of the optimizer state per rank, but they pay for it in
-    collectives whose kernels take the GPU's memory bandwidth and SMs from that update and from compute;
-    the overlap model above counts the links' time only, so a saving past one GPU's step is taken as
-    spent there (measured FSDP/ZeRO-3 scaling efficiencies are below 1: llm-train/)."""
-    return max(exposed_s, one_gpu_compute_s - sharded_compute_s)
+@dataclass(frozen=True)
+class ExposedParts:
+    """What a data-parallel step adds to its compute, in two parts that sum to it.
+
+    ``communication_s``: the links' estimate, the exposed time of the overlap model (``data_parallel_comm``).
+    ``sharding_overhead_s``: what the weak-scaling floor adds beyond it. A step on N GPUs, each running the
+    whole micro-batch, is never shorter than the same step on one GPU (speed-up <= N, issue 24). ZeRO/FSDP
+    update 1/N of the optimizer state per rank, but they pay for it in collectives whose kernels take the
+    GPU's memory bandwidth and SMs from that update and from compute; the overlap model counts the links'
+    time only, so a saving past one GPU's step is taken as spent there (measured FSDP/ZeRO-3 scaling
+    efficiencies are below 1: llm-train/). It is a floor, not a link estimate: reported as its own part
+    (``StepTime.sharding_overhead_s``), never as communication."""
+
+    communication_s: float
+    sharding_overhead_s: float
+
+    @property
+    def total_s(self) -> float:
+        return self.communication_s + self.sharding_overhead_s
+
+
+def weak_scaling_parts(exposed_s: float, sharded_compute_s: float, one_gpu_compute_s: float) -> ExposedParts:
+    """The links' exposed time, and the floor's excess: at least what sharding saved on compute
+    (``one_gpu_compute_s - sharded_compute_s``) is added to the step, the links' part first."""
+    floor_s = one_gpu_compute_s - sharded_compute_s
+    return ExposedParts(communication_s=exposed_s, sharding_overhead_s=max(0.0, floor_s - exposed_s))
 
 
 def _stage_s(kind: str, size_bytes: float, ranks: int, link) -> float:

@@ -22,6 +22,10 @@ Inference: prefill is the forward's kernels over the prompts, timed as above (ne
   criteria: ``HF_GENERATE_STEP_S``, a prior). A token takes the larger of the GPU's and the host's time
   (the smooth maximum the per-operator predictor uses). For Llama-2-7B on an A100 this gives ~50
   tokens/s at batch 1, a third to a half of what a CUDA-graph engine reaches, as HF users report.
+Quantized weights (``--quant``, or a checkpoint's own FP8) run through their library's kernels
+  (``gpuwise.runtime.quant_linears``: bitsandbytes' gemv_4bit at one row, dequantize_4bit + a 16-bit GEMM
+  above it, LLM.int8()'s dozen kernels and two host waits a linear, vLLM's eager mode for 8-bit): their
+  traffic at those kernels' rates, their extra kernels and eager calls, their host waits (``paced_s``).
 """
 
 from __future__ import annotations
@@ -30,10 +34,12 @@ from dataclasses import dataclass
 
 from gpuwise.catalog.topology import PCIE_X16_GBS, Topology, topology_for
 from gpuwise.runtime.calibration import Calibration, load_calibration
-from gpuwise.runtime.comm import collective_s, data_parallel_comm, weak_scaling_exposed_s
+from gpuwise.runtime.comm import collective_s, data_parallel_comm, weak_scaling_parts
 from gpuwise.runtime.host import CUDA_LAUNCH_S, PYTHON_FORWARD_DEFAULT_S, VIEW_S, listed_step_host_s
 from gpuwise.runtime.llm_kernels import decode_compute_s, prefill, train_passes
 from gpuwise.runtime.predict import smooth_max
+from gpuwise.runtime.quant_linears import (GEMV_4BIT_BW_EFF, QuantLinears, fp8_refusal, fp8_tensor_cores, linear_path,
+                                            quant_linears, vllm_cuda_graphs)
 from gpuwise.runtime.model import StepTime
 from gpuwise.runtime.rates import fallback_warning
 from gpuwise.workload import Workload
@@ -55,6 +61,9 @@ HF_GENERATE_STEP_S = 1.5e-3
 # rotary embedding, paged attention, o_proj GEMM, fused add + RMSNorm, gate_up GEMM, SiLU-and-mul, down GEMM;
 # the tensor-parallel all-reduces are timed apart (tp_latency_s)
 VLLM_KERNELS_PER_LAYER = 9
+# A host wait for the GPU (LLM.int8()'s outlier test, transformers' FP8Linear): the read-back's launch, and the
+# drained GPU idle until the next eager call has issued its kernel (a prior: one eager call and two launches)
+SYNC_S = PYTHON_FORWARD_DEFAULT_S + 2 * CUDA_LAUNCH_S
 
 
 def hf_decode_host_s(arch: DecoderArch) -> float:
@@ -62,6 +71,37 @@ def hf_decode_host_s(arch: DecoderArch) -> float:
     per_layer = (HF_KERNEL_OPS_PER_LAYER * (PYTHON_FORWARD_DEFAULT_S + CUDA_LAUNCH_S)
                  + HF_VIEWS_PER_LAYER * VIEW_S + HF_MODULE_CALLS_PER_LAYER * PYTHON_FORWARD_DEFAULT_S)
     return arch.num_layers * per_layer + HF_GENERATE_STEP_S
+
+
+def vllm_eager_host_s(arch: DecoderArch) -> float:
+    """Host time of one decode step of vLLM without CUDA graphs (``enforce_eager``): its fused layer's kernels
+    (``VLLM_KERNELS_PER_LAYER``), each an eager call."""
+    return arch.num_layers * VLLM_KERNELS_PER_LAYER * (PYTHON_FORWARD_DEFAULT_S + CUDA_LAUNCH_S)
+
+
+def quant_reads_s(q: QuantLinears, gpu) -> float:
+    """GPU time of the quantized linears' weight reads (``gpuwise.runtime.quant_linears``): what GEMMs read at
+    the share of the bandwidth a CUDA-graph decode reaches, bitsandbytes' 4-bit GEMV at its own."""
+    bw = _bandwidth(gpu)
+    return q.matmul_bytes / (bw * DECODE_BW_EFF) + q.gemv_bytes / (bw * GEMV_4BIT_BW_EFF)
+
+
+def quant_around_s(q: QuantLinears, gpu, cal: Calibration) -> float:
+    """GPU time of the kernels around them (absmax, dequantization, activation passes) at a streaming kernel's
+    share of the bandwidth, and every extra kernel's gap."""
+    return q.stream_bytes / (_bandwidth(gpu) * MEM_EFF) + q.extra_kernels * cal.p("kernel_latency_s")
+
+
+def quant_host_s(q: QuantLinears | None) -> float:
+    """Eager host time of the quantized linears' calls beyond a 16-bit linear's."""
+    return q.extra_eager_calls * (PYTHON_FORWARD_DEFAULT_S + CUDA_LAUNCH_S) if q is not None else 0.0
+
+
+def paced_s(gpu_s: float, host_s: float, syncs: float) -> float:
+    """A step from its GPU and host times: the smooth maximum (the host issues ahead of the GPU); where the host
+    waits for the GPU ``syncs`` times, it cannot issue past a wait, so each segment between waits is its own
+    smooth maximum (segments taken alike: the same) and every wait costs ``SYNC_S``."""
+    return smooth_max(gpu_s, host_s) + syncs * SYNC_S
 
 
 def _warnings(gpu, precision: str) -> list[str]:
@@ -130,7 +170,7 @@ def train_step_time(arch: DecoderArch, w: Workload, gpu, mem, *, double_quant: b
         micro_s += passes * mem.param_gather_bytes / n / pcie
 
     # communication: the one data-parallel model (gpuwise.runtime.comm), as for traced models
-    comm_exposed = 0.0
+    comm_exposed = overhead_s = 0.0
     if n > 1:
         comm = data_parallel_comm(
             sharding=w.sharding, count=n, gpu=gpu, grad_bytes=mem.grad_sync_bytes,
@@ -140,10 +180,11 @@ def train_step_time(arch: DecoderArch, w: Workload, gpu, mem, *, double_quant: b
         )
         accum = w.grad_accum_steps
         one_gpu_s = accum * (micro_s + dequant_one_gpu_s - dequant_s) + optimizer_s(t)
-        comm_exposed = weak_scaling_exposed_s(comm.exposed_s, accum * micro_s + opt_s, one_gpu_s)
+        parts = weak_scaling_parts(comm.exposed_s, accum * micro_s + opt_s, one_gpu_s)
+        comm_exposed, overhead_s = parts.communication_s, parts.sharding_overhead_s
         warnings.extend(comm.notes)
     accum = w.grad_accum_steps
-    step_s = accum * micro_s + opt_s + comm_exposed
+    step_s = accum * micro_s + opt_s + comm_exposed + overhead_s
     by_class = {c: accum * s for c, s in micro.by_class_s.items()}
     by_class["memory"] = accum * (dequant_s + max(weights_s - micro_compute, 0.0)) + opt_s
     by_class["launch"] = accum * (micro_s - micro_device_s)      # the GPU waiting for the host
@@ -160,7 +201,8 @@ def train_step_time(arch: DecoderArch, w: Workload, gpu, mem, *, double_quant: b
     samples = w.batch_size * accum * n
     return StepTime(gpu=gpu.id, count=n, step_time_s=step_s, samples_per_s=samples / step_s,
                     by_class_s=by_class, bound=bound, compute_s=accum * micro_compute,
-                    communication_s=comm_exposed, warnings=tuple(warnings), micro_step_s=micro_s, optimizer_s=opt_s,
+                    communication_s=comm_exposed, sharding_overhead_s=overhead_s, warnings=tuple(warnings),
+                    micro_step_s=micro_s, optimizer_s=opt_s,
                     kernel_launches=accum * micro.kernels, device_s=accum * micro_device_s + opt_s,
                     host_s=accum * micro_host_s)
 
@@ -184,15 +226,18 @@ class DecodeStep:
     step_s: float                   # what the iteration takes: the smooth maximum of the GPU's and the host's time
     gpu_s: float                    # the GPU's part: max(bytes read, arithmetic) + tensor-parallel latency
     host_s: float                   # eager HF generate issuing the kernels from Python (0 for vLLM's CUDA graphs)
-    memory_s: float                 # weights touched + KV cache read, at what CUDA-graph engines reach
+    memory_s: float                 # weights touched + KV cache read, at what CUDA-graph engines reach, + the
+    #                                 quantized linears' dequantization and activation traffic
     compute_s: float                # the GEMMs at the tiled law, attention at the peak
     tp_latency_s: float             # the tensor-parallel all-reduces of one iteration
+    syncs: float = 0.0              # host waits for the GPU (quantized linears: LLM.int8(), FP8Linear)
+    quant_path: str = ""            # how the quantized linears run (gpuwise.runtime.quant_linears); "" unquantized
 
     @property
     def tp_exposed_s(self) -> float:
         """What the tensor-parallel all-reduces add to the iteration: less than their latency where the host's
         issue time hides part of them."""
-        return self.step_s - smooth_max(self.gpu_s - self.tp_latency_s, self.host_s)
+        return self.step_s - paced_s(self.gpu_s - self.tp_latency_s, self.host_s, self.syncs)
 
 
 def weights_read_s(weights_bytes: float, gpu) -> float:
@@ -200,10 +245,50 @@ def weights_read_s(weights_bytes: float, gpu) -> float:
     return weights_bytes / (_bandwidth(gpu) * DECODE_BW_EFF)
 
 
-def prefill_s(arch: DecoderArch, w: Workload, gpu, *, weights_bytes: float, prompt_tokens: int, batch: int,
-              topology: Topology | None = None, calibration: Calibration | None = None) -> tuple[float, float]:
-    """(time to first token, its tensor-parallel communication) of one prefill of ``batch`` prompts: the
-    forward's kernels, never faster than reading the weights once, plus 2 all-reduces a layer over TP GPUs."""
+def expert_share(arch: DecoderArch, rows: int) -> float:
+    """The share of routed experts ``rows`` tokens touch (each picks ``experts_per_token`` of them, evenly)."""
+    if not arch.is_moe:
+        return 1.0
+    return 1.0 - (1.0 - arch.experts_per_token / arch.num_experts) ** rows
+
+
+def served_linears(arch: DecoderArch, w: Workload, gpu, *, rows: int, double_quant: bool = True) -> QuantLinears | None:
+    """The quantized linears of a serving forward over ``rows`` rows on one of ``w.num_gpus`` tensor-parallel GPUs."""
+    return quant_linears(arch, w.quant, rows=rows, tp=w.num_gpus, double_quant=double_quant,
+                         expert_share=expert_share(arch, rows), gpu=gpu, engine=w.engine)
+
+
+@dataclass(frozen=True)
+class PrefillParts:
+    """One prefill on one GPU: its kernels, the floor of reading the weights its GEMMs read, the quantized
+    linears' kernels around the GEMMs (dequantization, activation passes: serial work), and the
+    tensor-parallel all-reduces."""
+
+    kernels_s: float
+    reads_s: float
+    around_s: float
+    tp_comm_s: float
+
+    @property
+    def gpu_s(self) -> float:
+        return max(self.kernels_s, self.reads_s) + self.around_s
+
+    @property
+    def ttft_s(self) -> float:
+        return self.gpu_s + self.tp_comm_s
+
+    @property
+    def memory_bound(self) -> bool:
+        return self.reads_s >= self.kernels_s * (1 - 1e-9)
+
+
+def prefill_parts(arch: DecoderArch, w: Workload, gpu, *, weights_bytes: float, prompt_tokens: int, batch: int,
+                  topology: Topology | None = None, calibration: Calibration | None = None,
+                  double_quant: bool = True) -> PrefillParts:
+    """One prefill of ``batch`` prompts: the forward's kernels, never faster than reading the weights once, plus
+    2 all-reduces a layer over TP GPUs. Quantized weights: the GEMMs read what their path gives them
+    (bitsandbytes' nf4: the 16-bit copy ``dequantize_4bit`` writes), and the kernels around them
+    (dequantization, LLM.int8()'s activation passes) add their traffic and gaps (``gpuwise.runtime.quant_linears``)."""
     cal = calibration or load_calibration()
     n = w.num_gpus
     topo = topology or topology_for(gpu)
@@ -212,7 +297,41 @@ def prefill_s(arch: DecoderArch, w: Workload, gpu, *, weights_bytes: float, prom
     if n > 1:
         act = prompt_tokens * batch * arch.hidden_size * compute_bytes(w.precision)
         tp_comm = 2 * arch.num_layers * collective_s("all_reduce", act, n, topo)
-    return max(kernels_s, weights_read_s(weights_bytes, gpu)) + tp_comm, tp_comm
+    q = served_linears(arch, w, gpu, rows=prompt_tokens * batch, double_quant=double_quant)
+    if q is None:
+        return PrefillParts(kernels_s, weights_read_s(weights_bytes, gpu), 0.0, tp_comm)
+    plain = max(weights_bytes - q.stored_bytes, 0.0)
+    return PrefillParts(kernels_s, weights_read_s(plain, gpu) + quant_reads_s(q, gpu), quant_around_s(q, gpu, cal),
+                        tp_comm)
+
+
+def prefill_s(arch: DecoderArch, w: Workload, gpu, *, weights_bytes: float, prompt_tokens: int, batch: int,
+              topology: Topology | None = None, calibration: Calibration | None = None,
+              double_quant: bool = True) -> tuple[float, float]:
+    """(time to first token, its tensor-parallel communication) of one prefill (``prefill_parts``)."""
+    p = prefill_parts(arch, w, gpu, weights_bytes=weights_bytes, prompt_tokens=prompt_tokens, batch=batch,
+                      topology=topology, calibration=calibration, double_quant=double_quant)
+    return p.ttft_s, p.tp_comm_s
+
+
+def quant_notes(arch: DecoderArch, w: Workload, gpu, *, batch: int, double_quant: bool = True) -> list[str]:
+    """What the quantized linears' path means for this GPU and batch, said with the time."""
+    if w.quant == "none":
+        return []
+    if w.quant == "fp8":
+        refusal = fp8_refusal(gpu, w.engine)
+        if refusal:
+            return [f"cannot serve the FP8 weights here: {refusal}"]
+        if not fp8_tensor_cores(gpu):
+            return [f"FP8 weights on {gpu.id} (compute capability {gpu.compute_capability}, no FP8 tensor cores): "
+                    "vLLM runs them weight-only through its FP8 Marlin kernel, 1 B a weight read, GEMMs at the "
+                    "16-bit rate"]
+        return []
+    path = linear_path(w.quant, rows=batch, double_quant=double_quant, gpu=gpu, engine=w.engine)
+    moved = path.matmul_bytes + path.gemv_bytes + path.stream_bytes
+    syncs = f", {path.syncs} host waits for the GPU" if path.syncs else ""
+    return [f"--quant {w.quant} decode at batch {batch}: bitsandbytes' {path.name}, ~{moved:.2f} B moved a weight "
+            f"(16-bit: 2), {path.kernels} kernels a linear{syncs} (gpuwise.runtime.quant_linears)"]
 
 
 def decode_kernels(arch: DecoderArch, engine: str) -> int:
@@ -224,62 +343,82 @@ def decode_kernels(arch: DecoderArch, engine: str) -> int:
 
 def decode_step(arch: DecoderArch, w: Workload, gpu, *, weights_bytes: float, context_tokens: float, batch: int,
                 kv_bytes_per_element: float, topology: Topology | None = None,
-                calibration: Calibration | None = None) -> DecodeStep:
+                calibration: Calibration | None = None, double_quant: bool = True) -> DecodeStep:
     """One decode iteration of ``batch`` sequences at ``context_tokens`` (``weights_bytes`` per GPU): the
     one decode model, for a static batch (``serve_time``) and for continuous batching at a load
-    (``gpuwise.plan.llm``)."""
+    (``gpuwise.plan.llm``). Quantized weights (``w.quant``) go through their library's kernels
+    (``gpuwise.runtime.quant_linears``): their traffic at those kernels' rates, their extra kernels, their eager
+    calls (HF; vLLM without CUDA graphs) and host waits."""
     cal = calibration or load_calibration()
     n = w.num_gpus
     topo = topology or topology_for(gpu)
-    # weights touched per step (MoE: experts hit by at least one of the batch's tokens)
-    touched = weights_bytes
-    if arch.is_moe:
-        pc = arch.param_counts()
-        frac = 1.0 - (1.0 - arch.experts_per_token / arch.num_experts) ** batch
-        touched = weights_bytes * (1 - pc.experts / pc.total * (1 - frac))
     kv_share = 1.0 / min(n, arch.num_kv_heads) if not arch.is_mla else 1.0
     kv_read = arch.kv_cache_bytes(int(context_tokens), batch, kv_bytes_per_element) * kv_share
-    mem_s = (touched + kv_read) / (_bandwidth(gpu) * DECODE_BW_EFF)
+    q = served_linears(arch, w, gpu, rows=batch, double_quant=double_quant)
+    if q is None:
+        # weights touched per step (MoE: experts hit by at least one of the batch's tokens)
+        touched = weights_bytes
+        if arch.is_moe:
+            pc = arch.param_counts()
+            touched = weights_bytes * (1 - pc.experts / pc.total * (1 - expert_share(arch, batch)))
+        mem_s = (touched + kv_read) / (_bandwidth(gpu) * DECODE_BW_EFF)
+    else:   # the routed experts are quantized linears: the rest is read whole
+        plain = max(weights_bytes - q.stored_bytes, 0.0)
+        mem_s = (plain + kv_read) / (_bandwidth(gpu) * DECODE_BW_EFF) + quant_reads_s(q, gpu)
     flop_s = decode_compute_s(arch, w, gpu, cal, context_tokens=context_tokens, batch=batch, tp=n)
     # decode's tensor-parallel all-reduces move a few KB: latency-bound (2 per layer); vLLM replays its
     # decode steps as CUDA graphs (vllm/worker/model_runner.py, capture of decode batch sizes), so they pay
     # the hops but not an eager call's per-collective latency; HF generate calls NCCL eagerly
+    graphs = w.engine == "vllm" and vllm_cuda_graphs(w.quant)
     tp_latency = 2 * arch.num_layers * collective_s("all_reduce", 1.0, n, topo,
-                                                    graph_captured=w.engine == "vllm") if n > 1 else 0.0
+                                                    graph_captured=graphs) if n > 1 else 0.0
     # every kernel's GPU-side gap (ramp-up and tail), as a traced step pays it (kernels.kernel_device_s)
     gaps_s = decode_kernels(arch, w.engine) * cal.p("kernel_latency_s")
-    gpu_step_s = max(mem_s, flop_s) + gaps_s + tp_latency
-    host_step_s = hf_decode_host_s(arch) if w.engine == "hf" else 0.0
-    return DecodeStep(step_s=smooth_max(gpu_step_s, host_step_s), gpu_s=gpu_step_s, host_s=host_step_s,
-                      memory_s=mem_s, compute_s=flop_s, tp_latency_s=tp_latency)
+    around_s = quant_around_s(q, gpu, cal) if q is not None else 0.0     # serial: not hidden by the GEMMs
+    gpu_step_s = max(mem_s, flop_s) + around_s + gaps_s + tp_latency
+    if w.engine == "hf":
+        host_step_s = hf_decode_host_s(arch) + quant_host_s(q)
+    else:
+        host_step_s = 0.0 if graphs else vllm_eager_host_s(arch) + quant_host_s(q)
+    syncs = q.syncs if q is not None else 0.0
+    return DecodeStep(step_s=paced_s(gpu_step_s, host_step_s, syncs), gpu_s=gpu_step_s, host_s=host_step_s,
+                      memory_s=mem_s + around_s, compute_s=flop_s, tp_latency_s=tp_latency, syncs=syncs,
+                      quant_path=q.path.name if q is not None else "")
 
 
 def serve_time(arch: DecoderArch, w: Workload, gpu, *, weights_bytes: float, prompt_tokens: int,
                new_tokens: int, batch: int, kv_bytes_per_element: float,
-               topology: Topology | None = None, calibration: Calibration | None = None) -> ServeTime:
+               topology: Topology | None = None, calibration: Calibration | None = None,
+               double_quant: bool = True) -> ServeTime:
     """Prefill + decode of one batch of requests; ``weights_bytes`` is per GPU (tensor parallel).
     ``topology``: how the GPUs are linked (None: ``topology_for(gpu)``, the GPU's usual machine).
-    ``calibration``: the time model's factors (None: the shipped one, as the traced path)."""
-    warnings = _warnings(gpu, w.precision)
+    ``calibration``: the time model's factors (None: the shipped one, as the traced path).
+    ``double_quant``: nf4 with double quantization (bitsandbytes' ``compress_statistics``)."""
+    warnings = _warnings(gpu, w.precision) + quant_notes(arch, w, gpu, batch=batch, double_quant=double_quant)
     cal = calibration or load_calibration()
     n = w.num_gpus
-    ttft, tp_comm = prefill_s(arch, w, gpu, weights_bytes=weights_bytes, prompt_tokens=prompt_tokens, batch=batch,
-                              topology=topology, calibration=cal)
-    prefill_gpu_s = ttft - tp_comm
+    pre = prefill_parts(arch, w, gpu, weights_bytes=weights_bytes, prompt_tokens=prompt_tokens, batch=batch,
+                        topology=topology, calibration=cal, double_quant=double_quant)
+    ttft, tp_comm = pre.ttft_s, pre.tp_comm_s
+    prefill_gpu_s = pre.gpu_s
     if new_tokens == 0:     # prefill only (prompts scored): no decode step, no per-token figure
-        floor_s = weights_read_s(weights_bytes, gpu)
         step = StepTime(gpu=gpu.id, count=n, step_time_s=ttft, samples_per_s=batch / ttft,
                         by_class_s={"prefill": prefill_gpu_s},
-                        bound="memory" if floor_s >= prefill_gpu_s * (1 - 1e-9) else "compute",
+                        bound="memory" if pre.memory_bound else "compute",
                         compute_s=prefill_gpu_s, communication_s=tp_comm, warnings=tuple(warnings))
         return ServeTime(ttft_s=ttft, decode_step_s=None, decode_tokens_per_s=None, decode_s=None, step=step)
     d = decode_step(arch, w, gpu, weights_bytes=weights_bytes, context_tokens=prompt_tokens + new_tokens / 2,
-                    batch=batch, kv_bytes_per_element=kv_bytes_per_element, topology=topology, calibration=cal)
+                    batch=batch, kv_bytes_per_element=kv_bytes_per_element, topology=topology, calibration=cal,
+                    double_quant=double_quant)
     step_s, gpu_step_s, host_step_s = d.step_s, d.gpu_s, d.host_s
     if w.engine == "hf" and host_step_s > gpu_step_s:
         warnings.append(f"decode is host-bound in HF generate (eager): ~{host_step_s * 1e3:.1f} ms of Python and "
                         f"kernel launches per token against {gpu_step_s * 1e3:.1f} ms on the GPU; a serving engine "
                         "with CUDA graphs (--engine vllm) decodes faster")
+    elif host_step_s > gpu_step_s:
+        warnings.append(f"decode is host-bound: vLLM runs bitsandbytes 8-bit models without CUDA graphs, "
+                        f"~{host_step_s * 1e3:.1f} ms of Python and kernel launches per token against "
+                        f"{gpu_step_s * 1e3:.1f} ms on the GPU")
     decode_s = step_s * new_tokens
     decode_comm_s = d.tp_exposed_s * new_tokens
     total = ttft + decode_s

@@ -54,23 +54,29 @@ def _gemms(sh: Shape, m: float, n_in: int, n_out: int, *, forward: bool, dgrad: 
 
 
 def _layers_gemms(sh: Shape, *, forward: bool, dgrad: bool, wgrad: bool, lora: tuple[list[LinearSpec], int] | None,
-                  first_input_grad: bool = True, recompute: bool = False, latency: bool = True) -> KernelTime:
+                  first_input_grad: bool = True, recompute: bool = False, latency: bool = True,
+                  expert_share: float | None = None) -> KernelTime:
     """GEMMs of all decoder layers (and routers). ``lora``: (adapted linears, rank); ``first_input_grad``
     False: the first layer's q, k, v (base and adapter A) compute no input gradient. ``recompute``:
-    checkpointing's forward, in which the down projections' outputs are not rerun."""
+    checkpointing's forward, in which the down projections' outputs are not rerun. ``expert_share``: the
+    share of routed experts the tokens touch (a decode step's few tokens): only those experts multiply, each
+    over its share of the tokens' top-k picks; None: every expert, evenly loaded (``rows_of``)."""
     a = sh.arch
     total, kernels = 0.0, 0
 
-    def add(m: float, n_in: int, n_out: int, count: int, **kind) -> None:
+    def add(m: float, n_in: int, n_out: int, count: float, **kind) -> None:
         nonlocal total, kernels
         if count > 0:
             total += count * _gemms(sh, m, n_in, n_out, **kind, latency=latency)
-            kernels += count
+            kernels += int(round(count))
 
     fwd, dx, dw = (dict(forward=f, dgrad=d, wgrad=g) for f, d, g in
                    ((True, False, False), (False, True, False), (False, False, True)))
     for lin in a.linears:
         count, m = lin.copies_per_layer * lin.layers, rows_of(sh, lin)
+        if expert_share is not None and lin.part == "expert" and expert_share > 0:
+            count *= expert_share
+            m = max(1.0, sh.tokens * a.experts_per_token / (a.num_experts * expert_share))
         n_in, n_out = dims_of(sh, lin)
         with_input = count - (lin.copies_per_layer if not first_input_grad and reads_hidden(a, lin) else 0)
         adapted = bool(lora) and lin in lora[0]
@@ -259,10 +265,12 @@ def prefill(arch: DecoderArch, w: Workload, gpu, cal: Calibration, *, prompt_tok
 def decode_compute_s(arch: DecoderArch, w: Workload, gpu, cal: Calibration, *, context_tokens: float, batch: int,
                      tp: int = 1) -> float:
     """The arithmetic of one decode step (one token for each of ``batch`` sequences): the GEMMs at the tiled
-    law (no streaming floor, no latency: the weights' and the cache's reads are the caller's memory term),
-    attention's FLOPs at the peak (it reads the cache)."""
+    law (no streaming floor, no latency: the weights' and the cache's reads are the caller's memory term), of
+    MoE the experts the batch touches only, attention's FLOPs at the peak (it reads the cache)."""
     sh = _shape(arch, w, gpu, cal, batch, 1, tp)
-    gemms = _layers_gemms(sh, forward=True, dgrad=False, wgrad=False, lora=None, latency=False).total_s
+    share = 1.0 - (1.0 - arch.experts_per_token / arch.num_experts) ** batch if arch.is_moe else None
+    gemms = _layers_gemms(sh, forward=True, dgrad=False, wgrad=False, lora=None, latency=False,
+                          expert_share=share).total_s
     head = _gemms(sh, batch, sh.h, split(arch.vocab_size, tp), forward=True, dgrad=False, wgrad=False, latency=False)
     attention = arch.attention_flops_per_token(context_tokens) * batch / tp / rate_peak_flops_per_s(gpu, sh.rate)
     return gemms + head + attention

@@ -11,6 +11,8 @@ BOUNDS = ("compute", "memory", "launch", "communication", "input")
 # How a table or sentence names a bound: "memory" alone reads as out of memory where it means DRAM
 # bandwidth (the JSON keeps the BOUNDS names)
 _BOUND_WORDS = {"memory": "bandwidth"}
+# How a table names ``StepTime.sharding_overhead_s`` (gpuwise.runtime.comm.ExposedParts): a floor, not the links
+SHARDING_OVERHEAD_PART = "sharding overhead (speed-up <= N)"
 
 
 def bound_word(bound: str | None) -> str:
@@ -59,7 +61,10 @@ class StepTime:
     by_class_s: Mapping[str, float]       # operator class -> seconds per step (one GPU)
     bound: str                            # one of BOUNDS: what dominates the step
     compute_s: float = 0.0
-    communication_s: float = 0.0          # not hidden behind backward
+    communication_s: float = 0.0          # the links' estimate: collectives not hidden behind compute
+    # data parallelism's weak-scaling floor beyond the links (runtime.comm.ExposedParts): step_time_s =
+    # compute_s + communication_s + sharding_overhead_s (+ an input wait)
+    sharding_overhead_s: float = 0.0
     warnings: tuple[str, ...] = ()
     micro_step_s: float = 0.0             # one forward+backward of the micro-batch (one GPU)
     optimizer_s: float = 0.0              # the optimizer update, once per step
@@ -79,6 +84,7 @@ class StepTime:
             "bound": self.bound,
             "compute_s": self.compute_s,
             "communication_s": self.communication_s,
+            "sharding_overhead_s": self.sharding_overhead_s,
             "warnings": list(self.warnings),
             "micro_step_s": self.micro_step_s,
             "optimizer_s": self.optimizer_s,

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from gpuwise.catalog.topology import Topology
 from gpuwise.runtime.calibration import Calibration, load_calibration
 from gpuwise.runtime.classify import CLASSES, VIEW
-from gpuwise.runtime.comm import data_parallel_comm, gradients_from_trace, weak_scaling_exposed_s
+from gpuwise.runtime.comm import data_parallel_comm, gradients_from_trace, weak_scaling_parts
 from gpuwise.runtime.host import COMPILED_KERNEL_S
 from gpuwise.runtime.input_pipeline import decoding_warning
 from gpuwise.runtime.kernels import OpTime, op_times
@@ -146,7 +146,7 @@ def predict_step_time(
     launch_wait_s = (micro_s - micro_device_s) * accum + (opt_s - opt_device_s)
     by_class["launch"] = launch_wait_s
 
-    comm_s = 0.0
+    comm_s = overhead_s = 0.0
     if count > 1 and wl.is_training and trace.trainable_param_count > 0:
         # Gradients are all-reduced once per step (no_sync on the other micro-steps).
         comm = data_parallel_comm(
@@ -158,10 +158,11 @@ def predict_step_time(
             topology=topology,
         )
         one_gpu_compute_s = micro_s * accum + smooth_max(opt.device_s, opt.host_s)
-        comm_s = weak_scaling_exposed_s(comm.exposed_s, compute_s, one_gpu_compute_s)
+        parts = weak_scaling_parts(comm.exposed_s, compute_s, one_gpu_compute_s)
+        comm_s, overhead_s = parts.communication_s, parts.sharding_overhead_s
         warnings.extend(comm.notes)
 
-    step_s = compute_s + comm_s
+    step_s = compute_s + comm_s + overhead_s
     samples = trace.samples_per_step * accum * count
     input_bound = False
     if stack.input_rate:
@@ -209,7 +210,7 @@ def predict_step_time(
     return StepTime(
         gpu=gpu.id, count=count, step_time_s=step_s, samples_per_s=samples / step_s if step_s else 0.0,
         by_class_s=by_class, bound=bound, compute_s=compute_s, communication_s=comm_s,
-        warnings=tuple(warnings), micro_step_s=micro_s, optimizer_s=opt_s,
+        sharding_overhead_s=overhead_s, warnings=tuple(warnings), micro_step_s=micro_s, optimizer_s=opt_s,
         kernel_launches=(fwd.kernels + bwd.kernels) * accum + opt.kernels, stack=stack.describe(),
         host_s=host_total, device_s=device_total, regime=regime,
     )

@@ -234,3 +234,9 @@ def serving_load(curve: ServingCurve, rate_per_s: float, *, max_ttft_s: float | 
     return ServingLoad(request_rate_per_s=rate_per_s, replicas=replicas, replicas_to_carry=to_carry,
                        capacity_per_replica_per_s=capacity, per_replica=load_point(curve, rate_per_s / replicas),
                        engine=curve.engine, batch_limit=curve.batch_limit, curve=curve)
+
+
+def load_fraction(rate_per_s: float, replicas: int, capacity_per_replica_per_s: float) -> float:
+    """The rate each replica carries as a share of the most it can carry (1: saturated). Not the GPU's busy
+    share (``utilisation``), which continuous batching keeps high well below saturation."""
+    return rate_per_s / replicas / capacity_per_replica_per_s

@@ -61,6 +61,8 @@ def assumed_stack(wl, *, closed_form_llm: bool = False) -> str:
     """The software the times are for, as estimate's and recommend's footers say it. ``closed_form_llm``:
     the job is timed by the decoder-LLM closed form, which lists eager kernels (no torch.compile fusion)."""
     if not wl.is_training and getattr(wl, "engine", "hf") == "vllm":
+        if getattr(wl, "quant", "none") == "int8":    # vLLM's _verify_bnb_config: enforce_eager (runtime.quant_linears)
+            return "vLLM (eager: no CUDA graphs for bitsandbytes 8-bit; continuous batching)"
         return "vLLM (CUDA graphs, continuous batching)"
     if getattr(wl, "compile", False) and closed_form_llm:
         return "PyTorch 2.x eager mode with cuDNN (--compile is not modelled for decoder LLMs: eager kernels)"

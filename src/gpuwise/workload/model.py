@@ -15,7 +15,7 @@ DEFAULT_OPTIMIZER = "adamw"   # what a job without --optimizer is priced with (H
 OPTIMIZERS = ("none", "sgd", "momentum", "adam", "adamw", "adamw-8bit", "adafactor", "lion", "paged-adamw", "paged-adamw-8bit")
 MODES = ("train", "infer")
 FINETUNES = ("full", "freeze", "lora", "qlora")
-QUANTS = ("none", "int8", "nf4")
+QUANTS = ("none", "int8", "nf4", "fp8")       # fp8: a checkpoint stored in float8 (workload/checkpoint.py), served
 SHARDINGS = ("ddp", "zero1", "zero2", "zero3", "fsdp")
 OFFLOADS = ("none", "optimizer", "params")
 # The software stack: inputs with stated defaults (DESIGN.md, "The software stack assumed by predictions").
@@ -88,6 +88,8 @@ class Workload:
             value = getattr(self, name)
             if isinstance(value, str) and value != value.strip().lower():
                 object.__setattr__(self, name, value.strip().lower())   # choices are case-insensitive
+        if self.precision == "fp8":
+            raise WorkloadError(FP8_PRECISION_REFUSAL)
         _choice("precision", self.precision, PRECISIONS)
         _choice("optimizer", self.optimizer, OPTIMIZERS)
         _choice("mode", self.mode, MODES)
@@ -129,6 +131,9 @@ class Workload:
             raise WorkloadError(f"--max-new-tokens must be between 0 and {MAX_SEQ_LEN}, got {self.max_new_tokens}")
         if self.finetune == "qlora" and self.quant == "none":
             object.__setattr__(self, "quant", "nf4")
+        if self.quant == "fp8" and self.mode != "infer":
+            raise WorkloadError("--quant fp8 serves an FP8 checkpoint (--mode infer); training starts from 16-bit "
+                                "weights (--quant none, int8 or nf4)")
 
     def inert_settings(self) -> tuple[str, ...]:
         """Settings given a value of their own that change nothing in this job: said, not dropped in silence."""
@@ -184,9 +189,17 @@ class Workload:
         return d
 
 
+FP8_PRECISION_REFUSAL = ("--precision: 'fp8' is how weights are stored, not a compute precision: an FP8 checkpoint "
+                         "(a quantization_config with quant_method fp8, as DeepSeek-V3's) is served in FP8 by "
+                         "itself with --mode infer, or say --quant fp8; --precision is the activations' dtype, "
+                         f"valid: {', '.join(PRECISIONS)}")
+
+
 def check_precision(value: str) -> str:
     """A precision as the user typed it (any case) -> its name; WorkloadError with suggestions otherwise."""
     name = str(value).strip().lower()
+    if name == "fp8":
+        raise WorkloadError(FP8_PRECISION_REFUSAL)
     _choice("precision", name, PRECISIONS)
     return name
 

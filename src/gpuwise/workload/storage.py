@@ -8,6 +8,7 @@ from gpuwise.workload.precision import parse
 NF4_BLOCK = 64                 # bitsandbytes 4-bit: one absmax per 64 weights
 NF4_DQ_BLOCK = 256             # double quantization: one float32 absmax per 256 first-level absmaxes
 INT8_OPTIMIZER_BLOCK = 2048    # bitsandbytes 8-bit optimizers: block-wise quantized state
+FP8_BLOCK = 128                # FP8 checkpoints (DeepSeek-V3's quantization_config): a float32 scale per 128 x 128
 
 
 def compute_bytes(precision) -> int:
@@ -33,6 +34,8 @@ def quant_bytes_per_param(quant: str, *, double_quant: bool = True, out_features
     nf4 (bitsandbytes Linear4bit): 4 bits + a float32 absmax per 64 weights (0.5625 B); with double
     quantization the absmaxes are 8-bit, plus one float32 per 256 of them (0.5159 B).
     int8 (LLM.int8 Linear8bitLt): 1 byte + a float32 scale per output row.
+    fp8 (a checkpoint stored in float8 e4m3, ``quantization_config.weight_block_size`` 128 x 128, as DeepSeek-V3's):
+    1 byte + a float32 scale (``weight_scale_inv``) per 128 x 128 block.
     """
     if quant == "nf4":
         if double_quant:
@@ -40,9 +43,11 @@ def quant_bytes_per_param(quant: str, *, double_quant: bool = True, out_features
         return 0.5 + 4.0 / NF4_BLOCK
     if quant == "int8":
         return 1.0 + (4.0 / in_features if in_features else 0.0)
+    if quant == "fp8":
+        return 1.0 + 4.0 / (FP8_BLOCK * FP8_BLOCK)
     if quant == "none":
         return 0.0
-    raise WorkloadError(f"unknown quantization {quant!r}; valid: none, int8, nf4")
+    raise WorkloadError(f"unknown quantization {quant!r}; valid: none, int8, nf4, fp8")
 
 
 def optimizer_state_bytes(optimizer: str, param_bytes: int) -> float:
