@@ -54,7 +54,6 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.optimize import brentq
 
 MAX_REPLICAS = 1 << 16     # a search bound, far past any rental
 
@@ -130,6 +129,8 @@ def capacity_per_s(curve: ServingCurve) -> float:
 
 def _operating_batch(curve: ServingCurve, rate: float) -> float:
     """The smallest b with λ(b) = ``rate`` (static batches: B where the batch is full)."""
+    from scipy.optimize import brentq   # ~0.45 s to import: only a request-rate solve pays it, not every command
+
     previous = curve.batches[0]
     for knot in curve.batches[1:]:
         if curve.rate_at_batch(knot) >= rate:
