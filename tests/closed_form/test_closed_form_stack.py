@@ -7,7 +7,6 @@ heads, hidden 4096, vocabulary 32000), not from gpuwise's output.
 import pytest
 
 from gpuwise.catalog import load_catalog, resolve_gpu
-from gpuwise.memory.cuda import dropout_mask_bytes
 from gpuwise.plan.llm import estimate_llm
 from gpuwise.plan.profile import Estimate
 from gpuwise.workload import Workload
@@ -43,9 +42,9 @@ def test_eager_attention_never_uses_less_memory_than_sdpa(fields):
 def test_lora_dropout_keeps_a_mask_and_a_copy_of_each_adapted_input():
     tokens = 2 * 1024
     # q and v share the normed input: without dropout the adapters keep it once (2 B); with dropout
-    # each keeps a mask (memory.cuda.dropout_mask_bytes: 2 B in bf16, the measured side) and its own
+    # each keeps a mask (2 B in bf16: memory.cuda.dropout_mask_bytes, the measured side) and its own
     # dropped copy (2 B)
-    expected = LAYERS * tokens * (2 * (dropout_mask_bytes(2) + 2) * HIDDEN - 2 * HIDDEN)
+    expected = LAYERS * tokens * (2 * (2 + 2) * HIDDEN - 2 * HIDDEN)
     assert _peak(lora_dropout=0.05) - _peak(lora_dropout=0.0) == pytest.approx(expected, rel=0.001)
 
 
@@ -89,3 +88,13 @@ def test_the_footer_says_compile_is_not_modelled_for_a_decoder_llm():
     assert is_llm(compiled)
     assert "not modelled" in assumed_stack(compiled, closed_form_llm=True)
     assert assumed_stack(compiled) == "PyTorch 2.x torch.compile with cuDNN"      # traced jobs: compile is modelled
+
+
+def test_lora_dropout_masks_are_sized_by_the_one_rule(monkeypatch):
+    """The closed form takes LoRA dropout's mask from memory.cuda.dropout_mask_bytes, as the traced path does."""
+    import gpuwise.memory.cuda as cuda_rules
+
+    tokens = 2 * 1024
+    dtype_sized = _peak(lora_dropout=0.05)
+    monkeypatch.setattr(cuda_rules, "dropout_mask_bytes", lambda element_bytes: 1)
+    assert dtype_sized - _peak(lora_dropout=0.05) == pytest.approx(LAYERS * tokens * 2 * HIDDEN, rel=0.001)

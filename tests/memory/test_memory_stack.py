@@ -10,7 +10,6 @@ import pytest
 
 from gpuwise.catalog import load_catalog, resolve_gpu
 from gpuwise.memory import estimate_memory
-from gpuwise.memory.cuda import dropout_mask_bytes
 from gpuwise.trace import trace_workload
 from gpuwise.workload import Workload
 
@@ -48,7 +47,7 @@ def test_eager_attention_keeps_float32_softmax_dropout_mask_and_dropped_probabil
     # per layer: float32 softmax output (4 B), the dropout mask at the input's dtype (4 B: the measured
     # side, memory.cuda.dropout_mask_bytes), the dropped probabilities matmul keeps (4 B); fused SDPA
     # keeps none of them
-    expected = LAYERS * scores * (4 + dropout_mask_bytes(4) + 4)
+    expected = LAYERS * scores * (4 + 4 + 4)
     extra = _peak(batch_size=batch, seq_len=seq, attention="eager") - _peak(batch_size=batch, seq_len=seq)
     assert extra == pytest.approx(expected, rel=0.15)
 
@@ -134,7 +133,7 @@ def test_bert_large_eager_batch4_minus_batch1_is_three_samples_of_saved_tensors(
     gpu = resolve_gpu(load_catalog(user_file=False), "v100-16gb-sxm2")
     sh = seq * hidden
     scores = heads * seq * seq
-    mask = dropout_mask_bytes(4)
+    mask = 4                                          # the dropout mask at float32's size (the measured side)
     attention = scores * (4 + mask + 4)               # float32 softmax, dropout mask, dropped probabilities
     # x (saved by q, k, v), q, k, v, context (saved by the output projection): 5 × 4 B; two hidden
     # dropout masks; two LayerNorm inputs (4 B) + mean/rstd (8 B a token each); the FFN input
@@ -169,3 +168,18 @@ def test_bert_large_batch_difference_is_not_under_the_measured_v100_table():
         peaks[batch] = estimate_memory(trace_workload(w), gpu).peak_allocated_bytes
     error = (peaks[4] - peaks[1]) / GIB / MEASURED_V100_BERT_LARGE_BS4_MINUS_BS1_GIB - 1
     assert -0.05 <= error <= 0.10       # was -18% with 1-byte dropout masks
+
+
+def test_the_traced_dropout_mask_is_sized_by_the_one_rule(monkeypatch):
+    """memory.cuda.dropout_mask_bytes decides what a traced dropout keeps (the CPU's noise tensor is resized
+    to it): at 1 byte (PyTorch's CUDA source) the eager tiny transformer keeps 3 B less per attention score."""
+    import gpuwise.memory.cuda as cuda_rules
+    import gpuwise.memory.estimate as estimate_module
+
+    batch, seq = 8, 128
+    dtype_sized = _peak(batch_size=batch, seq_len=seq, attention="eager")
+    monkeypatch.setattr(cuda_rules, "dropout_mask_bytes", lambda element_bytes: 1)
+    monkeypatch.setattr(estimate_module, "_REPLAYS", {})       # the replay of this trace is memoised
+    one_byte = _peak(batch_size=batch, seq_len=seq, attention="eager")
+    scores = batch * HEADS * seq * seq
+    assert dtype_sized - one_byte == pytest.approx(LAYERS * scores * 3, rel=0.15)

@@ -194,9 +194,33 @@ def conv_backward(op: OpRecord, ctx: RuleContext) -> list[Edit]:
 def dropout_mask_bytes(element_bytes: int) -> int:
     """Bytes a training dropout keeps per element for its backward (beside the dropped output, which
     is counted where a later op saves it): the input's element size, the measured side (module
-    docstring, "Dropout"). The one home of this figure: the traced path leaves the CPU's noise tensor
-    as it is (no rule resizes it) and the LLM closed form counts LoRA dropout with it."""
+    docstring, "Dropout"). The one home of this figure: the traced path sizes the CPU's noise tensor
+    with it (``dropout_mask``) and the LLM closed form counts LoRA dropout with it."""
     return element_bytes
+
+
+@register_cuda_rule("aten.bernoulli_")
+def dropout_mask(op: OpRecord, ctx: RuleContext) -> list[Edit]:
+    """F.dropout in training: the CPU runs ``empty_like(x).bernoulli_(1-p).div_(1-p)`` and ``x * noise``,
+    keeping the noise for backward; CUDA runs ``native_dropout``. The ``empty_like`` right before
+    ``bernoulli_`` (followed by ``div_`` and ``mul``: the CPU dropout pattern, not a user's own
+    drop-path mask) is sized ``dropout_mask_bytes`` an element (today the CPU's own size: no change)."""
+    ops = ctx.ops
+    i = op.index
+    if i < 1 or i + 2 >= len(ops) or not op.output_shapes:
+        return []
+    before, div, mul = ops[i - 1], ops[i + 1], ops[i + 2]
+    if (op_packet(before.op) != "aten.empty_like" or op_packet(div.op) != "aten.div_"
+            or op_packet(mul.op) != "aten.mul" or before.output_shapes != op.output_shapes
+            or mul.output_shapes != op.output_shapes):
+        return []
+    if ctx.stack.fused_attention and any(o.op.startswith("aten._safe_softmax") for o in ops[max(i - 5, 0):i]):
+        return []   # dropout inside SDPA's math path: the fused kernel keeps no mask (math_sdpa_forward)
+    element_bytes = _ITEMSIZE.get(before.output_dtypes[0], 4) if before.output_dtypes else 4
+    kept = math.prod(op.output_shapes[0]) * dropout_mask_bytes(element_bytes)
+    if kept == tensor_bytes(before.output_shapes[0], before.output_dtypes[0] if before.output_dtypes else "float32"):
+        return []
+    return [Edit(before.index, output_bytes=kept, reason="dropout mask (memory.cuda.dropout_mask_bytes)")]
 
 
 # --------------------------------------------------------------------------- attention

@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from gpuwise.memory.cuda import dropout_mask_bytes
+from gpuwise.memory import cuda as cuda_rules
 from gpuwise.workload.decoder import DecoderArch, LinearSpec
 
 
@@ -122,7 +122,7 @@ def _lora_dropout_bytes(arch: DecoderArch, tr: Trainability, b: int, parts: tupl
     x itself, counted with the layer's inputs."""
     if not tr.lora_dropout:
         return 0.0
-    return sum((dropout_mask_bytes(b) + b) * lin.in_features for lin in arch.linears
+    return sum((cuda_rules.dropout_mask_bytes(b) + b) * lin.in_features for lin in arch.linears
                if lin.part in parts and tr.adapted(lin))
 
 
