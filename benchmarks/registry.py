@@ -71,6 +71,11 @@ BENCHMARKS: tuple[Benchmark, ...] = (
                "src/gpuwise/catalog/data/topology.toml", *CATALOG_SPECS, "shared:kernels-modern/vidur_network.csv.gz"),
               what="NCCL all-reduce times (runtime.comm.collective_s) against vidur's: link latencies and efficiencies "
                    "fitted on the A100 topologies, scored on the H100 ones", minutes=0.5, timed="estimate"),
+    Benchmark("decode_layers", "decode_layers",
+              (KERNEL_FIT, "src/gpuwise/runtime/", "src/gpuwise/workload/", "src/gpuwise/memory/llm.py", "src/gpuwise/catalog/",
+               VIDUR, "shared:kernels-modern/vidur_model_shapes.csv"),
+              what="one decode layer as runtime.llm.decode_step charges it (no attention, no all-reduce) against the "
+                   "sum of vidur's fp16 operator kernels at 1-256 tokens; nothing fitted", minutes=0.2, timed="estimate"),
     Benchmark("kernel_error_sources", "time_kernel_sources",
               ("benchmarks/kernel_laws.py", KERNEL_FIT, *LAWS, "shared:kernels/"),
               what="per-kernel error: a learned shape model with the GPU seen vs held out", minutes=22, timed="results"),
