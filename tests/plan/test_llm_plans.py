@@ -99,16 +99,18 @@ def test_a_micro_batch_smaller_than_the_count_says_which_flag_runs_it_there(cata
 def test_longest_context_and_fits_come_from_one_rule(catalog, gpu_id, batch):
     """Was: 'fits with 0.5 GiB to spare' for 1,024 + 256 tokens, then 'longest context that fits 1,093 tokens'
     (the context was searched as all prompt, no answer)."""
-    from gpuwise.plan.profile import ClosedFormLlmModel, estimate_fits
+    from gpuwise.plan.profile import ClosedFormLlmModel, estimate_fit
 
     gpu = _gpu(catalog, gpu_id)
     w = Workload("hf:Qwen/Qwen2.5-7B", mode="infer", seq_len=1024, max_new_tokens=256, batch_size=batch,
                  engine="vllm", precision="bf16")
     est = ClosedFormLlmModel(w).estimate(gpu)
-    fit = estimate_fits(est)          # vLLM: its reservation holds the batch's KV cache (VllmCapacity)
+    verdict = estimate_fit(est)       # vLLM: its reservation holds the batch's KV cache (VllmCapacity)
+    fit = verdict.fits
     asked = 1024 + 256
     assert (est.inference.max_context_tokens >= asked) == fit
     assert (est.inference.max_batch_size >= batch) == fit
+    assert (verdict.spare_bytes >= 0) == fit
 
 
 def test_serving_reports_time_per_output_token_and_tokens_per_request(catalog):

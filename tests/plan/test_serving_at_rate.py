@@ -113,7 +113,7 @@ def test_vllm_capacity_is_one_rule_for_fit_largest_batch_and_the_load(catalog):
     """From a new user's trial: 'largest batch that fits 205' (HF's rule: the whole batch prefilled at once against
     95% of memory) beside a load model batching up to vLLM's 256; now one VllmCapacity answers every question."""
     from gpuwise.plan import largest_fitting_batch
-    from gpuwise.plan.profile import ClosedFormLlmModel, estimate_fits
+    from gpuwise.plan.profile import ClosedFormLlmModel, estimate_fit
 
     gpu = resolve_gpu(catalog, "a100-80gb-sxm4")
     w = Workload("hf:meta-llama/Llama-2-7b-hf", mode="infer", seq_len=1024, max_new_tokens=256, batch_size=1,
@@ -123,8 +123,8 @@ def test_vllm_capacity_is_one_rule_for_fit_largest_batch_and_the_load(catalog):
     cap = inf.vllm
     assert inf.max_batch_size == cap.batch(1280) == largest_fitting_batch(model, gpu) < 256
     held = cap.sequences(1280)
-    assert estimate_fits(model.estimate(gpu, batch_size=held))
-    assert not estimate_fits(model.estimate(gpu, batch_size=held + 1))
+    assert estimate_fit(model.estimate(gpu, batch_size=held)).fits
+    assert not estimate_fit(model.estimate(gpu, batch_size=held + 1)).fits
     assert inf.max_context_tokens == min(cap.longest_context(1), 4096)
     at_rate = ClosedFormLlmModel(w.with_(request_rate_per_s=5.0)).estimate(gpu).inference.at_load
     assert at_rate.curve.max_batch == cap.batch(1024 + 128)          # the mean context, the same capacity

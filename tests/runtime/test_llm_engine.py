@@ -44,11 +44,28 @@ def test_a_large_batch_is_bandwidth_or_compute_bound_on_either_engine():
 def test_every_decode_kernel_pays_its_gpu_side_gap():
     """One LLM path: a traced step adds kernel_latency_s per kernel; a decode step did not (Llama-2-7B batch 1
     on an A100 read its weights at 0.8 of the bandwidth and nothing else)."""
+    from gpuwise.memory.llm import inference_weight_bytes
     from gpuwise.runtime.calibration import load_calibration
-    from gpuwise.runtime.llm import decode_kernels
+    from gpuwise.runtime.llm import decode_step
 
     arch = load_arch("hf:meta-llama/Llama-2-7b-hf")
-    one = _decode("vllm").time.by_class_s["decode"] / 256
-    gaps = decode_kernels(arch, "vllm") * load_calibration().p("kernel_latency_s")
-    weights_s = 13.5e9 / (2039e9 * 0.8)
-    assert one >= weights_s + 0.9 * gaps
+    gpu = resolve_gpu(load_catalog(user_file=False), "a100-80gb-sxm4")
+    shipped = load_calibration()
+
+    def gpu_s(engine: str, kernel_latency_s: float) -> float:
+        w = Workload("hf:meta-llama/Llama-2-7b-hf", mode="infer", precision="fp16", seq_len=128, max_new_tokens=256,
+                     batch_size=1, engine=engine)
+        return decode_step(arch, w, gpu, weights_bytes=inference_weight_bytes(arch, w), context_tokens=256, batch=1,
+                           kv_bytes_per_element=2.0,
+                           calibration=shipped.with_params(kernel_latency_s=kernel_latency_s)).gpu_s
+
+    latency = shipped.p("kernel_latency_s")
+    assert latency > 0
+    paid = {e: gpu_s(e, latency) - gpu_s(e, 0.0) for e in ("vllm", "hf")}
+    assert paid["vllm"] > 0
+    # HF's unfused layer launches more kernels than vLLM's fused one: more gaps for the same weights
+    assert paid["hf"] > paid["vllm"]
+    # and twice the latency, twice the gaps: a cost per kernel, not a constant
+    assert gpu_s("vllm", 2 * latency) - gpu_s("vllm", 0.0) == pytest.approx(2 * paid["vllm"])
+    # the estimate's decode pays them: slower than the same step with no gap
+    assert _decode("vllm").time.by_class_s["decode"] / 256 > gpu_s("vllm", 0.0)

@@ -5,6 +5,7 @@ import pytest
 
 from gpuwise.catalog import load_catalog, resolve_gpu
 from gpuwise.plan.llm import kv_bytes_per_element, serving_curve
+from gpuwise.runtime.model import RuntimeError_
 from gpuwise.runtime.serving_load import ServingCurve, capacity_per_s, load_point, serving_load
 from gpuwise.workload import Workload
 from gpuwise.workload.decoder import load_arch
@@ -111,7 +112,7 @@ def test_a_replica_holding_one_sequence_serves_one_request_after_another():
 def test_a_malformed_curve_is_refused(bad):
     args = dict(engine="vllm", new_tokens=10, batches=(1, 4), first_token_s=(0.1, 0.1), decode_step_s=(0.01, 0.02),
                 max_batch=4)
-    with pytest.raises(ValueError):
+    with pytest.raises(RuntimeError_):
         ServingCurve(**{**args, **bad})
-    with pytest.raises(ValueError):
+    with pytest.raises(RuntimeError_):
         load_point(ServingCurve(**args), 0.0)

@@ -50,11 +50,19 @@ def test_tensor_parallel_decode_on_8_gpus_is_faster_per_token_than_on_one(cli_js
 
 
 def test_a_graph_captured_all_reduce_pays_its_hops_but_not_an_eager_calls_latency(h100):
+    """What a CUDA graph saves is a per-call cost: the same at every GPU count and message size; what is left
+    (the hops) still grows with the GPU count, and stays under vidur's eager 8-GPU timings (20-40 us)."""
     topo = topology_for(h100)
-    for n in (2, 4, 8):
-        eager = collective_s("all_reduce", 4096, n, topo)
-        graph = collective_s("all_reduce", 4096, n, topo, graph_captured=True)
-        assert eager - graph == pytest.approx(topo.collective_latency_s) and graph > 0
+    counts = (2, 4, 8)
+    eager = [collective_s("all_reduce", 4096, n, topo) for n in counts]
+    graph = [collective_s("all_reduce", 4096, n, topo, graph_captured=True) for n in counts]
+    assert all(0 < g < e for g, e in zip(graph, eager))
+    assert graph == sorted(graph) and graph[0] < graph[-1]
+    saved = [e - g for e, g in zip(eager, graph)]
+    saved.append(collective_s("all_reduce", 1 << 20, 8, topo)
+                 - collective_s("all_reduce", 1 << 20, 8, topo, graph_captured=True))
+    assert max(saved) == pytest.approx(min(saved))
+    assert graph[-1] < 20e-6
 
 
 def test_vllm_decode_on_2_gpus_is_faster_per_token_than_on_one(cli_json):

@@ -68,7 +68,7 @@ def test_decode_reads_one_byte_a_weight(gpus):
         steps[q] = decode_step(arch, w, h100, weights_bytes=inference_weight_bytes(arch, w) / 8, context_tokens=512,
                                batch=64, kv_bytes_per_element=2.0)
     q = served_linears(arch, jobs["fp8"], h100, rows=64)
-    assert q.matmul_bytes / q.weights == pytest.approx(1 + 4 / (128 * 128)) and q.gemv_bytes == 0
+    assert q.path.matmul_bytes == pytest.approx(1 + 4 / (128 * 128)) and q.gemv_bytes == 0
     kv_s = arch.kv_cache_bytes(512, 64, 2.0) / (h100.memory_bandwidth_gbs * 1e9 * 0.8)   # the same on both
     reads = {k: d.memory_s - kv_s for k, d in steps.items()}
     reads["fp8"] -= quant_around_s(q, h100, load_calibration())     # activation quantization: kernels apart
@@ -110,3 +110,30 @@ def test_a_checkpoint_stored_quantized_has_no_quantize_on_load_transient():
     # a 16-bit checkpoint quantized while loading keeps the transient
     llama = "hf:meta-llama/Llama-2-7b-hf"
     assert quantize_on_load_bytes(load_arch(llama), Workload(llama, mode="infer", quant="nf4")) > 0
+
+
+def test_the_fp8_block_is_read_where_the_quantization_is_nested_in_text_config():
+    from gpuwise.workload.checkpoint import fp8_block
+
+    qc = {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [64, 64]}
+    for cfg in ({"quantization_config": qc}, {"text_config": {"hidden_size": 4096, "quantization_config": qc}}):
+        assert checkpoint_quant(cfg) == "fp8" and fp8_block(cfg) == (64, 64)
+
+
+def test_a_checkpoints_config_is_read_once_for_its_quantization_and_its_note(monkeypatch):
+    import gpuwise.workload.checkpoint as checkpoint
+
+    reads = []
+    qc = {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]}
+    monkeypatch.setattr(checkpoint, "try_load_decoder_config",
+                        lambda model: reads.append(model) or {"text_config": {"hidden_size": 4096,
+                                                                              "quantization_config": qc}})
+    checkpoint.stored_weights.cache_clear()
+    try:
+        model = "hf:example/fp8-only-in-text-config"
+        assert served_quant(model, mode="infer") == "fp8"
+        assert "128 x 128" in checkpoint_note(model, "fp8")
+        assert checkpoint.stored_quant(model) == "fp8"
+        assert reads == [model]
+    finally:
+        checkpoint.stored_weights.cache_clear()

@@ -81,3 +81,27 @@ def test_offload_on_a_traced_model_is_said_to_change_nothing(caplog):
     finally:
         logger.removeHandler(caplog.handler)
     assert any("--offload optimizer is modelled for decoder LLMs" in r.getMessage() for r in caplog.records)
+
+
+def test_the_engine_default_is_the_workloads_so_the_api_and_the_cli_agree():
+    """Was: the CLI chose vLLM at --request-rate while Workload(...) at a rate served with HF generate."""
+    at_rate = Workload(model="hf:gpt2", mode="infer", max_new_tokens=16, request_rate_per_s=2.0)
+    assert at_rate.engine == "vllm" and at_rate.engine_default
+    assert at_rate.with_(batch_size=4).engine == "vllm"
+    one_batch = Workload(model="hf:gpt2", mode="infer", max_new_tokens=16)
+    assert one_batch.engine == "hf" and one_batch.engine_default
+    chosen = Workload(model="hf:gpt2", mode="infer", max_new_tokens=16, request_rate_per_s=2.0, engine="hf")
+    assert chosen.engine == "hf" and not chosen.engine_default
+    assert Workload(model="hf:gpt2", engine="hf").inert_settings() == ()      # the training default, given
+
+
+@pytest.mark.parametrize("changes, said", [
+    (dict(finetune="lora"), "--finetune lora has no effect with --mode infer"),
+    (dict(sharding="zero3"), "--sharding zero3 has no effect with --mode infer"),
+    (dict(offload="params"), "--offload params has no effect with --mode infer"),
+    (dict(logits="chunked"), "--logits chunked has no effect with --mode infer"),
+    (dict(finetune="qlora"), "--finetune qlora with --mode infer serves the base weights in nf4"),
+])
+def test_training_settings_in_serving_are_the_workloads_to_say(changes, said):
+    (message,) = Workload(model="hf:gpt2", mode="infer", **changes).inert_settings()
+    assert message.startswith(said), message

@@ -43,7 +43,7 @@ def fit_to_console(table: Any) -> Any:
     return table
 
 
-def job_words(workload: Workload, *, engine_defaulted: bool = False) -> str:
+def job_words(workload: Workload) -> str:
     """What a header says of the job's numbers: in serving, the weights' quantization before the precision
     (``--quant nf4`` serves nf4 weights, whatever the compute precision) and, at a request rate, the engine."""
     from gpuwise.workload.precision import described
@@ -55,7 +55,7 @@ def job_words(workload: Workload, *, engine_defaulted: bool = False) -> str:
         words = f"{workload.quant} weights, compute {words}"
     if workload.request_rate_per_s is not None:
         words += (", engine vllm (the default at --request-rate: a rate is served by a server; --engine hf for "
-                  "HF generate's static batches)" if engine_defaulted else f", engine {workload.engine}")
+                  "HF generate's static batches)" if workload.engine_default else f", engine {workload.engine}")
     return words
 
 
@@ -178,7 +178,7 @@ def build_workload(
     keep_grads: bool = False,
     input_rate: float | None = None,
     cpu_workers: int | None = None,
-    engine: str = "hf",
+    engine: str | None = None,
     request_rate: float | None = None,
     logits: str = "fp32",
     lora_dropout: float = 0.05,

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from gpuwise.cli import common as c
 from gpuwise.cli.calibrate import NoUserCalibrationOpt, user_correction
-from gpuwise.cli.workload_options import engine_defaulted, workload_from, workload_options
+from gpuwise.cli.workload_options import workload_from, workload_options
 from gpuwise.units import format_bytes, format_duration, format_request_rate
 from gpuwise.text import for_console
 
@@ -87,10 +87,10 @@ def estimate(
     if json_out:
         c.print_json(out)
         return
-    _render(out, est, engine_defaulted=engine_defaulted(workload_kwargs, workload))
+    _render(out, est)
 
 
-def _render(out: dict, est, *, engine_defaulted: bool = False) -> None:
+def _render(out: dict, est) -> None:
     con = c.console
     w = est.workload
     optimizer = f", optimizer {w.optimizer_described()}" if w.is_training else ""
@@ -103,7 +103,7 @@ def _render(out: dict, est, *, engine_defaulted: bool = False) -> None:
                   f"{out['requested_batch_size']} fit")
     size = (format_request_rate(w.request_rate_per_s) if w.request_rate_per_s is not None and out["gpu"]
             else f"batch {w.batch_size}")
-    con.print(f"[bold]{w.model}[/]  {w.mode}, {size}, {c.job_words(w, engine_defaulted=engine_defaulted)}{optimizer}"
+    con.print(f"[bold]{w.model}[/]  {w.mode}, {size}, {c.job_words(w)}{optimizer}"
               f"  [dim]({out['method']})[/]")
     if out.get("calibration"):
         con.print(f"[cyan]{out['calibration']}[/] (gpuwise calibrate; --no-user-calibration for the shipped model)")

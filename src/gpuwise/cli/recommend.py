@@ -11,7 +11,7 @@ from rich.table import Table
 
 from gpuwise.cli import common as c
 from gpuwise.cli.calibrate import NoUserCalibrationOpt, user_correction
-from gpuwise.cli.workload_options import engine_defaulted, workload_from, workload_options
+from gpuwise.cli.workload_options import workload_from, workload_options
 from gpuwise.units import (format_bytes, format_duration, format_money, format_request_rate, parse_duration_s,
                            parse_money)
 from gpuwise.text import for_console
@@ -65,16 +65,15 @@ def recommend(
     from gpuwise.plan.recommend import auto_micro_batch
     from gpuwise.plan.spot import SpotRisk
     from gpuwise.plan.plot import plot_recommendation
-    from gpuwise.launch import LaunchError, check_emit, launch_best
+    from gpuwise.launch import LaunchError, check_emit, is_server, launch_best, server_emit_refusal
 
     batch = c.parse_batch_size(workload_kwargs["batch_size"], allow_auto=True)
     auto = batch is None
     serving = workload_kwargs.get("mode", "train") == "infer"
     workload = workload_from(model, workload_kwargs, batch_size=batch or auto_micro_batch(
         effective_batch, serving=serving))
-    server = _is_server(workload)
-    # a server is refused below, once the deployment to name is known: here only the target's name is checked
-    check_emit(emit, command or ("(a server)" if server and emit else None))
+    server = is_server(workload)
+    check_emit(emit, command, server=server)     # a server is refused below, once its deployment is known
     if serving:
         for flag, given in (("--effective-batch", effective_batch is not None and not auto),
                             ("--per-gpu-batch", per_gpu_batch)):
@@ -114,7 +113,7 @@ def recommend(
     if plot:
         plot_recommendation(rec, plot, constraints.deadline_s)
     if emit and server:
-        raise LaunchError(_server_launch(rec, emit))
+        raise LaunchError(server_emit_refusal(rec, emit))
     launch = launch_best(rec, cat, emit, command) if emit else None
     covered = [o for o in rec.options if likely_job_time_range_s(o, rec.method)]
     if json_out:
@@ -127,7 +126,7 @@ def recommend(
     if launch:
         typer.echo(launch["text"], nl=False)
         return
-    _render(rec, show_all, constraints.deadline_s, engine_defaulted=engine_defaulted(workload_kwargs, workload))
+    _render(rec, show_all, constraints.deadline_s)
     if per_million and not at_rate:
         c.console.print(f"[dim]Serving priced per million output tokens: {job.samples:,} requests of "
                         f"{workload.max_new_tokens} new tokens (--samples N for a number of requests).[/]")
@@ -173,34 +172,11 @@ def _duration(option: str, text: str | None) -> float | None:
         raise UnitError(f"{option}: {e} (a latency, e.g. 1s, 500ms, 25ms)") from None
 
 
-def _is_server(workload) -> bool:
-    """A job that runs as a server, not under torchrun: vLLM, or any engine at a request rate."""
-    return not workload.is_training and (workload.engine == "vllm" or workload.request_rate_per_s is not None)
-
-
-def _server_launch(rec, emit: str) -> str:
-    """The one line that refuses ``--emit`` for a server and names what to run instead."""
-    w, b = rec.workload, rec.best
-    head = f"--emit {emit} starts jobs under torchrun, not a server"
-    if b is None:
-        return f"{head}; and no option meets the request (run without --emit to see why)"
-    # --max-model-len: vLLM refuses to start where the model's whole context does not fit its KV cache
-    flags = ([f"--tensor-parallel-size {b.count}"] if b.count > 1 else []) + [
-        f"--max-model-len {w.tokens_per_sequence + w.max_new_tokens}"] + (
-        ["--quantization bitsandbytes"] if w.quant == "nf4" else [])
-    run = f"`vllm serve {w.model.removeprefix('hf:')} {' '.join(flags)}`" if w.engine == "vllm" else "your server"
-    where = f"{b.count}× {b.gpu} from {b.provider}"
-    replicas = b.replicas or 1
-    spread = (f"on each of {replicas} replicas ({where} each) behind a load balancer" if replicas > 1 else
-              f"on {where}")
-    return f"{head}: run {run} {spread}"
-
-
-def _render(rec, show_all: bool, deadline_s: float | None = None, *, engine_defaulted: bool = False) -> None:
+def _render(rec, show_all: bool, deadline_s: float | None = None) -> None:
     con = c.console
     w = rec.workload
     optimizer = f", optimizer {w.optimizer_described()}" if w.is_training else ""
-    con.print(f"[bold]{w.model}[/]  {w.mode}, {c.job_words(w, engine_defaulted=engine_defaulted)}{optimizer}"
+    con.print(f"[bold]{w.model}[/]  {w.mode}, {c.job_words(w)}{optimizer}"
               f"  [dim]({rec.method})[/]")
     by_precision: dict[str, list[str]] = {}
     for gpu, precision in rec.fallback_precision.items():

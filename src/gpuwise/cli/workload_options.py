@@ -42,7 +42,7 @@ WORKLOAD_OPTIONS: dict[str, tuple[Any, Any]] = {
     "keep_grads": (c.KeepGradsOpt, False),
     "input_rate": (c.InputRateOpt, None),
     "cpu_workers": (c.CpuWorkersOpt, None),
-    "engine": (c.EngineOpt, None),     # None: hf, or vllm at --request-rate (``serving_engine``)
+    "engine": (c.EngineOpt, None),     # None: hf, or vllm at --request-rate (``workload.model.default_engine``)
     "request_rate": (c.RequestRateOpt, None),
     "logits": (c.LogitsOpt, "fp32"),
     "lora_dropout": (c.LoraDropoutOpt, 0.05),
@@ -125,44 +125,9 @@ def workload_from(model: str, workload_kwargs: dict, *, batch_size: int | None =
         kw["optimizer"], kw["optimizer_default"] = DEFAULT_OPTIMIZER, True
     # serving a checkpoint stored quantized (its quantization_config: DeepSeek-V3's FP8) loads it so
     kw["quant"] = served_quant(model, mode=kw.get("mode", "train"), quant=kw.get("quant", "none"))
-    kw["engine"] = serving_engine(kw)
     workload = c.build_workload(model, batch_size=batch_size if batch_size is not None else
                                 c.parse_batch_size(workload_kwargs.get("batch_size", "32")), **kw)
-    for message in workload.inert_settings() + inert_in_serving(workload):
+    for message in workload.inert_settings():
         logging.getLogger("gpuwise.cli").warning(message)
     return workload
 
-
-def serving_engine(workload_kwargs: dict) -> str:
-    """--engine as given; without it, vllm at --request-rate (a rate is served by a server: HF generate's static
-    batches make every request wait for the batch in progress, minutes at a few requests a second), else hf."""
-    engine = workload_kwargs.get("engine")
-    if engine is not None:
-        return engine
-    return "vllm" if workload_kwargs.get("request_rate") is not None else "hf"
-
-
-def engine_defaulted(workload_kwargs: dict, workload) -> bool:
-    """True where the engine is ``serving_engine``'s choice at a rate, not the user's: the header says so."""
-    return workload_kwargs.get("engine") is None and workload.request_rate_per_s is not None
-
-
-def inert_in_serving(workload) -> tuple[str, ...]:
-    """Training settings given with --mode infer, said once rather than dropped in silence (as
-    ``Workload.inert_settings`` says --optimizer and --grad-accum); --finetune qlora serves nf4 weights."""
-    if workload.is_training:
-        return ()
-    out = []
-    if workload.finetune == "qlora":
-        out.append(f"--finetune qlora with --mode infer serves the base weights in {workload.quant} (as --quant "
-                   f"{workload.quant}); the adapters are not counted")
-    elif workload.finetune in ("lora", "freeze"):
-        out.append(f"--finetune {workload.finetune} has no effect with --mode infer (the base model is served; "
-                   "adapters, merged or not, are not counted)")
-    for value, default, flag, why in (
-            (workload.sharding, "ddp", "--sharding", "--num-gpus N serves by tensor parallelism"),
-            (workload.offload, "none", "--offload", "the weights stay on the GPUs"),
-            (workload.logits, "fp32", "--logits", "it is the training loss's")):
-        if value != default:
-            out.append(f"{flag} {value} has no effect with --mode infer ({why})")
-    return tuple(out)

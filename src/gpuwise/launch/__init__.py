@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpuwise.launch.plan import LaunchError, LaunchPlan, plan_launch
+from gpuwise.launch.server import is_server, server_emit_refusal
 from gpuwise.launch.skypilot import render_skypilot
 from gpuwise.launch.torchrun import render_torchrun
 from gpuwise.launch.wheel import build_wheel
@@ -17,15 +18,16 @@ from gpuwise.launch.wheel import build_wheel
 EMITTERS = ("skypilot", "torchrun")
 
 
-def check_emit(emit: str | None, command: str | None) -> None:
-    """Refuse a bad ``--emit``/``--command`` pair before any work is done."""
+def check_emit(emit: str | None, command: str | None, *, server: bool = False) -> None:
+    """Refuse a bad ``--emit``/``--command`` pair before any work is done. ``server``: the job is a server
+    (``is_server``), refused once the deployment to name is known (``server_emit_refusal``): no command needed."""
     if emit is None:
         if command is not None:
             raise LaunchError("--command needs --emit skypilot or --emit torchrun")
         return
     if emit.lower() not in EMITTERS:
         raise LaunchError(f"--emit: unknown target {emit!r} (known: {', '.join(EMITTERS)})")
-    if not (command or "").strip():
+    if not server and not (command or "").strip():
         raise LaunchError("--emit needs --command: the training command to launch, e.g. "
                           "--command 'python train.py --checkpoint-dir ckpt'")
 
@@ -52,4 +54,5 @@ def render(plan: LaunchPlan, emit: str, *, wheel: Path | None = None) -> str:
     return render_torchrun(plan)
 
 
-__all__ = ["EMITTERS", "LaunchError", "LaunchPlan", "check_emit", "launch_best", "plan_launch", "render"]
+__all__ = ["EMITTERS", "LaunchError", "LaunchPlan", "check_emit", "is_server", "launch_best", "plan_launch", "render",
+           "server_emit_refusal"]

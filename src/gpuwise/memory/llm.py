@@ -278,7 +278,7 @@ def infer_memory(arch: DecoderArch, w: Workload, gpu=None, *, prompt_tokens: int
     into one KV pool allocated once, so the pool has no allocator reserve: static, as the weights."""
     n = w.num_gpus
     weights = inference_weight_bytes(arch, w, double_quant=double_quant) / n
-    kv_share = 1.0 / min(n, arch.num_kv_heads) if not arch.is_mla else 1.0
+    kv_share = arch.kv_cache_share(n)
     kv_total = arch.kv_cache_bytes(prompt_tokens + new_tokens, batch, kv_bytes_per_element) * kv_share
     kv_prompt = arch.kv_cache_bytes(prompt_tokens, batch, kv_bytes_per_element) * kv_share
     paged = w.engine == "vllm"

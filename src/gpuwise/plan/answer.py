@@ -4,9 +4,10 @@ job cannot be split over (tensor-parallel heads) is refused (PlanError), by the 
 
 This is the public JSON contract of ``gpuwise estimate --json`` (DESIGN.md); the CLI only renders it.
 
-``fits`` (and ``fit_summary``, ``spare_bytes``, ``max_batch_size``, each ``per_gpu`` row's ``fits``) is
-memory only: the peak against the GPU's usable memory (serving with ``--engine vllm``: vLLM's reservation
-holds the weights, a prefill and the batch's KV cache, ``plan.profile.estimate_fits``). Whether the job can run there at all is
+``fits`` (and ``fit_summary``, ``spare_bytes``, ``max_batch_size``, each ``per_gpu`` row's ``fits`` and
+``spare_bytes``) is memory only, one rule (``plan.profile.estimate_fit``): the peak against the GPU's usable
+memory; serving with ``--engine vllm``, vLLM's reservation holding the weights, a prefill and the batch's KV
+cache (``spare_bytes``: what the reservation has left after them). Whether the job can run there at all is
 ``cannot_run``: None where it can, else why not (bf16 on a GPU without it), whatever the memory. A job
 runs on a GPU where ``fits`` is true and ``cannot_run`` is None; where ``cannot_run`` is set, ``time``
 (and a row's step time) is None and ``changes_that_fit`` is empty (no memory change lets it run).
@@ -26,9 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from gpuwise.plan.errors import PlanError
-from gpuwise.plan.fit import spare_bytes
-from gpuwise.plan.profile import (WorkloadModel, cannot_run, estimate_fits, fit_summary, largest_fitting_batch,
-                                  model_for, workload_on)
+from gpuwise.plan.profile import WorkloadModel, cannot_run, estimate_fit, largest_fitting_batch, model_for, workload_on
 from gpuwise.plan.recommend import JobSize
 from gpuwise.plan.remedies import changes_that_fit
 from gpuwise.plan.accuracy import likely_step_time_range_s, load_accuracy, no_range_note, regime_of
@@ -51,6 +50,15 @@ def _timed(e, method: str) -> dict:
             "bound": t.bound if t else None, "warnings": list(t.warnings) if t else [],
             "likely_step_time_range_s": list(likely) if likely else None,
             "regime": regime_of(method, t.regime) if t else None}
+
+
+def _row(e, headroom_fraction: float, method: str) -> dict:
+    """One GPU's row of ``per_gpu``: its memory, the one fit verdict and spare memory, its step time."""
+    fit = estimate_fit(e, headroom_fraction)
+    return {"gpu": e.gpu.id, "memory_bytes": e.gpu.visible_memory_bytes, "peak_total_bytes": e.memory.total_upper_bytes,
+            "fits": fit.fits, "spare_bytes": fit.spare_bytes,
+            "cannot_run": cannot_run(e.workload, e.gpu), "calibration": e.calibration,
+            "precision": e.workload.precision, **_timed(e, method)}
 
 
 def estimate_answer(
@@ -87,9 +95,9 @@ def estimate_answer(
                                                   calibrated=bool(est.calibration))
         accuracy = load_accuracy(regime)
     inference = est.inference.to_dict() if est.inference is not None else None
-    fit = estimate_fits(est, headroom_fraction) if gpu else None
+    fit = estimate_fit(est, headroom_fraction) if gpu else None
     changes: tuple = ()
-    if gpu is not None and not fit and suggest_changes and not why_not:
+    if fit is not None and not fit.fits and suggest_changes and not why_not:
         changes = changes_that_fit(workload_on(model.workload, gpu), gpu, headroom_fraction=headroom_fraction,
                                    closed_form=model.method == "closed-form", progress=progress, provider=provider,
                                    correction=model.correction)
@@ -104,23 +112,15 @@ def estimate_answer(
         "gpu": gpu.id if gpu else None,
         "provider": provider,
         "headroom_fraction": headroom_fraction,
-        "fits": fit,
+        "fits": fit.fits if fit else None,
         "cannot_run": why_not,
-        "spare_bytes": spare_bytes(est.memory.total_upper_bytes, gpu, headroom_fraction) if gpu else None,
-        "fit_summary": fit_summary(est, headroom_fraction) if gpu else None,
+        "spare_bytes": fit.spare_bytes if fit else None,
+        "fit_summary": fit.summary if fit else None,
         "max_batch_size": None,          # set by largest_batch_answer
         "changes_that_fit": list(changes),
         "inference": inference,
         "trace": trace_info,
-        "per_gpu": [
-            {"gpu": e.gpu.id, "memory_bytes": e.gpu.visible_memory_bytes, "peak_total_bytes": e.memory.total_upper_bytes,
-             "fits": estimate_fits(e, headroom_fraction),
-             "spare_bytes": spare_bytes(e.memory.total_upper_bytes, e.gpu, headroom_fraction),
-             "cannot_run": cannot_run(e.workload, e.gpu), "calibration": e.calibration,
-             "precision": e.workload.precision,
-             **_timed(e, model.method)}
-            for e in per_gpu
-        ],
+        "per_gpu": [_row(e, headroom_fraction, model.method) for e in per_gpu],
     }
     return answer, est
 

@@ -15,7 +15,7 @@ from gpuwise.catalog.topology import Topology
 from gpuwise.memory.llm import InferMemory, TrainMemory, infer_memory, train_memory
 from gpuwise.memory.model import MemoryEstimate
 from gpuwise.plan.fit import DEFAULT_HEADROOM_FRACTION, largest_fitting, usable_bytes
-from gpuwise.runtime.llm import decode_step, prefill_s, serve_time, train_step_time
+from gpuwise.runtime.llm import decode_step, prefill_parts, serve_time, train_step_time
 from gpuwise.runtime.model import StepTime
 from gpuwise.runtime.serving_load import ServingCurve, ServingLoad, load_fraction, serving_load
 from gpuwise.workload import Workload, WorkloadError
@@ -106,6 +106,12 @@ class VllmCapacity:
         """The most tokens a sequence may reach with ``batch`` of them in the cache (0: not one token)."""
         return largest_fitting(lambda t: int(self.kv_bytes_of(t) * max(1, batch)), self.kv_budget_bytes,
                                upper=1 << 22)
+
+    def spare_bytes(self, context_tokens: int, batch: int = 1) -> int:
+        """The reservation left after the weights, a prefill and the KV cache of ``batch`` sequences of
+        ``context_tokens`` (negative: short by that much; ``holds`` where it is not negative)."""
+        return int(self.reserved_bytes - self.profile_peak_bytes - self.kv_bytes_of(max(1, int(context_tokens)))
+                   * max(1, batch))
 
     def shortfall(self, context_tokens: int, batch: int = 1) -> str | None:
         """Why the reservation does not hold ``batch`` sequences of ``context_tokens``, in words (None: it does)."""
@@ -350,7 +356,7 @@ def serving_curve(arch: DecoderArch, w: Workload, gpu, *, kv_bytes_per_element: 
                                  gpu_memory_utilization=gpu_memory_utilization)
         in_cache = capacity.sequences(int(context)) if capacity.holds(prompt + new) else 0
         max_batch = min(in_cache, capacity.max_num_seqs)
-        limit = (f"vLLM's max_num_seqs {VLLM_MAX_NUM_SEQS}" if in_cache >= VLLM_MAX_NUM_SEQS else
+        limit = (f"vLLM's max_num_seqs {capacity.max_num_seqs}" if in_cache >= capacity.max_num_seqs else
                  f"the KV cache: {in_cache} sequences of {int(context):,} tokens (the mean context) in "
                  f"gpu_memory_utilization {gpu_memory_utilization}")
     else:
@@ -364,7 +370,8 @@ def serving_curve(arch: DecoderArch, w: Workload, gpu, *, kv_bytes_per_element: 
     knots = _knots(max_batch)
 
     def first_token_s(batch: int) -> float:
-        return prefill_s(arch, w, gpu, weights_bytes=weights, prompt_tokens=prompt, batch=batch, topology=topology)[0]
+        return prefill_parts(arch, w, gpu, weights_bytes=weights, prompt_tokens=prompt, batch=batch,
+                             topology=topology).ttft_s
 
     one_prompt = first_token_s(1)     # vLLM prefills each arriving prompt; HF a static batch's prompts together
     first = tuple(one_prompt if w.engine == "vllm" else first_token_s(b) for b in knots)

@@ -15,10 +15,11 @@ from gpuwise.catalog.model import GPU
 from gpuwise.catalog.topology import Topology, topology_for
 from gpuwise.memory import estimate_memory
 from gpuwise.memory.model import MemoryEstimate
-from gpuwise.memory.uncertainty import fit_wording
+from gpuwise.memory.uncertainty import fit_verdict, fit_wording
 from gpuwise.memory.parallel import data_parallel_memory, ring_of, with_data_parallel
 from gpuwise.plan.errors import PlanError
-from gpuwise.plan.fit import DEFAULT_HEADROOM_FRACTION, fits, largest_fitting, usable_bytes
+from gpuwise.plan import reasons
+from gpuwise.plan.fit import DEFAULT_HEADROOM_FRACTION, fits, largest_fitting, spare_bytes, usable_bytes
 from gpuwise.plan.llm import estimate_llm
 from gpuwise.runtime import predict_step_time
 from gpuwise.runtime.comm import DEFAULT_LAYERS
@@ -26,6 +27,7 @@ from gpuwise.runtime.model import StepTime
 from gpuwise.runtime.quant_linears import quant_refusal
 from gpuwise.trace import trace_workload
 from gpuwise.trace.records import Trace
+from gpuwise.units import format_bytes
 from gpuwise.workload import Workload
 from gpuwise.workload.decoder import is_llm, load_arch
 from gpuwise.workload.precision import on_gpu, why_not_on
@@ -68,32 +70,44 @@ class Estimate:
     @property
     def fits(self) -> bool | None:
         """None without a GPU; else the one fit rule at the default headroom."""
-        return estimate_fits(self)
+        fit = estimate_fit(self)
+        return fit.fits if fit is not None else None
 
 
-def estimate_fits(est: Estimate, headroom_fraction: float = DEFAULT_HEADROOM_FRACTION) -> bool | None:
-    """The one fit verdict of an estimate (None without a GPU). Serving with vLLM: its reservation
-    (``gpu_memory_utilization``, not the headroom) holds the weights, a prefill and the KV cache of the batch's
-    sequences at their whole context (``plan.llm.VllmCapacity.holds``); anything else: the peak nvidia-smi
-    would show within the usable memory (``plan.fit.fits``). estimate, recommend and the remedies use it."""
+@dataclass(frozen=True)
+class EstimateFit:
+    """The one fit verdict of an estimate on its GPU, with what follows from the same rule."""
+
+    fits: bool
+    summary: str                  # the verdict in words (the answer's ``fit_summary``)
+    spare_bytes: int              # memory the rule leaves at the peak (negative: short by that much)
+    exclusion: reasons.Exclusion  # why recommend leaves the option out on memory (read where ``fits`` is false)
+
+
+def estimate_fit(est: Estimate, headroom_fraction: float = DEFAULT_HEADROOM_FRACTION) -> EstimateFit | None:
+    """The one fit verdict of an estimate (None without a GPU), its words, spare memory and exclusion. Serving
+    with vLLM: its reservation (``gpu_memory_utilization``, not the headroom) holds the weights, a prefill and the
+    KV cache of the batch's sequences at their whole context (``plan.llm.VllmCapacity``); anything else: the
+    peak nvidia-smi would show within the usable memory (``plan.fit.fits``). estimate (the answer and its
+    per-GPU rows), recommend's quotes and the remedies use it."""
     if est.gpu is None:
         return None
     capacity = getattr(est.inference, "vllm", None)
     if capacity is not None:
         inf = est.inference
-        return capacity.holds(inf.prompt_tokens + inf.new_tokens, inf.batch_size)
-    return fits(est.memory.total_upper_bytes, est.gpu, headroom_fraction)
-
-
-def fit_summary(est: Estimate, headroom_fraction: float = DEFAULT_HEADROOM_FRACTION) -> str | None:
-    """``estimate_fits`` in words: vLLM's reservation, or the peak against the usable memory."""
-    if est.gpu is None:
-        return None
-    capacity = getattr(est.inference, "vllm", None)
-    if capacity is not None:
-        inf = est.inference
-        return capacity.wording(inf.prompt_tokens + inf.new_tokens, inf.batch_size)
-    return fit_wording(est.memory, usable_bytes(est.gpu, headroom_fraction))
+        context, batch = inf.prompt_tokens + inf.new_tokens, inf.batch_size
+        return EstimateFit(
+            fits=capacity.holds(context, batch), summary=capacity.wording(context, batch),
+            spare_bytes=capacity.spare_bytes(context, batch),
+            exclusion=reasons.no_kv_room(capacity.shortfall(context, batch)
+                                         or "no room for one sequence's KV cache in vLLM's reservation"))
+    peak, usable = est.memory.total_upper_bytes, usable_bytes(est.gpu, headroom_fraction)
+    kept = f" with {headroom_fraction:.0%} kept free" if headroom_fraction else ""
+    # the upper side decides (one fit rule); where the estimate's total itself fits, it is a risk, not a certainty
+    oom = reasons.out_of_memory(est.workload.batch_size, f"{format_bytes(est.memory.total_bytes)}–{format_bytes(peak)}",
+                                format_bytes(usable), kept, risk=fit_verdict(est.memory, usable) == "tight")
+    return EstimateFit(fits=fits(peak, est.gpu, headroom_fraction), summary=fit_wording(est.memory, usable),
+                       spare_bytes=spare_bytes(peak, est.gpu, headroom_fraction), exclusion=oom)
 
 
 

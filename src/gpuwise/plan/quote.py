@@ -8,6 +8,7 @@ currency, with ``*_ranked`` twins in the ranking currency.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from gpuwise.catalog.model import GPU, Offer
 from gpuwise.plan.fit import fits as fits_rule
@@ -15,6 +16,9 @@ from gpuwise.plan.fit import spare_bytes
 from gpuwise.plan.money import convert
 from gpuwise.plan.reasons import Exclusion
 from gpuwise.runtime.serving_load import load_fraction
+
+if TYPE_CHECKING:
+    from gpuwise.plan.profile import EstimateFit
 
 
 @dataclass(frozen=True)
@@ -132,18 +136,22 @@ class Quote:
 
 def make_quote(
     gpu: GPU, count: int, offer: Offer | None, *, peak_total_bytes: int | None, step_time_s: float | None,
-    headroom_fraction: float, ranking_currency: str | None, fits: bool | None = None, **job,
+    headroom_fraction: float, ranking_currency: str | None, fit: EstimateFit | None = None, **job,
 ) -> Quote:
-    """A quote with the fit decided by the one rule and the price in the ranking currency. ``fits``: the
-    estimate's own verdict where it has one (``plan.profile.estimate_fits``: vLLM's reservation); None: the
-    peak against the usable memory.
+    """A quote with the fit decided by the one rule and the price in the ranking currency. ``fit``: the
+    estimate's own verdict and spare memory where it has one (``plan.profile.estimate_fit``: vLLM's
+    reservation when it serves); None: the peak against the usable memory.
 
     ``job``: the whole-job fields of :class:`Quote` (``total_time_s`` …); ``total_cost`` is derived
     from ``total_time_s`` and the offer when not given.
     """
-    if fits is None:
-        fits = None if peak_total_bytes is None else fits_rule(peak_total_bytes, gpu, headroom_fraction)
-    spare = None if peak_total_bytes is None else spare_bytes(peak_total_bytes, gpu, headroom_fraction)
+    if fit is not None:
+        fits, spare = fit.fits, fit.spare_bytes
+    elif peak_total_bytes is not None:
+        fits, spare = fits_rule(peak_total_bytes, gpu, headroom_fraction), spare_bytes(peak_total_bytes, gpu,
+                                                                                        headroom_fraction)
+    else:
+        fits = spare = None
     price = offer.price_per_hour if offer else None
     currency = offer.currency if offer else None
     ranked = _ranked(price, currency, ranking_currency)

@@ -8,20 +8,19 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 from gpuwise.catalog.model import GPU, Catalog, Offer
-from gpuwise.memory.uncertainty import fit_verdict
 from gpuwise.plan.constraints import Constraints, JobSize, apply_constraints
 from gpuwise.plan.errors import PlanError
-from gpuwise.plan.fit import fits, usable_bytes
+from gpuwise.plan.fit import fits
 from gpuwise.plan.money import RATES_CHECKED, rates_in
 from gpuwise.plan.offers import candidate_offers, cheapest_offer, ranking_currency, spot_policy
 from gpuwise.plan import reasons
-from gpuwise.plan.profile import MAX_AUTO_BATCH, WorkloadModel, cannot_run, estimate_fits, largest_fitting_batch, workload_on
+from gpuwise.plan.profile import MAX_AUTO_BATCH, WorkloadModel, cannot_run, estimate_fit, largest_fitting_batch, workload_on
 from gpuwise.plan.quote import Quote, make_quote
 from gpuwise.plan.remedies import find_remedies
 from gpuwise.plan.spot import SpotRisk, describe_serving, spot_outcome
 from gpuwise.runtime.serving_load import serving_load
 from gpuwise.runtime.stack import Stack, assumed_stack
-from gpuwise.units import format_bytes, format_duration, format_money, format_request_rate
+from gpuwise.units import format_duration, format_money, format_request_rate
 from gpuwise.workload import Workload
 from gpuwise.workload.decoder import is_llm
 from gpuwise.workload.precision import parse
@@ -253,8 +252,8 @@ def _evaluate(model, gpu: GPU, offer: Offer, count: int, job: JobSize, constrain
                                         limit=per_gpu, provider=where)
         if largest == 0:
             est = model.estimate(gpu, count=count, batch_size=1, with_time=False, provider=where)
-            return excluded(_does_not_fit(est, 1, gpu, constraints), batch_size=1,
-                            peak_total_bytes=est.memory.total_upper_bytes, fits=False)
+            fit = estimate_fit(est, constraints.headroom_fraction)
+            return excluded(fit.exclusion, batch_size=1, peak_total_bytes=est.memory.total_upper_bytes, fit=fit)
         # serving keeps no effective batch: the most requests that fit (training: a divisor of what it keeps)
         micro = max(d for d in _divisors(per_gpu) if d <= largest) if workload.is_training else largest
     else:
@@ -293,14 +292,15 @@ def _evaluate(model, gpu: GPU, offer: Offer, count: int, job: JobSize, constrain
     if offer.spot and total_time_s is not None:
         expected = spot_risk.expected_time_s(total_time_s)
         preemption_s, total_time_s = expected - total_time_s, expected
+    fit = estimate_fit(est, constraints.headroom_fraction)
     option = make_quote(
         gpu, count, offer, peak_total_bytes=est.memory.total_upper_bytes, step_time_s=step.step_time_s if step else None,
-        fits=estimate_fits(est, constraints.headroom_fraction), batch_size=micro, grad_accum_steps=accum, total_time_s=total_time_s, preemption_time_s=preemption_s,
+        fit=fit, batch_size=micro, grad_accum_steps=accum, total_time_s=total_time_s, preemption_time_s=preemption_s,
         bound=step.bound if step else None, regime=step.regime if step else None, calibration=est.calibration,
         warnings=split_note + (tuple(step.warnings) if step else ()), **latency, **quote,
     )
     if not option.fits:
-        option = replace(option, exclusion=_does_not_fit(est, micro, gpu, constraints))
+        option = replace(option, exclusion=fit.exclusion)
     return option
 
 
@@ -322,36 +322,16 @@ def _at_load(gpu: GPU, count: int, offer: Offer, est, serving, constraints: Cons
                        capacity_per_replica_per_s=load.capacity_per_replica_per_s, ttft_s=load.ttft_s,
                        tpot_s=load.tpot_s, total_time_s=3600.0, total_cost=per_hour, cost_per_hour_at_load=per_hour,
                        cost_per_million_tokens=per_hour / (tokens_per_hour / 1e6))
+    fit = estimate_fit(est, constraints.headroom_fraction)
     option = make_quote(
-        gpu, count, offer, peak_total_bytes=est.memory.total_upper_bytes,
-        fits=estimate_fits(est, constraints.headroom_fraction) and (load is not None),
+        gpu, count, offer, peak_total_bytes=est.memory.total_upper_bytes, fit=fit,
         step_time_s=step.step_time_s if step else None, batch_size=serving.batch_size if serving is not None else None, bound=step.bound if step else None,
         regime=step.regime if step else None, calibration=est.calibration,
         warnings=warnings + (tuple(step.warnings) if step else ()), **figures, **quote,
     )
-    if not option.fits:
-        return replace(option, exclusion=_does_not_fit(est, option.batch_size or 1, gpu, constraints))
+    if not (option.fits and load is not None):    # no load carried: no replica holds a sequence
+        return replace(option, fits=False, exclusion=fit.exclusion)
     return option
-
-
-def _does_not_fit(est, batch: int, gpu: GPU, constraints: Constraints) -> reasons.Exclusion:
-    """Why an estimate does not fit (``estimate_fits``): vLLM's reservation, or the peak against the memory."""
-    capacity = getattr(est.inference, "vllm", None)
-    if capacity is not None:
-        inf = est.inference
-        return reasons.no_kv_room(capacity.shortfall(inf.prompt_tokens + inf.new_tokens, inf.batch_size) or
-                                  "no room for one sequence's KV cache in vLLM's reservation")
-    return _oom_reason(batch, est.memory, gpu, constraints)
-
-
-def _oom_reason(batch: int, memory, gpu: GPU, constraints: Constraints) -> reasons.Exclusion:
-    """The fit line's words (memory.uncertainty.fit_wording): the estimate's total to its upper side."""
-    kept = f" with {constraints.headroom_fraction:.0%} kept free" if constraints.headroom_fraction else ""
-    needs = f"{format_bytes(memory.total_bytes)}–{format_bytes(memory.total_upper_bytes)}"
-    usable = usable_bytes(gpu, constraints.headroom_fraction)
-    # the upper side decides (one fit rule); where the estimate's total itself fits, it is a risk, not a certainty
-    return reasons.out_of_memory(batch, needs, format_bytes(usable), kept,
-                                 risk=fit_verdict(memory, usable) == "tight")
 
 
 def _divisors(n: int) -> list[int]:

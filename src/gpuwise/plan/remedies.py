@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from gpuwise.catalog.model import Catalog
 from gpuwise.plan.constraints import Constraints, JobSize, apply_constraints
-from gpuwise.plan.profile import Correction, estimate_fits, model_for
+from gpuwise.plan.profile import Correction, estimate_fit, model_for
 from gpuwise.plan.quote import make_quote
 from gpuwise.workload import Workload
 
@@ -116,12 +116,13 @@ def find_remedies(
         for target in oom:   # cheapest first: the cheapest GPU this remedy rescues is the news
             gpu = gpus[target.gpu]
             est = model.estimate(gpu, count=target.count, provider=target.provider)
-            if est.time is None or not estimate_fits(est, constraints.headroom_fraction):
+            fit = estimate_fit(est, constraints.headroom_fraction)
+            if est.time is None or not fit.fits:
                 continue
             steps = job.optimizer_steps(w.effective_batch_size)
             quote = make_quote(
                 gpu, target.count, target.offer,
-                peak_total_bytes=est.memory.total_upper_bytes, step_time_s=est.time.step_time_s, fits=True,
+                peak_total_bytes=est.memory.total_upper_bytes, step_time_s=est.time.step_time_s, fit=fit,
                 headroom_fraction=constraints.headroom_fraction, ranking_currency=rec.ranking_currency,
                 total_time_s=steps * est.time.step_time_s, batch_size=w.batch_size, grad_accum_steps=w.grad_accum_steps,
                 # serving: what a request sees, so that --ttft/--tpot hold for a remedy as for the options
@@ -152,7 +153,7 @@ def changes_that_fit(
 
     def quote(flags: str, w: Workload) -> dict | None:
         est = make(w).estimate(gpu, count=w.num_gpus, provider=provider)
-        if not estimate_fits(est, headroom_fraction):
+        if not estimate_fit(est, headroom_fraction).fits:
             return None
         return {"change": flags, "peak_total_bytes": est.memory.total_upper_bytes,
                 "gpu_memory_bytes": gpu.visible_memory_bytes,

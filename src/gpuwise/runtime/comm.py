@@ -92,10 +92,6 @@ class ExposedParts:
     communication_s: float
     sharding_overhead_s: float
 
-    @property
-    def total_s(self) -> float:
-        return self.communication_s + self.sharding_overhead_s
-
 
 def weak_scaling_parts(exposed_s: float, sharded_compute_s: float, one_gpu_compute_s: float) -> ExposedParts:
     """The links' exposed time, and the floor's excess: at least what sharding saved on compute

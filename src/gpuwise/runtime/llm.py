@@ -245,17 +245,10 @@ def weights_read_s(weights_bytes: float, gpu) -> float:
     return weights_bytes / (_bandwidth(gpu) * DECODE_BW_EFF)
 
 
-def expert_share(arch: DecoderArch, rows: int) -> float:
-    """The share of routed experts ``rows`` tokens touch (each picks ``experts_per_token`` of them, evenly)."""
-    if not arch.is_moe:
-        return 1.0
-    return 1.0 - (1.0 - arch.experts_per_token / arch.num_experts) ** rows
-
-
 def served_linears(arch: DecoderArch, w: Workload, gpu, *, rows: int, double_quant: bool = True) -> QuantLinears | None:
     """The quantized linears of a serving forward over ``rows`` rows on one of ``w.num_gpus`` tensor-parallel GPUs."""
     return quant_linears(arch, w.quant, rows=rows, tp=w.num_gpus, double_quant=double_quant,
-                         expert_share=expert_share(arch, rows), gpu=gpu, engine=w.engine)
+                         expert_share=arch.expert_share(rows), gpu=gpu, engine=w.engine)
 
 
 @dataclass(frozen=True)
@@ -305,15 +298,6 @@ def prefill_parts(arch: DecoderArch, w: Workload, gpu, *, weights_bytes: float, 
                         tp_comm)
 
 
-def prefill_s(arch: DecoderArch, w: Workload, gpu, *, weights_bytes: float, prompt_tokens: int, batch: int,
-              topology: Topology | None = None, calibration: Calibration | None = None,
-              double_quant: bool = True) -> tuple[float, float]:
-    """(time to first token, its tensor-parallel communication) of one prefill (``prefill_parts``)."""
-    p = prefill_parts(arch, w, gpu, weights_bytes=weights_bytes, prompt_tokens=prompt_tokens, batch=batch,
-                      topology=topology, calibration=calibration, double_quant=double_quant)
-    return p.ttft_s, p.tp_comm_s
-
-
 def quant_notes(arch: DecoderArch, w: Workload, gpu, *, batch: int, double_quant: bool = True) -> list[str]:
     """What the quantized linears' path means for this GPU and batch, said with the time."""
     if w.quant == "none":
@@ -352,15 +336,14 @@ def decode_step(arch: DecoderArch, w: Workload, gpu, *, weights_bytes: float, co
     cal = calibration or load_calibration()
     n = w.num_gpus
     topo = topology or topology_for(gpu)
-    kv_share = 1.0 / min(n, arch.num_kv_heads) if not arch.is_mla else 1.0
-    kv_read = arch.kv_cache_bytes(int(context_tokens), batch, kv_bytes_per_element) * kv_share
+    kv_read = arch.kv_cache_bytes(int(context_tokens), batch, kv_bytes_per_element) * arch.kv_cache_share(n)
     q = served_linears(arch, w, gpu, rows=batch, double_quant=double_quant)
     if q is None:
         # weights touched per step (MoE: experts hit by at least one of the batch's tokens)
         touched = weights_bytes
         if arch.is_moe:
             pc = arch.param_counts()
-            touched = weights_bytes * (1 - pc.experts / pc.total * (1 - expert_share(arch, batch)))
+            touched = weights_bytes * (1 - pc.experts / pc.total * (1 - arch.expert_share(batch)))
         mem_s = (touched + kv_read) / (_bandwidth(gpu) * DECODE_BW_EFF)
     else:   # the routed experts are quantized linears: the rest is read whole
         plain = max(weights_bytes - q.stored_bytes, 0.0)

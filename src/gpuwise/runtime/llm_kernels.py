@@ -268,7 +268,7 @@ def decode_compute_s(arch: DecoderArch, w: Workload, gpu, cal: Calibration, *, c
     law (no streaming floor, no latency: the weights' and the cache's reads are the caller's memory term), of
     MoE the experts the batch touches only, attention's FLOPs at the peak (it reads the cache)."""
     sh = _shape(arch, w, gpu, cal, batch, 1, tp)
-    share = 1.0 - (1.0 - arch.experts_per_token / arch.num_experts) ** batch if arch.is_moe else None
+    share = arch.expert_share(batch) if arch.is_moe else None
     gemms = _layers_gemms(sh, forward=True, dgrad=False, wgrad=False, lora=None, latency=False,
                           expert_share=share).total_s
     head = _gemms(sh, batch, sh.h, split(arch.vocab_size, tp), forward=True, dgrad=False, wgrad=False, latency=False)

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpuwise.runtime.model import RuntimeError_
 from gpuwise.workload.decoder import DecoderArch
 from gpuwise.workload.storage import FP8_BLOCK, NF4_BLOCK, quant_bytes_per_param
 
@@ -148,7 +149,7 @@ def linear_path(quant: str, *, rows: int, double_quant: bool, gpu=None, engine: 
         return LinearPath("FP8 block GEMM", 1.0 + scales, 0.0, 0.0, 2, 1,
                           syncs=0 if engine == "vllm" else 1,       # transformers' FP8Linear synchronizes
                           input_bytes=HALF + 1.0 + group)     # GEMMs timed at the 16-bit rate (an upper side)
-    raise ValueError(f"no quantized path for {quant!r}")
+    raise RuntimeError_(f"no quantized path for --quant {quant!r} (one of nf4, int8, fp8)")
 
 
 @dataclass(frozen=True)
@@ -156,7 +157,6 @@ class QuantLinears:
     """The quantized linears of one forward on one GPU (all layers; routed experts at their touched share)."""
 
     path: LinearPath
-    weights: float             # quantized weights the step runs through (per GPU)
     stored_bytes: float        # their storage (``workload.storage.quant_bytes_per_param``), per GPU
     calls: float               # quantized linear calls (vLLM: one per shard of a fused linear)
     matmul_bytes: float        # read by GEMMs
@@ -193,7 +193,7 @@ def quant_linears(arch: DecoderArch, quant: str, *, rows: int, tp: int = 1, doub
         acts += routed_rows * (lin.in_features * path.input_bytes + lin.out_features * path.output_bytes) / tp
     shard_copies = calls if engine == "vllm" and bnb else 0.0     # vLLM: each shard's result copied into `out`
     return QuantLinears(
-        path=path, weights=weights, stored_bytes=stored, calls=calls,
+        path=path, stored_bytes=stored, calls=calls,
         matmul_bytes=weights * path.matmul_bytes, gemv_bytes=weights * path.gemv_bytes,
         stream_bytes=touched_stream + acts, extra_kernels=calls * (path.kernels - 1) + shard_copies,
         extra_eager_calls=calls * path.extra_eager_calls + shard_copies, syncs=calls * path.syncs,

@@ -55,6 +55,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from gpuwise.runtime.model import RuntimeError_
+
 MAX_REPLICAS = 1 << 16     # a search bound, far past any rental
 
 
@@ -73,13 +75,13 @@ class ServingCurve:
 
     def __post_init__(self) -> None:
         if self.engine not in ("vllm", "hf"):
-            raise ValueError(f"engine must be vllm or hf, got {self.engine!r}")
+            raise RuntimeError_(f"engine must be vllm or hf, got {self.engine!r}")
         if self.new_tokens < 1 or self.max_batch < 1:
-            raise ValueError("a serving curve needs N >= 1 new tokens and room for one sequence")
+            raise RuntimeError_("a serving curve needs N >= 1 new tokens and room for one sequence")
         n = len(self.batches)
         if not (n == len(self.first_token_s) == len(self.decode_step_s)) or self.batches[0] != 1 \
                 or self.batches[-1] != self.max_batch or list(self.batches) != sorted(set(self.batches)):
-            raise ValueError("knots must ascend from 1 to max_batch, one figure each")
+            raise RuntimeError_("knots must ascend from 1 to max_batch, one figure each")
 
     @property
     def continuous(self) -> bool:
@@ -116,9 +118,6 @@ class LoadPoint:
     ttft_s: float | None = None
     tpot_s: float | None = None
 
-    def to_dict(self) -> dict:
-        return dict(self.__dict__)
-
 
 def capacity_per_s(curve: ServingCurve) -> float:
     """The largest rate one replica carries (requests a second)."""
@@ -142,7 +141,7 @@ def _operating_batch(curve: ServingCurve, rate: float) -> float:
 def load_point(curve: ServingCurve, rate_per_s: float) -> LoadPoint:
     """One replica under a Poisson stream of ``rate_per_s`` requests a second (the module's derivation)."""
     if not (rate_per_s > 0 and math.isfinite(rate_per_s)):
-        raise ValueError(f"a request rate must be positive, got {rate_per_s!r}")
+        raise RuntimeError_(f"a request rate must be positive, got {rate_per_s!r}")
     rate, n = rate_per_s, curve.new_tokens
     if rate > capacity_per_s(curve):
         return LoadPoint(rate, carried=False)

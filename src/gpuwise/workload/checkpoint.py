@@ -11,6 +11,7 @@ checkpoint's quantization, and only when no ``--quant`` is asked.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 
 from gpuwise.workload.llm_config import text_config, try_load_decoder_config
@@ -19,15 +20,20 @@ from gpuwise.workload.storage import FP8_BLOCK
 FP8_FORMATS = ("e4m3", "float8_e4m3fn", "")      # what vLLM's Fp8Config serves (e5m2 checkpoints are rare)
 
 
+def _quantization_config(cfg: dict | None) -> dict:
+    """A config's ``quantization_config``, at its top level or in its ``text_config`` (multimodal wrappers);
+    {} where none is given."""
+    if not cfg:
+        return {}
+    qc = cfg.get("quantization_config") or text_config(cfg).get("quantization_config")
+    return qc if isinstance(qc, dict) else {}
+
+
 def checkpoint_quant(cfg: dict | None) -> str:
     """The ``--quant`` a checkpoint's ``quantization_config`` stands for: "fp8" (float8 e4m3, per-block or
     per-tensor scales), "nf4" or "int8" (bitsandbytes), else "none" (none given, or a method the closed form
     does not describe: GPTQ, AWQ, ...)."""
-    if not cfg:
-        return "none"
-    qc = cfg.get("quantization_config") or text_config(cfg).get("quantization_config")
-    if not isinstance(qc, dict):
-        return "none"
+    qc = _quantization_config(cfg)
     method = str(qc.get("quant_method", "")).lower()
     if method == "fp8" and str(qc.get("fmt", "")).lower() in FP8_FORMATS:
         return "fp8"
@@ -41,15 +47,28 @@ def checkpoint_quant(cfg: dict | None) -> str:
 
 def fp8_block(cfg: dict | None) -> tuple[int, int] | None:
     """The FP8 scales' block (rows, columns) a checkpoint gives (None: per tensor, or no FP8 config)."""
-    qc = (cfg or {}).get("quantization_config") or {}
-    block = qc.get("weight_block_size") if isinstance(qc, dict) else None
+    block = _quantization_config(cfg).get("weight_block_size")
     return (int(block[0]), int(block[1])) if block and len(block) == 2 else None
 
 
+@dataclass(frozen=True)
+class StoredWeights:
+    """How a model spec's checkpoint stores its weights: its ``checkpoint_quant`` and ``fp8_block``."""
+
+    quant: str
+    fp8_block: tuple[int, int] | None
+
+
 @lru_cache(maxsize=64)
+def stored_weights(model: str) -> StoredWeights:
+    """The checkpoint's storage of a model spec, its config read once per spec (a plan asks per GPU)."""
+    cfg = try_load_decoder_config(model)
+    return StoredWeights(checkpoint_quant(cfg), fp8_block(cfg))
+
+
 def stored_quant(model: str) -> str:
-    """``checkpoint_quant`` of a model spec's config, read once per spec (a plan asks it per GPU)."""
-    return checkpoint_quant(try_load_decoder_config(model))
+    """``checkpoint_quant`` of a model spec's config (``stored_weights``)."""
+    return stored_weights(model).quant
 
 
 def served_quant(model: str, *, mode: str, quant: str = "none") -> str:
@@ -62,11 +81,13 @@ def served_quant(model: str, *, mode: str, quant: str = "none") -> str:
 
 def checkpoint_note(model: str, quant: str) -> str | None:
     """What the output says where the weights' quantization comes from the checkpoint (None: it does not)."""
-    cfg = try_load_decoder_config(model)
-    if quant == "none" or checkpoint_quant(cfg) != quant:
+    if quant == "none":
+        return None
+    stored = stored_weights(model)
+    if stored.quant != quant:
         return None
     if quant == "fp8":
-        block = fp8_block(cfg)
+        block = stored.fp8_block
         scales = f"a float32 scale per {block[0]} x {block[1]} block" if block else "per-tensor scales"
         if block and block != (FP8_BLOCK, FP8_BLOCK):
             scales += f" (counted as {FP8_BLOCK} x {FP8_BLOCK})"

@@ -104,6 +104,18 @@ class DecoderArch:
     def is_mla(self) -> bool:
         return self.kv_lora_rank > 0
 
+    def expert_share(self, rows: float) -> float:
+        """The share of routed experts ``rows`` tokens touch, each picking ``experts_per_token`` of them evenly
+        (1 without routed experts): what a decode step's few tokens multiply and read."""
+        if not self.is_moe:
+            return 1.0
+        return 1.0 - (1.0 - self.experts_per_token / self.num_experts) ** rows
+
+    def kv_cache_share(self, ways: int) -> float:
+        """The share of the KV cache each of ``ways`` tensor-parallel GPUs holds: the KV heads split over them,
+        each copied where there are fewer heads than GPUs; MLA's latent is whole on every GPU."""
+        return 1.0 if self.is_mla else 1.0 / min(ways, self.num_kv_heads)
+
     def tensor_parallel_refusal(self, ways: int) -> str | None:
         """Why ``ways``-way tensor parallelism cannot shard this model (None: it can). vLLM's rule
         (``ModelConfig.verify_with_parallel_config`` and ``QKVParallelLinear``): the attention heads split

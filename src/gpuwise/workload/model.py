@@ -66,7 +66,7 @@ class Workload:
     keep_grads: bool = False         # zero_grad(set_to_none=False): .grad stays allocated between steps
     input_rate: float | None = None  # samples/s the input pipeline delivers (None: synthetic data, no limit)
     cpu_workers: int | None = None   # DataLoader workers decoding JPEGs (vision): sets the input rate
-    engine: str = "hf"               # LLM inference: HF generate in eager mode, or vLLM
+    engine: str | None = None        # LLM inference: HF generate in eager mode, or vLLM; None: ``default_engine``'s
     # LLM serving at a load: requests a second arriving as a Poisson stream (None: one batch of batch_size requests)
     request_rate_per_s: float | None = None
     # LLM fine-tuning stack (memory): how the loss holds the logits, and LoRA's dropout
@@ -77,12 +77,17 @@ class Workload:
     precision_default: bool = False
     # True: ``optimizer`` is the default (AdamW), not the user's choice: the output says so
     optimizer_default: bool = False
+    # True: ``engine`` is ``default_engine``'s choice (vLLM at a request rate), not the user's: the output says so
+    engine_default: bool = False
 
     def optimizer_described(self) -> str:
         """The optimizer as the output names it: the default says so, as the precision does."""
         return f"{self.optimizer} (the default; --optimizer to choose)" if self.optimizer_default else self.optimizer
 
     def __post_init__(self) -> None:
+        if self.engine is None:
+            object.__setattr__(self, "engine", default_engine(self.request_rate_per_s))
+            object.__setattr__(self, "engine_default", True)
         for name in ("precision", "optimizer", "mode", "finetune", "quant", "sharding", "offload",
                      "attention", "optimizer_impl", "engine", "logits"):
             value = getattr(self, name)
@@ -136,7 +141,8 @@ class Workload:
                                 "weights (--quant none, int8 or nf4)")
 
     def inert_settings(self) -> tuple[str, ...]:
-        """Settings given a value of their own that change nothing in this job: said, not dropped in silence."""
+        """Settings given a value of their own that change nothing in this job: said, not dropped in silence
+        (training settings in serving included)."""
         defaults = {f.name: f.default for f in fields(self)}
         given = lambda name: getattr(self, name) != defaults[name]  # noqa: E731
         out = []
@@ -147,10 +153,21 @@ class Workload:
                     out.append(f"{flag} has no effect with --mode infer (no backward pass, no optimizer step)")
             if self.optimizer not in (defaults["optimizer"], "none"):
                 out.append(f"--optimizer {self.optimizer} has no effect with --mode infer (no optimizer step)")
+            # training settings in serving; --finetune qlora serves its base weights quantized (``quant``)
+            if self.finetune == "qlora":
+                out.append(f"--finetune qlora with --mode infer serves the base weights in {self.quant} (as --quant "
+                           f"{self.quant}); the adapters are not counted")
+            elif self.finetune in ("lora", "freeze"):
+                out.append(f"--finetune {self.finetune} has no effect with --mode infer (the base model is served; "
+                           "adapters, merged or not, are not counted)")
+            for name, why in (("sharding", "--num-gpus N serves by tensor parallelism"),
+                              ("offload", "the weights stay on the GPUs"), ("logits", "it is the training loss's")):
+                if given(name):
+                    out.append(f"--{name} {getattr(self, name)} has no effect with --mode infer ({why})")
         else:
             if self.max_new_tokens:
                 out.append("--max-new-tokens has no effect with --mode train (it sizes generation: --mode infer)")
-            if given("engine"):
+            if self.engine != default_engine(None):     # the engine of a job without a rate
                 out.append(f"--engine {self.engine} has no effect with --mode train (it is the serving engine)")
         if self.cpu_workers is not None and not feeds_images(self):
             out.append("--cpu-workers has no effect: this model's samples are not images (it sizes JPEG decoding; "
@@ -187,6 +204,13 @@ class Workload:
         d = asdict(self)
         d["lora_targets"] = list(self.lora_targets)
         return d
+
+
+def default_engine(request_rate_per_s: float | None) -> str:
+    """The serving engine of a job that names none: vLLM at a request rate (a rate is served by a server: HF
+    generate's static batches make every request wait for the batch in progress, minutes at a few requests a
+    second), else HF generate. The API and the CLI both get it (``Workload.engine`` None)."""
+    return "vllm" if request_rate_per_s is not None else "hf"
 
 
 FP8_PRECISION_REFUSAL = ("--precision: 'fp8' is how weights are stored, not a compute precision: an FP8 checkpoint "

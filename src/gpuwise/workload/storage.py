@@ -74,7 +74,8 @@ def optimizer_state_bytes(optimizer: str, param_bytes: int) -> float:
 # SGD: p += g (3); momentum: buf *= m, buf += g, p += buf (8); Adam: lerp_(m, g), v *= b2, addcmul_(v, g, g),
 # sqrt(v), / bias correction, + eps, addcdiv_(p, m, denom) (19); AdamW also decays p (21); Lion and
 # Adafactor as traced (gpuwise.trace.optimizers). Fused kernels (``--optimizer-impl fused``; bitsandbytes'
-# 8-bit, always) read parameter, gradient and states once and write parameter and states once.
+# 8-bit and paged optimizers, always: one kernel per parameter) read parameter, gradient and states once and
+# write parameter and states once.
 _UNFUSED_STEP_PASSES = {"sgd": 3, "momentum": 8, "adam": 19, "adamw": 21, "lion": 13, "adafactor": 19}
 FUSED_IMPL_OPTIMIZERS = ("sgd", "momentum", "adam", "adamw")     # torch has a fused kernel for these
 
@@ -82,13 +83,14 @@ FUSED_IMPL_OPTIMIZERS = ("sgd", "momentum", "adam", "adamw")     # torch has a f
 def optimizer_step_bytes(optimizer: str, param_bytes: int, impl: str = "foreach", *,
                          grad_scaler: bool = False) -> float:
     """Bytes one optimizer step moves through GPU memory per trained parameter (``impl``: foreach, fused or
-    for-loop, as ``Workload.optimizer_impl``); ``grad_scaler``: fp16 autocast's GradScaler first unscales
+    for-loop, as ``Workload.optimizer_impl``, torch's; bitsandbytes' 8-bit and paged optimizers are one fused
+    kernel whatever it says); ``grad_scaler``: fp16 autocast's GradScaler first unscales
     every gradient in place (one read, one write)."""
     name = optimizer.removeprefix("paged-")
     if name == "none":
         return 0.0
     unscale = 2.0 * param_bytes if grad_scaler else 0.0
-    fused = name == "adamw-8bit" or (impl == "fused" and name in FUSED_IMPL_OPTIMIZERS)
+    fused = is_paged(optimizer) or name == "adamw-8bit" or (impl == "fused" and name in FUSED_IMPL_OPTIMIZERS)
     if fused or name not in _UNFUSED_STEP_PASSES:
         return 3.0 * param_bytes + 2.0 * optimizer_state_bytes(optimizer, param_bytes) + unscale
     return _UNFUSED_STEP_PASSES[name] * param_bytes + unscale
