@@ -37,3 +37,25 @@ def cli_json(capsys):
         return json.loads(capsys.readouterr().out)
 
     return run
+
+
+@pytest.fixture
+def cli_run(capsys, monkeypatch):
+    """Runs a gpuwise command in this process at ``COLUMNS`` 80 (the default terminal); returns (exit code,
+    stdout, stderr)."""
+    from gpuwise.cli.app import main
+
+    monkeypatch.setenv("COLUMNS", "80")
+
+    def run(*args: str) -> tuple[int, str, str]:
+        capsys.readouterr()
+        try:
+            main(list(args))
+        except SystemExit as exc:
+            code = exc.code or 0
+        else:
+            code = 0
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run

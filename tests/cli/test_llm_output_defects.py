@@ -6,7 +6,6 @@ import json
 
 import pytest
 
-from gpuwise.cli.app import main
 
 L7 = "hf:meta-llama/Llama-2-7b-hf"
 PREFILL_ONLY = [L7, "--mode", "infer", "--batch-size", "4", "--seq-len", "2048", "--max-new-tokens", "0"]
@@ -14,15 +13,11 @@ DECODE_KEYS = ("decode_tokens_per_s", "decode_s", "time_per_output_token_s", "de
 
 
 @pytest.fixture
-def gpuwise(capsys, monkeypatch):
-    monkeypatch.setenv("COLUMNS", "200")
-
+def gpuwise(cli_run, monkeypatch):
     def run(*args):
-        capsys.readouterr()
-        with pytest.raises(SystemExit) as exit_info:
-            main(list(args))
-        out, _ = capsys.readouterr()
-        assert (exit_info.value.code or 0) == 0, out
+        monkeypatch.setenv("COLUMNS", "200")   # one line per figure, so the text checks see whole lines
+        code, out, err = cli_run(*args)
+        assert code == 0, out + err
         return out
 
     return run

@@ -5,7 +5,6 @@ import re
 
 import pytest
 
-from gpuwise.cli.app import main
 
 SERVE = ["hf:Qwen/Qwen2.5-0.5B", "--mode", "infer", "--seq-len", "512", "--max-new-tokens", "64", "--engine", "vllm"]
 LOAD_KEYS = {"request_rate_per_s", "concurrency", "utilisation", "replicas", "cost_per_hour_at_load",
@@ -13,17 +12,8 @@ LOAD_KEYS = {"request_rate_per_s", "concurrency", "utilisation", "replicas", "co
 
 
 @pytest.fixture
-def gpuwise(capsys, monkeypatch):
-    monkeypatch.setenv("COLUMNS", "80")
-
-    def run(*args):
-        capsys.readouterr()
-        with pytest.raises(SystemExit) as exit_info:
-            main(list(args))
-        out, err = capsys.readouterr()
-        return exit_info.value.code or 0, out, err
-
-    return run
+def gpuwise(cli_run):
+    return cli_run
 
 
 def test_recommend_at_a_rate_lists_replicas_and_the_cost_of_the_load(gpuwise):

@@ -5,7 +5,6 @@ import re
 
 import pytest
 
-from gpuwise.cli.app import main
 
 Q05 = ["hf:Qwen/Qwen2.5-0.5B", "--mode", "infer", "--seq-len", "512", "--max-new-tokens", "64"]
 L8 = ["hf:meta-llama/Llama-3.1-8B", "--mode", "infer", "--seq-len", "1024", "--max-new-tokens", "256"]
@@ -13,17 +12,8 @@ L70 = ["hf:meta-llama/Llama-3.1-70B", "--mode", "infer", "--seq-len", "1024", "-
 
 
 @pytest.fixture
-def gpuwise(capsys, monkeypatch):
-    monkeypatch.setenv("COLUMNS", "80")
-
-    def run(*args):
-        capsys.readouterr()
-        with pytest.raises(SystemExit) as exit_info:
-            main(list(args))
-        out, err = capsys.readouterr()
-        return exit_info.value.code or 0, out, err
-
-    return run
+def gpuwise(cli_run):
+    return cli_run
 
 
 def _one_line_refusal(code, err):

@@ -219,20 +219,11 @@ def _render(rec, show_all: bool, deadline_s: float | None = None) -> None:
         elif b.ttft_s is not None and not w.is_training and w.max_new_tokens == 0:
             con.print(f"  prefill only (--max-new-tokens 0: prompts scored, nothing generated): each batch "
                       f"{format_duration(b.ttft_s)}")
-        also = [name for name, o in (("the fastest", rec.fastest), ("the best value (least cost × time)",
-                                                                    rec.best_value)) if o is b]
-        if also:
-            con.print(f"  also {' and '.join(also)}")
+        _also(rec, "least cost × time")
         _risks(b, deadline_s, rec.method)
-        if rec.fastest is not None and rec.fastest is not b:
-            f = rec.fastest
-            value = " and best value (least cost × time)" if rec.best_value is f else ""
-            con.print(f"Fastest{value}: {f.count}× {f.gpu_name} from {f.provider}{_at(rec, f)}: "
-                      f"{format_duration(f.total_time_s)}, {_cost(f)}")
-        if rec.best_value is not None and rec.best_value is not b and rec.best_value is not rec.fastest:
-            v = rec.best_value
-            con.print(f"Value (least cost × time): {v.count}× {v.gpu_name} from {v.provider}{_at(rec, v)}: "
-                      f"{format_duration(v.total_time_s)}, {_cost(v)}")
+        _fastest_and_value(rec, "least cost × time",
+                           lambda o: f"{o.count}× {o.gpu_name} from {o.provider}{_at(rec, o)}: "
+                                     f"{format_duration(o.total_time_s)}, {_cost(o)}")
     else:
         con.print(f"[bold yellow]{rec.nothing_meets}[/]")
         for o in rec.closest:
@@ -270,23 +261,29 @@ def _render_load_lines(rec) -> None:
               f"then {format_duration(b.tpot_s)} a token ({1 / b.tpot_s:,.0f} tokens/s)")
     con.print(f"  {b.concurrency:,.1f} requests in flight; each replica carries up to "
               f"{format_request_rate(b.capacity_per_replica_per_s)}, so it runs at {b.load:.0%} load")
-    also = [name for name, o in (("the fastest", rec.fastest), ("the best value (least cost × request time)",
-                                                                rec.best_value)) if o is b]
+    _also(rec, "least cost × request time")
+    _fastest_and_value(rec, "least cost × request time",
+                       lambda o: f"{_deployment(o)} from {o.provider}{_at(rec, o)}: a request answered in "
+                                 f"{format_duration(o.ttft_s + w.max_new_tokens * o.tpot_s)}, {_cost(o)} an hour")
+
+
+def _also(rec, value_measure: str) -> None:
+    """What else the best option is: the fastest, the best value (by ``value_measure``)."""
+    also = [name for name, o in (("the fastest", rec.fastest), (f"the best value ({value_measure})",
+                                                                rec.best_value)) if o is rec.best]
     if also:
-        con.print(f"  also {' and '.join(also)}")
+        c.console.print(f"  also {' and '.join(also)}")
 
-    def answered(o) -> str:
-        return format_duration(o.ttft_s + w.max_new_tokens * o.tpot_s)
 
-    if rec.fastest is not None and rec.fastest is not b:
-        f = rec.fastest
-        value = " and best value (least cost × request time)" if rec.best_value is f else ""
-        con.print(f"Fastest{value}: {_deployment(f)} from {f.provider}{_at(rec, f)}: a request answered in "
-                  f"{answered(f)}, {_cost(f)} an hour")
-    if rec.best_value is not None and rec.best_value is not b and rec.best_value is not rec.fastest:
-        v = rec.best_value
-        con.print(f"Value (least cost × request time): {_deployment(v)} from {v.provider}{_at(rec, v)}: a "
-                  f"request answered in {answered(v)}, {_cost(v)} an hour")
+def _fastest_and_value(rec, value_measure: str, describe) -> None:
+    """The fastest and the best-value options where they are not the best (one line each, or one for both);
+    ``describe(option)`` says what the option is and what it gives."""
+    b, f, v = rec.best, rec.fastest, rec.best_value
+    if f is not None and f is not b:
+        value = f" and best value ({value_measure})" if v is f else ""
+        c.console.print(f"Fastest{value}: {describe(f)}")
+    if v is not None and v is not b and v is not f:
+        c.console.print(f"Value ({value_measure}): {describe(v)}")
 
 
 def _risks(best, deadline_s: float | None, method: str) -> None:
