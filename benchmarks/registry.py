@@ -76,6 +76,9 @@ BENCHMARKS: tuple[Benchmark, ...] = (
                VIDUR, "shared:kernels-modern/vidur_model_shapes.csv"),
               what="one decode layer as runtime.llm.decode_step charges it (no attention, no all-reduce) against the "
                    "sum of vidur's fp16 operator kernels at 1-256 tokens; nothing fitted", minutes=0.2, timed="estimate"),
+    Benchmark("lone_ops", "lone_ops", (*TIME_MODEL, "shared:kernels-modern/llmcompass_a100_real_hw.csv"),
+              what="lone eager fp16 operators (matmul, softmax, layer norm, GELU) as gpuwise times them (host + kernel) "
+                   "against LLMCompass's A100 wall-clock timings; nothing fitted", minutes=0.3, timed="estimate"),
     Benchmark("kernel_error_sources", "time_kernel_sources",
               ("benchmarks/kernel_laws.py", KERNEL_FIT, *LAWS, "shared:kernels/"),
               what="per-kernel error: a learned shape model with the GPU seen vs held out", minutes=22, timed="results"),
