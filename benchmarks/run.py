@@ -21,7 +21,7 @@ import time
 
 from benchmarks.machine import BUSY_EXIT
 from benchmarks.registry import BENCHMARKS, Benchmark, by_name
-from benchmarks.staleness import DATA, REPO, shared_data_present, stale_reason
+from benchmarks.staleness import DATA, REPO, shared_data_present, stale_reason, untracked_inputs
 
 log = logging.getLogger("benchmarks.run")
 
@@ -66,6 +66,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.check:
             print("\n".join(stale) if stale else "every results file is fresh")
         return 1 if args.check and stale else 0
+    untracked = sorted({f for b in chosen if not b.excluded for f in untracked_inputs(b)})
+    if untracked:
+        print(f"not run: {', '.join(untracked)} not committed (results written now would read stale after the "
+              "commit, and the re-run would score a held-out set again); commit first", file=sys.stderr)
+        return 2
     timings, failed = [], []
     total = time.monotonic()
     for bench in chosen:

@@ -94,6 +94,20 @@ def is_shared(name: str) -> bool:
     return name.startswith(SHARED_PREFIX)
 
 
+def untracked_inputs(bench: Benchmark) -> list[str]:
+    """Files of ``bench``'s inputs that exist here but git does not track yet (and does not ignore): a hash
+    leaves them out (a clean clone has none of them), so results written now read stale once they are
+    committed, and the re-run scores a held-out set again. ``benchmarks.run`` refuses to run until then."""
+    try:
+        out = subprocess.run(["git", "ls-files", "-z", "--others", "--exclude-standard"], cwd=REPO,
+                             capture_output=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return []
+    others = [p for p in out.decode("utf-8", "surrogateescape").split("\0") if p]
+    entries = [e.rstrip("/") for e in bench.all_inputs() if not is_shared(e)]
+    return sorted(p for p in others if any(p == e or p.startswith(e + "/") for e in entries))
+
+
 def input_hashes(bench: Benchmark) -> dict[str, str]:
     """sha256 of every input file of ``bench``: its script, the harness and what it declares. Without the
     public data folder (``shared_data_present``) its entries are left out: they cannot be hashed here."""

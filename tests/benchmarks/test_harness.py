@@ -9,7 +9,7 @@ import pytest
 
 from benchmarks.harness import (ROOFLINE_075, Case, p90, record_scoring, scored_words, summarize,
                                 summarize_cases, verdict)
-from benchmarks.registry import BENCHMARKS, Benchmark
+from benchmarks.registry import BENCHMARKS, Benchmark, by_name
 from benchmarks.staleness import REPO, combined_hash, input_hashes
 
 
@@ -87,6 +87,23 @@ def test_run_check_names_the_stale_file_and_the_command():
     bad = subprocess.run([sys.executable, "-m", "benchmarks.run", "no_such_bench"], cwd=REPO,
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "no benchmark 'no_such_bench'" in bad.stderr
+
+
+def test_a_benchmark_whose_input_is_not_committed_is_not_run(monkeypatch, capsys):
+    """The hash leaves untracked files out (a clean clone has none), so lone_ops, run before its script was
+    committed, read stale from that commit on and had to score its held-out set a second time (2026-12-06)."""
+    from benchmarks import run, staleness
+
+    monkeypatch.setattr(staleness.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(
+        a, 0, stdout=b"benchmarks/lone_ops.py\0src/gpuwise/runtime/new_law.py\0notes.txt\0"))
+    assert staleness.untracked_inputs(by_name("lone_ops")) == ["benchmarks/lone_ops.py",
+                                                               "src/gpuwise/runtime/new_law.py"]
+    assert staleness.untracked_inputs(by_name("guard_save")) == []
+    ran = []
+    monkeypatch.setattr(run, "_run", lambda bench: ran.append(bench.name) or (0, 0.0))
+    assert run.main(["datasheet_ratio", "lone_ops"]) == 2
+    err = capsys.readouterr().err
+    assert ran == [] and "benchmarks/lone_ops.py" in err and "commit first" in err
 
 
 def test_a_speed_benchmark_refuses_a_loaded_machine_unless_told(monkeypatch, capsys):

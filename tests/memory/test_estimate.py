@@ -18,6 +18,7 @@ HERE = Path(__file__).parent
 TRANSFORMER = f"{HERE / 'tiny_models.py'}:transformer"
 CONVNET = f"{HERE / 'tiny_models.py'}:convnet"
 ATEN_ATTENTION = f"{HERE / 'tiny_models.py'}:transformer_aten_attention"
+EMBEDDING = f"{HERE / 'tiny_models.py'}:embedding_lookup"
 MIB = 1 << 20
 
 
@@ -154,3 +155,44 @@ def test_the_largest_fitting_batch_is_zero_when_batch_one_does_not_fit():
     model = TracedModel(Workload(model=CONVNET, image_size=32))
     tiny = replace(_gpu("t4"), memory_bytes=100 * MIB, nvml_memory_bytes=None)
     assert largest_fitting_batch(model, tiny, headroom_fraction=0.0) == 0
+
+
+# Liger-Kernel's plain-PyTorch embedding runs on an MI300X (Liger 0.3.1, forward + backward peak, p50, MiB; the
+# HIP build of the same Embedding.cu) less weights, their gradient, the output, its gradient and the ids (and the
+# twin Liger module's weights): what the backward held beside them. (config, vocabulary) -> MiB.
+MEASURED_EMBEDDING_SCRATCH_MIB = {("bert", 1024): 8.4, ("bert", 16384): 53.6, ("llama", 1024): 42.0,
+                                  ("llama", 2048): 58.0, ("llama", 8192): 154.2, ("llama", 131072): 282.4}
+CONFIGS = {"bert": (32 * 512, 768), "llama": (8 * 2048, 4096)}    # (indices, width)
+
+
+def test_embedding_backward_scratch_is_what_cuda_holds():
+    from gpuwise.memory.cuda import embedding_backward_scratch_bytes
+
+    for (config, vocab), measured in MEASURED_EMBEDDING_SCRATCH_MIB.items():
+        indices, width = CONFIGS[config]
+        assert embedding_backward_scratch_bytes(indices, vocab, width, "float32") / MIB == pytest.approx(measured, abs=0.5)
+    # 16-bit gradients are summed in fp32; up to 3,072 indices one kernel writes the gradient directly
+    assert embedding_backward_scratch_bytes(8 * 2048, 16384, 4096, "bfloat16") == embedding_backward_scratch_bytes(
+        8 * 2048, 16384, 4096, "float32")
+    assert embedding_backward_scratch_bytes(3072, 16384, 4096, "float32") == 0
+
+
+def test_the_embedding_backward_scratch_lands_on_the_peak(monkeypatch):
+    """Issue 26: the traced estimate had no scratch for CUDA's sorted embedding backward (282 MiB here); with
+    the rule the backward's moment (weights, the output's gradient, the weight gradient) peaks that much higher."""
+    import gpuwise.memory.cuda as cuda_rules
+    import gpuwise.memory.estimate as estimate_module
+    from gpuwise.memory.cuda import embedding_backward_scratch_bytes
+
+    trace = _trace(EMBEDDING, batch_size=8, seq_len=2048, optimizer="sgd")
+    gpu = _gpu("a100-80gb")
+    scratch = embedding_backward_scratch_bytes(8 * 2048, 131072, 4096, "float32")
+    edits = [e for e in cuda_rules.cuda_edits(trace.ops, CudaStack.for_gpu(gpu)) if "embedding" in e.reason]
+    assert [e.workspace_bytes for e in edits] == [scratch]
+    with_rule = estimate_memory(trace, gpu)
+    monkeypatch.setitem(cuda_rules._RULES, "aten.embedding_dense_backward", [])
+    monkeypatch.setattr(estimate_module, "_REPLAYS", {})       # the replay of this trace is memoised
+    without = estimate_memory(trace, gpu)
+    assert with_rule.peak_allocated_bytes - without.peak_allocated_bytes == pytest.approx(scratch, abs=1 << 20)
+    weights = 131072 * 4096 * 4
+    assert with_rule.peak_allocated_bytes >= 2 * weights + 8 * 2048 * 4096 * 4 + scratch

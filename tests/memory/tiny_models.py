@@ -65,3 +65,10 @@ def convnet(batch_size: int = 2, image_size: int = 32):
         channels = width
     model = nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(channels, 10))
     return model, torch.zeros(batch_size, 3, image_size, image_size)
+
+
+def embedding_lookup(batch_size: int = 8, seq_len: int = 2048):
+    """Liger's Llama embedding benchmark config at its largest vocabulary: 131,072 x 4,096, fp32, 8 x 2,048 ids."""
+    model = nn.Embedding(131072, 4096)
+    ids = torch.zeros(batch_size, seq_len, dtype=torch.long)
+    return model, ids, lambda out: out.pow(2).sum()

@@ -31,6 +31,10 @@ Assumptions (documented in docs/memory.md; to be calibrated against benchmarks/m
   attention) batch 4 - batch 1 came 18% above the 1-byte count and within 3% of the dtype-sized one
   (issue 26). The measured, safe side is kept until ``benchmarks/gpu/measure.py`` runs on a card (its BERT-large
   eager batch 1 / batch 4 pair separates the two: 1.05 GiB apart).
+- Embedding backward: above 3,072 indices CUDA sorts them and sums each run of equal indices in partial
+  sums of 10 rows, holding ``numel / 10 + min(numel, num_weights)`` rows of fp32 (16-bit gradients) or the
+  gradient's dtype beside the weight gradient (:func:`embedding_backward_scratch_bytes`; Liger's MI300X
+  embedding rows measure it to within 0.2 MiB).
 - cuDNN batch norm saves mean and inverse std (C floats each), as the CPU kernel does; its
   reserve space is 0 bytes for plain BN (no fused activation), so no edit is needed.
 """
@@ -188,6 +192,41 @@ def conv_backward(op: OpRecord, ctx: RuleContext) -> list[Edit]:
     grad_bytes = tensor_bytes(op.input_shapes[0], op.input_dtypes[0])
     ws = _conv_workspace(op.input_shapes[1], op.input_shapes[2], op.input_dtypes[1], grad_bytes)
     return [Edit(op.index, workspace_bytes=ws, reason="cuDNN conv workspace")] if ws else []
+
+
+# --------------------------------------------------------------------------- embedding backward
+# aten/src/ATen/native/cuda/Embedding.cu: with at most this many indices (and no scale_grad_by_freq) one kernel
+# writes the weight gradient directly; above it the indices are sorted and EmbeddingBackwardKernel.cu sums the
+# gradient rows of each run of equal indices in partial sums of NROWS_PER_THREAD rows first.
+EMBEDDING_DIRECT_MAX_INDICES = 3072
+EMBEDDING_ROWS_PER_PARTIAL = 10         # NROWS_PER_THREAD
+_HALF_DTYPES = ("float16", "bfloat16")
+
+
+def embedding_backward_scratch_bytes(num_indices: int, num_weights: int, embedding_dim: int, grad_dtype: str,
+                                     index_bytes: int = 8) -> int:
+    """What CUDA's sorted embedding backward holds beside the weight gradient while it runs:
+    ``grad_weight_per_segment`` (numel / 10 + min(numel, num_weights) rows of the embedding dim, at the
+    accumulation type: fp32 for 16-bit gradients) and its index arrays (sorted and original order,
+    segment offsets, partials per segment and their offsets, partial-segment offsets)."""
+    if num_indices <= EMBEDDING_DIRECT_MAX_INDICES:
+        return 0
+    segments = min(num_indices, num_weights)
+    partials = num_indices // EMBEDDING_ROWS_PER_PARTIAL + segments
+    acc_bytes = 4 if grad_dtype in _HALF_DTYPES else _ITEMSIZE.get(grad_dtype, 4)
+    return partials * embedding_dim * acc_bytes + index_bytes * (3 * num_indices + 2 * segments + partials)
+
+
+@register_cuda_rule("aten.embedding_dense_backward")
+def embedding_backward(op: OpRecord, ctx: RuleContext) -> list[Edit]:
+    # inputs: grad_output (..., dim), indices; output: the weight gradient (num_weights, dim)
+    if len(op.input_shapes) < 2 or not op.output_shapes or len(op.output_shapes[0]) != 2:
+        return []
+    num_weights, dim = op.output_shapes[0]
+    index_bytes = _ITEMSIZE.get(op.input_dtypes[1], 8) if len(op.input_dtypes) > 1 else 8
+    ws = embedding_backward_scratch_bytes(math.prod(op.input_shapes[1]), num_weights, dim, op.input_dtypes[0],
+                                          index_bytes)
+    return [Edit(op.index, workspace_bytes=ws, reason="embedding backward's partial sums (CUDA)")] if ws else []
 
 
 # --------------------------------------------------------------------------- dropout
