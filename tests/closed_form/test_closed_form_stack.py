@@ -98,3 +98,18 @@ def test_lora_dropout_masks_are_sized_by_the_one_rule(monkeypatch):
     dtype_sized = _peak(lora_dropout=0.05)
     monkeypatch.setattr(cuda_rules, "dropout_mask_bytes", lambda element_bytes: 1)
     assert dtype_sized - _peak(lora_dropout=0.05) == pytest.approx(LAYERS * tokens * 2 * HIDDEN, rel=0.001)
+
+
+def test_a_trained_embedding_holds_cuda_backward_partial_sums_beside_every_gradient():
+    """A full fine-tune whose optimizer takes no parameter-sized temporaries (SGD, Adafactor, 8-bit Adam) peaks at
+    the end of backward, where the embedding backward's partial sums (memory.cuda: numel / 10 + min(numel,
+    vocabulary) fp32 rows) sit beside every gradient: the closed form had no room for them."""
+    tokens = 2 * 4096
+    scratch = (tokens // 10 + tokens) * HIDDEN * 4
+    for optimizer in ("sgd", "adafactor", "adamw-8bit"):
+        est = estimate_llm(Workload(model=LLAMA2, batch_size=2, seq_len=4096, precision="bf16", optimizer=optimizer,
+                                    finetune="full", grad_checkpointing=True, logits="chunked")).memory
+        assert any("end of backward" in n for n in est.notes), optimizer
+        assert est.workspace_bytes >= scratch
+    lora = estimate_llm(Workload(model=LLAMA2, batch_size=2, seq_len=4096, precision="bf16", finetune="lora")).memory
+    assert not any("end of backward" in n for n in lora.notes)     # a frozen embedding has no weight gradient

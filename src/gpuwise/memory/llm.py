@@ -16,7 +16,7 @@ from gpuwise.workload.storage import (
     compute_bytes, frozen_bytes, is_paged, optimizer_state_bytes, optimizer_temp_bytes,
     quant_bytes_per_param, trainable_bytes,
 )
-from gpuwise.memory.cuda import CudaStack
+from gpuwise.memory.cuda import CudaStack, embedding_backward_scratch_bytes
 from gpuwise.memory.model import MemoryEstimate
 from gpuwise.memory.parallel import data_parallel_memory, ring_of
 from gpuwise.memory.uncertainty import closed_form_uncertainty
@@ -212,7 +212,13 @@ def train_memory(arch: DecoderArch, w: Workload, gpu=None, *, double_quant: bool
     # partitions are one buffer for the whole run); FSDP and DDP free them at zero_grad(set_to_none=True)
     grads_in_forward = grads if (w.grad_accum_steps > 1 or (shard == "zero3" and mixed)) else 0.0
     fwd_total = weights + opt + grads_in_forward + buckets + autocast_copies + gathered + act.peak_bytes
-    opt_total = weights + opt + grads + buckets + opt_temp
+    # the last moment of backward, every gradient present: a trained embedding's CUDA backward holds its partial
+    # sums (memory.cuda, the traced path's rule); the optimizer step's temporaries come after it, in the same place
+    emb_scratch = float(embedding_backward_scratch_bytes(w.batch_size * seq, arch.vocab_size, arch.hidden_size,
+                                                          "float32" if tb == 4 else "bfloat16")
+                        if w.finetune == "full" and w.is_training else 0)
+    after_backward = max(opt_temp, emb_scratch)
+    opt_total = weights + opt + grads + buckets + after_backward
     cublas = cublas_workspace_bytes(gpu, 2)
     fwd_total += cublas
     opt_total += cublas
@@ -224,8 +230,12 @@ def train_memory(arch: DecoderArch, w: Workload, gpu=None, *, double_quant: bool
             notes.append("autocast keeps 16-bit copies of the trained weights from forward until backward uses them")
     else:
         parts = {"weights": weights, "gradients": grads, "optimizer": opt, "activations": 0.0,
-                 "workspace": opt_temp + cublas, "other": buckets}
-        notes.append("peak is at the optimizer step (gradients and optimizer state all present)")
+                 "workspace": after_backward + cublas, "other": buckets}
+        if emb_scratch > opt_temp:
+            notes.append(f"peak at the end of backward: the embedding gradient's partial sums "
+                         f"({emb_scratch / 2**20:.0f} MiB) beside every gradient and the optimizer state")
+        else:
+            notes.append("peak is at the optimizer step (gradients and optimizer state all present)")
     static = parts["weights"] + parts["gradients"] + parts["optimizer"] + buckets
     spill = opt if is_paged(w.optimizer) else 0.0
     if spill:
