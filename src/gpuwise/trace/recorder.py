@@ -203,10 +203,8 @@ class Recorder(TorchDispatchMode):
             if packet.__name__.startswith("_foreach_"):
                 lists = [a for a in args if isinstance(a, (list, tuple)) and a and isinstance(a[0], Tensor)]
                 kernels = foreach_kernel_count(lists)
-                if not outs and func._schema.is_mutable:
-                    written = sum(_stored_bytes(t) for t in lists[0]) if lists else 0
-            elif func._schema.is_mutable and not outs:
-                written = _stored_bytes(inputs[0]) if inputs else 0
+            if func._schema.is_mutable and not outs:
+                written = _mutated_bytes(func, args, kwargs)
             if self.host_blocks and self.phase == "optimizer" and inputs and all(
                     self.block_of(t) in self.host_blocks for t in inputs):
                 kernels = 0
@@ -288,6 +286,22 @@ class Recorder(TorchDispatchMode):
             result.append(MemoryEvent(seq=len(result), kind=kind, block_id=block, size_bytes=size,
                                       category=category[block], phase=phase, module=module, op_index=op_index))
         return tuple(result)
+
+
+def _mutated_bytes(func, args, kwargs) -> int:
+    """Bytes an in-place op that returns nothing writes: every argument its schema marks written (``Tensor(a!)``,
+    lists included). The fused optimizers (``_fused_adam_``, ``_fused_adamw_``, ``_fused_sgd_``) mark their
+    gradients written but store them only when a ``grad_scale`` is passed (fused_adam_utils.cuh: the unscaled
+    gradient is written back); without one they only read them."""
+    schema = func._schema
+    bound = {a.name: (args[i] if i < len(args) else kwargs.get(a.name)) for i, a in enumerate(schema.arguments)}
+    skip_grads = schema.name.startswith("aten::_fused_") and bound.get("grad_scale") is None
+    total = 0
+    for a in schema.arguments:
+        if a.alias_info is None or not a.alias_info.is_write or (skip_grads and a.name == "grads"):
+            continue
+        total += sum(_stored_bytes(t) for t in _tensors([bound.get(a.name)], []))
+    return total
 
 
 def _stored_bytes(t: Tensor) -> int:
