@@ -1,7 +1,8 @@
-"""Re-runs every ```console block of README.md (or docs/tour.md) whose command is `$ gpuwise ...` and pastes
-the real output under it, at 80 columns as a pipe gets it, so the page shows what the commands print today.
+"""Re-runs every ```console block of README.md (or another page: docs/tour.md, docs/llm.md) whose command is
+`$ gpuwise ...` and pastes the real output under it, at 80 columns as a pipe gets it, so the page shows what
+the commands print today. What a command says on stderr (its warnings) comes first, where a terminal shows it.
 
-    .venv/bin/python scripts/refresh_readme.py [README.md | docs/tour.md]
+    .venv/bin/python scripts/refresh_readme.py [README.md | docs/tour.md | docs/llm.md]
 
 A command may go on over several lines ending in ``\``. Blocks whose command ends with `# no-refresh`
 are left alone.
@@ -24,7 +25,7 @@ def run(cmd: str) -> str:
     env = {**os.environ, "COLUMNS": COLUMNS, "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ['PATH']}",
            "NO_COLOR": "1", "TERM": "dumb"}
     r = subprocess.run(cmd, shell=True, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
-    out = (r.stdout + r.stderr).rstrip()
+    out = (r.stderr + r.stdout).rstrip()     # the warnings are said before the answer is printed
     lines = [line.rstrip() for line in out.splitlines()]
     return "\n".join(lines) + "\n"
 

@@ -54,3 +54,13 @@ def test_every_dependency_is_named_in_the_readme_with_a_reason():
     table = README.read_text().split("## Dependencies, and why each", 1)[1].split("\n## ", 1)[0].lower()
     missing = [n for n in names if n not in table and n.replace("-", "_") not in table]
     assert not missing, f"dependencies without a reason in README: {missing}"
+
+
+def test_the_llm_pages_examples_are_blocks_the_refresh_script_re_runs():
+    # docs/llm.md's examples were plain blocks pasted by hand, some cut with "...": they drifted (an L20's TTFT
+    # documented 20.9 s, printed 16.0 s) with nothing to re-run them
+    text = (ROOT / "docs" / "llm.md").read_text()
+    plain = re.findall(r"```\n\$ gpuwise", text)
+    assert not plain, "a `$ gpuwise` example in a plain ``` block: make it ```console (scripts/refresh_readme.py)"
+    commands = CONSOLE.findall(text)
+    assert len(commands) >= 5 and all("\n...\n" not in body for _, body in commands)

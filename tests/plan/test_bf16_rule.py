@@ -100,7 +100,8 @@ def test_estimate_on_every_gpu_says_no_bf16_where_the_job_cannot_run_at_80_colum
     assert all(r["step_time_s"] is None for r in rows if r["cannot_run"])
     out = gpuwise(*ESTIMATE_7B_BF16, "--gpu", "all", columns=80)
     assert max(len(line) for line in out.splitlines()) <= 80 and "…" not in out
-    below = out[out.index("Every GPU in the catalog"):].splitlines()[4:]   # title, blank, header, rule
+    below = out[out.index("Every GPU in the catalog"):].splitlines()
+    below = below[next(i for i, line in enumerate(below) if line.strip().startswith("─")) + 1:]   # after the rule
     table = below[:next(i for i, line in enumerate(below) if not line.strip())]
     cells = {line.split()[0]: line.split() for line in table}
     assert {r["gpu"] for r in rows} <= set(cells)       # every id whole

@@ -21,13 +21,15 @@ GB = 10**9
 
 
 class ScriptedModel:
-    """Memory = fixed + per_sample × batch; step time = work / fp16 peak, split over GPUs."""
+    """Memory = fixed + per_sample × batch (+ accumulating_bytes while accumulating: the gradients kept
+    between micro-batches); step time = work / fp16 peak, split over GPUs."""
 
     method = "scripted"
 
-    def __init__(self, workload, fixed_bytes=4 * GB, per_sample_bytes=0.5 * GB, work=2000.0):
+    def __init__(self, workload, fixed_bytes=4 * GB, per_sample_bytes=0.5 * GB, work=2000.0, accumulating_bytes=0):
         self.workload = workload
         self.fixed_bytes, self.per_sample_bytes, self.work = fixed_bytes, per_sample_bytes, work
+        self.accumulating_bytes = accumulating_bytes
         self.calls = []
 
     def count_refusal(self, count):
@@ -38,7 +40,7 @@ class ScriptedModel:
         accum = grad_accum_steps or self.workload.grad_accum_steps
         self.calls.append((gpu.id, count, b))
         fixed = self.fixed_bytes / 2 if self.workload.grad_checkpointing else self.fixed_bytes
-        total = int(fixed + self.per_sample_bytes * b)
+        total = int(fixed + self.per_sample_bytes * b + (self.accumulating_bytes if accum > 1 else 0))
         mem = MemoryEstimate(total - 500_000_000, total - 500_000_000, 500_000_000, total, 1, 1, 1,
                              total - 500_000_003)
         step_s = self.work * b * accum / (gpu.peak("fp16") * 1e3) + 0.01 * count
@@ -161,10 +163,75 @@ def test_auto_batch_takes_the_largest_divisor_that_fits_and_accumulates_the_rest
     assert 4 * GB + 0.5 * GB * (2 * t4.batch_size) > 0.95 * 15360 * 2**20
 
 
+def test_auto_batch_decides_the_fit_at_the_accumulation_the_option_runs(catalog):
+    # the defect (a new user's trial): the search ran at one micro-batch per step, the option at 16 x 2,
+    # whose kept gradients did not fit: "OOM at batch 16 ... nothing fits", though 8 x 4 fits the T4
+    cat = small_catalog(catalog, {"t4"}, [offer("t4", 1.0)])
+    model = ScriptedModel(Workload("scripted", batch_size=32), fixed_bytes=4 * GB, per_sample_bytes=0.5 * GB,
+                          accumulating_bytes=4 * GB)   # 16 x 2: 16 GB; 8 x 4: 12 GB; 14.3 GiB usable
+    rec = recommend(model, cat, job=JobSize(steps=10), max_gpus=1, auto_batch=True, effective_batch=32)
+    (t4,) = rec.options
+    assert t4.fits and (t4.batch_size, t4.grad_accum_steps) == (8, 4), t4.excluded_because
+    assert rec.best is t4 and rec.nothing_meets is None
+
+
+def test_auto_batch_steps_down_to_one_and_rejects_only_where_batch_one_does_not_fit(catalog):
+    cat = small_catalog(catalog, {"t4"}, [offer("t4", 1.0)])
+    usable = 0.95 * 15360 * 2**20
+    # batch 1 at its accumulation (32 steps) just fits; batch 2 does not
+    fixed = int(usable - 0.5 * GB - 2 * GB) - 1
+    model = ScriptedModel(Workload("scripted", batch_size=32), fixed_bytes=fixed, accumulating_bytes=2 * GB)
+    (t4,) = recommend(model, cat, job=JobSize(steps=10), max_gpus=1, auto_batch=True, effective_batch=32).options
+    assert t4.fits and (t4.batch_size, t4.grad_accum_steps) == (1, 32)
+    # 1 x 32 does not fit (it would one micro-batch per step): the option is out, said at batch 1
+    model = ScriptedModel(Workload("scripted", batch_size=32), fixed_bytes=fixed + GB // 100, accumulating_bytes=2 * GB)
+    (t4,) = recommend(model, cat, job=JobSize(steps=10), max_gpus=1, auto_batch=True, effective_batch=32).options
+    assert not t4.fits and t4.excluded_because.startswith("OOM at batch 1:"), t4.excluded_because
+
+
+def test_a_split_micro_batch_is_chosen_at_the_accumulation_it_runs(catalog):
+    # the same rule where --batch-size N does not fit: 32 -> 8 x 4, not 16 x 2 (which does not fit either)
+    cat = small_catalog(catalog, {"t4"}, [offer("t4", 1.0)])
+    model = ScriptedModel(Workload("scripted", batch_size=32), fixed_bytes=4 * GB, per_sample_bytes=0.5 * GB,
+                          accumulating_bytes=4 * GB)
+    (t4,) = recommend(model, cat, job=JobSize(steps=10), max_gpus=1).options
+    assert t4.fits and (t4.batch_size, t4.grad_accum_steps) == (8, 4), t4.excluded_because
+    assert t4.warnings[0] == "micro-batch 32 does not fit: 8 × 4 accumulation steps instead (the same effective batch)"
+
+
 def test_largest_fitting_batch_is_zero_when_batch_one_does_not_fit(catalog):
     t4 = next(g for g in catalog.gpus if g.id == "t4")
     model = ScriptedModel(Workload("scripted"), fixed_bytes=30 * GB)
     assert largest_fitting_batch(model, t4) == 0
+
+
+class SawtoothModel(ScriptedModel):
+    """Memory that steps back between neighbouring batches, as the caching allocator's rounding makes a
+    traced estimate do (ViT-B/16 on an RTX 4090: batch 310 needs less than 306-309): a trend of 64 MiB a
+    sample with a sawtooth of up to 400 MiB around it."""
+
+    SAW_MIB = (0, 120, 240, 360, -40, 80, 200)
+
+    def estimate(self, gpu, *, count=1, batch_size=None, with_time=True, grad_accum_steps=None, provider=None):
+        b = batch_size or self.workload.batch_size
+        self.calls.append((gpu.id, count, b))
+        total = (6360 + 64 * b + self.SAW_MIB[b % 7]) * 2**20
+        mem = MemoryEstimate(total, total, 0, total, 1, 1, 1, total - 3)
+        return Estimate(self.workload.with_(batch_size=b), gpu, count, mem, None)
+
+
+def test_the_largest_batch_is_one_with_every_batch_up_to_it_fitting(catalog):
+    # before: 138, a boundary (138 fits, 139 does not) the search took for the answer, above 136 and 137,
+    # which do not fit (memory is not monotone in the batch): the answer was safe alone, not as "the
+    # largest batch that fits" reads (a run's last, smaller batch of an epoch at 137 would not fit)
+    t4 = next(g for g in catalog.gpus if g.id == "t4")
+    model = SawtoothModel(Workload("scripted", batch_size=32))
+    best = largest_fitting_batch(model, t4, headroom_fraction=0.0, powers_of_two=False)
+    total = lambda b: model.estimate(t4, batch_size=b).memory.total_upper_bytes  # noqa: E731
+    searched = len({b for _, _, b in model.calls})
+    assert all(total(b) <= t4.visible_memory_bytes for b in range(1, best + 1))
+    assert total(best + 1) > t4.visible_memory_bytes and best == 135
+    assert searched <= 15        # a handful of evaluations (a trace each on a traced model), not one per batch
 
 
 def test_bf16_on_a_gpu_without_it_is_excluded_with_the_reason(catalog):

@@ -86,3 +86,17 @@ def test_library_constraints_refuse_a_deadline_or_budget_that_is_not_positive(kw
     ``Constraints(deadline_s=0)`` left out every option as missing its deadline, with no error."""
     with pytest.raises(PlanError, match="--deadline|--budget"):
         Constraints(**kwargs)
+
+
+def test_auto_batch_steps_down_to_the_micro_batch_that_fits_at_its_accumulation(cli_json):
+    # a new user's trial: -b auto chose 2 x 16 (it fits at one micro-batch a step, not with the gradients
+    # accumulation keeps: OOM risk) and said nothing fits, though -b 1 --grad-accum 32 fits with 7 GiB spare
+    job = ["recommend", "hf:meta-llama/Llama-3.2-1B", "--seq-len", "2048", "--effective-batch", "32", "--precision",
+           "amp-bf16", "--steps", "2000", "--provider", "autodl", "--gpus", "a100-40gb-pcie", "--max-gpus", "1",
+           "--no-remedies", "--json"]
+    auto = cli_json([*job, "--batch-size", "auto"])
+    assert auto["nothing_meets"] is None and auto["best"] is not None
+    best = auto["best"]
+    assert (best["gpu"], best["count"], best["batch_size"], best["grad_accum_steps"]) == ("a100-40gb-pcie", 1, 1, 32)
+    asked = cli_json([*job[:4], *job[6:], "--batch-size", "1", "--grad-accum", "32"])["best"]   # no --effective-batch
+    assert best["peak_total_bytes"] == asked["peak_total_bytes"] and best["total_cost"] == asked["total_cost"]

@@ -105,3 +105,23 @@ def test_the_engine_default_is_the_workloads_so_the_api_and_the_cli_agree():
 def test_training_settings_in_serving_are_the_workloads_to_say(changes, said):
     (message,) = Workload(model="hf:gpt2", mode="infer", **changes).inert_settings()
     assert message.startswith(said), message
+
+
+@pytest.mark.parametrize("model, changes, flag", [
+    ("hf:google/vit-base-patch16-224", dict(seq_len=4096), "--seq-len"),      # was silently ignored, yet recorded
+    ("torchvision:resnet50", dict(seq_len=512), "--seq-len"),
+    ("hf:bert-base-uncased", dict(image_size=512), "--image-size"),
+    ("hf:gpt2", dict(image_size=384), "--image-size"),
+])
+def test_an_input_size_of_the_other_kind_is_named(model, changes, flag):
+    w = Workload(model=model, **changes)
+    (message,) = w.inert_settings()
+    assert message.startswith(f"{flag} has no effect") and list(w.inputs_it_ignores()) == list(changes)
+
+
+@pytest.mark.parametrize("model, changes", [
+    ("hf:google/vit-base-patch16-224", dict(image_size=384)),
+    ("hf:bert-base-uncased", dict(seq_len=512)),
+])
+def test_an_input_size_of_the_models_own_kind_is_not_reported(model, changes):
+    assert Workload(model=model, **changes).inert_settings() == ()

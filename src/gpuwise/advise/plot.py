@@ -11,12 +11,15 @@ import numpy as np
 
 from gpuwise.advise.phases import FAST, PLATEAU, RISING, SLOW
 from gpuwise.advise.report import AdviceReport
+from gpuwise.plotfile import plot_format, save_figure
 
 _PHASE_COLOURS = {FAST: "#2ca02c", SLOW: "#bcbd22", PLATEAU: "#7f7f7f", RISING: "#d62728"}
 _PHASE_LABELS = {FAST: "fast descent", SLOW: "slow descent", PLATEAU: "plateau", RISING: "rising"}
 
 
 def plot_report(report: AdviceReport, path: str | Path) -> Path:
+    """Writes the picture to ``path`` (PNG, or the format its suffix names); PlotError (one line) where it cannot."""
+    plot_format(path)
     import matplotlib
 
     matplotlib.use("Agg")
@@ -80,7 +83,7 @@ def plot_report(report: AdviceReport, path: str | Path) -> Path:
         bx.grid(alpha=0.25)
     axes[-1][0].set_xlabel("step")
     fig.tight_layout()
-    out = Path(path)
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    try:
+        return save_figure(fig, path, dpi=110)
+    finally:
+        plt.close(fig)

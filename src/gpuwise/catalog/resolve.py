@@ -112,7 +112,9 @@ def _catalog_index(catalog: Catalog) -> dict[str, GPU]:
 
 def suggest_gpus(name: str, index: dict[str, GPU], otherwise: str = " (run `gpuwise gpus` to list the known GPUs)") -> str:
     """A ' (did you mean: ...?)' suffix naming the canonical ids closest to ``name``."""
-    close = difflib.get_close_matches(name_key(name), list(index), n=8, cutoff=0.6)
+    key = name_key(name)
+    # a short name one character off ('t5', 'l5') scores 0.5: below the cutoff that keeps long names apart
+    close = difflib.get_close_matches(key, list(index), n=8, cutoff=0.5 if len(key) <= 3 else 0.6)
     ids: list[str] = []
     for key in close:
         if index[key].id not in ids:

@@ -57,6 +57,10 @@ def advise(
     from gpuwise.plan import parse_headroom
     from gpuwise.plan.scaling import time_scaling
 
+    if plot:
+        from gpuwise.plotfile import plot_format
+
+        plot_format(plot)     # before reading the log: a path the plot cannot be written to, refused up front
     precision = workload_kwargs.get("precision")
     if precision is not None:
         precision = check_precision(precision)

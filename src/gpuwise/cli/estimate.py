@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 from rich import box
+from rich.markup import escape
 from rich.table import Table
 
 from gpuwise.cli import common as c
@@ -31,7 +32,7 @@ def estimate(
     headroom: c.HeadroomOpt = None,
     provider: c.WhereProviderOpt = None,
     catalog: c.CatalogOpt = None,
-    plot: Annotated[Optional[str], typer.Option("--plot", help="Write a PNG of memory over the step.")] = None,
+    plot: Annotated[Optional[str], typer.Option("--plot", help="Write a PNG of memory over the traced step (.pdf, .svg … by the suffix; not for a decoder LLM: its closed form has no timeline).")] = None,
     no_cache: c.NoCacheOpt = False,
     no_user_calibration: NoUserCalibrationOpt = False,
     json_out: c.JsonOpt = False,
@@ -52,6 +53,8 @@ def estimate(
     if max_batch and len(gpus) != 1:
         raise c.WorkloadError("--max-batch needs one --gpu NAME")
     workload = workload_from(model, workload_kwargs, gpu=gpus[0] if len(gpus) == 1 else None)
+    if plot:
+        _check_plot(plot, workload)       # before the trace: a bad path is refused with nothing lost
     if max_batch and workload.request_rate_per_s is not None:
         raise c.WorkloadError("--max-batch searches one batch; at --request-rate the batch is what the load makes it "
                               "(the answer says how many sequences a replica runs)")
@@ -80,14 +83,32 @@ def estimate(
         else:
             out, est = estimate_answer(wm, gpus, headroom_fraction=headroom_fraction, job=job, progress=progress,
                                        provider=provider)
-    if plot:
+    if json_out:
+        c.print_json(out)
+    else:
+        _render(out, est)
+    if plot:      # after the answer: a plot that fails still leaves it on the screen
         from gpuwise.memory.plot import plot_timeline
 
         plot_timeline(est, plot)
-    if json_out:
-        c.print_json(out)
-        return
-    _render(out, est)
+        if not json_out:
+            c.console.print(f"[dim]plot written to {escape(plot)}[/]")
+
+
+def _check_plot(path: str, workload) -> None:
+    """--plot refused up front: a path it cannot be written to, or a closed-form LLM (no memory timeline)."""
+    from gpuwise.memory.plot import no_timeline
+    from gpuwise.plan.generation import generates
+    from gpuwise.plotfile import PlotError, plot_format
+    from gpuwise.workload.decoder import is_llm
+
+    plot_format(path)
+    if is_llm(workload):      # plan.profile.model_for's rule: the closed form, no replayed step
+        raise PlotError(no_timeline(workload.model))
+    if generates(workload):   # the timeline is the prompts' forward; the KV cache grows after it
+        raise PlotError(f"--plot draws memory over one traced step: generating {workload.max_new_tokens} tokens adds "
+                        "the KV cache after it, which the timeline does not hold; drop --max-new-tokens to plot the "
+                        "prefill (no file written)")
 
 
 def _render(out: dict, est) -> None:
@@ -174,8 +195,11 @@ def _render(out: dict, est) -> None:
     if out["inference"]:
         _render_inference(out["inference"])
     if out["per_gpu"]:
+        from gpuwise.runtime.model import bound_word
+
         # the gpus table's style: no side edges, so that every id stays whole at 80 columns
         grid = Table(title="Every GPU in the catalog", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
+                     show_edge=False,  # no edge columns: the bound column says "bandwidth" and stays in 80
                      collapse_padding=True)
         for col in ("gpu", "memory", "needs", "fits", "step", "samples/s", "bound"):
             grid.add_column(col, justify="left" if col in ("gpu", "bound") else "right", no_wrap=col == "gpu")
@@ -186,14 +210,22 @@ def _render(out: dict, est) -> None:
                          f"[red]{_why_not_short(row['cannot_run'])}[/]" if row["cannot_run"] else
                          "yes" if row["fits"] else "[red]no[/]",
                          format_duration(row["step_time_s"]) if row["step_time_s"] else "-",
-                         f"{row['samples_per_s']:.1f}" if row["samples_per_s"] else "-", row["bound"] or "-")
+                         f"{row['samples_per_s']:.1f}" if row["samples_per_s"] else "-",
+                         bound_word(row["bound"]) or "-")
         con.print(c.fit_to_console(grid))
+        con.print()       # the line the box's edge gave: the table apart from the notes
         twins = {r["gpu"]: r["precision"] for r in out["per_gpu"] if r["precision"] != w.precision}
         if twins:
             con.print(f"[yellow]no bf16 on {', '.join(sorted(twins))}: at {next(iter(twins.values()))} there, the "
                       f"default where bf16 is missing (--precision {w.precision} refuses them)[/]")
         _say_decoding_cores(out["per_gpu"])
     notes = (out["trace"] or {}).get("notes", []) + list(mem.get("notes", []))
+    if out["per_gpu"]:
+        from gpuwise.memory.estimate import NO_GPU_NOTE
+
+        # --gpu all: the GPUs were given, each row its own; only the breakdown above assumed one
+        notes = ["the breakdown above assumes an A100's CUDA context and kernels; each row's 'needs' is for its "
+                 "own GPU" if n == NO_GPU_NOTE else n for n in notes]
     for note in notes:
         con.print(f"[dim]note: {note}[/]")
     from gpuwise.workload.specs import feeds_images

@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 from rich import box
+from rich.markup import escape
 from rich.table import Table
 
 from gpuwise.cli import common as c
@@ -44,7 +45,7 @@ def recommend(
     headroom: c.HeadroomOpt = None,
     remedies: Annotated[bool, typer.Option("--remedies/--no-remedies", help="When cheap GPUs run out of memory, try changes that would make the job fit.")] = True,
     catalog: c.CatalogOpt = None,
-    plot: Annotated[Optional[str], typer.Option("--plot", help="Write a PNG of cost vs time for every option.")] = None,
+    plot: Annotated[Optional[str], typer.Option("--plot", help="Write a PNG of cost vs time for every option (.pdf, .svg … by the suffix).")] = None,
     show_all: Annotated[bool, typer.Option("--all", help="Show every option, not the 15 best and a summary.")] = False,
     no_cache: c.NoCacheOpt = False,
     no_user_calibration: NoUserCalibrationOpt = False,
@@ -67,6 +68,10 @@ def recommend(
     from gpuwise.plan.plot import plot_recommendation
     from gpuwise.launch import LaunchError, check_emit, is_server, launch_best, server_emit_refusal
 
+    if plot:
+        from gpuwise.plotfile import plot_format
+
+        plot_format(plot)     # before the work: a path the plot cannot be written to is refused with nothing lost
     batch = c.parse_batch_size(workload_kwargs["batch_size"], allow_auto=True)
     auto = batch is None
     serving = workload_kwargs.get("mode", "train") == "infer"
@@ -87,6 +92,13 @@ def recommend(
         raise PlanError("--samples and --steps size a job of given requests; --request-rate sizes a load served by "
                         "the hour (give one of them)")
     per_million = not workload.is_training and samples is None and steps is None and workload.max_new_tokens > 0
+    if serving and not at_rate and samples is None and steps is None and workload.max_new_tokens == 0:
+        from gpuwise.workload.decoder import is_llm
+
+        if is_llm(workload):      # JobSize's "--samples N or --steps S" says nothing of generation
+            raise PlanError("give --max-new-tokens N (tokens an answer: serving is then priced per million output "
+                            "tokens), or the job's size: --samples N requests (with --max-new-tokens 0, prompts "
+                            "scored only)")
     job = JobSize.serving(workload.max_new_tokens) if per_million else JobSize(samples=samples, epochs=epochs,
                                                                                  steps=steps)
     budget_amount, budget_currency = parse_money(budget) if budget else (None, None)
@@ -110,8 +122,6 @@ def recommend(
         )
     from gpuwise.plan.accuracy import likely_job_time_range_s, load_accuracy, no_range_note
 
-    if plot:
-        plot_recommendation(rec, plot, constraints.deadline_s)
     if emit and server:
         raise LaunchError(server_emit_refusal(rec, emit))
     launch = launch_best(rec, cat, emit, command) if emit else None
@@ -122,9 +132,11 @@ def recommend(
         c.print_json({**rec.to_dict(), "user_calibration": calibrated,
                       "time_accuracy": accuracy.to_dict() if accuracy is not None else None,
                       **({"launch": launch} if launch else {})})
-        return
-    if launch:
+    elif launch:
         typer.echo(launch["text"], nl=False)
+    if json_out or launch:
+        if plot:      # after the answer: a plot that fails (nothing to draw, a full disk) leaves it printed
+            plot_recommendation(rec, plot, constraints.deadline_s)
         return
     _render(rec, show_all, constraints.deadline_s)
     if per_million and not at_rate:
@@ -144,7 +156,8 @@ def recommend(
     for label in calibrated:
         c.console.print(f"[dim]Step times and memory {label} (--no-user-calibration: the shipped model).[/]")
     if plot:
-        c.console.print(f"[dim]plot written to {plot}[/]")
+        plot_recommendation(rec, plot, constraints.deadline_s)
+        c.console.print(f"[dim]plot written to {escape(plot)}[/]")
 
 
 def _at(rec, o) -> str:
@@ -223,7 +236,8 @@ def _render(rec, show_all: bool, deadline_s: float | None = None) -> None:
         _risks(b, deadline_s, rec.method)
         _fastest_and_value(rec, "least cost × time",
                            lambda o: f"{o.count}× {o.gpu_name} from {o.provider}{_at(rec, o)}: "
-                                     f"{format_duration(o.total_time_s)}, {_cost(o)}")
+                                     f"{format_duration(o.total_time_s)}, {_cost(o)}",
+                           lambda o: o.total_time_s)
     else:
         con.print(f"[bold yellow]{rec.nothing_meets}[/]")
         for o in rec.closest:
@@ -233,7 +247,8 @@ def _render(rec, show_all: bool, deadline_s: float | None = None) -> None:
     for r in rec.remedies:
         con.print(f"[cyan]To fit a cheaper GPU:[/] {r['change']} → {r['gpu_name']} needs "
                   f"{format_bytes(r['peak_total_bytes'])} of {format_bytes(r['gpu_memory_bytes'])}, "
-                  f"{format_duration(r['total_time_s'])}, {format_money(r['total_cost'], r['currency'])} ({r['provider']})")
+                  f"{format_duration(r['total_time_s'])}, {format_money(r['total_cost_ranked'], r['ranking_currency'])} "
+                  f"({r['provider']})")     # in the ranking currency, as the table's costs
     for note in rec.notes:
         con.print(f"[dim]note: {note}[/]")
 
@@ -264,7 +279,9 @@ def _render_load_lines(rec) -> None:
     _also(rec, "least cost × request time")
     _fastest_and_value(rec, "least cost × request time",
                        lambda o: f"{_deployment(o)} from {o.provider}{_at(rec, o)}: a request answered in "
-                                 f"{format_duration(o.ttft_s + w.max_new_tokens * o.tpot_s)}, {_cost(o)} an hour")
+                                 f"{format_duration(o.ttft_s + w.max_new_tokens * o.tpot_s)}, {_cost(o)} an hour",
+                       lambda o: o.ttft_s + w.max_new_tokens * o.tpot_s
+                       if o.ttft_s is not None and o.tpot_s is not None else None)
 
 
 def _also(rec, value_measure: str) -> None:
@@ -275,15 +292,43 @@ def _also(rec, value_measure: str) -> None:
         c.console.print(f"  also {' and '.join(also)}")
 
 
-def _fastest_and_value(rec, value_measure: str, describe) -> None:
+def _fastest_and_value(rec, value_measure: str, describe, time_of) -> None:
     """The fastest and the best-value options where they are not the best (one line each, or one for both);
-    ``describe(option)`` says what the option is and what it gives."""
+    ``describe(option)`` says what the option is and what it gives, ``time_of(option)`` what "fastest" ranks by.
+    A fastest option a constraint leaves out (the budget) says so, and the fastest that meets them follows."""
     b, f, v = rec.best, rec.fastest, rec.best_value
-    if f is not None and f is not b:
+    if f is not None and not f.eligible:
+        c.console.print(f"Fastest: {describe(f)} [yellow](left out: {f.excluded_because})[/]")
+        within = _limits(f)
+        f = _fastest_met(rec, time_of)
+        if f is b:
+            c.console.print(f"  the fastest within {within} is the best above")
+        elif f is not None:
+            value = f" and best value ({value_measure})" if v is f else ""
+            c.console.print(f"Fastest within {within}{value}: {describe(f)}")
+    elif f is not None and f is not b:
         value = f" and best value ({value_measure})" if v is f else ""
         c.console.print(f"Fastest{value}: {describe(f)}")
     if v is not None and v is not b and v is not f:
         c.console.print(f"Value ({value_measure}): {describe(v)}")
+
+
+def _fastest_met(rec, time_of=None):
+    """The fastest of the options that meet every constraint (``rec.fastest`` may be one a constraint left
+    out); ``time_of``: what "fastest" ranks by (default: the job's time; at a load, a request's answer)."""
+    if time_of is None:
+        new_tokens = rec.workload.max_new_tokens
+        time_of = ((lambda o: o.ttft_s + new_tokens * o.tpot_s if o.ttft_s is not None and o.tpot_s is not None
+                    else None) if rec.workload.request_rate_per_s is not None else (lambda o: o.total_time_s))
+    met = [o for o in rec.options if o.eligible and time_of(o) is not None]
+    return min(met, key=lambda o: (time_of(o), o.total_cost_ranked), default=None)
+
+
+def _limits(left_out) -> str:
+    """ "budget" where the fastest option was left out by --budget, for "Fastest within …"."""
+    from gpuwise.plan.reasons import BUDGET
+
+    return "budget" if left_out.exclusion.kind == BUDGET else "the constraints"
 
 
 def _risks(best, deadline_s: float | None, method: str) -> None:
@@ -397,7 +442,9 @@ def _load_row_cells(o, marks: dict, *, one_mark: bool = False) -> list[str]:
 def _summary(rec, limit: int = 12):
     """The marked options, then the rest by rank, then one example of each kind of exclusion."""
     keep = []
-    for o in (rec.best, rec.fastest, rec.best_value):
+    # the fastest within the constraints is named under the table where a constraint left the fastest out
+    fastest_met = _fastest_met(rec) if rec.fastest is not None and not rec.fastest.eligible else None
+    for o in (rec.best, rec.fastest, rec.best_value, fastest_met):
         if o is not None and all(o is not k for k in keep):
             keep.append(o)
     for o in rec.options:

@@ -129,5 +129,8 @@ def workload_from(model: str, workload_kwargs: dict, *, batch_size: int | None =
                                 c.parse_batch_size(workload_kwargs.get("batch_size", "32")), **kw)
     for message in workload.inert_settings():
         logging.getLogger("gpuwise.cli").warning(message)
+    ignored = workload.inputs_it_ignores()
+    if ignored:     # warned above; not recorded either (--json's workload is the job that was estimated)
+        workload = workload.with_(**dict.fromkeys(ignored))
     return workload
 

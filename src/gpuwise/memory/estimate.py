@@ -16,7 +16,11 @@ from gpuwise.memory.uncertainty import traced_uncertainty
 from gpuwise.trace.records import Trace
 
 TOP_MODULES = 10
+PEAK_PHASE_NOTE = "peak during the {phase} phase"   # the phase of the traced step where memory peaks
 _ACTIVATION_CATEGORIES = ("activations", "inputs")   # the input batch is reported with activations
+
+# A traced estimate without a GPU: what its memory assumes (the CLI words it for `estimate --gpu all`)
+NO_GPU_NOTE = "no GPU given: CUDA context and kernels of an Ampere GPU (A100) with CUDA 12 assumed"
 
 
 def estimate_memory(trace: Trace, gpu=None, *, expandable_segments: bool = False) -> MemoryEstimate:
@@ -55,9 +59,9 @@ def estimate_memory(trace: Trace, gpu=None, *, expandable_segments: bool = False
 
     notes = list(adjusted.notes) + list(result.notes)
     if 0 <= result.peak_index < len(adjusted.events):
-        notes.append(f"peak during the {adjusted.events[result.peak_index].phase} phase")
+        notes.append(PEAK_PHASE_NOTE.format(phase=adjusted.events[result.peak_index].phase))
     if stack.assumed:
-        notes.append("no GPU given: CUDA context and kernels of an Ampere GPU (A100) with CUDA 12 assumed")
+        notes.append(NO_GPU_NOTE)
     if expandable_segments:
         notes.append("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True")
     if result.cache_flush_count:

@@ -9,8 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gpuwise.catalog.topology import Topology, topology_for
-from gpuwise.memory.llm_activations import LossStack, Trainability, prefill_bytes, train_activations
-from gpuwise.workload.decoder import DecoderArch, matches_target
+from gpuwise.memory.llm_activations import (LossStack, Trainability, decode_logits_bytes, prefill_bytes,
+                                              train_activations)
+from gpuwise.workload.decoder import DecoderArch, engine_caches_mla_latent, matches_target
 from gpuwise.workload.model import WorkloadError
 from gpuwise.workload.storage import (
     compute_bytes, frozen_bytes, is_paged, optimizer_state_bytes, optimizer_temp_bytes,
@@ -146,12 +147,13 @@ def train_memory(arch: DecoderArch, w: Workload, gpu=None, *, double_quant: bool
     notes: list[str] = []
     split = param_split(arch, w)
     n, shard = w.num_gpus, w.sharding
-    if w.offload != "none" and shard in ("ddp", "zero1"):
+    # one note, the sharding the job is treated as (params from ddp/zero1 said "zero2", then "zero3")
+    if w.offload == "params" and shard in ("ddp", "zero1", "zero2"):
+        notes.append("--offload params needs parameter partitioning (DeepSpeed ZeRO-3 offload): treated as zero3")
+        shard = "zero3"
+    elif w.offload != "none" and shard in ("ddp", "zero1"):
         notes.append(f"--offload {w.offload} uses DeepSpeed ZeRO-Offload, which partitions gradients: treated as zero2")
         shard = "zero2"
-    if w.offload == "params" and shard in ("zero2",):
-        notes.append("--offload params needs parameter partitioning: treated as zero3")
-        shard = "zero3"
     cb, tb = compute_bytes(w.precision), trainable_bytes(w.precision)
     mixed = tb == 4 and cb == 2
     t = split.trainable
@@ -205,9 +207,9 @@ def train_memory(arch: DecoderArch, w: Workload, gpu=None, *, double_quant: bool
     if w.attention == "eager":
         notes.append(f"eager attention keeps heads × seq² float32 scores per layer ({arch.num_heads} × {seq}²)")
     loss_bytes = 12.0 * arch.vocab_size * w.batch_size * seq
-    if w.logits == "fp32" and loss_bytes > 0.3 * act.peak_bytes and loss_bytes > 2**30:
-        notes.append(f"the float32 logits of the loss (vocabulary {arch.vocab_size}) take {loss_bytes / 2**30:.1f} GiB "
-                     "of the activations; a chunked or fused cross-entropy (--logits chunked|fused) avoids most of it")
+    logits_note = (f"the float32 logits of the loss (vocabulary {arch.vocab_size}) take {loss_bytes / 2**30:.1f} GiB "
+                   "of the activations; a chunked or fused cross-entropy (--logits chunked|fused) avoids most of it"
+                   if w.logits == "fp32" and loss_bytes > 0.3 * act.peak_bytes and loss_bytes > 2**30 else None)
     # the gradients live through forward with accumulation, and under DeepSpeed ZeRO-3 always (its gradient
     # partitions are one buffer for the whole run); FSDP and DDP free them at zero_grad(set_to_none=True)
     grads_in_forward = grads if (w.grad_accum_steps > 1 or (shard == "zero3" and mixed)) else 0.0
@@ -226,6 +228,8 @@ def train_memory(arch: DecoderArch, w: Workload, gpu=None, *, double_quant: bool
         parts = {"weights": weights, "gradients": grads_in_forward, "optimizer": opt,
                  "activations": act.peak_bytes, "workspace": gathered + cublas,
                  "other": buckets + autocast_copies}
+        if logits_note:     # only where the activations make the peak (at the optimizer step they are 0)
+            notes.append(logits_note)
         if autocast_copies:
             notes.append("autocast keeps 16-bit copies of the trained weights from forward until backward uses them")
     else:
@@ -277,27 +281,45 @@ class InferMemory:
     prefill_bytes: float
 
 
+def mla_cache_note(arch: DecoderArch, engine: str, latent: bool) -> str:
+    """What an MLA model's KV cache holds a layer, in the words of the engine that keeps it."""
+    rope, latent_width = arch.qk_rope_head_dim, arch.kv_lora_rank + arch.qk_rope_head_dim
+    if latent:
+        who = "vLLM" if engine == "vllm" else "transformers ≥ 5.15"
+        return (f"MLA KV cache: the {latent_width}-wide latent a layer (kv_lora_rank {arch.kv_lora_rank} + rope "
+                f"{rope}), as {who} keeps it")
+    return (f"MLA KV cache: HF generate (transformers < 5.15) keeps every head's decompressed K and V, "
+            f"{arch.num_heads} × ({arch.qk_nope_head_dim} + {rope} + {arch.v_head_dim}) a layer, not the "
+            f"{latent_width}-wide latent vLLM keeps")
+
+
 def infer_memory(arch: DecoderArch, w: Workload, gpu=None, *, prompt_tokens: int, new_tokens: int, batch: int,
                  kv_bytes_per_element: float, double_quant: bool = True) -> InferMemory:
     """Per-GPU peak of serving ``batch`` requests of ``prompt_tokens`` + ``new_tokens`` tokens.
     With several GPUs the model is split by tensor parallelism: weights and KV heads divide by N
-    (KV heads are replicated when there are fewer of them than GPUs).
+    (KV heads are replicated when there are fewer of them than GPUs). MLA's cache is what the engine keeps
+    (``decoder.mla_caches_latent``): the latent (vLLM) or, in HF generate before transformers 5.15, every
+    head's decompressed K and V.
 
     HF generate (``w.engine`` "hf") prefills the whole batch in one forward, and its KV cache grows through
     the caching allocator. vLLM prefills a prompt at a time (its scheduler's token budget; chunked prefill)
     into one KV pool allocated once, so the pool has no allocator reserve: static, as the weights."""
     n = w.num_gpus
     weights = inference_weight_bytes(arch, w, double_quant=double_quant) / n
-    kv_share = arch.kv_cache_share(n)
-    kv_total = arch.kv_cache_bytes(prompt_tokens + new_tokens, batch, kv_bytes_per_element) * kv_share
-    kv_prompt = arch.kv_cache_bytes(prompt_tokens, batch, kv_bytes_per_element) * kv_share
+    latent = engine_caches_mla_latent(w.engine)
+    kv_share = arch.kv_cache_share(n, mla_latent=latent)
+    kv_total = arch.kv_cache_bytes(prompt_tokens + new_tokens, batch, kv_bytes_per_element,
+                                   mla_latent=latent) * kv_share
+    kv_prompt = arch.kv_cache_bytes(prompt_tokens, batch, kv_bytes_per_element, mla_latent=latent) * kv_share
     paged = w.engine == "vllm"
     prefilled = 1 if paged else batch       # prompts in one prefill forward
     prefill = prefill_bytes(arch, prompt_tokens * prefilled, prefilled, compute_bytes(w.precision)) / n
-    decode = batch * arch.vocab_size * 6.0      # last-position logits and their float32 copy
+    decode = decode_logits_bytes(arch, batch)   # last-position logits and their float32 copy
     notes = []
     if n > 1:
         notes.append(f"{n} GPUs: tensor parallelism (weights and KV heads split across GPUs)")
+    if arch.is_mla:
+        notes.append(mla_cache_note(arch, w.engine, latent))
     cublas = cublas_workspace_bytes(gpu, 1)
     load = quantize_on_load_bytes(arch, w, double_quant=double_quant) / n
     if load >= max(prefill + kv_prompt, decode + kv_total):

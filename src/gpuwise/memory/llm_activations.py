@@ -223,3 +223,9 @@ def prefill_bytes(arch: DecoderArch, tokens: int, batch: int, compute_bytes: int
     mlp_live = b * (2 * h + (3 if arch.gated_mlp else 2) * width)
     attn_live = b * (2 * h + arch.q_dim + arch.kv_dim + arch.v_dim + arch.q_dim) + 4 * arch.num_heads
     return tokens * max(mlp_live, attn_live) + batch * arch.vocab_size * (b + 4)
+
+
+def decode_logits_bytes(arch: DecoderArch, batch: int) -> float:
+    """Live activations of one decode step of ``batch`` sequences: the last position's logits and their float32
+    copy (6 B a vocabulary entry); a layer's few rows are negligible beside them."""
+    return batch * arch.vocab_size * 6.0

@@ -98,7 +98,7 @@ def apply_constraints(options: list[Quote], c: Constraints, ranking_currency: st
         elif o.eligible and c.deadline_s is not None and o.total_time_s > c.deadline_s:
             o = replace(o, exclusion=reasons.deadline_missed(o.total_time_s - c.deadline_s))
         elif o.eligible and budget is not None and o.total_cost_ranked > budget:
-            over = convert(o.total_cost_ranked - budget, ranking_currency, o.currency)
-            o = replace(o, exclusion=reasons.over_budget(over, o.currency))
+            # in the ranking currency, as the costs beside it are (an offer's own currency mixed ¥ and $ in a table)
+            o = replace(o, exclusion=reasons.over_budget(o.total_cost_ranked - budget, ranking_currency))
         out.append(o)
     return out

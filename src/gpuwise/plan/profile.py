@@ -8,6 +8,7 @@ the closed-form path (``gpuwise.plan.llm``), which needs no trace at all.
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
 from typing import Callable, Protocol
 
@@ -19,7 +20,8 @@ from gpuwise.memory.uncertainty import fit_verdict, fit_wording
 from gpuwise.memory.parallel import data_parallel_memory, ring_of, with_data_parallel
 from gpuwise.plan.errors import PlanError
 from gpuwise.plan import reasons
-from gpuwise.plan.fit import DEFAULT_HEADROOM_FRACTION, fits, largest_fitting, spare_bytes, usable_bytes
+from gpuwise.plan.fit import CHECKED_BELOW, DEFAULT_HEADROOM_FRACTION, fits, largest_fitting, spare_bytes, usable_bytes
+from gpuwise.plan.generation import generates, generation_arch, traced_generation
 from gpuwise.plan.llm import estimate_llm
 from gpuwise.runtime import predict_step_time
 from gpuwise.runtime.comm import DEFAULT_LAYERS
@@ -136,12 +138,15 @@ def _topology(gpu: GPU | None, provider: str | None) -> Topology | None:
 
 
 class TracedModel:
-    """Traces the real model on fake tensors, once per batch size, and reuses the trace."""
+    """Traces the real model on fake tensors, once per batch size, and reuses the trace. A decoder generating
+    (``--max-new-tokens``) adds its KV cache and decode steps to the traced forward (``plan.generation``);
+    what that does not model is refused here (PlanError)."""
 
     method = "traced"
 
     def __init__(self, workload: Workload, progress: Callable[[str], None] | None = None,
                  correction: Correction | None = None) -> None:
+        self._generation = generation_arch(workload) if generates(workload) else None
         if workload.offload != "none":
             logging.getLogger(__name__).warning(
                 "--offload %s is modelled for decoder LLMs (the closed form) only: the traced estimate keeps "
@@ -181,7 +186,10 @@ class TracedModel:
         # the step's accumulation (and stack) are the job's: the trace holds one micro-step
         step = (predict_step_time(trace, gpu, count=count, topology=topo, workload=job)
                 if with_time and gpu is not None else None)
-        return _corrected(Estimate(job, gpu, count, memory, step), self.correction)
+        inference = None
+        if self._generation is not None:    # the forward is the prefill: HF generate's KV cache and decode steps
+            memory, step, inference = traced_generation(self._generation, job, memory, step, gpu)
+        return _corrected(Estimate(job, gpu, count, memory, step, inference), self.correction)
 
 
 def _data_parallel(memory, trace: Trace, topology: Topology | None, count: int):
@@ -250,8 +258,11 @@ def largest_fitting_batch(
 ) -> int:
     """The largest micro-batch that fits ``count`` of ``gpu`` at ``provider`` (0 when batch 1 does not),
     by the one search of ``gpuwise.plan.fit``. Traced models search powers of two by default (each new batch is a trace;
-    the grid is shared by every GPU of a recommendation); the closed form searches every integer. Serving with
-    vLLM: the sequences its KV cache holds at the whole context, up to max_num_seqs (``plan.llm.VllmCapacity``)."""
+    the grid is shared by every GPU of a recommendation); the closed form searches every integer. Searching every
+    integer, the answer is the largest batch b with every batch up to b fitting (``largest_fitting``'s ``below``:
+    the ``CHECKED_BELOW`` batches under b are checked too, as memory steps back a little between neighbouring
+    batches), not a larger one that fits again past some that do not. Serving with vLLM: the sequences its KV
+    cache holds at the whole context, up to max_num_seqs (``plan.llm.VllmCapacity``)."""
     if powers_of_two is None:
         powers_of_two = model.method == "traced"
     served = model.workload
@@ -264,7 +275,38 @@ def largest_fitting_batch(
         return model.estimate(gpu, count=count, batch_size=batch, with_time=False,
                               provider=provider).memory.total_upper_bytes
 
-    return largest_fitting(total_bytes, usable_bytes(gpu, headroom_fraction), upper=limit, powers_of_two=powers_of_two)
+    return largest_fitting(total_bytes, usable_bytes(gpu, headroom_fraction), upper=limit, powers_of_two=powers_of_two,
+                           below=0 if powers_of_two else CHECKED_BELOW)
+
+
+def divisors_of(n: int) -> list[int]:
+    """The divisors of ``n`` ascending (the micro-batches that split an effective batch evenly)."""
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return small + [n // d for d in reversed(small) if d * d != n]
+
+
+def fitting_micro_batch(
+    model: WorkloadModel, gpu: GPU, per_gpu: int, *, start: int | None = None, count: int = 1,
+    headroom_fraction: float = DEFAULT_HEADROOM_FRACTION, provider: str | None = None,
+) -> int:
+    """How a training option runs ``per_gpu`` samples per GPU per optimizer step: the largest micro-batch
+    that divides it, at most ``start`` (None: all of it in one micro-batch), that fits by the one rule
+    (the upper side of its estimate within the usable memory: ``estimate_fit``) **at the accumulation it
+    runs**, ``per_gpu // micro`` steps (from two on, the gradients stay allocated between micro-batches:
+    a micro-batch that fits alone may not fit accumulating). 0 when batch 1 does not fit. ``recommend
+    --batch-size auto`` starts from the whole per-GPU batch, an explicit ``--batch-size`` that does not fit
+    from itself; every candidate is estimated at exactly the split it would run, so the answer fits (a
+    search that assumes memory grows with the micro-batch may, where it does not, miss a larger divisor)."""
+    divisors = [d for d in divisors_of(per_gpu) if d <= (start or per_gpu)]
+    usable = usable_bytes(gpu, headroom_fraction)
+
+    def total_bytes(micro: int) -> int:
+        return model.estimate(gpu, count=count, batch_size=micro, grad_accum_steps=per_gpu // micro,
+                              with_time=False, provider=provider).memory.total_upper_bytes
+
+    if total_bytes(divisors[-1]) <= usable:      # as asked (or the whole batch at once): one estimate
+        return divisors[-1]
+    return largest_fitting(total_bytes, usable, grid=divisors[:-1]) if len(divisors) > 1 else 0
 
 
 def cannot_run(workload: Workload, gpu: GPU) -> str | None:

@@ -10,11 +10,11 @@ from dataclasses import dataclass, field, replace
 from gpuwise.catalog.model import GPU, Catalog, Offer
 from gpuwise.plan.constraints import Constraints, JobSize, apply_constraints
 from gpuwise.plan.errors import PlanError
-from gpuwise.plan.fit import fits
 from gpuwise.plan.money import RATES_CHECKED, rates_in
 from gpuwise.plan.offers import candidate_offers, cheapest_offer, ranking_currency, spot_policy
 from gpuwise.plan import reasons
-from gpuwise.plan.profile import MAX_AUTO_BATCH, WorkloadModel, cannot_run, estimate_fit, largest_fitting_batch, workload_on
+from gpuwise.plan.profile import (MAX_AUTO_BATCH, WorkloadModel, cannot_run, divisors_of, estimate_fit,
+                                  fitting_micro_batch, largest_fitting_batch, workload_on)
 from gpuwise.plan.quote import Quote, make_quote
 from gpuwise.plan.remedies import find_remedies
 from gpuwise.plan.spot import SpotRisk, describe_serving, spot_outcome
@@ -247,36 +247,39 @@ def _evaluate(model, gpu: GPU, offer: Offer, count: int, job: JobSize, constrain
     per_gpu = effective // count if workload.is_training else workload.batch_size
 
     where = offer.provider     # the provider's machines: its links inside a node and between nodes
-    if auto_batch:
-        largest = largest_fitting_batch(model, gpu, count=count, headroom_fraction=constraints.headroom_fraction,
-                                        limit=per_gpu, provider=where)
-        if largest == 0:
+    split_note = ()
+    if workload.is_training:
+        # the effective batch is kept: the largest micro-batch (a divisor of the per-GPU batch, from all of it
+        # with auto, from --batch-size without) that fits at the accumulation it runs (plan.profile)
+        asked = per_gpu if auto_batch else max(d for d in divisors_of(per_gpu) if d <= min(workload.batch_size, per_gpu))
+        micro = fitting_micro_batch(model, gpu, per_gpu, start=asked, count=count,
+                                    headroom_fraction=constraints.headroom_fraction, provider=where)
+        if micro == 0 and auto_batch:
+            est = model.estimate(gpu, count=count, batch_size=1, grad_accum_steps=per_gpu, with_time=False,
+                                 provider=where)
+            fit = estimate_fit(est, constraints.headroom_fraction)
+            return excluded(fit.exclusion, batch_size=1, grad_accum_steps=per_gpu,
+                            peak_total_bytes=est.memory.total_upper_bytes, fit=fit)
+        if not auto_batch and 0 < micro < asked:
+            # what a practitioner does when the micro-batch does not fit: the same effective batch in
+            # smaller micro-batches with accumulation (the model trained is the same)
+            split_note = (f"micro-batch {asked} does not fit: {micro} × {per_gpu // micro} accumulation steps "
+                          f"instead (the same effective batch)",)
+        micro = max(micro, 1)       # none fits: quoted (and left out) at batch 1
+        accum = per_gpu // micro
+    elif auto_batch:
+        # serving keeps no effective batch: the most requests that fit
+        micro = largest_fitting_batch(model, gpu, count=count, headroom_fraction=constraints.headroom_fraction,
+                                      limit=per_gpu, provider=where)
+        if micro == 0:
             est = model.estimate(gpu, count=count, batch_size=1, with_time=False, provider=where)
             fit = estimate_fit(est, constraints.headroom_fraction)
             return excluded(fit.exclusion, batch_size=1, peak_total_bytes=est.memory.total_upper_bytes, fit=fit)
-        # serving keeps no effective batch: the most requests that fit (training: a divisor of what it keeps)
-        micro = max(d for d in _divisors(per_gpu) if d <= largest) if workload.is_training else largest
+        accum = 1
     else:
-        micro = min(workload.batch_size, per_gpu)
-        if per_gpu % micro:
-            micro = max(d for d in _divisors(per_gpu) if d <= micro)
-    accum = per_gpu // micro if workload.is_training else 1
+        micro, accum = per_gpu, 1
 
     est = model.estimate(gpu, count=count, batch_size=micro, grad_accum_steps=accum, provider=where)
-    split_note = ()
-    if (not auto_batch and workload.is_training and micro > 1
-            and not fits(est.memory.total_upper_bytes, gpu, constraints.headroom_fraction)):
-        # what a practitioner does when the micro-batch does not fit: the same effective batch in
-        # smaller micro-batches with accumulation (the model trained is the same)
-        largest = largest_fitting_batch(model, gpu, count=count, headroom_fraction=constraints.headroom_fraction,
-                                        limit=micro - 1, provider=where)
-        asked = micro
-        micro = max(d for d in _divisors(per_gpu) if d <= max(largest, 1))
-        accum = per_gpu // micro
-        est = model.estimate(gpu, count=count, batch_size=micro, grad_accum_steps=accum, provider=where)
-        if largest >= 1:
-            split_note = (f"micro-batch {asked} does not fit: {micro} × {accum} accumulation steps instead "
-                          f"(the same effective batch)",)
     step = est.time
     serving = est.inference if not workload.is_training else None
     latency = dict(ttft_s=getattr(serving, "ttft_s", None), tpot_s=getattr(serving, "time_per_output_token_s", None))
@@ -332,10 +335,6 @@ def _at_load(gpu: GPU, count: int, offer: Offer, est, serving, constraints: Cons
     if not (option.fits and load is not None):    # no load carried: no replica holds a sequence
         return replace(option, fits=False, exclusion=fit.exclusion)
     return option
-
-
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
 
 
 def _nothing_meets(options: list[Option], c: Constraints, provider: str | None, currency: str,

@@ -22,11 +22,13 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 from importlib import resources
 
-# What kind of step a prediction is (runtime/predict.py decides; "llm": the closed form of plan/llm).
-REGIMES = ("large-batch", "small-batch", "multi-gpu", "compiled", "llm")
+# What kind of step a prediction is (runtime/predict.py decides; "llm": the closed form of plan/llm;
+# "generation": a traced decoder generating, plan/generation: its traced prefill and the closed form's decode).
+REGIMES = ("large-batch", "small-batch", "multi-gpu", "compiled", "llm", "generation")
 REGIME_WORDS = {"large-batch": "a single-GPU eager step",
                 "small-batch": "a small-batch step, the host's issue time at least half the GPU's",
-                "multi-gpu": "a multi-GPU step", "compiled": "a torch.compile step", "llm": "the LLM closed form"}
+                "multi-gpu": "a multi-GPU step", "compiled": "a torch.compile step", "llm": "the LLM closed form",
+                "generation": "generation by a traced decoder: the closed form's decode steps"}
 MIN_CASES = 10   # fewer held-out runs than this give no range: a 10-80% band needs more than a handful
 
 

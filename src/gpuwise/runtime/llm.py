@@ -43,7 +43,7 @@ from gpuwise.runtime.quant_linears import (GEMV_4BIT_BW_EFF, QuantLinears, fp8_r
 from gpuwise.runtime.model import StepTime
 from gpuwise.runtime.rates import fallback_warning
 from gpuwise.workload import Workload
-from gpuwise.workload.decoder import DecoderArch
+from gpuwise.workload.decoder import DecoderArch, engine_caches_mla_latent
 from gpuwise.workload.precision import parse
 from gpuwise.workload.storage import compute_bytes, optimizer_step_bytes, quant_bytes_per_param, trainable_bytes
 
@@ -336,7 +336,9 @@ def decode_step(arch: DecoderArch, w: Workload, gpu, *, weights_bytes: float, co
     cal = calibration or load_calibration()
     n = w.num_gpus
     topo = topology or topology_for(gpu)
-    kv_read = arch.kv_cache_bytes(int(context_tokens), batch, kv_bytes_per_element) * arch.kv_cache_share(n)
+    latent = engine_caches_mla_latent(w.engine)     # the cache the step reads, as infer_memory holds it
+    kv_read = (arch.kv_cache_bytes(int(context_tokens), batch, kv_bytes_per_element, mla_latent=latent)
+               * arch.kv_cache_share(n, mla_latent=latent))
     q = served_linears(arch, w, gpu, rows=batch, double_quant=double_quant)
     if q is None:
         # weights touched per step (MoE: experts hit by at least one of the batch's tokens)
@@ -393,15 +395,8 @@ def serve_time(arch: DecoderArch, w: Workload, gpu, *, weights_bytes: float, pro
     d = decode_step(arch, w, gpu, weights_bytes=weights_bytes, context_tokens=prompt_tokens + new_tokens / 2,
                     batch=batch, kv_bytes_per_element=kv_bytes_per_element, topology=topology, calibration=cal,
                     double_quant=double_quant)
-    step_s, gpu_step_s, host_step_s = d.step_s, d.gpu_s, d.host_s
-    if w.engine == "hf" and host_step_s > gpu_step_s:
-        warnings.append(f"decode is host-bound in HF generate (eager): ~{host_step_s * 1e3:.1f} ms of Python and "
-                        f"kernel launches per token against {gpu_step_s * 1e3:.1f} ms on the GPU; a serving engine "
-                        "with CUDA graphs (--engine vllm) decodes faster")
-    elif host_step_s > gpu_step_s:
-        warnings.append(f"decode is host-bound: vLLM runs bitsandbytes 8-bit models without CUDA graphs, "
-                        f"~{host_step_s * 1e3:.1f} ms of Python and kernel launches per token against "
-                        f"{gpu_step_s * 1e3:.1f} ms on the GPU")
+    step_s = d.step_s
+    warnings.extend(filter(None, [decode_warning(d, w.engine)]))
     decode_s = step_s * new_tokens
     decode_comm_s = d.tp_exposed_s * new_tokens
     total = ttft + decode_s
@@ -409,10 +404,53 @@ def serve_time(arch: DecoderArch, w: Workload, gpu, *, weights_bytes: float, pro
         gpu=gpu.id, count=n, step_time_s=total, samples_per_s=batch / total if total > 0 else 0.0,
         # by phase, the tensor-parallel communication apart (communication_s): the parts sum to the step
         by_class_s={"prefill": prefill_gpu_s, "decode": decode_s - decode_comm_s},
-        # what dominates the request batch: a prefill longer than the whole decode is compute work
-        bound="launch" if host_step_s > gpu_step_s else (
-            "compute" if ttft >= decode_s or d.compute_s > d.memory_s else "memory"),
+        # a prefill longer than the whole decode is compute work
+        bound=serving_bound(d, prefill_s=ttft, prefill_bound="compute", decode_s=decode_s),
         compute_s=prefill_gpu_s, communication_s=tp_comm + decode_comm_s, warnings=tuple(warnings),
     )
     return ServeTime(ttft_s=ttft, decode_step_s=step_s, decode_tokens_per_s=batch / step_s,
                      decode_s=decode_s, step=step)
+
+
+def decode_warning(d: DecodeStep, engine: str, *, vllm_modelled: bool = True) -> str | None:
+    """What a host-bound decode step means (None where the GPU sets its pace). ``vllm_modelled``: whether
+    ``--engine vllm`` is an estimate gpuwise can give for this model (the closed form's decoders)."""
+    if d.host_s <= d.gpu_s:
+        return None
+    if engine == "hf":
+        return (f"decode is host-bound in HF generate (eager): ~{d.host_s * 1e3:.1f} ms of Python and kernel "
+                f"launches per token against {d.gpu_s * 1e3:.1f} ms on the GPU; a serving engine with CUDA graphs "
+                + ("(--engine vllm) decodes faster" if vllm_modelled else "(vLLM) decodes faster"))
+    return (f"decode is host-bound: vLLM runs bitsandbytes 8-bit models without CUDA graphs, ~{d.host_s * 1e3:.1f} "
+            f"ms of Python and kernel launches per token against {d.gpu_s * 1e3:.1f} ms on the GPU")
+
+
+def serving_bound(d: DecodeStep, *, prefill_s: float, prefill_bound: str, decode_s: float) -> str:
+    """What dominates a request batch: the host where it cannot issue a decode step as fast as the GPU runs it,
+    else the prefill's own bound where the prefill takes longer than the whole decode, else the decode step's."""
+    if d.host_s > d.gpu_s:
+        return "launch"
+    if prefill_s >= decode_s:
+        return prefill_bound
+    return "compute" if d.compute_s > d.memory_s else "memory"
+
+
+def generation_time(prefill: StepTime, d: DecodeStep, *, new_tokens: int, batch: int, engine: str,
+                    regime: str) -> ServeTime:
+    """A batch's prefill timed elsewhere (``prefill``: a traced forward of the prompts on ``prefill.count`` GPUs,
+    each serving its own ``batch``), then ``new_tokens`` decode steps ``d`` (``decode_step``, one GPU's): the
+    request batch as ``serve_time`` composes it, by phase. ``regime``: whose held-out error applies
+    (``runtime.accuracy.REGIMES``)."""
+    ttft = prefill.step_time_s
+    decode_s = d.step_s * new_tokens
+    total = ttft + decode_s
+    warnings = prefill.warnings + tuple(filter(None, [decode_warning(d, engine, vllm_modelled=False)]))
+    step = StepTime(
+        gpu=prefill.gpu, count=prefill.count, step_time_s=total, samples_per_s=batch * prefill.count / total,
+        by_class_s={"prefill": ttft, "decode": decode_s},
+        bound=serving_bound(d, prefill_s=ttft, prefill_bound=prefill.bound, decode_s=decode_s),
+        compute_s=total, warnings=warnings, stack=prefill.stack,
+        host_s=prefill.host_s + d.host_s * new_tokens, device_s=prefill.device_s + d.gpu_s * new_tokens,
+        regime=regime)
+    return ServeTime(ttft_s=ttft, decode_step_s=d.step_s, decode_tokens_per_s=batch / d.step_s, decode_s=decode_s,
+                     step=step)

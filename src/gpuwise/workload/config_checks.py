@@ -24,18 +24,19 @@ _VOCAB = 2_000_000     # XLM-V 901,629; Gemma and PaLM 256,000
 _POSITIONS = 2**28     # context: Llama 4 Scout's config says 10,485,760 (10M)
 _IMAGE = 16_384        # pixels a side (SAM 1,024, high-resolution ViTs a few thousand)
 _CHANNELS = 4_096      # input channels (RGB 3, hyperspectral a few hundred)
-# The names configs give the main sizes under (HF's, GPT-2's, MPT's), in the order they are read: one home
-# for the decoder's shape rule (llm_config.is_decoder_config) and its reader (decoder.arch_from_config)
-HIDDEN_KEYS = ("hidden_size", "n_embd", "d_model")
+# The names configs give the main sizes under (HF's, GPT-2's, MPT's, BLOOM's n_embed, GPT-Neo's num_heads,
+# XGLM's attention_heads), in the order they are read: one home for the decoder's shape rule
+# (llm_config.is_decoder_config) and its reader (decoder.arch_from_config)
+HIDDEN_KEYS = ("hidden_size", "n_embd", "d_model", "n_embed")
 LAYER_KEYS = ("num_hidden_layers", "num_layers", "n_layer", "n_layers")
-HEAD_KEYS = ("num_attention_heads", "n_head", "n_heads")
+HEAD_KEYS = ("num_attention_heads", "n_head", "n_heads", "num_heads", "attention_heads")
 SIZE_BOUNDS = {
     **dict.fromkeys((*LAYER_KEYS, "encoder_layers", "decoder_layers"), _LAYERS),
     **dict.fromkeys((*HIDDEN_KEYS, "d_kv", "head_dim", "kv_lora_rank", "q_lora_rank",
                      "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"), _WIDTH),
     **dict.fromkeys(("intermediate_size", "n_inner", "d_ff", "ffn_dim", "encoder_ffn_dim", "decoder_ffn_dim",
                      "moe_intermediate_size", "shared_expert_intermediate_size", "ffn_hidden_size"), _FFN),
-    **dict.fromkeys((*HEAD_KEYS, "num_key_value_heads", "num_heads", "encoder_attention_heads", "kv_n_heads",
+    **dict.fromkeys((*HEAD_KEYS, "num_key_value_heads", "num_kv_heads", "encoder_attention_heads", "kv_n_heads",
                      "decoder_attention_heads", "num_experts_per_tok", "multi_query_group_num"), _HEADS),
     **dict.fromkeys(("vocab_size", "padded_vocab_size"), _VOCAB),
     **dict.fromkeys(("max_position_embeddings", "n_positions", "seq_length", "max_seq_len"), _POSITIONS),

@@ -9,7 +9,10 @@ Activation memory is in ``gpuwise.memory.llm_activations``.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from importlib.metadata import PackageNotFoundError, version
 
 from gpuwise.workload.config_checks import HEAD_KEYS, HIDDEN_KEYS, LAYER_KEYS
 from gpuwise.workload.errors import WorkloadError
@@ -26,6 +29,42 @@ ROLE_ALIASES = {
 _KNOWN_TARGETS = set(ROLE_ALIASES).union(*ROLE_ALIASES.values())
 _NON_GATED = {"phi", "gpt_neox", "gpt2", "gptj", "falcon", "opt", "bloom", "gpt_bigcode", "starcoder2", "mpt"}
 _LAYERNORM = {"phi", "gpt_neox", "gpt2", "gptj", "falcon", "opt", "bloom", "gpt_bigcode", "starcoder2", "mpt"}
+
+
+# The first transformers release whose DeepSeek V2/V3 attention caches MLA's latent (``expand_kv``, the cache
+# updated with the normalized kv_lora_rank latent and the roped key); up to 5.14.1 it caches every head's
+# decompressed K and V (transformers 4.57.6, models/deepseek_v2/modeling_deepseek_v2.py:372-379).
+HF_MLA_LATENT_CACHE_SINCE = (5, 15)
+
+
+def mla_caches_latent(engine: str, transformers_version: str | None) -> bool:
+    """Whether ``engine`` caches multi-head latent attention's compressed latent (kv_lora_rank + rope dims a
+    layer: vLLM, whose MLA spec keeps one 576-wide "head" and no V, ``v1/kv_cache_interface.py``; transformers
+    from 5.15) or, as transformers before 5.15 does, every head's decompressed K (qk_nope + qk_rope, the roped
+    key expanded to each head) and V (v_head_dim) at the KV dtype. ``transformers_version`` None: unknown,
+    taken as before 5.15 (the version gpuwise is developed against, 4.57.6)."""
+    if engine != "hf":
+        return True
+    return transformers_version is not None and _release(transformers_version) >= HF_MLA_LATENT_CACHE_SINCE
+
+
+def engine_caches_mla_latent(engine: str) -> bool:
+    """``mla_caches_latent`` for the transformers installed here: HF generate runs with it."""
+    return mla_caches_latent(engine, installed_transformers_version())
+
+
+@lru_cache(maxsize=1)
+def installed_transformers_version() -> str | None:
+    try:
+        return version("transformers")
+    except PackageNotFoundError:
+        return None
+
+
+def _release(version_text: str) -> tuple[int, int]:
+    """Major and minor of a version string ("5.15.0.dev0" -> (5, 15)); (0, 0) when it has none."""
+    found = re.match(r"\s*v?(\d+)\.(\d+)", version_text)
+    return (int(found[1]), int(found[2])) if found else (0, 0)
 
 
 @dataclass(frozen=True)
@@ -111,10 +150,13 @@ class DecoderArch:
             return 1.0
         return 1.0 - (1.0 - self.experts_per_token / self.num_experts) ** rows
 
-    def kv_cache_share(self, ways: int) -> float:
+    def kv_cache_share(self, ways: int, *, mla_latent: bool = True) -> float:
         """The share of the KV cache each of ``ways`` tensor-parallel GPUs holds: the KV heads split over them,
-        each copied where there are fewer heads than GPUs; MLA's latent is whole on every GPU."""
-        return 1.0 if self.is_mla else 1.0 / min(ways, self.num_kv_heads)
+        each copied where there are fewer heads than GPUs; MLA's latent (``mla_latent``) is whole on every GPU,
+        its decompressed K and V split by attention head (``kv_b_proj`` column-wise)."""
+        if self.is_mla:
+            return 1.0 if mla_latent else 1.0 / min(ways, self.num_heads)
+        return 1.0 / min(ways, self.num_kv_heads)
 
     def tensor_parallel_refusal(self, ways: int) -> str | None:
         """Why ``ways``-way tensor parallelism cannot shard this model (None: it can). vLLM's rule
@@ -222,12 +264,17 @@ class DecoderArch:
         return self.forward_flops_per_token(context_tokens) * batch
 
     # ---- KV cache ---------------------------------------------------------------------------
-    def kv_cache_bytes_per_token(self, bytes_per_element: float = 2.0, context_tokens: int | None = None) -> float:
-        """Cache bytes one token adds. MLA caches the compressed latent (kv_lora_rank + rope dims) per
-        layer, as vLLM/SGLang do; others 2 × kv_heads × head_dim per layer. Sliding-window layers stop
-        growing at the window when ``context_tokens`` exceeds it (averaged over the context)."""
-        if self.is_mla:
+    def kv_cache_bytes_per_token(self, bytes_per_element: float = 2.0, context_tokens: int | None = None, *,
+                                 mla_latent: bool = True) -> float:
+        """Cache bytes one token adds: 2 × kv_heads × head_dim per layer. MLA (``mla_caches_latent`` says which
+        an engine keeps): the compressed latent, kv_lora_rank + rope dims a layer (``mla_latent``: vLLM,
+        SGLang, transformers ≥ 5.15), or every head's decompressed K (qk_nope + qk_rope) and V (v_head_dim)
+        (transformers < 5.15). Sliding-window layers stop growing at the window when ``context_tokens``
+        exceeds it (averaged over the context)."""
+        if self.is_mla and mla_latent:
             per_layer = self.kv_lora_rank + self.qk_rope_head_dim
+        elif self.is_mla:
+            per_layer = self.num_heads * (self.qk_nope_head_dim + self.qk_rope_head_dim + self.v_head_dim)
         else:
             per_layer = 2 * self.num_kv_heads * self.head_dim
         layers = float(self.num_layers)
@@ -235,9 +282,12 @@ class DecoderArch:
             layers = self.num_layers - self.sliding_layers + self.sliding_layers * self.sliding_window / context_tokens
         return per_layer * layers * bytes_per_element
 
-    def kv_cache_bytes(self, tokens: int, batch: int = 1, bytes_per_element: float = 2.0) -> int:
-        """2 × layers × kv_heads × head_dim × tokens × batch × bytes (GQA/MQA: kv_heads < heads)."""
-        return int(round(self.kv_cache_bytes_per_token(bytes_per_element, tokens) * tokens * batch))
+    def kv_cache_bytes(self, tokens: int, batch: int = 1, bytes_per_element: float = 2.0, *,
+                       mla_latent: bool = True) -> int:
+        """2 × layers × kv_heads × head_dim × tokens × batch × bytes (GQA/MQA: kv_heads < heads; MLA:
+        ``kv_cache_bytes_per_token``)."""
+        per_token = self.kv_cache_bytes_per_token(bytes_per_element, tokens, mla_latent=mla_latent)
+        return int(round(per_token * tokens * batch))
 
 
 def matches_target(lin: LinearSpec, targets: tuple[str, ...]) -> bool:
@@ -300,10 +350,16 @@ def arch_from_config(cfg: dict) -> DecoderArch:
         attn = c.get("attn_config") or {}
         gqa = attn.get("attn_type") == "grouped_query_attention"
         kv_heads = int(attn.get("kv_n_heads") or heads) if gqa else heads
+    elif mt == "falcon":  # FalconAttention: one K and V head under multi_query (its default), unless the new
+        # decoder architecture (40B, 180B), which has num_kv_heads of them
+        mqa = c.get("multi_query", True) and not c.get("new_decoder_architecture")
+        kv_heads = 1 if mqa else int(c.get("num_kv_heads") or heads)
+    elif mt == "gpt_bigcode":   # StarCoder: multi-query attention (one K and V head) unless multi_query is off
+        kv_heads = 1 if c.get("multi_query", True) else heads
     else:
         kv_heads = int(_get(c, "num_key_value_heads", default=heads))
     head_dim = int(_get(c, "head_dim", "kv_channels", default=h // heads))
-    inter = int(_get(c, "intermediate_size", "ffn_hidden_size", "n_inner",
+    inter = int(_get(c, "intermediate_size", "ffn_hidden_size", "n_inner", "ffn_dim",     # ffn_dim: OPT, XGLM
                      default=int(float(c.get("expansion_ratio") or 4) * h)))   # expansion_ratio: MPT
     gated = mt not in _NON_GATED
     layernorm = mt in _LAYERNORM

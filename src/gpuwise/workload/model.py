@@ -9,7 +9,7 @@ from gpuwise.errors import did_you_mean
 from gpuwise.workload.errors import WorkloadError
 from gpuwise.workload.precision import NAMES as PRECISIONS
 from gpuwise.workload.precision import Precision, parse
-from gpuwise.workload.specs import DEFAULT_SEQ_LEN, feeds_images
+from gpuwise.workload.specs import DEFAULT_SEQ_LEN, feeds_images, input_kind
 
 DEFAULT_OPTIMIZER = "adamw"   # what a job without --optimizer is priced with (Hugging Face Trainer's default)
 OPTIMIZERS = ("none", "sgd", "momentum", "adam", "adamw", "adamw-8bit", "adafactor", "lion", "paged-adamw", "paged-adamw-8bit")
@@ -169,6 +169,7 @@ class Workload:
                 out.append("--max-new-tokens has no effect with --mode train (it sizes generation: --mode infer)")
             if self.engine != default_engine(None):     # the engine of a job without a rate
                 out.append(f"--engine {self.engine} has no effect with --mode train (it is the serving engine)")
+        out.extend(self.inputs_it_ignores().values())
         if self.cpu_workers is not None and not feeds_images(self):
             out.append("--cpu-workers has no effect: this model's samples are not images (it sizes JPEG decoding; "
                        "--input-rate sets any pipeline's rate)")
@@ -178,6 +179,19 @@ class Workload:
                 if given(name):
                     out.append(f"{flag} has no effect without --finetune lora or qlora")
         return tuple(out)
+
+    def inputs_it_ignores(self) -> dict[str, str]:
+        """``seq_len`` given to a model that takes images, ``image_size`` to one that takes tokens: field -> what
+        the warning says (the CLI drops the field from the job it records). A model file takes either."""
+        spec = input_kind(self.model)
+        out = {}
+        if spec == "images" and self.seq_len is not None:
+            out["seq_len"] = (f"--seq-len has no effect: {self.model} takes images, not tokens (--image-size sets "
+                              "their side)")
+        if spec == "tokens" and self.image_size is not None:
+            out["image_size"] = (f"--image-size has no effect: {self.model} takes tokens, not images (--seq-len "
+                                 "sets their count)")
+        return out
 
     @property
     def effective_batch_size(self) -> int:

@@ -244,7 +244,7 @@ def _build_hf(spec: ModelSpec, batch_size: int, seq_len: int, image_size: int,
     autocast, where Llama's casts them to 16-bit first); "sdpa" and "flash2" call SDPA, which the tracer
     routes to CUDA's fused kernels."""
     config_dict = dict(spec.hf_config or {})
-    max_positions = _max_positions(config_dict)
+    max_positions = spec.max_positions
     if spec.task != IMAGE_CLASSIFICATION and max_positions and seq_len > max_positions:
         raise WorkloadError(f"--seq-len {seq_len} exceeds {spec.name}'s {max_positions} positions")
     import transformers
@@ -300,16 +300,6 @@ def _build_hf(spec: ModelSpec, batch_size: int, seq_len: int, image_size: int,
 
     notes = ("transformers attention mask all ones (no padding)",) if spec.task != IMAGE_CLASSIFICATION else ()
     return BuiltModel(module, make_batch, None, is_hf=True, notes=notes)
-
-
-def _max_positions(config: dict) -> int | None:
-    if config.get("model_type") in ("t5", "mt5"):
-        return None   # relative positions: no limit in the model
-    for attr in ("max_position_embeddings", "n_positions"):
-        value = config.get(attr)
-        if isinstance(value, int) and value > 0:
-            return value
-    return None
 
 
 # --- user factories ------------------------------------------------------------------------------

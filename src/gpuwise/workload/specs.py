@@ -79,6 +79,19 @@ class ModelSpec:
     def default_seq_len(self) -> int:
         return DEFAULT_SEQ_LEN
 
+    @property
+    def max_positions(self) -> int | None:
+        """The most tokens a sequence of this transformers model may hold (its position table's rows), or None
+        without a limit: the bound a traced text model's --seq-len (and, generating, prompt + answer) must keep."""
+        config = self.hf_config or {}
+        if config.get("model_type") in ("t5", "mt5"):
+            return None   # relative positions: no limit in the model
+        for attr in ("max_position_embeddings", "n_positions"):
+            value = config.get(attr)
+            if isinstance(value, int) and value > 0:
+                return value
+        return None
+
     def build(self, workload) -> "spec_builders.BuiltModel":  # noqa: F821 (lazy import: torch is heavy)
         """The module on the ``meta`` device, a batch maker and a loss (see spec_builders.BuiltModel)."""
         from gpuwise.workload import spec_builders
@@ -144,6 +157,16 @@ def image_side(workload) -> int | None:
 def feeds_images(workload) -> bool:
     """A job whose samples are images: what an input pipeline of JPEG-decoding workers feeds."""
     return image_side(workload) is not None
+
+
+def input_kind(model: str) -> str | None:
+    """"images" (a vision model: --image-size sizes its samples), "tokens" (a text model: --seq-len), or None
+    (a model file, which may take either, or a spec that does not resolve)."""
+    try:
+        spec = _resolved(model)
+    except WorkloadError:
+        return None
+    return "images" if spec.is_vision else "tokens" if spec.is_text else None
 
 
 @lru_cache(maxsize=64)
@@ -223,7 +246,12 @@ def _resolve_timm(spec: str, name: str) -> ModelSpec:
         raise WorkloadError(f"{spec}: timm is not installed (pip install timm)")
     key = name.strip()
     if key.split(".", 1)[0] not in models:     # "arch.pretrained_tag" names the arch's weights
-        raise WorkloadError(f"unknown timm model {name!r}{did_you_mean(key, list(models))}")
+        hint = did_you_mean(key, list(models))
+        if not hint:    # nothing close: where the names are, and a few of them
+            examples = [m for m in ("resnet50", "vit_base_patch16_224", "convnext_tiny") if m in models]
+            hint = (f" (timm.list_models() lists the {len(models):,} names of the installed timm"
+                    + (f", e.g. {', '.join(examples)}" if examples else "") + ")")
+        raise WorkloadError(f"unknown timm model {name!r}{hint}")
     return ModelSpec(spec, "timm", f"timm:{key}", IMAGE_CLASSIFICATION, key)
 
 
