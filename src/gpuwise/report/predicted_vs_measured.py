@@ -17,6 +17,7 @@ from gpuwise.plan.profile import model_for
 from gpuwise.plan.scaling import PREDICTED_METHOD, TimeScaling, time_scaling
 from gpuwise.report.measured import PRIVATE_MODEL, Measurement, measurement_from, public_model, workload_of
 from gpuwise.report.sources import UsageLog
+from gpuwise.report.usage import summarize
 from gpuwise.units import format_bytes, format_duration
 from gpuwise.workload import Workload
 
@@ -94,8 +95,14 @@ def measured_against_prediction(
     is the measured run scaled by the time predictor's ratios, so the measurement stays the anchor. What
     cannot be predicted becomes a line in ``notes``, never an error: the usage report stands without it."""
     if log.source != "gpuwise run log":
-        return None, scaling
-    measured = measurement_from(log)
+        if workload is None or rented is None:
+            return None, scaling
+        # an nvidia-smi/dmon log measures the memory the job used: the one figure to set beside --model's prediction
+        usage = summarize(log)
+        measured = Measurement(gpu_name=usage.gpu_name, workload=None, step_time_s=None,
+                               process_memory_bytes=usage.needed_peak_bytes, source=str(log.path))
+    else:
+        measured = measurement_from(log)
     try:
         if workload is None and measured.workload is not None:
             if public_model(str(measured.workload.get("model", ""))) == PRIVATE_MODEL:
@@ -106,6 +113,8 @@ def measured_against_prediction(
         if workload is None or rented is None:    # no GPU to compare on, nor to scale from
             return None, scaling
         comparison = compare(measured, rented, workload, correction=correction)   # traces now: a workload that fails, fails here
+        if (note := mismatch_note(comparison)) is not None:
+            notes.append(note)
         if scaling is None or scaling.method != PREDICTED_METHOD:
             scaling = time_scaling(workload.precision, workload, correction=correction)
             notes.append("time on other GPUs: the measured step time scaled by the time predictor's ratios "
@@ -114,6 +123,24 @@ def measured_against_prediction(
         notes.append(f"no prediction for the run's workload: {str(exc)[:200]}")
         return None, scaling
     return comparison, scaling
+
+
+# A job whose measured memory is this far from the prediction is most likely not the job the prediction is of.
+MISMATCH_FACTOR = 1.5
+
+
+def mismatch_note(c: PredictedVsMeasured) -> str | None:
+    """A note when the GPU memory the log measured is more than ``MISMATCH_FACTOR`` away from what gpuwise
+    predicts for the workload (either way): the workload given is probably not the job that ran."""
+    total = next((f for f in c.figures if f.name == "nvidia-smi total"), None)
+    if total is None or not total.measured or not total.predicted:
+        return None
+    ratio = total.predicted / total.measured
+    if 1 / MISMATCH_FACTOR <= ratio <= MISMATCH_FACTOR:
+        return None
+    return (f"the log's peak ({format_bytes(int(total.measured))}) is far from what {c.workload.get('model')} with "
+            f"these options needs ({format_bytes(int(total.predicted))} predicted): check that --model and its "
+            "options describe the job that ran")
 
 
 def comparison_lines(c: PredictedVsMeasured) -> list[str]:
