@@ -39,12 +39,13 @@ SHIPPED, FITTED_ROOFLINE = "shipped model", "roofline x one constant of the othe
 
 def _row(name: str, step, measured_s: float, precision: str, gpu) -> FitRow:
     by_class = {class_key(c, precision, gpu): s for c, s in step.by_class_s.items()}
-    return FitRow(name, by_class, max(0.0, step.step_time_s - sum(by_class.values())), measured_s)
+    return FitRow(name, by_class, max(0.0, step.step_time_s - sum(by_class.values())), measured_s,
+                  predicted_host_s=step.host_s)
 
 
 def _calibrated_s(rows: list[FitRow], held: FitRow) -> float:
-    cal = fit_gpu("x", rows)
-    return sum(cal.factor(c) * s for c, s in held.predicted_by_class_s.items()) + cal.host_s + held.predicted_other_s
+    """What `gpuwise estimate` gives the held-out case under the calibration of ``rows`` (``fit.compose``)."""
+    return fit_gpu("x", rows).step_time_s(held)
 
 
 def main() -> None:

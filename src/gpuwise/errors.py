@@ -21,9 +21,10 @@ class GpuwiseError(Exception):
     """Bad input from the user: the message is one line that names the bad value."""
 
 
-def did_you_mean(value: str, choices: Iterable[str], n: int = 3) -> str:
-    """A ' (did you mean: a, b?)' suffix with the closest valid choices, or '' when none is close."""
+def did_you_mean(value: str, choices: Iterable[str], n: int = 3, *, prefix: str = "") -> str:
+    """A ' (did you mean: a, b?)' suffix with the closest valid choices, or '' when none is close. ``prefix``:
+    written before each suggestion (``timm:``), so that it can be pasted back; the match is on the bare names."""
     close = difflib.get_close_matches(value.lower(), [c.lower() for c in choices], n=n, cutoff=0.5)
     by_lower = {c.lower(): c for c in choices}
-    close = [by_lower[c] for c in close]
+    close = [prefix + by_lower[c] for c in close]
     return f" (did you mean: {', '.join(close)}?)" if close else ""

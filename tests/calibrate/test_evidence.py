@@ -45,14 +45,15 @@ def _resnet_step():
 
 def test_one_host_bound_mlp_run_barely_moves_a_conv_dominated_prediction(mlp_calibration):
     cal = mlp_calibration
-    assert cal.global_factor > 3                      # the run was far slower than predicted: that stays reported
+    # the run was far slower than predicted where the host set its pace: read as host time, not as kernels
+    assert cal.host_s > 0.002 and cal.global_factor == pytest.approx(1.0, abs=0.05)
     assert cal.factor("conv/fp16") == cal.factor("norm/fp16") == cal.factor("elementwise/fp16") == 1.0
     assert "launch" in cal.class_factors              # the host-side class carried most of the MLP's step
     step = _resnet_step()
     new = corrected_time(step, cal, "amp-fp16", A100_40GB)
-    # was ×4.7 (169 ms for 36 ms); what remains is the stack's host side the run did measure: the launch
-    # class (0.4% of this step) and the host term, together under 6%
-    assert 1.0 <= new.step_time_s / step.step_time_s < 1.06
+    # was ×4.7 (169 ms for 36 ms), then +6% with the host term in series; the GPU-bound step now hides the
+    # run's host side behind its kernels (the step model's smooth maximum)
+    assert 1.0 <= new.step_time_s / step.step_time_s < 1.01
     text = describe(step, cal, "amp-fp16", A100_40GB)
     assert text.startswith("calibrated with 1 of your runs on a100-40gb-sxm4: scaled launch ×")
     assert "conv/fp16, norm/fp16, elementwise/fp16" in text and "never seen in that run" in text

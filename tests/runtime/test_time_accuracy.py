@@ -51,7 +51,9 @@ def test_recommend_says_how_far_times_and_costs_may_be(cli_json, capsys):
     argv = ["recommend", "torchvision:resnet18", "--batch-size", "128", "--samples", "10000", "--gpus", "t4,a10"]
     out = cli_json([*argv, "--json"])
     assert out["time_accuracy"]["ratio_q10"] == load_accuracy().ratio_q10
-    assert "held-out public runs took" in _text(argv, capsys)
+    assert all(o["likely_time_range_s"] is None or o["likely_time_range_s"][0] < o["total_time_s"]
+               for o in out["options"])
+    assert "held-out public runs took" in " ".join(_text(argv, capsys).split())
 
 
 def test_no_range_where_no_held_out_run_measures_the_error(cli_json, capsys):
@@ -172,3 +174,25 @@ def test_docs_runtime_quotes_the_shipped_figures():
                                                      round(acc.signed_median_error * 100))
     low, high = acc.likely_range_s(1.0)
     assert f"({low:.2f}-{high:.2f}x)" in text       # as recommend says it
+
+
+def test_a_multi_gpu_option_never_borrows_the_single_gpu_range():
+    """A new user's 8x V100 pick (a multi-GPU step, no held-out run of it) was followed by "8 in 10 held-out public
+    runs took 0.77-1.42x": the footer took the first option with a range. Each regime now gets its own line."""
+    from types import SimpleNamespace
+
+    from gpuwise.plan.accuracy import time_basis_lines
+
+    def option(regime):
+        return SimpleNamespace(fits=True, total_time_s=3600.0, calibration=None, bound="compute", regime=regime)
+
+    single = load_accuracy("large-batch")
+    mixed = time_basis_lines([option("multi-gpu"), option("large-batch"), option("multi-gpu")], "traced")
+    assert len(mixed) == 2
+    assert mixed[0].startswith("Times and costs of the 2 options of a multi-GPU step: no held-out run measures this")
+    assert "of the 1 option of a single-GPU eager step: 8 in 10" in mixed[1]
+    assert f"{single.likely_range_s(1.0)[0]:.2f}" in mixed[1]
+    only = time_basis_lines([option("large-batch")], "traced")
+    assert only == [only[0]] and only[0].startswith("Times and costs: 8 in 10 held-out public runs took")
+    assert time_basis_lines([option("multi-gpu")], "traced") == [
+        "Times and costs: no held-out run measures this (a multi-GPU step)."]

@@ -36,7 +36,7 @@ def test_a_typo_and_an_image_side_are_answered_from_the_index_without_importing_
     index.parent.mkdir(parents=True)
     index.write_text(json.dumps({"timm": version("timm"), "models": {"resnet50": 224, "vit_wide_384": 384}}))
     out = _run(CHECK, tmp_path)
-    assert "refused: unknown timm model 'resnet5' (did you mean: resnet50" in out
+    assert "refused: unknown timm model 'resnet5' (did you mean: timm:resnet50" in out      # pasted back as is
     assert "side: 384" in out and "timm imported: False" in out
 
 

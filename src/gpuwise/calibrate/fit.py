@@ -1,14 +1,30 @@
 """The fit: what measured runs on one GPU say about the shipped time and memory model there.
 
-Time. For run *i* the shipped model predicts seconds per operator class ``p_ic`` (``StepTime.by_class_s``,
-"launch" included; a class is keyed by the peak its kernels run at on that GPU, ``conv/fp16`` apart from
-``conv/fp32``: tensor-core and CUDA-core kernels miss the datasheet by different amounts) and ``o_i`` seconds outside them (communication, input wait); the run measured ``T_i``.
-The calibrated step time is ``Σ_c f_c · p_ic + h + o_i`` with one factor ``f_c = g + d_c`` per class and a
-host term ``h`` ≥ 0 (seconds per step the GPU model does not see: data loading, Python, logging). The fit
-minimises the relative residuals plus priors: ``g`` near 1 (weakly: one run moves the prediction almost all
-the way to it), the class deviations ``d_c`` and ``h`` near 0 (firmly: they need runs that tell the classes
-and batch sizes apart). So one run scales every class it exercised alike; varied runs separate them. Never
-by model name.
+Time. For run *i* the shipped model predicts seconds per operator class ``p_ic`` (``StepTime.by_class_s``;
+a class is keyed by the peak its kernels run at on that GPU, ``conv/fp16`` apart from ``conv/fp32``:
+tensor-core and CUDA-core kernels miss the datasheet by different amounts), the host's time to issue the
+step's kernels ``H_i`` (``StepTime.host_s``), and ``o_i`` seconds outside the classes (communication, input
+wait); the run measured ``T_i``. The calibrated step composes host and device the way the step model does
+(``runtime.predict.predict_step_time``: eager PyTorch issues kernels into a queue the GPU drains, so a step
+takes about the larger of the two, a smooth maximum):
+
+    T_i ≈ B_i · (1 + e_i) + [smooth_max(D_i, f_launch · H_i + h) − B_i] + o_i,
+    D_i = Σ_c f_c · p_ic,  B_i = smooth_max(D_i, f_launch · H_i)
+
+with one factor ``f_c = g · exp(δ_c)`` per device class, a factor ``f_launch`` on the host's issue time
+and a host term ``h`` ≥ 0 (seconds per step on the host the GPU model does not see: data loading, Python,
+logging). ``e_i`` is the shipped step's own relative excess over one smooth maximum (it takes one per
+phase: micro-steps and optimizer), so factors of 1 and ``h`` = 0 give the shipped prediction exactly; the
+bracket is what ``h`` adds (the "host" class ``compose`` reports). A GPU-bound step hides the host side
+behind its kernels: ``h`` moves it only where the host sets the pace. The fit minimises the relative
+residuals plus priors, each on the relative change of its side of the smooth maximum: ``ln g`` and
+``ln(1 + h / median H)`` weakly (so a run is explained by the side that needs the smaller change: a
+GPU-bound run by slower kernels, a host-bound one by host time; and one run lands within 1 % of its
+measurement however far the shipped model was from it); ``ln f_launch`` weakly below 0 and firmly above
+(a slow host side is the host term's, which GPU-bound jobs hide; a factor would scale every other job's
+issue time); the class deviations ``δ_c`` firmly (they need runs that tell the classes apart). So one run
+scales every device class it exercised alike, or, when the host set its pace, adds host time; varied runs
+separate them. Never by model name.
 
 Evidence. A factor applies only to a class the runs give evidence for: one that carried at least
 ``MIN_CLASS_SHARE`` (5 %) of at least one run's predicted step time. Every other class, above all one no run
@@ -29,20 +45,25 @@ from __future__ import annotations
 
 import datetime as _dt
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-
 from gpuwise.calibrate.errors import CalibrateError
+from gpuwise.runtime.predict import _SMOOTH_MAX_P, smooth_max
 from gpuwise.workload.precision import parse
 
-GLOBAL_PRIOR_WEIGHT = 1e-3     # (g − 1)²: a whisper, so one run is followed to within ~1 %
-CLASS_PRIOR_WEIGHT = 1e-2      # d_c²: a class deviation of 0.5 costs as much as a 5 % residual
-HOST_PRIOR_WEIGHT = 1e-1       # (h / median T)²: firmer, so one run is read as a factor, not as host time
+GLOBAL_PRIOR_WEIGHT = 1e-3     # (ln g)²: a whisper, so one run is followed to within ~0.5 % at any scale
+CLASS_PRIOR_WEIGHT = 1e-2      # δ_c²: a class ×1.5 apart from the others costs as much as a 4 % residual
+# (ln f_launch)²: weak below 1 (a faster host than the priors: harmless elsewhere); firm above 1, where the
+# host term explains a slow host side instead (a factor would scale every other job's issue time with it)
+HOST_FACTOR_PRIOR_WEIGHT = {"down": 1e-3, "up": 1e-2}
+HOST_PRIOR_WEIGHT = 1e-3       # ln(1 + h / median issue time)²: as weak as g's, on the host's side
 MIN_FACTOR = 0.05              # no class gets 20× faster than the shipped model says
 MAX_FACTOR = 50.0
 MIN_CLASS_SHARE = 0.05         # a factor needs this share of one run's predicted step (module docstring)
 UNKEYED = ("launch", "host")   # host-side time: the same whatever the arithmetic
+LAUNCH = "launch"              # the shipped wait for the host; its factor scales the host's issue time
+HOST = "host"                  # the host term's visible share of a calibrated step (never a predicted class)
 
 
 def class_key(cls: str, precision, gpu) -> str:
@@ -62,10 +83,54 @@ class FitRow:
     predicted_outside_allocator_bytes: int | None = None   # total − reserved
     measured_outside_allocator_bytes: int | None = None    # NVML process memory − torch max reserved
     stack: Mapping[str, str] = field(default_factory=dict)  # driver, cuda, torch
+    predicted_host_s: float | None = None     # host issue time (StepTime.host_s); None: implied by "launch"
 
     @property
     def predicted_step_time_s(self) -> float:
         return sum(self.predicted_by_class_s.values()) + self.predicted_other_s
+
+
+@dataclass(frozen=True)
+class CalibratedStep:
+    """A step's compute time under a calibration. ``by_class_s`` sums to ``compute_s``: the device classes
+    scaled, ``launch`` (the GPU's wait for the host's issue time) and ``host`` (the host term's visible share:
+    0 where the GPU's work hides it)."""
+
+    by_class_s: dict[str, float]
+    compute_s: float
+    device_s: float            # the device classes' seconds, scaled
+    host_side_s: float         # the host's seconds: f_launch × issue time + host term
+
+
+def implied_host_s(device_s: float, launch_s: float) -> float:
+    """The issue time a shipped "launch" wait implies when the prediction does not say it (a row stored before
+    it did): the H with smooth_max(D, H) = D + launch."""
+    if launch_s <= 0:
+        return 0.0
+    p = _SMOOTH_MAX_P
+    return max(0.0, (device_s + launch_s) ** p - device_s ** p) ** (1.0 / p)
+
+
+def compose(by_class_s: Mapping[str, float], host_s: float | None, factor: Callable[[str], float],
+            host_factor: float = 1.0, extra_host_s: float = 0.0) -> CalibratedStep:
+    """The calibrated compute of a shipped step (module docstring): device classes × their factors, the host's
+    issue time × ``host_factor`` + ``extra_host_s``, composed by the step model's smooth maximum. Factors of 1
+    and no host term give the shipped ``by_class_s`` back."""
+    device = {c: s for c, s in by_class_s.items() if c not in UNKEYED}
+    d0 = sum(device.values())
+    w0 = float(by_class_s.get(LAUNCH, 0.0))
+    h0 = host_s if host_s is not None and host_s > 0 else implied_host_s(d0, w0)
+    shipped = smooth_max(d0, h0)
+    anchor = d0 + w0 - shipped                     # the shipped step's per-phase excess over one smooth max
+    scaled = {c: s * factor(c) for c, s in device.items()}
+    d1 = sum(scaled.values())
+    issue_s = host_factor * h0
+    base = smooth_max(d1, issue_s)
+    out = {**scaled, LAUNCH: max(0.0, base + (anchor * base / shipped if shipped > 0 else 0.0) - d1)}
+    if extra_host_s > 0:
+        out[HOST] = smooth_max(d1, issue_s + extra_host_s) - base
+    return CalibratedStep(by_class_s=out, compute_s=sum(out.values()), device_s=d1,
+                          host_side_s=issue_s + max(0.0, extra_host_s))
 
 
 @dataclass(frozen=True)
@@ -93,8 +158,18 @@ class GpuCalibration:
         return f"{self.label} (scaled: {scaled or 'nothing'}; every other class as shipped)"
 
     def factor(self, cls: str) -> float:
-        """The fitted factor of a class with evidence (``supported_classes``); 1 (the shipped model) otherwise."""
+        """The fitted factor of a class with evidence (``supported_classes``); 1 (the shipped model) otherwise.
+        ``launch``'s scales the host's issue time (the wait for it follows from the composition)."""
         return float(self.class_factors.get(cls, 1.0))
+
+    def compose(self, by_class_s: Mapping[str, float], host_s: float | None,
+                key: Callable[[str], str] = lambda c: c) -> CalibratedStep:
+        """A shipped step's classes (``key`` maps a class to its ``class_key``) and host issue time, calibrated."""
+        return compose(by_class_s, host_s, lambda c: self.factor(key(c)), self.factor(LAUNCH), self.host_s)
+
+    def step_time_s(self, row: FitRow) -> float:
+        """The calibrated step time of a run's shipped prediction (what ``apply`` gives its workload)."""
+        return self.compose(row.predicted_by_class_s, row.predicted_host_s).compute_s + row.predicted_other_s
 
     def to_dict(self) -> dict:
         return {"gpu": self.gpu, "label": self.label, "class_factors": dict(self.class_factors),
@@ -104,41 +179,82 @@ class GpuCalibration:
 
 
 def fit_time(rows: Sequence[FitRow]) -> tuple[float, dict[str, float], float]:
-    """(global factor g, per-class factors, host seconds per step) by bounded linear least squares. Only
-    classes with evidence (``supported_classes``) are fitted; the others are held at 1 (their seconds count
-    as predicted), so one run still lands on its measurement through the classes that carried it."""
+    """(global factor g, per-class factors, host seconds per step) by bounded nonlinear least squares on the
+    composition of ``compose`` (module docstring). Only classes with evidence (``supported_classes``) are
+    fitted; the others are held at 1 (their seconds count as predicted), so one run still lands on its
+    measurement through the classes that carried it. ``launch``'s factor (the host's issue time) is fitted
+    when some run's wait for the host carried its share, or some run measured less than the host's side
+    alone allows."""
     supported = supported_classes(rows)
-    classes = sorted({c for r in rows for c, s in r.predicted_by_class_s.items() if s > 0 and c in supported})
-    if not rows or not classes:
+    classes = sorted({c for r in rows for c, s in r.predicted_by_class_s.items()
+                      if s > 0 and c in supported and c not in UNKEYED})
+    if not rows or not (classes or LAUNCH in supported):
         raise CalibrateError("no run with a predicted step time to calibrate on")
-    n_cls = len(classes)
-    a_rows, b = [], []
-    for r in rows:
-        t = r.measured_step_time_s
-        p = [r.predicted_by_class_s.get(c, 0.0) / t for c in classes]
-        a_rows.append([sum(p), *p, 1.0 / t])
-        held = sum(s for c, s in r.predicted_by_class_s.items() if c not in supported)
-        b.append((t - r.predicted_other_s - held) / t)
-    scale_s = statistics.median(r.measured_step_time_s for r in rows)
-    width = n_cls + 2
     import numpy as np                       # imported here: loading a calibration needs neither
-    from scipy.optimize import lsq_linear
+    from scipy.optimize import least_squares
 
-    prior = np.zeros((width, width))
-    prior[0, 0] = GLOBAL_PRIOR_WEIGHT ** 0.5
-    for k in range(n_cls):
-        prior[k + 1, k + 1] = CLASS_PRIOR_WEIGHT ** 0.5
-    prior[-1, -1] = HOST_PRIOR_WEIGHT ** 0.5 / scale_s
-    target = np.zeros(width)
-    target[0] = GLOBAL_PRIOR_WEIGHT ** 0.5          # g → 1
-    a = np.vstack([np.array(a_rows), prior])
-    rhs = np.concatenate([np.array(b), target])
-    lower = [MIN_FACTOR] + [-MAX_FACTOR] * n_cls + [0.0]
-    upper = [MAX_FACTOR] + [MAX_FACTOR] * n_cls + [np.inf]
-    x = lsq_linear(a, rhs, bounds=(lower, upper)).x
-    g = float(x[0])
-    factors = {c: float(min(max(g + x[k + 1], MIN_FACTOR), MAX_FACTOR)) for k, c in enumerate(classes)}
-    return g, factors, float(x[-1])
+    n, n_cls = len(rows), len(classes)
+    fitted = np.array([[r.predicted_by_class_s.get(c, 0.0) for c in classes] for r in rows]).reshape(n, n_cls)
+    held = np.array([sum(s for c, s in r.predicted_by_class_s.items() if c not in UNKEYED and c not in classes)
+                     for r in rows])
+    d0 = fitted.sum(axis=1) + held
+    w0 = np.array([r.predicted_by_class_s.get(LAUNCH, 0.0) for r in rows])
+    h0 = np.array([r.predicted_host_s if r.predicted_host_s else implied_host_s(d, w) for r, d, w in zip(rows, d0, w0)])
+    shipped_max = _smooth_max(d0, h0)
+    excess = np.divide(d0 + w0 - shipped_max, shipped_max, out=np.zeros(n), where=shipped_max > 0)
+    other = np.array([r.predicted_other_s for r in rows])
+    measured = np.array([r.measured_step_time_s for r in rows])
+    fit_launch = LAUNCH in supported or bool(np.any((h0 > 0) & (measured < h0 * (1 + excess) + other)))
+    # The host term's unit: the runs' issue time (median), so its prior, like g's, is on the relative change
+    # of its side of the smooth maximum: a run is explained by the side that needs the smaller change.
+    host_unit_s = float(np.median(h0[h0 > 0])) if np.any(h0 > 0) else float(np.median(measured))
+    log_bound = float(np.log(MAX_FACTOR / MIN_FACTOR))
+    i_launch, i_host = 1 + n_cls, 1 + n_cls + int(fit_launch)
+
+    def unpack(x):
+        g = float(np.exp(x[0]))
+        f_launch = float(np.exp(x[i_launch])) if fit_launch else 1.0
+        return g, g * np.exp(x[1:1 + n_cls]), f_launch, host_unit_s * float(np.expm1(x[i_host]))
+
+    def residuals(x):
+        _g, f, f_launch, h = unpack(x)
+        device = fitted @ f + held
+        base = _smooth_max(device, f_launch * h0)
+        predicted = np.maximum(base * (1 + excess), device) + _smooth_max(device, f_launch * h0 + h) - base + other
+        priors = [GLOBAL_PRIOR_WEIGHT ** 0.5 * x[0], *(CLASS_PRIOR_WEIGHT ** 0.5 * x[1:1 + n_cls])]
+        if fit_launch:
+            priors.append(HOST_FACTOR_PRIOR_WEIGHT["up" if x[i_launch] > 0 else "down"] ** 0.5 * x[i_launch])
+        priors.append(HOST_PRIOR_WEIGHT ** 0.5 * x[i_host])
+        return np.concatenate([(predicted - measured) / measured, priors])
+
+    lower = [np.log(MIN_FACTOR)] + [-log_bound] * n_cls + ([np.log(MIN_FACTOR)] if fit_launch else []) + [0.0]
+    upper = [np.log(MAX_FACTOR)] + [log_bound] * n_cls + ([np.log(MAX_FACTOR)] if fit_launch else []) + [20.0]
+    shipped = (d0 + w0) + other
+    # Starts: the shipped model; every run's gap read as slower kernels; read as host time. The smooth
+    # maximum makes the problem non-convex, so the best of the three is kept.
+    gap_s = float(np.median(np.maximum(measured - shipped, 0.0)))
+    starts = []
+    for ln_g, v in ((0.0, 0.0), (float(np.log(np.median(measured / shipped))), 0.0),
+                    (0.0, float(np.log1p(gap_s / host_unit_s)))):
+        x0 = np.zeros(len(lower))
+        x0[0], x0[i_host] = min(max(ln_g, lower[0]), upper[0]), min(v, upper[-1])
+        starts.append(least_squares(residuals, x0, bounds=(lower, upper)))
+    g, f, f_launch, h = unpack(min(starts, key=lambda r: r.cost).x)
+    factors = {c: float(min(max(v, MIN_FACTOR), MAX_FACTOR)) for c, v in zip(classes, f)}
+    if fit_launch:
+        factors[LAUNCH] = f_launch
+    return g, factors, max(0.0, h)
+
+
+def _smooth_max(a, b):
+    """``runtime.predict.smooth_max`` over arrays (the larger where either side is 0)."""
+    import numpy as np
+
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    both = (a > 0) & (b > 0)
+    p = _SMOOTH_MAX_P
+    safe = np.where(both, (np.where(both, a, 1.0) ** p + np.where(both, b, 1.0) ** p) ** (1.0 / p), 0.0)
+    return np.where(both, safe, np.maximum(a, b))
 
 
 def supported_classes(rows: Sequence[FitRow]) -> set[str]:

@@ -64,4 +64,5 @@ def fit_row(m: Measurement, gpu: GPU, progress: Callable[[str], None] | None = N
         predicted_outside_allocator_bytes=est.memory.total_bytes - est.memory.peak_reserved_bytes,
         measured_outside_allocator_bytes=measured_outside,
         stack={k: str(v) for k, v in m.stack.items() if v},
+        predicted_host_s=float(est.time.host_s),
     )

@@ -17,11 +17,14 @@ import tomli_w
 
 from gpuwise.atomic import write_text_atomic
 from gpuwise.calibrate.errors import CalibrateError
-from gpuwise.calibrate.fit import FitRow, GpuCalibration, fit_memory_offset, supported_classes
+from gpuwise.calibrate.fit import LAUNCH, FitRow, GpuCalibration, fit_gpu, fit_memory_offset, supported_classes
 from gpuwise.catalog.loader import user_config_dir
 
 FILE_NAME = "calibration.toml"
-FORMAT_VERSION = 1
+# 2: the host term and the launch factor sit on the host's side of the step's smooth maximum (fit.compose);
+# 1 added the host term to every step and scaled the launch wait: such a file is refitted on its runs as read.
+FORMAT_VERSION = 2
+READS = (1, 2)
 HEADER = ("# gpuwise user calibration, written by `gpuwise calibrate` from your measured runs (docs/calibrate.md).\n"
           "# estimate, recommend and report apply it unless --no-user-calibration; "
           "`gpuwise calibrate --reset` removes it.\n")
@@ -35,7 +38,7 @@ def _row_to_toml(r: FitRow) -> dict:
     d = {"fingerprint": r.fingerprint, "predicted_by_class_s": dict(r.predicted_by_class_s),
          "predicted_other_s": r.predicted_other_s, "measured_step_time_s": r.measured_step_time_s,
          "stack": {k: v for k, v in r.stack.items() if v}}
-    for key in ("predicted_outside_allocator_bytes", "measured_outside_allocator_bytes"):
+    for key in ("predicted_outside_allocator_bytes", "measured_outside_allocator_bytes", "predicted_host_s"):
         if getattr(r, key) is not None:         # TOML has no null: absent means not measured
             d[key] = getattr(r, key)
     return d
@@ -49,6 +52,7 @@ def _row_from_toml(d: Mapping) -> FitRow:
         predicted_outside_allocator_bytes=d.get("predicted_outside_allocator_bytes"),
         measured_outside_allocator_bytes=d.get("measured_outside_allocator_bytes"),
         stack={str(k): str(v) for k, v in d.get("stack", {}).items()},
+        predicted_host_s=float(d["predicted_host_s"]) if "predicted_host_s" in d else None,
     )
 
 
@@ -66,23 +70,32 @@ def to_toml(calibrations: Mapping[str, GpuCalibration]) -> str:
 def from_toml(text: str, source: str = FILE_NAME) -> dict[str, GpuCalibration]:
     try:
         doc = tomllib.loads(text)
-        if doc.get("format_version") != FORMAT_VERSION:
-            raise ValueError(f"format_version {doc.get('format_version')!r}, this gpuwise reads {FORMAT_VERSION}")
+        version = doc.get("format_version")
+        if version not in READS:
+            raise ValueError(f"format_version {version!r}, this gpuwise reads {' and '.join(map(str, READS))}")
         out = {}
         for gpu, t in doc.get("gpu", {}).items():
             runs = tuple(_row_from_toml(r) for r in t.get("run", []))
+            fitted = str(t.get("fitted", ""))
+            if version == 1 and runs:          # fitted with the host term in series: refit its runs as they are now
+                out[gpu] = fit_gpu(gpu, runs, today=fitted)
+                continue
             factors = {str(k): float(v) for k, v in t["class_factors"].items()}
             offset = t.get("memory_offset_bytes")            # absent: not measured
+            host_s = float(t["host_s"])
+            if version == 1:                   # no runs to refit: the host-side figures meant something else
+                factors.pop(LAUNCH, None)
+                host_s = 0.0
             if runs:      # a file written before the evidence rule: its runs say what it may scale and measured
                 factors = {k: v for k, v in factors.items() if k in supported_classes(runs)}
                 offset = offset if fit_memory_offset(runs) is not None else None
             out[gpu] = GpuCalibration(
                 gpu=gpu, class_factors=factors,
-                global_factor=float(t["global_factor"]), host_s=float(t["host_s"]),
+                global_factor=float(t["global_factor"]), host_s=host_s,
                 memory_offset_bytes=int(offset) if offset is not None else None, runs=runs,
-                stack={str(k): str(v) for k, v in t.get("stack", {}).items()}, fitted=str(t.get("fitted", "")))
+                stack={str(k): str(v) for k, v in t.get("stack", {}).items()}, fitted=fitted)
         return out
-    except (tomllib.TOMLDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
+    except (tomllib.TOMLDecodeError, CalibrateError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise CalibrateError(f"{source}: not a gpuwise calibration file ({str(exc)[:150]}); "
                              "`gpuwise calibrate --reset` removes it") from None
 

@@ -83,7 +83,8 @@ def _describe(c) -> str:
     memory = (f"{c.memory_offset_bytes / 2**20:+.0f} MiB" if c.memory_offset_bytes is not None
               else "not measured (no run recorded memory figures)")
     return (f"{c.label}: step time factors {factors or 'none'} (classes under 5% of every run's predicted step, "
-            f"and classes no run exercised: the shipped model), host {c.host_s * 1e3:.2f} ms per step, "
+            f"and classes no run exercised: the shipped model), host +{c.host_s * 1e3:.2f} ms per step beside the "
+            f"kernels' issue (a GPU-bound step hides it), "
             f"memory outside the allocator {memory}")
 
 

@@ -13,8 +13,8 @@ from rich.table import Table
 from gpuwise.cli import common as c
 from gpuwise.cli.calibrate import NoUserCalibrationOpt, user_correction
 from gpuwise.cli.workload_options import workload_from, workload_options
-from gpuwise.units import (format_bytes, format_duration, format_money, format_request_rate, parse_duration_s,
-                           parse_money)
+from gpuwise.units import (CNY_PER_UNIT, format_bytes, format_duration, format_money, format_request_rate,
+                           parse_duration_s, parse_money)
 from gpuwise.text import for_console
 
 
@@ -34,14 +34,14 @@ def recommend(
     tpot: Annotated[Optional[str], typer.Option("--tpot", help="LLM serving (--mode infer, --max-new-tokens >= 1): the longest time per output token a request may see, with a unit: 50ms (= 20 tokens/s a request).")] = None,
     provider: Annotated[Optional[str], typer.Option("--provider", help="Only this provider's offers.")] = None,
     gpus: Annotated[Optional[str], typer.Option("--gpus", help="Only these GPUs, comma-separated.")] = None,
-    max_gpus: Annotated[int, typer.Option("--max-gpus", help="Largest GPU count to consider (1, 2, 4, 8).")] = 8,
+    max_gpus: Annotated[int, typer.Option("--max-gpus", help="Largest GPU count to consider: options of 1, 2, 4 and 8 GPUs (one node) up to N, so 3 quotes 1 and 2; more than 8 is refused.")] = 8,
     spot: Annotated[bool, typer.Option("--spot", help="Include spot/interruptible offers, priced with expected preemptions.")] = False,
     live: c.LiveOpt = False,
     preemptions_per_hour: Annotated[float, typer.Option("--preemptions-per-hour", help="Spot: preemptions assumed per hour of running (default 0.05, one in 20 h).")] = 0.05,
     checkpoint_every: Annotated[str, typer.Option("--checkpoint-every", help="Spot: the guard's checkpoint interval; a preemption loses half of it (default 30m).")] = "30m",
     effective_batch: Annotated[Optional[int], typer.Option("--effective-batch", help="Samples per optimizer step, kept on every option (default: batch × grad-accum).")] = None,
     per_gpu_batch: Annotated[bool, typer.Option("--per-gpu-batch", help="Run --batch-size on every GPU instead: the effective batch grows with the GPU count.")] = False,
-    currency: Annotated[Optional[str], typer.Option("--currency", help="Rank costs in this currency (CNY, USD).")] = None,
+    currency: Annotated[Optional[str], typer.Option("--currency", help=f"Rank costs in this currency ({', '.join(sorted(CNY_PER_UNIT))}).")] = None,
     headroom: c.HeadroomOpt = None,
     remedies: Annotated[bool, typer.Option("--remedies/--no-remedies", help="When cheap GPUs run out of memory, try changes that would make the job fit.")] = True,
     catalog: c.CatalogOpt = None,
@@ -61,7 +61,6 @@ def recommend(
     it into micro-batch × accumulation × GPUs, so every option trains the same model (--per-gpu-batch
     opts out). Predictions assume PyTorch 2.x eager mode with cuDNN.
     """
-    from gpuwise.catalog import resolve_gpu
     from gpuwise.plan import Constraints, JobSize, PlanError, model_for, parse_headroom, recommend as plan_recommend
     from gpuwise.plan.recommend import auto_micro_batch
     from gpuwise.plan.spot import SpotRisk
@@ -108,7 +107,7 @@ def recommend(
         max_ttft_s=_duration("--ttft", ttft), max_tpot_s=_duration("--tpot", tpot),
     )
     cat = c.load_catalog_for(catalog, live)
-    gpu_ids = [resolve_gpu(cat, g.strip()).id for g in gpus.split(",") if g.strip()] if gpus else None
+    gpu_ids = [_resolve_gpu(cat, g.strip()).id for g in gpus.split(",") if g.strip()] if gpus else None
 
     c.use_trace_cache(not no_cache)
     correction, calibrated = user_correction(not no_user_calibration)
@@ -120,16 +119,21 @@ def recommend(
             auto_batch=auto, effective_batch=effective_batch, per_gpu_batch=per_gpu_batch,
             currency=currency, remedies=remedies, progress=progress,
         )
-    from gpuwise.plan.accuracy import likely_job_time_range_s, load_accuracy, no_range_note
+    from gpuwise.plan.accuracy import likely_job_time_range_s, load_accuracy, time_basis_lines
 
     if emit and server:
         raise LaunchError(server_emit_refusal(rec, emit))
     launch = launch_best(rec, cat, emit, command) if emit else None
-    covered = [o for o in rec.options if likely_job_time_range_s(o, rec.method)]
     if json_out:
-        # the accuracy of the regime the options' likely ranges come from; null where none has a range
+        # the accuracy of the regime the best option's likely range comes from (else the first option with a
+        # range); null where none has one; each option carries its own range
+        covered = [o for o in ([rec.best] if rec.best else []) + list(rec.options)
+                   if likely_job_time_range_s(o, rec.method)]
         accuracy = load_accuracy(covered[0].regime) if covered else None
-        c.print_json({**rec.to_dict(), "user_calibration": calibrated,
+        answer = rec.to_dict()
+        for o, d in zip(rec.options, answer["options"]):
+            d["likely_time_range_s"] = likely_job_time_range_s(o, rec.method)
+        c.print_json({**answer, "user_calibration": calibrated,
                       "time_accuracy": accuracy.to_dict() if accuracy is not None else None,
                       **({"launch": launch} if launch else {})})
     elif launch:
@@ -142,22 +146,25 @@ def recommend(
     if per_million and not at_rate:
         c.console.print(f"[dim]Serving priced per million output tokens: {job.samples:,} requests of "
                         f"{workload.max_new_tokens} new tokens (--samples N for a number of requests).[/]")
-    accuracy = load_accuracy(covered[0].regime) if covered else None
-    if accuracy is not None and covered:
-        low, high = accuracy.likely_range_s(1.0)
-        c.console.print(f"[dim]Times and costs: 8 in 10 held-out public runs took {low:.2f}-{high:.2f}x the "
-                        f"predicted time (median error {accuracy.median_abs_error:.0%}).[/]")
-    elif rec.method != "traced" and any(o.fits and o.total_time_s for o in rec.options):
-        c.console.print("[dim]Times and costs: the LLM closed form (docs/llm.md); no held-out public runs "
-                        "measure its time error yet.[/]")
-    elif (note := next((no_range_note(rec.method, o.regime) for o in rec.options if o.fits and o.total_time_s
-                        and not o.calibration and o.bound != "input"), None)):
-        c.console.print(f"[dim]Times and costs: {note}.[/]")
+    for line in time_basis_lines(rec.options, rec.method):
+        c.console.print(f"[dim]{escape(line)}[/]")
     for label in calibrated:
         c.console.print(f"[dim]Step times and memory {label} (--no-user-calibration: the shipped model).[/]")
     if plot:
         plot_recommendation(rec, plot, constraints.deadline_s)
         c.console.print(f"[dim]plot written to {escape(plot)}[/]")
+
+
+def _resolve_gpu(cat, name: str):
+    """A --gpus name; a bare number that names no GPU (``--gpus 4``) is refused with where counts go."""
+    from gpuwise.catalog import CatalogError, resolve_gpu
+
+    try:
+        return resolve_gpu(cat, name)
+    except CatalogError as e:
+        if not name.isdigit():
+            raise
+        raise CatalogError(f"{e}; --gpus names GPUs, --max-gpus {name} sets how many of each") from None
 
 
 def _at(rec, o) -> str:
@@ -197,7 +204,7 @@ def _render(rec, show_all: bool, deadline_s: float | None = None) -> None:
     for precision, ids in by_precision.items():
         con.print(f"[yellow]no bf16 on {', '.join(sorted(ids))}: quoted at {precision} there, the default where "
                   f"bf16 is missing (--precision {w.precision} leaves {'it' if len(ids) == 1 else 'them'} out)[/]")
-    if w.is_training:
+    if w.is_training and rec.options:
         con.print("[dim]batch: micro-batch per GPU × accumulation steps (effective batch = that × GPUs)[/]")
     marks = {}
     for label, o in (("value", rec.best_value), ("fastest", rec.fastest), ("BEST", rec.best)):
@@ -206,7 +213,8 @@ def _render(rec, show_all: bool, deadline_s: float | None = None) -> None:
     shown = rec.options if show_all else _summary(rec)
     table, footnotes = _options_table(shown, marks, best=rec.best, width=con.width, fallback=rec.fallback_precision,
                                       at_load=w.request_rate_per_s is not None)
-    con.print(table)
+    if shown:     # no offers: no table of nothing (the line below says why, and how to add a price)
+        con.print(table)
     for number, reason in footnotes:
         con.print(f"[dim]{number}[/] {reason}")
     if w.request_rate_per_s is not None:
@@ -239,7 +247,7 @@ def _render(rec, show_all: bool, deadline_s: float | None = None) -> None:
                                      f"{format_duration(o.total_time_s)}, {_cost(o)}",
                            lambda o: o.total_time_s)
     else:
-        con.print(f"[bold yellow]{rec.nothing_meets}[/]")
+        con.print(f"[bold yellow]{escape(rec.nothing_meets)}[/]")
         for o in rec.closest:
             con.print(f"  closest: {_deployment(o)} ({o.provider}){_at(rec, o)}: "
                       + (f"{_cost(o)} an hour" if o.replicas else f"{format_duration(o.total_time_s)}, {_cost(o)}")
@@ -276,6 +284,7 @@ def _render_load_lines(rec) -> None:
               f"then {format_duration(b.tpot_s)} a token ({1 / b.tpot_s:,.0f} tokens/s)")
     con.print(f"  {b.concurrency:,.1f} requests in flight; each replica carries up to "
               f"{format_request_rate(b.capacity_per_replica_per_s)}, so it runs at {b.load:.0%} load")
+    _warnings(b)
     _also(rec, "least cost × request time")
     _fastest_and_value(rec, "least cost × request time",
                        lambda o: f"{_deployment(o)} from {o.provider}{_at(rec, o)}: a request answered in "
@@ -299,6 +308,7 @@ def _fastest_and_value(rec, value_measure: str, describe, time_of) -> None:
     b, f, v = rec.best, rec.fastest, rec.best_value
     if f is not None and not f.eligible:
         c.console.print(f"Fastest: {describe(f)} [yellow](left out: {f.excluded_because})[/]")
+        _warnings(f)
         within = _limits(f)
         f = _fastest_met(rec, time_of)
         if f is b:
@@ -306,11 +316,14 @@ def _fastest_and_value(rec, value_measure: str, describe, time_of) -> None:
         elif f is not None:
             value = f" and best value ({value_measure})" if v is f else ""
             c.console.print(f"Fastest within {within}{value}: {describe(f)}")
+            _warnings(f)
     elif f is not None and f is not b:
         value = f" and best value ({value_measure})" if v is f else ""
         c.console.print(f"Fastest{value}: {describe(f)}")
+        _warnings(f)
     if v is not None and v is not b and v is not f:
         c.console.print(f"Value ({value_measure}): {describe(v)}")
+        _warnings(v)
 
 
 def _fastest_met(rec, time_of=None):
@@ -328,24 +341,43 @@ def _limits(left_out) -> str:
     """ "budget" where the fastest option was left out by --budget, for "Fastest within …"."""
     from gpuwise.plan.reasons import BUDGET
 
-    return "budget" if left_out.exclusion.kind == BUDGET else "the constraints"
+    return "budget" if left_out.exclusion.kinds == (BUDGET,) else "the constraints"
 
 
 def _risks(best, deadline_s: float | None, method: str) -> None:
-    """What the table cannot show about the pick: real JPEGs needing more CPU cores than the GPU comes with,
-    and a deadline met by the prediction but not at the slow end of its likely range (plan/accuracy.py)."""
+    """What the table cannot show about the pick: its warnings (real JPEGs needing more CPU cores than the
+    GPU comes with, in full), and a deadline met by the prediction but not at the slow end of its likely
+    range (plan/accuracy.py)."""
     from gpuwise.plan.accuracy import likely_job_time_range_s
-    from gpuwise.runtime.input_pipeline import is_decoding_warning
 
-    for warning in best.warnings:
-        if is_decoding_warning(warning):
-            c.console.print(f"  [yellow]warning:[/] {warning}")
+    _warnings(best, full_decoding=True)
     likely = likely_job_time_range_s(best, method) if deadline_s else None
     if likely and likely[1] > deadline_s:
         slow = likely[1]
         c.console.print(f"  [yellow]at risk:[/] at the slow end of the likely range "
                         f"({slow / best.total_time_s:.2f}x the prediction) it would take {format_duration(slow)}, "
                         f"past the {format_duration(deadline_s)} deadline")
+
+
+def _warnings(pick, *, full_decoding: bool = False) -> None:
+    """A named pick's warnings under its line, each brief (``brief_warning``; --json has them whole): the
+    best's, the fastest's and the best value's alike. Left out: what the output says already (the batch
+    column's split, the no-bf16 line's precision). ``full_decoding``: the decoding-cores warning in full."""
+    from gpuwise.runtime.input_pipeline import is_decoding_warning
+    from gpuwise.runtime.model import Note, is_note
+
+    for warning in pick.warnings:
+        if is_note(warning, Note.BATCH_SPLIT) or is_note(warning, Note.PRECISION_FALLBACK):
+            continue
+        text = warning if full_decoding and is_decoding_warning(warning) else brief_warning(warning)
+        c.console.print(f"  [yellow]warning:[/] {escape(text)}")
+
+
+def brief_warning(warning: str) -> str:
+    """A warning's first clause (up to its first "; ", where the advice starts) without its parentheses."""
+    import re
+
+    return re.sub(r" \([^()]*\)", "", str(warning).split("; ", 1)[0])
 
 
 _COLUMNS = ("", "gpu", "provider", "batch", "needs", "job time", "job cost")

@@ -10,7 +10,6 @@ from gpuwise.cli.common import CatalogOpt, HeadroomOpt, JsonOpt, console, print_
 from gpuwise.cli.calibrate import NoUserCalibrationOpt, user_correction
 from gpuwise.cli.workload_options import workload_from, workload_options
 from gpuwise.workload.model import check_precision
-from gpuwise.workload.precision import UNKNOWN_JOB_PRECISION
 
 GpuPriceOpt = Annotated[Optional[str], typer.Option(
     "--gpu-price", help="What you paid per GPU-hour for the rented GPU: 15, ¥15, 1.29USD (default: catalog price).")]
@@ -54,14 +53,16 @@ def report_cmd(
 
     correction, _ = user_correction(not no_user_calibration)
     workload = workload_from(model, workload_kwargs) if model else None
-    # without --model the datasheet ratio needs a precision: the one named, else an unknown job's
+    # without --model the datasheet ratio needs a precision: the one named, else the one a gpuwise run log's
+    # workload records (build_report: scaling None), else an unknown job's
     given = workload_kwargs.get("precision")
-    precision = workload.precision if workload else check_precision(given) if given else UNKNOWN_JOB_PRECISION
+    scaling = (time_scaling(workload.precision, workload, correction=correction) if workload
+               else time_scaling(check_precision(given)) if given else None)
     report = build_report(
         log, load_catalog(catalog), gpu=gpu, gpu_price=parse_money(gpu_price) if gpu_price else None,
         provider=provider, spot=spot, currency=currency, headroom_fraction=parse_headroom(headroom),
         columns=[c for c in columns.split(",") if c.strip()] if columns else None,
-        scaling=time_scaling(precision, workload, correction=correction), workload=workload, correction=correction,
+        scaling=scaling, workload=workload, correction=correction,
     )
     if html:
         from gpuwise.report.html import write_html

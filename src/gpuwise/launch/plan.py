@@ -3,6 +3,7 @@ provider, running which command. Both emitters (SkyPilot, torchrun) read this on
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass
 
@@ -19,6 +20,88 @@ class LaunchError(GpuwiseError):
     pass
 
 
+# What a launched script reads to run the batch split the plan is priced on (both emitters set them: the
+# torchrun lines export them on every node, a SkyPilot task has them in ``envs``).
+ENV_MICRO_BATCH = "GPUWISE_MICRO_BATCH"          # samples (requests) per GPU per forward pass
+ENV_GRAD_ACCUM = "GPUWISE_GRAD_ACCUM"            # micro-batches per optimizer step (training)
+ENV_EFFECTIVE_BATCH = "GPUWISE_EFFECTIVE_BATCH"  # samples per optimizer step over all GPUs (training)
+
+# a command-line flag that names a batch size per forward pass: --batch-size, --batch_size, --bs, -b,
+# --per-device-train-batch-size (HF Trainer's); not --effective-batch or --eval-batch-size
+_BATCH_FLAG = re.compile(r"^(-b|--bs|--(per[-_]device[-_]train[-_])?(micro[-_])?batch[-_]size)$")
+
+
+@dataclass(frozen=True)
+class BatchSplit:
+    """The batch a plan is priced on: ``micro_batch`` samples on each of ``gpus`` GPUs per forward pass,
+    ``grad_accum_steps`` of them per optimizer step, ``micro_batch × grad_accum_steps × gpus`` =
+    ``effective_batch`` samples a step (training). Serving (``training`` False): ``micro_batch`` requests
+    at a time, on each GPU (``per_gpu``) or on the model split over the GPUs (tensor parallel)."""
+
+    micro_batch: int
+    grad_accum_steps: int
+    gpus: int
+    effective_batch: int
+    training: bool = True
+    per_gpu: bool = True
+
+    @classmethod
+    def of(cls, option, *, training: bool, per_gpu: bool = True) -> "BatchSplit | None":
+        """The split of a recommendation's option (None where it has no batch)."""
+        micro = getattr(option, "batch_size", None)
+        if not micro:
+            return None
+        accum = getattr(option, "grad_accum_steps", 1) or 1
+        return cls(micro, accum, option.count, micro * accum * option.count, training, per_gpu)
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The variables the launched script can read the split from."""
+        if not self.training:
+            return {ENV_MICRO_BATCH: str(self.micro_batch)}
+        return {ENV_MICRO_BATCH: str(self.micro_batch), ENV_GRAD_ACCUM: str(self.grad_accum_steps),
+                ENV_EFFECTIVE_BATCH: str(self.effective_batch)}
+
+    def note(self, argv: tuple[str, ...] = ()) -> str:
+        """The split in words for the launch's header and ``launch.notes``: what the user's command must run."""
+        names = [f"${name}" for name in self.env]
+        env = (f"sets {', '.join(names[:-1])} and {names[-1]}" if len(names) > 1 else f"sets {names[0]}")
+        if not self.training:
+            where = "on each GPU" if self.per_gpu else f"on the model split over {self.gpus} GPUs"
+            return (f"the plan is priced on batches of {self.micro_batch} requests {where}: your command must run "
+                    f"that batch (gpuwise does not rewrite its flags; it {env} for the script to read)")
+        steps = f"{self.grad_accum_steps} accumulation step{'s' if self.grad_accum_steps > 1 else ''}"
+        said = (f"the plan is priced on micro-batch {self.micro_batch} per GPU x {steps} x {self.gpus} "
+                f"GPU{'s' if self.gpus > 1 else ''} = effective batch {self.effective_batch} samples per optimizer "
+                f"step: your command must run that split (gpuwise does not rewrite its flags; it {env} for the "
+                f"script to read)")
+        given = _batch_flag(argv)
+        if given is not None and given[1] != str(self.micro_batch):
+            flag, value = given
+            if value == str(self.effective_batch):
+                every = " on every GPU" if self.gpus > 1 else ""
+                how = ([f"divides it over the {self.gpus} GPUs"] if self.gpus > 1 else []) + (
+                    [f"accumulates {self.grad_accum_steps} micro-batches of {self.micro_batch}"]
+                    if self.grad_accum_steps > 1 else [])
+                said += (f"; as written, {flag} {value} runs {value} samples a forward pass{every} unless the "
+                         f"script {' and '.join(how)}")
+            else:
+                said += (f"; as written, {flag} {value} is neither the micro-batch ({self.micro_batch}) nor the "
+                         f"effective batch ({self.effective_batch}): check what the script runs")
+        return said
+
+
+def _batch_flag(argv: tuple[str, ...]) -> tuple[str, str] | None:
+    """The first batch-size flag of a command and its value (``--batch-size 256``, ``--batch-size=256``)."""
+    for i, arg in enumerate(argv):
+        flag, eq, value = arg.partition("=")
+        if _BATCH_FLAG.match(flag):
+            if not eq:
+                value = argv[i + 1] if i + 1 < len(argv) else ""
+            return (flag, value) if value.isdigit() else None
+    return None
+
+
 @dataclass(frozen=True)
 class LaunchPlan:
     gpu: GPU
@@ -31,6 +114,12 @@ class LaunchPlan:
     region: str | None
     command: tuple[str, ...]        # the user's training command, as argv
     notes: tuple[str, ...] = ()
+    batch: BatchSplit | None = None  # the batch split the plan is priced on (None: not known)
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The environment the launched command runs with: the batch split (``BatchSplit.env``)."""
+        return self.batch.env if self.batch is not None else {}
 
     @property
     def script_argv(self) -> tuple[str, ...]:
@@ -41,8 +130,10 @@ class LaunchPlan:
         return argv
 
 
-def plan_launch(option, gpu: GPU, command: str) -> LaunchPlan:
-    """The launch of ``option`` (a :class:`gpuwise.plan.Option`) running ``command`` on every GPU."""
+def plan_launch(option, gpu: GPU, command: str, *, batch: BatchSplit | None = None) -> LaunchPlan:
+    """The launch of ``option`` (a :class:`gpuwise.plan.Option`) running ``command`` on every GPU.
+    ``batch``: the split the option is priced on (``BatchSplit.of``), said first in the notes and set in
+    the environment: gpuwise cannot rewrite the command's flags."""
     if option is None:
         raise LaunchError("nothing to launch: no option meets the request")
     argv = tuple(shlex.split(command or ""))
@@ -52,7 +143,7 @@ def plan_launch(option, gpu: GPU, command: str) -> LaunchPlan:
     topo = topology_for(gpu, option.provider)
     nodes = topo.nodes(option.count)
     per_node = option.count // nodes
-    notes = []
+    notes = [batch.note(argv)] if batch is not None else []
     if option.count % nodes:
         raise LaunchError(f"{option.count} GPUs do not split evenly into nodes of {topo.gpus_per_node}")
     if nodes > 1 and not topo.multi_node:
@@ -65,4 +156,4 @@ def plan_launch(option, gpu: GPU, command: str) -> LaunchPlan:
                      f"run the torchrun lines on it")
     return LaunchPlan(gpu=gpu, count=option.count, nodes=nodes, gpus_per_node=per_node, provider=option.provider,
                       spot=option.spot, skypilot_cloud=cloud, region=entry.get("region"), command=argv,
-                      notes=tuple(notes))
+                      notes=tuple(notes), batch=batch)

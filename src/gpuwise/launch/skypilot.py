@@ -1,7 +1,9 @@
 """A SkyPilot task YAML for a launch plan (https://docs.skypilot.co/en/latest/reference/yaml-spec.html).
 
 ``resources`` names the accelerator as SkyPilot's catalog of that cloud does, with the count per node,
-``use_spot``, and ``infra: cloud/region``; ``num_nodes`` the nodes; ``run`` starts the user's command
+``use_spot``, and ``infra: cloud/region``; ``num_nodes`` the nodes; ``envs`` the batch split the plan is
+priced on (``LaunchPlan.env``: GPUWISE_MICRO_BATCH …, exported to ``setup`` and ``run``, and overridable by
+``sky launch --env``); ``run`` starts the user's command
 under torchrun on every node (node rank and addresses from SkyPilot's ``SKYPILOT_*`` variables),
 sampled by ``gpuwise run`` and restarted while the guard exits with its restart code. gpuwise itself
 comes as a wheel of the running version (:mod:`gpuwise.launch.wheel`) that the task uploads
@@ -84,6 +86,7 @@ def skypilot_task(plan: LaunchPlan, wheel: Path, *, name: str | None = None) -> 
         "name": name or f"gpuwise-{plan.gpu.id}-x{plan.count}",
         "resources": resources,
         "num_nodes": plan.nodes,
+        **({"envs": dict(plan.env)} if plan.env else {}),
         "workdir": ".",
         "file_mounts": {remote_wheel(wheel): str(wheel)},
         "setup": setup_script(wheel),

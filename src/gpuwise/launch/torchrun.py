@@ -5,7 +5,9 @@ One node: ``--standalone`` (a local rendezvous). Several: a static rendezvous on
 restarts the workers up to ``MAX_RESTARTS`` times; a worker that uses ``gpuwise.guard`` resumes from
 its newest checkpoint. torchrun runs as ``python -m gpuwise.guard.torchrun`` (the same arguments), which
 exits 75 where torchrun would exit 1. A preempted worker exits with 75 (``gpuwise.guard.EXIT_RESTART``):
-:func:`supervised` wraps a line in the loop that starts it again on 75 and stops on anything else.
+:func:`supervised` wraps a line in the loop that starts it again on 75 and stops on anything else. Each
+node's block first exports the batch split the plan is priced on (``LaunchPlan.env``: GPUWISE_MICRO_BATCH
+…), which torchrun hands on to its workers.
 """
 
 from __future__ import annotations
@@ -57,6 +59,13 @@ def supervised(line: str) -> str:
             f"  echo \"gpuwise.guard: checkpointed and stopped (exit {EXIT_RESTART}), restarting\"\ndone")
 
 
+def export_line(env: dict[str, str]) -> str | None:
+    """``export NAME=value …`` of ``env`` (None where it is empty)."""
+    if not env:
+        return None
+    return "export " + " ".join(f"{name}={shlex.quote(value)}" for name, value in env.items())
+
+
 def render_torchrun(plan: LaunchPlan) -> str:
     """What ``gpuwise recommend --emit torchrun`` prints: a comment per node, then its line."""
     out = [f"# {plan.count}x {plan.gpu.name} from {plan.provider}: {plan.nodes} node(s) x {plan.gpus_per_node} GPU(s)"]
@@ -65,6 +74,7 @@ def render_torchrun(plan: LaunchPlan) -> str:
         out.append("# MASTER_ADDR: the address of node 0, reachable from every node")
     out.append(f"# each line starts the job again while it exits with {EXIT_RESTART} (the guard checkpointed "
                f"and stopped on preemption)")
+    export = export_line(plan.env)      # on every node: each block runs on its own machine
     for rank, line in enumerate(torchrun_lines(plan)):
-        out += [f"# node {rank}", supervised(line)]
+        out += [f"# node {rank}", *([export] if export else []), supervised(line)]
     return "\n".join(out) + "\n"

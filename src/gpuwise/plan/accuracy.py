@@ -12,7 +12,7 @@ from __future__ import annotations
 from gpuwise.runtime.accuracy import REGIME_WORDS, TimeAccuracy, load_accuracy
 
 __all__ = ["TimeAccuracy", "likely_job_time_range_s", "likely_step_time_range_s", "load_accuracy",
-           "no_range_note", "regime_of"]
+           "no_range_note", "regime_of", "time_basis_lines"]
 
 
 def regime_of(method: str, regime: str | None) -> str:
@@ -46,3 +46,31 @@ def likely_job_time_range_s(quote, method: str) -> tuple[float, float] | None:
         return None
     return likely_step_time_range_s(quote.total_time_s, method=method, bound=quote.bound,
                                     calibrated=bool(quote.calibration), regime=quote.regime)
+
+
+def time_basis_lines(options, method: str) -> list[str]:
+    """recommend's word on its times, one line per regime among the options that fit and have a time (an
+    input-bound or calibrated option's range is the user's own matter): the held-out range where runs of that
+    regime exist, "no held-out run measures this" where none does. One regime: one line for all the options;
+    several (single-GPU options beside multi-GPU ones): a line each, naming which options it is about, so a
+    multi-GPU pick never borrows the single-GPU range (a new user's 8x V100 pick read "0.77-1.42x")."""
+    counts: dict[str, int] = {}
+    for o in options:
+        if o.fits and o.total_time_s and not o.calibration and o.bound != "input":
+            name = regime_of(method, o.regime)
+            counts[name] = counts.get(name, 0) + 1
+    lines = []
+    for name, n in counts.items():
+        about = "" if len(counts) == 1 else f" of the {n} option{'s' if n != 1 else ''} of {REGIME_WORDS.get(name, name)}"
+        accuracy = load_accuracy(name)
+        if accuracy is not None:
+            low, high = accuracy.likely_range_s(1.0)
+            lines.append(f"Times and costs{about}: 8 in 10 held-out public runs took {low:.2f}-{high:.2f}x the "
+                         f"predicted time (median error {accuracy.median_abs_error:.0%}).")
+        elif name == "llm":
+            lines.append(f"Times and costs{about}: the LLM closed form (docs/llm.md); no held-out public runs "
+                         "measure its time error yet.")
+        else:
+            what = "" if about else f" ({REGIME_WORDS.get(name, name)})"
+            lines.append(f"Times and costs{about}: no held-out run measures this{what}.")
+    return lines

@@ -87,18 +87,24 @@ def latency_misses(o: Quote, c: Constraints) -> list[str]:
 
 
 def apply_constraints(options: list[Quote], c: Constraints, ranking_currency: str) -> list[Quote]:
+    """Each option that fits, left out for every constraint it misses (``reasons.constraints_missed``:
+    the serving targets, the deadline, the budget, each said); options left out already stay as they are."""
     budget = None
     if c.budget is not None:
         budget = convert(c.budget, c.budget_currency or ranking_currency, ranking_currency)
     out = []
     for o in options:
-        missed = latency_misses(o, c) if o.eligible else []
-        if missed:
-            o = replace(o, exclusion=reasons.latency_missed(missed))
-        elif o.eligible and c.deadline_s is not None and o.total_time_s > c.deadline_s:
-            o = replace(o, exclusion=reasons.deadline_missed(o.total_time_s - c.deadline_s))
-        elif o.eligible and budget is not None and o.total_cost_ranked > budget:
-            # in the ranking currency, as the costs beside it are (an offer's own currency mixed ¥ and $ in a table)
-            o = replace(o, exclusion=reasons.over_budget(o.total_cost_ranked - budget, ranking_currency))
+        if o.eligible:
+            misses = []
+            missed = latency_misses(o, c)
+            if missed:
+                misses.append(reasons.latency_missed(missed))
+            if c.deadline_s is not None and o.total_time_s is not None and o.total_time_s > c.deadline_s:
+                misses.append(reasons.deadline_missed(o.total_time_s - c.deadline_s))
+            if budget is not None and o.total_cost_ranked is not None and o.total_cost_ranked > budget:
+                # in the ranking currency, as the costs beside it are (an offer's own currency mixed ¥ and $ in a table)
+                misses.append(reasons.over_budget(o.total_cost_ranked - budget, ranking_currency))
+            if misses:
+                o = replace(o, exclusion=reasons.constraints_missed(misses))
         out.append(o)
     return out

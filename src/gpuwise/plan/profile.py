@@ -32,6 +32,7 @@ from gpuwise.trace.records import Trace
 from gpuwise.units import format_bytes
 from gpuwise.workload import Workload
 from gpuwise.workload.decoder import is_llm, load_arch
+from gpuwise.workload.llm_config import request_rate_refusal
 from gpuwise.workload.precision import on_gpu, why_not_on
 from gpuwise.workload.storage import trainable_bytes
 
@@ -247,8 +248,7 @@ def model_for(workload: Workload, progress: Callable[[str], None] | None = None,
     if is_llm(workload):
         return ClosedFormLlmModel(workload, correction)
     if workload.request_rate_per_s is not None:
-        raise PlanError(f"--request-rate sizes serving a decoder LLM (the closed form): {workload.model} is not one "
-                        "(it is traced; --batch-size N sizes one batch of it)")
+        raise PlanError(request_rate_refusal(workload.model))
     return TracedModel(workload, progress, correction)
 
 

@@ -129,6 +129,7 @@ class Quote:
             "cost_per_million_tokens": self.cost_per_million_tokens,
             "excluded_because": self.excluded_because,
             "excluded_kind": self.exclusion.kind if self.exclusion is not None else None,
+            "excluded_kinds": list(self.exclusion.kinds) if self.exclusion is not None else [],
             "warnings": list(self.warnings),
             "calibration": self.calibration, "offer_source": self.offer_source, "own_price": self.own_price,
         }

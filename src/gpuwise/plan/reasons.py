@@ -23,10 +23,19 @@ KINDS = (CANNOT_RUN, COUNT, SPLIT, OOM, OOM_RISK, LATENCY, DEADLINE, BUDGET)
 class Exclusion:
     kind: str
     text: str
+    # the further constraints the option misses (latency, deadline, budget), all said in ``text`` too: an
+    # option over the budget that also misses the deadline must say both (relaxing one finds nothing)
+    also: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise ValueError(f"unknown exclusion kind {self.kind!r} (one of {', '.join(KINDS)})")
+        for kind in self.kinds:
+            if kind not in KINDS:
+                raise ValueError(f"unknown exclusion kind {kind!r} (one of {', '.join(KINDS)})")
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """Every kind the option is left out for, ``kind`` first."""
+        return (self.kind, *self.also)
 
     def __str__(self) -> str:
         return self.text
@@ -72,3 +81,12 @@ def deadline_missed(over_s: float) -> Exclusion:
 
 def over_budget(over: float, currency: str) -> Exclusion:
     return Exclusion(BUDGET, f"over budget by {format_money(over, currency)}")
+
+
+def constraints_missed(misses: list[Exclusion]) -> Exclusion:
+    """One exclusion for every constraint an option misses (``latency_missed``, ``deadline_missed``,
+    ``over_budget``, in that order): the first one's kind, the others in ``also``, all in the words."""
+    first, *rest = misses
+    if not rest:
+        return first
+    return Exclusion(first.kind, "; ".join(m.text for m in misses), tuple(m.kind for m in rest))

@@ -7,6 +7,7 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
+from gpuwise.catalog.loader import user_catalog_path
 from gpuwise.catalog.model import GPU, Catalog, Offer
 from gpuwise.plan.constraints import Constraints, JobSize, apply_constraints
 from gpuwise.plan.errors import PlanError
@@ -18,6 +19,7 @@ from gpuwise.plan.profile import (MAX_AUTO_BATCH, WorkloadModel, cannot_run, div
 from gpuwise.plan.quote import Quote, make_quote
 from gpuwise.plan.remedies import find_remedies
 from gpuwise.plan.spot import SpotRisk, describe_serving, spot_outcome
+from gpuwise.runtime.model import Note
 from gpuwise.runtime.serving_load import serving_load
 from gpuwise.runtime.stack import Stack, assumed_stack
 from gpuwise.units import format_duration, format_money, format_request_rate
@@ -25,7 +27,7 @@ from gpuwise.workload import Workload
 from gpuwise.workload.decoder import is_llm
 from gpuwise.workload.precision import parse
 
-GPU_COUNTS = (1, 2, 4, 8)
+GPU_COUNTS = (1, 2, 4, 8)    # the counts quoted: one node (--max-gpus N keeps those up to N)
 
 
 Option = Quote   # a recommendation's option is the one quote row
@@ -42,6 +44,8 @@ class Recommendation:
     best_value: Option | None
     nothing_meets: str | None = None
     closest: tuple[Option, ...] = ()
+    # why nothing meets the request, without "the closest options are listed" (what `--emit` refuses with)
+    nothing_reason: str | None = field(default=None, compare=False)
     notes: tuple[str, ...] = ()
     remedies: tuple[dict, ...] = field(default=())
     # GPU id -> the precision its options were quoted at, where that is not ``workload.precision``: a
@@ -112,8 +116,7 @@ def recommend(
     decided by ``cannot_run`` on the workload it is quoted at, with an explicit micro-batch or
     ``auto_batch`` alike.
     """
-    if max_gpus < 1:
-        raise PlanError(f"--max-gpus must be at least 1, got {max_gpus}")
+    check_max_gpus(max_gpus)
     if effective_batch is not None and effective_batch < 1:
         raise PlanError(f"--effective-batch must be at least 1, got {effective_batch}")
     if per_gpu_batch and (effective_batch is not None or auto_batch):
@@ -155,7 +158,8 @@ def recommend(
             there = workload_on(workload, gpu).precision
             if there != workload.precision:
                 fallback[gpu_id] = there
-                option = replace(option, warnings=option.warnings + (f"runs at {there} here: {gpu.arch} has no bf16",))
+                option = replace(option, warnings=option.warnings + (
+                    Note(Note.PRECISION_FALLBACK, f"runs at {there} here: {gpu.arch} has no bf16"),))
             elif cannot_run(workload, gpu):
                 no_bf16[gpu_id] = gpu.arch
             options.append(option)
@@ -169,9 +173,12 @@ def recommend(
     fastest = min(fitting, key=lambda o: (time_of(o), o.total_cost_ranked), default=None)
     # Best value: the least cost × time among those that meet every constraint (the knee of the front).
     best_value = min(eligible, key=lambda o: o.total_cost_ranked * time_of(o), default=None)
-    nothing, closest = None, ()
-    if best is None:
-        nothing, closest = _nothing_meets(options, constraints, provider, rank_in, workload.precision, no_bf16)
+    nothing, closest, reason = None, (), None
+    if not offers:
+        reason = no_offers(catalog, provider, gpu_ids, spot)
+        nothing = f"nothing meets the request: {reason}"
+    elif best is None:
+        nothing, closest, reason = _nothing_meets(options, constraints, rank_in, workload.precision, no_bf16)
     batch_note = (_load_note(workload, constraints) if at_rate else
                   ("the most requests that fit each option served together" if auto_batch else
                    f"{workload.batch_size} requests served together on every option") + f" ({model.method}: "
@@ -194,11 +201,38 @@ def recommend(
     options.sort(key=lambda o: (not o.eligible, not o.fits,
                                 o.total_cost_ranked if o.total_cost_ranked is not None else math.inf, o.gpu, o.count))
     rec = Recommendation(workload, model.method, rank_in, tuple(options), best, fastest, best_value,
-                         nothing, tuple(closest), notes, fallback_precision=fallback)
+                         nothing, tuple(closest), reason, notes, fallback_precision=fallback)
     if remedies and not at_rate:     # remedies are quoted for a job of a given size, not yet at a load
         rec = replace(rec, remedies=find_remedies(rec, catalog, job, constraints, progress=progress,
                                                    correction=model.correction))
     return rec
+
+
+def check_max_gpus(max_gpus: int) -> None:
+    """--max-gpus N quotes the counts of ``GPU_COUNTS`` up to N (3: 1 and 2 GPUs); more than the largest
+    is refused (PlanError, exit 2), not capped in silence: recommend does not quote several nodes."""
+    if max_gpus < 1:
+        raise PlanError(f"--max-gpus must be at least 1, got {max_gpus}")
+    if max_gpus > GPU_COUNTS[-1]:
+        raise PlanError(f"--max-gpus {max_gpus}: recommend quotes {', '.join(map(str, GPU_COUNTS))} GPUs (one node), "
+                        f"at most {GPU_COUNTS[-1]}; estimate --num-gpus {max_gpus} --gpu NAME times more")
+
+
+def no_offers(catalog: Catalog, provider: str | None, gpu_ids: Iterable[str] | None, spot: bool) -> str:
+    """Why a recommendation has no option at all, and what would give it one: the offers of other providers
+    (or spot ones) for those GPUs, and the user's own price in a catalog file (docs/catalog.md)."""
+    ids = sorted(set(gpu_ids)) if gpu_ids is not None else None
+    them = "it" if ids and len(ids) == 1 else "them"
+    said = [f"no offers{f' from provider {provider!r}' if provider else ''} for {', '.join(ids) if ids else 'any GPU'}"]
+    if provider is not None:
+        others = sorted({o.provider for o in candidate_offers(catalog, gpu_ids=ids, spot=spot_policy(spot))})
+        if others:
+            said[0] += f": {', '.join(others)} offer{'s' if len(others) == 1 else ''} {them} (leave out --provider)"
+    if not spot and candidate_offers(catalog, provider=provider, gpu_ids=ids, spot="only"):
+        said.append(f"spot offers only: --spot includes {them}")
+    said.append(f"to price {them} yourself, add an [[offer]] to {user_catalog_path()} or to a file given with "
+                "--catalog FILE, as docs/catalog.md shows")
+    return "; ".join(said)
 
 
 def _load_note(workload: Workload, constraints: Constraints) -> str:
@@ -263,8 +297,8 @@ def _evaluate(model, gpu: GPU, offer: Offer, count: int, job: JobSize, constrain
         if not auto_batch and 0 < micro < asked:
             # what a practitioner does when the micro-batch does not fit: the same effective batch in
             # smaller micro-batches with accumulation (the model trained is the same)
-            split_note = (f"micro-batch {asked} does not fit: {micro} × {per_gpu // micro} accumulation steps "
-                          f"instead (the same effective batch)",)
+            split_note = (Note(Note.BATCH_SPLIT, f"micro-batch {asked} does not fit: {micro} × {per_gpu // micro} "
+                                                 f"accumulation steps instead (the same effective batch)"),)
         micro = max(micro, 1)       # none fits: quoted (and left out) at batch 1
         accum = per_gpu // micro
     elif auto_batch:
@@ -337,18 +371,16 @@ def _at_load(gpu: GPU, count: int, offer: Offer, est, serving, constraints: Cons
     return option
 
 
-def _nothing_meets(options: list[Option], c: Constraints, provider: str | None, currency: str,
-                   precision: str, no_bf16: dict[str, str]):
-    """Why no option is the best, in words, and the closest options. ``no_bf16``: GPU id -> architecture
-    of the GPUs the job cannot run on (``cannot_run``) at ``precision``."""
-    if not options:
-        where = f" from provider {provider!r}" if provider else ""
-        return f"nothing meets the request: no offers{where} for the chosen GPUs", ()
+def _nothing_meets(options: list[Option], c: Constraints, currency: str, precision: str, no_bf16: dict[str, str]):
+    """Why no option is the best, in words, the closest options, and the reason alone (without "the
+    closest options are listed"). ``no_bf16``: GPU id -> architecture of the GPUs the job cannot run on
+    (``cannot_run``) at ``precision``. ``options`` is not empty (``no_offers`` says why it would be)."""
     fitting = [o for o in options if o.fits]
     if all(o.gpu in no_bf16 for o in options):
         archs = ", ".join(dict.fromkeys(no_bf16[o.gpu] for o in options))
-        return (f"nothing meets the request: no GPU on offer has bf16 ({archs}), which {precision} needs: "
-                f"use --precision {parse(precision).fp16_twin}, or GPUs of Ampere or newer"), ()
+        reason = (f"no GPU on offer has bf16 ({archs}), which {precision} needs: use --precision "
+                  f"{parse(precision).fp16_twin}, or GPUs of Ampere or newer")
+        return f"nothing meets the request: {reason}", (), reason
     if not fitting:
         split = any(o.exclusion is not None and o.exclusion.kind == reasons.SPLIT for o in options)
         hint = (" (the multi-GPU options need an effective batch they can split: --effective-batch N, or "
@@ -357,21 +389,52 @@ def _nothing_meets(options: list[Option], c: Constraints, provider: str | None, 
         if refused:
             hint += (f"; {', '.join(refused)} {'has' if len(refused) == 1 else 'have'} no bf16 "
                      f"(--precision {parse(precision).fp16_twin} runs there)")
-        return (f"nothing meets the request: the job does not fit on any GPU on offer"
-                f"{' with bf16' if refused else ''} at this batch size{hint}"), ()
-    what = []
+        reason = (f"the job does not fit on any GPU on offer{' with bf16' if refused else ''} at this batch "
+                  f"size{hint}")
+        return f"nothing meets the request: {reason}", (), reason
+    what = {}     # constraint kind -> the constraint in words
     if c.max_ttft_s is not None:
-        what.append(f"a time to first token of {format_duration(c.max_ttft_s)}")
+        what[reasons.LATENCY] = f"a time to first token of {format_duration(c.max_ttft_s)}"
     if c.max_tpot_s is not None:
-        what.append(f"a time per output token of {format_duration(c.max_tpot_s)}")
+        tpot = f"a time per output token of {format_duration(c.max_tpot_s)}"
+        what[reasons.LATENCY] = f"{what[reasons.LATENCY]} and {tpot}" if reasons.LATENCY in what else tpot
     if c.deadline_s is not None:
-        what.append(f"the deadline of {format_duration(c.deadline_s)}")
+        what[reasons.DEADLINE] = f"the deadline of {format_duration(c.deadline_s)}"
     if c.budget is not None:
-        what.append(f"the budget of {format_money(c.budget, c.budget_currency or currency)}")
+        what[reasons.BUDGET] = f"the budget of {format_money(c.budget, c.budget_currency or currency)}"
+
     def overshoot(o) -> float:     # how far past the latency targets, as a ratio (0: within them)
         return max((o.ttft_s or 0.0) / c.max_ttft_s if c.max_ttft_s else 0.0,
                    (o.tpot_s or 0.0) / c.max_tpot_s if c.max_tpot_s else 0.0)
 
     closest = sorted(fitting, key=lambda o: (overshoot(o), o.total_time_s if c.deadline_s is not None else 0,
                                              o.total_cost_ranked))[:3]
-    return f"nothing meets {' and '.join(what) or 'the request'}; the closest options are listed", closest
+    reason = f"nothing meets {' and '.join(what.values()) or 'the request'}"
+    if len(what) > 1:
+        reason += f": {_each_alone(fitting, list(what))}"
+    return f"{reason}; the closest options are listed", closest, reason
+
+
+_CONSTRAINT_WORDS = {reasons.LATENCY: "the latency targets", reasons.DEADLINE: "the deadline",
+                     reasons.BUDGET: "the budget"}
+
+
+def _each_alone(fitting: list[Option], kinds: list[str]) -> str:
+    """Of several constraints nothing meets together: those no option meets even alone, with the nearest
+    figure (relaxing only the others finds nothing), or that each alone is met by some option."""
+    timed = [o for o in fitting if o.total_time_s is not None]
+    alone = []
+    for kind in kinds:
+        if any(o.eligible or kind not in o.exclusion.kinds for o in timed):
+            continue
+        figure = ""
+        if kind == reasons.DEADLINE and timed:
+            figure = f" (the fastest takes {format_duration(min(o.total_time_s for o in timed))})"
+        elif kind == reasons.BUDGET and timed:
+            cheapest = min(timed, key=lambda o: o.total_cost_ranked)
+            figure = f" (the cheapest costs {format_money(cheapest.total_cost_ranked, cheapest.ranking_currency)})"
+        alone.append((_CONSTRAINT_WORDS[kind], figure))
+    if not alone:
+        return f"each alone is met by some option, not {'both' if len(kinds) == 2 else 'all'} at once"
+    (words, figure), *rest = alone
+    return f"no option meets {words} even alone{figure}" + "".join(f", nor {w}{f}" for w, f in rest)

@@ -11,7 +11,7 @@ from gpuwise.plan.fit import DEFAULT_HEADROOM_FRACTION
 from gpuwise.plan.scaling import TimeScaling
 from gpuwise.report.errors import ReportError
 from gpuwise.report.predicted_vs_measured import PredictedVsMeasured, measured_against_prediction
-from gpuwise.report.rightsize import RightSizing, resolve_rented, right_size
+from gpuwise.report.rightsize import TIME_NOTE, RightSizing, resolve_rented, right_size
 from gpuwise.report.sources import load_usage_log
 from gpuwise.report.usage import UsageSummary, summarize
 from gpuwise.workload import Workload
@@ -84,7 +84,8 @@ def build_report(
     if usage.needed_peak_bytes is not None:
         sizing = right_size(usage, catalog, rented, gpu_price=gpu_price, provider=provider, spot=spot,
                             currency=currency, headroom_fraction=headroom_fraction, scaling=scaling)
-        notes.extend(sizing.notes)
+        said = any(n.startswith(TIME_NOTE) for n in notes)      # e.g. the log's recorded precision: say it once
+        notes.extend(n for n in sizing.notes if not (said and n.startswith(TIME_NOTE)))
     return Report(usage, sizing, tuple(notes), log.samples, comparison)
 
 

@@ -7,7 +7,7 @@ measured, so +10 % means gpuwise predicted 10 % too much.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from gpuwise.catalog import GPU
@@ -16,10 +16,12 @@ from gpuwise.plan import accuracy
 from gpuwise.plan.profile import model_for
 from gpuwise.plan.scaling import PREDICTED_METHOD, TimeScaling, time_scaling
 from gpuwise.report.measured import PRIVATE_MODEL, Measurement, measurement_from, public_model, workload_of
+from gpuwise.report.rightsize import TIME_NOTE
 from gpuwise.report.sources import UsageLog
 from gpuwise.report.usage import summarize
 from gpuwise.units import format_bytes, format_duration
 from gpuwise.workload import Workload
+from gpuwise.workload.model import check_precision
 
 
 @dataclass(frozen=True)
@@ -92,8 +94,10 @@ def measured_against_prediction(
     The workload is ``workload`` when the user gave it (``--model …``), else the one the log records when
     it names a public model: a log's local model file (``file.py:factory``) is never run on the log's word,
     since a log may come from anyone (a note says to pass ``--model``). With a workload, time on other GPUs
-    is the measured run scaled by the time predictor's ratios, so the measurement stays the anchor. What
-    cannot be predicted becomes a line in ``notes``, never an error: the usage report stands without it."""
+    is the measured run scaled by the time predictor's ratios, so the measurement stays the anchor. Without
+    one that can be predicted, and no ``scaling`` given (``report`` gives one when ``--precision`` names the
+    precision), the datasheet ratio is taken at the precision the log's workload records (a note says so).
+    What cannot be predicted becomes a line in ``notes``, never an error: the usage report stands without it."""
     if log.source != "gpuwise run log":
         if workload is None or rented is None:
             return None, scaling
@@ -108,21 +112,36 @@ def measured_against_prediction(
             if public_model(str(measured.workload.get("model", ""))) == PRIVATE_MODEL:
                 notes.append("the run log's workload names a local model file: pass --model SPEC (with the same "
                              "workload options) to compare the run with gpuwise's prediction")
-                return None, scaling
+                return None, scaling or recorded_precision_scaling(measured, notes)
             workload = workload_of(measured.workload)
         if workload is None or rented is None:    # no GPU to compare on, nor to scale from
-            return None, scaling
+            return None, scaling or (recorded_precision_scaling(measured, notes) if workload is None else None)
         comparison = compare(measured, rented, workload, correction=correction)   # traces now: a workload that fails, fails here
         if (note := mismatch_note(comparison)) is not None:
             notes.append(note)
         if scaling is None or scaling.method != PREDICTED_METHOD:
             scaling = time_scaling(workload.precision, workload, correction=correction)
-            notes.append("time on other GPUs: the measured step time scaled by the time predictor's ratios "
+            notes.append(f"{TIME_NOTE}the measured step time scaled by the time predictor's ratios "
                          f"for {workload.model}")
     except (GpuwiseError, TypeError, ValueError) as exc:
         notes.append(f"no prediction for the run's workload: {str(exc)[:200]}")
-        return None, scaling
+        return None, scaling or recorded_precision_scaling(measured, notes)
     return comparison, scaling
+
+
+def recorded_precision_scaling(measured: Measurement, notes: list[str]) -> TimeScaling | None:
+    """The datasheet ratio at the precision the log's workload records (a note says so); None when it records
+    none gpuwise knows (the caller's default then: an unknown job's precision)."""
+    recorded = measured.workload.get("precision") if isinstance(measured.workload, Mapping) else None
+    if not isinstance(recorded, str):
+        return None
+    try:
+        precision = check_precision(recorded)
+    except GpuwiseError:
+        return None
+    notes.append(f"{TIME_NOTE}the datasheet ratio at {precision}, the precision the run log's workload "
+                 "records (its model is not traced on the log's word; --model SPEC uses the time predictor)")
+    return time_scaling(precision)
 
 
 # A job whose measured memory is this far from the prediction is most likely not the job the prediction is of.

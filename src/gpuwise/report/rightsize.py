@@ -28,6 +28,8 @@ from gpuwise.report.usage import UsageSummary
 HOURS_PER_MONTH = 730.0
 
 
+TIME_NOTE = "time on other GPUs: "     # how a note on the time scaling starts (one per report)
+
 @dataclass(frozen=True)
 class RightSizeRow:
     """One GPU kind × the run's GPU count: the quote, and what the measured work would have cost there."""
@@ -157,7 +159,7 @@ def right_size(
             notes.append(f"no price for {rented.id} in the catalog{' at ' + provider if provider else ''}: "
                          "pass --gpu-price")
     if scaling.method != PREDICTED_METHOD and rented is not None:
-        notes.append(f"time on other GPUs: {scaling.method} (no workload given; --model uses the time predictor)")
+        notes.append(f"{TIME_NOTE}{scaling.method} (no workload given; --model uses the time predictor)")
 
     run_h = usage.duration_s / 3600.0
     rows = []

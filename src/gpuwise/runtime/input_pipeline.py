@@ -61,17 +61,28 @@ def cores_to_feed(samples_per_s: float, side_px: int | None, training: bool) -> 
     return samples_per_s * decode_cost(training).per_image_s(side_px or DEFAULT_IMAGE_SIDE)
 
 
+def source_images() -> str:
+    """The JPEGs the costs were measured on, as the warning names them ("500x375" from input_costs.json)."""
+    source = str(_costs().get("source_image", ""))
+    return source.split()[0] if source[:1].isdigit() else "ImageNet's size"
+
+
 def decoding_warning(samples_per_s: float, side_px: int | None) -> Note | None:
     """What a vision training job on synthetic data would need from real JPEGs, when that is more decoding
-    cores than a rented GPU usually comes with; None otherwise."""
-    cores = cores_to_feed(samples_per_s, side_px, training=True)
+    cores than a rented GPU usually comes with; None otherwise. It says what it assumes: the times are for
+    synthetic data (no loader), the cores for ImageNet-size JPEGs decoded and cropped to the model's side
+    (a model file's --image-size too), whose decode is most of the cost at a small side: images stored small,
+    or not as JPEGs, cost less (--input-rate N takes the pipeline's measured rate)."""
+    side = side_px or DEFAULT_IMAGE_SIDE
+    cores = cores_to_feed(samples_per_s, side, training=True)
     if round(cores) <= CORES_PER_RENTED_GPU:      # said as a whole number: "~8 cores" is no warning
         return None
+    small = f"; images stored near {side} px, or not as JPEGs, cost less" if side < DEFAULT_IMAGE_SIDE else ""
     return Note(Note.DECODING_CORES,
-                f"feeding {samples_per_s:,.0f} images/s per GPU from JPEGs takes ~{cores:.0f} CPU cores "
-                f"of decoding (torchvision's transforms, measured on one core of {measured_on()}); rented "
-                f"machines often have {CORES_PER_RENTED_GPU} or so per GPU: --cpu-workers N or --input-rate N "
-                "models the pipeline")
+                f"the times assume synthetic data: feeding {samples_per_s:,.0f} images/s per GPU from JPEGs would "
+                f"take ~{cores:.0f} CPU cores of decoding (JPEGs of {source_images()} decoded to {side} px by "
+                f"torchvision's transforms, measured on one core of {measured_on()}){small}; rented machines often "
+                f"have {CORES_PER_RENTED_GPU} or so per GPU: --cpu-workers N or --input-rate N models the pipeline")
 
 
 def is_decoding_warning(warning: str) -> bool:

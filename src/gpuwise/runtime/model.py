@@ -23,10 +23,14 @@ def bound_word(bound: str | None) -> str:
 class Note(str):
     """A warning in words that code can recognise by its ``kind``, not by its wording (it is a ``str``:
     printed, joined and written to JSON as the words). ``DECODING_CORES``: real JPEGs would need more
-    CPU cores than a rented GPU comes with."""
+    CPU cores than a rented GPU comes with. ``BATCH_SPLIT``: the micro-batch asked for does not fit, the
+    option runs a smaller one with accumulation (recommend's batch column says it). ``PRECISION_FALLBACK``:
+    the option runs at the fp16 twin of a default bf16 (recommend says it above its table)."""
 
     DECODING_CORES = "decoding-cores"
-    KINDS = (DECODING_CORES,)
+    BATCH_SPLIT = "batch-split"
+    PRECISION_FALLBACK = "precision-fallback"
+    KINDS = (DECODING_CORES, BATCH_SPLIT, PRECISION_FALLBACK)
 
     kind: str
 

@@ -241,7 +241,9 @@ def _nothing_to_adapt(workload, kind: str) -> str:
         what = "--finetune freeze needs a transformer:"
     else:
         what = f"--quant {workload.quant} quantizes"
-    fix = "--finetune full" if workload.is_training else "--quant none"
+    # the fix undoes the flag blamed: a fine-tuning method (in serving too: it serves the base model) or the
+    # quantization; --finetune freeze needs the same layers, so full is the method left
+    fix = "--quant none" if workload.finetune == "full" else "--finetune full"
     return f"{what} nn.Linear layers inside repeated blocks; {model} has none: use {fix}"
 
 

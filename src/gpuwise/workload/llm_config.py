@@ -121,3 +121,13 @@ def try_load_decoder_config(spec: str) -> dict | None:
         return None
     cfg = _read(path)
     return cfg if cfg is not None and is_decoder_config(cfg) else None
+
+
+def request_rate_refusal(model: str) -> str | None:
+    """Why ``--request-rate`` cannot load ``model``: only a decoder LLM the closed form describes is served at a
+    rate (``decoder.is_llm``: ``try_load_decoder_config``); None where it is one. Said before what the rate needs
+    (--mode infer, --max-new-tokens), so that a user is not sent to add flags for a model that never takes them."""
+    if try_load_decoder_config(model) is not None:
+        return None
+    return (f"--request-rate sizes serving a decoder LLM (the closed form): {model} is not one (it is traced; "
+            "--batch-size N sizes one batch of it)")

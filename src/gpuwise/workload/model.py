@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, fields, replace
 
 from gpuwise.errors import did_you_mean
 from gpuwise.workload.errors import WorkloadError
+from gpuwise.workload.llm_config import request_rate_refusal
 from gpuwise.workload.precision import NAMES as PRECISIONS
 from gpuwise.workload.precision import Precision, parse
 from gpuwise.workload.specs import DEFAULT_SEQ_LEN, feeds_images, input_kind
@@ -115,6 +116,10 @@ class Workload:
             rate = self.request_rate_per_s
             if isinstance(rate, bool) or not (isinstance(rate, (int, float)) and math.isfinite(rate) and rate > 0):
                 raise WorkloadError(f"--request-rate must be a positive number of requests a second, got {rate!r}")
+            if self.mode != "infer" or self.max_new_tokens < 1:
+                refusal = request_rate_refusal(self.model)     # the model first: no flag makes it one
+                if refusal:
+                    raise WorkloadError(refusal)
             if self.mode != "infer":
                 raise WorkloadError("--request-rate is a serving load: it needs --mode infer (and --max-new-tokens N)")
             if self.max_new_tokens < 1:

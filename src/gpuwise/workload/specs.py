@@ -246,7 +246,7 @@ def _resolve_timm(spec: str, name: str) -> ModelSpec:
         raise WorkloadError(f"{spec}: timm is not installed (pip install timm)")
     key = name.strip()
     if key.split(".", 1)[0] not in models:     # "arch.pretrained_tag" names the arch's weights
-        hint = did_you_mean(key, list(models))
+        hint = did_you_mean(key, list(models), prefix="timm:")     # pasted back as is, as torchvision's
         if not hint:    # nothing close: where the names are, and a few of them
             examples = [m for m in ("resnet50", "vit_base_patch16_224", "convnext_tiny") if m in models]
             hint = (f" (timm.list_models() lists the {len(models):,} names of the installed timm"
