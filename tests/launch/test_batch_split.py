@@ -15,28 +15,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from gpuwise.catalog import load_catalog
 from gpuwise.launch import BatchSplit, plan_launch, render
 from gpuwise.launch.skypilot import skypilot_task
 from gpuwise.launch.wheel import build_wheel
 
 COMMAND = "python train.py --batch-size 256"
-
-
-@pytest.fixture(scope="module")
-def cat():
-    return load_catalog(user_file=False)
-
-
-@pytest.fixture(scope="module")
-def sky(tmp_path_factory):
-    home = tmp_path_factory.mktemp("home")      # SkyPilot writes under $HOME/.sky on import
-    mp = pytest.MonkeyPatch()
-    mp.setenv("HOME", str(home))
-    import sky
-
-    yield sky
-    mp.undo()
 
 
 def _option(count, provider, batch_size, grad_accum_steps=1):

@@ -8,30 +8,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from gpuwise.catalog import load_catalog
 from gpuwise.launch import plan_launch, render
 from gpuwise.launch.plan import LaunchError
 from gpuwise.launch.skypilot import render_skypilot, skypilot_task
 from gpuwise.launch.wheel import build_wheel
 
 COMMAND = "python train.py --checkpoint-dir ckpt --steps 1000"
-
-
-@pytest.fixture(scope="module")
-def cat():
-    return load_catalog(user_file=False)
-
-
-@pytest.fixture(scope="module")
-def sky(tmp_path_factory):
-    # SkyPilot writes a user hash and lock files under $HOME/.sky on import: keep them out of the real home.
-    home = tmp_path_factory.mktemp("home")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("HOME", str(home))
-    import sky  # a test dependency (requirements-dev.txt): its own parser checks what gpuwise emits
-
-    yield sky
-    mp.undo()
 
 
 def _parse(sky, text: str, tmp_path):
