@@ -37,7 +37,7 @@ from scipy.optimize import least_squares
 from gpuwise.runtime.calibration import DEFAULTS, FIXED, STACK_PARAMS, Calibration
 from gpuwise.runtime.host import host_s
 from gpuwise.runtime.kernels import op_features
-from gpuwise.runtime.predict import _SMOOTH_MAX_P, predict_step_time
+from gpuwise.runtime.predict import predict_step_time, smooth_max
 from gpuwise.runtime.stack import Stack
 
 CAL_PATH = Path(__file__).resolve().parents[1] / "src" / "gpuwise" / "runtime" / "calibration.json"
@@ -133,12 +133,6 @@ def case_arrays(trace, gpu, stack_params: dict | None = None) -> CaseArrays:
     return a
 
 
-def _smooth_max(a: float, b: float) -> float:
-    if a <= 0 or b <= 0:
-        return max(a, b)
-    return (a**_SMOOTH_MAX_P + b**_SMOOTH_MAX_P) ** (1 / _SMOOTH_MAX_P)
-
-
 def step_time_s(a: CaseArrays, theta: np.ndarray) -> float:
     """Fast path of predict_step_time (one GPU, no accumulation, eager) for a parameter vector."""
     latency = DEFAULTS["kernel_latency_s"]
@@ -146,8 +140,8 @@ def step_time_s(a: CaseArrays, theta: np.ndarray) -> float:
     me = np.exp(a.mem_rows @ theta + a.mem_log_fixed)
     dev = a.count * (np.maximum(a.comp_base / np.maximum(ce, 1e-4), a.mem_base / np.maximum(me, 1e-4))
                      + a.serial + a.kernels * latency)
-    micro = _smooth_max(float(dev[~a.opt].sum()), a.host_micro_s)
-    opt = _smooth_max(float(dev[a.opt].sum()), a.host_opt_s)
+    micro = smooth_max(float(dev[~a.opt].sum()), a.host_micro_s)
+    opt = smooth_max(float(dev[a.opt].sum()), a.host_opt_s)
     return micro + opt
 
 

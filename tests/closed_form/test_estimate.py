@@ -35,26 +35,26 @@ def _parts(m) -> int:
 
 def test_kv_cache_of_llama3_8b_at_8k_tokens_is_one_gib_in_bf16():
     arch = load_arch("hf:meta-llama/Meta-Llama-3-8B")
-    assert arch.kv_cache_bytes(8192, batch=1, bytes_per_element=2) == GIB
-    assert arch.kv_cache_bytes(8192, batch=1, bytes_per_element=1) == GIB // 2     # fp8 / int8 cache
+    assert arch.kv_cache_bytes(8192, batch=1, bytes_per_element=2, mla_latent=True) == GIB
+    assert arch.kv_cache_bytes(8192, batch=1, bytes_per_element=1, mla_latent=True) == GIB // 2     # fp8 / int8 cache
 
 
 def test_gqa_shrinks_the_cache_by_heads_over_kv_heads():
     mha = load_arch("hf:meta-llama/Llama-2-70b-hf")
     assert mha.num_heads // mha.num_kv_heads == 8
-    assert mha.kv_cache_bytes(1000) == 2 * 80 * 8 * 128 * 1000 * 2
+    assert mha.kv_cache_bytes(1000, mla_latent=True) == 2 * 80 * 8 * 128 * 1000 * 2
     llama2_7b = load_arch(L7)   # MHA: 32 KV heads
-    assert llama2_7b.kv_cache_bytes(4096) == 2 * 32 * 32 * 128 * 4096 * 2
+    assert llama2_7b.kv_cache_bytes(4096, mla_latent=True) == 2 * 32 * 32 * 128 * 4096 * 2
 
 
 def test_mla_caches_the_compressed_latent():
     v3 = load_arch("hf:deepseek-ai/DeepSeek-V3")
-    assert v3.kv_cache_bytes(1, bytes_per_element=2) == 61 * (512 + 64) * 2
+    assert v3.kv_cache_bytes(1, bytes_per_element=2, mla_latent=True) == 61 * (512 + 64) * 2
 
 
 def test_gemma3_sliding_layers_stop_growing_at_the_window():
     g = load_arch("hf:google/gemma-3-12b-pt")
-    short, long_ = g.kv_cache_bytes(1024), g.kv_cache_bytes(32768)
+    short, long_ = g.kv_cache_bytes(1024, mla_latent=True), g.kv_cache_bytes(32768, mla_latent=True)
     per_token_full = 2 * 48 * 8 * 256 * 2
     assert short == 1024 * per_token_full
     assert long_ < 32768 * per_token_full / 4      # 40 of 48 layers keep only 1024 tokens
@@ -166,7 +166,7 @@ def test_inference_reports_cache_ttft_decode_and_limits(catalog):
     est = estimate_llm(_w("hf:Qwen/Qwen2.5-7B", mode="infer", seq_len=2048, max_new_tokens=512, batch_size=4), gpu)
     inf = est.inference
     arch = load_arch("hf:Qwen/Qwen2.5-7B")
-    assert inf.kv_cache_bytes == arch.kv_cache_bytes(2560, 4)
+    assert inf.kv_cache_bytes == arch.kv_cache_bytes(2560, 4, mla_latent=True)
     assert inf.ttft_s > 0 and inf.decode_tokens_per_s > 0
     # decode is bandwidth-bound: one step cannot beat reading the weights once
     assert 4 / inf.decode_tokens_per_s >= inf.weights_bytes / (gpu.memory_bandwidth_gbs * 1e9)

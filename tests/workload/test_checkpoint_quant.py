@@ -69,7 +69,7 @@ def test_decode_reads_one_byte_a_weight(gpus):
                                batch=64, kv_bytes_per_element=2.0)
     q = served_linears(arch, jobs["fp8"], h100, rows=64)
     assert q.path.matmul_bytes == pytest.approx(1 + 4 / (128 * 128)) and q.gemv_bytes == 0
-    kv_s = arch.kv_cache_bytes(512, 64, 2.0) / (h100.memory_bandwidth_gbs * 1e9 * 0.8)   # the same on both
+    kv_s = arch.kv_cache_bytes(512, 64, 2.0, mla_latent=True) / (h100.memory_bandwidth_gbs * 1e9 * 0.8)   # the same on both
     reads = {k: d.memory_s - kv_s for k, d in steps.items()}
     reads["fp8"] -= quant_around_s(q, h100, load_calibration())     # activation quantization: kernels apart
     # half the weights' time, a little more: the embedding and the head stay in bf16

@@ -11,7 +11,7 @@ def test_gpt2_xl_caches_2_x_48_layers_x_1600_a_token():
     arch = load_arch("hf:gpt2-xl")
     assert (arch.num_layers, arch.num_kv_heads, arch.head_dim) == (48, 25, 64)
     # fp32, 16 sequences of 512 + 512 tokens: the report's ~10 GB
-    assert arch.kv_cache_bytes(1024, 16, 4.0) == 2 * 48 * 1600 * 4 * 16 * 1024
+    assert arch.kv_cache_bytes(1024, 16, 4.0, mla_latent=True) == 2 * 48 * 1600 * 4 * 16 * 1024
 
 
 @pytest.mark.parametrize(("config", "shape"), [

@@ -49,7 +49,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gpuwise.calibrate.errors import CalibrateError
-from gpuwise.runtime.predict import _SMOOTH_MAX_P, smooth_max
+from gpuwise.runtime.predict import SMOOTH_MAX_P, smooth_max
 from gpuwise.workload.precision import parse
 
 GLOBAL_PRIOR_WEIGHT = 1e-3     # (ln g)²: a whisper, so one run is followed to within ~0.5 % at any scale
@@ -107,7 +107,7 @@ def implied_host_s(device_s: float, launch_s: float) -> float:
     it did): the H with smooth_max(D, H) = D + launch."""
     if launch_s <= 0:
         return 0.0
-    p = _SMOOTH_MAX_P
+    p = SMOOTH_MAX_P
     return max(0.0, (device_s + launch_s) ** p - device_s ** p) ** (1.0 / p)
 
 
@@ -200,7 +200,7 @@ def fit_time(rows: Sequence[FitRow]) -> tuple[float, dict[str, float], float]:
     d0 = fitted.sum(axis=1) + held
     w0 = np.array([r.predicted_by_class_s.get(LAUNCH, 0.0) for r in rows])
     h0 = np.array([r.predicted_host_s if r.predicted_host_s else implied_host_s(d, w) for r, d, w in zip(rows, d0, w0)])
-    shipped_max = _smooth_max(d0, h0)
+    shipped_max = smooth_max(d0, h0)
     excess = np.divide(d0 + w0 - shipped_max, shipped_max, out=np.zeros(n), where=shipped_max > 0)
     other = np.array([r.predicted_other_s for r in rows])
     measured = np.array([r.measured_step_time_s for r in rows])
@@ -219,8 +219,8 @@ def fit_time(rows: Sequence[FitRow]) -> tuple[float, dict[str, float], float]:
     def residuals(x):
         _g, f, f_launch, h = unpack(x)
         device = fitted @ f + held
-        base = _smooth_max(device, f_launch * h0)
-        predicted = np.maximum(base * (1 + excess), device) + _smooth_max(device, f_launch * h0 + h) - base + other
+        base = smooth_max(device, f_launch * h0)
+        predicted = np.maximum(base * (1 + excess), device) + smooth_max(device, f_launch * h0 + h) - base + other
         priors = [GLOBAL_PRIOR_WEIGHT ** 0.5 * x[0], *(CLASS_PRIOR_WEIGHT ** 0.5 * x[1:1 + n_cls])]
         if fit_launch:
             priors.append(HOST_FACTOR_PRIOR_WEIGHT["up" if x[i_launch] > 0 else "down"] ** 0.5 * x[i_launch])
@@ -244,17 +244,6 @@ def fit_time(rows: Sequence[FitRow]) -> tuple[float, dict[str, float], float]:
     if fit_launch:
         factors[LAUNCH] = f_launch
     return g, factors, max(0.0, h)
-
-
-def _smooth_max(a, b):
-    """``runtime.predict.smooth_max`` over arrays (the larger where either side is 0)."""
-    import numpy as np
-
-    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    both = (a > 0) & (b > 0)
-    p = _SMOOTH_MAX_P
-    safe = np.where(both, (np.where(both, a, 1.0) ** p + np.where(both, b, 1.0) ** p) ** (1.0 / p), 0.0)
-    return np.where(both, safe, np.maximum(a, b))
 
 
 def supported_classes(rows: Sequence[FitRow]) -> set[str]:

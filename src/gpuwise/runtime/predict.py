@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from gpuwise.catalog.topology import Topology
 from gpuwise.runtime.calibration import Calibration, load_calibration
 from gpuwise.runtime.classify import CLASSES, VIEW
@@ -26,7 +28,7 @@ from gpuwise.workload import Workload
 from gpuwise.workload.precision import parse
 from gpuwise.workload.specs import image_side
 
-_SMOOTH_MAX_P = 4.0
+SMOOTH_MAX_P = 4.0     # the smooth maximum's exponent (``smooth_max``); calibration fits against the same rule
 # A step whose host issue time is at least this share of the GPU's busy time is a small-batch step: the
 # launch cost (priors and CPU-side measurements, runtime/host.py) shapes it, which no big-batch run tests.
 SMALL_BATCH_HOST_SHARE = 0.5
@@ -34,7 +36,15 @@ SMALL_BATCH_HOST_SHARE = 0.5
 FUSIBLE = ("elementwise", "norm", "reduction", "copy")
 
 
-def smooth_max(a: float, b: float, p: float = _SMOOTH_MAX_P) -> float:
+def smooth_max(a, b, p: float = SMOOTH_MAX_P):
+    """The step model's smooth maximum of two times: (a^p + b^p)^(1/p), or the larger where either is not
+    positive. The one home of the rule: floats give a float; where either side is a numpy array, it is
+    taken elementwise and an array comes back (gpuwise.calibrate.fit fits against it)."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+        both = (a > 0) & (b > 0)
+        safe = np.where(both, (np.where(both, a, 1.0) ** p + np.where(both, b, 1.0) ** p) ** (1.0 / p), 0.0)
+        return np.where(both, safe, np.maximum(a, b))
     if a <= 0 or b <= 0:
         return max(a, b)
     return (a**p + b**p) ** (1.0 / p)

@@ -265,7 +265,7 @@ class DecoderArch:
 
     # ---- KV cache ---------------------------------------------------------------------------
     def kv_cache_bytes_per_token(self, bytes_per_element: float = 2.0, context_tokens: int | None = None, *,
-                                 mla_latent: bool = True) -> float:
+                                 mla_latent: bool) -> float:
         """Cache bytes one token adds: 2 × kv_heads × head_dim per layer. MLA (``mla_caches_latent`` says which
         an engine keeps): the compressed latent, kv_lora_rank + rope dims a layer (``mla_latent``: vLLM,
         SGLang, transformers ≥ 5.15), or every head's decompressed K (qk_nope + qk_rope) and V (v_head_dim)
@@ -283,9 +283,10 @@ class DecoderArch:
         return per_layer * layers * bytes_per_element
 
     def kv_cache_bytes(self, tokens: int, batch: int = 1, bytes_per_element: float = 2.0, *,
-                       mla_latent: bool = True) -> int:
+                       mla_latent: bool) -> int:
         """2 × layers × kv_heads × head_dim × tokens × batch × bytes (GQA/MQA: kv_heads < heads; MLA:
-        ``kv_cache_bytes_per_token``)."""
+        ``kv_cache_bytes_per_token``). ``mla_latent`` has no default: the caller passes the engine's answer
+        (``mla_caches_latent``), so an MLA cache is never sized by a guess."""
         per_token = self.kv_cache_bytes_per_token(bytes_per_element, tokens, mla_latent=mla_latent)
         return int(round(per_token * tokens * batch))
 
