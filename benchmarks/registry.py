@@ -79,6 +79,11 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("lone_ops", "lone_ops", (*TIME_MODEL, "shared:kernels-modern/llmcompass_a100_real_hw.csv"),
               what="lone eager fp16 operators (matmul, softmax, layer norm, GELU) as gpuwise times them (host + kernel) "
                    "against LLMCompass's A100 wall-clock timings; nothing fitted", minutes=0.3, timed="estimate"),
+    Benchmark("liger_speed", "liger_speed",
+              (*TIME_MODEL, "benchmarks/op_memory.py", "shared:kernels-modern/liger_kernel_bench.csv.gz"),
+              what="GPU time of plain-PyTorch norms, SwiGLU/GeGLU, cross-entropy and embedding (forward, backward, "
+                   "full) against Liger's do_bench timings on 8 GPUs, 3 held out; nothing fitted", minutes=1.0,
+              timed="estimate"),
     Benchmark("kernel_error_sources", "time_kernel_sources",
               ("benchmarks/kernel_laws.py", KERNEL_FIT, *LAWS, "shared:kernels/"),
               what="per-kernel error: a learned shape model with the GPU seen vs held out", minutes=22, timed="results"),
