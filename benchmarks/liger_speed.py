@@ -15,24 +15,29 @@ bandwidth)) and roofline / 0.75.
 
 from __future__ import annotations
 
+import argparse
 import csv
 import gzip
 import json
 import logging
+import math
 import statistics
 import time
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from unittest.mock import patch
 
 import torch
+from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from benchmarks.harness import (CELL_HEADER, DATA, ROOFLINE, ROOFLINE_075, Case, comparison_row, record_scoring,
                                 scored_words, verdict, write_results)
-from benchmarks.op_memory import CALLS, Setup, setup_for
+from benchmarks.op_memory import CALLS, DTYPES, LlamaRMSNorm, Setup, _cross_entropy, _mlp, setup_for
 from gpuwise.catalog import load_catalog, resolve_gpu
 from gpuwise.runtime.calibration import load_calibration
 from gpuwise.runtime.kernels import op_times
+from gpuwise.runtime.laws import load_laws
 from gpuwise.runtime.rates import rate_peak_flops_per_s
 from gpuwise.trace import fake
 from gpuwise.trace.recorder import Recorder
@@ -98,6 +103,36 @@ def time_ops(ops, gpu, precision: str, cal) -> Timed:
                           if t.cls != "view"))
 
 
+def _norm_v08(op: str, tokens: int, cfg: dict) -> Setup:
+    """Liger 0.8.0's norm scripts: x of (bsz x T) x hidden in the row's dtype, the module in that dtype, and
+    the ``full`` call drawing its upstream gradient inside (``utils.run_speed_benchmark``)."""
+    n, dtype, eps = cfg["hidden_size"], DTYPES[cfg["dtype"]], cfg["eps"]
+    with torch.device("meta"):
+        mod = nn.LayerNorm(n, eps=eps).to(dtype) if op == "layer_norm" else LlamaRMSNorm(n, eps=eps)
+
+    def tensors():
+        return {"x": torch.randn((cfg["bsz"] * tokens, n), dtype=dtype, requires_grad=True)}
+
+    def call(m, t, backward):
+        y = m(t["x"])
+        dy = torch.randn_like(y)
+        backward()
+        y.backward(dy, retain_graph=True)
+
+    return Setup((mod,), tensors, call, lambda t, m: 0)
+
+
+def setup_v08(op: str, x: int, cfg: dict) -> Setup | None:
+    """The setup of a row written by Liger >= 0.8's scripts (a T or BT sweep); None for other rows."""
+    if op in ("layer_norm", "rms_norm") and {"bsz", "hidden_size", "dtype", "eps"} <= set(cfg):
+        return _norm_v08(op, x, cfg)
+    if op in ("swiglu", "geglu") and {"bsz", "seq_len"} <= set(cfg):
+        return _mlp(op, x, {**cfg, "B": cfg["bsz"]})
+    if op == "cross_entropy" and "vocab_size" in cfg:
+        return _cross_entropy(cfg["vocab_size"], {"B": x, "T": 1})
+    return None
+
+
 def load_rows() -> list[dict]:
     with gzip.open(SOURCE, "rt", newline="") as f:
         return [r for r in csv.DictReader(f)
@@ -109,13 +144,33 @@ def _dtype(cfg: dict, op: str) -> str:
     return "float32" if op == "cross_entropy" else cfg["dtype"].removeprefix("torch.")
 
 
-def main() -> None:
-    t0 = time.time()
+@dataclass(frozen=True)
+class Row:
+    """One scored row: what Liger measured and the traced ops of its mode."""
+
+    case_id: str
+    operator: str
+    mode: str
+    gpu: object
+    dtype: str
+    x_name: str
+    x: int
+    config: dict
+    liger_version: str
+    measured_s: float
+    ops: tuple
+
+    @property
+    def seen(self) -> bool:
+        return self.gpu.id in SEEN_GPUS
+
+
+def build_rows() -> tuple[list[Row], dict[str, int], int]:
+    """Every row the protocol scores (each traced once per distinct setup), what was left out and why,
+    and the number of traces."""
     logging.getLogger("transformers").setLevel(logging.ERROR)
     catalog = load_catalog(user_file=False)
-    cal = load_calibration()
-    cases: list[Case] = []
-    detail: list[dict] = []
+    rows: list[Row] = []
     left_out: dict[str, int] = defaultdict(int)
     traces: dict[tuple, tuple] = {}
     for i, row in enumerate(load_rows()):
@@ -133,31 +188,65 @@ def main() -> None:
         clear = CE_GRAD_TO_NONE[mode] if op == "cross_entropy" else GRAD_TO_NONE[op]
         key = (op, x, row["extra_config"], clear)
         if key not in traces:
-            setup = setup_for(op, x, cfg)
+            setup = setup_for(op, x, cfg) or setup_v08(op, x, cfg)
             if setup is None:
-                left_out[f"{op}: a config Liger 0.5.10's script does not fix ({row['x_name']} sweep)"] += 1
+                left_out[f"{op}: a config neither Liger 0.5.10's nor 0.8.0's script fixes ({row['x_name']} sweep)"] += 1
                 continue
             traces[key] = traced_ops(setup, clear)
         # The setup's call draws the upstream gradient (randn_like) after the forward; the script's
         # ``forward`` mode times the module call alone, its ``full`` mode the draw too.
         ops = tuple(o for o in traces[key] if o.phase in MODES[mode]
                     and not (mode == "forward" and o.op.startswith("aten.randn")))
-        dtype = _dtype(cfg, op)
-        timed = time_ops(ops, gpu, PRECISION[dtype], cal)
-        measured_s = float(row["value_p50"]) * 1e-3
-        seen = gpu.id in SEEN_GPUS
-        case = Case(f"{i}:{op}/{mode}/{row['x_name']}={x}/{gpu.id}/liger-{row['liger_version']}", HELD_OUT_SET,
-                    "GPU seen" if seen else "GPU held out", timed.device_s, measured_s, "s",
-                    {ROOFLINE: timed.roofline_s, ROOFLINE_075: timed.roofline_s / 0.75})
-        cases.append(case)
-        detail.append({"case": case.id, "operator": op, "mode": mode, "gpu": gpu.id, "seen": seen, "dtype": dtype,
-                       "x_name": row["x_name"], "x": x, "config": cfg, "liger_version": row["liger_version"],
-                       "measured_us": measured_s * 1e6, "device_us": timed.device_s * 1e6,
-                       "host_us": timed.host_s * 1e6, "roofline_us": timed.roofline_s * 1e6,
-                       "kernels": timed.kernels, "ops": timed.ops, "host_could_show": timed.host_s > timed.device_s,
-                       "error": case.error})
-    if not cases:
+        rows.append(Row(f"{i}:{op}/{mode}/{row['x_name']}={x}/{gpu.id}/liger-{row['liger_version']}", op, mode, gpu,
+                        _dtype(cfg, op), row["x_name"], x, cfg, row["liger_version"],
+                        float(row["value_p50"]) * 1e-3, ops))
+    return rows, dict(left_out), len(traces)
+
+
+def fit_k(rows: list[Row], cal) -> tuple[float, list[tuple[float, float]]]:
+    """The protocol's fit of ``eager_bytes_per_sm_clock`` on the seen GPUs' rows only: the k of a grid (0.5
+    bytes apart, 2-32; 0 = no limit) with the smallest median |log(predicted / measured)|."""
+    shipped = load_laws()
+    seen = [r for r in rows if r.seen]
+    trials = []
+    for k in [0.0] + [x / 2 for x in range(4, 65)]:
+        laws = replace(shipped, eager_bytes_per_sm_clock=k)
+        with patch("gpuwise.runtime.kernels.load_laws", lambda laws=laws: laws):
+            err = statistics.median(abs(math.log(time_ops(r.ops, r.gpu, PRECISION[r.dtype], cal).device_s
+                                                 / r.measured_s)) for r in seen)
+        trials.append((k, err))
+    return min(trials, key=lambda t: t[1])[0], trials
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--fit", action="store_true", help="fit eager_bytes_per_sm_clock on the seen GPUs' rows "
+                        "only and print it (scores nothing, writes nothing)")
+    args = parser.parse_args(argv)
+    t0 = time.time()
+    cal = load_calibration()
+    rows, left_out, n_traces = build_rows()
+    if not rows:
         raise SystemExit("liger_speed: no rows scored (is ../shared/data/public-benchmarks/kernels-modern/ there?)")
+    if args.fit:
+        k, trials = fit_k(rows, cal)
+        print("\n".join(f"k = {t:4.1f} bytes / SM clock: median |log error| {e:.4f} on {sum(r.seen for r in rows)} "
+                        "seen rows" for t, e in trials))
+        print(f"fitted eager_bytes_per_sm_clock = {k} ({time.time() - t0:.0f} s)")
+        return
+    cases: list[Case] = []
+    detail: list[dict] = []
+    for r in rows:
+        timed = time_ops(r.ops, r.gpu, PRECISION[r.dtype], cal)
+        case = Case(r.case_id, HELD_OUT_SET, "GPU seen" if r.seen else "GPU held out", timed.device_s, r.measured_s,
+                    "s", {ROOFLINE: timed.roofline_s, ROOFLINE_075: timed.roofline_s / 0.75})
+        cases.append(case)
+        detail.append({"case": case.id, "operator": r.operator, "mode": r.mode, "gpu": r.gpu.id, "seen": r.seen,
+                       "dtype": r.dtype, "x_name": r.x_name, "x": r.x, "config": r.config,
+                       "liger_version": r.liger_version, "measured_us": r.measured_s * 1e6,
+                       "device_us": timed.device_s * 1e6, "host_us": timed.host_s * 1e6,
+                       "roofline_us": timed.roofline_s * 1e6, "kernels": timed.kernels, "ops": timed.ops,
+                       "host_could_show": timed.host_s > timed.device_s, "error": case.error})
     count = record_scoring(HELD_OUT_SET)
     cols = (ROOFLINE, ROOFLINE_075)
     header = ["| rows | n | gpuwise (GPU time) | roofline | roofline / 0.75 |", "|---|---|---|---|---|"]
@@ -166,16 +255,19 @@ def main() -> None:
         return comparison_row(label, [c for c, d in zip(cases, detail) if pick(d)], cols)
 
     held = [c for c, d in zip(cases, detail) if not d["seen"]]
+    held_names = ", ".join(sorted({d["gpu"] for d in detail if not d["seen"]}))
+    k = load_laws().eager_bytes_per_sm_clock
     lines = ["# Per-kernel GPU time against Liger's plain-PyTorch speed rows", "",
              f"Script: `benchmarks/liger_speed.py`; protocol: `benchmarks/README.md`, twelfth session. Data: "
              f"`kernels-modern/liger_kernel_bench.csv.gz` (linkedin/Liger-Kernel, Triton `do_bench` p50 behind an L2 "
              f"flush; mostly bf16), {len(cases)} rows of the eager PyTorch / Hugging Face references; "
              f"{scored_words(HELD_OUT_SET)} (this run is number {count}). Nothing is fitted on these rows. "
              "Each row is rebuilt as Liger 0.5.10's script builds it, traced on fake tensors, and its mode's ops "
-             "timed by the shipped laws: the prediction is their GPU time.", "",
+             "timed by the shipped laws: the prediction is their GPU time. Per-SM limit of PyTorch's elementwise "
+             f"kernels (`eager_bytes_per_sm_clock`, fitted on the seen GPUs' rows): {k or 'none'}.", "",
              f"Cells: {CELL_HEADER}. Error = predicted / measured - 1 (negative: predicted fast).", "",
              "## By GPU group", "", *header,
-             comparison_row("**GPU held out** (B200, H100 NVL, RTX 3090)", held, cols),
+             comparison_row(f"**GPU held out** ({held_names})", held, cols),
              group("GPU seen by a kernel fit (A100s, H100 SXM)", lambda d: d["seen"]),
              comparison_row("**all**", cases, cols), "", verdict(held, model="gpuwise (GPU held out)"),
              verdict(cases, model="gpuwise (all rows)"), "", "## By GPU", "", *header]
@@ -202,7 +294,7 @@ def main() -> None:
                      f"{min(d['measured_us'] for d in ds):,.0f}..{max(d['measured_us'] for d in ds):,.0f} | "
                      f"{statistics.median(errs):+.1%} | {min(errs):+.1%}..{max(errs):+.1%} |")
     lines += ["", "Left out: " + ("; ".join(f"{n} rows: {why}" for why, n in sorted(left_out.items())) or "none") + ".",
-              "", f"{len(cases)} rows, {len(traces)} traces, {time.time() - t0:.0f} s."]
+              "", f"{len(cases)} rows, {n_traces} traces, {time.time() - t0:.0f} s."]
     write_results("liger_speed", lines, {"held_out_set": HELD_OUT_SET, "scored": count, "cases": cases,
                                          "detail": detail, "left_out": dict(left_out)})
     print("\n".join(lines))

@@ -99,6 +99,13 @@ class GPU:
         return self.peak_tflops.get(precision)
 
     @property
+    def boost_clock_hz(self) -> float:
+        """The clock the datasheet's FP32 rate is quoted at: FP32 FLOP/s / (2 x CUDA cores), an FMA a core
+        a clock (0 where either is unknown)."""
+        fp32 = self.peak_tflops.get("fp32") or 0.0
+        return fp32 * 1e12 / (2.0 * self.cuda_cores) if self.cuda_cores else 0.0
+
+    @property
     def visible_memory_bytes(self) -> int:
         """What a process can see as total memory: the NVML figure where known, else the DRAM size less
         what ECC keeps (an L40 without a recorded figure shows what a recorded L40S does)."""

@@ -29,7 +29,8 @@ import numpy as np
 from gpuwise.runtime.calibration import Calibration
 from gpuwise.runtime.classify import VIEW, classify, packet_of
 from gpuwise.runtime.host import host_s
-from gpuwise.runtime.laws import gpu_power_terms, load_laws, streaming_time_s, tiled_time_s
+from gpuwise.runtime.laws import (eager_streaming_limit_bytes_per_s, gpu_power_terms, load_laws, streaming_time_s,
+                                  tiled_time_s)
 from gpuwise.runtime.rates import rate_peak_flops_per_s
 from gpuwise.runtime.stack import DEFAULT_STACK, Stack
 from gpuwise.trace.records import OpRecord
@@ -230,9 +231,16 @@ class OpFeatures:
     roofline_s: float = 0.0      # plain roofline: datasheet peak and bandwidth, no efficiency, no latency
 
 
-def _streaming(law_cls: str, nbytes: float, gpu) -> float:
-    return float(streaming_time_s(load_laws().streaming[law_cls], nbytes,
-                                  bandwidth_bytes_per_s=float(gpu.memory_bandwidth_gbs) * 1e9))
+def _streaming(law_cls: str, nbytes: float, gpu, *, eager: bool = False) -> float:
+    """Streaming law time of ``nbytes``; ``eager``: PyTorch's own elementwise kernels (TensorIterator), which
+    the elementwise law times at the slower of the bandwidth and the per-SM limit of what they keep in
+    flight (``laws.eager_streaming_limit_bytes_per_s``). GEMM and attention kernels' memory side, and the
+    norm and softmax laws' own kernels, are not TensorIterator's and are not limited so."""
+    laws = load_laws()
+    limit = (eager_streaming_limit_bytes_per_s(laws, gpu.sm_count, gpu.boost_clock_hz)
+             if eager and law_cls == "elementwise" else math.inf)
+    return float(streaming_time_s(laws.streaming[law_cls], nbytes,
+                                  bandwidth_bytes_per_s=float(gpu.memory_bandwidth_gbs) * 1e9, limit_bytes_per_s=limit))
 
 
 def _tiled(law_cls: str, gemms, gpu, peak: float, rate: str, *, gemm: bool = True) -> float:
@@ -304,7 +312,7 @@ def _layout_transposes(op: OpRecord, stack: Stack, rate: str, gpu) -> tuple[floa
     elem = _elem_bytes(op.input_dtypes[0] if op.input_dtypes else "float16")
     tensors = math.prod(x) + math.prod(out) + (math.prod(x) if "backward" in op.op else 0)
     kernels = 3 if "backward" in op.op else 2
-    return _streaming("elementwise", 2 * tensors * elem, gpu), kernels
+    return _streaming("elementwise", 2 * tensors * elem, gpu, eager=True), kernels
 
 
 def _eager_attention(op: OpRecord, gpu, precision: str, stack: Stack):
@@ -378,7 +386,7 @@ def op_features(op: OpRecord, gpu, precision: str, stack: Stack = DEFAULT_STACK)
     # The norm law was fitted on layer norm's row kernel; batch and group norm run as per-channel
     # reductions and elementwise passes (counted in cuda_bytes) at the elementwise law.
     row_norm = cls == "norm" and any(n in op.op for n in ("layer_norm", "rms_norm"))
-    memory_s = _streaming(_streaming_law(cls, row_norm), cuda_bytes(op, cls, stack.training), gpu)
+    memory_s = _streaming(_streaming_law(cls, row_norm), cuda_bytes(op, cls, stack.training), gpu, eager=True)
     compute_s = op.flops / rate_peak_flops_per_s(gpu, "fp32")
     return OpFeatures(cls, "bandwidth", compute_s, (), memory_s, (), kernels,
                       memory_fixed=_MEM_CLASS_FACTOR.get(cls, 1.0),
@@ -485,5 +493,6 @@ def fused_attention_features(bh, q_len, k_len, flops: float, nbytes: float, gpu,
 def streaming_features(cls: str, nbytes: float, kernels: int, gpu, *, row_norm: bool = False) -> OpFeatures:
     """``kernels`` memory-bound kernels of class ``cls`` moving ``nbytes`` together (as CUDA moves them):
     the streaming law is linear in bytes, so one sum times them all as ``op_time`` times each."""
-    return OpFeatures(cls, "bandwidth", 0.0, (), _streaming(_streaming_law(cls, row_norm), nbytes, gpu), (), kernels,
+    return OpFeatures(cls, "bandwidth", 0.0, (), _streaming(_streaming_law(cls, row_norm), nbytes, gpu, eager=True),
+                      (), kernels,
                       memory_fixed=_MEM_CLASS_FACTOR.get(cls, 1.0))

@@ -156,6 +156,10 @@ class Laws:
     tensor: Mapping[str, TiledLaw] = field(default_factory=dict)
     # Power levels: "cuda-core" (fp32 on CUDA cores) and "tensor" (tensor-core rates).
     levels: Mapping[str, PowerLevel] = field(default_factory=dict)
+    # PyTorch's own elementwise kernels (TensorIterator: one vectorised load per thread, no deep pipeline)
+    # keep a fixed number of bytes in flight per SM, so by Little's law they move at most this many bytes
+    # per SM per clock, whatever the DRAM could give (``eager_streaming_limit_bytes_per_s``); 0: no limit.
+    eager_bytes_per_sm_clock: float = 0.0
 
     def level(self, family: str) -> PowerLevel:
         return self.levels.get(family, PowerLevel())
@@ -165,7 +169,8 @@ class Laws:
                 "tiled": {k: vars(v) for k, v in self.tiled.items()},
                 "streaming": {k: vars(v) for k, v in self.streaming.items()},
                 "tensor": {k: vars(v) for k, v in self.tensor.items()},
-                "levels": {k: vars(v) for k, v in self.levels.items()}}
+                "levels": {k: vars(v) for k, v in self.levels.items()},
+                "eager_bytes_per_sm_clock": self.eager_bytes_per_sm_clock}
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "Laws":
@@ -174,6 +179,7 @@ class Laws:
                        streaming={k: StreamingLaw(**v) for k, v in d["streaming"].items()},
                        tensor={k: TiledLaw(**v) for k, v in d.get("tensor", {}).items()},
                        levels={k: PowerLevel(**v) for k, v in d.get("levels", {}).items()},
+                       eager_bytes_per_sm_clock=float(d.get("eager_bytes_per_sm_clock", 0.0)),
                        source=str(d.get("source", "")), date=str(d.get("date", "")))
         except (KeyError, TypeError) as e:
             raise LawError(f"kernel_laws.json is malformed: {e!r}") from e
@@ -247,6 +253,15 @@ def tiled_time_s(law: TiledLaw, batch, m, n, k, *, sm_count, peak_flops_per_s, b
     return min(candidates()) if scalar else functools.reduce(np.minimum, candidates())
 
 
-def streaming_time_s(law: StreamingLaw, nbytes, *, bandwidth_bytes_per_s):
-    """Time to move ``nbytes`` through DRAM in one kernel (never below bytes / bandwidth)."""
-    return nbytes / (bandwidth_bytes_per_s * law.u_max)
+def streaming_time_s(law: StreamingLaw, nbytes, *, bandwidth_bytes_per_s, limit_bytes_per_s=math.inf):
+    """Time to move ``nbytes`` through DRAM in one kernel (never below bytes / bandwidth): the law's share
+    of the bandwidth, or ``limit_bytes_per_s`` where the kernel itself cannot move more (a per-SM limit)."""
+    return nbytes / np.minimum(bandwidth_bytes_per_s * law.u_max, limit_bytes_per_s)
+
+
+def eager_streaming_limit_bytes_per_s(laws: Laws, sm_count, boost_clock_hz):
+    """What PyTorch's elementwise kernels can move on a GPU of ``sm_count`` SMs at ``boost_clock_hz``
+    (floats or arrays): ``eager_bytes_per_sm_clock`` x SMs x clock; infinite where the laws set none."""
+    if laws.eager_bytes_per_sm_clock <= 0:
+        return math.inf
+    return laws.eager_bytes_per_sm_clock * sm_count * boost_clock_hz
