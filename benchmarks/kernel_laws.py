@@ -377,8 +377,10 @@ def main(argv: list[str] | None = None) -> None:
     old = Laws.from_dict(json.loads(LAWS_PATH.read_text())) if LAWS_PATH.exists() else Laws({}, {})
     today = date.today().isoformat()
     # The tensor-core laws and level are fitted by tensor_laws.py: kept as they are.
+    # The per-SM limit of eager elementwise kernels is fitted by liger_speed.py --fit: kept as it is.
     laws = Laws(tiled=tiled, streaming=streaming, date=today, tensor=old.tensor,
                 levels={**{k: v for k, v in old.levels.items() if k not in LEVEL_FITTED_WITH}, **shipped_levels},
+                eager_bytes_per_sm_clock=old.eager_bytes_per_sm_clock,
                 source=f"fitted {today} by benchmarks/kernel_laws.py on shared/data/public-benchmarks/kernels and "
                        "kernels-modern/neusight_test_kernels (NeuSight's fp32 kernel timings: P4, P100, T4, V100, A100, "
                        "H100); tensor-core laws by benchmarks/tensor_laws.py")
