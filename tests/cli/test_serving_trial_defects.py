@@ -47,7 +47,7 @@ def test_estimate_refuses_the_gpu_counts_recommend_refuses_with_the_same_reason(
 
     code, out, err = gpuwise("estimate", "hf:Qwen/Qwen2.5-7B", "--mode", "infer", "--engine", "vllm", "--gpu",
                              "h100-sxm", "--num-gpus", str(count), "--max-new-tokens", "16")
-    reason = ClosedFormLlmModel(Workload("hf:Qwen/Qwen2.5-7B", mode="infer")).count_refusal(count)
+    reason = ClosedFormLlmModel(Workload("hf:Qwen/Qwen2.5-7B", mode="infer", engine="vllm")).count_refusal(count)
     assert reason and _one_line_refusal(code, err) and reason in err, err
     code, out, err = gpuwise("estimate", "hf:Qwen/Qwen2.5-7B", "--mode", "infer", "--engine", "vllm", "--gpu",
                              "h100-sxm", "--num-gpus", "4", "--max-new-tokens", "16", "--json")

@@ -116,8 +116,12 @@ def test_the_decode_step_reads_the_cache_the_engine_holds(cfg, a100, monkeypatch
 def test_tensor_parallel_gpus_split_the_decompressed_heads_and_copy_the_latent(cfg, transformers_4_57):
     arch = load_arch(V2_LITE)
     sizes = dict(prompt_tokens=PROMPT, new_tokens=NEW, batch=BATCH, kv_bytes_per_element=BF16)
+    assert arch.kv_cache_share(2, mla_latent=False) == 1 / 2          # tensor parallel: by head
+    # HF generate on 2 GPUs splits by layers (workload.parallelism.splits_layers): the GPU with the most layers
     one, two = (infer_memory(arch, _w("hf", num_gpus=n), **sizes).kv_cache_bytes for n in (1, 2))
-    assert two == one / 2 == hf_bytes_per_token(cfg) * (PROMPT + NEW) * BATCH / 2
+    layers = cfg["num_hidden_layers"]
+    assert two == pytest.approx(one * -(-layers // 2) / layers)
+    assert one == hf_bytes_per_token(cfg) * (PROMPT + NEW) * BATCH
     latent = infer_memory(arch, _w("vllm", num_gpus=2), **sizes).kv_cache_bytes
     assert latent == latent_bytes_per_token(cfg) * (PROMPT + NEW) * BATCH
 

@@ -14,7 +14,7 @@ def prefill(count=1, bound="compute") -> StepTime:
 
 def decode(gpu_s=0.020, host_s=0.030) -> DecodeStep:
     return DecodeStep(step_s=max(gpu_s, host_s), gpu_s=gpu_s, host_s=host_s, memory_s=gpu_s, compute_s=gpu_s / 4,
-                      tp_latency_s=0.0)
+                      tp_comm_s=0.0)
 
 
 def test_the_batch_is_its_prefill_and_every_decode_step():

@@ -75,5 +75,6 @@ def test_vllm_decode_on_2_gpus_is_faster_per_token_than_on_one(cli_json):
         return out["inference"]["time_per_output_token_s"]
 
     assert tpot("vllm", 2) < 0.75 * tpot("vllm", 1)
-    # HF generate calls NCCL eagerly: its tensor-parallel step pays the per-collective latency
+    # HF generate splits by layers (device_map="auto"): its 2-GPU step is no faster than one GPU's
+    assert tpot("hf", 2) >= tpot("hf", 1)
     assert tpot("hf", 2) - tpot("hf", 1) > tpot("vllm", 2) - tpot("vllm", 1)

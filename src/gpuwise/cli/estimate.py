@@ -115,11 +115,12 @@ def _render(out: dict, est) -> None:
     con = c.console
     w = est.workload
     optimizer = f", optimizer {w.optimizer_described()}" if w.is_training else ""
-    if out["max_batch_size"]:
+    searched = "requested_batch_size" in out      # --max-batch (largest_batch_answer)
+    if searched and out["max_batch_size"]:
         # --max-batch answers its own question first; what follows is that batch's step
         con.print(f"Largest batch that fits {out['gpu']}{' in memory' if out.get('cannot_run') else ''}: "
                   f"[bold]{out['max_batch_size']}[/] (asked: {out['requested_batch_size']})")
-    elif out["max_batch_size"] == 0:
+    elif searched and out["max_batch_size"] == 0:
         con.print(f"[red]Not even batch 1 fits {out['gpu']}[/]: the changes below would make batch "
                   f"{out['requested_batch_size']} fit")
     size = (format_request_rate(w.request_rate_per_s) if w.request_rate_per_s is not None and out["gpu"]

@@ -13,6 +13,7 @@ from gpuwise.memory.llm_activations import (LossStack, Trainability, decode_logi
                                               train_activations)
 from gpuwise.workload.decoder import DecoderArch, engine_caches_mla_latent, matches_target
 from gpuwise.workload.model import WorkloadError
+from gpuwise.workload.parallelism import serving_split_words, splits_layers
 from gpuwise.workload.storage import (
     compute_bytes, frozen_bytes, is_paged, optimizer_state_bytes, optimizer_temp_bytes,
     quant_bytes_per_param, trainable_bytes,
@@ -296,8 +297,11 @@ def mla_cache_note(arch: DecoderArch, engine: str, latent: bool) -> str:
 def infer_memory(arch: DecoderArch, w: Workload, gpu=None, *, prompt_tokens: int, new_tokens: int, batch: int,
                  kv_bytes_per_element: float, double_quant: bool = True) -> InferMemory:
     """Per-GPU peak of serving ``batch`` requests of ``prompt_tokens`` + ``new_tokens`` tokens.
-    With several GPUs the model is split by tensor parallelism: weights and KV heads divide by N
-    (KV heads are replicated when there are fewer of them than GPUs). MLA's cache is what the engine keeps
+    With several GPUs a serving engine (vLLM) splits the model by tensor parallelism: weights and KV heads
+    divide by N (KV heads are replicated when there are fewer of them than GPUs); HF generate splits it by
+    layers (``workload.parallelism.splits_layers``): the weights divide by N (accelerate's balanced map), the
+    GPU with the most layers holds their share of the KV cache, and the GPU that runs a layer holds its whole
+    prefill activations. MLA's cache is what the engine keeps
     (``decoder.mla_caches_latent``): the latent (vLLM) or, in HF generate before transformers 5.15, every
     head's decompressed K and V.
 
@@ -307,21 +311,23 @@ def infer_memory(arch: DecoderArch, w: Workload, gpu=None, *, prompt_tokens: int
     n = w.num_gpus
     weights = inference_weight_bytes(arch, w, double_quant=double_quant) / n
     latent = engine_caches_mla_latent(w.engine)
-    kv_share = arch.kv_cache_share(n, mla_latent=latent)
+    by_layers = splits_layers(w)
+    kv_share = -(-arch.num_layers // n) / arch.num_layers if by_layers else arch.kv_cache_share(n, mla_latent=latent)
     kv_total = arch.kv_cache_bytes(prompt_tokens + new_tokens, batch, kv_bytes_per_element,
                                    mla_latent=latent) * kv_share
     kv_prompt = arch.kv_cache_bytes(prompt_tokens, batch, kv_bytes_per_element, mla_latent=latent) * kv_share
     paged = w.engine == "vllm"
     prefilled = 1 if paged else batch       # prompts in one prefill forward
-    prefill = prefill_bytes(arch, prompt_tokens * prefilled, prefilled, compute_bytes(w.precision)) / n
+    prefill = prefill_bytes(arch, prompt_tokens * prefilled, prefilled, compute_bytes(w.precision)) / (
+        1 if by_layers else n)
     decode = decode_logits_bytes(arch, batch)   # last-position logits and their float32 copy
     notes = []
     if n > 1:
-        notes.append(f"{n} GPUs: tensor parallelism (weights and KV heads split across GPUs)")
+        notes.append(f"{n} GPUs: {serving_split_words(w)}")
     if arch.is_mla:
         notes.append(mla_cache_note(arch, w.engine, latent))
     cublas = cublas_workspace_bytes(gpu, 1)
-    load = quantize_on_load_bytes(arch, w, double_quant=double_quant) / n
+    load = quantize_on_load_bytes(arch, w, double_quant=double_quant) / (1 if by_layers else n)  # one matrix
     if load >= max(prefill + kv_prompt, decode + kv_total):
         parts = {"weights": weights, "gradients": 0, "optimizer": 0, "activations": 0.0,
                  "workspace": load, "other": 0.0}

@@ -116,7 +116,9 @@ def estimate_answer(
         "cannot_run": why_not,
         "spare_bytes": fit.spare_bytes if fit else None,
         "fit_summary": fit.summary if fit else None,
-        "max_batch_size": None,          # set by largest_batch_answer
+        # the model's own largest batch where it gives one (a decoder LLM serving: inference.max_batch_size, the
+        # same figure); --max-batch sets it by its search (largest_batch_answer)
+        "max_batch_size": (inference or {}).get("max_batch_size"),
         "changes_that_fit": list(changes),
         "inference": inference,
         "trace": trace_info,

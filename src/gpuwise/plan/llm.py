@@ -17,7 +17,8 @@ from gpuwise.memory.model import MemoryEstimate
 from gpuwise.plan.fit import DEFAULT_HEADROOM_FRACTION, largest_fitting, usable_bytes
 from gpuwise.runtime.llm import decode_step, prefill_parts, serve_time, train_step_time
 from gpuwise.runtime.model import StepTime
-from gpuwise.runtime.serving_load import ServingCurve, ServingLoad, load_fraction, serving_load
+from gpuwise.runtime.serving_load import (ServingCurve, ServingLoad, concurrency_rule, load_fraction,
+                                          serving_load)
 from gpuwise.workload import Workload, WorkloadError
 from gpuwise.workload.checkpoint import checkpoint_note
 from gpuwise.workload.decoder import DecoderArch, ParamCounts, load_arch
@@ -389,8 +390,8 @@ def load_notes(w: Workload, curve: ServingCurve | None) -> list[str]:
     if w.engine == "vllm":
         said.append("vLLM continuous batching: the batch is what the load makes it (--batch-size is not used), up "
                     "to " + (curve.batch_limit if curve is not None else "what the KV cache holds") +
-                    "; TTFT waits for the prefill slot (M/D/1), TPOT is stretched by the prefills interleaved "
-                    "(docs/llm.md)")
+                    f"; {concurrency_rule()}; TTFT waits for the prefill slot (M/D/1), TPOT is stretched by the "
+                    "prefills interleaved (docs/llm.md)")
     else:
         said.append("HF generate: static batches served one after another (no continuous batching), up to "
                     + (curve.batch_limit if curve is not None else f"--batch-size {w.batch_size}")

@@ -35,6 +35,7 @@ from gpuwise.workload.decoder import is_llm, load_arch
 from gpuwise.workload.llm_config import request_rate_refusal
 from gpuwise.workload.precision import on_gpu, why_not_on
 from gpuwise.workload.storage import trainable_bytes
+from gpuwise.workload.parallelism import splits_layers
 
 MAX_AUTO_BATCH = 4096
 
@@ -220,11 +221,15 @@ class ClosedFormLlmModel:
         self.correction = correction
 
     def count_refusal(self, count: int) -> str | None:
-        """Serving on ``count`` GPUs shards the model by tensor parallelism: only where the heads split."""
+        """Serving on ``count`` GPUs shards the model by tensor parallelism: only where the heads split; HF
+        generate splits it by layers (``splits_layers``): any count up to the layers."""
         if self.workload.is_training or count <= 1:
             return None
-
-        return load_arch(self.workload.model).tensor_parallel_refusal(count)
+        arch = load_arch(self.workload.model)
+        if splits_layers(self.workload.with_(num_gpus=count)):
+            return (None if count <= arch.num_layers else
+                    f"HF generate splits the {arch.num_layers} layers over the GPUs: not over {count}")
+        return arch.tensor_parallel_refusal(count)
 
     def estimate(
         self, gpu: GPU | None, *, count: int = 1, batch_size: int | None = None, with_time: bool = True,

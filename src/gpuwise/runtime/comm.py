@@ -144,6 +144,20 @@ def slowest_link(count: int, topology: Topology) -> Link:
     return inside
 
 
+def topology_notes(count: int, topology: Topology) -> list[str]:
+    """What a job on ``count`` GPUs should be told about their links, said once with its time (training and
+    serving alike): several nodes and the network between them (the assumed one where the provider names
+    none), or PCIe without peer-to-peer."""
+    if count <= 1:
+        return []
+    if topology.nodes(count) > 1:
+        return [f"{count} GPUs: {topology.describe(count)}" + (f"; {topology.note}" if topology.note else "")]
+    if topology.ring_link(count).kind == "pcie-host":
+        return [f"{count} GPUs without PCIe peer-to-peer: collectives go through host memory "
+                f"(~{slowest_link(count, topology).bus_gbs:.0f} GB/s bus bandwidth)"]
+    return []
+
+
 # -- gradients and buckets -----------------------------------------------------------------------------
 def gradients_from_trace(trace, backward_times_s: Sequence[float]) -> tuple[GradReady, ...] | None:
     """When each gradient of the traced step is ready: the allocation of every gradient storage in the
@@ -274,12 +288,7 @@ def data_parallel_comm(
     link = slowest_link(count, topo)
     if count <= 1 or (grad_bytes <= 0 and param_bytes <= 0):
         return CommTime(0.0, 0.0, link.kind, link.bus_gbs)
-    notes = []
-    if topo.nodes(count) > 1:
-        notes.append(f"{count} GPUs: {topo.describe(count)}" + (f"; {topo.note}" if topo.note else ""))
-    elif topo.ring_link(count).kind == "pcie-host":
-        notes.append(f"{count} GPUs without PCIe peer-to-peer: collectives go through host memory "
-                     f"(~{link.bus_gbs:.0f} GB/s bus bandwidth)")
+    notes = topology_notes(count, topo)
     if not gradients or sum(g.size_bytes for g in gradients) <= 0:
         gradients = even_gradients(grad_bytes, layers or DEFAULT_LAYERS)
     else:   # scale to the bytes the caller synchronises (the trace's own may differ in dtype)

@@ -22,6 +22,13 @@ Inference: prefill is the forward's kernels over the prompts, timed as above (ne
   criteria: ``HF_GENERATE_STEP_S``, a prior). A token takes the larger of the GPU's and the host's time
   (the smooth maximum the per-operator predictor uses). For Llama-2-7B on an A100 this gives ~50
   tokens/s at batch 1, a third to a half of what a CUDA-graph engine reaches, as HF users report.
+Several GPUs: vLLM splits every layer by tensor parallelism, and each layer's two all-reduces carry the
+  tokens in flight × hidden size × the activation's bytes (a prompt's tokens in a prefill, one a sequence in a
+  decode step: 512 KB for 32 sequences of Llama-3-70B in bf16), at NCCL's latency and the links' bandwidth
+  (``gpuwise.runtime.comm.collective_s``). HF ``generate`` (``device_map="auto"``) splits the model by layers
+  and runs them one GPU after another (``gpuwise.workload.parallelism.splits_layers``): a token takes one
+  GPU's time for all the weights and the whole KV cache, plus a hand-off of the hidden states between
+  consecutive GPUs.
 Quantized weights (``--quant``, or a checkpoint's own FP8) run through their library's kernels
   (``gpuwise.runtime.quant_linears``: bitsandbytes' gemv_4bit at one row, dequantize_4bit + a 16-bit GEMM
   above it, LLM.int8()'s dozen kernels and two host waits a linear, vLLM's eager mode for 8-bit): their
@@ -34,7 +41,7 @@ from dataclasses import dataclass
 
 from gpuwise.catalog.topology import PCIE_X16_GBS, Topology, topology_for
 from gpuwise.runtime.calibration import Calibration, load_calibration
-from gpuwise.runtime.comm import collective_s, data_parallel_comm, weak_scaling_parts
+from gpuwise.runtime.comm import collective_s, data_parallel_comm, topology_notes, weak_scaling_parts
 from gpuwise.runtime.host import CUDA_LAUNCH_S, PYTHON_FORWARD_DEFAULT_S, VIEW_S, listed_step_host_s
 from gpuwise.runtime.llm_kernels import decode_compute_s, prefill, train_passes
 from gpuwise.runtime.predict import smooth_max
@@ -44,6 +51,7 @@ from gpuwise.runtime.model import StepTime
 from gpuwise.runtime.rates import fallback_warning
 from gpuwise.workload import Workload
 from gpuwise.workload.decoder import DecoderArch, engine_caches_mla_latent
+from gpuwise.workload.parallelism import splits_layers
 from gpuwise.workload.precision import parse
 from gpuwise.workload.storage import compute_bytes, optimizer_step_bytes, quant_bytes_per_param, trainable_bytes
 
@@ -59,8 +67,9 @@ HF_MODULE_CALLS_PER_LAYER = 10
 HF_GENERATE_STEP_S = 1.5e-3
 # vLLM's Llama layer in a decode step (vllm/model_executor/models/llama.py): fused add + RMSNorm, QKV GEMM,
 # rotary embedding, paged attention, o_proj GEMM, fused add + RMSNorm, gate_up GEMM, SiLU-and-mul, down GEMM;
-# the tensor-parallel all-reduces are timed apart (tp_latency_s)
+# the tensor-parallel all-reduces are timed apart (tp_comm_s)
 VLLM_KERNELS_PER_LAYER = 9
+TP_ALL_REDUCES_PER_LAYER = 2   # Megatron-style layer: after attention's o_proj and after the MLP's down_proj
 # A host wait for the GPU (LLM.int8()'s outlier test, transformers' FP8Linear): the read-back's launch, and the
 # drained GPU idle until the next eager call has issued its kernel (a prior: one eager call and two launches)
 SYNC_S = PYTHON_FORWARD_DEFAULT_S + 2 * CUDA_LAUNCH_S
@@ -224,25 +233,57 @@ class DecodeStep:
     """One decode iteration: one new token for each of ``batch`` sequences at the mean context."""
 
     step_s: float                   # what the iteration takes: the smooth maximum of the GPU's and the host's time
-    gpu_s: float                    # the GPU's part: max(bytes read, arithmetic) + tensor-parallel latency
+    gpu_s: float                    # the GPU's part: max(bytes read, arithmetic) + the GPUs' communication
     host_s: float                   # eager HF generate issuing the kernels from Python (0 for vLLM's CUDA graphs)
     memory_s: float                 # weights touched + KV cache read, at what CUDA-graph engines reach, + the
     #                                 quantized linears' dequantization and activation traffic
     compute_s: float                # the GEMMs at the tiled law, attention at the peak
-    tp_latency_s: float             # the tensor-parallel all-reduces of one iteration
+    tp_comm_s: float                # the GPUs' communication in one iteration: the tensor-parallel all-reduces,
+    #                                 or the hand-offs between the GPUs of a layer split (HF generate)
     syncs: float = 0.0              # host waits for the GPU (quantized linears: LLM.int8(), FP8Linear)
     quant_path: str = ""            # how the quantized linears run (gpuwise.runtime.quant_linears); "" unquantized
 
     @property
     def tp_exposed_s(self) -> float:
-        """What the tensor-parallel all-reduces add to the iteration: less than their latency where the host's
-        issue time hides part of them."""
-        return self.step_s - paced_s(self.gpu_s - self.tp_latency_s, self.host_s, self.syncs)
+        """What the GPUs' communication adds to the iteration: less than its time where the host's issue time
+        hides part of it."""
+        return self.step_s - paced_s(self.gpu_s - self.tp_comm_s, self.host_s, self.syncs)
 
 
 def weights_read_s(weights_bytes: float, gpu) -> float:
     """Reading the weights once at what CUDA-graph engines reach: the floor of a prefill."""
     return weights_bytes / (_bandwidth(gpu) * DECODE_BW_EFF)
+
+
+def tp_all_reduces_s(arch: DecoderArch, w: Workload, tokens: float, topology: Topology, *,
+                     graph_captured: bool = False) -> float:
+    """The tensor-parallel all-reduces of one forward over ``tokens`` tokens on ``w.num_gpus`` GPUs: two a layer
+    (``TP_ALL_REDUCES_PER_LAYER``), each of the tokens' hidden states in the activation dtype (tokens × hidden
+    size × bytes), at NCCL's latency and the links' bandwidth (``collective_s``)."""
+    if w.num_gpus <= 1:
+        return 0.0
+    size_bytes = tokens * arch.hidden_size * compute_bytes(w.precision)
+    return TP_ALL_REDUCES_PER_LAYER * arch.num_layers * collective_s("all_reduce", size_bytes, w.num_gpus, topology,
+                                                                     graph_captured=graph_captured)
+
+
+def layer_handoffs_s(arch: DecoderArch, w: Workload, tokens: float, topology: Topology) -> float:
+    """A layer split's forward over ``tokens`` tokens (HF generate, ``splits_layers``): the hidden states go from
+    each GPU to the next, ``w.num_gpus`` − 1 copies of tokens × hidden size × bytes, each a hop's latency and
+    the bytes at the link's bandwidth (accelerate's ``.to(device)``)."""
+    if w.num_gpus <= 1:
+        return 0.0
+    link = topology.network if topology.nodes(w.num_gpus) > 1 else topology.ring_link(w.num_gpus)
+    size_bytes = tokens * arch.hidden_size * compute_bytes(w.precision)
+    return (w.num_gpus - 1) * (link.latency_s + size_bytes / (link.bus_gbs * 1e9))
+
+
+def split_by_layers(w: Workload, weights_bytes: float) -> tuple[Workload, float]:
+    """A layer split timed as what it is, one GPU after another: the job on one GPU holding all the weights
+    (``weights_bytes`` is one GPU's share of N); any other job as it is."""
+    if splits_layers(w):
+        return w.with_(num_gpus=1), weights_bytes * w.num_gpus
+    return w, weights_bytes
 
 
 def served_linears(arch: DecoderArch, w: Workload, gpu, *, rows: int, double_quant: bool = True) -> QuantLinears | None:
@@ -279,17 +320,18 @@ def prefill_parts(arch: DecoderArch, w: Workload, gpu, *, weights_bytes: float, 
                   topology: Topology | None = None, calibration: Calibration | None = None,
                   double_quant: bool = True) -> PrefillParts:
     """One prefill of ``batch`` prompts: the forward's kernels, never faster than reading the weights once, plus
-    2 all-reduces a layer over TP GPUs. Quantized weights: the GEMMs read what their path gives them
+    2 all-reduces a layer over TP GPUs (a layer split, HF generate: the whole forward on one GPU after another,
+    and the hand-offs between them). Quantized weights: the GEMMs read what their path gives them
     (bitsandbytes' nf4: the 16-bit copy ``dequantize_4bit`` writes), and the kernels around them
     (dequantization, LLM.int8()'s activation passes) add their traffic and gaps (``gpuwise.runtime.quant_linears``)."""
     cal = calibration or load_calibration()
-    n = w.num_gpus
     topo = topology or topology_for(gpu)
-    kernels_s = prefill(arch, w, gpu, cal, prompt_tokens=prompt_tokens, batch=batch, tp=n).total_s
-    tp_comm = 0.0
-    if n > 1:
-        act = prompt_tokens * batch * arch.hidden_size * compute_bytes(w.precision)
-        tp_comm = 2 * arch.num_layers * collective_s("all_reduce", act, n, topo)
+    if splits_layers(w):
+        tp_comm = layer_handoffs_s(arch, w, prompt_tokens * batch, topo)
+        w, weights_bytes = split_by_layers(w, weights_bytes)
+    else:
+        tp_comm = tp_all_reduces_s(arch, w, prompt_tokens * batch, topo)
+    kernels_s = prefill(arch, w, gpu, cal, prompt_tokens=prompt_tokens, batch=batch, tp=w.num_gpus).total_s
     q = served_linears(arch, w, gpu, rows=prompt_tokens * batch, double_quant=double_quant)
     if q is None:
         return PrefillParts(kernels_s, weights_read_s(weights_bytes, gpu), 0.0, tp_comm)
@@ -332,10 +374,14 @@ def decode_step(arch: DecoderArch, w: Workload, gpu, *, weights_bytes: float, co
     one decode model, for a static batch (``serve_time``) and for continuous batching at a load
     (``gpuwise.plan.llm``). Quantized weights (``w.quant``) go through their library's kernels
     (``gpuwise.runtime.quant_linears``): their traffic at those kernels' rates, their extra kernels, their eager
-    calls (HF; vLLM without CUDA graphs) and host waits."""
+    calls (HF; vLLM without CUDA graphs) and host waits. Several GPUs: tensor parallelism's all-reduces of the
+    batch's hidden states (``tp_all_reduces_s``), or HF generate's layer split (``splits_layers``): the whole
+    step on one GPU after another and the hand-offs between them (``layer_handoffs_s``)."""
     cal = calibration or load_calibration()
-    n = w.num_gpus
     topo = topology or topology_for(gpu)
+    handoffs_s = layer_handoffs_s(arch, w, batch, topo) if splits_layers(w) else 0.0
+    w, weights_bytes = split_by_layers(w, weights_bytes)
+    n = w.num_gpus
     latent = engine_caches_mla_latent(w.engine)     # the cache the step reads, as infer_memory holds it
     kv_read = (arch.kv_cache_bytes(int(context_tokens), batch, kv_bytes_per_element, mla_latent=latent)
                * arch.kv_cache_share(n, mla_latent=latent))
@@ -351,23 +397,22 @@ def decode_step(arch: DecoderArch, w: Workload, gpu, *, weights_bytes: float, co
         plain = max(weights_bytes - q.stored_bytes, 0.0)
         mem_s = (plain + kv_read) / (_bandwidth(gpu) * DECODE_BW_EFF) + quant_reads_s(q, gpu)
     flop_s = decode_compute_s(arch, w, gpu, cal, context_tokens=context_tokens, batch=batch, tp=n)
-    # decode's tensor-parallel all-reduces move a few KB: latency-bound (2 per layer); vLLM replays its
-    # decode steps as CUDA graphs (vllm/worker/model_runner.py, capture of decode batch sizes), so they pay
-    # the hops but not an eager call's per-collective latency; HF generate calls NCCL eagerly
+    # decode's tensor-parallel all-reduces carry one token's hidden state a sequence (2 a layer); vLLM replays
+    # its decode steps as CUDA graphs (vllm/worker/model_runner.py, capture of decode batch sizes), so they pay
+    # the hops and the bytes but not an eager call's per-collective latency
     graphs = w.engine == "vllm" and vllm_cuda_graphs(w.quant)
-    tp_latency = 2 * arch.num_layers * collective_s("all_reduce", 1.0, n, topo,
-                                                    graph_captured=graphs) if n > 1 else 0.0
+    tp_comm = tp_all_reduces_s(arch, w, batch, topo, graph_captured=graphs) + handoffs_s
     # every kernel's GPU-side gap (ramp-up and tail), as a traced step pays it (kernels.kernel_device_s)
     gaps_s = decode_kernels(arch, w.engine) * cal.p("kernel_latency_s")
     around_s = quant_around_s(q, gpu, cal) if q is not None else 0.0     # serial: not hidden by the GEMMs
-    gpu_step_s = max(mem_s, flop_s) + around_s + gaps_s + tp_latency
+    gpu_step_s = max(mem_s, flop_s) + around_s + gaps_s + tp_comm
     if w.engine == "hf":
         host_step_s = hf_decode_host_s(arch) + quant_host_s(q)
     else:
         host_step_s = 0.0 if graphs else vllm_eager_host_s(arch) + quant_host_s(q)
     syncs = q.syncs if q is not None else 0.0
     return DecodeStep(step_s=paced_s(gpu_step_s, host_step_s, syncs), gpu_s=gpu_step_s, host_s=host_step_s,
-                      memory_s=mem_s + around_s, compute_s=flop_s, tp_latency_s=tp_latency, syncs=syncs,
+                      memory_s=mem_s + around_s, compute_s=flop_s, tp_comm_s=tp_comm, syncs=syncs,
                       quant_path=q.path.name if q is not None else "")
 
 
@@ -379,7 +424,8 @@ def serve_time(arch: DecoderArch, w: Workload, gpu, *, weights_bytes: float, pro
     ``topology``: how the GPUs are linked (None: ``topology_for(gpu)``, the GPU's usual machine).
     ``calibration``: the time model's factors (None: the shipped one, as the traced path).
     ``double_quant``: nf4 with double quantization (bitsandbytes' ``compress_statistics``)."""
-    warnings = _warnings(gpu, w.precision) + quant_notes(arch, w, gpu, batch=batch, double_quant=double_quant)
+    warnings = (_warnings(gpu, w.precision) + quant_notes(arch, w, gpu, batch=batch, double_quant=double_quant)
+                + serving_link_notes(w, topology or topology_for(gpu)))
     cal = calibration or load_calibration()
     n = w.num_gpus
     pre = prefill_parts(arch, w, gpu, weights_bytes=weights_bytes, prompt_tokens=prompt_tokens, batch=batch,
@@ -389,7 +435,8 @@ def serve_time(arch: DecoderArch, w: Workload, gpu, *, weights_bytes: float, pro
     if new_tokens == 0:     # prefill only (prompts scored): no decode step, no per-token figure
         step = StepTime(gpu=gpu.id, count=n, step_time_s=ttft, samples_per_s=batch / ttft,
                         by_class_s={"prefill": prefill_gpu_s},
-                        bound="memory" if pre.memory_bound else "compute",
+                        bound="communication" if tp_comm > prefill_gpu_s else
+                        "memory" if pre.memory_bound else "compute",
                         compute_s=prefill_gpu_s, communication_s=tp_comm, warnings=tuple(warnings))
         return ServeTime(ttft_s=ttft, decode_step_s=None, decode_tokens_per_s=None, decode_s=None, step=step)
     d = decode_step(arch, w, gpu, weights_bytes=weights_bytes, context_tokens=prompt_tokens + new_tokens / 2,
@@ -404,12 +451,28 @@ def serve_time(arch: DecoderArch, w: Workload, gpu, *, weights_bytes: float, pro
         gpu=gpu.id, count=n, step_time_s=total, samples_per_s=batch / total if total > 0 else 0.0,
         # by phase, the tensor-parallel communication apart (communication_s): the parts sum to the step
         by_class_s={"prefill": prefill_gpu_s, "decode": decode_s - decode_comm_s},
-        # a prefill longer than the whole decode is compute work
-        bound=serving_bound(d, prefill_s=ttft, prefill_bound="compute", decode_s=decode_s),
+        # a prefill longer than the whole decode is compute work; the links where they take most of the time
+        bound=serving_bound(d, prefill_s=ttft, prefill_bound="compute", decode_s=decode_s,
+                            communication_s=tp_comm + decode_comm_s),
         compute_s=prefill_gpu_s, communication_s=tp_comm + decode_comm_s, warnings=tuple(warnings),
     )
     return ServeTime(ttft_s=ttft, decode_step_s=step_s, decode_tokens_per_s=batch / step_s,
                      decode_s=decode_s, step=step)
+
+
+def serving_link_notes(w: Workload, topology: Topology) -> list[str]:
+    """What serving on ``w.num_gpus`` GPUs should say about them: their links (several nodes and the network
+    between them, assumed where no provider names one; PCIe without peer-to-peer), as training says it
+    (``comm.topology_notes``), and HF generate's layer split."""
+    notes = topology_notes(w.num_gpus, topology)
+    if splits_layers(w):
+        notes.append(f"HF generate on {w.num_gpus} GPUs (device_map=\"auto\"): the layers run one GPU after "
+                     "another, so a token takes about one GPU's time for all the weights; the GPUs add memory, "
+                     "not speed (--engine vllm: tensor parallelism)")
+        if topology.nodes(w.num_gpus) > 1:
+            notes.append(f"HF generate's device_map places layers on the GPUs of one machine: {w.num_gpus} GPUs "
+                         f"over {topology.nodes(w.num_gpus)} machines is not something it runs")
+    return notes
 
 
 def decode_warning(d: DecodeStep, engine: str, *, vllm_modelled: bool = True) -> str | None:
@@ -425,9 +488,14 @@ def decode_warning(d: DecodeStep, engine: str, *, vllm_modelled: bool = True) ->
             f"ms of Python and kernel launches per token against {d.gpu_s * 1e3:.1f} ms on the GPU")
 
 
-def serving_bound(d: DecodeStep, *, prefill_s: float, prefill_bound: str, decode_s: float) -> str:
-    """What dominates a request batch: the host where it cannot issue a decode step as fast as the GPU runs it,
-    else the prefill's own bound where the prefill takes longer than the whole decode, else the decode step's."""
+def serving_bound(d: DecodeStep, *, prefill_s: float, prefill_bound: str, decode_s: float,
+                  communication_s: float = 0.0) -> str:
+    """What dominates a request batch: the GPUs' communication (``communication_s``, exposed, in the prefill and
+    the decode) where it takes more than half of it, else the host where it cannot issue a decode step as fast
+    as the GPU runs it, else the prefill's own bound where the prefill takes longer than the whole decode, else
+    the decode step's."""
+    if communication_s > (prefill_s + decode_s) / 2:
+        return "communication"
     if d.host_s > d.gpu_s:
         return "launch"
     if prefill_s >= decode_s:

@@ -22,10 +22,15 @@ Continuous batching (``--engine vllm``: iteration-level scheduling, Orca, OSDI 2
    λ(b) = (b − 1) / (N d(b) + (b − 1) p). The operating point is the smallest b with λ(b) = λ (the batch grows
    to it from empty): ``scipy.optimize.brentq`` between the two knots of the curve that bracket λ. There
    ρ = λ p + (1 − λ p)(b − 1)/b, below 1.
-5. Capacity: the largest λ(b) for b up to B (the KV cache at the mean context, and vLLM's ``max_num_seqs``).
-   Past it the sequences a rate keeps decoding do not fit the cache (vLLM queues and preempts them): one
-   deployment does not carry the rate. (A replica with room for one sequence serves one request after
-   another: the static batch of 1 below.)
+5. Capacity: B (the KV cache at the mean context, and vLLM's ``max_num_seqs``) is a hard limit on the
+   sequences decoding at once, and b is only their mean. Their number is random: the M/G/∞ stage of 2 holds a
+   Poisson number of them, mean b − 1 beside the arriving request, standard deviation √(b − 1). A replica
+   run at a mean of b = B would find its cache full about half the time (vLLM queues the arrivals and
+   preempts running sequences), so the mean batch is kept to the largest b_q whose
+   ``CONCURRENCY_QUANTILE`` (99%) quantile fits: an arriving request finds a free slot, 1 + Poisson(b − 1)
+   <= B, with probability ``CONCURRENCY_QUANTILE`` (``scipy.special.pdtri`` inverts the Poisson CDF for its
+   mean). Capacity is the largest λ(b) for b up to b_q; past it one deployment does not carry the rate.
+   (A replica with room for one sequence serves one request after another: the static batch of 1 below.)
 6. Time to first token: one prefill plus the wait for the prefill slot, M/D/1: every prompt has the same P
    tokens, so its service time is constant (Pollaczek-Khinchine with no variance); M/M/1 would assume
    exponentially varied prompts and double the wait. W = λ p² / (2 (1 − λ p)), plus the rest of the step in
@@ -58,6 +63,12 @@ import numpy as np
 from gpuwise.runtime.model import RuntimeError_
 
 MAX_REPLICAS = 1 << 16     # a search bound, far past any rental
+CONCURRENCY_QUANTILE = 0.99
+"""Continuous batching: the share of time an arriving request must find a free slot among the B sequences one
+replica holds. The sequences decoding at once are a Poisson number (M/G/∞), so sizing on their mean runs a
+replica whose mean is near B with a full KV cache much of the time (at a mean of 40 beside a limit of 41,
+about 40% of the time), where vLLM queues new requests and preempts running ones: their latency is then
+not what the queueing here says. Sizing on the 99th percentile keeps that to one request in a hundred."""
 
 
 @dataclass(frozen=True)
@@ -99,11 +110,47 @@ class ServingCurve:
         """A static batch from its prefill to its last token, T(b)."""
         return self.first_token_at(batch) + self.new_tokens * self.decode_at(batch)
 
+    @property
+    def batch_at_quantile_limit(self) -> float:
+        """The largest mean decode batch b (as a request sees it) one replica may run at: B for static batches
+        (a full batch waits, nothing is preempted); under continuous batching the b whose
+        ``CONCURRENCY_QUANTILE`` quantile of the sequences decoding at once, 1 + Poisson(b − 1), is B."""
+        if not self.continuous:
+            return float(self.max_batch)
+        return min(float(self.max_batch), 1.0 + mean_within(self.max_batch - 1, CONCURRENCY_QUANTILE))
+
     def rate_at_batch(self, batch: float) -> float:
         """λ(b): the request rate at which the mean batch is ``batch`` (below B for static batches)."""
         if self.continuous:
             return (batch - 1.0) / (self.new_tokens * self.decode_at(batch) + (batch - 1.0) * self.first_token_at(1))
         return (batch - 1.0) / self.batch_time_at(batch)
+
+
+def mean_within(limit: int, quantile: float) -> float:
+    """The largest mean of a Poisson count that stays at or below ``limit`` with probability ``quantile``."""
+    from scipy.special import pdtri     # the inverse of the Poisson CDF in its mean; loaded with a rate only
+
+    return float(pdtri(limit, quantile)) if limit >= 0 else 0.0
+
+
+def poisson_quantile(mean: float, quantile: float) -> int:
+    """The smallest count k with P(Poisson(``mean``) <= k) >= ``quantile``."""
+    from scipy.special import pdtr, pdtrik
+
+    if mean <= 0:
+        return 0
+    k = max(0, math.ceil(float(pdtrik(quantile, mean))) - 1)
+    while k > 0 and pdtr(k - 1, mean) >= quantile:
+        k -= 1
+    while pdtr(k, mean) < quantile:
+        k += 1
+    return k
+
+
+def concurrency_rule() -> str:
+    """The sizing assumption of continuous batching, in words (said with every load's figures)."""
+    return (f"a replica is loaded so that the sequences decoding at once (a Poisson number) stay within its limit "
+            f"{CONCURRENCY_QUANTILE:.0%} of the time, not only on average")
 
 
 @dataclass(frozen=True)
@@ -113,6 +160,7 @@ class LoadPoint:
     request_rate_per_s: float
     carried: bool
     decode_batch: float | None = None    # mean sequences per decode iteration, as a request sees it
+    decode_batch_at_quantile: int | None = None   # continuous batching: that batch's CONCURRENCY_QUANTILE quantile
     concurrency: float | None = None     # requests in flight (Little's law)
     utilisation: float | None = None     # share of time the GPU works
     ttft_s: float | None = None
@@ -122,7 +170,8 @@ class LoadPoint:
 def capacity_per_s(curve: ServingCurve) -> float:
     """The largest rate one replica carries (requests a second)."""
     if curve.continuous:   # λ(b) is monotone between knots (a ratio of linear terms): its largest is at a knot
-        return max(curve.rate_at_batch(b) for b in curve.batches)
+        top = curve.batch_at_quantile_limit     # or at the mean batch the concurrency quantile allows
+        return max([curve.rate_at_batch(b) for b in curve.batches if b <= top] + [curve.rate_at_batch(top)])
     return curve.max_batch / curve.batch_time_at(curve.max_batch)
 
 
@@ -130,12 +179,13 @@ def _operating_batch(curve: ServingCurve, rate: float) -> float:
     """The smallest b with λ(b) = ``rate`` (static batches: B where the batch is full)."""
     from scipy.optimize import brentq   # ~0.45 s to import: only a request-rate solve pays it, not every command
 
+    top = curve.batch_at_quantile_limit
     previous = curve.batches[0]
-    for knot in curve.batches[1:]:
+    for knot in [k for k in curve.batches[1:] if k < top] + [top]:
         if curve.rate_at_batch(knot) >= rate:
             return brentq(lambda b: curve.rate_at_batch(b) - rate, previous, knot, xtol=1e-9)
         previous = knot
-    return float(curve.max_batch)
+    return float(top)
 
 
 def load_point(curve: ServingCurve, rate_per_s: float) -> LoadPoint:
@@ -160,8 +210,10 @@ def load_point(curve: ServingCurve, rate_per_s: float) -> LoadPoint:
             return LoadPoint(rate, carried=False)
         tpot = d
         ttft = curve.first_token_at(b) + rho * batch_s / (2.0 * (1.0 - rho))
-    return LoadPoint(rate, carried=True, decode_batch=b, concurrency=rate * (ttft + n * tpot), utilisation=rho,
-                     ttft_s=ttft, tpot_s=tpot)
+    # continuous batching: the batch's quantile (it is within B by capacity_per_s); a static batch is B at most
+    at_quantile = 1 + poisson_quantile(b - 1.0, CONCURRENCY_QUANTILE) if curve.continuous else None
+    return LoadPoint(rate, carried=True, decode_batch=b, decode_batch_at_quantile=at_quantile,
+                     concurrency=rate * (ttft + n * tpot), utilisation=rho, ttft_s=ttft, tpot_s=tpot)
 
 
 @dataclass(frozen=True)
@@ -200,6 +252,9 @@ class ServingLoad:
             "replicas_to_carry": self.replicas_to_carry,
             "capacity_per_replica_per_s": self.capacity_per_replica_per_s, "concurrency": self.concurrency,
             "concurrency_per_replica": self.per_replica.concurrency, "decode_batch": self.per_replica.decode_batch,
+            "decode_batch_at_quantile": self.per_replica.decode_batch_at_quantile,
+            "concurrency_quantile": (CONCURRENCY_QUANTILE if self.per_replica.decode_batch_at_quantile is not None
+                                     else None),
             "utilisation": self.utilisation, "ttft_s": self.ttft_s, "tpot_s": self.tpot_s,
             "batch_limit": self.batch_limit,
         }
