@@ -104,3 +104,32 @@ def test_a_flat_run_is_told_what_stopping_saves_over_the_steps_it_would_still_pa
     assert abs(n["saved_hours"] - 18501 * 0.5 / 3600) < 1e-9
     # the saving is what staying would have cost for those steps: the plan's own "stay" row
     assert abs(n["saving"] - out["plan_summary"]["stay"]["cost"]) < 0.01 and n["saving"] > 0
+
+
+def test_a_target_that_sets_no_end_is_not_told_to_be_passed(tmp_path):
+    # a new user's trial: `advise loss.csv --gpu rtx-4090 --target-loss 0.5` said the target is not reached, then
+    # "(assumed: as many steps again; pass --total-steps or --target-loss)" although --target-loss was passed
+    import os
+    import subprocess
+    import sys
+
+    s = np.arange(0, 1200, 10)
+    loss = 1.0 + 2.0 * np.exp(-s / 200.0) + 0.01 * np.sin(s)
+    path = tmp_path / "loss.csv"
+    path.write_text("step,loss\n" + "".join(f"{a},{b:.4f}\n" for a, b in zip(s, loss)))
+
+    def advise(*extra: str) -> str:
+        r = subprocess.run([sys.executable, "-m", "gpuwise.cli.app", "advise", str(path), "--gpu", "rtx-4090",
+                            "--step-time-s", "0.5", *extra], capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "COLUMNS": "400"})
+        assert r.returncode == 0, r.stderr[-2000:]
+        return r.stdout + r.stderr
+
+    unreached = advise("--target-loss", "0.5")
+    assert "The target 0.5 is not reached" in unreached
+    assert "or --target-loss" not in unreached
+    assert "as the forecast does not reach the target loss 0.5; pass --total-steps" in unreached
+    reached = advise("--target-loss", "1.5")
+    assert "or --target-loss" not in reached and "as the target loss 1.5 was reached at step" in reached
+    # without a target the hint still names both ways to set the end
+    assert "(assumed: as many steps again; pass --total-steps or --target-loss)" in advise()

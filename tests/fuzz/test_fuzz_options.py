@@ -5,6 +5,7 @@ never a hang. Commands that would serve or trace for long get only the values th
 from __future__ import annotations
 
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -51,7 +52,8 @@ def test_watch_count_and_interval(count, interval_s):
 @given(floats)
 def test_run_interval(tmp_path, interval_s):
     # no --json: in this process stderr is not a file the command's output could be sent to
-    check("run", "--log", str(tmp_path / "run.db"), "--interval", repr(interval_s), "--",
+    # a new run log per example: one that exists is refused (a run log holds one run)
+    check("run", "--log", str(tmp_path / f"run-{uuid.uuid4().hex}.db"), "--interval", repr(interval_s), "--",
           sys.executable, "-c", "pass")
 
 

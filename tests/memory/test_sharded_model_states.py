@@ -64,3 +64,33 @@ def test_old_bitsandbytes_and_int8_layers_keep_their_inputs():
     old = train_memory(arch, w, bitsandbytes_before_0_43=True).memory.activations_bytes
     new = train_memory(arch, w).memory.activations_bytes
     assert old > new
+
+
+def test_the_llm_doc_states_the_bytes_per_parameter_the_product_charges():
+    # a new user's trial: docs/llm.md said ZeRO-3 is "2 + 2 + 12 bytes/param" while the product charges 18
+    # (fp32 gradient partitions, as DeepSpeed's estimator): the doc must say what is charged, stage by stage
+    import re
+    from pathlib import Path
+
+    from gpuwise.memory.llm import ZERO3_GRADIENT_BYTES
+    from gpuwise.workload.storage import optimizer_state_bytes
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "llm.md").read_text()
+    (line,) = [p for p in doc.split("\n- ") if p.startswith("Sharding: DeepSpeed mixed precision")]
+    line = " ".join(line.split())
+    master_and_adam = 4 + optimizer_state_bytes("adamw", 4)
+    zero3 = re.search(r"(\d+) \+ (\d+) \+ (\d+) = (\d+) bytes/param, divided over the GPUs\)", line)
+    assert zero3 and "under ZeRO-3" in line[:zero3.start()][-40:], line
+    assert [int(x) for x in zero3.groups()] == [2, ZERO3_GRADIENT_BYTES, master_and_adam, 18]
+    zero12 = re.search(r"16-bit under ZeRO-1/2 and FSDP \((\d+) \+ (\d+) \+ (\d+) = (\d+) bytes/param\)", line)
+    assert zero12 and [int(x) for x in zero12.groups()] == [2, 2, master_and_adam, 16], line
+    assert "estimate_zero3_model_states_mem_needs" in line
+    # and the product does charge them: 18 bytes a parameter over the GPUs under ZeRO-3, 16 under ZeRO-2
+    arch = load_arch("hf:meta-llama/Llama-2-7b-hf")
+    total = arch.param_counts().total
+    for sharding, per_param in (("zero3", 18), ("zero2", 16)):
+        w = Workload("hf:meta-llama/Llama-2-7b-hf", finetune="full", seq_len=512, batch_size=1, sharding=sharding,
+                     precision="amp-bf16", num_gpus=1, grad_checkpointing=True)
+        mem = train_memory(arch, w).memory
+        assert mem.weights_bytes + mem.gradients_bytes + mem.optimizer_bytes == pytest.approx(per_param * total,
+                                                                                              rel=0.01), sharding

@@ -29,3 +29,53 @@ def test_the_micro_batch_remedy_keeps_the_effective_batch_and_is_left_to_recomme
     assert micro_batch_remedy(w.with_(batch_size=3)) is None and micro_batch_remedy(w.with_(batch_size=1)) is None
     assert candidate_remedies(w, True)[0].change == "--batch-size 4 --grad-accum 6"
     assert not any(r.change.startswith("--batch-size") for r in candidate_remedies(w, True, micro_batch=False))
+
+
+LLAMA_13B_8X = ["estimate", "hf:meta-llama/Llama-2-13b-hf", "--finetune", "full", "--seq-len", "2048", "-b", "1",
+                "--precision", "amp-bf16", "--grad-checkpointing", "--gpu", "a100-80gb-sxm4", "--json"]
+
+
+def _fits_as_named(cli_json, argv, change):
+    """The named change, typed as printed, fits, at the memory it was quoted at."""
+    applied = cli_json([*argv, *change["change"].split()])
+    assert applied["fits"] is True and applied["memory"]["total_upper_bytes"] == change["peak_total_bytes"]
+
+
+def test_on_several_gpus_the_zero_stages_that_fit_are_offered_without_changing_the_method(cli_json):
+    # a new user's trial: 13B full fine-tuning on 8 A100s under DDP "does not fit: needs 301.6 GiB" and only
+    # --finetune lora/qlora were offered, though --sharding zero2 and zero3 fit keeping full fine-tuning
+    argv = [*LLAMA_13B_8X, "--num-gpus", "8", "--sharding", "ddp"]
+    out = cli_json(argv)
+    assert out["fits"] is False
+    changes = {c["change"]: c for c in out["changes_that_fit"]}
+    for stage in ("--sharding zero2", "--sharding zero3"):
+        assert stage in changes, list(changes)
+        _fits_as_named(cli_json, argv, changes[stage])
+    assert changes["--sharding zero3"]["peak_total_bytes"] < changes["--sharding zero2"]["peak_total_bytes"]
+    # fastest (so cheapest on these GPUs) first
+    times = [c["step_time_s"] for c in out["changes_that_fit"]]
+    assert times == sorted(times)
+
+
+def test_one_gpu_is_offered_cpu_offload_and_no_sharding(cli_json):
+    # 7B full fine-tuning on one A100 80GB: --offload optimizer fits (ZeRO-Offload), it was never offered
+    out = cli_json(["estimate", "hf:meta-llama/Llama-2-7b-hf", "--finetune", "full", "--seq-len", "2048", "-b", "1",
+                    "--precision", "amp-bf16", "--grad-checkpointing", "--gpu", "a100-80gb-sxm4", "--json"])
+    assert out["fits"] is False
+    changes = {c["change"]: c for c in out["changes_that_fit"]}
+    assert "--offload optimizer" in changes and not any(c.startswith("--sharding") for c in changes)
+    _fits_as_named(cli_json, ["estimate", "hf:meta-llama/Llama-2-7b-hf", "--finetune", "full", "--seq-len", "2048",
+                              "-b", "1", "--precision", "amp-bf16", "--grad-checkpointing", "--gpu", "a100-80gb-sxm4",
+                              "--json"], changes["--offload optimizer"])
+
+
+def test_sharding_and_offload_candidates_follow_the_job_s_own_setting():
+    w = Workload(model="hf:Qwen/Qwen2.5-7B", finetune="full", num_gpus=4, sharding="zero1")
+    changes = [r.change for r in candidate_remedies(w, True)]
+    assert "--sharding zero1" not in changes and changes.index("--sharding zero2") < changes.index("--sharding zero3")
+    assert changes.index("--sharding zero3") < changes.index("--finetune lora") < changes.index("--offload optimizer")
+    assert not any(c.startswith("--sharding") for c in (r.change for r in candidate_remedies(w.with_(sharding="fsdp"), True)))
+    assert not any(c.startswith("--sharding") for c in (r.change for r in candidate_remedies(w.with_(num_gpus=1), True)))
+    # offload is the closed form's (traced estimates keep everything on the GPU)
+    assert not any(c.startswith("--offload") for c in (r.change for r in candidate_remedies(w, False)))
+    assert [r.change for r in candidate_remedies(w.with_(offload="optimizer"), True)][-1] == "--offload params"

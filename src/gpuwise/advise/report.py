@@ -165,7 +165,17 @@ def end_of_run(a: CurveAnalysis, settings: AdviseSettings, log: TrainingLog) -> 
         value = log.meta.get(key)
         if value and str(value).isdigit() and int(value) > a.last_step:
             return int(value), f"{key} in the run log"
-    return 2 * max(a.last_step, 1), "assumed: as many steps again; pass --total-steps or --target-loss"
+    if settings.target_loss is None:
+        return 2 * max(a.last_step, 1), "assumed: as many steps again; pass --total-steps or --target-loss"
+    # a target was given but sets no end: say why, and only what can still set one
+    target = f"{settings.target_loss:g}"
+    if a.target_reached_step is not None:
+        why = f"the target loss {target} was reached at step {a.target_reached_step:,}"
+    elif a.fit is None:
+        why = f"no trend fit to forecast the target loss {target}"
+    else:
+        why = f"the forecast does not reach the target loss {target}"
+    return 2 * max(a.last_step, 1), f"assumed: as many steps again, as {why}; pass --total-steps"
 
 
 def advise(log: TrainingLog, settings: AdviseSettings = AdviseSettings(), catalog: Catalog | None = None,

@@ -14,6 +14,9 @@ from gpuwise.cli.workload_options import workload_from, workload_options
 
 IntervalOpt = Annotated[float, typer.Option("--interval", help="Seconds between samples (0.1 = 10 Hz, the fastest).")]
 LogOpt = Annotated[Optional[str], typer.Option("--log", help="Write the samples to this run log (SQLite).")]
+RunLogOpt = Annotated[Optional[str], typer.Option(
+    "--log", help="The run log to write (SQLite), a new file: one that exists is refused (a run log holds one run). "
+                  "Default: a new ./gpuwise-run-YYYYmmdd-HHMMSS.db (-2, -3, ... when that name is taken).")]
 
 
 def _sampler(interval_s: float, log: str | None):
@@ -158,7 +161,7 @@ def register(app: typer.Typer) -> None:
     @workload_options()
     def run_cmd(
         cmd: Annotated[Optional[list[str]], typer.Argument(help="The command and its arguments, after --.")] = None,
-        log: LogOpt = None,
+        log: RunLogOpt = None,
         interval: IntervalOpt = 1.0,
         torch_hook: Annotated[bool, typer.Option(
             "--torch-hook", help="Record PyTorch's peak allocated/reserved memory at the exit of Python children.")] = False,

@@ -50,7 +50,7 @@ def recommend(
     no_cache: c.NoCacheOpt = False,
     no_user_calibration: NoUserCalibrationOpt = False,
     json_out: c.JsonOpt = False,
-    emit: Annotated[Optional[str], typer.Option("--emit", help="Print how to launch the best option instead of the table: skypilot (a task YAML) or torchrun (per-node command lines). Not for a server (--engine vllm, --request-rate): the refusal says what to run.")] = None,
+    emit: Annotated[Optional[str], typer.Option("--emit", help="Print how to launch the best option instead of the table: skypilot (a task YAML; it uploads a wheel of this gpuwise, built into ~/.cache/gpuwise/wheels) or torchrun (per-node command lines). A plan priced on --sharding zero*/fsdp or --offload says so and writes a DeepSpeed config beside the command. Not for a server (--engine vllm, --request-rate): the refusal says what to run.")] = None,
     command: Annotated[Optional[str], typer.Option("--command", help="With --emit: the training command to launch, e.g. 'python train.py --checkpoint-dir ckpt'.")] = None,
     *,
     workload_kwargs: dict,

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from gpuwise.launch.plan import BatchSplit, LaunchError, LaunchPlan, plan_launch
 from gpuwise.launch.server import is_server, server_emit_refusal
+from gpuwise.launch.sharding import ShardingSetup
 from gpuwise.launch.skypilot import render_skypilot
 from gpuwise.launch.torchrun import render_torchrun
 from gpuwise.launch.wheel import build_wheel
@@ -34,17 +35,21 @@ def check_emit(emit: str | None, command: str | None, *, server: bool = False) -
 
 def launch_best(rec, catalog, emit: str, command: str) -> dict:
     """The launch of a recommendation's best option: ``{"emit", "gpu", "count", "provider", "nodes",
-    "notes", "env", "text"}``, where ``text`` is the YAML or the torchrun lines. The notes say first the
-    batch split the option is priced on, which ``env`` carries to the command (``BatchSplit``)."""
+    "notes", "env", "files", "wheel", "text"}``, where ``text`` is the YAML or the torchrun lines. The notes say
+    first the batch split the option is priced on, which ``env`` carries to the command (``BatchSplit``), then
+    the ZeRO/FSDP sharding and offload it is priced on (``ShardingSetup``), whose DeepSpeed config is in
+    ``files`` (name -> text) and written by ``text`` beside the command."""
     best = rec.best
     if best is None:     # why nothing meets (no offers, the deadline …), not only that nothing does
         see = "; run without --emit to see the options and why each was left out" if rec.options else ""
         raise LaunchError(f"nothing to launch: {rec.nothing_reason or 'no option meets the request'}{see}")
     split = BatchSplit.of(best, training=rec.workload.is_training, per_gpu=rec.method != "closed-form")
-    plan = plan_launch(best, catalog.gpu(best.gpu), command, batch=split)
+    sharding = ShardingSetup.of(rec.workload, best.count, closed_form=rec.method == "closed-form")
+    plan = plan_launch(best, catalog.gpu(best.gpu), command, batch=split, sharding=sharding)
     wheel = build_wheel() if emit.lower() == "skypilot" and plan.skypilot_cloud is not None else None
     return {"emit": emit.lower(), "gpu": plan.gpu.id, "count": plan.count, "provider": plan.provider,
-            "nodes": plan.nodes, "notes": list(plan.notes), "env": dict(plan.env), "wheel": str(wheel) if wheel else None,
+            "nodes": plan.nodes, "notes": list(plan.notes), "env": dict(plan.env), "files": dict(plan.files),
+            "wheel": str(wheel) if wheel else None,
             "text": render(plan, emit.lower(), wheel=wheel)}
 
 
@@ -59,5 +64,5 @@ def render(plan: LaunchPlan, emit: str, *, wheel: Path | None = None) -> str:
     return render_torchrun(plan)
 
 
-__all__ = ["EMITTERS", "BatchSplit", "LaunchError", "LaunchPlan", "check_emit", "is_server", "launch_best", "plan_launch", "render",
-           "server_emit_refusal"]
+__all__ = ["EMITTERS", "BatchSplit", "LaunchError", "LaunchPlan", "ShardingSetup", "check_emit", "is_server",
+           "launch_best", "plan_launch", "render", "server_emit_refusal"]

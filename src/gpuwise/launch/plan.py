@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from gpuwise.catalog.model import GPU
 from gpuwise.catalog.topology import provider_entry, topology_for
 from gpuwise.errors import GpuwiseError
+from gpuwise.launch.sharding import ShardingSetup
 
 MASTER_PORT = 29500
 MAX_RESTARTS = 3          # torchrun restarts the workers when one dies; the guard resumes them
@@ -115,11 +116,20 @@ class LaunchPlan:
     command: tuple[str, ...]        # the user's training command, as argv
     notes: tuple[str, ...] = ()
     batch: BatchSplit | None = None  # the batch split the plan is priced on (None: not known)
+    sharding: ShardingSetup | None = None  # ZeRO/FSDP/offload the plan is priced on (None: plain DDP)
 
     @property
     def env(self) -> dict[str, str]:
-        """The environment the launched command runs with: the batch split (``BatchSplit.env``)."""
-        return self.batch.env if self.batch is not None else {}
+        """The environment the launched command runs with: the batch split (``BatchSplit.env``) and the
+        sharding (``ShardingSetup.env``: GPUWISE_SHARDING, GPUWISE_DEEPSPEED_CONFIG …)."""
+        env = self.batch.env if self.batch is not None else {}
+        return {**env, **(self.sharding.env if self.sharding is not None else {})}
+
+    @property
+    def files(self) -> dict[str, str]:
+        """Files the launch writes beside the command before it starts (name -> text): the DeepSpeed config
+        of a ZeRO plan."""
+        return self.sharding.files(self.batch) if self.sharding is not None else {}
 
     @property
     def script_argv(self) -> tuple[str, ...]:
@@ -130,10 +140,13 @@ class LaunchPlan:
         return argv
 
 
-def plan_launch(option, gpu: GPU, command: str, *, batch: BatchSplit | None = None) -> LaunchPlan:
+def plan_launch(option, gpu: GPU, command: str, *, batch: BatchSplit | None = None,
+                sharding: ShardingSetup | None = None) -> LaunchPlan:
     """The launch of ``option`` (a :class:`gpuwise.plan.Option`) running ``command`` on every GPU.
     ``batch``: the split the option is priced on (``BatchSplit.of``), said first in the notes and set in
-    the environment: gpuwise cannot rewrite the command's flags."""
+    the environment: gpuwise cannot rewrite the command's flags. ``sharding``: the ZeRO stage / FSDP /
+    offload it is priced on (``ShardingSetup.of``), said next, set in the environment, its DeepSpeed config
+    written beside the command."""
     if option is None:
         raise LaunchError("nothing to launch: no option meets the request")
     argv = tuple(shlex.split(command or ""))
@@ -144,6 +157,8 @@ def plan_launch(option, gpu: GPU, command: str, *, batch: BatchSplit | None = No
     nodes = topo.nodes(option.count)
     per_node = option.count // nodes
     notes = [batch.note(argv)] if batch is not None else []
+    if sharding is not None:
+        notes.append(sharding.note())
     if option.count % nodes:
         raise LaunchError(f"{option.count} GPUs do not split evenly into nodes of {topo.gpus_per_node}")
     if nodes > 1 and not topo.multi_node:
@@ -156,4 +171,4 @@ def plan_launch(option, gpu: GPU, command: str, *, batch: BatchSplit | None = No
                      f"run the torchrun lines on it")
     return LaunchPlan(gpu=gpu, count=option.count, nodes=nodes, gpus_per_node=per_node, provider=option.provider,
                       spot=option.spot, skypilot_cloud=cloud, region=entry.get("region"), command=argv,
-                      notes=tuple(notes), batch=batch)
+                      notes=tuple(notes), batch=batch, sharding=sharding)

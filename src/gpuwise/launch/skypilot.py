@@ -1,13 +1,14 @@
 """A SkyPilot task YAML for a launch plan (https://docs.skypilot.co/en/latest/reference/yaml-spec.html).
 
 ``resources`` names the accelerator as SkyPilot's catalog of that cloud does, with the count per node,
-``use_spot``, and ``infra: cloud/region``; ``num_nodes`` the nodes; ``envs`` the batch split the plan is
-priced on (``LaunchPlan.env``: GPUWISE_MICRO_BATCH …, exported to ``setup`` and ``run``, and overridable by
-``sky launch --env``); ``run`` starts the user's command
-under torchrun on every node (node rank and addresses from SkyPilot's ``SKYPILOT_*`` variables),
-sampled by ``gpuwise run`` and restarted while the guard exits with its restart code. gpuwise itself
-comes as a wheel of the running version (:mod:`gpuwise.launch.wheel`) that the task uploads
-(``file_mounts``) and ``setup`` installs: no package registry serves gpuwise.
+``use_spot``, and ``infra: cloud/region``; ``num_nodes`` the nodes; ``envs`` the batch split and sharding the
+plan is priced on (``LaunchPlan.env``: GPUWISE_MICRO_BATCH …, GPUWISE_SHARDING …, exported to ``setup`` and
+``run``, and overridable by ``sky launch --env``); ``run`` writes the plan's DeepSpeed config (a ZeRO plan,
+``LaunchPlan.files``), then starts the user's command under torchrun on every node (node rank and addresses
+from SkyPilot's ``SKYPILOT_*`` variables), sampled by ``gpuwise run`` (a new run log per start) and
+restarted while the guard exits with its restart code. gpuwise itself comes as a wheel of the running
+version (:mod:`gpuwise.launch.wheel`) that the task uploads (``file_mounts``) and ``setup`` installs: no
+package registry serves gpuwise.
 
 A spot option is launched as a managed job (``sky jobs launch``), which SkyPilot relaunches after a
 preemption; ``sky launch`` on a spot cluster does not recover it.
@@ -20,6 +21,7 @@ from pathlib import Path
 import yaml
 
 from gpuwise.launch.plan import LaunchError, LaunchPlan
+from gpuwise.launch.sharding import write_files_lines
 from gpuwise.launch.torchrun import _shell, supervised, torchrun_argv
 
 # gpuwise GPU id -> SkyPilot accelerator name, per cloud where the names differ (from SkyPilot 0.14's
@@ -81,7 +83,10 @@ def skypilot_task(plan: LaunchPlan, wheel: Path, *, name: str | None = None) -> 
     run = ""
     if plan.nodes > 1:
         run += 'MASTER_ADDR=$(echo "$SKYPILOT_NODE_IPS" | head -n1)\n'
-    run += supervised(f"gpuwise run --log gpuwise-run-$SKYPILOT_NODE_RANK.db -- {line}") + "\n"
+    run += "".join(f"{line}\n" for line in write_files_lines(plan.files))   # the DeepSpeed config, on every node
+    # no --log: each start (a restart after exit 75, a second `sky exec` in the same workdir) gets a new
+    # gpuwise-run-YYYYmmdd-HHMMSS.db of its own; a run log holds one run and an existing --log is refused
+    run += supervised(f"gpuwise run -- {line}") + "\n"
     return {
         "name": name or f"gpuwise-{plan.gpu.id}-x{plan.count}",
         "resources": resources,

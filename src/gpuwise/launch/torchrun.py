@@ -6,8 +6,9 @@ restarts the workers up to ``MAX_RESTARTS`` times; a worker that uses ``gpuwise.
 its newest checkpoint. torchrun runs as ``python -m gpuwise.guard.torchrun`` (the same arguments), which
 exits 75 where torchrun would exit 1. A preempted worker exits with 75 (``gpuwise.guard.EXIT_RESTART``):
 :func:`supervised` wraps a line in the loop that starts it again on 75 and stops on anything else. Each
-node's block first exports the batch split the plan is priced on (``LaunchPlan.env``: GPUWISE_MICRO_BATCH
-…), which torchrun hands on to its workers.
+node's block first exports the batch split and sharding the plan is priced on (``LaunchPlan.env``:
+GPUWISE_MICRO_BATCH …, GPUWISE_SHARDING …), which torchrun hands on to its workers, and writes the plan's
+DeepSpeed config beside the command (a ZeRO plan: ``LaunchPlan.files``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import shlex
 
 from gpuwise.errors import EXIT_RESTART
 from gpuwise.launch.plan import MASTER_PORT, MAX_RESTARTS, LaunchPlan
+from gpuwise.launch.sharding import write_files_lines
 
 # torchrun itself exits 1 whatever its workers' code; the guard's wrapper takes the same arguments and
 # keeps a preempted worker's 75, which the restart loop of `supervised` waits for.
@@ -75,6 +77,7 @@ def render_torchrun(plan: LaunchPlan) -> str:
     out.append(f"# each line starts the job again while it exits with {EXIT_RESTART} (the guard checkpointed "
                f"and stopped on preemption)")
     export = export_line(plan.env)      # on every node: each block runs on its own machine
+    files = write_files_lines(plan.files)   # the DeepSpeed config of a ZeRO plan, beside the command
     for rank, line in enumerate(torchrun_lines(plan)):
-        out += [f"# node {rank}", *([export] if export else []), supervised(line)]
+        out += [f"# node {rank}", *([export] if export else []), *files, supervised(line)]
     return "\n".join(out) + "\n"

@@ -16,6 +16,11 @@ the watchdog too (``kill -9 -- -PGID`` of gpuwise's own group leaves the grandch
 A command that does not stop within ``kill_after_s`` (default 30 s) of a SIGTERM, SIGINT, SIGHUP or SIGQUIT
 passed on gets SIGKILL (its whole group), said on stderr and in the run log (event ``kill``).
 
+The run log holds this one run: without ``log_path`` it is a new ``gpuwise-run-YYYYmmdd-HHMMSS.db`` (``-2``,
+``-3``, … when that name is taken, created exclusively: two runs in the same second get two logs); a
+``log_path`` that already holds something is refused (exit 2, the file untouched), so a second run never
+takes the first one's meta (command, workload, exit code) or mixes its samples and events with them.
+
 Exit code: the command's, or 128+N when signal N killed it, as in a shell, whatever happens to sampling,
 the run log or the report: those failures are warnings on stderr.
 """
@@ -74,8 +79,41 @@ class RunResult:
     killed: str | None = None    # why SIGKILL was sent (the command ignored a stop signal), None if not
 
 
-def default_log_path() -> Path:
-    return Path(f"gpuwise-run-{time.strftime('%Y%m%d-%H%M%S')}.db")
+def default_log_path(directory: str | Path = ".") -> Path:
+    """A new run log in ``directory``: ``gpuwise-run-YYYYmmdd-HHMMSS.db``, else ``…-2.db``, ``…-3.db``, …
+    The file is created here, empty and exclusively (``O_EXCL``), so two runs started in the same second,
+    in this process or another, never share one; MonitorError (exit 2) when none can be created."""
+    stem = f"gpuwise-run-{time.strftime('%Y%m%d-%H%M%S')}"
+    for n in range(1, 10_000):
+        path = Path(directory, f"{stem}.db" if n == 1 else f"{stem}-{n}.db")
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise MonitorError(f"cannot write the run log {path}: {exc.strerror or exc}") from None
+        return path
+    raise MonitorError(f"cannot name a new run log in {directory}: {stem}.db to {stem}-9999.db all exist; pass --log")
+
+
+def check_new_log(path: str | Path) -> Path:
+    """``--log PATH`` for a new run: PATH must not hold anything yet. A run log holds one run (its meta:
+    the command, its workload, its exit code), so writing a second run into it would mix the two: refused
+    in one line (MonitorError, exit 2) before the command starts, and the file is left as it was. An empty
+    file (``mktemp``) is taken."""
+    log = Path(path)
+    try:
+        size = log.stat().st_size
+    except FileNotFoundError:
+        return log
+    except OSError as exc:
+        raise MonitorError(f"cannot write the run log {log}: {exc.strerror or exc}") from None
+    if log.is_dir():
+        raise MonitorError(f"--log {log} is a directory: name a new file (or leave --log out for gpuwise-run-….db)")
+    if size:
+        raise MonitorError(f"--log {log} already exists (a run log holds one run): name a new file, or leave "
+                           f"--log out for a fresh gpuwise-run-….db")
+    return log
 
 
 def _warn(announce: bool, what: str, exc: BaseException) -> None:
@@ -112,7 +150,8 @@ def run_command(
     ``kill_after_s``: the grace period after a stop signal passed on (None: wait for ever)."""
     interval_s = check_interval_s(interval_s)
     kill_after_s = check_kill_after_s(kill_after_s)
-    log = Path(log_path) if log_path else default_log_path()
+    # a run log holds one run: an explicit path must be new, the default one is created new
+    log = check_new_log(log_path) if log_path else default_log_path()
     runlog = open_run_log(log)  # bad path: exit 2 before anything starts
     no_driver = None
     if backend is None:

@@ -20,11 +20,12 @@ from gpuwise.plan.quote import Quote, make_quote
 from gpuwise.plan.remedies import find_remedies
 from gpuwise.plan.spot import SpotRisk, describe_serving, spot_outcome
 from gpuwise.runtime.model import Note
-from gpuwise.runtime.serving_load import serving_load
+from gpuwise.runtime.serving_load import concurrency_rule, serving_load
 from gpuwise.runtime.stack import Stack, assumed_stack
 from gpuwise.units import format_duration, format_money, format_request_rate
 from gpuwise.workload import Workload
 from gpuwise.workload.decoder import is_llm
+from gpuwise.workload.parallelism import splits_layers
 from gpuwise.workload.precision import parse
 
 GPU_COUNTS = (1, 2, 4, 8)    # the counts quoted: one node (--max-gpus N keeps those up to N)
@@ -182,7 +183,7 @@ def recommend(
     batch_note = (_load_note(workload, constraints) if at_rate else
                   ("the most requests that fit each option served together" if auto_batch else
                    f"{workload.batch_size} requests served together on every option") + f" ({model.method}: "
-                  f"{'a decoder LLM is split over its GPUs by tensor parallelism' if model.method == 'closed-form' else 'each GPU serves its own batch'})"
+                  f"{'a decoder LLM is split over its GPUs by ' + _split_words(workload) if model.method == 'closed-form' else 'each GPU serves its own batch'})"
                   if not workload.is_training else
                   f"effective batch {effective} samples per step on every option (micro-batch × accumulation × GPUs)"
                   if not per_gpu_batch else
@@ -235,13 +236,21 @@ def no_offers(catalog: Catalog, provider: str | None, gpu_ids: Iterable[str] | N
     return "; ".join(said)
 
 
+def _split_words(workload: Workload) -> str:
+    """How a decoder LLM's GPUs share it when it serves (``splits_layers``), in a few words."""
+    if splits_layers(workload.with_(num_gpus=2)):
+        return 'layers, run one GPU after another (HF generate, device_map="auto")'
+    return "tensor parallelism"
+
+
 def _load_note(workload: Workload, constraints: Constraints) -> str:
     """What every option of a recommendation at a load is."""
     targets = " and meet --ttft/--tpot" if constraints.latency_targets else ""
     return (f"{format_request_rate(workload.request_rate_per_s)} (Poisson arrivals) of "
-            f"{workload.tokens_per_sequence:,} prompt + {workload.max_new_tokens:,} new tokens: each option is the fewest replicas of its GPUs (tensor "
-            f"parallel within a replica) that carry it{targets}, ranked by cost per hour at that load (the same "
-            "order as cost per million output tokens)")
+            f"{workload.tokens_per_sequence:,} prompt + {workload.max_new_tokens:,} new tokens: each option is the fewest replicas of its GPUs ("
+            f"{_split_words(workload)} within a replica) that carry it{targets}, ranked by cost per hour at that load (the same "
+            "order as cost per million output tokens)"
+            + (f"; {concurrency_rule()}" if workload.engine == "vllm" else ""))
 
 
 def _input_outcome(workload: Workload, options) -> str | None:

@@ -1,8 +1,9 @@
 """When the job does not fit on the cheap GPUs: which change would make it fit, and what that costs.
 
 Each remedy is a changed workload (a smaller micro-batch with more accumulation steps, gradient
-checkpointing, AMP, an 8-bit optimizer, LoRA for LLMs; in serving, a smaller batch); it is estimated on the GPUs that were
-excluded for memory and are cheaper than the best option. One trace per remedy.
+checkpointing, AMP, an 8-bit optimizer, a ZeRO stage on several GPUs, LoRA and CPU offload for LLMs; in
+serving, a smaller batch); it is estimated on the GPUs that were excluded for memory and are cheaper than the
+best option. One trace per remedy.
 """
 
 from __future__ import annotations
@@ -83,12 +84,40 @@ def candidate_remedies(w: Workload, closed_form: bool, *, micro_batch: bool = Tr
         out.append(_remedy("--logits chunked", logits="chunked"))
     if w.optimizer in ("adam", "adamw"):
         out.append(_remedy("--optimizer adamw-8bit", optimizer="adamw-8bit", optimizer_default=False))
+    out.extend(sharding_remedies(w))
     if closed_form and w.finetune == "full":
         out.append(_remedy("--finetune lora", finetune="lora"))
         out.append(_remedy("--finetune qlora", finetune="qlora"))
     if closed_form and w.finetune == "lora" and w.quant == "none":
         out.append(_remedy("--finetune qlora", finetune="qlora", quant="nf4"))
+    if closed_form:
+        out.extend(offload_remedies(w))
     return out
+
+
+# ZeRO stages in the order they cost communication; each also partitions what the one before did
+ZERO_STAGES = ("zero1", "zero2", "zero3")
+
+
+def sharding_remedies(w: Workload) -> list[Remedy]:
+    """On several GPUs, the ZeRO stages past the job's own: the same method, its state partitioned over the
+    GPUs (zero1 the optimizer state, zero2 also the gradients, zero3 also the weights), lightest first. None on
+    one GPU (nothing to partition over) or under zero3/FSDP (everything already is)."""
+    if w.num_gpus < 2 or w.sharding not in ("ddp", *ZERO_STAGES):
+        return []
+    done = ZERO_STAGES.index(w.sharding) + 1 if w.sharding in ZERO_STAGES else 0
+    return [_remedy(f"--sharding {stage}", sharding=stage) for stage in ZERO_STAGES[done:]]
+
+
+def offload_remedies(w: Workload) -> list[Remedy]:
+    """DeepSpeed ZeRO-Offload (decoder LLMs, the closed form; training with an optimizer): the optimizer state,
+    float32 master weights and gradient partitions in CPU RAM, then the weights too. The same method and result,
+    at the cost of a CPU optimizer step and PCIe copies (the step time says how much): after the changes
+    that keep the step on the GPU."""
+    if w.optimizer == "none" or w.offload == "params":
+        return []
+    out = [] if w.offload == "optimizer" else [_remedy("--offload optimizer", offload="optimizer")]
+    return out + [_remedy("--offload params", offload="params")]
 
 
 def find_remedies(
@@ -110,7 +139,10 @@ def find_remedies(
     oom.sort(key=lambda o: o.price_per_hour_ranked)
     gpus = {g.id: g for g in catalog.gpus}
     results = []
-    for remedy in candidate_remedies(rec.workload, rec.method == "closed-form", micro_batch=False)[:max_remedies]:
+    # the options rescued are single GPUs: nothing to shard over there
+    remedies = [r for r in candidate_remedies(rec.workload, rec.method == "closed-form", micro_batch=False)
+                if "sharding" not in r.workload_fields]
+    for remedy in remedies[:max_remedies]:
         w = remedy.apply(rec.workload)
         model = model_factory(w) if model_factory else model_for(w, progress, correction=correction)
         for target in oom:   # cheapest first: the cheapest GPU this remedy rescues is the news
@@ -167,10 +199,11 @@ def changes_that_fit(
     taken: list[Remedy] = []
     w = workload
     while not (found := quote(_flags(taken), w)):
-        # each kind of change once, in order; only when all are taken, the micro-batch halves again
+        # each kind of change once, in order; only when all are taken, a stronger one of a kind taken: the
+        # micro-batch halves again, the next ZeRO stage, the weights offloaded too, QLoRA after LoRA
         options = {t.change.split()[0] for t in taken}
         steps = [r for r in candidate_remedies(w, closed_form) if r.change.split()[0] not in options]
-        steps = steps or [r for r in candidate_remedies(w, closed_form) if r.change.startswith("--batch-size")]
+        steps = steps or candidate_remedies(w, closed_form)
         if not steps:
             return ()
         taken.append(steps[0])

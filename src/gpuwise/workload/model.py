@@ -141,6 +141,16 @@ class Workload:
             raise WorkloadError(f"--max-new-tokens must be between 0 and {MAX_SEQ_LEN}, got {self.max_new_tokens}")
         if self.finetune == "qlora" and self.quant == "none":
             object.__setattr__(self, "quant", "nf4")
+        if self.finetune == "qlora" and self.quant != "nf4":
+            # QLoRA is LoRA on 4-bit NormalFloat base weights (Dettmers et al. 2023; bitsandbytes' 4-bit
+            # layers, peft's prepare_model_for_kbit_training): int8 or fp8 base weights are another recipe
+            q = self.quant
+            if self.mode == "infer":
+                raise WorkloadError(f"--finetune qlora serves nf4 base weights, not {q}: drop --finetune qlora to "
+                                    f"serve {q} weights, or drop --quant {q}")
+            lora = f", or --finetune lora --quant {q} for LoRA on {q} weights" if q == "int8" else ""
+            raise WorkloadError(f"--finetune qlora trains LoRA adapters on nf4 base weights, not {q}: drop --quant "
+                                f"{q} (qlora implies nf4){lora}")
         if self.quant == "fp8" and self.mode != "infer":
             raise WorkloadError("--quant fp8 serves an FP8 checkpoint (--mode infer); training starts from 16-bit "
                                 "weights (--quant none, int8 or nf4)")

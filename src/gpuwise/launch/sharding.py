@@ -1,0 +1,131 @@
+"""How a launched training job must hold its state: the sharding (and offload) a plan is priced on.
+
+A plan priced on ``--sharding zero3`` (or zero1/zero2, fsdp, ``--offload``) needs far less memory a GPU than
+plain DDP: torchrun only starts the processes, so the command itself must run under DeepSpeed ZeRO (or PyTorch
+FSDP), or the job the plan prices is not the job that runs. Both emitters therefore say it in a note, set
+``GPUWISE_SHARDING`` (and ``GPUWISE_OFFLOAD``) in the environment, and for DeepSpeed write a minimal ZeRO config
+beside the command (``gpuwise-ds-config.json``: the stage, the offload, the 16-bit mode and the batch split) whose
+path ``GPUWISE_DEEPSPEED_CONFIG`` names, for ``deepspeed.initialize(config=...)`` or the HF Trainer's
+``--deepspeed``.
+
+The sharding said is the one the memory model prices (``gpuwise.memory.llm.train_memory``): ``--offload params``
+needs parameter partitioning (ZeRO-3), ``--offload optimizer`` partitioned gradients (at least ZeRO-2). Offload
+is priced by the closed form (decoder LLMs) only; a traced estimate keeps everything on the GPU, so its launch
+names no offload.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+ENV_SHARDING = "GPUWISE_SHARDING"            # ddp never set: zero1, zero2, zero3 or fsdp
+ENV_OFFLOAD = "GPUWISE_OFFLOAD"              # optimizer or params (set only when offloading)
+ENV_DEEPSPEED_CONFIG = "GPUWISE_DEEPSPEED_CONFIG"
+DEEPSPEED_CONFIG_FILE = "gpuwise-ds-config.json"   # written in the directory the command starts in
+
+_ZERO_STAGES = {"zero1": 1, "zero2": 2, "zero3": 3}
+_PARTITIONED = {1: "optimizer state", 2: "optimizer state and gradients",
+                3: "weights, gradients and optimizer state"}
+
+
+def priced_sharding(sharding: str, offload: str) -> str:
+    """The sharding a job with ``offload`` is priced on (the memory model's rule: offloading parameters needs
+    ZeRO-3, offloading the optimizer ZeRO-Offload's partitioned gradients, ZeRO-2)."""
+    if offload == "params" and sharding in ("ddp", "zero1", "zero2"):
+        return "zero3"
+    if offload == "optimizer" and sharding in ("ddp", "zero1"):
+        return "zero2"
+    return sharding
+
+
+@dataclass(frozen=True)
+class ShardingSetup:
+    """``sharding``: zero1, zero2, zero3 or fsdp, as priced; ``offload``: none, optimizer or params;
+    ``half``: the 16-bit type the step computes in ("bf16", "fp16" or None); ``gpus``: the world size."""
+
+    sharding: str
+    offload: str
+    half: str | None
+    gpus: int
+
+    @classmethod
+    def of(cls, workload, gpus: int, *, closed_form: bool = True) -> "ShardingSetup | None":
+        """The setup a training workload is priced on; None for plain DDP (or serving): nothing to say."""
+        if not workload.is_training:
+            return None
+        offload = workload.offload if closed_form else "none"
+        sharding = priced_sharding(workload.sharding, offload)
+        if sharding == "ddp":
+            return None
+        return cls(sharding, offload, workload.precision_value.half, gpus)
+
+    @property
+    def zero_stage(self) -> int | None:
+        """DeepSpeed's ZeRO stage (None: FSDP)."""
+        return _ZERO_STAGES.get(self.sharding)
+
+    @property
+    def env(self) -> dict[str, str]:
+        out = {ENV_SHARDING: self.sharding}
+        if self.offload != "none":
+            out[ENV_OFFLOAD] = self.offload
+        if self.zero_stage is not None:
+            out[ENV_DEEPSPEED_CONFIG] = DEEPSPEED_CONFIG_FILE
+        return out
+
+    def deepspeed_config(self, batch=None) -> dict | None:
+        """A minimal DeepSpeed config of what is priced (None for FSDP): the ZeRO stage, CPU offload, the
+        16-bit mode, and the batch split (``batch``: a :class:`gpuwise.launch.plan.BatchSplit`) where known.
+        The optimizer stays the script's own (DeepSpeed takes the one passed to ``initialize``)."""
+        if self.zero_stage is None:
+            return None
+        config: dict = {}
+        if batch is not None and batch.training:
+            config.update(train_batch_size=batch.effective_batch, train_micro_batch_size_per_gpu=batch.micro_batch,
+                          gradient_accumulation_steps=batch.grad_accum_steps)
+        if self.half is not None:
+            config[self.half] = {"enabled": True}
+        zero: dict = {"stage": self.zero_stage}
+        if self.offload in ("optimizer", "params"):
+            zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
+        if self.offload == "params":
+            zero["offload_param"] = {"device": "cpu", "pin_memory": True}
+        config["zero_optimization"] = zero
+        return config
+
+    def files(self, batch=None) -> dict[str, str]:
+        """The files the launch writes beside the command: name -> text (the DeepSpeed config, one line)."""
+        config = self.deepspeed_config(batch)
+        return {} if config is None else {DEEPSPEED_CONFIG_FILE: json.dumps(config)}
+
+    def note(self) -> str:
+        """What the command must run, for the launch's header and ``launch.notes``."""
+
+        def over(parts: str) -> str:
+            return f" ({parts} partitioned over the {self.gpus} GPUs)" if self.gpus > 1 else ""
+
+        if self.zero_stage is None:
+            offload = (" with CPU offload (CPUOffload(offload_params=True): weights, gradients and optimizer "
+                       "state in CPU RAM)" if self.offload != "none" else "")
+            return (f"the plan is priced on PyTorch FSDP full sharding{over(_PARTITIONED[3])}{offload}, not on "
+                    f"plain DDP: your command must wrap its model in FSDP (FULL_SHARD, or fully_shard in FSDP2); "
+                    f"torchrun only starts the processes (gpuwise sets ${ENV_SHARDING}=fsdp for the script to read)")
+        offload = {"optimizer": " and ZeRO-Offload (optimizer state, float32 master weights and gradient partitions "
+                                "in CPU RAM)",
+                   "params": " and ZeRO-Offload of optimizer and parameters (weights too in CPU RAM)"}.get(
+                       self.offload, "")
+        return (f"the plan is priced on DeepSpeed ZeRO-{self.zero_stage}{over(_PARTITIONED[self.zero_stage])}"
+                f"{offload}, not on plain DDP: your command must run under DeepSpeed "
+                f"with the config written beside it, {DEEPSPEED_CONFIG_FILE} (${ENV_DEEPSPEED_CONFIG}): "
+                f"deepspeed.initialize(model=..., optimizer=..., config=os.environ['{ENV_DEEPSPEED_CONFIG}']), or the "
+                f"HF Trainer's --deepspeed {DEEPSPEED_CONFIG_FILE}; torchrun only starts the processes")
+
+
+def write_files_lines(files: dict[str, str]) -> list[str]:
+    """Shell lines that write ``files`` (name -> text) in the current directory, as printed (quoted heredocs:
+    nothing in the text is expanded)."""
+    out = []
+    for name, text in files.items():
+        out += [f"cat > {name} <<'GPUWISE_EOF'", text, "GPUWISE_EOF"]
+    return out
