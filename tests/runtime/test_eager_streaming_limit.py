@@ -1,6 +1,7 @@
-"""PyTorch's elementwise kernels move at most ``eager_bytes_per_sm_clock`` x SMs x clock (Little's law: a fixed
-number of bytes in flight per SM), so a GPU with much bandwidth per SM clock (A100, H100, B200) runs them below
-its elementwise law while a GDDR card (RTX 3090, A40) runs them at it; GEMMs' memory side is not limited."""
+"""PyTorch's unvectorized elementwise kernels (a broadcast or a cast on load) move at most
+``eager_bytes_per_sm_clock`` x SMs x clock (Little's law: a fixed number of bytes in flight per SM), so a GPU
+with much bandwidth per SM clock (A100, H100, B200) runs them below its elementwise law while a GDDR card (RTX
+3090, A40) runs them at it; vectorized (same shape, same dtype) kernels and GEMMs' memory side are not limited."""
 
 from __future__ import annotations
 
@@ -22,10 +23,27 @@ def _gpu(gpu_id):
     return next(g for g in load_catalog(user_file=False).gpus if g.id == gpu_id)
 
 
-def _add(numel: int, dtype: str = "bfloat16") -> OpRecord:
-    nbytes = numel * 2
-    return OpRecord(0, "aten.add.Tensor", "forward", "", ((numel,), (numel,)), (dtype, dtype), ((numel,),), (dtype,),
-                    numel, 2 * nbytes, nbytes)
+def _mul(rows: int, cols: int, *, broadcast: bool = False, weight_dtype: str = "bfloat16") -> OpRecord:
+    """x (rows x cols, bf16) times a same-shape tensor, or a row-broadcast weight of ``cols``."""
+    other = (cols,) if broadcast else (rows, cols)
+    out_dtype = "float32" if weight_dtype == "float32" else "bfloat16"
+    nbytes = rows * cols * 2
+    return OpRecord(0, "aten.mul.Tensor", "forward", "", ((rows, cols), other), ("bfloat16", weight_dtype),
+                    ((rows, cols),), (out_dtype,), rows * cols, 2 * nbytes, nbytes)
+
+
+def test_only_broadcasts_and_casts_are_unvectorized():
+    assert not kernels.unvectorized(_mul(4096, 4096))
+    assert kernels.unvectorized(_mul(4096, 4096, broadcast=True))
+    assert kernels.unvectorized(_mul(4096, 4096, weight_dtype="float32"))
+    scalar = OpRecord(0, "aten.mul.Tensor", "forward", "", ((64, 64), ()), ("bfloat16", "float32"), ((64, 64),),
+                      ("bfloat16",), 4096, 8192, 8192)
+    assert not kernels.unvectorized(scalar)          # a 0-d operand is a scalar argument, not a load
+    compare = OpRecord(0, "aten.lt.Tensor", "forward", "", ((64, 64), (64, 64)), ("float32", "float32"),
+                       ((64, 64),), ("bool",), 4096, 32768, 4096)
+    mask = OpRecord(0, "aten.where.self", "forward", "", ((64, 64), (64, 64), (64, 64)), ("bool", "bfloat16", "bfloat16"),
+                    ((64, 64),), ("bfloat16",), 4096, 20480, 8192)
+    assert not kernels.unvectorized(compare) and not kernels.unvectorized(mask)     # typed kernels
 
 
 @pytest.fixture
@@ -55,8 +73,8 @@ def test_the_limit_is_the_slower_of_bandwidth_and_sm_throughput():
     assert eager_streaming_limit_bytes_per_s(dataclasses.replace(laws, eager_bytes_per_sm_clock=0.0), 100, 1e9) == math.inf
 
 
-def test_hbm_gpus_run_elementwise_kernels_below_the_law_gddr_cards_at_it(with_k):
-    op = _add(256 * 2 ** 20)
+def test_hbm_gpus_run_unvectorized_kernels_below_the_law_gddr_cards_at_it(with_k):
+    op = _mul(16384, 16384, broadcast=True)
     with_k(0.0)
     before = {g: kernels.op_time(op, _gpu(g), "bf16", _cal()).device_s for g in ("a100-80gb-sxm4", "rtx-3090", "b200")}
     with_k(8.0)
@@ -67,6 +85,15 @@ def test_hbm_gpus_run_elementwise_kernels_below_the_law_gddr_cards_at_it(with_k)
     # never faster than the datasheet bandwidth allows
     for g, t in after.items():
         assert t >= op.bytes_read / (_gpu(g).memory_bandwidth_gbs * 1e9)
+
+
+def test_a_vectorized_kernel_is_not_limited(with_k):
+    op = _mul(16384, 16384)
+    b200 = _gpu("b200")
+    with_k(0.0)
+    before = kernels.op_time(op, b200, "bf16", _cal()).device_s
+    with_k(8.0)
+    assert kernels.op_time(op, b200, "bf16", _cal()).device_s == pytest.approx(before)
 
 
 def test_gemm_memory_side_is_not_limited(with_k):

@@ -231,14 +231,37 @@ class OpFeatures:
     roofline_s: float = 0.0      # plain roofline: datasheet peak and bandwidth, no efficiency, no latency
 
 
-def _streaming(law_cls: str, nbytes: float, gpu, *, eager: bool = False) -> float:
-    """Streaming law time of ``nbytes``; ``eager``: PyTorch's own elementwise kernels (TensorIterator), which
-    the elementwise law times at the slower of the bandwidth and the per-SM limit of what they keep in
-    flight (``laws.eager_streaming_limit_bytes_per_s``). GEMM and attention kernels' memory side, and the
-    norm and softmax laws' own kernels, are not TensorIterator's and are not limited so."""
+def unvectorized(op: OpRecord) -> bool:
+    """Whether PyTorch runs this elementwise op without vector loads (``CUDALoops.cuh``, ``gpu_kernel_impl``):
+    a tensor operand (more than one element) of another shape than the output (a broadcast: the legacy kernel
+    and its offset calculator), or a floating operand of another floating dtype than a floating output
+    (``needs_dynamic_casting``: the unrolled kernel with ``LoadWithCast``). A contiguous same-dtype op takes
+    ``launch_vectorized_kernel``; so do comparisons and masks, whose kernels are typed for their bool or
+    integer operands. Strides are not traced, so a same-shape operand is taken as contiguous."""
+    if not op.output_shapes or not op.output_dtypes:
+        return False
+    out_shape, out_dtype = tuple(op.output_shapes[0]), op.output_dtypes[0]
+    for shape, dtype in zip(op.input_shapes, op.input_dtypes):
+        if math.prod(shape) <= 1:
+            continue
+        if tuple(shape) != out_shape:
+            return True
+        if dtype != out_dtype and _is_float(dtype) and _is_float(out_dtype):
+            return True
+    return False
+
+
+def _is_float(dtype: str) -> bool:
+    return dtype.startswith(("float", "bfloat"))
+
+
+def _streaming(law_cls: str, nbytes: float, gpu, *, per_sm_limited: bool = False) -> float:
+    """Streaming law time of ``nbytes``; ``per_sm_limited``: an unvectorized PyTorch elementwise kernel
+    (``unvectorized``), timed at the slower of the elementwise law and the per-SM limit of what one element a
+    load keeps in flight (``laws.eager_streaming_limit_bytes_per_s``)."""
     laws = load_laws()
     limit = (eager_streaming_limit_bytes_per_s(laws, gpu.sm_count, gpu.boost_clock_hz)
-             if eager and law_cls == "elementwise" else math.inf)
+             if per_sm_limited and law_cls == "elementwise" else math.inf)
     return float(streaming_time_s(laws.streaming[law_cls], nbytes,
                                   bandwidth_bytes_per_s=float(gpu.memory_bandwidth_gbs) * 1e9, limit_bytes_per_s=limit))
 
@@ -312,7 +335,7 @@ def _layout_transposes(op: OpRecord, stack: Stack, rate: str, gpu) -> tuple[floa
     elem = _elem_bytes(op.input_dtypes[0] if op.input_dtypes else "float16")
     tensors = math.prod(x) + math.prod(out) + (math.prod(x) if "backward" in op.op else 0)
     kernels = 3 if "backward" in op.op else 2
-    return _streaming("elementwise", 2 * tensors * elem, gpu, eager=True), kernels
+    return _streaming("elementwise", 2 * tensors * elem, gpu), kernels
 
 
 def _eager_attention(op: OpRecord, gpu, precision: str, stack: Stack):
@@ -386,7 +409,8 @@ def op_features(op: OpRecord, gpu, precision: str, stack: Stack = DEFAULT_STACK)
     # The norm law was fitted on layer norm's row kernel; batch and group norm run as per-channel
     # reductions and elementwise passes (counted in cuda_bytes) at the elementwise law.
     row_norm = cls == "norm" and any(n in op.op for n in ("layer_norm", "rms_norm"))
-    memory_s = _streaming(_streaming_law(cls, row_norm), cuda_bytes(op, cls, stack.training), gpu, eager=True)
+    memory_s = _streaming(_streaming_law(cls, row_norm), cuda_bytes(op, cls, stack.training), gpu,
+                          per_sm_limited=cls == "elementwise" and unvectorized(op))
     compute_s = op.flops / rate_peak_flops_per_s(gpu, "fp32")
     return OpFeatures(cls, "bandwidth", compute_s, (), memory_s, (), kernels,
                       memory_fixed=_MEM_CLASS_FACTOR.get(cls, 1.0),
@@ -493,6 +517,5 @@ def fused_attention_features(bh, q_len, k_len, flops: float, nbytes: float, gpu,
 def streaming_features(cls: str, nbytes: float, kernels: int, gpu, *, row_norm: bool = False) -> OpFeatures:
     """``kernels`` memory-bound kernels of class ``cls`` moving ``nbytes`` together (as CUDA moves them):
     the streaming law is linear in bytes, so one sum times them all as ``op_time`` times each."""
-    return OpFeatures(cls, "bandwidth", 0.0, (), _streaming(_streaming_law(cls, row_norm), nbytes, gpu, eager=True),
-                      (), kernels,
+    return OpFeatures(cls, "bandwidth", 0.0, (), _streaming(_streaming_law(cls, row_norm), nbytes, gpu), (), kernels,
                       memory_fixed=_MEM_CLASS_FACTOR.get(cls, 1.0))

@@ -156,9 +156,10 @@ class Laws:
     tensor: Mapping[str, TiledLaw] = field(default_factory=dict)
     # Power levels: "cuda-core" (fp32 on CUDA cores) and "tensor" (tensor-core rates).
     levels: Mapping[str, PowerLevel] = field(default_factory=dict)
-    # PyTorch's own elementwise kernels (TensorIterator: one vectorised load per thread, no deep pipeline)
-    # keep a fixed number of bytes in flight per SM, so by Little's law they move at most this many bytes
-    # per SM per clock, whatever the DRAM could give (``eager_streaming_limit_bytes_per_s``); 0: no limit.
+    # PyTorch's unvectorized elementwise kernels (a broadcast or a cast on load: one element a load,
+    # ``runtime.kernels.unvectorized``) keep a fixed number of bytes in flight per SM, so by Little's law they
+    # move at most this many bytes per SM per clock, whatever the DRAM could give
+    # (``eager_streaming_limit_bytes_per_s``); 0: no limit.
     eager_bytes_per_sm_clock: float = 0.0
 
     def level(self, family: str) -> PowerLevel:
@@ -260,7 +261,7 @@ def streaming_time_s(law: StreamingLaw, nbytes, *, bandwidth_bytes_per_s, limit_
 
 
 def eager_streaming_limit_bytes_per_s(laws: Laws, sm_count, boost_clock_hz):
-    """What PyTorch's elementwise kernels can move on a GPU of ``sm_count`` SMs at ``boost_clock_hz``
+    """What PyTorch's unvectorized elementwise kernels can move on a GPU of ``sm_count`` SMs at ``boost_clock_hz``
     (floats or arrays): ``eager_bytes_per_sm_clock`` x SMs x clock; infinite where the laws set none."""
     if laws.eager_bytes_per_sm_clock <= 0:
         return math.inf
