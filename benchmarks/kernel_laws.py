@@ -383,7 +383,9 @@ def main(argv: list[str] | None = None) -> None:
                 eager_bytes_per_sm_clock=old.eager_bytes_per_sm_clock,
                 source=f"fitted {today} by benchmarks/kernel_laws.py on shared/data/public-benchmarks/kernels and "
                        "kernels-modern/neusight_test_kernels (NeuSight's fp32 kernel timings: P4, P100, T4, V100, A100, "
-                       "H100); tensor-core laws by benchmarks/tensor_laws.py")
+                       "H100); tensor-core laws by benchmarks/tensor_laws.py"
+                       + (old.source[old.source.index("; eager_bytes_per_sm_clock"):]
+                          if "; eager_bytes_per_sm_clock" in old.source else ""))
     fitted, shipped = _rounded(laws), _rounded(old)
     if args.ship:
         LAWS_PATH.write_text(json.dumps(fitted, indent=2) + "\n")

@@ -82,7 +82,8 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("liger_speed", "liger_speed",
               (*TIME_MODEL, "benchmarks/op_memory.py", "shared:kernels-modern/liger_kernel_bench.csv.gz"),
               what="GPU time of plain-PyTorch norms, SwiGLU/GeGLU, cross-entropy and embedding (forward, backward, "
-                   "full) against Liger's do_bench timings on 8 GPUs, 3 held out; nothing fitted", minutes=1.0,
+                   "full) against Liger's do_bench timings on 8 GPUs, 3 held out; the per-SM limit fitted on the seen GPUs "
+                   "(--fit)", minutes=1.0,
               timed="estimate"),
     Benchmark("kernel_error_sources", "time_kernel_sources",
               ("benchmarks/kernel_laws.py", KERNEL_FIT, *LAWS, "shared:kernels/"),

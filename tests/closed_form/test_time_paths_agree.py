@@ -73,3 +73,13 @@ def test_the_trace_marks_causal_attention_forward_and_backward(specs):
     attention = [op for op in trace.ops if "scaled_dot_product" in op.op]
     assert {op.phase for op in attention} == {"forward", "backward"}
     assert all(op.attrs.get("is_causal") for op in attention), [(op.op, op.attrs) for op in attention]
+
+
+@pytest.mark.parametrize("finetune", ["full", "lora"])
+def test_both_paths_limit_the_same_unvectorized_kernels(catalog, specs, finetune):
+    """RMSNorm's broadcast multiplies and rotary's by cos and sin run without vector loads, at the per-SM limit
+    (``runtime.kernels.unvectorized``); on a GPU with much bandwidth per SM clock (B200: 27 bytes) the closed
+    form must slow the same kernels the trace does (it was 7% faster than the trace before it did)."""
+    gpu = resolve_gpu(catalog, "b200")
+    traced, closed = _both(specs["h4096"], gpu, finetune=finetune)
+    assert closed.step_time_s == pytest.approx(traced.step_time_s, rel=0.02)

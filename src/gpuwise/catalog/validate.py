@@ -120,7 +120,7 @@ def _dense_bound_problems(gpu: GPU) -> list[tuple[str, str]]:
     per_sm = _DENSE_FP16_FLOP_PER_CLK_PER_SM.get(gpu.compute_capability)
     if per_sm is None or not _positive(gpu.cuda_cores) or not _positive(gpu.sm_count):
         return []
-    clock_ghz = gpu.peak_tflops["fp32"] * 1e3 / (2 * gpu.cuda_cores)
+    clock_ghz = gpu.boost_clock_hz / 1e9
     if not _CLOCK_GHZ_RANGE[0] <= clock_ghz <= _CLOCK_GHZ_RANGE[1]:
         return [("peak_tflops.fp32", f"{gpu.peak_tflops['fp32']} TFLOPS over {gpu.cuda_cores} CUDA cores "
                  f"implies a {clock_ghz:.2f} GHz clock: check cores or rate")]

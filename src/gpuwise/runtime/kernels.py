@@ -514,8 +514,10 @@ def fused_attention_features(bh, q_len, k_len, flops: float, nbytes: float, gpu,
     return OpFeatures("attention", rate, comp, ("attention_eff",), _streaming("elementwise", nbytes, gpu), (), 1)
 
 
-def streaming_features(cls: str, nbytes: float, kernels: int, gpu, *, row_norm: bool = False) -> OpFeatures:
+def streaming_features(cls: str, nbytes: float, kernels: int, gpu, *, row_norm: bool = False,
+                       per_sm_limited: bool = False) -> OpFeatures:
     """``kernels`` memory-bound kernels of class ``cls`` moving ``nbytes`` together (as CUDA moves them):
-    the streaming law is linear in bytes, so one sum times them all as ``op_time`` times each."""
-    return OpFeatures(cls, "bandwidth", 0.0, (), _streaming(_streaming_law(cls, row_norm), nbytes, gpu), (), kernels,
-                      memory_fixed=_MEM_CLASS_FACTOR.get(cls, 1.0))
+    the streaming law is linear in bytes, so one sum times them all as ``op_time`` times each.
+    ``per_sm_limited``: unvectorized elementwise kernels (``unvectorized``), as ``op_features`` times them."""
+    nbytes_s = _streaming(_streaming_law(cls, row_norm), nbytes, gpu, per_sm_limited=per_sm_limited and cls == "elementwise")
+    return OpFeatures(cls, "bandwidth", 0.0, (), nbytes_s, (), kernels, memory_fixed=_MEM_CLASS_FACTOR.get(cls, 1.0))

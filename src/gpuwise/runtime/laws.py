@@ -263,6 +263,7 @@ def streaming_time_s(law: StreamingLaw, nbytes, *, bandwidth_bytes_per_s, limit_
 def eager_streaming_limit_bytes_per_s(laws: Laws, sm_count, boost_clock_hz):
     """What PyTorch's unvectorized elementwise kernels can move on a GPU of ``sm_count`` SMs at ``boost_clock_hz``
     (floats or arrays): ``eager_bytes_per_sm_clock`` x SMs x clock; infinite where the laws set none."""
-    if laws.eager_bytes_per_sm_clock <= 0:
-        return math.inf
+    if laws.eager_bytes_per_sm_clock <= 0 or not np.all(np.asarray(sm_count) > 0) \
+            or not np.all(np.asarray(boost_clock_hz) > 0):
+        return math.inf     # no limit set, or a GPU whose SMs or clock the catalog does not know
     return laws.eager_bytes_per_sm_clock * sm_count * boost_clock_hz

@@ -124,19 +124,24 @@ class Streams:
     timed once for all its kernels."""
 
     def __init__(self) -> None:
-        self._groups: dict[tuple[str, bool], list[float]] = defaultdict(lambda: [0.0, 0])
+        self._groups: dict[tuple[str, bool, bool], list[float]] = defaultdict(lambda: [0.0, 0])
 
-    def add(self, cls: str, nbytes: float, kernels: int = 1, *, row_norm: bool = False) -> None:
-        g = self._groups[(cls, row_norm)]
+    def add(self, cls: str, nbytes: float, kernels: int = 1, *, row_norm: bool = False,
+            unvectorized: bool = False) -> None:
+        """``unvectorized``: elementwise kernels PyTorch runs without vector loads (a broadcast operand: RMSNorm's
+        two multiplies, rotary's by cos and sin), as ``gpuwise.runtime.kernels.unvectorized`` finds them in a
+        trace."""
+        g = self._groups[(cls, row_norm, unvectorized)]
         g[0] += nbytes
         g[1] += kernels
 
     def time(self, gpu, cal: Calibration) -> KernelTime:
         by_class: dict[str, float] = defaultdict(float)
         kernels = 0
-        for (cls, row_norm), (nbytes, k) in self._groups.items():
+        for (cls, row_norm, unvectorized), (nbytes, k) in self._groups.items():
             if k:
-                by_class[cls] += device_time_s(streaming_features(cls, nbytes, int(k), gpu, row_norm=row_norm), cal)
+                f = streaming_features(cls, nbytes, int(k), gpu, row_norm=row_norm, per_sm_limited=unvectorized)
+                by_class[cls] += device_time_s(f, cal)
                 kernels += int(k)
         return KernelTime(dict(by_class), kernels)
 
@@ -166,7 +171,8 @@ def norm_forward(st: Streams, sh: Shape, width: float, rows: float, count: int, 
         return
     casts = 2 if e != F32 else 0
     st.add("copy", casts * (e + F32) * n, casts * count)
-    st.add("elementwise", (4 * F32 + 2 * e) * n + 4 * F32 * rows, 5 * count)
+    st.add("elementwise", 2 * F32 * n + 4 * F32 * rows, 3 * count)                 # power, + eps, rsqrt
+    st.add("elementwise", (2 * F32 + 2 * e) * n, 2 * count, unvectorized=True)    # x rsqrt, weight x (broadcasts)
     st.add("reduction", F32 * n + F32 * rows, count)
 
 
@@ -178,7 +184,8 @@ def norm_backward(st: Streams, sh: Shape, width: float, rows: float, count: int,
         return
     casts = 2 if e != F32 else 0
     st.add("copy", casts * (e + F32) * n, casts * count)
-    st.add("elementwise", (2 * e + 16 * F32) * n + 6 * F32 * rows, 11 * count)
+    st.add("elementwise", 14 * F32 * n + 6 * F32 * rows, 9 * count)
+    st.add("elementwise", (2 * e + 2 * F32) * n, 2 * count, unvectorized=True)    # dy x weight, x rsqrt (broadcasts)
     st.add("reduction", F32 * n, count)
     if weight_grad:
         st.add("elementwise", 3 * e * n, count)
@@ -222,8 +229,9 @@ def layers_memory(sh: Shape, backward: bool, trained: bool, first_input_grad: bo
         norm_forward(st, sh, sh.h, norm_rows, norms, sh.stream)
         if a.qk_norm:   # per head, over head_dim
             norm_forward(st, sh, a.head_dim, layers * t * (sh.q + sh.kv) / a.head_dim, 2 * layers, e)
-        if rotary:
-            st.add("elementwise", 8 * e * (sh.q + sh.kv) * t * layers, 8 * layers)
+        if rotary:   # q and k by cos and by sin (broadcast over heads), rotate_half's negation, the sums
+            st.add("elementwise", 4 * e * (sh.q + sh.kv) * t * layers, 4 * layers, unvectorized=True)
+            st.add("elementwise", 4 * e * (sh.q + sh.kv) * t * layers, 4 * layers)
             st.add("copy", 2 * e * (sh.q + sh.kv) * t * layers, 2 * layers)
         if sh.cache:
             st.add("copy", 4 * e * sh.kv * t * layers, 2 * layers)             # KV-cache update
@@ -238,8 +246,9 @@ def layers_memory(sh: Shape, backward: bool, trained: bool, first_input_grad: bo
     norm_backward(st, sh, sh.h, norm_rows - skip * t, norms - skip, sh.stream, trained)
     if a.qk_norm:
         norm_backward(st, sh, a.head_dim, layers * t * (sh.q + sh.kv) / a.head_dim, 2 * layers, e, trained)
-    if rotary:
-        st.add("elementwise", 11 * e * (sh.q + sh.kv) * t * layers, 10 * layers)
+    if rotary:      # the gradients by cos and by sin (broadcasts), and the rest
+        st.add("elementwise", 4 * e * (sh.q + sh.kv) * t * layers, 4 * layers, unvectorized=True)
+        st.add("elementwise", 7 * e * (sh.q + sh.kv) * t * layers, 6 * layers)
         st.add("copy", 3 * e * (sh.q + sh.kv) * t * layers, 4 * layers)
     st.add("copy", 2 * e * (sh.q + 2 * sh.kv) * t * layers, 5 * layers)        # contiguous q/k/v grads, zeros
     attn_sums, mlp_sums = _input_grad_sums(a)
