@@ -100,7 +100,8 @@ def test_an_option_names_every_constraint_it_breaks_and_nothing_meets_says_which
     assert rec.nothing_meets.startswith("nothing meets the deadline of 1.0 s and the budget of ¥0.00: no option "
                                         "meets the deadline even alone (the fastest takes ")
     assert ", nor the budget (the cheapest costs ¥" in rec.nothing_meets
-    assert rec.nothing_meets.endswith("; the closest options are listed")
+    assert rec.nothing_meets.endswith("; the closest options are listed, the least missed first "
+                                      "(% over the deadline + % over the budget)")
 
 
 def test_constraints_met_one_at_a_time_but_not_together_say_so(catalog):
@@ -113,6 +114,25 @@ def test_constraints_met_one_at_a_time_but_not_together_say_so(catalog):
                     constraints=Constraints(deadline_s=h100.total_time_s * 1.01, budget=t4.total_cost * 1.01))
     assert rec.best is None
     assert "each alone is met by some option, not both at once" in rec.nothing_meets
+
+
+def test_the_closest_options_miss_the_deadline_and_the_budget_together_least_not_the_fastest_first(catalog):
+    # the defect: with --deadline and --budget the closest were the fastest (8x B200, 10x the budget) while an
+    # option in time and 9 % over the budget was in the table
+    cat = three_picks(catalog)
+    model = ScriptedModel(Workload("scripted", batch_size=8))
+    free = {o.gpu: o for o in recommend(model, cat, job=JobSize(steps=100_000), max_gpus=1).options}
+    t4, rtx, h100 = free["t4"], free["rtx-4090"], free["h100-sxm"]
+    deadline_s, budget = rtx.total_time_s * 1.01, rtx.total_cost / 1.09       # the 4090: in time, 9 % over
+    assert h100.total_time_s < deadline_s < t4.total_time_s and t4.total_cost < budget < h100.total_cost / 1.5
+    rec = recommend(model, cat, job=JobSize(steps=100_000), max_gpus=1,
+                    constraints=Constraints(deadline_s=deadline_s, budget=budget))
+    assert rec.best is None
+    assert [o.gpu for o in rec.closest][0] == "rtx-4090", [(o.gpu, o.excluded_because) for o in rec.closest]
+    t4_miss, h100_miss = t4.total_time_s / deadline_s - 1, h100.total_cost / budget - 1
+    assert [o.gpu for o in rec.closest] == ["rtx-4090", *(["t4", "h100-sxm"] if t4_miss < h100_miss else
+                                                           ["h100-sxm", "t4"])]
+    assert rec.nothing_meets.endswith("the least missed first (% over the deadline + % over the budget)")
 
 
 def test_the_fastest_left_out_by_the_budget_alone_still_reads_within_budget(cli_run, catalog, monkeypatch):

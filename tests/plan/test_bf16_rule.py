@@ -71,25 +71,25 @@ def test_nothing_meets_names_the_gpus_without_bf16_next_to_those_out_of_memory(c
     assert rec["nothing_meets"].endswith("; t4 has no bf16 (--precision amp-fp16 runs there)")
 
 
-def test_estimate_does_not_say_a_job_that_cannot_run_fits(cli_json):
-    # the defect: "On v100-32gb-sxm2: fits with 12.5 GiB to spare", then "Cannot run ... no bf16", exit 0
-    out = cli_json([*ESTIMATE_7B_BF16, "--gpu", "v100-32gb-sxm2", "--json"])
-    assert out["cannot_run"] == "no bf16 on this GPU (volta): use --precision amp-fp16"
-    assert out["fits"] is True and out["time"] is None      # `fits` is memory only (plan/answer.py)
-    lines = gpuwise(*ESTIMATE_7B_BF16, "--gpu", "v100-32gb-sxm2").splitlines()   # exit 0: an answer, not bad input
-    on = next(i for i, line in enumerate(lines) if line.startswith("On v100-32gb-sxm2:"))
-    assert lines[on] == "On v100-32gb-sxm2: cannot run: no bf16 on this GPU (volta): use --precision amp-fp16"
-    assert lines[on + 1].startswith("  in memory alone: fits with ")
-    assert not any(line.startswith("Cannot run") or line.startswith("Step time") for line in lines)
+def refusal(*args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    return subprocess.run([sys.executable, "-m", "gpuwise.cli.app", *args], capture_output=True, text=True,
+                          timeout=300, env=env)
 
 
-def test_estimate_lists_no_changes_that_fit_a_gpu_the_job_cannot_run_on(cli_json):
-    out = cli_json([*ESTIMATE_7B_BF16, "--gpu", "t4", "--json"])
-    assert out["cannot_run"].startswith("no bf16") and out["fits"] is False
-    assert out["changes_that_fit"] == []      # --grad-checkpointing and co. would still leave it unable to run
-    text = gpuwise(*ESTIMATE_7B_BF16, "--gpu", "t4")
-    assert "fits with --" not in text and "none of the changes tried" not in text
-    assert "On t4: cannot run: no bf16" in text and "in memory alone: does not fit" in text
+@pytest.mark.parametrize("args, gpu, runs", [
+    (ESTIMATE_7B_BF16, "v100-32gb-sxm2", "amp-fp16"),
+    (["estimate", "torchvision:resnet50", "--precision", "bf16"], "v100-32gb-sxm2", "fp16"),
+    ([*ESTIMATE_7B_BF16, "--max-batch"], "t4", "amp-fp16"),
+])
+def test_estimate_refuses_a_precision_the_one_gpu_named_cannot_run_naming_those_it_runs(args, gpu, runs):
+    # the defect: "On v100-32gb-sxm2: cannot run: no bf16 on this GPU (volta)" under a full answer, exit 0
+    result = refusal(*args, "--gpu", gpu)
+    assert result.returncode == 2 and result.stdout == ""
+    (line,) = result.stderr.strip().splitlines()
+    precision = args[args.index("--precision") + 1]
+    assert line.startswith(f"gpuwise: error: --precision {precision}: {gpu} cannot run it: no bf16 on this GPU")
+    assert f"use --precision {runs}" in line and line.endswith("(it runs fp32, tf32, amp-fp16, fp16)")
 
 
 def test_estimate_on_every_gpu_says_no_bf16_where_the_job_cannot_run_at_80_columns(cli_json):

@@ -60,8 +60,9 @@ def test_recommend_table_shows_costs_in_the_ranking_currency(capsys):
 
 def test_estimate_and_recommend_agree_that_bf16_cannot_run_on_a_t4(cli_json):
     est = cli_json(["estimate", "hf:bert-base-uncased", "--seq-len", "128", "--batch-size", "8", "--precision", "amp-bf16",
-                 "--gpu", "t4", "--json"])
-    assert est["cannot_run"].startswith("no bf16") and est["time"] is None
+                 "--gpu", "all", "--json"])
+    est = next(r for r in est["per_gpu"] if r["gpu"] == "t4")
+    assert est["cannot_run"].startswith("no bf16") and est["step_time_s"] is None
     rec = cli_json(["recommend", "hf:bert-base-uncased", "--seq-len", "128", "--batch-size", "8", "--precision", "amp-bf16",
                  "--steps", "10", "--gpus", "t4", "--max-gpus", "1", "--no-remedies", "--json"])
     assert rec["options"][0]["excluded_because"] == est["cannot_run"]

@@ -136,4 +136,9 @@ def offers_for(catalog: Catalog, gpu_id: str, *, provider: str | None = None, sp
         and (provider is None or o.provider.lower() == provider.lower())
         and (spot is None or o.spot == spot)
     ]
-    return sorted(found, key=lambda o: (o.currency, o.price_per_gpu_hour, o.count, o.provider))
+    return sorted(found, key=offer_order)
+
+
+def offer_order(offer: Offer) -> tuple[str, float, int, str]:
+    """How offers are listed: by currency, then cheapest per GPU-hour first."""
+    return (offer.currency, offer.price_per_gpu_hour, offer.count, offer.provider)

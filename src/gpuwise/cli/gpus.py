@@ -48,12 +48,15 @@ def gpus(
 
     Shipped prices are indicative and dated. Your own go in ~/.config/gpuwise/catalog.toml or --catalog FILE.
     """
+    from dataclasses import replace
+
     from gpuwise.catalog.query import gpu_record, select_gpus
-    from gpuwise.plan.offers import cheapest_to_rent_one, price_key
+    from gpuwise.plan.offers import cheapest_to_rent_one, offers_as_priced, price_key
 
     cat = c.load_catalog_for(catalog, live)
     min_bytes = c.size_option("--min-memory", min_memory) if min_memory is not None else None
     rows = select_gpus(cat, names or (), min_memory_bytes=min_bytes, provider=provider, sort=sort)
+    rows = [replace(r, offers=tuple(offers_as_priced(r.offers))) for r in rows]   # your price where it applies
     currency, cheapest = cheapest_to_rent_one({r.gpu.id: r.offers for r in rows})
     if sort == "price":
         rows = sorted(rows, key=lambda r: price_key(cheapest[r.gpu.id], currency))

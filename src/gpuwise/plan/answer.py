@@ -10,7 +10,9 @@ memory; serving with ``--engine vllm``, vLLM's reservation holding the weights, 
 cache (``spare_bytes``: what the reservation has left after them). Whether the job can run there at all is
 ``cannot_run``: None where it can, else why not (bf16 on a GPU without it), whatever the memory. A job
 runs on a GPU where ``fits`` is true and ``cannot_run`` is None; where ``cannot_run`` is set, ``time``
-(and a row's step time) is None and ``changes_that_fit`` is empty (no memory change lets it run).
+(and a row's step time) is None and ``changes_that_fit`` is empty (no memory change lets it run). On the
+one GPU asked about (``--gpu NAME``) a job that cannot run there is refused (PlanError, exit 2: a named
+precision the GPU lacks says which it runs), so ``cannot_run`` is set only in the ``per_gpu`` rows.
 Without ``--precision`` (``workload.precision_default``) each GPU runs the default rule's precision
 there (a bf16 default at fp16 on a GPU without bf16): each ``per_gpu`` row names its ``precision``.
 
@@ -31,6 +33,7 @@ from gpuwise.plan.profile import WorkloadModel, cannot_run, estimate_fit, larges
 from gpuwise.plan.recommend import JobSize
 from gpuwise.plan.remedies import changes_that_fit
 from gpuwise.plan.accuracy import likely_step_time_range_s, load_accuracy, no_range_note, regime_of
+from gpuwise.workload.precision import runs_on, why_not_on
 
 
 def job_time(step_time_s: float, workload, job: JobSize | None) -> dict | None:
@@ -61,6 +64,18 @@ def _row(e, headroom_fraction: float, method: str) -> dict:
             "precision": e.workload.precision, **_timed(e, method)}
 
 
+def refuse_if_cannot_run(workload, gpu) -> None:
+    """PlanError where ``workload`` cannot run on ``gpu``, the one GPU the user asked about (``cannot_run``,
+    the rule the other commands exclude by): a precision it lacks names the precisions it runs."""
+    why = cannot_run(workload, gpu)
+    if not why:
+        return
+    if why_not_on(workload_on(workload, gpu).precision, gpu.has_bf16, gpu.arch):
+        raise PlanError(f"--precision {workload.precision}: {gpu.id} cannot run it: {why} "
+                        f"(it runs {', '.join(runs_on(gpu.has_bf16, gpu.arch))})")
+    raise PlanError(f"{gpu.id} cannot run this job: {why}")
+
+
 def estimate_answer(
     model: WorkloadModel, gpus: list, *, headroom_fraction: float, job: JobSize | None = None,
     suggest_changes: bool = True, progress: Callable[[str], None] | None = None, provider: str | None = None,
@@ -73,6 +88,8 @@ def estimate_answer(
     if refused:
         raise PlanError(f"--num-gpus {count}: {refused}")
     gpu = gpus[0] if len(gpus) == 1 else None
+    if gpu is not None:
+        refuse_if_cannot_run(model.workload, gpu)
     est = model.estimate(gpu, count=count, provider=provider)
     trace_info = None
     if model.method == "traced":
@@ -135,6 +152,7 @@ def largest_batch_answer(
     """``estimate --max-batch``: the answer at the largest micro-batch that fits ``gpu`` (its memory, step
     and job time), with ``max_batch_size`` and ``requested_batch_size``. Where not even batch 1 fits, the
     answer at the requested batch, with the changes that would make it fit."""
+    refuse_if_cannot_run(model.workload, gpu)
     # one GPU asked about: every batch size, not only powers of two (a few more traces)
     largest = largest_fitting_batch(model, gpu, count=model.workload.num_gpus, headroom_fraction=headroom_fraction,
                                     provider=provider, powers_of_two=False)

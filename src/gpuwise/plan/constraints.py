@@ -86,6 +86,22 @@ def latency_misses(o: Quote, c: Constraints) -> list[str]:
     return out
 
 
+def relative_misses(o: Quote, c: Constraints, ranking_currency: str) -> dict[str, float]:
+    """How far an option misses each constraint set, as a share of it (0.25: 25 % over; 0: met), by kind
+    (``reasons.LATENCY``, ``DEADLINE``, ``BUDGET``): what ranks the closest options when nothing meets them."""
+    out = {}
+    if c.latency_targets:
+        ratio = max((o.ttft_s or 0.0) / c.max_ttft_s if c.max_ttft_s else 0.0,
+                    (o.tpot_s or 0.0) / c.max_tpot_s if c.max_tpot_s else 0.0)
+        out[reasons.LATENCY] = max(0.0, ratio - 1.0)
+    if c.deadline_s is not None:
+        out[reasons.DEADLINE] = max(0.0, (o.total_time_s or 0.0) / c.deadline_s - 1.0)
+    if c.budget is not None:
+        budget = convert(c.budget, c.budget_currency or ranking_currency, ranking_currency)
+        out[reasons.BUDGET] = max(0.0, (o.total_cost_ranked or 0.0) / budget - 1.0)
+    return out
+
+
 def apply_constraints(options: list[Quote], c: Constraints, ranking_currency: str) -> list[Quote]:
     """Each option that fits, left out for every constraint it misses (``reasons.constraints_missed``:
     the serving targets, the deadline, the budget, each said); options left out already stay as they are."""

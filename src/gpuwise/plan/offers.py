@@ -1,9 +1,10 @@
 """The one offer picker and the one ranking currency, used by every command that prices GPUs.
 
-``cheapest_offer``: for one GPU × count × provider × spot policy, the offer of exactly ``count`` GPUs
-that costs least in the ranking currency; where no such offer exists, the cheapest single-GPU offer
-priced × count (its source says so). A price of the user's own replaces the shipped indicative prices
-of its provider for that GPU at every count. Spot offers take part only when the spot policy includes them:
+``cheapest_offer``: for one GPU × count × provider × spot policy, the offer that costs least in the
+ranking currency among the offers of exactly ``count`` GPUs and the user's own single-GPU prices × count;
+where there is neither, the cheapest single-GPU offer priced × count (its source says so). A price of the
+user's own replaces the shipped indicative prices of its provider for that GPU at every count, and
+competes with every other provider's at every count. Spot offers take part only when the spot policy includes them:
 ``recommend``, ``report`` and ``advise`` all take ``--spot`` with the same meaning.
 
 ``ranking_currency``: the one the user asked for; else the currency all considered offers share;
@@ -18,6 +19,7 @@ from dataclasses import replace
 
 from gpuwise.catalog.model import Catalog, Offer
 from gpuwise.catalog.query import catalog_provider, providers
+from gpuwise.catalog.resolve import offer_order
 from gpuwise.errors import did_you_mean
 from gpuwise.plan.errors import PlanError
 from gpuwise.plan.money import convert, rates_in
@@ -75,18 +77,59 @@ def own_prices_first(offers: list[Offer]) -> list[Offer]:
     return [o for o in offers if not o.indicative or (o.provider, o.spot) not in own]
 
 
-def cheapest_offer(offers: Iterable[Offer], gpu_id: str, count: int, currency: str) -> Offer | None:
-    """The cheapest offer (in ``currency``) for exactly ``count`` of ``gpu_id``; else a single-GPU offer × count."""
-    mine = own_prices_first([o for o in offers if o.gpu_id == gpu_id])
-    exact = [o for o in mine if o.count == count]
-    if exact:
-        return min(exact, key=lambda o: (convert(o.price_per_hour, o.currency, currency), o.provider))
-    singles = [o for o in mine if o.count == 1]
-    if count == 1 or not singles:
-        return None
-    single = min(singles, key=lambda o: (convert(o.price_per_hour, o.currency, currency), o.provider))
+def _is_own(offer: Offer) -> bool:
+    return not offer.indicative and not offer.live
+
+
+def _times(single: Offer, count: int) -> Offer:
+    """A single-GPU offer priced for ``count`` GPUs (its source says so)."""
     return replace(single, count=count, price_per_hour=single.price_per_hour * count,
                    source=single.source + f" (single-GPU price × {count})")
+
+
+def own_prices_at(offers: list[Offer], count: int) -> list[Offer]:
+    """The user's own single-GPU prices × ``count``, one per provider and spot-ness that has no offer of the
+    user's own for exactly ``count`` GPUs (an own price for that count is the user's word for it)."""
+    own_exact = {(o.provider, o.spot) for o in offers if _is_own(o) and o.count == count}
+    return [_times(o, count) for o in offers
+            if _is_own(o) and o.count == 1 and (o.provider, o.spot) not in own_exact]
+
+
+def offers_as_priced(offers: Iterable[Offer]) -> list[Offer]:
+    """The offers as the planner prices them, for listing: a shipped offer that a price of the user's own
+    replaces shows as that price (their single-GPU price × its count; dropped where they gave no single-GPU
+    price), in ``offers_for``'s order."""
+    offers = list(offers)
+    kept = own_prices_first(offers)
+    shown = list(kept)
+    for o in offers:
+        if o in kept:
+            continue
+        mine = [p for p in own_prices_at([k for k in kept if k.gpu_id == o.gpu_id], o.count)
+                if (p.provider, p.spot) == (o.provider, o.spot)]
+        shown.extend(p for p in mine if p not in shown)
+    return sorted(shown, key=offer_order)
+
+
+def cheapest_offer(offers: Iterable[Offer], gpu_id: str, count: int, currency: str) -> Offer | None:
+    """The cheapest offer (in ``currency``) for ``count`` of ``gpu_id``: the offers of exactly ``count``
+    GPUs and the user's own single-GPU prices × ``count`` compete, cheapest wins; where there is neither,
+    the cheapest single-GPU offer × count."""
+    mine = own_prices_first([o for o in offers if o.gpu_id == gpu_id])
+    if count == 1:
+        candidates = [o for o in mine if o.count == 1]
+    else:
+        candidates = [o for o in mine if o.count == count] + own_prices_at(mine, count)
+    if not candidates:
+        singles = [o for o in mine if o.count == 1]
+        if count == 1 or not singles:
+            return None
+        candidates = [_times(min(singles, key=lambda o: _rank_key(o, currency)), count)]
+    return min(candidates, key=lambda o: _rank_key(o, currency))
+
+
+def _rank_key(offer: Offer, currency: str) -> tuple[float, str]:
+    return (convert(offer.price_per_hour, offer.currency, currency), offer.provider)
 
 
 def cheapest_to_rent_one(offers_by_gpu: dict[str, Iterable[Offer]], currency: str | None = None,

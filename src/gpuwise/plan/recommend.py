@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 
 from gpuwise.catalog.loader import user_catalog_path
 from gpuwise.catalog.model import GPU, Catalog, Offer
-from gpuwise.plan.constraints import Constraints, JobSize, apply_constraints
+from gpuwise.plan.constraints import Constraints, JobSize, apply_constraints, relative_misses
 from gpuwise.plan.errors import PlanError
 from gpuwise.plan.money import RATES_CHECKED, rates_in
 from gpuwise.plan.offers import candidate_offers, cheapest_offer, ranking_currency, spot_policy
@@ -412,16 +412,16 @@ def _nothing_meets(options: list[Option], c: Constraints, currency: str, precisi
     if c.budget is not None:
         what[reasons.BUDGET] = f"the budget of {format_money(c.budget, c.budget_currency or currency)}"
 
-    def overshoot(o) -> float:     # how far past the latency targets, as a ratio (0: within them)
-        return max((o.ttft_s or 0.0) / c.max_ttft_s if c.max_ttft_s else 0.0,
-                   (o.tpot_s or 0.0) / c.max_tpot_s if c.max_tpot_s else 0.0)
+    def total_miss(o) -> tuple[float, float, float]:   # the shares by which it misses each, added; cheaper, faster
+        return (sum(relative_misses(o, c, currency).values()), o.total_cost_ranked or 0.0, o.total_time_s or 0.0)
 
-    closest = sorted(fitting, key=lambda o: (overshoot(o), o.total_time_s if c.deadline_s is not None else 0,
-                                             o.total_cost_ranked))[:3]
+    closest = sorted(fitting, key=total_miss)[:3]
     reason = f"nothing meets {' and '.join(what.values()) or 'the request'}"
+    listed = "the closest options are listed"
     if len(what) > 1:
         reason += f": {_each_alone(fitting, list(what))}"
-    return f"{reason}; the closest options are listed", closest, reason
+        listed += f", the least missed first (% over {' + % over '.join(_CONSTRAINT_WORDS[k] for k in what)})"
+    return f"{reason}; {listed}", closest, reason
 
 
 _CONSTRAINT_WORDS = {reasons.LATENCY: "the latency targets", reasons.DEADLINE: "the deadline",

@@ -149,6 +149,11 @@ def why_not_on(precision: str | Precision, gpu_has_bf16: bool, arch: str) -> str
     return None
 
 
+def runs_on(gpu_has_bf16: bool, arch: str) -> tuple[str, ...]:
+    """The public precisions a GPU runs (``why_not_on`` refuses none of them), in ``NAMES`` order."""
+    return tuple(n for n in NAMES if why_not_on(n, gpu_has_bf16, arch) is None)
+
+
 def checkpoint_dtype(cfg: dict) -> str | None:
     """The dtype a transformers config says its checkpoint is stored in (``torch_dtype``; ``dtype`` since
     transformers 4.56; multimodal configs may say it in their ``text_config``)."""
