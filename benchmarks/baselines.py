@@ -10,16 +10,16 @@ every operator at 75% of its roofline rate.
 from __future__ import annotations
 
 from benchmarks.harness import ROOFLINE, ROOFLINE_075
-from gpuwise.runtime.kernels import op_features
-from gpuwise.runtime.stack import Stack
+from gpuwise.runtime.predict import roofline_step_s as _roofline_step_s
 
 ONE_CONSTANT = 0.75
 
 
 def roofline_step_s(trace, gpu) -> float:
-    """Plain roofline time of one step of ``trace`` on ``gpu`` (seconds)."""
-    stack = Stack.from_workload(trace.workload)
-    return sum(op_features(op, gpu, trace.workload.precision, stack).roofline_s for op in trace.ops)
+    """Plain roofline time of one step of ``trace`` on ``gpu`` (seconds): every traced op as traced
+    (``runtime.predict.roofline_step_s`` without compile's fusion, so a compiled case keeps the baseline's
+    definition)."""
+    return _roofline_step_s(trace, gpu, compiled_fusion=False)
 
 
 def roofline_baselines(trace, gpu) -> dict[str, float]:

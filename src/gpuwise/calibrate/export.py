@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from gpuwise import __version__
@@ -19,6 +20,18 @@ from gpuwise.report.measured import Measurement, public_model
 
 ROW_FORMAT = "gpuwise-measurement/1"
 FIGURES = ("step_time_s", "timed_steps", "peak_allocated_bytes", "peak_reserved_bytes", "process_memory_bytes")
+
+
+@dataclass(frozen=True)
+class RowMeasurement(Measurement):
+    """A measurement read from an exported row, which names its GPU twice: ``gpu_id``, the catalog id the row
+    was exported for (authoritative: the id its calibration is keyed by, resolved as ``--gpu`` is), and
+    ``gpu_name``, the driver's name, checked against it (``rows.measured_gpu``); a row without ``gpu_name`` has
+    its id there too."""
+
+    gpu_id: str | None = None
+
+
 def export_row(m: Measurement, gpu_id: str) -> dict:
     workload = dict(m.workload or {})
     if "model" in workload:
@@ -45,8 +58,14 @@ def parse_row(row: Mapping, source: str) -> Measurement:
         for k, v in ints.items():
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
                 raise ValueError(f"{k} {v!r} is not a whole number >= 0")
-        return Measurement(
-            gpu_name=str(row.get("gpu_name") or row["gpu"]), workload=dict(workload), step_time_s=step,
+        gpu_id, gpu_name = (row.get(k) or None for k in ("gpu", "gpu_name"))    # "" is no name
+        if gpu_id is None and gpu_name is None:
+            raise KeyError("gpu")
+        for key, value in (("gpu", gpu_id), ("gpu_name", gpu_name)):
+            if value is not None and not isinstance(value, str):
+                raise ValueError(f"{key} {value!r} is not a GPU name")
+        return RowMeasurement(
+            gpu_id=gpu_id, gpu_name=gpu_name or gpu_id, workload=dict(workload), step_time_s=step,
             timed_steps=ints["timed_steps"] or 0, peak_allocated_bytes=ints["peak_allocated_bytes"],
             peak_reserved_bytes=ints["peak_reserved_bytes"], process_memory_bytes=ints["process_memory_bytes"],
             driver_version=stack.get("driver"), cuda_version=stack.get("cuda"), torch_version=stack.get("torch"),

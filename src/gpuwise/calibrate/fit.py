@@ -44,6 +44,7 @@ measured both.
 from __future__ import annotations
 
 import datetime as _dt
+import logging
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -60,6 +61,7 @@ HOST_FACTOR_PRIOR_WEIGHT = {"down": 1e-3, "up": 1e-2}
 HOST_PRIOR_WEIGHT = 1e-3       # ln(1 + h / median issue time)²: as weak as g's, on the host's side
 MIN_FACTOR = 0.05              # no class gets 20× faster than the shipped model says
 MAX_FACTOR = 50.0
+BOUND_TOLERANCE = 1e-3         # a factor this close (relatively) to MIN_FACTOR or MAX_FACTOR is at it
 MIN_CLASS_SHARE = 0.05         # a factor needs this share of one run's predicted step (module docstring)
 UNKEYED = ("launch", "host")   # host-side time: the same whatever the arithmetic
 LAUNCH = "launch"              # the shipped wait for the host; its factor scales the host's issue time
@@ -151,11 +153,31 @@ class GpuCalibration:
         return f"calibrated with {len(self.runs)} of your runs on {self.gpu}"
 
     @property
+    def scope(self) -> str:
+        """What it corrects: "step times", and "memory" only where a run measured it (``memory_offset_bytes``)."""
+        return "step times" if self.memory_offset_bytes is None else "step times and memory"
+
+    @property
     def summary(self) -> str:
         """The label with what it scales: "calibrated with 1 of your runs on X (scaled: launch ×4.89, …;
-        every other class as shipped)"; what recommend prints per GPU."""
-        scaled = ", ".join(f"{c} ×{f:.2f}" for c, f in sorted(self.class_factors.items(), key=lambda kv: -abs(kv[1] - 1)))
-        return f"{self.label} (scaled: {scaled or 'nothing'}; every other class as shipped)"
+        every other class as shipped; memory not measured: as shipped)"; what recommend prints per GPU."""
+        scaled = ", ".join(f"{c} ×{f:.2f}"
+                           for c, f in sorted(self.class_factors.items(), key=lambda kv: -abs(kv[1] - 1)))
+        memory = ("memory not measured: as shipped" if self.memory_offset_bytes is None else
+                  f"memory outside the allocator {self.memory_offset_bytes / 2**20:+.0f} MiB")
+        return f"{self.label} (scaled: {scaled or 'nothing'}; every other class as shipped; {memory})"
+
+    @property
+    def at_bounds(self) -> dict[str, str]:
+        """Class -> "floor" or "ceiling" for each factor the fit stopped at ``MIN_FACTOR`` or ``MAX_FACTOR``: the
+        runs asked for more than the fit allows, so that class does not reproduce them."""
+        out = {}
+        for cls, f in self.class_factors.items():
+            if f <= MIN_FACTOR * (1 + BOUND_TOLERANCE):
+                out[cls] = "floor"
+            elif f >= MAX_FACTOR * (1 - BOUND_TOLERANCE):
+                out[cls] = "ceiling"
+        return out
 
     def factor(self, cls: str) -> float:
         """The fitted factor of a class with evidence (``supported_classes``); 1 (the shipped model) otherwise.
@@ -174,7 +196,7 @@ class GpuCalibration:
     def to_dict(self) -> dict:
         return {"gpu": self.gpu, "label": self.label, "class_factors": dict(self.class_factors),
                 "global_factor": self.global_factor, "host_s": self.host_s,
-                "memory_offset_bytes": self.memory_offset_bytes, "runs": len(self.runs),
+                "memory_offset_bytes": self.memory_offset_bytes, "runs": len(self.runs), "at_bounds": self.at_bounds,
                 "stack": dict(self.stack), "fitted": self.fitted}
 
 
@@ -268,6 +290,13 @@ def fit_gpu(gpu: str, rows: Sequence[FitRow], *, today: str | None = None) -> Gp
     """The calibration of ``gpu`` from its runs (each fingerprint once, the last one kept)."""
     unique = list({r.fingerprint: r for r in rows}.values())
     g, factors, host_s = fit_time(unique)
-    return GpuCalibration(gpu=gpu, class_factors=factors, global_factor=g, host_s=host_s,
-                          memory_offset_bytes=fit_memory_offset(unique), runs=tuple(unique),
-                          stack=dict(unique[-1].stack), fitted=today or _dt.date.today().isoformat())
+    cal = GpuCalibration(gpu=gpu, class_factors=factors, global_factor=g, host_s=host_s,
+                         memory_offset_bytes=fit_memory_offset(unique), runs=tuple(unique),
+                         stack=dict(unique[-1].stack), fitted=today or _dt.date.today().isoformat())
+    if cal.at_bounds:
+        stops = ", ".join(f"{c} ×{factors[c]:.2f} (its {where})" for c, where in sorted(cal.at_bounds.items()))
+        logging.getLogger(__name__).warning(
+            "calibration of %s: %s: the runs ask for more than the fit allows (factors ×%g to ×%g), so they are not "
+            "reproduced; check their step times (one optimizer step of the workload each, in seconds)",
+            gpu, stops, MIN_FACTOR, MAX_FACTOR)
+    return cal

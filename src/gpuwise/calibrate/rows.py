@@ -1,5 +1,5 @@
-"""A measurement made ready for the fit: checked (workload, step times, a known GPU) and set beside the
-shipped model's prediction for the same workload on the same GPU."""
+"""A measurement made ready for the fit: checked (workload, step times, a known GPU, a step time the GPU can
+reach) and set beside the shipped model's prediction for the same workload on the same GPU."""
 
 from __future__ import annotations
 
@@ -8,22 +8,81 @@ import json
 from collections.abc import Callable
 
 from gpuwise.calibrate.errors import CalibrateError
+from gpuwise.calibrate.export import RowMeasurement
 from gpuwise.calibrate.fit import FitRow, class_key
-from gpuwise.catalog import GPU, Catalog
+from gpuwise.catalog import GPU, Catalog, CatalogError, resolve_gpu
 from gpuwise.errors import GpuwiseError
-from gpuwise.plan.profile import model_for
+from gpuwise.plan.llm import estimate_llm
+from gpuwise.plan.profile import WorkloadModel, model_for
+from gpuwise.runtime.predict import roofline_step_s
+from gpuwise.runtime.rates import peak_flops_per_s
+from gpuwise.runtime.stack import Stack
 from gpuwise.report.measured import MIN_TIMED_STEPS, WARMUP_STEPS, Measurement, workload_of
 from gpuwise.report.rightsize import resolve_rented
+from gpuwise.workload import Workload
+
+# A measured step under this share of its job's roofline on the GPU is refused (``check_reachable``). Not 1:
+# the roofline sums each traced op's bytes at the datasheet bandwidth, and real stacks beat that sum (fused
+# kernels, tensors that stay in L2, clocks above the datasheet's boost): of the 200 public runs of
+# benchmarks/results/time_cases.csv, 13 measured faster than it, the fastest at 1/1.37 of it (0.73).
+ROOFLINE_FLOOR_SHARE = 0.5
 
 
 def measured_gpu(m: Measurement, catalog: Catalog) -> GPU:
-    """The catalog GPU the run measured; CalibrateError when the run names none or an unknown one."""
+    """The catalog GPU the run measured; CalibrateError when the run names none or an unknown one. An exported
+    row names it by catalog id (``gpu``, authoritative) and driver name (``gpu_name``): an unknown id is refused
+    whatever the name says, and so is a name that is another catalog GPU than the id."""
+    gpu_id = m.gpu_id if isinstance(m, RowMeasurement) else None
+    if gpu_id is not None:
+        try:
+            gpu = resolve_gpu(catalog, gpu_id)
+        except CatalogError as exc:
+            raise CalibrateError(f"{m.source}: gpu: {exc}") from None
+        named, _ = resolve_rented(catalog, m.gpu_name) if m.gpu_name else (None, None)
+        if named is not None and named.id != gpu.id:
+            raise CalibrateError(f"{m.source}: the row's gpu is {gpu.id} but its gpu_name {m.gpu_name!r} is "
+                                 f"{named.id}: fix the row (gpu, the catalog id, is what it calibrates)")
+        return gpu
     if not m.gpu_name:
-        raise CalibrateError(f"{m.source}: the run names no GPU (no GPU samples, no torch record): nothing to calibrate")
+        raise CalibrateError(f"{m.source}: the run names no GPU (no GPU samples, no torch record): "
+                             "nothing to calibrate")
     gpu, note = resolve_rented(catalog, m.gpu_name)
     if gpu is None:
         raise CalibrateError(f"{m.source}: {note.split(': pass')[0]}")
     return gpu
+
+
+def roofline_s(model: WorkloadModel, job: Workload, gpu: GPU) -> float | None:
+    """The plain roofline of one step of ``job`` on one ``gpu``: per traced op, the larger of its FLOPs at the
+    datasheet peak of the rate it runs at and its bytes at the datasheet bandwidth (``OpFeatures.roofline_s``,
+    the time model's own figure), summed over the micro-steps and the optimizer. Under torch.compile only the
+    matmul, convolution and attention ops count (their FLOPs stay; fusion removes the others' bytes). The
+    closed form (no trace): its FLOPs at the precision's peak. None when the job is split over GPUs by
+    tensor parallelism (closed form on more than one GPU)."""
+    if model.method != "traced":
+        if job.num_gpus > 1:
+            return None
+        return estimate_llm(job, gpu).flops_per_step / peak_flops_per_s(gpu, job.precision)
+    trace = model.trace(job.batch_size, job.grad_accum_steps, job.precision)
+    sharded = job.num_gpus > 1 and job.sharding != "ddp"     # each rank updates its shard (runtime.predict)
+    return roofline_step_s(trace, gpu, stack=Stack.from_workload(job),
+                           accum_steps=job.grad_accum_steps if job.is_training else 1,
+                           optimizer_shards=job.num_gpus if sharded else 1)
+
+
+def check_reachable(m: Measurement, model: WorkloadModel, job: Workload, gpu: GPU) -> None:
+    """CalibrateError (one line) when ``m`` measured a step under ``ROOFLINE_FLOOR_SHARE`` of its job's roofline
+    on ``gpu``: no run of that job on that GPU takes so little (a wrong unit, another job, a typo), and the fit
+    would scale every class it carried by its floor to follow it."""
+    roof_s = roofline_s(model, job, gpu)
+    if roof_s is None or m.step_time_s is None:
+        return
+    floor_s = ROOFLINE_FLOOR_SHARE * roof_s
+    if m.step_time_s < floor_s:
+        raise CalibrateError(
+            f"{m.source}: measured step time {m.step_time_s:.3g} s is under the floor of {floor_s:.3g} s for its "
+            f"workload on {gpu.id} ({ROOFLINE_FLOOR_SHARE:.0%} of its roofline: FLOPs at the datasheet peak, bytes "
+            "at the datasheet bandwidth): not a step of this job on this GPU")
 
 
 def check_usable(m: Measurement) -> None:
@@ -49,11 +108,13 @@ def fit_row(m: Measurement, gpu: GPU, progress: Callable[[str], None] | None = N
     check_usable(m)
     try:
         workload = workload_of(m.workload)
-        est = model_for(workload, progress).estimate(gpu, count=workload.num_gpus)   # no correction: shipped
+        model = model_for(workload, progress)
+        est = model.estimate(gpu, count=workload.num_gpus)   # no correction: shipped
     except (GpuwiseError, TypeError, ValueError) as exc:
         raise CalibrateError(f"{m.source}: no prediction for its workload: {str(exc)[:200]}") from None
     if est.time is None:
         raise CalibrateError(f"{m.source}: gpuwise predicts no step time for this workload on {gpu.id}")
+    check_reachable(m, model, est.workload, gpu)
     by_class = {class_key(c, workload.precision, gpu): float(s) for c, s in est.time.by_class_s.items()}
     measured_outside = (m.process_memory_bytes - m.peak_reserved_bytes
                         if m.process_memory_bytes is not None and m.peak_reserved_bytes is not None else None)

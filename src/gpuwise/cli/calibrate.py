@@ -17,8 +17,8 @@ NoUserCalibrationOpt = Annotated[bool, typer.Option(
 
 
 def user_correction(enabled: bool):
-    """(the correction of the user's calibration file, what applies in words, one per GPU): when
-    ``enabled`` and the file exists; (None, []) otherwise. The command passes it to the planner
+    """(the correction of the user's calibration file, its ``GpuCalibration`` of each GPU): when ``enabled`` and
+    the file exists; (None, []) otherwise. The command passes the correction to the planner
     (``model_for(..., correction=)``): nothing outlives the call."""
     if not enabled:
         return None, []
@@ -26,7 +26,7 @@ def user_correction(enabled: bool):
     from gpuwise.calibrate.apply import correction
 
     calibrations = load()
-    return correction(calibrations), [c.summary for c in calibrations.values()]
+    return correction(calibrations), list(calibrations.values())
 
 
 def register(app: typer.Typer) -> None:

@@ -68,7 +68,8 @@ def estimate(
         logging.getLogger("gpuwise.cli").warning(
             f"--provider {provider} changes nothing here: it sets how --num-gpus N GPUs (N > 1) on a --gpu are linked")
     headroom_fraction = parse_headroom(headroom)
-    job = JobSize(samples=samples, epochs=epochs, steps=steps) if (samples or steps) else None
+    job = (JobSize(samples=samples, epochs=epochs, steps=steps)       # 0 given is refused by JobSize, not dropped
+           if samples is not None or steps is not None else None)
 
     c.use_trace_cache(not no_cache)
     correction, _ = user_correction(not no_user_calibration)
@@ -83,6 +84,7 @@ def estimate(
         else:
             out, est = estimate_answer(wm, gpus, headroom_fraction=headroom_fraction, job=job, progress=progress,
                                        provider=provider)
+    out["calibrated_gpus"] = calibrated_gpus(out)
     if json_out:
         c.print_json(out)
     else:
@@ -93,6 +95,17 @@ def estimate(
         plot_timeline(est, plot)
         if not json_out:
             c.console.print(f"[dim]plot written to {escape(plot)}[/]")
+
+
+def calibrated_gpus(out: dict) -> list[str]:
+    """The GPUs whose figures in the answer are calibrated by the user's runs (`gpuwise calibrate`): the one
+    GPU's, or, with --gpu all, each row's that carries a calibration. The JSON's ``calibrated_gpus``."""
+    if out.get("per_gpu"):
+        return [row["gpu"] for row in out["per_gpu"] if row.get("calibration")]
+    return [out["gpu"]] if out.get("gpu") and out.get("calibration") else []
+
+
+CALIBRATED_MARK = "*"     # after a calibrated GPU's id in the --gpu all table; the footnote says with what
 
 
 def _check_plot(path: str, workload) -> None:
@@ -207,7 +220,9 @@ def _render(out: dict, est) -> None:
         # a GPU the job cannot run on says why in its fits column ("no bf16"), below those it can run on
         for row in sorted(out["per_gpu"],
                           key=lambda r: (bool(r["cannot_run"]), not r["fits"], r["step_time_s"] or 1e18)):
-            grid.add_row(for_console(row["gpu"]), format_bytes(row["memory_bytes"]), format_bytes(row["peak_total_bytes"]),
+            mark = f" {CALIBRATED_MARK}" if row.get("calibration") else ""
+            grid.add_row(for_console(row["gpu"]) + mark, format_bytes(row["memory_bytes"]),
+                         format_bytes(row["peak_total_bytes"]),
                          f"[red]{_why_not_short(row['cannot_run'])}[/]" if row["cannot_run"] else
                          "yes" if row["fits"] else "[red]no[/]",
                          format_duration(row["step_time_s"]) if row["step_time_s"] else "-",
@@ -215,6 +230,10 @@ def _render(out: dict, est) -> None:
                          bound_word(row["bound"]) or "-")
         con.print(c.fit_to_console(grid))
         con.print()       # the line the box's edge gave: the table apart from the notes
+        for row in out["per_gpu"]:
+            if row.get("calibration"):
+                con.print(f"[cyan]{CALIBRATED_MARK} {escape(row['calibration'])}[/] (gpuwise calibrate; "
+                          "--no-user-calibration for the shipped model)")
         twins = {r["gpu"]: r["precision"] for r in out["per_gpu"] if r["precision"] != w.precision}
         if twins:
             con.print(f"[yellow]no bf16 on {', '.join(sorted(twins))}: at {next(iter(twins.values()))} there, the "

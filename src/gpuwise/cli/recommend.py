@@ -102,7 +102,7 @@ def recommend(
                                                                                  steps=steps)
     budget_amount, budget_currency = parse_money(budget) if budget else (None, None)
     constraints = Constraints(
-        deadline_s=parse_duration_s(deadline) if deadline else None, budget=budget_amount,
+        deadline_s=_duration("--deadline", deadline, ("h", "m"), "e.g. 12h, 90m, 2d"), budget=budget_amount,
         budget_currency=budget_currency, headroom_fraction=headroom_fraction,
         max_ttft_s=_duration("--ttft", ttft), max_tpot_s=_duration("--tpot", tpot),
     )
@@ -133,7 +133,7 @@ def recommend(
         answer = rec.to_dict()
         for o, d in zip(rec.options, answer["options"]):
             d["likely_time_range_s"] = likely_job_time_range_s(o, rec.method)
-        c.print_json({**answer, "user_calibration": calibrated,
+        c.print_json({**answer, "user_calibration": [cal.summary for cal in calibrated],
                       "time_accuracy": accuracy.to_dict() if accuracy is not None else None,
                       **({"launch": launch} if launch else {})})
     elif launch:
@@ -148,8 +148,9 @@ def recommend(
                         f"{workload.max_new_tokens} new tokens (--samples N for a number of requests).[/]")
     for line in time_basis_lines(rec.options, rec.method):
         c.console.print(f"[dim]{escape(line)}[/]")
-    for label in calibrated:
-        c.console.print(f"[dim]Step times and memory {label} (--no-user-calibration: the shipped model).[/]")
+    for cal in calibrated:     # memory only where its runs measured it (GpuCalibration.scope)
+        c.console.print(f"[dim]{escape(cal.scope.capitalize())} {escape(cal.summary)} "
+                        "(--no-user-calibration: the shipped model).[/]")
     if plot:
         plot_recommendation(rec, plot, constraints.deadline_s)
         c.console.print(f"[dim]plot written to {escape(plot)}[/]")
@@ -178,18 +179,20 @@ def _cost(o) -> str:
     return format_money(o.total_cost_ranked, o.ranking_currency) if o.total_cost_ranked is not None else "-"
 
 
-def _duration(option: str, text: str | None) -> float | None:
-    """Seconds of a duration option, its name in the one-line error."""
+def _duration(option: str, text: str | None, units: tuple[str, str] = ("ms", "s"),
+              examples: str = "a latency, e.g. 1s, 500ms, 25ms") -> float | None:
+    """Seconds of a duration option, its name in the one-line error; a bare number is refused (which unit a
+    user meant is a guess: '12' as 12 s would pass a deadline of 12 hours silently)."""
     from gpuwise.units import UnitError
 
     if text is None:
         return None
-    if text.strip().replace(".", "", 1).isdigit():     # '25' as 25 s would pass every option silently
-        raise UnitError(f"{option} {text}: give a unit (e.g. {option} {text}ms or {option} {text}s)")
+    if text.strip().replace(".", "", 1).isdigit():
+        raise UnitError(f"{option} {text}: give a unit (e.g. {option} {text}{units[0]} or {option} {text}{units[1]})")
     try:
         return parse_duration_s(text)
     except UnitError as e:
-        raise UnitError(f"{option}: {e} (a latency, e.g. 1s, 500ms, 25ms)") from None
+        raise UnitError(f"{option}: {e} ({examples})") from None
 
 
 def _render(rec, show_all: bool, deadline_s: float | None = None) -> None:

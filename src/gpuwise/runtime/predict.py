@@ -19,7 +19,7 @@ from gpuwise.runtime.classify import CLASSES, VIEW
 from gpuwise.runtime.comm import data_parallel_comm, gradients_from_trace, weak_scaling_parts
 from gpuwise.runtime.host import COMPILED_KERNEL_S
 from gpuwise.runtime.input_pipeline import decoding_warning
-from gpuwise.runtime.kernels import OpTime, op_times
+from gpuwise.runtime.kernels import TENSOR_CLASSES, OpTime, op_features, op_times
 from gpuwise.runtime.model import RuntimeError_, StepTime
 from gpuwise.runtime.rates import fallback_warning
 from gpuwise.runtime.stack import Stack
@@ -58,6 +58,27 @@ class PhaseTimes:
     memory_bound_s: float
     kernels: int
     by_class_s: dict
+
+
+def roofline_step_s(trace: Trace, gpu, *, stack: Stack | None = None, accum_steps: int = 1,
+                    optimizer_shards: int = 1, compiled_fusion: bool = True) -> float:
+    """The plain roofline of one step of ``trace`` on ``gpu``: per traced op, the larger of its FLOPs at the
+    datasheet peak of the rate it runs at and its bytes at the datasheet bandwidth (``OpFeatures.roofline_s``),
+    no efficiency, latency or host time; the micro-step's ops ``accum_steps`` times, the optimizer's over
+    ``optimizer_shards`` ranks. ``compiled_fusion``: under torch.compile only matmul, convolution and attention
+    count (their FLOPs stay; fusion removes the other kernels' bytes); False sums every traced op as traced."""
+    stack = stack or Stack.from_workload(trace.workload)
+    precision = trace.workload.precision
+    micro_s = optimizer_s = 0.0
+    for op in trace.ops:
+        f = op_features(op, gpu, precision, stack)
+        if compiled_fusion and stack.compile and f.cls not in TENSOR_CLASSES:
+            continue
+        if op.phase == "optimizer":
+            optimizer_s += f.roofline_s
+        else:
+            micro_s += f.roofline_s
+    return micro_s * accum_steps + optimizer_s / optimizer_shards
 
 
 def _phase(times: list[OpTime]) -> PhaseTimes:
