@@ -8,16 +8,18 @@ beside the command (``gpuwise-ds-config.json``: the stage, the offload, the 16-b
 path ``GPUWISE_DEEPSPEED_CONFIG`` names, for ``deepspeed.initialize(config=...)`` or the HF Trainer's
 ``--deepspeed``.
 
-The sharding said is the one the memory model prices (``gpuwise.memory.llm.train_memory``): ``--offload params``
-needs parameter partitioning (ZeRO-3), ``--offload optimizer`` partitioned gradients (at least ZeRO-2). Offload
-is priced by the closed form (decoder LLMs) only; a traced estimate keeps everything on the GPU, so its launch
-names no offload.
+The sharding said is the one the memory and time models price (``gpuwise.workload.parallelism.effective_sharding``):
+``--offload params`` needs parameter partitioning (ZeRO-3), ``--offload optimizer`` partitioned gradients (at least
+ZeRO-2). Offload is priced by the closed form (decoder LLMs) only; a traced estimate keeps everything on the GPU,
+so its launch names no offload.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+
+from gpuwise.workload.parallelism import effective_sharding
 
 ENV_SHARDING = "GPUWISE_SHARDING"            # ddp never set: zero1, zero2, zero3 or fsdp
 ENV_OFFLOAD = "GPUWISE_OFFLOAD"              # optimizer or params (set only when offloading)
@@ -27,16 +29,6 @@ DEEPSPEED_CONFIG_FILE = "gpuwise-ds-config.json"   # written in the directory th
 _ZERO_STAGES = {"zero1": 1, "zero2": 2, "zero3": 3}
 _PARTITIONED = {1: "optimizer state", 2: "optimizer state and gradients",
                 3: "weights, gradients and optimizer state"}
-
-
-def priced_sharding(sharding: str, offload: str) -> str:
-    """The sharding a job with ``offload`` is priced on (the memory model's rule: offloading parameters needs
-    ZeRO-3, offloading the optimizer ZeRO-Offload's partitioned gradients, ZeRO-2)."""
-    if offload == "params" and sharding in ("ddp", "zero1", "zero2"):
-        return "zero3"
-    if offload == "optimizer" and sharding in ("ddp", "zero1"):
-        return "zero2"
-    return sharding
 
 
 @dataclass(frozen=True)
@@ -55,7 +47,7 @@ class ShardingSetup:
         if not workload.is_training:
             return None
         offload = workload.offload if closed_form else "none"
-        sharding = priced_sharding(workload.sharding, offload)
+        sharding = effective_sharding(workload) if closed_form else workload.sharding
         if sharding == "ddp":
             return None
         return cls(sharding, offload, workload.precision_value.half, gpus)

@@ -5,10 +5,10 @@
 plan is priced on (``LaunchPlan.env``: GPUWISE_MICRO_BATCH …, GPUWISE_SHARDING …, exported to ``setup`` and
 ``run``, and overridable by ``sky launch --env``); ``run`` writes the plan's DeepSpeed config (a ZeRO plan,
 ``LaunchPlan.files``), then starts the user's command under torchrun on every node (node rank and addresses
-from SkyPilot's ``SKYPILOT_*`` variables), sampled by ``gpuwise run`` (a new run log per start) and
-restarted while the guard exits with its restart code. gpuwise itself comes as a wheel of the running
-version (:mod:`gpuwise.launch.wheel`) that the task uploads (``file_mounts``) and ``setup`` installs: no
-package registry serves gpuwise.
+from SkyPilot's ``SKYPILOT_*`` variables), sampled by ``gpuwise run`` (a new run log per start, named by node
+rank and start: ``run_log_name``) and restarted while the guard exits with its restart code. gpuwise itself
+comes as a wheel of the running version (:mod:`gpuwise.launch.wheel`) that the task uploads (``file_mounts``)
+and ``setup`` installs: no package registry serves gpuwise.
 
 A spot option is launched as a managed job (``sky jobs launch``), which SkyPilot relaunches after a
 preemption; ``sky launch`` on a spot cluster does not recover it.
@@ -69,6 +69,13 @@ def accelerator_name(gpu_id: str, cloud: str | None) -> str:
     return name
 
 
+def run_log_name() -> str:
+    """The run log of one start on one node, as the task's shell expands it: the node rank, the start's number
+    on that node (``$((start += 1))`` counts the loop's restarts in its shell) and the time, as ``gpuwise run``
+    names its own logs: ``gpuwise-run-node0-start2-20260101-120000.db``."""
+    return "gpuwise-run-node${SKYPILOT_NODE_RANK:-0}-start$((start += 1))-$(date +%Y%m%d-%H%M%S).db"
+
+
 def skypilot_task(plan: LaunchPlan, wheel: Path, *, name: str | None = None) -> dict:
     """The task as a mapping, in SkyPilot's YAML schema; ``wheel`` is the local gpuwise wheel it uploads."""
     if plan.skypilot_cloud is None:
@@ -84,9 +91,11 @@ def skypilot_task(plan: LaunchPlan, wheel: Path, *, name: str | None = None) -> 
     if plan.nodes > 1:
         run += 'MASTER_ADDR=$(echo "$SKYPILOT_NODE_IPS" | head -n1)\n'
     run += "".join(f"{line}\n" for line in write_files_lines(plan.files))   # the DeepSpeed config, on every node
-    # no --log: each start (a restart after exit 75, a second `sky exec` in the same workdir) gets a new
-    # gpuwise-run-YYYYmmdd-HHMMSS.db of its own; a run log holds one run and an existing --log is refused
-    run += supervised(f"gpuwise run -- {line}") + "\n"
+    # each start (a restart after exit 75, a second `sky exec` in the same workdir) gets a new run log of its own,
+    # named by node rank, start and time (``run_log_name``): a run log holds one run, and `gpuwise run` creates
+    # its --log exclusively (an existing one is refused)
+    run += "start=0\n"
+    run += supervised(f'gpuwise run --log "{run_log_name()}" -- {line}') + "\n"
     return {
         "name": name or f"gpuwise-{plan.gpu.id}-x{plan.count}",
         "resources": resources,

@@ -13,7 +13,8 @@ from gpuwise.memory.llm_activations import (LossStack, Trainability, decode_logi
                                               train_activations)
 from gpuwise.workload.decoder import DecoderArch, engine_caches_mla_latent, matches_target
 from gpuwise.workload.model import WorkloadError
-from gpuwise.workload.parallelism import serving_split_words, splits_layers
+from gpuwise.workload.parallelism import (effective_sharding, effective_sharding_note, layer_split_share,
+                                         layer_split_weight_bytes, serving_split_words, splits_layers)
 from gpuwise.workload.storage import (
     compute_bytes, frozen_bytes, is_paged, optimizer_state_bytes, optimizer_temp_bytes,
     quant_bytes_per_param, trainable_bytes,
@@ -147,14 +148,9 @@ def train_memory(arch: DecoderArch, w: Workload, gpu=None, *, double_quant: bool
     ``bitsandbytes_before_0_43``: a stack whose 4-bit layers keep their input (``quantized_layers_save_input``)."""
     notes: list[str] = []
     split = param_split(arch, w)
-    n, shard = w.num_gpus, w.sharding
-    # one note, the sharding the job is treated as (params from ddp/zero1 said "zero2", then "zero3")
-    if w.offload == "params" and shard in ("ddp", "zero1", "zero2"):
-        notes.append("--offload params needs parameter partitioning (DeepSpeed ZeRO-3 offload): treated as zero3")
-        shard = "zero3"
-    elif w.offload != "none" and shard in ("ddp", "zero1"):
-        notes.append(f"--offload {w.offload} uses DeepSpeed ZeRO-Offload, which partitions gradients: treated as zero2")
-        shard = "zero2"
+    n, shard = w.num_gpus, effective_sharding(w)     # offload's sharding: one note says which it is treated as
+    if (treated := effective_sharding_note(w)) is not None:
+        notes.append(treated)
     cb, tb = compute_bytes(w.precision), trainable_bytes(w.precision)
     mixed = tb == 4 and cb == 2
     t = split.trainable
@@ -299,20 +295,22 @@ def infer_memory(arch: DecoderArch, w: Workload, gpu=None, *, prompt_tokens: int
     """Per-GPU peak of serving ``batch`` requests of ``prompt_tokens`` + ``new_tokens`` tokens.
     With several GPUs a serving engine (vLLM) splits the model by tensor parallelism: weights and KV heads
     divide by N (KV heads are replicated when there are fewer of them than GPUs); HF generate splits it by
-    layers (``workload.parallelism.splits_layers``): the weights divide by N (accelerate's balanced map), the
-    GPU with the most layers holds their share of the KV cache, and the GPU that runs a layer holds its whole
-    prefill activations. MLA's cache is what the engine keeps
-    (``decoder.mla_caches_latent``): the latent (vLLM) or, in HF generate before transformers 5.15, every
-    head's decompressed K and V.
+    layers (``workload.parallelism.splits_layers``): the GPU with the most layers holds their share of the layer
+    weights and of the KV cache, and the larger of the model's ends (embedding; final norm and LM head:
+    ``layer_split_weight_bytes``), and the GPU that runs a layer holds its whole prefill activations. MLA's
+    cache is what the engine keeps (``decoder.mla_caches_latent``): the latent (vLLM) or, in HF generate before
+    transformers 5.15, every head's decompressed K and V.
 
     HF generate (``w.engine`` "hf") prefills the whole batch in one forward, and its KV cache grows through
     the caching allocator. vLLM prefills a prompt at a time (its scheduler's token budget; chunked prefill)
     into one KV pool allocated once, so the pool has no allocator reserve: static, as the weights."""
     n = w.num_gpus
-    weights = inference_weight_bytes(arch, w, double_quant=double_quant) / n
     latent = engine_caches_mla_latent(w.engine)
     by_layers = splits_layers(w)
-    kv_share = -(-arch.num_layers // n) / arch.num_layers if by_layers else arch.kv_cache_share(n, mla_latent=latent)
+    total_weights = inference_weight_bytes(arch, w, double_quant=double_quant)
+    # a layer split: the GPU with the most layers holds that share of the layer weights and of the KV cache
+    weights = layer_split_weight_bytes(arch, w, total_weights) if by_layers else total_weights / n
+    kv_share = layer_split_share(arch, n) if by_layers else arch.kv_cache_share(n, mla_latent=latent)
     kv_total = arch.kv_cache_bytes(prompt_tokens + new_tokens, batch, kv_bytes_per_element,
                                    mla_latent=latent) * kv_share
     kv_prompt = arch.kv_cache_bytes(prompt_tokens, batch, kv_bytes_per_element, mla_latent=latent) * kv_share

@@ -18,8 +18,10 @@ passed on gets SIGKILL (its whole group), said on stderr and in the run log (eve
 
 The run log holds this one run: without ``log_path`` it is a new ``gpuwise-run-YYYYmmdd-HHMMSS.db`` (``-2``,
 ``-3``, … when that name is taken, created exclusively: two runs in the same second get two logs); a
-``log_path`` that already holds something is refused (exit 2, the file untouched), so a second run never
-takes the first one's meta (command, workload, exit code) or mixes its samples and events with them.
+``log_path`` is created exclusively too (two runs given the same one at once: the second is refused), and one
+that already holds something is refused (exit 2, the file untouched), so a second run never takes the first
+one's meta (command, workload, exit code) or mixes its samples and events with them. A run that fails before
+its command starts (exit 2: the log cannot be opened, no such monitor backend) removes the log it created.
 
 Exit code: the command's, or 128+N when signal N killed it, as in a shell, whatever happens to sampling,
 the run log or the report: those failures are warnings on stderr.
@@ -47,6 +49,11 @@ from gpuwise import __version__
 from gpuwise.monitor.backend import Backend, MonitorError, NoDriverError, open_backend
 from gpuwise.monitor.hook import HOOK_DIR, RUNLOG_ENV
 from gpuwise.monitor.sampler import Sampler, check_interval_s, open_run_log
+
+try:
+    import fcntl        # flock: a run holds its run log (POSIX)
+except ImportError:     # pragma: no cover - not POSIX
+    fcntl = None
 
 logger = logging.getLogger(__name__)
 
@@ -96,24 +103,74 @@ def default_log_path(directory: str | Path = ".") -> Path:
     raise MonitorError(f"cannot name a new run log in {directory}: {stem}.db to {stem}-9999.db all exist; pass --log")
 
 
-def check_new_log(path: str | Path) -> Path:
-    """``--log PATH`` for a new run: PATH must not hold anything yet. A run log holds one run (its meta:
-    the command, its workload, its exit code), so writing a second run into it would mix the two: refused
-    in one line (MonitorError, exit 2) before the command starts, and the file is left as it was. An empty
-    file (``mktemp``) is taken."""
+@dataclass
+class NewLog:
+    """The run log a run holds: ``path``, whether this run ``created`` it, and ``fd``, open with an exclusive
+    ``flock`` for as long as the run lasts (None where the platform has no ``flock``)."""
+
+    path: Path
+    created: bool
+    fd: int | None = None
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)      # closing the descriptor drops the flock
+            self.fd = None
+
+
+def _held(log: Path, fd: int, created: bool) -> NewLog:
+    """``fd`` (``log`` opened) locked exclusively for this run, or MonitorError (the descriptor closed) when another
+    run holds it or it already holds a run."""
+    claim = NewLog(log, created, fd)
+    try:
+        if fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        claim.release()
+        raise MonitorError(f"--log {log} is being written by another run (a run log holds one run): name a new "
+                           f"file, or leave --log out for a fresh gpuwise-run-….db") from None
+    if os.fstat(fd).st_size:       # looked at under the lock: a run that ended since has written it
+        claim.release()
+        raise MonitorError(f"--log {log} already exists (a run log holds one run): name a new file, or leave "
+                           f"--log out for a fresh gpuwise-run-….db")
+    return claim
+
+
+def create_new_log(path: str | Path) -> NewLog:
+    """``--log PATH`` for a new run: PATH is created here, empty and exclusively (``O_EXCL``), and held under an
+    exclusive ``flock`` while the run lasts, so two runs given the same PATH at once never both write into it:
+    the second is refused. A run log holds one run (its meta: the command, its workload, its exit code), so
+    writing a second run into it would mix the two: a PATH that already holds something is refused in one line
+    (MonitorError, exit 2) before the command starts, and the file is left as it was. An existing empty file
+    (``mktemp``) is taken, as it is, unless another run holds it."""
     log = Path(path)
     try:
-        size = log.stat().st_size
-    except FileNotFoundError:
-        return log
+        return _held(log, os.open(log, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644), created=True)
+    except FileExistsError:
+        pass
     except OSError as exc:
         raise MonitorError(f"cannot write the run log {log}: {exc.strerror or exc}") from None
     if log.is_dir():
         raise MonitorError(f"--log {log} is a directory: name a new file (or leave --log out for gpuwise-run-….db)")
-    if size:
-        raise MonitorError(f"--log {log} already exists (a run log holds one run): name a new file, or leave "
-                           f"--log out for a fresh gpuwise-run-….db")
-    return log
+    try:
+        fd = os.open(log, os.O_RDONLY)     # flock needs no write access; SQLite opens it for writing itself
+    except OSError as exc:      # a dangling link, a file gone since
+        raise MonitorError(f"cannot write the run log {log}: {exc.strerror or exc}") from None
+    return _held(log, fd, created=False)
+
+
+def _discard_log(claim: NewLog) -> None:
+    """A run that failed before its command started leaves no run log: the file this run created is removed
+    (with SQLite's side files), an empty file it was given is emptied again."""
+    try:
+        if claim.created:
+            for path in (claim.path, *(Path(f"{claim.path}{side}") for side in ("-journal", "-wal", "-shm"))):
+                path.unlink(missing_ok=True)
+        else:
+            os.truncate(claim.path, 0)
+    except OSError:
+        pass
+    claim.release()
 
 
 def _warn(announce: bool, what: str, exc: BaseException) -> None:
@@ -150,17 +207,29 @@ def run_command(
     ``kill_after_s``: the grace period after a stop signal passed on (None: wait for ever)."""
     interval_s = check_interval_s(interval_s)
     kill_after_s = check_kill_after_s(kill_after_s)
-    # a run log holds one run: an explicit path must be new, the default one is created new
-    log = check_new_log(log_path) if log_path else default_log_path()
-    runlog = open_run_log(log)  # bad path: exit 2 before anything starts
-    no_driver = None
-    if backend is None:
-        try:
-            backend = open_backend()
-        except NoDriverError as exc:
-            no_driver = str(exc)
-            if announce:
-                logger.warning("%s: running the command without GPU sampling", exc)
+    # a run log holds one run: an explicit path must be new, the default one is created new (both exclusively)
+    if log_path:
+        claim = create_new_log(log_path)
+    else:
+        default = default_log_path()
+        claim = _held(default, os.open(default, os.O_RDONLY), created=True)
+    log = claim.path
+    runlog = None
+    try:   # a failure before the command starts (exit 2) leaves no run log behind
+        runlog = open_run_log(log)  # bad path: exit 2 before anything starts
+        no_driver = None
+        if backend is None:
+            try:
+                backend = open_backend()
+            except NoDriverError as exc:
+                no_driver = str(exc)
+                if announce:
+                    logger.warning("%s: running the command without GPU sampling", exc)
+    except BaseException:
+        if runlog is not None:
+            _best_effort(False, "run log not closed", runlog.close)
+        _discard_log(claim)
+        raise
     meta: dict[str, object] = {"command": cmd, "host": socket.gethostname(), "start_t_s": time.time(),
                                "gpuwise_version": __version__, "interval_s": interval_s,
                                "backend": backend.name if backend else "none"}
@@ -187,6 +256,7 @@ def run_command(
         message = f"could not start: {exc}"
         _best_effort(announce, "run log not written", lambda: runlog.log_event("exit", message))
         _best_effort(announce, "run log not closed", runlog.close)
+        claim.release()
         if announce:
             logger.error("cannot run %r: %s", cmd[0], exc.strerror or exc)
         return RunResult(127 if isinstance(exc, FileNotFoundError) else 126, log, False, no_driver)
@@ -220,6 +290,7 @@ def run_command(
         _best_effort(announce, "run log not written", lambda: runlog.log_event("kill", result.killed))
     _best_effort(announce, "run log not written", lambda: runlog.log_event("exit", f"exit code {result.exit_code}"))
     _best_effort(announce, "run log not closed", runlog.close)
+    claim.release()
     return result
 
 

@@ -222,7 +222,8 @@ class ClosedFormLlmModel:
 
     def count_refusal(self, count: int) -> str | None:
         """Serving on ``count`` GPUs shards the model by tensor parallelism: only where the heads split; HF
-        generate splits it by layers (``splits_layers``): any count up to the layers."""
+        generate splits it by layers (``splits_layers``): any count up to the layers, within one machine (which
+        ``estimate`` checks, where the GPU and so its machine are known: ``layer_split_nodes_refusal``)."""
         if self.workload.is_training or count <= 1:
             return None
         arch = load_arch(self.workload.model)
@@ -238,10 +239,21 @@ class ClosedFormLlmModel:
         job = workload_on(self.workload, gpu)
         w = job.with_(batch_size=batch_size or job.batch_size, num_gpus=count,
                       grad_accum_steps=grad_accum_steps or job.grad_accum_steps)
-        result = estimate_llm(w, gpu, topology=_topology(gpu, provider))
+        topology = _topology(gpu, provider)
+        if topology is not None and splits_layers(w) and topology.nodes(count) > 1:
+            raise PlanError(layer_split_nodes_refusal(count, topology))
+        result = estimate_llm(w, gpu, topology=topology)
         # the job as estimated: at a request rate, the batch one replica runs (gpuwise.plan.llm)
         return _corrected(Estimate(result.workload, gpu, count, result.memory, result.time,
                                    getattr(result, "inference", None)), self.correction)
+
+
+def layer_split_nodes_refusal(count: int, topology: Topology) -> str:
+    """HF generate's layer split (``splits_layers``) over more GPUs than one machine of ``topology`` has, refused:
+    accelerate's ``device_map="auto"`` places the layers on the GPUs of the one process's machine."""
+    return (f"{count} GPUs: HF generate (device_map=\"auto\") splits the layers over the GPUs of one machine, "
+            f"and {topology.gpu_id} machines have {topology.gpus_per_node}: serve on at most "
+            f"{topology.gpus_per_node}, or with --engine vllm")
 
 
 def model_for(workload: Workload, progress: Callable[[str], None] | None = None, *,

@@ -51,7 +51,7 @@ from gpuwise.runtime.model import StepTime
 from gpuwise.runtime.rates import fallback_warning
 from gpuwise.workload import Workload
 from gpuwise.workload.decoder import DecoderArch, engine_caches_mla_latent
-from gpuwise.workload.parallelism import splits_layers
+from gpuwise.workload.parallelism import effective_sharding, layer_split_total_bytes, splits_layers
 from gpuwise.workload.precision import parse
 from gpuwise.workload.storage import compute_bytes, optimizer_step_bytes, quant_bytes_per_param, trainable_bytes
 
@@ -135,6 +135,7 @@ def train_step_time(arch: DecoderArch, w: Workload, gpu, mem, *, double_quant: b
     warnings = _warnings(gpu, w.precision)
     cal = calibration or load_calibration()
     n = w.num_gpus
+    sharding = effective_sharding(w)     # what offload runs under (ZeRO-2/3), as the memory and the launch price
     kernels = train_passes(arch, w, gpu, cal)
     micro = kernels.total
     t = mem.split.trainable
@@ -145,7 +146,7 @@ def train_step_time(arch: DecoderArch, w: Workload, gpu, mem, *, double_quant: b
     dequant_s = dequant_one_gpu_s = 0.0
     if mem.split.quantized:
         qb = quant_bytes_per_param(w.quant, double_quant=double_quant, in_features=arch.hidden_size)
-        shard = n if w.sharding in ("zero3", "fsdp") and n > 1 else 1
+        shard = n if sharding in ("zero3", "fsdp") and n > 1 else 1
         dequant_one_gpu_s = passes * mem.split.quantized * (qb + 2.0) / (bw * MEM_EFF)
         dequant_s = dequant_one_gpu_s / shard
     # a micro-batch cannot run faster than reading its weights once per pass
@@ -159,7 +160,7 @@ def train_step_time(arch: DecoderArch, w: Workload, gpu, mem, *, double_quant: b
 
     # optimizer step
     tb = trainable_bytes(w.precision)
-    sharded = w.sharding in ("zero1", "zero2", "zero3", "fsdp") and n > 1
+    sharded = sharding in ("zero1", "zero2", "zero3", "fsdp") and n > 1
     t_local = t / n if sharded else t
 
     def optimizer_s(params: float) -> float:
@@ -182,7 +183,7 @@ def train_step_time(arch: DecoderArch, w: Workload, gpu, mem, *, double_quant: b
     comm_exposed = overhead_s = 0.0
     if n > 1:
         comm = data_parallel_comm(
-            sharding=w.sharding, count=n, gpu=gpu, grad_bytes=mem.grad_sync_bytes,
+            sharding=sharding, count=n, gpu=gpu, grad_bytes=mem.grad_sync_bytes,
             param_bytes=mem.param_gather_bytes or mem.grad_sync_bytes,
             forward_s=kernels.forward.total_s, backward_s=kernels.backward.total_s + kernels.recompute.total_s,
             layers=arch.num_layers, micro_steps=w.grad_accum_steps, topology=topology,
@@ -270,19 +271,26 @@ def tp_all_reduces_s(arch: DecoderArch, w: Workload, tokens: float, topology: To
 def layer_handoffs_s(arch: DecoderArch, w: Workload, tokens: float, topology: Topology) -> float:
     """A layer split's forward over ``tokens`` tokens (HF generate, ``splits_layers``): the hidden states go from
     each GPU to the next, ``w.num_gpus`` − 1 copies of tokens × hidden size × bytes, each a hop's latency and
-    the bytes at the link's bandwidth (accelerate's ``.to(device)``)."""
-    if w.num_gpus <= 1:
+    the bytes at its link's bandwidth (accelerate's ``.to(device)``). The GPUs fill the nodes in order: a hop
+    inside a node runs on the node's link, only the hops across a node boundary (nodes − 1 of them) on the
+    network."""
+    n = w.num_gpus
+    if n <= 1:
         return 0.0
-    link = topology.network if topology.nodes(w.num_gpus) > 1 else topology.ring_link(w.num_gpus)
     size_bytes = tokens * arch.hidden_size * compute_bytes(w.precision)
-    return (w.num_gpus - 1) * (link.latency_s + size_bytes / (link.bus_gbs * 1e9))
+
+    def hop_s(link) -> float:
+        return link.latency_s + size_bytes / (link.bus_gbs * 1e9)
+
+    nodes = topology.nodes(n)
+    return (n - nodes) * hop_s(topology.ring_link(n)) + (nodes - 1) * hop_s(topology.network)
 
 
-def split_by_layers(w: Workload, weights_bytes: float) -> tuple[Workload, float]:
+def split_by_layers(arch: DecoderArch, w: Workload, weights_bytes: float) -> tuple[Workload, float]:
     """A layer split timed as what it is, one GPU after another: the job on one GPU holding all the weights
-    (``weights_bytes`` is one GPU's share of N); any other job as it is."""
+    (``weights_bytes`` is the fullest GPU's, ``layer_split_weight_bytes``); any other job as it is."""
     if splits_layers(w):
-        return w.with_(num_gpus=1), weights_bytes * w.num_gpus
+        return w.with_(num_gpus=1), layer_split_total_bytes(arch, w, weights_bytes)
     return w, weights_bytes
 
 
@@ -328,7 +336,7 @@ def prefill_parts(arch: DecoderArch, w: Workload, gpu, *, weights_bytes: float, 
     topo = topology or topology_for(gpu)
     if splits_layers(w):
         tp_comm = layer_handoffs_s(arch, w, prompt_tokens * batch, topo)
-        w, weights_bytes = split_by_layers(w, weights_bytes)
+        w, weights_bytes = split_by_layers(arch, w, weights_bytes)
     else:
         tp_comm = tp_all_reduces_s(arch, w, prompt_tokens * batch, topo)
     kernels_s = prefill(arch, w, gpu, cal, prompt_tokens=prompt_tokens, batch=batch, tp=w.num_gpus).total_s
@@ -380,7 +388,7 @@ def decode_step(arch: DecoderArch, w: Workload, gpu, *, weights_bytes: float, co
     cal = calibration or load_calibration()
     topo = topology or topology_for(gpu)
     handoffs_s = layer_handoffs_s(arch, w, batch, topo) if splits_layers(w) else 0.0
-    w, weights_bytes = split_by_layers(w, weights_bytes)
+    w, weights_bytes = split_by_layers(arch, w, weights_bytes)
     n = w.num_gpus
     latent = engine_caches_mla_latent(w.engine)     # the cache the step reads, as infer_memory holds it
     kv_read = (arch.kv_cache_bytes(int(context_tokens), batch, kv_bytes_per_element, mla_latent=latent)

@@ -117,7 +117,11 @@ class ServingCurve:
         ``CONCURRENCY_QUANTILE`` quantile of the sequences decoding at once, 1 + Poisson(b − 1), is B."""
         if not self.continuous:
             return float(self.max_batch)
-        return min(float(self.max_batch), 1.0 + mean_within(self.max_batch - 1, CONCURRENCY_QUANTILE))
+        others = mean_within(self.max_batch - 1, CONCURRENCY_QUANTILE)
+        top = 1.0 + others
+        while top > 1.0 and top - 1.0 > others:     # 1 + m rounds up a half float: keep (b - 1) within m
+            top = float(np.nextafter(top, 0.0))
+        return min(float(self.max_batch), top)
 
     def rate_at_batch(self, batch: float) -> float:
         """λ(b): the request rate at which the mean batch is ``batch`` (below B for static batches)."""
@@ -127,10 +131,19 @@ class ServingCurve:
 
 
 def mean_within(limit: int, quantile: float) -> float:
-    """The largest mean of a Poisson count that stays at or below ``limit`` with probability ``quantile``."""
-    from scipy.special import pdtri     # the inverse of the Poisson CDF in its mean; loaded with a rate only
+    """The largest mean of a Poisson count that stays at or below ``limit`` with probability ``quantile``.
+    ``pdtri`` inverts the CDF only to rounding: where its mean comes out a hair high, ``pdtr(limit, mean)`` falls
+    just short of ``quantile`` and ``poisson_quantile`` of it is ``limit + 1`` (48 of the limits 0..598 did), so
+    the mean is stepped down, one float at a time, until the CDF says ``quantile`` again (by the same ``pdtr``
+    test ``poisson_quantile`` makes)."""
+    from scipy.special import pdtr, pdtri   # the Poisson CDF and its inverse in the mean; loaded with a rate only
 
-    return float(pdtri(limit, quantile)) if limit >= 0 else 0.0
+    if limit < 0:
+        return 0.0
+    mean = float(pdtri(limit, quantile))
+    while mean > 0.0 and pdtr(limit, mean) < quantile:
+        mean = float(np.nextafter(mean, 0.0))
+    return mean
 
 
 def poisson_quantile(mean: float, quantile: float) -> int:
