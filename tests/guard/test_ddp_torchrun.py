@@ -55,3 +55,21 @@ def test_ddp_worker_killed_mid_run_resumes_to_the_same_parameters(tmp_path):
     # Rank 1 alone ran out of memory above 8 samples; rank 0 (which writes the log) took micro-batches of 8 too.
     assert {v for _, _, v in read_train_metrics(run_log)["micro_batch_size"]} == {8.0}
     assert any(e["kind"] == "oom_recovered" for e in read_events(run_log))
+
+
+@pytest.mark.slow
+def test_an_oom_on_one_rank_is_reported_with_that_rank(tmp_path):
+    # the defect: rank 0 wrote "on this rank" when rank 1 ran out in a micro-batch before the last (the
+    # flag it read had become the all-ranks value)
+    run_log = tmp_path / "run.db"
+    cmd = [PYTHON, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", str(EXAMPLE),
+           "--checkpoint-dir", str(tmp_path / "ckpt"), "--steps", "2", "--seed", "3", "--save-every", "100",
+           "--batch-size", "16", "--samples", "64", "--hidden", "16", "--micro-batch-size", "8",
+           "--inject-oom-above", "4", "--inject-oom-rank", "1", "--run-log", str(run_log)]
+    done = _finish(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                    env=example_env()))
+    assert done.returncode == 0, done.stderr[-3000:]
+    (event,) = [e["message"] for e in read_events(run_log) if e["kind"] == "oom_recovered"]
+    assert event == ("step 1: out of memory with micro-batch 8 on rank 1 (of 2); retrying the same batch of 16 "
+                     "as micro-batches of 4")
+    assert "gpuwise.guard: " + event in done.stderr

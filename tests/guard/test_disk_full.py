@@ -80,8 +80,10 @@ def test_training_continues_after_a_failed_save_when_policy_is_warn(tmp_path, di
 def test_failed_save_stops_training_when_policy_is_raise(tmp_path, disk_fills_after):
     guard, model = _guard(tmp_path, on_save_error="raise")
     disk_fills_after(100)
+    batches = guard.batches(max_steps=2)
+    guard.step(next(batches), _loss(model))
     with pytest.raises(GuardError, match="no previous checkpoint"):
-        guard.step(next(guard.batches(max_steps=2)), _loss(model))
+        next(batches)  # step 1's checkpoint is written when the loop asks for the next batch
     with pytest.raises(GuardError, match="every checkpoint save of this run failed"):
         guard.close()
 
@@ -116,7 +118,7 @@ def test_real_full_filesystem_keeps_last_good_checkpoint_loadable(tiny_tmpfs):
         warnings.simplefilter("always")
         for _ in range(3):
             guard.step(x, lambda b: model(b).pow(2).mean())
-    guard.close()
+        guard.close()  # writes (tries) step 3's checkpoint
     messages = [str(w.message) for w in caught]
     assert any("No space left on device" in m and "is intact" in m for m in messages), messages
     ckpt, skipped = CheckpointStore(tiny_tmpfs).latest()

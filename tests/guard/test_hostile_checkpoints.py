@@ -171,27 +171,54 @@ def test_pruning_never_deletes_the_newest_verified_checkpoint(tmp_path):
     assert store.latest()[0].step == 2
 
 
+# The example with every checkpoint write failing as on a full disk (ENOSPC), in a real process.
+_DISK_FULL = """
+import errno, runpy, sys
+from gpuwise.guard import storage
+def write(self, data):
+    raise OSError(errno.ENOSPC, "No space left on device")
+storage.HashingWriter.write = write
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
 @pytest.mark.slow  # a real process of the example (a torch import)
 def test_every_save_failing_ends_the_run_non_zero(tmp_path):
-    blocker = tmp_path / "not-a-directory"
-    blocker.write_text("a file where the checkpoint directory's parent should be")
-    done = subprocess.run([PYTHON, str(EXAMPLE), "--checkpoint-dir", str(blocker / "ckpt"), "--steps", "2",
-                           "--save-every", "1", "--hidden", "8", "--samples", "64"],
+    done = subprocess.run([PYTHON, "-c", _DISK_FULL, str(EXAMPLE), "--checkpoint-dir", str(tmp_path / "ckpt"),
+                           "--steps", "2", "--save-every", "1", "--hidden", "8", "--samples", "64"],
                           capture_output=True, text=True, env=example_env(), timeout=120)
     assert done.returncode == 2, done.stderr
     last = done.stderr.strip().splitlines()[-1]
     assert "every checkpoint save of this run failed" in last and "Traceback" not in done.stderr
 
 
+@pytest.mark.slow  # a real process of the example (a torch import)
+def test_an_unusable_checkpoint_directory_ends_the_run_before_it_starts(tmp_path):
+    # the defect: found only at the first save, after the first steps ran
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("a file where the checkpoint directory's parent should be")
+    done = subprocess.run([PYTHON, str(EXAMPLE), "--checkpoint-dir", str(blocker / "ckpt"), "--steps", "2",
+                           "--save-every", "1", "--hidden", "8", "--samples", "64"],
+                          capture_output=True, text=True, env=example_env(), timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == [f"gpuwise.guard: error: checkpoint directory {blocker / 'ckpt'} cannot be "
+                                        f"created: Not a directory ({blocker} is a file, not a directory)"]
+    assert "step=" not in done.stdout
+
+
 def test_saves_failing_in_a_row_stop_the_run_at_the_limit(tmp_path):
-    blocker = tmp_path / "file"
-    blocker.write_text("x")
-    guard = _guard(blocker / "ckpt", max_save_failures=2)
+    guard = _guard(tmp_path / "ckpt", max_save_failures=2)
+    (tmp_path / "ckpt").rmdir()
+    (tmp_path / "ckpt").write_text("x")  # the folder became a file after the start: every save fails
     batches = guard.batches(max_steps=10)
-    with pytest.warns(UserWarning):
-        guard.step(next(batches), lambda b: F.cross_entropy(guard.model(b[0]), b[1]))
+    guard.step(next(batches), lambda b: F.cross_entropy(guard.model(b[0]), b[1]))
+    with pytest.warns(UserWarning, match=r"step 1 not written") as caught:
+        batch = next(batches)  # step 1's checkpoint is written when the loop asks for the next batch
+    assert caught[0].filename == __file__, "the warning names the user's line"
+    guard.step(batch, lambda b: F.cross_entropy(guard.model(b[0]), b[1]))
     with pytest.raises(GuardError, match="2 checkpoint saves in a row failed"):
-        guard.step(next(batches), lambda b: F.cross_entropy(guard.model(b[0]), b[1]))
+        next(batches)
     assert guard.step_count == 2
 
 
@@ -205,11 +232,27 @@ def test_verified_bytes_that_are_not_a_guard_state_are_refused_in_one_line(tmp_p
         _guard(ckpt).resume()
 
 
-def test_a_checkpoint_of_another_model_is_refused_in_one_line(tmp_path):
+def test_a_checkpoint_of_another_model_is_refused_in_one_line_naming_what_does_not_fit(tmp_path):
+    # the defect: only the first line of load_state_dict's error was kept ("Error(s) in loading state_dict
+    # for Linear:"), none of the keys or shapes that tell which model the checkpoint is of
     ckpt = tmp_path / "ckpt"
-    _train(ckpt, 1)
-    with pytest.raises(GuardError, match=r"step-000000001 verifies but does not fit this run: RuntimeError"):
+    _train(ckpt, 1)  # tiny_model: 0.weight [16, 8], 0.bias [16], 3.weight [3, 16], 3.bias [3]
+    with pytest.raises(GuardError, match=r"step-000000001 verifies but does not fit this model: ") as other:
         _guard(ckpt, model=torch.nn.Linear(8, 3)).resume()
+    message = str(other.value)
+    assert "\n" not in message
+    assert "2 missing keys (weight, bias)" in message
+    assert "4 unexpected keys (0.weight, 0.bias, 3.weight, … 1 more)" in message
+
+    wider = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.ReLU(), torch.nn.Dropout(0.0), torch.nn.Linear(32, 3),
+                                torch.nn.Linear(3, 3))
+    with pytest.raises(GuardError) as shapes:
+        _guard(ckpt, model=wider).resume()
+    message = str(shapes.value)
+    assert "\n" not in message
+    assert "2 missing keys (4.weight, 4.bias)" in message and "unexpected" not in message
+    assert ("3 shape mismatches (0.weight: checkpoint [16, 8] vs model [32, 8], 0.bias: checkpoint [16] vs "
+            "model [32], 3.weight: checkpoint [3, 16] vs model [3, 32])") in message
 
 
 def test_a_sharded_guard_refuses_a_plain_checkpoint_in_one_line(tmp_path):

@@ -71,7 +71,7 @@ def test_micro_batch_size_is_remembered_and_survives_resume(tmp_path):
     fresh = Guard(tmp_path / "ckpt", tiny_model(), None, verbose=False)
     fresh.resume()
     fresh.close()
-    assert fresh.micro_batch_size == 6 and fresh.step_count == 3
+    assert fresh.micro_batch_size == 6 and fresh.step_count == 4  # the last step is saved at the loop's end
 
 
 def test_gradient_noise_measurements_match_per_micro_batch_gradients(tmp_path):

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import signal
 import time
+from pathlib import Path
 
-from gpuwise.guard import EXIT_RESTART, CheckpointStore, PreemptionHandler
+import torch
 
-from .helpers import steps_printed, wait_for
+from gpuwise.guard import EXIT_RESTART, CheckpointStore, Guard, PreemptionHandler
+
+from .helpers import steps_printed, tiny_model, wait_for
+
+JOB = Path(__file__).with_name("guarded_job.py")
 
 
 def test_sigterm_checkpoints_the_current_step_and_exits_with_restart_code(tmp_path, zygote):
@@ -27,26 +33,55 @@ def test_sigterm_checkpoints_the_current_step_and_exits_with_restart_code(tmp_pa
     assert elapsed_s < grace_s
     ckpt, skipped = CheckpointStore(ckpt_dir).latest()
     assert ckpt is not None and not skipped
-    # The step in progress when the signal came completes (the example prints after guard.step returns,
-    # and guard.step exits right after saving it).
-    assert ckpt.step == steps_printed(out)[-1] + 1
+    # The step in progress when the signal came completes, and so does the caller's code for it (the example
+    # prints after guard.step returns): the checkpoint and the exit come when the loop asks for the next batch.
+    assert ckpt.step == steps_printed(out)[-1]
     assert ckpt.manifest.meta["reason"] == "preempted"
     assert re.search(r"exiting with code 75", err.read_text())
 
 
-def test_grace_period_expiry_exits_with_restart_code_even_inside_a_slow_step(tmp_path, zygote):
+def _stuck_in_a_step(tmp_path, zygote, *args: str) -> tuple[int, str, float]:
+    """The job stuck inside step 3's loss_fn (a 30 s sleep) gets SIGTERM with a grace period of 1 s."""
     ckpt_dir = tmp_path / "ckpt"
     out, err = tmp_path / "run.out", tmp_path / "run.err"
-    pid = zygote.start(["--checkpoint-dir", str(ckpt_dir), "--steps", "100", "--save-every", "1",
-                        "--step-sleep-s", "30", "--grace-s", "1"], out, err)
-    assert wait_for(lambda: len(steps_printed(out)) >= 1, 120)
+    pid = zygote.start([str(ckpt_dir), "100", "--slow-at", "3", "--grace-s", "1", *args], out, err, script=JOB)
+    assert wait_for(lambda: out.exists() and "slow" in out.read_text(), 120)
     t0 = time.monotonic()
-    os.kill(pid, signal.SIGTERM)  # arrives while the (30 s) step sleeps
+    os.kill(pid, signal.SIGTERM)  # arrives while step 3 is stuck
     status = zygote.wait()
-    assert status == EXIT_RESTART, err.read_text()
-    assert time.monotonic() - t0 < 15
-    assert "grace period" in err.read_text()
-    assert CheckpointStore(ckpt_dir).latest()[0].step == 1  # the last periodic checkpoint is intact
+    return status, err.read_text(), time.monotonic() - t0
+
+
+def test_grace_period_expiry_exits_with_restart_code_even_inside_a_slow_step(tmp_path, zygote):
+    status, err, elapsed_s = _stuck_in_a_step(tmp_path, zygote, "--every", "1")
+    assert status == EXIT_RESTART, err
+    assert elapsed_s < 15
+    # step 2's checkpoint was written when step 3's batch was asked for; the stuck step 3 never completed
+    assert "grace period of 1s ran out; exiting with 75 (the last complete checkpoint, step-000000002, is " \
+           "intact: the restart resumes from it)" in err
+    assert CheckpointStore(tmp_path / "ckpt").latest()[0].step == 2
+
+
+def test_grace_period_expiry_before_any_checkpoint_says_the_run_restarts_from_step_0(tmp_path, zygote):
+    # the defect: "the last complete checkpoint is intact" when there was none
+    status, err, _ = _stuck_in_a_step(tmp_path, zygote, "--every", "100")
+    assert status == EXIT_RESTART, err
+    assert "(no complete checkpoint yet: the run restarts from step 0)" in err and "intact" not in err
+    assert CheckpointStore(tmp_path / "ckpt").latest() == (None, [])
+
+
+def test_a_grace_period_shorter_than_a_measured_save_is_warned_about(tmp_path, caplog):
+    model = tiny_model()
+    guard = Guard(tmp_path / "ckpt", model, torch.optim.SGD(model.parameters(), lr=0.1), grace_s=1e-6)
+    try:
+        with caplog.at_level(logging.WARNING, logger="gpuwise.guard"):
+            guard.save()
+            guard.save()
+    finally:
+        guard.close()
+    warned = [r.getMessage() for r in caplog.records if "grace_s=" in r.getMessage()]
+    assert len(warned) == 1, "once per run"
+    assert re.match(r"grace_s=1e-06s is shorter than the last checkpoint save took \(\d+\.\d\ds\)", warned[0])
 
 
 def test_handler_watches_a_configurable_signal_and_restores_the_previous_one():

@@ -67,7 +67,8 @@ def test_async_snapshot_is_isolated_from_later_training_steps(tmp_path):
     guard.save("manual")
     x = torch.randn(4, 8)
     guard.step(x, lambda b: model(b).pow(2).mean())   # changes the parameters while the save may still run
-    guard.close()
-    state = CheckpointStore(tmp_path / "ckpt").load_state(CheckpointStore(tmp_path / "ckpt").latest()[0])
+    guard.close()  # also saves step 1 (the last step, unsaved)
+    store = CheckpointStore(tmp_path / "ckpt")
+    state = store.load_state(store.verify(tmp_path / "ckpt" / "step-000000000"))
     for p, name in zip(before, state["model"]):
         assert torch.equal(p, state["model"][name])

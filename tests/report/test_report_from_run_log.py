@@ -100,6 +100,24 @@ def test_an_empty_run_log_is_bad_input_not_a_report_of_zero_gpus(tmp_path, catal
     assert "no NVIDIA driver or GPU was found while the job ran" in r.stderr and "was the job run" not in r.stderr
 
 
+def test_a_run_log_of_training_metrics_only_points_to_advise(tmp_path, catalog):
+    # the defect: a gpuwise.guard run log (metrics, no GPU samples) got "nothing to report", not where to go
+    path = tmp_path / "guard.db"
+    with RunLog(path) as log:
+        for step in range(1, 9):
+            log.log_train(step, loss=1.0 / step, lr=0.01)
+    says = (f"{path}: the gpuwise run log has no GPU samples (no NVIDIA driver or GPU was found while the job ran) "
+            f"but holds training metrics of 8 step(s): `gpuwise advise {path}` reads them")
+    with pytest.raises(ReportError) as refused:
+        build_report(path, catalog)
+    assert str(refused.value) == says
+    r = subprocess.run([sys.executable, "-m", "gpuwise.cli.app", "report", str(path)], capture_output=True, text=True)
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [f"gpuwise: error: {says}"], r.stderr
+    advised = subprocess.run([sys.executable, "-m", "gpuwise.cli.app", "advise", str(path)], capture_output=True,
+                             text=True)
+    assert advised.returncode == 0, advised.stderr
+
+
 @pytest.mark.parametrize("make, says", [
     (lambda p: p.mkdir(), "is a directory"),                                        # was "no such log"
     (lambda p: p.write_text("step,loss\n1,2.0\n2,1.8\n"), "goes to `gpuwise advise`"),   # a loss log

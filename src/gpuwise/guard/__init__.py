@@ -6,6 +6,7 @@ recovery by micro-batching the same batch (:mod:`gpuwise.guard.oom`), freest-GPU
 (:mod:`gpuwise.guard.devices`), and :class:`Guard`, which puts them around a plain PyTorch loop.
 """
 
+from gpuwise.guard import messages as _messages
 from gpuwise.guard.async_save import AsyncSaver, HostStaging, snapshot_to_cpu
 from gpuwise.guard.checkpoint import Checkpoint, CheckpointStore, Manifest, Skipped
 from gpuwise.guard.errors import GuardError
@@ -20,3 +21,5 @@ __all__ = [
     "Manifest", "PreemptionHandler", "ResumableDataLoader", "ResumableSampler", "Skipped", "inject_oom_above",
     "snapshot_to_cpu", "split_batch",
 ]
+
+_messages.install()  # ``gpuwise.guard: …`` on stderr where the program configured no logging

@@ -27,9 +27,11 @@ def scaler_enabled(scaler: Any) -> bool:
 
 def accumulate_gradients(model: torch.nn.Module, batch: Any, micro_batch_size: int, loss_fn: LossFn, *,
                          scaler: Any = None, tracker: MicroGradTracker | None = None,
-                         sharded: bool = False) -> tuple[float, bool]:
-    """Forward+backward over the micro-batches of ``batch``. Returns (mean loss, True), or (partial, False)
-    when a micro-batch ran out of memory (the gradients are then partial: the caller discards them).
+                         sharded: bool = False) -> tuple[float, bool, bool]:
+    """Forward+backward over the micro-batches of ``batch``. Returns (mean loss, ok, ran_out_here): ok is
+    False when a micro-batch ran out of memory, on this rank or (under DDP, after a micro-batch that was not
+    the last) on another (the gradients are then partial: the caller discards them); ``ran_out_here`` says
+    whether this rank's own micro-batch did.
 
     Under DDP every micro-batch runs under ``no_sync`` (gradients are averaged later, once all ranks agreed
     the step succeeded), and after each micro-batch the ranks agree whether to go on: every rank runs the
@@ -39,6 +41,7 @@ def accumulate_gradients(model: torch.nn.Module, batch: Any, micro_batch_size: i
     distributed = gdist.dist_info().is_distributed
     loss_sum = torch.zeros(())
     ok = True
+    ran_out_here = False
     sync = model.no_sync if gdist.is_ddp(model) else nullcontext
     use_scaler = scaler_enabled(scaler)
     scale = float(scaler.get_scale()) if use_scaler else 1.0
@@ -63,11 +66,12 @@ def accumulate_gradients(model: torch.nn.Module, batch: Any, micro_batch_size: i
                                      "Guard(micro_batch_size=...) lower (a sharded forward's collectives cannot "
                                      "be abandoned by one rank)") from None
                 ok = False
+                ran_out_here = True
             if not last and distributed:
                 ok = agree_on_micro_batch([int(ok)])[0] == 1
             if not ok:
                 break
-    return float(loss_sum), ok
+    return float(loss_sum), ok, ran_out_here
 
 
 def apply_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None, *, scheduler: Any = None,

@@ -172,6 +172,31 @@ class CheckpointStore:
                                trust_pickle=trust_pickle)
 
     # -- writing ---------------------------------------------------------------------------------
+    def check_writable(self) -> None:
+        """Create the directory and write (then remove) a small file in it: GuardError, in one line, when
+        that fails (a path through a file, a read-only mount, no permission), before a run relies on it."""
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise GuardError(f"checkpoint directory {self.directory} cannot be created: "
+                             f"{exc.strerror or exc}{_blocking_file(self.directory)}") from None
+        if not self.directory.is_dir():
+            raise GuardError(f"checkpoint directory {self.directory} is not a directory")
+        probe = self.directory / f".gpuwise-write-check-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        try:
+            fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            try:
+                os.write(fd, b"gpuwise")
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise GuardError(f"checkpoint directory {self.directory} is not writable: {exc.strerror or exc}") from None
+        finally:
+            try:
+                probe.unlink()
+            except OSError:
+                pass
+
     def begin(self, step: int, *, shared_name: bool = False) -> Path:
         """A fresh temporary directory for a checkpoint of ``step``.
 
@@ -435,3 +460,11 @@ def latest_sealed(parent: str | os.PathLike, pattern: str = r"^checkpoint-(\d+)$
         except GuardError as exc:
             skipped.append(Skipped(p, str(exc)))
     return None, skipped
+
+
+def _blocking_file(directory: Path) -> str:
+    """`` (PATH is a file, not a directory)`` when a component of ``directory`` exists and is not a directory."""
+    for parent in [directory, *directory.parents]:
+        if os.path.lexists(parent) and not parent.is_dir():
+            return f" ({parent} is a file, not a directory)"
+    return ""

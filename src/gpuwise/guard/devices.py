@@ -6,14 +6,24 @@ the least busy), and sets ``CUDA_VISIBLE_DEVICES``, which CUDA reads once, when 
 before anything touches ``torch.cuda``. GPUs are named by UUID there, because CUDA numbers devices
 fastest-first by default while NVML numbers them by PCI bus: index 1 in one is not index 1 in the other.
 
+An existing ``CUDA_VISIBLE_DEVICES`` (a scheduler's or the user's allocation) is respected: the choice is
+made among the GPUs it names (by index or UUID), never outside them.
+
+Under torchrun the GPUs are chosen once, before the workers start, and each worker takes
+``cuda:LOCAL_RANK``: ``CUDA_VISIBLE_DEVICES=$(python -m gpuwise.guard.devices 2) torchrun --nproc-per-node 2
+train.py``. Workers choosing each on their own would read NVML at different moments (a worker's own CUDA
+context already counts) and could take the same GPU; ``select_gpus`` refuses to run inside a torchrun worker.
+
 The NVML queries sit behind :class:`GpuSource` so tests (and machines without a GPU) use a fake.
 """
 
 from __future__ import annotations
 
+import argparse
 import gc
 import os
-from collections.abc import MutableMapping, Sequence
+import sys
+from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -39,7 +49,10 @@ class NvmlGpuSource:
 
     def __init__(self, nvml: Any = None) -> None:
         if nvml is None:
-            import pynvml as nvml  # nvidia-ml-py
+            try:
+                import pynvml as nvml  # nvidia-ml-py
+            except ImportError:
+                raise GuardError("cannot query GPUs: nvidia-ml-py (pynvml) is not installed") from None
         self._nvml = nvml
 
     def gpus(self) -> list[GpuState]:
@@ -85,21 +98,68 @@ def rank_freest(gpus: Sequence[GpuState], *, min_free_bytes: int = 0) -> list[Gp
 
 def select_gpus(count: int = 1, *, min_free_bytes: int = 0, source: GpuSource | None = None,
                 env: MutableMapping[str, str] | None = None) -> list[GpuState]:
-    """Pick the ``count`` freest GPUs and make them the only ones CUDA will see (in that order).
+    """Pick the ``count`` freest GPUs among those visible (all, or those ``CUDA_VISIBLE_DEVICES`` names) and
+    make them the only ones CUDA will see (in that order).
 
-    Raises GuardError when CUDA has already started in this process (too late to change the visible
-    devices) or when fewer than ``count`` GPUs have ``min_free_bytes`` free."""
+    Raises GuardError when ``count`` is not a whole number >= 1, when CUDA has already started in this
+    process (too late to change the visible devices), inside a torchrun worker (choose before torchrun
+    starts: see the module's doc), when ``CUDA_VISIBLE_DEVICES`` names a GPU NVML does not list, or when
+    fewer than ``count`` GPUs have ``min_free_bytes`` free."""
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise GuardError(f"select_gpus needs a GPU count >= 1, got {count!r}")
     env = os.environ if env is None else env
+    if int(env.get("LOCAL_WORLD_SIZE", "1") or "1") > 1:
+        raise GuardError("select_gpus inside a torchrun worker: each worker would choose on its own and two may take "
+                         "the same GPU; choose once before torchrun starts: "
+                         "CUDA_VISIBLE_DEVICES=$(python -m gpuwise.guard.devices N) torchrun ...")
     if env is os.environ and _cuda_started():
         raise GuardError("select_gpus must run before CUDA starts (before the first torch.cuda call or .cuda())")
-    gpus = (source or NvmlGpuSource()).gpus()
+    gpus = _visible(list((source or NvmlGpuSource()).gpus()), env)
     chosen = rank_freest(gpus, min_free_bytes=min_free_bytes)[:count]
     if len(chosen) < count:
+        among = f" (of those CUDA_VISIBLE_DEVICES={env['CUDA_VISIBLE_DEVICES']} names)" \
+            if env.get("CUDA_VISIBLE_DEVICES") is not None else ""
         raise GuardError(f"asked for {count} GPU(s) with >= {min_free_bytes / 2**30:.1f} GiB free; "
-                         f"{len(chosen)} of {len(gpus)} qualify")
+                         f"{len(chosen)} of {len(gpus)}{among} qualify")
     env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
     env["CUDA_VISIBLE_DEVICES"] = ",".join(g.uuid or str(g.index) for g in chosen)
     return chosen
+
+
+def _visible(gpus: list[GpuState], env: Mapping[str, str]) -> list[GpuState]:
+    """The GPUs ``CUDA_VISIBLE_DEVICES`` lets CUDA see (all when unset), in NVML's terms.
+
+    Entries are CUDA indices or (prefixes of) UUIDs. An index counts in CUDA's order: PCI bus order with
+    ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` (NVML's too), fastest first otherwise, which is PCI bus order only on a
+    box of one GPU model: on a mixed box an index there cannot be mapped, and GuardError asks for UUIDs."""
+    value = env.get("CUDA_VISIBLE_DEVICES")
+    if value is None:
+        return gpus
+    entries = [e.strip() for e in value.split(",")]
+    if not any(entries):
+        raise GuardError("CUDA_VISIBLE_DEVICES is empty: no GPU is visible to choose from")
+    by_pci = sorted(gpus, key=lambda g: g.index)
+    same_model = len({g.name for g in gpus}) <= 1
+    visible: list[GpuState] = []
+    for entry in entries:
+        if entry.lstrip("-").isdigit():
+            i = int(entry)
+            if not 0 <= i < len(by_pci):
+                raise GuardError(f"CUDA_VISIBLE_DEVICES={value}: no GPU {entry} ({len(by_pci)} GPU(s) on this machine)")
+            if env.get("CUDA_DEVICE_ORDER") != "PCI_BUS_ID" and not same_model:
+                raise GuardError(f"CUDA_VISIBLE_DEVICES={value} names GPUs by CUDA index, which counts fastest first "
+                                 "on this box of mixed GPUs, not as NVML does: name them by UUID (nvidia-smi -L) "
+                                 "or set CUDA_DEVICE_ORDER=PCI_BUS_ID")
+            gpu = by_pci[i]
+        else:
+            matches = [g for g in gpus if g.uuid and (g.uuid == entry or g.uuid.startswith(entry))]
+            if len(matches) != 1:
+                raise GuardError(f"CUDA_VISIBLE_DEVICES={value}: {entry!r} "
+                                 f"{'names no GPU NVML lists' if not matches else 'matches several GPUs'}")
+            gpu = matches[0]
+        if gpu not in visible:
+            visible.append(gpu)
+    return visible
 
 
 def cap_memory(fraction: float | None = None, *, max_bytes: int | None = None, device: int = 0) -> float:
@@ -141,3 +201,25 @@ def _cuda_started() -> bool:
 
     torch = sys.modules.get("torch")
     return bool(torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized())
+
+
+def main(argv: Sequence[str] | None = None, *, source: GpuSource | None = None) -> int:
+    """``python -m gpuwise.guard.devices COUNT [--min-free-gib G]``: the chosen GPUs' UUIDs, comma-separated,
+    for ``CUDA_VISIBLE_DEVICES=$(...)`` before torchrun. A GuardError is one line on stderr, exit code 2."""
+    p = argparse.ArgumentParser(prog="python -m gpuwise.guard.devices",
+                                description="Print the UUIDs of the COUNT freest GPUs (among those visible).")
+    p.add_argument("count", type=int)
+    p.add_argument("--min-free-gib", type=float, default=0.0, help="GiB of free memory each GPU must have")
+    args = p.parse_args(argv)
+    env = dict(os.environ)
+    try:
+        select_gpus(args.count, min_free_bytes=int(args.min_free_gib * 2**30), source=source, env=env)
+    except GuardError as exc:
+        sys.stderr.write(f"gpuwise.guard: error: {exc}\n")
+        return 2
+    sys.stdout.write(env["CUDA_VISIBLE_DEVICES"] + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

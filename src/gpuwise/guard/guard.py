@@ -5,11 +5,16 @@
     guard.resume()                                   # no-op on the first run
     for batch in guard.batches(max_steps=10_000):    # epochs, resumed mid-epoch
         guard.step(batch, lambda b: loss_fn(model(b[0]), b[1]))
+        ema.update_parameters(model)                 # the caller's code for the step: in its checkpoint
+    guard.close()                                    # saves the last step if it has no checkpoint yet
 
 ``step`` runs forward+backward through ``loss_fn`` (which returns the *mean* loss of the samples it got),
-the optimizer, scheduler and GradScaler steps, logs the metrics, and checkpoints when due. The pieces it is
-made of (CheckpointStore, ResumableDataLoader, PreemptionHandler, the OOM helpers) work on their own for
-loops that need more control.
+the optimizer, scheduler and GradScaler steps, logs the metrics, and decides whether a checkpoint is due.
+The checkpoint (periodic or on preemption, and the exit after the latter) is written at the step's end as
+the caller sees it: when ``batches()`` is asked for the next batch, or at the next ``step``,
+``wait_for_save`` or ``close``, so it holds whatever the caller did after ``step`` returned (an EMA update,
+``extras``). The pieces it is made of (CheckpointStore, ResumableDataLoader, PreemptionHandler, the OOM
+helpers) work on their own for loops that need more control.
 """
 
 from __future__ import annotations
@@ -83,6 +88,9 @@ class Guard:
         if isinstance(max_save_failures, bool) or not isinstance(max_save_failures, int) or max_save_failures < 1:
             raise GuardError(f"max_save_failures must be a whole number >= 1, got {max_save_failures!r}")
         self.store = CheckpointStore(directory, keep=keep)
+        self.info = gdist.dist_info()
+        if self.info.is_writer or (sharded if sharded is not None else gdist.is_fsdp(model)):
+            self.store.check_writable()  # now, not at the first save an hour in
         self.model = model
         self.optimizer = optimizer
         self.scheduler = scheduler
@@ -107,7 +115,6 @@ class Guard:
         self.trust_pickle = trust_pickle
         self.min_free_checkpoints = min_free_checkpoints
         self.verbose = verbose
-        self.info = gdist.dist_info()
         self.step_count = 0        # optimizer steps completed
         self.samples_seen = 0      # samples of completed steps, this rank
         self.last_loss: float | None = None
@@ -115,10 +122,18 @@ class Guard:
         self.last_checkpoint: Checkpoint | None = None
         self.stop_requested = False
         self._loader: ResumableDataLoader | None = None
+        self._pending_loader_state: dict[str, int] | None = None  # resumed before a loader was attached
+        # The save due at the end of the step as the caller sees it ("periodic", "preempted"), and the data
+        # position when that step completed.
+        self._due: str | None = None
+        self._loader_at_step_end: tuple[int, dict[str, int]] | None = None
+        self._saved_step: int | None = None      # the step last saved (or attempted) or resumed
+        self._step_failed = False                # the last step() raised
+        self._warned_grace = False
         self._saver = AsyncSaver()
         self._staging = HostStaging()
         self._pending_events: collections.deque[tuple[str, str, float]] = collections.deque()
-        self._last_save_s = time.monotonic()
+        self._last_save_t = time.monotonic()
         self._warned_space = False
         self._owns_run_log = False
         self.run_log: RunLog | None = None
@@ -130,7 +145,7 @@ class Guard:
         if self.run_log is not None:
             _record_stack(self.run_log, workload)
         self.preemption = PreemptionHandler(preempt_signals, grace_s=grace_s, exit_code=exit_code,
-                                            on_grace_expired=self._flush_log)
+                                            on_grace_expired=self._flush_log, restart_point=self._restart_point)
         try:
             self.preemption.install()
         except (RuntimeError, ValueError) as exc:  # not the main thread (e.g. inside a notebook worker)
@@ -143,22 +158,34 @@ class Guard:
     def loader(self, dataset: Any, batch_size: int, *, seed: int = 0, shuffle: bool = True,
                drop_last: bool = False, **loader_kwargs: Any) -> ResumableDataLoader:
         """A resumable DataLoader, sharded by rank under torchrun, whose position is checkpointed."""
-        self._loader = ResumableDataLoader(dataset, batch_size, seed=seed, shuffle=shuffle, rank=self.info.rank,
-                                           world_size=self.info.world_size, drop_last=drop_last, **loader_kwargs)
-        return self._loader
+        return self.attach_loader(ResumableDataLoader(dataset, batch_size, seed=seed, shuffle=shuffle,
+                                                      rank=self.info.rank, world_size=self.info.world_size,
+                                                      drop_last=drop_last, **loader_kwargs))
 
     def attach_loader(self, loader: ResumableDataLoader) -> ResumableDataLoader:
+        """Checkpoint ``loader``'s position; a position ``resume()`` read before it was attached applies now."""
         self._loader = loader
+        if self._pending_loader_state is not None:
+            loader.load_state_dict(self._pending_loader_state)
+            self._pending_loader_state = None
         return loader
 
     @property
     def epoch(self) -> int:
-        return self._loader.epoch if self._loader is not None else 0
+        if self._loader is not None:
+            return self._loader.epoch
+        return int(self._pending_loader_state["epoch"]) if self._pending_loader_state is not None else 0
 
     def batches(self, max_steps: int | None = None, max_epochs: int | None = None) -> Iterator[Any]:
         """Batches across epochs from the attached loader until ``max_steps`` steps / ``max_epochs`` epochs."""
         if self._loader is None:
             raise GuardError("call guard.loader(...) (or attach_loader) before guard.batches()")
+        yield from self._batches(max_steps, max_epochs)
+        # The loop ended (not broken off): the last step's save, and the last step saved if it was not.
+        self._save_due()
+        self._save_final()
+
+    def _batches(self, max_steps: int | None, max_epochs: int | None) -> Iterator[Any]:
         while not self.stop_requested:
             if max_steps is not None and self.step_count >= max_steps:
                 return
@@ -168,6 +195,8 @@ class Guard:
             for batch in self._loader:
                 yielded = True
                 yield batch
+                # The caller's code for this step has run: its checkpoint (and a preemption's exit) now.
+                self._save_due()
                 if self.stop_requested or (max_steps is not None and self.step_count >= max_steps):
                     return
             if not yielded and len(self._loader.dataset) == 0:
@@ -176,7 +205,11 @@ class Guard:
     # -- one training step -----------------------------------------------------------------------
     def step(self, batch: Any, loss_fn: LossFn) -> float:
         """Forward+backward (split into micro-batches as memory requires), optimizer/scheduler/scaler
-        steps, metrics, and a checkpoint when one is due. Returns the batch's mean loss."""
+        steps and metrics. Returns the batch's mean loss. A checkpoint due after this step (periodic, or on
+        preemption, then the exit) is written when the caller's code for the step has run: at the next
+        ``batches()`` iteration, ``step``, ``wait_for_save`` or ``close``."""
+        self._save_due()  # the previous step's, in a loop that does not use batches()
+        self._step_failed = False
         if not self.info.is_distributed:
             self._surface_async_error()  # under torchrun, the next save reports it on every rank
         self._drain_events()
@@ -190,8 +223,9 @@ class Guard:
         try:
             while True:
                 tracker = self._tracker(total, micro)
-                loss_sum, ok = accumulate_gradients(self.model, batch, micro, loss_fn, scaler=self.scaler,
-                                                    tracker=tracker, sharded=self.sharded)
+                loss_sum, ok, ran_out_here = accumulate_gradients(self.model, batch, micro, loss_fn,
+                                                                  scaler=self.scaler, tracker=tracker,
+                                                                  sharded=self.sharded)
                 proposal = micro if ok else smaller_micro_batch(micro)
                 agreed, not_preempt, not_time = agree_on_micro_batch(
                     [proposal, 0 if self.preemption.requested else 1, 0 if self._time_save_due() else 1])
@@ -200,7 +234,7 @@ class Guard:
                 free_failed_step(self.optimizer, model=self.model)
                 if agreed == 0:
                     raise GuardError(f"out of memory even with micro-batches of 1 sample (batch of {total})")
-                where = "" if not self.info.is_distributed else (" on another rank" if ok else " on this rank")
+                where = self._oom_ranks(ran_out_here)
                 self._event("oom_recovered", f"step {self.step_count + 1}: out of memory with micro-batch {micro}"
                                              f"{where}; retrying the same batch of {total} as micro-batches of "
                                              f"{agreed}")
@@ -209,6 +243,7 @@ class Guard:
             grad_norm, self._lr_used = apply_update(self.model, self.optimizer, scheduler=self.scheduler,
                                                     scaler=self.scaler, clip_grad_norm=self.clip_grad_norm)
         except Exception as exc:
+            self._step_failed = True
             # Only before the optimizer step (a half-applied update must not be saved), and not under
             # torchrun: the other ranks would wait in the save's collectives for a rank that is gone.
             if crash_save and not optimizer_started and not is_oom(exc) and not isinstance(exc, GuardError):
@@ -222,11 +257,22 @@ class Guard:
         self.last_loss = loss_sum
         self._last_step_end_s = time.perf_counter()
         self._log_step(loss_sum, total, micro, grad_norm, tracker, self._last_step_end_s - step_start_s)
+        if self._loader is not None:
+            self._loader_at_step_end = (self.step_count, self._loader.state_dict())
         if not_preempt == 0:
-            self._preempted()
+            self._due = "preempted"
+            self.stop_requested = True
         elif (self.every_steps and self.step_count % self.every_steps == 0) or not_time == 0:
-            self._save(reason="periodic")
+            self._due = "periodic"
         return loss_sum
+
+    def _oom_ranks(self, ran_out_here: bool) -> str:
+        """`` on rank 1 (of 2)`` under torchrun: the ranks whose own micro-batch ran out of memory (every rank
+        is here: they agreed on the smaller micro-batch)."""
+        if not self.info.is_distributed:
+            return ""
+        ranks = [r for r, out in enumerate(gdist.all_gather_object(ran_out_here)) if out]
+        return f" on rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))} (of {self.info.world_size})"
 
     def _tracker(self, total: int, micro: int) -> MicroGradTracker | None:
         several = micro < total or self.info.is_distributed
@@ -253,7 +299,7 @@ class Guard:
 
     # -- checkpoints -----------------------------------------------------------------------------
     def _time_save_due(self) -> bool:
-        return self.every_s is not None and time.monotonic() - self._last_save_s >= self.every_s
+        return self.every_s is not None and time.monotonic() - self._last_save_t >= self.every_s
 
     def state_dict(self, *, exclude_last_batch: bool = False) -> dict[str, Any]:
         """Everything a resumed run needs to continue as if never stopped (tensors and plain types)."""
@@ -264,7 +310,7 @@ class Guard:
             "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
             "scaler": self.scaler.state_dict() if self.scaler is not None else None,
             "loader": (self._loader.state_dict(exclude_last_batch=exclude_last_batch)
-                       if self._loader is not None else None),
+                       if self._loader is not None else self._pending_loader_state),
             "extra_state": {k: v.state_dict() for k, v in self.extra_state.items()},
             "extras": dict(self.extras),
         }
@@ -275,25 +321,48 @@ class Guard:
 
     def save(self, reason: str = "manual", *, wait: bool = False) -> Checkpoint | None:
         """Checkpoint now (all ranks must call it). Returns the checkpoint (rank 0, synchronous saves)."""
+        self._due = None if self._due == "periodic" else self._due  # this save is the due one
         return self._save(reason=reason, wait=wait)
+
+    def _save_due(self, *, exit_on_preempt: bool = True) -> None:
+        """Write the checkpoint that the last step made due (the caller's code for that step has run); on
+        preemption, then exit (``exit_on_preempt``)."""
+        reason, self._due = self._due, None
+        if reason == "preempted":
+            self._preempted(exit_now=exit_on_preempt)
+        elif reason is not None:
+            self._save(reason=reason)
+
+    def _save_final(self) -> None:
+        """Save the last completed step when it has no checkpoint yet (a run shorter than ``every_steps``,
+        a last step between two periodic saves)."""
+        if self.step_count > 0 and self._saved_step != self.step_count and not self._step_failed:
+            self._save(reason="final")
 
     def _save(self, *, reason: str, exclude_last_batch: bool = False, wait: bool = False,
               rng: dict[str, Any] | None = None) -> Checkpoint | None:
-        self._last_save_s = time.monotonic()
+        self._last_save_t = time.monotonic()
+        self._saved_step = self.step_count
         # Every rank's generators, rank-indexed.
         rng_states = gdist.all_gather_object(rng if rng is not None else capture_rng_state())
         state = self.state_dict(exclude_last_batch=exclude_last_batch)
+        if (not exclude_last_batch and self._loader_at_step_end is not None
+                and self._loader_at_step_end[0] == self.step_count):
+            # The position when this step completed: a loop of the caller's own may have drawn the next batch.
+            state["loader"] = dict(self._loader_at_step_end[1])
+            state["progress"]["epoch"] = state["loader"]["epoch"]
         state["rng"] = rng_states
         meta = {"reason": reason, "micro_batch_size": self.micro_batch_size, "samples_seen": self.samples_seen}
         step, epoch = self.step_count, state["progress"]["epoch"]
         if self.sharded:
+            t0 = time.perf_counter()
             try:
                 ckpt = save_sharded(self.store, step, epoch, self.model, self.optimizer, state, meta)
             except GuardError as exc:
                 self._save_failed(exc)
                 return None
             if ckpt is not None:
-                self._saved(ckpt, reason, 0.0)
+                self._saved(ckpt, reason, time.perf_counter() - t0)  # synchronous: training waited for all of it
             return ckpt
         errors: list[str] = []
         ckpt = None
@@ -332,11 +401,36 @@ class Guard:
         size = ckpt.manifest.total_bytes
         self._event("checkpoint", f"{ckpt.path.name} ({reason}, {size / 2**20:.1f} MiB, training blocked "
                                   f"{blocked_s:.3f}s{'' if write_s is None else f', written in {write_s:.3f}s'})")
+        self._warn_if_grace_too_short(blocked_s if write_s is None else write_s)
         warning = low_space_warning(self.store.directory, size, self.min_free_checkpoints)
         if warning and not self._warned_space:
             self._warned_space = True
             self._event("low_disk_space", warning, say=False)  # the warning says it
-            warnings.warn(warning, stacklevel=5)
+            warnings.warn(warning, stacklevel=_caller_stacklevel())
+
+    def _warn_if_grace_too_short(self, save_s: float) -> None:
+        """Once: a preemption's save (synchronous) would take about as long as this one did."""
+        grace_s = self.preemption.grace_s
+        if self._warned_grace or not self.preemption.signals or grace_s <= 0 or save_s <= grace_s:
+            return
+        self._warned_grace = True
+        self._say(f"grace_s={grace_s:g}s is shorter than the last checkpoint save took ({save_s:.2f}s): a "
+                  "preemption's save would be cut off by the watchdog, leaving the previous checkpoint; raise "
+                  "grace_s (within the platform's grace period) or make the state smaller")
+
+    def _restart_point(self) -> str:
+        """What a restart resumes from (the grace watchdog says it as the process ends)."""
+        if self.last_checkpoint is not None:
+            return (f"the last complete checkpoint, {self.last_checkpoint.path.name}, is intact: the restart "
+                    "resumes from it")
+        try:
+            older = self.store.step_dirs()
+        except OSError:
+            older = []
+        if older:
+            return (f"this run completed no checkpoint: the restart resumes from the newest one in "
+                    f"{self.store.directory} that verifies")
+        return "no complete checkpoint yet: the run restarts from step 0"
 
     def _save_failed(self, exc: GuardError) -> None:
         self._event("checkpoint_failed", str(exc), say=False)  # the warning or the exception says it
@@ -346,7 +440,7 @@ class Guard:
         if self.save_failures_in_row >= self.max_save_failures:
             raise GuardError(f"{self.save_failures_in_row} checkpoint saves in a row failed, the run stops "
                              f"(max_save_failures={self.max_save_failures}); last: {exc}")
-        warnings.warn(str(exc), stacklevel=4)  # points at the user's guard.step / guard.save call
+        warnings.warn(str(exc), stacklevel=_caller_stacklevel())  # the user's step / save / close / loop line
 
     def _surface_async_error(self) -> None:
         """A failed background save is reported at the next call (policy: warn or raise)."""
@@ -356,7 +450,12 @@ class Guard:
             self._save_failed(exc)
 
     def wait_for_save(self) -> Checkpoint | None:
-        """Block until a background save finished (its error raised per policy)."""
+        """Write the checkpoint the last step made due (all ranks must call it then), and block until a
+        background save finished (its error raised per policy)."""
+        self._save_due()
+        return self._wait_for_save()
+
+    def _wait_for_save(self) -> Checkpoint | None:
         try:
             return self._saver.wait()
         except GuardError as exc:
@@ -401,6 +500,8 @@ class Guard:
             refused[ckpt.path.name] = reason
             self._event("checkpoint_refused", f"refused {reason}; falling back to the previous verified checkpoint")
         self.last_checkpoint = ckpt
+        self._saved_step = self.step_count
+        self._due = None
         self._event("resumed", f"resumed from {ckpt.path.name} (step {self.step_count}, epoch {self.epoch}, "
                                f"sha256 verified)")
         return ckpt
@@ -425,8 +526,9 @@ class Guard:
         except GuardError:
             raise
         except Exception as exc:  # verified bytes that are not this run's state (another model, a crafted file)
-            raise GuardError(f"{ckpt.path.name} verifies but does not fit this run: {type(exc).__name__}: "
-                             f"{str(exc).splitlines()[0][:200] if str(exc) else ''}") from None
+            detail = " ".join(str(exc).split())  # every line of it (PyTorch lists each problem on its own line)
+            raise GuardError(f"{ckpt.path.name} verifies but does not fit this run: {type(exc).__name__}"
+                             f"{': ' + _shorten(detail, 400) if detail else ''}") from None
         # Every rank decides alike: with sharded states one rank's shard alone may hold the NaN.
         everywhere = [n for names in gdist.all_gather_object(nonfinite) for n in names]
         if everywhere:  # an older checkpoint's load overwrites whatever of these was applied
@@ -451,7 +553,13 @@ class Guard:
             raise GuardError(f"{ckpt.path.name}: state.pt holds no model state of a Guard")
         nonfinite = nonfinite_names({"model": state["model"], "optimizer": state.get("optimizer")}, nan_only=buffers)
         if not nonfinite:
-            model.load_state_dict(state["model"])
+            try:
+                model.load_state_dict(state["model"])
+            except RuntimeError:
+                misfit = _model_misfit(model.state_dict(), state["model"])
+                if misfit:  # else the caller reports PyTorch's own words
+                    raise GuardError(f"{ckpt.path.name} verifies but does not fit this model: {misfit}") from None
+                raise
             if self.optimizer is not None and state.get("optimizer") is not None:
                 self.optimizer.load_state_dict(state["optimizer"])
         return state, nonfinite
@@ -467,8 +575,11 @@ class Guard:
             self.scheduler.load_state_dict(state["scheduler"])
         if self.scaler is not None and state.get("scaler") is not None:
             self.scaler.load_state_dict(state["scaler"])
-        if self._loader is not None and state.get("loader") is not None:
-            self._loader.load_state_dict(state["loader"])
+        if state.get("loader") is not None:
+            if self._loader is not None:
+                self._loader.load_state_dict(state["loader"])
+            else:  # resume() before loader(): applied when the loader is attached
+                self._pending_loader_state = dict(state["loader"])
         for name, obj in self.extra_state.items():
             if name in state.get("extra_state", {}):
                 obj.load_state_dict(state["extra_state"][name])
@@ -480,24 +591,31 @@ class Guard:
             restore_rng_state(rngs[self.info.rank] if self.info.rank < len(rngs) else rngs[0])
 
     # -- preemption and shutdown -----------------------------------------------------------------
-    def _preempted(self) -> None:
+    def _preempted(self, *, exit_now: bool = True) -> None:
         left = self.preemption.seconds_left()
         self._event("preempted", f"signal received; checkpointing step {self.step_count}"
                                  + (f" ({left:.1f}s of grace left)" if left is not None else ""))
         self._save(reason="preempted", wait=True)
         self.stop_requested = True
-        if self.exit_on_preempt:
+        if self.exit_on_preempt and exit_now:
             self.close()
             self._say(f"exiting with code {self.preemption.exit_code} (restart me to resume)")
             sys.exit(self.preemption.exit_code)
 
-    def close(self, *, check: bool = True) -> None:
-        """Finish a background save, stop watching signals, flush the run log. Call once at the end.
+    def close(self, *, check: bool = True, save: bool = True) -> None:
+        """Write the checkpoint the last step made due, and the last step if it has none yet (``save``;
+        all ranks call ``close``), finish a background save, stop watching signals, flush the run log. Call
+        once at the end; ``save=False`` after the loop failed (``with Guard(...)`` does that on an exception).
 
         GuardError when saves were attempted and every one failed (``check``): the run is not resumable,
         and its exit code must say so."""
         try:
-            self.wait_for_save()
+            if save:
+                self._save_due(exit_on_preempt=False)  # the loop is over: exit as the script does
+                self._save_final()
+            else:
+                self._due = None
+            self._wait_for_save()
         finally:
             self.preemption.uninstall()
             if self.run_log is not None:
@@ -515,7 +633,7 @@ class Guard:
         return self
 
     def __exit__(self, exc_type: object, *exc: object) -> None:
-        self.close(check=exc_type is None)
+        self.close(check=exc_type is None, save=exc_type is None)
 
     # -- messages --------------------------------------------------------------------------------
     def _event(self, kind: str, message: str, *, say: bool = True) -> None:
@@ -535,7 +653,8 @@ class Guard:
 
     def _say(self, message: str) -> None:
         """What a person watching the run should know (``verbose``; rank 0 only): the ``gpuwise.guard``
-        logger, at WARNING, so it shows even where the training script configured no logging."""
+        logger, at WARNING, so it shows even where the training script configured no logging (then as
+        ``gpuwise.guard: …`` on stderr, see ``messages``)."""
         if self.verbose and self.info.is_writer:
             log.warning("%s", message)
 
@@ -567,6 +686,42 @@ def _record_torch_memory(run_log: RunLog) -> None:
         run_log.log_event("torch_memory", json.dumps({
             "pid": os.getpid(), "devices": devices, "torch_version": torch.__version__,
             "cuda_version": torch.version.cuda, "gpu_name": torch.cuda.get_device_name(devices[0]["device"])}))
+
+
+_GUARD_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _caller_stacklevel() -> int:
+    """``warnings.warn``'s stacklevel, for a call from the function that called this one, that names the
+    first frame outside gpuwise.guard: the user's line (``step``, ``save``, ``close``, or the loop over
+    ``batches()``), whichever path inside the guard led to the warning."""
+    frame = sys._getframe(1)
+    level = 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_GUARD_DIR):
+        frame = frame.f_back
+        level += 1
+    return level
+
+
+def _model_misfit(expected: Mapping[str, Any], saved: Mapping[str, Any], shown: int = 3) -> str:
+    """What ``load_state_dict`` (strict) would refuse, in one line: missing and unexpected keys and shape
+    mismatches, the first ``shown`` of each with their counts; "" when the saved state fits."""
+    def listed(what: str, items: list[str]) -> str:
+        more = f", … {len(items) - shown} more" if len(items) > shown else ""
+        return f"{len(items)} {what} ({', '.join(items[:shown])}{more})"
+
+    missing = [k for k in expected if k not in saved]
+    unexpected = [k for k in saved if k not in expected]
+    mismatched = [f"{k}: checkpoint {_shape(saved[k])} vs model {_shape(v)}" for k, v in expected.items()
+                  if k in saved and isinstance(v, torch.Tensor) and isinstance(saved[k], torch.Tensor)
+                  and saved[k].shape != v.shape]
+    parts = [listed(what, items) for what, items in (("missing keys", missing), ("unexpected keys", unexpected),
+                                                     ("shape mismatches", mismatched)) if items]
+    return "; ".join(parts)
+
+
+def _shape(t: torch.Tensor) -> str:
+    return "[" + ", ".join(map(str, t.shape)) + "]"
 
 
 def _shorten(reason: str, limit: int = 160) -> str:

@@ -5,7 +5,7 @@ Kubernetes: 30 s by default), SLURM can send SIGUSR1 before its deadline, torchr
 its workers. Saving inside the signal handler would run in the middle of an optimizer step and could
 capture a half-updated model; so the handler only sets a flag, and the training loop saves when the
 current step has finished. A watchdog ends the process when the grace period runs out anyway (a save in
-progress then leaves the previous checkpoint intact: saves are atomic).
+progress then leaves the previous checkpoint, if any, intact: saves are atomic).
 
 Exit code 75 is ``EX_TEMPFAIL`` of sysexits.h, "temporary failure; the user is invited to retry": it
 tells a supervisor (a shell loop, systemd ``RestartForceExitStatus=75``, torchrun's ``--max-restarts``, which
@@ -28,7 +28,10 @@ class PreemptionHandler:
     """Turns the given signals into a flag; ``install()`` from the main thread, ``uninstall()`` to undo."""
 
     def __init__(self, signals: Iterable[int | str] = ("SIGTERM",), grace_s: float = 25.0,
-                 exit_code: int = EXIT_RESTART, on_grace_expired: Callable[[], None] | None = None) -> None:
+                 exit_code: int = EXIT_RESTART, on_grace_expired: Callable[[], None] | None = None,
+                 restart_point: Callable[[], str] | None = None) -> None:
+        """``restart_point``: says what a restart resumes from, for the watchdog's last line (e.g. "no
+        complete checkpoint yet: the run restarts from step 0")."""
         self.signals = [_signal_number(s) for s in signals]
         self.grace_s = grace_s
         self.exit_code = exit_code
@@ -37,6 +40,7 @@ class PreemptionHandler:
         self._previous: dict[int, object] = {}
         self._watchdog: threading.Timer | None = None
         self._on_grace_expired = on_grace_expired
+        self._restart_point = restart_point
 
     @property
     def requested(self) -> bool:
@@ -85,8 +89,15 @@ class PreemptionHandler:
                 self._on_grace_expired()
             except Exception:  # noqa: BLE001 - we are about to exit regardless
                 pass
-        sys.stderr.write(f"gpuwise.guard: grace period of {self.grace_s:.0f}s ran out; exiting with "
-                         f"{self.exit_code} (the last complete checkpoint is intact)\n")
+        where = "a save in progress is abandoned; complete checkpoints are intact"
+        if self._restart_point is not None:
+            try:
+                where = self._restart_point()
+            except Exception:  # noqa: BLE001 - the exit must happen
+                pass
+        # Written directly, not logged: the main thread may be stuck holding a logging lock.
+        sys.stderr.write(f"gpuwise.guard: grace period of {self.grace_s:g}s ran out; exiting with "
+                         f"{self.exit_code} ({where})\n")
         sys.stderr.flush()
         os._exit(self.exit_code)
 

@@ -14,6 +14,7 @@ from gpuwise.report.predicted_vs_measured import PredictedVsMeasured, measured_a
 from gpuwise.report.rightsize import TIME_NOTE, RightSizing, resolve_rented, right_size
 from gpuwise.report.sources import load_usage_log
 from gpuwise.report.usage import UsageSummary, summarize
+from gpuwise.runlog import RunLogError, read_train_metrics
 from gpuwise.workload import Workload
 
 
@@ -69,6 +70,10 @@ def build_report(
     if not log.samples:
         why = ("no NVIDIA driver or GPU was found while the job ran" if log.source == "gpuwise run log"
                else "was nvidia-smi logging while the job ran?")
+        steps = _train_steps(path) if log.source == "gpuwise run log" else 0
+        if steps:  # e.g. a gpuwise.guard run log: its training metrics are `advise`'s input
+            raise ReportError(f"{path}: the {log.source} has no GPU samples ({why}) but holds training metrics "
+                              f"of {steps} step(s): `gpuwise advise {path}` reads them")
         raise ReportError(f"{path}: the {log.source} has no GPU samples ({why}): nothing to report")
     usage = summarize(log)
     notes = list(usage.notes)
@@ -87,6 +92,14 @@ def build_report(
         said = any(n.startswith(TIME_NOTE) for n in notes)      # e.g. the log's recorded precision: say it once
         notes.extend(n for n in sizing.notes if not (said and n.startswith(TIME_NOTE)))
     return Report(usage, sizing, tuple(notes), log.samples, comparison)
+
+
+def _train_steps(path: str | Path) -> int:
+    """Steps with training metrics in a gpuwise run log (0 when it holds none or cannot be read)."""
+    try:
+        return len({step for series in read_train_metrics(path).values() for step, _, _ in series})
+    except RunLogError:
+        return 0
 
 
 __all__ = ["Report", "build_report"]
