@@ -31,18 +31,15 @@ from unittest.mock import patch
 
 import torch
 from torch import nn
-from torch._subclasses.fake_tensor import FakeTensorMode
 
 from benchmarks.harness import (CELL_HEADER, DATA, ROOFLINE, ROOFLINE_075, Case, comparison_row, record_scoring,
                                 scored_words, verdict, write_results)
-from benchmarks.op_memory import CALLS, DTYPES, LlamaRMSNorm, Setup, _cross_entropy, _mlp, setup_for
+from benchmarks.op_memory import DTYPES, LlamaRMSNorm, Setup, _cross_entropy, _mlp, run_calls, setup_for
 from gpuwise.catalog import CatalogError, load_catalog, resolve_gpu
 from gpuwise.runtime.calibration import load_calibration
 from gpuwise.runtime.kernels import op_times
 from gpuwise.runtime.laws import load_laws
 from gpuwise.runtime.rates import rate_peak_flops_per_s
-from gpuwise.trace import fake
-from gpuwise.trace.recorder import Recorder
 
 SOURCE = DATA / "kernels-modern" / "liger_kernel_bench.csv.gz"
 HELD_OUT_SET = "Liger speed: plain-PyTorch rows"
@@ -67,27 +64,8 @@ class Timed:
 
 
 def traced_ops(setup: Setup, clear_grad: str | None):
-    """The script's calls on fake tensors; the ops of the last call, each with its phase."""
-    recorder = Recorder(training=True)
-    fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
-    for m in setup.modules:
-        fake.fake_module(m, fake_mode)
-    with fake_mode, recorder:
-        for m in setup.modules:
-            fake.register_state(m, recorder)
-        recorder.category = "inputs"
-        tensors = setup.make_tensors()
-        recorder.category = None
-        for i in range(CALLS):
-            if clear_grad is not None:
-                tensors[clear_grad].grad = None
-            recorder.measured = recorder.recording_ops = i == CALLS - 1
-            recorder.phase = "forward"
-            setup.call(setup.modules[0], tensors, lambda: setattr(recorder, "phase", "backward"))
-            recorder.phase = "other"
-        recorder.recording_ops = False
-        recorder.closed = True
-    return tuple(recorder.ops)
+    """The script's calls on fake tensors (``op_memory.run_calls``); the ops of the last call, each with its phase."""
+    return run_calls(setup, clear_grad).ops
 
 
 def time_ops(ops, gpu, precision: str, cal) -> Timed:

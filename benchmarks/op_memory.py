@@ -196,8 +196,21 @@ class Predicted:
     shapes_bytes: int
 
 
-def predict(setup: Setup, stack: CudaStack) -> Predicted:
-    """The script's calls on fake tensors; the last call's peak of allocated bytes with the CUDA rules."""
+@dataclass(frozen=True)
+class Calls:
+    """What the script's calls left under the recorder: the last call's ops, every memory event, where the
+    last call's events start, and the closed-form baseline's bytes."""
+
+    ops: tuple
+    events: list
+    start_seq: int
+    shapes_bytes: int
+
+
+def run_calls(setup: Setup, clear_grad: str | None = None) -> Calls:
+    """The script's ``CALLS`` calls on fake tensors under gpuwise's recorder; the last one is recorded.
+    ``clear_grad``: the tensor whose gradient the script sets to None before each call (``do_bench``'s
+    ``grad_to_none``)."""
     recorder = Recorder(training=True)
     fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
     for m in setup.modules:
@@ -213,6 +226,8 @@ def predict(setup: Setup, stack: CudaStack) -> Predicted:
             measured = i == CALLS - 1
             if measured:
                 start_seq = len(recorder.memory_events())
+            if clear_grad is not None:
+                tensors[clear_grad].grad = None
             recorder.measured = recorder.recording_ops = measured
             recorder.phase = "forward"
             setup.call(setup.modules[0], tensors, lambda: setattr(recorder, "phase", "backward"))
@@ -220,9 +235,14 @@ def predict(setup: Setup, stack: CudaStack) -> Predicted:
         recorder.recording_ops = False
         shapes = setup.shapes_bytes(tensors, setup.modules[0])
         recorder.closed = True
+    return Calls(tuple(recorder.ops), recorder.memory_events(), start_seq, shapes)
 
+
+def predict(setup: Setup, stack: CudaStack) -> Predicted:
+    """The script's calls on fake tensors; the last call's peak of allocated bytes with the CUDA rules."""
+    calls = run_calls(setup)
     # what cuda_events reads of a Trace
-    adjusted = cuda_events(SimpleNamespace(ops=tuple(recorder.ops), events=recorder.memory_events()), stack).events
+    adjusted = cuda_events(SimpleNamespace(ops=calls.ops, events=calls.events), stack).events
     live: dict[int, int] = {}
     allocated = peak = 0
     for ev in adjusted:
@@ -232,9 +252,9 @@ def predict(setup: Setup, stack: CudaStack) -> Predicted:
                 allocated += live[ev.block_id]
         else:
             allocated -= live.pop(ev.block_id, 0)
-        if ev.seq >= start_seq:
+        if ev.seq >= calls.start_seq:
             peak = max(peak, allocated)
-    return Predicted(peak, shapes)
+    return Predicted(peak, calls.shapes_bytes)
 
 
 def load_rows() -> list[dict]:

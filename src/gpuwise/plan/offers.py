@@ -69,16 +69,17 @@ def ranking_currency(offers: Iterable[Offer], requested: str | None = None) -> s
     return currencies.pop() if len(currencies) == 1 else HOME_CURRENCY
 
 
+def _is_own(offer: Offer) -> bool:
+    """A price of the user's own: neither the shipped indicative list nor fetched live from a cloud."""
+    return not offer.indicative and not offer.live
+
+
 def own_prices_first(offers: list[Offer]) -> list[Offer]:
     """The offers with the user's own prices (a user catalog's, not indicative) in place of the shipped
     indicative ones of the same provider and spot-ness, at every count: who pays ¥1.50 for one RTX 4090
     there pays it for each of eight, not the shipped ¥1.98 a card."""
-    own = {(o.provider, o.spot) for o in offers if not o.indicative and not o.live}
+    own = {(o.provider, o.spot) for o in offers if _is_own(o)}
     return [o for o in offers if not o.indicative or (o.provider, o.spot) not in own]
-
-
-def _is_own(offer: Offer) -> bool:
-    return not offer.indicative and not offer.live
 
 
 def _times(single: Offer, count: int) -> Offer:
