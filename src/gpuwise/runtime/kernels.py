@@ -66,7 +66,7 @@ def _shape(op: OpRecord, i: int) -> tuple[int, ...]:
 
 
 def _elem_bytes(dtype: str) -> int:
-    return {"float16": 2, "bfloat16": 2, "float64": 8, "int8": 1, "uint8": 1, "bool": 1}.get(dtype, 4)
+    return {"float16": 2, "bfloat16": 2, "float64": 8, "int64": 8, "int8": 1, "uint8": 1, "bool": 1}.get(dtype, 4)
 
 
 def gemm_dims(op: OpRecord) -> tuple[int, int, int, int]:
@@ -183,9 +183,52 @@ _NORM_PASSES = {"forward_train": 3, "forward_infer": 2, "layer_forward": 2, "bac
 _SOFTMAX_PASSES = {"forward": 2, "backward": 3}
 
 
+# Indexing kernels (``Embedding.cpp``: ``embedding`` is ``weight.index_select(0, indices.reshape(-1))``; CUDA's
+# index_select, gather, take and advanced indexing read the selected elements, not their source tensor) ...
+_GATHERS = frozenset({"aten.embedding", "aten.index_select", "aten.gather", "aten.index", "aten.take"})
+# ... and in-place scatters, which write (and, accumulating, read) the addressed elements of ``self`` only.
+_SCATTERS = frozenset({"aten.index_put_", "aten._index_put_impl_", "aten.index_copy_", "aten.scatter_",
+                       "aten.index_add_", "aten.scatter_add_", "aten.scatter_reduce_"})
+_ACCUMULATING_SCATTERS = frozenset({"aten.index_add_", "aten.scatter_add_", "aten.scatter_reduce_"})
+
+
+def _numel_bytes(op: OpRecord, i: int) -> int:
+    return math.prod(op.input_shapes[i]) * _elem_bytes(op.input_dtypes[i])
+
+
+def indexing_bytes(op: OpRecord) -> float | None:
+    """Bytes an indexing kernel moves: a gather reads its indices and the selected elements and writes them;
+    an in-place scatter reads its indices and values and writes the addressed elements of ``self`` (reads them
+    too when it accumulates), the values' size. A gather's rate is its loads' (one element each, with index
+    arithmetic: Liger's A100 rows are flat in the vocabulary even where the table fits in L2), so repeated rows
+    count each time. None where the trace cannot say (not an indexing op; a boolean mask, whose true elements
+    are data; a broadcast single value)."""
+    name = packet_of(op.op)
+    if name not in _GATHERS and name not in _SCATTERS or len(op.input_shapes) < 2 or not op.input_dtypes:
+        return None
+    if "bool" in op.input_dtypes[1:] or "uint8" in op.input_dtypes[1:]:
+        return None
+    if name in _GATHERS:
+        if not op.output_shapes:
+            return None
+        indices = sum(_numel_bytes(op, i) for i in range(1, len(op.input_shapes)))   # the source comes first
+        selected = math.prod(op.output_shapes[0]) * _elem_bytes(op.output_dtypes[0])
+        return indices + 2 * selected
+    values = len(op.input_shapes) - 1     # the source / values tensor comes last
+    if values < 2 or math.prod(op.input_shapes[values]) <= 1:
+        return None
+    addressed = math.prod(op.input_shapes[values]) * _elem_bytes(op.input_dtypes[0])
+    indices = sum(_numel_bytes(op, i) for i in range(1, values))
+    return indices + _numel_bytes(op, values) + addressed * (2 if name in _ACCUMULATING_SCATTERS else 1)
+
+
 def cuda_bytes(op: OpRecord, cls: str, training: bool) -> float:
-    """Bytes the CUDA kernels of ``op`` move through DRAM (the trace counts inputs + outputs once)."""
+    """Bytes the CUDA kernels of ``op`` move through DRAM (the trace counts inputs + outputs once; an
+    indexing kernel touches only what it selects, ``indexing_bytes``)."""
     traced = float(op.bytes_read + op.bytes_written)
+    touched = indexing_bytes(op)
+    if touched is not None:
+        return float(touched)
     x = _shape(op, 1 if "backward" in op.op and cls == "norm" else 0)
     if not x or cls not in ("norm", "reduction"):
         return traced

@@ -53,7 +53,8 @@ from gpuwise.workload import Workload
 from gpuwise.workload.decoder import DecoderArch, engine_caches_mla_latent
 from gpuwise.workload.parallelism import effective_sharding, layer_split_total_bytes, splits_layers
 from gpuwise.workload.precision import parse
-from gpuwise.workload.storage import compute_bytes, optimizer_step_bytes, quant_bytes_per_param, trainable_bytes
+from gpuwise.workload.storage import (compute_bytes, frozen_bytes, optimizer_step_bytes, quant_bytes_per_param,
+                                     trainable_bytes)
 
 MEM_EFF = 0.75                 # streaming kernels (dequantise, optimizer): share of datasheet bandwidth
 DECODE_BW_EFF = 0.80
@@ -327,7 +328,8 @@ class PrefillParts:
 def prefill_parts(arch: DecoderArch, w: Workload, gpu, *, weights_bytes: float, prompt_tokens: int, batch: int,
                   topology: Topology | None = None, calibration: Calibration | None = None,
                   double_quant: bool = True) -> PrefillParts:
-    """One prefill of ``batch`` prompts: the forward's kernels, never faster than reading the weights once, plus
+    """One prefill of ``batch`` prompts: the forward's kernels, never faster than reading the weights once (an
+    untied embedding: the prompts' rows, ``unread_embedding_bytes``), plus
     2 all-reduces a layer over TP GPUs (a layer split, HF generate: the whole forward on one GPU after another,
     and the hand-offs between them). Quantized weights: the GEMMs read what their path gives them
     (bitsandbytes' nf4: the 16-bit copy ``dequantize_4bit`` writes), and the kernels around them
@@ -341,9 +343,10 @@ def prefill_parts(arch: DecoderArch, w: Workload, gpu, *, weights_bytes: float, 
         tp_comm = tp_all_reduces_s(arch, w, prompt_tokens * batch, topo)
     kernels_s = prefill(arch, w, gpu, cal, prompt_tokens=prompt_tokens, batch=batch, tp=w.num_gpus).total_s
     q = served_linears(arch, w, gpu, rows=prompt_tokens * batch, double_quant=double_quant)
+    read = max(weights_bytes - unread_embedding_bytes(arch, w, prompt_tokens * batch), 0.0)
     if q is None:
-        return PrefillParts(kernels_s, weights_read_s(weights_bytes, gpu), 0.0, tp_comm)
-    plain = max(weights_bytes - q.stored_bytes, 0.0)
+        return PrefillParts(kernels_s, weights_read_s(read, gpu), 0.0, tp_comm)
+    plain = max(read - q.stored_bytes, 0.0)
     return PrefillParts(kernels_s, weights_read_s(plain, gpu) + quant_reads_s(q, gpu), quant_around_s(q, gpu, cal),
                         tp_comm)
 
@@ -375,6 +378,17 @@ def decode_kernels(arch: DecoderArch, engine: str) -> int:
     return arch.num_layers * per_layer + 2
 
 
+def unread_embedding_bytes(arch: DecoderArch, w: Workload, batch: int) -> float:
+    """Stored weight bytes a decode step does not read: an untied input embedding's table but for the batch's
+    rows (``Embedding.cpp``: the lookup is an ``index_select``), on one of ``w.num_gpus`` tensor-parallel GPUs
+    (each holds a vocabulary shard). A tied table is the LM head's weight, read whole: 0."""
+    if arch.tie_word_embeddings:
+        return 0.0
+    elem = frozen_bytes(w.precision)
+    table = arch.vocab_size * arch.hidden_size * elem / max(w.num_gpus, 1)
+    return max(table - batch * arch.hidden_size * elem, 0.0)
+
+
 def decode_step(arch: DecoderArch, w: Workload, gpu, *, weights_bytes: float, context_tokens: float, batch: int,
                 kv_bytes_per_element: float, topology: Topology | None = None,
                 calibration: Calibration | None = None, double_quant: bool = True) -> DecodeStep:
@@ -394,15 +408,16 @@ def decode_step(arch: DecoderArch, w: Workload, gpu, *, weights_bytes: float, co
     kv_read = (arch.kv_cache_bytes(int(context_tokens), batch, kv_bytes_per_element, mla_latent=latent)
                * arch.kv_cache_share(n, mla_latent=latent))
     q = served_linears(arch, w, gpu, rows=batch, double_quant=double_quant)
+    unread = unread_embedding_bytes(arch, w, batch)
     if q is None:
         # weights touched per step (MoE: experts hit by at least one of the batch's tokens)
         touched = weights_bytes
         if arch.is_moe:
             pc = arch.param_counts()
             touched = weights_bytes * (1 - pc.experts / pc.total * (1 - arch.expert_share(batch)))
-        mem_s = (touched + kv_read) / (_bandwidth(gpu) * DECODE_BW_EFF)
+        mem_s = (max(touched - unread, 0.0) + kv_read) / (_bandwidth(gpu) * DECODE_BW_EFF)
     else:   # the routed experts are quantized linears: the rest is read whole
-        plain = max(weights_bytes - q.stored_bytes, 0.0)
+        plain = max(weights_bytes - q.stored_bytes - unread, 0.0)
         mem_s = (plain + kv_read) / (_bandwidth(gpu) * DECODE_BW_EFF) + quant_reads_s(q, gpu)
     flop_s = decode_compute_s(arch, w, gpu, cal, context_tokens=context_tokens, batch=batch, tp=n)
     # decode's tensor-parallel all-reduces carry one token's hidden state a sequence (2 a layer); vLLM replays

@@ -228,7 +228,7 @@ def _head(sh: Shape, w: Workload, *, backward: bool, head_grad: bool = False, bl
     vocab = split(a.vocab_size, sh.tp)
     st = Streams()
     if not backward:
-        st.add("embedding", (a.vocab_size * sh.h + t * sh.h) * sh.stream + 8 * t)
+        st.add("embedding", 2 * t * sh.h * sh.stream + 8 * t)    # a gather: the tokens' rows (kernels.indexing_bytes)
         st.add("copy", 0.0, SETUP_KERNELS[a.model_type not in NO_ROTARY])
         norm_forward(st, sh, sh.h, t, 1, sh.stream)
         if sh.training:
