@@ -46,15 +46,18 @@ def parse_bytes(text: str, *, unit_required: bool = False) -> int:
     return int(round(value))
 
 
-def parse_duration_s(text: str) -> float:
-    """'12h' -> 43200, '90m' -> 5400, '1d12h' -> 129600, '3600' -> 3600 (seconds)."""
+def parse_duration_s(text: str, *, examples: str = "12h, 90m, 1d12h, 3600") -> float:
+    """'12h' -> 43200, '90m' -> 5400, '1d12h' -> 129600, '3600' -> 3600 (seconds). ``examples``: the valid
+    forms a refusal names (a caller that refuses bare numbers leaves out 3600)."""
     s = str(text).strip().lower()
+    if s.startswith("-"):
+        raise UnitError(f"duration must be positive: {text!r} (examples: {examples})")
     if re.fullmatch(r"[0-9]*\.?[0-9]+", s):
         total = float(s)
     else:
         parts = re.findall(r"([0-9]*\.?[0-9]+)\s*([a-z]+)", s)
         if not parts or "".join(f"{a}{b}" for a, b in parts) != s.replace(" ", ""):
-            raise UnitError(f"not a duration: {text!r} (examples: 12h, 90m, 1d12h, 3600)")
+            raise UnitError(f"not a duration: {text!r} (examples: {examples})")
         total = 0.0
         for number, unit in parts:
             if unit not in _DURATION_UNITS:
@@ -117,8 +120,13 @@ def format_request_rate(per_s: float) -> str:
     return f"{text} request/s" if text == "1" else f"{text} requests/s"
 
 
-def format_money(amount: float, currency: str) -> str:
-    """``¥1,234.50``, ``-$0.20`` (the sign before the symbol), ``12.00 GBP``."""
+def format_money(amount: float, currency: str, *, nonzero: bool = False) -> str:
+    """``¥1,234.50``, ``-$0.20`` (the sign before the symbol), ``12.00 GBP``. ``nonzero``: an amount under
+    a tenth keeps two significant digits (``$0.0025``, ``¥0.018``), so that a difference never reads as ``$0.00``."""
     symbol = {"CNY": "¥", "USD": "$", "EUR": "€"}.get(currency)
-    sign = "-" if round(amount, 2) < 0 else ""
-    return f"{sign}{symbol}{abs(amount):,.2f}" if symbol else f"{sign}{abs(amount):,.2f} {currency}"
+    figure = (f"{abs(amount):.2g}" if nonzero and 0 < abs(amount) < 0.1 and math.isfinite(amount)
+              else f"{abs(amount):,.2f}")
+    if "e" in figure:
+        figure = f"{abs(amount):.{1 - math.floor(math.log10(abs(amount)))}f}"
+    sign = "-" if float(figure.replace(",", "")) > 0 and amount < 0 else ""
+    return f"{sign}{symbol}{figure}" if symbol else f"{sign}{figure} {currency}"

@@ -152,6 +152,9 @@ REFUSALS = {
     "zero count": (OWN_OFFER.replace("count = 2", "count = 0"), "key 'count'"),
     "text for a number": (OWN_OFFER.replace("1.6", '"1.6"'), "key 'price_per_hour' must be a number"),
     "bad date": (OWN_OFFER.replace("2026-12-01", "yesterday"), "key 'checked'"),
+    # before: accepted, as they look like ISO dates: a month 13, a February 30
+    "month 13": (OWN_OFFER.replace("2026-12-01", "2026-13-01"), "key 'checked': '2026-13-01' is not a date"),
+    "February 30": (OWN_OFFER.replace("2026-12-01", "2026-02-30"), "key 'checked': '2026-02-30' is not a date"),
     "missing currency": (OWN_OFFER.replace('currency = "CNY"\n', ""), "key 'currency' is missing"),
     "offer for an unknown GPU": (OWN_OFFER.replace("Tesla T4", "Tesla T5"), "key 'gpu': unknown GPU 'Tesla T5'"),
     "GPU with no memory": (NEW_GPU.replace('memory = "24GiB"\n', ""), "key 'memory' is missing"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from datetime import date
 
 from gpuwise.catalog.model import GPU, PRECISIONS, Offer
 from gpuwise.units import CNY_PER_UNIT
@@ -134,6 +135,17 @@ def _dense_bound_problems(gpu: GPU) -> list[tuple[str, str]]:
     return problems
 
 
+def _is_date(text: str) -> bool:
+    """An ISO calendar date that exists: 2026-11-20, not 2026-13-01 or 2026-02-30."""
+    if not _DATE_RE.match(text):
+        return False
+    try:
+        date.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
+
+
 def offer_problems(offer: Offer) -> list[tuple[str, str]]:
     problems: list[tuple[str, str]] = []
     add = problems.append
@@ -147,8 +159,8 @@ def offer_problems(offer: Offer) -> list[tuple[str, str]]:
         add(("currency", f"{offer.currency!r} is not an ISO currency code like CNY or USD"))
     elif offer.currency not in CNY_PER_UNIT:
         add(("currency", f"{offer.currency!r} has no exchange rate; known currencies: {', '.join(sorted(CNY_PER_UNIT))}"))
-    if not _DATE_RE.match(offer.checked):
-        add(("checked", f"{offer.checked!r} is not an ISO date like 2026-11-20"))
+    if not _is_date(offer.checked):
+        add(("checked", f"{offer.checked!r} is not a date (ISO, like 2026-11-20)"))
     if not offer.source.strip():
         add(("source", "every offer needs a source (where the price was seen)"))
     return problems

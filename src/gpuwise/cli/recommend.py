@@ -29,7 +29,7 @@ def recommend(
     epochs: Annotated[float, typer.Option("--epochs", help="Epochs over --samples.")] = 1.0,
     steps: Annotated[Optional[int], typer.Option("--steps", help="Optimizer steps (instead of --samples).")] = None,
     deadline: Annotated[Optional[str], typer.Option("--deadline", help="Finish within, e.g. 12h, 90m, 2d.")] = None,
-    budget: Annotated[Optional[str], typer.Option("--budget", help="Spend at most, e.g. 300, ¥300, 40USD.")] = None,
+    budget: Annotated[Optional[str], typer.Option("--budget", help="Spend at most, e.g. ¥300, 300元, 40USD. A bare number (300) is in the ranking currency: --currency, else the offers' own where they share one (USD for --provider runpod), else CNY; the output says which.")] = None,
     ttft: Annotated[Optional[str], typer.Option("--ttft", help="LLM serving (--mode infer): the longest time to first token a request may wait, with a unit: 2s, 500ms (one batch: its prefill; at --request-rate: a request's prefill and its wait for it).")] = None,
     tpot: Annotated[Optional[str], typer.Option("--tpot", help="LLM serving (--mode infer, --max-new-tokens >= 1): the longest time per output token a request may see, with a unit: 50ms (= 20 tokens/s a request).")] = None,
     provider: Annotated[Optional[str], typer.Option("--provider", help="Only this provider's offers.")] = None,
@@ -102,11 +102,14 @@ def recommend(
                                                                                  steps=steps)
     budget_amount, budget_currency = parse_money(budget) if budget else (None, None)
     constraints = Constraints(
-        deadline_s=_duration("--deadline", deadline, ("h", "m"), "e.g. 12h, 90m, 2d"), budget=budget_amount,
+        deadline_s=_duration("--deadline", deadline, ("h", "m"), "12h, 90m, 2d"), budget=budget_amount,
         budget_currency=budget_currency, headroom_fraction=headroom_fraction,
         max_ttft_s=_duration("--ttft", ttft), max_tpot_s=_duration("--tpot", tpot),
     )
     cat = c.load_catalog_for(catalog, live)
+    if gpus is not None and not gpus.replace(",", "").strip():
+        raise c.GpuwiseError(f"--gpus {gpus!r} names no GPU: give names, e.g. --gpus rtx-4090,a100-80gb-sxm4 "
+                             "(leave --gpus out for every GPU)")
     gpu_ids = [_resolve_gpu(cat, g.strip()).id for g in gpus.split(",") if g.strip()] if gpus else None
 
     c.use_trace_cache(not no_cache)
@@ -180,9 +183,10 @@ def _cost(o) -> str:
 
 
 def _duration(option: str, text: str | None, units: tuple[str, str] = ("ms", "s"),
-              examples: str = "a latency, e.g. 1s, 500ms, 25ms") -> float | None:
-    """Seconds of a duration option, its name in the one-line error; a bare number is refused (which unit a
-    user meant is a guess: '12' as 12 s would pass a deadline of 12 hours silently)."""
+              examples: str = "1s, 500ms, 25ms") -> float | None:
+    """Seconds of a duration option, its name in the one-line error, which gives ``examples`` (once); a bare
+    number is refused (which unit a user meant is a guess: '12' as 12 s would pass a deadline of 12 hours
+    silently), so no bare number is among the examples."""
     from gpuwise.units import UnitError
 
     if text is None:
@@ -190,9 +194,9 @@ def _duration(option: str, text: str | None, units: tuple[str, str] = ("ms", "s"
     if text.strip().replace(".", "", 1).isdigit():
         raise UnitError(f"{option} {text}: give a unit (e.g. {option} {text}{units[0]} or {option} {text}{units[1]})")
     try:
-        return parse_duration_s(text)
+        return parse_duration_s(text, examples=examples)
     except UnitError as e:
-        raise UnitError(f"{option}: {e} ({examples})") from None
+        raise UnitError(f"{option}: {e}") from None
 
 
 def _render(rec, show_all: bool, deadline_s: float | None = None) -> None:

@@ -9,19 +9,23 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from gpuwise.launch.command import Command, parse_command
 from gpuwise.launch.plan import BatchSplit, LaunchError, LaunchPlan, plan_launch
 from gpuwise.launch.server import is_server, server_emit_refusal
 from gpuwise.launch.sharding import ShardingSetup
 from gpuwise.launch.skypilot import render_skypilot
 from gpuwise.launch.torchrun import render_torchrun
 from gpuwise.launch.wheel import build_wheel
+from gpuwise.workload.parallelism import splits_layers
 
 EMITTERS = ("skypilot", "torchrun")
 
 
 def check_emit(emit: str | None, command: str | None, *, server: bool = False) -> None:
-    """Refuse a bad ``--emit``/``--command`` pair before any work is done. ``server``: the job is a server
-    (``is_server``), refused once the deployment to name is known (``server_emit_refusal``): no command needed."""
+    """Refuse a bad ``--emit``/``--command`` pair before any work is done, the command read as the launch will
+    read it (``parse_command``: quotes, shell syntax, launchers, a Python with nothing to run). ``server``: the
+    job is a server (``is_server``), refused once the deployment to name is known (``server_emit_refusal``): no
+    command needed."""
     if emit is None:
         if command is not None:
             raise LaunchError("--command needs --emit skypilot or --emit torchrun")
@@ -31,6 +35,8 @@ def check_emit(emit: str | None, command: str | None, *, server: bool = False) -
     if not server and not (command or "").strip():
         raise LaunchError("--emit needs --command: the training command to launch, e.g. "
                           "--command 'python train.py --checkpoint-dir ckpt'")
+    if command is not None and not server:
+        parse_command(command)
 
 
 def launch_best(rec, catalog, emit: str, command: str) -> dict:
@@ -45,7 +51,8 @@ def launch_best(rec, catalog, emit: str, command: str) -> dict:
         raise LaunchError(f"nothing to launch: {rec.nothing_reason or 'no option meets the request'}{see}")
     split = BatchSplit.of(best, training=rec.workload.is_training, per_gpu=rec.method != "closed-form")
     sharding = ShardingSetup.of(rec.workload, best.count, closed_form=rec.method == "closed-form")
-    plan = plan_launch(best, catalog.gpu(best.gpu), command, batch=split, sharding=sharding)
+    one_process = rec.method == "closed-form" and splits_layers(rec.workload.with_(num_gpus=best.count))
+    plan = plan_launch(best, catalog.gpu(best.gpu), command, batch=split, sharding=sharding, one_process=one_process)
     wheel = build_wheel() if emit.lower() == "skypilot" and plan.skypilot_cloud is not None else None
     return {"emit": emit.lower(), "gpu": plan.gpu.id, "count": plan.count, "provider": plan.provider,
             "nodes": plan.nodes, "notes": list(plan.notes), "env": dict(plan.env), "files": dict(plan.files),
@@ -64,5 +71,5 @@ def render(plan: LaunchPlan, emit: str, *, wheel: Path | None = None) -> str:
     return render_torchrun(plan)
 
 
-__all__ = ["EMITTERS", "BatchSplit", "LaunchError", "LaunchPlan", "ShardingSetup", "check_emit", "is_server",
-           "launch_best", "plan_launch", "render", "server_emit_refusal"]
+__all__ = ["EMITTERS", "BatchSplit", "Command", "LaunchError", "LaunchPlan", "ShardingSetup", "check_emit", "is_server",
+           "launch_best", "parse_command", "plan_launch", "render", "server_emit_refusal"]

@@ -4,22 +4,17 @@ provider, running which command. Both emitters (SkyPilot, torchrun) read this on
 from __future__ import annotations
 
 import re
-import shlex
 from dataclasses import dataclass
 
 from gpuwise.catalog.model import GPU
 from gpuwise.catalog.topology import provider_entry, topology_for
-from gpuwise.errors import GpuwiseError
+from gpuwise.launch.command import Command, parse_command
+from gpuwise.launch.errors import LaunchError
 from gpuwise.launch.sharding import ShardingSetup
 
 MASTER_PORT = 29500
 MAX_RESTARTS = 3          # torchrun restarts the workers when one dies; the guard resumes them
-_PYTHONS = ("python", "python3")
-
-
-class LaunchError(GpuwiseError):
-    pass
-
+ENV_VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"   # the GPUs one process of a layer split places the model on
 
 # What a launched script reads to run the batch split the plan is priced on (both emitters set them: the
 # torchrun lines export them on every node, a SkyPilot task has them in ``envs``).
@@ -68,7 +63,8 @@ class BatchSplit:
         names = [f"${name}" for name in self.env]
         env = (f"sets {', '.join(names[:-1])} and {names[-1]}" if len(names) > 1 else f"sets {names[0]}")
         if not self.training:
-            where = "on each GPU" if self.per_gpu else f"on the model split over {self.gpus} GPUs"
+            where = ("on each GPU" if self.per_gpu else "on the one GPU" if self.gpus == 1
+                     else f"on the model split over {self.gpus} GPUs")
             return (f"the plan is priced on batches of {self.micro_batch} requests {where}: your command must run "
                     f"that batch (gpuwise does not rewrite its flags; it {env} for the script to read)")
         steps = f"{self.grad_accum_steps} accumulation step{'s' if self.grad_accum_steps > 1 else ''}"
@@ -113,17 +109,22 @@ class LaunchPlan:
     spot: bool
     skypilot_cloud: str | None      # None: SkyPilot does not know the provider
     region: str | None
-    command: tuple[str, ...]        # the user's training command, as argv
+    command: Command                # the user's training command, checked (``parse_command``)
     notes: tuple[str, ...] = ()
     batch: BatchSplit | None = None  # the batch split the plan is priced on (None: not known)
     sharding: ShardingSetup | None = None  # ZeRO/FSDP/offload the plan is priced on (None: plain DDP)
+    one_process: bool = False       # HF generate's layer split: one process sees every GPU, no torchrun
 
     @property
     def env(self) -> dict[str, str]:
-        """The environment the launched command runs with: the batch split (``BatchSplit.env``) and the
-        sharding (``ShardingSetup.env``: GPUWISE_SHARDING, GPUWISE_DEEPSPEED_CONFIG …)."""
-        env = self.batch.env if self.batch is not None else {}
-        return {**env, **(self.sharding.env if self.sharding is not None else {})}
+        """The environment the launched command runs with: the batch split (``BatchSplit.env``), the
+        sharding (``ShardingSetup.env``: GPUWISE_SHARDING, GPUWISE_DEEPSPEED_CONFIG …), every GPU of the node
+        for one process (``CUDA_VISIBLE_DEVICES``), and the command's own ``NAME=value`` prefix, which wins."""
+        env = dict(self.batch.env) if self.batch is not None else {}
+        env.update(self.sharding.env if self.sharding is not None else {})
+        if self.one_process:
+            env[ENV_VISIBLE_DEVICES] = ",".join(map(str, range(self.gpus_per_node)))
+        return {**env, **dict(self.command.env)}
 
     @property
     def files(self) -> dict[str, str]:
@@ -133,32 +134,37 @@ class LaunchPlan:
 
     @property
     def script_argv(self) -> tuple[str, ...]:
-        """The command as torchrun takes it: a script (or -m module) and its arguments."""
-        argv = self.command
-        if argv and argv[0].rsplit("/", 1)[-1] in _PYTHONS:
-            argv = argv[1:]
-        return argv
+        """The command as torchrun takes it after its own options: a script (or --module, or --no-python and
+        a program) and its arguments (``Command.torchrun_args``)."""
+        return self.command.torchrun_args
 
 
 def plan_launch(option, gpu: GPU, command: str, *, batch: BatchSplit | None = None,
-                sharding: ShardingSetup | None = None) -> LaunchPlan:
+                sharding: ShardingSetup | None = None, one_process: bool = False) -> LaunchPlan:
     """The launch of ``option`` (a :class:`gpuwise.plan.Option`) running ``command`` on every GPU.
     ``batch``: the split the option is priced on (``BatchSplit.of``), said first in the notes and set in
     the environment: gpuwise cannot rewrite the command's flags. ``sharding``: the ZeRO stage / FSDP /
     offload it is priced on (``ShardingSetup.of``), said next, set in the environment, its DeepSpeed config
-    written beside the command."""
+    written beside the command. ``one_process``: the option is HF generate's layer split
+    (``gpuwise.workload.parallelism.splits_layers``), one process that places the model on every GPU: the
+    command runs once, not under torchrun (whose N processes would each load the whole model)."""
     if option is None:
         raise LaunchError("nothing to launch: no option meets the request")
-    argv = tuple(shlex.split(command or ""))
-    if not argv:
-        raise LaunchError("--command is empty: give the training command to launch, e.g. "
-                          "--command 'python train.py --checkpoint-dir ckpt'")
+    parsed = parse_command(command)
     topo = topology_for(gpu, option.provider)
     nodes = topo.nodes(option.count)
     per_node = option.count // nodes
-    notes = [batch.note(argv)] if batch is not None else []
+    notes = [batch.note(parsed.argv)] if batch is not None else []
     if sharding is not None:
         notes.append(sharding.note())
+    if one_process and nodes > 1:
+        raise LaunchError(f"HF generate's layer split runs in one process on one machine: {option.count} GPUs are "
+                          f"more than a node of {topo.gpus_per_node} at {option.provider}")
+    if one_process and option.count > 1:
+        notes.append(f'the plan is HF generate\'s layer split (device_map="auto"): one process sees all '
+                     f"{option.count} GPUs ({ENV_VISIBLE_DEVICES}) and places the layers on them, so the command "
+                     f"runs once, not under torchrun ({option.count} torchrun processes would each load the "
+                     f"whole model)")
     if option.count % nodes:
         raise LaunchError(f"{option.count} GPUs do not split evenly into nodes of {topo.gpus_per_node}")
     if nodes > 1 and not topo.multi_node:
@@ -170,5 +176,5 @@ def plan_launch(option, gpu: GPU, command: str, *, batch: BatchSplit | None = No
         notes.append(f"SkyPilot does not know the provider {option.provider!r}: rent the machine there and "
                      f"run the torchrun lines on it")
     return LaunchPlan(gpu=gpu, count=option.count, nodes=nodes, gpus_per_node=per_node, provider=option.provider,
-                      spot=option.spot, skypilot_cloud=cloud, region=entry.get("region"), command=argv,
-                      notes=tuple(notes), batch=batch, sharding=sharding)
+                      spot=option.spot, skypilot_cloud=cloud, region=entry.get("region"), command=parsed,
+                      notes=tuple(notes), batch=batch, sharding=sharding, one_process=one_process)

@@ -24,7 +24,7 @@ from gpuwise.launch.sharding import write_files_lines
 LAUNCHER = ("python", "-m", "gpuwise.guard.torchrun")
 
 
-def torchrun_argv(plan: LaunchPlan, node_rank: int = 0, *, master_addr: str = "$MASTER_ADDR",
+def torchrun_argv(plan: LaunchPlan, node_rank: int | str = 0, *, master_addr: str = "$MASTER_ADDR",
                   nproc_per_node: int | str | None = None, nnodes: int | str | None = None) -> list[str]:
     """The torchrun argv of one node. ``nproc_per_node``/``nnodes`` may be shell variables (SkyPilot)."""
     nproc = str(nproc_per_node if nproc_per_node is not None else plan.gpus_per_node)
@@ -36,13 +36,15 @@ def torchrun_argv(plan: LaunchPlan, node_rank: int = 0, *, master_addr: str = "$
         argv += [f"--nnodes={nodes}", f"--node-rank={node_rank}", f"--master-addr={master_addr}",
                  f"--master-port={MASTER_PORT}"]
     argv += [f"--nproc-per-node={nproc}", f"--max-restarts={MAX_RESTARTS}"]
-    script = list(plan.script_argv)
-    if script and script[0] == "-m":
-        argv += ["--module"]
-        script = script[1:]
-    elif script and not script[0].endswith(".py"):
-        argv += ["--no-python"]
-    return argv + script
+    return argv + list(plan.script_argv)
+
+
+def worker_argv(plan: LaunchPlan, node_rank: int | str = 0, **torchrun_kwargs) -> list[str]:
+    """What a node runs: torchrun over its GPUs (``torchrun_argv``), or, for a layer split
+    (``LaunchPlan.one_process``), the command itself, once, seeing every GPU."""
+    if plan.one_process:
+        return list(plan.command.process_argv)
+    return torchrun_argv(plan, node_rank, **torchrun_kwargs)
 
 
 def _shell(argv: list[str]) -> str:
@@ -52,7 +54,7 @@ def _shell(argv: list[str]) -> str:
 
 def torchrun_lines(plan: LaunchPlan) -> list[str]:
     """One shell line per node, in node-rank order."""
-    return [_shell(torchrun_argv(plan, rank)) for rank in range(plan.nodes)]
+    return [_shell(worker_argv(plan, rank)) for rank in range(plan.nodes)]
 
 
 def supervised(line: str) -> str:

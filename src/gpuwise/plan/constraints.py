@@ -118,8 +118,9 @@ def apply_constraints(options: list[Quote], c: Constraints, ranking_currency: st
             if c.deadline_s is not None and o.total_time_s is not None and o.total_time_s > c.deadline_s:
                 misses.append(reasons.deadline_missed(o.total_time_s - c.deadline_s))
             if budget is not None and o.total_cost_ranked is not None and o.total_cost_ranked > budget:
-                # in the ranking currency, as the costs beside it are (an offer's own currency mixed ¥ and $ in a table)
-                misses.append(reasons.over_budget(o.total_cost_ranked - budget, ranking_currency))
+                # in the ranking currency, as the costs beside it are, and in the budget's where the user wrote another
+                misses.append(reasons.over_budget(o.total_cost_ranked - budget, ranking_currency,
+                                                  c.budget_currency or ranking_currency))
             if misses:
                 o = replace(o, exclusion=reasons.constraints_missed(misses))
         out.append(o)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpuwise.plan.money import convert
 from gpuwise.units import format_duration, format_money
 
 CANNOT_RUN = "cannot-run"      # the GPU cannot run the job's precision (no bf16 ...)
@@ -79,8 +80,13 @@ def deadline_missed(over_s: float) -> Exclusion:
     return Exclusion(DEADLINE, f"misses the deadline by {format_duration(over_s)}")
 
 
-def over_budget(over: float, currency: str) -> Exclusion:
-    return Exclusion(BUDGET, f"over budget by {format_money(over, currency)}")
+def over_budget(over: float, currency: str, budget_currency: str | None = None) -> Exclusion:
+    """``over`` in ``currency``, the ranking one (as the costs beside it are), then in the budget's currency where
+    the user gave another, each to the digits that show it (never "by $0.00")."""
+    said = format_money(over, currency, nonzero=True)
+    if budget_currency is not None and budget_currency != currency:
+        said += f" ({format_money(convert(over, currency, budget_currency), budget_currency, nonzero=True)})"
+    return Exclusion(BUDGET, f"over budget by {said}")
 
 
 def constraints_missed(misses: list[Exclusion]) -> Exclusion:

@@ -178,6 +178,9 @@ def recommend(
     if not offers:
         reason = no_offers(catalog, provider, gpu_ids, spot)
         nothing = f"nothing meets the request: {reason}"
+    elif not options:     # offers, but none at a count quoted (Lambda rents an A100 8 at a time; --max-gpus 4)
+        reason = no_offer_at_counts(offers, max_gpus)
+        nothing = f"nothing meets the request: {reason}"
     elif best is None:
         nothing, closest, reason = _nothing_meets(options, constraints, rank_in, workload.precision, no_bf16)
     batch_note = (_load_note(workload, constraints) if at_rate else
@@ -189,8 +192,15 @@ def recommend(
                   if not per_gpu_batch else
                   f"--per-gpu-batch: micro-batch {workload.batch_size} on every GPU, so the effective batch "
                   f"grows with the GPU count")
+    unquoted = unquoted_counts(offers)
+    bare_budget = (f"budget {format_money(constraints.budget, rank_in)}: a --budget without a currency is in the "
+                   f"ranking currency, {rank_in} here (--currency, else the offers' own where they share one, else "
+                   "CNY); write ¥300 or 40USD to say which" if constraints.budget is not None
+                   and constraints.budget_currency is None else None)
     notes = (
         batch_note,
+        *((unquoted,) if unquoted else ()),
+        *((bare_budget,) if bare_budget else ()),
         *(((describe_serving(spot_risk) if at_rate else spot_risk.describe()),) if any(o.spot for o in options)
           else ()),
         *((spot_outcome(options, best, provider),) if spot else ()),
@@ -217,6 +227,40 @@ def check_max_gpus(max_gpus: int) -> None:
     if max_gpus > GPU_COUNTS[-1]:
         raise PlanError(f"--max-gpus {max_gpus}: recommend quotes {', '.join(map(str, GPU_COUNTS))} GPUs (one node), "
                         f"at most {GPU_COUNTS[-1]}; estimate --num-gpus {max_gpus} --gpu NAME times more")
+
+
+def _counts_words(counts: Iterable[int], conjunction: str = "or") -> str:
+    """Counts in words: ``1, 2 or 4``."""
+    counts = [str(c) for c in sorted(set(counts))]
+    return counts[0] if len(counts) == 1 else f"{', '.join(counts[:-1])} {conjunction} {counts[-1]}"
+
+
+def no_offer_at_counts(offers: list[Offer], max_gpus: int) -> str:
+    """Why offers for the GPUs asked for give no option: none is for a count quoted up to ``max_gpus`` (and
+    no single-GPU price makes one): who rents them how many at a time, and what to raise."""
+    quoted = [c for c in GPU_COUNTS if c <= max_gpus]
+    by_rental: dict[tuple[str, str], set[int]] = {}
+    for o in offers:
+        by_rental.setdefault((o.provider, o.gpu_id), set()).add(o.count)
+    rentals = "; ".join(f"{provider} rents {gpu} {_counts_words(counts)} at a time"
+                        for (provider, gpu), counts in sorted(by_rental.items()))
+    larger = sorted({c for o in offers for c in GPU_COUNTS if c == o.count and c > max_gpus})
+    hint = (f"; raise --max-gpus to {larger[0]}" if larger else
+            f"; recommend quotes {_counts_words(GPU_COUNTS, 'and')} GPUs on one machine: add an [[offer]] for one of "
+            f"those counts (docs/catalog.md)")
+    return f"no offer at {_counts_words(quoted)} GPU{'s' if quoted != [1] else ''} (--max-gpus {max_gpus}): " \
+           f"{rentals}{hint}"
+
+
+def unquoted_counts(offers: Iterable[Offer]) -> str | None:
+    """The offers recommend never quotes, said: a count not in ``GPU_COUNTS`` (a catalog's ``count = 3`` or
+    ``16``) is neither an option nor priced per GPU for another count."""
+    odd = sorted({(o.provider, o.gpu_id, o.count) for o in offers if o.count not in GPU_COUNTS})
+    if not odd:
+        return None
+    said = ", ".join(f"{provider}'s {count}x {gpu}" for provider, gpu, count in odd)
+    return (f"not quoted: {said} (recommend quotes {_counts_words(GPU_COUNTS, 'and')} GPUs on one machine; an offer for "
+            f"another count is not used)")
 
 
 def no_offers(catalog: Catalog, provider: str | None, gpu_ids: Iterable[str] | None, spot: bool) -> str:
@@ -385,7 +429,7 @@ def _nothing_meets(options: list[Option], c: Constraints, currency: str, precisi
     closest options are listed"). ``no_bf16``: GPU id -> architecture of the GPUs the job cannot run on
     (``cannot_run``) at ``precision``. ``options`` is not empty (``no_offers`` says why it would be)."""
     fitting = [o for o in options if o.fits]
-    if all(o.gpu in no_bf16 for o in options):
+    if options and all(o.gpu in no_bf16 for o in options):
         archs = ", ".join(dict.fromkeys(no_bf16[o.gpu] for o in options))
         reason = (f"no GPU on offer has bf16 ({archs}), which {precision} needs: use --precision "
                   f"{parse(precision).fp16_twin}, or GPUs of Ampere or newer")
