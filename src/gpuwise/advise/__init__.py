@@ -7,7 +7,8 @@
 
 Modules, one idea each: readers (logs -> TrainingLog), smoothing (debiased EMA, noise), phases,
 families + fit (trend fits, forecasts), noise_scale (McCandlish B_simple, NoiseScaleMeter),
-gpu_options (step time on other GPUs, prices), gpu_plan, advice (texts with numbers), report, plot.
+gpu_options (step time on other GPUs, prices), gpu_plan, advice (texts with numbers), wording (numbers
+in words: ranges, drops, long durations), report, plot.
 """
 
 from gpuwise.advise.analysis import DIAGNOSES, AdviseSettings, CurveAnalysis, analyze_curve

@@ -21,7 +21,8 @@ from gpuwise.plan.quote import Quote
 from gpuwise.advise.gpu_plan import GpuPlan, SwitchCost, switch_saving
 from gpuwise.advise.noise_scale import NoiseScaleSummary, pollux_efficiency, steps_ratio
 from gpuwise.advise.phases import PLATEAU, RISING
-from gpuwise.units import format_bytes, format_duration, format_money
+from gpuwise.advise.wording import YEAR_S, drop_text, duration_text, g as _g, range_text
+from gpuwise.units import format_bytes, format_money
 
 
 @dataclass(frozen=True)
@@ -54,20 +55,16 @@ class Pricing:
         return self.current.ranking_currency if self.current is not None else None
 
 
-def _g(x: float) -> str:
-    return f"{x:.4g}"
-
-
 def diverged_advice(a: CurveAnalysis, lr_at: float | None) -> list[Advice]:
     if a.nan_step is not None:
-        head = f"The loss became NaN/inf at step {a.nan_step}."
+        head = f"The loss became NaN/inf at step {a.nan_step:,} and stayed so to the end of the log."
         step = a.nan_step
     else:
-        head = (f"The loss turned upwards after step {a.divergence_step}: its trend rose from "
+        head = (f"The loss turned upwards after step {a.divergence_step:,}: its trend rose from "
                 f"{_g(float(np.min(a.trend)))} to {_g(a.current_trend_loss)}.")
         step = a.divergence_step
     lr_text = f" The learning rate there was {lr_at:.3g}." if lr_at is not None else ""
-    text = (f"{head}{lr_text} Restart from the last checkpoint before step {step} with a lower peak learning "
+    text = (f"{head}{lr_text} Restart from the last checkpoint before step {step:,} with a lower peak learning "
             "rate (halve it) or a longer warm-up, clip gradients (max-norm 1.0), and with fp16 keep the loss "
             "scaler on or use bf16. A different GPU will not fix this: the same steps diverge on any GPU.")
     return [Advice("diverged", "Training diverged", text, {"step": step, "lr": lr_at})]
@@ -99,7 +96,7 @@ def noise_advice(a: CurveAnalysis, ns: NoiseScaleSummary | None, pricing: Pricin
     rel = a.noise.relative_std
     out = []
     if a.diagnosis == "noisy":
-        text = (f"The loss swings ±{rel:.0%} around its trend (since step {a.noise.window_start_step}). Much of a "
+        text = (f"The loss swings ±{rel:.0%} around its trend (since step {a.noise.window_start_step:,}). Much of a "
                 "logged training loss's swing is the loss of each small batch, not bad progress: judge by the trend.")
         if ns is None or ns.b_noise is None:
             text += (" Whether a larger batch pays off depends on the gradient noise scale, which this log does not "
@@ -156,7 +153,7 @@ def _batch_advice(ns: NoiseScaleSummary, pricing: Pricing) -> Advice:
 def plateau_advice(a: CurveAnalysis, pricing: Pricing, remaining_steps: int, end_reason: str) -> list[Advice]:
     last = a.phases[-1]
     drop = last.drop_per_doubling
-    how = f"{drop:.1%} lower per doubling of the steps" if drop >= 0.001 else "no measurable drop"
+    how = f"{drop_text(drop)} lower per doubling of the steps" if drop >= 0.001 else "no measurable drop"
     text = f"The loss has been flat since step {last.start_step:,} ({how})."
     if a.diminishing_returns_step is not None and a.min_progress_per_hour and a.diminishing_returns_step > a.last_step:
         # the same fitted curve as the forecast: flat per doubling of the steps, yet still worth its hours until then
@@ -176,6 +173,8 @@ def switch_advice(pricing: Pricing, remaining_steps: int, end_reason: str) -> li
     if cur is None:
         return [Advice("switch_gpu", "Prices unknown", "To compare GPUs for the rest of the run, "
                        + (pricing.note or "pass --gpu and --step-time-s (or a log with wall times)."), {})]
+    if cur.fits is False:
+        return memory_advice(pricing, remaining_steps, end_reason)   # never "stay on" a GPU the run does not fit
     rows = []
     for o in pricing.options:
         if o.gpu == cur.gpu or o.fits is False:
@@ -193,18 +192,70 @@ def switch_advice(pricing: Pricing, remaining_steps: int, end_reason: str) -> li
                "cost": stay_cost}, "options": rows[:8], "currency": currency}
     if not rows:
         text = (f"No GPU in the catalog finishes the remaining {remaining_steps:,} steps ({end_reason}) for less than "
-                f"staying on {cur.gpu} ({format_duration(stay_h * 3600)}, {format_money(stay_cost, currency)}), "
-                f"counting {format_duration(pricing.switch.overhead_s)} of switching.")
+                f"staying on {cur.gpu} ({duration_text(stay_h * 3600)}, {format_money(stay_cost, currency)}), "
+                f"counting {duration_text(pricing.switch.overhead_s)} of switching.")
         return [Advice("switch_gpu", "Stay on this GPU", text, numbers)]
     best = rows[0]
-    listed = "; ".join(f"{r['gpu']} ({r['provider']}): {format_duration(r['hours'] * 3600)}, "
+    listed = "; ".join(f"{r['gpu']} ({r['provider']}): {duration_text(r['hours'] * 3600)}, "
                        f"{format_money(r['cost'], currency)}, saves {format_money(r['saving'], currency)}"
                        + (" (memory fit not checked)" if r["fits_memory"] is None else "") for r in rows[:4])
     text = (f"The remaining {remaining_steps:,} steps ({end_reason}) cost {format_money(stay_cost, currency)} and "
-            f"take {format_duration(stay_h * 3600)} on {cur.gpu}. Cheaper per step, after "
-            f"{format_duration(pricing.switch.overhead_s)} of switching (save, move the checkpoint, restart) at the "
+            f"take {duration_text(stay_h * 3600)} on {cur.gpu}. Cheaper per step, after "
+            f"{duration_text(pricing.switch.overhead_s)} of switching (save, move the checkpoint, restart) at the "
             f"new price: {listed}. Best: {best['gpu']}, saving {format_money(best['saving'], currency)}.")
     return [Advice("switch_gpu", f"Finish on {best['gpu']}", text, numbers)]
+
+
+def memory_advice(pricing: Pricing, remaining_steps: int, end_reason: str) -> list[Advice]:
+    """The run's memory need does not fit the current GPU (after the headroom): say so, and which offered GPUs it
+    fits with the time and cost of the remaining steps there, or that none of those offered at this count does."""
+    cur, need, h = pricing.current, pricing.memory_need_bytes, pricing.headroom_fraction
+    fitting = sorted((o for o in pricing.options if o.fits), key=lambda o: o.cost_per_step_ranked)
+    gpus = "GPU" if cur.count == 1 else f"{cur.count}-GPU"
+    text = (f"The run needs {format_bytes(need)} of GPU memory per GPU (--peak-memory or the log's samples): it does "
+            f"not fit {cur.gpu} ({format_bytes(cur.gpu_memory_bytes)}, {format_bytes(usable_of(cur.gpu_memory_bytes, h))} "
+            f"usable after the {h:.0%} headroom)")
+    rows = [{"gpu": o.gpu, "provider": o.provider, "gpu_memory_bytes": o.gpu_memory_bytes,
+             "hours": o.hours_for(remaining_steps), "cost": o.ranked_cost_for(remaining_steps) + pricing.switch.cost(o)}
+            for o in fitting]
+    if not rows:
+        largest = max(pricing.options, key=lambda o: o.gpu_memory_bytes, default=cur)
+        text += (f", nor any single {gpus} option offered (the largest, {largest.gpu}, has "
+                 f"{format_bytes(largest.gpu_memory_bytes)}). No price is given for staying or switching. Check "
+                 "--peak-memory; else shard the run over more GPUs (--num-gpus N with FSDP/ZeRO) or cut its memory "
+                 "(a smaller micro-batch with gradient accumulation, activation checkpointing, an 8-bit optimizer).")
+        title = f"Does not fit {cur.gpu} nor any offered GPU"
+    else:
+        listed = "; ".join(f"{r['gpu']} ({r['provider']}, {format_bytes(r['gpu_memory_bytes'])}): "
+                           f"{duration_text(r['hours'] * 3600)}, {format_money(r['cost'], pricing.currency)}"
+                           for r in rows[:4])
+        text += (f". The {gpus} options it fits, for the remaining {remaining_steps:,} steps ({end_reason}) with "
+                 f"{duration_text(pricing.switch.overhead_s)} of switching: {listed}.")
+        title = f"Does not fit {cur.gpu}: move to {rows[0]['gpu']}"
+    numbers = {"memory_need_bytes": need, "gpu": cur.gpu, "gpu_memory_bytes": cur.gpu_memory_bytes,
+               "headroom_fraction": h, "remaining_steps": remaining_steps, "end": end_reason,
+               "options": rows[:8], "currency": pricing.currency}
+    return [Advice("memory", title, text, numbers)]
+
+
+def implausible_advice(a: CurveAnalysis, end_step: int, end_reason: str) -> list[Advice]:
+    """A sanity note when the rest of the run (or the way to the target) at the current speed takes longer than
+    any rented run lasts: the step numbers, the step time or the end are likely not what was meant."""
+    if not a.step_time_s:
+        return []
+    far = max(end_step, a.steps_to_target.step if a.steps_to_target and a.steps_to_target.step else 0)
+    seconds = (far - a.last_step) * a.step_time_s
+    if seconds <= IMPLAUSIBLE_S:
+        return []
+    text = (f"Going on to step {far:,} takes {duration_text(seconds)} at {duration_text(a.step_time_s)} a step "
+            f"({far - a.last_step:,} more steps): no rented run lasts that long, so treat the times and costs above "
+            "as a sign that something is off. Check that the log's step column counts optimizer steps (not samples "
+            "or tokens), the step time (--step-time-s) and where the run ends (--total-steps).")
+    return [Advice("implausible", "Check the numbers", text,
+                   {"to_step": far, "seconds": seconds, "step_time_s": a.step_time_s, "end": end_reason})]
+
+
+IMPLAUSIBLE_S = YEAR_S   # a plan past a year of wall time is not one anybody rents for
 
 
 def forecast_advice(a: CurveAnalysis, target_loss: float | None) -> list[Advice]:
@@ -215,7 +266,7 @@ def forecast_advice(a: CurveAnalysis, target_loss: float | None) -> list[Advice]
     horizon = 2 * a.last_step if a.last_step > 0 else 100
     lo, hi = fit.band(np.array([horizon]))
     text = (f"Trend fit: {_mix(fit)}, weighed by BIC. At step {horizon:,} (twice the steps so far) the trend "
-            f"reaches {_g(float(fit.predict(horizon)))} (90 % band {_g(float(lo[0]))}–{_g(float(hi[0]))}).")
+            f"reaches {_g(float(fit.predict(horizon)))} (90 % band {range_text(float(lo[0]), float(hi[0]))}).")
     floor = fit.asymptote()
     if np.isfinite(floor):
         text += f" It levels off at {_g(floor)}."
@@ -227,7 +278,7 @@ def forecast_advice(a: CurveAnalysis, target_loss: float | None) -> list[Advice]
         elif a.steps_to_target is not None and a.steps_to_target.step is not None:
             st = a.steps_to_target
             more = st.step - a.last_step
-            hours = f", {format_duration(more * a.step_time_s)} more at the current speed" if a.step_time_s else ""
+            hours = f", {duration_text(more * a.step_time_s)} more at the current speed" if a.step_time_s else ""
             band = f" (90 % band {st.low:,}–{st.high:,})" if st.low is not None and st.high is not None else \
                 (f" (at least {st.low:,})" if st.low is not None else "")
             text += f" The target {_g(target_loss)} is reached near step {st.step:,}{band}{hours}."
@@ -238,6 +289,10 @@ def forecast_advice(a: CurveAnalysis, target_loss: float | None) -> list[Advice]
             where = f" (the curve levels off near {_g(near)})" if np.isfinite(near) else ""
             text += (f" The target {_g(target_loss)} is not reached{where}: more steps of this run "
                      "will not reach it (a larger model, more data or another schedule may).")
+    if a.plateau_forecast_step is not None and a.plateau_forecast_step > a.last_step:
+        text += (f" It turns flat (under {a.thresholds.plateau_drop_per_doubling:.0%} lower per doubling of the "
+                 f"steps) from step {a.plateau_forecast_step:,}.")
+        numbers["plateau_forecast_step"] = a.plateau_forecast_step
     if a.diminishing_returns_step is not None and a.min_progress_per_hour:
         text += (f" From step {a.diminishing_returns_step:,} on, the loss falls by less than "
                  f"{_g(a.min_progress_per_hour)} per hour of training.")
@@ -256,8 +311,8 @@ def _mix(fit) -> str:
 def healthy_advice(a: CurveAnalysis) -> list[Advice]:
     last = a.phases[-1]
     return [Advice("healthy", "Training is progressing",
-                   f"The loss is still falling ({last.kind.replace('_', ' ')}, {last.drop_per_doubling:.1%} lower per "
-                   f"doubling of the steps since step {last.start_step}); noise ±{a.noise.relative_std:.1%} of the loss.",
+                   f"The loss is still falling ({last.kind.replace('_', ' ')}, {drop_text(last.drop_per_doubling)} lower per "
+                   f"doubling of the steps since step {last.start_step:,}); noise ±{a.noise.relative_std:.1%} of the loss.",
                    {"phase": last.kind, "drop_per_doubling": last.drop_per_doubling})]
 
 
@@ -274,33 +329,45 @@ def plan_advice(plan: GpuPlan) -> list[Advice]:
                    f"({plan.end_reason}): {format_money(plan.cost, plan.currency)} in all against "
                    f"{format_money(cur.cost, plan.currency)} staying on {cur.gpu_id}; saves "
                    f"{format_money(plan.saving, plan.currency)} (switching included), "
-                   f"{format_duration(plan.hours * 3600)} against {format_duration(cur.hours * 3600)}.",
+                   f"{duration_text(plan.hours * 3600)} against {duration_text(cur.hours * 3600)}.",
                    {"cost": plan.cost, "stay_cost": cur.cost, "saving": plan.saving, "switch_step": moved.from_step})]
 
 
-def level_off_step(a: CurveAnalysis) -> int | None:
-    """Where the loss stops paying for its steps: now when the curve is flat and the fitted trend has no
-    worthwhile fall left (or later, where it says that fall ends); for a falling curve, where the forecast
-    turns flat or its progress per hour gets small; None when the forecast sees no such step."""
-    later = [s for s in (a.plateau_forecast_step, a.diminishing_returns_step) if s is not None and s > a.last_step]
+def level_off(a: CurveAnalysis) -> tuple[int | None, str]:
+    """Where the loss stops paying for its steps, and why, in words: now when the curve is flat and the fitted
+    trend has no worthwhile fall left (or later, where it says that fall ends); for a falling curve, the earlier
+    of the two forecast steps the Forecast gives: where it turns flat (``plateau_forecast_step``) and where its
+    progress per hour gets small (``diminishing_returns_step``). (None, "") when the forecast sees no such step."""
+    dim, flat_at = a.diminishing_returns_step, a.plateau_forecast_step
+    per_hour = f"falls by less than {_g(a.min_progress_per_hour)} per hour of training" if a.min_progress_per_hour else ""
+    flat_words = f"turns flat, under {a.thresholds.plateau_drop_per_doubling:.0%} lower per doubling of the steps"
     if is_flat(a):
-        return a.diminishing_returns_step if a.diminishing_returns_step and a.diminishing_returns_step > a.last_step \
-            else a.last_step
-    return min(later) if later else None
+        if dim and dim > a.last_step:
+            return dim, f"where the fitted trend {per_hour}"
+        return a.last_step, "the loss is flat and the fitted trend has no worthwhile fall left"
+    later = {s: why for s, why in ((dim, per_hour), (flat_at, flat_words)) if s is not None and s > a.last_step}
+    if not later:
+        return None, ""
+    step = min(later)
+    why = f"where the forecast {later[step]}"
+    others = [f"step {s:,}, where it {w}" for s, w in later.items() if s != step]
+    if others:
+        why += f"; the earlier of that and {others[0]}"
+    return step, why
 
 
 def stop_advice(a: CurveAnalysis, pricing: "Pricing", end_step: int, end_reason: str) -> list[Advice]:
     """The money the steps past the level-off cost on the current GPU: what stopping there saves."""
     cur = pricing.current
-    stop = level_off_step(a)
+    stop, why = level_off(a)
     if cur is None or stop is None or stop >= end_step:
         return []
     steps = end_step - stop
     cost, hours = cur.ranked_cost_for(steps), cur.hours_for(steps)
     when = "now" if stop <= a.last_step else f"at step {stop:,}"
-    text = f"Stopping {when} instead of at step {end_step:,} ({end_reason}) saves {steps:,} steps: " \
-           f"{format_duration(hours * 3600)} and {format_money(cost, pricing.currency)} on {cur.gpu}."
-    numbers = {"stop_step": stop, "end_step": end_step, "saved_steps": steps, "saved_hours": hours,
+    text = f"Stopping {when} ({why}) instead of at step {end_step:,} ({end_reason}) saves {steps:,} steps: " \
+           f"{duration_text(hours * 3600)} and {format_money(cost, pricing.currency)} on {cur.gpu}."
+    numbers = {"stop_step": stop, "why": why, "end_step": end_step, "saved_steps": steps, "saved_hours": hours,
                "saving": cost, "currency": pricing.currency}
     if a.fit is not None:
         at_stop, at_end = (float(a.fit.predict(float(x))) for x in (max(stop, a.last_step), end_step))

@@ -1,7 +1,8 @@
 """Curve analysis: trend, noise, phases, failures, the fitted forecast, and the diagnosis.
 
 Pure: a ``Curve`` and settings in, a ``CurveAnalysis`` out. The diagnosis is one word, decided in
-this order (the first that holds): ``diverged`` (NaN/inf, or the trend turned up for good),
+this order (the first that holds): ``diverged`` (the log ends on NaN/inf losses, or the trend turned up for good;
+a NaN/inf loss that finite ones follow is a skipped step, counted, and left out of the analysis),
 ``not_learning`` (the trend never fell clearly), ``noisy`` (the loss swings around its trend by more
 than ``noisy_relative_std``), ``plateau`` (the last phase is flat), else ``healthy``.
 """
@@ -17,7 +18,8 @@ from gpuwise.advise.errors import AdviseError
 from gpuwise.advise.fit import (StepEstimate, TrendFit, capped_at, diminishing_returns_step, fit_trend,
                                 prefer_floor, steps_to_target)
 from gpuwise.advise.phases import (FAST, PLATEAU, RISING, SLOW, Phase, PhaseThresholds, detect_phases,
-                                   divergence_step, first_nonfinite_step, made_progress)
+                                   divergence_step, made_progress, nonfinite_end_step, skipped_nonfinite_steps,
+                                   with_rise_from)
 from gpuwise.advise.smoothing import NoiseLevel, auto_weight, ema_zero_phase, noise_level, noise_trend
 
 DIAGNOSES = ("healthy", "plateau", "noisy", "not_learning", "diverged")
@@ -47,7 +49,8 @@ class CurveAnalysis:
     ema_weight: float
     noise: NoiseLevel
     phases: tuple[Phase, ...]
-    nan_step: int | None
+    nan_step: int | None            # the first of the NaN/inf losses the log ends on (diverged)
+    skipped_steps: np.ndarray       # NaN/inf losses the run recovered from (fp16 loss scaling skips them)
     divergence_step: int | None
     progressed: bool
     fit: TrendFit | None
@@ -59,6 +62,7 @@ class CurveAnalysis:
     diminishing_returns_step: int | None
     min_progress_per_hour: float | None
     plateau_forecast_step: int | None
+    thresholds: PhaseThresholds = PhaseThresholds()
 
     @property
     def last_step(self) -> int:
@@ -73,10 +77,9 @@ class CurveAnalysis:
 
 
 def analyze_curve(curve: Curve, settings: AdviseSettings = AdviseSettings()) -> CurveAnalysis:
-    nan_step = first_nonfinite_step(curve.steps, curve.loss)
+    nan_step = nonfinite_end_step(curve.steps, curve.loss)
+    skipped = skipped_nonfinite_steps(curve.steps, curve.loss)
     ok = np.isfinite(curve.loss)
-    if nan_step is not None:
-        ok &= curve.steps < nan_step  # what comes after a NaN is a dead run, even where finite again
     steps, loss = curve.steps[ok], curve.loss[ok]
     if len(steps) < 5:
         what = f"a NaN/inf loss at step {nan_step}" if nan_step is not None else f"{len(steps)} finite loss values"
@@ -84,9 +87,9 @@ def analyze_curve(curve: Curve, settings: AdviseSettings = AdviseSettings()) -> 
     weight = auto_weight(len(loss), settings.span_fraction)
     trend = ema_zero_phase(loss, weight)
     noise = noise_level(steps, loss, noise_trend(loss, weight))   # a smoother with a minimum window
-    phases = tuple(detect_phases(steps, loss, settings.phases))
-    flat = phases[-1].kind in (PLATEAU, RISING)
     div_step = divergence_step(steps, loss, trend, noise.absolute_std)
+    phases = tuple(with_rise_from(detect_phases(steps, loss, settings.phases), div_step))
+    flat = phases[-1].kind in (PLATEAU, RISING)
     progressed = made_progress(trend, noise.absolute_std)
     diverged = nan_step is not None or div_step is not None
     if diverged:
@@ -124,10 +127,10 @@ def analyze_curve(curve: Curve, settings: AdviseSettings = AdviseSettings()) -> 
         plateau_at = plateau_forecast_step(fit, settings.phases)
     return CurveAnalysis(
         steps=steps, loss=loss, trend=trend, ema_weight=weight,
-        noise=noise, phases=phases, nan_step=nan_step, divergence_step=div_step, progressed=progressed, fit=fit,
+        noise=noise, phases=phases, nan_step=nan_step, skipped_steps=skipped, divergence_step=div_step, progressed=progressed, fit=fit,
         fit_from_step=fit_from, diagnosis=diagnosis, step_time_s=step_time_s, steps_to_target=target_est,
         target_reached_step=reached, diminishing_returns_step=dim_step, min_progress_per_hour=min_pph,
-        plateau_forecast_step=plateau_at)
+        plateau_forecast_step=plateau_at, thresholds=settings.phases)
 
 
 def _reached_step(steps: np.ndarray, trend: np.ndarray, fit: TrendFit, fit_from: int, target: float) -> int | None:

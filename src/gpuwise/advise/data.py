@@ -98,7 +98,8 @@ class TrainingLog:
     """Everything a reader found: the curve, gradient-noise samples, and run facts.
 
     ``gpu_name``: the GPU the run used (NVML name or catalog id) when the log says; ``peak_memory_bytes``:
-    the most GPU memory the process held, when the log has samples; ``meta``: the raw run-log meta.
+    the most GPU memory the process held, when the log has samples; ``meta``: the raw run-log meta;
+    ``loss_name``: the series the curve is, ``other_loss_names``: the other loss-like ones (say which was used).
     """
 
     curve: Curve
@@ -108,3 +109,5 @@ class TrainingLog:
     peak_memory_bytes: int | None = None
     precision: str | None = None
     meta: Mapping[str, str] = field(default_factory=dict)
+    loss_name: str | None = None             # the column, tag or metric the loss was read from
+    other_loss_names: tuple[str, ...] = ()   # the log's other loss-like series, not used

@@ -155,16 +155,25 @@ def classify(drop: float, low: float, high: float, th: PhaseThresholds) -> str |
     """The kind the estimate says; None (unsure) when it says falling or rising but its ±3 SE range holds
     zero, or flat but its range reaches a fast descent: a noisy flat stretch must not flicker between
     slow descent and rising, and a noisy descent must not be called a plateau. Unsure bins take the kind of their nearest sure neighbour."""
-    if -th.rise_per_doubling < drop < th.plateau_drop_per_doubling:
+    kind = kind_of(drop, th)
+    if kind == PLATEAU:
         # flat, unless the noise leaves room for a fast descent (a few noisy early points)
         return PLATEAU if high < th.fast_drop_per_doubling else None
     if low <= 0.0 <= high:
         return None
+    return kind
+
+
+def kind_of(drop: float, th: PhaseThresholds) -> str:
+    """The documented rule, the one home of the thresholds: a drop per doubling of the steps of at least
+    10 % is a fast descent, of at least 1 % a slow one, of -2 % or less (a rise of 2 %) rising, else plateau."""
     if drop >= th.fast_drop_per_doubling:
         return FAST
     if drop >= th.plateau_drop_per_doubling:
         return SLOW
-    return RISING
+    if drop <= -th.rise_per_doubling:
+        return RISING
+    return PLATEAU
 
 
 def fill_unsure(kinds: list[str | None]) -> list[str]:
@@ -190,13 +199,16 @@ def detect_phases(steps: np.ndarray, loss: np.ndarray, th: PhaseThresholds = Pha
     centres, log_y, firsts, counts = log_bins(steps, loss, th.n_bins)
     drop, low, high = local_drop_per_doubling(centres, log_y, counts, log_time(steps), point_noise_log(loss), th)
     drop, low, high = (d * progress_scale(log_y, drop) for d in (drop, low, high))
-    kinds = fill_unsure([classify(d, lo, hi, th) for d, lo, hi in zip(drop, low, high)])
+    classified = [classify(d, lo, hi, th) for d, lo, hi in zip(drop, low, high)]
+    sure = np.array([k is not None for k in classified])
+    kinds = fill_unsure(classified)
     span = float(steps[-1] - steps[0]) or 1.0
     plunge = _leading_plunge(log_y, firsts, float(np.median(point_noise_log(loss))), span, th)
     kinds[:plunge] = [FAST] * plunge
     if plunge:   # its rate is the whole fall over its ln-steps, not the noisy windows' median
         fall_slope = (log_y[plunge] - np.max(log_y[:plunge])) / max(centres[plunge] - centres[0], 1e-9)
         drop[:plunge] = 1.0 - np.exp(fall_slope * np.log(2.0))
+        sure[:plunge] = True
     runs = _runs(kinds)
     # a run's extent, in ln-steps and as a share of all steps, up to where the next run begins
     bounds_lt = np.append(centres, log_time(steps)[-1])
@@ -224,11 +236,20 @@ def detect_phases(steps: np.ndarray, loss: np.ndarray, th: PhaseThresholds = Pha
                 and (first_fast or (bounds_step[i1 + 1] - bounds_step[i0]) / span >= th.min_phase_step_fraction))
 
     runs = _merge_short(runs, wide_enough)
+    # Each phase is named by the number the table prints (its median drop per doubling): the bins' kinds,
+    # the unsure ones filled from their neighbours and the narrow runs merged, can leave a phase whose median
+    # says otherwise (a "rising" phase falling 2.6 % per doubling, a "plateau" falling 1.4 %).
+    for _ in range(5):
+        relabelled = _named_by_median(runs, drop, sure, th, wide_enough)
+        if relabelled == runs:
+            break
+        runs = _merge_short(relabelled, wide_enough)
+    runs = _named_by_median(runs, drop, sure, th, wide_enough)
     phases = []
     for k, (kind, i0, i1) in enumerate(runs):
         start = int(steps[0]) if k == 0 else int(firsts[i0])
         end = int(steps[-1]) if k == len(runs) - 1 else int(firsts[runs[k + 1][1]])
-        phases.append(Phase(kind, start, end, float(np.median(drop[i0:i1 + 1]))))
+        phases.append(Phase(kind, start, end, phase_drop(drop[i0:i1 + 1], sure[i0:i1 + 1])))
     return phases
 
 
@@ -250,6 +271,46 @@ def _leading_plunge(log_y: np.ndarray, firsts: np.ndarray, noise_log: float, spa
         return 0
     b = int(flat[0])
     return b if (firsts[b] - firsts[0]) / span < th.min_phase_step_fraction else 0
+
+
+def phase_drop(drop: np.ndarray, sure: np.ndarray) -> float:
+    """A phase's drop per doubling: the median over its bins whose slope is sure (an unsure bin's slope is one
+    noise could have made: it takes its kind from its neighbours and has no say in their number); over all
+    its bins when none is sure."""
+    return float(np.median(drop[sure] if sure.any() else drop))
+
+
+def _named_by_median(runs: list[tuple[str, int, int]], drop: np.ndarray, sure: np.ndarray, th: PhaseThresholds,
+                     wide_enough) -> list[tuple[str, int, int]]:
+    """Each run named by ``kind_of`` its drop (``phase_drop``). A run whose drop names another kind than it had is
+    split in two where the drop changes most clearly (the split that leaves the least absolute deviation from
+    each side's median), when both sides are wide enough and of different kinds: a descent that goes flat
+    half-way stays a descent then a plateau, not one slow descent. Neighbours of one kind then join (the
+    median of two joined runs lies between theirs, so the joined name still holds)."""
+    out: list[tuple[str, int, int]] = []
+    def named(i0: int, i1: int) -> tuple[str, float]:
+        d = phase_drop(drop[i0:i1 + 1], sure[i0:i1 + 1])
+        return kind_of(d, th), d
+
+    def spread(i0: int, i1: int, centre: float) -> float:
+        return float(np.abs(drop[i0:i1 + 1] - centre).sum())
+
+    out: list[tuple[str, int, int]] = []
+    for kind, i0, i1 in runs:
+        kind_now, _ = named(i0, i1)
+        if kind_now == kind or i1 - i0 < 3:
+            out.append((kind_now, i0, i1))
+            continue
+        best, best_cost = None, np.inf
+        for b in range(i0 + 2, i1):
+            (kl, dl), (kr, dr) = named(i0, b - 1), named(b, i1)
+            if kl == kr or not (wide_enough(kl, i0, b - 1) and wide_enough(kr, b, i1)):
+                continue
+            cost = spread(i0, b - 1, dl) + spread(b, i1, dr)
+            if cost < best_cost:
+                best, best_cost = [(kl, i0, b - 1), (kr, b, i1)], cost
+        out += best or [(kind_now, i0, i1)]
+    return _join_equal(out)
 
 
 def _runs(kinds: list[str]) -> list[tuple[str, int, int]]:
@@ -285,20 +346,51 @@ def _merge_short(runs: list[tuple[str, int, int]], wide_enough) -> list[tuple[st
         nk, n0, n1 = runs[n]
         runs[n] = (nk, min(n0, i0), max(n1, i1))
         del runs[j]
-        merged: list[tuple[str, int, int]] = []  # neighbours of equal kind join
-        for r in runs:
-            if merged and merged[-1][0] == r[0]:
-                merged[-1] = (r[0], merged[-1][1], r[2])
-            else:
-                merged.append(r)
-        runs = merged
+        runs = _join_equal(runs)
     return runs
 
 
+def _join_equal(runs: list[tuple[str, int, int]]) -> list[tuple[str, int, int]]:
+    """Neighbouring runs of one kind joined into one."""
+    merged: list[tuple[str, int, int]] = []
+    for r in runs:
+        if merged and merged[-1][0] == r[0]:
+            merged[-1] = (r[0], merged[-1][1], r[2])
+        else:
+            merged.append(r)
+    return merged
+
+
 # -- failures --------------------------------------------------------------------------------------
-def first_nonfinite_step(steps: np.ndarray, loss: np.ndarray) -> int | None:
+def nonfinite_end_step(steps: np.ndarray, loss: np.ndarray) -> int | None:
+    """The first step of the NaN/inf losses a log ends on (the run never recovered: it diverged), else None.
+
+    A non-finite loss followed by finite ones is not a divergence: with fp16 the loss scaler skips a step
+    whose gradients overflow and the run goes on (``skipped_nonfinite_steps``)."""
+    finite = np.isfinite(loss)
+    if not len(finite) or finite[-1]:
+        return None
+    last_finite = np.nonzero(finite)[0]
+    return int(steps[last_finite[-1] + 1]) if len(last_finite) else int(steps[0])
+
+
+def skipped_nonfinite_steps(steps: np.ndarray, loss: np.ndarray) -> np.ndarray:
+    """The steps of NaN/inf losses that finite losses follow: steps the run skipped and recovered from."""
+    end = nonfinite_end_step(steps, loss)
     bad = ~np.isfinite(loss)
-    return int(steps[int(np.argmax(bad))]) if bad.any() else None
+    if end is not None:
+        bad &= steps < end
+    return np.asarray(steps)[bad]
+
+
+def with_rise_from(phases: list[Phase], step: int | None) -> list[Phase]:
+    """The last phase, when rising, starts at ``step`` (the divergence step: the trend's best point), so the
+    table and the diagnosis give one step for the turn; the bins of the slope windows put it only roughly."""
+    if step is None or len(phases) < 2 or phases[-1].kind != RISING or not phases[-2].start_step < step < phases[-1].end_step:
+        return phases
+    prev, last = phases[-2], phases[-1]
+    return [*phases[:-2], Phase(prev.kind, prev.start_step, step, prev.drop_per_doubling),
+            Phase(last.kind, step, last.end_step, last.drop_per_doubling)]
 
 
 def divergence_step(steps: np.ndarray, loss: np.ndarray, trend: np.ndarray, noise_abs: float) -> int | None:

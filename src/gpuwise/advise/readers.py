@@ -28,7 +28,7 @@ from gpuwise.advise.errors import AdviseError
 from gpuwise.monitor.sample import sample_from_row
 from gpuwise.monitor.sample_checks import sample_problem
 from gpuwise.runlog import is_run_log, read_gpu_samples, read_meta, read_train_metrics
-from gpuwise.text import printable_or_none
+from gpuwise.text import printable, printable_or_none
 
 logger = logging.getLogger(__name__)
 
@@ -64,36 +64,95 @@ def pick_name(names: Iterable[str], preferred: tuple[str, ...], *, fallback_word
     return None
 
 
-def read_log(path: str | Path) -> TrainingLog:
-    """Reads any supported log; the format comes from the content (SQLite header, event files) or suffix."""
+def read_log(path: str | Path, loss_name: str | None = None) -> TrainingLog:
+    """Reads any supported log; the format comes from the content (SQLite header, event files) or suffix.
+
+    ``loss_name``: the column, TensorBoard tag or run-log metric to read as the loss (default: the first of
+    ``LOSS_NAMES``, else a name with "loss" that is not an eval metric)."""
     p = Path(path)
     if p.is_dir():
-        return read_tensorboard(p)
+        return read_tensorboard(p, loss_name)
     if not p.is_file():
         raise AdviseError(f"no such log: {p}")
 
     if is_run_log(p):
-        return read_runlog(p)
+        return read_runlog(p, loss_name)
     if "tfevents" in p.name:
-        return read_tensorboard(p)
+        return read_tensorboard(p, loss_name)
+    _check_text(p)
     suffix = p.suffix.lower()
     if suffix in (".jsonl", ".ndjson", ".json"):
-        return read_jsonl(p)
+        return read_jsonl(p, loss_name)
     if suffix in (".csv", ".tsv", ".txt", ".log"):
-        return read_csv(p)
+        return read_csv(p, loss_name)
     head = p.read_text(encoding="utf-8", errors="replace")[:1].strip()
-    return read_jsonl(p) if head == "{" else read_csv(p)
+    return read_jsonl(p, loss_name) if head == "{" else read_csv(p, loss_name)
+
+
+TEXT_SNIFF_BYTES = 64 * 1024
+
+
+def _check_text(path: Path) -> None:
+    """Refuses a file that is not text (NUL bytes, bytes that are not UTF-8, control characters) in one line
+    that prints none of its bytes: read as CSV, random bytes became a header of hundreds of garbled columns."""
+    with path.open("rb") as f:
+        head = f.read(TEXT_SNIFF_BYTES)
+    why = None
+    if b"\x00" in head:
+        why = "it holds NUL bytes"
+    else:
+        try:
+            text = head.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            # a multi-byte character cut by the sniffed length is text; a bad byte before that is not
+            text = head[: exc.start].decode("utf-8") if exc.start >= len(head) - 3 else None
+            if text is None:
+                why = f"byte {exc.start:,} is not UTF-8 text"
+        if text is not None and len(re.findall(r"[\x00-\x08\x0e-\x1f\x7f]", text)) > max(2, len(text) // 1000):
+            why = "it holds control characters"
+    if why:
+        raise AdviseError(f"{path}: not a CSV, JSONL, TensorBoard or gpuwise run log ({why}: a binary file?)")
+
+
+def loss_like(names: Iterable[str]) -> list[str]:
+    """The names that look like a training loss: one of ``LOSS_NAMES``, or any with "loss" that is not an eval
+    metric (val/eval/test)."""
+    out = []
+    for name in names:
+        norm = normalise_name(name)
+        if norm in LOSS_NAMES or ("loss" in norm and not set(norm.split("_")) & set(_EVAL_WORDS)):
+            out.append(name)
+    return out
+
+
+def pick_loss(path: Path, names: list[str], wanted: str | None, what: str) -> tuple[str | None, tuple[str, ...]]:
+    """(the loss series to read, the other loss-like ones: said to be ignored). ``wanted`` (--loss-tag) must be
+    one of ``names``, exactly or as normalised; None when the log has no loss-like name and none was asked."""
+    if wanted is not None:
+        exact = [n for n in names if n == wanted] or [n for n in names if normalise_name(n) == normalise_name(wanted)]
+        if not exact:
+            shown = ", ".join(repr(printable(n)[:60]) for n in (loss_like(names) or names)[:10]) or "none"
+            raise AdviseError(f"{path}: no {what} {printable(wanted)[:60]!r} (--loss-tag); "
+                              f"{'loss-like ones' if loss_like(names) else 'there are'}: {shown}")
+        chosen = exact[0]
+    else:
+        chosen = pick_name(names, LOSS_NAMES, fallback_word="loss")
+    return chosen, tuple(printable(n) for n in loss_like(names) if n != chosen)
 
 
 # -- run log (gpuwise.runlog, written by gpuwise.guard) ----------------------------------------------
-def read_runlog(path: Path) -> TrainingLog:
+def read_runlog(path: Path, loss_name: str | None = None) -> TrainingLog:
     metrics = read_train_metrics(path)
     _check_metric_types(path, metrics)
     meta = read_meta(path)
-    if "loss" not in metrics or not metrics["loss"]:
-        names = ", ".join(sorted(metrics)) or "none"
-        raise AdviseError(f"{path}: the run log has no 'loss' metric (metrics found: {names})")
-    loss_rows = _last_per_step((s, t, v) for s, t, v in metrics["loss"])
+    if loss_name is not None:
+        loss_metric, others = pick_loss(path, sorted(metrics), loss_name, "run-log metric")
+    else:
+        loss_metric, others = "loss", tuple(printable(n) for n in loss_like(sorted(metrics)) if n != "loss")
+    if loss_metric not in metrics or not metrics[loss_metric]:
+        names = ", ".join(printable(str(n))[:40] for n in sorted(metrics)[:20]) or "none"
+        raise AdviseError(f"{path}: the run log has no 'loss' metric (metrics found: {names}; --loss-tag NAME reads another)")
+    loss_rows = _last_per_step((s, t, v) for s, t, v in metrics[loss_metric])
     steps = np.array([s for s, _, _ in loss_rows], dtype=np.int64)
     loss = np.array([math.nan if v is None else v for _, _, v in loss_rows], dtype=float)
     t_s = np.array([t for _, t, _ in loss_rows], dtype=float)
@@ -117,7 +176,8 @@ def read_runlog(path: Path) -> TrainingLog:
     workload = _json_or_none(meta.get("workload"))
     precision = meta.get("precision") or (workload.get("precision") if isinstance(workload, dict) else None)
     return TrainingLog(curve=curve, noise=noise, gpu_name=gpu_name, gpu_count=max(1, len(indices)),
-                       peak_memory_bytes=max(mem) if mem else None, precision=precision, meta=meta)
+                       peak_memory_bytes=max(mem) if mem else None, precision=precision, meta=meta,
+                       loss_name=printable(loss_metric), other_loss_names=others)
 
 
 def _json_or_none(text: str | None) -> object:
@@ -131,7 +191,8 @@ def _check_metric_types(path: Path, metrics: Mapping[str, list]) -> None:
     for name, rows in metrics.items():
         for step, t_s, value in rows:
             if not _is_int(step) or not 0 <= step <= MAX_STEP:
-                raise AdviseError(f"{path}: train_metrics {str(name)[:40]!r}: step {str(step)[:40]!r} is not a whole number >= 0")
+                raise AdviseError(f"{path}: train_metrics {printable(str(name))[:40]!r}: step {printable(str(step))[:40]!r} "
+                                  f"{step_problem(step)}")
             if isinstance(t_s, bool) or not isinstance(t_s, (int, float)) or not math.isfinite(t_s):
                 raise AdviseError(f"{path}: train_metrics {str(name)[:40]!r} step {step}: time {str(t_s)[:40]!r} is not a finite number")
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
@@ -175,14 +236,14 @@ def _last_per_step(rows: Iterable[tuple]) -> list[tuple]:
 
 
 # -- CSV / JSONL --------------------------------------------------------------------------------------
-def read_csv(path: Path) -> TrainingLog:
+def read_csv(path: Path, loss_name: str | None = None) -> TrainingLog:
     try:
-        return _read_csv(path)
+        return _read_csv(path, loss_name)
     except csv.Error as exc:  # a field over the csv module's size limit, a NUL byte
         raise AdviseError(f"{path}: not a readable CSV ({exc})") from None
 
 
-def _read_csv(path: Path) -> TrainingLog:
+def _read_csv(path: Path, loss_name: str | None) -> TrainingLog:
     """Streamed: line by line, the columns the analysis uses only, into bounded step bins (StepBins)."""
     with path.open(encoding="utf-8-sig", errors="replace", newline="") as f:
         first = f.readline()
@@ -193,7 +254,7 @@ def _read_csv(path: Path) -> TrainingLog:
         except csv.Error:
             dialect = csv.excel
         header = [h.strip() for h in next(csv.reader([first], dialect))]
-        used = [i for i, name in enumerate(header) if name in set(_columns(path, header))]
+        used = [i for i, name in enumerate(header) if name in set(_columns(path, header, loss_name)[:5])]
 
         def rows() -> Iterator[tuple[int, dict[str, str]]]:
             for line_no, cells in enumerate(csv.reader(f, dialect), start=2):
@@ -203,10 +264,10 @@ def _read_csv(path: Path) -> TrainingLog:
                     raise AdviseError(f"{path}:{line_no}: {len(cells)} fields, the header has {len(header)}")
                 yield line_no, {header[i]: cells[i].strip() for i in used if i < len(cells)}
 
-        return _from_records(path, header, rows())
+        return _from_records(path, header, rows(), loss_name)
 
 
-def read_jsonl(path: Path) -> TrainingLog:
+def read_jsonl(path: Path, loss_name: str | None = None) -> TrainingLog:
     rows, names = [], {}
     with path.open(encoding="utf-8-sig", errors="replace") as f:
         for line_no, line in enumerate(f, start=1):
@@ -222,24 +283,28 @@ def read_jsonl(path: Path) -> TrainingLog:
                 raise AdviseError(f"{path}:{line_no}: expected a JSON object per line, got {type(obj).__name__}")
             rows.append((line_no, obj))
             names.update(dict.fromkeys(obj))
-    return _from_records(path, list(names), rows)
+    return _from_records(path, list(names), rows, loss_name)
 
 
-def _columns(path: Path, names: list[str]) -> tuple[str, str | None, str | None, str | None, str | None]:
-    """The columns read: loss, step, learning rate, batch size, time (None where the log has none)."""
-    loss_col = pick_name(names, LOSS_NAMES, fallback_word="loss")
+def _columns(path: Path, names: list[str], loss_name: str | None = None
+             ) -> tuple[str, str | None, str | None, str | None, str | None, tuple[str, ...]]:
+    """The columns read: loss, step, learning rate, batch size, time (None where the log has none); then the
+    other loss-like columns, not read."""
+    loss_col, others = pick_loss(path, names, loss_name, "column")
     if loss_col is None:
         if any(n.startswith(("utilization.gpu", "memory.used")) for n in names):   # nvidia-smi --query-gpu
             raise AdviseError(f"{path}: an nvidia-smi log (GPU metrics, no loss): `gpuwise report` reads it; "
                               "advise reads a training log with a loss column")
-        raise AdviseError(f"{path}: no loss column (columns: {', '.join(names) or 'none'}); name one 'loss'")
+        shown = ", ".join(printable(str(n))[:40] for n in names[:20]) + (f", … ({len(names)} in all)" if len(names) > 20 else "")
+        raise AdviseError(f"{path}: no loss column (columns: {shown or 'none'}); name one 'loss' or pass --loss-tag NAME")
     return (loss_col, pick_name(names, STEP_NAMES), pick_name(names, LR_NAMES), pick_name(names, BATCH_NAMES),
-            pick_name(names, TIME_NAMES))
+            pick_name(names, TIME_NAMES), others)
 
 
-def _from_records(path: Path, names: list[str], rows: Iterable[tuple[int, Mapping[str, object]]]) -> TrainingLog:
+def _from_records(path: Path, names: list[str], rows: Iterable[tuple[int, Mapping[str, object]]],
+                  loss_name: str | None = None) -> TrainingLog:
     """The curve of ``rows`` (read once, in order), at most about ``2 * MAX_CURVE_POINTS`` points (StepBins)."""
-    loss_col, step_col, lr_col, batch_col, time_col = _columns(path, names)
+    loss_col, step_col, lr_col, batch_col, time_col, others = _columns(path, names, loss_name)
     bins = StepBins(downsample.MAX_CURVE_POINTS)
     for index, (line_no, row) in enumerate(rows):
         loss = _number(row.get(loss_col), path, line_no, loss_col)
@@ -249,7 +314,7 @@ def _from_records(path: Path, names: list[str], rows: Iterable[tuple[int, Mappin
         if step is None or not math.isfinite(step):
             raise AdviseError(f"{path}:{line_no}: {step_col!r} is empty or not a number")
         if step != int(step) or not 0 <= step <= MAX_STEP:
-            raise AdviseError(f"{path}:{line_no}: {step_col!r} is {step:g}, not a whole number of steps >= 0")
+            raise AdviseError(f"{path}:{line_no}: {printable(step_col)!r} is {step:g}: {step_problem(step)}")
         t = _time_s(row.get(time_col), path, line_no, time_col) if time_col else None
         if t is not None and not math.isfinite(t):
             raise AdviseError(f"{path}:{line_no}: {time_col!r} is {t}, not a finite time")
@@ -274,7 +339,14 @@ def _from_records(path: Path, names: list[str], rows: Iterable[tuple[int, Mappin
 
     curve = Curve(steps=np.array([r[0] for r in records]), loss=col(2), t_s=col(1), lr=col(3), batch_size=col(4),
                   source=str(path))
-    return TrainingLog(curve=curve)
+    return TrainingLog(curve=curve, loss_name=printable(loss_col), other_loss_names=others)
+
+
+def step_problem(step: object) -> str:
+    """Why a logged step is refused, naming the limit it breaks."""
+    if isinstance(step, (int, float)) and not isinstance(step, bool) and math.isfinite(step) and step > MAX_STEP:
+        return f"above 2^53 = {MAX_STEP:,}, the largest step count a float holds exactly"
+    return "not a whole number of steps >= 0"
 
 
 def _number(value: object, path: Path, line_no: int, column: str | None) -> float | None:
@@ -332,7 +404,7 @@ class _TruncatedRecords(logging.Handler):
         self._logger.propagate = self._saved[1]
 
 
-def read_tensorboard(path: Path) -> TrainingLog:
+def read_tensorboard(path: Path, loss_name: str | None = None) -> TrainingLog:
     """A directory of event files (one run), or one event file. Uses tensorboard's own reader."""
     from tensorboard.backend.event_processing import event_accumulator
 
@@ -356,9 +428,10 @@ def read_tensorboard(path: Path) -> TrainingLog:
         logger.warning("%s: damaged or cut off mid-file (a record fails its check): using the events before it",
                        name)
     tags = acc.Tags().get("scalars", [])
-    loss_tag = pick_name(tags, LOSS_NAMES, fallback_word="loss")
+    loss_tag, others = pick_loss(run_dir, list(tags), loss_name, "TensorBoard scalar tag")
     if loss_tag is None:
-        raise AdviseError(f"{run_dir}: no loss scalar among the TensorBoard tags ({', '.join(tags) or 'none'})")
+        shown = ", ".join(printable(t)[:40] for t in tags[:20]) or "none"
+        raise AdviseError(f"{run_dir}: no loss scalar among the TensorBoard tags ({shown}); --loss-tag NAME reads one")
     events = _last_per_step((e.step, e.wall_time, e.value) for e in acc.Scalars(loss_tag))
     steps = np.array([e[0] for e in events])
 
@@ -371,4 +444,4 @@ def read_tensorboard(path: Path) -> TrainingLog:
     curve = Curve(steps=steps, loss=np.array([e[2] for e in events], dtype=float),
                   t_s=np.array([e[1] for e in events], dtype=float), lr=aligned(pick_name(tags, LR_NAMES)),
                   batch_size=aligned(pick_name(tags, BATCH_NAMES)), source=str(run_dir))
-    return TrainingLog(curve=curve)
+    return TrainingLog(curve=curve, loss_name=printable(loss_tag), other_loss_names=others)

@@ -9,11 +9,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpuwise.advise.advice import (Advice, Pricing, diverged_advice, forecast_advice, healthy_advice, is_flat,
-                                   noise_advice, not_learning_advice, plan_advice, plateau_advice, stop_advice,
-                                   switch_advice)
+from gpuwise.advise.advice import (Advice, Pricing, diverged_advice, forecast_advice, healthy_advice,
+                                   implausible_advice, is_flat, noise_advice, not_learning_advice, plan_advice,
+                                   plateau_advice, stop_advice, switch_advice)
 from gpuwise.advise.analysis import AdviseSettings, CurveAnalysis, analyze_curve
 from gpuwise.advise.data import TrainingLog
+from gpuwise.advise.errors import AdviseError
 from gpuwise.advise.fit import forecast_points
 from gpuwise.advise.gpu_options import gpu_options
 from gpuwise.advise.gpu_plan import GpuPlan, SwitchCost, plan_run
@@ -55,6 +56,8 @@ class AdviceReport:
     target_loss: float | None
     end_step: int
     end_reason: str
+    loss_name: str | None = None            # the column, tag or metric the loss was read from
+    other_loss_names: tuple[str, ...] = ()  # other loss-like series in the log, not used (--loss-tag picks one)
 
     @property
     def diagnosis(self) -> str:
@@ -71,7 +74,10 @@ class AdviceReport:
             "step_time_s": a.step_time_s,
             "noise": {"relative_std": _r(a.noise.relative_std), "absolute_std": _r(a.noise.absolute_std),
                       "since_step": a.noise.window_start_step, "ema_weight": round(a.ema_weight, 5)},
+            "loss_series": {"name": self.loss_name, "ignored": list(self.other_loss_names)},
             "nan_step": a.nan_step,
+            "skipped_nonfinite": {"count": int(len(a.skipped_steps)),
+                                  "steps": [int(x) for x in a.skipped_steps[:SKIPPED_LISTED]]},
             "divergence_step": a.divergence_step,
             "phases": [p.to_dict() for p in a.phases],
             "forecast": self._forecast_dict(),
@@ -111,6 +117,9 @@ class AdviceReport:
             "diminishing_returns_step": a.diminishing_returns_step,
             "plateau_forecast_step": a.plateau_forecast_step,
         }
+
+
+SKIPPED_LISTED = 20   # the first skipped (non-finite) steps listed in the JSON; the count is of all
 
 
 def _r(x: float) -> float:
@@ -180,6 +189,9 @@ def end_of_run(a: CurveAnalysis, settings: AdviseSettings, log: TrainingLog) -> 
 
 def advise(log: TrainingLog, settings: AdviseSettings = AdviseSettings(), catalog: Catalog | None = None,
            request: PricingRequest = PricingRequest()) -> AdviceReport:
+    if settings.total_steps is not None and len(log.curve) and settings.total_steps < int(log.curve.steps[-1]):
+        raise AdviseError(f"--total-steps {settings.total_steps:,} is below the steps already done: "
+                          f"{log.curve.source} goes to step {int(log.curve.steps[-1]):,}")
     a = analyze_curve(log.curve, settings)
     batch = log.curve.last_batch_size()
     ns = summarise(log.noise, batch) if log.noise is not None and len(log.noise) >= 2 else None
@@ -201,11 +213,16 @@ def advise(log: TrainingLog, settings: AdviseSettings = AdviseSettings(), catalo
             items += plateau_advice(a, pricing, remaining, end_reason)
         items += forecast_advice(a, settings.target_loss)
         items += stop_advice(a, pricing, end_step, end_reason)
+        items[:0] = implausible_advice(a, end_step, end_reason)   # first: it says how far to trust the rest
     if a.diagnosis in ("diverged", "not_learning") and ns is not None:
         items += [x for x in noise_advice(a, ns, pricing) if x.kind == "batch_size"]
 
     plan = None
-    if pricing.current is not None and a.diagnosis not in ("diverged", "not_learning") and remaining > 0:
+    fits = pricing.current is not None and pricing.current.fits is not False
+    if not fits and pricing.current is not None and a.diagnosis not in ("diverged", "not_learning") \
+            and not any(x.kind == "memory" for x in items):
+        items += switch_advice(pricing, remaining, end_reason)   # says the run does not fit, and where it does
+    if fits and a.diagnosis not in ("diverged", "not_learning") and remaining > 0:
         plan = plan_run(pricing.current, list(pricing.options), now_step=a.last_step,
                         switch_step=_switch_step(a, end_step), end_step=end_step, end_reason=end_reason,
                         switch=pricing.switch)
@@ -214,7 +231,8 @@ def advise(log: TrainingLog, settings: AdviseSettings = AdviseSettings(), catalo
             items += plan_advice(plan)  # a "stay" plan says nothing a "stay on this GPU" item has not
         if not is_flat(a) and not any(x.kind == "switch_gpu" for x in items) and len(plan.phases) == 1:
             items += [x for x in switch_advice(pricing, remaining, end_reason) if x.numbers.get("options")]
-    return AdviceReport(a, ns, tuple(items), plan, pricing, log.curve.source, settings.target_loss, end_step, end_reason)
+    return AdviceReport(a, ns, tuple(items), plan, pricing, log.curve.source, settings.target_loss, end_step, end_reason,
+                        log.loss_name, log.other_loss_names)
 
 
 def _switch_step(a: CurveAnalysis, end_step: int) -> int:

@@ -10,6 +10,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from gpuwise.cli import common as c
+from gpuwise.cli.calibrate import NoUserCalibrationOpt, user_correction
 from gpuwise.cli.workload_options import workload_from, workload_options
 from gpuwise.workload.model import check_precision
 from gpuwise.text import for_console
@@ -41,6 +42,8 @@ def advise(
     spot: Annotated[bool, typer.Option("--spot", help="Let spot/interruptible offers compete.")] = False,
     currency: Annotated[Optional[str], typer.Option("--currency", help="Compare costs in this currency (default: as recommend).")] = None,
     headroom: c.HeadroomOpt = None,
+    loss_tag: Annotated[Optional[str], typer.Option("--loss-tag", help="The loss series to read: a CSV/JSONL column, TensorBoard tag or run-log metric (default: the first loss-like name; the output names the others).")] = None,
+    no_user_calibration: NoUserCalibrationOpt = False,
     catalog: c.CatalogOpt = None,
     json_out: c.JsonOpt = False,
     *,
@@ -75,17 +78,19 @@ def advise(
     need_bytes = c.size_option("--peak-memory", peak_memory) if peak_memory else None
     switch = SwitchCost(restart_s=parse_duration_s(restart_time),
                         checkpoint_bytes=c.size_option("--checkpoint-size", checkpoint_size))
-    training_log = read_log(log)
+    training_log = read_log(log, loss_tag)
     settings = AdviseSettings(target_loss=target_loss, step_time_s=step_time_s, total_steps=total_steps,
                               min_progress_per_hour=min_progress_per_hour)
     workload = workload_from(model, workload_kwargs, num_gpus=num_gpus or 1) if model else None
+    # --model: the same calibration as estimate, recommend and report (none without --model: no predictor runs)
+    correction, calibrated = user_correction(not no_user_calibration) if workload else (None, [])
     request = PricingRequest(
         gpu_name=gpu, price_per_hour=None if gpu_price else price, price_per_gpu_hour=price if gpu_price else None,
         price_currency=price_currency, currency=currency, provider=provider, spot=spot,
         precision=precision, count=num_gpus, memory_need_bytes=need_bytes,
         headroom_fraction=parse_headroom(headroom),
         switch=switch,
-        scaling=time_scaling(workload.precision, workload) if workload else None)
+        scaling=time_scaling(workload.precision, workload, correction=correction) if workload else None)
     report = run_advise(training_log, settings, load_catalog(catalog), request)
     plot_path = None
     if plot:
@@ -95,26 +100,45 @@ def advise(
     if json_out:
         out = report.to_dict()
         out["plot"] = plot_path
+        out["user_calibration"] = [cal.summary for cal in calibrated]
         c.print_json(out)
         return
-    _render(report, plot_path, scaled_by=f"the time predictor for {model}" if model else None)
+    scaled_by = None
+    if model:
+        scaled_by = f"the time predictor for {model}"
+        if calibrated:
+            scaled_by += (f", calibrated with your runs on {', '.join(sorted(cal.gpu for cal in calibrated))} "
+                          "(gpuwise calibrate; --no-user-calibration for the shipped model)")
+    _render(report, plot_path, scaled_by=scaled_by)
 
 
 def _render(report, plot_path: str | None, scaled_by: str | None = None) -> None:
-    from gpuwise.units import format_duration, format_money
+    from gpuwise.advise.wording import drop_text, duration_text
+    from gpuwise.units import format_money
 
     d = report.to_dict()
     colour = _COLOURS[report.diagnosis]
-    step_time = f", {format_duration(d['step_time_s'])}/step" if d["step_time_s"] else ""
-    c.console.print(f"[bold]{report.source}[/bold]: {d['points']:,} points to step {d['last_step']:,}{step_time}; "
-                    f"loss trend {d['current_trend_loss']:.4g}, noise ±{d['noise']['relative_std']:.1%}")
+    step_time = f", {duration_text(d['step_time_s'])}/step" if d["step_time_s"] else ""
+    series = f" of {for_console(report.loss_name)!r}" if report.loss_name else ""
+    c.console.print(f"[bold]{for_console(report.source)}[/bold]: {d['points']:,} points{series} to step "
+                    f"{d['last_step']:,}{step_time}; loss trend {d['current_trend_loss']:.4g}, "
+                    f"noise ±{d['noise']['relative_std']:.1%}")
+    if report.other_loss_names:
+        c.console.print(f"Also loss-like, not used: {', '.join(repr(for_console(n)) for n in report.other_loss_names)} "
+                        "(--loss-tag NAME reads another).")
+    skipped = d["skipped_nonfinite"]
+    if skipped["count"]:
+        first = ", ".join(f"{x:,}" for x in skipped["steps"][:5]) + (", …" if skipped["count"] > 5 else "")
+        c.console.print(f"Skipped {skipped['count']:,} NaN/inf loss{'es' if skipped['count'] > 1 else ''} "
+                        f"(step{'s' if skipped['count'] > 1 else ''} {first}) that finite losses follow: the run "
+                        "recovered (fp16 loss scaling skips such steps); diverged only when the log ends on NaN/inf.")
     c.console.print(f"Diagnosis: [bold {colour}]{report.diagnosis.replace('_', ' ')}[/bold {colour}]")
     phases = Table(box=box.SIMPLE_HEAD, pad_edge=False, title="Phases", title_justify="left")
     for col in ("phase", "from step", "to step", "drop per doubling"):
         phases.add_column(col, justify="left" if col == "phase" else "right")
     for p in d["phases"]:
         phases.add_row(p["kind"].replace("_", " "), f"{p['start_step']:,}", f"{p['end_step']:,}",
-                       f"{p['drop_per_doubling']:.1%}")
+                       drop_text(p["drop_per_doubling"]))
     c.console.print(phases)
     ns = d["noise_scale"]
     if ns is not None and ns.get("b_simple") is not None:
@@ -129,10 +153,10 @@ def _render(report, plot_path: str | None, scaled_by: str | None = None) -> None
             plan.add_column(col, justify="right" if col in ("time", "cost") else "left")
         cur = report.plan.currency
         for p in report.plan.phases:
-            plan.add_row(f"{p.from_step:,}–{p.to_step:,}", for_console(p.gpu_id), for_console(p.provider), format_duration(p.hours * 3600),
+            plan.add_row(f"{p.from_step:,}–{p.to_step:,}", for_console(p.gpu_id), for_console(p.provider), duration_text(p.hours * 3600),
                          format_money(p.cost, cur))
         s = report.plan.stay
-        plan.add_row(f"stay: {s.from_step:,}–{s.to_step:,}", for_console(s.gpu_id), for_console(s.provider), format_duration(s.hours * 3600),
+        plan.add_row(f"stay: {s.from_step:,}–{s.to_step:,}", for_console(s.gpu_id), for_console(s.provider), duration_text(s.hours * 3600),
                      format_money(s.cost, cur), style="dim")
         c.console.print(plan)
     if d["pricing_note"]:
