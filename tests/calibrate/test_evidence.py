@@ -10,7 +10,7 @@ from gpuwise.calibrate.learn import read_measurements
 from gpuwise.calibrate.rows import fit_row
 from gpuwise.calibrate.store import from_toml, to_toml
 from gpuwise.catalog import load_catalog, resolve_gpu
-from gpuwise.cli.calibrate import _describe
+from gpuwise.calibrate.explain import describe as describe_fit
 from gpuwise.memory.model import MemoryEstimate
 from gpuwise.runtime.model import StepTime
 from tests.calibrate.helpers import synthetic_log, write_model
@@ -70,8 +70,8 @@ def test_a_class_under_the_evidence_share_keeps_the_shipped_model():
 def test_a_memory_offset_without_memory_figures_is_not_measured_and_not_applied(mlp_calibration):
     cal = mlp_calibration
     assert cal.memory_offset_bytes is None
-    assert "memory outside the allocator not measured" in _describe(cal)
-    assert "+0 MiB" not in _describe(cal)
+    assert "memory outside the allocator not measured" in describe_fit(cal)
+    assert "+0 MiB" not in describe_fit(cal)
     mem = MemoryEstimate(peak_allocated_bytes=2**30, peak_reserved_bytes=2**31, cuda_context_bytes=2**29,
                          total_bytes=2**31 + 2**29, weights_bytes=0, gradients_bytes=0, optimizer_bytes=0,
                          activations_bytes=0)

@@ -74,8 +74,11 @@ def test_a_factor_at_the_fits_floor_is_warned_and_listed(caplog):
         cal = fit_gpu("rtx-3090", [row])
     assert cal.at_bounds == {"conv/fp16": "floor", "norm/fp16": "floor", "launch": "floor"}
     assert cal.to_dict()["at_bounds"] == cal.at_bounds
-    [warning] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    [warning] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and "floor" in r.getMessage()]
     assert "rtx-3090" in warning and "conv/fp16 ×0.05 (its floor)" in warning and f"×{MIN_FACTOR:g}" in warning
+    # and the run it cannot follow is named (calibrate --forget drops it)
+    assert set(cal.unreproduced) == {"a"}
+    assert [r for r in caplog.records if r.levelno == logging.WARNING and "run a measured" in r.getMessage()]
 
 
 def test_a_factor_at_the_fits_ceiling_is_listed():

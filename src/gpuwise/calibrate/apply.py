@@ -37,8 +37,11 @@ def corrected_time(step: StepTime, cal: GpuCalibration, precision, gpu) -> StepT
     ratio = new_classes_s / old_classes_s if old_classes_s > 0 else 1.0
     old_device_s = sum(s for c, s in step.by_class_s.items() if c not in (LAUNCH, HOST))
     samples_per_step = step.samples_per_s * step.step_time_s
+    bound = step.bound
+    if cal.host_s > 0 and step.bound not in ("input", "communication") and new.host_side_s > new.device_s:
+        bound = "host"      # your runs' host term sets the pace, not the kernels
     return replace(
-        step, by_class_s=by_class, step_time_s=step_s, compute_s=step.compute_s - old_classes_s + new_classes_s,
+        step, by_class_s=by_class, step_time_s=step_s, bound=bound, compute_s=step.compute_s - old_classes_s + new_classes_s,
         samples_per_s=samples_per_step / step_s if step_s > 0 else 0.0,
         micro_step_s=step.micro_step_s * ratio, optimizer_s=step.optimizer_s * ratio,
         host_s=new.host_side_s if step.host_s > 0 or cal.host_s > 0 else step.host_s,

@@ -63,6 +63,13 @@ MIN_FACTOR = 0.05              # no class gets 20× faster than the shipped mode
 MAX_FACTOR = 50.0
 BOUND_TOLERANCE = 1e-3         # a factor this close (relatively) to MIN_FACTOR or MAX_FACTOR is at it
 MIN_CLASS_SHARE = 0.05         # a factor needs this share of one run's predicted step (module docstring)
+# A run whose calibrated step is more than this factor off its measurement (either way) is not reproduced: the
+# fit cannot follow it with the others (one run alone lands within 1 %), so it is warned about and listed.
+UNREPRODUCED_RATIO = 1.5
+# Runs with the same shipped prediction (the same workload on the same GPU, as far as the fit can see) whose
+# measured steps differ by more than this share of the faster one disagree: measured medians of one job on one
+# GPU are a few % apart run to run; beyond 25 % one of them measured something else, and the fit lands between.
+SAME_WORKLOAD_TOLERANCE = 0.25
 UNKEYED = ("launch", "host")   # host-side time: the same whatever the arithmetic
 LAUNCH = "launch"              # the shipped wait for the host; its factor scales the host's issue time
 HOST = "host"                  # the host term's visible share of a calibrated step (never a predicted class)
@@ -193,11 +200,52 @@ class GpuCalibration:
         """The calibrated step time of a run's shipped prediction (what ``apply`` gives its workload)."""
         return self.compose(row.predicted_by_class_s, row.predicted_host_s).compute_s + row.predicted_other_s
 
+    @property
+    def residuals(self) -> dict[str, float]:
+        """Fingerprint -> (calibrated − measured) / measured step time of each run it was fitted on."""
+        return {r.fingerprint: self.step_time_s(r) / r.measured_step_time_s - 1 for r in self.runs}
+
+    @property
+    def unreproduced(self) -> dict[str, float]:
+        """The residuals of the runs the fit does not reproduce: calibrated more than ``UNREPRODUCED_RATIO`` off."""
+        return {fp: e for fp, e in self.residuals.items()
+                if not 1 / UNREPRODUCED_RATIO <= 1 + e <= UNREPRODUCED_RATIO}
+
+    @property
+    def disagreeing(self) -> list[tuple[FitRow, ...]]:
+        """Runs of one workload (``same_workload``) whose step times differ by more than ``SAME_WORKLOAD_TOLERANCE``,
+        fastest first."""
+        return same_workload_disagreements(self.runs)
+
     def to_dict(self) -> dict:
         return {"gpu": self.gpu, "label": self.label, "class_factors": dict(self.class_factors),
                 "global_factor": self.global_factor, "host_s": self.host_s,
                 "memory_offset_bytes": self.memory_offset_bytes, "runs": len(self.runs), "at_bounds": self.at_bounds,
+                "run_fingerprints": [r.fingerprint for r in self.runs], "unreproduced": self.unreproduced,
+                "disagreeing": [[r.fingerprint for r in group] for group in self.disagreeing],
                 "stack": dict(self.stack), "fitted": self.fitted}
+
+
+def same_workload(row: FitRow) -> tuple:
+    """What tells runs of one workload apart on one GPU without its name (never stored): the shipped prediction,
+    per class and host issue time (4 significant digits). Two workloads that share it are one point to the fit."""
+    return (tuple(sorted((c, f"{s:.4g}") for c, s in row.predicted_by_class_s.items())),
+            f"{row.predicted_other_s:.4g}", f"{row.predicted_host_s or 0.0:.4g}")
+
+
+def same_workload_disagreements(rows: Sequence[FitRow]) -> list[tuple[FitRow, ...]]:
+    """Each group of runs of one workload (``same_workload``) whose slowest measured step is more than
+    ``SAME_WORKLOAD_TOLERANCE`` over its fastest, fastest first."""
+    groups: dict[tuple, list[FitRow]] = {}
+    for r in rows:
+        groups.setdefault(same_workload(r), []).append(r)
+    out = []
+    for group in groups.values():
+        group.sort(key=lambda r: r.measured_step_time_s)
+        fastest_s, slowest_s = group[0].measured_step_time_s, group[-1].measured_step_time_s
+        if slowest_s > (1 + SAME_WORKLOAD_TOLERANCE) * fastest_s:
+            out.append(tuple(group))
+    return out
 
 
 def fit_time(rows: Sequence[FitRow]) -> tuple[float, dict[str, float], float]:
@@ -286,17 +334,60 @@ def fit_memory_offset(rows: Sequence[FitRow]) -> int | None:
     return int(statistics.median(diffs)) if diffs else None
 
 
-def fit_gpu(gpu: str, rows: Sequence[FitRow], *, today: str | None = None) -> GpuCalibration:
-    """The calibration of ``gpu`` from its runs (each fingerprint once, the last one kept)."""
-    unique = list({r.fingerprint: r for r in rows}.values())
+def fit_gpu(gpu: str, rows: Sequence[FitRow], *, today: str | None = None,
+            names: Mapping[str, str] | None = None) -> GpuCalibration:
+    """The calibration of ``gpu`` from its runs (each fingerprint once: the last one given, in the place it was
+    given last, so ``runs[-1]`` is the newest). Warns (logging) about factors at their bounds, runs the fit does not
+    reproduce and runs of one workload that disagree; ``names`` (fingerprint -> where the run was read) names the
+    runs in those warnings, the fingerprint alone otherwise."""
+    unique = list({r.fingerprint: r for r in reversed(rows)}.values())[::-1]
     g, factors, host_s = fit_time(unique)
     cal = GpuCalibration(gpu=gpu, class_factors=factors, global_factor=g, host_s=host_s,
                          memory_offset_bytes=fit_memory_offset(unique), runs=tuple(unique),
                          stack=dict(unique[-1].stack), fitted=today or _dt.date.today().isoformat())
+    log = logging.getLogger(__name__)
     if cal.at_bounds:
         stops = ", ".join(f"{c} ×{factors[c]:.2f} (its {where})" for c, where in sorted(cal.at_bounds.items()))
-        logging.getLogger(__name__).warning(
+        log.warning(
             "calibration of %s: %s: the runs ask for more than the fit allows (factors ×%g to ×%g), so they are not "
             "reproduced; check their step times (one optimizer step of the workload each, in seconds)",
             gpu, stops, MIN_FACTOR, MAX_FACTOR)
+
+    def name(r: FitRow) -> str:
+        where = (names or {}).get(r.fingerprint)
+        return f"run {r.fingerprint} ({where})" if where else f"run {r.fingerprint}"
+
+    for group in cal.disagreeing:
+        fast, slow = group[0].measured_step_time_s, group[-1].measured_step_time_s
+        log.warning(
+            "calibration of %s: runs of one workload (the same shipped prediction) measured %s: %.2fx apart, more "
+            "than the %.0f%% two runs of one job on one GPU may differ by, and the fit lands between them; keep the "
+            "right one (`gpuwise calibrate --forget FINGERPRINT` drops a run)",
+            gpu, ", ".join(f"{duration_text(r.measured_step_time_s)} ({name(r)})" for r in group), slow / fast,
+            100 * SAME_WORKLOAD_TOLERANCE)
+    off = [r for r in unique if r.fingerprint in cal.unreproduced]
+    if off:
+        log.warning(
+            "calibration of %s: %d of its %d runs not reproduced (calibrated more than %gx off its measurement): %s; "
+            "such a run pulls the others' factors without being followed: check its step time, or drop it "
+            "(`gpuwise calibrate --forget FINGERPRINT`)",
+            gpu, len(off), len(unique), UNREPRODUCED_RATIO,
+            "; ".join(f"{name(r)} measured {duration_text(r.measured_step_time_s)}, calibrated "
+                      f"{duration_text(cal.step_time_s(r))} ({error_text(cal.unreproduced[r.fingerprint])})"
+                      for r in off))
     return cal
+
+
+def duration_text(seconds: float) -> str:
+    """A step time as the warnings print it: "31 ms", "0.001 ms", "15 s"."""
+    return f"{seconds * 1e3:.3g} ms" if seconds < 10 else f"{seconds:.3g} s"
+
+
+def error_text(error: float) -> str:
+    """A relative error (calibrated − measured) / measured in words: "+20%", "-40%", "±0%"; a factor past 10x."""
+    ratio = 1 + error
+    if ratio >= 10:
+        return f"{ratio:,.0f}x the measurement"
+    if ratio <= 0.1:
+        return f"{ratio:.2g}x the measurement"
+    return "±0%" if abs(error) < 0.005 else f"{error:+.0%}"

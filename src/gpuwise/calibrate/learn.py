@@ -8,6 +8,7 @@ file stays as it was.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -18,8 +19,8 @@ from gpuwise.calibrate.measure_json import is_measure_json, measurements_from_me
 from gpuwise.calibrate.rows import check_usable, fit_row, measured_gpu
 from gpuwise.catalog import GPU, Catalog, resolve_gpu
 from gpuwise.report.errors import ReportError
-from gpuwise.report.measured import Measurement, read_measurement
-from gpuwise.runlog import is_run_log
+from gpuwise.report.measured import STEP_TIME_METRIC, Measurement, read_measurement
+from gpuwise.runlog import RunLogError, is_run_log, read_train_metrics
 
 
 def read_measurements(path: str | Path) -> list[Measurement]:
@@ -29,9 +30,11 @@ def read_measurements(path: str | Path) -> list[Measurement]:
         raise CalibrateError(f"no such file: {p}")
     if is_run_log(p):
         try:
-            return [read_measurement(p)]
+            found = read_measurement(p)
         except ReportError as exc:
             raise CalibrateError(str(exc)) from None
+        check_step_times(p)
+        return [found]
     try:
         doc = json.loads(p.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
@@ -41,6 +44,25 @@ def read_measurements(path: str | Path) -> list[Measurement]:
     if is_measure_json(doc):
         return measurements_from_measure_json(doc, str(p))
     return read_rows(p)
+
+
+def check_step_times(path: Path) -> None:
+    """CalibrateError naming the first step time of a run log that is not a positive number, as an exported row's
+    is refused: the guard writes wall times, so such a value is a damaged or hand-made log, and the median (which
+    skips it) would not be what the run measured."""
+    try:
+        rows = read_train_metrics(path).get(STEP_TIME_METRIC, [])
+    except RunLogError as exc:
+        raise CalibrateError(str(exc)) from None
+    for step, _t_s, value in rows:
+        if value is None:                  # not recorded (a NaN is stored as NULL): skipped, as the median does
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise CalibrateError(f"{path}: {STEP_TIME_METRIC} {str(value)[:40]!r} at step {step} is not a number")
+        if not value > 0 or not math.isfinite(value):
+            reason = "is not positive" if value <= 0 else "is not finite"
+            raise CalibrateError(f"{path}: {STEP_TIME_METRIC} {value:g} at step {step} {reason}: not a step's wall "
+                                 "time (the guard writes those); fix or drop the log")
 
 
 def checked(paths: Sequence[str | Path], catalog: Catalog, gpu: str | None = None) -> tuple[GPU, list[Measurement]]:
@@ -73,4 +95,5 @@ def calibrate(
     target, measurements = checked(paths, catalog, gpu)
     rows = [fit_row(m, target, progress) for m in measurements]
     earlier = existing.get(target.id) if existing else None
-    return fit_gpu(target.id, [*(earlier.runs if earlier else ()), *rows])
+    return fit_gpu(target.id, [*(earlier.runs if earlier else ()), *rows],
+                   names={r.fingerprint: m.source for r, m in zip(rows, measurements)})

@@ -1,5 +1,6 @@
-"""A measurement made ready for the fit: checked (workload, step times, a known GPU, a step time the GPU can
-reach) and set beside the shipped model's prediction for the same workload on the same GPU."""
+"""A measurement made ready for the fit: checked (workload, step times, a known GPU, a step time between what the
+GPU can reach and what a step of the job plausibly takes) and set beside the shipped model's prediction for the
+same workload on the same GPU."""
 
 from __future__ import annotations
 
@@ -26,6 +27,13 @@ from gpuwise.workload import Workload
 # kernels, tensors that stay in L2, clocks above the datasheet's boost): of the 200 public runs of
 # benchmarks/results/time_cases.csv, 13 measured faster than it, the fastest at 1/1.37 of it (0.73).
 ROOFLINE_FLOOR_SHARE = 0.5
+# A measured step over this multiple of the shipped prediction (host issue time and any predicted input wait
+# included) is refused (``check_reachable``): the GPU would be busy under 1/1000 of the step, so the run measures
+# something else (a wrong unit, another job, a stalled loader) and the fit could only follow it with a host term
+# that every estimate on that GPU then pays. Generous for host- and input-bound jobs: the slowest runs of the docs
+# and tests are 16x their prediction (a 9.9 ms guarded fp32 MLP predicted at 0.63 ms), and the fit's own reach on
+# the GPU's side is MAX_FACTOR (50x).
+PREDICTION_CEILING_FACTOR = 1000.0
 
 
 def measured_gpu(m: Measurement, catalog: Catalog) -> GPU:
@@ -70,12 +78,23 @@ def roofline_s(model: WorkloadModel, job: Workload, gpu: GPU) -> float | None:
                            optimizer_shards=job.num_gpus if sharded else 1)
 
 
-def check_reachable(m: Measurement, model: WorkloadModel, job: Workload, gpu: GPU) -> None:
-    """CalibrateError (one line) when ``m`` measured a step under ``ROOFLINE_FLOOR_SHARE`` of its job's roofline
-    on ``gpu``: no run of that job on that GPU takes so little (a wrong unit, another job, a typo), and the fit
-    would scale every class it carried by its floor to follow it."""
+def check_reachable(m: Measurement, model: WorkloadModel, job: Workload, gpu: GPU, predicted_step_s: float) -> None:
+    """CalibrateError (one line) when ``m`` measured a step no run of that job on ``gpu`` takes: under
+    ``ROOFLINE_FLOOR_SHARE`` of its job's roofline (no GPU is that fast: the fit would scale every class it carried
+    by its floor to follow it), or over ``PREDICTION_CEILING_FACTOR`` × ``predicted_step_s``, the shipped
+    prediction with its host time (the GPU idle nearly all the step: the fit would follow it with a host term
+    every other estimate on that GPU pays)."""
+    if m.step_time_s is None:
+        return
+    ceiling_s = PREDICTION_CEILING_FACTOR * predicted_step_s
+    if predicted_step_s > 0 and m.step_time_s > ceiling_s:
+        raise CalibrateError(
+            f"{m.source}: measured step time {m.step_time_s:.3g} s is over the ceiling of {ceiling_s:.3g} s for its "
+            f"workload on {gpu.id} ({PREDICTION_CEILING_FACTOR:g}x the shipped prediction of {predicted_step_s:.3g} s, "
+            "host time included: the GPU would be busy under 0.1% of the step): not a step of this job on this GPU "
+            "(a wrong unit, another job, a stalled loader)")
     roof_s = roofline_s(model, job, gpu)
-    if roof_s is None or m.step_time_s is None:
+    if roof_s is None:
         return
     floor_s = ROOFLINE_FLOOR_SHARE * roof_s
     if m.step_time_s < floor_s:
@@ -114,7 +133,7 @@ def fit_row(m: Measurement, gpu: GPU, progress: Callable[[str], None] | None = N
         raise CalibrateError(f"{m.source}: no prediction for its workload: {str(exc)[:200]}") from None
     if est.time is None:
         raise CalibrateError(f"{m.source}: gpuwise predicts no step time for this workload on {gpu.id}")
-    check_reachable(m, model, est.workload, gpu)
+    check_reachable(m, model, est.workload, gpu, float(est.time.step_time_s))
     by_class = {class_key(c, workload.precision, gpu): float(s) for c, s in est.time.by_class_s.items()}
     measured_outside = (m.process_memory_bytes - m.peak_reserved_bytes
                         if m.process_memory_bytes is not None and m.peak_reserved_bytes is not None else None)

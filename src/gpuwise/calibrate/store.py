@@ -1,6 +1,7 @@
 """The user calibration file: plain TOML at ``~/.config/gpuwise/calibration.toml`` (the directory of the
 user catalog: GPUWISE_CONFIG_DIR or XDG_CONFIG_HOME move it). Written by ``gpuwise calibrate``, read by
-``estimate``/``recommend``/``report``; ``gpuwise calibrate --reset`` removes it. docs/calibrate.md.
+``estimate``/``recommend``/``report``; ``gpuwise calibrate --reset`` removes it (a damaged one is moved aside,
+whole), ``--forget RUN`` drops one run and refits its GPU on the others. docs/calibrate.md.
 
 One table per GPU: the fitted factors, host term and memory offset, and the runs they were fitted on
 (the shipped model's per-class prediction and the measured figures: no paths, hosts or model names), so
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import tomli_w
@@ -21,6 +23,9 @@ from gpuwise.calibrate.fit import LAUNCH, FitRow, GpuCalibration, fit_gpu, fit_m
 from gpuwise.catalog.loader import user_config_dir
 
 FILE_NAME = "calibration.toml"
+DAMAGED_SUFFIX = ".damaged"     # a damaged file is kept beside it under this name (then -2, -3, …) by --reset
+LAST = "last"                   # --forget's name for the newest run
+MIN_FINGERPRINT_PREFIX = 4      # --forget takes a fingerprint's first characters, at least these many
 # 2: the host term and the launch factor sit on the host's side of the step's smooth maximum (fit.compose);
 # 1 added the host term to every step and scaled the launch wait: such a file is refitted on its runs as read.
 FORMAT_VERSION = 2
@@ -97,7 +102,8 @@ def from_toml(text: str, source: str = FILE_NAME) -> dict[str, GpuCalibration]:
         return out
     except (tomllib.TOMLDecodeError, CalibrateError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise CalibrateError(f"{source}: not a gpuwise calibration file ({str(exc)[:150]}); "
-                             "`gpuwise calibrate --reset` removes it") from None
+                             "`gpuwise calibrate --reset` moves it aside, kept whole beside it "
+                             f"({Path(source).name}{DAMAGED_SUFFIX}); --no-user-calibration ignores it") from None
 
 
 def load(path: Path | None = None) -> dict[str, GpuCalibration]:
@@ -124,20 +130,105 @@ def save(calibrations: Mapping[str, GpuCalibration], path: Path | None = None) -
     return p
 
 
-def reset(gpu: str | None = None, path: Path | None = None) -> bool:
-    """Remove the file (or only ``gpu``'s table); True when something was removed."""
+@dataclass(frozen=True)
+class Reset:
+    """What ``reset`` did: ``removed`` something; ``backup``, where a file it could not read was moved (whole, all
+    GPUs' tables in it) and ``damage``, why it could not be read. True when something was removed."""
+
+    removed: bool
+    backup: Path | None = None
+    damage: str = ""
+
+    def __bool__(self) -> bool:
+        return self.removed
+
+
+def reset(gpu: str | None = None, path: Path | None = None) -> Reset:
+    """Remove the file (or only ``gpu``'s table). A file that cannot be read as a calibration is moved aside whole
+    (``DAMAGED_SUFFIX``), whichever was asked: one GPU's table cannot be told from the damage, and nothing of the
+    user's is deleted."""
     p = path or user_calibration_path()
     if not p.is_file():
-        return False
+        return Reset(False)
+    try:
+        calibrations = load(p)
+    except CalibrateError as exc:
+        return Reset(True, backup=_move_aside(p), damage=str(exc))
     if gpu is None:
         p.unlink()
-        return True
-    calibrations = load(p)
+        return Reset(True)
     if gpu not in calibrations:
-        return False
+        return Reset(False)
     del calibrations[gpu]
     if calibrations:
         save(calibrations, p)
     else:
         p.unlink()
-    return True
+    return Reset(True)
+
+
+def _move_aside(p: Path) -> Path:
+    """``p`` renamed to the first free ``p.damaged``, ``p.damaged-2``, …; that path."""
+    for n in range(1, 1000):
+        backup = p.with_name(p.name + DAMAGED_SUFFIX + (f"-{n}" if n > 1 else ""))
+        if not backup.exists():
+            try:
+                p.rename(backup)
+            except OSError as exc:
+                raise CalibrateError(f"{p}: cannot move the damaged calibration file aside ({exc})") from None
+            return backup
+    raise CalibrateError(f"{p}: cannot move the damaged calibration file aside (999 earlier copies beside it)")
+
+
+@dataclass(frozen=True)
+class Forgotten:
+    """What ``forget`` did: the GPU, the run dropped, and that GPU's calibration refitted on its other runs (None
+    when it had no other: its table is removed)."""
+
+    gpu: str
+    run: FitRow
+    calibration: GpuCalibration | None
+
+
+def forget(run: str, gpu: str | None = None, path: Path | None = None) -> Forgotten:
+    """Drop one stored run and refit its GPU on the others. ``run``: ``LAST`` (the newest run of ``gpu``, or of the
+    only calibrated GPU) or a fingerprint (at least ``MIN_FINGERPRINT_PREFIX`` of its first characters, naming one
+    run), as ``gpuwise calibrate`` lists them. CalibrateError when no run or more than one matches."""
+    p = path or user_calibration_path()
+    calibrations = load(p)
+    if gpu is not None and gpu not in calibrations:
+        raise CalibrateError(f"no calibration of {gpu} in {p}: nothing to forget")
+    pool = {gpu: calibrations[gpu]} if gpu is not None else calibrations
+    if not pool:
+        raise CalibrateError(f"no calibration of yours ({p}): nothing to forget")
+    if run == LAST:
+        if len(pool) > 1:
+            raise CalibrateError(f"--forget {LAST}: runs on {len(pool)} GPUs ({', '.join(sorted(pool))}): name one "
+                                 "with --gpu")
+        [(gpu_id, cal)] = pool.items()
+        if not cal.runs:
+            raise CalibrateError(f"no stored run of {gpu_id} in {p}: nothing to forget (--reset --gpu {gpu_id})")
+        found = [(gpu_id, cal.runs[-1])]
+    else:
+        key = run.strip().lower()
+        if len(key) < MIN_FINGERPRINT_PREFIX:
+            raise CalibrateError(f"--forget {run!r}: give '{LAST}' or a run's fingerprint (at least "
+                                 f"{MIN_FINGERPRINT_PREFIX} of its characters; `gpuwise calibrate` lists them)")
+        found = [(g, r) for g, c in sorted(pool.items()) for r in c.runs if r.fingerprint.startswith(key)]
+        if not found:
+            raise CalibrateError(f"--forget {run}: no stored run has that fingerprint (`gpuwise calibrate` lists them)")
+        if len(found) > 1:
+            raise CalibrateError(f"--forget {run}: {len(found)} runs start so ("
+                                 f"{', '.join(r.fingerprint for _, r in found)}): give more of the fingerprint")
+    [(gpu_id, dropped)] = found
+    rest = [r for r in calibrations[gpu_id].runs if r.fingerprint != dropped.fingerprint]
+    refitted = fit_gpu(gpu_id, rest) if rest else None
+    if refitted is not None:
+        calibrations[gpu_id] = refitted
+    else:
+        del calibrations[gpu_id]
+    if calibrations:
+        save(calibrations, p)
+    else:
+        p.unlink()
+    return Forgotten(gpu=gpu_id, run=dropped, calibration=refitted)

@@ -37,7 +37,8 @@ def calibrate_cmd(
     logs: Annotated[Optional[list[str]], typer.Argument(help="Run logs of `gpuwise run --model …` or the guard (workload + step times), measure.py JSON, or exported rows.")] = None,
     gpu: Annotated[Optional[str], typer.Option("--gpu", help="The GPU the runs were measured on (refuses runs on any other).")] = None,
     export: Annotated[Optional[str], typer.Option("--export", help="Write the runs as anonymous JSON rows (one a line) to this file instead of calibrating.")] = None,
-    reset: Annotated[bool, typer.Option("--reset", help="Remove your calibration (only --gpu's with --gpu).")] = False,
+    reset: Annotated[bool, typer.Option("--reset", help="Remove your calibration (only --gpu's with --gpu); a damaged file is moved aside, not deleted.")] = False,
+    forget: Annotated[Optional[str], typer.Option("--forget", metavar="RUN", help="Drop one run ('last', or the fingerprint `gpuwise calibrate` lists) and refit its GPU on the others.")] = None,
     catalog: CatalogOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
@@ -45,21 +46,41 @@ def calibrate_cmd(
 
     Fits per GPU × operator-class step-time factors, a host term and a memory offset on runs of one GPU;
     estimate, recommend and report then apply them on that GPU and say so (--no-user-calibration: not).
-    Without LOG: show the calibration. A bad or partial log refuses the call and changes nothing."""
+    Without LOG: show the calibration and its runs. A bad or partial log refuses the call and changes nothing."""
     from gpuwise import calibrate as cal
+    from gpuwise.calibrate.explain import describe, describe_runs
+    from gpuwise.calibrate.fit import duration_text
     from gpuwise.catalog import load_catalog, resolve_gpu
 
     path = cal.user_calibration_path()
     cat = load_catalog(catalog)
+    gpu_id = resolve_gpu(cat, gpu).id if gpu else None
+    if forget is not None and (logs or reset or export):
+        raise cal.CalibrateError("--forget takes no LOG, --reset or --export: forget a run, then calibrate")
     if reset:
-        removed = cal.reset(resolve_gpu(cat, gpu).id if gpu else None)
-        _say(json_out, {"reset": removed, "path": str(path), "gpu": gpu},
-             f"{'removed' if removed else 'nothing to remove in'} {path}" + (f" ({gpu})" if gpu else ""))
+        done = cal.reset(gpu_id)
+        text = f"{'removed' if done.removed else 'nothing to remove in'} {path}" + (f" ({gpu})" if gpu else "")
+        if done.backup is not None:
+            text = (f"{path} could not be read as a calibration: moved it, whole, to {done.backup} (every GPU's "
+                    "calibration was in it, and none applies now: repair it and move it back, or calibrate again)")
+        _say(json_out, {"reset": done.removed, "path": str(path), "gpu": gpu,
+                        "backup": str(done.backup) if done.backup else None}, text)
+        return
+    if forget is not None:
+        gone = cal.forget(forget, gpu_id)
+        left = (describe(gone.calibration) if gone.calibration is not None
+                else f"no run of {gone.gpu} left: its calibration is removed")
+        where = f"written to {path}" if path.exists() else f"removed {path}: no calibration left"
+        _say(json_out, {"path": str(path), "forgotten": gone.run.fingerprint, "gpu": gone.gpu,
+                        "calibration": gone.calibration.to_dict() if gone.calibration else None},
+             f"forgot run {gone.run.fingerprint} on {gone.gpu} (measured "
+             f"{duration_text(gone.run.measured_step_time_s)} a step)\n{left}\n{where}")
         return
     if not logs:
         current = cal.load()
         _say(json_out, {"path": str(path), "calibrations": [c.to_dict() for c in current.values()]},
-             "\n".join(_describe(c) for c in current.values()) or f"no calibration of yours ({path} does not exist)")
+             "\n".join("\n".join([describe(c), *describe_runs(c)]) for c in current.values())
+             or f"no calibration of yours ({path} does not exist)")
         return
     if export:
         from pathlib import Path
@@ -75,17 +96,7 @@ def calibrate_cmd(
     with progress(not json_out, "tracing…") as report_progress:
         fitted = cal.calibrate(logs, cat, gpu=gpu, existing=existing, progress=report_progress)
     cal.save({**existing, fitted.gpu: fitted})
-    _say(json_out, {"path": str(path), "calibration": fitted.to_dict()}, f"{_describe(fitted)}\nwritten to {path}")
-
-
-def _describe(c) -> str:
-    factors = ", ".join(f"{k} ×{v:.2f}" for k, v in sorted(c.class_factors.items(), key=lambda kv: -abs(kv[1] - 1)))
-    memory = (f"{c.memory_offset_bytes / 2**20:+.0f} MiB" if c.memory_offset_bytes is not None
-              else "not measured (no run recorded memory figures)")
-    return (f"{c.label}: step time factors {factors or 'none'} (classes under 5% of every run's predicted step, "
-            f"and classes no run exercised: the shipped model), host +{c.host_s * 1e3:.2f} ms per step beside the "
-            f"kernels' issue (a GPU-bound step hides it), "
-            f"memory outside the allocator {memory}")
+    _say(json_out, {"path": str(path), "calibration": fitted.to_dict()}, f"{describe(fitted)}\nwritten to {path}")
 
 
 def _say(json_out: bool, obj: dict, text: str) -> None:

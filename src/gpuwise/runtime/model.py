@@ -7,7 +7,9 @@ from typing import Mapping
 
 from gpuwise.errors import GpuwiseError
 
-BOUNDS = ("compute", "memory", "launch", "communication", "input")
+# "launch": eager PyTorch's issue time paces the step; "host": a calibrated host term (your runs' data loading,
+# Python between steps: gpuwise.calibrate) does
+BOUNDS = ("compute", "memory", "launch", "communication", "input", "host")
 # How a table or sentence names a bound: "memory" alone reads as out of memory where it means DRAM
 # bandwidth (the JSON keeps the BOUNDS names)
 _BOUND_WORDS = {"memory": "bandwidth"}

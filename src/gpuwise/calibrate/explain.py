@@ -1,0 +1,46 @@
+"""A calibration in words, as ``gpuwise calibrate`` prints it: what was fitted (``describe``) and the runs it was
+fitted on, newest last, each with its fingerprint (what ``--forget`` takes) and how far the fit is from it
+(``describe_runs``)."""
+
+from __future__ import annotations
+
+from gpuwise.calibrate.fit import MIN_CLASS_SHARE, UNREPRODUCED_RATIO, GpuCalibration, duration_text, error_text
+
+SHOWN_HOST_S = 5e-6        # printed as +0.01 ms and up; under it, no host term
+
+
+def host_text(cal: GpuCalibration) -> str:
+    """The host term, and where it shows: only in a step whose kernels take less than the host's side (a
+    GPU-bound step hides it), so never "hidden" without saying behind what."""
+    if cal.host_s < SHOWN_HOST_S:
+        return "no host time beside the kernels' issue"
+    steps = [cal.compose(r.predicted_by_class_s, r.predicted_host_s) for r in cal.runs]
+    paced = sum(1 for s in steps if s.host_side_s > s.device_s)
+    return (f"host +{cal.host_s * 1e3:.2f} ms per step beside the kernels' issue (hidden in a step whose kernels "
+            f"take longer than the host's side; it set the pace of {paced} of its {len(steps)} run(s))")
+
+
+def describe(cal: GpuCalibration) -> str:
+    """One paragraph: the factors, the host term, the memory offset, and the runs the fit does not reproduce."""
+    factors = ", ".join(f"{k} ×{v:.2f}"
+                        for k, v in sorted(cal.class_factors.items(), key=lambda kv: -abs(kv[1] - 1)))
+    memory = (f"{cal.memory_offset_bytes / 2**20:+.0f} MiB" if cal.memory_offset_bytes is not None
+              else "not measured (no run recorded memory figures)")
+    off = cal.unreproduced
+    caveat = (f"; {len(off)} of its runs not reproduced (calibrated more than {UNREPRODUCED_RATIO:g}x off): "
+              f"{', '.join(off)}" if off else "")
+    return (f"{cal.label}: step time factors {factors or 'none'} (classes under {MIN_CLASS_SHARE:.0%} of every run's "
+            f"predicted step, and classes no run exercised: the shipped model), {host_text(cal)}, "
+            f"memory outside the allocator {memory}{caveat}")
+
+
+def describe_runs(cal: GpuCalibration) -> list[str]:
+    """One line per run, newest last: fingerprint, measured, calibrated and shipped step time."""
+    out, errors, off = [], cal.residuals, cal.unreproduced
+    for r in cal.runs:
+        error = error_text(errors[r.fingerprint])
+        mark = ", not reproduced" if r.fingerprint in off else ""
+        out.append(f"  run {r.fingerprint}: measured {duration_text(r.measured_step_time_s)}, calibrated "
+                   f"{duration_text(cal.step_time_s(r))} ({error}{mark}), shipped "
+                   f"{duration_text(r.predicted_step_time_s)}")
+    return out
