@@ -173,7 +173,8 @@ class RunLog:
 
 # -- reading ---------------------------------------------------------------------------------------
 def open_for_reading(path: str | Path) -> sqlite3.Connection:
-    """A read-only connection; raises RunLogError (exit 2) when the file is not a gpuwise run log."""
+    """A read-only connection; raises RunLogError (exit 2) when the file is not a gpuwise run log, or is one
+    that is damaged (truncated, overwritten)."""
     p = Path(path)
     if not p.is_file():
         raise RunLogError(f"no such run log: {p}")
@@ -181,7 +182,7 @@ def open_for_reading(path: str | Path) -> sqlite3.Connection:
         conn = sqlite3.connect(f"file:{p}?mode=ro", uri=True, timeout=10.0)
         version = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
     except sqlite3.DatabaseError as exc:
-        raise RunLogError(f"{p}: not a gpuwise run log ({exc})") from None
+        raise RunLogError(_unreadable(p, exc, "not a gpuwise run log")) from None
     _warn_if_newer(p, version[0] if version else None)
     conn.row_factory = sqlite3.Row
     return conn
@@ -208,14 +209,35 @@ def is_run_log(path: str | Path) -> bool:
         return False
 
 
-def _rows(path: str | Path, sql: str) -> list[sqlite3.Row]:
+def _unreadable(path: str | Path, exc: sqlite3.Error, otherwise: str) -> str:
+    """The one line for a run log SQLite cannot read: a file that starts as an SQLite database but whose pages
+    cannot be read is damaged (truncated, partly overwritten); anything else is ``otherwise``."""
+    text = str(exc)[:100]
+    damaged = isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError) or \
+        "malformed" in text
+    if damaged and is_run_log(path):
+        return (f"{path}: damaged run log: SQLite cannot read it ({text}); a copy cut short or partly "
+                "overwritten? the run's own file may be whole")
+    return f"{path}: {otherwise} ({text})"
+
+
+# Tables a run log may lack: a log written before they existed, or by a writer that never made them
+# (docs/runlog.md: older logs can be read). Reading one that is missing gives no rows.
+OPTIONAL_TABLES = ("gpu_samples", "train_metrics", "events")
+
+
+def _rows(path: str | Path, sql: str, table: str | None = None) -> list[sqlite3.Row]:
     """All rows of ``sql``; RunLogError (exit 2) when the file's content cannot be read (text that is not
-    UTF-8, a damaged page, a table missing)."""
+    UTF-8, a damaged page). ``table``: the table ``sql`` reads, when the log may lack it (OPTIONAL_TABLES):
+    no rows then, not an error."""
     conn = open_for_reading(path)
     try:
+        if table is not None and not conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (table,)).fetchone():
+            return []
         return conn.execute(sql).fetchall()
     except sqlite3.Error as exc:
-        raise RunLogError(f"{path}: unreadable run log ({str(exc)[:100]})") from None
+        raise RunLogError(_unreadable(path, exc, "unreadable run log")) from None
     finally:
         conn.close()
 
@@ -225,16 +247,16 @@ def read_meta(path: str | Path) -> dict[str, str]:
 
 
 def read_gpu_samples(path: str | Path) -> list[dict]:
-    return [dict(r) for r in _rows(path, "SELECT * FROM gpu_samples ORDER BY t_s, gpu_index")]
+    return [dict(r) for r in _rows(path, "SELECT * FROM gpu_samples ORDER BY t_s, gpu_index", "gpu_samples")]
 
 
 def read_train_metrics(path: str | Path) -> dict[str, list[tuple[int, float, float | None]]]:
     """name -> [(step, t_s, value)] ordered by step."""
     out: dict[str, list[tuple[int, float, float | None]]] = {}
-    for r in _rows(path, "SELECT step, t_s, name, value FROM train_metrics ORDER BY name, step, t_s"):
+    for r in _rows(path, "SELECT step, t_s, name, value FROM train_metrics ORDER BY name, step, t_s", "train_metrics"):
         out.setdefault(r["name"], []).append((r["step"], r["t_s"], r["value"]))
     return out
 
 
 def read_events(path: str | Path) -> list[dict]:
-    return [dict(r) for r in _rows(path, "SELECT * FROM events ORDER BY t_s")]
+    return [dict(r) for r in _rows(path, "SELECT * FROM events ORDER BY t_s", "events")]

@@ -155,3 +155,60 @@ def test_a_negative_grace_period_is_bad_input(tmp_path):
     r = subprocess.run([PY, "-m", "gpuwise.cli.app", "run", "--log", str(tmp_path / "r.db"), "--kill-after", "-1",
                         "--", PY, "-c", "pass"], capture_output=True, text=True, env=_env(), timeout=30)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+
+
+# The trial's repro: the command traps SIGTERM and exits 7 at once; its worker (same process group) ignores
+# SIGTERM and would sleep on, holding the GPU, after the command itself has ended.
+TREE = textwrap.dedent("""\
+    #!/bin/bash
+    trap 'exit 7' TERM
+    "$1" -c "import os, signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); \\
+    open('$2', 'w').write(str(os.getpid())); time.sleep(60)" &
+    wait
+""")
+
+
+def test_a_worker_ignoring_sigterm_is_killed_after_the_grace_period_though_the_command_has_ended(tmp_path):
+    # the defect: gpuwise ended with its direct child and never sent the promised SIGKILL to the group
+    script = tmp_path / "tree.sh"
+    script.write_text(TREE)
+    script.chmod(0o755)
+    worker_pid_file = tmp_path / "worker.pid"
+    proc = subprocess.Popen([PY, "-m", "gpuwise.cli.app", "run", "--log", str(tmp_path / "tree.db"), "--interval",
+                             "0.2", "--kill-after", "2", "--", str(script), PY, str(worker_pid_file)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
+                            start_new_session=True)
+    deadline = time.monotonic() + 20
+    while not worker_pid_file.exists() or not worker_pid_file.read_text():
+        assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read()
+        time.sleep(0.05)
+    worker = int(worker_pid_file.read_text())
+    try:
+        time.sleep(0.3)
+        start = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=20)
+        waited_s = time.monotonic() - start
+        assert _gone_within([worker], 5), "the worker that ignores SIGTERM ran on after gpuwise ended"
+    finally:
+        _cleanup([worker])
+    assert proc.returncode == 7, err            # the command's own exit code, not 137
+    assert 2 <= waited_s < 15                    # the grace period was given to the worker
+    assert "SIGKILL" in err and "2 s after SIGTERM" in err and "Traceback" not in err
+    kills = [e for e in read_events(tmp_path / "tree.db") if e["kind"] == "kill"]
+    assert len(kills) == 1 and "SIGTERM" in kills[0]["message"]
+
+
+def test_a_command_whose_whole_group_stops_on_sigterm_ends_at_once_without_a_kill(tmp_path):
+    # waiting for the group must not turn into waiting out the grace period when nothing is left
+    proc = _start(tmp_path, "--kill-after", "20")
+    pids = _family(tmp_path)
+    try:
+        start = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+        waited_s = time.monotonic() - start
+    finally:
+        _cleanup(pids)
+    assert proc.returncode == 128 + signal.SIGTERM and waited_s < 10, err
+    assert not [e for e in read_events(tmp_path / "run.db") if e["kind"] == "kill"]

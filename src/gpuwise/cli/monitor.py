@@ -20,17 +20,22 @@ RunLogOpt = Annotated[Optional[str], typer.Option(
 
 
 def _sampler(interval_s: float, log: str | None):
-    """A sampler over the NVML backend (writing to ``log`` when given), or None when there is no driver
-    (said in one line)."""
-    from gpuwise.monitor import NoDriverError, Sampler, open_backend
-    from gpuwise.monitor.sampler import open_run_log
+    """A sampler over the NVML backend (writing to ``log`` when given, with its meta), or None when there is
+    no driver (said in one line). A bad interval: one line, exit 2, before anything is opened."""
+    from gpuwise.monitor import NoDriverError, open_backend
+    from gpuwise.monitor.sampler import check_interval_s, open_sampler
 
+    check_interval_s(interval_s)
     try:
         backend = open_backend()
     except NoDriverError as exc:
         _no_driver(exc)
         return None
-    return Sampler(backend, interval_s=interval_s, runlog=open_run_log(log) if log else None)
+    try:
+        return open_sampler(backend, interval_s=interval_s, log_path=log)
+    except BaseException:
+        backend.close()
+        raise
 
 
 def _processes(backend):
@@ -63,6 +68,19 @@ def _check_gpus_exist(narrow, history) -> None:
 
         raise GpuwiseError(f"--gpu {', '.join(map(str, missing))}: no such GPU here "
                            f"(GPUs {', '.join(map(str, present))})")
+
+
+def _report_options(gpu_price: str | None, provider: str | None):
+    """``run``'s report options, checked as ``report`` checks them (one line, exit 2) before the command
+    starts: (amount, currency) or None, the provider as the catalog spells it or None."""
+    from gpuwise.report.build import price_options
+
+    catalog = None
+    if provider is not None:
+        from gpuwise.catalog import load_catalog
+
+        catalog = load_catalog()
+    return price_options(catalog, gpu_price=gpu_price, provider=provider)
 
 
 def _no_driver(exc: Exception) -> None:
@@ -105,13 +123,14 @@ def register(app: typer.Typer) -> None:
         """A live view of every GPU (and MIG instance) with a short history of use and memory, and the
         processes on them; --gpu, --user and --pid narrow it; --json prints one snapshot."""
         from gpuwise.monitor.live import render_live, render_watch
+        from gpuwise.monitor.sampler import close_sampler
 
         check_option(count >= 0, "--count", count, "a whole number >= 0 (0: until Ctrl-C)")
         narrow = _watch_filter(gpu, user, pid)
         sampler = _sampler(interval, log)
         if sampler is None:
             return
-        runlog, backend = sampler.runlog, sampler.backend
+        backend = sampler.backend
         try:
             if json_out:
                 samples = [s for s in sampler.sample_once() if narrow.keeps_gpu(s.gpu_index)]
@@ -143,16 +162,15 @@ def register(app: typer.Typer) -> None:
                     hidden = (sum(narrow.keeps_gpu(r.gpu_index) for r in every) - len(shown)
                               if narrow.narrows and every is not None else None)
                     live.update(render_watch(narrow.history(sampler.history()), shown, title, hidden=hidden,
-                                             narrowed_to=narrow.describe()), refresh=True)
+                                             narrowed_to=narrow.describe(), max_columns=console.width),
+                                refresh=True)
                     if count == 0 or taken < count:
                         time.sleep(sampler.interval_s)
             console.line()      # the shell prompt on a line of its own after the last view
         except KeyboardInterrupt:
             pass
         finally:
-            if runlog is not None:
-                runlog.close()
-            backend.close()
+            close_sampler(sampler)
 
     @app.command(
         "run",
@@ -183,6 +201,7 @@ def register(app: typer.Typer) -> None:
         if not cmd:
             raise GpuwiseError("gpuwise run needs a command: gpuwise run [options] -- CMD ARGS...")
         workload = workload_from(model, workload_kwargs) if model else None  # bad input: before the run
+        money, provider = _report_options(gpu_price, provider)                 # so are the report's options
         # With --json our stdout carries one JSON object: the command's own output goes to stderr.
         result = run_command(cmd, log_path=log, interval_s=interval, torch_hook=torch_hook,
                              child_stdout=sys.stderr.fileno() if json_out else None,
@@ -193,12 +212,10 @@ def register(app: typer.Typer) -> None:
             try:
                 from gpuwise.catalog import load_catalog
                 from gpuwise.report.build import build_report
-                from gpuwise.units import parse_money
 
                 correction, _ = user_correction(not no_user_calibration)   # a damaged file: no report, the run stands
-                report = build_report(result.log_path, load_catalog(), provider=provider,
-                                      gpu_price=parse_money(gpu_price) if gpu_price else None, workload=workload,
-                                      correction=correction)
+                report = build_report(result.log_path, load_catalog(), provider=provider, gpu_price=money,
+                                      workload=workload, correction=correction)
             except Exception as exc:  # the command's exit code matters more than our report: a warning
                 problem = f"no report: {exc}"
         try:
@@ -221,15 +238,21 @@ def register(app: typer.Typer) -> None:
         import signal
         import threading
 
-        from gpuwise.monitor.exporter import serve
+        from gpuwise.monitor.exporter import check_serve_options, serve
+        from gpuwise.monitor.sampler import close_sampler
 
+        check_serve_options(port, read_timeout)       # bad input: before the sampler and its log
         sampler = _sampler(interval, log)
         if sampler is None:
             return
-        runlog, backend = sampler.runlog, sampler.backend
-        sampler.sample_once()  # the first scrape already has data
-        sampler.start()
-        server, _thread = serve(sampler, port, bind, read_timeout_s=read_timeout)
+        backend = sampler.backend
+        try:
+            sampler.sample_once()  # the first scrape already has data
+            sampler.start()
+            server, _thread = serve(sampler, port, bind, read_timeout_s=read_timeout)
+        except BaseException:
+            close_sampler(sampler)
+            raise
         actual_port = server.server_address[1]
         url = f"http://{bind}:{actual_port}/metrics"
         if json_out:
@@ -242,7 +265,4 @@ def register(app: typer.Typer) -> None:
             signal.signal(s, lambda *_: stop.set())
         stop.wait()
         server.shutdown()
-        sampler.stop(final_sample=False)
-        if runlog is not None:
-            runlog.close()
-        backend.close()
+        close_sampler(sampler)

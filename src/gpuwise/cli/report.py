@@ -48,9 +48,10 @@ def report_cmd(
     from gpuwise.catalog import load_catalog
     from gpuwise.plan import parse_headroom
     from gpuwise.plan.scaling import time_scaling
-    from gpuwise.report.build import build_report
-    from gpuwise.units import parse_money
+    from gpuwise.report.build import build_report, price_options
 
+    cat = load_catalog(catalog)
+    money, provider = price_options(cat, gpu_price=gpu_price, provider=provider, currency=currency)
     correction, _ = user_correction(not no_user_calibration)
     workload = workload_from(model, workload_kwargs) if model else None
     # without --model the datasheet ratio needs a precision: the one named, else the one a gpuwise run log's
@@ -59,7 +60,7 @@ def report_cmd(
     scaling = (time_scaling(workload.precision, workload, correction=correction) if workload
                else time_scaling(check_precision(given)) if given else None)
     report = build_report(
-        log, load_catalog(catalog), gpu=gpu, gpu_price=parse_money(gpu_price) if gpu_price else None,
+        log, cat, gpu=gpu, gpu_price=money,
         provider=provider, spot=spot, currency=currency, headroom_fraction=parse_headroom(headroom),
         columns=[c for c in columns.split(",") if c.strip()] if columns else None,
         scaling=scaling, workload=workload, correction=correction,

@@ -2,6 +2,9 @@
 existing Grafana dashboards work. Units follow DCGM: FB in MiB, PROF ratios in 0..1. A field the GPU does
 not report is left out (no sample), as DCGM does; a lost GPU exports only ``gpuwise_gpu_lost 1``.
 
+Metrics are served on ``/metrics`` (as dcgm-exporter serves them); ``/`` answers with a line pointing
+there, any other path is 404 Not Found.
+
 Each connection has a read timeout (``read_timeout_s``, 10 s by default): a client that connects and
 sends nothing is dropped then, so idle clients cannot hold every thread and file descriptor. Listening on
 an address other than loopback is said (a warning): every scraper on that network sees the host name,
@@ -40,11 +43,19 @@ def _scaled(attr: str, factor: float) -> Callable[[GpuSample], float | None]:
     return get
 
 
+def _whole_mib(bytes_of: Callable[[GpuSample], int | None]) -> Callable[[GpuSample], float | None]:
+    """Whole MiB (rounded down), as dcgm-exporter exports the framebuffer: no fractions of a MiB."""
+    def get(s: GpuSample) -> float | None:
+        v = bytes_of(s)
+        return None if v is None else float(int(v) // MIB)
+    return get
+
+
 METRICS: tuple[tuple[str, str, Callable[[GpuSample], float | None]], ...] = (
     ("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %): share of time any kernel ran.", _scaled("utilization_pct", 1)),
     ("DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (in %).", _scaled("memory_util_pct", 1)),
-    ("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", _scaled("memory_used_bytes", 1 / MIB)),
-    ("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", lambda s: None if s.memory_free_bytes is None else s.memory_free_bytes / MIB),
+    ("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", _whole_mib(lambda s: s.memory_used_bytes)),
+    ("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", _whole_mib(lambda s: s.memory_free_bytes)),
     ("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", _scaled("power_w", 1)),
     ("DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", _scaled("temperature_c", 1)),
     ("DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz).", _scaled("sm_clock_mhz", 1)),
@@ -111,14 +122,42 @@ def is_loopback(bind: str) -> bool:
         return False
 
 
-def serve(sampler: Sampler, port: int = 9400, bind: str = "127.0.0.1",
-          read_timeout_s: float = DEFAULT_READ_TIMEOUT_S) -> tuple[Any, Any]:
-    """Starts the HTTP endpoint in a daemon thread; returns (server, thread). Port 0 picks a free port.
-    MonitorError (exit 2, one line) when the port is out of range, taken, or the address cannot be bound."""
+def check_serve_options(port: object, read_timeout_s: object) -> None:
+    """MonitorError (exit 2, one line) when the port is not 0-65535 or the read timeout not a number of
+    seconds > 0: checked before anything starts (the sampler, its run log)."""
     if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
         raise MonitorError(f"--port must be a whole number from 0 to 65535, got {port!r}")
     if not (isinstance(read_timeout_s, (int, float)) and 0 < read_timeout_s < float("inf")):
         raise MonitorError(f"the read timeout must be a number of seconds > 0, not {read_timeout_s!r}")
+
+
+METRICS_PATH = "/metrics"
+_POINTER = b"gpuwise exporter: Prometheus metrics are at /metrics\n"
+
+
+def metrics_app(registry: CollectorRegistry) -> Callable:
+    """The WSGI app: the metrics on /metrics, a pointer to them on /, 404 Not Found elsewhere."""
+    metrics = make_wsgi_app(registry)
+
+    def app(environ: dict, start_response: Callable) -> Any:
+        path = environ.get("PATH_INFO") or "/"
+        if path == METRICS_PATH:
+            return metrics(environ, start_response)
+        if path == "/":
+            body, status = _POINTER, "200 OK"
+        else:
+            body, status = b"404 Not Found: the metrics are at /metrics\n", "404 Not Found"
+        start_response(status, [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(body)))])
+        return [body]
+
+    return app
+
+
+def serve(sampler: Sampler, port: int = 9400, bind: str = "127.0.0.1",
+          read_timeout_s: float = DEFAULT_READ_TIMEOUT_S) -> tuple[Any, Any]:
+    """Starts the HTTP endpoint in a daemon thread; returns (server, thread). Port 0 picks a free port.
+    MonitorError (exit 2, one line) when the port is out of range, taken, or the address cannot be bound."""
+    check_serve_options(port, read_timeout_s)
     registry = CollectorRegistry()
     registry.register(SamplerCollector(sampler))
     handler = type("Handler", (_Handler,), {"timeout": float(read_timeout_s)})
@@ -126,7 +165,7 @@ def serve(sampler: Sampler, port: int = 9400, bind: str = "127.0.0.1",
         infos = socket.getaddrinfo(bind, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
         family, _, _, _, sockaddr = infos[0]
         server_class = type("Server", (_Server,), {"address_family": family})
-        server = make_server(sockaddr[0], port, make_wsgi_app(registry), server_class, handler_class=handler)
+        server = make_server(sockaddr[0], port, metrics_app(registry), server_class, handler_class=handler)
     except (OSError, OverflowError, ValueError, UnicodeError) as exc:  # in use, no such address, bad name
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise MonitorError(f"cannot serve metrics on {bind}:{port}: {reason}") from None

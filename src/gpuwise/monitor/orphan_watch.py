@@ -17,14 +17,36 @@ import time
 POLL_S = 0.1
 
 
-def _group_alive(pgid: int) -> bool:
+def group_alive(pgid: int) -> bool:
+    """True while process group ``pgid`` has a member that still runs (one we may not signal counts as
+    alive). Zombies do not count: an orphaned worker that has exited waits there until init reaps it,
+    which a container's init may never do."""
     try:
         os.killpg(pgid, 0)
-        return True
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
+    return _running_member(pgid)
+
+
+def _running_member(pgid: int) -> bool:
+    """Whether /proc shows a member of ``pgid`` that is not a zombie (True where /proc cannot tell)."""
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return True
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue   # gone since, or not ours to read
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != b"Z":
+            return True
+    return False
 
 
 def watch(pgid: int, grace_s: float, stdin_fd: int = 0) -> int:
@@ -39,14 +61,14 @@ def watch(pgid: int, grace_s: float, stdin_fd: int = 0) -> int:
             continue
     if said:
         return 0
-    if not _group_alive(pgid):
+    if not group_alive(pgid):
         return 1
     try:
         os.killpg(pgid, signal.SIGTERM)
     except (ProcessLookupError, PermissionError):
         return 1
     deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline and _group_alive(pgid):
+    while time.monotonic() < deadline and group_alive(pgid):
         time.sleep(POLL_S)
     try:
         os.killpg(pgid, signal.SIGKILL)

@@ -14,7 +14,10 @@ after the grace period. Not covered: processes that left the group (``setsid``, 
 the watchdog too (``kill -9 -- -PGID`` of gpuwise's own group leaves the grandchildren).
 
 A command that does not stop within ``kill_after_s`` (default 30 s) of a SIGTERM, SIGINT, SIGHUP or SIGQUIT
-passed on gets SIGKILL (its whole group), said on stderr and in the run log (event ``kill``).
+passed on gets SIGKILL (its whole group), said on stderr and in the run log (event ``kill``). The grace period
+is the group's, not only the direct child's: when the child has ended but a worker of its group (one that
+ignores SIGTERM) is still alive, gpuwise waits for the group until the grace period ends, then SIGKILLs it;
+the exit code stays the child's.
 
 The run log holds this one run: without ``log_path`` it is a new ``gpuwise-run-YYYYmmdd-HHMMSS.db`` (``-2``,
 ``-3``, … when that name is taken, created exclusively: two runs in the same second get two logs); a
@@ -35,7 +38,6 @@ import ctypes
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -45,9 +47,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from gpuwise import __version__
 from gpuwise.monitor.backend import Backend, MonitorError, NoDriverError, open_backend
 from gpuwise.monitor.hook import HOOK_DIR, RUNLOG_ENV
+from gpuwise.monitor.log_meta import end_meta, start_meta, write_meta
+from gpuwise.monitor.orphan_watch import POLL_S, group_alive
 from gpuwise.monitor.sampler import Sampler, check_interval_s, open_run_log
 
 try:
@@ -230,14 +233,11 @@ def run_command(
             _best_effort(False, "run log not closed", runlog.close)
         _discard_log(claim)
         raise
-    meta: dict[str, object] = {"command": cmd, "host": socket.gethostname(), "start_t_s": time.time(),
-                               "gpuwise_version": __version__, "interval_s": interval_s,
-                               "backend": backend.name if backend else "none"}
+    meta = start_meta(backend, interval_s, on_error=lambda exc: _warn(announce, "driver version not read", exc))
+    meta["command"] = cmd
     if workload is not None:
         meta["workload"] = workload
-    if backend is not None:
-        _best_effort(announce, "driver version not read", lambda: meta.update(driver_version=backend.driver_version() or ""))
-    _best_effort(announce, "run log meta not written", lambda: _write_meta(runlog, meta))
+    _best_effort(announce, "run log meta not written", lambda: write_meta(runlog, meta))
     env = dict(os.environ)
     if torch_hook:
         env["PYTHONPATH"] = os.pathsep.join([str(HOOK_DIR)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
@@ -271,6 +271,7 @@ def run_command(
             _warn(announce, "sampling did not start, the command runs unsampled", exc)
     try:
         returncode = _wait(child)
+        forwarder.wait_for_group()   # after a stop signal, the workers left in the group have the grace period too
     finally:
         forwarder.finish()
         forwarder.uninstall(previous)
@@ -282,8 +283,7 @@ def run_command(
         _best_effort(announce, "GPU backend not closed", backend.close)
     result.duration_s = time.monotonic() - start
     result.exit_code = returncode if returncode >= 0 else 128 - returncode
-    end = {"end_t_s": time.time(), "exit_code": result.exit_code}
-    _best_effort(announce, "run log meta not written", lambda: _write_meta(runlog, end))
+    _best_effort(announce, "run log meta not written", lambda: write_meta(runlog, end_meta(exit_code=result.exit_code)))
     if result.forwarded:
         _best_effort(announce, "run log not written", lambda: runlog.log_event("signals", json.dumps(result.forwarded)))
     if result.killed is not None:
@@ -347,12 +347,6 @@ def _stop_watchdog(watchdog: subprocess.Popen | None) -> None:
         watchdog.wait()
 
 
-def _write_meta(runlog: Any, values: dict[str, object]) -> None:
-    for key, value in values.items():
-        runlog.set_meta(key, value)
-    runlog.flush()
-
-
 def _wait(child: subprocess.Popen) -> int:
     while True:
         try:
@@ -372,6 +366,7 @@ class _Forwarder:
         self.early: list[int] = []
         self.timer: threading.Timer | None = None
         self.done = threading.Event()
+        self.child_ended = False     # the direct child has ended (its group may live on)
 
     def install(self) -> dict[int, Any]:
         previous = {}
@@ -406,6 +401,17 @@ class _Forwarder:
         if signum == signal.SIGTSTP:  # job control: the command's group stopped, now gpuwise itself
             os.kill(os.getpid(), signal.SIGSTOP)
 
+    def wait_for_group(self) -> None:
+        """The direct child has ended. After a stop signal passed on (the SIGKILL timer running), the rest of
+        its process group still has the grace period: wait until the group is empty or the timer has sent
+        SIGKILL (``escalate``). Without a stop signal, or without a grace period (wait for ever), nothing
+        is waited for: gpuwise ends with its command, as before."""
+        if self.pgid is None or self.timer is None:
+            return
+        self.child_ended = True
+        while self.timer.is_alive() and group_alive(self.pgid):
+            time.sleep(POLL_S)
+
     def finish(self) -> None:
         """The command has ended: no SIGKILL any more."""
         self.done.set()
@@ -413,9 +419,14 @@ class _Forwarder:
             self.timer.cancel()
 
     def escalate(self, after: str) -> None:
-        if self.done.is_set() or self.pgid is None:
+        if self.done.is_set() or self.pgid is None or not group_alive(self.pgid):
             return
-        self.result.killed = f"the command did not stop {self.kill_after_s:g} s after {after}: SIGKILL sent to its process group"
+        if self.child_ended:
+            self.result.killed = (f"processes of the command's group did not stop {self.kill_after_s:g} s after "
+                                  f"{after} (the command itself had ended): SIGKILL sent to its process group")
+        else:
+            self.result.killed = (f"the command did not stop {self.kill_after_s:g} s after {after}: SIGKILL sent "
+                                  "to its process group")
         if self.announce:
             logger.warning("%s", self.result.killed)
         try:

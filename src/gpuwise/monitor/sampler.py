@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from gpuwise.monitor.backend import Backend, MonitorError
+from gpuwise.monitor.log_meta import end_meta, start_meta, write_meta
 from gpuwise.monitor.procs import process_tree
 from gpuwise.monitor.sample import GpuSample
 from gpuwise.runlog import RunLog
@@ -31,13 +32,16 @@ MAX_INTERVAL_S = 86_400.0  # a sample a day; beyond, timers overflow the platfor
 
 
 def check_interval_s(interval_s: object) -> float:
-    """The sampling interval in seconds, or MonitorError (exit 2, one line) unless finite and > 0."""
+    """The sampling interval in seconds, or MonitorError (exit 2, one line) unless a finite number from
+    MIN_INTERVAL_S to MAX_INTERVAL_S. Faster than MIN_INTERVAL_S is refused, not quietly slowed down: the
+    interval a run log records is the one its samples were taken at (run, watch and exporter alike)."""
     try:
         value = float(interval_s)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         value = math.nan
-    if not math.isfinite(value) or not 0 < value <= MAX_INTERVAL_S:
-        raise MonitorError(f"--interval must be a number of seconds > 0 and <= {MAX_INTERVAL_S:g}, got {interval_s!r}")
+    if not math.isfinite(value) or not MIN_INTERVAL_S <= value <= MAX_INTERVAL_S:
+        raise MonitorError(f"--interval must be a number of seconds from {MIN_INTERVAL_S:g} (10 Hz, the fastest: "
+                           f"NVML's counters update no faster) to {MAX_INTERVAL_S:g}, got {interval_s!r}")
     return value
 
 
@@ -62,7 +66,7 @@ class Sampler:
     ) -> None:
         """``watch_pid``: the root of the process tree whose GPU memory is the job's (None: every process)."""
         self.backend = backend
-        self.interval_s = max(MIN_INTERVAL_S, check_interval_s(interval_s))
+        self.interval_s = check_interval_s(interval_s)
         self.runlog = runlog
         self.watch_pid = watch_pid
         self.commit_period_s = commit_period_s
@@ -170,3 +174,30 @@ class Sampler:
     def history(self) -> dict[tuple[int, int | None], list[GpuSample]]:
         with self._lock:
             return {k: list(v) for k, v in self._history.items()}
+
+
+def open_sampler(backend: Backend, *, interval_s: float, log_path: str | Path | None = None) -> Sampler:
+    """A Sampler over ``backend`` for ``watch`` and ``exporter``, writing the run log ``log_path`` when given,
+    its meta (``log_meta.start_meta``) written first. Bad input (the interval, a log that cannot be written)
+    is a MonitorError before anything is written. ``close_sampler`` ends it."""
+    interval_s = check_interval_s(interval_s)
+    runlog = open_run_log(log_path) if log_path else None
+    if runlog is not None:
+        write_meta(runlog, start_meta(backend, interval_s,
+                                      on_error=lambda exc: log.warning("driver version not read: %s", exc)))
+    return Sampler(backend, interval_s=interval_s, runlog=runlog)
+
+
+def close_sampler(sampler: Sampler) -> None:
+    """Stops ``sampler`` (no last sample), records the end in its run log and closes it, and the backend."""
+    sampler.stop(final_sample=False)
+    try:
+        if sampler.runlog is not None:
+            if sampler.write_error is None:
+                try:
+                    write_meta(sampler.runlog, end_meta())
+                except Exception as exc:   # a full disk: the samples already written stand
+                    log.warning("run log end not written: %s", exc)
+            sampler.runlog.close()
+    finally:
+        sampler.backend.close()

@@ -5,17 +5,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpuwise.catalog import GPU, Catalog, resolve_gpu
+from gpuwise.catalog import GPU, Catalog
+from gpuwise.errors import GpuwiseError
+from gpuwise.catalog.resolve import lookup_gpu, name_index
 from gpuwise.monitor.sample import GpuSample
 from gpuwise.plan.fit import DEFAULT_HEADROOM_FRACTION
+from gpuwise.plan.money import rates_in
+from gpuwise.plan.offers import check_provider
 from gpuwise.plan.scaling import TimeScaling
 from gpuwise.report.errors import ReportError
 from gpuwise.report.predicted_vs_measured import PredictedVsMeasured, measured_against_prediction
 from gpuwise.report.rightsize import TIME_NOTE, RightSizing, resolve_rented, right_size
-from gpuwise.report.sources import load_usage_log
+from gpuwise.report.sources import load_usage_log, log_ended
 from gpuwise.report.usage import UsageSummary, summarize
 from gpuwise.runlog import RunLogError, read_train_metrics
+from gpuwise.units import UnitError, format_bytes, parse_money
 from gpuwise.workload import Workload
+
+Money = tuple[float, "str | None"]
 
 
 @dataclass(frozen=True)
@@ -25,6 +32,9 @@ class Report:
     notes: tuple[str, ...]
     samples: tuple[GpuSample, ...] = ()   # the log's samples, for plots (not in to_dict)
     predicted_vs_measured: PredictedVsMeasured | None = None   # when the log records its workload
+    warnings: tuple[str, ...] = ()        # what makes the figures doubtful (a --gpu the job cannot have run on)
+    compared_as: str | None = None        # the GPU --gpu named, when it is not the one the log names
+    run_ended: bool | None = None         # a gpuwise run log: whether it records its end (None: another log)
 
     def to_dict(self) -> dict:
         u, r = self.usage, self.right_sizing
@@ -34,7 +44,9 @@ class Report:
             "source": u.source,
             "duration_s": u.duration_s,
             "gpu_name": u.gpu_name,
+            "compared_as": self.compared_as,
             "gpu_count": len(job),
+            "run_ended": self.run_ended,
             "needed_peak_bytes": u.needed_peak_bytes,
             "needed_p95_bytes": u.needed_p95_bytes,
             "memory_basis": job[0].memory_basis if job else None,
@@ -43,6 +55,7 @@ class Report:
             "usage": u.to_dict(),
             "right_sizing": r.to_dict() if r else None,
             "notes": list(self.notes),
+            "warnings": list(self.warnings),
             "predicted_vs_measured": self.predicted_vs_measured.to_dict() if self.predicted_vs_measured else None,
         }
 
@@ -77,13 +90,26 @@ def build_report(
         raise ReportError(f"{path}: the {log.source} has no GPU samples ({why}): nothing to report")
     usage = summarize(log)
     notes = list(usage.notes)
+    warnings: list[str] = []
+    ended = log_ended(log)
+    if ended is False:
+        notes.append(UNENDED_NOTE)
     rented: GPU | None
+    compared_as = None
+    logged, logged_note = resolve_rented(catalog, usage.gpu_name)
     if gpu:
-        rented = resolve_gpu(catalog, gpu)
+        rented = rented_gpu(catalog, gpu)
+        if logged is None or logged.id != rented.id:
+            compared_as = rented.name
     else:
-        rented, note = resolve_rented(catalog, usage.gpu_name)
-        if note:
-            notes.append(note)
+        rented = logged
+        if logged_note:
+            notes.append(logged_note)
+    if rented is not None and usage.needed_peak_bytes is not None and usage.needed_peak_bytes > rented.memory_bytes:
+        named = f"{rented.name} (--gpu {gpu})" if gpu else rented.name
+        warnings.append(f"the job's measured peak, {format_bytes(usage.needed_peak_bytes)}, is more than the "
+                        f"{format_bytes(rented.memory_bytes)} of {named}: the job cannot have run on it"
+                        + ("; check --gpu" if gpu else ""))
     comparison, scaling = measured_against_prediction(log, rented, scaling, notes, workload, correction)
     sizing = None
     if usage.needed_peak_bytes is not None:
@@ -91,7 +117,46 @@ def build_report(
                             currency=currency, headroom_fraction=headroom_fraction, scaling=scaling)
         said = any(n.startswith(TIME_NOTE) for n in notes)      # e.g. the log's recorded precision: say it once
         notes.extend(n for n in sizing.notes if not (said and n.startswith(TIME_NOTE)))
-    return Report(usage, sizing, tuple(notes), log.samples, comparison)
+    else:
+        notes.append(NO_MEMORY_NOTE)
+    return Report(usage, sizing, tuple(notes), log.samples, comparison, tuple(warnings), compared_as, ended)
+
+
+UNENDED_NOTE = ("the run log records no end (no exit code, no end time): the run was killed (SIGKILL, a lost "
+                "machine) or is still running; the figures cover only what was logged until then")
+NO_MEMORY_NOTE = ("the log records no memory use (no memory used nor process memory in any sample): no cheaper GPU "
+                  "can be judged, so there is no right-sizing")
+
+
+def rented_gpu(catalog: Catalog, name: str) -> GPU:
+    """The GPU ``--gpu`` names; CatalogError (exit 2) naming the closest known GPUs, or, when none is close,
+    every GPU the catalog knows (as --provider names every provider)."""
+    known = ", ".join(g.id for g in catalog.gpus)
+    return lookup_gpu(name_index(catalog.gpus), name, otherwise=f"; known: {known}")
+
+
+def price_options(catalog: Catalog | None, *, gpu_price: str | None = None, provider: str | None = None,
+                  currency: str | None = None) -> tuple[Money | None, str | None]:
+    """``--gpu-price`` as (amount, currency) and ``--provider`` as the catalog spells it, each checked (a
+    currency gpuwise knows, a provider of ``catalog``): ReportError/PlanError (exit 2, one line naming the
+    option) otherwise. ``report`` and ``run`` call it before any work (run: before its command starts).
+    ``catalog`` None: the provider is not checked (and not given)."""
+    money = None
+    if gpu_price is not None:
+        try:
+            money = parse_money(gpu_price)
+        except UnitError as exc:
+            raise ReportError(f"--gpu-price: {exc}") from None
+        if money[1] is not None:
+            try:
+                rates_in(money[1])
+            except GpuwiseError as exc:
+                raise ReportError(f"--gpu-price: {exc}") from None
+    if currency is not None:
+        rates_in(currency.upper())
+    if provider is not None and catalog is not None:
+        provider = check_provider(catalog, provider)
+    return money, provider
 
 
 def _train_steps(path: str | Path) -> int:
@@ -102,4 +167,4 @@ def _train_steps(path: str | Path) -> int:
         return 0
 
 
-__all__ = ["Report", "build_report"]
+__all__ = ["Report", "build_report", "price_options", "rented_gpu"]

@@ -107,13 +107,19 @@ def render_html(report: Report) -> str:
     e = html.escape
     facts = [
         ("Log", f"{u.path} ({u.source})"),
-        ("GPU", f"{len(u.job_devices)} × {u.gpu_name or 'unknown'}"),
+        ("GPU", f"{len(u.job_devices)} × {u.gpu_name or 'unknown'}"
+                + (f"; compared as {report.compared_as} (--gpu)" if report.compared_as else "")),
         ("Duration", format_duration(u.duration_s)),
     ]
     if u.needed_peak_bytes is not None:
         facts.append(("Memory needed", f"peak {format_bytes(u.needed_peak_bytes)}, p95 {format_bytes(u.needed_p95_bytes or 0)}"))
     if u.busy_share is not None:
         facts.append(("Busy", f"{u.busy_share:.0%} of the time (any kernel running)"))
+    if u.power is not None:
+        pw = u.power
+        facts.append(("Power", f"per GPU: mean {pw.mean_per_gpu_w:.0f} W, peak {pw.peak_per_gpu_w:.0f} W"
+                               + (f"; {pw.gpu_count} GPUs together: mean {pw.mean_total_w:.0f} W" if pw.gpu_count > 1 else "")
+                               + f", {pw.energy_kwh:.2f} kWh"))
     for p in u.torch_peaks:
         facts.append((f"PyTorch pid {p.pid}", f"max allocated {format_bytes(p.max_allocated_bytes)}, "
                                               f"max reserved {format_bytes(p.max_reserved_bytes)}"))
@@ -132,7 +138,7 @@ def render_html(report: Report) -> str:
             rows_html += (
                 f"<tr class='{cls}'><td>{e(o.gpu_name)}{' (rented)' if o.rented else ''}</td>"
                 f"<td>{format_bytes(o.memory_bytes, 'GiB')}</td><td>{o.time_factor:.2f}</td>"
-                f"<td>{_money(o.price_per_gpu_hour, r.currency)}</td><td>{_money(o.cost_per_job_hour, r.currency)}</td>"
+                f"<td>{_money(o.price_per_hour_all_gpus, r.currency)}</td><td>{_money(o.cost_per_job_hour, r.currency)}</td>"
                 f"<td>{_money(o.saving_per_hour, r.currency)}</td><td>{_money(o.saving_per_month, r.currency)}</td>"
                 f"<td>{_money(o.saving_for_run, r.currency)}</td><td>{e(o.provider or '')}</td></tr>"
             )
@@ -144,7 +150,9 @@ def render_html(report: Report) -> str:
     timeline = _timeline_png(report)
     options = _options_png(report)
     facts_html = "".join(f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>" for k, v in facts)
-    notes_html = "".join(f"<li>{e(n)}</li>" for n in report.notes)
+    notes_html = "".join(f"<li><b>warning</b>: {e(w)}</li>" for w in report.warnings)
+    notes_html += "".join(f"<li>{e(n)}</li>" for n in report.notes)
+    price_head = f"price/h ({r.gpu_count} GPUs)" if r is not None and r.gpu_count > 1 else "price/h"
     method = f"<p class='method'>Time on other GPUs: {e(r.method)} ({e(r.method_basis)}).</p>" if r else ""
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>gpuwise report: {e(u.path)}</title>
@@ -162,7 +170,7 @@ tr.cheaper td {{ color: #1a7f37; }} tr.rented td {{ font-weight: bold; }}
 <h2>Over time</h2><img alt="memory and busy share over time" src="data:image/png;base64,{timeline}">
 {f'<h2>GPUs that would have held the job</h2><img alt="cost of the work per GPU" src="data:image/png;base64,{options}">' if options else ''}
 {method}
-{'<table class="options"><tr><th>GPU</th><th>memory</th><th>time ×</th><th>price/h</th><th>cost of 1 h of work</th><th>saving/h</th><th>per month</th><th>this run</th><th>offer</th></tr>' + rows_html + '</table>' if rows_html else ''}
+{'<table class="options"><tr><th>GPU</th><th>memory</th><th>time ×</th><th>' + price_head + '</th><th>cost of 1 h of work</th><th>saving/h</th><th>per month</th><th>this run</th><th>offer</th></tr>' + rows_html + '</table>' if rows_html else ''}
 {f'<ul>{notes_html}</ul>' if notes_html else ''}
 </body></html>
 """

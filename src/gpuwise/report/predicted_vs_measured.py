@@ -162,25 +162,42 @@ def mismatch_note(c: PredictedVsMeasured) -> str | None:
             "options describe the job that ran")
 
 
-def comparison_lines(c: PredictedVsMeasured) -> list[str]:
-    """The comparison in words, one line per figure (the terminal and HTML reports share it)."""
+def comparison_title(c: PredictedVsMeasured) -> str:
+    basis = c.calibration or "shipped model, no calibration of yours"
+    return f"Predicted vs measured on {c.gpu} ({basis}):"
+
+
+def comparison_rows(c: PredictedVsMeasured) -> list[tuple[str, str, str, str]]:
+    """(figure, predicted, measured, error) in words, one per figure: the terminal lays them out as a table's
+    columns, the HTML report as lines."""
     def fmt(f: Figure, x: float | None) -> str:
         if x is None:
             return "-"
         return format_duration(x) if f.unit == "s" else format_bytes(int(x))
 
-    basis = c.calibration or "shipped model, no calibration of yours"
-    lines = [f"Predicted vs measured on {c.gpu} ({basis}):"]
+    rows = []
     for f in c.figures:
         e = f.signed_error
         err = f"{e:+.1%}" if e is not None else "not measured" if f.measured is None else "-"
-        lines.append(f"  {f.name:<17} predicted {fmt(f, f.predicted):>10}  measured {fmt(f, f.measured):>10}  error {err}")
+        rows.append((f.name, fmt(f, f.predicted), fmt(f, f.measured), err))
+    return rows
+
+
+def comparison_footer(c: PredictedVsMeasured) -> list[str]:
+    """Where the measured step time falls in the shipped model's likely range, and what to do with the run."""
     step = next((f for f in c.figures if f.name == "step time"), None)
     likely = c.likely_step_time_range_s()
-    if likely and step is not None and step.measured:
-        lo, hi = likely
-        where = "within" if lo <= step.measured <= hi else "outside"
-        lines.append(f"  measured time {where} the likely {format_duration(lo)} to {format_duration(hi)} "
-                     "(8 in 10 held-out runs);")
-        lines.append("  gpuwise calibrate LOG makes later predictions start from this run")
+    if not (likely and step is not None and step.measured):
+        return []
+    lo, hi = likely
+    where = "within" if lo <= step.measured <= hi else "outside"
+    return [f"measured time {where} the likely {format_duration(lo)} to {format_duration(hi)} (8 in 10 held-out runs);",
+            "gpuwise calibrate LOG makes later predictions start from this run"]
+
+
+def comparison_lines(c: PredictedVsMeasured) -> list[str]:
+    """The comparison in words: the title, one line per figure, the footer (the HTML report's facts)."""
+    lines = [comparison_title(c)]
+    lines += [f"  {name}: predicted {p}, measured {m}, error {err}" for name, p, m, err in comparison_rows(c)]
+    lines += [f"  {line}" for line in comparison_footer(c)]
     return lines

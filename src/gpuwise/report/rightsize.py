@@ -5,9 +5,11 @@ GPU's memory as the driver reports it), the offer picker and the ranking currenc
 the time on another GPU (``plan.scaling``: the measured busy time scaled by the time predictor's
 ratio when the workload is known, else by the one datasheet ratio, and the output says which).
 
-Money: ``cost_per_job_hour`` is what the other GPUs cost for the work one hour on the rented GPUs did
-(their price × the run-time factor); the saving is the rented price minus that, per hour, per month
-of continuous use (730 h) and for this run. All money is in the ranking currency.
+Money: ``price_per_gpu_hour`` is one GPU's price, ``price_per_hour_all_gpus`` that of all the run's GPUs
+together (the run's GPU count × one GPU's), ``cost_per_job_hour`` what the other GPUs (as many as the run
+had) cost for the work one hour on the rented GPUs did (``price_per_hour_all_gpus`` × the run-time factor);
+the saving is what the rented GPUs cost an hour minus that, per hour, per month of continuous use (730 h)
+and for this run. All money is in the ranking currency.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ class RightSizeRow:
     saving_per_hour: float | None
     saving_per_month: float | None
     saving_for_run: float | None
+    price_per_hour_all_gpus: float | None = None  # ranking currency, all the run's GPUs together (count × per GPU)
 
     @property
     def gpu_id(self) -> str:
@@ -69,7 +72,8 @@ class RightSizeRow:
         return {
             **self.quote.to_dict(), "rented": self.rented, "step_time_ratio": self.step_time_ratio,
             "time_factor": self.time_factor, "run_time_s": self.run_time_s,
-            "price_per_gpu_hour": self.price_per_gpu_hour, "cost_per_job_hour": self.cost_per_job_hour,
+            "price_per_gpu_hour": self.price_per_gpu_hour, "price_per_hour_all_gpus": self.price_per_hour_all_gpus,
+            "cost_per_job_hour": self.cost_per_job_hour,
             "saving_per_hour": self.saving_per_hour, "saving_per_month": self.saving_per_month,
             "saving_for_run": self.saving_for_run,
         }
@@ -175,7 +179,7 @@ def right_size(
         saving = rented_price * count - cost if cost is not None and rented_price is not None else None
         rows.append(RightSizeRow(
             quote=quote, rented=is_rented, step_time_ratio=ratio, time_factor=factor,
-            price_per_gpu_hour=price_all / count if price_all is not None else None,
+            price_per_gpu_hour=price_all / count if price_all is not None else None, price_per_hour_all_gpus=price_all,
             run_time_s=usage.duration_s * factor if factor is not None else None, cost_per_job_hour=cost,
             saving_per_hour=saving, saving_per_month=saving * HOURS_PER_MONTH if saving is not None else None,
             saving_for_run=saving * run_h if saving is not None else None,

@@ -21,6 +21,9 @@ from gpuwise.runlog import RunLogError, is_run_log, read_events, read_gpu_sample
 from gpuwise.text import printable, printable_or_none
 
 
+RUN_LOG_SOURCE = "gpuwise run log"
+
+
 @dataclass(frozen=True)
 class TorchPeak:
     """What PyTorch's caching allocator saw in one process on one device (the ``--torch-hook``)."""
@@ -49,6 +52,13 @@ def load_usage_log(path: str | Path, *, columns: list[str] | None = None) -> Usa
                           "log; a TensorBoard or loss log goes to `gpuwise advise`)")
     if not p.is_file():
         raise ReportError(f"no such log: {p}")
+    try:
+        empty = p.stat().st_size == 0
+    except OSError as exc:
+        raise ReportError(f"{p}: cannot read the log ({exc.strerror or exc})") from None
+    if empty:
+        raise ReportError(f"{p} is empty (0 bytes): no samples to report (a run that failed before it started, "
+                          "or a log still being created?)")
     if is_run_log(p):
         return _load_run_log(p)
     try:
@@ -84,7 +94,18 @@ def _load_run_log(p: Path) -> UsageLog:
     samples = tuple(_checked_sample(p, i, r) for i, r in enumerate(rows, start=1))
     meta = {printable(str(k)): printable_or_none(v) for k, v in meta.items()}
     events = [{k: printable(v) if isinstance(v, str) else v for k, v in e.items()} for e in events]
-    return UsageLog(str(p), "gpuwise run log", samples, meta, tuple(events), tuple(peaks), notes)
+    return UsageLog(str(p), RUN_LOG_SOURCE, samples, meta, tuple(events), tuple(peaks), notes)
+
+
+def log_ended(log: UsageLog) -> bool | None:
+    """Whether a gpuwise run log records its end (``end_t_s``, and ``exit_code`` where it records a command:
+    a ``gpuwise run``); None for the other logs, which record no end at all. A run log without its end was
+    written by a gpuwise killed outright (SIGKILL, the OOM killer, a lost machine) or still running."""
+    if log.source != RUN_LOG_SOURCE:
+        return None
+    if not log.meta.get("end_t_s"):
+        return False
+    return "command" not in log.meta or bool(log.meta.get("exit_code"))
 
 
 def _checked_sample(p: Path, row_no: int, row: Mapping[str, object]) -> GpuSample:

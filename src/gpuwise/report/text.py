@@ -7,7 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gpuwise.report.build import Report
-from gpuwise.report.predicted_vs_measured import comparison_lines
+from gpuwise.report.predicted_vs_measured import comparison_footer, comparison_rows, comparison_title
 from gpuwise.units import format_bytes, format_duration, format_money
 from gpuwise.text import for_console
 
@@ -37,10 +37,8 @@ def render_report(report: Report) -> Group:
     u, r = report.usage, report.right_sizing
     job = u.job_devices
     parts: list = []
-    name = u.gpu_name or "unknown GPU"
-    parts.append(Text.from_markup(
-        f"[bold]gpuwise report[/bold]: {u.path} ({u.source}), {format_duration(u.duration_s)}, "
-        f"{len(job)} × {name}"))
+    parts.append(Text.assemble(
+        ("gpuwise report", "bold"), f": {u.path} ({u.source}), {format_duration(u.duration_s)}, {_gpus(report)}"))
     if u.needed_peak_bytes is not None:
         basis = "the job's processes" if job and job[0].memory_basis == "process" else "GPU memory used"
         total = max((d.memory_total_bytes or 0) for d in job) if job else 0
@@ -53,32 +51,42 @@ def render_report(report: Report) -> Group:
                           f"{format_bytes(p.max_reserved_bytes)} (allocator cache "
                           f"{format_bytes(p.max_reserved_bytes - p.max_allocated_bytes)})"))
     if report.predicted_vs_measured is not None:
-        parts.extend(Text(line) for line in comparison_lines(report.predicted_vs_measured))
+        parts.extend(_comparison(report.predicted_vs_measured))
     if u.busy_share is not None:
         stretches = [s for d in job for s in d.idle_stretches]
         idle = ""
         if stretches:
             longest = max(stretches, key=lambda s: s.duration_s)
             idle = (f"; {len(stretches)} idle stretch(es), {format_duration(sum(s.duration_s for s in stretches))} "
-                    f"in all, longest {format_duration(longest.duration_s)} from {format_duration(longest.start_s)}")
+                    f"in all, longest {format_duration(longest.duration_s)} {_from(longest.start_s)}")
         parts.append(Text(f"Busy           {u.busy_share:.0%} of the time (share of time any kernel ran){idle}"))
-    power = [d for d in job if d.mean_power_w is not None]
-    if power:
-        energy = sum(d.energy_kwh or 0 for d in power)
-        parts.append(Text(f"Power          mean {sum(d.mean_power_w for d in power):.0f} W, peak "
-                          f"{max(d.peak_power_w or 0 for d in power):.0f} W, {energy:.2f} kWh"))
+    if u.power is not None:
+        parts.append(Text(_power(u.power)))
+    for warning in report.warnings:
+        parts.append(Text(f"warning: {for_console(warning)}", style="bold yellow"))
     if r is not None:
+        n = r.gpu_count
+        gpus = f"{n} GPUs together, as in the run" if n > 1 else "one GPU"
         parts.append(Text(""))
         parts.append(Text.from_markup(
             f"Needed [bold]{format_bytes(r.needed_bytes)}[/bold] per GPU; a GPU holds it when that is within its "
             f"memory as nvidia-smi reports it, {r.headroom_fraction:.0%} kept free (as estimate and recommend). "
-            f"Time elsewhere by {r.method} ({r.method_basis}); work/h: what the work of one measured hour costs "
-            f"there (price × time×); savings against what was paid, per month = 730 h; money in {r.currency}."))
+            f"Time elsewhere by {r.method} ({r.method_basis}); price/h: {gpus}; work/h: what the work of one "
+            f"measured hour costs there (price/h × time×); savings against what was paid, per month = 730 h; "
+            f"money in {r.currency}."))
         if r.rented_price_per_gpu_hour is not None:
-            parts.append(Text(f"Rented: {r.gpu_count} × {r.rented_gpu_name or '?'} at "
-                              f"{_money(r.rented_price_per_gpu_hour, r.currency)}/h per GPU ({r.price_source})"))
-        parts.append(_table(r))
-        parts.append(Text("* the rented GPU", style="dim"))
+            paid = _money(r.rented_price_per_gpu_hour, r.currency)
+            all_gpus = f" = {_money(r.rented_price_per_gpu_hour * n, r.currency)}/h for {n} GPUs" if n > 1 else ""
+            parts.append(Text(f"Rented: {n} × {r.rented_gpu_name or '?'} at {paid}/h per GPU{all_gpus} "
+                              f"({r.price_source})"))
+        shown = rows_shown(r)
+        if shown:
+            parts.append(_table(r, shown))
+            if any(o.rented for o in shown):
+                parts.append(Text("* the rented GPU", style="dim"))
+        else:
+            parts.append(Text(f"No GPU in the catalog holds {format_bytes(r.needed_bytes)} with "
+                              f"{r.headroom_fraction:.0%} of its memory kept free."))
         cheaper = r.cheaper
         if len(cheaper) > MAX_ROWS:
             parts.append(Text(f"{len(cheaper) - MAX_ROWS} more cheaper GPU(s) not shown (--json or --html lists "
@@ -97,17 +105,53 @@ def render_report(report: Report) -> Group:
     return Group(*parts)
 
 
-def _table(r) -> Table:
+def _gpus(report: Report) -> str:
+    """The header's GPUs: the count and the name the log gives, and the GPU --gpu named when it is another."""
+    u = report.usage
+    logged = u.gpu_name
+    if report.compared_as is None:
+        return f"{len(u.job_devices)} × {logged or 'unknown GPU'}"
+    if logged is None:
+        return f"{len(u.job_devices)} × {report.compared_as} (--gpu)"
+    return f"{len(u.job_devices)} × {logged} in the log; compared as {report.compared_as} (--gpu)"
+
+
+def _from(start_s: float) -> str:
+    """Where an idle stretch starts, in words: "from the start", or "from 12.0 min in"."""
+    return "from the start" if start_s < 0.5 else f"from {format_duration(start_s)} in"
+
+
+def _power(p) -> str:
+    """Power on one basis: per GPU, and for several GPUs their sum and energy said as such."""
+    if p.gpu_count == 1:
+        return f"Power          mean {p.mean_per_gpu_w:.0f} W, peak {p.peak_per_gpu_w:.0f} W, {p.energy_kwh:.2f} kWh"
+    return (f"Power          per GPU: mean {p.mean_per_gpu_w:.0f} W, peak {p.peak_per_gpu_w:.0f} W; "
+            f"{p.gpu_count} GPUs together: mean {p.mean_total_w:.0f} W, {p.energy_kwh:.2f} kWh")
+
+
+def _comparison(c) -> list:
+    """Predicted vs measured: a title, a table of the figures (cells never wrap mid-phrase), the footer."""
+    t = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
+    for col in ("  figure", "predicted", "measured", "error"):
+        t.add_column(col, justify="left" if col == "  figure" else "right", no_wrap=True)
+    for name, predicted, measured, err in comparison_rows(c):
+        t.add_row(f"  {name}", predicted, measured, err)
+    return [Text(comparison_title(c)), t, *(Text(f"  {line}") for line in comparison_footer(c))]
+
+
+def _table(r, rows) -> Table:
     # Narrow enough for an 80-column terminal: ids, not full names; the offer goes into --json/--html.
+    # Every money column is for the run's GPU count (a GPU ×N): work/h = price/h × time× can be checked.
     t = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
     for col in ("GPU", "GiB", "time×", "price/h", "work/h", "save/h", "save/month", "save/run"):
         t.add_column(col, justify="left" if col == "GPU" else "right", no_wrap=True)
-    for o in rows_shown(r):
+    times = f" ×{r.gpu_count}" if r.gpu_count > 1 else ""
+    for o in rows:
         style = "bold" if o.rented else ("green" if (o.saving_per_hour or 0) > 0 else None)
         t.add_row(
-            for_console(o.gpu_id) + (" *" if o.rented else ""), f"{o.memory_bytes / 2**30:.0f}",
+            for_console(o.gpu_id) + times + (" *" if o.rented else ""), f"{o.memory_bytes / 2**30:.0f}",
             f"{o.time_factor:.2f}" if o.time_factor is not None else "-",
-            _short(o.price_per_gpu_hour, r.currency), _short(o.cost_per_job_hour, r.currency),
+            _short(o.price_per_hour_all_gpus, r.currency), _short(o.cost_per_job_hour, r.currency),
             _short(o.saving_per_hour, r.currency), _short(o.saving_per_month, r.currency),
             _short(o.saving_for_run, r.currency), style=style,
         )

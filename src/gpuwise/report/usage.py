@@ -72,6 +72,7 @@ class UsageSummary:
     busy_share: float | None             # 0..1, mean over the job's devices
     torch_peaks: tuple[TorchPeak, ...]
     notes: tuple[str, ...]
+    power: "PowerSummary | None" = None  # the job's devices' power, one basis (None: no power in the log)
 
     @property
     def job_devices(self) -> tuple[DeviceUsage, ...]:
@@ -86,9 +87,35 @@ class UsageSummary:
         d = {k: v for k, v in self.__dict__.items() if k not in ("devices", "torch_peaks")}
         d["devices"] = [dev.to_dict() for dev in self.devices]
         d["torch_peaks"] = [p.__dict__ for p in self.torch_peaks]
+        d["power"] = self.power.to_dict() if self.power is not None else None
         d["job_labels"] = list(self.job_labels)
         d["notes"] = list(self.notes)
         return d
+
+
+@dataclass(frozen=True)
+class PowerSummary:
+    """The power of the job's GPUs on one basis: per GPU (mean of the GPUs' means, highest GPU's peak), and
+    the GPUs together (sum of their means, their energy)."""
+
+    gpu_count: int                 # GPUs with power figures
+    mean_per_gpu_w: float
+    peak_per_gpu_w: float          # the highest sample of any one GPU
+    mean_total_w: float            # all gpu_count GPUs together
+    energy_kwh: float              # all gpu_count GPUs together
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def power_summary(devices: list[DeviceUsage]) -> PowerSummary | None:
+    with_power = [d for d in devices if d.mean_power_w is not None]
+    if not with_power:
+        return None
+    total_w = sum(d.mean_power_w for d in with_power)
+    return PowerSummary(gpu_count=len(with_power), mean_per_gpu_w=total_w / len(with_power),
+                        peak_per_gpu_w=max(d.peak_power_w or 0.0 for d in with_power), mean_total_w=total_w,
+                        energy_kwh=sum(d.energy_kwh or 0.0 for d in with_power))
 
 
 def _values(samples: list[GpuSample], attr: str) -> np.ndarray:
@@ -180,4 +207,5 @@ def summarize(log: UsageLog) -> UsageSummary:
         source=log.source, path=log.path, start_t_s=start, duration_s=end - start, devices=tuple(devices),
         job_labels=job, needed_peak_bytes=max(peaks) if peaks else None, needed_p95_bytes=max(p95s) if p95s else None,
         busy_share=(sum(busy) / len(busy) / 100.0) if busy else None, torch_peaks=log.torch_peaks, notes=tuple(notes),
+        power=power_summary(job_devs),
     )
