@@ -102,7 +102,15 @@ def format_bytes(n_bytes: float, unit: str | None = None) -> str:
     return f"{n_bytes / div:.1f} {unit}"
 
 
+YEAR_S = 365.25 * 86400
+
+
 def format_duration(seconds: float) -> str:
+    """``12.3 ms`` .. ``4.2 d``; past a year in years, with thousands separators (``40,313,000 years``), never
+    ``1272164226.3 d``."""
+    if seconds >= YEAR_S:
+        years = seconds / YEAR_S
+        return f"{years:.1f} years" if years < 100 else f"{float(f'{years:.4g}'):,.0f} years"
     if seconds < 1:
         return f"{seconds * 1000:.1f} ms"
     if seconds < 120:

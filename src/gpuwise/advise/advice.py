@@ -21,8 +21,8 @@ from gpuwise.plan.quote import Quote
 from gpuwise.advise.gpu_plan import GpuPlan, SwitchCost, switch_saving
 from gpuwise.advise.noise_scale import NoiseScaleSummary, pollux_efficiency, steps_ratio
 from gpuwise.advise.phases import PLATEAU, RISING
-from gpuwise.advise.wording import YEAR_S, drop_text, duration_text, g as _g, range_text
-from gpuwise.units import format_bytes, format_money
+from gpuwise.advise.wording import drop_text, g as _g, range_text
+from gpuwise.units import YEAR_S, format_bytes, format_duration, format_money
 
 
 @dataclass(frozen=True)
@@ -192,16 +192,16 @@ def switch_advice(pricing: Pricing, remaining_steps: int, end_reason: str) -> li
                "cost": stay_cost}, "options": rows[:8], "currency": currency}
     if not rows:
         text = (f"No GPU in the catalog finishes the remaining {remaining_steps:,} steps ({end_reason}) for less than "
-                f"staying on {cur.gpu} ({duration_text(stay_h * 3600)}, {format_money(stay_cost, currency)}), "
-                f"counting {duration_text(pricing.switch.overhead_s)} of switching.")
+                f"staying on {cur.gpu} ({format_duration(stay_h * 3600)}, {format_money(stay_cost, currency)}), "
+                f"counting {format_duration(pricing.switch.overhead_s)} of switching.")
         return [Advice("switch_gpu", "Stay on this GPU", text, numbers)]
     best = rows[0]
-    listed = "; ".join(f"{r['gpu']} ({r['provider']}): {duration_text(r['hours'] * 3600)}, "
+    listed = "; ".join(f"{r['gpu']} ({r['provider']}): {format_duration(r['hours'] * 3600)}, "
                        f"{format_money(r['cost'], currency)}, saves {format_money(r['saving'], currency)}"
                        + (" (memory fit not checked)" if r["fits_memory"] is None else "") for r in rows[:4])
     text = (f"The remaining {remaining_steps:,} steps ({end_reason}) cost {format_money(stay_cost, currency)} and "
-            f"take {duration_text(stay_h * 3600)} on {cur.gpu}. Cheaper per step, after "
-            f"{duration_text(pricing.switch.overhead_s)} of switching (save, move the checkpoint, restart) at the "
+            f"take {format_duration(stay_h * 3600)} on {cur.gpu}. Cheaper per step, after "
+            f"{format_duration(pricing.switch.overhead_s)} of switching (save, move the checkpoint, restart) at the "
             f"new price: {listed}. Best: {best['gpu']}, saving {format_money(best['saving'], currency)}.")
     return [Advice("switch_gpu", f"Finish on {best['gpu']}", text, numbers)]
 
@@ -227,10 +227,10 @@ def memory_advice(pricing: Pricing, remaining_steps: int, end_reason: str) -> li
         title = f"Does not fit {cur.gpu} nor any offered GPU"
     else:
         listed = "; ".join(f"{r['gpu']} ({r['provider']}, {format_bytes(r['gpu_memory_bytes'])}): "
-                           f"{duration_text(r['hours'] * 3600)}, {format_money(r['cost'], pricing.currency)}"
+                           f"{format_duration(r['hours'] * 3600)}, {format_money(r['cost'], pricing.currency)}"
                            for r in rows[:4])
         text += (f". The {gpus} options it fits, for the remaining {remaining_steps:,} steps ({end_reason}) with "
-                 f"{duration_text(pricing.switch.overhead_s)} of switching: {listed}.")
+                 f"{format_duration(pricing.switch.overhead_s)} of switching: {listed}.")
         title = f"Does not fit {cur.gpu}: move to {rows[0]['gpu']}"
     numbers = {"memory_need_bytes": need, "gpu": cur.gpu, "gpu_memory_bytes": cur.gpu_memory_bytes,
                "headroom_fraction": h, "remaining_steps": remaining_steps, "end": end_reason,
@@ -247,7 +247,7 @@ def implausible_advice(a: CurveAnalysis, end_step: int, end_reason: str) -> list
     seconds = (far - a.last_step) * a.step_time_s
     if seconds <= IMPLAUSIBLE_S:
         return []
-    text = (f"Going on to step {far:,} takes {duration_text(seconds)} at {duration_text(a.step_time_s)} a step "
+    text = (f"Going on to step {far:,} takes {format_duration(seconds)} at {format_duration(a.step_time_s)} a step "
             f"({far - a.last_step:,} more steps): no rented run lasts that long, so treat the times and costs above "
             "as a sign that something is off. Check that the log's step column counts optimizer steps (not samples "
             "or tokens), the step time (--step-time-s) and where the run ends (--total-steps).")
@@ -278,7 +278,7 @@ def forecast_advice(a: CurveAnalysis, target_loss: float | None) -> list[Advice]
         elif a.steps_to_target is not None and a.steps_to_target.step is not None:
             st = a.steps_to_target
             more = st.step - a.last_step
-            hours = f", {duration_text(more * a.step_time_s)} more at the current speed" if a.step_time_s else ""
+            hours = f", {format_duration(more * a.step_time_s)} more at the current speed" if a.step_time_s else ""
             band = f" (90 % band {st.low:,}–{st.high:,})" if st.low is not None and st.high is not None else \
                 (f" (at least {st.low:,})" if st.low is not None else "")
             text += f" The target {_g(target_loss)} is reached near step {st.step:,}{band}{hours}."
@@ -329,7 +329,7 @@ def plan_advice(plan: GpuPlan) -> list[Advice]:
                    f"({plan.end_reason}): {format_money(plan.cost, plan.currency)} in all against "
                    f"{format_money(cur.cost, plan.currency)} staying on {cur.gpu_id}; saves "
                    f"{format_money(plan.saving, plan.currency)} (switching included), "
-                   f"{duration_text(plan.hours * 3600)} against {duration_text(cur.hours * 3600)}.",
+                   f"{format_duration(plan.hours * 3600)} against {format_duration(cur.hours * 3600)}.",
                    {"cost": plan.cost, "stay_cost": cur.cost, "saving": plan.saving, "switch_step": moved.from_step})]
 
 
@@ -366,7 +366,7 @@ def stop_advice(a: CurveAnalysis, pricing: "Pricing", end_step: int, end_reason:
     cost, hours = cur.ranked_cost_for(steps), cur.hours_for(steps)
     when = "now" if stop <= a.last_step else f"at step {stop:,}"
     text = f"Stopping {when} ({why}) instead of at step {end_step:,} ({end_reason}) saves {steps:,} steps: " \
-           f"{duration_text(hours * 3600)} and {format_money(cost, pricing.currency)} on {cur.gpu}."
+           f"{format_duration(hours * 3600)} and {format_money(cost, pricing.currency)} on {cur.gpu}."
     numbers = {"stop_step": stop, "why": why, "end_step": end_step, "saved_steps": steps, "saved_hours": hours,
                "saving": cost, "currency": pricing.currency}
     if a.fit is not None:

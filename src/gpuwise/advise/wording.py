@@ -1,8 +1,6 @@
-"""Numbers in words for the advice texts and the table: ranges, drops per doubling, long durations."""
+"""Numbers in words for the advice texts and the table: ranges and drops per doubling (durations: gpuwise.units)."""
 
 from __future__ import annotations
-
-from gpuwise.units import format_duration
 
 
 def g(x: float) -> str:
@@ -23,14 +21,3 @@ def drop_text(drop: float) -> str:
     ratio = 1.0 - drop
     return f"up ×{ratio:,.0f}" if ratio >= 10 else f"up ×{ratio:.1f}"
 
-
-YEAR_S = 365.25 * 86400
-
-
-def duration_text(seconds: float) -> str:
-    """``format_duration``, and past a year in years with thousands separators (``40,313,000 years``), never
-    ``1272164226.3 d``. (Its place is ``gpuwise.units.format_duration``, outside this part.)"""
-    if seconds < YEAR_S:
-        return format_duration(seconds)
-    years = seconds / YEAR_S
-    return f"{years:.1f} years" if years < 100 else f"{float(f'{years:.4g}'):,.0f} years"

@@ -113,12 +113,12 @@ def advise(
 
 
 def _render(report, plot_path: str | None, scaled_by: str | None = None) -> None:
-    from gpuwise.advise.wording import drop_text, duration_text
-    from gpuwise.units import format_money
+    from gpuwise.advise.wording import drop_text
+    from gpuwise.units import format_duration, format_money
 
     d = report.to_dict()
     colour = _COLOURS[report.diagnosis]
-    step_time = f", {duration_text(d['step_time_s'])}/step" if d["step_time_s"] else ""
+    step_time = f", {format_duration(d['step_time_s'])}/step" if d["step_time_s"] else ""
     series = f" of {for_console(report.loss_name)!r}" if report.loss_name else ""
     c.console.print(f"[bold]{for_console(report.source)}[/bold]: {d['points']:,} points{series} to step "
                     f"{d['last_step']:,}{step_time}; loss trend {d['current_trend_loss']:.4g}, "
@@ -153,10 +153,10 @@ def _render(report, plot_path: str | None, scaled_by: str | None = None) -> None
             plan.add_column(col, justify="right" if col in ("time", "cost") else "left")
         cur = report.plan.currency
         for p in report.plan.phases:
-            plan.add_row(f"{p.from_step:,}–{p.to_step:,}", for_console(p.gpu_id), for_console(p.provider), duration_text(p.hours * 3600),
+            plan.add_row(f"{p.from_step:,}–{p.to_step:,}", for_console(p.gpu_id), for_console(p.provider), format_duration(p.hours * 3600),
                          format_money(p.cost, cur))
         s = report.plan.stay
-        plan.add_row(f"stay: {s.from_step:,}–{s.to_step:,}", for_console(s.gpu_id), for_console(s.provider), duration_text(s.hours * 3600),
+        plan.add_row(f"stay: {s.from_step:,}–{s.to_step:,}", for_console(s.gpu_id), for_console(s.provider), format_duration(s.hours * 3600),
                      format_money(s.cost, cur), style="dim")
         c.console.print(plan)
     if d["pricing_note"]:
