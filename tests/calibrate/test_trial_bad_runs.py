@@ -9,12 +9,14 @@ import sqlite3
 import pytest
 
 from gpuwise.calibrate import user_calibration_path
-from gpuwise.calibrate.fit import SAME_WORKLOAD_TOLERANCE, UNREPRODUCED_RATIO, FitRow, fit_gpu
+from gpuwise.calibrate.apply import corrected_time
+from gpuwise.calibrate.fit import SAME_WORKLOAD_TOLERANCE, UNREPRODUCED_RATIO, FitRow, GpuCalibration, fit_gpu
 from gpuwise.calibrate.rows import PREDICTION_CEILING_FACTOR
 from gpuwise.calibrate.store import DAMAGED_SUFFIX, load
 from gpuwise.catalog import load_catalog, resolve_gpu
 from gpuwise.plan.profile import model_for
 from gpuwise.report.measured import workload_of
+from gpuwise.runtime.model import StepTime
 from gpuwise.runlog import read_train_metrics
 from tests.calibrate.helpers import GPU_NAME, synthetic_log, write_model
 
@@ -135,6 +137,18 @@ def test_a_step_your_host_term_paces_is_said_host_bound_not_compute(gpuwise, tmp
     assert shipped["time"]["bound"] != "host"
     assert calibrated["time"]["bound"] == "host"
     assert "bound by host" in " ".join(gpuwise(*args).stdout.split())
+
+
+def test_a_tiny_host_term_does_not_relabel_a_launch_bound_step():
+    # the review: any host term above zero turned "launch" into "host"
+    gpu = resolve_gpu(load_catalog(user_file=False), "rtx-4090")
+    step = StepTime(gpu="rtx-4090", count=1, step_time_s=0.010, samples_per_s=100.0,
+                    by_class_s={"matmul": 0.002, "launch": 0.008}, bound="launch", compute_s=0.010, host_s=0.010,
+                    device_s=0.002)
+    for host_s, bound in ((1e-9, "launch"), (0.050, "host")):
+        cal = GpuCalibration(gpu="rtx-4090", class_factors={}, global_factor=1.0, host_s=host_s,
+                             memory_offset_bytes=None, runs=())
+        assert corrected_time(step, cal, "fp32", gpu).bound == bound
 
 
 # 17b: runs of one workload that disagree

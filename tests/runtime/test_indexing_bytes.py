@@ -18,7 +18,8 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from gpuwise.catalog import load_catalog, resolve_gpu
 from gpuwise.memory.llm import infer_memory
 from gpuwise.runtime.calibration import load_calibration
-from gpuwise.runtime.kernels import indexing_bytes, op_times
+from gpuwise.runtime.indexing import indexing_bytes
+from gpuwise.runtime.kernels import op_times
 from gpuwise.runtime.llm import decode_step, unread_embedding_bytes
 from gpuwise.trace.recorder import Recorder
 from gpuwise.workload import Workload
@@ -99,6 +100,25 @@ def test_an_in_place_cache_update_writes_the_rows_it_addresses(a100):
     puts = [o for o in _recorded(_cache_updates) if o.op == "aten.index_put_.default"]
     assert indexing_bytes(puts[0]) == 8 * 8 + 8 + 2 * new_rows
     assert indexing_bytes(puts[1]) is None                            # the mask: as traced
+
+
+def _review_cases(recorder):
+    grid = torch.zeros(1000, 64)
+    grid.index_put_((torch.arange(500),), torch.ones(64))                       # one row broadcast over 500
+    grid.index_put_((torch.arange(500),), torch.ones(500, 64), accumulate=True)  # sums into the rows
+    torch.zeros(8, 4096, 8, 128, dtype=torch.uint8).index_copy_(1, torch.tensor([3]),
+                                                                torch.ones(8, 1, 8, 128, dtype=torch.uint8))
+    grid.scatter_(0, torch.zeros(3, 64, dtype=torch.long), torch.ones(1000, 64))     # reads 3 x 64 of src
+
+
+def test_broadcast_values_accumulation_byte_caches_and_scatter_sources_are_counted_as_the_kernel_moves():
+    puts = [o for o in _recorded(_review_cases) if o.op.startswith("aten.index_put_")]
+    assert indexing_bytes(puts[0]) is None                                       # 500 rows written: as traced
+    assert indexing_bytes(puts[1]) == 500 * 8 + 500 * 64 * 4 + 2 * 500 * 64 * 4   # read and written: accumulates
+    (copy,) = [o for o in _recorded(_review_cases) if o.op.startswith("aten.index_copy_")]
+    assert indexing_bytes(copy) == 8 + 2 * 8 * 8 * 128                             # a uint8 cache: its new rows
+    (scatter,) = [o for o in _recorded(_review_cases) if o.op.startswith("aten.scatter_")]
+    assert indexing_bytes(scatter) == 3 * 64 * 8 + 2 * 3 * 64 * 4                  # the index's elements only
 
 
 def _decode_memory_s(arch, gpu, *, weights_bytes: float, batch: int = 1) -> float:

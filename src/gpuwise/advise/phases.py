@@ -287,7 +287,6 @@ def _named_by_median(runs: list[tuple[str, int, int]], drop: np.ndarray, sure: n
     each side's median), when both sides are wide enough and of different kinds: a descent that goes flat
     half-way stays a descent then a plateau, not one slow descent. Neighbours of one kind then join (the
     median of two joined runs lies between theirs, so the joined name still holds)."""
-    out: list[tuple[str, int, int]] = []
     def named(i0: int, i1: int) -> tuple[str, float]:
         d = phase_drop(drop[i0:i1 + 1], sure[i0:i1 + 1])
         return kind_of(d, th), d

@@ -38,8 +38,10 @@ def corrected_time(step: StepTime, cal: GpuCalibration, precision, gpu) -> StepT
     old_device_s = sum(s for c, s in step.by_class_s.items() if c not in (LAUNCH, HOST))
     samples_per_step = step.samples_per_s * step.step_time_s
     bound = step.bound
-    if cal.host_s > 0 and step.bound not in ("input", "communication") and new.host_side_s > new.device_s:
-        bound = "host"      # your runs' host term sets the pace, not the kernels
+    if step.bound not in ("input", "communication") and new.host_side_s > new.device_s:
+        # the host paces the step; "host" where your runs' host term is most of the host's side, else the issue
+        issue_s = new.host_side_s - max(cal.host_s, 0.0)
+        bound = "host" if cal.host_s > issue_s else "launch"
     return replace(
         step, by_class_s=by_class, step_time_s=step_s, bound=bound, compute_s=step.compute_s - old_classes_s + new_classes_s,
         samples_per_s=samples_per_step / step_s if step_s > 0 else 0.0,

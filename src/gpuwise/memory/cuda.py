@@ -46,15 +46,10 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
 from gpuwise.trace import ops as taxonomy
-from gpuwise.trace.records import OpRecord
+from gpuwise.trace.records import OpRecord, dtype_bytes, tensor_bytes
 
 MIB = 1 << 20
 
-_ITEMSIZE = {
-    "float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4, "int16": 2,
-    "int8": 1, "uint8": 1, "bool": 1, "complex64": 8, "complex128": 16,
-    "float8_e4m3fn": 1, "float8_e5m2": 1,
-}
 
 # CUDA context + the cuBLAS / cuDNN kernels a step loads lazily, in MiB, CUDA 12, as nvidia-smi
 # shows them for a PyTorch process: estimates without a primary source (docs/memory.md, "Where each
@@ -147,10 +142,6 @@ def cuda_edits(ops: Sequence[OpRecord], stack: CudaStack) -> list[Edit]:
     return edits
 
 
-def tensor_bytes(shape: Sequence[int], dtype: str) -> int:
-    return math.prod(shape) * _ITEMSIZE.get(dtype, 4)
-
-
 # --------------------------------------------------------------------------- libraries
 # The op families come from the one taxonomy (trace/ops.py): what cuBLAS runs takes its workspace,
 # what cuDNN runs loads its kernels; a forward convolution takes a cuDNN workspace (backward: below).
@@ -213,7 +204,7 @@ def embedding_backward_scratch_bytes(num_indices: int, num_weights: int, embeddi
         return 0
     segments = min(num_indices, num_weights)
     partials = num_indices // EMBEDDING_ROWS_PER_PARTIAL + segments
-    acc_bytes = 4 if grad_dtype in _HALF_DTYPES else _ITEMSIZE.get(grad_dtype, 4)
+    acc_bytes = 4 if grad_dtype in _HALF_DTYPES else dtype_bytes(grad_dtype, 4)
     return partials * embedding_dim * acc_bytes + index_bytes * (3 * num_indices + 2 * segments + partials)
 
 
@@ -223,7 +214,7 @@ def embedding_backward(op: OpRecord, ctx: RuleContext) -> list[Edit]:
     if len(op.input_shapes) < 2 or not op.output_shapes or len(op.output_shapes[0]) != 2:
         return []
     num_weights, dim = op.output_shapes[0]
-    index_bytes = _ITEMSIZE.get(op.input_dtypes[1], 8) if len(op.input_dtypes) > 1 else 8
+    index_bytes = dtype_bytes(op.input_dtypes[1], 8) if len(op.input_dtypes) > 1 else 8
     ws = embedding_backward_scratch_bytes(math.prod(op.input_shapes[1]), num_weights, dim, op.input_dtypes[0],
                                           index_bytes)
     return [Edit(op.index, workspace_bytes=ws, reason="embedding backward's partial sums (CUDA)")] if ws else []
@@ -255,7 +246,7 @@ def dropout_mask(op: OpRecord, ctx: RuleContext) -> list[Edit]:
         return []
     if ctx.stack.fused_attention and any(o.op.startswith("aten._safe_softmax") for o in ops[max(i - 5, 0):i]):
         return []   # dropout inside SDPA's math path: the fused kernel keeps no mask (math_sdpa_forward)
-    element_bytes = _ITEMSIZE.get(before.output_dtypes[0], 4) if before.output_dtypes else 4
+    element_bytes = dtype_bytes(before.output_dtypes[0], 4) if before.output_dtypes else 4
     kept = math.prod(op.output_shapes[0]) * dropout_mask_bytes(element_bytes)
     if kept == tensor_bytes(before.output_shapes[0], before.output_dtypes[0] if before.output_dtypes else "float32"):
         return []

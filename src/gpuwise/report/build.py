@@ -105,10 +105,10 @@ def build_report(
         rented = logged
         if logged_note:
             notes.append(logged_note)
-    if rented is not None and usage.needed_peak_bytes is not None and usage.needed_peak_bytes > rented.memory_bytes:
+    if rented is not None and usage.needed_peak_bytes is not None and usage.needed_peak_bytes > rented.visible_memory_bytes:
         named = f"{rented.name} (--gpu {gpu})" if gpu else rented.name
         warnings.append(f"the job's measured peak, {format_bytes(usage.needed_peak_bytes)}, is more than the "
-                        f"{format_bytes(rented.memory_bytes)} of {named}: the job cannot have run on it"
+                        f"{format_bytes(rented.visible_memory_bytes)} of {named}: the job cannot have run on it"
                         + ("; check --gpu" if gpu else ""))
     comparison, scaling = measured_against_prediction(log, rented, scaling, notes, workload, correction)
     sizing = None

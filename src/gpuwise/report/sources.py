@@ -99,13 +99,13 @@ def _load_run_log(p: Path) -> UsageLog:
 
 def log_ended(log: UsageLog) -> bool | None:
     """Whether a gpuwise run log records its end (``end_t_s``, and ``exit_code`` where it records a command:
-    a ``gpuwise run``); None for the other logs, which record no end at all. A run log without its end was
+    a ``gpuwise run``); None for the other logs and for a run log without its start meta, which record no end. A run log without its end was
     written by a gpuwise killed outright (SIGKILL, the OOM killer, a lost machine) or still running."""
-    if log.source != RUN_LOG_SOURCE:
-        return None
+    if log.source != RUN_LOG_SOURCE or not log.meta.get("start_t_s"):
+        return None       # a log without its start meta (the library's Sampler, an older log) says nothing of its end
     if not log.meta.get("end_t_s"):
         return False
-    return "command" not in log.meta or bool(log.meta.get("exit_code"))
+    return "command" not in log.meta or log.meta.get("exit_code") not in (None, "")
 
 
 def _checked_sample(p: Path, row_no: int, row: Mapping[str, object]) -> GpuSample:

@@ -29,11 +29,12 @@ import numpy as np
 from gpuwise.runtime.calibration import Calibration
 from gpuwise.runtime.classify import VIEW, classify, packet_of
 from gpuwise.runtime.host import host_s
+from gpuwise.runtime.indexing import indexing_bytes
 from gpuwise.runtime.laws import (eager_streaming_limit_bytes_per_s, gpu_power_terms, load_laws, streaming_time_s,
                                   tiled_time_s)
 from gpuwise.runtime.rates import rate_peak_flops_per_s
 from gpuwise.runtime.stack import DEFAULT_STACK, Stack
-from gpuwise.trace.records import OpRecord
+from gpuwise.trace.records import OpRecord, dtype_bytes
 from gpuwise.workload.precision import BF16_EMULATED, parse
 
 TENSOR_CLASSES = ("matmul", "conv", "attention")
@@ -63,10 +64,6 @@ def _rate(cls: str, precision: str, gpu, op: OpRecord) -> str:
 
 def _shape(op: OpRecord, i: int) -> tuple[int, ...]:
     return op.input_shapes[i] if i < len(op.input_shapes) else ()
-
-
-def _elem_bytes(dtype: str) -> int:
-    return {"float16": 2, "bfloat16": 2, "float64": 8, "int64": 8, "int8": 1, "uint8": 1, "bool": 1}.get(dtype, 4)
 
 
 def gemm_dims(op: OpRecord) -> tuple[int, int, int, int]:
@@ -183,45 +180,6 @@ _NORM_PASSES = {"forward_train": 3, "forward_infer": 2, "layer_forward": 2, "bac
 _SOFTMAX_PASSES = {"forward": 2, "backward": 3}
 
 
-# Indexing kernels (``Embedding.cpp``: ``embedding`` is ``weight.index_select(0, indices.reshape(-1))``; CUDA's
-# index_select, gather, take and advanced indexing read the selected elements, not their source tensor) ...
-_GATHERS = frozenset({"aten.embedding", "aten.index_select", "aten.gather", "aten.index", "aten.take"})
-# ... and in-place scatters, which write (and, accumulating, read) the addressed elements of ``self`` only.
-_SCATTERS = frozenset({"aten.index_put_", "aten._index_put_impl_", "aten.index_copy_", "aten.scatter_",
-                       "aten.index_add_", "aten.scatter_add_", "aten.scatter_reduce_"})
-_ACCUMULATING_SCATTERS = frozenset({"aten.index_add_", "aten.scatter_add_", "aten.scatter_reduce_"})
-
-
-def _numel_bytes(op: OpRecord, i: int) -> int:
-    return math.prod(op.input_shapes[i]) * _elem_bytes(op.input_dtypes[i])
-
-
-def indexing_bytes(op: OpRecord) -> float | None:
-    """Bytes an indexing kernel moves: a gather reads its indices and the selected elements and writes them;
-    an in-place scatter reads its indices and values and writes the addressed elements of ``self`` (reads them
-    too when it accumulates), the values' size. A gather's rate is its loads' (one element each, with index
-    arithmetic: Liger's A100 rows are flat in the vocabulary even where the table fits in L2), so repeated rows
-    count each time. None where the trace cannot say (not an indexing op; a boolean mask, whose true elements
-    are data; a broadcast single value)."""
-    name = packet_of(op.op)
-    if name not in _GATHERS and name not in _SCATTERS or len(op.input_shapes) < 2 or not op.input_dtypes:
-        return None
-    if "bool" in op.input_dtypes[1:] or "uint8" in op.input_dtypes[1:]:
-        return None
-    if name in _GATHERS:
-        if not op.output_shapes:
-            return None
-        indices = sum(_numel_bytes(op, i) for i in range(1, len(op.input_shapes)))   # the source comes first
-        selected = math.prod(op.output_shapes[0]) * _elem_bytes(op.output_dtypes[0])
-        return indices + 2 * selected
-    values = len(op.input_shapes) - 1     # the source / values tensor comes last
-    if values < 2 or math.prod(op.input_shapes[values]) <= 1:
-        return None
-    addressed = math.prod(op.input_shapes[values]) * _elem_bytes(op.input_dtypes[0])
-    indices = sum(_numel_bytes(op, i) for i in range(1, values))
-    return indices + _numel_bytes(op, values) + addressed * (2 if name in _ACCUMULATING_SCATTERS else 1)
-
-
 def cuda_bytes(op: OpRecord, cls: str, training: bool) -> float:
     """Bytes the CUDA kernels of ``op`` move through DRAM (the trace counts inputs + outputs once; an
     indexing kernel touches only what it selects, ``indexing_bytes``)."""
@@ -233,7 +191,7 @@ def cuda_bytes(op: OpRecord, cls: str, training: bool) -> float:
     if not x or cls not in ("norm", "reduction"):
         return traced
     dtype = op.input_dtypes[0] if op.input_dtypes else "float32"
-    numel_bytes = math.prod(x) * _elem_bytes(dtype)
+    numel_bytes = math.prod(x) * dtype_bytes(dtype)
     name = packet_of(op.op)
     if cls == "norm":
         if "backward" in name:
@@ -375,7 +333,7 @@ def _layout_transposes(op: OpRecord, stack: Stack, rate: str, gpu) -> tuple[floa
     x, _, out = _conv_shapes(op)
     if len(x) < 4 or len(out) < 4:
         return 0.0, 0
-    elem = _elem_bytes(op.input_dtypes[0] if op.input_dtypes else "float16")
+    elem = dtype_bytes(op.input_dtypes[0] if op.input_dtypes else "float16")
     tensors = math.prod(x) + math.prod(out) + (math.prod(x) if "backward" in op.op else 0)
     kernels = 3 if "backward" in op.op else 2
     return _streaming("elementwise", 2 * tensors * elem, gpu), kernels
@@ -391,7 +349,7 @@ def _eager_attention(op: OpRecord, gpu, precision: str, stack: Stack):
     gemms = [(bh, q_len, k_len, d), (bh, q_len, d, k_len)]
     if backward:
         gemms = gemms + [(bh, k_len, d, q_len), (bh, q_len, k_len, d)]
-    elem = _elem_bytes(op.input_dtypes[0] if op.input_dtypes else "float32")
+    elem = dtype_bytes(op.input_dtypes[0] if op.input_dtypes else "float32")
     passes = 8 if backward or stack.training else 6
     serial = _streaming("softmax", passes * bh * q_len * k_len * elem, gpu)
     kernels = len(gemms) + (3 if backward else 4)

@@ -378,15 +378,15 @@ def decode_kernels(arch: DecoderArch, engine: str) -> int:
     return arch.num_layers * per_layer + 2
 
 
-def unread_embedding_bytes(arch: DecoderArch, w: Workload, batch: int) -> float:
-    """Stored weight bytes a decode step does not read: an untied input embedding's table but for the batch's
-    rows (``Embedding.cpp``: the lookup is an ``index_select``), on one of ``w.num_gpus`` tensor-parallel GPUs
+def unread_embedding_bytes(arch: DecoderArch, w: Workload, rows: int) -> float:
+    """Stored weight bytes a forward over ``rows`` tokens does not read: an untied input embedding's table but for
+    those rows (``Embedding.cpp``: the lookup is an ``index_select``), on one of ``w.num_gpus`` tensor-parallel GPUs
     (each holds a vocabulary shard). A tied table is the LM head's weight, read whole: 0."""
     if arch.tie_word_embeddings:
         return 0.0
     elem = frozen_bytes(w.precision)
     table = arch.vocab_size * arch.hidden_size * elem / max(w.num_gpus, 1)
-    return max(table - batch * arch.hidden_size * elem, 0.0)
+    return max(table - rows * arch.hidden_size * elem, 0.0)
 
 
 def decode_step(arch: DecoderArch, w: Workload, gpu, *, weights_bytes: float, context_tokens: float, batch: int,

@@ -74,8 +74,16 @@ _SDPA_BACKWARD = {aten._scaled_dot_product_flash_attention_for_cpu_backward, ate
 _EMPTY: dict = {}
 
 
+# index_put(self, indices, values, accumulate=False): accumulating sums into the addressed elements (a sort first)
+_INDEX_PUT_PACKETS = {aten.index_put, aten.index_put_, aten._index_put_impl_}
+
+
 def op_attrs(packet, args: tuple, kwargs: dict) -> dict:
-    """What the runtime model needs beyond shapes: conv geometry, attention flags, memory layout."""
+    """What the runtime model needs beyond shapes: conv geometry, attention flags, memory layout, whether an
+    index_put accumulates."""
+    if packet in _INDEX_PUT_PACKETS:
+        accumulate = args[3] if len(args) > 3 else kwargs.get("accumulate", False)
+        return {"accumulate": bool(accumulate)} if accumulate else _EMPTY
     if packet in _CONV_PACKETS:
         # convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
         # convolution_backward(grad_out, input, weight, bias_sizes, stride, padding, dilation, transposed, ...)

@@ -13,6 +13,25 @@ from gpuwise.errors import GpuwiseError
 from gpuwise.workload import Workload, WorkloadError
 
 PHASES = ("forward", "backward", "optimizer", "other")
+# Bytes of one element of each dtype as records name it (``OpRecord.input_dtypes``); 4 for any other.
+ITEMSIZE = {
+    "float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4, "int16": 2,
+    "int8": 1, "uint8": 1, "bool": 1, "complex64": 8, "complex128": 16,
+    "float8_e4m3fn": 1, "float8_e5m2": 1,
+}
+
+
+def dtype_bytes(dtype: str, default: int = 4) -> int:
+    """Bytes of one element of ``dtype`` (a name as records write it)."""
+    return ITEMSIZE.get(dtype, default)
+
+
+def tensor_bytes(shape, dtype: str) -> int:
+    """Bytes of a dense tensor of ``shape`` and ``dtype``."""
+    n = 1
+    for d in shape:
+        n *= d
+    return n * dtype_bytes(dtype)
 CATEGORIES = ("weights", "gradients", "optimizer", "activations", "inputs", "workspace", "other")
 
 
