@@ -38,7 +38,8 @@ from gpuwise.catalog import load_catalog
 from gpuwise.memory.llm import inference_weight_bytes
 from gpuwise.runtime import llm_kernels
 from gpuwise.runtime.calibration import load_calibration
-from gpuwise.runtime.llm import VLLM_KERNELS_PER_LAYER, decode_kernels, decode_step, weights_read_s
+from gpuwise.runtime.llm import (VLLM_KERNELS_PER_LAYER, decode_kernels, decode_step, unread_embedding_bytes,
+                                 weights_read_s)
 from gpuwise.runtime.llm_kernels import decode_compute_s
 from gpuwise.runtime.llm_streams import split
 from gpuwise.runtime.rates import rate_peak_flops_per_s
@@ -122,9 +123,11 @@ def predict(arch: DecoderArch, gpu, tp: int, tokens: int, cal) -> Layer:
     layer = Layer(weights_read_s(layer_bytes, gpu), layer_gemms, cal.p("kernel_latency_s"), layer_bytes)
     if tp == 1:     # the same parts, with the head and decode_kernels' count, are decode_step's GPU time
         head_bytes = (pc.lm_head + norm_w) * frozen_bytes(PRECISION)
-        step = decode_step(arch, w, gpu, weights_bytes=layer_bytes + head_bytes, context_tokens=0, batch=tokens,
-                           kv_bytes_per_element=HALF, calibration=cal)
-        expect = (max(weights_read_s(layer_bytes + head_bytes, gpu), whole)
+        table_bytes = pc.embedding * frozen_bytes(PRECISION)     # an untied table: only the tokens' rows are read
+        step = decode_step(arch, w, gpu, weights_bytes=layer_bytes + head_bytes + table_bytes, context_tokens=0,
+                           batch=tokens, kv_bytes_per_element=HALF, calibration=cal)
+        read = layer_bytes + head_bytes + table_bytes - unread_embedding_bytes(arch, w, tokens)
+        expect = (max(weights_read_s(read, gpu), whole)
                   + decode_kernels(arch, "vllm") * layer.gap_s)
         assert math.isclose(step.gpu_s, expect, rel_tol=1e-12), (step.gpu_s, expect)
     return layer

@@ -122,6 +122,13 @@ def format_duration(seconds: float) -> str:
     return f"{seconds / 86400:.1f} d"
 
 
+def format_samples_rate(per_s: float) -> str:
+    """``123.4``; under one a second two significant digits (``0.0042``), never ``0.0`` for a slow step."""
+    if not per_s or per_s >= 1 or not math.isfinite(per_s):
+        return f"{per_s:.1f}"
+    return f"{per_s:.{1 - math.floor(math.log10(per_s))}f}"
+
+
 def format_request_rate(per_s: float) -> str:
     """``1 request/s``, ``2.5 requests/s``, ``0.25 requests/s`` (LLM serving loads)."""
     text = f"{per_s:,.0f}" if per_s >= 100 else f"{per_s:.3g}"

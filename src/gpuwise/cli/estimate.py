@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 from typing import Annotated, Optional
 
 import typer
@@ -13,7 +14,7 @@ from rich.table import Table
 from gpuwise.cli import common as c
 from gpuwise.cli.calibrate import NoUserCalibrationOpt, user_correction
 from gpuwise.cli.workload_options import workload_from, workload_options
-from gpuwise.units import format_bytes, format_duration, format_request_rate
+from gpuwise.units import format_bytes, format_duration, format_request_rate, format_samples_rate
 from gpuwise.text import for_console
 
 
@@ -180,7 +181,7 @@ def _render(out: dict, est) -> None:
     if t:
         from gpuwise.runtime.model import SHARDING_OVERHEAD_PART, bound_word
 
-        con.print(f"Step time {format_duration(t['step_time_s'])}, {t['samples_per_s']:.1f} samples/s, "
+        con.print(f"Step time {format_duration(t['step_time_s'])}, {format_samples_rate(t['samples_per_s'])} samples/s, "
                   f"bound by {bound_word(t['bound'])}")
         acc = out.get("time_accuracy")
         if t.get("likely_step_time_range_s") and acc:
@@ -226,7 +227,7 @@ def _render(out: dict, est) -> None:
                          f"[red]{_why_not_short(row['cannot_run'])}[/]" if row["cannot_run"] else
                          "yes" if row["fits"] else "[red]no[/]",
                          format_duration(row["step_time_s"]) if row["step_time_s"] else "-",
-                         f"{row['samples_per_s']:.1f}" if row["samples_per_s"] else "-",
+                         format_samples_rate(row["samples_per_s"]) if row["samples_per_s"] else "-",
                          bound_word(row["bound"]) or "-")
         con.print(c.fit_to_console(grid))
         con.print()       # the line the box's edge gave: the table apart from the notes

@@ -132,5 +132,5 @@ def workload_from(model: str, workload_kwargs: dict, *, batch_size: int | None =
     ignored = workload.inputs_it_ignores()
     if ignored:     # warned above; not recorded either (--json's workload is the job that was estimated)
         workload = workload.with_(**dict.fromkeys(ignored))
-    return workload
+    return workload.with_factory_sizes()     # a model factory's own sizes, where none was given, recorded
 

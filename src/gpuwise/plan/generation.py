@@ -1,5 +1,5 @@
 """Generation (``--mode infer --max-new-tokens N``) by the decoders gpuwise traces rather than describes in
-closed form (GPT-2, OPT, BLOOM, Falcon, GPT-J, GPT-Neo, CodeGen …: ``llm_config._NOT_DECODERS``).
+closed form (GPT-2, OPT, BLOOM, Falcon, GPT-J, GPT-Neo, CodeGen …: ``decoder_configs._NOT_DECODERS``).
 
 The tracer runs one forward of the prompts. HF ``generate`` then decodes N tokens, one forward each, against
 a KV cache of every layer's K and V. Both are modelled with the closed form's own pieces, on the shape read from

@@ -234,6 +234,8 @@ def predict_step_time(
         regime = "multi-gpu"
     elif stack.compile:
         regime = "compiled"
+    elif getattr(trace, "upper_bound_ops", 0):     # data-dependent ops traced at their upper bound
+        regime = "data-dependent"
     elif host_total >= SMALL_BATCH_HOST_SHARE * device_total:
         regime = "small-batch"
     else:

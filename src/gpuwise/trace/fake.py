@@ -110,7 +110,9 @@ def watch_modules(module: nn.Module, recorder: Recorder) -> list:
 # --- gradient checkpointing for non-transformers models ------------------------------------------
 
 def _block_list(container: nn.Module) -> bool:
-    """A Sequential/ModuleList whose most common child type repeats and has children of its own."""
+    """A Sequential/ModuleList whose most common child type repeats and has children of its own, or a
+    ModuleList of repeated layers with parameters (``for layer in self.layers: x = f(layer(x))``: a
+    ModuleList is never called, its elements are the blocks)."""
     if not isinstance(container, (nn.Sequential, nn.ModuleList)):
         return False
     kinds: dict[type, int] = {}
@@ -120,37 +122,59 @@ def _block_list(container: nn.Module) -> bool:
         return False
     kind, count = max(kinds.items(), key=lambda kv: kv[1])
     sample = next(c for c in container.children() if type(c) is kind)
+    if isinstance(container, nn.ModuleList) and any(True for _ in sample.parameters()):
+        return count >= 2
     return count >= 2 and any(True for _ in sample.children())
 
 
-def checkpoint_blocks(module: nn.Module) -> int:
+class CheckpointedBlocks:
+    """The blocks ``checkpoint_blocks`` wrapped, and those that ran under ``torch.utils.checkpoint`` since (a
+    wrapped module the model never calls checkpoints nothing: the note counts the blocks that ran)."""
+
+    def __init__(self) -> None:
+        self.wrapped = 0
+        self.ran: set[int] = set()
+
+    def note(self) -> str:
+        if self.ran:
+            return f"gradient checkpointing: torch.utils.checkpoint around {len(self.ran)} blocks"
+        return ("gradient checkpointing: nothing checkpointed (no repeated block or layer of this model ran "
+                "through a wrapped forward); checkpoint it in the model's own code to trace it")
+
+
+def checkpoint_blocks(module: nn.Module) -> CheckpointedBlocks:
     """Wraps each block of the outermost repeated-block lists in ``torch.utils.checkpoint``
-    (use_reentrant=False), as one would by hand; returns the number of blocks wrapped."""
+    (use_reentrant=False), as one would by hand; without such lists, the top-level children that hold
+    parameters (the elements of a ModuleList or ModuleDict, which is never called itself)."""
     from torch.utils.checkpoint import checkpoint
 
-    wrapped = 0
+    blocks = CheckpointedBlocks()
 
     def wrap(block: nn.Module) -> None:
         inner = block.forward
 
         def forward(*args, **kwargs):
+            blocks.ran.add(id(block))
             return checkpoint(inner, *args, use_reentrant=False, **kwargs)
         block.forward = forward
+        blocks.wrapped += 1
 
     def visit(m: nn.Module) -> None:
-        nonlocal wrapped
         for child in m.children():
             if _block_list(child):
                 for block in child.children():
                     wrap(block)
-                    wrapped += 1
             else:
                 visit(child)
 
-    visit(module)
-    if not wrapped:   # no repeated blocks: checkpoint the top-level children that hold parameters
-        for child in module.children():
-            if any(True for _ in child.parameters()):
+    def wrap_top(m: nn.Module) -> None:
+        for child in m.children():
+            if isinstance(child, (nn.ModuleList, nn.ModuleDict)):
+                wrap_top(child)
+            elif any(True for _ in child.parameters()):
                 wrap(child)
-                wrapped += 1
-    return wrapped
+
+    visit(module)
+    if not blocks.wrapped:   # no repeated blocks: checkpoint the top-level children that hold parameters
+        wrap_top(module)
+    return blocks

@@ -89,6 +89,9 @@ class Trace:
     samples_per_step: int              # the micro-batch
     trace_time_s: float = 0.0
     notes: tuple[str, ...] = ()        # what the tracer had to assume or work around
+    # operators whose output size depends on values (nonzero, masked_select, boolean indexing), traced with
+    # every element selected: the step's memory and time are upper bounds, not estimates
+    upper_bound_ops: int = 0
 
     @property
     def flops(self) -> int:

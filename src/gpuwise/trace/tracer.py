@@ -65,7 +65,7 @@ def trace_workload(workload: Workload) -> Trace:
         logging.getLogger("transformers").setLevel(logging.ERROR)   # its first import resets it
         module = built.module
         notes = list(built.notes)
-        module, prepared = _prepare(module, workload, built.is_hf)
+        module, prepared, checkpointed = _prepare(module, workload, built.is_hf)
         notes += prepared
         recorder = Recorder(training=workload.is_training, max_ops=max_trace_ops())
         try:
@@ -77,14 +77,18 @@ def trace_workload(workload: Workload) -> Trace:
             caller = (__name__, _step.__name__) if recorder.phase == "forward" else None   # _step calls the model
             if isinstance(exc, spec_builders.MODEL_ERRORS) and spec_builders.raised_by_model(exc, caller):
                 suffix = f" (in module '{where}' during {recorder.phase}, batch size {workload.batch_size})"
-                raise ModelCodeError(spec_builders.model_failure(spec, workload, exc, suffix)) from exc
+                raise ModelCodeError(spec_builders.model_failure(spec, workload, exc, suffix,
+                                                                 built.resized_inputs)) from exc
             raise TraceError(f"tracing {spec.name} failed in module '{where}' during {recorder.phase}: "
                              f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:240]}") from exc
         finally:
             recorder.closed = True
+    if checkpointed is not None:
+        notes.append(checkpointed.note())
     for name, n in sorted(recorder.placeholders.items()):
         if "upper bound" in name:
-            notes.append(f"{n} x {name}: every element assumed selected")
+            notes.append(f"{n} x {name}: every element assumed selected (a routed mixture of experts runs every "
+                         "expert on every token): memory and time are upper bounds for this model")
         elif "random" in name:
             notes.append(f"{n} x {name}")
         else:
@@ -103,6 +107,7 @@ def trace_workload(workload: Workload) -> Trace:
         param_count=counts[0],
         trainable_param_count=counts[1],
         samples_per_step=workload.batch_size,
+        upper_bound_ops=sum(n for name, n in recorder.placeholders.items() if "upper bound" in name),
         trace_time_s=time.perf_counter() - start_s,
         notes=tuple(notes),
     )
@@ -127,9 +132,12 @@ def _quiet():
             lg.setLevel(level)
 
 
-def _prepare(module: torch.nn.Module, workload: Workload, is_hf: bool) -> tuple[torch.nn.Module, list[str]]:
-    """Fine-tuning method, precision, layout and checkpointing, applied on meta (cheap)."""
+def _prepare(module: torch.nn.Module, workload: Workload,
+             is_hf: bool) -> tuple[torch.nn.Module, list[str], fake.CheckpointedBlocks | None]:
+    """Fine-tuning method, precision, layout and checkpointing, applied on meta (cheap). The blocks gpuwise
+    wrapped in torch.utils.checkpoint, if any, say what ran checkpointed once the steps have run."""
     notes: list[str] = []
+    checkpointed = None
     if workload.finetune != "full" or workload.quant != "none":
         with torch.device("meta"):
             module = apply_finetune(module, workload) or module
@@ -137,17 +145,29 @@ def _prepare(module: torch.nn.Module, workload: Workload, is_hf: bool) -> tuple[
         module.to(pure_dtype(workload.precision_value))
     if workload.channels_last:
         module.to(memory_format=torch.channels_last)
+    if workload.is_training:
+        _refuse_sparse_gradients(module)
     if workload.grad_checkpointing and workload.is_training:
         if is_hf and getattr(module, "supports_gradient_checkpointing", False):
             module.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
             notes.append("gradient checkpointing: transformers' own (use_reentrant=False)")
         else:
-            count = fake.checkpoint_blocks(module)
-            notes.append(f"gradient checkpointing: torch.utils.checkpoint around {count} blocks")
+            checkpointed = fake.checkpoint_blocks(module)
     module.train(workload.is_training)
     if workload.grad_accum_steps > 1 and workload.is_training:
         notes.append("gradient accumulation: the measured micro-step starts with the previous one's gradients")
-    return module, notes
+    return module, notes, checkpointed
+
+
+def _refuse_sparse_gradients(module: torch.nn.Module) -> None:
+    """An embedding with ``sparse=True`` gets a sparse gradient (the rows the batch touches), which fake
+    tensors cannot hold and the memory rules do not describe: refused in one line, not a crash in backward."""
+    for name, sub in module.named_modules():
+        if (isinstance(sub, (torch.nn.Embedding, torch.nn.EmbeddingBag)) and sub.sparse
+                and sub.weight.requires_grad):
+            raise TraceError(f"{type(sub).__name__} '{name or '<top>'}' has sparse=True: sparse gradients are not "
+                             "supported by gpuwise's trace (sparse=False traces a dense gradient of the whole "
+                             "table, an upper bound; --mode infer has no gradient)")
 
 
 def _run(module, built, workload: Workload, recorder: Recorder) -> tuple[int, int]:

@@ -14,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from gpuwise.workload.llm_config import text_config, try_load_decoder_config
+from gpuwise.workload.decoder_configs import text_config
+from gpuwise.workload.llm_config import try_load_decoder_config
 from gpuwise.workload.storage import FP8_BLOCK
 
 FP8_FORMATS = ("e4m3", "float8_e4m3fn", "")      # what vLLM's Fp8Config serves (e5m2 checkpoints are rare)

@@ -15,8 +15,9 @@ from functools import lru_cache
 from importlib.metadata import PackageNotFoundError, version
 
 from gpuwise.workload.config_checks import HEAD_KEYS, HIDDEN_KEYS, LAYER_KEYS
+from gpuwise.workload.decoder_configs import text_config
 from gpuwise.workload.errors import WorkloadError
-from gpuwise.workload.llm_config import load_config, text_config, try_load_decoder_config
+from gpuwise.workload.llm_config import load_config, try_load_decoder_config
 
 # Canonical roles of block linears; LoRA targets may name a role or the module's own name.
 ROLE_ALIASES = {

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, fields, replace
 
 from gpuwise.errors import did_you_mean
 from gpuwise.workload.errors import WorkloadError
+from gpuwise.workload.factory_signature import factory_input_sizes, factory_signature
 from gpuwise.workload.llm_config import request_rate_refusal
 from gpuwise.workload.precision import NAMES as PRECISIONS
 from gpuwise.workload.precision import Precision, parse
@@ -37,7 +38,8 @@ class Workload:
 
     ``batch_size`` is the micro-batch per GPU per forward pass; the effective batch is
     ``batch_size * grad_accum_steps * num_gpus``. ``seq_len``/``image_size`` of None mean the
-    model's default input (224 px for vision models, 128 tokens for text models).
+    model's default input (224 px for vision models, 128 tokens for text models, a model factory's own
+    defaults: ``with_factory_sizes`` writes those in).
     """
 
     model: str
@@ -197,9 +199,16 @@ class Workload:
 
     def inputs_it_ignores(self) -> dict[str, str]:
         """``seq_len`` given to a model that takes images, ``image_size`` to one that takes tokens: field -> what
-        the warning says (the CLI drops the field from the job it records). A model file takes either."""
+        the warning says (the CLI drops the field from the job it records). A model file takes either, unless
+        its factory has no such parameter and returns its own example inputs (workload/factory_signature.py)."""
         spec = input_kind(self.model)
         out = {}
+        sig = factory_signature(self.model) if spec is None else None
+        if sig is not None and sig.returns_inputs:
+            for name, flag in (("seq_len", "--seq-len"), ("image_size", "--image-size")):
+                if getattr(self, name) is not None and name not in sig.params:
+                    out[name] = (f"{flag} has no effect: {self.model} takes no {name} parameter (its example "
+                                 "inputs set their size)")
         if spec == "images" and self.seq_len is not None:
             out["seq_len"] = (f"--seq-len has no effect: {self.model} takes images, not tokens (--image-size sets "
                               "their side)")
@@ -225,6 +234,13 @@ class Workload:
     def precision_value(self) -> Precision:
         """What ``precision`` means: dtypes, bytes, the peak its kernels run at (workload/precision.py)."""
         return parse(self.precision)
+
+    def with_factory_sizes(self) -> "Workload":
+        """This job with the input sizes a model factory runs at when none is given (its own defaults,
+        workload/factory_signature.py) written in, so that the job recorded is the job traced; unchanged for
+        any other model or a size given."""
+        sizes = {k: v for k, v in factory_input_sizes(self.model).items() if getattr(self, k) is None}
+        return self.with_(**sizes) if sizes else self
 
     def with_(self, **changes) -> "Workload":
         return replace(self, **changes)

@@ -26,6 +26,7 @@ from gpuwise.workload.errors import WorkloadError
 from gpuwise.workload.specs import (
     CAUSAL_LM,
     DEFAULT_IMAGE_SIZE,
+    DEFAULT_SEQ_LEN,
     IMAGE_CLASSIFICATION,
     SEGMENTATION,
     SEQ2SEQ_LM,
@@ -47,6 +48,7 @@ class BuiltModel:
     loss_fn: LossFn | None
     is_hf: bool = False
     notes: tuple[str, ...] = ()
+    resized_inputs: str = ""     # a factory without batch_size: how gpuwise resized its example inputs, in words
 
 
 def build(spec: ModelSpec, workload) -> BuiltModel:
@@ -94,12 +96,26 @@ def raised_by_model(exc: BaseException, caller: tuple[str, str] | None = None) -
     return False
 
 
-def model_failure(spec: ModelSpec, workload, exc: BaseException, where: str = "") -> str:
+def model_failure(spec: ModelSpec, workload, exc: BaseException, where: str = "", resized: str = "") -> str:
     """One line: the model, the inputs it was given, the library's message, ``where`` (a suffix)
-    and, for a ViT-style model given an image size it cannot take, a size it can."""
+    and, for a ViT-style model given an image size it cannot take, a size it can. A user's model that raised
+    by itself (its own ``raise``, not a torch operator refusing a shape) is named with the exception's type,
+    the inputs not blamed. ``resized``: how gpuwise resized a factory's inputs (it takes no batch_size)."""
     message = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:240]
     hint = image_size_hint(spec, workload.image_size or spec.default_image_size()) if spec.is_vision else ""
+    if spec.source == "file" and not _raised_by_torch(exc):
+        return f"{spec.name} raised {type(exc).__name__}: {message}{where}"
+    if resized:
+        hint += (f"; the factory takes no batch_size, so gpuwise {resized}: give it a batch_size parameter to "
+                 "size its inputs itself")
     return f"{spec.name} cannot run on {describe_inputs(spec, workload)}: {message}{where}{hint}"
+
+
+def _raised_by_torch(exc: BaseException) -> bool:
+    """True when the innermost frame of the traceback is torch's (an operator or torch._assert refusing what it
+    was given), False when it is the model's own code (a ``raise`` of its own)."""
+    frames = list(traceback.walk_tb(exc.__traceback__))
+    return bool(frames) and str(frames[-1][0].f_globals.get("__name__", "")).partition(".")[0] == "torch"
 
 
 def describe_inputs(spec: ModelSpec, workload) -> str:
@@ -273,7 +289,10 @@ def _build_hf(spec: ModelSpec, batch_size: int, seq_len: int, image_size: int,
         with torch.device("meta"):
             module = auto.from_config(config, **({"attn_implementation": "eager"} if attention == "eager" else {}))
     except ValueError as exc:
-        raise WorkloadError(f"{spec.name}: transformers cannot build {auto.__name__} for it: {exc}") from exc
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        reason = reason if len(reason) <= 160 else reason[:157] + "..."      # transformers lists every class it knows
+        raise WorkloadError(f"{spec.name}: transformers cannot build {auto.__name__} for model_type {model_type!r}: "
+                            f"{reason}; wrap the model in a file.py:factory that returns it with example inputs") from exc
     finally:
         transformers.logging.set_verbosity(previous)
     vocab = int(getattr(config, "vocab_size", 0) or 2)
@@ -313,27 +332,62 @@ def _build_factory(spec: ModelSpec, workload) -> BuiltModel:
 
 def _run_factory(path: Path, func_name: str, workload) -> BuiltModel:
     factory = _load_factory(path, func_name)
-    wanted = {"batch_size": workload.batch_size, "seq_len": workload.tokens_per_sequence,
-              "image_size": workload.image_size or DEFAULT_IMAGE_SIZE}
     params = inspect.signature(factory).parameters
-    kwargs = {k: v for k, v in wanted.items() if k in params}
+    kwargs = factory_kwargs(params, workload)
     try:
         result = on_meta(lambda: factory(**kwargs))
     except (Exception, SystemExit) as exc:  # the user's code (even sys.exit): any error is bad input, named with its file
         raise WorkloadError(f"model factory {path.name}:{func_name} raised {type(exc).__name__}: {exc}") from None
     module, example, loss_fn = _unpack_factory_result(result, path.name, func_name)
-    notes: list[str] = []
+    notes = [note for note in (_call_note(func_name, params, kwargs),) if note]
+    resized = ""
     if example is None:
-        example, note = _guess_inputs(module, workload.batch_size, wanted["seq_len"], wanted["image_size"])
+        example, note = _guess_inputs(module, workload.batch_size, workload.tokens_per_sequence,
+                                      workload.image_size or DEFAULT_IMAGE_SIZE)
         notes.append(note)
     elif "batch_size" not in kwargs:
-        example = _with_batch(example, workload.batch_size)
+        example, resized = _with_batch(example, workload.batch_size)
+        if resized:
+            notes.append(f"{func_name} takes no batch_size: gpuwise {resized} (give it a batch_size parameter "
+                         "to size its inputs itself)")
     template = example if isinstance(example, tuple) else (example,)
 
     def make_batch(training: bool) -> Batch:
         return tuple(_fresh_like(x) for x in template), {}
 
-    return BuiltModel(module, make_batch, _user_loss(loss_fn) if loss_fn else _default_loss, notes=tuple(notes))
+    return BuiltModel(module, make_batch, _user_loss(loss_fn) if loss_fn else _default_loss, notes=tuple(notes),
+                      resized_inputs=resized)
+
+
+def factory_kwargs(params, workload) -> dict[str, int]:
+    """What a factory is called with: ``batch_size`` always (where it takes it); ``seq_len``/``image_size`` as the
+    workload gives them, else nothing where the factory has a default of its own (its default stands), else
+    gpuwise's default (a parameter without a default must be given)."""
+    kwargs: dict[str, int] = {}
+    if "batch_size" in params:
+        kwargs["batch_size"] = workload.batch_size
+    for name, given, fallback in (("seq_len", workload.seq_len, DEFAULT_SEQ_LEN),
+                                  ("image_size", workload.image_size, DEFAULT_IMAGE_SIZE)):
+        if name not in params:
+            continue
+        if given is not None:
+            kwargs[name] = given
+        elif params[name].default is inspect.Parameter.empty:
+            kwargs[name] = fallback
+    return kwargs
+
+
+def _call_note(func_name: str, params, kwargs: dict) -> str:
+    """``factory called as unet(batch_size=32, image_size=64), image_size its own default``: the sizes used ('' for a
+    factory that takes none)."""
+    used = {n: kwargs[n] if n in kwargs else params[n].default for n in ("batch_size", "seq_len", "image_size")
+            if n in params}
+    if not used:
+        return ""
+    own = [n for n in used if n != "batch_size" and params[n].default is not inspect.Parameter.empty
+           and used[n] == params[n].default]
+    call = ", ".join(f"{n}={v!r}" for n, v in used.items())
+    return f"factory called as {func_name}({call})" + (f", {' and '.join(own)} its own default" if own else "")
 
 
 def _load_factory(path: Path, func_name: str):
@@ -368,11 +422,29 @@ def _unpack_factory_result(result, file_name: str, func_name: str):
 
 
 def _with_batch(example, batch_size: int):
-    """Sets the leading (batch) dimension of every example tensor to the workload's batch size."""
+    """Sets the leading (batch) dimension of the example tensors to the workload's batch size: those whose
+    leading dimension is the first tensor's (the example's batch; an (L, L) mask beside a (B, L, D) input keeps
+    its shape). Returns (example, what was done, in words: '' when nothing changed)."""
     items = example if isinstance(example, tuple) else (example,)
-    out = tuple(x.new_empty((batch_size, *x.shape[1:]), device="meta") if isinstance(x, torch.Tensor) and x.dim()
-                else x for x in items)
-    return out if isinstance(example, tuple) else out[0]
+    tensors = [(i, x) for i, x in enumerate(items) if isinstance(x, torch.Tensor) and x.dim()]
+    if not tensors:
+        return example, ""
+    batch = tensors[0][1].shape[0]
+    out = list(items)
+    changed, kept = [], []
+    for i, x in tensors:
+        if x.shape[0] != batch:
+            kept.append(f"input {i} {tuple(x.shape)}")
+            continue
+        out[i] = x.new_empty((batch_size, *x.shape[1:]), device="meta")
+        if batch != batch_size:
+            changed.append(f"input {i} {tuple(x.shape)} -> {tuple(out[i].shape)}")
+    if not changed:
+        return example, ""
+    words = "set the first dimension to the batch size: " + ", ".join(changed)
+    if kept:
+        words += f" (kept, its first dimension is not {batch}: {', '.join(kept)})"
+    return (tuple(out) if isinstance(example, tuple) else out[0]), words
 
 
 def _fresh_like(x):

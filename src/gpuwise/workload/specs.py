@@ -27,6 +27,7 @@ from typing import Any, Mapping
 
 from gpuwise.errors import did_you_mean
 from gpuwise.workload.config_checks import check_config
+from gpuwise.workload.decoder_configs import is_decoder_config
 from gpuwise.workload.errors import WorkloadError
 from gpuwise.workload.hub import NOT_ON_HUB, hub_config
 from gpuwise.workload.timm_index import timm_models
@@ -349,7 +350,8 @@ def _hf_from_file(spec: str, path: Path, canonical: str | None = None) -> ModelS
     if not isinstance(config, dict) or "model_type" not in config:
         raise WorkloadError(f"{path}: not a transformers config (no 'model_type')")
     repo = path.stem.replace("--", "/")
-    return ModelSpec(spec, "hf", canonical or f"hf:{repo}", _hf_task(config), str(path), config)
+    name = canonical or f"hf:{repo}"
+    return ModelSpec(spec, "hf", name, _hf_task(config, name), str(path), config)
 
 
 _ENCODER_TYPES = {"bert", "roberta", "distilbert", "albert", "electra", "deberta", "deberta-v2", "xlm-roberta",
@@ -358,19 +360,57 @@ _VISION_TYPES = {"vit", "deit", "beit", "swin", "swinv2", "convnext", "convnextv
                  "efficientnet", "mobilevit", "levit", "poolformer", "cvt", "vit_msn", "vit_hybrid"}
 
 
-def _hf_task(config: Mapping[str, Any]) -> str:
-    """Which AutoModelFor... to build: the config's architectures first, then its model_type."""
-    archs = " ".join(config.get("architectures") or [])
+# Encoder-decoders of text to text: transformers' AutoModelForSeq2SeqLM, fed tokens (an audio or image
+# encoder-decoder, Whisper's input_features, is none of these).
+_TEXT_SEQ2SEQ_TYPES = {"t5", "mt5", "umt5", "longt5", "bart", "mbart", "marian", "pegasus", "pegasus_x", "led",
+                       "blenderbot", "blenderbot-small", "plbart", "m2m_100", "fsmt", "prophetnet",
+                       "switch_transformers", "bigbird_pegasus", "nllb-moe", "encoder-decoder"}
+# Models whose inputs are not token ids or images for a classifier (audio, image-text pairs, detection):
+# no AutoModelFor... that gpuwise builds feeds them right, even where one accepts the config.
+_NOT_BUILT_TYPES = {"whisper", "wav2vec2", "wav2vec2-conformer", "wav2vec2-bert", "hubert", "wavlm", "unispeech",
+                    "unispeech-sat", "sew", "sew-d", "data2vec-audio", "speech_to_text", "speecht5", "seamless_m4t",
+                    "seamless_m4t_v2", "audio-spectrogram-transformer", "clap", "encodec", "musicgen", "bark",
+                    "clip", "clipseg", "siglip", "siglip2", "chinese_clip", "altclip", "x_clip", "owlvit", "owlv2",
+                    "blip", "blip-2", "instructblip", "flava", "align", "vision-encoder-decoder",
+                    "speech-encoder-decoder", "vision-text-dual-encoder", "pix2struct", "detr", "yolos",
+                    "conditional_detr", "deformable_detr", "sam", "mask2former", "maskformer", "oneformer",
+                    "videomae", "timesformer", "vivit"}
+# Head suffixes of architectures whose trunk gpuwise builds (with its own head: a sequence classifier for an
+# encoder, a causal LM head for a decoder).
+_BUILT_ARCH_SUFFIXES = ("ForCausalLM", "LMHeadModel", "ForSequenceClassification", "ForMaskedLM", "ForPreTraining",
+                        "ForTokenClassification", "ForQuestionAnswering", "ForMultipleChoice", "Model")
+
+
+def _hf_task(config: Mapping[str, Any], name: str = "") -> str:
+    """Which AutoModelFor... to build: the config's architectures first, then its model_type. A model none of
+    them builds with the right inputs (Whisper, CLIP, wav2vec2) is refused in one line, never built as another
+    (a WhisperForConditionalGeneration config is not WhisperForCausalLM)."""
+    archs = [str(a) for a in (config.get("architectures") or [])]
     model_type = str(config.get("model_type", ""))
-    if config.get("is_encoder_decoder") or "ConditionalGeneration" in archs and model_type in {"t5", "mt5", "bart"}:
-        return SEQ2SEQ_LM
-    if "ImageClassification" in archs or model_type in _VISION_TYPES:
+    if any("ImageClassification" in a for a in archs) or model_type in _VISION_TYPES:
         return IMAGE_CLASSIFICATION
-    if "CausalLM" in archs or "LMHead" in archs and model_type not in _ENCODER_TYPES:
+    if model_type in _ENCODER_TYPES:
+        return SEQUENCE_CLASSIFICATION
+    if model_type in _NOT_BUILT_TYPES:
+        raise WorkloadError(_not_built(name, archs, model_type))
+    if model_type in _TEXT_SEQ2SEQ_TYPES or config.get("is_encoder_decoder"):
+        return SEQ2SEQ_LM
+    if any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in archs):
         return CAUSAL_LM
-    if model_type in _ENCODER_TYPES or "MaskedLM" in archs or "SequenceClassification" in archs:
+    if archs and not any(a.endswith(_BUILT_ARCH_SUFFIXES) for a in archs):
+
+        if not is_decoder_config(dict(config)):     # a multimodal LLM's text decoder: the closed form reads it
+            raise WorkloadError(_not_built(name, archs, model_type))
+    if "MaskedLM" in " ".join(archs) or "SequenceClassification" in " ".join(archs):
         return SEQUENCE_CLASSIFICATION
     return CAUSAL_LM
+
+
+def _not_built(name: str, archs: list[str], model_type: str) -> str:
+    what = f"{archs[0]} (model_type {model_type!r})" if archs else f"model_type {model_type!r}"
+    return (f"{name}: gpuwise cannot build {what} with its inputs from a config: it builds text encoders, decoder "
+            "LMs (...ForCausalLM), text encoder-decoders (T5, BART ...) and image classifiers; wrap the model in a "
+            "file.py:factory that returns it with example inputs")
 
 
 def _suggestion_pool() -> list[str]:
