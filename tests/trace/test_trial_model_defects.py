@@ -135,6 +135,18 @@ class ShapeBug(nn.Module):
 
 def shape_bug(batch_size=2):
     return ShapeBug(), (torch.empty(batch_size, 16),)
+
+class Recurrent(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.LSTM(16, 32, batch_first=True)
+
+    def forward(self, x):
+        return self.rnn(x)[0].sum()
+
+
+def recurrent(batch_size=4):
+    return Recurrent(), (torch.zeros(batch_size, 10, 16),)
 '''
 
 
@@ -198,6 +210,18 @@ def test_an_upper_bound_trace_gets_no_held_out_likely_range(models):
     assert likely_step_time_range_s(step.step_time_s, method="traced", bound=step.bound, regime=step.regime) is None
     plain = predict_step_time(_trace(models, "looped", batch_size=4), gpu)
     assert plain.regime != "data-dependent"
+
+
+def test_an_lstm_is_said_to_be_traced_as_cpu_kernels_and_gets_no_held_out_range(models):
+    # was: oneDNN's LSTM layer (0 FLOPs) timed as a memory-bound op, with the big-batch regime's likely range
+    trace = _trace(models, "recurrent", batch_size=4)
+    assert trace.rnn_modules == 1
+    assert any("nn.LSTM/GRU/RNN traced as PyTorch's CPU kernels" in n for n in trace.notes)
+    gpu = resolve_gpu(load_catalog(user_file=False), "a100-80gb-sxm4")
+    step = predict_step_time(trace, gpu)
+    assert step.regime == "rnn"
+    assert likely_step_time_range_s(step.step_time_s, method="traced", bound=step.bound, regime=step.regime) is None
+    assert _trace(models, "looped", batch_size=4).rnn_modules == 0
 
 
 def test_without_batch_size_only_inputs_sharing_the_examples_batch_are_resized_and_said(models):

@@ -93,6 +93,11 @@ def trace_workload(workload: Workload) -> Trace:
             notes.append(f"{n} x {name}")
         else:
             notes.append(f"{n} x {name} on fake data: answered True / 1 (all-ones masks, no overflow)")
+    rnns = sum(isinstance(m, torch.nn.RNNBase) for m in module.modules())
+    if rnns:
+        notes.append(f"{rnns} x nn.LSTM/GRU/RNN traced as PyTorch's CPU kernels (oneDNN's LSTM layer, a GRU cell by "
+                     "cell), not the fused cuDNN RNN that CUDA runs: their memory is close, their time is not "
+                     "modelled (an LSTM's arithmetic is missed, a GRU counts thousands of small kernels)")
     if workload.attention == "eager" and (recorder.attention_calls or built.is_hf):
         notes.append("attention: eager (" + ("the model's own eager code: " if built.is_hf else "")
                      + "the softmax, the dropout mask and the probabilities, batch x heads x seq² each, "
@@ -108,6 +113,7 @@ def trace_workload(workload: Workload) -> Trace:
         trainable_param_count=counts[1],
         samples_per_step=workload.batch_size,
         upper_bound_ops=sum(n for name, n in recorder.placeholders.items() if "upper bound" in name),
+        rnn_modules=rnns,
         trace_time_s=time.perf_counter() - start_s,
         notes=tuple(notes),
     )
