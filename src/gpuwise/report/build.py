@@ -5,9 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpuwise.catalog import GPU, Catalog
+from gpuwise.catalog import GPU, Catalog, resolve_gpu
 from gpuwise.errors import GpuwiseError
-from gpuwise.catalog.resolve import lookup_gpu, name_index
 from gpuwise.monitor.sample import GpuSample
 from gpuwise.plan.fit import DEFAULT_HEADROOM_FRACTION
 from gpuwise.plan.money import rates_in
@@ -98,7 +97,7 @@ def build_report(
     compared_as = None
     logged, logged_note = resolve_rented(catalog, usage.gpu_name)
     if gpu:
-        rented = rented_gpu(catalog, gpu)
+        rented = resolve_gpu(catalog, gpu)
         if logged is None or logged.id != rented.id:
             compared_as = rented.name
     else:
@@ -126,13 +125,6 @@ UNENDED_NOTE = ("the run log records no end (no exit code, no end time): the run
                 "machine) or is still running; the figures cover only what was logged until then")
 NO_MEMORY_NOTE = ("the log records no memory use (no memory used nor process memory in any sample): no cheaper GPU "
                   "can be judged, so there is no right-sizing")
-
-
-def rented_gpu(catalog: Catalog, name: str) -> GPU:
-    """The GPU ``--gpu`` names; CatalogError (exit 2) naming the closest known GPUs, or, when none is close,
-    every GPU the catalog knows (as --provider names every provider)."""
-    known = ", ".join(g.id for g in catalog.gpus)
-    return lookup_gpu(name_index(catalog.gpus), name, otherwise=f"; known: {known}")
 
 
 def price_options(catalog: Catalog | None, *, gpu_price: str | None = None, provider: str | None = None,
@@ -167,4 +159,4 @@ def _train_steps(path: str | Path) -> int:
         return 0
 
 
-__all__ = ["Report", "build_report", "price_options", "rented_gpu"]
+__all__ = ["Report", "build_report", "price_options"]

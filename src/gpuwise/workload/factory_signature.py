@@ -46,12 +46,10 @@ def factory_signature(spec: str) -> FactorySignature | None:
     return _read(str(path.resolve()), func, stat.st_mtime_ns, stat.st_size)
 
 
-@lru_cache(maxsize=64)
 def factory_input_sizes(spec: str) -> dict[str, int]:
     """``seq_len``/``image_size`` -> the size a factory runs at when the user gives none: its own literal default,
     or gpuwise's default for a parameter without one (what ``spec_builders`` passes then). A size the factory does
     not take, or whose default is not a plain number, is absent."""
-
     sig = factory_signature(spec)
     if sig is None:
         return {}
@@ -64,7 +62,10 @@ def factory_input_sizes(spec: str) -> dict[str, int]:
     return out
 
 
+@lru_cache(maxsize=64)
 def _read(path: str, func: str, mtime_ns: int, size: int) -> FactorySignature | None:   # noqa: ARG001 (cache key)
+    """The parsed signature, once per file version (``mtime_ns`` and ``size`` key the cache: an edited file is read
+    again)."""
     try:
         tree = ast.parse(Path(path).read_bytes())
     except (OSError, SyntaxError, ValueError):
