@@ -34,7 +34,7 @@ def test_what_cublas_runs_is_matmul_work(op):
 def test_the_memory_rules_families_are_the_registrys():
     assert cuda.BLAS_OPS == ops.packets(library=ops.CUBLAS) <= ops.packets("matmul")
     assert cuda.CONV_OPS <= ops.packets("conv") and "aten.convolution_backward" not in cuda.CONV_OPS
-    assert cuda.CUDNN_OPS <= ops.packets("conv") | ops.packets("norm")
+    assert cuda.CUDNN_OPS <= ops.packets("conv") | ops.packets("norm") | ops.packets("rnn")
     assert {"aten.convolution_backward", "aten.native_batch_norm"} <= cuda.CUDNN_OPS
     # PyTorch's own conv kernels are conv work without cuDNN's modules or workspace
     for own in ("aten._conv_depthwise2d", "aten._slow_conv2d_forward", "aten.mkldnn_convolution"):

@@ -212,11 +212,11 @@ def test_an_upper_bound_trace_gets_no_held_out_likely_range(models):
     assert plain.regime != "data-dependent"
 
 
-def test_an_lstm_is_said_to_be_traced_as_cpu_kernels_and_gets_no_held_out_range(models):
+def test_an_lstm_is_said_to_be_traced_as_cudnns_rnn_and_gets_no_held_out_range(models):
     # was: oneDNN's LSTM layer (0 FLOPs) timed as a memory-bound op, with the big-batch regime's likely range
     trace = _trace(models, "recurrent", batch_size=4)
     assert trace.rnn_modules == 1
-    assert any("nn.LSTM/GRU/RNN traced as PyTorch's CPU kernels" in n for n in trace.notes)
+    assert any("nn.LSTM/GRU/RNN traced as cuDNN's fused RNN" in n for n in trace.notes)
     gpu = resolve_gpu(load_catalog(user_file=False), "a100-80gb-sxm4")
     step = predict_step_time(trace, gpu)
     assert step.regime == "rnn"

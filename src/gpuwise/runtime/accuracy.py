@@ -31,7 +31,7 @@ REGIME_WORDS = {"large-batch": "a single-GPU eager step",
                 "multi-gpu": "a multi-GPU step", "compiled": "a torch.compile step", "llm": "the LLM closed form",
                 "generation": "generation by a traced decoder: the closed form's decode steps",
                 "data-dependent": "a step with data-dependent ops (routing, nonzero) traced at their upper bound",
-                "rnn": "a step with LSTM / GRU layers (cuDNN's fused RNN is not modelled)"}
+                "rnn": "a step with LSTM / GRU layers (cuDNN's fused RNN, timed from its structure)"}
 MIN_CASES = 10   # fewer held-out runs than this give no range: a 10-80% band needs more than a handful
 
 

@@ -42,6 +42,10 @@ COMPILED_KERNEL_S = 7e-6
 FORWARD_CALL_S = {"conv": 68e-6, "matmul": 52e-6, "attention": 52e-6, "norm": 46e-6, "reduction": 33e-6,
                   "elementwise": 26e-6}
 FORWARD_CALL_DEFAULT_S = FORWARD_CALL_S["elementwise"]
+# Classes the data has no call of: a fused RNN is a module call into cuDNN (descriptors set up per call), as a
+# convolution is.
+FORWARD_CALL_S["rnn"] = FORWARD_CALL_S["conv"]
+_CUDNN_CLASSES = ("conv", "rnn")
 
 
 def host_s(cls: str, kernels: int, phase: str, stack: Stack) -> float:
@@ -51,7 +55,7 @@ def host_s(cls: str, kernels: int, phase: str, stack: Stack) -> float:
     if kernels == 0:
         return VIEW_S
     if phase == "backward":
-        return AUTOGRAD_OP_S + (CUDNN_CALL_S if cls == "conv" else 0.0) + kernels * CUDA_LAUNCH_S
+        return AUTOGRAD_OP_S + (CUDNN_CALL_S if cls in _CUDNN_CLASSES else 0.0) + kernels * CUDA_LAUNCH_S
     if phase == "optimizer":
         return OPTIMIZER_OP_S + kernels * CUDA_LAUNCH_S
     return FORWARD_CALL_S.get(cls, FORWARD_CALL_DEFAULT_S) + (kernels - 1) * CUDA_LAUNCH_S

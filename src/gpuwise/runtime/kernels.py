@@ -33,11 +33,13 @@ from gpuwise.runtime.indexing import indexing_bytes
 from gpuwise.runtime.laws import (eager_streaming_limit_bytes_per_s, gpu_power_terms, load_laws, streaming_time_s,
                                   tiled_time_s)
 from gpuwise.runtime.rates import rate_peak_flops_per_s
+from gpuwise.runtime.rnn import rnn_kernels
 from gpuwise.runtime.stack import DEFAULT_STACK, Stack
 from gpuwise.trace.records import OpRecord, dtype_bytes
+from gpuwise.trace.rnn_shape import shape_of
 from gpuwise.workload.precision import BF16_EMULATED, parse
 
-TENSOR_CLASSES = ("matmul", "conv", "attention")
+TENSOR_CLASSES = ("matmul", "conv", "attention", "rnn")
 # Memory-bound classes relative to plain elementwise kernels (structure, not fitted: too little data).
 _MEM_CLASS_FACTOR = {"embedding": 0.5, "copy": 1.0, "optimizer": 1.0, "elementwise": 1.0, "other": 0.9}
 _DEPTHWISE_MAX_GROUP_CHANNELS = 16
@@ -356,6 +358,18 @@ def _eager_attention(op: OpRecord, gpu, precision: str, stack: Stack):
     return rate, _tiled("bmm", gemms, gpu, rate_peak_flops_per_s(gpu, rate), rate), serial, kernels
 
 
+def _rnn_features(op: OpRecord, gpu, rate: str, peak: float, memory_s: float, traffic_s: float) -> OpFeatures:
+    """cuDNN's fused RNN (``runtime.rnn``): its GEMMs under the GEMM law, its per-step pointwise kernels
+    one after another (``serial_s``), a launch latency for each kernel."""
+    elem = dtype_bytes(op.input_dtypes[0]) if op.input_dtypes else 4
+    k = rnn_kernels(shape_of(op.attrs), backward="backward" in op.op, elem_bytes=elem)
+    comp = sum(n * _tiled("linear", [gemm], gpu, peak, rate) for gemm, n in k.gemms)
+    serial = _streaming("elementwise", k.pointwise * k.pointwise_bytes, gpu)
+    keys = _tensor_keys(rate, measured_tensor_law("linear") is not None)
+    return OpFeatures("rnn", rate, comp, keys, memory_s, (), k.kernels, serial_s=serial,
+                      roofline_s=max(op.flops / peak, traffic_s))
+
+
 def op_features(op: OpRecord, gpu, precision: str, stack: Stack = DEFAULT_STACK) -> OpFeatures:
     cls = classify(op)
     kernels = _kernels(op, cls)
@@ -367,6 +381,8 @@ def op_features(op: OpRecord, gpu, precision: str, stack: Stack = DEFAULT_STACK)
         rate = _rate(cls, precision, gpu, op)
         peak = rate_peak_flops_per_s(gpu, rate)
         memory_s = _streaming("elementwise", traced_bytes, gpu)
+        if cls == "rnn":
+            return _rnn_features(op, gpu, rate, peak, memory_s, traced_bytes / bw_bytes_per_s)
         if cls == "attention":
             flops = op.flops or attention_flops(op)
             roof = max(flops / peak, traced_bytes / bw_bytes_per_s)

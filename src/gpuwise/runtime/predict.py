@@ -236,7 +236,7 @@ def predict_step_time(
         regime = "compiled"
     elif getattr(trace, "upper_bound_ops", 0):     # data-dependent ops traced at their upper bound
         regime = "data-dependent"
-    elif getattr(trace, "rnn_modules", 0):          # LSTM / GRU traced as CPU kernels
+    elif getattr(trace, "rnn_modules", 0):          # LSTM / GRU: cuDNN's fused RNN, no measured run
         regime = "rnn"
     elif host_total >= SMALL_BATCH_HOST_SHARE * device_total:
         regime = "small-batch"

@@ -12,6 +12,9 @@ from typing import Any, Callable
 import torch
 from torch.utils.flop_counter import flop_registry, sdpa_backward_flop_count, sdpa_flop_count
 
+from gpuwise.trace.rnn import rnn_attrs
+from gpuwise.trace.rnn_shape import shape_of
+
 aten = torch.ops.aten
 
 FlopRule = Callable[..., int]
@@ -39,6 +42,20 @@ def _sdpa_cpu_backward_flops(grad_out, query, key, value, *args, **kwargs) -> in
 @_flops_rule(aten._scaled_dot_product_attention_math)
 def _sdpa_math_flops(query, key, value, *args, **kwargs) -> int:
     return sdpa_flop_count(query.shape, key.shape, value.shape)
+
+
+_RNN_PACKETS = {torch.ops.gpuwise.cudnn_rnn, torch.ops.gpuwise.cudnn_rnn_backward}
+
+
+@_flops_rule(torch.ops.gpuwise.cudnn_rnn)
+def _rnn_flops(*args, **kwargs) -> int:
+    return shape_of(rnn_attrs(args)).forward_flops()
+
+
+@_flops_rule(torch.ops.gpuwise.cudnn_rnn_backward)
+def _rnn_backward_flops(*args, **kwargs) -> int:
+    # the data gradient (through the input and the recurrence) and the weight gradient: each a forward's GEMMs
+    return 2 * shape_of(rnn_attrs(args)).forward_flops()
 
 
 def op_flops(packet, args: tuple, kwargs: dict, out) -> int:
@@ -80,7 +97,9 @@ _INDEX_PUT_PACKETS = {aten.index_put, aten.index_put_, aten._index_put_impl_}
 
 def op_attrs(packet, args: tuple, kwargs: dict) -> dict:
     """What the runtime model needs beyond shapes: conv geometry, attention flags, memory layout, whether an
-    index_put accumulates."""
+    index_put accumulates, a fused RNN's structure."""
+    if packet in _RNN_PACKETS:
+        return rnn_attrs(args)
     if packet in _INDEX_PUT_PACKETS:
         accumulate = args[3] if len(args) > 3 else kwargs.get("accumulate", False)
         return {"accumulate": bool(accumulate)} if accumulate else _EMPTY

@@ -13,7 +13,7 @@ an operator is one entry; a second list of op names elsewhere is a taxonomy that
 from __future__ import annotations
 
 CLASSES = (
-    "matmul", "conv", "attention", "norm", "elementwise", "reduction",
+    "matmul", "conv", "attention", "rnn", "norm", "elementwise", "reduction",
     "embedding", "optimizer", "copy", "other",
 )
 VIEW = "view"   # not a class of the result: no kernel, no time on the GPU
@@ -90,6 +90,9 @@ register_class("conv", "aten.convolution", "aten._convolution", "aten.cudnn_conv
 register_class("conv", "aten.convolution_overrideable", "aten._slow_conv2d_forward", "aten._slow_conv2d_backward",
                "aten.mkldnn_convolution", "aten._conv_depthwise2d", "aten.conv_depthwise3d",
                "aten.cudnn_convolution_transpose")
+# cuDNN's fused RNN (CUDA runs every full nn.LSTM / GRU / RNN as one call; the tracer's stand-in, trace/rnn.py)
+register_class("rnn", "aten._cudnn_rnn", "aten._cudnn_rnn_backward", "gpuwise.cudnn_rnn",
+               "gpuwise.cudnn_rnn_backward", library=CUDNN)
 register_class("attention", "aten._scaled_dot_product_flash_attention_for_cpu",
                "aten._scaled_dot_product_flash_attention_for_cpu_backward",
                "aten.scaled_dot_product_attention")

@@ -92,9 +92,7 @@ class Trace:
     # operators whose output size depends on values (nonzero, masked_select, boolean indexing), traced with
     # every element selected: the step's memory and time are upper bounds, not estimates
     upper_bound_ops: int = 0
-    # nn.LSTM / GRU / RNN modules: traced as PyTorch's CPU kernels (oneDNN's LSTM layer, a GRU cell by cell),
-    # not the fused cuDNN RNN CUDA runs: their time is not modelled (an LSTM's FLOPs are not counted, a GRU is
-    # thousands of small kernels)
+    # nn.LSTM / GRU / RNN modules: traced as cuDNN's fused RNN (trace/rnn.py); no measured run checks its time
     rnn_modules: int = 0
 
     @property

@@ -21,6 +21,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from gpuwise.trace import fake
 from gpuwise.trace.attention import cuda_attention
+from gpuwise.trace.rnn import cuda_rnns
 from gpuwise.trace.autocast import autocast_dtype, cuda_autocast_lists, pure_dtype
 from gpuwise.trace.optimizers import build_optimizer, host_step_tensors, state_tensors
 from gpuwise.trace.peft import apply_finetune
@@ -86,7 +87,10 @@ def trace_workload(workload: Workload) -> Trace:
     if checkpointed is not None:
         notes.append(checkpointed.note())
     for name, n in sorted(recorder.placeholders.items()):
-        if "upper bound" in name:
+        if "pack_padded_sequence" in name:
+            notes.append(f"{n} x {name}: every sequence taken at its padded length (the lengths are data): memory "
+                         "and time are upper bounds for this model")
+        elif "upper bound" in name:
             notes.append(f"{n} x {name}: every element assumed selected (a routed mixture of experts runs every "
                          "expert on every token): memory and time are upper bounds for this model")
         elif "random" in name:
@@ -95,9 +99,9 @@ def trace_workload(workload: Workload) -> Trace:
             notes.append(f"{n} x {name} on fake data: answered True / 1 (all-ones masks, no overflow)")
     rnns = sum(isinstance(m, torch.nn.RNNBase) for m in module.modules())
     if rnns:
-        notes.append(f"{rnns} x nn.LSTM/GRU/RNN traced as PyTorch's CPU kernels (oneDNN's LSTM layer, a GRU cell by "
-                     "cell), not the fused cuDNN RNN that CUDA runs: their memory is close, their time is not "
-                     "modelled (an LSTM's arithmetic is missed, a GRU counts thousands of small kernels)")
+        notes.append(f"{rnns} x nn.LSTM/GRU/RNN traced as cuDNN's fused RNN, one call per module: its reserve space "
+                     "kept for backward, and its time as the GEMMs and per-step kernels it runs (an input GEMM "
+                     "per layer, then the steps one after another), a structure no measured run checks")
     if workload.attention == "eager" and (recorder.attention_calls or built.is_hf):
         notes.append("attention: eager (" + ("the model's own eager code: " if built.is_hf else "")
                      + "the softmax, the dropout mask and the probabilities, batch x heads x seq² each, "
@@ -188,6 +192,7 @@ def _run(module, built, workload: Workload, recorder: Recorder) -> tuple[int, in
         stack.enter_context(fake_mode)
         stack.enter_context(recorder)
         attention = stack.enter_context(cuda_attention(recorder, workload.attention))
+        stack.enter_context(cuda_rnns())
         counts = fake.register_state(module, recorder)
         handles = fake.watch_modules(module, recorder)
         trainable = [p for p in module.parameters() if p.requires_grad]

@@ -81,8 +81,8 @@ class Precision:
         has = lambda key: gpu.peak(key) is not None  # noqa: E731
         want = self.half or _HALF_OF_DTYPE.get(op_dtype or "float32")
         if want is None:
-            # PyTorch defaults: cuBLAS without TF32, cuDNN with it; "tf32" turns both on.
-            tf32 = self.name == "tf32" or cls == "conv"
+            # PyTorch defaults: cuBLAS without TF32, cuDNN (convolutions, fused RNNs) with it; "tf32" turns both on.
+            tf32 = self.name == "tf32" or cls in ("conv", "rnn")
             want = "tf32" if tf32 and has("tf32") else "fp32"
         if want == "bf16" and not has("bf16"):
             return BF16_EMULATED

@@ -1,0 +1,170 @@
+"""``nn.LSTM`` / ``nn.GRU`` / ``nn.RNN`` as CUDA runs them: one fused cuDNN call per module.
+
+On CPU, PyTorch runs an LSTM as oneDNN's layer (whose arithmetic torch's FLOP counter cannot see) and a
+GRU cell by cell (thousands of small ops); on a CUDA GPU every full RNN is one ``aten._cudnn_rnn`` call
+(``RNN.cpp``'s ``_cudnn_impl``), and its backward one ``_cudnn_rnn_backward``. Torch's own meta kernel for
+``_cudnn_rnn`` allocates no reserve space and its backward has none, so the tracer routes every
+``_VF.lstm`` / ``gru`` / ``rnn_tanh`` / ``rnn_relu`` call (what the modules call) to two ops of its own,
+``gpuwise::cudnn_rnn`` and ``gpuwise::cudnn_rnn_backward``, whose fake kernels allocate what CUDA does:
+
+- the output (T x B x D*out), the final hidden (and cell) states;
+- in training, a reserve space kept for backward. cuDNN's size is opaque (``cudnnGetRNNTrainingReserveSize``);
+  it is taken as what PyTorch's own fused CUDA cells keep per step and batch row, for every layer and
+  direction: an LSTM's gate workspace (4H), its cell state (H) and its hidden output (H, or the projection
+  P); a GRU's workspace (5H) and hidden output (H); a plain RNN's hidden output (H)
+  (``_thnn_fused_lstm_cell`` / ``_thnn_fused_gru_cell``'s meta kernels); with dropout between layers, a
+  mask of each dropped layer's output;
+- in backward, the gradients of the input, the initial states and every weight.
+
+Under CUDA autocast ``_cudnn_rnn`` runs in half precision on half-precision copies of its weights
+(``autocast_mode.cpp``'s ``_cudnn_rnn_cast_reflatten``): the stand-in casts the same. A packed sequence
+(``PackedSequence``) is traced with every sequence at the padded length (the recorder's upper bound for
+``_pack_padded_sequence``: its lengths are data), so its packed rows are T steps of the whole batch.
+
+What the runtime model makes of the two ops (``runtime.rnn``) reads the attributes ``rnn_attrs`` gives.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator, Optional
+
+import torch
+
+from gpuwise.trace.rnn_shape import MODES, RnnShape
+
+_MODE_NAMES = tuple(MODES)
+
+
+def shape_of_call(mode: str, input: torch.Tensor, weights, num_layers: int, bidirectional: bool,
+              batch_first: bool) -> RnnShape:
+    directions = 2 if bidirectional else 1
+    per_cell = len(weights) // (num_layers * directions)
+    gates = MODES[mode]
+    hidden = weights[0].shape[0] // gates
+    proj = weights[per_cell - 1].shape[0] if per_cell in (3, 5) else 0   # w_hr last: an LSTM's projection
+    # the modules batch an unbatched input before they call _VF
+    seq_len, batch = (input.shape[1], input.shape[0]) if batch_first else (input.shape[0], input.shape[1])
+    return RnnShape(mode, int(input.shape[-1]), int(hidden), int(proj), int(num_layers), directions,
+                    int(seq_len), int(batch))
+
+
+# --- the two ops -----------------------------------------------------------------------------------
+
+@torch.library.custom_op("gpuwise::cudnn_rnn", mutates_args=())
+def cudnn_rnn(input: torch.Tensor, weights: list[torch.Tensor], hx: torch.Tensor, cx: Optional[torch.Tensor],
+              mode: int, num_layers: int, dropout: float, train: bool, bidirectional: bool,
+              batch_first: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    raise NotImplementedError("gpuwise::cudnn_rnn exists for tracing on fake tensors only")
+
+
+@cudnn_rnn.register_fake
+def _cudnn_rnn_fake(input, weights, hx, cx, mode, num_layers, dropout, train, bidirectional, batch_first):
+    shape = shape_of_call(_MODE_NAMES[mode], input, weights, num_layers, bidirectional, batch_first)
+    out_features = shape.directions * shape.out_size
+    output = input.new_empty((*input.shape[:-1], out_features))
+    hy = hx.new_empty(hx.shape)
+    cy = cx.new_empty(cx.shape) if cx is not None else hx.new_empty((0,))
+    reserve = input.new_empty((shape.reserve_elements(dropout) if train else 0,))
+    return output, hy, cy, reserve
+
+
+@torch.library.custom_op("gpuwise::cudnn_rnn_backward", mutates_args=())
+def cudnn_rnn_backward(input: torch.Tensor, weights: list[torch.Tensor], hx: torch.Tensor,
+                       cx: Optional[torch.Tensor], output: torch.Tensor, grad_output: torch.Tensor,
+                       grad_hy: torch.Tensor, grad_cy: Optional[torch.Tensor], reserve: torch.Tensor, mode: int,
+                       num_layers: int, dropout: float, bidirectional: bool, batch_first: bool
+                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+    raise NotImplementedError("gpuwise::cudnn_rnn_backward exists for tracing on fake tensors only")
+
+
+@cudnn_rnn_backward.register_fake
+def _cudnn_rnn_backward_fake(input, weights, hx, cx, output, grad_output, grad_hy, grad_cy, reserve, mode,
+                             num_layers, dropout, bidirectional, batch_first):
+    grad_cx = torch.empty_like(cx) if cx is not None else hx.new_empty((0,))
+    return (torch.empty_like(input), torch.empty_like(hx), grad_cx, [torch.empty_like(w) for w in weights])
+
+
+def _setup_context(ctx, inputs, output) -> None:
+    input, weights, hx, cx, mode, num_layers, dropout, train, bidirectional, batch_first = inputs
+    ctx.args = (mode, num_layers, dropout, bidirectional, batch_first)
+    ctx.n_weights = len(weights)
+    ctx.has_cx = cx is not None
+    # cuDNN's backward reads the input, the weights, the initial states, the output and the reserve
+    ctx.save_for_backward(input, hx, cx if cx is not None else hx.new_empty((0,)), output[0], output[3], *weights)
+
+
+def _backward(ctx, grad_output, grad_hy, grad_cy, _grad_reserve):
+    input, hx, cx, output, reserve, *weights = ctx.saved_tensors
+    cx = cx if ctx.has_cx else None
+    grad_cy = grad_cy if ctx.has_cx else None
+    grad_input, grad_hx, grad_cx, grad_weights = cudnn_rnn_backward(
+        input, list(weights), hx, cx, output, grad_output, grad_hy, grad_cy, reserve, *ctx.args)
+    return (grad_input, list(grad_weights), grad_hx, grad_cx if ctx.has_cx else None,
+            None, None, None, None, None, None)
+
+
+cudnn_rnn.register_autograd(_backward, setup_context=_setup_context)
+
+
+def rnn_attrs(args: tuple) -> dict:
+    """The attributes the runtime model reads from a ``gpuwise::cudnn_rnn`` call or its backward (their
+    positional arguments, as the tracer records them)."""
+    input, weights = args[0], args[1]
+    if len(args) == 10:    # forward: (..., mode, num_layers, dropout, train, bidirectional, batch_first)
+        mode, num_layers, _, _, bidirectional, batch_first = args[4:10]
+    else:                  # backward: (..., reserve, mode, num_layers, dropout, bidirectional, batch_first)
+        mode, num_layers, _, bidirectional, batch_first = args[9:14]
+    shape = shape_of_call(_MODE_NAMES[mode], input, weights, num_layers, bidirectional, batch_first)
+    return {"rnn": shape.mode, "input_size": shape.input_size, "hidden": shape.hidden, "proj": shape.proj,
+            "layers": shape.layers, "directions": shape.directions, "seq_len": shape.seq_len,
+            "batch": shape.batch}
+
+
+# --- routing the modules' calls ----------------------------------------------------------------------
+
+class CudaRnn:
+    """Replaces one ``_VF`` full-RNN function by ``gpuwise::cudnn_rnn`` (``original``: what it replaced)."""
+
+    def __init__(self, mode: str, original) -> None:
+        self.mode, self.original = mode, original
+        self.calls = 0
+
+    def __call__(self, *args):
+        packed_rows = None
+        if isinstance(args[1], torch.Tensor) and not args[1].is_floating_point():
+            # (data, batch_sizes, hx, ...): T steps of B rows each, time-major (every sequence full length)
+            data, batch_sizes, hx, weights, _has_biases, num_layers, dropout, train, bidirectional = args
+            steps = batch_sizes.shape[0]
+            packed_rows = data.shape[0]
+            input, batch_first = data.reshape(steps, packed_rows // steps, data.shape[-1]), False
+        else:
+            input, hx, weights, _has_biases, num_layers, dropout, train, bidirectional, batch_first = args
+        self.calls += 1
+        h, c = (hx[0], hx[1]) if self.mode == "lstm" else (hx, None)
+        weights = list(weights)
+        if torch.is_autocast_enabled("cpu"):   # the tracer's stand-in for CUDA autocast
+            dtype = torch.get_autocast_dtype("cpu")
+            cast = lambda t: t.to(dtype) if t is not None and t.dtype == torch.float32 else t  # noqa: E731
+            input, h, c, weights = cast(input), cast(h), cast(c), [cast(w) for w in weights]
+        with torch.autocast("cpu", enabled=False):
+            output, hy, cy, _ = cudnn_rnn(input, weights, h, c, _MODE_NAMES.index(self.mode), num_layers,
+                                          float(dropout), bool(train), bool(bidirectional), bool(batch_first))
+        if packed_rows is not None:
+            output = output.reshape(packed_rows, output.shape[-1])
+        return (output, hy, cy) if self.mode == "lstm" else (output, hy)
+
+
+@contextlib.contextmanager
+def cuda_rnns() -> Iterator[list[CudaRnn]]:
+    """Routes ``torch._VF``'s full-RNN functions to ``CudaRnn`` for the duration (what ``nn.LSTM``, ``nn.GRU``
+    and ``nn.RNN`` call); yields the stand-ins (``calls``)."""
+    vf = torch._VF
+    stand_ins = [CudaRnn(mode, getattr(vf, mode)) for mode in MODES]
+    for s in stand_ins:
+        setattr(vf, s.mode, s)
+    try:
+        yield stand_ins
+    finally:
+        for s in stand_ins:
+            delattr(vf, s.mode)   # torch._VF resolves the name from torch._C again
