@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from gpuwise.runtime.calibration import load_calibration
-from gpuwise.runtime.kernels import causal_share, op_time
+from gpuwise.runtime.geometry import causal_share
+from gpuwise.runtime.kernels import op_time
 from gpuwise.trace.records import OpRecord
 from runtime_fakes import make_gpu
 

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from gpuwise.runtime.calibration import load_calibration
-from gpuwise.runtime.kernels import _tiled, conv_flops, conv_gemms, cuda_bytes, op_features, op_time
+from gpuwise.runtime.geometry import conv_flops, conv_gemms
+from gpuwise.runtime.kernels import _tiled, cuda_bytes, op_features, op_time
 from gpuwise.runtime.rates import rate_peak_flops_per_s
 from gpuwise.runtime.laws import PRIOR, Laws, LawError, load_laws, streaming_time_s, tiled_time_s
 from gpuwise.runtime.stack import Stack

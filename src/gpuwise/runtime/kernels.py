@@ -28,6 +28,8 @@ import numpy as np
 
 from gpuwise.runtime.calibration import Calibration
 from gpuwise.runtime.classify import VIEW, classify, packet_of
+from gpuwise.runtime.geometry import (attention_dims, attention_flops, causal_share, conv_dims, conv_flops, conv_gemms,
+                                      conv_shapes, gemm_dims, input_shape)
 from gpuwise.runtime.host import host_s
 from gpuwise.runtime.indexing import indexing_bytes
 from gpuwise.runtime.laws import (eager_streaming_limit_bytes_per_s, gpu_power_terms, load_laws, streaming_time_s,
@@ -64,105 +66,6 @@ def _rate(cls: str, precision: str, gpu, op: OpRecord) -> str:
     return parse(precision).rate_key(gpu, cls, op.input_dtypes[0] if op.input_dtypes else None)
 
 
-def _shape(op: OpRecord, i: int) -> tuple[int, ...]:
-    return op.input_shapes[i] if i < len(op.input_shapes) else ()
-
-
-def gemm_dims(op: OpRecord) -> tuple[int, int, int, int]:
-    """(batch, m, n, k) of a matmul-class op; zeros when the shapes don't say."""
-    shapes = [s for s in op.input_shapes if len(s) >= 2]
-    if len(shapes) < 2:
-        return 0, 0, 0, 0
-    a, b = shapes[-2], shapes[-1]
-    batch = math.prod(a[:-2]) if len(a) > 2 else 1
-    return batch, a[-2], b[-1], a[-1]
-
-
-def _conv_shapes(op: OpRecord):
-    backward = "backward" in op.op
-    x = _shape(op, 1 if backward else 0)
-    w = _shape(op, 2 if backward else 1)
-    out = _shape(op, 0) if backward else (op.output_shapes[0] if op.output_shapes else ())
-    return x, w, out
-
-
-def conv_dims(op: OpRecord) -> tuple[int, int, int, int, int]:
-    """(implicit-GEMM m, n, k, input channels per group, groups) of a convolution (or its backward)."""
-    x, w, out = _conv_shapes(op)
-    if len(x) < 3 or len(w) < 3 or len(out) < 3:
-        return 0, 0, 0, 0, 1
-    groups = int(op.attrs.get("groups", 0) or 0) or max(1, x[1] // max(1, w[1]))
-    return out[0] * math.prod(out[2:]), out[1], math.prod(w[1:]), w[1], groups
-
-
-def conv_gemms(op: OpRecord) -> list[tuple[str, tuple[int, int, int, int]]]:
-    """The (kind, (batch, m, n, k)) GEMMs a convolution runs as: "fprop", or backward's "dgrad" and
-    "wgrad" ("gemm" for a 1x1 stride-1 convolution's fprop or dgrad: a plain GEMM).
-
-    Backward kernels are the GEMMs of the transposed shapes: dgrad (N H W) x Cin over Cout k k,
-    wgrad Cout x (Cin k k) over N Ho Wo; each only where the op returns that gradient.
-    """
-    x, w, out = _conv_shapes(op)
-    if len(x) < 3 or len(w) < 3 or len(out) < 3:
-        return []
-    groups = int(op.attrs.get("groups", 0) or 0) or max(1, x[1] // max(1, w[1]))
-    window = math.prod(w[2:])
-    cin_g, cout_g = w[1], out[1] // groups
-    out_pixels = out[0] * math.prod(out[2:])
-    pointwise = window == 1 and tuple(op.attrs.get("stride", (1,))) in ((1,), (1, 1))
-    if "backward" not in op.op:
-        return [("gemm" if pointwise else "fprop", (groups, out_pixels, cout_g, cin_g * window))]
-    outs = list(op.output_shapes)
-    want_dx, want_dw = x in outs, w in outs
-    if not (want_dx or want_dw):
-        want_dx = want_dw = True
-    gemms = []
-    if want_dx:
-        gemms.append(("gemm" if pointwise else "dgrad", (groups, x[0] * math.prod(x[2:]), cin_g, cout_g * window)))
-    if want_dw:
-        gemms.append(("wgrad", (groups, cout_g, cin_g * window, out_pixels)))
-    return gemms
-
-
-def conv_flops(op: OpRecord) -> int:
-    """FLOPs of a convolution or its backward from the shapes, groups included.
-
-    torch's flop formula for ``convolution_backward`` counts the weight gradient of a grouped
-    convolution as if it were dense (x ``groups``: 768x too much for a ConvNeXt depthwise layer),
-    so conv FLOPs are recomputed here; the trace's figure is kept where the shapes don't say.
-    """
-    gemms = conv_gemms(op)
-    if not gemms:
-        return op.flops
-    return sum(2 * b * m * n * k for _, (b, m, n, k) in gemms)
-
-
-def attention_dims(op: OpRecord) -> tuple[int, int, int, int]:
-    """(batch x heads, query length, key length, head dim) of an SDPA op."""
-    backward = "backward" in op.op
-    q, k = _shape(op, 1 if backward else 0), _shape(op, 2 if backward else 1)
-    if len(q) < 3 or len(k) < 3:
-        return 0, 0, 0, 0
-    return math.prod(q[:-2]), q[-2], k[-2], q[-1]
-
-
-def causal_share(q_len: int, k_len: int) -> float:
-    """The share of the q_len x k_len score matrix a causal fused kernel computes: query i (of q_len, the
-    last ones of k_len keys) sees k_len - q_len + i keys; flash and memory-efficient kernels skip the
-    masked blocks ((s + 1) / 2s of a square matrix)."""
-    if q_len <= 0 or k_len <= 0:
-        return 1.0
-    q = min(q_len, k_len)
-    return (q * (k_len - q) + q * (q + 1) / 2) / (q * k_len)
-
-
-def attention_flops(op: OpRecord) -> int:
-    """FLOPs of SDPA where the trace has none (the CPU kernels have no formula)."""
-    bh, q_len, k_len, d = attention_dims(op)
-    fwd = 4 * bh * q_len * k_len * d
-    return int(fwd * 2.5) if "backward" in op.op else fwd
-
-
 # Ops that always launch more than one kernel, whatever the tracer counted.
 _MIN_KERNELS = {"aten.convolution_backward": 2, "aten.native_batch_norm_backward": 2,
                 "aten.native_layer_norm_backward": 2, "aten.embedding_dense_backward": 3}
@@ -189,7 +92,7 @@ def cuda_bytes(op: OpRecord, cls: str, training: bool) -> float:
     touched = indexing_bytes(op)
     if touched is not None:
         return float(touched)
-    x = _shape(op, 1 if "backward" in op.op and cls == "norm" else 0)
+    x = input_shape(op, 1 if "backward" in op.op and cls == "norm" else 0)
     if not x or cls not in ("norm", "reduction"):
         return traced
     dtype = op.input_dtypes[0] if op.input_dtypes else "float32"
@@ -332,7 +235,7 @@ def _layout_transposes(op: OpRecord, stack: Stack, rate: str, gpu) -> tuple[floa
     channels-last)."""
     if rate not in ("fp16", "bf16") or stack.compile or op.attrs.get("channels_last", stack.channels_last):
         return 0.0, 0
-    x, _, out = _conv_shapes(op)
+    x, _, out = conv_shapes(op)
     if len(x) < 4 or len(out) < 4:
         return 0.0, 0
     elem = dtype_bytes(op.input_dtypes[0] if op.input_dtypes else "float16")

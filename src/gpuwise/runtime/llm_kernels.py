@@ -12,7 +12,7 @@ the kernels transformers' eager implementation issues (counted from the traces o
   ``generate`` and vLLM compute logits); freeze trains the head and the final norm.
 * attention: one fused SDPA kernel forward and one backward (``--attention sdpa``/``flash2``) at the FLOPs
   torch counts for it (the full score matrix; backward 2.5 x forward) times the causal share a flash kernel
-  computes (``kernels.causal_share``), or eager attention's kernels (the whole matrix).
+  computes (``geometry.causal_share``), or eager attention's kernels (the whole matrix).
 * memory-bound kernels: ``gpuwise.runtime.llm_streams``.
 * gradient checkpointing: the blocks' forward once more, stopping where non-reentrant checkpointing stops
   (the down projection's output and the last residual add are not rerun).
