@@ -1,5 +1,6 @@
-"""The kernels cuDNN's fused RNN runs (``CUDNN_RNN_ALGO_STANDARD``, what PyTorch's ``_cudnn_rnn`` picks by
-default), from the structure of the recurrence; ``kernels.op_features`` times them with the GEMM and
+"""The kernels cuDNN's fused RNN runs (``CUDNN_RNN_ALGO_STANDARD``, what PyTorch's ``_cudnn_rnn`` picks unless
+a half-precision, single-layer, unidirectional RNN meets its persistent-kernel heuristics, which keep the
+recurrent weights on chip across steps: this errs slow there), from the structure of the recurrence; ``kernels.op_features`` times them with the GEMM and
 streaming laws.
 
 For every layer and direction, forward: one GEMM of the layer's input for all ``T`` steps at once
