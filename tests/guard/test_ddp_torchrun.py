@@ -1,9 +1,11 @@
-"""DDP on CPU (gloo, 2 processes under torchrun): checkpoint, kill a worker, elastic restart, resume; and an
-out-of-memory on one rank only, which both ranks agree on (no hung collective)."""
+"""DDP on CPU (gloo, 2 processes under torchrun): checkpoint, kill a worker, elastic restart, resume; an
+out-of-memory on one rank only, which both ranks agree on (no hung collective) and retry from the same random
+state; a failed save warned about once."""
 
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -73,3 +75,33 @@ def test_an_oom_on_one_rank_is_reported_with_that_rank(tmp_path):
     assert event == ("step 1: out of memory with micro-batch 8 on rank 1 (of 2); retrying the same batch of 16 "
                      "as micro-batches of 4")
     assert "gpuwise.guard: " + event in done.stderr
+
+
+@pytest.fixture(scope="module")
+def ddp_job(tmp_path_factory) -> subprocess.CompletedProcess:
+    """One torchrun job of ``ddp_job.py`` (2 gloo ranks): an OOM on rank 1 only, then saves that fail."""
+    work = tmp_path_factory.mktemp("ddp_job")
+    cmd = [PYTHON, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+           str(Path(__file__).with_name("ddp_job.py")), str(work)]
+    done = _finish(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                    env=example_env()))
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+@pytest.mark.slow
+def test_an_oom_on_one_rank_retries_every_rank_from_the_random_state_the_step_started_with(ddp_job):
+    # the defect: rank 1's OOM (after its forward) ended rank 0's attempt too, and both retried drawing on
+    # from where the failed attempts' dropout had left their generators
+    for rank in (0, 1):
+        assert f"rank={rank} oom_retry_params_equal=True oom_retry_next_random_equal=True" in ddp_job.stdout, \
+            ddp_job.stdout
+
+
+@pytest.mark.slow
+def test_a_failed_save_under_torchrun_is_warned_once_not_once_per_rank(ddp_job):
+    for step in (1, 2):
+        lines = [line for line in ddp_job.stderr.splitlines()
+                 if f"UserWarning: checkpoint of step {step} not written" in line]
+        assert len(lines) == 1, ddp_job.stderr[-3000:]
+        assert "ddp_job.py:" in lines[0]  # the user's line, as in a single process

@@ -94,6 +94,21 @@ def test_low_free_space_is_warned_about(tmp_path):
     assert low_space_warning(tmp_path, checkpoint_bytes=1) is None
 
 
+@pytest.mark.parametrize("async_save", [False, True])
+def test_low_disk_warning_points_at_the_users_line(tmp_path, monkeypatch, async_save):
+    # the defect: with async_save the warning was issued on the background thread, pointing at threading.py
+    monkeypatch.setattr(storage, "free_bytes", lambda path: 1)
+    guard, model = _guard(tmp_path, async_save=async_save)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for batch in guard.batches(max_steps=3):
+            guard.step(batch, _loss(model))
+        guard.close()
+    (low,) = [w for w in caught if "the next save may fail" in str(w.message)]
+    assert low.category is UserWarning and low.filename == __file__, (low.filename, low.lineno)
+    assert any(e["kind"] == "low_disk_space" for e in read_events(tmp_path / "run.db"))
+
+
 @pytest.fixture
 def tiny_tmpfs(tmp_path):
     mount_point = tmp_path / f"tmpfs-{uuid.uuid4().hex[:6]}"

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import copy
+import random
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -108,3 +110,52 @@ def test_oom_with_single_sample_micro_batches_is_reported(tmp_path):
     with pytest.raises(GuardError, match="micro-batches of 1 sample"):
         guard.step(indexed_dataset(4)[:], inject_oom_above(lambda b: model(b[0]).sum(), 0))
     guard.close()
+
+
+def _seed_all(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def _next_random_numbers() -> tuple[float, float, float]:
+    return random.random(), float(np.random.rand()), torch.rand(1).item()
+
+
+def _dropout_run(tmp_path, name: str, *, micro_batch_size=None, oom_above=None):
+    """Three steps of a model with dropout whose loss also draws from Python's and NumPy's generators; the
+    parameters and the next random numbers after them."""
+    model = tiny_model(dropout=0.3)
+    batch = indexed_dataset(16)[:]
+    guard = Guard(tmp_path / name, model, torch.optim.SGD(model.parameters(), lr=0.1),
+                  micro_batch_size=micro_batch_size, verbose=False)
+    _seed_all(7)
+
+    def loss_fn(b):
+        noise = random.random() + float(np.random.rand())  # a loss that draws from every generator
+        return F.cross_entropy(model(b[0]), b[1]) + 0.0 * noise
+
+    step_fn = loss_fn if oom_above is None else inject_oom_above(loss_fn, oom_above, after_loss=True)
+    for _ in range(3):
+        guard.step(batch, step_fn)
+    guard.close(save=False)
+    return [p.detach().clone() for p in model.parameters()], _next_random_numbers()
+
+
+def test_oom_after_the_forward_retries_from_the_random_state_the_step_started_with(tmp_path):
+    # the defect: the retry drew on from where the failed attempts' dropout had left the generators, so the
+    # retried update and every later random number depended on where the OOM hit
+    expected_params, expected_next = _dropout_run(tmp_path, "split", micro_batch_size=4)
+    params, next_numbers = _dropout_run(tmp_path, "oom", oom_above=4)  # 16 fails after its forward, then 8
+    for p, q in zip(params, expected_params):
+        assert torch.equal(p, q)
+    assert next_numbers == expected_next
+
+
+def test_injected_oom_after_the_loss_runs_the_loss_first():
+    calls: list[int] = []
+    step_fn = inject_oom_above(lambda b: calls.append(len(b)) or torch.zeros(()), 2, after_loss=True)
+    with pytest.raises(torch.cuda.OutOfMemoryError):
+        step_fn(torch.zeros(3, 1))
+    step_fn(torch.zeros(2, 1))
+    assert calls == [3, 2]

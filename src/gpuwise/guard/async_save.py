@@ -3,11 +3,14 @@
 The copy has to happen on the caller's thread, before the next optimizer step changes the tensors in
 place; the slow part (serialising, hashing, writing, fsync) then runs on one background thread. At most one
 save is in flight: a second request waits for the first, so host memory holds at most one extra copy.
-An error in the background is raised by the next call (``submit``, ``wait`` or ``check``), never lost.
+An error in the background is raised by the next call (``submit``, ``wait`` or ``check``), never lost; a
+warning the background save has for the user (a disk filling up) waits for the caller's thread in the same
+way (``defer_warning``, ``take_warnings``), where ``warnings.warn`` can point at the caller's line.
 """
 
 from __future__ import annotations
 
+import collections
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -82,11 +85,28 @@ class AsyncSaver:
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
         self._result: Any = None
+        self._warnings: collections.deque[str] = collections.deque()
         self.last_result: Any = None
 
     @property
     def in_flight(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
+
+    @property
+    def in_background(self) -> bool:
+        """Whether the calling code runs on the background save's thread."""
+        return self._thread is not None and threading.current_thread() is self._thread
+
+    def defer_warning(self, message: str) -> None:
+        """From the background save: a warning for the caller's thread (``take_warnings``)."""
+        self._warnings.append(message)
+
+    def take_warnings(self) -> list[str]:
+        """The warnings deferred since the last call, oldest first, each once."""
+        taken = []
+        while self._warnings:
+            taken.append(self._warnings.popleft())
+        return taken
 
     def submit(self, fn: Callable[[], Any]) -> None:
         """Start ``fn`` after the previous save finished; raises that save's error if it failed."""

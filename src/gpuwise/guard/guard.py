@@ -24,7 +24,6 @@ import logging
 import collections
 import os
 import sys
-import threading
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -41,7 +40,7 @@ from gpuwise.guard.errors import GuardError
 from gpuwise.guard.gradnoise import GradNoiseSample, MicroGradTracker
 from gpuwise.guard.oom import agree_on_micro_batch, batch_size_of, free_failed_step, is_oom, smaller_micro_batch
 from gpuwise.guard.preemption import EXIT_RESTART, PreemptionHandler
-from gpuwise.guard.rng import capture_rng_state, restore_rng_state
+from gpuwise.guard.rng import capture_rng_state, restore_rng, restore_rng_state, rng_state_dict, snapshot_rng
 from gpuwise.guard.sampler import ResumableDataLoader
 from gpuwise.guard.sharded import load_sharded, save_sharded
 from gpuwise.guard.state_file import nonfinite_names
@@ -212,14 +211,16 @@ class Guard:
         self._step_failed = False
         if not self.info.is_distributed:
             self._surface_async_error()  # under torchrun, the next save reports it on every rank
+        self._warn_deferred()
         self._drain_events()
         total = batch_size_of(batch)
         micro = min(self.micro_batch_size or total, total)
         step_start_s = self._last_step_end_s or time.perf_counter()   # wall time per step: data loading too
         optimizer_started = False
         crash_save = self.save_on_crash and not self.info.is_distributed
-        # The generators as the failed step found them: a crash checkpoint then replays that step exactly.
-        rng_at_start = capture_rng_state() if crash_save else None
+        # The generators as the step found them: an OOM retry starts from them (every rank, as every rank
+        # retries), and a crash checkpoint replays the failed step exactly.
+        rng_at_start = snapshot_rng()
         try:
             while True:
                 tracker = self._tracker(total, micro)
@@ -239,6 +240,9 @@ class Guard:
                                              f"{where}; retrying the same batch of {total} as micro-batches of "
                                              f"{agreed}")
                 micro = self.micro_batch_size = agreed
+                # The failed attempt's forwards drew random numbers (dropout): drawing on from there would
+                # make the retried step, and every later random number, depend on where the OOM hit.
+                restore_rng(rng_at_start)
             optimizer_started = True
             grad_norm, self._lr_used = apply_update(self.model, self.optimizer, scheduler=self.scheduler,
                                                     scaler=self.scaler, clip_grad_norm=self.clip_grad_norm)
@@ -250,7 +254,7 @@ class Guard:
                 free_failed_step(self.optimizer, model=self.model)
                 self._say(f"step {self.step_count + 1} raised {type(exc).__name__}; saving the state after "
                           f"step {self.step_count} before re-raising")
-                self._save(reason="crash", exclude_last_batch=True, wait=True, rng=rng_at_start)
+                self._save(reason="crash", exclude_last_batch=True, wait=True, rng=rng_state_dict(rng_at_start))
             raise
         self.step_count += 1
         self.samples_seen += total
@@ -372,6 +376,7 @@ class Guard:
                 self._saver.wait()  # one save in flight; and its buffers are reused below
             except GuardError as exc:  # the previous background save failed: report it, still save now
                 errors.append(str(exc))
+            self._warn_deferred()
             try:
                 if self.async_save and not wait:
                     snapshot = self._staging.copy(state)  # the only part that blocks training
@@ -406,7 +411,7 @@ class Guard:
         if warning and not self._warned_space:
             self._warned_space = True
             self._event("low_disk_space", warning, say=False)  # the warning says it
-            warnings.warn(warning, stacklevel=_caller_stacklevel())
+            self._warn(warning)
 
     def _warn_if_grace_too_short(self, save_s: float) -> None:
         """Once: a preemption's save (synchronous) would take about as long as this one did."""
@@ -440,7 +445,7 @@ class Guard:
         if self.save_failures_in_row >= self.max_save_failures:
             raise GuardError(f"{self.save_failures_in_row} checkpoint saves in a row failed, the run stops "
                              f"(max_save_failures={self.max_save_failures}); last: {exc}")
-        warnings.warn(str(exc), stacklevel=_caller_stacklevel())  # the user's step / save / close / loop line
+        self._warn(str(exc))
 
     def _surface_async_error(self) -> None:
         """A failed background save is reported at the next call (policy: warn or raise)."""
@@ -461,6 +466,8 @@ class Guard:
         except GuardError as exc:
             self._save_failed(exc)
             return None
+        finally:
+            self._warn_deferred()
 
     # -- resume ----------------------------------------------------------------------------------
     def resume(self, *, map_location: Any = "cpu") -> Checkpoint | None:
@@ -639,8 +646,8 @@ class Guard:
     def _event(self, kind: str, message: str, *, say: bool = True) -> None:
         if say:
             self._say(message)
-        if threading.current_thread() is not threading.main_thread():
-            # The background saver must not share the SQLite connection: the main thread writes it later.
+        if self._saver.in_background:
+            # The background saver must not share the SQLite connection: the training thread writes it later.
             self._pending_events.append((kind, message, time.time()))
         elif self.run_log is not None:
             self._drain_events()
@@ -655,8 +662,29 @@ class Guard:
         """What a person watching the run should know (``verbose``; rank 0 only): the ``gpuwise.guard``
         logger, at WARNING, so it shows even where the training script configured no logging (then as
         ``gpuwise.guard: …`` on stderr, see ``messages``)."""
-        if self.verbose and self.info.is_writer:
+        if self.verbose and self._speaks:
             log.warning("%s", message)
+
+    def _warn(self, message: str) -> None:
+        """A problem with saves, as a ``UserWarning`` at the user's line (``step``, ``save``, ``close``, the
+        loop over ``batches()``); rank 0 only. From the background save it waits for the training thread
+        (``_warn_deferred``): issued there, it would point into ``threading.py``."""
+        if not self._speaks:
+            return
+        if self._saver.in_background:
+            self._saver.defer_warning(message)
+        else:
+            warnings.warn(message, stacklevel=_caller_stacklevel())
+
+    def _warn_deferred(self) -> None:
+        for message in self._saver.take_warnings():
+            self._warn(message)
+
+    @property
+    def _speaks(self) -> bool:
+        """Whether this process tells the person anything: rank 0 only. Every rank knows the same (saves,
+        OOM retries and preemption are agreed on), and one line per rank would say it N times."""
+        return self.info.is_writer
 
     def _flush_log(self) -> None:
         if self.run_log is not None:

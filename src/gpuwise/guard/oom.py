@@ -1,10 +1,12 @@
-"""Out-of-memory recovery: the same batch, in smaller micro-batches, with the same update.
+"""Out-of-memory recovery: the same batch, in smaller micro-batches, with the same effective batch.
 
 Halving the batch on "CUDA out of memory" (the usual advice) changes the training: a different batch
 size, a different learning-rate fit, a different number of steps per epoch. Splitting the *same* batch into
 micro-batches and accumulating gradients, each micro-batch's mean loss weighted by its share of the
-batch, gives the gradient of the batch's mean loss: the update is the one of the unsplit step (to float
-rounding), no sample is skipped or repeated, and only the memory held at once shrinks.
+batch, gives the gradient of the batch's mean loss: no sample is skipped or repeated, only the memory held
+at once shrinks, and where the step draws no random numbers the update is the one of the unsplit step (to
+float rounding). With dropout the micro-batches draw their own masks; ``Guard.step`` restarts each retry
+from the random state the step began with, so the run depends on the seed and where the OOMs hit only.
 """
 
 from __future__ import annotations
@@ -92,16 +94,22 @@ def free_failed_step(*optimizers: torch.optim.Optimizer | None, model: torch.nn.
         torch.cuda.empty_cache()
 
 
-def inject_oom_above(loss_fn: Callable[[Any], torch.Tensor], max_micro_batch: int) -> Callable[[Any], torch.Tensor]:
+def inject_oom_above(loss_fn: Callable[[Any], torch.Tensor], max_micro_batch: int, *,
+                     after_loss: bool = False) -> Callable[[Any], torch.Tensor]:
     """A test hook: ``loss_fn`` that raises ``torch.cuda.OutOfMemoryError`` for micro-batches larger than
-    ``max_micro_batch`` samples, as a GPU with too little memory would (works on a CPU-only machine)."""
+    ``max_micro_batch`` samples, as a GPU with too little memory would (works on a CPU-only machine).
+
+    By default it raises before ``loss_fn`` runs. ``after_loss=True`` runs ``loss_fn`` first and then raises,
+    as a real OOM in the backward (or late in the forward) does: the failed attempt has drawn random numbers
+    (dropout) and run ``loss_fn``'s side effects by then."""
 
     def wrapped(micro_batch: Any) -> torch.Tensor:
         n = batch_size_of(micro_batch)
+        loss = loss_fn(micro_batch) if after_loss or n <= max_micro_batch else None
         if n > max_micro_batch:
             raise torch.cuda.OutOfMemoryError(
                 f"CUDA out of memory (injected: micro-batch of {n} > {max_micro_batch} samples)")
-        return loss_fn(micro_batch)
+        return loss
 
     return wrapped
 
