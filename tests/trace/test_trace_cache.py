@@ -105,3 +105,48 @@ def test_the_shipped_torchvision_names_match_the_installed_torchvision():
 
     assert json.loads(TORCHVISION_NAMES.read_text()) == model_names(), \
         "run scripts/gen_torchvision_models.py after upgrading torchvision"
+
+
+FACTORY = '''
+import torch
+from torch import nn
+import trial_width
+
+def factory(batch_size=2):
+    return nn.Linear(trial_width.WIDTH, 8), (torch.empty(batch_size, trial_width.WIDTH),)
+'''
+
+
+def _trace_in_a_fresh_process(path, env_extra) -> int:
+    code = ("from gpuwise.trace import trace_workload\nfrom gpuwise.workload import Workload\n"
+            f"print(trace_workload(Workload({str(path) + ':factory'!r}, batch_size=2)).param_count)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, **env_extra, "PYTHONPATH": str(path.parent)})
+    assert r.returncode == 0, r.stderr
+    return int(r.stdout.split()[-1])
+
+
+@pytest.mark.slow
+def test_editing_a_module_the_factory_imports_traces_again(tmp_path, cache_on):
+    # was: the key held the factory file's bytes only, so a width changed in the module it imports kept the old trace
+    (tmp_path / "trial_width.py").write_text("WIDTH = 8\n")
+    factory = tmp_path / "trial_model.py"
+    factory.write_text(FACTORY)
+    assert _trace_in_a_fresh_process(factory, cache_on) == 8 * 8 + 8
+    assert _trace_in_a_fresh_process(factory, cache_on) == 8 * 8 + 8      # a hit: same answer
+    (tmp_path / "trial_width.py").write_text("WIDTH = 32\n")
+    assert _trace_in_a_fresh_process(factory, cache_on) == 32 * 8 + 8
+
+
+def test_use_cache_false_traces_again_and_stores_nothing(tmp_path, cache_on):
+    from gpuwise.trace import trace_workload
+    (tmp_path / "plain.py").write_text("import torch\nfrom torch import nn\n"
+                                       "def factory(batch_size=2):\n    return nn.Linear(4, 4), (torch.empty(batch_size, 4),)\n")
+    trace_workload(Workload(f"{tmp_path / 'plain.py'}:factory", batch_size=2), use_cache=False)
+    assert not cache.cache_dir().exists() or not list(cache.cache_dir().glob("*.pickle"))
+
+
+def test_anything_but_a_workload_is_refused_in_one_line():
+    from gpuwise.trace import TraceError, trace_workload
+    with pytest.raises(TraceError, match="takes a gpuwise.workload.Workload"):
+        trace_workload("torchvision:resnet18")

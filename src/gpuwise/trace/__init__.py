@@ -7,18 +7,22 @@
 
 from gpuwise.trace import cache
 from gpuwise.trace.records import CATEGORIES, PHASES, MemoryEvent, ModelCodeError, OpRecord, Trace, TraceError
+from gpuwise.workload import Workload
 from gpuwise.workload.specs import resolve_model_spec
 
 __all__ = ["CATEGORIES", "PHASES", "MemoryEvent", "ModelCodeError", "OpRecord", "Trace", "TraceError", "trace_workload"]
 
 
-def trace_workload(workload) -> Trace:
-    """Traces one workload (see gpuwise.trace.tracer.trace_workload), through the trace cache.
+def trace_workload(workload: Workload, *, use_cache: bool = True) -> Trace:
+    """Traces one workload (see gpuwise.trace.tracer.trace_workload), through the trace cache
+    (``use_cache`` False, ``--no-cache`` or ``GPUWISE_NO_CACHE=1``: traced again, nothing stored).
 
     Raises WorkloadError for an unknown model before torch is imported.
     """
+    if not isinstance(workload, Workload):
+        raise TraceError(f"trace_workload takes a gpuwise.workload.Workload, got {type(workload).__name__}")
     spec = resolve_model_spec(workload.model)
-    key = cache.trace_key(workload, spec) if cache.enabled() else None
+    key = cache.trace_key(workload, spec) if use_cache and cache.enabled() else None
     if key is not None:
         hit = cache.load(key, workload)
         if hit is not None:
@@ -27,5 +31,5 @@ def trace_workload(workload) -> Trace:
 
     trace = _trace(workload)
     if key is not None:
-        cache.store(key, trace)
+        cache.store(key, trace, cache.user_sources() if spec.source == "file" else ())
     return trace

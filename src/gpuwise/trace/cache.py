@@ -8,8 +8,9 @@ not the GPU count, sharding or the stack's input rate, engine or compile, which 
 ``memory`` and ``plan`` read), the model's source (the
 torchvision/timm version, the transformers config's content and transformers' version, or the bytes
 of the user's ``file.py``), the torch version and the source of gpuwise's own tracing code. It is
-computed without importing torch, so a hit never imports it. A user factory that imports other files
-of theirs is keyed by its own file only: ``--no-cache`` re-traces after editing those.
+computed without importing torch, so a hit never imports it. A user factory's trace also keeps the hash of
+every module of the user's that was loaded when it was made (``user_sources``: files outside the Python
+installation and gpuwise, the factory's own imports among them): an edit to one of those is a miss too.
 
 Entries are pickles written by this user into this user's cache directory (the same trust as the
 user's own code, which the tracer runs anyway).
@@ -25,6 +26,7 @@ import json
 import logging
 import os
 import pickle
+import sys
 import tempfile
 import types
 from functools import lru_cache
@@ -36,7 +38,7 @@ from gpuwise.trace.records import Trace
 
 log = logging.getLogger(__name__)
 
-FORMAT = 1   # bump when Trace's fields change shape
+FORMAT = 2   # bump when Trace's fields or an entry's shape change
 _enabled: contextvars.ContextVar[bool] = contextvars.ContextVar("gpuwise_trace_cache", default=True)
 _TRACING_SOURCES = ("trace", "workload")   # gpuwise subpackages whose code decides what a trace holds
 # The Workload fields a trace depends on (tests/trace/test_cache_key.py holds the tracer to them): the
@@ -75,26 +77,69 @@ def trace_key(workload, spec) -> str:
     return hashlib.sha256(blob).hexdigest()[:32]
 
 
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """What a cache file holds: the trace, and the (path, sha256) of the user's source files it was made with."""
+
+    trace: Trace
+    sources: tuple[tuple[str, str], ...] = ()
+
+
 def load(key: str, workload=None) -> Trace | None:
     """The trace stored under ``key``; ``workload``: the job asking, which the trace then carries (it
-    may differ from the one that made the entry in fields the trace does not read)."""
+    may differ from the one that made the entry in fields the trace does not read). An entry whose user
+    source files changed since is a miss."""
     path = cache_dir() / f"{key}.pickle"
     try:
         with open(path, "rb") as f:
-            trace = pickle.load(f)
+            entry = pickle.load(f)
     except FileNotFoundError:
         return None
     except Exception as exc:   # damaged, truncated, or from an incompatible gpuwise: a miss
         log.info("trace cache entry %s unreadable (%s): removed", path, exc)
         path.unlink(missing_ok=True)
         return None
-    if not isinstance(trace, Trace):
+    if not isinstance(entry, Entry) or not isinstance(entry.trace, Trace):
         return None
+    changed = next((p for p, digest in entry.sources if _file_digest(Path(p)) != digest), None)
+    if changed is not None:
+        log.info("trace cache entry %s made with another %s: traced again", path, changed)
+        return None
+    trace = entry.trace
     return dataclasses.replace(trace, workload=workload) if workload is not None else trace
 
 
-def store(key: str, trace: Trace) -> None:
-    """Writes atomically (temp file + rename); a cache that cannot be written is only logged."""
+def user_sources(modules=None) -> tuple[tuple[str, str], ...]:
+    """(path, sha256) of every loaded module of the user's: a ``.py`` file outside the Python installation
+    (its prefixes, so the standard library and site-packages) and outside gpuwise. ``modules``:
+    ``sys.modules`` by default."""
+    modules = sys.modules if modules is None else modules
+    installed = tuple(str(Path(p).resolve()) + os.sep for p in {sys.prefix, sys.base_prefix, sys.exec_prefix})
+    own = str(Path(gpuwise.__file__).parent.resolve()) + os.sep
+    found = {}
+    for module in list(modules.values()):
+        name = getattr(module, "__file__", None)
+        if not name or not name.endswith(".py"):
+            continue
+        path = str(Path(name).resolve())
+        if path.startswith(installed) or path.startswith(own) or path in found:
+            continue
+        digest = _file_digest(Path(path))
+        if digest is not None:
+            found[path] = digest
+    return tuple(sorted(found.items()))
+
+
+def _file_digest(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def store(key: str, trace: Trace, sources: tuple[tuple[str, str], ...] = ()) -> None:
+    """Writes atomically (temp file + rename); a cache that cannot be written is only logged. ``sources``:
+    the user's files the trace was made with (``user_sources``)."""
     directory = cache_dir()
     tmp = None
     try:
@@ -103,7 +148,7 @@ def store(key: str, trace: Trace) -> None:
         with os.fdopen(fd, "wb") as f:
             pickler = pickle.Pickler(f, protocol=pickle.HIGHEST_PROTOCOL)
             pickler.dispatch_table = {**copyreg.dispatch_table, types.MappingProxyType: _reduce_mapping_proxy}
-            pickler.dump(trace)
+            pickler.dump(Entry(trace, tuple(sources)))
         os.replace(tmp, directory / f"{key}.pickle")
     except (OSError, pickle.PicklingError, TypeError, AttributeError) as exc:
         log.info("trace cache not written to %s: %s", directory, exc)
