@@ -97,3 +97,22 @@ def test_gpus_lists_your_price_where_it_applies_not_the_shipped_multi_gpu_prices
     autodl = [(o["count"], o["price_per_hour"], o["indicative"]) for o in gpu["offers"] if o["provider"] == "autodl"]
     assert autodl == [(1, 1.5, False), (2, 3.0, False), (4, 6.0, False), (8, 12.0, False)]
     assert any(o["provider"] == "runpod" and o["indicative"] for o in gpu["offers"])
+
+
+# --- your price under another spelling of the provider ("AutoDL") is still that provider's price ---------------
+
+def test_your_price_spelt_autodl_in_capitals_replaces_the_shipped_autodl_prices_at_every_count(tmp_path, cli_json):
+    # the defect: own_prices_* keyed on (provider, spot) as written: "AutoDL" left the shipped "autodl" 2/4/8 prices
+    from gpuwise.catalog import load_catalog
+    from gpuwise.plan.offers import candidate_offers, cheapest_offer
+
+    mine = tmp_path / "mine.toml"
+    mine.write_text(OWN.replace('provider = "autodl"', 'provider = "AutoDL"'))
+    offers = candidate_offers(load_catalog(mine, user_file=False), provider="autodl", gpu_ids=["rtx-4090"])
+    for count in (1, 2, 4, 8):
+        best = cheapest_offer(offers, "rtx-4090", count, "CNY")
+        assert (best.count, best.indicative) == (count, False) and best.price_per_hour == pytest.approx(1.50 * count)
+    (gpu,) = cli_json(["gpus", "4090", "--catalog", str(mine), "--json"])["gpus"]
+    autodl = [(o["count"], o["price_per_hour"], o["indicative"]) for o in gpu["offers"]
+              if o["provider"].lower() == "autodl"]
+    assert autodl == [(1, 1.5, False), (2, 3.0, False), (4, 6.0, False), (8, 12.0, False)]

@@ -61,7 +61,9 @@ def test_mig_instances_are_right_sized_by_their_own_use(tmp_path, catalog):
     assert [d.label for d in report.usage.devices] == ["0/mig0", "0/mig1"]  # the parent row only repeats them
     assert report.usage.job_labels == ("0/mig0",)
     assert report.usage.needed_peak_bytes == 6 * GIB
-    assert report.right_sizing.rented_gpu_id == "a100-40gb-sxm4"
+    # the slice, not the whole A100 40GB (docs/catalog.md, MIG slices): its 20 GB, and no whole GPU's price
+    assert report.right_sizing.rented_gpu_id == "a100-40gb-sxm4-mig-3g.20gb"
+    assert report.right_sizing.rented_price_per_gpu_hour is None
 
 
 def test_a_lost_gpu_is_reported_and_the_others_still_count(tmp_path, catalog):

@@ -9,6 +9,8 @@ is half-loaded.
 from __future__ import annotations
 
 import dataclasses
+import datetime
+import difflib
 import os
 import sys
 from functools import lru_cache
@@ -17,9 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from gpuwise.catalog.model import GPU, PRECISIONS, Catalog, CatalogError, Offer
-from gpuwise.catalog.resolve import lookup_gpu, name_index
+from gpuwise.catalog.resolve import lookup_gpu, name_index, provider_key
 from gpuwise.catalog.validate import gpu_problems, offer_problems
-from gpuwise.errors import did_you_mean
 from gpuwise.units import UnitError, parse_bytes
 
 if sys.version_info >= (3, 11):
@@ -133,17 +134,38 @@ def _tables(doc: dict[str, Any], key: str, origin: str) -> list[dict[str, Any]]:
 
 
 def _offer_identity(o: Offer) -> tuple[str, str, int, bool]:
-    return (o.provider.lower(), o.gpu_id, o.count, o.spot)
+    return (provider_key(o.provider), o.gpu_id, o.count, o.spot)
 
 
 def _check_types(table: dict[str, Any], where: str, schema: dict[str, str], required: tuple[str, ...]) -> None:
     for key, value in table.items():
         if key not in schema:
-            hint = did_you_mean(key, schema) or f" (known keys: {', '.join(schema)})"
-            raise CatalogError(f"{where}: unknown key {key!r}{hint}")
+            raise CatalogError(f"{where}: unknown key {key!r}{_key_hint(key, schema)}")
         if not _has_type(value, schema[key]):
-            raise CatalogError(f"{where}: key {key!r} must be {schema[key]}, got {value!r}")
+            raise CatalogError(f"{where}: key {key!r} must be {schema[key]}, got {_as_written(value)}")
     _check_required(table, where, required)
+
+
+def _key_hint(key: str, schema: dict[str, str]) -> str:
+    """' (did you mean: price_per_hour?)': the keys closest to ``key``, each also known by its first word, so a
+    misspelt word ('prise') finds the key it starts ('price_per_hour'); else the list of known keys."""
+    by_word: dict[str, str] = {}
+    for known in schema:
+        by_word.setdefault(known, known)
+        by_word.setdefault(known.split("_")[0], known)
+    close = difflib.get_close_matches(key.lower(), list(by_word), n=6, cutoff=0.5)
+    keys = list(dict.fromkeys(by_word[c] for c in close))[:3]
+    return f" (did you mean: {', '.join(keys)}?)" if keys else f" (known keys: {', '.join(schema)})"
+
+
+def _as_written(value: Any) -> str:
+    """A value as the TOML file wrote it, for a message: a date or time as ISO text, not a Python repr."""
+    return value.isoformat() if isinstance(value, (datetime.date, datetime.time)) else repr(value)
+
+
+def _toml_dates_as_text(table: dict[str, Any]) -> dict[str, Any]:
+    """The table with a TOML date (``checked = 2026-12-01``, unquoted) as its ISO text, as if it were quoted."""
+    return {k: v.isoformat() if type(v) is datetime.date else v for k, v in table.items()}
 
 
 def _check_required(table: dict[str, Any], where: str, required: tuple[str, ...]) -> None:
@@ -245,6 +267,9 @@ def _parse_gpu(table: dict[str, Any], where: str, known: dict[str, GPU]) -> GPU:
 
 
 def _parse_offer(table: dict[str, Any], where: str, index: dict[str, GPU], indicative: bool) -> Offer:
+    """``indicative``: the file's default, True for the shipped list only (whose dates are not checked
+    against this machine's clock)."""
+    table = _toml_dates_as_text(table)
     _check_types(table, where, _OFFER_KEYS, _OFFER_REQUIRED)
     if ("gpu" in table) == ("gpu_id" in table):
         raise CatalogError(f"{where}: give the GPU as key 'gpu' (any name of a known GPU)")
@@ -259,7 +284,7 @@ def _parse_offer(table: dict[str, Any], where: str, index: dict[str, GPU], indic
         currency=table["currency"], spot=table.get("spot", False), source=table["source"],
         checked=table["checked"], indicative=table.get("indicative", indicative),
     )
-    problems = offer_problems(offer)
+    problems = offer_problems(offer, today=None if indicative else datetime.date.today())
     if problems:
         key, what = problems[0]
         raise CatalogError(f"{where}: key {key!r}: {what}")

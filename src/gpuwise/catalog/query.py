@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuwise.catalog.model import GPU, PRECISIONS, Catalog, CatalogError, Offer
-from gpuwise.catalog.resolve import offers_for, resolve_gpu
+from gpuwise.catalog.resolve import offers_for, provider_key, resolve_gpu
 from gpuwise.errors import did_you_mean
 
 SORT_KEYS = ("price", "memory", "fp16")
@@ -23,14 +23,18 @@ class GpuRow:
 
 
 def providers(catalog: Catalog) -> list[str]:
-    return sorted({o.provider for o in catalog.offers}, key=str.lower)
+    """The catalog's providers, one spelling each (the first an offer uses), in alphabetical order."""
+    spelt: dict[str, str] = {}
+    for o in catalog.offers:
+        spelt.setdefault(provider_key(o.provider), o.provider)
+    return [spelt[k] for k in sorted(spelt)]
 
 
 def catalog_provider(catalog: Catalog, provider: str) -> str | None:
     """The provider as the catalog spells it (any case, spaces around ignored); None when it has no offers.
     The one matching rule of ``gpus --provider`` and of the planner's offer picker."""
-    wanted = provider.strip().lower()
-    return next((p for p in providers(catalog) if p.lower() == wanted), None)
+    wanted = provider_key(provider)
+    return next((p for p in providers(catalog) if provider_key(p) == wanted), None)
 
 
 def select_gpus(
@@ -44,12 +48,12 @@ def select_gpus(
 ) -> list[GpuRow]:
     """The GPUs named (all when none), filtered, each with its offers, ordered by ``sort``.
 
-    ``sort``: 'memory' or 'fp16' (largest first); 'price' is accepted and left to the caller (it
+    ``sort`` (``check_sort``): 'memory' or 'fp16' (largest first); 'price' is accepted and left to the caller (it
     needs the plan's offer picker); None keeps the named order, or the catalog's order. With ``provider`` only its offers are kept, and, unless
-    GPUs were named, only the GPUs it offers.
+    GPUs were named, only the GPUs it offers. Memory is the memory the driver reports (``visible_memory_bytes``):
+    what the GiB column shows and every fit uses.
     """
-    if sort is not None and sort not in SORT_KEYS:
-        raise CatalogError(f"unknown sort key {sort!r}{did_you_mean(sort, SORT_KEYS) or ' (use price, memory or fp16)'}")
+    sort = check_sort(sort)
     if provider is not None:
         if catalog_provider(catalog, provider) is None:
             known = providers(catalog)
@@ -64,7 +68,7 @@ def select_gpus(
         gpus = list(catalog.gpus)
     rows = []
     for gpu in gpus:
-        if min_memory_bytes is not None and gpu.memory_bytes < min_memory_bytes:
+        if min_memory_bytes is not None and gpu.visible_memory_bytes < min_memory_bytes:
             continue
         offers = tuple(offers_for(catalog, gpu.id, provider=provider, spot=spot))
         if provider is not None and not offers and not names:  # a GPU asked for by name stays
@@ -73,11 +77,22 @@ def select_gpus(
     return sort_rows(rows, sort)
 
 
+def check_sort(sort: str | None) -> str | None:
+    """The sort key as ``SORT_KEYS`` spell it (any case, spaces around ignored); CatalogError when unknown."""
+    if sort is None:
+        return None
+    key = sort.strip().lower()
+    if key not in SORT_KEYS:
+        raise CatalogError(f"unknown sort key {sort!r}{did_you_mean(sort, SORT_KEYS) or ' (use price, memory or fp16)'}")
+    return key
+
+
 def sort_rows(rows: list[GpuRow], sort: str | None) -> list[GpuRow]:
+    """'memory': the memory the driver reports, largest first (as shown); 'fp16': the dense fp16 rate."""
     if sort == "memory":
-        return sorted(rows, key=lambda r: (-r.gpu.memory_bytes, -(r.gpu.peak("fp16") or 0)))
+        return sorted(rows, key=lambda r: (-r.gpu.visible_memory_bytes, -(r.gpu.peak("fp16") or 0)))
     if sort == "fp16":
-        return sorted(rows, key=lambda r: (-(r.gpu.peak("fp16") or 0), -r.gpu.memory_bytes))
+        return sorted(rows, key=lambda r: (-(r.gpu.peak("fp16") or 0), -r.gpu.visible_memory_bytes))
     return rows
 
 

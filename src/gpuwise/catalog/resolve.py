@@ -5,7 +5,13 @@ Names are compared by a key that ignores case, the vendor prefixes NVML adds ("N
 ``t4``, ``NVIDIA A100-SXM4-40GB`` and ``a100 sxm4 40gb`` all find their GPU.
 
 A family name that is not itself a name of one GPU (``a100``, ``v100``, ``h100``) is ambiguous: the
-resolver never picks one of the family silently, it raises :class:`AmbiguousGpuName` listing them.
+resolver never picks one of the family silently, it raises :class:`AmbiguousGpuName` listing them. A
+name that starts the names of one GPU only is a shortening and finds it (``a100-80gb-s``), unless it
+is a whole model number that the GPU's name goes on with letters after (``RTX 4070`` is not the RTX
+4070 Ti, ``Quadro RTX 6000`` not the RTX 6000 Ada): that names another model, which the catalog lacks.
+
+A MIG slice (``NVIDIA A100-SXM4-40GB MIG 1g.5gb``, as NVML names it) resolves to its parent GPU and the
+slice (:func:`resolve_mig`); :func:`resolve_gpu` gives the slice as a GPU of its own (:func:`slice_gpu`).
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections import OrderedDict
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from gpuwise.catalog.errors import CatalogError
@@ -63,12 +70,108 @@ class AmbiguousGpuName(CatalogError):
 
 
 def resolve_gpu(catalog: Catalog, name: str) -> GPU:
-    """The GPU called ``name`` exactly (id, alias, NVML name).
+    """The GPU called ``name`` exactly (id, alias, NVML name); a MIG slice's name gives the slice as a GPU
+    (:func:`slice_gpu`: the slice's memory, its share of the parent's compute).
 
     Raises AmbiguousGpuName when ``name`` only starts the names of several GPUs, and CatalogError
     naming it, with the closest known GPUs, when it names none.
     """
-    return lookup_gpu(_catalog_index(catalog), name)
+    gpu, mig = resolve_mig(catalog, name)
+    return gpu if mig is None else slice_gpu(gpu, mig)
+
+
+# MIG: NVML names a slice "<GPU name> MIG <profile>". The profile "<g>g.<m>gb" is a GPU instance of g
+# compute slices and m GB; "<c>c.<g>g.<m>gb" a compute instance of c of those g slices (the process runs on
+# c, the memory is the instance's); "+me" adds media engines. The slice's own id, "<gpu id>-mig-<profile>",
+# is such a name too, so a slice's id resolves back to it.
+_MIG_NAME = re.compile(
+    r"^(?P<gpu>.*?\S)[\s_\-]+mig[\s_\-]+(?P<profile>(?:(?P<c>\d+)c\.)?(?P<g>\d+)g\.(?P<gb>\d+)gb(?:\+me)?)$",
+    re.IGNORECASE)
+_MIG_COMPUTE_CAPABILITIES = ("8.0", "9.0", "10.0")     # GA100, GH100, GB100/GB200: the data-centre chips with MIG
+_MIG_FOUR_SLICE_IDS = ("a30",)                         # an A30 splits into 4 compute slices; the others into 7
+
+
+@dataclass(frozen=True)
+class MigSlice:
+    """A MIG slice of one catalog GPU: ``compute_slices`` of its ``gpu_compute_slices`` and the profile's memory.
+
+    ``memory_bytes`` is the profile's "<m>gb" read as decimal GB, a little less than what NVML shows for the
+    slice (1g.5gb: 4864 MiB, 5.1 GB), never more: a fit against it is on the safe side.
+    """
+
+    gpu_id: str                  # the parent GPU's catalog id
+    profile: str                 # as NVML names it: "1g.5gb", "1c.3g.20gb", "1g.10gb+me"
+    compute_slices: int          # the slices the process runs on (c of a compute instance, else g)
+    gpu_compute_slices: int      # the parent's: 7 (4 on an A30)
+    memory_bytes: int
+    memory_fraction: float       # of the parent's memory, bandwidth and L2 (MIG splits them with the memory)
+
+    @property
+    def compute_fraction(self) -> float:
+        """The slice's share of the parent's SMs, tensor cores and peak rates."""
+        return self.compute_slices / self.gpu_compute_slices
+
+    def describe(self) -> str:
+        """E.g. "MIG slice 1g.5gb of a100-40gb-sxm4: 5 GB, 1/7 of its compute"."""
+        return (f"MIG slice {self.profile} of {self.gpu_id}: {self.memory_bytes / 1e9:.0f} GB, "
+                f"{self.compute_slices}/{self.gpu_compute_slices} of its compute")
+
+
+def split_mig_name(name: str) -> tuple[str, str | None]:
+    """(the GPU's name, the MIG profile) of a slice's name; (name, None) for a whole GPU's."""
+    match = _MIG_NAME.match(str(name).strip())
+    return (match["gpu"], match["profile"].lower()) if match else (name, None)
+
+
+def mig_slice(gpu: GPU, profile: str) -> MigSlice:
+    """The slice ``profile`` of ``gpu``; CatalogError when the GPU has no MIG or no such slice."""
+    match = _MIG_NAME.match(f"gpu MIG {profile}")
+    if match is None:
+        raise CatalogError(f"MIG profile {profile!r} is not of the form 1g.5gb or 1c.3g.20gb")
+    if gpu.compute_capability not in _MIG_COMPUTE_CAPABILITIES:
+        raise CatalogError(f"{gpu.id} has no MIG (only A30, A100/A800, H100/H800/H20/H200 and B200 do)")
+    total = 4 if gpu.id in _MIG_FOUR_SLICE_IDS else 7
+    g = int(match["g"])
+    c = int(match["c"]) if match["c"] else g
+    gpu_gb = round(gpu.memory_bytes / 2**30)     # the size a profile's "gb" counts in: 40 on an A100 40GB
+    gb = int(match["gb"])
+    if not 1 <= c <= g <= total or not 1 <= gb <= gpu_gb:
+        raise CatalogError(f"MIG profile {profile!r} does not fit {gpu.id} ({total} compute slices, {gpu_gb} GB)")
+    return MigSlice(gpu_id=gpu.id, profile=profile.lower(), compute_slices=c, gpu_compute_slices=total,
+                    memory_bytes=gb * 10**9, memory_fraction=gb / gpu_gb)
+
+
+def resolve_mig(catalog: Catalog, name: str) -> tuple[GPU, MigSlice | None]:
+    """(the GPU, the MIG slice or None): a slice's name gives its parent GPU and the slice; CatalogError as
+    :func:`resolve_gpu`, and when the profile is not one of that GPU's."""
+    base, profile = split_mig_name(name)
+    gpu = lookup_gpu(_catalog_index(catalog), base)
+    if profile is None:
+        return gpu, None
+    try:
+        return gpu, mig_slice(gpu, profile)
+    except CatalogError as exc:
+        raise CatalogError(f"GPU name {name!r}: {exc}") from None
+
+
+def slice_gpu(gpu: GPU, mig: MigSlice) -> GPU:
+    """The slice as a GPU of its own: the slice's memory; the parent's SMs, cores, peak rates and power scaled
+    by the compute fraction (the clock stays), its bandwidth and L2 by the memory fraction; no NVLink (MIG
+    slices do not use it). What a fit or a step time on the slice reads; the catalog has no offer for it."""
+    f_c, f_m = mig.compute_fraction, mig.memory_fraction
+
+    def part(n: int, share: float) -> int:
+        return max(1, round(n * share))
+
+    return replace(
+        gpu, id=f"{gpu.id}-mig-{mig.profile}", name=f"{gpu.name} MIG {mig.profile}", aliases=(), nvml_names=(),
+        sm_count=part(gpu.sm_count, f_c), cuda_cores=part(gpu.cuda_cores, f_c),
+        tensor_cores=part(gpu.tensor_cores, f_c),
+        peak_tflops={p: None if v is None else v * f_c for p, v in gpu.peak_tflops.items()},
+        tdp_w=gpu.tdp_w * f_c, memory_bytes=mig.memory_bytes, nvml_memory_bytes=None, ecc_reserves_memory=False,
+        memory_bandwidth_gbs=gpu.memory_bandwidth_gbs * f_m, l2_bytes=part(gpu.l2_bytes, f_m), nvlink_gbs=None,
+        verified=False, notes=f"{mig.describe()}; the GPU's datasheet scaled to the slice",
+    )
 
 
 def lookup_gpu(index: dict[str, GPU], name: str, *, otherwise: str | None = None) -> GPU:
@@ -81,7 +184,7 @@ def lookup_gpu(index: dict[str, GPU], name: str, *, otherwise: str | None = None
     family = family_members(key, index)
     if len(family) > 1:
         raise AmbiguousGpuName(name, tuple(g.id for g in family))
-    if len(family) == 1 and len(key) >= 3:
+    if len(family) == 1 and len(key) >= 3 and not names_another_model(key, index):
         return family[0]
     hint = suggest_gpus(name, index) if otherwise is None else suggest_gpus(name, index, otherwise=otherwise)
     raise CatalogError(f"unknown GPU {name!r}{hint}")
@@ -96,6 +199,16 @@ def family_members(key: str, index: dict[str, GPU]) -> list[GPU]:
         if other_key.startswith(key) and gpu not in found:
             found.append(gpu)
     return found
+
+
+def names_another_model(key: str, index: dict[str, GPU]) -> bool:
+    """Whether ``key``, which only starts names of the catalog, is a whole model number that a name goes on
+    with letters after: a variant suffix (Ti, SUPER, D, Ada, S) makes another model, so ``rtx4070`` is not
+    ``rtx4070ti`` and ``rtx6000`` (Quadro RTX 6000) not ``rtx6000ada``. A shortening that stops inside a
+    word or a number (``a10080gbs``, ``408``) is no model's name and may find the one GPU it starts."""
+    if not key[-1].isdigit():
+        return False
+    return any(k.startswith(key) and k[len(key)].isalpha() for k in index if len(k) > len(key))
 
 
 def _catalog_index(catalog: Catalog) -> dict[str, GPU]:
@@ -124,6 +237,12 @@ def suggest_gpus(name: str, index: dict[str, GPU], otherwise: str = " (run `gpuw
     return f" (did you mean: {', '.join(ids[:3])}?)"
 
 
+def provider_key(provider: str) -> str:
+    """How provider names compare: case and surrounding spaces ignored ("AutoDL" is "autodl"). The one rule of
+    an offer's identity (a user's offer replaces the shipped one), ``--provider`` and the planner's own prices."""
+    return str(provider).strip().lower()
+
+
 def offers_for(catalog: Catalog, gpu_id: str, *, provider: str | None = None, spot: bool | None = None) -> list[Offer]:
     """Offers for one GPU (any name that resolves), cheapest per GPU-hour first.
 
@@ -133,7 +252,7 @@ def offers_for(catalog: Catalog, gpu_id: str, *, provider: str | None = None, sp
     found = [
         o for o in catalog.offers
         if o.gpu_id == gid
-        and (provider is None or o.provider.lower() == provider.lower())
+        and (provider is None or provider_key(o.provider) == provider_key(provider))
         and (spot is None or o.spot == spot)
     ]
     return sorted(found, key=offer_order)

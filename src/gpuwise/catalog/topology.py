@@ -15,6 +15,7 @@ from importlib import resources
 from typing import Any
 
 from gpuwise.catalog.model import GPU, CatalogError
+from gpuwise.catalog.resolve import provider_key
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -127,7 +128,7 @@ def provider_entry(provider: str | None, data: dict[str, Any] | None = None) -> 
     if provider is None:
         return None
     data = data or topology_data()
-    return next((p for p in data.get("provider", []) if p["name"].lower() == provider.lower()), None)
+    return next((p for p in data.get("provider", []) if provider_key(p["name"]) == provider_key(provider)), None)
 
 
 def topology_for(

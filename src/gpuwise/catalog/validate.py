@@ -146,7 +146,9 @@ def _is_date(text: str) -> bool:
     return True
 
 
-def offer_problems(offer: Offer) -> list[tuple[str, str]]:
+def offer_problems(offer: Offer, *, today: date | None = None) -> list[tuple[str, str]]:
+    """(key, what is wrong) for each rule the offer breaks. ``today``: a ``checked`` date after it is refused (a
+    price cannot have been seen in the future); None skips that rule (the shipped list, whatever the clock says)."""
     problems: list[tuple[str, str]] = []
     add = problems.append
     if not offer.provider.strip():
@@ -161,6 +163,8 @@ def offer_problems(offer: Offer) -> list[tuple[str, str]]:
         add(("currency", f"{offer.currency!r} has no exchange rate; known currencies: {', '.join(sorted(CNY_PER_UNIT))}"))
     if not _is_date(offer.checked):
         add(("checked", f"{offer.checked!r} is not a date (ISO, like 2026-11-20)"))
+    elif today is not None and date.fromisoformat(offer.checked) > today:
+        add(("checked", f"{offer.checked} is in the future (today is {today.isoformat()})"))
     if not offer.source.strip():
         add(("source", "every offer needs a source (where the price was seen)"))
     return problems

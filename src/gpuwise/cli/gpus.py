@@ -50,11 +50,12 @@ def gpus(
     """
     from dataclasses import replace
 
-    from gpuwise.catalog.query import gpu_record, select_gpus
+    from gpuwise.catalog.query import check_sort, gpu_record, select_gpus
     from gpuwise.plan.offers import cheapest_to_rent_one, offers_as_priced, price_key
 
     cat = c.load_catalog_for(catalog, live)
     min_bytes = c.size_option("--min-memory", min_memory) if min_memory is not None else None
+    sort = check_sort(sort)
     rows = select_gpus(cat, names or (), min_memory_bytes=min_bytes, provider=provider, sort=sort)
     rows = [replace(r, offers=tuple(offers_as_priced(r.offers))) for r in rows]   # your price where it applies
     currency, cheapest = cheapest_to_rent_one({r.gpu.id: r.offers for r in rows})
@@ -64,13 +65,21 @@ def gpus(
         c.print_json({"gpus": [gpu_record(r.gpu, r.offers) for r in rows]})
         return
     c.console.print(c.fit_to_console(_gpu_table(rows, cheapest)))
-    if names or provider:
+    if (names or provider) and any(r.offers for r in rows):
         c.console.print(c.fit_to_console(_offer_table(rows)))
+    elif names or provider:
+        c.console.print(no_offer_line(rows, provider))
     c.console.print(
         "[dim]GiB: memory as the driver reports it (nvidia-smi). Dense peak TFLOPS; fp16 with fp32 accumulate, = bf16 where the GPU has bf16 (not before Ampere). "
         "* = datasheet figures not cross-checked. "
         "Shipped prices are indicative: --json gives each one's source and date.[/dim]"
     )
+
+
+def no_offer_line(rows: list[GpuRow], provider: str | None) -> str:
+    """What stands for an offers table with no row: "no offer from lambda for t4"."""
+    ids = ", ".join(for_console(r.gpu.id) for r in rows)
+    return f"no offer{' from ' + for_console(provider) if provider else ''} for {ids or 'these GPUs'}"
 
 
 def _gib(n_bytes: int) -> str:

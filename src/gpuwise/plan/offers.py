@@ -19,7 +19,7 @@ from dataclasses import replace
 
 from gpuwise.catalog.model import Catalog, Offer
 from gpuwise.catalog.query import catalog_provider, providers
-from gpuwise.catalog.resolve import offer_order
+from gpuwise.catalog.resolve import offer_order, provider_key
 from gpuwise.errors import did_you_mean
 from gpuwise.plan.errors import PlanError
 from gpuwise.plan.money import convert, rates_in
@@ -55,7 +55,7 @@ def candidate_offers(catalog: Catalog, *, provider: str | None = None, gpu_ids: 
     wanted = set(gpu_ids) if gpu_ids is not None else None
     return [
         o for o in catalog.offers
-        if (provider is None or o.provider == provider)
+        if (provider is None or provider_key(o.provider) == provider_key(provider))
         and (wanted is None or o.gpu_id in wanted)
         and (spot == "include" or o.spot == (spot == "only"))
     ]
@@ -69,6 +69,12 @@ def ranking_currency(offers: Iterable[Offer], requested: str | None = None) -> s
     return currencies.pop() if len(currencies) == 1 else HOME_CURRENCY
 
 
+def _seller(offer: Offer) -> tuple[str, bool]:
+    """Whose price it is: the provider (``provider_key``: any case) and the spot-ness. A price of the user's own
+    replaces the shipped ones of the same seller."""
+    return (provider_key(offer.provider), offer.spot)
+
+
 def _is_own(offer: Offer) -> bool:
     """A price of the user's own: neither the shipped indicative list nor fetched live from a cloud."""
     return not offer.indicative and not offer.live
@@ -78,8 +84,8 @@ def own_prices_first(offers: list[Offer]) -> list[Offer]:
     """The offers with the user's own prices (a user catalog's, not indicative) in place of the shipped
     indicative ones of the same provider and spot-ness, at every count: who pays ¥1.50 for one RTX 4090
     there pays it for each of eight, not the shipped ¥1.98 a card."""
-    own = {(o.provider, o.spot) for o in offers if _is_own(o)}
-    return [o for o in offers if not o.indicative or (o.provider, o.spot) not in own]
+    own = {_seller(o) for o in offers if _is_own(o)}
+    return [o for o in offers if not o.indicative or _seller(o) not in own]
 
 
 def _times(single: Offer, count: int) -> Offer:
@@ -91,9 +97,9 @@ def _times(single: Offer, count: int) -> Offer:
 def own_prices_at(offers: list[Offer], count: int) -> list[Offer]:
     """The user's own single-GPU prices × ``count``, one per provider and spot-ness that has no offer of the
     user's own for exactly ``count`` GPUs (an own price for that count is the user's word for it)."""
-    own_exact = {(o.provider, o.spot) for o in offers if _is_own(o) and o.count == count}
+    own_exact = {_seller(o) for o in offers if _is_own(o) and o.count == count}
     return [_times(o, count) for o in offers
-            if _is_own(o) and o.count == 1 and (o.provider, o.spot) not in own_exact]
+            if _is_own(o) and o.count == 1 and _seller(o) not in own_exact]
 
 
 def offers_as_priced(offers: Iterable[Offer]) -> list[Offer]:
@@ -107,7 +113,7 @@ def offers_as_priced(offers: Iterable[Offer]) -> list[Offer]:
         if o in kept:
             continue
         mine = [p for p in own_prices_at([k for k in kept if k.gpu_id == o.gpu_id], o.count)
-                if (p.provider, p.spot) == (o.provider, o.spot)]
+                if _seller(p) == _seller(o)]
         shown.extend(p for p in mine if p not in shown)
     return sorted(shown, key=offer_order)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpuwise.catalog import GPU, Catalog, resolve_gpu
+from gpuwise.catalog import GPU, Catalog
 from gpuwise.errors import GpuwiseError
 from gpuwise.monitor.sample import GpuSample
 from gpuwise.plan.fit import DEFAULT_HEADROOM_FRACTION
@@ -14,7 +14,7 @@ from gpuwise.plan.offers import check_provider
 from gpuwise.plan.scaling import TimeScaling
 from gpuwise.report.errors import ReportError
 from gpuwise.report.predicted_vs_measured import PredictedVsMeasured, measured_against_prediction
-from gpuwise.report.rightsize import TIME_NOTE, RightSizing, resolve_rented, right_size
+from gpuwise.report.rightsize import TIME_NOTE, RightSizing, rented_gpu, resolve_rented, right_size
 from gpuwise.report.sources import load_usage_log, log_ended
 from gpuwise.report.usage import UsageSummary, summarize
 from gpuwise.runlog import RunLogError, read_train_metrics
@@ -97,9 +97,11 @@ def build_report(
     compared_as = None
     logged, logged_note = resolve_rented(catalog, usage.gpu_name)
     if gpu:
-        rented = resolve_gpu(catalog, gpu)
+        rented, slice_note = rented_gpu(catalog, gpu)
         if logged is None or logged.id != rented.id:
             compared_as = rented.name
+        if slice_note:
+            notes.append(slice_note)
     else:
         rented = logged
         if logged_note:

@@ -14,10 +14,10 @@ and for this run. All money is in the ranking currency.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
-from gpuwise.catalog import GPU, Catalog, CatalogError, resolve_gpu
+from gpuwise.catalog import GPU, Catalog, CatalogError
+from gpuwise.catalog.resolve import resolve_mig, slice_gpu
 from gpuwise.plan.fit import DEFAULT_HEADROOM_FRACTION
 from gpuwise.plan.money import convert
 from gpuwise.plan.offers import candidate_offers, cheapest_offer, ranking_currency, spot_policy
@@ -113,13 +113,23 @@ class RightSizing:
         }
 
 
+def rented_gpu(catalog: Catalog, name: str) -> tuple[GPU, str | None]:
+    """(GPU, note) of the rented GPU's name: a MIG slice (``NVIDIA A100-SXM4-40GB MIG 1g.5gb``) is the slice
+    as a GPU (``catalog.resolve.slice_gpu``: its memory, its share of the compute), and the note says so.
+    CatalogError for a name the catalog does not know."""
+    gpu, mig = resolve_mig(catalog, name)
+    if mig is None:
+        return gpu, None
+    return slice_gpu(gpu, mig), (f"the GPU is a {mig.describe()}; compared as that slice (the GPU's rates "
+                                 f"scaled to its share); the catalog prices whole GPUs, not slices")
+
+
 def resolve_rented(catalog: Catalog, name: str | None) -> tuple[GPU | None, str | None]:
-    """(GPU, note): the GPU named in the log (a MIG slice's name without its profile)."""
+    """(GPU, note): the GPU named in the log (``rented_gpu``); None and why for no name or an unknown one."""
     if not name:
         return None, "the log names no GPU: pass --gpu NAME to compare GPUs"
-    base = re.sub(r"\s+MIG\s+\S+$", "", name.strip())
     try:
-        return resolve_gpu(catalog, base), None
+        return rented_gpu(catalog, name)
     except CatalogError as exc:
         return None, f"{exc}: pass --gpu NAME to compare GPUs"
 

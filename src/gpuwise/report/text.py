@@ -26,11 +26,30 @@ def _short(x: float | None, currency: str | None) -> str:
 
 
 def rows_shown(r) -> list:
-    """The rows the table (and the HTML chart) show: the GPUs that fit and save, biggest saving first,
-    up to MAX_ROWS, and the rented GPU."""
+    """The rows the table shows: the GPUs that fit and save, biggest saving first, up to MAX_ROWS, and the
+    rented GPU; where there are neither (no saving can be computed: the rented GPU is not in the catalog
+    or has no price, or it does not hold the job), the GPUs that hold the job, cheapest for the work first."""
     rows = list(r.cheaper[:MAX_ROWS])
     rows += [o for o in r.options if o.rented and o.fits]
-    return rows
+    return rows or holding(r)[:MAX_ROWS]
+
+
+def holding(r) -> list:
+    """The GPUs that would have held the job: cheapest for the work first, then (no time× without the rented
+    GPU) cheapest to rent, GPUs without a price last."""
+    return sorted((o for o in r.options if o.fits), key=lambda o: (
+        o.cost_per_job_hour is None, o.cost_per_job_hour or 0.0,
+        o.price_per_hour_all_gpus is None, o.price_per_hour_all_gpus or 0.0))
+
+
+def no_saving_line(r) -> str | None:
+    """Why the table of GPUs that hold the job has no savings, when the rented GPU gives no price to save on."""
+    if r.cheaper or r.rented_price_per_gpu_hour is not None:
+        return None
+    held = f"{len(holding(r))} GPU(s) of the catalog hold {format_bytes(r.needed_bytes)}"
+    if r.rented_gpu_id is None:
+        return f"{held}; the rented GPU is not in the catalog, so no time× or saving can be computed (--gpu NAME)."
+    return f"{held}; the rented GPU has no price, so no saving can be computed (--gpu-price)."
 
 
 def render_report(report: Report) -> Group:
@@ -81,6 +100,9 @@ def render_report(report: Report) -> Group:
                               f"({r.price_source})"))
         shown = rows_shown(r)
         if shown:
+            said = no_saving_line(r)
+            if said:
+                parts.append(Text(said))
             parts.append(_table(r, shown))
             if any(o.rented for o in shown):
                 parts.append(Text("* the rented GPU", style="dim"))
@@ -88,9 +110,10 @@ def render_report(report: Report) -> Group:
             parts.append(Text(f"No GPU in the catalog holds {format_bytes(r.needed_bytes)} with "
                               f"{r.headroom_fraction:.0%} of its memory kept free."))
         cheaper = r.cheaper
-        if len(cheaper) > MAX_ROWS:
-            parts.append(Text(f"{len(cheaper) - MAX_ROWS} more cheaper GPU(s) not shown (--json or --html lists "
-                              f"every one).", style="dim"))
+        listed = cheaper if cheaper else ([] if any(o.rented for o in shown) else holding(r))
+        if len(listed) > MAX_ROWS:
+            kind, where = ("cheaper GPU(s)", "--json or --html lists") if cheaper else ("GPU(s) that hold it", "--json lists")
+            parts.append(Text(f"{len(listed) - MAX_ROWS} more {kind} not shown ({where} every one).", style="dim"))
         if cheaper:
             best = cheaper[0]
             parts.append(Text.from_markup(
