@@ -36,8 +36,9 @@ def _plan(cat, workload, option, gpu="a100-80gb-sxm4"):
 
 
 def _shim(folder, body: str) -> None:
+    # a python with gpuwise installed: the emitted lines' first check (python -c 'import gpuwise') passes
     shim = folder / "python"
-    shim.write_text("#!/bin/sh\n" + body)
+    shim.write_text("#!/bin/sh\n[ \"$1\" = -c ] && exit 0\n" + body)
     shim.chmod(0o755)
 
 

@@ -16,7 +16,7 @@ from gpuwise.workload import Workload
 from gpuwise.workload.specs import resolve_model_spec
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "gpuwise"
-SMALL = Workload(model="torchvision:resnet18", batch_size=2, image_size=32, optimizer="sgd")
+SMALL = Workload(model="torchvision:resnet18", batch_size=2, image_size=32, optimizer="adamw")
 STACK_ONLY = {"input_rate": 50.0, "engine": "vllm", "num_gpus": 4, "sharding": "zero3", "offload": "optimizer",
               "compile": True, "logits": "chunked", "max_new_tokens": 16}
 

@@ -171,7 +171,10 @@ def _render(out: dict, est) -> None:
         if not out["fits"]:
             for ch in out["changes_that_fit"]:
                 step = f", step {format_duration(ch['step_time_s'])}" if ch.get("step_time_s") else ""
-                con.print(f"  [cyan]fits with[/] {ch['change']}: needs {format_bytes(ch['peak_total_bytes'])}{step}")
+                ram = (f" and {format_bytes(ch['cpu_offload_bytes'])} of host RAM" if ch.get("cpu_offload_bytes")
+                       else "")
+                con.print(f"  [cyan]fits with[/] {ch['change']}: needs {format_bytes(ch['peak_total_bytes'])}{ram}"
+                          f"{step}" + (f" ({ch['why_faster']})" if ch.get("why_faster") else ""))
             if not out["changes_that_fit"]:
                 more = ("--num-gpus N (tensor parallel)" if est.workload.mode == "infer"
                         else "--num-gpus N with --sharding zero3")

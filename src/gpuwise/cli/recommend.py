@@ -22,7 +22,14 @@ def register(app: typer.Typer) -> None:
     app.command("recommend")(recommend)
 
 
-@workload_options(exclude=("num_gpus",))
+# --batch-size here: the micro-batch of one GPU, and with --grad-accum the effective batch every option keeps
+BATCH_SIZE_HELP = ("Micro-batch; with --grad-accum it sets the effective batch (micro-batch × accumulation) that "
+                   "every option keeps and splits over its GPUs, so a multi-GPU option needs an effective batch "
+                   "it divides (--effective-batch N); --per-gpu-batch runs this micro-batch on every GPU instead. "
+                   "'auto' (with --effective-batch): the largest that fits each option.")
+
+
+@workload_options(exclude=("num_gpus",), help={"batch_size": BATCH_SIZE_HELP})
 def recommend(
     model: Annotated[str, typer.Argument(help="torchvision:NAME, timm:NAME, hf:NAME (any Hub id), hf:config.json or file.py:factory.")],
     samples: Annotated[Optional[int], typer.Option("--samples", help="Samples per epoch.")] = None,
@@ -260,10 +267,11 @@ def _render(rec, show_all: bool, deadline_s: float | None = None) -> None:
                       + (f"{_cost(o)} an hour" if o.replicas else f"{format_duration(o.total_time_s)}, {_cost(o)}")
                       + f" — {o.excluded_because}")
     for r in rec.remedies:
+        ram = f" and {format_bytes(r['cpu_offload_bytes'])} of host RAM" if r.get("cpu_offload_bytes") else ""
         con.print(f"[cyan]To fit a cheaper GPU:[/] {r['change']} → {r['gpu_name']} needs "
-                  f"{format_bytes(r['peak_total_bytes'])} of {format_bytes(r['gpu_memory_bytes'])}, "
+                  f"{format_bytes(r['peak_total_bytes'])} of {format_bytes(r['gpu_memory_bytes'])}{ram}, "
                   f"{format_duration(r['total_time_s'])}, {format_money(r['total_cost_ranked'], r['ranking_currency'])} "
-                  f"({r['provider']})")     # in the ranking currency, as the table's costs
+                  f"({r['provider']})" + (f" ({r['why_faster']})" if r.get("why_faster") else ""))
     for note in rec.notes:
         con.print(f"[dim]note: {note}[/]")
 

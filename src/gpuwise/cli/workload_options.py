@@ -71,10 +71,20 @@ def _in_panel(annotation: Any, panel: str) -> Any:
     return Annotated[base, info]
 
 
-def workload_options(*, exclude: tuple[str, ...] = ()) -> Callable:
+def _with_help(annotation: Any, text: str) -> Any:
+    """``Annotated[T, typer.Option(...)]`` with its help replaced by ``text``."""
+    base, info = typing.get_args(annotation)[:2]
+    info = copy.copy(info)
+    info.help = text
+    return Annotated[base, info]
+
+
+def workload_options(*, exclude: tuple[str, ...] = (), help: dict[str, str] | None = None) -> Callable:
     """Decorate a command whose last keyword parameter is ``workload_kwargs: dict``; the shared options
-    (less ``exclude``) appear in its signature before ``workload_kwargs``' place."""
+    (less ``exclude``) appear in its signature before ``workload_kwargs``' place. ``help``: option name ->
+    the help a command gives it where the option means more there (recommend's --batch-size)."""
     names = [n for n in WORKLOAD_OPTIONS if n not in exclude]
+    helps = help or {}
 
     def decorate(fn: Callable) -> Callable:
         sig = inspect.signature(fn, eval_str=True)
@@ -84,7 +94,8 @@ def workload_options(*, exclude: tuple[str, ...] = ()) -> Callable:
             inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY if own[first_model_free:] else
                               inspect.Parameter.POSITIONAL_OR_KEYWORD,
                               default=WORKLOAD_OPTIONS[n][1],
-                              annotation=_in_panel(WORKLOAD_OPTIONS[n][0], WORKLOAD_PANELS[n]))
+                              annotation=_in_panel(_with_help(WORKLOAD_OPTIONS[n][0], helps[n]) if n in helps
+                                                   else WORKLOAD_OPTIONS[n][0], WORKLOAD_PANELS[n]))
             for n in names
         ]
         params = own[:first_model_free] + added + own[first_model_free:]

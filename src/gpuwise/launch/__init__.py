@@ -53,22 +53,33 @@ def launch_best(rec, catalog, emit: str, command: str) -> dict:
     sharding = ShardingSetup.of(rec.workload, best.count, closed_form=rec.method == "closed-form")
     one_process = rec.method == "closed-form" and splits_layers(rec.workload.with_(num_gpus=best.count))
     plan = plan_launch(best, catalog.gpu(best.gpu), command, batch=split, sharding=sharding, one_process=one_process)
-    wheel = build_wheel() if emit.lower() == "skypilot" and plan.skypilot_cloud is not None else None
+    wheel = launch_wheel()     # the SkyPilot task uploads it; torchrun lines install it where it is copied
     return {"emit": emit.lower(), "gpu": plan.gpu.id, "count": plan.count, "provider": plan.provider,
             "nodes": plan.nodes, "notes": list(plan.notes), "env": dict(plan.env), "files": dict(plan.files),
             "wheel": str(wheel) if wheel else None,
             "text": render(plan, emit.lower(), wheel=wheel)}
 
 
+def launch_wheel() -> Path | None:
+    """A wheel of the running gpuwise for the remote machines (``build_wheel``); None where none can be built
+    (gpuwise not installed as a package here): torchrun lines then check for gpuwise and say how to install it,
+    and a SkyPilot task, which needs it, is refused by ``build_wheel`` itself."""
+    try:
+        return build_wheel()
+    except LaunchError:
+        return None
+
+
 def render(plan: LaunchPlan, emit: str, *, wheel: Path | None = None) -> str:
     """The text of ``emit`` ("skypilot" or "torchrun") for ``plan``. For a provider SkyPilot does not
     know, "skypilot" says so and gives the torchrun lines instead. A SkyPilot task uploads ``wheel``
-    (built into the cache when not given)."""
+    (built into the cache when not given); torchrun lines install it on a node that lacks gpuwise (None: they
+    check for gpuwise and say how to install it)."""
     if emit not in EMITTERS:
         raise LaunchError(f"--emit: unknown target {emit!r} (known: {', '.join(EMITTERS)})")
     if emit == "skypilot" and plan.skypilot_cloud is not None:
         return render_skypilot(plan, wheel or build_wheel())
-    return render_torchrun(plan)
+    return render_torchrun(plan, wheel)
 
 
 __all__ = ["EMITTERS", "BatchSplit", "Command", "LaunchError", "LaunchPlan", "ShardingSetup", "check_emit", "is_server",

@@ -14,6 +14,7 @@ DeepSpeed config beside the command (a ZeRO plan: ``LaunchPlan.files``).
 from __future__ import annotations
 
 import shlex
+from pathlib import Path
 
 from gpuwise.errors import EXIT_RESTART
 from gpuwise.launch.plan import MASTER_PORT, MAX_RESTARTS, LaunchPlan
@@ -70,10 +71,28 @@ def export_line(env: dict[str, str]) -> str | None:
     return "export " + " ".join(f"{name}={shlex.quote(value)}" for name, value in env.items())
 
 
-def render_torchrun(plan: LaunchPlan) -> str:
-    """What ``gpuwise recommend --emit torchrun`` prints: a comment per node, then its line."""
+def install_line(wheel: Path | None) -> str:
+    """The line each node runs first: the lines start ``python -m gpuwise.guard.torchrun`` and no package registry
+    serves gpuwise, so a node without it installs the wheel copied beside the command (``wheel``:
+    :mod:`gpuwise.launch.wheel`, the running version), and stops with one clear line where it cannot."""
+    if wheel is None:
+        fix = "install gpuwise on every node (pip install from its checkout, or a wheel of it)"
+        return f"python -c 'import gpuwise' 2>/dev/null || {{ echo {shlex.quote('error: ' + fix)} >&2; exit 1; }}"
+    fix = f"copy {wheel} to the working directory here, then pip install ./{wheel.name}"
+    return (f"python -c 'import gpuwise' 2>/dev/null || pip install ./{shlex.quote(wheel.name)} "
+            f"|| {{ echo {shlex.quote('error: gpuwise is not installed on this node: ' + fix)} >&2; exit 1; }}")
+
+
+def render_torchrun(plan: LaunchPlan, wheel: Path | None = None) -> str:
+    """What ``gpuwise recommend --emit torchrun`` prints: a comment per node, then its lines: gpuwise installed
+    from ``wheel`` where the node lacks it (``install_line``), the plan's environment and files, the command."""
     out = [f"# {plan.count}x {plan.gpu.name} from {plan.provider}: {plan.nodes} node(s) x {plan.gpus_per_node} GPU(s)"]
     out += [f"# note: {n}" for n in plan.notes]
+    needs_gpuwise = not plan.one_process      # a layer split runs the command itself, not the guard's torchrun
+    if needs_gpuwise:
+        out.append("# requires: gpuwise on every node (the lines run python -m gpuwise.guard.torchrun); "
+                   + (f"copy {wheel} (a wheel of this gpuwise) beside the command: the first line installs it"
+                      if wheel is not None else "the first line checks it"))
     if plan.nodes > 1:
         out.append("# MASTER_ADDR: the address of node 0, reachable from every node")
     out.append(f"# each line starts the job again while it exits with {EXIT_RESTART} (the guard checkpointed "
@@ -81,5 +100,6 @@ def render_torchrun(plan: LaunchPlan) -> str:
     export = export_line(plan.env)      # on every node: each block runs on its own machine
     files = write_files_lines(plan.files)   # the DeepSpeed config of a ZeRO plan, beside the command
     for rank, line in enumerate(torchrun_lines(plan)):
-        out += [f"# node {rank}", *([export] if export else []), *files, supervised(line)]
+        out += [f"# node {rank}", *([install_line(wheel)] if needs_gpuwise else []), *([export] if export else []),
+                *files, supervised(line)]
     return "\n".join(out) + "\n"

@@ -192,10 +192,12 @@ def train_memory(arch: DecoderArch, w: Workload, gpu=None, *, double_quant: bool
         opt = 0.0
         cpu += grads * n
         grads = 0.0
-        notes.append("offload: optimizer state, float32 master weights and gradient partitions live in CPU RAM")
     if w.offload == "params":
         cpu += weights * n
         weights = 0.0
+    if cpu:
+        notes.append(offload_note(w, cpu))
+    if w.offload == "params":
         notes.append("offload params: each GPU holds only the gathered working blocks")
     seq = w.tokens_per_sequence
     act = train_activations(arch, trainability(arch, w, bitsandbytes_before_0_43=bitsandbytes_before_0_43),
@@ -246,6 +248,16 @@ def train_memory(arch: DecoderArch, w: Workload, gpu=None, *, double_quant: bool
     gather = full_weights if shard in ("zero3", "fsdp") else 0.0
     return TrainMemory(memory=est, split=split, cpu_offload_bytes=int(cpu), spillable_bytes=int(spill),
                        grad_sync_bytes=int(sync), param_gather_bytes=int(gather), notes=tuple(notes))
+
+
+def offload_note(w: Workload, cpu_bytes: float) -> str:
+    """What ``--offload`` puts in CPU RAM, with the amount (``TrainMemory.cpu_offload_bytes``: all GPUs' together,
+    what the host RAM of their machines must hold beside the job's own)."""
+    what = "optimizer state, float32 master weights and gradient partitions"
+    if w.offload == "params":
+        what += " and the weights"
+    over = f" of the {w.num_gpus} GPUs' machines" if w.num_gpus > 1 else ""
+    return f"offload: {what} live in CPU RAM: {cpu_bytes / 2**30:.1f} GiB of host RAM{over} (cpu_offload_bytes)"
 
 
 def inference_weight_bytes(arch: DecoderArch, w: Workload, *, double_quant: bool = True) -> float:

@@ -125,6 +125,9 @@ def estimate_answer(
         "calibration": est.calibration,
         "time_accuracy": accuracy.to_dict() if accuracy is not None else None,
         "memory": est.memory.to_dict(),
+        # host RAM: what --offload keeps there (all GPUs together), what a paged optimizer may move there
+        "cpu_offload_bytes": est.cpu_offload_bytes,
+        "spillable_bytes": est.spillable_bytes,
         "time": time,
         "gpu": gpu.id if gpu else None,
         "provider": provider,

@@ -70,6 +70,8 @@ class Estimate:
     time: StepTime | None
     inference: object | None = None   # gpuwise.plan.llm.InferenceEstimate, for LLM serving
     calibration: str | None = None    # "calibrated with 3 of your runs on rtx-4090"; None: the shipped model
+    cpu_offload_bytes: int = 0        # --offload: host RAM the offloaded state takes, all GPUs together (LLMs)
+    spillable_bytes: int = 0          # paged optimizer state that may move to CPU RAM under pressure, per GPU
 
     @property
     def fits(self) -> bool | None:
@@ -245,7 +247,8 @@ class ClosedFormLlmModel:
         result = estimate_llm(w, gpu, topology=topology)
         # the job as estimated: at a request rate, the batch one replica runs (gpuwise.plan.llm)
         return _corrected(Estimate(result.workload, gpu, count, result.memory, result.time,
-                                   getattr(result, "inference", None)), self.correction)
+                                   getattr(result, "inference", None), cpu_offload_bytes=result.cpu_offload_bytes,
+                                   spillable_bytes=result.spillable_bytes), self.correction)
 
 
 def layer_split_nodes_refusal(count: int, topology: Topology) -> str:

@@ -61,6 +61,8 @@ class Quote:
     capacity_per_replica_per_s: float | None = None   # the largest rate one replica carries
     cost_per_hour_at_load: float | None = None        # replicas × price_per_hour, in ``currency``
     cost_per_million_tokens: float | None = None      # at that load, in ``currency``
+    cpu_offload_bytes: int = 0            # --offload: host RAM the offloaded state takes, all GPUs together
+    why_faster: str | None = None         # a remedy faster than the job as it is: why (plan.remedies)
     exclusion: Exclusion | None = None      # why it is left out (plan/reasons.py); None: eligible
     warnings: tuple[str, ...] = ()
     calibration: str | None = None        # the user's calibration that moved this option's estimate, in words
@@ -127,6 +129,7 @@ class Quote:
             "capacity_per_replica_per_s": self.capacity_per_replica_per_s,
             "cost_per_hour_at_load": self.cost_per_hour_at_load,
             "cost_per_million_tokens": self.cost_per_million_tokens,
+            "cpu_offload_bytes": self.cpu_offload_bytes, "why_faster": self.why_faster,
             "excluded_because": self.excluded_because,
             "excluded_kind": self.exclusion.kind if self.exclusion is not None else None,
             "excluded_kinds": list(self.exclusion.kinds) if self.exclusion is not None else [],

@@ -22,7 +22,7 @@ from gpuwise.plan.spot import SpotRisk, describe_serving, spot_outcome
 from gpuwise.runtime.model import Note
 from gpuwise.runtime.serving_load import concurrency_rule, serving_load
 from gpuwise.runtime.stack import Stack, assumed_stack
-from gpuwise.units import format_duration, format_money, format_request_rate
+from gpuwise.units import format_bytes, format_duration, format_money, format_request_rate
 from gpuwise.workload import Workload
 from gpuwise.workload.decoder import is_llm
 from gpuwise.workload.parallelism import splits_layers
@@ -205,6 +205,7 @@ def recommend(
           else ()),
         *((spot_outcome(options, best, provider),) if spot else ()),
         *((input_note,) if (input_note := _input_outcome(workload, options)) else ()),
+        *((ram_note,) if (ram_note := host_ram_note(workload, options)) else ()),
         f"costs ranked in {rank_in}; exchange rates indicative as of {RATES_CHECKED}",
         f"times are for {assumed_stack(workload, closed_form_llm=is_llm(workload))} (DESIGN.md: the software "
         "stack assumed)",
@@ -297,6 +298,18 @@ def _load_note(workload: Workload, constraints: Constraints) -> str:
             + (f"; {concurrency_rule()}" if workload.engine == "vllm" else ""))
 
 
+def host_ram_note(workload: Workload, options) -> str | None:
+    """What ``--offload`` needs of each option's host RAM (``Quote.cpu_offload_bytes``), said once: the offers do
+    not list their machines' RAM, so the renter checks it (None: nothing offloaded)."""
+    needs = sorted({o.cpu_offload_bytes for o in options if o.cpu_offload_bytes})
+    if not needs:
+        return None
+    amount = format_bytes(needs[-1]) if len(needs) == 1 else f"{format_bytes(needs[0])} to {format_bytes(needs[-1])}"
+    return (f"--offload {workload.offload}: {amount} of host RAM (CPU memory, all of an option's GPUs together: "
+            "cpu_offload_bytes) beside the GPUs; the offers do not say how much RAM their machines have: check "
+            "before renting")
+
+
 def _input_outcome(workload: Workload, options) -> str | None:
     """What a given input rate (--input-rate, or --cpu-workers on images) did to the options, said even
     when it limits none of them (a flag that changes nothing reads as ignored)."""
@@ -387,7 +400,7 @@ def _evaluate(model, gpu: GPU, offer: Offer, count: int, job: JobSize, constrain
         gpu, count, offer, peak_total_bytes=est.memory.total_upper_bytes, step_time_s=step.step_time_s if step else None,
         fit=fit, batch_size=micro, grad_accum_steps=accum, total_time_s=total_time_s, preemption_time_s=preemption_s,
         bound=step.bound if step else None, regime=step.regime if step else None, calibration=est.calibration,
-        warnings=split_note + (tuple(step.warnings) if step else ()), **latency, **quote,
+        cpu_offload_bytes=est.cpu_offload_bytes, warnings=split_note + (tuple(step.warnings) if step else ()), **latency, **quote,
     )
     if not option.fits:
         option = replace(option, exclusion=fit.exclusion)

@@ -16,7 +16,9 @@ from gpuwise.catalog.model import Catalog
 from gpuwise.plan.constraints import Constraints, JobSize, apply_constraints
 from gpuwise.plan.profile import Correction, estimate_fit, model_for
 from gpuwise.plan.quote import make_quote
+from gpuwise.units import format_duration
 from gpuwise.workload import Workload
+from gpuwise.workload.parallelism import effective_sharding, offload_optimizer_refusal
 
 if TYPE_CHECKING:   # the recommendation whose excluded options a remedy rescues (recommend calls find_remedies)
     from gpuwise.plan.recommend import Recommendation
@@ -114,10 +116,31 @@ def offload_remedies(w: Workload) -> list[Remedy]:
     float32 master weights and gradient partitions in CPU RAM, then the weights too. The same method and result,
     at the cost of a CPU optimizer step and PCIe copies (the step time says how much): after the changes
     that keep the step on the GPU."""
-    if w.optimizer == "none" or w.offload == "params":
-        return []
+    if w.optimizer == "none" or w.offload == "params" or offload_optimizer_refusal(w, "optimizer"):
+        return []       # nothing to offload, or an optimizer ZeRO-Offload has no CPU kernel for
     out = [] if w.offload == "optimizer" else [_remedy("--offload optimizer", offload="optimizer")]
     return out + [_remedy("--offload params", offload="params")]
+
+
+def why_faster(job: Workload, remedied: Workload, step_s: float | None,
+               step_of: Callable[[Workload], float | None]) -> str | None:
+    """Why a remedy that adds CPU offload is faster than the job as it is (None: it is not, or adds none).
+    Offload never speeds a step up: ZeRO-Offload runs under DeepSpeed (``effective_sharding``), whose mixed
+    precision works on 16-bit weights and casts none per call as autocast does; the same job on that stack
+    without the offload (``step_of``: a workload's step time on the same GPUs) is the like-for-like time."""
+    if remedied.offload == job.offload or step_s is None:
+        return None
+    own_s = step_of(job)
+    if own_s is None or step_s >= own_s:
+        return None
+    stack = effective_sharding(remedied)
+    same_stack_s = step_of(job.with_(sharding=stack))
+    words = {"zero2": "DeepSpeed ZeRO-2", "zero3": "DeepSpeed ZeRO-3", "fsdp": "FSDP"}.get(stack, stack)
+    cause = ", whose 16-bit weights need none of autocast's casts" if job.precision_value.amp else ""
+    return (f"faster than the job as it is ({format_duration(own_s)}) only by running under {words}{cause}: "
+            f"--sharding {stack} without offload takes "
+            f"{format_duration(same_stack_s) if same_stack_s is not None else 'an unknown time'}, and the offload "
+            f"adds to that")
 
 
 def find_remedies(
@@ -144,7 +167,8 @@ def find_remedies(
                 if "sharding" not in r.workload_fields]
     for remedy in remedies[:max_remedies]:
         w = remedy.apply(rec.workload)
-        model = model_factory(w) if model_factory else model_for(w, progress, correction=correction)
+        make = model_factory or (lambda job: model_for(job, progress, correction=correction))
+        model = make(w)
         for target in oom:   # cheapest first: the cheapest GPU this remedy rescues is the news
             gpu = gpus[target.gpu]
             est = model.estimate(gpu, count=target.count, provider=target.provider)
@@ -160,6 +184,9 @@ def find_remedies(
                 # serving: what a request sees, so that --ttft/--tpot hold for a remedy as for the options
                 ttft_s=getattr(est.inference, "ttft_s", None),
                 tpot_s=getattr(est.inference, "time_per_output_token_s", None),
+                cpu_offload_bytes=est.cpu_offload_bytes,
+                why_faster=why_faster(rec.workload, w, est.time.step_time_s,
+                                      lambda job: _step_s(make(job), gpu, target.count, target.provider)),
             )
             (quote,) = apply_constraints([quote], constraints, rec.ranking_currency)
             if not quote.eligible:
@@ -187,9 +214,12 @@ def changes_that_fit(
         est = make(w).estimate(gpu, count=w.num_gpus, provider=provider)
         if not estimate_fit(est, headroom_fraction).fits:
             return None
+        step_s = est.time.step_time_s if est.time is not None else None
         return {"change": flags, "peak_total_bytes": est.memory.total_upper_bytes,
-                "gpu_memory_bytes": gpu.visible_memory_bytes,
-                "step_time_s": est.time.step_time_s if est.time is not None else None}
+                "gpu_memory_bytes": gpu.visible_memory_bytes, "step_time_s": step_s,
+                "cpu_offload_bytes": est.cpu_offload_bytes,
+                "why_faster": why_faster(workload, w, step_s,
+                                         lambda job: _step_s(make(job), gpu, job.num_gpus, provider))}
 
     singles = [q for r in candidate_remedies(workload, closed_form) if (q := quote(r.change, r.apply(workload)))]
     if singles:
@@ -213,6 +243,12 @@ def changes_that_fit(
         if rest and (smaller := quote(_flags(rest), _apply_all(workload, rest))):
             taken, found = rest, smaller
     return (found,)
+
+
+def _step_s(model, gpu, count: int, provider: str | None) -> float | None:
+    """The step time of ``model``'s job on ``count`` of ``gpu`` (None: not timed there)."""
+    est = model.estimate(gpu, count=count, provider=provider)
+    return est.time.step_time_s if est.time is not None else None
 
 
 def _apply_all(w: Workload, remedies: list[Remedy]) -> Workload:

@@ -51,14 +51,17 @@ from gpuwise.runtime.model import StepTime
 from gpuwise.runtime.rates import fallback_warning
 from gpuwise.workload import Workload
 from gpuwise.workload.decoder import DecoderArch, engine_caches_mla_latent
-from gpuwise.workload.parallelism import effective_sharding, layer_split_total_bytes, splits_layers
+from gpuwise.workload.parallelism import (ZERO_OFFLOAD_CPU_OPTIMIZERS, effective_sharding, layer_split_total_bytes,
+                                          splits_layers)
 from gpuwise.workload.precision import parse
-from gpuwise.workload.storage import (compute_bytes, frozen_bytes, optimizer_step_bytes, quant_bytes_per_param,
-                                     trainable_bytes)
+from gpuwise.workload.storage import (compute_bytes, frozen_bytes, optimizer_state_bytes, optimizer_step_bytes,
+                                     quant_bytes_per_param, trainable_bytes)
 
 MEM_EFF = 0.75                 # streaming kernels (dequantise, optimizer): share of datasheet bandwidth
 DECODE_BW_EFF = 0.80
 CPU_ADAM_PARAMS_PER_S = 1.0e9  # DeepSpeed CPU-Adam on one server socket (assumed)
+# with --offload, the step's own part: the CPU optimizer step and the PCIe copies to and from the host
+OFFLOAD_CLASS = "offload"
 HOST_COPY_EFF = 0.70           # pinned host <-> GPU copies reach ~70% of the PCIe x16 rate (assumed)
 # HF generate, eager: what Python issues per decoder layer per token (counted from transformers' Llama
 # layer, sdpa attention), and the generation loop's own work per token (a prior).
@@ -168,17 +171,17 @@ def train_step_time(arch: DecoderArch, w: Workload, gpu, mem, *, double_quant: b
         if w.optimizer == "none":
             return 0.0
         if w.offload != "none":
-            return params / CPU_ADAM_PARAMS_PER_S + params * (2 + 2) / _pcie_bytes_per_s(gpu)
+            return cpu_optimizer_s(w.optimizer, params) + params * (2 + 2) / _pcie_bytes_per_s(gpu)
         step_bytes = optimizer_step_bytes(w.optimizer, tb, w.optimizer_impl,
                                           grad_scaler=parse(w.precision).needs_grad_scaler)
         return params * step_bytes / (bw * MEM_EFF)
 
     opt_s = optimizer_s(t_local)
     if w.optimizer != "none" and w.offload != "none":
-        warnings.append(f"optimizer step on CPU: assumed {CPU_ADAM_PARAMS_PER_S:.0e} params/s (DeepSpeed CPU-Adam)")
-    if w.offload == "params":
-        pcie = _pcie_bytes_per_s(gpu)
-        micro_s += passes * mem.param_gather_bytes / n / pcie
+        warnings.append(cpu_optimizer_warning(w.optimizer, sharding))
+    # --offload params: the weights cross PCIe from the host in every pass (the offload part, not the GPU's)
+    weights_in_s = (passes * mem.param_gather_bytes / n / _pcie_bytes_per_s(gpu) if w.offload == "params" else 0.0)
+    micro_s += weights_in_s
 
     # communication: the one data-parallel model (gpuwise.runtime.comm), as for traced models
     comm_exposed = overhead_s = 0.0
@@ -197,11 +200,18 @@ def train_step_time(arch: DecoderArch, w: Workload, gpu, mem, *, double_quant: b
     accum = w.grad_accum_steps
     step_s = accum * micro_s + opt_s + comm_exposed + overhead_s
     by_class = {c: accum * s for c, s in micro.by_class_s.items()}
-    by_class["memory"] = accum * (dequant_s + max(weights_s - micro_compute, 0.0)) + opt_s
-    by_class["launch"] = accum * (micro_s - micro_device_s)      # the GPU waiting for the host
+    # offloaded: the CPU's optimizer step and the PCIe copies are their own part, not the GPU's bandwidth
+    offload_s = accum * weights_in_s + opt_s if w.offload != "none" else 0.0
+    by_class["memory"] = accum * (dequant_s + max(weights_s - micro_compute, 0.0)) + (0.0 if w.offload != "none"
+                                                                                       else opt_s)
+    by_class["launch"] = accum * (micro_s - weights_in_s - micro_device_s)      # the GPU waiting for the host
+    if w.offload != "none":
+        by_class[OFFLOAD_CLASS] = offload_s
+    cpu_s = cpu_optimizer_s(w.optimizer, t_local) if w.offload != "none" else 0.0
     bound = "communication" if comm_exposed > accum * micro_compute else (
-        "launch" if micro_host_s > micro_device_s else
-        "memory" if accum * micro.streaming_s + by_class["memory"] > accum * micro.tensor_s else "compute")
+        offload_bound(cpu_s=cpu_s, copies_s=offload_s - cpu_s, gpu_s=accum * max(micro_device_s, micro_host_s))
+        or ("launch" if micro_host_s > micro_device_s else
+            "memory" if accum * micro.streaming_s + by_class["memory"] > accum * micro.tensor_s else "compute"))
     if micro_host_s > micro_device_s:
         warnings.append(f"launch-bound: eager PyTorch needs ~{micro_host_s * 1e3:.1f} ms of host time to issue a "
                         f"micro-batch's {micro.kernels:,} kernels against {micro_device_s * 1e3:.1f} ms on "
@@ -216,6 +226,40 @@ def train_step_time(arch: DecoderArch, w: Workload, gpu, mem, *, double_quant: b
                     micro_step_s=micro_s, optimizer_s=opt_s,
                     kernel_launches=accum * micro.kernels, device_s=accum * micro_device_s + opt_s,
                     host_s=accum * micro_host_s)
+
+
+def cpu_step_bytes(optimizer: str) -> float:
+    """Bytes the CPU optimizer step of ``--offload`` streams per parameter, in one pass as DeepSpeed's CPU kernels
+    run it (csrc/adam/cpu_adam_impl.cpp, csrc/lion/cpu_lion_impl.cpp): the float32 gradient read, the float32
+    master read and written, each state (``optimizer_state_bytes``, as CPU RAM holds it) read and written."""
+    return 3 * 4.0 + 2 * optimizer_state_bytes(optimizer, 4)
+
+
+def cpu_optimizer_s(optimizer: str, params: float) -> float:
+    """The optimizer step of ``params`` float32 masters on the CPU (``--offload``): DeepSpeed's CPU-Adam at
+    ``CPU_ADAM_PARAMS_PER_S``, another optimizer at that rate times its bytes against Adam's (``cpu_step_bytes``:
+    the step streams memory), so the state the memory puts in CPU RAM and the time agree."""
+    if optimizer == "none":
+        return 0.0
+    return params * cpu_step_bytes(optimizer) / cpu_step_bytes("adamw") / CPU_ADAM_PARAMS_PER_S
+
+
+def cpu_optimizer_warning(optimizer: str, sharding: str) -> str:
+    """What the CPU optimizer step of ``--offload`` assumes, naming the implementation that runs it."""
+    runner = (f"torch's {optimizer} on the CPU (FSDP CPUOffload)" if sharding == "fsdp" else
+              ZERO_OFFLOAD_CPU_OPTIMIZERS.get(optimizer, optimizer))
+    rate = 1.0 / cpu_optimizer_s(optimizer, 1.0)
+    return (f"optimizer step on CPU: assumed {rate:.2g} params/s ({runner}; CPU-Adam's assumed "
+            f"{CPU_ADAM_PARAMS_PER_S:.0e}, scaled by the bytes its step moves)")
+
+
+def offload_bound(*, cpu_s: float, copies_s: float, gpu_s: float) -> str | None:
+    """The bound of an offloaded step where its offload part takes longer than the GPU's work (None: it does not):
+    "host" where the CPU's optimizer step is most of it, else "communication" (the PCIe copies between the host
+    and the GPU)."""
+    if cpu_s + copies_s <= gpu_s:
+        return None
+    return "host" if cpu_s >= copies_s else "communication"
 
 
 @dataclass(frozen=True)

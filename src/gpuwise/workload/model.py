@@ -9,6 +9,7 @@ from gpuwise.errors import did_you_mean
 from gpuwise.workload.errors import WorkloadError
 from gpuwise.workload.factory_signature import factory_input_sizes, factory_signature
 from gpuwise.workload.llm_config import request_rate_refusal
+from gpuwise.workload.parallelism import offload_optimizer_refusal
 from gpuwise.workload.precision import NAMES as PRECISIONS
 from gpuwise.workload.precision import Precision, parse
 from gpuwise.workload.specs import DEFAULT_SEQ_LEN, feeds_images, input_kind
@@ -153,6 +154,8 @@ class Workload:
             lora = f", or --finetune lora --quant {q} for LoRA on {q} weights" if q == "int8" else ""
             raise WorkloadError(f"--finetune qlora trains LoRA adapters on nf4 base weights, not {q}: drop --quant "
                                 f"{q} (qlora implies nf4){lora}")
+        if (refusal := offload_optimizer_refusal(self)) is not None:
+            raise WorkloadError(refusal)
         if self.quant == "fp8" and self.mode != "infer":
             raise WorkloadError("--quant fp8 serves an FP8 checkpoint (--mode infer); training starts from 16-bit "
                                 "weights (--quant none, int8 or nf4)")

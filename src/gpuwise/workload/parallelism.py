@@ -22,6 +22,27 @@ def effective_sharding(workload) -> str:
     return sharding
 
 
+# DeepSpeed ZeRO-Offload runs the optimizer step on the CPU with its own kernels: a ds-config optimizer named
+# Adam/AdamW becomes DeepSpeedCPUAdam, Lion DeepSpeedCPULion (Adagrad DeepSpeedCPUAdagrad: no gpuwise name), and a
+# client optimizer of any other class raises ZeRORuntimeException while zero_force_ds_cpu_optimizer is true, its
+# default (deepspeed/runtime/engine.py, _configure_optimizer and _configure_basic_optimizer, 0.19).
+ZERO_OFFLOAD_CPU_OPTIMIZERS = {"adam": "DeepSpeedCPUAdam", "adamw": "DeepSpeedCPUAdam", "lion": "DeepSpeedCPULion"}
+
+
+def offload_optimizer_refusal(workload, offload: str | None = None) -> str | None:
+    """Why a training job's ``--optimizer`` cannot run under its ``--offload`` (``offload``: under that one
+    instead; None: it can). Under DeepSpeed ZeRO-Offload (any sharding but FSDP: ``effective_sharding``) only the
+    optimizers DeepSpeed has a CPU kernel for (``ZERO_OFFLOAD_CPU_OPTIMIZERS``); FSDP's CPUOffload steps any torch
+    optimizer on the CPU."""
+    offload = offload or workload.offload
+    if (workload.mode != "train" or offload == "none" or workload.optimizer == "none"
+            or workload.sharding == "fsdp" or workload.optimizer in ZERO_OFFLOAD_CPU_OPTIMIZERS):
+        return None
+    return (f"--offload {offload} runs DeepSpeed ZeRO-Offload's own CPU optimizer (DeepSpeedCPUAdam, "
+            f"DeepSpeedCPULion), which has no {workload.optimizer}: use --optimizer adamw, adam or lion, or drop "
+            "--offload")
+
+
 def effective_sharding_note(workload) -> str | None:
     """What ``effective_sharding`` changed, in one note (None: the sharding said is the one priced)."""
     sharding = effective_sharding(workload)
