@@ -55,6 +55,9 @@ def projected(batch_size=8, seq_len=20):
 def wide(batch_size=8, seq_len=20):
     return Net("LSTM", layers=2, hidden=1024), (torch.zeros(batch_size, seq_len, 16),)
 
+def huge(batch_size=8, seq_len=20):
+    return Net("LSTM", hidden=2048), (torch.zeros(batch_size, seq_len, 16),)
+
 
 class Packed(nn.Module):
     def __init__(self):
@@ -198,3 +201,107 @@ def test_a_bigger_gpu_is_not_slower_on_an_rnn(models):
              for g in ("t4", "a100-80gb-sxm4", "h100-80gb-sxm5")}
     assert times["h100-80gb-sxm5"] <= times["a100-80gb-sxm4"] <= times["t4"]
     assert all(math.isfinite(t) and t > 0 for t in times.values())
+
+
+def test_the_reserve_gets_no_gradient_so_backward_holds_it_once(models):
+    # was: autograd made a zero gradient the size of the reserve in backward (training memory ~2x the reserve)
+    trace = _trace(models, "wide", batch_size=32, seq_len=64)
+    [fwd] = _rnn_ops(trace)
+    reserve_bytes = fwd.output_shapes[3][0] * 4
+    backward_allocs = [e for e in trace.events if e.kind == "alloc" and e.phase == "backward" and e.op_index >= 0
+                       and e.size_bytes == reserve_bytes]
+    assert not backward_allocs
+
+
+def test_a_wide_rnn_reads_its_recurrent_weights_every_step_when_they_miss_the_l2(models):
+    # was: a 2048-wide LSTM (W_hh 67 MB > A100's 40 MB L2) predicted faster than reading W_hh once a step
+    from gpuwise.runtime.calibration import load_calibration
+    from gpuwise.runtime.kernels import op_time
+    gpu = resolve_gpu(load_catalog(user_file=False), "a100-80gb-sxm4")
+    trace = _trace(models, "huge", batch_size=32, seq_len=200, mode="infer")
+    [fwd] = _rnn_ops(trace)
+    t = op_time(fwd, gpu, "fp32", load_calibration())
+    w_hh_bytes = 4 * 2048 * 2048 * 4
+    assert w_hh_bytes > gpu.l2_bytes
+    assert t.device_s >= 200 * w_hh_bytes / (gpu.memory_bandwidth_gbs * 1e9)
+
+
+def test_compile_does_not_make_cudnns_own_launches_dearer(models):
+    # was: each of the RNN's internal launches charged as an Inductor kernel (7 us) under --compile, > eager
+    from dataclasses import replace
+
+    from gpuwise.runtime.host import host_s
+    from gpuwise.runtime.stack import DEFAULT_STACK
+    compiled = replace(DEFAULT_STACK, compile=True)
+    assert host_s("rnn", 500, "forward", compiled) <= host_s("rnn", 500, "forward", DEFAULT_STACK)
+    gpu = resolve_gpu(load_catalog(user_file=False), "a100-80gb-sxm4")
+    trace = _trace(models, "lstm", batch_size=4, seq_len=100)
+    eager = predict_step_time(trace, gpu)
+    step = predict_step_time(trace, gpu, workload=trace.workload.with_(compile=True))
+    assert step.host_s <= eager.host_s
+    assert not any("torch.compile would help" in w for w in step.warnings)
+
+
+CELLS = '''
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+
+class Cells(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.cell = nn.LSTMCell(16, 32)
+        self.head = nn.Linear(32, 4)
+
+    def forward(self, x):
+        h = c = torch.zeros(x.shape[0], 32)
+        for t in range(x.shape[1]):
+            h, c = self.cell(x[:, t], (h, c))
+        return self.head(h)
+
+
+def cells(batch_size=8):
+    return Cells(), (torch.zeros(batch_size, 10, 16),)
+
+
+class PackPad(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.LSTM(16, 32, num_layers=2, batch_first=True, bidirectional=True)
+        self.head = nn.Linear(64, 4)
+
+    def forward(self, x):
+        b, t = x.shape[:2]
+        packed = pack_padded_sequence(x, [t - (i % 3) for i in range(b)], batch_first=True, enforce_sorted=False)
+        out, _ = pad_packed_sequence(self.rnn(packed)[0], batch_first=True, total_length=t)
+        return self.head(out).mean(1)
+
+
+def pack_pad(batch_size=8):
+    return PackPad(), (torch.zeros(batch_size, 12, 16),)
+'''
+
+
+@pytest.fixture(scope="module")
+def cell_models(tmp_path_factory):
+    path = tmp_path_factory.mktemp("cells") / "cells.py"
+    path.write_text(CELLS)
+    return path
+
+
+def test_an_lstm_cell_loop_runs_cudas_fused_cell_per_step(cell_models):
+    # was: a dozen CPU elementwise ops (and their backward) a step
+    trace = _trace(cell_models, "cells")
+    fused = [op for op in trace.ops if op.op == "aten._thnn_fused_lstm_cell.default"]
+    assert len(fused) == 10
+    assert len([op for op in trace.ops if op.op == "aten._thnn_fused_lstm_cell_backward_impl.default"]) == 10
+    assert not [op for op in trace.ops if op.phase == "forward" and op.op == "aten.sigmoid.default"]
+
+
+def test_pack_run_and_pad_back_traces_at_the_padded_length(cell_models):
+    # was: "cannot run on its inputs ... data is not allocated yet", blaming the model
+    trace = _trace(cell_models, "pack_pad")
+    [fwd] = _rnn_ops(trace)
+    assert (shape_of(fwd.attrs).seq_len, shape_of(fwd.attrs).batch) == (12, 8)
+    assert any("every sequence taken at its padded length" in n for n in trace.notes)

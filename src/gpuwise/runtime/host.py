@@ -51,6 +51,8 @@ _CUDNN_CLASSES = ("conv", "rnn")
 def host_s(cls: str, kernels: int, phase: str, stack: Stack) -> float:
     """CPU time to issue one traced operator (``kernels`` CUDA launches; 0: a view)."""
     if stack.compile and phase != "optimizer":
+        if cls == "rnn":   # one call from Inductor's wrapper; cuDNN launches its steps' kernels itself
+            return COMPILED_KERNEL_S + max(0, kernels - 1) * CUDA_LAUNCH_S
         return kernels * COMPILED_KERNEL_S
     if kernels == 0:
         return VIEW_S

@@ -219,11 +219,12 @@ def predict_step_time(
         bound = "communication"
     elif host_total > device_total:
         bound = "launch"
+        remedies = "a bigger batch or CUDA graphs" if stack.compile else "a bigger batch, CUDA graphs or torch.compile"
         warnings.append(
-            f"launch-bound: eager PyTorch needs ~{host_total * 1e3:.1f} ms of host time to issue "
-            f"{fwd.kernels + bwd.kernels + opt.kernels} kernels per step, more than the "
-            f"{device_total * 1e3:.1f} ms the GPU is busy; a bigger batch, CUDA graphs or torch.compile "
-            f"would help more than a faster GPU"
+            f"launch-bound: {'the compiled step' if stack.compile else 'eager PyTorch'} needs "
+            f"~{host_total * 1e3:.1f} ms of host time to issue {fwd.kernels + bwd.kernels + opt.kernels} kernels "
+            f"per step, more than the {device_total * 1e3:.1f} ms the GPU is busy; {remedies} would help more "
+            f"than a faster GPU"
         )
     else:
         comp = fwd.compute_bound_s + bwd.compute_bound_s

@@ -23,15 +23,22 @@ Gemm = tuple[int, int, int, int]   # (batch, m, n, k)
 
 @dataclass(frozen=True)
 class RnnKernels:
-    """``gemms``: (shape, how many times it runs); ``pointwise``: kernels of ``pointwise_bytes`` each."""
+    """``gemms``: (shape, how many times it runs, whether it runs once per step: its weight is read again each
+    step); ``pointwise``: kernels of ``pointwise_bytes`` each."""
 
-    gemms: tuple[tuple[Gemm, int], ...]
+    gemms: tuple[tuple[Gemm, int, bool], ...]
     pointwise: int
     pointwise_bytes: float
 
     @property
     def kernels(self) -> int:
-        return sum(n for _, n in self.gemms) + self.pointwise
+        return sum(n for _, n, _ in self.gemms) + self.pointwise
+
+    def weight_rereads_bytes(self, elem_bytes: int, cache_bytes: int) -> float:
+        """Bytes the per-step GEMMs read from DRAM for their weights (the n x k operand) when a weight does not
+        fit in ``cache_bytes`` (the L2): every step reads it again."""
+        return float(sum(n * w for (_, _, cols, k), n, per_step in self.gemms
+                         if per_step and (w := cols * k * elem_bytes) > cache_bytes))
 
 
 def rnn_kernels(shape: RnnShape, *, backward: bool, elem_bytes: int) -> RnnKernels:
@@ -39,18 +46,19 @@ def rnn_kernels(shape: RnnShape, *, backward: bool, elem_bytes: int) -> RnnKerne
     t, b, h, out, p = shape.seq_len, shape.batch, shape.hidden, shape.out_size, shape.proj
     gh = shape.gates * h
     rows = t * b
-    gemms: list[tuple[Gemm, int]] = []
+    gemms: list[tuple[Gemm, int, bool]] = []
     for layer in range(shape.layers):
         i = shape.layer_input(layer)
         if not backward:
-            gemms += [((1, rows, gh, i), 1), ((1, b, gh, out), t)]
+            gemms += [((1, rows, gh, i), 1, False), ((1, b, gh, out), t, True)]
             if p:
-                gemms.append(((1, b, p, h), t))
+                gemms.append(((1, b, p, h), t, True))
         else:
-            gemms += [((1, b, out, gh), t), ((1, rows, i, gh), 1), ((1, gh, i, rows), 1), ((1, gh, out, rows), 1)]
+            gemms += [((1, b, out, gh), t, True), ((1, rows, i, gh), 1, False), ((1, gh, i, rows), 1, False),
+                      ((1, gh, out, rows), 1, False)]
             if p:
-                gemms += [((1, b, h, p), t), ((1, p, h, rows), 1)]
-    gemms = [(g, n * shape.directions) for g, n in gemms]
+                gemms += [((1, b, h, p), t, True), ((1, p, h, rows), 1, False)]
+    gemms = [(g, n * shape.directions, per_step) for g, n, per_step in gemms]
     steps = t * shape.layers * shape.directions
     # each step reads the gates' two halves (input and recurrent parts) and the previous cell, writes the
     # activated gates (kept for backward), the cell and the hidden state

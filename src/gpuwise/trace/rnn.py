@@ -90,6 +90,10 @@ def _setup_context(ctx, inputs, output) -> None:
     ctx.args = (mode, num_layers, dropout, bidirectional, batch_first)
     ctx.n_weights = len(weights)
     ctx.has_cx = cx is not None
+    # the reserve has no gradient (``_cudnn_rnn``'s output_differentiability), and an unused output's gradient is
+    # made as zeros inside the backward (``_cudnn_rnn_backward``), not by autograd
+    ctx.mark_non_differentiable(output[3])
+    ctx.set_materialize_grads(False)
     # cuDNN's backward reads the input, the weights, the initial states, the output and the reserve
     ctx.save_for_backward(input, hx, cx if cx is not None else hx.new_empty((0,)), output[0], output[3], *weights)
 
@@ -97,7 +101,9 @@ def _setup_context(ctx, inputs, output) -> None:
 def _backward(ctx, grad_output, grad_hy, grad_cy, _grad_reserve):
     input, hx, cx, output, reserve, *weights = ctx.saved_tensors
     cx = cx if ctx.has_cx else None
-    grad_cy = grad_cy if ctx.has_cx else None
+    grad_output = torch.zeros_like(output) if grad_output is None else grad_output
+    grad_hy = torch.zeros_like(hx) if grad_hy is None else grad_hy
+    grad_cy = (torch.zeros_like(cx) if grad_cy is None else grad_cy) if ctx.has_cx else None
     grad_input, grad_hx, grad_cx, grad_weights = cudnn_rnn_backward(
         input, list(weights), hx, cx, output, grad_output, grad_hy, grad_cy, reserve, *ctx.args)
     return (grad_input, list(grad_weights), grad_hx, grad_cx if ctx.has_cx else None,
@@ -155,16 +161,46 @@ class CudaRnn:
         return (output, hy, cy) if self.mode == "lstm" else (output, hy)
 
 
+def lstm_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
+    """``_VF.lstm_cell`` as CUDA runs it (``RNN.cpp``'s ``LSTMCell`` on a CUDA input): the two gate GEMMs, then
+    one fused cell kernel (``_thnn_fused_lstm_cell``, which adds the biases) and its fused backward; on CPU it is
+    a dozen elementwise ops a step."""
+    igates = torch.mm(input, w_ih.t())
+    hgates = torch.mm(hx[0], w_hh.t())
+    hy, cy, _ = torch.ops.aten._thnn_fused_lstm_cell(igates, hgates, hx[1], b_ih, b_hh)
+    return hy, cy
+
+
+def pad_packed(data, batch_sizes, batch_first, padding_value, total_length):
+    """``_VF._pad_packed_sequence`` on fake data (its C++ reads ``batch_sizes``' values): every sequence at full
+    length, as the recorder packs them (``_pack_padded_sequence``'s upper bound), padded to ``total_length``."""
+    steps = batch_sizes.shape[0]
+    rows = data.shape[0] // steps
+    padded = data.reshape(steps, rows, *data.shape[1:]).clone()
+    if total_length > steps:
+        pad = data.new_full((total_length - steps, rows, *data.shape[1:]), padding_value)
+        padded = torch.cat([padded, pad])
+    lengths = torch.full((rows,), steps, dtype=torch.long)
+    return (padded.transpose(0, 1) if batch_first else padded), lengths
+
+
+_OTHER_STAND_INS = {"lstm_cell": lstm_cell, "_pad_packed_sequence": pad_packed}
+
+
 @contextlib.contextmanager
 def cuda_rnns() -> Iterator[list[CudaRnn]]:
     """Routes ``torch._VF``'s full-RNN functions to ``CudaRnn`` for the duration (what ``nn.LSTM``, ``nn.GRU``
-    and ``nn.RNN`` call); yields the stand-ins (``calls``)."""
+    and ``nn.RNN`` call), ``lstm_cell`` to CUDA's fused cell and ``_pad_packed_sequence`` to its upper bound;
+    yields the RNN stand-ins (``calls``). ``GRUCell`` stays eager ops: CUDA's fused GRU cell has no kernel
+    fake tensors can run."""
     vf = torch._VF
     stand_ins = [CudaRnn(mode, getattr(vf, mode)) for mode in MODES]
     for s in stand_ins:
         setattr(vf, s.mode, s)
+    for name, fn in _OTHER_STAND_INS.items():
+        setattr(vf, name, fn)
     try:
         yield stand_ins
     finally:
-        for s in stand_ins:
-            delattr(vf, s.mode)   # torch._VF resolves the name from torch._C again
+        for name in (*(s.mode for s in stand_ins), *_OTHER_STAND_INS):
+            delattr(vf, name)   # torch._VF resolves the name from torch._C again
