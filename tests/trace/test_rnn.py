@@ -265,6 +265,27 @@ def cells(batch_size=8):
     return Cells(), (torch.zeros(batch_size, 10, 16),)
 
 
+class GruCells(nn.Module):
+    def __init__(self, bias=True):
+        super().__init__()
+        self.cell = nn.GRUCell(16, 32, bias=bias)
+        self.head = nn.Linear(32, 4)
+
+    def forward(self, x):
+        h = torch.zeros(x.shape[0], 32)
+        for t in range(x.shape[1]):
+            h = self.cell(x[:, t], h)
+        return self.head(h)
+
+
+def gru_cells(batch_size=8):
+    return GruCells(), (torch.zeros(batch_size, 10, 16),)
+
+
+def gru_cells_no_bias(batch_size=8):
+    return GruCells(bias=False), (torch.zeros(batch_size, 10, 16),)
+
+
 class PackPad(nn.Module):
     def __init__(self):
         super().__init__()
@@ -297,6 +318,16 @@ def test_an_lstm_cell_loop_runs_cudas_fused_cell_per_step(cell_models):
     assert len(fused) == 10
     assert len([op for op in trace.ops if op.op == "aten._thnn_fused_lstm_cell_backward_impl.default"]) == 10
     assert not [op for op in trace.ops if op.phase == "forward" and op.op == "aten.sigmoid.default"]
+
+
+@pytest.mark.parametrize("factory", ["gru_cells", "gru_cells_no_bias"])
+def test_a_gru_cell_loop_runs_cudas_fused_cell_per_step(cell_models, factory):
+    # was: the CPU's gru cell, a dozen small ops a step
+    trace = _trace(cell_models, factory)
+    assert len([op for op in trace.ops if op.op == "aten._thnn_fused_gru_cell.default"]) == 10
+    assert len([op for op in trace.ops if op.op == "aten._thnn_fused_gru_cell_backward.default"]) == 10
+    workspace = [op for op in trace.ops if op.op == "aten._thnn_fused_gru_cell.default"][0].output_shapes[1]
+    assert workspace == (8, 5 * 32)
 
 
 def test_pack_run_and_pad_back_traces_at_the_padded_length(cell_models):

@@ -144,6 +144,9 @@ register_class("elementwise", *(f"aten.{n}" for n in (
     "_amp_foreach_non_finite_check_and_unscale_", "_amp_update_scale_", "glu", "glu_backward",
     "prelu", "_prelu_kernel", "_prelu_kernel_backward", "gelu_", "relu6", "logit", "smooth_l1_loss",
 )))
+# CUDA's fused RNN cells (an LSTMCell / GRUCell step's gates after its two GEMMs): one pointwise kernel each
+register_class("elementwise", "aten._thnn_fused_lstm_cell", "aten._thnn_fused_lstm_cell_backward_impl",
+               "aten._thnn_fused_gru_cell", "aten._thnn_fused_gru_cell_backward")
 register_class(VIEW, *(f"aten.{n}" for n in (
     "view", "_unsafe_view", "reshape", "t", "transpose", "permute", "expand", "as_strided", "unsqueeze",
     "squeeze", "slice", "select", "detach", "alias", "split", "split_with_sizes", "chunk", "unbind",

@@ -171,6 +171,30 @@ def lstm_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
     return hy, cy
 
 
+def gru_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
+    """``_VF.gru_cell`` as CUDA runs it (``RNN.cpp``'s ``GRUCell`` on a CUDA input): the two gate GEMMs, then one
+    fused cell kernel (``_thnn_fused_gru_cell``) and its fused backward."""
+    igates = torch.mm(input, w_ih.t())
+    hgates = torch.mm(hx, w_hh.t())
+    hy, _ = torch.ops.aten._thnn_fused_gru_cell(igates, hgates, hx, b_ih, b_hh)
+    return hy
+
+
+# CUDA's fused GRU cell has no meta kernel: its shapes, as ``RNN.cu`` allocates them (a 5H workspace kept for
+# backward; backward gives both gate gradients, the hidden's, and the biases' as sums over the batch).
+@torch.library.register_fake("aten::_thnn_fused_gru_cell")
+def _fused_gru_cell_fake(input_gates, hidden_gates, hx, input_bias=None, hidden_bias=None):
+    return hx.new_empty(hx.shape), hx.new_empty((hx.shape[0], 5 * hx.shape[1]))
+
+
+@torch.library.register_fake("aten::_thnn_fused_gru_cell_backward")
+def _fused_gru_cell_backward_fake(grad_hy, workspace, has_bias):
+    rows, hidden = grad_hy.shape
+    bias = (3 * hidden,) if has_bias else (0,)
+    return (grad_hy.new_empty((rows, 3 * hidden)), grad_hy.new_empty((rows, 3 * hidden)), grad_hy.new_empty((rows, hidden)),
+            grad_hy.new_empty(bias), grad_hy.new_empty(bias))
+
+
 def pad_packed(data, batch_sizes, batch_first, padding_value, total_length):
     """``_VF._pad_packed_sequence`` on fake data (its C++ reads ``batch_sizes``' values): every sequence at full
     length, as the recorder packs them (``_pack_padded_sequence``'s upper bound), padded to ``total_length``."""
@@ -184,15 +208,14 @@ def pad_packed(data, batch_sizes, batch_first, padding_value, total_length):
     return (padded.transpose(0, 1) if batch_first else padded), lengths
 
 
-_OTHER_STAND_INS = {"lstm_cell": lstm_cell, "_pad_packed_sequence": pad_packed}
+_OTHER_STAND_INS = {"lstm_cell": lstm_cell, "gru_cell": gru_cell, "_pad_packed_sequence": pad_packed}
 
 
 @contextlib.contextmanager
 def cuda_rnns() -> Iterator[list[CudaRnn]]:
     """Routes ``torch._VF``'s full-RNN functions to ``CudaRnn`` for the duration (what ``nn.LSTM``, ``nn.GRU``
-    and ``nn.RNN`` call), ``lstm_cell`` to CUDA's fused cell and ``_pad_packed_sequence`` to its upper bound;
-    yields the RNN stand-ins (``calls``). ``GRUCell`` stays eager ops: CUDA's fused GRU cell has no kernel
-    fake tensors can run."""
+    and ``nn.RNN`` call), ``lstm_cell`` / ``gru_cell`` to CUDA's fused cells and ``_pad_packed_sequence`` to its
+    upper bound; yields the RNN stand-ins (``calls``)."""
     vf = torch._VF
     stand_ins = [CudaRnn(mode, getattr(vf, mode)) for mode in MODES]
     for s in stand_ins:
