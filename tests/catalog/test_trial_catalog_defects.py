@@ -34,6 +34,9 @@ def test_a_real_gpu_the_catalog_lacks_is_unknown_with_suggestions_not_its_bigger
 @pytest.mark.parametrize("typed, gpu_id", [
     ("4090", "rtx-4090"), ("a10g", "a10g"), ("4060 ti", "rtx-4060-ti"), ("a100-80gb-s", "a100-80gb-sxm4"),
     ("h100 sx", "h100-sxm"), ("RTX 6000 Ada", "rtx-6000-ada"),
+    # a memory size without its unit: "gb" goes on, not a variant (refused by the first form of the rule)
+    ("L40S 48", "l40s"), ("A30 24", "a30"), ("H200 141", "h200"), ("a10g 24", "a10g"), ("l4 24", "l4"),
+    ("h100 pcie 80", "h100-pcie"), ("rtx 4060 ti 16", "rtx-4060-ti"), ("rtx 3080 10", "rtx-3080"),
 ])
 def test_short_forms_users_type_still_find_their_gpu(typed, gpu_id):
     assert resolve_gpu(CATALOG, typed).id == gpu_id

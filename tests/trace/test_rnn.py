@@ -55,6 +55,22 @@ def projected(batch_size=8, seq_len=20):
 def wide(batch_size=8, seq_len=20):
     return Net("LSTM", layers=2, hidden=1024), (torch.zeros(batch_size, seq_len, 16),)
 
+class FrozenMiddle(nn.Module):
+    """A trainable layer before a frozen LSTM: gradients flow through the LSTM, not into its weights."""
+    def __init__(self):
+        super().__init__()
+        self.pre = nn.Linear(16, 16)
+        self.rnn = nn.LSTM(16, 64, num_layers=2, batch_first=True)
+        self.rnn.requires_grad_(False)
+        self.head = nn.Linear(64, 4)
+
+    def forward(self, x):
+        return self.head(self.rnn(self.pre(x))[0])
+
+
+def frozen(batch_size=8, seq_len=20):
+    return FrozenMiddle(), (torch.zeros(batch_size, seq_len, 16),)
+
 def huge(batch_size=8, seq_len=20):
     return Net("LSTM", hidden=2048), (torch.zeros(batch_size, seq_len, 16),)
 
@@ -125,6 +141,18 @@ def test_flops_are_the_cells_gemms_and_backward_twice_forward(models):
     assert bwd.flops == 2 * fwd.flops
     # was: oneDNN's LSTM layer, 0 FLOPs
     assert trace.flops >= 3 * fwd.flops
+
+
+def test_frozen_rnn_weights_skip_the_weight_gradient(models):
+    # was: every weight's gradient allocated and 2x the forward's FLOPs charged for a frozen LSTM
+    trace = _trace(models, "frozen")
+    [fwd], [bwd] = _rnn_ops(trace), _rnn_ops(trace, backward=True)
+    assert bwd.flops == fwd.flops
+    assert all(shape == (0,) for shape in bwd.output_shapes[3:])
+    assert bwd.attrs["weight_grad"] is False
+    trained = rnn_kernels(shape_of(fwd.attrs), backward=True, elem_bytes=4)
+    frozen = rnn_kernels(shape_of(bwd.attrs), backward=True, elem_bytes=4, weight_grad=False)
+    assert trained.kernels - frozen.kernels == 2 * 2   # two weight-gradient GEMMs a layer
 
 
 def test_training_keeps_the_reserve_space_and_inference_allocates_none(models):
@@ -301,6 +329,25 @@ class PackPad(nn.Module):
 
 def pack_pad(batch_size=8):
     return PackPad(), (torch.zeros(batch_size, 12, 16),)
+
+
+class TextClassifier(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(100, 16)
+        self.rnn = nn.LSTM(16, 32, batch_first=True, bidirectional=True)
+        self.head = nn.Linear(64, 4)
+
+    def forward(self, tokens):
+        b, t = tokens.shape
+        packed = pack_padded_sequence(self.emb(tokens), [t - (i % 3) for i in range(b)], batch_first=True,
+                                      enforce_sorted=False)
+        out, _ = pad_packed_sequence(self.rnn(packed)[0], batch_first=True, total_length=t)
+        return self.head(out[:, -1])
+
+
+def text_classifier(batch_size=8):
+    return TextClassifier(), (torch.zeros(batch_size, 12, dtype=torch.long),)
 '''
 
 
@@ -328,6 +375,14 @@ def test_a_gru_cell_loop_runs_cudas_fused_cell_per_step(cell_models, factory):
     assert len([op for op in trace.ops if op.op == "aten._thnn_fused_gru_cell_backward.default"]) == 10
     workspace = [op for op in trace.ops if op.op == "aten._thnn_fused_gru_cell.default"][0].output_shapes[1]
     assert workspace == (8, 5 * 32)
+
+
+def test_a_packed_input_that_needs_a_gradient_trains(cell_models):
+    # was: "during backward: ... data is not allocated yet" (torch's own pack backward reads batch_sizes' values)
+    trace = _trace(cell_models, "text_classifier")
+    assert _rnn_ops(trace, backward=True)
+    assert any(op.phase == "backward" and op.module == "emb" for op in trace.ops)
+    assert trace.upper_bound_ops >= 1
 
 
 def test_pack_run_and_pad_back_traces_at_the_padded_length(cell_models):

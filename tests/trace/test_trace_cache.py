@@ -150,3 +150,23 @@ def test_anything_but_a_workload_is_refused_in_one_line():
     from gpuwise.trace import TraceError, trace_workload
     with pytest.raises(TraceError, match="takes a gpuwise.workload.Workload"):
         trace_workload("torchvision:resnet18")
+
+
+def test_user_sources_skip_installed_packages_the_asking_script_and_relative_names(tmp_path):
+    import types
+
+    def module(path):
+        m = types.ModuleType("m")
+        m.__file__ = str(path)
+        return m
+
+    mine = tmp_path / "mine.py"
+    mine.write_text("X = 1\n")
+    user_site = tmp_path / ".local" / "lib" / "python3.11" / "site-packages" / "dep.py"
+    user_site.parent.mkdir(parents=True)
+    user_site.write_text("Y = 2\n")
+    script = tmp_path / "plan.py"
+    script.write_text("Z = 3\n")
+    found = cache.user_sources({"mine": module(mine), "dep": module(user_site), "__main__": module(script),
+                                "torch.ops": module("_ops.py")})
+    assert [path for path, _ in found] == [str(mine.resolve())]

@@ -205,10 +205,12 @@ def names_another_model(key: str, index: dict[str, GPU]) -> bool:
     """Whether ``key``, which only starts names of the catalog, is a whole model number that a name goes on
     with letters after: a variant suffix (Ti, SUPER, D, Ada, S) makes another model, so ``rtx4070`` is not
     ``rtx4070ti`` and ``rtx6000`` (Quadro RTX 6000) not ``rtx6000ada``. A shortening that stops inside a
-    word or a number (``a10080gbs``, ``408``) is no model's name and may find the one GPU it starts."""
+    word or a number (``a10080gbs``, ``408``) is no model's name and may find the one GPU it starts; so is one
+    that ends in a memory size the name goes on with its unit (``l40s48`` -> ``l40s48gb``: "gb" is no variant)."""
     if not key[-1].isdigit():
         return False
-    return any(k.startswith(key) and k[len(key)].isalpha() for k in index if len(k) > len(key))
+    return any(k.startswith(key) and k[len(key)].isalpha() and not k[len(key):].startswith("gb")
+               for k in index if len(k) > len(key))
 
 
 def _catalog_index(catalog: Catalog) -> dict[str, GPU]:

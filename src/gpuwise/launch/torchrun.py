@@ -78,8 +78,8 @@ def install_line(wheel: Path | None) -> str:
     if wheel is None:
         fix = "install gpuwise on every node (pip install from its checkout, or a wheel of it)"
         return f"python -c 'import gpuwise' 2>/dev/null || {{ echo {shlex.quote('error: ' + fix)} >&2; exit 1; }}"
-    fix = f"copy {wheel} to the working directory here, then pip install ./{wheel.name}"
-    return (f"python -c 'import gpuwise' 2>/dev/null || pip install ./{shlex.quote(wheel.name)} "
+    fix = f"copy {wheel} to the working directory here, then python -m pip install ./{wheel.name}"
+    return (f"python -c 'import gpuwise' 2>/dev/null || python -m pip install ./{shlex.quote(wheel.name)} "
             f"|| {{ echo {shlex.quote('error: gpuwise is not installed on this node: ' + fix)} >&2; exit 1; }}")
 
 

@@ -261,17 +261,17 @@ def _eager_attention(op: OpRecord, gpu, precision: str, stack: Stack):
     return rate, _tiled("bmm", gemms, gpu, rate_peak_flops_per_s(gpu, rate), rate), serial, kernels
 
 
-def _rnn_features(op: OpRecord, gpu, rate: str, peak: float, traced_bytes: float) -> OpFeatures:
+def _rnn_features(op: OpRecord, gpu, rate: str, peak: float, traced_bytes: float, bw_bytes_per_s: float) -> OpFeatures:
     """cuDNN's fused RNN (``runtime.rnn``): its GEMMs under the GEMM law, its per-step pointwise kernels
     one after another (``serial_s``), a launch latency for each kernel; never faster than streaming its
     tensors and, where a recurrent weight does not fit in the L2, that weight once a step."""
     elem = dtype_bytes(op.input_dtypes[0]) if op.input_dtypes else 4
-    k = rnn_kernels(shape_of(op.attrs), backward="backward" in op.op, elem_bytes=elem)
+    k = rnn_kernels(shape_of(op.attrs), backward="backward" in op.op, elem_bytes=elem,
+                    weight_grad=bool(op.attrs.get("weight_grad", True)))
     comp = sum(n * _tiled("linear", [gemm], gpu, peak, rate) for gemm, n, _ in k.gemms)
     serial = _streaming("elementwise", k.pointwise * k.pointwise_bytes, gpu)
     moved = traced_bytes + k.weight_rereads_bytes(elem, int(gpu.l2_bytes or 0))
     keys = _tensor_keys(rate, measured_tensor_law("linear") is not None)
-    bw_bytes_per_s = float(gpu.memory_bandwidth_gbs) * 1e9
     return OpFeatures("rnn", rate, comp, keys, _streaming("elementwise", moved, gpu), (), k.kernels, serial_s=serial,
                       roofline_s=max(op.flops / peak, moved / bw_bytes_per_s))
 
@@ -288,7 +288,7 @@ def op_features(op: OpRecord, gpu, precision: str, stack: Stack = DEFAULT_STACK)
         peak = rate_peak_flops_per_s(gpu, rate)
         memory_s = _streaming("elementwise", traced_bytes, gpu)
         if cls == "rnn":
-            return _rnn_features(op, gpu, rate, peak, traced_bytes)
+            return _rnn_features(op, gpu, rate, peak, traced_bytes, bw_bytes_per_s)
         if cls == "attention":
             flops = op.flops or attention_flops(op)
             roof = max(flops / peak, traced_bytes / bw_bytes_per_s)

@@ -41,8 +41,9 @@ class RnnKernels:
                          if per_step and (w := cols * k * elem_bytes) > cache_bytes))
 
 
-def rnn_kernels(shape: RnnShape, *, backward: bool, elem_bytes: int) -> RnnKernels:
-    """The kernels of one fused RNN call (``backward``: its ``_cudnn_rnn_backward``)."""
+def rnn_kernels(shape: RnnShape, *, backward: bool, elem_bytes: int, weight_grad: bool = True) -> RnnKernels:
+    """The kernels of one fused RNN call (``backward``: its ``_cudnn_rnn_backward``; ``weight_grad`` False: frozen
+    weights, no weight-gradient GEMMs)."""
     t, b, h, out, p = shape.seq_len, shape.batch, shape.hidden, shape.out_size, shape.proj
     gh = shape.gates * h
     rows = t * b
@@ -54,10 +55,11 @@ def rnn_kernels(shape: RnnShape, *, backward: bool, elem_bytes: int) -> RnnKerne
             if p:
                 gemms.append(((1, b, p, h), t, True))
         else:
-            gemms += [((1, b, out, gh), t, True), ((1, rows, i, gh), 1, False), ((1, gh, i, rows), 1, False),
-                      ((1, gh, out, rows), 1, False)]
+            gemms += [((1, b, out, gh), t, True), ((1, rows, i, gh), 1, False)]
+            if weight_grad:
+                gemms += [((1, gh, i, rows), 1, False), ((1, gh, out, rows), 1, False)]
             if p:
-                gemms += [((1, b, h, p), t, True), ((1, p, h, rows), 1, False)]
+                gemms += [((1, b, h, p), t, True)] + ([((1, p, h, rows), 1, False)] if weight_grad else [])
     gemms = [(g, n * shape.directions, per_step) for g, n, per_step in gemms]
     steps = t * shape.layers * shape.directions
     # each step reads the gates' two halves (input and recurrent parts) and the previous cell, writes the

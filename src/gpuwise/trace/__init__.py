@@ -5,6 +5,8 @@
 (trace/cache.py) before importing torch, so a typo or a repeated question costs no torch import.
 """
 
+import sys
+
 from gpuwise.trace import cache
 from gpuwise.trace.records import CATEGORIES, PHASES, MemoryEvent, ModelCodeError, OpRecord, Trace, TraceError
 from gpuwise.workload import Workload
@@ -29,7 +31,9 @@ def trace_workload(workload: Workload, *, use_cache: bool = True) -> Trace:
             return hit
     from gpuwise.trace.tracer import trace_workload as _trace   # imports torch: seconds
 
+    loaded = set(sys.modules)
     trace = _trace(workload)
     if key is not None:
-        cache.store(key, trace, cache.user_sources() if spec.source == "file" else ())
+        new = {name: sys.modules[name] for name in set(sys.modules) - loaded} if spec.source == "file" else {}
+        cache.store(key, trace, cache.user_sources(new))
     return trace

@@ -9,8 +9,10 @@ not the GPU count, sharding or the stack's input rate, engine or compile, which 
 torchvision/timm version, the transformers config's content and transformers' version, or the bytes
 of the user's ``file.py``), the torch version and the source of gpuwise's own tracing code. It is
 computed without importing torch, so a hit never imports it. A user factory's trace also keeps the hash of
-every module of the user's that was loaded when it was made (``user_sources``: files outside the Python
-installation and gpuwise, the factory's own imports among them): an edit to one of those is a miss too.
+every module of the user's that tracing it loaded (``user_sources``: the factory's file and the files it
+imports, outside the Python installation and gpuwise): an edit to one of those is a miss too. A module
+loaded before (earlier in a notebook's process) is not among them: a process that traced once re-imports
+nothing anyway.
 
 Entries are pickles written by this user into this user's cache directory (the same trust as the
 user's own code, which the tracer runs anyway).
@@ -109,24 +111,27 @@ def load(key: str, workload=None) -> Trace | None:
     return dataclasses.replace(trace, workload=workload) if workload is not None else trace
 
 
-def user_sources(modules=None) -> tuple[tuple[str, str], ...]:
-    """(path, sha256) of every loaded module of the user's: a ``.py`` file outside the Python installation
-    (its prefixes, so the standard library and site-packages) and outside gpuwise. ``modules``:
-    ``sys.modules`` by default."""
-    modules = sys.modules if modules is None else modules
+def user_sources(modules) -> tuple[tuple[str, str], ...]:
+    """(path, sha256) of the user's modules among ``modules`` (name -> module: those that importing and
+    building a factory loaded): ``.py`` files given by an absolute path, outside the Python installation (its
+    prefixes and every ``site-packages`` / ``dist-packages`` folder, user installs included) and outside
+    gpuwise; never ``__main__`` (the script asking)."""
     installed = tuple(str(Path(p).resolve()) + os.sep for p in {sys.prefix, sys.base_prefix, sys.exec_prefix})
     own = str(Path(gpuwise.__file__).parent.resolve()) + os.sep
     found = {}
-    for module in list(modules.values()):
-        name = getattr(module, "__file__", None)
-        if not name or not name.endswith(".py"):
+    for name, module in list(modules.items()):
+        file = getattr(module, "__file__", None)
+        if name == "__main__" or not file or not file.endswith(".py") or not os.path.isabs(file):
             continue
-        path = str(Path(name).resolve())
-        if path.startswith(installed) or path.startswith(own) or path in found:
+        path = Path(file).resolve()
+        if {"site-packages", "dist-packages"} & set(path.parts):
             continue
-        digest = _file_digest(Path(path))
+        text = str(path)
+        if text.startswith(installed) or text.startswith(own) or text in found:
+            continue
+        digest = _file_digest(path)
         if digest is not None:
-            found[path] = digest
+            found[text] = digest
     return tuple(sorted(found.items()))
 
 

@@ -54,8 +54,10 @@ def _rnn_flops(*args, **kwargs) -> int:
 
 @_flops_rule(torch.ops.gpuwise.cudnn_rnn_backward)
 def _rnn_backward_flops(*args, **kwargs) -> int:
-    # the data gradient (through the input and the recurrence) and the weight gradient: each a forward's GEMMs
-    return 2 * shape_of(rnn_attrs(args)).forward_flops()
+    # the data gradient (through the input and the recurrence) and the weight gradient (unless the weights are
+    # frozen): each a forward's GEMMs
+    attrs = rnn_attrs(args)
+    return (2 if attrs.get("weight_grad", True) else 1) * shape_of(attrs).forward_flops()
 
 
 def op_flops(packet, args: tuple, kwargs: dict, out) -> int:

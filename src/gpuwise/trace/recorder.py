@@ -266,10 +266,6 @@ class Recorder(TorchDispatchMode):
             if len(masks) == 1 and masks[0].dtype == torch.bool:
                 mask = masks[0]
                 return torch.empty((mask.numel(), *x.shape[mask.dim():]), dtype=x.dtype, device=x.device)
-        if packet is aten._pack_padded_sequence:   # (input, lengths, batch_first): every sequence at full length
-            steps = x.transpose(0, 1) if args[2] else x
-            t, b = steps.shape[:2]
-            return (steps.reshape(t * b, *steps.shape[2:]), torch.full((t,), b, dtype=torch.long))
         raise TraceError(f"cannot trace operator {func} in module '{self.module or '<top>'}': "
                          "its output size depends on tensor values")
 

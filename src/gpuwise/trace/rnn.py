@@ -18,8 +18,8 @@ GRU cell by cell (thousands of small ops); on a CUDA GPU every full RNN is one `
 
 Under CUDA autocast ``_cudnn_rnn`` runs in half precision on half-precision copies of its weights
 (``autocast_mode.cpp``'s ``_cudnn_rnn_cast_reflatten``): the stand-in casts the same. A packed sequence
-(``PackedSequence``) is traced with every sequence at the padded length (the recorder's upper bound for
-``_pack_padded_sequence``: its lengths are data), so its packed rows are T steps of the whole batch.
+(``PackedSequence``) is traced with every sequence at the padded length (``pack_padded``, an upper bound: its
+lengths are data), so its packed rows are T steps of the whole batch.
 
 What the runtime model makes of the two ops (``runtime.rnn``) reads the attributes ``rnn_attrs`` gives.
 """
@@ -27,6 +27,7 @@ What the runtime model makes of the two ops (``runtime.rnn``) reads the attribut
 from __future__ import annotations
 
 import contextlib
+import functools
 from typing import Iterator, Optional
 
 import torch
@@ -73,16 +74,18 @@ def _cudnn_rnn_fake(input, weights, hx, cx, mode, num_layers, dropout, train, bi
 def cudnn_rnn_backward(input: torch.Tensor, weights: list[torch.Tensor], hx: torch.Tensor,
                        cx: Optional[torch.Tensor], output: torch.Tensor, grad_output: torch.Tensor,
                        grad_hy: torch.Tensor, grad_cy: Optional[torch.Tensor], reserve: torch.Tensor, mode: int,
-                       num_layers: int, dropout: float, bidirectional: bool, batch_first: bool
+                       num_layers: int, dropout: float, bidirectional: bool, batch_first: bool, weight_grad: bool
                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[torch.Tensor]]:
     raise NotImplementedError("gpuwise::cudnn_rnn_backward exists for tracing on fake tensors only")
 
 
 @cudnn_rnn_backward.register_fake
 def _cudnn_rnn_backward_fake(input, weights, hx, cx, output, grad_output, grad_hy, grad_cy, reserve, mode,
-                             num_layers, dropout, bidirectional, batch_first):
+                             num_layers, dropout, bidirectional, batch_first, weight_grad):
     grad_cx = torch.empty_like(cx) if cx is not None else hx.new_empty((0,))
-    return (torch.empty_like(input), torch.empty_like(hx), grad_cx, [torch.empty_like(w) for w in weights])
+    # ``weight_grad`` False (frozen weights: output_mask[3]): cuDNN's weight-gradient pass is skipped
+    grad_weights = [torch.empty_like(w) if weight_grad else w.new_empty((0,)) for w in weights]
+    return torch.empty_like(input), torch.empty_like(hx), grad_cx, grad_weights
 
 
 def _setup_context(ctx, inputs, output) -> None:
@@ -104,9 +107,11 @@ def _backward(ctx, grad_output, grad_hy, grad_cy, _grad_reserve):
     grad_output = torch.zeros_like(output) if grad_output is None else grad_output
     grad_hy = torch.zeros_like(hx) if grad_hy is None else grad_hy
     grad_cy = (torch.zeros_like(cx) if grad_cy is None else grad_cy) if ctx.has_cx else None
+    weight_grad = any(ctx.needs_input_grad[1])
     grad_input, grad_hx, grad_cx, grad_weights = cudnn_rnn_backward(
-        input, list(weights), hx, cx, output, grad_output, grad_hy, grad_cy, reserve, *ctx.args)
-    return (grad_input, list(grad_weights), grad_hx, grad_cx if ctx.has_cx else None,
+        input, list(weights), hx, cx, output, grad_output, grad_hy, grad_cy, reserve, *ctx.args, weight_grad)
+    weights_out = list(grad_weights) if weight_grad else [None] * len(weights)
+    return (grad_input, weights_out, grad_hx, grad_cx if ctx.has_cx else None,
             None, None, None, None, None, None)
 
 
@@ -119,12 +124,14 @@ def rnn_attrs(args: tuple) -> dict:
     input, weights = args[0], args[1]
     if len(args) == 10:    # forward: (..., mode, num_layers, dropout, train, bidirectional, batch_first)
         mode, num_layers, _, _, bidirectional, batch_first = args[4:10]
-    else:                  # backward: (..., reserve, mode, num_layers, dropout, bidirectional, batch_first)
+    else:  # backward: (..., reserve, mode, num_layers, dropout, bidirectional, batch_first, weight_grad)
         mode, num_layers, _, bidirectional, batch_first = args[9:14]
     shape = shape_of_call(_MODE_NAMES[mode], input, weights, num_layers, bidirectional, batch_first)
-    return {"rnn": shape.mode, "input_size": shape.input_size, "hidden": shape.hidden, "proj": shape.proj,
-            "layers": shape.layers, "directions": shape.directions, "seq_len": shape.seq_len,
-            "batch": shape.batch}
+    attrs = {"rnn": shape.mode, "input_size": shape.input_size, "hidden": shape.hidden, "proj": shape.proj,
+             "layers": shape.layers, "directions": shape.directions, "seq_len": shape.seq_len, "batch": shape.batch}
+    if len(args) > 14 and not args[14]:
+        attrs["weight_grad"] = False   # frozen weights: no weight-gradient pass
+    return attrs
 
 
 # --- routing the modules' calls ----------------------------------------------------------------------
@@ -195,9 +202,22 @@ def _fused_gru_cell_backward_fake(grad_hy, workspace, has_bias):
             grad_hy.new_empty(bias), grad_hy.new_empty(bias))
 
 
+PACK_UPPER_BOUND = "_pack_padded_sequence (upper bound)"   # the recorder's count of it (Trace.upper_bound_ops)
+
+
+def pack_padded(recorder, input, lengths, batch_first):
+    """``_VF._pack_padded_sequence`` on fake data (its lengths are data): every sequence at full length, so the
+    packed rows are T steps of the whole batch, time-major. Differentiable views and a copy, so backward never
+    reaches the C++ backward that reads ``batch_sizes``' values."""
+    recorder.placeholders[PACK_UPPER_BOUND] += 1
+    steps = input.transpose(0, 1) if batch_first else input
+    t, b = steps.shape[:2]
+    return steps.reshape(t * b, *steps.shape[2:]).contiguous(), torch.full((t,), b, dtype=torch.long)
+
+
 def pad_packed(data, batch_sizes, batch_first, padding_value, total_length):
     """``_VF._pad_packed_sequence`` on fake data (its C++ reads ``batch_sizes``' values): every sequence at full
-    length, as the recorder packs them (``_pack_padded_sequence``'s upper bound), padded to ``total_length``."""
+    length, as ``pack_padded`` packs them, padded to ``total_length``."""
     steps = batch_sizes.shape[0]
     rows = data.shape[0] // steps
     padded = data.reshape(steps, rows, *data.shape[1:]).clone()
@@ -208,22 +228,21 @@ def pad_packed(data, batch_sizes, batch_first, padding_value, total_length):
     return (padded.transpose(0, 1) if batch_first else padded), lengths
 
 
-_OTHER_STAND_INS = {"lstm_cell": lstm_cell, "gru_cell": gru_cell, "_pad_packed_sequence": pad_packed}
-
-
 @contextlib.contextmanager
-def cuda_rnns() -> Iterator[list[CudaRnn]]:
+def cuda_rnns(recorder) -> Iterator[list[CudaRnn]]:
     """Routes ``torch._VF``'s full-RNN functions to ``CudaRnn`` for the duration (what ``nn.LSTM``, ``nn.GRU``
-    and ``nn.RNN`` call), ``lstm_cell`` / ``gru_cell`` to CUDA's fused cells and ``_pad_packed_sequence`` to its
-    upper bound; yields the RNN stand-ins (``calls``)."""
+    and ``nn.RNN`` call), ``lstm_cell`` / ``gru_cell`` to CUDA's fused cells and the packing of sequences to its
+    upper bound (counted in ``recorder``'s placeholders); yields the RNN stand-ins (``calls``)."""
     vf = torch._VF
     stand_ins = [CudaRnn(mode, getattr(vf, mode)) for mode in MODES]
+    others = {"lstm_cell": lstm_cell, "gru_cell": gru_cell, "_pad_packed_sequence": pad_packed,
+              "_pack_padded_sequence": functools.partial(pack_padded, recorder)}
     for s in stand_ins:
         setattr(vf, s.mode, s)
-    for name, fn in _OTHER_STAND_INS.items():
+    for name, fn in others.items():
         setattr(vf, name, fn)
     try:
         yield stand_ins
     finally:
-        for name in (*(s.mode for s in stand_ins), *_OTHER_STAND_INS):
+        for name in (*(s.mode for s in stand_ins), *others):
             delattr(vf, name)   # torch._VF resolves the name from torch._C again

@@ -192,7 +192,7 @@ def _run(module, built, workload: Workload, recorder: Recorder) -> tuple[int, in
         stack.enter_context(fake_mode)
         stack.enter_context(recorder)
         attention = stack.enter_context(cuda_attention(recorder, workload.attention))
-        stack.enter_context(cuda_rnns())
+        stack.enter_context(cuda_rnns(recorder))
         counts = fake.register_state(module, recorder)
         handles = fake.watch_modules(module, recorder)
         trainable = [p for p in module.parameters() if p.requires_grad]
