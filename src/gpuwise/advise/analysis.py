@@ -77,6 +77,11 @@ class CurveAnalysis:
 
 
 def analyze_curve(curve: Curve, settings: AdviseSettings = AdviseSettings()) -> CurveAnalysis:
+    """The loss curve read: its smoothed trend and noise, phases, the NaN/inf steps, a trend fit and forecast
+    (steps to ``settings.target_loss``, where returns diminish), and one ``diagnosis`` (``DIAGNOSES``).
+    ``CurveAnalysis.step_time_s``: ``settings.step_time_s``, else the curve's median wall time per step (None
+    where it has no times). AdviseError for a
+    curve too short to read (fewer than 5 finite points)."""
     nan_step = nonfinite_end_step(curve.steps, curve.loss)
     skipped = skipped_nonfinite_steps(curve.steps, curve.loss)
     ok = np.isfinite(curve.loss)

@@ -47,6 +47,12 @@ class PricingRequest:
 
 @dataclass(frozen=True, eq=False)
 class AdviceReport:
+    """What ``advise`` says of one training log: the loss curve's analysis (``analysis``; ``diagnosis``:
+    healthy, plateau, noisy, not_learning or diverged), the gradient noise scale where the log has
+    measurements (``noise_scale``), the advice in words with its numbers (``advice``), the GPU plan for the
+    rest of the run with prices (``plan``, ``pricing``), and where the run is assumed to end (``end_step``,
+    ``end_reason``). ``to_dict()`` is the `gpuwise advise --json` object."""
+
     analysis: CurveAnalysis
     noise_scale: NoiseScaleSummary | None
     advice: tuple[Advice, ...]
@@ -189,6 +195,10 @@ def end_of_run(a: CurveAnalysis, settings: AdviseSettings, log: TrainingLog) -> 
 
 def advise(log: TrainingLog, settings: AdviseSettings = AdviseSettings(), catalog: Catalog | None = None,
            request: PricingRequest = PricingRequest()) -> AdviceReport:
+    """The advice for ``log`` (``read_log``: a run log, CSV, JSONL or TensorBoard): ``analyze_curve`` of its loss,
+    the noise scale of its gradient-noise samples, and, with a ``catalog``, what the rest of the run costs on
+    each GPU (``request``: the GPU, prices and currency the user named). Pure: the caller reads the log and
+    loads the catalog. AdviseError for settings the log contradicts (``--total-steps`` below its last step)."""
     if settings.total_steps is not None and len(log.curve) and settings.total_steps < int(log.curve.steps[-1]):
         raise AdviseError(f"--total-steps {settings.total_steps:,} is below the steps already done: "
                           f"{log.curve.source} goes to step {int(log.curve.steps[-1]):,}")

@@ -36,6 +36,8 @@ HEADER = ("# gpuwise user calibration, written by `gpuwise calibrate` from your 
 
 
 def user_calibration_path() -> Path:
+    """Where the user's calibration lives: ``calibration.toml`` in the user config dir (GPUWISE_CONFIG_DIR,
+    else $XDG_CONFIG_HOME/gpuwise, else ~/.config/gpuwise); it need not exist."""
     return user_config_dir() / FILE_NAME
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Any, Mapping
 
 from gpuwise.catalog.errors import CatalogError  # noqa: F401 (the catalog's error, importable beside its types)
 from gpuwise.catalog.resolve import offers_for, resolve_gpu
@@ -119,6 +119,46 @@ class GPU:
     def has_bf16(self) -> bool:
         return self.peak_tflops.get("bf16") is not None
 
+    def to_dict(self) -> dict[str, Any]:
+        """The datasheet as plain JSON types: the GPU of `gpuwise gpus --json` (``gpu_record`` adds its offers)."""
+        return {
+            "id": self.id,
+            "name": self.name,
+            "memory_bytes": self.memory_bytes,
+            "memory_bandwidth_gbs": self.memory_bandwidth_gbs,
+            "peak_tflops": {p: self.peak_tflops.get(p) for p in PRECISIONS},
+            "nvml_names": list(self.nvml_names),
+            "aliases": list(self.aliases),
+            "arch": self.arch,
+            "compute_capability": self.compute_capability,
+            "form_factor": self.form_factor,
+            "sm_count": self.sm_count,
+            "cuda_cores": self.cuda_cores,
+            "tensor_cores": self.tensor_cores,
+            "l2_bytes": self.l2_bytes,
+            "nvml_memory_bytes": self.nvml_memory_bytes,
+            "visible_memory_bytes": self.visible_memory_bytes,
+            "ecc_reserves_memory": self.ecc_reserves_memory,
+            "tdp_w": self.tdp_w,
+            "process_nm": self.process_nm,
+            "pcie_gen": self.pcie_gen,
+            "nvlink_gbs": self.nvlink_gbs,
+            "source": self.source,
+            "verified": self.verified,
+            "notes": self.notes,
+        }
+
+
+def not_a_gpu(value: object, *, optional: bool = False) -> str | None:
+    """Why ``value`` is not a catalog GPU, in one line for the error of the part that was given it (None: it is
+    one, or None where ``optional``). A GPU name is resolved by the catalog, not taken for a GPU."""
+    if isinstance(value, GPU) or (optional and value is None):
+        return None
+    shown = repr(value) if isinstance(value, str) else type(value).__name__
+    name = value if isinstance(value, str) else "a100-80gb"
+    return (f"gpu must be a catalog GPU, not {shown}: gpuwise.catalog.resolve_gpu(load_catalog(), {name!r}) "
+            "gives one")
+
 
 @dataclass(frozen=True)
 class Offer:
@@ -139,9 +179,22 @@ class Offer:
     def price_per_gpu_hour(self) -> float:
         return self.price_per_hour / self.count
 
+    def to_dict(self) -> dict[str, Any]:
+        """The offer as plain JSON types: each offer of `gpuwise gpus --json`."""
+        return {
+            "provider": self.provider, "price_per_hour": self.price_per_hour, "currency": self.currency,
+            "spot": self.spot, "source": self.source, "checked": self.checked,
+            "count": self.count, "price_per_gpu_hour": round(self.price_per_gpu_hour, 6),
+            "indicative": self.indicative, "live": self.live,
+        }
+
 
 @dataclass(frozen=True)
 class Catalog:
+    """Every GPU datasheet and every price offer gpuwise knows: the shipped catalog plus the user's own
+    (``gpuwise.catalog.load_catalog``). ``gpu(name)`` resolves any id, alias or NVML name (CatalogError with
+    the closest names otherwise); ``offers_for(gpu_id)`` lists its prices, cheapest per GPU-hour first."""
+
     gpus: tuple[GPU, ...]
     offers: tuple[Offer, ...] = field(default=())
 

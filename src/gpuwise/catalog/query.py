@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gpuwise.catalog.model import GPU, PRECISIONS, Catalog, CatalogError, Offer
+from gpuwise.catalog.model import GPU, Catalog, CatalogError, Offer
 from gpuwise.catalog.resolve import offers_for, provider_key, resolve_gpu
 from gpuwise.errors import did_you_mean
 
@@ -97,39 +97,13 @@ def sort_rows(rows: list[GpuRow], sort: str | None) -> list[GpuRow]:
 
 
 def offer_record(offer: Offer) -> dict[str, Any]:
-    return {
-        "provider": offer.provider, "price_per_hour": offer.price_per_hour, "currency": offer.currency,
-        "spot": offer.spot, "source": offer.source, "checked": offer.checked,
-        "count": offer.count, "price_per_gpu_hour": round(offer.price_per_gpu_hour, 6), "indicative": offer.indicative, "live": offer.live,
-    }
+    """The JSON form of one offer (``Offer.to_dict``)."""
+    return offer.to_dict()
 
 
 def gpu_record(gpu: GPU, offers: tuple[Offer, ...] | list[Offer] = ()) -> dict[str, Any]:
-    """The JSON form of one GPU (the `gpuwise gpus --json` contract, plus the rest of the datasheet)."""
-    return {
-        "id": gpu.id,
-        "name": gpu.name,
-        "memory_bytes": gpu.memory_bytes,
-        "memory_bandwidth_gbs": gpu.memory_bandwidth_gbs,
-        "peak_tflops": {p: gpu.peak_tflops.get(p) for p in PRECISIONS},
-        "nvml_names": list(gpu.nvml_names),
-        "offers": [offer_record(o) for o in offers],
-        "aliases": list(gpu.aliases),
-        "arch": gpu.arch,
-        "compute_capability": gpu.compute_capability,
-        "form_factor": gpu.form_factor,
-        "sm_count": gpu.sm_count,
-        "cuda_cores": gpu.cuda_cores,
-        "tensor_cores": gpu.tensor_cores,
-        "l2_bytes": gpu.l2_bytes,
-        "nvml_memory_bytes": gpu.nvml_memory_bytes,
-        "visible_memory_bytes": gpu.visible_memory_bytes,
-        "ecc_reserves_memory": gpu.ecc_reserves_memory,
-        "tdp_w": gpu.tdp_w,
-        "process_nm": gpu.process_nm,
-        "pcie_gen": gpu.pcie_gen,
-        "nvlink_gbs": gpu.nvlink_gbs,
-        "source": gpu.source,
-        "verified": gpu.verified,
-        "notes": gpu.notes,
-    }
+    """The JSON form of one GPU (the `gpuwise gpus --json` contract, plus the rest of the datasheet):
+    ``GPU.to_dict`` with its ``offers`` after its ``nvml_names``."""
+    items = list(gpu.to_dict().items())
+    at = [k for k, _ in items].index("nvml_names") + 1
+    return dict(items[:at] + [("offers", [o.to_dict() for o in offers])] + items[at:])

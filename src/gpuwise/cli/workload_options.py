@@ -116,28 +116,28 @@ def workload_options(*, exclude: tuple[str, ...] = (), help: dict[str, str] | No
 
 def workload_from(model: str, workload_kwargs: dict, *, batch_size: int | None = None, gpu=None, **overrides):
     """The Workload for ``model`` from the shared options (``batch_size`` parsed by the caller). Without
-    --precision, the one default rule (``gpuwise.workload.precision.default_precision``: an LLM's
+    --precision, the one default rule (``Workload.with_default_precision``: an LLM's
     checkpoint half precision, bf16 autocast for LoRA/QLoRA, else fp32), marked as the default so that
     each GPU without bf16 runs its fp16 twin (``plan.profile.workload_on``)."""
     from gpuwise.workload.checkpoint import served_quant
     from gpuwise.workload.model import DEFAULT_OPTIMIZER
-    from gpuwise.workload.precision import default_for_model
     from gpuwise.workload.specs import resolve_model_spec
 
     resolve_model_spec(model)     # a misspelt model is refused now, before anything heavy is imported
     kw = dict(workload_kwargs)
     kw.pop("batch_size", None)
     kw.update(overrides)
-    if kw.get("precision") is None:
-        kw["precision"] = default_for_model(model, finetune=kw.get("finetune", "full"), mode=kw.get("mode", "train"),
-                                            gpu_has_bf16=gpu.has_bf16 if gpu is not None else None).name
-        kw["precision_default"] = True
+    defaulted = kw.get("precision") is None
+    if defaulted:
+        kw.pop("precision", None)     # set below by the one rule (``Workload.with_default_precision``)
     if kw.get("optimizer") is None:
         kw["optimizer"], kw["optimizer_default"] = DEFAULT_OPTIMIZER, True
     # serving a checkpoint stored quantized (its quantization_config: DeepSeek-V3's FP8) loads it so
     kw["quant"] = served_quant(model, mode=kw.get("mode", "train"), quant=kw.get("quant", "none"))
     workload = c.build_workload(model, batch_size=batch_size if batch_size is not None else
                                 c.parse_batch_size(workload_kwargs.get("batch_size", "32")), **kw)
+    if defaulted:
+        workload = workload.with_default_precision(gpu)
     for message in workload.inert_settings():
         logging.getLogger("gpuwise.cli").warning(message)
     ignored = workload.inputs_it_ignores()

@@ -7,10 +7,11 @@ from contextlib import contextmanager
 import weakref
 from typing import Iterator
 
+from gpuwise.catalog.model import GPU, not_a_gpu
 from gpuwise.memory.adjust import cuda_events
 from gpuwise.memory.allocator import AllocatorConfig
 from gpuwise.memory.cuda import CONV_OPS, CudaStack, op_packet
-from gpuwise.memory.model import MemoryEstimate
+from gpuwise.memory.model import MemoryError_, MemoryEstimate
 from gpuwise.memory.replay import replay
 from gpuwise.memory.uncertainty import traced_uncertainty
 from gpuwise.trace.records import Trace
@@ -23,13 +24,15 @@ _ACTIVATION_CATEGORIES = ("activations", "inputs")   # the input batch is report
 NO_GPU_NOTE = "no GPU given: CUDA context and kernels of an Ampere GPU (A100) with CUDA 12 assumed"
 
 
-def estimate_memory(trace: Trace, gpu=None, *, expandable_segments: bool = False) -> MemoryEstimate:
+def estimate_memory(trace: Trace, gpu: GPU | None = None, *, expandable_segments: bool = False) -> MemoryEstimate:
     """Peak memory of the trace's step on one ``gpu`` (a catalog GPU; None: an A100-class GPU).
 
     The breakdown sums to ``peak_allocated_bytes``; ``total_bytes`` = peak reserved + CUDA context;
     ``total_upper_bytes`` adds what the guessed parts may add (memory/uncertainty.py).
     Inputs (the batch) count as activations; categories the trace does not know count as other.
     """
+    if (why := not_a_gpu(gpu, optional=True)) is not None:
+        raise MemoryError_(why)
     stack = CudaStack.for_gpu(gpu)
     with _no_gc():
         adjusted, result = _replayed(trace, stack, expandable_segments)

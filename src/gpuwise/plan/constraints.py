@@ -52,6 +52,13 @@ class JobSize:
 
 @dataclass(frozen=True)
 class Constraints:
+    """What every option of a recommendation must meet (None: no such constraint). ``deadline_s``: the whole
+    job's wall-clock time, in seconds (an option's ``total_time_s``). ``budget``: the whole job's cost, an
+    amount in ``budget_currency`` (an ISO code such as "CNY" or "USD"; None: the ranking currency), converted at
+    ``gpuwise.plan.money``'s dated rates. ``headroom_fraction``: the share of each GPU's memory kept free (the
+    one fit rule, ``gpuwise.plan.fit``). ``max_ttft_s``/``max_tpot_s``: serving a decoder LLM, the time to the
+    first token and per output token, in seconds. PlanError for a value out of range."""
+
     deadline_s: float | None = None
     budget: float | None = None
     budget_currency: str | None = None     # None: the ranking currency

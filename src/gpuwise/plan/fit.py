@@ -11,9 +11,12 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Sequence
-
+from typing import TYPE_CHECKING
 
 from gpuwise.plan.errors import PlanError
+
+if TYPE_CHECKING:
+    from gpuwise.catalog.model import GPU
 
 DEFAULT_HEADROOM_FRACTION = 0.05
 # Batches under a largest-batch answer that are checked too (``largest_fitting``'s ``below``): predicted
@@ -43,7 +46,7 @@ def parse_headroom(text: str | float | None) -> float:
     return check_headroom(value)
 
 
-def usable_bytes(gpu, headroom_fraction: float = DEFAULT_HEADROOM_FRACTION) -> int:
+def usable_bytes(gpu: GPU, headroom_fraction: float = DEFAULT_HEADROOM_FRACTION) -> int:
     """What a job may plan to use on ``gpu``: the memory the driver reports, less the headroom."""
     return usable_of(gpu.visible_memory_bytes, headroom_fraction)
 
@@ -53,12 +56,12 @@ def usable_of(visible_memory_bytes: int, headroom_fraction: float = DEFAULT_HEAD
     return int(visible_memory_bytes * (1.0 - headroom_fraction))
 
 
-def fits(total_bytes: int, gpu, headroom_fraction: float = DEFAULT_HEADROOM_FRACTION) -> bool:
+def fits(total_bytes: int, gpu: GPU, headroom_fraction: float = DEFAULT_HEADROOM_FRACTION) -> bool:
     """The fit rule: nvidia-smi's figure at the peak within the GPU's usable memory."""
     return total_bytes <= usable_bytes(gpu, headroom_fraction)
 
 
-def spare_bytes(total_bytes: int, gpu, headroom_fraction: float = DEFAULT_HEADROOM_FRACTION) -> int:
+def spare_bytes(total_bytes: int, gpu: GPU, headroom_fraction: float = DEFAULT_HEADROOM_FRACTION) -> int:
     """Usable memory left at the peak (negative: short by that much)."""
     return usable_bytes(gpu, headroom_fraction) - total_bytes
 

@@ -11,9 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from gpuwise.catalog.model import GPU, not_a_gpu
 from gpuwise.catalog.topology import Topology
 from gpuwise.memory.llm import InferMemory, TrainMemory, infer_memory, train_memory
 from gpuwise.memory.model import MemoryEstimate
+from gpuwise.plan.errors import PlanError
 from gpuwise.plan.fit import DEFAULT_HEADROOM_FRACTION, largest_fitting, usable_bytes
 from gpuwise.runtime.llm import decode_step, prefill_parts, serve_time, train_step_time
 from gpuwise.runtime.model import StepTime
@@ -173,7 +175,7 @@ class LlmEstimate:
         }
 
 
-def estimate_llm(workload: Workload, gpu=None, *, double_quant: bool = True, kv_cache_dtype: str = "auto",
+def estimate_llm(workload: Workload, gpu: GPU | None = None, *, double_quant: bool = True, kv_cache_dtype: str = "auto",
                  gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
                  arch: DecoderArch | None = None,
                  headroom_fraction: float = DEFAULT_HEADROOM_FRACTION,
@@ -186,6 +188,8 @@ def estimate_llm(workload: Workload, gpu=None, *, double_quant: bool = True, kv_
     ``workload.num_gpus`` GPUs are linked (``topology_for(gpu, provider)``); None: the GPU's usual machine.
     ``bitsandbytes_before_0_43``: the stack's 4-bit layers keep their inputs for backward (gpuwise.memory.llm).
     """
+    if (why := not_a_gpu(gpu, optional=True)) is not None:
+        raise PlanError(why)
     arch = arch or load_arch(workload.model)
     notes: list[str] = []
     if workload.seq_len is None:

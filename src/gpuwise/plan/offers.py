@@ -62,6 +62,8 @@ def candidate_offers(catalog: Catalog, *, provider: str | None = None, gpu_ids: 
 
 
 def ranking_currency(offers: Iterable[Offer], requested: str | None = None) -> str:
+    """The one currency options are ranked in (an ISO code): ``requested`` (any case; PlanError for a currency
+    without an exchange rate), else the currency all ``offers`` share, else ``HOME_CURRENCY`` (CNY)."""
     if requested:
         rates_in(requested.upper())     # an unknown currency is bad input, said now
         return requested.upper()

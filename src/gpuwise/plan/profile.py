@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Protocol
 
-from gpuwise.catalog.model import GPU
+from gpuwise.catalog.model import GPU, not_a_gpu
 from gpuwise.catalog.topology import Topology, topology_for
 from gpuwise.memory import estimate_memory
 from gpuwise.memory.model import MemoryEstimate
@@ -79,6 +79,23 @@ class Estimate:
         fit = estimate_fit(self)
         return fit.fits if fit is not None else None
 
+    def to_dict(self) -> dict:
+        """Plain JSON types, as the other results' ``to_dict``: the job as estimated, the GPU's canonical id
+        (None: memory only), ``count``, ``memory`` and ``time`` (None without a GPU or ``with_time=False``) in
+        their own ``to_dict`` form, ``fits`` at the default headroom (None without a GPU)."""
+        return {
+            "workload": self.workload.to_dict(),
+            "gpu": self.gpu.id if self.gpu is not None else None,
+            "count": self.count,
+            "memory": self.memory.to_dict(),
+            "time": self.time.to_dict() if self.time is not None else None,
+            "inference": self.inference.to_dict() if self.inference is not None else None,
+            "fits": self.fits,
+            "calibration": self.calibration,
+            "cpu_offload_bytes": self.cpu_offload_bytes,
+            "spillable_bytes": self.spillable_bytes,
+        }
+
 
 @dataclass(frozen=True)
 class EstimateFit:
@@ -123,17 +140,23 @@ class WorkloadModel(Protocol):
     correction: Correction | None   # the user's calibration applied to every estimate (None: shipped model)
 
     def estimate(
-        self, gpu: GPU | None, *, count: int = 1, batch_size: int | None = None, with_time: bool = True,
+        self, gpu: GPU | None, *, count: int | None = None, batch_size: int | None = None, with_time: bool = True,
         grad_accum_steps: int | None = None, provider: str | None = None,
     ) -> Estimate:
-        """``count`` GPUs like ``gpu`` in ``provider``'s machines (None: the GPU's usual machine, no
-        cluster network): the provider's topology sets the links time and memory use. The estimate's
+        """``count`` GPUs like ``gpu`` (None: the workload's ``num_gpus``) in ``provider``'s machines (None: the
+        GPU's usual machine, no cluster network): the provider's topology sets the links time and memory use. The estimate's
         workload is the job as it runs there (``workload_on``: a default bf16 at fp16 on a GPU without it)."""
         ...
 
     def count_refusal(self, count: int) -> str | None:
         """Why the job cannot be split over ``count`` GPUs at all (None: it can), whatever the GPU."""
         ...
+
+
+def _check_gpu(gpu: object) -> None:
+    """PlanError unless ``gpu`` is a catalog GPU or None (a name, say, before anything is estimated)."""
+    if (why := not_a_gpu(gpu, optional=True)) is not None:
+        raise PlanError(why)
 
 
 def _topology(gpu: GPU | None, provider: str | None) -> Topology | None:
@@ -178,9 +201,11 @@ class TracedModel:
         return None     # data parallelism: any count (the batch split is recommend's rule)
 
     def estimate(
-        self, gpu: GPU | None, *, count: int = 1, batch_size: int | None = None, with_time: bool = True,
+        self, gpu: GPU | None, *, count: int | None = None, batch_size: int | None = None, with_time: bool = True,
         grad_accum_steps: int | None = None, provider: str | None = None,
     ) -> Estimate:
+        _check_gpu(gpu)
+        count = self.workload.num_gpus if count is None else count
         job = workload_on(self.workload, gpu)
         job = job.with_(batch_size=batch_size or job.batch_size, num_gpus=count,
                         grad_accum_steps=grad_accum_steps or job.grad_accum_steps)
@@ -235,9 +260,11 @@ class ClosedFormLlmModel:
         return arch.tensor_parallel_refusal(count)
 
     def estimate(
-        self, gpu: GPU | None, *, count: int = 1, batch_size: int | None = None, with_time: bool = True,
+        self, gpu: GPU | None, *, count: int | None = None, batch_size: int | None = None, with_time: bool = True,
         grad_accum_steps: int | None = None, provider: str | None = None,
     ) -> Estimate:
+        _check_gpu(gpu)
+        count = self.workload.num_gpus if count is None else count
         job = workload_on(self.workload, gpu)
         w = job.with_(batch_size=batch_size or job.batch_size, num_gpus=count,
                       grad_accum_steps=grad_accum_steps or job.grad_accum_steps)

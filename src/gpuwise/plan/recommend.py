@@ -36,6 +36,15 @@ Option = Quote   # a recommendation's option is the one quote row
 
 @dataclass(frozen=True)
 class Recommendation:
+    """What ``recommend`` answers: every GPU × count × offer quoted for the whole job (``options``, each a
+    ``Quote`` with its own price and currency and ``total_cost_ranked`` in ``ranking_currency``, those left out
+    saying why), and the picks among those that fit and meet the ``Constraints``: ``best`` (cheapest),
+    ``fastest``, ``best_value``. None of them where nothing meets the constraints: ``nothing_meets`` says why and
+    ``closest`` lists the options nearest to meeting them. ``remedies``: changes that make the job fit cheaper
+    GPUs (``recommend(..., remedies=True)``). ``fallback_precision``: GPU id -> the precision its options were
+    quoted at where that is not ``workload.precision`` (a default bf16 at fp16 on GPUs without bf16).
+    ``to_dict()`` is the `gpuwise recommend --json` object."""
+
     workload: Workload
     method: str
     ranking_currency: str

@@ -26,6 +26,12 @@ Money = tuple[float, "str | None"]
 
 @dataclass(frozen=True)
 class Report:
+    """What ``build_report`` says of one log: what the job used (``usage``: peak memory, utilisation, per GPU
+    and per process), which cheaper catalog GPU would have held it and what that saves (``right_sizing``; None
+    without a GPU to compare against), the prediction against the measurement where the log records its
+    workload (``predicted_vs_measured``), and ``notes``/``warnings`` in words. ``to_dict()`` is the
+    `gpuwise report --json` object."""
+
     usage: UsageSummary
     right_sizing: RightSizing | None
     notes: tuple[str, ...]

@@ -35,6 +35,12 @@ STACK_PARAMS = ("layout_transpose_factor", "compile_fusion_rest")   # fitted apa
 
 @dataclass(frozen=True)
 class Calibration:
+    """The time model's end-to-end factors: ``params`` name -> value (``DEFAULTS`` names them, each a
+    dimensionless efficiency at most 1 but ``kernel_latency_s``, in seconds), with where they came from
+    (``source``) and when they were fitted (``date``, ISO). ``load_calibration()`` reads the shipped ones
+    (fitted on public measurements); ``predict_step_time(..., calibration=)`` takes another. Not the user's own
+    runs: those are ``gpuwise.calibrate``'s correction, applied on top."""
+
     params: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULTS))
     source: str = "priors (not fitted)"
     date: str = ""

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from gpuwise.catalog.model import GPU, not_a_gpu
 from gpuwise.catalog.topology import Topology
 from gpuwise.runtime.calibration import Calibration, load_calibration
 from gpuwise.runtime.classify import CLASSES, VIEW
@@ -127,7 +128,7 @@ def fuse_for_compile(times: list[OpTime], rest: float = 0.0) -> list[OpTime]:
 
 
 def predict_step_time(
-    trace: Trace, gpu, *, count: int = 1, calibration: Calibration | None = None,
+    trace: Trace, gpu: GPU, *, count: int = 1, calibration: Calibration | None = None,
     topology: Topology | None = None, workload: Workload | None = None,
 ) -> StepTime:
     """Predicted time of one optimizer step of ``trace.workload`` on ``count`` GPUs like ``gpu``.
@@ -139,6 +140,8 @@ def predict_step_time(
     ``workload``: the job (accumulation, sharding, stack) when it is not the trace's own (a trace is one
     micro-step, shared by every job that traces alike); None: ``trace.workload``.
     """
+    if (why := not_a_gpu(gpu)) is not None:
+        raise RuntimeError_(why)
     if count < 1:
         raise RuntimeError_(f"GPU count must be at least 1, got {count}")
     cal = calibration or load_calibration()

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
+from typing import Any, Protocol
 
 from gpuwise.errors import did_you_mean
 from gpuwise.workload.errors import WorkloadError
@@ -11,7 +13,7 @@ from gpuwise.workload.factory_signature import factory_input_sizes, factory_sign
 from gpuwise.workload.llm_config import request_rate_refusal
 from gpuwise.workload.parallelism import offload_optimizer_refusal
 from gpuwise.workload.precision import NAMES as PRECISIONS
-from gpuwise.workload.precision import Precision, parse
+from gpuwise.workload.precision import Precision, default_for_model, parse
 from gpuwise.workload.specs import DEFAULT_SEQ_LEN, feeds_images, input_kind
 
 DEFAULT_OPTIMIZER = "adamw"   # what a job without --optimizer is priced with (Hugging Face Trainer's default)
@@ -41,6 +43,21 @@ class Workload:
     ``batch_size * grad_accum_steps * num_gpus``. ``seq_len``/``image_size`` of None mean the
     model's default input (224 px for vision models, 128 tokens for text models, a model factory's own
     defaults: ``with_factory_sizes`` writes those in).
+
+    ``model`` is a spec string: ``"torchvision:resnet50"``, ``"timm:vit_base_patch16_224"``,
+    ``"hf:Qwen/Qwen2.5-7B"`` or ``"file.py:factory"``. ``lora_targets`` is a tuple of module names (a
+    string is split on commas, as ``--lora-targets`` is).
+
+    Precision: a Workload built in Python runs at ``precision`` as given, **fp32** when none is given.
+    The CLI instead applies the one default rule when ``--precision`` is not given (decoder LLMs at their
+    checkpoint's half precision, LoRA/QLoRA at amp-bf16, else fp32; docs/precision.md): to get the same
+    job in Python, pass the workload through ``with_default_precision`` (the CLI calls that very method)::
+
+        w = Workload("hf:Qwen/Qwen2.5-7B", finetune="lora", seq_len=2048, batch_size=2).with_default_precision()
+        w.precision, w.precision_default    # ("amp-bf16", True)
+
+    ``to_dict`` / ``from_dict`` round-trip through JSON: ``Workload.from_dict(json.loads(json.dumps(w.to_dict())))
+    == w``.
     """
 
     model: str
@@ -89,6 +106,10 @@ class Workload:
         return f"{self.optimizer} (the default; --optimizer to choose)" if self.optimizer_default else self.optimizer
 
     def __post_init__(self) -> None:
+        if not isinstance(self.model, str):
+            raise WorkloadError(f"model must be a spec string such as \"torchvision:resnet50\", \"hf:Qwen/Qwen2.5-7B\" "
+                                f"or \"file.py:factory\"; got {type(self.model).__name__}")
+        object.__setattr__(self, "lora_targets", lora_targets_of(self.lora_targets))
         if self.engine is None:
             object.__setattr__(self, "engine", default_engine(self.request_rate_per_s))
             object.__setattr__(self, "engine_default", True)
@@ -245,13 +266,58 @@ class Workload:
         sizes = {k: v for k, v in factory_input_sizes(self.model).items() if getattr(self, k) is None}
         return self.with_(**sizes) if sizes else self
 
+    def with_default_precision(self, gpu: HasBf16 | None = None) -> "Workload":
+        """This job at the precision the one default rule picks when the user names none
+        (``gpuwise.workload.precision.default_for_model``: a decoder LLM's checkpoint half precision, bf16
+        autocast for LoRA/QLoRA, else fp32), marked ``precision_default=True`` so that a GPU without bf16 runs
+        its fp16 twin (``gpuwise.plan.profile.workload_on``). ``gpu``: a catalog GPU the job is for (a GPU
+        without bf16 gets the fp16 twin now); None: decided per GPU later. The CLI applies it to every job
+        given without ``--precision``; a precision set here is replaced."""
+        rule = default_for_model(self.model, finetune=self.finetune, mode=self.mode,
+                                 gpu_has_bf16=gpu.has_bf16 if gpu is not None else None)
+        return self.with_(precision=rule.name, precision_default=True)
+
     def with_(self, **changes) -> "Workload":
         return replace(self, **changes)
 
     def to_dict(self) -> dict:
+        """Every field, JSON-safe (``lora_targets`` a list); ``from_dict`` reads it back."""
         d = asdict(self)
         d["lora_targets"] = list(self.lora_targets)
         return d
+
+    @classmethod
+    def from_dict(cls, record: Mapping[str, Any]) -> "Workload":
+        """The Workload of a ``to_dict()`` record, e.g. read back from JSON or a run log (keys that are not
+        fields are ignored, so records of other gpuwise versions read); WorkloadError when invalid."""
+        if not isinstance(record.get("model"), str) or not record["model"]:
+            raise WorkloadError(f"the workload record names no model (model {str(record.get('model'))[:40]!r})")
+        for key, value in record.items():
+            if isinstance(value, bool) and key in ("batch_size", "seq_len", "image_size", "grad_accum_steps",
+                                                   "num_gpus"):
+                raise WorkloadError(f"the workload record's {key} is {value!r}, not a whole number")
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in record.items() if k in known})
+
+
+class HasBf16(Protocol):
+    """What ``Workload.with_default_precision`` reads of a GPU (a ``gpuwise.catalog.GPU``)."""
+
+    @property
+    def has_bf16(self) -> bool: ...
+
+
+def lora_targets_of(value: object) -> tuple[str, ...]:
+    """``--lora-targets`` as the job holds it: a tuple of module names. A string is split on commas
+    ("q_proj,v_proj"; spaces and empty names dropped), a list or tuple kept as a tuple, None is ``()``
+    (the method's default); WorkloadError for anything else."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return tuple(t.strip() for t in value.split(",") if t.strip())
+    if isinstance(value, (list, tuple)) and all(isinstance(t, str) for t in value):
+        return tuple(value)
+    raise WorkloadError(f"--lora-targets must be module names (\"q_proj,v_proj\" or a list of names), got {value!r}")
 
 
 def default_engine(request_rate_per_s: float | None) -> str:

@@ -13,6 +13,7 @@ by a kill (it writes in place, so ``resume_from_checkpoint=True`` can pick a hal
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from pathlib import Path
@@ -23,6 +24,8 @@ from transformers import TrainerCallback
 from gpuwise.guard.checkpoint import latest_sealed, seal_directory
 from gpuwise.guard.preemption import EXIT_RESTART, PreemptionHandler
 from gpuwise.runlog import RunLog
+
+log = logging.getLogger(__name__)    # under gpuwise.guard: "gpuwise.guard: …" on stderr where nothing is configured
 
 _LOGGED = {"loss": "loss", "learning_rate": "lr", "grad_norm": "grad_norm", "eval_loss": "eval_loss"}
 
@@ -90,5 +93,5 @@ def latest_verified_checkpoint(output_dir: str | os.PathLike, *, verbose: bool =
     ckpt, skipped = latest_sealed(output_dir)
     if verbose:
         for s in skipped:
-            print(f"gpuwise.guard: skipped {s.path.name}: {s.reason}", file=sys.stderr)
+            log.warning("skipped %s: %s", s.path.name, s.reason)
     return str(ckpt.path) if ckpt else None
