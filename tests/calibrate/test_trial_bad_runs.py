@@ -15,9 +15,9 @@ from gpuwise.calibrate.rows import PREDICTION_CEILING_FACTOR
 from gpuwise.calibrate.store import DAMAGED_SUFFIX, load
 from gpuwise.catalog import load_catalog, resolve_gpu
 from gpuwise.plan.profile import model_for
-from gpuwise.report.measured import workload_of
 from gpuwise.runtime.model import StepTime
 from gpuwise.runlog import read_train_metrics
+from gpuwise.workload import Workload
 from tests.calibrate.helpers import GPU_NAME, synthetic_log, write_model
 
 WORKLOAD = {"model": "torchvision:resnet18", "batch_size": 64, "precision": "amp-fp16", "optimizer": "adamw"}
@@ -38,7 +38,7 @@ def write_row(path, step_time_s, *, gpu="rtx-4090", gpu_name=GPU_NAME, workload=
 def shipped_4090_s():
     """The shipped model's step time of WORKLOAD on an RTX 4090, host issue time included (about 21 ms)."""
     gpu = resolve_gpu(load_catalog(user_file=False), "rtx-4090")
-    return model_for(workload_of(WORKLOAD)).estimate(gpu).time.step_time_s
+    return model_for(Workload.from_dict(WORKLOAD)).estimate(gpu).time.step_time_s
 
 
 def _one_line_refusal(r, before: bytes | None, *words):

@@ -12,7 +12,7 @@ from gpuwise.calibrate.fit import MAX_FACTOR, MIN_FACTOR, FitRow, GpuCalibration
 from gpuwise.calibrate.rows import ROOFLINE_FLOOR_SHARE, roofline_s
 from gpuwise.catalog import load_catalog, resolve_gpu
 from gpuwise.plan.profile import model_for
-from gpuwise.report.measured import workload_of
+from gpuwise.workload import Workload
 
 WORKLOAD = {"model": "torchvision:resnet18", "batch_size": 64, "precision": "amp-fp16", "optimizer": "momentum"}
 NAME_3090 = "NVIDIA GeForce RTX 3090"
@@ -33,7 +33,7 @@ def write_row(path, step_time_s, *, gpu="rtx-3090", gpu_name=NAME_3090, **figure
 def roof_3090_s():
     """The plain roofline of WORKLOAD on an RTX 3090 (about 16 ms; the shipped model predicts about 35 ms)."""
     gpu = resolve_gpu(load_catalog(user_file=False), "rtx-3090")
-    model = model_for(workload_of(WORKLOAD))
+    model = model_for(Workload.from_dict(WORKLOAD))
     return roofline_s(model, model.estimate(gpu, with_time=False).workload, gpu)
 
 

@@ -82,10 +82,17 @@ def test_lora_targets_as_a_string_are_split_on_commas_as_the_flag_is():
         Workload(**LORA, lora_targets=[1, 2])
 
 
-def test_report_reads_workload_records_with_the_public_reader():
-    from gpuwise.report import measured
+def test_workload_records_are_read_by_the_one_public_reader():
+    # was: report/measured.py's own workload_of, a second reader of Workload.to_dict() records
+    from pathlib import Path
 
-    assert measured.workload_of == Workload.from_dict
+    import gpuwise
+
+    src = Path(gpuwise.__file__).parent
+    readers = [p.name for p in src.rglob("*.py") if "workload_of" in p.read_text()]
+    assert not readers
+    users = {p.name for p in src.rglob("*.py") if "Workload.from_dict(" in p.read_text()}
+    assert {"predicted_vs_measured.py", "rows.py", "measure_json.py"} <= users
 
 
 def test_python_and_the_cli_estimate_the_same_job_without_a_precision(catalog, cli_json):

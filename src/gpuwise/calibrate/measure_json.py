@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from gpuwise.calibrate.errors import CalibrateError
 from gpuwise.errors import GpuwiseError
-from gpuwise.report.measured import Measurement, workload_of
+from gpuwise.report.measured import Measurement
+from gpuwise.workload import Workload
 
 
 def is_measure_json(doc: object) -> bool:
@@ -23,7 +24,7 @@ def measurements_from_measure_json(doc: dict, source: str) -> list[Measurement]:
             continue
         where = f"{source} [{row.get('id', '?')}]"
         try:
-            workload = workload_of(row["workload"]).to_dict()
+            workload = Workload.from_dict(row["workload"]).to_dict()
         except (GpuwiseError, KeyError, TypeError) as exc:
             raise CalibrateError(f"{where}: unreadable workload ({str(exc)[:150]})") from None
         out.append(Measurement(

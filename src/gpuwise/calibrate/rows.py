@@ -18,7 +18,7 @@ from gpuwise.plan.profile import WorkloadModel, model_for
 from gpuwise.runtime.predict import roofline_step_s
 from gpuwise.runtime.rates import peak_flops_per_s
 from gpuwise.runtime.stack import Stack
-from gpuwise.report.measured import MIN_TIMED_STEPS, WARMUP_STEPS, Measurement, workload_of
+from gpuwise.report.measured import MIN_TIMED_STEPS, WARMUP_STEPS, Measurement
 from gpuwise.report.rightsize import resolve_rented
 from gpuwise.workload import Workload
 
@@ -126,7 +126,7 @@ def fit_row(m: Measurement, gpu: GPU, progress: Callable[[str], None] | None = N
     """The shipped model's prediction (never an earlier calibration) beside what ``m`` measured."""
     check_usable(m)
     try:
-        workload = workload_of(m.workload)
+        workload = Workload.from_dict(m.workload)
         model = model_for(workload, progress)
         est = model.estimate(gpu, count=workload.num_gpus)   # no correction: shipped
     except (GpuwiseError, TypeError, ValueError) as exc:

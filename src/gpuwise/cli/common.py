@@ -185,11 +185,10 @@ def build_workload(
     precision_default: bool = False,
     optimizer_default: bool = False,
 ) -> Workload:
-    targets = tuple(t.strip() for t in lora_targets.split(",") if t.strip()) if lora_targets else ()
     return Workload(
         model=model, batch_size=batch_size, seq_len=seq_len, image_size=image_size, precision=precision,
         optimizer=optimizer, mode=mode, grad_checkpointing=grad_checkpointing, channels_last=channels_last,
-        grad_accum_steps=grad_accum, finetune=finetune, lora_rank=lora_rank, lora_targets=targets, quant=quant,
+        grad_accum_steps=grad_accum, finetune=finetune, lora_rank=lora_rank, lora_targets=lora_targets or (), quant=quant,
         max_new_tokens=max_new_tokens, num_gpus=num_gpus, sharding=sharding, offload=offload,
         attention=attention, compile=compile, optimizer_impl=optimizer_impl, keep_grads=keep_grads,
         input_rate=input_rate, cpu_workers=cpu_workers, engine=engine, request_rate_per_s=request_rate,

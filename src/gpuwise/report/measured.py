@@ -66,11 +66,6 @@ class Measurement:
         return d
 
 
-# The reader of a ``Workload.to_dict()`` record has one home, ``Workload.from_dict``; this name stays for the
-# callers (calibrate) that import it from here.
-workload_of = Workload.from_dict
-
-
 def median_step_time_s(step_times_s: list[float]) -> tuple[float | None, int]:
     """(median after the warm-up steps, steps timed); None when fewer than MIN_TIMED_STEPS remain."""
     timed = [t for t in step_times_s[WARMUP_STEPS:] if t is not None and t > 0]

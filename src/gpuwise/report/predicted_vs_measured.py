@@ -15,7 +15,7 @@ from gpuwise.errors import GpuwiseError
 from gpuwise.plan import accuracy
 from gpuwise.plan.profile import model_for
 from gpuwise.plan.scaling import PREDICTED_METHOD, TimeScaling, time_scaling
-from gpuwise.report.measured import PRIVATE_MODEL, Measurement, measurement_from, public_model, workload_of
+from gpuwise.report.measured import PRIVATE_MODEL, Measurement, measurement_from, public_model
 from gpuwise.report.rightsize import TIME_NOTE
 from gpuwise.report.sources import UsageLog
 from gpuwise.report.usage import summarize
@@ -113,7 +113,7 @@ def measured_against_prediction(
                 notes.append("the run log's workload names a local model file: pass --model SPEC (with the same "
                              "workload options) to compare the run with gpuwise's prediction")
                 return None, scaling or recorded_precision_scaling(measured, notes)
-            workload = workload_of(measured.workload)
+            workload = Workload.from_dict(measured.workload)
         if workload is None or rented is None:    # no GPU to compare on, nor to scale from
             return None, scaling or (recorded_precision_scaling(measured, notes) if workload is None else None)
         comparison = compare(measured, rented, workload, correction=correction)   # traces now: a workload that fails, fails here
