@@ -90,6 +90,16 @@ def test_estimate_on_a_mig_slice_fits_its_memory_and_times_its_share(cli_json):
     assert part["time"]["step_time_s"] > 2 * whole["time"]["step_time_s"]
 
 
+def test_a_traced_step_on_a_mig_slice_gets_no_held_out_range(cli_json):
+    # was: the whole GPUs' held-out range ("likely ... (8 in 10 held-out public runs)") on a slice no run measured
+    job = ["estimate", "torchvision:resnet18", "--batch-size", "8", "--image-size", "64", "--json"]
+    part = cli_json([*job, "--gpu", "NVIDIA A100-SXM4-40GB MIG 3g.20gb"])
+    assert part["time"]["regime"] == "mig"
+    assert part["time"]["likely_step_time_range_s"] is None
+    assert "MIG slice" in part["time"]["likely_range_note"]
+    assert cli_json([*job, "--gpu", "a100-40gb-sxm4"])["time"]["regime"] != "mig"
+
+
 # --- 5. the A10G's own fp32 ------------------------------------------------------------------------------------
 
 def test_a10g_fp32_is_its_cores_times_two_times_its_boost_clock_and_not_below_tf32():

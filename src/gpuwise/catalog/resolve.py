@@ -174,6 +174,11 @@ def slice_gpu(gpu: GPU, mig: MigSlice) -> GPU:
     )
 
 
+def is_mig_slice(gpu: GPU) -> bool:
+    """Whether ``gpu`` is a MIG slice made by :func:`slice_gpu` (its id, "<gpu id>-mig-<profile>")."""
+    return "-mig-" in gpu.id
+
+
 def lookup_gpu(index: dict[str, GPU], name: str, *, otherwise: str | None = None) -> GPU:
     """:func:`resolve_gpu` over a :func:`name_index` (the catalog loader's, while it reads offers);
     ``otherwise`` replaces the hint of an unknown name that resembles none."""

@@ -25,13 +25,14 @@ from importlib import resources
 # What kind of step a prediction is (runtime/predict.py decides; "llm": the closed form of plan/llm;
 # "generation": a traced decoder generating, plan/generation: its traced prefill and the closed form's decode).
 REGIMES = ("large-batch", "small-batch", "multi-gpu", "compiled", "llm", "generation", "data-dependent",
-           "rnn")
+           "rnn", "mig")
 REGIME_WORDS = {"large-batch": "a single-GPU eager step",
                 "small-batch": "a small-batch step, the host's issue time at least half the GPU's",
                 "multi-gpu": "a multi-GPU step", "compiled": "a torch.compile step", "llm": "the LLM closed form",
                 "generation": "generation by a traced decoder: the closed form's decode steps",
                 "data-dependent": "a step with data-dependent ops (routing, nonzero) traced at their upper bound",
-                "rnn": "a step with LSTM / GRU layers (cuDNN's fused RNN, timed from its structure)"}
+                "rnn": "a step with LSTM / GRU layers (cuDNN's fused RNN, timed from its structure)",
+                "mig": "a step on a MIG slice (the whole GPU's specs scaled to the slice)"}
 MIN_CASES = 10   # fewer held-out runs than this give no range: a 10-80% band needs more than a handful
 
 

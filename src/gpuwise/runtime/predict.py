@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from gpuwise.catalog.model import GPU, not_a_gpu
+from gpuwise.catalog.resolve import is_mig_slice
 from gpuwise.catalog.topology import Topology
 from gpuwise.runtime.calibration import Calibration, load_calibration
 from gpuwise.runtime.classify import CLASSES, VIEW
@@ -242,6 +243,8 @@ def predict_step_time(
         regime = "data-dependent"
     elif getattr(trace, "rnn_modules", 0):          # LSTM / GRU: cuDNN's fused RNN, no measured run
         regime = "rnn"
+    elif is_mig_slice(gpu):                          # a slice's rates scaled from the whole GPU's: no measured run
+        regime = "mig"
     elif host_total >= SMALL_BATCH_HOST_SHARE * device_total:
         regime = "small-batch"
     else:
