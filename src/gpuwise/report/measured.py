@@ -21,7 +21,6 @@ from gpuwise.report.errors import ReportError
 from gpuwise.report.sources import UsageLog, load_usage_log
 from gpuwise.report.usage import summarize
 from gpuwise.runlog import RunLogError, read_train_metrics
-from gpuwise.workload import Workload
 
 WARMUP_STEPS = 5        # the first optimizer steps (allocator growth, cuDNN autotuning, lazy init) are not timed
 MIN_TIMED_STEPS = 3     # fewer timed steps than this: no step time
