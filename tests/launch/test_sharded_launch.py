@@ -138,3 +138,23 @@ def test_the_skypilot_loop_gives_each_start_a_run_log_of_its_own(cat, tmp_path):
 
     logs = sorted(tmp_path.glob("gpuwise-run-*.db"))
     assert len(logs) == 2 and sorted(read_meta(p)["exit_code"] for p in logs) == ["0", "75"]
+
+
+@pytest.mark.parametrize("optimizer, expected", [
+    ("adamw", "optimizer=deepspeed.ops.adam.DeepSpeedCPUAdam(model.parameters(), lr=...)"),
+    ("adam", "optimizer=deepspeed.ops.adam.DeepSpeedCPUAdam(model.parameters(), lr=..., adamw_mode=False)"),
+    ("lion", "optimizer=deepspeed.ops.lion.DeepSpeedCPULion(model.parameters(), lr=...)"),
+])
+def test_under_zero_offload_the_note_names_deepspeeds_cpu_optimizer(cat, optimizer, expected):
+    # DeepSpeed raises ZeRORuntimeException for a client torch optimizer under ZeRO-Offload
+    # (zero_force_ds_cpu_optimizer, true by default): the note said "optimizer=...", the script's own
+    w = Workload(LLAMA, finetune="full", precision="amp-bf16", sharding="zero2", offload="optimizer",
+                 optimizer=optimizer, num_gpus=4, seq_len=2048)
+    note = next(n for n in _plan(cat, w, _option(4, "autodl")).notes if "DeepSpeed ZeRO-2" in n)
+    assert expected in note
+    assert "accelerate swaps its optimizer for DeepSpeed's CPU one" in note
+    # without offload the script's own optimizer is fine, and nothing is said of a CPU one
+    plain = next(n for n in _plan(cat, Workload(LLAMA, finetune="full", precision="amp-bf16", sharding="zero2",
+                                                optimizer=optimizer, num_gpus=4, seq_len=2048),
+                                  _option(4, "autodl")).notes if "DeepSpeed ZeRO-2" in n)
+    assert "optimizer=..., config=" in plain and "DeepSpeedCPU" not in plain

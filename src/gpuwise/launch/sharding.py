@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from gpuwise.workload.parallelism import effective_sharding
+from gpuwise.workload.parallelism import ZERO_OFFLOAD_CPU_OPTIMIZERS, effective_sharding
 
 ENV_SHARDING = "GPUWISE_SHARDING"            # ddp never set: zero1, zero2, zero3 or fsdp
 ENV_OFFLOAD = "GPUWISE_OFFLOAD"              # optimizer or params (set only when offloading)
@@ -34,12 +34,14 @@ _PARTITIONED = {1: "optimizer state", 2: "optimizer state and gradients",
 @dataclass(frozen=True)
 class ShardingSetup:
     """``sharding``: zero1, zero2, zero3 or fsdp, as priced; ``offload``: none, optimizer or params;
-    ``half``: the 16-bit type the step computes in ("bf16", "fp16" or None); ``gpus``: the world size."""
+    ``half``: the 16-bit type the step computes in ("bf16", "fp16" or None); ``gpus``: the world size;
+    ``optimizer``: the workload's ``--optimizer`` (under ZeRO-Offload, which DeepSpeed CPU optimizer to build)."""
 
     sharding: str
     offload: str
     half: str | None
     gpus: int
+    optimizer: str = "adamw"
 
     @classmethod
     def of(cls, workload, gpus: int, *, closed_form: bool = True) -> "ShardingSetup | None":
@@ -50,7 +52,7 @@ class ShardingSetup:
         sharding = effective_sharding(workload) if closed_form else workload.sharding
         if sharding == "ddp":
             return None
-        return cls(sharding, offload, workload.precision_value.half, gpus)
+        return cls(sharding, offload, workload.precision_value.half, gpus, workload.optimizer)
 
     @property
     def zero_stage(self) -> int | None:
@@ -69,7 +71,8 @@ class ShardingSetup:
     def deepspeed_config(self, batch=None) -> dict | None:
         """A minimal DeepSpeed config of what is priced (None for FSDP): the ZeRO stage, CPU offload, the
         16-bit mode, and the batch split (``batch``: a :class:`gpuwise.launch.plan.BatchSplit`) where known.
-        The optimizer stays the script's own (DeepSpeed takes the one passed to ``initialize``)."""
+        The optimizer stays the script's own (DeepSpeed takes the one passed to ``initialize``; under ZeRO-Offload
+        it must be DeepSpeed's CPU optimizer, which ``note`` names)."""
         if self.zero_stage is None:
             return None
         config: dict = {}
@@ -110,8 +113,25 @@ class ShardingSetup:
         return (f"the plan is priced on DeepSpeed ZeRO-{self.zero_stage}{over(_PARTITIONED[self.zero_stage])}"
                 f"{offload}, not on plain DDP: your command must run under DeepSpeed "
                 f"with the config written beside it, {DEEPSPEED_CONFIG_FILE} (${ENV_DEEPSPEED_CONFIG}): "
-                f"deepspeed.initialize(model=..., optimizer=..., config=os.environ['{ENV_DEEPSPEED_CONFIG}']), or the "
-                f"HF Trainer's --deepspeed {DEEPSPEED_CONFIG_FILE}; torchrun only starts the processes")
+                f"deepspeed.initialize(model=..., optimizer={self._initialize_optimizer()}, "
+                f"config=os.environ['{ENV_DEEPSPEED_CONFIG}']), or the HF Trainer's --deepspeed {DEEPSPEED_CONFIG_FILE}"
+                f"{self._trainer_offload_remark()}; torchrun only starts the processes")
+
+    def _initialize_optimizer(self) -> str:
+        """What ``deepspeed.initialize`` must be given as ``optimizer=``: the script's own, except under
+        ZeRO-Offload, where DeepSpeed raises ZeRORuntimeException for any client optimizer that is not its CPU one
+        (``zero_force_ds_cpu_optimizer``, true by default: deepspeed/runtime/engine.py ``_configure_optimizer``)."""
+        if self.offload == "none":
+            return "..."
+        cpu_class = ZERO_OFFLOAD_CPU_OPTIMIZERS.get(self.optimizer, "DeepSpeedCPUAdam")
+        module = "lion" if cpu_class == "DeepSpeedCPULion" else "adam"
+        mode = ", adamw_mode=False" if self.optimizer == "adam" else ""
+        return f"deepspeed.ops.{module}.{cpu_class}(model.parameters(), lr=...{mode})"
+
+    def _trainer_offload_remark(self) -> str:
+        """Under ZeRO-Offload the HF Trainer needs nothing more: accelerate swaps its torch optimizer for
+        DeepSpeed's CPU one (``map_pytorch_optim_to_deepspeed``)."""
+        return "" if self.offload == "none" else " (accelerate swaps its optimizer for DeepSpeed's CPU one)"
 
 
 def write_files_lines(files: dict[str, str]) -> list[str]:
