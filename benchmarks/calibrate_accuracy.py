@@ -32,6 +32,7 @@ from gpuwise.runtime import predict_step_time
 
 MIN_CASES = 4
 SET = "calibrate: leave-one-out within a stack"
+CARRIED_SET = "calibrate: carried to another GPU"   # benchmarks/README.md, fifteenth session
 # time_accuracy's held-out splits whose rows the shipped column reads (time_cases.split_of's labels).
 TIME_SETS = {"test": "time end-to-end: test side", "wider": "time end-to-end: wider set"}
 SHIPPED, FITTED_ROOFLINE = "shipped model", "roofline x one constant of the other runs"
@@ -83,7 +84,10 @@ def main() -> None:
                         "err_one_run_same_family": statistics.median(one_same) if one_same else None,
                         "err_all_other_runs": case.error, "err_roofline_075": case.baseline_error(ROOFLINE_075),
                         "err_roofline_fitted": case.baseline_error(FITTED_ROOFLINE)})
+    carried = _carried_cases(stacks)
     record_scoring(SET)
+    if carried:
+        record_scoring(CARRIED_SET)
     for split, name in TIME_SETS.items():
         if any(c.split == split for _, c in scored):
             record_scoring(name)
@@ -121,9 +125,56 @@ def main() -> None:
         by_stack[r["stack"]].append(r)
     lines += [f"| {stack} | {len(rows)} | {summarize_col(rows, 'err_one_run')} | "
               f"{summarize_col(rows, 'err_one_run_same_family')} |" for stack, rows in by_stack.items()]
+    lines += _carried_lines(carried)
     lines += ["", "Per case: [calibrate_cases.csv](calibrate_cases.csv)."]
-    write_results("calibrate_accuracy", lines, {"set": SET, "cases": cases})
+    write_results("calibrate_accuracy", lines, {"set": SET, "cases": cases,
+                                                "carried": {"set": CARRIED_SET, "cases": [c for _, c in carried]}})
     print("\n".join(lines))
+
+
+def _carried_cases(stacks) -> list[tuple[str, Case]]:
+    """Every case of a stack S@B predicted by the calibration fitted on all runs of S@A, for every other GPU A of
+    the same source with at least ``MIN_CASES`` runs (what a user who calibrated on A sees on B: the GPU without
+    a calibration carries A's, ``calibrate.apply.carried_calibration``). Baselines: the shipped model on B, the
+    roofline / 0.75 and the roofline times the one constant of S@A's runs."""
+    out = []
+    for (source, gpu_a), runs_a in sorted(stacks.items()):
+        if len(runs_a) < MIN_CASES:
+            continue
+        cal = fit_gpu(gpu_a, [r for _, r, *_ in runs_a])
+        constant = statistics.median(r.measured_step_time_s / roof for _, r, _, roof, _ in runs_a)
+        for (source_b, gpu_b), runs_b in sorted(stacks.items()):
+            if source_b != source or gpu_b == gpu_a:
+                continue
+            for name, held, _family, roof_s, split in runs_b:
+                out.append((f"{source}: {gpu_a} -> {gpu_b}", Case(
+                    name, CARRIED_SET, split, cal.step_time_s(held), held.measured_step_time_s, "s",
+                    {SHIPPED: held.predicted_step_time_s, ROOFLINE: roof_s, ROOFLINE_075: roof_s / 0.75,
+                     FITTED_ROOFLINE: roof_s * constant})))
+    return out
+
+
+def _carried_lines(carried: list[tuple[str, Case]]) -> list[str]:
+    if not carried:
+        return []
+    cases = [c for _, c in carried]
+    variants = (SHIPPED, ROOFLINE_075, FITTED_ROOFLINE)
+    by_source = defaultdict(list)
+    for pair, c in carried:
+        by_source[pair.split(":")[0]].append(c)
+    return ["", "## Carried to another GPU (calibrated on all runs of one GPU, predicting the same source's runs on "
+            "another)", "",
+            f"Protocol: benchmarks/README.md, fifteenth session ({scored_words(CARRIED_SET)}). Each (source, GPU A, "
+            f"GPU B) with ≥ {MIN_CASES} runs on A: the calibration fitted on all of A's runs predicts each run on B, "
+            "as `estimate` does for a GPU without a calibration of its own. Pooled over "
+            f"{len({p for p, _ in carried})} pairs of GPUs.", "",
+            "| rows | cases | carried calibration | " + " | ".join(variants) + " |",
+            "|---|---|---|" + "---|" * len(variants),
+            comparison_row("all pairs", cases, variants),
+            *[comparison_row(source, cs, variants) for source, cs in sorted(by_source.items())], "",
+            verdict(cases, SHIPPED, "the carried calibration"),
+            verdict(cases, ROOFLINE_075, "the carried calibration"),
+            verdict(cases, FITTED_ROOFLINE, "the carried calibration")]
 
 
 def summarize_col(rows: list[dict], key: str) -> str:

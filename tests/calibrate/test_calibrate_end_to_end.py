@@ -139,12 +139,27 @@ def test_calibrated_estimate_lands_on_the_measurement_and_other_workloads_move_b
     assert other["time"]["step_time_s"] == pytest.approx(expected, rel=1e-9)
     assert other["time"]["step_time_s"] != pytest.approx(shipped["time"]["step_time_s"], rel=0.05)
     assert sum(other["time"]["by_class_s"].values()) == pytest.approx(other["time"]["compute_s"], rel=1e-9)
-    # another GPU keeps the shipped model; `--gpu all` says which rows are calibrated
+    # another GPU carries the calibration's step-time correction (was: the shipped model, so a comparison across
+    # GPUs set the user's stack on the 4090 against the shipped model everywhere else); its memory stays shipped
     a100 = _estimate(gpuwise, spec, "--gpu", "a100-40gb-sxm4")
-    assert a100["calibration"] is None
-    rows = {r["gpu"]: r for r in _estimate(gpuwise, spec, "--gpu", "all")["per_gpu"]}
-    assert rows["rtx-4090"]["calibration"] == after["calibration"] and rows["a100-40gb-sxm4"]["calibration"] is None
+    a100_shipped = _estimate(gpuwise, spec, "--gpu", "a100-40gb-sxm4", "--no-user-calibration")
+    assert a100["calibration"].startswith("carried to a100-40gb-sxm4, which none of your runs measured: "
+                                          "calibrated with 1 of your runs on rtx-4090: scaled ")
+    assert a100["calibration_carried_from"] == "rtx-4090" and after["calibration_carried_from"] is None
+    a100_gpu = resolve_gpu(load_catalog(None), "a100-40gb-sxm4")
+    by_class = a100_shipped["time"]["by_class_s"]
+    expected = (cal.compose(by_class, a100_shipped["time"]["host_s"], lambda c: class_key(c, "fp32", a100_gpu)).compute_s
+                + a100_shipped["time"]["step_time_s"] - sum(by_class.values()))
+    assert a100["time"]["step_time_s"] == pytest.approx(expected, rel=1e-9)
+    assert a100["memory"] == a100_shipped["memory"]
+    all_gpus = _estimate(gpuwise, spec, "--gpu", "all")
+    rows = {r["gpu"]: r for r in all_gpus["per_gpu"]}
+    assert rows["rtx-4090"]["calibration"] == after["calibration"]
+    assert rows["a100-40gb-sxm4"]["calibration_carried_from"] == "rtx-4090"
     assert rows["rtx-4090"]["step_time_s"] == pytest.approx(after["time"]["step_time_s"])
+    assert all_gpus["calibrated_gpus"] == ["rtx-4090"]          # its own runs: the carried rows are not listed
+    # the cut-down card is never faster than the one the runs measured (was 0.71x of it with a 1.5x calibration)
+    assert rows["rtx-4090d"]["step_time_s"] >= rows["rtx-4090"]["step_time_s"] * (1 - 1e-6)   # host-bound: equal
 
     # recommend and report apply it too, and say so
     rec = json.loads(gpuwise("recommend", spec, "--batch-size", "16", "--precision", "fp32", "--steps", "100",

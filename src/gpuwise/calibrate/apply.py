@@ -9,6 +9,13 @@ moves by the stack's offset when one was measured. Only classes the runs gave ev
 (``fit`` module docstring); ``describe`` says which, from how many runs, and warns when most of the job's
 step lies in classes the runs never carried. ``correction`` is what the CLI passes to
 ``plan.profile.model_for``: every estimate of that model is corrected, no other.
+
+A GPU without a calibration of its own carries the step-time correction of the one with the most runs
+(``carried_calibration``): a comparison across GPUs (recommend's ranking, estimate ``--gpu all``, report's
+right-sizing) would otherwise set the user's stack, measured on one GPU, against the shipped model on every
+other, and rank a cut-down card ahead of the one measured. Memory is not carried (a CUDA context is the GPU's
+and the driver's). How far a carried calibration helps is measured, not assumed: benchmarks/README.md,
+fifteenth session.
 """
 
 from __future__ import annotations
@@ -96,13 +103,35 @@ def corrected(est: Estimate, cal: GpuCalibration) -> Estimate:
     return replace(est, time=time, memory=corrected_memory(est.memory, cal), calibration=describe(est.time, cal, *on))
 
 
-def correction(calibrations: Mapping[str, GpuCalibration]) -> Callable[[Estimate], Estimate] | None:
-    """Estimate -> Estimate, corrected where the GPU has a calibration (None when there is none at all)."""
+def carried(est: Estimate, cal: GpuCalibration) -> Estimate:
+    """``est`` on a GPU with no calibration of its own under ``cal``'s step-time correction (memory as shipped)."""
+    if est.time is None:
+        return est
+    on = (est.workload.precision, est.gpu)
+    text = f"carried to {est.gpu.id}, which none of your runs measured: {describe(est.time, cal, *on)}"
+    return replace(est, time=corrected_time(est.time, cal, *on), calibration=text,
+                   calibration_carried_from=cal.gpu)
+
+
+def carried_calibration(calibrations: Mapping[str, GpuCalibration]) -> GpuCalibration | None:
+    """The calibration a GPU without one carries: the one fitted on the most runs (then the newest fit, then the
+    GPU id, so the choice never depends on the file's order); None without any."""
     if not calibrations:
+        return None
+    return max(calibrations.values(), key=lambda c: (len(c.runs), c.fitted, c.gpu))
+
+
+def correction(calibrations: Mapping[str, GpuCalibration]) -> Callable[[Estimate], Estimate] | None:
+    """Estimate -> Estimate: corrected by the GPU's own calibration, or carrying ``carried_calibration``'s where
+    it has none (None when there is no calibration at all)."""
+    fallback = carried_calibration(calibrations)
+    if fallback is None:
         return None
 
     def correct(est: Estimate) -> Estimate:
-        cal = calibrations.get(est.gpu.id) if est.gpu is not None else None
-        return est if cal is None else corrected(est, cal)
+        if est.gpu is None:
+            return est
+        own = calibrations.get(est.gpu.id)
+        return corrected(est, own) if own is not None else carried(est, fallback)
 
     return correct

@@ -98,14 +98,19 @@ def estimate(
 
 
 def calibrated_gpus(out: dict) -> list[str]:
-    """The GPUs whose figures in the answer are calibrated by the user's runs (`gpuwise calibrate`): the one
-    GPU's, or, with --gpu all, each row's that carries a calibration. The JSON's ``calibrated_gpus``."""
+    """The GPUs whose figures in the answer are calibrated by the user's runs on them (`gpuwise calibrate`): the
+    one GPU's, or, with --gpu all, each row's with a calibration of its own (not one carried from another GPU).
+    The JSON's ``calibrated_gpus``."""
+    def own(d: dict) -> bool:
+        return bool(d.get("calibration")) and not d.get("calibration_carried_from")
+
     if out.get("per_gpu"):
-        return [row["gpu"] for row in out["per_gpu"] if row.get("calibration")]
-    return [out["gpu"]] if out.get("gpu") and out.get("calibration") else []
+        return [row["gpu"] for row in out["per_gpu"] if own(row)]
+    return [out["gpu"]] if out.get("gpu") and own(out) else []
 
 
 CALIBRATED_MARK = "*"     # after a calibrated GPU's id in the --gpu all table; the footnote says with what
+CARRIED_MARK = "+"        # after the id of a GPU that carries another GPU's calibration; one footnote for them all
 
 
 def _check_plot(path: str, workload) -> None:
@@ -223,7 +228,8 @@ def _render(out: dict, est) -> None:
         # a GPU the job cannot run on says why in its fits column ("no bf16"), below those it can run on
         for row in sorted(out["per_gpu"],
                           key=lambda r: (bool(r["cannot_run"]), not r["fits"], r["step_time_s"] or 1e18)):
-            mark = f" {CALIBRATED_MARK}" if row.get("calibration") else ""
+            mark = (f" {CARRIED_MARK}" if row.get("calibration_carried_from") else
+                    f" {CALIBRATED_MARK}" if row.get("calibration") else "")
             grid.add_row(for_console(row["gpu"]) + mark, format_bytes(row["memory_bytes"]),
                          format_bytes(row["peak_total_bytes"]),
                          f"[red]{_why_not_short(row['cannot_run'])}[/]" if row["cannot_run"] else
@@ -234,9 +240,13 @@ def _render(out: dict, est) -> None:
         con.print(c.fit_to_console(grid))
         con.print()       # the line the box's edge gave: the table apart from the notes
         for row in out["per_gpu"]:
-            if row.get("calibration"):
+            if row.get("calibration") and not row.get("calibration_carried_from"):
                 con.print(f"[cyan]{CALIBRATED_MARK} {escape(row['calibration'])}[/] (gpuwise calibrate; "
                           "--no-user-calibration for the shipped model)")
+        carried_from = sorted({r["calibration_carried_from"] for r in out["per_gpu"] if r.get("calibration_carried_from")})
+        if carried_from:
+            con.print(f"[cyan]{CARRIED_MARK} none of your runs measured these GPUs: their step times carry the "
+                      f"calibration of your runs on {', '.join(carried_from)} (memory as shipped)[/]")
         twins = {r["gpu"]: r["precision"] for r in out["per_gpu"] if r["precision"] != w.precision}
         if twins:
             con.print(f"[yellow]no bf16 on {', '.join(sorted(twins))}: at {next(iter(twins.values()))} there, the "

@@ -144,6 +144,7 @@ def recommend(
         for o, d in zip(rec.options, answer["options"]):
             d["likely_time_range_s"] = likely_job_time_range_s(o, rec.method)
         c.print_json({**answer, "user_calibration": [cal.summary for cal in calibrated],
+                      "user_calibration_carried_from": _carried_from(calibrated),
                       "time_accuracy": accuracy.to_dict() if accuracy is not None else None,
                       **({"launch": launch} if launch else {})})
     elif launch:
@@ -161,9 +162,21 @@ def recommend(
     for cal in calibrated:     # memory only where its runs measured it (GpuCalibration.scope)
         c.console.print(f"[dim]{escape(cal.scope.capitalize())} {escape(cal.summary)} "
                         "(--no-user-calibration: the shipped model).[/]")
+    if carried := _carried_from(calibrated):
+        c.console.print(f"[dim]Step times on every other GPU carry the calibration of your runs on {carried} "
+                        "(memory as shipped there).[/]")
     if plot:
         plot_recommendation(rec, plot, constraints.deadline_s)
         c.console.print(f"[dim]plot written to {escape(plot)}[/]")
+
+
+def _carried_from(calibrated) -> str | None:
+    """The GPU whose calibration the GPUs without one carry (``calibrate.apply.carried_calibration``)."""
+    if not calibrated:
+        return None
+    from gpuwise.calibrate.apply import carried_calibration
+
+    return carried_calibration({cal.gpu: cal for cal in calibrated}).gpu
 
 
 def _resolve_gpu(cat, name: str):

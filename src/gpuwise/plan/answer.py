@@ -61,6 +61,7 @@ def _row(e, headroom_fraction: float, method: str) -> dict:
     return {"gpu": e.gpu.id, "memory_bytes": e.gpu.visible_memory_bytes, "peak_total_bytes": e.memory.total_upper_bytes,
             "fits": fit.fits, "spare_bytes": fit.spare_bytes,
             "cannot_run": cannot_run(e.workload, e.gpu), "calibration": e.calibration,
+            "calibration_carried_from": e.calibration_carried_from,
             "precision": e.workload.precision, **_timed(e, method)}
 
 
@@ -123,6 +124,7 @@ def estimate_answer(
         "workload": est.workload.to_dict(),
         "method": model.method,
         "calibration": est.calibration,
+        "calibration_carried_from": est.calibration_carried_from,
         "time_accuracy": accuracy.to_dict() if accuracy is not None else None,
         "memory": est.memory.to_dict(),
         # host RAM: what --offload keeps there (all GPUs together), what a paged optimizer may move there

@@ -70,6 +70,7 @@ class Estimate:
     time: StepTime | None
     inference: object | None = None   # gpuwise.plan.llm.InferenceEstimate, for LLM serving
     calibration: str | None = None    # "calibrated with 3 of your runs on rtx-4090"; None: the shipped model
+    calibration_carried_from: str | None = None  # the GPU whose calibration this one carries (none of its own)
     cpu_offload_bytes: int = 0        # --offload: host RAM the offloaded state takes, all GPUs together (LLMs)
     spillable_bytes: int = 0          # paged optimizer state that may move to CPU RAM under pressure, per GPU
 
@@ -92,6 +93,7 @@ class Estimate:
             "inference": self.inference.to_dict() if self.inference is not None else None,
             "fits": self.fits,
             "calibration": self.calibration,
+            "calibration_carried_from": self.calibration_carried_from,
             "cpu_offload_bytes": self.cpu_offload_bytes,
             "spillable_bytes": self.spillable_bytes,
         }
