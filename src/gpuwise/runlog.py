@@ -108,6 +108,15 @@ class RunLog:
         with self._lock:
             self._conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, text))
 
+    def set_meta_first(self, key: str, value: object) -> str:
+        """``value`` under ``key`` unless the log already holds one there (written by another writer of the same
+        log: ``gpuwise run`` before the job's own guard); the text the log holds under ``key`` now. One statement,
+        so two writers never both win."""
+        text = value if isinstance(value, str) else json.dumps(value)
+        with self._lock:
+            self._conn.execute("INSERT OR IGNORE INTO meta VALUES (?, ?)", (key, text))
+            return self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()[0]
+
     def write_gpu_samples(self, samples: Iterable[Mapping[str, object]]) -> None:
         names = [n for n, _ in GPU_SAMPLE_COLUMNS]
         rows = [tuple(s.get(n, 0 if n == "lost" else None) for n in names) for s in samples]

@@ -46,7 +46,10 @@ def test_estimate_on_every_gpu_marks_and_names_the_calibrated_one(run, tmp_path)
     answer = json.loads(out)
     # was: top-level calibration null and nothing naming the calibrated row
     assert answer["calibrated_gpus"] == ["rtx-3090"]
-    assert [r["gpu"] for r in answer["per_gpu"] if r["calibration"]] == ["rtx-3090"]
+    own = [r["gpu"] for r in answer["per_gpu"] if r["calibration"] and not r["calibration_carried_from"]]
+    assert own == ["rtx-3090"]
+    # every other GPU carries its step-time correction, and says from where
+    assert {r["calibration_carried_from"] for r in answer["per_gpu"] if r["gpu"] != "rtx-3090"} == {"rtx-3090"}
 
     code, out, err = run("estimate", MODEL, *JOB, "--gpu", "all")
     assert code == 0, err
@@ -55,6 +58,10 @@ def test_estimate_on_every_gpu_marks_and_names_the_calibrated_one(run, tmp_path)
     assert marked == ["rtx-3090"]
     assert re.search(r"^\* calibrated with 1 of your runs on rtx-3090: scaled ", table, re.M), table
     assert "--no-user-calibration" in table
+    carried = [line.split()[0] for line in table.splitlines() if re.match(r"^\S+ \+\s", line)]
+    assert len(carried) == len(answer["per_gpu"]) - 1 and "rtx-3090" not in carried
+    assert ("+ none of your runs measured these GPUs: their step times carry the calibration of your runs on "
+            "rtx-3090 (memory as shipped)") in " ".join(table.split())
 
 
 def test_estimate_without_a_calibration_marks_nothing(run):

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
-from gpuwise.calibrate.fit import HOST, LAUNCH, MIN_CLASS_SHARE, GpuCalibration, class_key
+from gpuwise.calibrate.fit import HOST, LAUNCH, MIN_CLASS_SHARE, SHOWN_HOST_S, GpuCalibration, class_key
 from gpuwise.memory.model import MemoryEstimate
 from gpuwise.plan.profile import Estimate
 from gpuwise.runtime.model import StepTime
@@ -86,7 +86,7 @@ def describe(step: StepTime | None, cal: GpuCalibration, precision, gpu) -> str:
 
     parts = [f"{k} ×{cal.factor(k):.2f}" for k in sorted(scaled, key=lambda k: -scaled[k])]
     text = f"{cal.label}: scaled " + (", ".join(parts) + f" ({share(scaled)} of this step)" if parts else "no class of this job")
-    if cal.host_s >= 5e-6:                               # printed as +0.01 ms and up
+    if cal.host_s >= SHOWN_HOST_S:                       # printed as +0.01 ms and up
         visible_s = cal.compose(step.by_class_s, step.host_s, lambda c: class_key(c, precision, gpu)).by_class_s.get(HOST, 0.0)
         hidden = ": the GPU's work hides the rest" if visible_s < 0.5 * cal.host_s else ""
         text += f", host +{cal.host_s * 1e3:.2f} ms beside the kernels' issue (adds {visible_s * 1e3:.2f} ms to this step{hidden})"

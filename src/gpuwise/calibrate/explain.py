@@ -4,18 +4,28 @@ fitted on, newest last, each with its fingerprint (what ``--forget`` takes) and 
 
 from __future__ import annotations
 
-from gpuwise.calibrate.fit import MIN_CLASS_SHARE, UNREPRODUCED_RATIO, GpuCalibration, duration_text, error_text
-
-SHOWN_HOST_S = 5e-6        # printed as +0.01 ms and up; under it, no host term
+from gpuwise.calibrate.fit import (
+    MIN_CLASS_SHARE,
+    SHOWN_HOST_S,
+    UNREPRODUCED_RATIO,
+    GpuCalibration,
+    duration_text,
+    error_text,
+)
 
 
 def host_text(cal: GpuCalibration) -> str:
     """The host term, and where it shows: only in a step whose kernels take less than the host's side (a
-    GPU-bound step hides it), so never "hidden" without saying behind what."""
+    GPU-bound step hides it), so never "hidden" without saying behind what. A term that set the pace of none of
+    its runs is not what explains them (their kernels did: the fit's smooth maximum left it a sliver), so it is
+    said as no host time, with its size beside."""
     if cal.host_s < SHOWN_HOST_S:
         return "no host time beside the kernels' issue"
     steps = [cal.compose(r.predicted_by_class_s, r.predicted_host_s) for r in cal.runs]
     paced = sum(1 for s in steps if s.host_side_s > s.device_s)
+    if paced == 0:
+        return (f"no host time beside the kernels' issue that set the pace of any of its {len(steps)} run(s) (a host "
+                f"term of {duration_text(cal.host_s)} per step, hidden behind their kernels)")
     return (f"host +{cal.host_s * 1e3:.2f} ms per step beside the kernels' issue (hidden in a step whose kernels "
             f"take longer than the host's side; it set the pace of {paced} of its {len(steps)} run(s))")
 

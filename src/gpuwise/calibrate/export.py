@@ -5,18 +5,26 @@ What it holds: the GPU (catalog id and driver name), the stack (driver, CUDA, to
 workload (gpuwise's fields; a model that is not a public torchvision/timm/Hub name becomes "private"),
 and the figures (median step time, timed steps, peak allocated/reserved, NVML process memory). What it
 never holds: paths, host names, user names, process ids, times of day, the command line.
+
+What ``export_rows`` writes, ``gpuwise calibrate`` reads back, with one exception it says at export: a
+"private" row cannot calibrate, since gpuwise cannot trace a model the row does not carry (``rows.check_usable``
+says so on import). A workload that does not read as a ``Workload`` is not exported at all.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from gpuwise import __version__
+from gpuwise.atomic import write_new_text_atomic
 from gpuwise.calibrate.errors import CalibrateError
-from gpuwise.report.measured import Measurement, public_model
+from gpuwise.errors import GpuwiseError
+from gpuwise.report.measured import PRIVATE_MODEL, Measurement, public_model
+from gpuwise.workload import Workload
 
 ROW_FORMAT = "gpuwise-measurement/1"
 FIGURES = ("step_time_s", "timed_steps", "peak_allocated_bytes", "peak_reserved_bytes", "process_memory_bytes")
@@ -40,6 +48,56 @@ def export_row(m: Measurement, gpu_id: str) -> dict:
             "stack": {"driver": m.driver_version, "cuda": m.cuda_version, "torch": m.torch_version},
             "workload": workload, "figures": {k: getattr(m, k) for k in FIGURES},
             "gpuwise_version": __version__}
+
+
+PRIVATE_ROW_NOTE = ("a local model file (file.py:factory, a local config.json) is exported as \"private\" so that no "
+                    "path travels; gpuwise cannot trace a model the row does not carry, so such a row cannot "
+                    "calibrate: calibrate the run log itself (`gpuwise calibrate LOG`) where the model file is")
+
+
+def export_rows(measurements: Sequence[Measurement], gpu_id: str) -> list[dict]:
+    """The rows of ``measurements`` (``export_row``); CalibrateError naming the first whose workload does not read
+    as a ``Workload`` (it could not be read back). Warns (logging) once when some rows name a private model."""
+    for m in measurements:
+        try:
+            Workload.from_dict(m.workload or {})
+        except (GpuwiseError, TypeError, ValueError) as exc:
+            raise CalibrateError(f"{m.source}: its workload cannot be exported ({str(exc)[:150]}): fix the log's "
+                                 "workload (`gpuwise run --model …` records a checked one)") from None
+    rows = [export_row(m, gpu_id) for m in measurements]
+    private = sum(1 for r in rows if r["workload"].get("model") == PRIVATE_MODEL)
+    if private:
+        logging.getLogger(__name__).warning("%d of the %d row(s) name a private model: %s", private, len(rows),
+                                            PRIVATE_ROW_NOTE)
+    return rows
+
+
+def check_target(path: str | Path, inputs: Sequence[str | Path] = ()) -> Path:
+    """``path`` as a new file for rows; CalibrateError (one line) when something is there (above all one of the
+    ``inputs`` read: an export never overwrites), or a directory, or when its folder is missing."""
+    p = Path(path)
+    if any(p.resolve() == Path(i).resolve() for i in inputs):
+        raise CalibrateError(f"--export {p} is one of the logs read: name a new file for the rows")
+    if p.is_dir():
+        raise CalibrateError(f"--export {p} is a directory: name a new file for the rows")
+    if p.exists() or p.is_symlink():
+        raise CalibrateError(f"--export {p} already exists: name a new file (an export never overwrites)")
+    if not p.parent.is_dir():
+        raise CalibrateError(f"--export {p}: there is no folder {p.parent} to write it in")
+    return p
+
+
+def write_rows(path: str | Path, rows: Sequence[Mapping], inputs: Sequence[str | Path] = ()) -> Path:
+    """``rows`` as JSON lines into ``path``, a new file (``check_target``) written whole; CalibrateError (one line,
+    nothing written) when it cannot be."""
+    p = check_target(path, inputs)
+    text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows)
+    try:
+        return write_new_text_atomic(p, text)
+    except FileExistsError:      # made since check_target looked
+        raise CalibrateError(f"--export {p} already exists: name a new file (an export never overwrites)") from None
+    except OSError as exc:
+        raise CalibrateError(f"--export {p}: cannot write the rows ({exc.strerror or exc})") from None
 
 
 def parse_row(row: Mapping, source: str) -> Measurement:

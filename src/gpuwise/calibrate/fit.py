@@ -73,6 +73,7 @@ SAME_WORKLOAD_TOLERANCE = 0.25
 UNKEYED = ("launch", "host")   # host-side time: the same whatever the arithmetic
 LAUNCH = "launch"              # the shipped wait for the host; its factor scales the host's issue time
 HOST = "host"                  # the host term's visible share of a calibrated step (never a predicted class)
+SHOWN_HOST_S = 5e-6            # a host term under this is said as none (printed as +0.01 ms and up)
 
 
 def class_key(cls: str, precision, gpu) -> str:
@@ -166,13 +167,16 @@ class GpuCalibration:
 
     @property
     def summary(self) -> str:
-        """The label with what it scales: "calibrated with 1 of your runs on X (scaled: launch ×4.89, …;
-        every other class as shipped; memory not measured: as shipped)"; what recommend prints per GPU."""
+        """The label with what it scales and adds: "calibrated with 1 of your runs on X (scaled: launch ×1.02, …;
+        host +6.99 ms per step beside the kernels' issue; every other class as shipped; memory not measured: as
+        shipped)"; what recommend prints per GPU."""
         scaled = ", ".join(f"{c} ×{f:.2f}"
                            for c, f in sorted(self.class_factors.items(), key=lambda kv: -abs(kv[1] - 1)))
+        host = (f"; host +{self.host_s * 1e3:.2f} ms per step beside the kernels' issue"
+                if self.host_s >= SHOWN_HOST_S else "")
         memory = ("memory not measured: as shipped" if self.memory_offset_bytes is None else
                   f"memory outside the allocator {self.memory_offset_bytes / 2**20:+.0f} MiB")
-        return f"{self.label} (scaled: {scaled or 'nothing'}; every other class as shipped; {memory})"
+        return f"{self.label} (scaled: {scaled or 'nothing'}{host}; every other class as shipped; {memory})"
 
     @property
     def at_bounds(self) -> dict[str, str]:

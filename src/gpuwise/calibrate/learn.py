@@ -26,6 +26,8 @@ from gpuwise.runlog import RunLogError, is_run_log, read_train_metrics
 def read_measurements(path: str | Path) -> list[Measurement]:
     """A run log (one), a measure.py JSON (one per workload) or exported rows (JSON lines)."""
     p = Path(path)
+    if p.is_dir():
+        raise CalibrateError(f"{p} is a directory: give the run logs, measure.py JSON or exported rows in it")
     if not p.is_file():
         raise CalibrateError(f"no such file: {p}")
     if is_run_log(p):

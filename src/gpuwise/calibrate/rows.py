@@ -9,7 +9,7 @@ import json
 from collections.abc import Callable
 
 from gpuwise.calibrate.errors import CalibrateError
-from gpuwise.calibrate.export import RowMeasurement
+from gpuwise.calibrate.export import PRIVATE_ROW_NOTE, RowMeasurement
 from gpuwise.calibrate.fit import FitRow, class_key
 from gpuwise.catalog import GPU, Catalog, CatalogError, resolve_gpu
 from gpuwise.errors import GpuwiseError
@@ -18,7 +18,7 @@ from gpuwise.plan.profile import WorkloadModel, model_for
 from gpuwise.runtime.predict import roofline_step_s
 from gpuwise.runtime.rates import peak_flops_per_s
 from gpuwise.runtime.stack import Stack
-from gpuwise.report.measured import MIN_TIMED_STEPS, WARMUP_STEPS, Measurement
+from gpuwise.report.measured import MIN_TIMED_STEPS, PRIVATE_MODEL, WARMUP_STEPS, Measurement
 from gpuwise.report.rightsize import resolve_rented
 from gpuwise.workload import Workload
 
@@ -105,10 +105,13 @@ def check_reachable(m: Measurement, model: WorkloadModel, job: Workload, gpu: GP
 
 
 def check_usable(m: Measurement) -> None:
-    """CalibrateError (one line) when the run cannot calibrate: no workload, no step times."""
+    """CalibrateError (one line) when the run cannot calibrate: no workload, an exported row's private model, no
+    step times."""
     if m.workload is None:
         raise CalibrateError(f"{m.source}: the run records no workload (run it under `gpuwise run --model SPEC …` "
                              "or give the guard workload=…)")
+    if isinstance(m, RowMeasurement) and m.workload.get("model") == PRIVATE_MODEL:
+        raise CalibrateError(f"{m.source}: the row's model is \"{PRIVATE_MODEL}\": {PRIVATE_ROW_NOTE}")
     if m.step_time_s is None:
         raise CalibrateError(f"{m.source}: the run records no step times after warm-up ({m.timed_steps} timed; "
                              f"the guard times each step, {WARMUP_STEPS} warm-up + at least {MIN_TIMED_STEPS})")

@@ -10,6 +10,8 @@ that the next ``calibrate`` refits on old and new runs together without tracing 
 
 from __future__ import annotations
 
+import logging
+import math
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -20,6 +22,7 @@ import tomli_w
 from gpuwise.atomic import write_text_atomic
 from gpuwise.calibrate.errors import CalibrateError
 from gpuwise.calibrate.fit import LAUNCH, FitRow, GpuCalibration, fit_gpu, fit_memory_offset, supported_classes
+from gpuwise.catalog import Catalog, CatalogError, resolve_gpu
 from gpuwise.catalog.loader import user_config_dir
 
 FILE_NAME = "calibration.toml"
@@ -51,15 +54,45 @@ def _row_to_toml(r: FitRow) -> dict:
     return d
 
 
-def _row_from_toml(d: Mapping) -> FitRow:
+def _number(value: object, name: str, *, positive: bool) -> float:
+    """``value`` as a float when it is a finite number > 0 (``positive``) or >= 0; ValueError naming ``name`` and
+    the range otherwise: a hand-edited 0, nan, inf or negative time would divide by zero, print "nan d" or
+    "inf years", or turn a factor around, in every command that reads the file."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{name} = {str(value)[:40]!r} is not a number")
+    x = float(value)
+    if not math.isfinite(x) or (x <= 0 if positive else x < 0):
+        raise ValueError(f"{name} = {x!r} is not a finite number {'> 0' if positive else '>= 0'}")
+    return x
+
+
+def _whole(value: object, name: str) -> int | None:
+    """A byte count as stored (None when absent); ValueError when it is not a whole number."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{name} = {str(value)[:40]!r} is not a whole number of bytes")
+    return value
+
+
+def _row_from_toml(d: Mapping, where: str) -> FitRow:
+    """A stored run; ValueError naming ``where`` and the key when a figure is out of its range (times: finite,
+    the measured step > 0, the predicted ones >= 0)."""
+    def seconds(key: str, value: object, *, positive: bool = False) -> float:
+        return _number(value, f"{where}.{key}", positive=positive)
+
     return FitRow(
         fingerprint=str(d["fingerprint"]),
-        predicted_by_class_s={str(k): float(v) for k, v in d["predicted_by_class_s"].items()},
-        predicted_other_s=float(d["predicted_other_s"]), measured_step_time_s=float(d["measured_step_time_s"]),
-        predicted_outside_allocator_bytes=d.get("predicted_outside_allocator_bytes"),
-        measured_outside_allocator_bytes=d.get("measured_outside_allocator_bytes"),
+        predicted_by_class_s={str(k): seconds(f"predicted_by_class_s.{k}", v)
+                              for k, v in d["predicted_by_class_s"].items()},
+        predicted_other_s=seconds("predicted_other_s", d["predicted_other_s"]),
+        measured_step_time_s=seconds("measured_step_time_s", d["measured_step_time_s"], positive=True),
+        predicted_outside_allocator_bytes=_whole(d.get("predicted_outside_allocator_bytes"),
+                                                 f"{where}.predicted_outside_allocator_bytes"),
+        measured_outside_allocator_bytes=_whole(d.get("measured_outside_allocator_bytes"),
+                                                f"{where}.measured_outside_allocator_bytes"),
         stack={str(k): str(v) for k, v in d.get("stack", {}).items()},
-        predicted_host_s=float(d["predicted_host_s"]) if "predicted_host_s" in d else None,
+        predicted_host_s=seconds("predicted_host_s", d["predicted_host_s"]) if "predicted_host_s" in d else None,
     )
 
 
@@ -82,14 +115,16 @@ def from_toml(text: str, source: str = FILE_NAME) -> dict[str, GpuCalibration]:
             raise ValueError(f"format_version {version!r}, this gpuwise reads {' and '.join(map(str, READS))}")
         out = {}
         for gpu, t in doc.get("gpu", {}).items():
-            runs = tuple(_row_from_toml(r) for r in t.get("run", []))
+            runs = tuple(_row_from_toml(r, f"gpu.{gpu}.run[{i}]") for i, r in enumerate(t.get("run", []), start=1))
             fitted = str(t.get("fitted", ""))
             if version == 1 and runs:          # fitted with the host term in series: refit its runs as they are now
                 out[gpu] = fit_gpu(gpu, runs, today=fitted)
                 continue
-            factors = {str(k): float(v) for k, v in t["class_factors"].items()}
-            offset = t.get("memory_offset_bytes")            # absent: not measured
-            host_s = float(t["host_s"])
+            factors = {str(k): _number(v, f"gpu.{gpu}.class_factors.{k}", positive=True)
+                       for k, v in t["class_factors"].items()}
+            offset = _whole(t.get("memory_offset_bytes"), f"gpu.{gpu}.memory_offset_bytes")   # absent: not measured
+            host_s = _number(t["host_s"], f"gpu.{gpu}.host_s", positive=False)
+            global_factor = _number(t["global_factor"], f"gpu.{gpu}.global_factor", positive=True)
             if version == 1:                   # no runs to refit: the host-side figures meant something else
                 factors.pop(LAUNCH, None)
                 host_s = 0.0
@@ -98,7 +133,7 @@ def from_toml(text: str, source: str = FILE_NAME) -> dict[str, GpuCalibration]:
                 offset = offset if fit_memory_offset(runs) is not None else None
             out[gpu] = GpuCalibration(
                 gpu=gpu, class_factors=factors,
-                global_factor=float(t["global_factor"]), host_s=host_s,
+                global_factor=global_factor, host_s=host_s,
                 memory_offset_bytes=int(offset) if offset is not None else None, runs=runs,
                 stack={str(k): str(v) for k, v in t.get("stack", {}).items()}, fitted=fitted)
         return out
@@ -106,6 +141,35 @@ def from_toml(text: str, source: str = FILE_NAME) -> dict[str, GpuCalibration]:
         raise CalibrateError(f"{source}: not a gpuwise calibration file ({str(exc)[:150]}); "
                              "`gpuwise calibrate --reset` moves it aside, kept whole beside it "
                              f"({Path(source).name}{DAMAGED_SUFFIX}); --no-user-calibration ignores it") from None
+
+
+def unknown_gpus(calibrations: Mapping[str, GpuCalibration], catalog: Catalog) -> dict[str, str]:
+    """GPU table -> why it applies to no GPU of ``catalog``: estimates look a calibration up by the GPU's catalog
+    id, so a table under another name (a hand-edited file, a GPU of a ``--catalog`` file not given now) is never
+    applied. An alias says which id it names."""
+    ids = {g.id for g in catalog.gpus}
+    out = {}
+    for gpu in calibrations:
+        if gpu in ids:
+            continue
+        try:
+            named = resolve_gpu(catalog, gpu).id
+            out[gpu] = f"names {named} by another name than its id: the table must be [gpu.{named}]"
+        except CatalogError as exc:
+            out[gpu] = str(exc)
+    return out
+
+
+def applicable(calibrations: Mapping[str, GpuCalibration], catalog: Catalog,
+               path: Path | None = None) -> dict[str, GpuCalibration]:
+    """The calibrations of GPUs ``catalog`` knows by id; each other table is warned about (logging, one line) and
+    left out of what applies, not out of the file."""
+    unknown = unknown_gpus(calibrations, catalog)
+    for gpu, why in unknown.items():
+        logging.getLogger(__name__).warning(
+            "%s: [gpu.%s] is no GPU of the catalog (%s): its calibration applies to nothing (`gpuwise calibrate "
+            "--reset --gpu %s` removes it)", path or user_calibration_path(), gpu, why, gpu)
+    return {gpu: c for gpu, c in calibrations.items() if gpu not in unknown}
 
 
 def load(path: Path | None = None) -> dict[str, GpuCalibration]:

@@ -5,7 +5,6 @@ Also home of ``--no-user-calibration``, shared by estimate, recommend and report
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Optional
 
 import typer
@@ -16,16 +15,22 @@ NoUserCalibrationOpt = Annotated[bool, typer.Option(
     "--no-user-calibration", help="Ignore the calibration `gpuwise calibrate` learnt from your runs: the shipped model.")]
 
 
-def user_correction(enabled: bool):
-    """(the correction of the user's calibration file, its ``GpuCalibration`` of each GPU): when ``enabled`` and
-    the file exists; (None, []) otherwise. The command passes the correction to the planner
-    (``model_for(..., correction=)``): nothing outlives the call."""
+def user_correction(enabled: bool, catalog=None):
+    """(the correction of the user's calibration file, its ``GpuCalibration`` of each GPU the catalog knows): when
+    ``enabled`` and the file exists; (None, []) otherwise. A table of a GPU the catalog (``catalog``, else the
+    shipped and user catalogs) does not know is warned about and left out. The command passes the correction to
+    the planner (``model_for(..., correction=)``): nothing outlives the call."""
     if not enabled:
         return None, []
     from gpuwise.calibrate import load
     from gpuwise.calibrate.apply import correction
+    from gpuwise.calibrate.store import applicable
+    from gpuwise.catalog import load_catalog
 
-    calibrations = load()
+    stored = load()
+    if not stored:
+        return correction(stored), []
+    calibrations = applicable(stored, catalog if catalog is not None else load_catalog())
     return correction(calibrations), list(calibrations.values())
 
 
@@ -36,7 +41,7 @@ def register(app: typer.Typer) -> None:
 def calibrate_cmd(
     logs: Annotated[Optional[list[str]], typer.Argument(help="Run logs of `gpuwise run --model …` or the guard (workload + step times), measure.py JSON, or exported rows.")] = None,
     gpu: Annotated[Optional[str], typer.Option("--gpu", help="The GPU the runs were measured on (refuses runs on any other).")] = None,
-    export: Annotated[Optional[str], typer.Option("--export", help="Write the runs as anonymous JSON rows (one a line) to this file instead of calibrating.")] = None,
+    export: Annotated[Optional[str], typer.Option("--export", help="Write the runs as anonymous JSON rows (one a line) to this new file instead of calibrating (an existing file is refused).")] = None,
     reset: Annotated[bool, typer.Option("--reset", help="Remove your calibration (only --gpu's with --gpu); a damaged file is moved aside, not deleted.")] = False,
     forget: Annotated[Optional[str], typer.Option("--forget", metavar="RUN", help="Drop one run ('last', or the fingerprint `gpuwise calibrate` lists) and refit its GPU on the others.")] = None,
     catalog: CatalogOpt = None,
@@ -50,11 +55,13 @@ def calibrate_cmd(
     from gpuwise import calibrate as cal
     from gpuwise.calibrate.explain import describe, describe_runs
     from gpuwise.calibrate.fit import duration_text
+    from gpuwise.calibrate.store import applicable
     from gpuwise.catalog import load_catalog, resolve_gpu
 
     path = cal.user_calibration_path()
     cat = load_catalog(catalog)
-    gpu_id = resolve_gpu(cat, gpu).id if gpu else None
+    # --reset --gpu also takes a table's own name: one of a GPU the catalog does not know is removed so
+    gpu_id = gpu if reset and gpu and gpu in _stored_tables() else resolve_gpu(cat, gpu).id if gpu else None
     if forget is not None and (logs or reset or export):
         raise cal.CalibrateError("--forget takes no LOG, --reset or --export: forget a run, then calibrate")
     if reset:
@@ -78,18 +85,18 @@ def calibrate_cmd(
         return
     if not logs:
         current = cal.load()
+        applicable(current, cat, path)         # warns of a table no GPU of the catalog has; all are listed
         _say(json_out, {"path": str(path), "calibrations": [c.to_dict() for c in current.values()]},
              "\n".join("\n".join([describe(c), *describe_runs(c)]) for c in current.values())
              or f"no calibration of yours ({path} does not exist)")
         return
     if export:
-        from pathlib import Path
+        from gpuwise.calibrate.export import check_target, export_rows, write_rows
 
-        from gpuwise.calibrate.export import export_row
-
+        check_target(export, logs)          # before any row is made: a refused target warns of nothing
         target, measurements = cal.checked(logs, cat, gpu)
-        rows = [export_row(m, target.id) for m in measurements]
-        Path(export).write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows), encoding="utf-8")
+        rows = export_rows(measurements, target.id)
+        write_rows(export, rows, inputs=logs)
         _say(json_out, {"export": export, "rows": rows}, f"{len(rows)} anonymous row(s) written to {export}")
         return
     existing = cal.load()
@@ -97,6 +104,16 @@ def calibrate_cmd(
         fitted = cal.calibrate(logs, cat, gpu=gpu, existing=existing, progress=report_progress)
     cal.save({**existing, fitted.gpu: fitted})
     _say(json_out, {"path": str(path), "calibration": fitted.to_dict()}, f"{describe(fitted)}\nwritten to {path}")
+
+
+def _stored_tables() -> set[str]:
+    """The GPU tables of the calibration file (none when it cannot be read: --reset moves it aside whole)."""
+    from gpuwise import calibrate as cal
+
+    try:
+        return set(cal.load())
+    except cal.CalibrateError:
+        return set()
 
 
 def _say(json_out: bool, obj: dict, text: str) -> None:

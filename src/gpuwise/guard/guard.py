@@ -62,9 +62,11 @@ class Guard:
     though checkpoints exist and none verifies (otherwise ``resume`` refuses, naming them). ``micro_batch_size``: start with micro-batches of this size (None: whole batch); it
     shrinks on OOM and is remembered in checkpoints. ``on_micro_grads``: called with a
     :class:`GradNoiseSample` each step that has two batch sizes to compare (``measure_grad_noise``).
-    ``workload``: the job as gpuwise describes it (a ``Workload`` or its ``to_dict()``), recorded in the run
-    log with each step's wall time and PyTorch's peak memory: ``gpuwise report`` then compares the run with
-    gpuwise's prediction, and ``gpuwise calibrate`` learns from it (docs/calibrate.md).
+    ``workload``: the job as gpuwise describes it (a ``Workload`` or its ``to_dict()``; one that
+    ``Workload.from_dict`` refuses raises GuardError), recorded in the run log with each step's wall time and
+    PyTorch's peak memory: ``gpuwise report`` then compares the run with gpuwise's prediction, and ``gpuwise
+    calibrate`` learns from it (docs/calibrate.md). A log that already holds a workload (``gpuwise run --model
+    …`` around the script) keeps it; a different one here is warned about, not written over it.
     """
 
     def __init__(self, directory: str | os.PathLike, model: torch.nn.Module,
@@ -86,6 +88,7 @@ class Guard:
             raise GuardError(f"on_save_error must be 'warn' or 'raise', got {on_save_error!r}")
         if isinstance(max_save_failures, bool) or not isinstance(max_save_failures, int) or max_save_failures < 1:
             raise GuardError(f"max_save_failures must be a whole number >= 1, got {max_save_failures!r}")
+        workload_record = _checked_workload(workload)
         self.store = CheckpointStore(directory, keep=keep)
         self.info = gdist.dist_info()
         if self.info.is_writer or (sharded if sharded is not None else gdist.is_fsdp(model)):
@@ -142,7 +145,7 @@ class Guard:
             self.run_log, self._owns_run_log = RunLog(run_log), True
         self._last_step_end_s: float | None = None
         if self.run_log is not None:
-            _record_stack(self.run_log, workload)
+            _record_stack(self.run_log, workload_record)
         self.preemption = PreemptionHandler(preempt_signals, grace_s=grace_s, exit_code=exit_code,
                                             on_grace_expired=self._flush_log, restart_point=self._restart_point)
         try:
@@ -691,12 +694,68 @@ class Guard:
             self.run_log.flush()
 
 
-def _record_stack(run_log: RunLog, workload: Any) -> None:
-    """The job's workload (a ``gpuwise.workload.Workload`` or its ``to_dict()``) and the torch/CUDA versions,
-    so that ``gpuwise report`` compares the run with gpuwise's prediction and ``gpuwise calibrate`` learns
-    from it."""
+# Flags a Workload sets from how it was given (a CLI default or the user's choice), not the job itself
+_WORKLOAD_PROVENANCE = ("precision_default", "optimizer_default", "engine_default")
+
+
+def _checked_workload(workload: Any) -> dict | None:
+    """``workload`` (a ``gpuwise.workload.Workload`` or its ``to_dict()``, None for none) as the record the run log
+    keeps: the keys given, read through ``Workload.from_dict`` (the one reader: a record it refuses is refused here,
+    where the script can be fixed, not when report or calibrate read the log). GuardError (one line) when invalid."""
+    if workload is None:
+        return None
+    from gpuwise.errors import GpuwiseError
+    from gpuwise.workload import Workload
+
+    if hasattr(workload, "to_dict"):
+        workload = workload.to_dict()
+    if not isinstance(workload, Mapping):
+        raise GuardError(f"workload must be a gpuwise Workload or its to_dict(), got {type(workload).__name__}")
+    record = dict(workload)
+    try:
+        Workload.from_dict(record)
+    except (GpuwiseError, TypeError, ValueError) as exc:
+        raise GuardError(f"workload= is not a gpuwise workload: {str(exc)[:200]}") from None
+    return record
+
+
+def workload_differences(held: Any, given: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """Key -> (held, given) where the workload ``given`` states another job than the one ``held`` (both read by
+    ``Workload.from_dict``): only keys ``given`` states (a partial record's other keys are its defaults, not a
+    claim), and not a None size (the model's default input, which the CLI may have written in) nor the flags of
+    how a value was chosen. A ``held`` that does not read as a workload differs in whatever it holds."""
+    from gpuwise.errors import GpuwiseError
+    from gpuwise.workload import Workload
+
+    mine = Workload.from_dict(given).to_dict()
+    try:
+        theirs = Workload.from_dict(held).to_dict()
+    except (GpuwiseError, TypeError, ValueError, AttributeError):
+        return {"workload": (held, dict(given))}
+    return {k: (theirs.get(k), mine[k]) for k in given
+            if k in mine and k not in _WORKLOAD_PROVENANCE and mine[k] is not None and theirs.get(k) != mine[k]}
+
+
+def _record_stack(run_log: RunLog, workload: Mapping[str, Any] | None) -> None:
+    """The job's workload (``_checked_workload``'s record) and the torch/CUDA versions, so that ``gpuwise report``
+    compares the run with gpuwise's prediction and ``gpuwise calibrate`` learns from it. A log that holds a
+    workload already (``gpuwise run --model …`` around this script, or an earlier run of it) keeps that one: the
+    first written wins, and a different one here is warned about, never silently written over it."""
     if workload is not None:
-        run_log.set_meta("workload", dict(workload.to_dict() if hasattr(workload, "to_dict") else workload))
+        import json
+
+        held_text = run_log.set_meta_first("workload", workload)
+        if held_text != json.dumps(workload):
+            try:
+                held = json.loads(held_text)
+            except ValueError:
+                held = held_text
+            differ = workload_differences(held, workload)
+            if differ:
+                said = "; ".join(f"{k} {a!r} there, {b!r} here" for k, (a, b) in sorted(differ.items()))
+                log.warning("%s holds a workload already (written first, e.g. by `gpuwise run --model …`) that is not "
+                            "the guard's workload=: %s. The log keeps the first; report and calibrate read it: make "
+                            "the two describe the job that runs", run_log.path, said[:400])
     run_log.set_meta("torch_version", torch.__version__)
     run_log.set_meta("cuda_version", torch.version.cuda or "")
 

@@ -18,7 +18,7 @@ from gpuwise.plan.scaling import PREDICTED_METHOD, TimeScaling, time_scaling
 from gpuwise.report.measured import PRIVATE_MODEL, Measurement, measurement_from, public_model
 from gpuwise.report.rightsize import TIME_NOTE
 from gpuwise.report.sources import UsageLog
-from gpuwise.report.usage import summarize
+from gpuwise.report.usage import UsageSummary, summarize
 from gpuwise.units import format_bytes, format_duration
 from gpuwise.workload import Workload
 from gpuwise.workload.model import check_precision
@@ -30,6 +30,14 @@ class Figure:
     unit: str                  # "s" or "bytes"
     predicted: float | None
     measured: float | None
+    # of "nvidia-smi total": "process" (NVML's memory of the job's processes) or "used" (the GPU's used memory,
+    # where the driver gives no per-process figure: a container, an nvidia-smi CSV); None for the other figures
+    measured_basis: str | None = None
+
+    @property
+    def label(self) -> str:
+        """The name as printed: the GPU's used memory says it is that, not the job's processes'."""
+        return f"{self.name} (GPU memory used)" if self.measured_basis == "used" else self.name
 
     @property
     def signed_error(self) -> float | None:
@@ -41,7 +49,7 @@ class Figure:
     def to_dict(self) -> dict:
         e = self.signed_error
         return {"name": self.name, "unit": self.unit, "predicted": self.predicted, "measured": self.measured,
-                "signed_error": e, "abs_error": None if e is None else abs(e)}
+                "signed_error": e, "abs_error": None if e is None else abs(e), "measured_basis": self.measured_basis}
 
 
 @dataclass(frozen=True)
@@ -69,17 +77,21 @@ class PredictedVsMeasured:
 
 
 def compare(measured: Measurement, gpu: GPU, workload: Workload,
-            progress: Callable[[str], None] | None = None, correction=None) -> PredictedVsMeasured:
+            progress: Callable[[str], None] | None = None, correction=None,
+            gpu_used_bytes: int | None = None) -> PredictedVsMeasured:
     """The estimate of ``workload`` on ``gpu`` beside the measurement; GpuwiseError (a model that cannot be
-    traced) is the caller's to turn into a note."""
+    traced) is the caller's to turn into a note. The nvidia-smi total is set beside the job's process memory, or,
+    where the log has none, beside ``gpu_used_bytes`` (the GPU's used memory at its peak), labelled so."""
     model = model_for(workload, progress, correction=correction)
     est = model.estimate(gpu, count=workload.num_gpus)
     mem = est.memory
+    total_bytes, basis = ((measured.process_memory_bytes, "process") if measured.process_memory_bytes is not None
+                          else (gpu_used_bytes, "used") if gpu_used_bytes is not None else (None, None))
     figures = (
         Figure("step time", "s", est.time.step_time_s if est.time else None, measured.step_time_s),
         Figure("peak allocated", "bytes", mem.peak_allocated_bytes, measured.peak_allocated_bytes),
         Figure("peak reserved", "bytes", mem.peak_reserved_bytes, measured.peak_reserved_bytes),
-        Figure("nvidia-smi total", "bytes", mem.total_bytes, measured.process_memory_bytes),
+        Figure("nvidia-smi total", "bytes", mem.total_bytes, total_bytes, basis),
     )
     return PredictedVsMeasured(gpu.id, workload.to_dict(), est.calibration, figures, model.method,
                                est.time.bound if est.time else None, est.time.regime if est.time else None)
@@ -103,10 +115,13 @@ def measured_against_prediction(
             return None, scaling
         # an nvidia-smi/dmon log measures the memory the job used: the one figure to set beside --model's prediction
         usage = summarize(log)
+        process = usage.needed_peak_bytes if gpu_used_bytes(usage) is None else None
         measured = Measurement(gpu_name=usage.gpu_name, workload=None, step_time_s=None,
-                               process_memory_bytes=usage.needed_peak_bytes, source=str(log.path))
+                               process_memory_bytes=process, source=str(log.path))
     else:
         measured = measurement_from(log)
+        usage = summarize(log) if log.samples else None
+    used_bytes = gpu_used_bytes(usage)
     try:
         if workload is None and measured.workload is not None:
             if public_model(str(measured.workload.get("model", ""))) == PRIVATE_MODEL:
@@ -116,7 +131,8 @@ def measured_against_prediction(
             workload = Workload.from_dict(measured.workload)
         if workload is None or rented is None:    # no GPU to compare on, nor to scale from
             return None, scaling or (recorded_precision_scaling(measured, notes) if workload is None else None)
-        comparison = compare(measured, rented, workload, correction=correction)   # traces now: a workload that fails, fails here
+        # traces now: a workload that fails, fails here
+        comparison = compare(measured, rented, workload, correction=correction, gpu_used_bytes=used_bytes)
         if (note := mismatch_note(comparison)) is not None:
             notes.append(note)
         if scaling is None or scaling.method != PREDICTED_METHOD:
@@ -127,6 +143,15 @@ def measured_against_prediction(
         notes.append(f"no prediction for the run's workload: {str(exc)[:200]}")
         return None, scaling or recorded_precision_scaling(measured, notes)
     return comparison, scaling
+
+
+def gpu_used_bytes(usage: UsageSummary | None) -> int | None:
+    """The job's peak memory as "Memory needed" reports it when that is the GPU's used memory (no per-process
+    figure: a container, an nvidia-smi CSV); None when the log has the job's process memory or no samples. Both
+    inputs set the same figure beside the prediction."""
+    if usage is None or not usage.job_devices or usage.job_devices[0].memory_basis != "used":
+        return None
+    return usage.needed_peak_bytes
 
 
 def recorded_precision_scaling(measured: Measurement, notes: list[str]) -> TimeScaling | None:
@@ -179,7 +204,7 @@ def comparison_rows(c: PredictedVsMeasured) -> list[tuple[str, str, str, str]]:
     for f in c.figures:
         e = f.signed_error
         err = f"{e:+.1%}" if e is not None else "not measured" if f.measured is None else "-"
-        rows.append((f.name, fmt(f, f.predicted), fmt(f, f.measured), err))
+        rows.append((f.label, fmt(f, f.predicted), fmt(f, f.measured), err))
     return rows
 
 
