@@ -32,7 +32,7 @@ def test_the_quantization_config_names_the_weights_format():
     bnb = {"quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_quant_type": "nf4"}
     assert checkpoint_quant({"quantization_config": bnb}) == "nf4"
     assert checkpoint_quant({"quantization_config": {"quant_method": "bitsandbytes", "load_in_8bit": True}}) == "int8"
-    assert checkpoint_quant({"quantization_config": {"quant_method": "gptq", "bits": 4}}) == "none"
+    assert checkpoint_quant({"quantization_config": {"quant_method": "gptq", "bits": 4}}) == "w4a16"
 
 
 def test_serving_takes_the_checkpoints_quantization_training_and_an_asked_quant_do_not():

@@ -134,7 +134,8 @@ LoraTargetsOpt = Annotated[
     Optional[str], typer.Option("--lora-targets", help="Comma-separated module names (default: all linear layers).")
 ]
 QuantOpt = Annotated[str, typer.Option("--quant", help="Base weights: none, int8, nf4 (bitsandbytes); fp8 (serving "
-                                                           "only; a checkpoint stored in FP8 is served so by default).")]
+                                                           "only); w4a16 / w8a16 (AWQ, GPTQ: serving only). A "
+                                                           "checkpoint stored quantized is served as stored by default.")]
 MaxNewTokensOpt = Annotated[int, typer.Option("--max-new-tokens", help="Tokens to generate (--mode infer).")]
 NumGpusOpt = Annotated[int, typer.Option("--num-gpus", help="GPUs the job is spread over.")]
 ShardingOpt = Annotated[str, typer.Option("--sharding", help="ddp, zero1, zero2, zero3, fsdp.")]

@@ -24,7 +24,7 @@ from gpuwise.memory.model import MemoryEstimate
 from gpuwise.memory.parallel import data_parallel_memory, ring_of
 from gpuwise.memory.uncertainty import closed_form_uncertainty
 from gpuwise.workload import Workload
-from gpuwise.workload.checkpoint import stored_quant
+from gpuwise.workload.checkpoint import QuantScheme, served_scheme, stored_quant
 
 MIB = 1 << 20
 # Caching-allocator overhead: persistent tensors (weights, states) are allocated once and only lose
@@ -80,13 +80,20 @@ def param_split(arch: DecoderArch, w: Workload) -> ParamSplit:
     return ParamSplit(pc.total, trainable, quantized, frozen_plain, trainable_linear)
 
 
-def quantized_weight_bytes(arch: DecoderArch, quant: str, double_quant: bool) -> float:
-    return sum(
-        lin.copies_per_layer * lin.layers * lin.in_features * lin.out_features
-        * quant_bytes_per_param(quant, double_quant=double_quant, in_features=lin.in_features)
-        + lin.copies_per_layer * lin.layers * lin.out_features * lin.bias * 2
-        for lin in arch.linears
-    )
+def quantized_weight_bytes(arch: DecoderArch, quant: str, double_quant: bool, scheme: QuantScheme | None = None,
+                           kept_bytes: float = 2.0) -> float:
+    """The block linears' storage with ``quant`` weights: the share a checkpoint keeps unquantized (``scheme``'s
+    ignore list) at ``kept_bytes`` a weight, biases in 16-bit."""
+    scheme = scheme or QuantScheme(quant)
+    total = 0.0
+    for lin in arch.linears:
+        n = lin.copies_per_layer * lin.layers
+        kept = scheme.kept_share(lin)
+        per = quant_bytes_per_param(quant, double_quant=double_quant, in_features=lin.in_features,
+                                    group_size=scheme.group_size, zero_point=scheme.zero_point)
+        total += n * lin.in_features * lin.out_features * ((1 - kept) * per + kept * kept_bytes)
+        total += n * lin.out_features * lin.bias * 2
+    return total
 
 
 def quantized_layers_save_input(quant: str, bitsandbytes_before_0_43: bool = False) -> bool:
@@ -261,11 +268,20 @@ def offload_note(w: Workload, cpu_bytes: float) -> str:
 
 
 def inference_weight_bytes(arch: DecoderArch, w: Workload, *, double_quant: bool = True) -> float:
+    """The served weights: the block linears in ``w.quant`` as the checkpoint stores them (``served_scheme``: its
+    group size, zero points, the modules it keeps 16-bit), the rest in the compute dtype; an LM head the
+    checkpoint quantizes (GPTQ's and AWQ's ``lm_head``) in ``w.quant`` too."""
     pc = arch.param_counts()
+    fb = frozen_bytes(w.precision)
     if w.quant == "none":
-        return pc.total * frozen_bytes(w.precision)
-    block_linear = arch.linear_params()
-    return (pc.total - block_linear) * frozen_bytes(w.precision) + quantized_weight_bytes(arch, w.quant, double_quant)
+        return pc.total * fb
+    scheme = served_scheme(w.model, w.quant)
+    total = (pc.total - arch.linear_params()) * fb + quantized_weight_bytes(arch, w.quant, double_quant, scheme, fb)
+    if scheme.lm_head and pc.lm_head:
+        per = quant_bytes_per_param(w.quant, double_quant=double_quant, in_features=arch.hidden_size,
+                                    group_size=scheme.group_size, zero_point=scheme.zero_point)
+        total -= pc.lm_head * (fb - per)
+    return total
 
 
 def quantize_on_load_bytes(arch: DecoderArch, w: Workload, *, double_quant: bool = True) -> float:
@@ -303,7 +319,7 @@ def mla_cache_note(arch: DecoderArch, engine: str, latent: bool) -> str:
 
 
 def infer_memory(arch: DecoderArch, w: Workload, gpu=None, *, prompt_tokens: int, new_tokens: int, batch: int,
-                 kv_bytes_per_element: float, double_quant: bool = True) -> InferMemory:
+                 kv_bytes_per_element: float, double_quant: bool = True, load_transient: bool = True) -> InferMemory:
     """Per-GPU peak of serving ``batch`` requests of ``prompt_tokens`` + ``new_tokens`` tokens.
     With several GPUs a serving engine (vLLM) splits the model by tensor parallelism: weights and KV heads
     divide by N (KV heads are replicated when there are fewer of them than GPUs); HF generate splits it by
@@ -315,7 +331,9 @@ def infer_memory(arch: DecoderArch, w: Workload, gpu=None, *, prompt_tokens: int
 
     HF generate (``w.engine`` "hf") prefills the whole batch in one forward, and its KV cache grows through
     the caching allocator. vLLM prefills a prompt at a time (its scheduler's token budget; chunked prefill)
-    into one KV pool allocated once, so the pool has no allocator reserve: static, as the weights."""
+    into one KV pool allocated once, so the pool has no allocator reserve: static, as the weights.
+    ``load_transient`` False: the peak after loading (what vLLM's memory profiling sees), without the transient
+    of quantizing while loading (``quantize_on_load_bytes``)."""
     n = w.num_gpus
     latent = engine_caches_mla_latent(w.engine)
     by_layers = splits_layers(w)
@@ -337,7 +355,8 @@ def infer_memory(arch: DecoderArch, w: Workload, gpu=None, *, prompt_tokens: int
     if arch.is_mla:
         notes.append(mla_cache_note(arch, w.engine, latent))
     cublas = cublas_workspace_bytes(gpu, 1)
-    load = quantize_on_load_bytes(arch, w, double_quant=double_quant) / (1 if by_layers else n)  # one matrix
+    load = (quantize_on_load_bytes(arch, w, double_quant=double_quant) / (1 if by_layers else n)  # one matrix
+            if load_transient else 0.0)
     if load >= max(prefill + kv_prompt, decode + kv_total):
         parts = {"weights": weights, "gradients": 0, "optimizer": 0, "activations": 0.0,
                  "workspace": load, "other": 0.0}

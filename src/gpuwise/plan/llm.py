@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from gpuwise.catalog.model import GPU, not_a_gpu
 from gpuwise.catalog.topology import Topology
 from gpuwise.memory.llm import InferMemory, TrainMemory, infer_memory, train_memory
+from gpuwise.memory.llm_activations import decode_logits_bytes
 from gpuwise.memory.model import MemoryEstimate
 from gpuwise.plan.errors import PlanError
 from gpuwise.plan.fit import DEFAULT_HEADROOM_FRACTION, largest_fitting, usable_bytes
@@ -23,12 +24,26 @@ from gpuwise.runtime.serving_load import (ServingCurve, ServingLoad, concurrency
                                           serving_load)
 from gpuwise.workload import Workload, WorkloadError
 from gpuwise.workload.checkpoint import checkpoint_note
-from gpuwise.workload.decoder import DecoderArch, ParamCounts, load_arch
+from gpuwise.workload.decoder import DecoderArch, ParamCounts, defaulted_note, load_arch
+from gpuwise.workload.parallelism import splits_layers
 from gpuwise.units import format_bytes, format_request_rate
 from gpuwise.workload.storage import compute_bytes
 
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.9    # vLLM's default share of GPU memory it pre-allocates
 VLLM_MAX_NUM_SEQS = 256                 # vLLM's default max_num_seqs (SchedulerConfig): sequences in one iteration
+GIB = 1 << 30
+
+
+def vllm_batched_tokens(gpu) -> int:
+    """``vllm serve``'s max_num_batched_tokens on ``gpu``, as vLLM 0.34 picks it (``EngineArgs.get_batch_defaults``,
+    OPENAI_API_SERVER): 16384 from 160 GiB of GPU memory; 8192 from 70 GiB but on an A100; 2048 below. (There it
+    also raises max_num_seqs to 1024 from 70 GiB but on an A100; ``VLLM_MAX_NUM_SEQS`` keeps 256.)"""
+    memory, name = gpu.visible_memory_bytes, f"{gpu.id} {gpu.name}".lower()
+    if memory >= 160 * GIB:
+        return 16384
+    if memory >= 70 * GIB and "a100" not in name:
+        return 8192
+    return 2048
 KV_CACHE_BYTES = {"auto": None, "fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
 
 
@@ -74,15 +89,16 @@ def load_dict(load: ServingLoad) -> dict:
 
 @dataclass(frozen=True)
 class VllmCapacity:
-    """What vLLM's KV cache holds on each GPU, vLLM's own rule (``Worker.determine_num_available_blocks``):
+    """What vLLM's KV cache holds on each GPU, vLLM's own rule (``Worker.determine_available_memory``):
     ``gpu_memory_utilization`` of the GPU's memory (as the driver reports it), less the peak of its profiling
-    forward (weights, one prefill of the prompt, CUDA context: one request's memory, its KV cache left out),
-    over the KV cache of a sequence (``infer_memory``'s KV rule, tensor-parallel share included). Paged blocks
-    (16 tokens) are not rounded. The one capacity of ``--engine vllm``: the largest batch (``--max-batch``,
+    run (``memory_profiling``: the weights after loading, the peak of one dummy forward of max_num_batched_tokens
+    tokens and of the sampler over max_num_seqs rows, non-torch memory: the CUDA context; a loading transient
+    is freed before the peak counters are reset and is not in it), over the KV cache of a sequence
+    (``infer_memory``'s KV rule, tensor-parallel share included). Paged blocks (16 tokens) are not rounded. The one capacity of ``--engine vllm``: the largest batch (``--max-batch``,
     ``-b auto``), the longest context, whether the job fits, and the sequences one replica runs at a load."""
 
     reserved_bytes: int                  # gpu_memory_utilization × the GPU's memory
-    profile_peak_bytes: int              # weights, one prefill, CUDA context (no KV cache)
+    profile_peak_bytes: int              # weights, the profiling forward, CUDA context (no KV cache)
     gpu_memory_utilization: float
     kv_bytes_of: Callable[[int], float] = field(compare=False, repr=False)   # one sequence of N tokens, per GPU
     max_num_seqs: int = VLLM_MAX_NUM_SEQS
@@ -122,12 +138,12 @@ class VllmCapacity:
             return None
         gib = 1 << 30
         share = f"vLLM's {self.reserved_bytes / gib:.1f} GiB (gpu_memory_utilization {self.gpu_memory_utilization})"
-        if not self.kv_budget_bytes:
-            return (f"no room for one sequence's KV cache: the weights and a prefill need up to "
-                    f"{self.profile_peak_bytes / gib:.1f} GiB of {share}")
+        if not self.sequences(context_tokens):
+            return (f"no room for one sequence's KV cache of {context_tokens:,} tokens: the weights and vLLM's "
+                    f"profiling forward need up to {self.profile_peak_bytes / gib:.1f} GiB of {share}")
         what = "one sequence" if batch <= 1 else f"the batch of {batch}"
         return (f"{share} holds the KV cache of {self.sequences(context_tokens):,} sequences of "
-                f"{context_tokens:,} tokens after the weights and a prefill, not {what}")
+                f"{context_tokens:,} tokens after the weights and its profiling forward, not {what}")
 
     def wording(self, context_tokens: int, batch: int = 1) -> str:
         """The fit line of ``--engine vllm``, as ``fit_wording`` is HF's."""
@@ -136,7 +152,8 @@ class VllmCapacity:
             return f"does not fit: {short}"
         gib = 1 << 30
         return (f"fits vLLM's {self.reserved_bytes / gib:.1f} GiB (gpu_memory_utilization "
-                f"{self.gpu_memory_utilization}): the weights and a prefill take {self.profile_peak_bytes / gib:.1f} "
+                f"{self.gpu_memory_utilization}): the weights and its profiling forward take "
+                f"{self.profile_peak_bytes / gib:.1f} "
                 f"GiB, the KV cache holds {self.sequences(context_tokens):,} sequences of {context_tokens:,} tokens")
 
     def to_dict(self, context_tokens: int) -> dict:
@@ -194,6 +211,8 @@ def estimate_llm(workload: Workload, gpu: GPU | None = None, *, double_quant: bo
     notes: list[str] = []
     if workload.seq_len is None:
         notes.append("--seq-len not given: 128 tokens assumed (the default for text models)")
+    if (defaulted := defaulted_note(workload.model)) is not None:
+        notes.append(defaulted)
     context = workload.tokens_per_sequence + (0 if workload.is_training else workload.max_new_tokens)
     if arch.max_position_embeddings and context > arch.max_position_embeddings:
         notes.append(f"{context:,} tokens per sequence is past {workload.model}'s context of "
@@ -321,15 +340,19 @@ def largest_batch(arch: DecoderArch, w: Workload, gpu, *, kv_bytes_per_element: 
 
 def vllm_capacity(arch: DecoderArch, w: Workload, gpu, *, kv_bytes_per_element: float, double_quant: bool = True,
                   gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION) -> VllmCapacity:
-    """vLLM's KV cache on each of ``w.num_gpus`` GPUs of ``gpu`` serving ``w``'s prompts (``VllmCapacity``)."""
+    """vLLM's KV cache on each of ``w.num_gpus`` GPUs of ``gpu`` serving ``w``'s prompts (``VllmCapacity``): its
+    profiling run is a forward of max_num_batched_tokens (``vllm_batched_tokens``; chunked prefill: no prompt
+    runs more at once) and the sampler over max_num_seqs rows of logits, without the loading transient."""
     def memory(tokens: int) -> InferMemory:
         return infer_memory(arch, w, gpu, prompt_tokens=tokens, new_tokens=0, batch=1,
-                            kv_bytes_per_element=kv_bytes_per_element, double_quant=double_quant)
+                            kv_bytes_per_element=kv_bytes_per_element, double_quant=double_quant,
+                            load_transient=False)
 
-    one = memory(w.tokens_per_sequence)
+    profiled = memory(vllm_batched_tokens(gpu))
+    sampler = decode_logits_bytes(arch, VLLM_MAX_NUM_SEQS) / (1 if splits_layers(w) else w.num_gpus)
+    peak = profiled.memory.total_upper_bytes - profiled.kv_cache_bytes + max(0.0, sampler - profiled.prefill_bytes)
     return VllmCapacity(reserved_bytes=int(gpu_memory_utilization * gpu.visible_memory_bytes),
-                        profile_peak_bytes=int(one.memory.total_upper_bytes - one.kv_cache_bytes),
-                        gpu_memory_utilization=gpu_memory_utilization,
+                        profile_peak_bytes=int(peak), gpu_memory_utilization=gpu_memory_utilization,
                         kv_bytes_of=lambda tokens: memory(tokens).kv_cache_bytes)
 
 

@@ -50,6 +50,7 @@ from gpuwise.runtime.quant_linears import (GEMV_4BIT_BW_EFF, QuantLinears, fp8_r
 from gpuwise.runtime.model import StepTime
 from gpuwise.runtime.rates import fallback_warning
 from gpuwise.workload import Workload
+from gpuwise.workload.checkpoint import served_scheme
 from gpuwise.workload.decoder import DecoderArch, engine_caches_mla_latent
 from gpuwise.workload.parallelism import (ZERO_OFFLOAD_CPU_OPTIMIZERS, effective_sharding, layer_split_total_bytes,
                                           splits_layers)
@@ -77,6 +78,50 @@ TP_ALL_REDUCES_PER_LAYER = 2   # Megatron-style layer: after attention's o_proj 
 # A host wait for the GPU (LLM.int8()'s outlier test, transformers' FP8Linear): the read-back's launch, and the
 # drained GPU idle until the next eager call has issued its kernel (a prior: one eager call and two launches)
 SYNC_S = PYTHON_FORWARD_DEFAULT_S + 2 * CUDA_LAUNCH_S
+
+
+# transformers' sparse MoE block (4.57: qwen3_moe, qwen2_moe, mixtral ``SparseMoeBlock.forward``), eager, per MoE
+# layer: the router GEMM, softmax, topk, the top-k renormalisation (sum, div), the cast, zeros, one_hot, sum,
+# greater and ``nonzero`` (expert_hit: the host reads it back to loop) in place of the dense MLP's five
+# (gate, up, act, mul, down); then per expert hit: ``self.experts[expert_idx]`` (a 0-d GPU tensor as an index:
+# ``.item()``, a host wait), ``torch.where(mask)`` (nonzero: another), the mask's and the hidden states' gathers,
+# gate, up, act, mul, down, the routing weights' gather, mul and ``index_add_``; squeeze, reshape and ``[None]``
+# views; the expert's MLP and its four submodules called.
+HF_MOE_OPS_PER_LAYER = 11
+HF_DENSE_MLP_OPS = 5
+HF_MOE_SYNCS_PER_LAYER = 1
+HF_EXPERT_OPS = 11
+HF_EXPERT_VIEWS = 3
+HF_EXPERT_MODULE_CALLS = 5
+HF_EXPERT_SYNCS = 2
+
+
+@dataclass(frozen=True)
+class ExpertLoop:
+    """transformers' Python loop over the experts a forward's tokens hit, all MoE layers: what it issues."""
+
+    hits_per_layer: float       # distinct experts hit (``DecoderArch.expert_share``: uniform routing assumed)
+    kernels: float              # beyond the dense MLP's
+    host_s: float               # eager calls, views and module calls, beyond the dense layer's
+    syncs: float                # host waits for the GPU (nonzero, .item())
+
+    def words(self) -> str:
+        return (f"HF's loop over experts (transformers' sparse MoE block): ~{self.hits_per_layer:.1f} experts hit a "
+                f"layer (uniform routing assumed), each ~{HF_EXPERT_OPS} eager calls and {HF_EXPERT_SYNCS} host waits "
+                "for the GPU")
+
+
+def hf_expert_loop(arch: DecoderArch, rows: float) -> ExpertLoop | None:
+    """The expert loop of one eager HF forward over ``rows`` tokens (None without routed experts): the distinct
+    experts ``rows`` × top-k picks hit among ``num_experts``, E (1 - (1 - k/E)^rows), under uniform routing."""
+    if not arch.is_moe:
+        return None
+    hits = arch.num_experts * arch.expert_share(rows)
+    layers = arch.num_moe_layers
+    ops = layers * (HF_MOE_OPS_PER_LAYER - HF_DENSE_MLP_OPS + hits * HF_EXPERT_OPS)
+    host_s = (ops * (PYTHON_FORWARD_DEFAULT_S + CUDA_LAUNCH_S)
+              + layers * hits * (HF_EXPERT_VIEWS * VIEW_S + HF_EXPERT_MODULE_CALLS * PYTHON_FORWARD_DEFAULT_S))
+    return ExpertLoop(hits, ops, host_s, layers * (HF_MOE_SYNCS_PER_LAYER + hits * HF_EXPERT_SYNCS))
 
 
 def hf_decode_host_s(arch: DecoderArch) -> float:
@@ -217,8 +262,9 @@ def train_step_time(arch: DecoderArch, w: Workload, gpu, mem, *, double_quant: b
                         f"micro-batch's {micro.kernels:,} kernels against {micro_device_s * 1e3:.1f} ms on "
                         "the GPU; a larger micro-batch costs little more time")
     if arch.is_moe:
-        warnings.append("MoE: experts assumed evenly loaded and run as dense GEMMs per expert; HF's loop over "
-                        "experts is slower at small batch")
+        loop = hf_expert_loop(arch, w.batch_size * w.tokens_per_sequence)
+        warnings.append(f"MoE: experts assumed evenly loaded and run as dense GEMMs per expert; {loop.words()}, "
+                        "not counted in training: slower at small batch")
     samples = w.batch_size * accum * n
     return StepTime(gpu=gpu.id, count=n, step_time_s=step_s, samples_per_s=samples / step_s,
                     by_class_s=by_class, bound=bound, compute_s=accum * micro_compute,
@@ -286,7 +332,7 @@ class DecodeStep:
     compute_s: float                # the GEMMs at the tiled law, attention at the peak
     tp_comm_s: float                # the GPUs' communication in one iteration: the tensor-parallel all-reduces,
     #                                 or the hand-offs between the GPUs of a layer split (HF generate)
-    syncs: float = 0.0              # host waits for the GPU (quantized linears: LLM.int8(), FP8Linear)
+    syncs: float = 0.0              # host waits for the GPU (quantized linears: LLM.int8(), FP8Linear; HF's expert loop)
     quant_path: str = ""            # how the quantized linears run (gpuwise.runtime.quant_linears); "" unquantized
 
     @property
@@ -342,7 +388,16 @@ def split_by_layers(arch: DecoderArch, w: Workload, weights_bytes: float) -> tup
 def served_linears(arch: DecoderArch, w: Workload, gpu, *, rows: int, double_quant: bool = True) -> QuantLinears | None:
     """The quantized linears of a serving forward over ``rows`` rows on one of ``w.num_gpus`` tensor-parallel GPUs."""
     return quant_linears(arch, w.quant, rows=rows, tp=w.num_gpus, double_quant=double_quant,
-                         expert_share=arch.expert_share(rows), gpu=gpu, engine=w.engine)
+                         expert_share=arch.expert_share(rows), gpu=gpu, engine=w.engine,
+                         scheme=served_scheme(w.model, w.quant) if w.quant != "none" else None)
+
+
+def linear_gemm_rate(w: Workload, gpu) -> str | None:
+    """The rate the served block linears' GEMMs run at where their quantization sets it (FP8 W8A8 on FP8 tensor
+    cores: ``LinearPath.gemm_rate``); None: the compute precision's."""
+    if w.quant != "fp8" or gpu is None:
+        return None
+    return linear_path(w.quant, rows=2, double_quant=True, gpu=gpu, engine=w.engine).gemm_rate
 
 
 @dataclass(frozen=True)
@@ -385,7 +440,8 @@ def prefill_parts(arch: DecoderArch, w: Workload, gpu, *, weights_bytes: float, 
         w, weights_bytes = split_by_layers(arch, w, weights_bytes)
     else:
         tp_comm = tp_all_reduces_s(arch, w, prompt_tokens * batch, topo)
-    kernels_s = prefill(arch, w, gpu, cal, prompt_tokens=prompt_tokens, batch=batch, tp=w.num_gpus).total_s
+    kernels_s = prefill(arch, w, gpu, cal, prompt_tokens=prompt_tokens, batch=batch, tp=w.num_gpus,
+                        linear_rate=linear_gemm_rate(w, gpu)).total_s
     q = served_linears(arch, w, gpu, rows=prompt_tokens * batch, double_quant=double_quant)
     read = max(weights_bytes - unread_embedding_bytes(arch, w, prompt_tokens * batch), 0.0)
     if q is None:
@@ -407,7 +463,12 @@ def quant_notes(arch: DecoderArch, w: Workload, gpu, *, batch: int, double_quant
             return [f"FP8 weights on {gpu.id} (compute capability {gpu.compute_capability}, no FP8 tensor cores): "
                     "vLLM runs them weight-only through its FP8 Marlin kernel, 1 B a weight read, GEMMs at the "
                     "16-bit rate"]
-        return []
+        return ["FP8 weights on FP8 tensor cores: activations quantized per 128-wide group, the GEMMs W8A8 at the "
+                "fp8 rate"]
+    if w.quant in ("w4a16", "w8a16"):
+        who = "vLLM's Marlin kernel" if w.engine == "vllm" else "HF's AWQ/GPTQ kernels (assumed Marlin-like)"
+        return [f"--quant {w.quant} ({w.quant[1]}-bit weights, 16-bit activations): {who} dequantizes them inside "
+                "a 16-bit GEMM, one kernel a linear; the weights' bytes read as stored (gpuwise.runtime.quant_linears)"]
     path = linear_path(w.quant, rows=batch, double_quant=double_quant, gpu=gpu, engine=w.engine)
     moved = path.matmul_bytes + path.gemv_bytes + path.stream_bytes
     syncs = f", {path.syncs} host waits for the GPU" if path.syncs else ""
@@ -463,21 +524,23 @@ def decode_step(arch: DecoderArch, w: Workload, gpu, *, weights_bytes: float, co
     else:   # the routed experts are quantized linears: the rest is read whole
         plain = max(weights_bytes - q.stored_bytes - unread, 0.0)
         mem_s = (plain + kv_read) / (_bandwidth(gpu) * DECODE_BW_EFF) + quant_reads_s(q, gpu)
-    flop_s = decode_compute_s(arch, w, gpu, cal, context_tokens=context_tokens, batch=batch, tp=n)
+    flop_s = decode_compute_s(arch, w, gpu, cal, context_tokens=context_tokens, batch=batch, tp=n,
+                              linear_rate=linear_gemm_rate(w, gpu))
     # decode's tensor-parallel all-reduces carry one token's hidden state a sequence (2 a layer); vLLM replays
     # its decode steps as CUDA graphs (vllm/worker/model_runner.py, capture of decode batch sizes), so they pay
     # the hops and the bytes but not an eager call's per-collective latency
     graphs = w.engine == "vllm" and vllm_cuda_graphs(w.quant)
     tp_comm = tp_all_reduces_s(arch, w, batch, topo, graph_captured=graphs) + handoffs_s
     # every kernel's GPU-side gap (ramp-up and tail), as a traced step pays it (kernels.kernel_device_s)
-    gaps_s = decode_kernels(arch, w.engine) * cal.p("kernel_latency_s")
+    loop = hf_expert_loop(arch, batch) if w.engine == "hf" else None
+    gaps_s = (decode_kernels(arch, w.engine) + (loop.kernels if loop else 0.0)) * cal.p("kernel_latency_s")
     around_s = quant_around_s(q, gpu, cal) if q is not None else 0.0     # serial: not hidden by the GEMMs
     gpu_step_s = max(mem_s, flop_s) + around_s + gaps_s + tp_comm
     if w.engine == "hf":
-        host_step_s = hf_decode_host_s(arch) + quant_host_s(q)
+        host_step_s = hf_decode_host_s(arch) + quant_host_s(q) + (loop.host_s if loop else 0.0)
     else:
         host_step_s = 0.0 if graphs else vllm_eager_host_s(arch) + quant_host_s(q)
-    syncs = q.syncs if q is not None else 0.0
+    syncs = (q.syncs if q is not None else 0.0) + (loop.syncs if loop else 0.0)
     return DecodeStep(step_s=paced_s(gpu_step_s, host_step_s, syncs), gpu_s=gpu_step_s, host_s=host_step_s,
                       memory_s=mem_s + around_s, compute_s=flop_s, tp_comm_s=tp_comm, syncs=syncs,
                       quant_path=q.path.name if q is not None else "")
@@ -491,8 +554,10 @@ def serve_time(arch: DecoderArch, w: Workload, gpu, *, weights_bytes: float, pro
     ``topology``: how the GPUs are linked (None: ``topology_for(gpu)``, the GPU's usual machine).
     ``calibration``: the time model's factors (None: the shipped one, as the traced path).
     ``double_quant``: nf4 with double quantization (bitsandbytes' ``compress_statistics``)."""
+    loop = hf_expert_loop(arch, batch) if w.engine == "hf" and new_tokens else None
     warnings = (_warnings(gpu, w.precision) + quant_notes(arch, w, gpu, batch=batch, double_quant=double_quant)
-                + serving_link_notes(w, topology or topology_for(gpu)))
+                + serving_link_notes(w, topology or topology_for(gpu))
+                + ([f"decode: {loop.words()}, counted"] if loop else []))
     cal = calibration or load_calibration()
     n = w.num_gpus
     pre = prefill_parts(arch, w, gpu, weights_bytes=weights_bytes, prompt_tokens=prompt_tokens, batch=batch,

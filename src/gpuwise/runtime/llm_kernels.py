@@ -25,7 +25,7 @@ both apply (tests/closed_form/test_time_paths_agree.py).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gpuwise.runtime.calibration import Calibration
 from gpuwise.runtime.kernels import causal_share, device_time_s, fused_attention_features, gemm_time_s
@@ -167,15 +167,17 @@ def _adapted(arch: DecoderArch, w: Workload) -> list[LinearSpec]:
 
 
 def blocks_forward(sh: Shape, lora: tuple[list[LinearSpec], int] | None = None, dropout: bool = False,
-                   recompute: bool = False) -> KernelTime:
+                   recompute: bool = False, linear_rate: str | None = None) -> KernelTime:
     """One forward of every decoder layer. ``recompute``: gradient checkpointing's (non-reentrant, as traced)
-    forward, which stops early: the MLP's down projection and the last residual add are not rerun."""
+    forward, which stops early: the MLP's down projection and the last residual add are not rerun.
+    ``linear_rate``: the block linears' GEMM rate where the weights' format sets it (``_linear_shape``)."""
     st = layers_memory(sh, backward=False, trained=False, recompute=recompute)
     if lora:
         lora_memory(st, sh, lora[0], dropout, backward=False, recompute=recompute)
     if sh.amp_blocks:
         amp_casts(st, sh, backward=False, trained=True, recompute=recompute)
-    return (_layers_gemms(sh, forward=True, dgrad=False, wgrad=False, lora=lora, recompute=recompute)
+    return (_layers_gemms(_linear_shape(sh, linear_rate), forward=True, dgrad=False, wgrad=False, lora=lora,
+                          recompute=recompute)
             + _attention(sh, backward=False) + st.time(sh.gpu, sh.cal))
 
 
@@ -254,23 +256,30 @@ def _head(sh: Shape, w: Workload, *, backward: bool, head_grad: bool = False, bl
     return KernelTime({"matmul": gemm}, int(dgrad) + int(head_grad)) + st.time(sh.gpu, sh.cal)
 
 
+def _linear_shape(sh: Shape, linear_rate: str | None) -> Shape:
+    """The shape the block linears' GEMMs see where their quantization sets their rate (FP8 W8A8: the fp8 peak,
+    1-byte operands); ``sh`` itself otherwise."""
+    return sh if linear_rate is None else replace(sh, rate=linear_rate, elem=1)
+
+
 def prefill(arch: DecoderArch, w: Workload, gpu, cal: Calibration, *, prompt_tokens: int, batch: int,
-            tp: int = 1) -> KernelTime:
+            tp: int = 1, linear_rate: str | None = None) -> KernelTime:
     """One forward over ``batch`` prompts of ``prompt_tokens`` on one of ``tp`` tensor-parallel GPUs; logits
-    for the last token of each prompt."""
+    for the last token of each prompt. ``linear_rate``: the block linears' GEMM rate where the weights' format
+    sets it (``runtime.llm.linear_gemm_rate``); attention and the LM head keep the compute precision's."""
     sh = _shape(arch, w, gpu, cal, prompt_tokens * batch, prompt_tokens, tp)
-    return blocks_forward(sh) + _head(sh, w, backward=False, head_rows=batch)
+    return blocks_forward(sh, linear_rate=linear_rate) + _head(sh, w, backward=False, head_rows=batch)
 
 
 def decode_compute_s(arch: DecoderArch, w: Workload, gpu, cal: Calibration, *, context_tokens: float, batch: int,
-                     tp: int = 1) -> float:
+                     tp: int = 1, linear_rate: str | None = None) -> float:
     """The arithmetic of one decode step (one token for each of ``batch`` sequences): the GEMMs at the tiled
     law (no streaming floor, no latency: the weights' and the cache's reads are the caller's memory term), of
     MoE the experts the batch touches only, attention's FLOPs at the peak (it reads the cache)."""
     sh = _shape(arch, w, gpu, cal, batch, 1, tp)
     share = arch.expert_share(batch) if arch.is_moe else None
-    gemms = _layers_gemms(sh, forward=True, dgrad=False, wgrad=False, lora=None, latency=False,
-                          expert_share=share).total_s
+    gemms = _layers_gemms(_linear_shape(sh, linear_rate), forward=True, dgrad=False, wgrad=False, lora=None,
+                          latency=False, expert_share=share).total_s
     head = _gemms(sh, batch, sh.h, split(arch.vocab_size, tp), forward=True, dgrad=False, wgrad=False, latency=False)
     attention = arch.attention_flops_per_token(context_tokens) * batch / tp / rate_peak_flops_per_s(gpu, sh.rate)
     return gemms + head + attention

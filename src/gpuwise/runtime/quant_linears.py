@@ -39,7 +39,16 @@ fp8 (a checkpoint's ``quantization_config``: e4m3 weights, a float32 scale per 1
   (``Fp8Config.get_min_capability``), weight-only through its FP8 Marlin kernel at the 16-bit rate; under
   8.0 it refuses. transformers' ``FP8Linear``: ``act_quant`` and a Triton block GEMM, then
   ``torch.cuda.synchronize()`` after every linear; it refuses GPUs under 8.9
-  (``quantizers/quantizer_finegrained_fp8.py``).
+  (``quantizers/quantizer_finegrained_fp8.py``). With FP8 tensor cores both GEMMs are W8A8: they run at the
+  catalog's fp8 peak through the same tensor-core law the 16-bit GEMMs use (``LinearPath.gemm_rate``).
+w4a16 / w8a16 (AWQ, GPTQ, compressed-tensors integer weight-only checkpoints; vLLM 0.34 ``auto_awq.py``,
+  ``auto_gptq.py``, ``compressed_tensors_wNa16``): vLLM picks its Marlin kernel where ``check_marlin_supported``
+  holds (``query_marlin_supported_quant_types``: compute capability 7.5+; group sizes -1, 32, 64, 128): one
+  kernel a call that reads the packed weights, their scales and zero points and dequantizes them in registers
+  inside a 16-bit tensor-core GEMM (weight-only: the activations stay 16-bit, no extra pass). Below 7.5 AWQ
+  refuses (``AutoAWQConfig.get_min_capability`` 75); GPTQ runs from 6.0 (``get_min_capability`` 60) through
+  its ExLlama kernel, taken here as the same weight-only GEMM. HF generate's AWQ/GPTQ kernels (autoawq,
+  gptqmodel) are taken as the same path: an assumption, said with the time.
 
 Everything here is per weight (bytes) or per call (kernels, eager calls, synchronisations); ``gpuwise.runtime.llm``
 turns them into time. The host figures are the eager costs of ``gpuwise.runtime.host``.
@@ -58,6 +67,12 @@ HALF = 2.0
 GEMV_4BIT_BW_EFF = 0.40        # kgemm_4bit_inference_naive: share of the datasheet bandwidth (prior, see above)
 FP8_TENSOR_CORES_CC = (8, 9)    # vLLM's and transformers' test for FP8 GEMMs (Ada, Hopper and newer)
 VLLM_FP8_MIN_CC = (8, 0)        # Fp8Config.get_min_capability: 80 (Marlin weight-only below 8.9)
+# vLLM's GPUs: compute capability 7.0+ (its GPU install docs; platforms/cuda.py's supported_dtypes calls below
+# 6.0 "GPUs vLLM doesn't support", and Pascal has no tensor cores for its kernels). The 0.34 wheel's own
+# kernels (_C_stable_libtorch) are built for sm_75 and newer.
+VLLM_MIN_CC = (7, 0)
+MARLIN_MIN_CC = (7, 5)          # marlin_utils.query_marlin_supported_quant_types: none below 75
+GPTQ_MIN_CC = (6, 0)            # AutoGPTQConfig.get_min_capability
 # LLM.int8() inference, per call (MatMul8bitLt.forward with outliers, bitsandbytes 0.45-0.49): cast to fp16,
 # abs, >=, any, any(dim=0), argwhere (2), int8_vectorwise_quant, zero the outlier columns (rows > 1 only),
 # gather the input's and the weight's outlier columns, dequantize them (2) and cast, int8 GEMM,
@@ -95,10 +110,32 @@ def fp8_refusal(gpu, engine: str) -> str | None:
     return None
 
 
-def quant_refusal(quant: str, gpu, engine: str) -> str | None:
-    """Why ``engine`` cannot run ``quant`` weights on ``gpu`` (None: it can): FP8 checkpoints only
-    (``fp8_refusal``); bitsandbytes runs on every GPU the catalog has."""
-    return fp8_refusal(gpu, engine) if quant == "fp8" else None
+def vllm_refusal(gpu, engine: str) -> str | None:
+    """Why vLLM cannot run on ``gpu`` at all (None: it can, or ``engine`` is not vLLM): compute capability 7.0+."""
+    if engine == "vllm" and _cc(gpu) < VLLM_MIN_CC:
+        return (f"vLLM runs on compute capability 7.0+; {gpu.id} is {gpu.compute_capability} (--engine hf: "
+                "HF generate)")
+    return None
+
+
+def weight_only_refusal(quant: str, gpu, engine: str, method: str = "") -> str | None:
+    """Why ``engine`` cannot serve an integer weight-only (AWQ, GPTQ, compressed-tensors) checkpoint on ``gpu``:
+    vLLM's AWQ and compressed-tensors layers need Marlin (7.5+), GPTQ's ExLlama kernel 6.0+."""
+    if quant not in ("w4a16", "w8a16") or engine != "vllm":
+        return None
+    floor = GPTQ_MIN_CC if method == "gptq" else MARLIN_MIN_CC
+    if _cc(gpu) < floor:
+        return (f"vLLM serves {method or 'these'} {quant} weights from compute capability {floor[0]}.{floor[1]}; "
+                f"{gpu.id} is {gpu.compute_capability}")
+    return None
+
+
+def quant_refusal(quant: str, gpu, engine: str, method: str = "") -> str | None:
+    """Why ``engine`` cannot serve ``quant`` weights on ``gpu`` (None: it can): vLLM's own floor
+    (``vllm_refusal``), FP8 checkpoints (``fp8_refusal``), integer weight-only ones (``weight_only_refusal``);
+    bitsandbytes runs on every GPU the catalog has."""
+    return (vllm_refusal(gpu, engine) or (fp8_refusal(gpu, engine) if quant == "fp8" else None)
+            or weight_only_refusal(quant, gpu, engine, method))
 
 
 def fp8_tensor_cores(gpu) -> bool:
@@ -125,10 +162,13 @@ class LinearPath:
     input_bytes: float = 0.0   # activation traffic per element of the input (rows x in)
     output_bytes: float = 0.0  # per element of the output (rows x out)
     row_gather_bytes: float = 0.0   # per weight row: LLM.int8()'s gather of the outlier columns
+    gemm_rate: str | None = None    # the catalog rate its GEMMs run at (None: the compute precision's)
 
 
-def linear_path(quant: str, *, rows: int, double_quant: bool, gpu=None, engine: str = "hf") -> LinearPath:
-    """The path a ``quant`` linear takes for ``rows`` input rows (sources in the module docstring)."""
+def linear_path(quant: str, *, rows: int, double_quant: bool, gpu=None, engine: str = "hf",
+                group_size: int = 128, zero_point: bool = False) -> LinearPath:
+    """The path a ``quant`` linear takes for ``rows`` input rows (sources in the module docstring);
+    ``group_size``, ``zero_point``: an integer weight-only checkpoint's (``workload.checkpoint.QuantScheme``)."""
     absmax_prep = (1.0 + F32 + 2 * F32) / NF4_BLOCK if double_quant else 0.0   # dequantize_blockwise, + offset
     absmax_read = F32 / NF4_BLOCK
     prep_kernels = 2 if double_quant else 0
@@ -148,8 +188,12 @@ def linear_path(quant: str, *, rows: int, double_quant: bool, gpu=None, engine: 
         group = F32 / FP8_GROUP
         return LinearPath("FP8 block GEMM", 1.0 + scales, 0.0, 0.0, 2, 1,
                           syncs=0 if engine == "vllm" else 1,       # transformers' FP8Linear synchronizes
-                          input_bytes=HALF + 1.0 + group)     # GEMMs timed at the 16-bit rate (an upper side)
-    raise RuntimeError_(f"no quantized path for --quant {quant!r} (one of nf4, int8, fp8)")
+                          input_bytes=HALF + 1.0 + group,           # the activation quantization pass
+                          gemm_rate="fp8")                          # W8A8 on FP8 tensor cores
+    if quant in ("w4a16", "w8a16"):
+        stored = quant_bytes_per_param(quant, group_size=group_size, zero_point=zero_point, in_features=1 << 12)
+        return LinearPath("Marlin (weight-only)", stored, 0.0, 0.0, 1, 0)
+    raise RuntimeError_(f"no quantized path for --quant {quant!r} (one of nf4, int8, fp8, w4a16, w8a16)")
 
 
 @dataclass(frozen=True)
@@ -168,22 +212,27 @@ class QuantLinears:
 
 
 def quant_linears(arch: DecoderArch, quant: str, *, rows: int, tp: int = 1, double_quant: bool = True,
-                  expert_share: float = 1.0, gpu=None, engine: str = "hf") -> QuantLinears | None:
+                  expert_share: float = 1.0, gpu=None, engine: str = "hf", scheme=None) -> QuantLinears | None:
     """The quantized block linears of ``arch`` (None for ``quant`` "none") over ``rows`` rows of one GPU of
     ``tp`` tensor-parallel ones. ``expert_share``: the share of routed experts the rows touch; vLLM's
-    bitsandbytes MoE dequantizes every expert of a layer each forward."""
+    bitsandbytes MoE dequantizes every expert of a layer each forward. ``scheme``: the checkpoint's
+    (``workload.checkpoint.QuantScheme``: group size, zero points, the linears it keeps 16-bit, not counted here)."""
     if quant == "none":
         return None
-    path = linear_path(quant, rows=rows, double_quant=double_quant, gpu=gpu, engine=engine)
+    group_size = scheme.group_size if scheme is not None else 128
+    zero_point = scheme.zero_point if scheme is not None else False
+    path = linear_path(quant, rows=rows, double_quant=double_quant, gpu=gpu, engine=engine, group_size=group_size,
+                       zero_point=zero_point)
     bnb = quant in ("nf4", "int8")
     weights = stored = calls = touched_stream = acts = 0.0
     for lin in arch.linears:
-        n = lin.copies_per_layer * lin.layers
+        n = lin.copies_per_layer * lin.layers * (1.0 - (scheme.kept_share(lin) if scheme is not None else 0.0))
         expert = lin.part == "expert"
         share = expert_share if expert else 1.0
         per = lin.in_features * lin.out_features / tp
         weights += n * share * per
-        stored += n * per * quant_bytes_per_param(quant, double_quant=double_quant, in_features=lin.in_features)
+        stored += n * per * quant_bytes_per_param(quant, double_quant=double_quant, in_features=lin.in_features,
+                                                  group_size=group_size, zero_point=zero_point)
         # vLLM's fused MoE runs a layer's experts in one kernel per linear; transformers loops over the hit ones
         calls += lin.layers if expert and engine == "vllm" else n * share
         dequantized = 1.0 if expert and engine == "vllm" and bnb else share

@@ -17,7 +17,7 @@ from importlib.metadata import PackageNotFoundError, version
 from gpuwise.workload.config_checks import HEAD_KEYS, HIDDEN_KEYS, LAYER_KEYS
 from gpuwise.workload.decoder_configs import text_config
 from gpuwise.workload.errors import WorkloadError
-from gpuwise.workload.llm_config import load_config, try_load_decoder_config
+from gpuwise.workload.llm_config import load_config, transformers_defaults, try_load_decoder_config
 
 # Canonical roles of block linears; LoRA targets may name a role or the module's own name.
 ROLE_ALIASES = {
@@ -466,9 +466,34 @@ def arch_from_config(cfg: dict) -> DecoderArch:
     )
 
 
+def config_with_defaults(cfg: dict) -> tuple[dict, tuple[str, ...]]:
+    """A config with the optional fields it leaves out filled as transformers fills them
+    (``llm_config.transformers_defaults``, on the language part of a multimodal config), and those fields' names."""
+    text = text_config(cfg)
+    filled = transformers_defaults(text)
+    if not filled:
+        return cfg, ()
+    text = {**text, **filled}
+    return (text if text_config(cfg) is cfg else {**cfg, "text_config": text}), tuple(filled)
+
+
+def defaulted_note(spec: str) -> str | None:
+    """What an estimate says where the model's config left fields out (None: it left none out)."""
+    cfg = try_load_decoder_config(spec)
+    if cfg is None:
+        return None
+    filled = transformers_defaults(text_config(cfg))
+    if not filled:
+        return None
+    words = ", ".join(f"{k} {v}" for k, v in filled.items())
+    return f"the config leaves out fields; transformers' defaults for its model type taken: {words}"
+
+
 def load_arch(spec: str) -> DecoderArch:
-    """The architecture of the decoder LLM a model spec names (WorkloadError when it names none)."""
-    return replace(arch_from_config(load_config(spec)), name=spec)
+    """The architecture of the decoder LLM a model spec names (WorkloadError when it names none); fields its
+    config leaves out as transformers fills them (``config_with_defaults``)."""
+    cfg, _ = config_with_defaults(load_config(spec))
+    return replace(arch_from_config(cfg), name=spec)
 
 
 def is_llm(workload) -> bool:

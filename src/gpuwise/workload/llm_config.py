@@ -11,6 +11,8 @@ when the Hub cannot answer, a name that differs only by a fine-tune suffix (``-I
 from __future__ import annotations
 
 import json
+import logging
+from functools import lru_cache
 from pathlib import Path
 
 from gpuwise.errors import did_you_mean
@@ -95,3 +97,41 @@ def request_rate_refusal(model: str) -> str | None:
         return None
     return (f"--request-rate sizes serving a decoder LLM (the closed form): {model} is not one (it is traced; "
             "--batch-size N sizes one batch of it)")
+
+
+# Optional fields the closed form reads (``decoder.arch_from_config``) where a config may leave them out; the
+# required ones (hidden size, layers, heads) are refused when missing, never guessed.
+DEFAULTED_FIELDS = ("vocab_size", "intermediate_size", "max_position_embeddings", "num_key_value_heads",
+                    "tie_word_embeddings", "moe_intermediate_size", "num_experts", "num_local_experts",
+                    "num_experts_per_tok", "shared_expert_intermediate_size")
+
+
+def transformers_defaults(cfg: dict) -> dict:
+    """The fields of ``DEFAULTED_FIELDS`` a config leaves out, as transformers fills them: its model type's config
+    class (``CONFIG_MAPPING``) built offline from the config's own values, so that the defaults are the ones the
+    model is built with (LlamaConfig: intermediate_size 11008, max_position_embeddings 2048, tie_word_embeddings
+    False). {} for an unknown model type, or where transformers cannot build the class from the dict."""
+    missing = tuple(k for k in DEFAULTED_FIELDS if k not in cfg)
+    if not cfg.get("model_type") or not missing:
+        return {}
+    return dict(_class_defaults(json.dumps(cfg, sort_keys=True, default=str), missing))
+
+
+@lru_cache(maxsize=64)
+def _class_defaults(cfg_json: str, missing: tuple[str, ...]) -> tuple[tuple[str, object], ...]:
+    cfg = json.loads(cfg_json)
+    quiet = logging.getLogger("transformers")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)       # its own validation chatter (rope_scaling fields) is not ours to print
+    try:
+        from transformers import CONFIG_MAPPING
+
+        if cfg["model_type"] not in CONFIG_MAPPING:
+            return ()
+        config = CONFIG_MAPPING[cfg["model_type"]](**{k: v for k, v in cfg.items() if k != "model_type"})
+    except Exception:       # a config transformers itself refuses: keep the closed form's own reading
+        return ()
+    finally:
+        quiet.setLevel(level)
+    return tuple((key, value) for key in missing
+                 if isinstance(value := getattr(config, key, None), (int, float, bool)))

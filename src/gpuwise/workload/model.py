@@ -20,7 +20,7 @@ DEFAULT_OPTIMIZER = "adamw"   # what a job without --optimizer is priced with (H
 OPTIMIZERS = ("none", "sgd", "momentum", "adam", "adamw", "adamw-8bit", "adafactor", "lion", "paged-adamw", "paged-adamw-8bit")
 MODES = ("train", "infer")
 FINETUNES = ("full", "freeze", "lora", "qlora")
-QUANTS = ("none", "int8", "nf4", "fp8")       # fp8: a checkpoint stored in float8 (workload/checkpoint.py), served
+QUANTS = ("none", "int8", "nf4", "fp8", "w4a16", "w8a16")   # fp8, w4a16, w8a16: a checkpoint's own (checkpoint.py), served
 SHARDINGS = ("ddp", "zero1", "zero2", "zero3", "fsdp")
 OFFLOADS = ("none", "optimizer", "params")
 # The software stack: inputs with stated defaults (DESIGN.md, "The software stack assumed by predictions").
@@ -177,9 +177,9 @@ class Workload:
                                 f"{q} (qlora implies nf4){lora}")
         if (refusal := offload_optimizer_refusal(self)) is not None:
             raise WorkloadError(refusal)
-        if self.quant == "fp8" and self.mode != "infer":
-            raise WorkloadError("--quant fp8 serves an FP8 checkpoint (--mode infer); training starts from 16-bit "
-                                "weights (--quant none, int8 or nf4)")
+        if self.quant in ("fp8", "w4a16", "w8a16") and self.mode != "infer":
+            raise WorkloadError(f"--quant {self.quant} serves a checkpoint stored so (--mode infer); training starts "
+                                "from 16-bit weights (--quant none, int8 or nf4)")
 
     def inert_settings(self) -> tuple[str, ...]:
         """Settings given a value of their own that change nothing in this job: said, not dropped in silence

@@ -9,6 +9,8 @@ NF4_BLOCK = 64                 # bitsandbytes 4-bit: one absmax per 64 weights
 NF4_DQ_BLOCK = 256             # double quantization: one float32 absmax per 256 first-level absmaxes
 INT8_OPTIMIZER_BLOCK = 2048    # bitsandbytes 8-bit optimizers: block-wise quantized state
 FP8_BLOCK = 128                # FP8 checkpoints (DeepSeek-V3's quantization_config): a float32 scale per 128 x 128
+# Integer weight-only formats of AWQ / GPTQ / compressed-tensors checkpoints (workload/checkpoint.py): bits a weight
+WEIGHT_ONLY_QUANTS = {"w4a16": 4, "w8a16": 8}
 
 
 def compute_bytes(precision) -> int:
@@ -28,7 +30,8 @@ def frozen_bytes(precision) -> int:
     return parse(precision).activation_bytes
 
 
-def quant_bytes_per_param(quant: str, *, double_quant: bool = True, out_features: int = 0, in_features: int = 0) -> float:
+def quant_bytes_per_param(quant: str, *, double_quant: bool = True, out_features: int = 0, in_features: int = 0,
+                          group_size: int = 128, zero_point: bool = False) -> float:
     """Bytes per weight of a quantized linear layer.
 
     nf4 (bitsandbytes Linear4bit): 4 bits + a float32 absmax per 64 weights (0.5625 B); with double
@@ -36,6 +39,9 @@ def quant_bytes_per_param(quant: str, *, double_quant: bool = True, out_features
     int8 (LLM.int8 Linear8bitLt): 1 byte + a float32 scale per output row.
     fp8 (a checkpoint stored in float8 e4m3, ``quantization_config.weight_block_size`` 128 x 128, as DeepSeek-V3's):
     1 byte + a float32 scale (``weight_scale_inv``) per 128 x 128 block.
+    w4a16 / w8a16 (AWQ, GPTQ, compressed-tensors integer weight-only, as vLLM's Marlin layers hold them after
+    loading): 4 or 8 bits packed, a 16-bit scale per ``group_size`` inputs (-1: per output row, over
+    ``in_features``), and with ``zero_point`` a zero point packed at the weight's width per group.
     """
     if quant == "nf4":
         if double_quant:
@@ -45,9 +51,14 @@ def quant_bytes_per_param(quant: str, *, double_quant: bool = True, out_features
         return 1.0 + (4.0 / in_features if in_features else 0.0)
     if quant == "fp8":
         return 1.0 + 4.0 / (FP8_BLOCK * FP8_BLOCK)
+    if quant in WEIGHT_ONLY_QUANTS:
+        bits = WEIGHT_ONLY_QUANTS[quant]
+        group = group_size if group_size > 0 else in_features
+        per_group = (2.0 + (bits / 8.0 if zero_point else 0.0)) / group if group else 0.0
+        return bits / 8.0 + per_group
     if quant == "none":
         return 0.0
-    raise WorkloadError(f"unknown quantization {quant!r}; valid: none, int8, nf4, fp8")
+    raise WorkloadError(f"unknown quantization {quant!r}; valid: none, int8, nf4, fp8, w4a16, w8a16")
 
 
 def optimizer_state_bytes(optimizer: str, param_bytes: int) -> float:

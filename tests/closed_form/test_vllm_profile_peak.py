@@ -1,0 +1,49 @@
+"""vLLM's KV-cache room is its reservation less what its memory profiling sees (trial of LLM serving, defect 4):
+the capacity took the batch's own peak, which for a bitsandbytes model is the quantize-on-load transient (a
+vocabulary matrix in 16 bits beside its copy): Llama-3.1-70B nf4 on an RTX A6000 said "the weights and a prefill
+take 40.6 GiB" over 36.8 GiB of weights. vLLM's ``memory_profiling`` resets the peak after loading and measures one
+dummy forward of max_num_batched_tokens tokens (and the sampler) and the non-torch memory."""
+
+import pytest
+
+from gpuwise.catalog import load_catalog
+from gpuwise.memory.llm import infer_memory, quantize_on_load_bytes
+from gpuwise.plan.llm import vllm_batched_tokens, vllm_capacity
+from gpuwise.workload import Workload
+from gpuwise.workload.decoder import load_arch
+
+L70, L8 = "hf:meta-llama/Llama-3.1-70B", "hf:meta-llama/Llama-3.1-8B"
+
+
+@pytest.fixture(scope="module")
+def gpus():
+    return {g.id: g for g in load_catalog(user_file=False).gpus}
+
+
+def _job(model, quant):
+    return Workload(model, mode="infer", precision="bf16", quant=quant, engine="vllm", batch_size=1, seq_len=1024,
+                    max_new_tokens=256)
+
+
+def test_the_loading_transient_is_not_in_vllms_profile_peak(gpus):
+    a6000 = gpus["rtx-a6000"]
+    arch, w = load_arch(L70), _job(L70, "nf4")
+    assert quantize_on_load_bytes(arch, w) > 1 << 30          # what was taken from the KV cache
+    cap = vllm_capacity(arch, w, a6000, kv_bytes_per_element=2.0)
+    profiled = infer_memory(arch, w, a6000, prompt_tokens=vllm_batched_tokens(a6000), new_tokens=0, batch=1,
+                            kv_bytes_per_element=2.0, load_transient=False)
+    assert profiled.memory.workspace_bytes < 1 << 30         # cuBLAS', not the transient
+    assert cap.profile_peak_bytes == pytest.approx(profiled.memory.total_upper_bytes - profiled.kv_cache_bytes,
+                                                   rel=0.02)
+    assert cap.profile_peak_bytes < infer_memory(arch, w, a6000, prompt_tokens=1024, new_tokens=0, batch=1,
+                                                 kv_bytes_per_element=2.0).memory.total_upper_bytes
+
+
+def test_the_profiling_forward_is_max_num_batched_tokens_whatever_the_prompt(gpus):
+    h100 = gpus["h100-sxm"]
+    arch = load_arch(L8)
+    short, long = (vllm_capacity(arch, _job(L8, "none").with_(seq_len=s), h100, kv_bytes_per_element=2.0)
+                   for s in (128, 4096))
+    assert short.profile_peak_bytes == long.profile_peak_bytes
+    assert (vllm_batched_tokens(h100), vllm_batched_tokens(gpus["a100-80gb-sxm4"]),
+            vllm_batched_tokens(gpus["rtx-a6000"])) == (8192, 2048, 2048)
