@@ -32,6 +32,7 @@ from typing import Any
 
 import torch
 
+from gpuwise.errors import GpuwiseError
 from gpuwise.guard import distributed as gdist
 from gpuwise.guard.accumulate import LossFn, accumulate_gradients, apply_update
 from gpuwise.guard.async_save import AsyncSaver, HostStaging
@@ -46,6 +47,7 @@ from gpuwise.guard.sharded import load_sharded, save_sharded
 from gpuwise.guard.state_file import nonfinite_names
 from gpuwise.guard.storage import is_network_fs, low_space_warning
 from gpuwise.runlog import RunLog
+from gpuwise.workload import Workload
 
 
 log = logging.getLogger(__name__)
@@ -704,9 +706,6 @@ def _checked_workload(workload: Any) -> dict | None:
     where the script can be fixed, not when report or calibrate read the log). GuardError (one line) when invalid."""
     if workload is None:
         return None
-    from gpuwise.errors import GpuwiseError
-    from gpuwise.workload import Workload
-
     if hasattr(workload, "to_dict"):
         workload = workload.to_dict()
     if not isinstance(workload, Mapping):
@@ -724,9 +723,6 @@ def workload_differences(held: Any, given: Mapping[str, Any]) -> dict[str, tuple
     ``Workload.from_dict``): only keys ``given`` states (a partial record's other keys are its defaults, not a
     claim), and not a None size (the model's default input, which the CLI may have written in) nor the flags of
     how a value was chosen. A ``held`` that does not read as a workload differs in whatever it holds."""
-    from gpuwise.errors import GpuwiseError
-    from gpuwise.workload import Workload
-
     mine = Workload.from_dict(given).to_dict()
     try:
         theirs = Workload.from_dict(held).to_dict()
