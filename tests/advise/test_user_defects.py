@@ -26,7 +26,7 @@ def test_target_below_the_floor_is_not_reached_and_plateau_agrees_with_progress(
     assert est is not None and est.step is None and est.high is None   # was step 11,614,418 (log-linear)
     assert 0.75 < est.floor < 0.85
     text = forecast_advice(a, 0.7)[0].text
-    assert "not reached (the curve levels off near 0.8" in text and "reached near step" not in text
+    assert f"not reached (the curve levels off near {est.floor:.4g})" in text and "reached near step" not in text
     # the progress-per-hour step comes from the same floored curve: the truth is ~28k, log-linear said 126k
     assert 10_000 < a.diminishing_returns_step < 60_000
     assert np.isfinite(a.fit.asymptote())

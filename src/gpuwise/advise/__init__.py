@@ -5,7 +5,8 @@
     report.diagnosis            # healthy | plateau | noisy | not_learning | diverged
     report.to_dict()            # the `gpuwise advise --json` object
 
-Modules, one idea each: readers (logs -> TrainingLog), smoothing (debiased EMA, noise), phases,
+Modules, one idea each: readers (logs -> TrainingLog; tensorboard_events for event files, names for which
+column is which), smoothing (debiased EMA, noise), phases, failures (NaN/inf, divergence, no progress),
 families + fit (trend fits, forecasts), noise_scale (McCandlish B_simple, NoiseScaleMeter),
 gpu_options (step time on other GPUs, prices), gpu_plan, advice (texts with numbers), wording (numbers
 in words: ranges, drops, long durations), report, plot.

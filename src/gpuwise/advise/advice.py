@@ -121,25 +121,29 @@ def _batch_advice(ns: NoiseScaleSummary, pricing: Pricing) -> Advice:
         ways = ["gradient accumulation ×2 on this GPU (costs nothing extra per sample; wall time about the same, "
                 "the steps are fewer and steadier)"]
         if pricing.current is not None:
-            cur = pricing.current
+            cur, currency = pricing.current, pricing.currency   # every price in the ranking currency
             two = with_count(cur, 2 * cur.count)
-            ways.append(f"{two.count} GPUs data-parallel with batch {2 * b:g} (≈{format_money(two.price_per_hour, cur.currency)}/h "
-                        f"instead of {format_money(cur.price_per_hour, cur.currency)}/h, about half the wall time at "
+            ways.append(f"{two.count} GPUs data-parallel with batch {2 * b:g} "
+                        f"(≈{format_money(two.price_per_hour_ranked, currency)}/h instead of "
+                        f"{format_money(cur.price_per_hour_ranked, currency)}/h, about half the wall time at "
                         "about the same cost)")
             need = pricing.memory_need_bytes
             h = pricing.headroom_fraction
             # activations grow with the batch, weights and optimizer state do not: 2× the peak is an upper bound
-            if need is not None and 2 * need <= usable_of(cur.gpu_memory_bytes, h):
+            if need is None:
+                ways.append(f"batch {2 * b:g} in one step on this or a larger GPU: whether it fits is not known, as "
+                            "the run's peak memory was not measured (--peak-memory, or a run log with GPU samples, "
+                            "tells)")
+            elif 2 * need <= usable_of(cur.gpu_memory_bytes, h):
                 ways.insert(0, f"batch {2 * b:g} on this GPU: the run peaks at {format_bytes(need)} of "
                                f"{format_bytes(cur.gpu_memory_bytes)}, so twice the batch fits (no extra cost per sample)")
             else:
-                floor = 2 * need if need is not None else 2 * cur.gpu_memory_bytes
-                bigger = [o for o in pricing.options if o.gpu != cur.gpu and usable_of(o.gpu_memory_bytes, h) >= floor]
+                bigger = [o for o in pricing.options if o.gpu != cur.gpu and usable_of(o.gpu_memory_bytes, h) >= 2 * need]
                 if bigger:
                     best = min(bigger, key=lambda o: o.cost_per_step_ranked)
                     ways.append(f"a GPU with room for batch {2 * b:g} in one step: {best.gpu} "
-                                f"({format_bytes(best.gpu_memory_bytes)}) at "
-                                f"{format_money(best.price_per_hour, best.currency)}/h")
+                                f"({format_bytes(best.gpu_memory_bytes)}: twice the run's peak of {format_bytes(need)} "
+                                f"fits) at {format_money(best.price_per_hour_ranked, currency)}/h")
         else:
             ways.append("more GPUs data-parallel (about half the wall time at about the same cost)")
         text += "; ".join(ways) + ". Raise the learning rate with the batch (linear scaling up to B_noise)."
@@ -210,7 +214,7 @@ def memory_advice(pricing: Pricing, remaining_steps: int, end_reason: str) -> li
     """The run's memory need does not fit the current GPU (after the headroom): say so, and which offered GPUs it
     fits with the time and cost of the remaining steps there, or that none of those offered at this count does."""
     cur, need, h = pricing.current, pricing.memory_need_bytes, pricing.headroom_fraction
-    fitting = sorted((o for o in pricing.options if o.fits), key=lambda o: o.cost_per_step_ranked)
+    fitting = [o for o in pricing.options if o.fits]
     gpus = "GPU" if cur.count == 1 else f"{cur.count}-GPU"
     text = (f"The run needs {format_bytes(need)} of GPU memory per GPU (--peak-memory or the log's samples): it does "
             f"not fit {cur.gpu} ({format_bytes(cur.gpu_memory_bytes)}, {format_bytes(usable_of(cur.gpu_memory_bytes, h))} "
@@ -218,6 +222,7 @@ def memory_advice(pricing: Pricing, remaining_steps: int, end_reason: str) -> li
     rows = [{"gpu": o.gpu, "provider": o.provider, "gpu_memory_bytes": o.gpu_memory_bytes,
              "hours": o.hours_for(remaining_steps), "cost": o.ranked_cost_for(remaining_steps) + pricing.switch.cost(o)}
             for o in fitting]
+    rows.sort(key=lambda r: (r["cost"], r["hours"]))   # by the totals listed (switching included), cheapest first
     if not rows:
         largest = max(pricing.options, key=lambda o: o.gpu_memory_bytes, default=cur)
         text += (f", nor any single {gpus} option offered (the largest, {largest.gpu}, has "

@@ -17,9 +17,9 @@ from gpuwise.advise.data import Curve
 from gpuwise.advise.errors import AdviseError
 from gpuwise.advise.fit import (StepEstimate, TrendFit, capped_at, diminishing_returns_step, fit_trend,
                                 prefer_floor, steps_to_target)
-from gpuwise.advise.phases import (FAST, PLATEAU, RISING, SLOW, Phase, PhaseThresholds, detect_phases,
-                                   divergence_step, made_progress, nonfinite_end_step, skipped_nonfinite_steps,
-                                   with_rise_from)
+from gpuwise.advise.failures import (divergence_step, made_progress, nonfinite_end_step, skipped_nonfinite_steps,
+                                     with_rise_from)
+from gpuwise.advise.phases import FAST, PLATEAU, RISING, SLOW, Phase, PhaseThresholds, detect_phases
 from gpuwise.advise.smoothing import NoiseLevel, auto_weight, ema_zero_phase, noise_level, noise_trend
 
 DIAGNOSES = ("healthy", "plateau", "noisy", "not_learning", "diverged")
@@ -92,7 +92,7 @@ def analyze_curve(curve: Curve, settings: AdviseSettings = AdviseSettings()) -> 
     weight = auto_weight(len(loss), settings.span_fraction)
     trend = ema_zero_phase(loss, weight)
     noise = noise_level(steps, loss, noise_trend(loss, weight))   # a smoother with a minimum window
-    div_step = divergence_step(steps, loss, trend, noise.absolute_std)
+    div_step = divergence_step(steps, loss, trend, noise.absolute_std, span_points=weight / (1.0 - weight))
     phases = tuple(with_rise_from(detect_phases(steps, loss, settings.phases), div_step))
     flat = phases[-1].kind in (PLATEAU, RISING)
     progressed = made_progress(trend, noise.absolute_std)

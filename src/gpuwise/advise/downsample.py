@@ -10,6 +10,8 @@ Memory: O(max_points) rows whatever the file's length; the result has at most ``
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 MAX_CURVE_POINTS = 20_000   # bins kept below 2x this; the analysis is fast and stable far below
 
 
@@ -48,3 +50,11 @@ class StepBins:
         if self.width > 1 and out and self._first is not None and self._first[0] < out[0][0]:
             out.insert(0, self._first)
         return out
+
+
+def last_per_step(rows: Iterable[tuple]) -> list[tuple]:
+    """One row per step; a step logged twice (a resumed run re-doing steps) keeps its latest value."""
+    by_step: dict[int, tuple] = {}
+    for row in rows:
+        by_step[int(row[0])] = row
+    return [by_step[s] for s in sorted(by_step)]

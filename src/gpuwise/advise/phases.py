@@ -7,8 +7,11 @@ counted as a share of what the run has gained so far instead (``progress_scale``
 zero halves per doubling for ever, yet buys almost nothing once it is a hundredth of where it started. The slope is fitted to mean
 ln-losses in bins uniform in log-step, over windows of fixed log-width, so the dense late part of a
 log does not turn tiny wiggles into large slopes, with a standard error from the point-to-point
-noise; a slope that noise could have made is "unsure" and takes the kind of its neighbours. Runs
-narrower than ``min_phase_log_width`` or ``min_phase_step_fraction`` merge into their neighbours.
+noise; a slope that noise could have made, or one from fewer than ``min_window_points`` points, is
+"unsure" and takes the kind of its neighbours. Runs narrower than ``min_phase_log_width`` or
+``min_phase_step_fraction`` merge into their neighbours; neighbours whose slopes differ by less than
+``significant_z`` standard errors join; a phase's label goes the way its loss went (never "rising" where it
+fell, nor on a rise within the noise).
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
+from gpuwise.advise.smoothing import running_median
 
 FAST, SLOW, PLATEAU, RISING = "fast_descent", "slow_descent", "plateau", "rising"
 # A fast descent over a few noisy points that carries this share of the run's whole fall in ln-loss is a
@@ -34,6 +39,8 @@ class PhaseThresholds:
     min_phase_log_width: float = 0.15  # a phase spans at least ×1.16 in steps ...
     min_phase_step_fraction: float = 0.03  # ... and 3 % of the run (the first steps are wide in log-steps)
     n_bins: int = 100
+    min_window_points: int = 8         # a slope from fewer logged points is never sure (its noise estimate is not)
+    significant_z: float = 4.0         # slopes differing by less (standard errors) are one: ~0.05 over 100 bins
 
 
 @dataclass(frozen=True)
@@ -80,14 +87,23 @@ def log_bins(steps: np.ndarray, loss: np.ndarray, n_bins: int = 100) -> tuple[np
 
 
 def _line_fit(centres: np.ndarray, log_y: np.ndarray, counts: np.ndarray, point_lt: np.ndarray,
-              point_noise: np.ndarray, c: float, half: float) -> tuple[float, float]:
+              point_noise: np.ndarray, c: float, half: float, min_points: int = 0) -> tuple[float, float]:
     """(slope, standard error) of ln-loss vs ln-step over the bins within ±half of ``c`` (at least the 3
-    nearest), weighted by points per bin; the error from the point noise in that window."""
+    nearest), weighted by points per bin; the error from the point noise in that window, infinite when the
+    window holds fewer than ``min_points`` logged points (a noise measured on a handful of points can be a
+    third of the real one: one window of six points 15 % apart came out "sure" of a rise)."""
     sel = np.abs(centres - c) <= half
     if sel.sum() < 3:
         sel = np.zeros(len(centres), dtype=bool)
         sel[np.argsort(np.abs(centres - c))[:3]] = True
-    x, y, w = centres[sel], log_y[sel], counts[sel].astype(float)
+    slope, se = _weighted_slope(centres[sel], log_y[sel], counts[sel], point_lt, point_noise)
+    return slope, (se if counts[sel].sum() >= min_points else np.inf)
+
+
+def _weighted_slope(x: np.ndarray, y: np.ndarray, counts: np.ndarray, point_lt: np.ndarray,
+                    point_noise: np.ndarray) -> tuple[float, float]:
+    """(slope, standard error) of bin means ``y`` against ``x``, each bin weighted by its points."""
+    w = counts.astype(float)
     xm = float(np.sum(w * x) / np.sum(w))
     sxx = float(np.sum(w * (x - xm) ** 2))
     if len(x) < 2 or sxx <= 0:
@@ -106,7 +122,8 @@ def local_drop_per_doubling(centres: np.ndarray, log_y: np.ndarray, counts: np.n
     noise hides the sign was tried: it lent flat stretches the slope of the phases around them.)"""
     drop, low, high = (np.zeros(len(centres)) for _ in range(3))
     for i, c in enumerate(centres):
-        slope, se = _line_fit(centres, log_y, counts, point_lt, point_noise, c, th.window_log_width / 2.0)
+        slope, se = _line_fit(centres, log_y, counts, point_lt, point_noise, c, th.window_log_width / 2.0,
+                              th.min_window_points)
         drop[i] = 1.0 - np.exp(slope * np.log(2.0))
         low[i] = 1.0 - np.exp((slope + 3.0 * se) * np.log(2.0)) if np.isfinite(se) else -np.inf
         high[i] = 1.0 - np.exp((slope - 3.0 * se) * np.log(2.0)) if np.isfinite(se) else np.inf
@@ -124,29 +141,27 @@ def progress_scale(log_y: np.ndarray, drop: np.ndarray, head_bins: int = 3) -> n
     measures small. Rises are left unscaled.
     """
     level = np.exp(log_y)
-    head = np.maximum.accumulate(_running_median(level, head_bins))
+    head = np.maximum.accumulate(running_median(level, head_bins))   # the first bins hold single, noisy points
     gained = head - level
     with np.errstate(divide="ignore", invalid="ignore"):
         factor = np.where((gained > 0) & (drop > 0), level / gained, 1.0)
     return np.clip(np.nan_to_num(factor, nan=1.0, posinf=1.0), 0.0, 1.0)
 
 
-def _running_median(x: np.ndarray, width: int) -> np.ndarray:
-    """Median of ``width`` neighbours (fewer at the ends): the first bins hold single, noisy points."""
-    half = width // 2
-    return np.array([np.median(x[max(0, i - half): i + half + 1]) for i in range(len(x))])
-
-
 def point_noise_log(loss: np.ndarray, min_points: int = 9) -> np.ndarray:
     """Noise of each point's ln-loss from differences of neighbours (which cancel a slow trend):
-    robust std of the differences in a window of ``min_points`` around the point, divided by √2."""
+    robust std of the differences in a window of ``min_points`` around the point (moved inwards at the ends,
+    so it always holds ``min_points`` of them where the curve has that many), divided by √2. (Padding the
+    ends with copies of the last difference made the noise there 0: a 15-point log's last three points were
+    "sure" of a 15 % rise that was noise.)"""
     ly = log_loss(loss)
     d = np.diff(ly)
     if len(d) == 0:
         return np.zeros(len(ly))
-    half = min_points // 2
-    padded = np.pad(d, (half, half + 1), mode="edge")
-    windows = np.lib.stride_tricks.sliding_window_view(padded, 2 * half + 1)[: len(ly)]
+    width = min(2 * (min_points // 2) + 1, len(d))
+    windows = np.lib.stride_tricks.sliding_window_view(d, width)
+    starts = np.clip(np.arange(len(ly)) - width // 2, 0, len(windows) - 1)
+    windows = windows[starts]
     med = np.median(windows, axis=1, keepdims=True)
     return 1.4826 * np.median(np.abs(windows - med), axis=1) / np.sqrt(2.0)
 
@@ -245,12 +260,100 @@ def detect_phases(steps: np.ndarray, loss: np.ndarray, th: PhaseThresholds = Pha
             break
         runs = _merge_short(relabelled, wide_enough)
     runs = _named_by_median(runs, drop, sure, th, wide_enough)
+    point_lt, noise_lt = log_time(steps), point_noise_log(loss)
+
+    def measured(i0: int, i1: int) -> tuple[float, float]:
+        # the run's own change: one line through all its bins, with its standard error
+        return _weighted_slope(centres[i0:i1 + 1], log_y[i0:i1 + 1], counts[i0:i1 + 1], point_lt, noise_lt)
+
+    def kept(kind: str, i0: int, i1: int) -> bool:
+        return bool(plunge and i0 == 0) or carries_the_fall(kind, i0, i1)
+
+    runs = _named_by_median(_join_alike(runs, measured, kept, th), drop, sure, th, lambda *_: False)
+    labelled = _measured_labels(runs, drop, sure, measured, kept, th)
     phases = []
-    for k, (kind, i0, i1) in enumerate(runs):
+    for k, (kind, i0, i1, number) in enumerate(labelled):
         start = int(steps[0]) if k == 0 else int(firsts[i0])
-        end = int(steps[-1]) if k == len(runs) - 1 else int(firsts[runs[k + 1][1]])
-        phases.append(Phase(kind, start, end, phase_drop(drop[i0:i1 + 1], sure[i0:i1 + 1])))
+        end = int(steps[-1]) if k == len(labelled) - 1 else int(firsts[labelled[k + 1][1]])
+        phases.append(Phase(kind, start, end, number))
     return phases
+
+
+def _join_alike(runs: list[tuple[str, int, int]], measured, kept, th: PhaseThresholds) -> list[tuple[str, int, int]]:
+    """Joins, closest first, neighbouring runs whose measured slopes (``measured``: one line through each run's
+    bins) differ by less than ``th.significant_z`` standard errors: noise, not a change of regime (a power law
+    with 1 % noise hovering at the plateau threshold flipped between slow descent and plateau 8 times). Runs
+    ``kept`` (a plunge that carries the run's fall) stay apart. The joined run keeps its first kind; the caller
+    names it by its number."""
+    runs = list(runs)
+    while len(runs) > 1:
+        fits = [measured(i0, i1) for _, i0, i1 in runs]
+        best, best_z = None, th.significant_z
+        for j in range(len(runs) - 1):
+            if kept(*runs[j]) or kept(*runs[j + 1]):
+                continue
+            (s1, e1), (s2, e2) = fits[j], fits[j + 1]
+            z = abs(s1 - s2) / np.hypot(e1, e2) if np.isfinite(e1) and np.isfinite(e2) else 0.0
+            if z < best_z:
+                best, best_z = j, z
+        if best is None:
+            break
+        runs[best] = (runs[best][0], runs[best][1], runs[best + 1][2])
+        del runs[best + 1]
+    return runs
+
+
+def _measured_labels(runs: list[tuple[str, int, int]], drop: np.ndarray, sure: np.ndarray, measured, kept,
+                     th: PhaseThresholds) -> list[tuple[str, int, int, float]]:
+    """(kind, first bin, last bin, drop per doubling) of each run, its kind always the one its number names.
+
+    The number is the median of the run's bins' slopes (``phase_drop``), unless the loss went the other way over
+    the run (one line through all its bins, ``measured``): then the run is named from that change. A rise within
+    the noise has no phase of its own: it joins the neighbour whose slope is closest. So never "rising" where the
+    loss fell (the median of a few noisy windows said "up ×2.5" over a stretch whose loss fell from 1.6 to 1.2),
+    nor where a rise is one noise could make (the last 3 points of a 15-point log "rising 14.6 %"). Runs ``kept``
+    (a plunge: its fall lies at its end, not inside it) keep the kind their number names."""
+    spans = [(i0, i1) for _, i0, i1 in runs]
+    while True:
+        labels = [_label(i0, i1, drop, sure, measured, kept, th) for i0, i1 in spans]
+        lone = [j for j, (_, _, alone) in enumerate(labels) if alone]
+        if lone and len(spans) > 1:
+            j = lone[0]
+            slope = measured(*spans[j])[0]
+            near = [n for n in (j - 1, j + 1) if 0 <= n < len(spans)]
+            n = min(near, key=lambda n: abs(measured(*spans[n])[0] - slope))
+            spans[min(j, n)] = (spans[min(j, n)][0], spans[max(j, n)][1])
+            del spans[max(j, n)]
+            continue
+        joined: list[tuple[int, int]] = []
+        for (i0, i1), (kind, _, _) in zip(spans, labels):
+            if joined and kind == previous:
+                joined[-1] = (joined[-1][0], i1)
+            else:
+                joined.append((i0, i1))
+            previous = kind
+        if len(joined) == len(spans):
+            return [(kind, i0, i1, number) for (i0, i1), (kind, number, _) in zip(spans, labels)]
+        spans = joined
+
+
+def _label(i0: int, i1: int, drop: np.ndarray, sure: np.ndarray, measured, kept,
+           th: PhaseThresholds) -> tuple[str, float, bool]:
+    """(kind, drop per doubling, whether it is a rise within the noise: no phase of its own) of bins i0..i1."""
+    number = phase_drop(drop[i0:i1 + 1], sure[i0:i1 + 1])
+    kind = kind_of(number, th)
+    if kept(kind, i0, i1):
+        return kind, number, False
+    slope, se = measured(i0, i1)
+    change = float(1.0 - np.exp(slope * np.log(2.0)))
+    up = change < 0
+    significant = bool(np.isfinite(se) and abs(slope) > th.significant_z * se)
+    if (kind == RISING and up and significant) or (kind != RISING and not up) \
+            or (kind == PLATEAU and not (significant and kind_of(change, th) == RISING)):
+        return kind, number, False          # the number goes the way the loss went
+    if not up or significant or kind_of(change, th) == PLATEAU:
+        return kind_of(change, th), change, False
+    return PLATEAU, change, True
 
 
 def _leading_plunge(log_y: np.ndarray, firsts: np.ndarray, noise_log: float, span: float,
@@ -358,66 +461,3 @@ def _join_equal(runs: list[tuple[str, int, int]]) -> list[tuple[str, int, int]]:
         else:
             merged.append(r)
     return merged
-
-
-# -- failures --------------------------------------------------------------------------------------
-def nonfinite_end_step(steps: np.ndarray, loss: np.ndarray) -> int | None:
-    """The first step of the NaN/inf losses a log ends on (the run never recovered: it diverged), else None.
-
-    A non-finite loss followed by finite ones is not a divergence: with fp16 the loss scaler skips a step
-    whose gradients overflow and the run goes on (``skipped_nonfinite_steps``)."""
-    finite = np.isfinite(loss)
-    if not len(finite) or finite[-1]:
-        return None
-    last_finite = np.nonzero(finite)[0]
-    return int(steps[last_finite[-1] + 1]) if len(last_finite) else int(steps[0])
-
-
-def skipped_nonfinite_steps(steps: np.ndarray, loss: np.ndarray) -> np.ndarray:
-    """The steps of NaN/inf losses that finite losses follow: steps the run skipped and recovered from."""
-    end = nonfinite_end_step(steps, loss)
-    bad = ~np.isfinite(loss)
-    if end is not None:
-        bad &= steps < end
-    return np.asarray(steps)[bad]
-
-
-def with_rise_from(phases: list[Phase], step: int | None) -> list[Phase]:
-    """The last phase, when rising, starts at ``step`` (the divergence step: the trend's best point), so the
-    table and the diagnosis give one step for the turn; the bins of the slope windows put it only roughly."""
-    if step is None or len(phases) < 2 or phases[-1].kind != RISING or not phases[-2].start_step < step < phases[-1].end_step:
-        return phases
-    prev, last = phases[-2], phases[-1]
-    return [*phases[:-2], Phase(prev.kind, prev.start_step, step, prev.drop_per_doubling),
-            Phase(last.kind, step, last.end_step, last.drop_per_doubling)]
-
-
-def divergence_step(steps: np.ndarray, loss: np.ndarray, trend: np.ndarray, noise_abs: float) -> int | None:
-    """The step where the loss turned upwards for good, or None.
-
-    Diverged means: the recent loss (median of the last 2 %, at least 5 points: an EMA lags behind a
-    run-away loss) stands above the trend's minimum by more than 3 noise stds, by more than a quarter
-    of what the run had gained before the minimum, and by 10 % of the loss. The step returned is the
-    trend's minimum: the last point the run was at its best, the checkpoint to go back to."""
-    n = len(trend)
-    if n < 10:
-        return None
-    i_min = int(np.argmin(trend))
-    k = max(5, n // 50)
-    if i_min >= n - k:
-        return None
-    low = float(trend[i_min])
-    gained = float(trend[0]) - low
-    rise = float(np.median(loss[-k:])) - low
-    if rise <= max(3.0 * noise_abs, 0.25 * gained, 0.1 * abs(low)):
-        return None
-    return int(steps[i_min])
-
-
-def made_progress(trend: np.ndarray, noise_abs: float, min_relative_drop: float = 0.03) -> bool:
-    """False when the trend never fell clearly below where it started (the 'not learning' case)."""
-    if len(trend) < 5:
-        return True
-    head = float(np.median(trend[: max(1, len(trend) // 20)]))
-    drop = head - float(np.min(trend[len(trend) // 10:]))
-    return drop > max(4.0 * noise_abs / np.sqrt(max(1, len(trend) // 20)), min_relative_drop * abs(head), 1e-12)

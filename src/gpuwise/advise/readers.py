@@ -1,11 +1,13 @@
-"""Readers: a gpuwise run log, a CSV or JSONL file, or a TensorBoard event directory -> ``TrainingLog``.
+"""Readers: a gpuwise run log, a CSV or JSONL file, HF Trainer's trainer_state.json, or a TensorBoard event
+directory -> ``TrainingLog``.
 
 One entry point, :func:`read_log`, picks the reader from the file itself. Column and tag names are
-matched tolerantly (``loss``, ``train_loss``, ``train/loss``, ``Loss``...), because every framework
-names them differently. A value that cannot be read, or is out of range (a step that is not a whole
-number >= 0, a batch size < 1, a negative or infinite learning rate, a time that is not finite), raises
-:class:`AdviseError` naming the file and line; rows without a loss (eval rows, lr-only rows) are skipped,
-not errors. A loss may be NaN or inf: that is a finding (divergence), not bad input.
+matched tolerantly (``gpuwise.advise.names``), because every framework names them differently. A value
+that cannot be read, or is out of range (a step that is not a whole number >= 0, a batch size < 1, a
+negative or infinite learning rate, a time that is not finite), raises :class:`AdviseError` naming the
+file and line; rows without a loss (eval rows, lr-only rows) are skipped, not errors. A loss may be NaN or
+inf: that is a finding (divergence), not bad input. The one bad line tolerated is the last one of a file
+that no newline ends (a log still being written, cut mid-record): skipped with a warning.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import logging
 import math
 import re
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
@@ -23,8 +26,11 @@ import numpy as np
 
 from gpuwise.advise.data import Curve, GradNoiseSamples, TrainingLog
 from gpuwise.advise import downsample
-from gpuwise.advise.downsample import StepBins
+from gpuwise.advise.downsample import StepBins, last_per_step
 from gpuwise.advise.errors import AdviseError
+from gpuwise.advise.names import (BATCH_NAMES, LR_NAMES, TIME_NAMES, loss_like, pick_loss, pick_name,
+                                  pick_step)
+from gpuwise.advise.tensorboard_events import read_tensorboard
 from gpuwise.monitor.sample import sample_from_row
 from gpuwise.monitor.sample_checks import sample_problem
 from gpuwise.runlog import is_run_log, read_gpu_samples, read_meta, read_train_metrics
@@ -33,42 +39,14 @@ from gpuwise.text import printable, printable_or_none
 logger = logging.getLogger(__name__)
 
 MAX_STEP = 2**53  # steps beyond this are not counts of optimizer steps (and lose precision as floats)
-
-# Normalised column/tag names, most specific first. Normalising: lower case, '/', '-', ' ', '.' -> '_'.
-STEP_NAMES = ("step", "global_step", "steps", "iteration", "iter", "it", "optimizer_step", "train_step", "trainer_global_step")
-LOSS_NAMES = ("loss", "train_loss", "training_loss", "loss_train", "train_train_loss", "train_loss_step",
-              "trainer_loss", "train_lm_loss", "lm_loss", "loss_step", "train_loss_epoch")
-LR_NAMES = ("lr", "learning_rate", "train_lr", "train_learning_rate", "lr_0", "lr_group0", "lr_adamw")
-BATCH_NAMES = ("batch_size", "batch", "bs", "global_batch_size", "train_batch_size", "effective_batch_size")
-TIME_NAMES = ("t_s", "time_s", "wall_time", "walltime", "wall_time_s", "time", "timestamp", "elapsed_s", "elapsed",
-              "_timestamp", "relative_time")
-_EVAL_WORDS = ("val", "eval", "test", "valid", "validation")
-
-
-def normalise_name(name: str) -> str:
-    return re.sub(r"[/\-\s.]+", "_", name.strip().lower()).strip("_")
-
-
-def pick_name(names: Iterable[str], preferred: tuple[str, ...], *, fallback_word: str | None = None) -> str | None:
-    """The first of ``names`` whose normalised form is in ``preferred`` (in that order of preference);
-    else, with ``fallback_word``, the first name containing that word that is not an eval metric."""
-    by_norm = {normalise_name(n): n for n in names}
-    for p in preferred:
-        if p in by_norm:
-            return by_norm[p]
-    if fallback_word:
-        for norm, original in by_norm.items():
-            parts = set(norm.split("_"))
-            if fallback_word in norm and not parts & set(_EVAL_WORDS):
-                return original
-    return None
+Where = int | str   # a line number, or where in a document ("log_history[4]")
 
 
 def read_log(path: str | Path, loss_name: str | None = None) -> TrainingLog:
     """Reads any supported log; the format comes from the content (SQLite header, event files) or suffix.
 
     ``loss_name``: the column, TensorBoard tag or run-log metric to read as the loss (default: the first of
-    ``LOSS_NAMES``, else a name with "loss" that is not an eval metric)."""
+    ``names.LOSS_NAMES``, else a name with "loss" that is not an eval metric)."""
     p = Path(path)
     if p.is_dir():
         return read_tensorboard(p, loss_name)
@@ -81,6 +59,8 @@ def read_log(path: str | Path, loss_name: str | None = None) -> TrainingLog:
         return read_tensorboard(p, loss_name)
     _check_text(p)
     suffix = p.suffix.lower()
+    if suffix == ".json" and _is_one_json_document(p):
+        return read_trainer_state(p, loss_name)
     if suffix in (".jsonl", ".ndjson", ".json"):
         return read_jsonl(p, loss_name)
     if suffix in (".csv", ".tsv", ".txt", ".log"):
@@ -114,32 +94,6 @@ def _check_text(path: Path) -> None:
         raise AdviseError(f"{path}: not a CSV, JSONL, TensorBoard or gpuwise run log ({why}: a binary file?)")
 
 
-def loss_like(names: Iterable[str]) -> list[str]:
-    """The names that look like a training loss: one of ``LOSS_NAMES``, or any with "loss" that is not an eval
-    metric (val/eval/test)."""
-    out = []
-    for name in names:
-        norm = normalise_name(name)
-        if norm in LOSS_NAMES or ("loss" in norm and not set(norm.split("_")) & set(_EVAL_WORDS)):
-            out.append(name)
-    return out
-
-
-def pick_loss(path: Path, names: list[str], wanted: str | None, what: str) -> tuple[str | None, tuple[str, ...]]:
-    """(the loss series to read, the other loss-like ones: said to be ignored). ``wanted`` (--loss-tag) must be
-    one of ``names``, exactly or as normalised; None when the log has no loss-like name and none was asked."""
-    if wanted is not None:
-        exact = [n for n in names if n == wanted] or [n for n in names if normalise_name(n) == normalise_name(wanted)]
-        if not exact:
-            shown = ", ".join(repr(printable(n)[:60]) for n in (loss_like(names) or names)[:10]) or "none"
-            raise AdviseError(f"{path}: no {what} {printable(wanted)[:60]!r} (--loss-tag); "
-                              f"{'loss-like ones' if loss_like(names) else 'there are'}: {shown}")
-        chosen = exact[0]
-    else:
-        chosen = pick_name(names, LOSS_NAMES, fallback_word="loss")
-    return chosen, tuple(printable(n) for n in loss_like(names) if n != chosen)
-
-
 # -- run log (gpuwise.runlog, written by gpuwise.guard) ----------------------------------------------
 def read_runlog(path: Path, loss_name: str | None = None) -> TrainingLog:
     metrics = read_train_metrics(path)
@@ -152,7 +106,7 @@ def read_runlog(path: Path, loss_name: str | None = None) -> TrainingLog:
     if loss_metric not in metrics or not metrics[loss_metric]:
         names = ", ".join(printable(str(n))[:40] for n in sorted(metrics)[:20]) or "none"
         raise AdviseError(f"{path}: the run log has no 'loss' metric (metrics found: {names}; --loss-tag NAME reads another)")
-    loss_rows = _last_per_step((s, t, v) for s, t, v in metrics[loss_metric])
+    loss_rows = last_per_step((s, t, v) for s, t, v in metrics[loss_metric])
     steps = np.array([s for s, _, _ in loss_rows], dtype=np.int64)
     loss = np.array([math.nan if v is None else v for _, _, v in loss_rows], dtype=float)
     t_s = np.array([t for _, t, _ in loss_rows], dtype=float)
@@ -227,14 +181,6 @@ def _noise_from_metrics(metrics: Mapping[str, list]) -> GradNoiseSamples | None:
     return GradNoiseSamples(steps=np.array(steps), g_small_sq=cols[0], g_big_sq=cols[1], b_small=cols[2], b_big=cols[3])
 
 
-def _last_per_step(rows: Iterable[tuple]) -> list[tuple]:
-    """One row per step; a step logged twice (a resumed run re-doing steps) keeps its latest value."""
-    by_step: dict[int, tuple] = {}
-    for row in rows:
-        by_step[int(row[0])] = row
-    return [by_step[s] for s in sorted(by_step)]
-
-
 # -- CSV / JSONL --------------------------------------------------------------------------------------
 def read_csv(path: Path, loss_name: str | None = None) -> TrainingLog:
     try:
@@ -256,34 +202,113 @@ def _read_csv(path: Path, loss_name: str | None) -> TrainingLog:
         header = [h.strip() for h in next(csv.reader([first], dialect))]
         used = [i for i, name in enumerate(header) if name in set(_columns(path, header, loss_name)[:5])]
 
-        def rows() -> Iterator[tuple[int, dict[str, str]]]:
-            for line_no, cells in enumerate(csv.reader(f, dialect), start=2):
+        cut, skipped = _may_end_cut(path), []
+
+        def rows() -> Iterator[tuple[int, dict[str, str], bool]]:
+            for line_no, cells, last in _with_last(enumerate(csv.reader(f, dialect), start=2)):
                 if not cells or all(not c.strip() for c in cells):
+                    continue
+                if cut and last and len(cells) != len(header):
+                    skipped.append((line_no, f"{len(cells)} fields, the header has {len(header)}"))
                     continue
                 if len(cells) > len(header):
                     raise AdviseError(f"{path}:{line_no}: {len(cells)} fields, the header has {len(header)}")
-                yield line_no, {header[i]: cells[i].strip() for i in used if i < len(cells)}
+                yield line_no, {header[i]: cells[i].strip() for i in used if i < len(cells)}, cut and last
 
-        return _from_records(path, header, rows(), loss_name)
+        return _from_records(path, header, rows(), loss_name, skipped)
+
+
+def _may_end_cut(path: Path) -> bool:
+    """True when the file does not end with a newline: a log still being written may end on half a line."""
+    with path.open("rb") as f:
+        f.seek(0, 2)
+        if f.tell() == 0:
+            return False
+        f.seek(-1, 2)
+        return f.read(1) not in (b"\n", b"\r")
+
+
+def _with_last(items: Iterable[tuple]) -> Iterator[tuple]:
+    """Each item with one more field: whether it is the last."""
+    it = iter(items)
+    held = next(it, None)
+    for item in it:
+        yield (*held, False)
+        held = item
+    if held is not None:
+        yield (*held, True)
+
+
+def _say_skipped(path: Path, skipped: list[tuple[Where, str]]) -> None:
+    """The cut last line skipped, said once the rest was read (a file that is nothing but that line is refused
+    in one line, for what it lacks)."""
+    for line_no, why in skipped:
+        logger.warning("%s:%s: the last line is cut off (%s; no newline ends the file: a log still being written?): "
+                       "skipped", path, line_no, why)
 
 
 def read_jsonl(path: Path, loss_name: str | None = None) -> TrainingLog:
-    rows, names = [], {}
+    rows, names, skipped = [], {}, []
+    cut = _may_end_cut(path)
     with path.open(encoding="utf-8-sig", errors="replace") as f:
-        for line_no, line in enumerate(f, start=1):
+        for line_no, line, last in _with_last(enumerate(f, start=1)):
             if not line.strip():
                 continue
             try:
                 obj = json.loads(line)
             except ValueError as exc:
-                raise AdviseError(f"{path}:{line_no}: not a JSON object ({exc.args[0].split(':')[0]})") from None
+                why = exc.args[0].split(':')[0]
+                if cut and last:
+                    skipped.append((line_no, f"not a JSON object: {why}"))
+                    continue
+                raise AdviseError(f"{path}:{line_no}: not a JSON object ({why})") from None
             except RecursionError:
                 raise AdviseError(f"{path}:{line_no}: JSON nested too deeply to be a log record") from None
             if not isinstance(obj, dict):
                 raise AdviseError(f"{path}:{line_no}: expected a JSON object per line, got {type(obj).__name__}")
-            rows.append((line_no, obj))
+            rows.append((line_no, obj, False))
             names.update(dict.fromkeys(obj))
-    return _from_records(path, list(names), rows, loss_name)
+    return _from_records(path, list(names), rows, loss_name, skipped)
+
+
+def _is_one_json_document(path: Path) -> bool:
+    """True for a file whose first line is not a whole JSON value (a pretty-printed document such as HF's
+    trainer_state.json); False for JSON Lines, whose every line is one."""
+    with path.open(encoding="utf-8-sig", errors="replace") as f:
+        first = next((line for line in f if line.strip()), "")
+    try:
+        json.loads(first)
+    except (ValueError, RecursionError):
+        return first.lstrip().startswith(("{", "["))
+    return False
+
+
+def read_trainer_state(path: Path, loss_name: str | None = None) -> TrainingLog:
+    """HF Trainer's ``trainer_state.json``: the rows of its ``log_history`` (``loss``, ``step``, ``learning_rate``,
+    ``eval_loss``...), less the summary row the Trainer appends at the end (``train_loss``, ``train_runtime``: a
+    mean over the run, not a point of the curve). ``max_steps`` goes to the meta: where the run ends."""
+    try:
+        with path.open(encoding="utf-8-sig", errors="replace") as f:
+            doc = json.load(f)
+    except ValueError as exc:
+        raise AdviseError(f"{path}: neither JSON Lines nor one JSON document ({exc})") from None
+    except RecursionError:
+        raise AdviseError(f"{path}: JSON nested too deeply to be a log") from None
+    history = doc.get("log_history") if isinstance(doc, dict) else None
+    if not isinstance(history, list):
+        raise AdviseError(f"{path}: one JSON document without a 'log_history' list: advise reads HF Trainer's "
+                          "trainer_state.json, or JSON Lines (one object per line)")
+    rows, names = [], {}
+    for i, obj in enumerate(history):
+        if not isinstance(obj, dict):
+            raise AdviseError(f"{path}: log_history[{i}] is a {type(obj).__name__}, not a JSON object")
+        if "train_loss" in obj and "loss" not in obj:
+            continue   # the end-of-training summary
+        rows.append((f"log_history[{i}]", obj, False))
+        names.update(dict.fromkeys(obj))
+    max_steps = doc.get("max_steps")
+    meta = {"max_steps": str(max_steps)} if _is_int(max_steps) and max_steps > 0 else {}
+    return replace(_from_records(path, list(names), rows, loss_name), meta=meta)
 
 
 def _columns(path: Path, names: list[str], loss_name: str | None = None
@@ -297,37 +322,32 @@ def _columns(path: Path, names: list[str], loss_name: str | None = None
                               "advise reads a training log with a loss column")
         shown = ", ".join(printable(str(n))[:40] for n in names[:20]) + (f", … ({len(names)} in all)" if len(names) > 20 else "")
         raise AdviseError(f"{path}: no loss column (columns: {shown or 'none'}); name one 'loss' or pass --loss-tag NAME")
-    return (loss_col, pick_name(names, STEP_NAMES), pick_name(names, LR_NAMES), pick_name(names, BATCH_NAMES),
+    return (loss_col, pick_step(names), pick_name(names, LR_NAMES), pick_name(names, BATCH_NAMES),
             pick_name(names, TIME_NAMES), others)
 
 
-def _from_records(path: Path, names: list[str], rows: Iterable[tuple[int, Mapping[str, object]]],
-                  loss_name: str | None = None) -> TrainingLog:
-    """The curve of ``rows`` (read once, in order), at most about ``2 * MAX_CURVE_POINTS`` points (StepBins)."""
+def _from_records(path: Path, names: list[str], rows: Iterable[tuple[Where, Mapping[str, object], bool]],
+                  loss_name: str | None = None, skipped: list[tuple[Where, str]] | None = None) -> TrainingLog:
+    """The curve of ``rows`` (read once, in order), at most about ``2 * MAX_CURVE_POINTS`` points (StepBins).
+    Each row: (where, record, whether it is a last line that may be cut off: skipped, not an error, when bad);
+    ``skipped``: the cut lines the caller skipped already (filled while ``rows`` is read), said at the end."""
+    skipped = [] if skipped is None else skipped
     loss_col, step_col, lr_col, batch_col, time_col, others = _columns(path, names, loss_name)
     bins = StepBins(downsample.MAX_CURVE_POINTS)
-    for index, (line_no, row) in enumerate(rows):
-        loss = _number(row.get(loss_col), path, line_no, loss_col)
-        if loss is None:
-            continue  # a row that logs something else (eval, lr only)
-        step = _number(row.get(step_col), path, line_no, step_col) if step_col else float(index)
-        if step is None or not math.isfinite(step):
-            raise AdviseError(f"{path}:{line_no}: {step_col!r} is empty or not a number")
-        if step != int(step) or not 0 <= step <= MAX_STEP:
-            raise AdviseError(f"{path}:{line_no}: {printable(step_col)!r} is {step:g}: {step_problem(step)}")
-        t = _time_s(row.get(time_col), path, line_no, time_col) if time_col else None
-        if t is not None and not math.isfinite(t):
-            raise AdviseError(f"{path}:{line_no}: {time_col!r} is {t}, not a finite time")
-        lr = _number(row.get(lr_col), path, line_no, lr_col) if lr_col else None
-        if lr is not None and not (math.isfinite(lr) and lr >= 0):
-            raise AdviseError(f"{path}:{line_no}: {lr_col!r} is {lr:g}, not a learning rate >= 0")
-        batch = _number(row.get(batch_col), path, line_no, batch_col) if batch_col else None
-        if batch is not None and not (math.isfinite(batch) and batch >= 1):
-            raise AdviseError(f"{path}:{line_no}: {batch_col!r} is {batch:g}, not a batch size >= 1")
-        bins.add((int(step), t, loss, lr, batch))
+    for index, (line_no, row, may_be_cut) in enumerate(rows):
+        try:
+            record = _record(path, line_no, row, index, (loss_col, step_col, lr_col, batch_col, time_col))
+        except AdviseError as exc:
+            if not may_be_cut:
+                raise
+            skipped.append((line_no, str(exc).removeprefix(f"{path}:{line_no}: ")))
+            continue
+        if record is not None:
+            bins.add(record)
     records = bins.rows()
     if not records:
         raise AdviseError(f"{path}: no rows with a value in column {loss_col!r}")
+    _say_skipped(path, skipped)
     if bins.width > 1:
         logger.info("%s: %d rows thinned to %d points (one per %d steps)", path, bins.rows_read, len(records), bins.width)
 
@@ -342,6 +362,31 @@ def _from_records(path: Path, names: list[str], rows: Iterable[tuple[int, Mappin
     return TrainingLog(curve=curve, loss_name=printable(loss_col), other_loss_names=others)
 
 
+def _record(path: Path, line_no: Where, row: Mapping[str, object], index: int,
+            columns: tuple[str, str | None, str | None, str | None, str | None]) -> tuple | None:
+    """(step, time, loss, lr, batch) of one row, None for a row without a loss (eval, lr only); AdviseError for a
+    value out of range."""
+    loss_col, step_col, lr_col, batch_col, time_col = columns
+    loss = _number(row.get(loss_col), path, line_no, loss_col)
+    if loss is None:
+        return None
+    step = _number(row.get(step_col), path, line_no, step_col) if step_col else float(index)
+    if step is None or not math.isfinite(step):
+        raise AdviseError(f"{path}:{line_no}: {step_col!r} is empty or not a number")
+    if step != int(step) or not 0 <= step <= MAX_STEP:
+        raise AdviseError(f"{path}:{line_no}: {printable(step_col)!r} is {step:g}: {step_problem(step)}")
+    t = _time_s(row.get(time_col), path, line_no, time_col) if time_col else None
+    if t is not None and not math.isfinite(t):
+        raise AdviseError(f"{path}:{line_no}: {time_col!r} is {t}, not a finite time")
+    lr = _number(row.get(lr_col), path, line_no, lr_col) if lr_col else None
+    if lr is not None and not (math.isfinite(lr) and lr >= 0):
+        raise AdviseError(f"{path}:{line_no}: {lr_col!r} is {lr:g}, not a learning rate >= 0")
+    batch = _number(row.get(batch_col), path, line_no, batch_col) if batch_col else None
+    if batch is not None and not (math.isfinite(batch) and batch >= 1):
+        raise AdviseError(f"{path}:{line_no}: {batch_col!r} is {batch:g}, not a batch size >= 1")
+    return int(step), t, loss, lr, batch
+
+
 def step_problem(step: object) -> str:
     """Why a logged step is refused, naming the limit it breaks."""
     if isinstance(step, (int, float)) and not isinstance(step, bool) and math.isfinite(step) and step > MAX_STEP:
@@ -349,7 +394,7 @@ def step_problem(step: object) -> str:
     return "not a whole number of steps >= 0"
 
 
-def _number(value: object, path: Path, line_no: int, column: str | None) -> float | None:
+def _number(value: object, path: Path, line_no: Where, column: str | None) -> float | None:
     if value is None or (isinstance(value, str) and value.strip() == ""):
         return None
     if isinstance(value, bool):
@@ -367,81 +412,10 @@ def _number(value: object, path: Path, line_no: int, column: str | None) -> floa
         raise AdviseError(f"{path}:{line_no}: {column!r} is {value[:40]!r}, not a number") from None
 
 
-def _time_s(value: object, path: Path, line_no: int, column: str | None) -> float | None:
+def _time_s(value: object, path: Path, line_no: Where, column: str | None) -> float | None:
     if isinstance(value, str) and value.strip() and not re.fullmatch(r"[-+0-9.eE]+", value.strip()):
         try:
             return datetime.fromisoformat(value.strip().replace("Z", "+00:00")).timestamp()
         except ValueError:
             raise AdviseError(f"{path}:{line_no}: {column!r} is {value[:40]!r}, neither seconds nor an ISO time") from None
     return _number(value, path, line_no, column)
-
-
-# -- TensorBoard ----------------------------------------------------------------------------------------
-class _TruncatedRecords(logging.Handler):
-    """Collects the event files tensorboard's loader stopped reading at a bad record. The loader swallows
-    the DataLossError and says so only at DEBUG level ("Truncated record in PATH"): listened to here, while
-    a Reload runs, without letting its debug output through anywhere else."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.files: list[str] = []
-        self._logger = logging.getLogger("tensorboard")
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if record.msg.startswith("Truncated record in") and record.args:
-            self.files.append(str(record.args[0]))
-
-    def __enter__(self) -> "_TruncatedRecords":
-        self._saved = self._logger.level, self._logger.propagate
-        self._logger.setLevel(logging.DEBUG)
-        self._logger.propagate = False
-        self._logger.addHandler(self)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._logger.removeHandler(self)
-        self._logger.setLevel(self._saved[0])
-        self._logger.propagate = self._saved[1]
-
-
-def read_tensorboard(path: Path, loss_name: str | None = None) -> TrainingLog:
-    """A directory of event files (one run), or one event file. Uses tensorboard's own reader."""
-    from tensorboard.backend.event_processing import event_accumulator
-
-    run_dir = path
-    if path.is_dir() and not any("tfevents" in f.name for f in path.iterdir() if f.is_file()):
-        runs = sorted({f.parent for f in path.rglob("*tfevents*") if f.is_file()})
-        if not runs:
-            raise AdviseError(f"{path}: no TensorBoard event files (events.out.tfevents.*) in this directory")
-        if len(runs) > 1:
-            listed = ", ".join(str(r.relative_to(path)) for r in runs[:5])
-            raise AdviseError(f"{path}: holds {len(runs)} TensorBoard runs ({listed}); pass one of them")
-        run_dir = runs[0]
-    acc = event_accumulator.EventAccumulator(str(run_dir), size_guidance={event_accumulator.SCALARS: 0})
-    damaged = _TruncatedRecords()
-    try:
-        with damaged:
-            acc.Reload()
-    except Exception as exc:  # tensorboard raises several types for corrupt files
-        raise AdviseError(f"{run_dir}: cannot read TensorBoard events ({type(exc).__name__}: {exc})") from None
-    for name in damaged.files:
-        logger.warning("%s: damaged or cut off mid-file (a record fails its check): using the events before it",
-                       name)
-    tags = acc.Tags().get("scalars", [])
-    loss_tag, others = pick_loss(run_dir, list(tags), loss_name, "TensorBoard scalar tag")
-    if loss_tag is None:
-        shown = ", ".join(printable(t)[:40] for t in tags[:20]) or "none"
-        raise AdviseError(f"{run_dir}: no loss scalar among the TensorBoard tags ({shown}); --loss-tag NAME reads one")
-    events = _last_per_step((e.step, e.wall_time, e.value) for e in acc.Scalars(loss_tag))
-    steps = np.array([e[0] for e in events])
-
-    def aligned(tag: str | None) -> np.ndarray | None:
-        if tag is None:
-            return None
-        by_step = {e.step: e.value for e in acc.Scalars(tag)}
-        return np.array([by_step.get(int(s), math.nan) for s in steps], dtype=float)
-
-    curve = Curve(steps=steps, loss=np.array([e[2] for e in events], dtype=float),
-                  t_s=np.array([e[1] for e in events], dtype=float), lr=aligned(pick_name(tags, LR_NAMES)),
-                  batch_size=aligned(pick_name(tags, BATCH_NAMES)), source=str(run_dir))
-    return TrainingLog(curve=curve, loss_name=printable(loss_tag), other_loss_names=others)

@@ -22,6 +22,8 @@ from gpuwise.advise.noise_scale import NoiseScaleSummary, summarise
 from gpuwise.catalog import resolve_gpu
 from gpuwise.catalog.model import Catalog, CatalogError
 from gpuwise.plan.fit import DEFAULT_HEADROOM_FRACTION
+from gpuwise.plan.money import RATES_CHECKED, rates_in
+from gpuwise.plan.quote import Quote
 from gpuwise.plan.scaling import TimeScaling, time_scaling
 from gpuwise.workload.precision import UNKNOWN_JOB_PRECISION
 
@@ -94,6 +96,11 @@ class AdviceReport:
                 "end_step": self.plan.end_step, "end_reason": self.plan.end_reason, "currency": self.plan.currency,
                 "cost": round(self.plan.cost, 2), "hours": round(self.plan.hours, 3),
                 "stay": self.plan.stay.to_dict(), "saving": round(self.plan.saving, 2)},
+            "ranking_currency": self.pricing.currency,
+            "exchange_rates": None if self.pricing.currency is None else {
+                "units_of_ranking_currency_per_unit": rates_in(self.pricing.currency), "checked": RATES_CHECKED,
+                "indicative": True},
+            "prices_checked": prices_checked(self.pricing),
             "gpu": None if self.pricing.current is None else self.pricing.current.to_dict(),
             "gpu_options": [o.to_dict() for o in self.pricing.options],   # every priced GPU, as plan quotes it
             "pricing_note": self.pricing.note or None,
@@ -167,7 +174,24 @@ def build_pricing(catalog: Catalog | None, log: TrainingLog, req: PricingRequest
     note = "" if need else "memory fit not checked (the log has no memory samples; pass --peak-memory)"
     if req.scaling is not None and scaling.step_time_s is None:   # a requested predictor fell back
         note = "; ".join(x for x in (note, f"step times on other GPUs: {scaling.method}") if x)
+    note = "; ".join(x for x in (note, conversion_note(cur, options)) if x)
     return Pricing(cur, tuple(options), req.switch, note, need, req.headroom_fraction)
+
+
+def conversion_note(current: Quote, options: list[Quote]) -> str:
+    """Which prices were converted into the ranking currency, and at which rates ("" when none was)."""
+    rank_in = current.ranking_currency
+    converted = sorted({q.currency for q in (current, *options) if q.currency and q.currency != rank_in})
+    if not converted:
+        return ""
+    return (f"prices in {', '.join(converted)} converted to {rank_in} (the ranking currency) at exchange rates "
+            f"indicative as of {RATES_CHECKED}")
+
+
+def prices_checked(pricing: Pricing) -> list[str]:
+    """The dates the catalog prices compared were checked (the user's own price has none)."""
+    quotes = [q for q in (pricing.current, *pricing.options) if q is not None and q.offer is not None]
+    return sorted({q.offer.checked for q in quotes if q.offer.checked})
 
 
 def end_of_run(a: CurveAnalysis, settings: AdviseSettings, log: TrainingLog) -> tuple[int, str]:

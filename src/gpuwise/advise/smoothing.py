@@ -103,3 +103,22 @@ def _robust_std(x: np.ndarray) -> float:
     if len(x) == 0:
         return 0.0
     return float(1.4826 * np.median(np.abs(x - np.median(x))))
+
+
+def running_median(x: np.ndarray, width: int, chunk_points: int = 4096) -> np.ndarray:
+    """Median of the ``width`` points centred on each point (fewer at the ends, where the window is cut). Unlike
+    an EMA it ignores a few wild points, and a jump moves it only once it holds half the window: it does not
+    carry a blow-up back in time. Memory: ``chunk_points × width`` floats at a time."""
+    x = np.asarray(x, dtype=float)
+    n, half = len(x), max(0, int(width) // 2)
+    if n == 0 or half == 0:
+        return x.copy()
+    out = np.empty(n)
+    for i in [*range(min(half, n)), *range(max(half, n - half), n)]:   # the cut windows at both ends
+        out[i] = np.median(x[max(0, i - half): i + half + 1])
+    if n > 2 * half:
+        windows = np.lib.stride_tricks.sliding_window_view(x, 2 * half + 1)   # window k is centred on k + half
+        for k0 in range(0, len(windows), chunk_points):
+            part = windows[k0: k0 + chunk_points]
+            out[half + k0: half + k0 + len(part)] = np.median(part, axis=1)
+    return out

@@ -24,7 +24,7 @@ def register(app: typer.Typer) -> None:
 
 @workload_options(exclude=("num_gpus",))
 def advise(
-    log: Annotated[str, typer.Argument(help="Run log (gpuwise guard/run), CSV or JSONL with step and loss, or a TensorBoard run directory.")],
+    log: Annotated[str, typer.Argument(help="Run log (gpuwise guard/run), CSV or JSONL with step and loss, HF trainer_state.json, or a TensorBoard run directory.")],
     target_loss: Annotated[Optional[float], typer.Option("--target-loss", help="Loss to reach: steps, time and cost to get there.")] = None,
     gpu: Annotated[Optional[str], typer.Option("--gpu", help="GPU the run uses (default: from the run log).")] = None,
     gpu_price: Annotated[Optional[str], typer.Option("--gpu-price", help="What you pay per GPU-hour, as report takes it: 7.5, ¥7.5, 1.29USD (default: catalog price).")] = None,
@@ -164,7 +164,11 @@ def _render(report, plot_path: str | None, scaled_by: str | None = None) -> None
     from gpuwise.runtime.rates import DATASHEET_METHOD
 
     scaled_by = scaled_by or f"the {DATASHEET_METHOD} (--model uses the time predictor)"
-    c.console.print(f"[dim]Step times on other GPUs are scaled by {scaled_by}; catalog prices are indicative.[/dim]")
+    checked = f" (checked {', '.join(d['prices_checked'])})" if d["prices_checked"] else ""
+    rates = (f" Costs in {d['ranking_currency']}; exchange rates indicative as of {d['exchange_rates']['checked']}."
+             if d["exchange_rates"] else "")
+    c.console.print(f"[dim]Step times on other GPUs are scaled by {scaled_by}; catalog prices are indicative"
+                    f"{checked}.{rates}[/dim]")
     if plot_path:
         c.console.print(f"Plot: {plot_path}")
 

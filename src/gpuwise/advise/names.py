@@ -1,0 +1,84 @@
+"""Which column, tag or metric of a log is the loss, the step, the learning rate, the batch size, the time.
+
+Every framework names them differently (``loss``, ``train_loss``, ``train/loss``, ``Loss``...), so names
+are matched after normalising: lower case, '/', '-', ' ', '.' -> '_'.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+from gpuwise.advise.errors import AdviseError
+from gpuwise.text import printable
+
+# Normalised names, most specific first. A logger's own optimizer-step counter (HF Trainer's global_step,
+# ``train/global_step`` in a W&B export) comes before a plain ``step``.
+STEP_NAMES = ("global_step", "train_global_step", "trainer_global_step", "step", "steps", "optimizer_step",
+              "train_step", "iteration", "iter", "it")
+LOSS_NAMES = ("loss", "train_loss", "training_loss", "loss_train", "train_train_loss", "train_loss_step",
+              "trainer_loss", "train_lm_loss", "lm_loss", "loss_step", "train_loss_epoch")
+LR_NAMES = ("lr", "learning_rate", "train_lr", "train_learning_rate", "lr_0", "lr_group0", "lr_adamw")
+BATCH_NAMES = ("batch_size", "batch", "bs", "global_batch_size", "train_batch_size", "effective_batch_size")
+TIME_NAMES = ("t_s", "time_s", "wall_time", "walltime", "wall_time_s", "time", "timestamp", "elapsed_s", "elapsed",
+              "_timestamp", "relative_time")
+_EVAL_WORDS = ("val", "eval", "test", "valid", "validation")
+
+
+def normalise_name(name: str) -> str:
+    return re.sub(r"[/\-\s.]+", "_", name.strip().lower()).strip("_")
+
+
+def pick_name(names: Iterable[str], preferred: tuple[str, ...], *, fallback_word: str | None = None) -> str | None:
+    """The first of ``names`` whose normalised form is in ``preferred`` (in that order of preference);
+    else, with ``fallback_word``, the first name containing that word that is not an eval metric."""
+    by_norm = {normalise_name(n): n for n in names}
+    for p in preferred:
+        if p in by_norm:
+            return by_norm[p]
+    if fallback_word:
+        for norm, original in by_norm.items():
+            parts = set(norm.split("_"))
+            if fallback_word in norm and not parts & set(_EVAL_WORDS):
+                return original
+    return None
+
+
+def is_row_counter(name: str) -> bool:
+    """A logging service's own column (W&B's ``_step``, ``_runtime``): ``_step`` counts logged rows, eval rows
+    included, not optimizer steps."""
+    return name.strip().startswith("_")
+
+
+def pick_step(names: Iterable[str]) -> str | None:
+    """The step column: one of ``STEP_NAMES``, a logger's own (``train/global_step``) before a row counter
+    (W&B's ``_step``, read only when the log has no other)."""
+    names = list(names)
+    return pick_name([n for n in names if not is_row_counter(n)], STEP_NAMES) or pick_name(names, STEP_NAMES)
+
+
+def loss_like(names: Iterable[str]) -> list[str]:
+    """The names that look like a training loss: one of ``LOSS_NAMES``, or any with "loss" that is not an eval
+    metric (val/eval/test)."""
+    out = []
+    for name in names:
+        norm = normalise_name(name)
+        if norm in LOSS_NAMES or ("loss" in norm and not set(norm.split("_")) & set(_EVAL_WORDS)):
+            out.append(name)
+    return out
+
+
+def pick_loss(path: Path, names: list[str], wanted: str | None, what: str) -> tuple[str | None, tuple[str, ...]]:
+    """(the loss series to read, the other loss-like ones: said to be ignored). ``wanted`` (--loss-tag) must be
+    one of ``names``, exactly or as normalised; None when the log has no loss-like name and none was asked."""
+    if wanted is not None:
+        exact = [n for n in names if n == wanted] or [n for n in names if normalise_name(n) == normalise_name(wanted)]
+        if not exact:
+            shown = ", ".join(repr(printable(n)[:60]) for n in (loss_like(names) or names)[:10]) or "none"
+            raise AdviseError(f"{path}: no {what} {printable(wanted)[:60]!r} (--loss-tag); "
+                              f"{'loss-like ones' if loss_like(names) else 'there are'}: {shown}")
+        chosen = exact[0]
+    else:
+        chosen = pick_name(names, LOSS_NAMES, fallback_word="loss")
+    return chosen, tuple(printable(n) for n in loss_like(names) if n != chosen)
