@@ -14,6 +14,7 @@ from gpuwise.catalog.model import Catalog, Offer
 from gpuwise.memory.model import MemoryEstimate
 from gpuwise.plan import Constraints, JobSize, PlanError, recommend
 from gpuwise.plan.profile import Estimate, largest_fitting_batch
+from gpuwise.plan.spot import SpotRisk
 from gpuwise.runtime.model import StepTime
 from gpuwise.workload import Workload
 
@@ -278,6 +279,15 @@ def _scripted_factory(**kw):
     return lambda w: ScriptedModel(w, **kw)
 
 
+def priced_as_rows(job, rank_in, constraints=Constraints(), *, auto_batch=False, spot_risk=SpotRisk()):
+    """find_remedies' ``price_option``: a row priced by recommend's own rule for its table's rows, as
+    ``recommend(..., remedies=True)`` passes it."""
+    from gpuwise.plan.recommend import _evaluate
+
+    return lambda model, gpu, offer, count, effective: _evaluate(
+        model, gpu, offer, count, job, constraints, effective, auto_batch, rank_in, spot_risk)
+
+
 def test_remedies_name_the_change_that_fits_a_cheaper_gpu_and_cost_less_than_the_best(catalog):
     from gpuwise.plan.remedies import find_remedies
 
@@ -287,7 +297,8 @@ def test_remedies_name_the_change_that_fits_a_cheaper_gpu_and_cost_less_than_the
     sizes = dict(fixed_bytes=16 * GB, per_sample_bytes=0.2 * GB)
     rec = recommend(ScriptedModel(w, **sizes), cat, job=JobSize(steps=1000), max_gpus=1)
     assert rec.best.gpu == "a100-40gb-sxm4"
-    remedies = find_remedies(rec, cat, JobSize(steps=1000), model_factory=_scripted_factory(**sizes))
+    remedies = find_remedies(rec, cat, JobSize(steps=1000), model_factory=_scripted_factory(**sizes),
+                             price_option=priced_as_rows(JobSize(steps=1000), rec.ranking_currency))
     assert [r["change"] for r in remedies] == ["--grad-checkpointing"]
     (r,) = remedies
     assert r["gpu"] == "t4" and r["fits"] and r["peak_total_bytes"] <= 0.95 * r["gpu_memory_bytes"]
@@ -306,9 +317,11 @@ def test_remedies_that_miss_the_deadline_are_not_offered(catalog):
     tight = Constraints(deadline_s=a100_time * 1.01)   # the A100 makes it; a T4 (4× slower here) does not
     rec = recommend(ScriptedModel(w, **sizes), cat, job=JobSize(steps=1000), max_gpus=1, constraints=tight)
     assert rec.best.gpu == "a100-40gb-sxm4"
-    loose = find_remedies(rec, cat, JobSize(steps=1000), model_factory=_scripted_factory(**sizes))
+    loose = find_remedies(rec, cat, JobSize(steps=1000), model_factory=_scripted_factory(**sizes),
+                          price_option=priced_as_rows(JobSize(steps=1000), rec.ranking_currency))
     assert loose, "without the deadline the T4 remedy exists"
-    assert find_remedies(rec, cat, JobSize(steps=1000), tight, model_factory=_scripted_factory(**sizes)) == ()
+    assert find_remedies(rec, cat, JobSize(steps=1000), tight, model_factory=_scripted_factory(**sizes),
+                         price_option=priced_as_rows(JobSize(steps=1000), rec.ranking_currency, tight)) == ()
 
 
 def test_mixed_currencies_rank_in_cny_unless_told_otherwise(catalog):

@@ -131,6 +131,13 @@ def provider_entry(provider: str | None, data: dict[str, Any] | None = None) -> 
     return next((p for p in data.get("provider", []) if provider_key(p["name"]) == provider_key(provider)), None)
 
 
+def rents_per_gpu(provider: str | None) -> bool:
+    """Does ``provider`` rent any number of GPUs on one host at one GPU's price × the number (its
+    ``rents_per_gpu`` in the topology data: a marketplace such as AutoDL or RunPod), rather than fixed instance
+    shapes (a cloud: only the counts its offers list)?"""
+    return bool((provider_entry(provider) or {}).get("rents_per_gpu", False))
+
+
 def topology_for(
     gpu: GPU, provider: str | None = None, *, intra: str | None = None,
     efficiency: dict[str, float] | None = None,

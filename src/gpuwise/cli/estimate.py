@@ -85,6 +85,13 @@ def estimate(
             out, est = estimate_answer(wm, gpus, headroom_fraction=headroom_fraction, job=job, progress=progress,
                                        provider=provider)
     out["calibrated_gpus"] = calibrated_gpus(out)
+    if out.get("time") and len(gpus) == 1 and workload.num_gpus > 1:
+        from gpuwise.catalog.topology import topology_for
+        from gpuwise.launch.plan import node_layout_refusal   # launch's rule for a count's machines, said here too
+
+        why = node_layout_refusal(workload.num_gpus, topology_for(gpus[0], provider))
+        if why:
+            out["time"]["warnings"] = [*out["time"]["warnings"], f"gpuwise does not launch this: {why}"]
     if json_out:
         c.print_json(out)
     else:

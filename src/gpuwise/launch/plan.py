@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 
 from gpuwise.catalog.model import GPU
-from gpuwise.catalog.topology import provider_entry, topology_for
+from gpuwise.catalog.topology import Topology, provider_entry, topology_for
 from gpuwise.launch.command import Command, parse_command
 from gpuwise.launch.errors import LaunchError
 from gpuwise.launch.sharding import ShardingSetup
@@ -139,6 +139,28 @@ class LaunchPlan:
         return self.command.torchrun_args
 
 
+def node_layout_refusal(count: int, topo: Topology) -> str | None:
+    """Why ``count`` GPUs cannot run as the machines the estimate times them on (None: they can). Those are
+    ``topo``'s (``Topology.nodes``, what estimate and recommend time and describe): up to a machine's GPUs on one,
+    beyond it whole machines of ``topo.gpus_per_node``; 12 GPUs on 8-GPU machines are neither."""
+    per = topo.gpus_per_node
+    if count <= per or count % per == 0:
+        return None
+    return (f"{count} GPUs are not whole machines of {per} ({topo.gpu_id}"
+            f"{f' at {topo.provider}' if topo.provider else ''}): their time is for {topo.nodes(count)} nodes of {per}; "
+            f"launch {count // per * per} or {topo.nodes(count) * per} GPUs")
+
+
+def node_layout(count: int, topo: Topology) -> tuple[int, int]:
+    """(nodes, GPUs per node) of ``count`` GPUs, as estimate and recommend time them (``node_layout_refusal``);
+    LaunchError where they are not whole machines."""
+    why = node_layout_refusal(count, topo)
+    if why:
+        raise LaunchError(why)
+    nodes = topo.nodes(count)
+    return nodes, count // nodes
+
+
 def plan_launch(option, gpu: GPU, command: str, *, batch: BatchSplit | None = None,
                 sharding: ShardingSetup | None = None, one_process: bool = False) -> LaunchPlan:
     """The launch of ``option`` (a :class:`gpuwise.plan.Option`) running ``command`` on every GPU.
@@ -152,8 +174,7 @@ def plan_launch(option, gpu: GPU, command: str, *, batch: BatchSplit | None = No
         raise LaunchError("nothing to launch: no option meets the request")
     parsed = parse_command(command)
     topo = topology_for(gpu, option.provider)
-    nodes = topo.nodes(option.count)
-    per_node = option.count // nodes
+    nodes, per_node = node_layout(option.count, topo)
     notes = [batch.note(parsed.argv)] if batch is not None else []
     if sharding is not None:
         notes.append(sharding.note())
@@ -165,8 +186,6 @@ def plan_launch(option, gpu: GPU, command: str, *, batch: BatchSplit | None = No
                      f"{option.count} GPUs ({ENV_VISIBLE_DEVICES}) and places the layers on them, so the command "
                      f"runs once, not under torchrun ({option.count} torchrun processes would each load the "
                      f"whole model)")
-    if option.count % nodes:
-        raise LaunchError(f"{option.count} GPUs do not split evenly into nodes of {topo.gpus_per_node}")
     if nodes > 1 and not topo.multi_node:
         notes.append(f"{option.provider} does not rent several machines as one cluster ({topo.note}); "
                      f"the {nodes} nodes must reach each other on port {MASTER_PORT}")

@@ -22,7 +22,7 @@ import yaml
 
 from gpuwise.launch.plan import LaunchError, LaunchPlan
 from gpuwise.launch.sharding import write_files_lines
-from gpuwise.launch.torchrun import _shell, supervised, worker_argv
+from gpuwise.launch.torchrun import shell_line, supervised, worker_argv
 
 # gpuwise GPU id -> SkyPilot accelerator name, per cloud where the names differ (from SkyPilot 0.14's
 # catalog fetchers: sky/catalog/data_fetchers/fetch_{aws,gcp,lambda_cloud,runpod}.py).
@@ -84,7 +84,7 @@ def skypilot_task(plan: LaunchPlan, wheel: Path, *, name: str | None = None) -> 
     resources = {"accelerators": f"{accelerator_name(plan.gpu.id, plan.skypilot_cloud)}:{plan.gpus_per_node}",
                  "use_spot": plan.spot,
                  "infra": "/".join(p for p in (plan.skypilot_cloud, plan.region) if p)}
-    line = _shell(worker_argv(plan, "$SKYPILOT_NODE_RANK", master_addr="$MASTER_ADDR",
+    line = shell_line(worker_argv(plan, "$SKYPILOT_NODE_RANK", master_addr="$MASTER_ADDR",
                               nproc_per_node="$SKYPILOT_NUM_GPUS_PER_NODE", nnodes="$SKYPILOT_NUM_NODES")
                   if plan.nodes > 1 else worker_argv(plan, nproc_per_node="$SKYPILOT_NUM_GPUS_PER_NODE"))
     run = ""

@@ -25,19 +25,25 @@ from gpuwise.launch.sharding import write_files_lines
 LAUNCHER = ("python", "-m", "gpuwise.guard.torchrun")
 
 
-def torchrun_argv(plan: LaunchPlan, node_rank: int | str = 0, *, master_addr: str = "$MASTER_ADDR",
+MASTER_ADDR_VAR = "MASTER_ADDR"     # what a multi-node block reads node 0's address from
+
+
+class ShellWord(str):
+    """An argument gpuwise itself writes for the node's shell to expand (``--master-addr=$MASTER_ADDR``,
+    ``--node-rank=$SKYPILOT_NODE_RANK``): ``shell_line`` leaves it unquoted. Every other argument, the user's
+    command above all, is quoted as written: a ``$`` the user quoted stays a ``$``."""
+
+
+def torchrun_argv(plan: LaunchPlan, node_rank: int | str = 0, *, master_addr: str = f"${MASTER_ADDR_VAR}",
                   nproc_per_node: int | str | None = None, nnodes: int | str | None = None) -> list[str]:
-    """The torchrun argv of one node. ``nproc_per_node``/``nnodes`` may be shell variables (SkyPilot)."""
+    """The torchrun argv of one node. ``nproc_per_node``/``nnodes``/``node_rank``/``master_addr`` may be shell
+    variables (SkyPilot's): gpuwise's own options are ``ShellWord``s, the user's command plain strings."""
     nproc = str(nproc_per_node if nproc_per_node is not None else plan.gpus_per_node)
     nodes = nnodes if nnodes is not None else plan.nodes
-    argv = list(LAUNCHER)
-    if nodes == 1:
-        argv += ["--standalone"]
-    else:
-        argv += [f"--nnodes={nodes}", f"--node-rank={node_rank}", f"--master-addr={master_addr}",
-                 f"--master-port={MASTER_PORT}"]
-    argv += [f"--nproc-per-node={nproc}", f"--max-restarts={MAX_RESTARTS}"]
-    return argv + list(plan.script_argv)
+    own = ["--standalone"] if nodes == 1 else [
+        f"--nnodes={nodes}", f"--node-rank={node_rank}", f"--master-addr={master_addr}", f"--master-port={MASTER_PORT}"]
+    own += [f"--nproc-per-node={nproc}", f"--max-restarts={MAX_RESTARTS}"]
+    return [*LAUNCHER, *map(ShellWord, own), *plan.script_argv]
 
 
 def worker_argv(plan: LaunchPlan, node_rank: int | str = 0, **torchrun_kwargs) -> list[str]:
@@ -48,14 +54,22 @@ def worker_argv(plan: LaunchPlan, node_rank: int | str = 0, **torchrun_kwargs) -
     return torchrun_argv(plan, node_rank, **torchrun_kwargs)
 
 
-def _shell(argv: list[str]) -> str:
-    # Shell variables stay unquoted so the shell expands them on the node.
-    return " ".join(a if "$" in a and "'" not in a and " " not in a else shlex.quote(a) for a in argv)
+def shell_line(argv: list[str]) -> str:
+    """``argv`` as one shell line: gpuwise's own ``ShellWord``s as written, for the shell to expand its variables
+    on the node; every other argument quoted (``shlex.quote``), so the command runs with the arguments the user
+    gave it, ``$``, quotes and spaces included."""
+    return " ".join(a if isinstance(a, ShellWord) else shlex.quote(a) for a in argv)
 
 
 def torchrun_lines(plan: LaunchPlan) -> list[str]:
     """One shell line per node, in node-rank order."""
-    return [_shell(worker_argv(plan, rank)) for rank in range(plan.nodes)]
+    return [shell_line(worker_argv(plan, rank)) for rank in range(plan.nodes)]
+
+
+def master_addr_check() -> str:
+    """The line a block of several nodes runs before anything else: without ``MASTER_ADDR`` torchrun would fail
+    later on a rendezvous endpoint ':29500'; this stops the block at once with a line that says what to set."""
+    return f': "${{{MASTER_ADDR_VAR}:?set {MASTER_ADDR_VAR} to the address of node 0, reachable from every node}}"'
 
 
 def supervised(line: str) -> str:
@@ -94,12 +108,17 @@ def render_torchrun(plan: LaunchPlan, wheel: Path | None = None) -> str:
                    + (f"copy {wheel} (a wheel of this gpuwise) beside the command: the first line installs it"
                       if wheel is not None else "the first line checks it"))
     if plan.nodes > 1:
-        out.append("# MASTER_ADDR: the address of node 0, reachable from every node")
+        out.append(f"# {plan.nodes} blocks, one per node: run each on its own machine (block 0 on node 0), not all on "
+                   f"one; each needs MASTER_ADDR set to the address of node 0, reachable from every node, and stops "
+                   f"without it")
     out.append(f"# each line starts the job again while it exits with {EXIT_RESTART} (the guard checkpointed "
                f"and stopped on preemption)")
     export = export_line(plan.env)      # on every node: each block runs on its own machine
     files = write_files_lines(plan.files)   # the DeepSpeed config of a ZeRO plan, beside the command
+    several = plan.nodes > 1
     for rank, line in enumerate(torchrun_lines(plan)):
-        out += [f"# node {rank}", *([install_line(wheel)] if needs_gpuwise else []), *([export] if export else []),
-                *files, supervised(line)]
+        head = (f"# node {rank} of {plan.nodes}: run this block on node {rank}'s machine" if several
+                else f"# node {rank}")
+        out += [head, *([master_addr_check()] if several else []), *([install_line(wheel)] if needs_gpuwise else []),
+                *([export] if export else []), *files, supervised(line)]
     return "\n".join(out) + "\n"

@@ -2,7 +2,11 @@
 
 ``cheapest_offer``: for one GPU × count × provider × spot policy, the offer that costs least in the
 ranking currency among the offers of exactly ``count`` GPUs and the user's own single-GPU prices × count;
-where there is neither, the cheapest single-GPU offer priced × count (its source says so). A price of the
+where there is neither, what a provider would really rent: a marketplace that rents GPUs one by one
+(``catalog.topology.rents_per_gpu``, from the topology data) its single-GPU price × count; a cloud of fixed
+instance shapes only whole instances, so ``count`` only as several of its largest instance of a whole node (16 =
+two 8-GPU machines), never its 1-GPU price × 2 (AWS sells g4dn with 1, 4 or 8 T4s: two T4s are no instance); the
+source says how it was priced. A price of the
 user's own replaces the shipped indicative prices of its provider for that GPU at every count, and
 competes with every other provider's at every count. Spot offers take part only when the spot policy includes them:
 ``recommend``, ``report`` and ``advise`` all take ``--spot`` with the same meaning.
@@ -20,12 +24,14 @@ from dataclasses import replace
 from gpuwise.catalog.model import Catalog, Offer
 from gpuwise.catalog.query import catalog_provider, providers
 from gpuwise.catalog.resolve import offer_order, provider_key
+from gpuwise.catalog.topology import DEFAULT_GPUS_PER_NODE, rents_per_gpu
 from gpuwise.errors import did_you_mean
 from gpuwise.plan.errors import PlanError
 from gpuwise.plan.money import convert, rates_in
 
 HOME_CURRENCY = "CNY"
 SPOT_POLICIES = ("on-demand", "include", "only")
+
 
 
 
@@ -90,10 +96,28 @@ def own_prices_first(offers: list[Offer]) -> list[Offer]:
     return [o for o in offers if not o.indicative or _seller(o) not in own]
 
 
-def _times(single: Offer, count: int) -> Offer:
-    """A single-GPU offer priced for ``count`` GPUs (its source says so)."""
-    return replace(single, count=count, price_per_hour=single.price_per_hour * count,
-                   source=single.source + f" (single-GPU price × {count})")
+def _times(offer: Offer, machines: int) -> Offer:
+    """``machines`` of ``offer`` rented together, priced as that many (its source says so): a single-GPU price ×
+    a count, or several instances of a fixed shape."""
+    how = (f"single-GPU price × {machines}" if offer.count == 1 else
+           f"{machines} instances of {offer.count} GPUs, each at its price")
+    return replace(offer, count=offer.count * machines, price_per_hour=offer.price_per_hour * machines,
+                   source=offer.source + f" ({how})")
+
+
+def _as_rented(offers: list[Offer], count: int) -> Offer | None:
+    """How one seller (provider and spot-ness) of one GPU, with no offer of exactly ``count``, would rent ``count``
+    (None: it would not): by the GPU where it rents per GPU (``rents_per_gpu``), its cheapest single × ``count``;
+    else several of its largest instance where that is a whole node (the machines a multi-node job runs on,
+    ``catalog.topology``) and ``count`` a multiple of it: never 1-GPU instances side by side, which are no machine
+    of ``count`` GPUs."""
+    if rents_per_gpu(offers[0].provider):
+        singles = [o for o in offers if o.count == 1]
+        return _times(min(singles, key=lambda o: o.price_per_hour), count) if singles else None
+    largest = max(offers, key=lambda o: (o.count, -o.price_per_hour))
+    if largest.count >= DEFAULT_GPUS_PER_NODE and count > largest.count and count % largest.count == 0:
+        return _times(largest, count // largest.count)
+    return None
 
 
 def own_prices_at(offers: list[Offer], count: int) -> list[Offer]:
@@ -123,18 +147,19 @@ def offers_as_priced(offers: Iterable[Offer]) -> list[Offer]:
 def cheapest_offer(offers: Iterable[Offer], gpu_id: str, count: int, currency: str) -> Offer | None:
     """The cheapest offer (in ``currency``) for ``count`` of ``gpu_id``: the offers of exactly ``count``
     GPUs and the user's own single-GPU prices × ``count`` compete, cheapest wins; where there is neither,
-    the cheapest single-GPU offer × count."""
+    the cheapest way a seller rents ``count`` (``_as_rented``: per GPU where it rents so, else whole instances);
+    None where no seller does."""
     mine = own_prices_first([o for o in offers if o.gpu_id == gpu_id])
     if count == 1:
         candidates = [o for o in mine if o.count == 1]
     else:
         candidates = [o for o in mine if o.count == count] + own_prices_at(mine, count)
-    if not candidates:
-        singles = [o for o in mine if o.count == 1]
-        if count == 1 or not singles:
-            return None
-        candidates = [_times(min(singles, key=lambda o: _rank_key(o, currency)), count)]
-    return min(candidates, key=lambda o: _rank_key(o, currency))
+    if not candidates and count > 1:
+        sellers: dict[tuple[str, bool], list[Offer]] = {}
+        for o in mine:
+            sellers.setdefault(_seller(o), []).append(o)
+        candidates = [o for offers_of in sellers.values() if (o := _as_rented(offers_of, count)) is not None]
+    return min(candidates, key=lambda o: _rank_key(o, currency), default=None)
 
 
 def _rank_key(offer: Offer, currency: str) -> tuple[float, str]:

@@ -224,8 +224,12 @@ def recommend(
     rec = Recommendation(workload, model.method, rank_in, tuple(options), best, fastest, best_value,
                          nothing, tuple(closest), reason, notes, fallback_precision=fallback)
     if remedies and not at_rate:     # remedies are quoted for a job of a given size, not yet at a load
+        def price_option(remedied, gpu: GPU, offer: Offer, count: int, target: int) -> Option:
+            # a remedy is priced as a row of this table is: the same rule, batch split, spot risk and currency
+            return _evaluate(remedied, gpu, offer, count, job, constraints, target, auto_batch, rank_in, spot_risk)
+
         rec = replace(rec, remedies=find_remedies(rec, catalog, job, constraints, progress=progress,
-                                                   correction=model.correction))
+                                                   correction=model.correction, price_option=price_option))
     return rec
 
 

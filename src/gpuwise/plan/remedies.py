@@ -8,14 +8,15 @@ best option. One trace per remedy.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from gpuwise.catalog.model import Catalog
+from gpuwise.catalog.model import GPU, Catalog, Offer
 from gpuwise.plan.constraints import Constraints, JobSize, apply_constraints
 from gpuwise.plan.profile import Correction, estimate_fit, model_for
-from gpuwise.plan.quote import make_quote
+from gpuwise.plan.quote import Quote
 from gpuwise.units import format_duration
 from gpuwise.workload import Workload
 from gpuwise.workload.parallelism import effective_sharding, offload_optimizer_refusal
@@ -23,6 +24,8 @@ from gpuwise.workload.parallelism import effective_sharding, offload_optimizer_r
 if TYPE_CHECKING:   # the recommendation whose excluded options a remedy rescues (recommend calls find_remedies)
     from gpuwise.plan.recommend import Recommendation
 
+
+logger = logging.getLogger(__name__)
 
 REMEDY_MIN_SAVING = 0.02    # a remedy must save at least 2% of the best option's cost to be news
 
@@ -143,54 +146,57 @@ def why_faster(job: Workload, remedied: Workload, step_s: float | None,
             f"adds to that")
 
 
+# How a recommendation prices one row of its table: (workload model, GPU, offer, count, effective batch) -> the
+# row (``plan.recommend`` passes its own; this module cannot import it: recommend imports this one).
+PriceOption = Callable[[object, GPU, Offer, int, int], Quote]
+
+
 def find_remedies(
     rec: Recommendation, catalog: Catalog, job: JobSize, constraints: Constraints | None = None, *,
     progress: Callable[[str], None] | None = None, max_remedies: int = 4,
     model_factory: Callable[[Workload], object] | None = None, correction: Correction | None = None,
+    price_option: PriceOption | None = None,
 ) -> tuple[dict, ...]:
     """For the GPU × count options excluded for memory that are cheaper per hour than the best option,
-    the changes that make the job fit there, quoted for the whole job. A remedy must meet the same
-    constraints as any option (deadline, budget) and cost less than the best option as it is.
-    ``model_factory``: workload -> workload model (default: ``model_for``, which traces, with ``correction``:
-    the user's calibration the recommendation used)."""
+    the changes that make the job fit there, quoted for the whole job exactly as a row of the table is:
+    ``price_option`` (the recommendation's own pricing of a row: its effective batch split into the largest
+    micro-batch that fits × accumulation steps, its spot risk) on the changed workload, at the effective batch
+    of the row it replaces. Without ``price_option`` no remedy can be priced as a row is, and none is offered.
+    A remedy must meet the same constraints as any option (deadline, budget) and cost less than the best option
+    as it is. ``model_factory``: workload -> workload model (default: ``model_for``, which traces, with
+    ``correction``: the user's calibration the recommendation used)."""
     constraints = constraints or Constraints()
     oom = [o for o in rec.options if o.fits is False and o.peak_total_bytes is not None and o.count == 1]
     if rec.best is not None:
         oom = [o for o in oom if o.price_per_hour_ranked < rec.best.price_per_hour_ranked]
     if not oom:
         return ()
+    if price_option is None:
+        logger.warning("remedies are priced as the recommendation's rows are: no price_option given, none offered")
+        return ()
     oom.sort(key=lambda o: o.price_per_hour_ranked)
     gpus = {g.id: g for g in catalog.gpus}
+    make = model_factory or (lambda w: model_for(w, progress, correction=correction))
     results = []
     # the options rescued are single GPUs: nothing to shard over there
     remedies = [r for r in candidate_remedies(rec.workload, rec.method == "closed-form", micro_batch=False)
                 if "sharding" not in r.workload_fields]
     for remedy in remedies[:max_remedies]:
         w = remedy.apply(rec.workload)
-        make = model_factory or (lambda job: model_for(job, progress, correction=correction))
         model = make(w)
         for target in oom:   # cheapest first: the cheapest GPU this remedy rescues is the news
             gpu = gpus[target.gpu]
-            est = model.estimate(gpu, count=target.count, provider=target.provider)
-            fit = estimate_fit(est, constraints.headroom_fraction)
-            if est.time is None or not fit.fits:
+            # the effective batch of the row it replaces: the recommendation's, not the workload's own
+            quote = price_option(model, gpu, target.offer, target.count, target.effective_batch_size)
+            if not quote.fits or quote.total_time_s is None:
                 continue
-            steps = job.optimizer_steps(w.effective_batch_size)
-            quote = make_quote(
-                gpu, target.count, target.offer,
-                peak_total_bytes=est.memory.total_upper_bytes, step_time_s=est.time.step_time_s, fit=fit,
-                headroom_fraction=constraints.headroom_fraction, ranking_currency=rec.ranking_currency,
-                total_time_s=steps * est.time.step_time_s, batch_size=w.batch_size, grad_accum_steps=w.grad_accum_steps,
-                # serving: what a request sees, so that --ttft/--tpot hold for a remedy as for the options
-                ttft_s=getattr(est.inference, "ttft_s", None),
-                tpot_s=getattr(est.inference, "time_per_output_token_s", None),
-                cpu_offload_bytes=est.cpu_offload_bytes,
-                why_faster=why_faster(rec.workload, w, est.time.step_time_s,
-                                      lambda job: _step_s(make(job), gpu, target.count, target.provider)),
-            )
             (quote,) = apply_constraints([quote], constraints, rec.ranking_currency)
             if not quote.eligible:
                 continue
+            layout = dict(batch_size=quote.batch_size, grad_accum_steps=quote.grad_accum_steps)
+            quote = replace(quote, why_faster=why_faster(
+                rec.workload, w, quote.step_time_s,
+                lambda job_w: _step_s(make(job_w), gpu, target.count, target.provider, **layout)))
             results.append({"change": remedy.change, **quote.to_dict()})
             break
     if rec.best is not None:  # a remedy that costs more than the best option as it is, is no remedy
@@ -245,9 +251,10 @@ def changes_that_fit(
     return (found,)
 
 
-def _step_s(model, gpu, count: int, provider: str | None) -> float | None:
-    """The step time of ``model``'s job on ``count`` of ``gpu`` (None: not timed there)."""
-    est = model.estimate(gpu, count=count, provider=provider)
+def _step_s(model, gpu, count: int, provider: str | None, **layout) -> float | None:
+    """The step time of ``model``'s job on ``count`` of ``gpu`` (None: not timed there); ``layout``: the
+    micro-batch and accumulation steps it runs at (``batch_size``, ``grad_accum_steps``; default the job's own)."""
+    est = model.estimate(gpu, count=count, provider=provider, **layout)
     return est.time.step_time_s if est.time is not None else None
 
 
