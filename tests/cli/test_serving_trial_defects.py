@@ -60,11 +60,12 @@ def test_vllm_capacity_is_one_figure_in_one_output(gpuwise):
     assert code == 0, err
     inf = json.loads(out)["inference"]
     vllm = inf["vllm"]
-    assert inf["max_batch_size"] == min(vllm["sequences_at_context"], vllm["max_num_seqs"]) == 256
-    assert "max_num_seqs 256" in inf["at_load"]["batch_limit"]
+    assert inf["max_batch_size"] == min(vllm["sequences_at_context"], vllm["max_num_seqs"]) == 350
+    assert vllm["max_num_seqs"] == 1024           # vLLM 0.34's default from 70 GiB but on an A100
+    assert "the KV cache: " in inf["at_load"]["batch_limit"]
     code, out, err = gpuwise("estimate", *L8, "--engine", "vllm", "--request-rate", "20", "--gpu", "h100-sxm")
     text = " ".join(out.split())
-    assert "largest batch that fits 256" in text
+    assert "largest batch that fits 350" in text
     held = re.search(r"KV cache would hold ([\d,]+) tokens", text)
     assert held and "," in held[1], text         # thousands separators on token counts
 

@@ -8,7 +8,7 @@ import pytest
 
 from gpuwise.catalog import load_catalog
 from gpuwise.memory.llm import infer_memory, quantize_on_load_bytes
-from gpuwise.plan.llm import vllm_batched_tokens, vllm_capacity
+from gpuwise.plan.llm import VllmBatchDefaults, vllm_batch_defaults, vllm_capacity
 from gpuwise.workload import Workload
 from gpuwise.workload.decoder import load_arch
 
@@ -30,7 +30,7 @@ def test_the_loading_transient_is_not_in_vllms_profile_peak(gpus):
     arch, w = load_arch(L70), _job(L70, "nf4")
     assert quantize_on_load_bytes(arch, w) > 1 << 30          # what was taken from the KV cache
     cap = vllm_capacity(arch, w, a6000, kv_bytes_per_element=2.0)
-    profiled = infer_memory(arch, w, a6000, prompt_tokens=vllm_batched_tokens(a6000), new_tokens=0, batch=1,
+    profiled = infer_memory(arch, w, a6000, prompt_tokens=vllm_batch_defaults(a6000).max_num_batched_tokens, new_tokens=0, batch=1,
                             kv_bytes_per_element=2.0, load_transient=False)
     assert profiled.memory.workspace_bytes < 1 << 30         # cuBLAS', not the transient
     assert cap.profile_peak_bytes == pytest.approx(profiled.memory.total_upper_bytes - profiled.kv_cache_bytes,
@@ -45,5 +45,7 @@ def test_the_profiling_forward_is_max_num_batched_tokens_whatever_the_prompt(gpu
     short, long = (vllm_capacity(arch, _job(L8, "none").with_(seq_len=s), h100, kv_bytes_per_element=2.0)
                    for s in (128, 4096))
     assert short.profile_peak_bytes == long.profile_peak_bytes
-    assert (vllm_batched_tokens(h100), vllm_batched_tokens(gpus["a100-80gb-sxm4"]),
-            vllm_batched_tokens(gpus["rtx-a6000"])) == (8192, 2048, 2048)
+    assert [vllm_batch_defaults(g) for g in (h100, gpus["a100-80gb-sxm4"], gpus["rtx-a6000"])] == [
+        VllmBatchDefaults(8192, 1024), VllmBatchDefaults(2048, 256), VllmBatchDefaults(2048, 256)]
+    # the capacity caps a batch at the GPU's own max_num_seqs (was 256 everywhere; vLLM runs 1024 on an H100)
+    assert short.max_num_seqs == 1024

@@ -30,20 +30,27 @@ from gpuwise.units import format_bytes, format_request_rate
 from gpuwise.workload.storage import compute_bytes
 
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.9    # vLLM's default share of GPU memory it pre-allocates
-VLLM_MAX_NUM_SEQS = 256                 # vLLM's default max_num_seqs (SchedulerConfig): sequences in one iteration
+VLLM_MAX_NUM_SEQS = 256                 # vLLM's default max_num_seqs below its large-GPU tier (vllm_batch_defaults)
 GIB = 1 << 30
 
 
-def vllm_batched_tokens(gpu) -> int:
-    """``vllm serve``'s max_num_batched_tokens on ``gpu``, as vLLM 0.34 picks it (``EngineArgs.get_batch_defaults``,
-    OPENAI_API_SERVER): 16384 from 160 GiB of GPU memory; 8192 from 70 GiB but on an A100; 2048 below. (There it
-    also raises max_num_seqs to 1024 from 70 GiB but on an A100; ``VLLM_MAX_NUM_SEQS`` keeps 256.)"""
+@dataclass(frozen=True)
+class VllmBatchDefaults:
+    max_num_batched_tokens: int          # tokens one scheduler iteration (and the profiling forward) runs
+    max_num_seqs: int                    # sequences one iteration runs
+
+
+def vllm_batch_defaults(gpu) -> VllmBatchDefaults:
+    """``vllm serve``'s defaults on ``gpu``, as vLLM 0.34 picks them (``EngineArgs.get_batch_defaults``,
+    OPENAI_API_SERVER): 16384 tokens and 1024 sequences from 160 GiB of GPU memory; 8192 and 1024 from 70 GiB
+    but on an A100 (vLLM's own device-name check: larger batches lowered an A100's throughput, its PR #17885);
+    2048 and 256 below."""
     memory, name = gpu.visible_memory_bytes, f"{gpu.id} {gpu.name}".lower()
     if memory >= 160 * GIB:
-        return 16384
+        return VllmBatchDefaults(16384, 1024)
     if memory >= 70 * GIB and "a100" not in name:
-        return 8192
-    return 2048
+        return VllmBatchDefaults(8192, 1024)
+    return VllmBatchDefaults(2048, VLLM_MAX_NUM_SEQS)
 KV_CACHE_BYTES = {"auto": None, "fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
 
 
@@ -341,19 +348,20 @@ def largest_batch(arch: DecoderArch, w: Workload, gpu, *, kv_bytes_per_element: 
 def vllm_capacity(arch: DecoderArch, w: Workload, gpu, *, kv_bytes_per_element: float, double_quant: bool = True,
                   gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION) -> VllmCapacity:
     """vLLM's KV cache on each of ``w.num_gpus`` GPUs of ``gpu`` serving ``w``'s prompts (``VllmCapacity``): its
-    profiling run is a forward of max_num_batched_tokens (``vllm_batched_tokens``; chunked prefill: no prompt
+    profiling run is a forward of max_num_batched_tokens (``vllm_batch_defaults``; chunked prefill: no prompt
     runs more at once) and the sampler over max_num_seqs rows of logits, without the loading transient."""
     def memory(tokens: int) -> InferMemory:
         return infer_memory(arch, w, gpu, prompt_tokens=tokens, new_tokens=0, batch=1,
                             kv_bytes_per_element=kv_bytes_per_element, double_quant=double_quant,
                             load_transient=False)
 
-    profiled = memory(vllm_batched_tokens(gpu))
-    sampler = decode_logits_bytes(arch, VLLM_MAX_NUM_SEQS) / (1 if splits_layers(w) else w.num_gpus)
+    defaults = vllm_batch_defaults(gpu)
+    profiled = memory(defaults.max_num_batched_tokens)
+    sampler = decode_logits_bytes(arch, defaults.max_num_seqs) / (1 if splits_layers(w) else w.num_gpus)
     peak = profiled.memory.total_upper_bytes - profiled.kv_cache_bytes + max(0.0, sampler - profiled.prefill_bytes)
     return VllmCapacity(reserved_bytes=int(gpu_memory_utilization * gpu.visible_memory_bytes),
                         profile_peak_bytes=int(peak), gpu_memory_utilization=gpu_memory_utilization,
-                        kv_bytes_of=lambda tokens: memory(tokens).kv_cache_bytes)
+                        kv_bytes_of=lambda tokens: memory(tokens).kv_cache_bytes, max_num_seqs=defaults.max_num_seqs)
 
 
 def _knots(max_batch: int) -> tuple[int, ...]:
