@@ -183,13 +183,19 @@ def predict_step_time(
 
     comm_s = overhead_s = 0.0
     if count > 1 and wl.is_training and trace.trainable_param_count > 0:
-        # Gradients are all-reduced once per step (no_sync on the other micro-steps).
+        # Gradients are all-reduced once per step (no_sync on the other micro-steps). The collectives overlap
+        # each phase's wall time: a launch-bound backward lasts as long as the host takes to issue it, and NCCL's
+        # stream runs in its gaps. The forward's wall is its GPU time and issue time composed as the micro-step
+        # composes them (no longer than the micro-step), the backward the rest of the micro-step: the
+        # collectives end no later on a faster GPU, and the step (forward, the later of the backward and its
+        # collectives, the optimizer) is never longer.
+        forward_wall_s = min(smooth_max(fwd.device_s, fwd.host_s), micro_s)
         comm = data_parallel_comm(
             sharding=wl.sharding, count=count, gpu=gpu,
             grad_bytes=trace.trainable_param_count * wl.precision_value.master_bytes,
             param_bytes=trace.param_count * wl.precision_value.activation_bytes,
-            forward_s=fwd.device_s, backward_s=bwd.device_s, micro_steps=accum,
-            gradients=gradients_from_trace(trace, [t.device_s for t in phases["backward"]]),
+            forward_s=forward_wall_s, backward_s=micro_s - forward_wall_s, micro_steps=accum,
+            gradients=gradients_from_trace(trace, [max(t.device_s, t.host_s) for t in phases["backward"]]),
             topology=topology,
         )
         one_gpu_compute_s = micro_s * accum + smooth_max(opt.device_s, opt.host_s)
