@@ -142,18 +142,27 @@ def register(app: typer.Typer) -> None:
                             "gpus": [s.to_row() for s in samples],
                             "processes": None if procs is None else [p.to_dict() for p in procs]})
                 return
+            from contextlib import nullcontext
+
             from rich.live import Live
 
+            from gpuwise.monitor.sampler import next_sample_at
+            from gpuwise.monitor.stop_signals import stop_on_signals
             from gpuwise.text import for_console
 
             only = f"; only {narrow.describe()}" if narrow.narrows else ""
             title = for_console(f"gpuwise watch: {backend.name}, driver {backend.driver_version() or '?'}, "
                                 f"every {sampler.interval_s:g} s{only}")
+            due_s = time.monotonic()
             sampler.sample_once()                       # the first sample before the view: --gpu checked
             _check_gpus_exist(narrow, sampler.history())
-            with Live(render_live({}, title), console=console, auto_refresh=False) as live:
+            # On a terminal the view is redrawn in place; into a pipe or a file it is printed whole at each
+            # sample, the time it was drawn under the title (as nvidia-smi -l prints its report each interval).
+            in_place = console.is_terminal
+            with stop_on_signals() as stop, \
+                    (Live(render_live({}, title), console=console, auto_refresh=False) if in_place else nullcontext()) as live:
                 taken = 0
-                while count == 0 or taken < count:
+                while not stop.is_set():
                     if taken:
                         sampler.sample_once()
                     taken += 1
@@ -161,12 +170,21 @@ def register(app: typer.Typer) -> None:
                     shown = narrow.processes(every)
                     hidden = (sum(narrow.keeps_gpu(r.gpu_index) for r in every) - len(shown)
                               if narrow.narrows and every is not None else None)
-                    live.update(render_watch(narrow.history(sampler.history()), shown, title, hidden=hidden,
-                                             narrowed_to=narrow.describe(), max_columns=console.width),
-                                refresh=True)
-                    if count == 0 or taken < count:
-                        time.sleep(sampler.interval_s)
-            console.line()      # the shell prompt on a line of its own after the last view
+                    heading = title if in_place else f"{title}\n{time.strftime('%Y-%m-%d %H:%M:%S')}"
+                    view = render_watch(narrow.history(sampler.history()), shown, heading, hidden=hidden,
+                                        narrowed_to=narrow.describe(), max_columns=console.width)
+                    if live is not None:
+                        live.update(view, refresh=True)
+                    else:
+                        console.print(view)
+                        console.line()
+                        console.file.flush()
+                    if count and taken >= count:
+                        break
+                    due_s, delay_s = next_sample_at(due_s, time.monotonic(), sampler.interval_s)
+                    stop.wait(delay_s)
+            if in_place:
+                console.line()      # the shell prompt on a line of its own after the last view
         except KeyboardInterrupt:
             pass
         finally:
@@ -235,11 +253,9 @@ def register(app: typer.Typer) -> None:
         json_out: JsonOpt = False,
     ) -> None:
         """Prometheus metrics of every GPU on http://BIND:PORT/metrics, named like dcgm-exporter's."""
-        import signal
-        import threading
-
-        from gpuwise.monitor.exporter import check_serve_options, serve
+        from gpuwise.monitor.exporter import check_serve_options, metrics_url, serve
         from gpuwise.monitor.sampler import close_sampler
+        from gpuwise.monitor.stop_signals import stop_on_signals
 
         check_serve_options(port, read_timeout)       # bad input: before the sampler and its log
         sampler = _sampler(interval, log)
@@ -251,18 +267,16 @@ def register(app: typer.Typer) -> None:
             sampler.start()
             server, _thread = serve(sampler, port, bind, read_timeout_s=read_timeout)
         except BaseException:
-            close_sampler(sampler)
+            close_sampler(sampler, discard_log_file=True)   # never served: no run log left behind, as run
             raise
         actual_port = server.server_address[1]
-        url = f"http://{bind}:{actual_port}/metrics"
+        url = metrics_url(bind, actual_port)
         if json_out:
             print_json({"url": url, "port": actual_port, "bind": bind, "backend": backend.name})
         else:
             print(f"gpuwise exporter: serving {url} (Ctrl-C to stop)")
         sys.stdout.flush()
-        stop = threading.Event()
-        for s in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(s, lambda *_: stop.set())
-        stop.wait()
+        with stop_on_signals() as stop:
+            stop.wait()
         server.shutdown()
         close_sampler(sampler)

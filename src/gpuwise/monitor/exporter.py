@@ -5,17 +5,27 @@ not report is left out (no sample), as DCGM does; a lost GPU exports only ``gpuw
 Metrics are served on ``/metrics`` (as dcgm-exporter serves them); ``/`` answers with a line pointing
 there, any other path is 404 Not Found.
 
-Each connection has a read timeout (``read_timeout_s``, 10 s by default): a client that connects and
-sends nothing is dropped then, so idle clients cannot hold every thread and file descriptor. Listening on
+Each request's head (request line and headers) must arrive within ``read_timeout_s`` (10 s by default) in
+all, not per read: a client that connects and sends nothing, or a byte now and then, is dropped then, so
+idle and slow clients cannot hold every thread and file descriptor. After the head, each read and write has
+that timeout.
+
+Labels follow dcgm-exporter's: ``gpu`` (the GPU's index), ``UUID`` and ``modelName`` (the GPU's, also for
+its MIG instances), ``device`` (``nvidia0``), ``Hostname``, and for a MIG instance ``GPU_I_PROFILE``
+(``1g.10gb``) and ``GPU_I_ID`` (the GPU instance ID, as ``nvidia-smi mig -lgi`` lists it); empty for a whole
+GPU (Prometheus reads an empty label as no label, as dcgm-exporter leaves them out). Not exported:
+``pci_bus_id``, ``DCGM_FI_DRIVER_VERSION`` and the Kubernetes ``pod``/``namespace``/``container`` labels. Listening on
 an address other than loopback is said (a warning): every scraper on that network sees the host name,
 the GPU models and their UUIDs. There is no authentication and no TLS: put a proxy in front for that."""
 
 from __future__ import annotations
 
+import io
 import ipaddress
 import logging
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
@@ -26,14 +36,14 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from gpuwise.monitor.backend import MonitorError
-from gpuwise.monitor.sample import GpuSample
+from gpuwise.monitor.sample import GpuSample, mig_profile
 from gpuwise.monitor.sampler import Sampler
 
 logger = logging.getLogger(__name__)
 
 MIB = 2**20
 DEFAULT_READ_TIMEOUT_S = 10.0
-LABELS = ("gpu", "UUID", "modelName", "Hostname", "GPU_I_ID")
+LABELS = ("gpu", "UUID", "device", "modelName", "Hostname", "GPU_I_PROFILE", "GPU_I_ID")
 
 
 def _scaled(attr: str, factor: float) -> Callable[[GpuSample], float | None]:
@@ -77,11 +87,11 @@ class SamplerCollector(Collector):
 
     def collect(self) -> Iterator[Any]:
         samples = self.sampler.latest()
+        gpus = {s.gpu_index: s for s in samples if s.mig_index is None}
         families = {name: GaugeMetricFamily(name, doc, labels=LABELS) for name, doc, _ in METRICS}
         lost = GaugeMetricFamily("gpuwise_gpu_lost", "1 when the GPU fell off the bus (NVML GPU_IS_LOST).", labels=LABELS)
         for s in samples:
-            labels = [str(s.gpu_index), s.uuid or "", s.name or "", self.hostname,
-                      "" if s.mig_index is None else str(s.mig_index)]
+            labels = series_labels(s, gpus.get(s.gpu_index), self.hostname)
             lost.add_metric(labels, float(s.lost))
             if s.lost:
                 continue
@@ -93,8 +103,52 @@ class SamplerCollector(Collector):
         yield lost
 
 
+def series_labels(s: GpuSample, gpu: GpuSample | None, hostname: str) -> list[str]:
+    """The values of ``LABELS`` for ``s``, as dcgm-exporter labels it: a MIG instance carries the UUID and model
+    of its GPU (``gpu``, the whole-GPU sample of the same index, when there is one), its profile and its GPU
+    instance ID."""
+    mig = s.mig_index is not None
+    owner = gpu if mig and gpu is not None else s
+    instance_id = s.gpu_instance_id if s.gpu_instance_id is not None else s.mig_index
+    return [str(s.gpu_index), owner.uuid or "", f"nvidia{s.gpu_index}", owner.name or "", hostname,
+            mig_profile(s.name) if mig else "", str(instance_id) if mig else ""]
+
+
+class _HeadDeadline(io.RawIOBase):
+    """The connection's reads, each given only what is left of the request head's deadline (a socket timeout
+    alone restarts at every byte). ``deadline_s`` None (the head is in): each read has ``timeout_s``."""
+
+    def __init__(self, sock: socket.socket, deadline_s: float, timeout_s: float) -> None:
+        self.sock, self.deadline_s, self.timeout_s = sock, deadline_s, timeout_s
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self.deadline_s is None:
+            self.sock.settimeout(self.timeout_s)
+        else:
+            left_s = self.deadline_s - time.monotonic()
+            if left_s <= 0:
+                raise TimeoutError("the request head did not arrive in time")
+            self.sock.settimeout(left_s)
+        return self.sock.recv_into(buffer)
+
+
 class _Handler(WSGIRequestHandler):
-    """No request log; the read timeout is set per server class (see _server_class)."""
+    """No request log; the request head's deadline (``timeout``) is set per server class (see serve)."""
+
+    def setup(self) -> None:
+        super().setup()
+        self.rfile.close()       # the socket's own reader: replaced by one that keeps the deadline
+        self._head = _HeadDeadline(self.connection, time.monotonic() + self.timeout, self.timeout)
+        self.rfile = io.BufferedReader(self._head)
+
+    def parse_request(self) -> bool:
+        ok = super().parse_request()      # the request line and the headers are in
+        self._head.deadline_s = None
+        self.connection.settimeout(self.timeout)
+        return ok
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
@@ -102,7 +156,7 @@ class _Handler(WSGIRequestHandler):
     def handle(self) -> None:
         try:
             super().handle()
-        except OSError:   # the read timeout (TimeoutError), a client gone: drop the connection quietly
+        except OSError:   # the deadline (TimeoutError), a client gone: drop the connection quietly
             self.close_connection = True
 
 
@@ -120,6 +174,12 @@ def is_loopback(bind: str) -> bool:
         return bool(infos) and all(ipaddress.ip_address(i[4][0].split("%")[0]).is_loopback for i in infos)
     except (OSError, ValueError, UnicodeError):
         return False
+
+
+def metrics_url(bind: str, port: int) -> str:
+    """Where the metrics are served: ``http://BIND:PORT/metrics``, an IPv6 address in brackets (RFC 3986)."""
+    host = f"[{bind}]" if ":" in bind and not bind.startswith("[") else bind
+    return f"http://{host}:{port}{METRICS_PATH}"
 
 
 def check_serve_options(port: object, read_timeout_s: object) -> None:

@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gpuwise.monitor.procs import ProcessRow
-from gpuwise.monitor.sample import GpuSample
+from gpuwise.monitor.sample import GpuSample, mig_profile
 from gpuwise.text import for_console
 from gpuwise.units import format_bytes
 
@@ -35,21 +35,53 @@ def _fmt(value: float | None, fmt: str) -> str:
     return "-" if value is None else format(value, fmt)
 
 
+NAME_CHARS = 22      # the name column at its widest: "A100-SXM4-80GB MIG 1g.10gb" cut keeps "1g.10gb"
+_HEADERS = {c: c for c in ("GPU", "name", "busy", "memory GiB", "power", "temp", "procs")}
+_COMPACT_HEADERS = {**_HEADERS, "memory GiB": "GiB", "power": "W", "temp": "C"}
+
+
 def render_live(history: Mapping[tuple[int, int | None], Sequence[GpuSample]], title: str = "",
                 width: int = 16, process_counts: Mapping[tuple[int, int | None], int] | None = None,
                 max_columns: int | None = None) -> Group:
     """The GPU table under its title (a line of its own: a table's title wraps at the table's width).
     ``process_counts``: the processes shown per GPU where a filter narrows them (None: NVML's count).
-    ``max_columns``: the terminal's width; the sparklines (up to ``width`` samples) shrink, down to none, so
-    that the table fits it and the numbers (power, temperature) are never squeezed."""
+    ``max_columns``: the terminal's width. What gives way, in order, so that the table fits: the sparklines
+    (up to ``width`` samples, down to none), then the names (down to a MIG instance's profile, ``1g.10gb``,
+    or nothing for whole GPUs), then the space between columns. The GPU label (``6/mig1``) and the numbers
+    are never cut: on a terminal narrower still, a cell folds onto a second line rather than lose a digit."""
     # the title quotes the backend and the driver: the caller passes it through for_console
     t = _gpu_table(history, width, process_counts)
     if max_columns is not None:
-        spark = width
-        while spark > 0 and _columns(t) > max_columns:
-            spark -= 1
-            t = _gpu_table(history, spark, process_counts)
+        for spark, name_chars, compact in _fits(history, width):
+            t = _gpu_table(history, spark, process_counts, name_chars=name_chars, compact=compact)
+            if _columns(t) <= max_columns:
+                break
     return Group(Text.from_markup(title, style="bold"), t) if title else Group(t)
+
+
+def _fits(history: Mapping[tuple[int, int | None], Sequence[GpuSample]], width: int):
+    """The layouts to try, widest first: (sparkline samples, name characters, compact)."""
+    for spark in range(width, -1, -1):
+        yield spark, NAME_CHARS, False
+    shortest = max((len(mig_profile(v[-1].name)) for v in history.values() if v), default=0)
+    for name_chars in range(NAME_CHARS - 1, shortest - 1, -1):
+        yield 0, name_chars, False
+    yield 0, shortest, True
+
+
+def short_name(name: str | None, max_chars: int = NAME_CHARS) -> str:
+    """NVML's device name without "NVIDIA ", in at most ``max_chars``: a MIG instance's profile (``1g.10gb``)
+    is kept whole and the model before it gives way ("A100-SXM4-80G… 1g.10gb", then "1g.10gb")."""
+    text = (name or "").replace("NVIDIA ", "")
+    if len(text) <= max_chars:
+        return text
+    profile = mig_profile(text)
+    tail = profile if profile else ""
+    room = max_chars - len(tail) - (1 if tail else 0)       # the model's characters, "…" included
+    if room < 2:
+        return tail if len(tail) <= max_chars else ""
+    model = text[: len(text) - len(tail)].rstrip() if tail else text
+    return f"{model[:room - 1]}…" + (f" {tail}" if tail else "")
 
 
 def _columns(table: Table) -> int:
@@ -61,22 +93,38 @@ _MEASURE = Console(width=10_000, file=io.StringIO())   # only measures: never pr
 
 
 def _gpu_table(history: Mapping[tuple[int, int | None], Sequence[GpuSample]], width: int,
-               process_counts: Mapping[tuple[int, int | None], int] | None) -> Table:
-    """The GPU table with sparklines of the last ``width`` samples (0: none)."""
+               process_counts: Mapping[tuple[int, int | None], int] | None, *, name_chars: int = NAME_CHARS,
+               compact: bool = False) -> Table:
+    """The GPU table with sparklines of the last ``width`` samples (0: none), names in ``name_chars``
+    (0 and no MIG instance: no name column), ``compact``: one space between columns, no lines, the units
+    in the headers (power in "W", temperature in "C")."""
     def line(values: Sequence[float | None], top: float) -> str:
         return f" {sparkline(values, top, width)}" if width > 0 else ""
 
-    t = Table(show_edge=False, pad_edge=False, header_style="bold")
-    for col in ("GPU", "name", "busy", "memory GiB", "power", "temp", "procs"):
-        t.add_column(col, no_wrap=True, justify="left" if col in ("GPU", "name", "busy", "memory GiB") else "right")
+    if compact:
+        t = Table(box=None, show_edge=False, pad_edge=False, header_style="bold", padding=(0, 1),
+                  collapse_padding=True)
+    else:
+        t = Table(show_edge=False, pad_edge=False, header_style="bold")
+    named = name_chars > 0
+    # compact: the units move from the cells into the headers ("W", "C")
+    headers = _COMPACT_HEADERS if compact else _HEADERS
+    watts, celsius = ("", "") if compact else (" W", " C")
+    for col in _HEADERS:
+        if col == "name" and not named:
+            continue
+        # Never an ellipsis: a cell too narrow folds onto a second line, keeping every digit.
+        left = ("GPU", "name", "busy") if compact else ("GPU", "name", "busy", "memory GiB")
+        t.add_column(headers[col], no_wrap=col in ("GPU", "name"), overflow="fold",
+                     justify="left" if col in left else "right")
     for key in sorted(history, key=lambda k: (k[0], -1 if k[1] is None else k[1])):
         samples = history[key]
         if not samples:
             continue
         s = samples[-1]
-        name = for_console((s.name or "").replace("NVIDIA ", "")[:22])
+        name = [for_console(short_name(s.name, name_chars))] if named else []
         if s.lost:
-            t.add_row(s.label, name, "[red]LOST[/red]", "fell off the bus", "", "", "")
+            t.add_row(s.label, *name, "[red]LOST[/red]", "" if compact else "fell off the bus", "", "", "")
             continue
         busy = _fmt(s.utilization_pct, "3.0f") + ("%" if s.utilization_pct is not None else "")
         mem = "-"
@@ -84,11 +132,11 @@ def _gpu_table(history: Mapping[tuple[int, int | None], Sequence[GpuSample]], wi
             mem = f"{s.memory_used_bytes / 2**30:4.1f}" + (f"/{s.memory_total_bytes / 2**30:.0f}" if s.memory_total_bytes else "")
         total = s.memory_total_bytes or max((x.memory_used_bytes or 0 for x in samples), default=0)
         t.add_row(
-            s.label, name,
+            s.label, *name,
             f"{busy:>4}{line([x.utilization_pct for x in samples], 100.0)}",
-            f"{mem:>9}{line([x.memory_used_bytes for x in samples], float(total or 1))}",
-            _fmt(s.power_w, ".0f") + (" W" if s.power_w is not None else ""),
-            _fmt(s.temperature_c, ".0f") + (" C" if s.temperature_c is not None else ""),
+            mem if compact else f"{mem:>9}{line([x.memory_used_bytes for x in samples], float(total or 1))}",
+            _fmt(s.power_w, ".0f") + (watts if s.power_w is not None else ""),
+            _fmt(s.temperature_c, ".0f") + (celsius if s.temperature_c is not None else ""),
             str(process_counts.get(key, 0)) if process_counts is not None
             else ("-" if s.process_count is None else str(s.process_count)),
         )

@@ -134,7 +134,8 @@ class NvmlBackend:
                     continue
                 except _Lost:
                     dev.lost = True
-            out.append(GpuSample(now_s, dev.index, dev.uuid, dev.name, mig_index=dev.mig_index, lost=1))
+            out.append(GpuSample(now_s, dev.index, dev.uuid, dev.name, mig_index=dev.mig_index, lost=1,
+                                  gpu_instance_id=dev.gpu_instance_id))
         return out
 
     def processes(self) -> list[ProcessRow]:
@@ -149,6 +150,7 @@ class NvmlBackend:
         if dev.memory_v2:
             mem = self._read(_memory_v2, nv, h)
             dev.memory_v2 = mem is not None
+        reserved_bytes = int(mem.reserved) if mem is not None else None   # v2 only: v1's used includes it
         if mem is None:
             mem = self._read(nv.nvmlDeviceGetMemoryInfo, h)
         procs_raw = self._read(nv.nvmlDeviceGetComputeRunningProcesses, h)
@@ -170,6 +172,7 @@ class NvmlBackend:
             memory_util_pct=_float(util.memory) if util is not None else None,
             memory_used_bytes=int(mem.used) if mem is not None else None,
             memory_total_bytes=int(mem.total) if mem is not None else None,
+            memory_reserved_bytes=reserved_bytes, gpu_instance_id=dev.gpu_instance_id,
             process_memory_bytes=process_bytes, process_count=len(procs) if procs_raw is not None else None,
             process_match=match,
             power_w=power_mw / 1000.0 if power_mw is not None else None,

@@ -8,6 +8,10 @@ the job's share is then worked out from ``watch_pids`` exactly as the NVML backe
 in /proc, as for NVML). Each call
 returns the next frame, stamped with the current time; after the last frame the last one repeats (a lost
 GPU stays lost). A gpuwise run log replays too: its samples grouped by time.
+
+Frames are checked when the backend is made, as readers check a run log (``sample_checks``): a sample
+without ``gpu_index``, text where a number belongs, 500 % or NaN W is a MonitorError (exit 2, one line
+naming the frame, the sample and the field) before anything is sampled or written.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import Any
 from gpuwise.monitor.errors import MonitorError
 from gpuwise.monitor.procs import GpuProcess, ProcessRow, attribute_memory, pid_exists, process_rows
 from gpuwise.monitor.sample import GpuSample, sample_from_row
+from gpuwise.monitor.sample_checks import sample_problem
 from gpuwise.runlog import is_run_log, read_gpu_samples
 
 Frame = Sequence[Mapping[str, Any] | GpuSample]
@@ -31,9 +36,14 @@ class ReplayBackend:
     name = "replay"
 
     def __init__(self, frames: Sequence[Frame], *, driver_version: str | None = "replay",
-                 loop: bool = False, stamp_now: bool = True) -> None:
+                 loop: bool = False, stamp_now: bool = True, source: str = "replay frames") -> None:
+        """``source``: what the frames came from, for the error naming a bad one (MonitorError)."""
         if not frames:
-            raise MonitorError("a replay backend needs at least one frame of samples")
+            raise MonitorError(f"{source}: a replay backend needs at least one frame of samples")
+        for i, frame in enumerate(frames, start=1):
+            problem = frame_problem(frame)
+            if problem:
+                raise MonitorError(f"{source}: frame {i}: {problem}")
         self._frames = list(frames)
         self._driver_version = driver_version
         self._loop = loop
@@ -49,7 +59,7 @@ class ReplayBackend:
             frames: dict[float, list[dict]] = {}
             for row in read_gpu_samples(p):
                 frames.setdefault(row["t_s"], []).append(row)
-            return cls(list(frames.values()), **kwargs)
+            return cls(list(frames.values()), **{"source": str(p), **kwargs})
         try:
             data = json.loads(p.read_text())
         except (OSError, ValueError) as exc:
@@ -57,7 +67,9 @@ class ReplayBackend:
         if isinstance(data, dict):
             kwargs.setdefault("driver_version", data.get("driver_version", "replay"))
             data = data.get("frames", [])
-        return cls(data, **kwargs)
+        if not isinstance(data, list):
+            raise MonitorError(f"cannot read replay frames from {p}: 'frames' is not a list of frames")
+        return cls(data, **{"source": str(p), **kwargs})
 
     def sample(self, watch_pids: Set[int] | None = None) -> list[GpuSample]:
         frame = self._frames[self._next]
@@ -91,6 +103,44 @@ class ReplayBackend:
 
     def close(self) -> None:
         pass
+
+
+def frame_problem(frame: object) -> str | None:
+    """What is wrong with one frame (one phrase naming the sample and the field), or None: a frame is a
+    list of samples, each a ``GpuSample`` or an object with a whole ``gpu_index`` and fields in their
+    physical ranges (``sample_problem``), its ``processes`` a list of objects with a whole ``pid``."""
+    if not isinstance(frame, (list, tuple)):
+        return f"not a list of samples but {type(frame).__name__}"
+    for j, raw in enumerate(frame, start=1):
+        if isinstance(raw, GpuSample):
+            problem = sample_problem(raw)
+        elif not isinstance(raw, Mapping):
+            problem = f"a {type(raw).__name__}, not an object"
+        elif "gpu_index" not in raw:
+            problem = "no gpu_index"
+        else:
+            try:
+                problem = sample_problem(sample_from_row(raw)) or _processes_problem(raw.get("processes"))
+            except (TypeError, ValueError) as exc:   # lost: "yes"
+                problem = str(exc)[:100]
+        if problem:
+            return f"sample {j}: {problem}"
+    return None
+
+
+def _processes_problem(entries: object) -> str | None:
+    if entries is None:
+        return None
+    if not isinstance(entries, list):
+        return "processes is not a list"
+    for p in entries:
+        pid = p.get("pid") if isinstance(p, Mapping) else None
+        if isinstance(pid, bool) or not isinstance(pid, int) or pid < 0:
+            return f"processes: {str(p)[:60]} has no whole-number pid"
+        used = p.get("used_memory_bytes")
+        if used is not None and (isinstance(used, bool) or not isinstance(used, int) or used < 0):
+            return f"processes: pid {pid} used_memory_bytes is {str(used)[:40]!r}, not a whole number >= 0"
+    return None
 
 
 def _frame_processes(raw: Mapping[str, Any] | GpuSample) -> list[ProcessRow]:

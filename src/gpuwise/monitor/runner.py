@@ -5,7 +5,12 @@ SIGHUP, SIGQUIT, SIGUSR1 (SLURM's preemption warning), SIGUSR2, SIGALRM, SIGWINC
 is passed on to that whole group, so workers a launcher started get it too. A terminal's Ctrl-C reaches
 gpuwise and is passed on once. Ctrl-Z stops the command's group and then gpuwise; ``fg`` continues both.
 Not passed on: SIGKILL and SIGSTOP (cannot be caught), SIGCHLD, SIGPIPE, and the faults (SIGSEGV, ...).
-Since the command is not in the terminal's foreground group, it cannot read from the terminal.
+Since the command is not in the terminal's foreground group, it cannot read from the terminal. A signal
+gpuwise was started with ignored stays ignored, for gpuwise and the command (``nohup``, background jobs of a
+non-interactive shell), as a shell leaves it.
+
+A command that cannot start (127: not found, 126: not runnable) ends its run log like any other run:
+``exit_code``, ``end_t_s`` and ``start_error`` in meta.
 
 When gpuwise is killed outright (SIGKILL, the OOM killer) the command does not run on unmonitored, holding
 the GPU: on Linux the kernel sends it SIGTERM as its parent dies (``PR_SET_PDEATHSIG``), and a watchdog
@@ -50,13 +55,9 @@ from typing import IO, Any
 from gpuwise.monitor.backend import Backend, MonitorError, NoDriverError, open_backend
 from gpuwise.monitor.hook import HOOK_DIR, RUNLOG_ENV
 from gpuwise.monitor.log_meta import end_meta, start_meta, write_meta
+from gpuwise.monitor.new_log import RUN_HINT, NewLog, create_new_log, default_log_path, discard_log, hold  # noqa: F401
 from gpuwise.monitor.orphan_watch import POLL_S, group_alive
 from gpuwise.monitor.sampler import Sampler, check_interval_s, open_run_log
-
-try:
-    import fcntl        # flock: a run holds its run log (POSIX)
-except ImportError:     # pragma: no cover - not POSIX
-    fcntl = None
 
 logger = logging.getLogger(__name__)
 
@@ -87,93 +88,6 @@ class RunResult:
     duration_s: float = 0.0
     forwarded: list[str] = field(default_factory=list)
     killed: str | None = None    # why SIGKILL was sent (the command ignored a stop signal), None if not
-
-
-def default_log_path(directory: str | Path = ".") -> Path:
-    """A new run log in ``directory``: ``gpuwise-run-YYYYmmdd-HHMMSS.db``, else ``…-2.db``, ``…-3.db``, …
-    The file is created here, empty and exclusively (``O_EXCL``), so two runs started in the same second,
-    in this process or another, never share one; MonitorError (exit 2) when none can be created."""
-    stem = f"gpuwise-run-{time.strftime('%Y%m%d-%H%M%S')}"
-    for n in range(1, 10_000):
-        path = Path(directory, f"{stem}.db" if n == 1 else f"{stem}-{n}.db")
-        try:
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
-        except FileExistsError:
-            continue
-        except OSError as exc:
-            raise MonitorError(f"cannot write the run log {path}: {exc.strerror or exc}") from None
-        return path
-    raise MonitorError(f"cannot name a new run log in {directory}: {stem}.db to {stem}-9999.db all exist; pass --log")
-
-
-@dataclass
-class NewLog:
-    """The run log a run holds: ``path``, whether this run ``created`` it, and ``fd``, open with an exclusive
-    ``flock`` for as long as the run lasts (None where the platform has no ``flock``)."""
-
-    path: Path
-    created: bool
-    fd: int | None = None
-
-    def release(self) -> None:
-        if self.fd is not None:
-            os.close(self.fd)      # closing the descriptor drops the flock
-            self.fd = None
-
-
-def _held(log: Path, fd: int, created: bool) -> NewLog:
-    """``fd`` (``log`` opened) locked exclusively for this run, or MonitorError (the descriptor closed) when another
-    run holds it or it already holds a run."""
-    claim = NewLog(log, created, fd)
-    try:
-        if fcntl is not None:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        claim.release()
-        raise MonitorError(f"--log {log} is being written by another run (a run log holds one run): name a new "
-                           f"file, or leave --log out for a fresh gpuwise-run-….db") from None
-    if os.fstat(fd).st_size:       # looked at under the lock: a run that ended since has written it
-        claim.release()
-        raise MonitorError(f"--log {log} already exists (a run log holds one run): name a new file, or leave "
-                           f"--log out for a fresh gpuwise-run-….db")
-    return claim
-
-
-def create_new_log(path: str | Path) -> NewLog:
-    """``--log PATH`` for a new run: PATH is created here, empty and exclusively (``O_EXCL``), and held under an
-    exclusive ``flock`` while the run lasts, so two runs given the same PATH at once never both write into it:
-    the second is refused. A run log holds one run (its meta: the command, its workload, its exit code), so
-    writing a second run into it would mix the two: a PATH that already holds something is refused in one line
-    (MonitorError, exit 2) before the command starts, and the file is left as it was. An existing empty file
-    (``mktemp``) is taken, as it is, unless another run holds it."""
-    log = Path(path)
-    try:
-        return _held(log, os.open(log, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644), created=True)
-    except FileExistsError:
-        pass
-    except OSError as exc:
-        raise MonitorError(f"cannot write the run log {log}: {exc.strerror or exc}") from None
-    if log.is_dir():
-        raise MonitorError(f"--log {log} is a directory: name a new file (or leave --log out for gpuwise-run-….db)")
-    try:
-        fd = os.open(log, os.O_RDONLY)     # flock needs no write access; SQLite opens it for writing itself
-    except OSError as exc:      # a dangling link, a file gone since
-        raise MonitorError(f"cannot write the run log {log}: {exc.strerror or exc}") from None
-    return _held(log, fd, created=False)
-
-
-def _discard_log(claim: NewLog) -> None:
-    """A run that failed before its command started leaves no run log: the file this run created is removed
-    (with SQLite's side files), an empty file it was given is emptied again."""
-    try:
-        if claim.created:
-            for path in (claim.path, *(Path(f"{claim.path}{side}") for side in ("-journal", "-wal", "-shm"))):
-                path.unlink(missing_ok=True)
-        else:
-            os.truncate(claim.path, 0)
-    except OSError:
-        pass
-    claim.release()
 
 
 def _warn(announce: bool, what: str, exc: BaseException) -> None:
@@ -212,10 +126,10 @@ def run_command(
     kill_after_s = check_kill_after_s(kill_after_s)
     # a run log holds one run: an explicit path must be new, the default one is created new (both exclusively)
     if log_path:
-        claim = create_new_log(log_path)
+        claim = create_new_log(log_path, hint=RUN_HINT)
     else:
         default = default_log_path()
-        claim = _held(default, os.open(default, os.O_RDONLY), created=True)
+        claim = hold(default, os.open(default, os.O_RDONLY), created=True)
     log = claim.path
     runlog = None
     try:   # a failure before the command starts (exit 2) leaves no run log behind
@@ -231,7 +145,7 @@ def run_command(
     except BaseException:
         if runlog is not None:
             _best_effort(False, "run log not closed", runlog.close)
-        _discard_log(claim)
+        discard_log(claim)
         raise
     meta = start_meta(backend, interval_s, on_error=lambda exc: _warn(announce, "driver version not read", exc))
     meta["command"] = cmd
@@ -253,13 +167,19 @@ def run_command(
                                  preexec_fn=_die_with_parent_fn())
     except OSError as exc:
         forwarder.uninstall(previous)
+        # as a shell: 127 not found, 126 found but not runnable; the log records the end like any other run's
+        exit_code = 127 if isinstance(exc, FileNotFoundError) else 126
         message = f"could not start: {exc}"
+        if backend is not None:
+            _best_effort(announce, "GPU backend not closed", backend.close)
+        _best_effort(announce, "run log meta not written",
+                     lambda: write_meta(runlog, end_meta(exit_code=exit_code, start_error=str(exc))))
         _best_effort(announce, "run log not written", lambda: runlog.log_event("exit", message))
         _best_effort(announce, "run log not closed", runlog.close)
         claim.release()
         if announce:
             logger.error("cannot run %r: %s", cmd[0], exc.strerror or exc)
-        return RunResult(127 if isinstance(exc, FileNotFoundError) else 126, log, False, no_driver)
+        return RunResult(exit_code, log, False, no_driver, duration_s=time.monotonic() - start)
     forwarder.started(child.pid)
     watchdog = _start_watchdog(child.pid, kill_after_s, announce)
     _best_effort(announce, "run log meta not written", lambda: runlog.set_meta("pid", child.pid))
@@ -283,7 +203,8 @@ def run_command(
         _best_effort(announce, "GPU backend not closed", backend.close)
     result.duration_s = time.monotonic() - start
     result.exit_code = returncode if returncode >= 0 else 128 - returncode
-    _best_effort(announce, "run log meta not written", lambda: write_meta(runlog, end_meta(exit_code=result.exit_code)))
+    ended = sampler.end_meta if sampler is not None else end_meta
+    _best_effort(announce, "run log meta not written", lambda: write_meta(runlog, ended(exit_code=result.exit_code)))
     if result.forwarded:
         _best_effort(announce, "run log not written", lambda: runlog.log_event("signals", json.dumps(result.forwarded)))
     if result.killed is not None:
@@ -369,9 +290,14 @@ class _Forwarder:
         self.child_ended = False     # the direct child has ended (its group may live on)
 
     def install(self) -> dict[int, Any]:
+        """Our handler for every signal passed on, except those gpuwise was started with ignored (``nohup``'s
+        SIGHUP, SIGINT and SIGQUIT of a background job in a non-interactive shell): they stay ignored, for
+        gpuwise and, inherited across exec, for the command, as a shell leaves them. Returns what to restore."""
         previous = {}
         for s in FORWARDED:
             try:
+                if signal.getsignal(s) == signal.SIG_IGN:
+                    continue
                 previous[s] = signal.signal(s, self.handle)
             except (OSError, ValueError, RuntimeError):
                 continue  # reserved by the C library on this platform

@@ -1,11 +1,13 @@
 """One GPU at one instant: the value every backend returns and every consumer reads.
 
-Field names and units are the run log's columns (``gpuwise.runlog.GPU_SAMPLE_COLUMNS``); ``None`` means the
+Field names and units are the run log's columns (``gpuwise.runlog.GPU_SAMPLE_COLUMNS``), except the two marked
+live only; ``None`` means the
 driver did not report the field (not supported on this GPU, under MIG, or no permission), never zero.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Mapping
 
@@ -33,6 +35,9 @@ class GpuSample:
     mig_index: int | None = None             # MIG instance on GPU ``gpu_index``; None for a whole GPU
     process_count: int | None = None         # compute processes NVML lists on this GPU
     process_match: str | None = None         # "pid", "all" (pid namespaces differ), None (unknown)
+    # Live only (the exporter), not run-log columns: read back from a log they are None.
+    gpu_instance_id: int | None = None       # a MIG instance's GPU instance ID (nvidia-smi mig -lgi), not its slot
+    memory_reserved_bytes: int | None = None  # the driver's reserved memory (NVML memory info v2)
 
     @property
     def key(self) -> tuple[int, int | None]:
@@ -45,9 +50,11 @@ class GpuSample:
 
     @property
     def memory_free_bytes(self) -> int | None:
+        """NVML's free memory: total less used less the driver's reserved memory where known (v2's ``used``
+        excludes it, so it is not free either)."""
         if self.memory_total_bytes is None or self.memory_used_bytes is None:
             return None
-        return self.memory_total_bytes - self.memory_used_bytes
+        return self.memory_total_bytes - self.memory_used_bytes - (self.memory_reserved_bytes or 0)
 
     def to_row(self) -> dict[str, Any]:
         return asdict(self)
@@ -57,6 +64,13 @@ class GpuSample:
 
 
 _FIELD_NAMES = frozenset(f.name for f in fields(GpuSample))
+_MIG_PROFILE = re.compile(r"\bMIG\s+(\S+)\s*$")   # NVML names a MIG device "NVIDIA A100-SXM4-80GB MIG 1g.10gb"
+
+
+def mig_profile(name: str | None) -> str:
+    """The MIG profile at the end of an NVML MIG device name (``1g.10gb``); '' where the name holds none."""
+    found = _MIG_PROFILE.search(name or "")
+    return found.group(1) if found else ""
 
 
 def sample_from_row(row: Mapping[str, Any]) -> GpuSample:

@@ -16,10 +16,10 @@ from gpuwise.units import format_bytes
 MAX_GPU_MEMORY_BYTES = 2**44      # 16 TiB: far above any GPU (B300: 288 GB), far below a typo's 1e20
 MAX_POWER_W = 10_000.0            # a GB200 superchip draws ~2.7 kW
 _PERCENT = ("utilization_pct", "memory_util_pct", "sm_activity_pct", "sm_occupancy_pct")
-_BYTES = ("memory_used_bytes", "memory_total_bytes", "process_memory_bytes")
+_BYTES = ("memory_used_bytes", "memory_total_bytes", "process_memory_bytes", "memory_reserved_bytes")
 _NON_NEGATIVE = ("sm_clock_mhz", "mem_clock_mhz", "pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s")
 _TEXT = ("uuid", "name", "process_match")
-_INTS = ("gpu_index", "mig_index", "process_count", "lost")
+_INTS = ("gpu_index", "mig_index", "process_count", "lost", "gpu_instance_id")
 _NUMBERS = tuple(f.name for f in fields(GpuSample) if f.name not in _TEXT)
 
 

@@ -2,8 +2,14 @@
 in-memory history for live views.
 
 Memory stays bounded however long the run: samples go to disk (the run log) and only the last
-``history`` samples per device stay in memory. Crash safety: the log is committed at least once per
-``commit_period_s``, so a killed sampler loses at most that much.
+``history`` samples per device stay in memory, of the devices the latest sample holds (one that stopped
+reporting, a MIG instance destroyed, leaves the history). Crash safety: the log is committed at least once
+per ``commit_period_s``, so a killed sampler loses at most that much.
+
+Samples are scheduled on a clock (``next_sample_at``), not by sleeping an interval after each one, so the
+time NVML and a live view take is not added to the interval. A sampler that still cannot keep up (many
+GPUs, a slow driver) skips rather than bursts, and its run log then records the interval it kept
+(``interval_meta``): ``interval_s`` is the interval the samples were taken at.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from pathlib import Path
 
 from gpuwise.monitor.backend import Backend, MonitorError
 from gpuwise.monitor.log_meta import end_meta, start_meta, write_meta
+from gpuwise.monitor.new_log import NewLog, create_new_log, discard_log
 from gpuwise.monitor.procs import process_tree
 from gpuwise.monitor.sample import GpuSample
 from gpuwise.runlog import RunLog
@@ -29,6 +36,7 @@ log = logging.getLogger(__name__)
 MIN_INTERVAL_S = 0.1  # 10 Hz: NVML's utilisation counters themselves update no faster than this
 PID_REFRESH_S = 1.0
 MAX_INTERVAL_S = 86_400.0  # a sample a day; beyond, timers overflow the platform's time_t
+KEPT_INTERVAL_SLACK = 1.1  # a kept interval more than 10 % above the one asked for is recorded as kept
 
 
 def check_interval_s(interval_s: object) -> float:
@@ -43,6 +51,25 @@ def check_interval_s(interval_s: object) -> float:
         raise MonitorError(f"--interval must be a number of seconds from {MIN_INTERVAL_S:g} (10 Hz, the fastest: "
                            f"NVML's counters update no faster) to {MAX_INTERVAL_S:g}, got {interval_s!r}")
     return value
+
+
+def next_sample_at(due_s: float, now_s: float, interval_s: float) -> tuple[float, float]:
+    """The clock time (``time.monotonic``) of the sample after the one due at ``due_s``, and the seconds to
+    wait for it from ``now_s``: one interval after the last one was due, not after it ended. Behind by more
+    than that (slow NVML), the next sample is taken now: skip, never burst to catch up."""
+    next_s = due_s + interval_s
+    if next_s < now_s:
+        return now_s, 0.0
+    return next_s, next_s - now_s
+
+
+def interval_meta(requested_s: float, kept_s: float | None) -> dict[str, float]:
+    """The run-log meta of the interval actually kept: ``interval_s`` (the mean gap between samples) and
+    ``requested_interval_s`` when samples came more than ``KEPT_INTERVAL_SLACK`` times slower than asked;
+    nothing when the requested interval was kept (already recorded at the start) or is unknown."""
+    if kept_s is None or kept_s <= requested_s * KEPT_INTERVAL_SLACK:
+        return {}
+    return {"interval_s": round(kept_s, 6), "requested_interval_s": requested_s}
 
 
 def open_run_log(path: str | Path) -> RunLog:
@@ -83,6 +110,9 @@ class Sampler:
         self._committed_at_s = time.monotonic()
         self._lost: set[tuple[int, int | None]] = set()
         self._warned_locked = False
+        self._first_at_s: float | None = None     # time.monotonic() of the first and the last sample
+        self._last_at_s: float | None = None
+        self.log_claim: NewLog | None = None      # the run log held (open_sampler), released by close_sampler
 
     # -- one sample ------------------------------------------------------------------------------
     def sample_once(self) -> list[GpuSample]:
@@ -91,7 +121,13 @@ class Sampler:
             self._latest = samples
             for s in samples:
                 self._history.setdefault(s.key, deque(maxlen=self._history_len)).append(s)
+            reporting = {s.key for s in samples}
+            for key in [k for k in self._history if k not in reporting]:
+                del self._history[key]     # stopped reporting: its last numbers would pass for current
         self.samples_taken += 1
+        self._last_at_s = time.monotonic()
+        if self._first_at_s is None:
+            self._first_at_s = self._last_at_s
         self._write(samples)
         return samples
 
@@ -137,17 +173,26 @@ class Sampler:
         return self
 
     def _loop(self) -> None:
-        next_s = time.monotonic()
+        due_s = time.monotonic()
         while not self._stop.is_set():
             try:
                 self.sample_once()
             except Exception as exc:  # never let a sampling bug take the watched job down
                 log.error("sampling failed: %s", exc)
-            next_s += self.interval_s
-            delay = next_s - time.monotonic()
-            if delay < 0:  # fell behind (slow NVML): skip, do not burst
-                next_s, delay = time.monotonic(), 0.0
-            self._stop.wait(delay)
+            due_s, delay_s = next_sample_at(due_s, time.monotonic(), self.interval_s)
+            self._stop.wait(delay_s)
+
+    @property
+    def kept_interval_s(self) -> float | None:
+        """The mean seconds between the samples taken so far (None before the second)."""
+        if self.samples_taken < 2 or self._first_at_s is None or self._last_at_s is None:
+            return None
+        return (self._last_at_s - self._first_at_s) / (self.samples_taken - 1)
+
+    def end_meta(self, **extra: object) -> dict[str, object]:
+        """The run-log meta written when sampling ends: ``end_t_s``, the interval kept where it was not the
+        one asked for (``interval_meta``), and ``extra``."""
+        return end_meta(**interval_meta(self.interval_s, self.kept_interval_s), **extra)
 
     def stop(self, final_sample: bool = True) -> None:
         """Stops the thread, takes one last sample, and commits the log (the log stays open)."""
@@ -177,27 +222,52 @@ class Sampler:
 
 
 def open_sampler(backend: Backend, *, interval_s: float, log_path: str | Path | None = None) -> Sampler:
-    """A Sampler over ``backend`` for ``watch`` and ``exporter``, writing the run log ``log_path`` when given,
-    its meta (``log_meta.start_meta``) written first. Bad input (the interval, a log that cannot be written)
-    is a MonitorError before anything is written. ``close_sampler`` ends it."""
+    """A Sampler over ``backend`` for ``watch`` and ``exporter``, writing the run log ``log_path`` when given:
+    a new file, claimed as ``gpuwise run`` claims its own (``new_log.create_new_log``: one that already holds
+    a run is refused, exit 2, the file untouched), its meta (``log_meta.start_meta``) written first. Bad
+    input (the interval, a log that exists or cannot be written) is a MonitorError before anything is
+    written. ``close_sampler`` ends it."""
     interval_s = check_interval_s(interval_s)
-    runlog = open_run_log(log_path) if log_path else None
-    if runlog is not None:
+    if not log_path:
+        return Sampler(backend, interval_s=interval_s)
+    claim = create_new_log(log_path)
+    try:
+        runlog = open_run_log(claim.path)
+    except BaseException:
+        discard_log(claim)
+        raise
+    try:
         write_meta(runlog, start_meta(backend, interval_s,
                                       on_error=lambda exc: log.warning("driver version not read: %s", exc)))
-    return Sampler(backend, interval_s=interval_s, runlog=runlog)
+    except BaseException:
+        runlog.close()
+        discard_log(claim)
+        raise
+    sampler = Sampler(backend, interval_s=interval_s, runlog=runlog)
+    sampler.log_claim = claim
+    return sampler
 
 
-def close_sampler(sampler: Sampler) -> None:
-    """Stops ``sampler`` (no last sample), records the end in its run log and closes it, and the backend."""
+def close_sampler(sampler: Sampler, *, discard_log_file: bool = False) -> None:
+    """Stops ``sampler`` (no last sample), records the end in its run log (``Sampler.end_meta``) and closes
+    it, and the backend. ``discard_log_file``: the command failed before it started (the exporter could not
+    bind): the run log it created is removed, as ``gpuwise run`` removes one when its command never starts."""
     sampler.stop(final_sample=False)
     try:
         if sampler.runlog is not None:
-            if sampler.write_error is None:
+            if sampler.write_error is None and not discard_log_file:
                 try:
-                    write_meta(sampler.runlog, end_meta())
+                    write_meta(sampler.runlog, sampler.end_meta())
                 except Exception as exc:   # a full disk: the samples already written stand
                     log.warning("run log end not written: %s", exc)
             sampler.runlog.close()
     finally:
-        sampler.backend.close()
+        try:
+            sampler.backend.close()
+        finally:
+            if sampler.log_claim is not None:
+                if discard_log_file:
+                    discard_log(sampler.log_claim)
+                else:
+                    sampler.log_claim.release()
+                sampler.log_claim = None

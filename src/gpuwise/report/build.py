@@ -86,6 +86,9 @@ def build_report(
     ``correction``: the user's calibration for the predictions (``plan.profile.model_for``); None: the shipped model."""
     log = load_usage_log(path, columns=columns)
     if not log.samples:
+        if log.meta.get("start_error"):     # gpuwise run's command never started (runner.py)
+            raise ReportError(f"{path}: the command never started ({log.meta['start_error']}; exit code "
+                              f"{log.meta.get('exit_code', '?')}): nothing to report")
         why = ("no NVIDIA driver or GPU was found while the job ran" if log.source == "gpuwise run log"
                else "was nvidia-smi logging while the job ran?")
         steps = _train_steps(path) if log.source == "gpuwise run log" else 0
