@@ -7,7 +7,8 @@ dummy forward of max_num_batched_tokens tokens (and the sampler) and the non-tor
 import pytest
 
 from gpuwise.catalog import load_catalog
-from gpuwise.memory.llm import infer_memory, quantize_on_load_bytes
+from gpuwise.memory.llm import infer_memory, inference_weight_bytes, quantize_on_load_bytes
+from gpuwise.memory.llm_activations import decode_logits_bytes
 from gpuwise.plan.llm import VllmBatchDefaults, vllm_batch_defaults, vllm_capacity
 from gpuwise.workload import Workload
 from gpuwise.workload.decoder import load_arch
@@ -49,3 +50,20 @@ def test_the_profiling_forward_is_max_num_batched_tokens_whatever_the_prompt(gpu
         VllmBatchDefaults(8192, 1024), VllmBatchDefaults(2048, 256), VllmBatchDefaults(2048, 256)]
     # the capacity caps a batch at the GPU's own max_num_seqs (was 256 everywhere; vLLM runs 1024 on an H100)
     assert short.max_num_seqs == 1024
+
+
+def test_each_tensor_parallel_gpu_profiles_the_whole_logits(gpus):
+    # the review: the sampler's [max_num_seqs, vocab] logits were divided over the TP GPUs, while every rank
+    # all-gathers them whole (LogitsProcessor._gather_logits) and runs the dummy sampler on them
+    arch = load_arch("hf:meta-llama/Llama-3.1-70B")
+    h100 = gpus["h100-sxm"]
+    w = Workload("hf:meta-llama/Llama-3.1-70B", mode="infer", precision="bf16", engine="vllm", num_gpus=8,
+                 seq_len=1024, max_new_tokens=256)
+    cap = vllm_capacity(arch, w, h100, kv_bytes_per_element=2.0)
+    profiled = infer_memory(arch, w, h100, prompt_tokens=vllm_batch_defaults(h100).max_num_batched_tokens,
+                            new_tokens=0, batch=1, kv_bytes_per_element=2.0, load_transient=False)
+    without_forward = profiled.memory.total_upper_bytes - profiled.kv_cache_bytes - profiled.prefill_bytes
+    logits = decode_logits_bytes(arch, cap.max_num_seqs)
+    assert logits > profiled.prefill_bytes            # the sampler is the larger part here: what the check needs
+    assert cap.profile_peak_bytes == pytest.approx(without_forward + logits, rel=1e-6)   # whole, not / 8
+    assert without_forward > inference_weight_bytes(arch, w) / 8                        # the weights are split

@@ -105,10 +105,27 @@ def test_compressed_tensors_fp8_w8a8_is_served_as_fp8(tmp_path):
     {"quant_method": "compressed-tensors", "config_groups": {"g": {
         "targets": ["Linear"], "weights": {"num_bits": 8, "type": "int"},
         "input_activations": {"num_bits": 8, "type": "int"}}}},
+    # the review: these three were read as dense w4a16, FP8 W8A8 and a generic "bitsandbytes is not modelled"
+    {"quant_method": "compressed-tensors", "format": "marlin-24", "sparsity_config": {"sparsity_structure": "2:4"},
+     "config_groups": {"g": {"targets": ["Linear"], "weights": {"num_bits": 4, "type": "int", "group_size": 128}}}},
+    {"quant_method": "compressed-tensors", "config_groups": {"g": {
+        "targets": ["Linear"], "weights": {"num_bits": 8, "type": "float"},
+        "input_activations": {"num_bits": 4, "type": "float"}}}},
+    {"quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_quant_type": "fp4"},
+    {"quant_method": "fp8", "fmt": "e5m2"},
 ])
 def test_a_method_the_closed_form_cannot_describe_is_refused_not_costed_as_16_bit(qc):
     with pytest.raises(WorkloadError, match="not modelled"):
         quant_scheme({"quantization_config": qc})
+
+
+def test_an_fp8_checkpoints_ignore_list_is_matched_by_exact_name_as_vllm_does():
+    # vLLM's Fp8Config reads ignored_layers (else modules_to_not_convert) with match_mode="exact": an entry
+    # "model.layers.1" had kept layers 10-19 16-bit too, as a substring
+    scheme = quant_scheme({"quantization_config": {"quant_method": "fp8", "fmt": "e4m3",
+                                                   "ignored_layers": ["model.layers.1.mlp.down_proj"],
+                                                   "modules_to_not_convert": ["lm_head"]}})
+    assert scheme.ignore == ("model.layers.1.mlp.down_proj",) and not scheme.substring_ignore
 
 
 def test_a_weight_only_quant_is_only_a_checkpoints_own(tmp_path):

@@ -25,7 +25,6 @@ from gpuwise.runtime.serving_load import (ServingCurve, ServingLoad, concurrency
 from gpuwise.workload import Workload, WorkloadError
 from gpuwise.workload.checkpoint import checkpoint_note
 from gpuwise.workload.decoder import DecoderArch, ParamCounts, defaulted_note, load_arch
-from gpuwise.workload.parallelism import splits_layers
 from gpuwise.units import format_bytes, format_request_rate
 from gpuwise.workload.storage import compute_bytes
 
@@ -357,7 +356,9 @@ def vllm_capacity(arch: DecoderArch, w: Workload, gpu, *, kv_bytes_per_element: 
 
     defaults = vllm_batch_defaults(gpu)
     profiled = memory(defaults.max_num_batched_tokens)
-    sampler = decode_logits_bytes(arch, defaults.max_num_seqs) / (1 if splits_layers(w) else w.num_gpus)
+    # every tensor-parallel rank all-gathers the whole [max_num_seqs, vocab] logits and runs the dummy sampler on
+    # them (LogitsProcessor._gather_logits: use_all_gather on CUDA): not split over the GPUs
+    sampler = decode_logits_bytes(arch, defaults.max_num_seqs)
     peak = profiled.memory.total_upper_bytes - profiled.kv_cache_bytes + max(0.0, sampler - profiled.prefill_bytes)
     return VllmCapacity(reserved_bytes=int(gpu_memory_utilization * gpu.visible_memory_bytes),
                         profile_peak_bytes=int(peak), gpu_memory_utilization=gpu_memory_utilization,

@@ -404,20 +404,26 @@ def linear_gemm_rate(w: Workload, gpu) -> str | None:
 class PrefillParts:
     """One prefill on one GPU: its kernels, the floor of reading the weights its GEMMs read, the quantized
     linears' kernels around the GEMMs (dequantization, activation passes: serial work), and the
-    tensor-parallel all-reduces."""
+    tensor-parallel all-reduces; HF generate's loop over a mixture's experts (``hf_expert_loop``) adds its kernels'
+    gaps, its eager calls' host time and its waits, paced as a decode step paces them."""
 
     kernels_s: float
     reads_s: float
     around_s: float
     tp_comm_s: float
+    loop: ExpertLoop | None = None
+    kernel_latency_s: float = 0.0
 
     @property
     def gpu_s(self) -> float:
-        return max(self.kernels_s, self.reads_s) + self.around_s
+        gaps_s = self.loop.kernels * self.kernel_latency_s if self.loop else 0.0
+        return max(self.kernels_s, self.reads_s) + self.around_s + gaps_s
 
     @property
     def ttft_s(self) -> float:
-        return self.gpu_s + self.tp_comm_s
+        if self.loop is None:
+            return self.gpu_s + self.tp_comm_s
+        return paced_s(self.gpu_s, self.loop.host_s, self.loop.syncs) + self.tp_comm_s
 
     @property
     def memory_bound(self) -> bool:
@@ -444,11 +450,14 @@ def prefill_parts(arch: DecoderArch, w: Workload, gpu, *, weights_bytes: float, 
                         linear_rate=linear_gemm_rate(w, gpu)).total_s
     q = served_linears(arch, w, gpu, rows=prompt_tokens * batch, double_quant=double_quant)
     read = max(weights_bytes - unread_embedding_bytes(arch, w, prompt_tokens * batch), 0.0)
+    # transformers' sparse MoE block loops over the experts the prompts' tokens hit, in prefill as in decode
+    loop = hf_expert_loop(arch, prompt_tokens * batch) if w.engine == "hf" else None
+    paced = {"loop": loop, "kernel_latency_s": cal.p("kernel_latency_s")}
     if q is None:
-        return PrefillParts(kernels_s, weights_read_s(read, gpu), 0.0, tp_comm)
+        return PrefillParts(kernels_s, weights_read_s(read, gpu), 0.0, tp_comm, **paced)
     plain = max(read - q.stored_bytes, 0.0)
     return PrefillParts(kernels_s, weights_read_s(plain, gpu) + quant_reads_s(q, gpu), quant_around_s(q, gpu, cal),
-                        tp_comm)
+                        tp_comm, **paced)
 
 
 def quant_notes(arch: DecoderArch, w: Workload, gpu, *, batch: int, double_quant: bool = True) -> list[str]:
@@ -555,15 +564,17 @@ def serve_time(arch: DecoderArch, w: Workload, gpu, *, weights_bytes: float, pro
     ``calibration``: the time model's factors (None: the shipped one, as the traced path).
     ``double_quant``: nf4 with double quantization (bitsandbytes' ``compress_statistics``)."""
     loop = hf_expert_loop(arch, batch) if w.engine == "hf" and new_tokens else None
+    prefill_loop = hf_expert_loop(arch, batch * prompt_tokens) if w.engine == "hf" else None
     warnings = (_warnings(gpu, w.precision) + quant_notes(arch, w, gpu, batch=batch, double_quant=double_quant)
                 + serving_link_notes(w, topology or topology_for(gpu))
+                + ([f"prefill: {prefill_loop.words()}, counted"] if prefill_loop else [])
                 + ([f"decode: {loop.words()}, counted"] if loop else []))
     cal = calibration or load_calibration()
     n = w.num_gpus
     pre = prefill_parts(arch, w, gpu, weights_bytes=weights_bytes, prompt_tokens=prompt_tokens, batch=batch,
                         topology=topology, calibration=cal, double_quant=double_quant)
     ttft, tp_comm = pre.ttft_s, pre.tp_comm_s
-    prefill_gpu_s = pre.gpu_s
+    prefill_gpu_s = pre.ttft_s - tp_comm      # its kernels, paced by HF's expert loop where there is one
     if new_tokens == 0:     # prefill only (prompts scored): no decode step, no per-token figure
         step = StepTime(gpu=gpu.id, count=n, step_time_s=ttft, samples_per_s=batch / ttft,
                         by_class_s={"prefill": prefill_gpu_s},

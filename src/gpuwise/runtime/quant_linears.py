@@ -72,7 +72,6 @@ VLLM_FP8_MIN_CC = (8, 0)        # Fp8Config.get_min_capability: 80 (Marlin weigh
 # kernels (_C_stable_libtorch) are built for sm_75 and newer.
 VLLM_MIN_CC = (7, 0)
 MARLIN_MIN_CC = (7, 5)          # marlin_utils.query_marlin_supported_quant_types: none below 75
-GPTQ_MIN_CC = (6, 0)            # AutoGPTQConfig.get_min_capability
 # LLM.int8() inference, per call (MatMul8bitLt.forward with outliers, bitsandbytes 0.45-0.49): cast to fp16,
 # abs, >=, any, any(dim=0), argwhere (2), int8_vectorwise_quant, zero the outlier columns (rows > 1 only),
 # gather the input's and the weight's outlier columns, dequantize them (2) and cast, int8 GEMM,
@@ -118,24 +117,24 @@ def vllm_refusal(gpu, engine: str) -> str | None:
     return None
 
 
-def weight_only_refusal(quant: str, gpu, engine: str, method: str = "") -> str | None:
+def weight_only_refusal(quant: str, gpu, engine: str) -> str | None:
     """Why ``engine`` cannot serve an integer weight-only (AWQ, GPTQ, compressed-tensors) checkpoint on ``gpu``:
-    vLLM's AWQ and compressed-tensors layers need Marlin (7.5+), GPTQ's ExLlama kernel 6.0+."""
+    vLLM 0.34 runs all three through Marlin (GPTQ's layer too: ``AutoGPTQLinearMethod`` calls
+    ``verify_marlin_supported``), from compute capability 7.5."""
     if quant not in ("w4a16", "w8a16") or engine != "vllm":
         return None
-    floor = GPTQ_MIN_CC if method == "gptq" else MARLIN_MIN_CC
-    if _cc(gpu) < floor:
-        return (f"vLLM serves {method or 'these'} {quant} weights from compute capability {floor[0]}.{floor[1]}; "
-                f"{gpu.id} is {gpu.compute_capability}")
+    if _cc(gpu) < MARLIN_MIN_CC:
+        return (f"vLLM serves {quant} weights through Marlin from compute capability {MARLIN_MIN_CC[0]}."
+                f"{MARLIN_MIN_CC[1]}; {gpu.id} is {gpu.compute_capability}")
     return None
 
 
-def quant_refusal(quant: str, gpu, engine: str, method: str = "") -> str | None:
+def quant_refusal(quant: str, gpu, engine: str) -> str | None:
     """Why ``engine`` cannot serve ``quant`` weights on ``gpu`` (None: it can): vLLM's own floor
     (``vllm_refusal``), FP8 checkpoints (``fp8_refusal``), integer weight-only ones (``weight_only_refusal``);
     bitsandbytes runs on every GPU the catalog has."""
     return (vllm_refusal(gpu, engine) or (fp8_refusal(gpu, engine) if quant == "fp8" else None)
-            or weight_only_refusal(quant, gpu, engine, method))
+            or weight_only_refusal(quant, gpu, engine))
 
 
 def fp8_tensor_cores(gpu) -> bool:

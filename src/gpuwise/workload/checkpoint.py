@@ -98,6 +98,9 @@ def _weight_only(bits, method: str) -> str:
 
 
 def _compressed_tensors(qc: dict) -> QuantScheme:
+    if qc.get("sparsity_config") or str(qc.get("format", "")).lower() == "marlin-24":
+        raise WorkloadError("a compressed-tensors checkpoint with 2:4 sparsity is not modelled (its sparse Marlin "
+                            "kernels read half the weights): the closed form would cost it as dense")
     groups = [g for g in (qc.get("config_groups") or {}).values() if isinstance(g, dict)]
     schemes = {(str((g.get("weights") or {}).get("type", "int")), (g.get("weights") or {}).get("num_bits"),
                 bool(g.get("input_activations"))) for g in groups}
@@ -108,7 +111,8 @@ def _compressed_tensors(qc: dict) -> QuantScheme:
     kind, bits = str(weights.get("type", "int")).lower(), weights.get("num_bits")
     ignore = tuple(str(e) for e in qc.get("ignore") or ())
     # vLLM's CompressedTensorsConfig quantizes LinearBase layers only: its LM head (ParallelLMHead) stays 16-bit
-    if kind == "float" and bits == 8 and acts and str(acts.get("type", "")).lower() == "float":
+    if (kind == "float" and bits == 8 and acts and str(acts.get("type", "")).lower() == "float"
+            and acts.get("num_bits", 8) == 8):
         block = weights.get("block_structure")
         return QuantScheme("fp8", "compressed-tensors", fp8_block=(int(block[0]), int(block[1])) if block else None,
                            ignore=ignore, substring_ignore=False)
@@ -129,15 +133,24 @@ def quant_scheme(cfg: dict | None) -> QuantScheme:
     method = str(qc.get("quant_method", "")).lower()
     if not method:
         return NONE
-    if method == "fp8" and str(qc.get("fmt", "")).lower() in FP8_FORMATS:
+    if method == "fp8":
+        if str(qc.get("fmt", "")).lower() not in FP8_FORMATS:
+            raise WorkloadError(f"an FP8 checkpoint in {qc.get('fmt')} is not modelled (e4m3 is)")
         block = qc.get("weight_block_size")
+        # vLLM's Fp8Config: ignored_layers, else modules_to_not_convert, matched by exact name (match_mode="exact")
+        ignore = qc.get("ignored_layers") or qc.get("modules_to_not_convert") or ()
         return QuantScheme("fp8", method, fp8_block=(int(block[0]), int(block[1])) if block and len(block) == 2
-                           else None, ignore=tuple(qc.get("modules_to_not_convert") or ()))
+                           else None, ignore=tuple(ignore), substring_ignore=False)
     if method == "bitsandbytes":
-        if qc.get("load_in_4bit") and str(qc.get("bnb_4bit_quant_type", "nf4")).lower() == "nf4":
+        if qc.get("load_in_4bit"):
+            kind = str(qc.get("bnb_4bit_quant_type", "nf4")).lower()
+            if kind != "nf4":
+                raise WorkloadError(f"a bitsandbytes checkpoint of {kind} 4-bit weights is not modelled (nf4 is)")
             return QuantScheme("nf4", method)
         if qc.get("load_in_8bit"):
             return QuantScheme("int8", method)
+        raise WorkloadError("a bitsandbytes quantization_config with neither load_in_4bit nor load_in_8bit set "
+                            "quantizes nothing gpuwise can tell")
     if method == "awq":
         bits = qc.get("bits", qc.get("w_bit"))
         return QuantScheme(_weight_only(bits, "AWQ"), method, group_size=_group(qc.get("group_size",

@@ -461,8 +461,8 @@ def arch_from_config(cfg: dict) -> DecoderArch:
         shared_expert_gate=mt == "qwen2_moe" and shared_inter > 0, q_lora_rank=q_lora, kv_lora_rank=mla,
         qk_rope_head_dim=rope, qk_nope_head_dim=nope, v_head_dim=v_head,
         sliding_window=window if sliding else 0, sliding_layers=sliding, lm_head_bias=mt == "phi",
-        max_position_embeddings=int(_get(c, "max_position_embeddings", "seq_length", "model_max_length", "max_seq_len",
-                                         default=0)),
+        max_position_embeddings=int(_get(c, "max_position_embeddings", "n_positions", "seq_length",
+                                         "model_max_length", "max_seq_len", default=0)),
     )
 
 

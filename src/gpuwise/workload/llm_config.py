@@ -99,19 +99,38 @@ def request_rate_refusal(model: str) -> str | None:
             "--batch-size N sizes one batch of it)")
 
 
-# Optional fields the closed form reads (``decoder.arch_from_config``) where a config may leave them out; the
+# Optional fields the closed form reads (``decoder.arch_from_config``) where a config may leave them out, each with
+# the keys it reads them from (a field is given when any of them is: GPT-2's n_positions is its context); the
 # required ones (hidden size, layers, heads) are refused when missing, never guessed.
-DEFAULTED_FIELDS = ("vocab_size", "intermediate_size", "max_position_embeddings", "num_key_value_heads",
-                    "tie_word_embeddings", "moe_intermediate_size", "num_experts", "num_local_experts",
-                    "num_experts_per_tok", "shared_expert_intermediate_size")
+DEFAULTED_FIELDS = {
+    "vocab_size": ("vocab_size", "padded_vocab_size"),
+    "intermediate_size": ("intermediate_size", "ffn_hidden_size", "n_inner", "ffn_dim", "expansion_ratio"),
+    "max_position_embeddings": ("max_position_embeddings", "n_positions", "seq_length", "model_max_length",
+                                "max_seq_len"),
+}
+# Not asked: a missing num_key_value_heads is multi-head attention in transformers and here alike, and a missing
+# tie_word_embeddings is PretrainedConfig's True here as there (a class whose default differs, LlamaConfig's
+# False, writes the key into every config it saves).
+# Asked only of a mixture of experts (a config with one of EXPERT_KEYS): how many experts a token takes.
+EXPERT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts")
+DEFAULTED_MOE_FIELDS = {"num_experts_per_tok": ("num_experts_per_tok", "moe_topk")}
+
+
+def missing_fields(cfg: dict) -> tuple[str, ...]:
+    """The optional fields ``cfg`` gives under none of their keys (``DEFAULTED_FIELDS``; a mixture of experts' too)."""
+    fields = dict(DEFAULTED_FIELDS)
+    if any(k in cfg for k in EXPERT_KEYS):
+        fields.update(DEFAULTED_MOE_FIELDS)
+    return tuple(f for f, keys in fields.items() if not any(k in cfg for k in keys))
 
 
 def transformers_defaults(cfg: dict) -> dict:
-    """The fields of ``DEFAULTED_FIELDS`` a config leaves out, as transformers fills them: its model type's config
-    class (``CONFIG_MAPPING``) built offline from the config's own values, so that the defaults are the ones the
-    model is built with (LlamaConfig: intermediate_size 11008, max_position_embeddings 2048, tie_word_embeddings
-    False). {} for an unknown model type, or where transformers cannot build the class from the dict."""
-    missing = tuple(k for k in DEFAULTED_FIELDS if k not in cfg)
+    """The optional fields a config leaves out (``missing_fields``), as transformers fills them: its model type's
+    config class (``CONFIG_MAPPING``) built offline from the config's own values, so that the defaults are the ones
+    the model is built with (LlamaConfig: intermediate_size 11008, max_position_embeddings 2048). {} for an unknown
+    model type, where transformers cannot build the class from the dict, or where nothing is missing: a complete
+    config never imports transformers (a closed-form estimate stays free of torch)."""
+    missing = missing_fields(cfg)
     if not cfg.get("model_type") or not missing:
         return {}
     return dict(_class_defaults(json.dumps(cfg, sort_keys=True, default=str), missing))
