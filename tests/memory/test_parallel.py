@@ -56,3 +56,15 @@ def test_nccl_opens_more_buffers_on_nvswitch_than_on_pcie_and_more_across_nodes(
 def test_unknown_sharding_is_refused():
     with pytest.raises(ValueError):
         _bert_base("tensor-parallel")
+
+
+def test_sharding_removes_only_what_the_peak_held_throughout_and_zero_keeps_its_gradient_partition():
+    from gpuwise.memory.parallel import ModelState
+    state = BERT_BASE_PARAMS * 4
+    held = ModelState(weights_bytes=state, gradients_bytes=0, optimizer_bytes=2 * state)   # a forward peak
+    fsdp = _bert_base("fsdp", held=held)
+    zero2 = _bert_base("zero2", held=held)
+    assert fsdp.gradients_saving_bytes == 0
+    assert zero2.gradients_saving_bytes == pytest.approx(state / 8, abs=1)   # its partition, kept all step
+    assert fsdp.weights_saving_bytes == pytest.approx(-state * 7 / 8, abs=1)
+    assert fsdp.optimizer_saving_bytes == zero2.optimizer_saving_bytes == pytest.approx(-2 * state * 7 / 8, abs=1)

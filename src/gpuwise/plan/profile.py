@@ -17,7 +17,7 @@ from gpuwise.catalog.topology import Topology, topology_for
 from gpuwise.memory import estimate_memory
 from gpuwise.memory.model import MemoryEstimate
 from gpuwise.memory.uncertainty import fit_verdict, fit_wording
-from gpuwise.memory.parallel import data_parallel_memory, ring_of, with_data_parallel
+from gpuwise.memory.parallel import ModelState, data_parallel_memory, held_throughout, ring_of, with_data_parallel
 from gpuwise.plan.errors import PlanError
 from gpuwise.plan import reasons
 from gpuwise.plan.fit import CHECKED_BELOW, DEFAULT_HEADROOM_FRACTION, fits, largest_fitting, spare_bytes, usable_bytes
@@ -225,17 +225,19 @@ class TracedModel:
 
 def _data_parallel(memory, trace: Trace, topology: Topology | None, count: int):
     """The traced single-GPU peak plus what ``count``-way data parallelism adds (buckets, NCCL buffers,
-    ZeRO/FSDP gathers) and removes (the shards it does not hold): ``gpuwise.memory.parallel``.
-    ``topology``: how the GPUs are linked (None: no GPU named, a PCIe box)."""
+    ZeRO/FSDP gathers) and removes (the shards it does not hold of what the peak and the whole step hold):
+    ``gpuwise.memory.parallel``. ``topology``: how the GPUs are linked (None: no GPU named, a PCIe box)."""
     wl = trace.workload
     if count <= 1 or not wl.is_training or trace.trainable_param_count == 0:
         return memory
 
-    grad_bytes = trace.trainable_param_count * trainable_bytes(wl.precision)
+    grad_bytes = trace.trainable_param_count * trainable_bytes(wl.precision)   # all of them: buckets, partitions
+    at_peak = ModelState(memory.weights_bytes, memory.gradients_bytes, memory.optimizer_bytes)
     link, multi_node = ring_of(topology, count)
     parallel = data_parallel_memory(
         sharding=wl.sharding, count=count, weights_bytes=memory.weights_bytes, gradients_bytes=grad_bytes,
         optimizer_bytes=memory.optimizer_bytes, layers=DEFAULT_LAYERS, link_kind=link, multi_node=multi_node,
+        held=held_throughout(trace.events, at_peak),
     )
     return with_data_parallel(memory, parallel, count, wl.sharding)
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from gpuwise.catalog.model import GPU, Catalog, Offer
 from gpuwise.plan.constraints import Constraints, JobSize, apply_constraints
-from gpuwise.plan.profile import Correction, estimate_fit, model_for
+from gpuwise.plan.profile import Correction, cannot_run, estimate_fit, model_for
 from gpuwise.plan.quote import Quote
 from gpuwise.units import format_duration
 from gpuwise.workload import Workload
@@ -186,6 +186,8 @@ def find_remedies(
         model = make(w)
         for target in oom:   # cheapest first: the cheapest GPU this remedy rescues is the news
             gpu = gpus[target.gpu]
+            if cannot_run(w, gpu):      # e.g. --precision amp-bf16 on a GPU without bf16
+                continue
             # the effective batch of the row it replaces: the recommendation's, not the workload's own
             quote = price_option(model, gpu, target.offer, target.count, target.effective_batch_size)
             if not quote.fits or quote.total_time_s is None:
@@ -217,6 +219,8 @@ def changes_that_fit(
     make = model_factory or (lambda w: model_for(w, progress, correction=correction))
 
     def quote(flags: str, w: Workload) -> dict | None:
+        if cannot_run(w, gpu):
+            return None
         est = make(w).estimate(gpu, count=w.num_gpus, provider=provider)
         if not estimate_fit(est, headroom_fraction).fits:
             return None
@@ -227,7 +231,11 @@ def changes_that_fit(
                 "why_faster": why_faster(workload, w, step_s,
                                          lambda job: _step_s(make(job), gpu, job.num_gpus, provider))}
 
-    singles = [q for r in candidate_remedies(workload, closed_form) if (q := quote(r.change, r.apply(workload)))]
+    def runnable(w: Workload) -> list[Remedy]:
+        """The changes of ``w`` that ``gpu`` runs (``cannot_run``: no bf16 precision on a GPU without it)."""
+        return [r for r in candidate_remedies(w, closed_form) if not cannot_run(r.apply(w), gpu)]
+
+    singles = [q for r in runnable(workload) if (q := quote(r.change, r.apply(workload)))]
     if singles:
         return tuple(sorted(singles, key=lambda q: q["step_time_s"] if q["step_time_s"] is not None else 0.0))
     # No single change is enough: apply them one after another until the job fits, then drop each
@@ -238,8 +246,8 @@ def changes_that_fit(
         # each kind of change once, in order; only when all are taken, a stronger one of a kind taken: the
         # micro-batch halves again, the next ZeRO stage, the weights offloaded too, QLoRA after LoRA
         options = {t.change.split()[0] for t in taken}
-        steps = [r for r in candidate_remedies(w, closed_form) if r.change.split()[0] not in options]
-        steps = steps or candidate_remedies(w, closed_form)
+        steps = [r for r in runnable(w) if r.change.split()[0] not in options]
+        steps = steps or runnable(w)
         if not steps:
             return ()
         taken.append(steps[0])

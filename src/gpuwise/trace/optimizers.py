@@ -1,6 +1,10 @@
 """The optimizer a workload names, as CUDA would run it: torch's own, in the implementation the
 workload names (foreach by default, fused or for-loop); small stand-ins with the same state and
-memory traffic where torch has none (Lion, 8-bit AdamW).
+memory traffic where torch has none (Lion, bitsandbytes' 8-bit and paged AdamW).
+
+bitsandbytes' paged optimizers (``paged-adamw``: 32-bit states, ``paged-adamw-8bit``) keep their state in
+CUDA unified memory: on the GPU while it has room, paged to CPU RAM when it runs out. Traced, their state
+is counted on the GPU (what they hold while it fits), with the same kernels as the unpaged ones.
 """
 
 from __future__ import annotations
@@ -70,6 +74,29 @@ class AdamW8bit(Optimizer):
                 torch._foreach_mul_([state["absmax1"], state["absmax2"]], 1.0)
 
 
+class AdamW32bit(Optimizer):
+    """bitsandbytes' 32-bit AdamW (the state of ``paged-adamw``), emulated for memory and traffic: two float32
+    states the size of the parameter, updated in place by one fused kernel per parameter (no temporaries)."""
+
+    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), weight_decay: float = 0.01) -> None:
+        super().__init__(params, {"lr": lr, "betas": betas, "weight_decay": weight_decay})
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if not state:
+                    state["state1"] = torch.zeros(p.shape, dtype=torch.float32)
+                    state["state2"] = torch.zeros(p.shape, dtype=torch.float32)
+                # Stand-in for the fused kernel: in-place ops reading grad and states, writing all.
+                p.add_(p.grad, alpha=-group["lr"])
+                state["state1"].add_(1)
+                state["state2"].add_(1)
+
+
 # torch.optim's implementation switches: foreach (multi-tensor: one kernel over all tensors, with
 # whole-model temporaries such as Adam's sqrt(exp_avg_sq)), fused (one kernel per step, no
 # temporaries; Adam, AdamW, SGD, Adagrad) and for-loop (one tensor at a time: temporaries of one
@@ -104,8 +131,10 @@ def build_optimizer(name: str, params: list[torch.nn.Parameter], impl: str = "fo
         return torch.optim.Adafactor(params, lr=1e-2, **flags)
     if name == "lion":
         return Lion(params)
-    if name == "adamw-8bit":
+    if name in ("adamw-8bit", "paged-adamw-8bit"):
         return AdamW8bit(params)
+    if name == "paged-adamw":
+        return AdamW32bit(params)
     raise TraceError(f"--optimizer {name}: the tracer does not know this optimizer")
 
 

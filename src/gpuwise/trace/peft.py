@@ -5,8 +5,11 @@
 tensors are made with ``new_empty`` from the module's own weights, and the dequantisation kernels
 are custom ops whose fake/meta implementation allocates exactly what the CUDA kernel writes.
 
-- freeze: every parameter frozen except the LM head (the tied embedding when tied) and the final
-  norm: the cheapest fine-tune (no gradients flow into the blocks).
+- freeze: every parameter frozen except the head: the layers registered after the last repeated block
+  (a numbered child of a container that holds several of its kind: a transformer's layers, a CNN's
+  stages), which are what turns the trunk's output into the model's: an LM's final norm and LM head (the
+  tied embedding when tied), a classifier's pooler and classifier, a ViT's final norm and head. The
+  cheapest fine-tune: no gradients flow into the blocks.
 - LoRA: each targeted ``nn.Linear`` of the decoder blocks (default: all of them, routers excluded)
   gets A (r × in) and B (out × r); ``y = base(x) + B(A(x)) · alpha/r``. Adapters are float32 (PEFT
   upcasts adapter weights by default) except under pure fp16/bf16, where they take that dtype.
@@ -247,10 +250,41 @@ def _nothing_to_adapt(workload, kind: str) -> str:
     return f"{what} nn.Linear layers inside repeated blocks; {model} has none: use {fix}"
 
 
-def _final_norm(module: nn.Module) -> nn.Module | None:
-    norms = [m for name, m in module.named_modules()
-             if "norm" in type(m).__name__.lower() and not any(p.isdigit() for p in name.split("."))]
-    return norms[-1] if norms else None
+def repeated_blocks(module: nn.Module) -> set[str]:
+    """Qualified names of the repeated blocks: numbered children of a container that holds two or more
+    children of their type (``layers.0`` … of a decoder, ``stages.0`` … of a CNN)."""
+    found = set()
+    for qual, parent in module.named_modules():
+        numbered = [(attr, child) for attr, child in parent.named_children() if attr.isdigit()]
+        kinds = [type(child) for _, child in numbered]
+        found.update(f"{qual}.{attr}" if qual else attr for attr, child in numbered if kinds.count(type(child)) > 1)
+    return found
+
+
+def head_modules(module: nn.Module) -> list[nn.Module]:
+    """The head: the modules with parameters registered after the last repeated block and outside every
+    block (an LM's final norm and LM head; a classifier's pooler and classifier; a ViT's final norm and head).
+    Where none is (a head registered before the blocks), transformers' output embeddings or what lies
+    outside its ``base_model``. Found by structure, never by name."""
+    blocks = repeated_blocks(module)
+    named = list(module.named_modules())
+
+    def in_block(name: str) -> bool:
+        parts = name.split(".")
+        return any(".".join(parts[:i]) in blocks for i in range(1, len(parts) + 1))
+
+    last = max((i for i, (name, _) in enumerate(named) if in_block(name)), default=-1)
+    head = [m for name, m in named[last + 1:] if not in_block(name) and any(True for _ in m.parameters(recurse=False))]
+    if head:
+        return head
+    if hasattr(module, "get_output_embeddings") and module.get_output_embeddings() is not None:
+        return [module.get_output_embeddings()]
+    base = getattr(module, "base_model", module)
+    if base is not module:
+        inside = {id(p) for p in base.parameters()}
+        return [m for m in module.modules()
+                if any(id(p) not in inside for p in m.parameters(recurse=False))]
+    return []
 
 
 def _adapter_dtype(workload, ref: torch.Tensor) -> torch.dtype:
@@ -282,13 +316,15 @@ def apply_finetune(module: nn.Module, workload, *, double_quant: bool = True, lo
         for parent, attr, _, lin in linears:
             setattr(parent, attr, QuantLinear(lin, quant, double_quant=double_quant))
     if ft == "freeze":
-        head = module.get_output_embeddings() if hasattr(module, "get_output_embeddings") else None
-        for part in (head, _final_norm(module)):
-            if part is not None:
-                for p in part.parameters():
-                    if amp_dtype is not None:
-                        p.data = p.data.float()      # trained weights keep float32 masters under AMP
-                    p.requires_grad_(True)
+        head = head_modules(module)
+        if not head:
+            raise WorkloadError(f"--finetune freeze trains the layers after the last repeated block; "
+                                f"{workload.model or type(module).__name__} has none: use --finetune full")
+        for part in head:
+            for p in part.parameters(recurse=False):
+                if amp_dtype is not None:
+                    p.data = p.data.float()      # trained weights keep float32 masters under AMP
+                p.requires_grad_(True)
     elif ft in ("lora", "qlora"):
         targets = tuple(workload.lora_targets)
         for parent, attr, _, lin in linears:

@@ -9,6 +9,8 @@ the order a CUDA run would free) is the free. The hot path is kept to dict looku
 
 from __future__ import annotations
 
+import math
+import operator
 import weakref
 from collections import Counter
 from types import MappingProxyType
@@ -35,11 +37,59 @@ _NO_KERNEL = {aten.empty, aten.empty_strided, aten.new_empty, aten.new_empty_str
               aten.lift_fresh, aten._local_scalar_dense}
 _PRIM_DEVICE = torch.ops.prim.device.default
 _allocates: dict = {}   # op overload -> may its outputs be new storages (not a view, not in-place)
-# Random scalars and comparisons on them: `torch.rand([]) < layerdrop` decides whether a layer is
-# skipped; on fake data the answer must keep every layer (False), unlike all-ones mask checks (True).
-_RANDOM_PACKETS = {aten.rand, aten.rand_like, aten.uniform, aten.uniform_, aten.randn, aten.randn_like, aten.normal_}
+# Random draws and comparisons on them: `torch.rand([]) < layerdrop` decides whether a layer is
+# skipped; on fake data the answer must keep every layer (False), unlike all-ones mask checks (True). A
+# draw's `.item()` is the middle of its range (torchvision's `int(torch.empty(1).uniform_(0, n).item())`
+# picks an index below n), carried through the arithmetic of _VALUE_OPS.
+_RANDOM_PACKETS = {aten.rand, aten.rand_like, aten.uniform, aten.uniform_, aten.randn, aten.randn_like, aten.normal_,
+                   aten.randint, aten.randint_like, aten.random_}
 _COMPARE_PACKETS = {aten.lt, aten.le, aten.gt, aten.ge}
+
+
+def _div(a, b, *, rounding_mode=None):
+    q = a / b
+    return math.floor(q) if rounding_mode == "floor" else math.trunc(q) if rounding_mode == "trunc" else q
+
+
+# Elementwise arithmetic that carries a draw's value: op packet -> the same on Python numbers
+_VALUE_OPS = {
+    aten.mul: operator.mul, aten.mul_: operator.mul,
+    aten.add: lambda a, b, *, alpha=1: a + alpha * b, aten.add_: lambda a, b, *, alpha=1: a + alpha * b,
+    aten.sub: lambda a, b, *, alpha=1: a - alpha * b, aten.sub_: lambda a, b, *, alpha=1: a - alpha * b,
+    aten.rsub: lambda a, b, *, alpha=1: b - alpha * a,
+    aten.div: _div, aten.div_: _div, aten.floor_divide: lambda a, b: a // b, aten.remainder: operator.mod,
+    aten.neg: operator.neg, aten.floor: math.floor, aten.ceil: math.ceil, aten.trunc: math.trunc,
+    aten.round: round, aten.abs: abs, aten.pow: operator.pow,
+    aten._to_copy: lambda a, **_: a, aten.clone: lambda a, **_: a, aten.copy_: lambda src, *_: src,
+}
+
+
+def _draw_middle(packet, args, kwargs) -> float:
+    """The middle of a random draw's range: uniform(a, b) (a + b) / 2, rand 0.5, randn / normal the mean,
+    randint(low, high) the middle integer."""
+    def arg(i, name, default):
+        return kwargs.get(name, args[i] if len(args) > i and not isinstance(args[i], (list, tuple)) else default)
+
+    if packet in (aten.uniform, aten.uniform_):
+        return (float(arg(1, "from", 0.0)) + float(arg(2, "to", 1.0))) / 2
+    if packet is aten.normal_:
+        return float(arg(1, "mean", 0.0))
+    if packet in (aten.randn, aten.randn_like):
+        return 0.0
+    if packet is aten.randint:      # randint(high, size) or randint(low, high, size)
+        ints = [a for a in args if isinstance(a, int)]
+        low, high = (0, ints[0]) if len(ints) == 1 else (ints[0], ints[1])
+        return float((low + high - 1) // 2)
+    if packet is aten.randint_like:
+        ints = [a for a in args[1:] if isinstance(a, int)]
+        low, high = (0, ints[0]) if len(ints) == 1 else (ints[0], ints[1]) if ints else (0, 2)
+        return float((low + high - 1) // 2)
+    if packet is aten.random_:
+        ints = [a for a in args[1:] if isinstance(a, int)]
+        return float((ints[0] + ints[1] - 1) // 2) if len(ints) == 2 else float((ints[0] - 1) // 2) if ints else 0.0
+    return 0.5
 _SCALAR_PACKETS = {aten._local_scalar_dense, aten.is_nonzero, aten.equal}
+_COMPARED = object()     # a comparison on a random draw
 
 
 def _dtype_name(dtype: torch.dtype) -> str:
@@ -91,7 +141,9 @@ class Recorder(TorchDispatchMode):
         self.closed = False
         self.failed_module: str | None = None   # where the first failing op ran (hooks unwind the stack)
         self._live: dict[int, tuple[int, weakref.ref]] = {}   # id(storage) -> (block id, weakref)
-        self._random: dict[int, bool] = {}   # id(storage) of live random scalars -> is a comparison on one
+        # id(storage) of live random draws -> the value `.item()` answers (the middle of the draw's range),
+        # or _COMPARED for a comparison on one
+        self._random: dict[int, float | object] = {}
         self._next_block = 0
 
     # --- where we are ---------------------------------------------------------------------------
@@ -183,8 +235,10 @@ class Recorder(TorchDispatchMode):
         if allocates:
             for t in outs:
                 self.track(t)
-            if packet in _RANDOM_PACKETS or packet in _COMPARE_PACKETS:
-                self._note_random(packet, args, outs)
+        if packet in _RANDOM_PACKETS:       # in place too: torch.empty(1).uniform_(0, n)
+            self._note_draw(packet, args, kwargs, outs)
+        elif self._random and (packet in _COMPARE_PACKETS or packet in _VALUE_OPS):
+            self._note_random(packet, args, kwargs, outs)
         if self.recording_ops:
             self._record(func, packet, args, kwargs, out, outs)
         return out
@@ -227,24 +281,57 @@ class Recorder(TorchDispatchMode):
 
     # --- data-dependent ops ---------------------------------------------------------------------
 
-    def _note_random(self, packet, args, outs) -> None:
-        if len(outs) != 1 or outs[0].numel() != 1:
+    def _note_draw(self, packet, args, kwargs, outs) -> None:
+        """A random draw: every element of it answers the middle of its range (in-place draws return self)."""
+        target = outs[0] if len(outs) == 1 else (args[0] if args and isinstance(args[0], Tensor) else None)
+        if target is not None:
+            self._random[id(target.untyped_storage())] = _draw_middle(packet, args, kwargs)
+
+    def _note_random(self, packet, args, kwargs, outs) -> None:
+        """A comparison on a random scalar (answered False), or arithmetic on draws and numbers (its value)."""
+        values = []
+        for a in (args[1:2] if packet is aten.copy_ else args):     # copy_(dst, src): src's value
+            if isinstance(a, Tensor):
+                v = self._random.get(id(a.untyped_storage()))
+                if v is None:
+                    if packet in _VALUE_OPS:
+                        return          # a tensor of unknown value: the result is unknown too
+                    continue
+                values.append(v)
+            elif isinstance(a, (int, float, bool)):
+                values.append(a)
+        target = outs[0] if len(outs) == 1 else (args[0] if packet.__name__.endswith("_") else None)
+        if target is None or not values:
             return
-        if packet in _COMPARE_PACKETS and not any(
-                isinstance(a, Tensor) and id(a.untyped_storage()) in self._random for a in args[:2]):
+        key = id(target.untyped_storage())
+        if packet in _COMPARE_PACKETS:
+            if target.numel() == 1 and any(v is not _COMPARED for v in values):
+                self._random[key] = _COMPARED
             return
-        self._random[id(outs[0].untyped_storage())] = packet in _COMPARE_PACKETS
+        if any(v is _COMPARED for v in values):
+            return
+        try:
+            self._random[key] = float(_VALUE_OPS[packet](*values, **{k: v for k, v in kwargs.items()
+                                                                     if k in ("alpha", "rounding_mode")}))
+        except (TypeError, ValueError, ArithmeticError):
+            self._random.pop(key, None)
 
     def _placeholder(self, packet, args):
         """What ``.item()`` and friends return on fake data: the answer for real, unpadded, finite data
-        (all-ones attention masks are all ones, no inf was found); counted in the trace's notes."""
+        (all-ones attention masks are all ones, no inf was found), and for a random draw the middle of its
+        range; counted in the trace's notes."""
         if packet not in _SCALAR_PACKETS:
             raise TraceError(f"cannot trace data-dependent operator {packet.__name__} in module "
                              f"'{self.module or '<top>'}'")
         random = self._random.get(id(args[0].untyped_storage())) if isinstance(args[0], Tensor) else None
         if random is not None:
-            self.placeholders[f"{packet.__name__} of a random draw: answered False / 0.5 (no layer dropped)"] += 1
-            return False if random or args[0].dtype == torch.bool else 0.5
+            self.placeholders[f"{packet.__name__} of a random draw: answered at the middle of its range "
+                              "(False for a comparison on one: no layer dropped)"] += 1
+            if random is _COMPARED or args[0].dtype == torch.bool or packet is aten.equal:
+                return False
+            if packet is aten.is_nonzero:
+                return bool(random)
+            return random if args[0].dtype.is_floating_point else int(random)
         self.placeholders[packet.__name__] += 1
         if packet is not aten._local_scalar_dense:
             return True
@@ -267,7 +354,8 @@ class Recorder(TorchDispatchMode):
                 mask = masks[0]
                 return torch.empty((mask.numel(), *x.shape[mask.dim():]), dtype=x.dtype, device=x.device)
         raise TraceError(f"cannot trace operator {func} in module '{self.module or '<top>'}': "
-                         "its output size depends on tensor values")
+                         "its output size depends on tensor values, which tracing on fake tensors does not have "
+                         "(no upper bound is known for it)")
 
     # --- results --------------------------------------------------------------------------------
 

@@ -76,8 +76,11 @@ def trace_workload(workload: Workload) -> Trace:
         except Exception as exc:   # the model's own code failed on fake tensors, or gpuwise's
             where = recorder.failed_module or recorder.module or "<top>"
             caller = (__name__, _step.__name__) if recorder.phase == "forward" else None   # _step calls the model
+            if (limit := _fake_tensor_limit(exc)) is not None:
+                raise TraceError(f"{spec.name}: in module '{where}' during {recorder.phase}, {limit}") from exc
             if isinstance(exc, spec_builders.MODEL_ERRORS) and spec_builders.raised_by_model(exc, caller):
-                suffix = f" (in module '{where}' during {recorder.phase}, batch size {workload.batch_size})"
+                suffix = (f" (in module '{where}' during {recorder.phase}, batch size {workload.batch_size})"
+                          + _answered_before(recorder))
                 raise ModelCodeError(spec_builders.model_failure(spec, workload, exc, suffix,
                                                                  built.resized_inputs)) from exc
             raise TraceError(f"tracing {spec.name} failed in module '{where}' during {recorder.phase}: "
@@ -123,6 +126,33 @@ def trace_workload(workload: Workload) -> Trace:
     )
 
 
+# What torch says where code needs a tensor's real memory (NumPy, a data pointer), which a fake tensor has not
+_FAKE_TENSOR_LIMITS = ("not supported for tensor subclasses", "Cannot access data pointer")
+
+
+def _fake_tensor_limit(exc: BaseException) -> str | None:
+    """Why the model's code cannot run on fake tensors, where it needs a tensor's values in host memory
+    (``.numpy()``, a data pointer): a limit of tracing, not a fault of the model (None: not such an error)."""
+    message = (str(exc).strip().splitlines() or [""])[0]
+    if not any(m in message for m in _FAKE_TENSOR_LIMITS):
+        return None
+    return (f"the model's code needs a tensor's values in host memory ({type(exc).__name__}: {message[:120]}): "
+            "gpuwise traces on fake tensors, which have shapes but no values, so this is a limit of tracing, not "
+            "a fault of the model; keep .numpy() and data pointers out of forward (read sizes from .shape, "
+            "numbers with .item())")
+
+
+def _answered_before(recorder: Recorder) -> str:
+    """Where the model refused after reading tensor values, which fake tensors do not have: what the trace
+    answered for them (docs/trace.md), so that the refusal is not taken for a fault of the inputs."""
+    answered = sum(n for name, n in recorder.placeholders.items() if "upper bound" not in name)
+    if not answered:
+        return ""
+    return (f"; it read {answered} tensor value(s) (.item(), bool(), .any()) that tracing on fake tensors cannot "
+            "know (answered as docs/trace.md says: as for all-ones data, a random draw at its middle): a model "
+            "whose step depends on its inputs' values cannot be traced")
+
+
 @contextlib.contextmanager
 def _quiet():
     """transformers and torch warn about things that do not matter on fake data; torch's fake tensors
@@ -164,6 +194,9 @@ def _prepare(module: torch.nn.Module, workload: Workload,
         else:
             checkpointed = fake.checkpoint_blocks(module)
     module.train(workload.is_training)
+    if workload.optimizer.startswith("paged-") and workload.is_training:
+        notes.append(f"{workload.optimizer}: bitsandbytes keeps the state in CUDA unified memory, counted here on "
+                     "the GPU (where it stays while it fits); when the GPU runs out it pages to CPU RAM")
     if workload.grad_accum_steps > 1 and workload.is_training:
         notes.append("gradient accumulation: the measured micro-step starts with the previous one's gradients")
     return module, notes, checkpointed

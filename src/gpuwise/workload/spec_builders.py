@@ -330,14 +330,36 @@ def _build_factory(spec: ModelSpec, workload) -> BuiltModel:
         return _run_factory(path, func_name, workload)
 
 
-def _run_factory(path: Path, func_name: str, workload) -> BuiltModel:
-    factory = _load_factory(path, func_name)
-    params = inspect.signature(factory).parameters
-    kwargs = factory_kwargs(params, workload)
+@contextlib.contextmanager
+def _folder_first_on_path(path: Path) -> Iterator[None]:
+    """The model file's folder first on ``sys.path`` while it is loaded and its factory runs, as ``python
+    file.py`` puts it: the file imports the modules beside it (and the trace cache hashes them: they are
+    loaded from an absolute path, trace/cache.py ``user_sources``)."""
+    folder = str(path.parent)
+    sys.path.insert(0, folder)
     try:
-        result = on_meta(lambda: factory(**kwargs))
-    except (Exception, SystemExit) as exc:  # the user's code (even sys.exit): any error is bad input, named with its file
-        raise WorkloadError(f"model factory {path.name}:{func_name} raised {type(exc).__name__}: {exc}") from None
+        yield
+    finally:
+        try:
+            sys.path.remove(folder)      # the first occurrence: the one inserted (or one equal to it)
+        except ValueError:
+            pass
+
+
+def _run_factory(path: Path, func_name: str, workload) -> BuiltModel:
+    with _folder_first_on_path(path):
+        factory = _load_factory(path, func_name)
+        params = inspect.signature(factory).parameters
+        kwargs = factory_kwargs(params, workload)
+        try:
+            result = on_meta(lambda: factory(**kwargs))
+        except (Exception, SystemExit) as exc:  # the user's code (even sys.exit): any error is bad input
+            raise WorkloadError(f"model factory {path.name}:{func_name} raised {type(exc).__name__}: {exc}") from None
+    return _built_from(result, path, func_name, params, kwargs, workload)
+
+
+def _built_from(result, path: Path, func_name: str, params, kwargs: dict, workload) -> BuiltModel:
+    """The factory's ``result`` checked and turned into the model, its batch maker and its loss."""
     module, example, loss_fn = _unpack_factory_result(result, path.name, func_name)
     notes = [note for note in (_call_note(func_name, params, kwargs),) if note]
     resized = ""
@@ -416,6 +438,9 @@ def _unpack_factory_result(result, file_name: str, func_name: str):
     loss_fn = parts[2] if len(parts) > 2 else None
     if example is not None and not isinstance(example, (torch.Tensor, tuple, list)):
         raise WorkloadError(f"{file_name}:{func_name}: example inputs must be a tensor or a tuple of tensors")
+    if loss_fn is not None and not callable(loss_fn):
+        raise WorkloadError(f"{file_name}:{func_name}: the third item it returns, the loss_fn, must be callable "
+                            f"(outputs -> scalar loss tensor), not {_kind_of(loss_fn)}")
     if isinstance(example, list):
         example = tuple(example)
     return module, example, loss_fn
@@ -447,7 +472,15 @@ def _with_batch(example, batch_size: int):
     return (tuple(out) if isinstance(example, tuple) else out[0]), words
 
 
-def _fresh_like(x):
+def _fresh_like(example):
+    """``example`` with each tensor made afresh (a fake tensor under the trace's FakeTensorMode), inside
+    lists, tuples and dicts too (a detection model's list of images and list of target dicts)."""
+    from torch.utils._pytree import tree_map
+
+    return tree_map(_fresh_tensor, example)
+
+
+def _fresh_tensor(x):
     if isinstance(x, torch.Tensor):
         fresh = torch.empty(x.shape, dtype=x.dtype)
         return fresh.requires_grad_(x.requires_grad) if x.is_floating_point() else fresh
@@ -477,9 +510,17 @@ def _user_loss(loss_fn) -> LossFn:
     return loss
 
 
+def _kind_of(value) -> str:
+    return "None" if value is None else f"a {type(value).__name__}"
+
+
 def _default_loss(outputs, batch: Batch) -> torch.Tensor:
     """Cross-entropy for (batch, classes) outputs, else mean squared error against a target."""
     tensors = _tensor_outputs(outputs) or list(getattr(outputs, "values", lambda: [])())
+    tensors = [t for t in tensors if isinstance(t, torch.Tensor)]
+    if not tensors:
+        raise WorkloadError(f"the model's forward returned {_kind_of(outputs)}, no tensor to train on: return the "
+                            "output (or the loss), or give the factory a loss_fn: (module, inputs, loss_fn)")
     out = tensors[0]
     if out.dim() == 2 and out.is_floating_point():
         return nn.functional.cross_entropy(out, torch.zeros(out.shape[0], dtype=torch.long))

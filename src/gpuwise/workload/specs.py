@@ -227,12 +227,24 @@ def _torchvision_task(name: str) -> str | None:
     return _torchvision_tasks().get(name)
 
 
+def _is_torchvision_detection(key: str) -> bool:
+    import torchvision.models as tvm     # only on this refusal's path
+
+    return key in tvm.list_models(module=tvm.detection)
+
+
 def _resolve_torchvision(spec: str, name: str) -> ModelSpec:
     key = name.strip().lower().replace("-", "_")
     task = _torchvision_task(key)
     if task is None:
         if key in _torchvision_names()["other"]:
-            raise WorkloadError(f"torchvision:{name} is a detection/video/optical-flow model; gpuwise traces "
+            if _is_torchvision_detection(key):
+                raise WorkloadError(
+                    f"torchvision:{name} is a detection model: its training step checks the values of its target "
+                    "boxes and its forward keeps the boxes non-maximum suppression selects, which tracing on fake "
+                    "tensors (no values) cannot decide, so gpuwise cannot trace it, from a file.py:factory "
+                    "either; it traces classification and segmentation models")
+            raise WorkloadError(f"torchvision:{name} is a video/optical-flow model; gpuwise traces "
                                 "classification and segmentation models (wrap others in a file.py:factory)")
         choices = [f"torchvision:{n}" for n in _torchvision_tasks()]
         raise WorkloadError(f"unknown torchvision model {name!r}{did_you_mean('torchvision:' + key, choices)}")
