@@ -18,6 +18,26 @@ os.environ["XDG_CACHE_HOME"] = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"
 os.environ["GPUWISE_CONFIG_DIR"] = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"gpuwise-test-config-{os.getpid()}")
 
 
+def _default_signal_dispositions() -> None:
+    """The signals tests send, at their defaults in this process, so that every child starts with them so.
+
+    A child inherits an ignored (or blocked) signal from whatever started pytest (``nohup``, a CI runner's
+    ``trap '' HUP QUIT``, a background job's SIGINT), and gpuwise rightly leaves an ignored signal ignored:
+    a test that sends one would wait for a stop that never comes. Handlers Python or a plugin installed are
+    left alone (a child starts with those at their defaults anyway); only ignored ones are reset."""
+    import signal
+
+    sent = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2,
+            signal.SIGALRM)
+    for s in sent:
+        if signal.getsignal(s) == signal.SIG_IGN:
+            signal.signal(s, signal.default_int_handler if s == signal.SIGINT else signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, sent)
+
+
+_default_signal_dispositions()
+
+
 import json  # noqa: E402
 
 import pytest  # noqa: E402

@@ -35,15 +35,15 @@ def _umask() -> int:
     return umask
 
 
-def _write_temp(p: Path, text: str, encoding: str, mode: int) -> str:
-    """A temporary file beside ``p`` holding ``text`` with ``mode``: its path."""
+def _write_temp(p: Path, data: bytes, mode: int) -> str:
+    """A temporary file beside ``p`` holding ``data`` with ``mode``: its path."""
     if p.is_dir():
         raise IsADirectoryError(21, "is a directory", str(p))
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
     try:
         os.fchmod(fd, mode)
-        with os.fdopen(fd, "w", encoding=encoding) as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
     except BaseException:
         _unlink(tmp)
         raise
@@ -59,12 +59,17 @@ def _unlink(path: str) -> None:
 
 def write_text_atomic(path: str | Path, text: str, *, encoding: str = "utf-8") -> Path:
     """``text`` into ``path``, replacing what is there (whose mode it keeps)."""
+    return write_bytes_atomic(path, text.encode(encoding))
+
+
+def write_bytes_atomic(path: str | Path, data: bytes) -> Path:
+    """``data`` into ``path``, replacing what is there (whose mode it keeps)."""
     p = Path(path)
     try:
         mode = stat.S_IMODE(p.stat().st_mode)
     except FileNotFoundError:
         mode = new_file_mode()
-    tmp = _write_temp(p, text, encoding, mode)
+    tmp = _write_temp(p, data, mode)
     try:
         os.replace(tmp, p)
     except BaseException:
@@ -79,7 +84,8 @@ def write_new_text_atomic(path: str | Path, text: str, *, encoding: str = "utf-8
     p = Path(path)
     if p.exists() or p.is_symlink():
         raise FileExistsError(17, "already exists", str(p))
-    tmp = _write_temp(p, text, encoding, new_file_mode())
+    data = text.encode(encoding)
+    tmp = _write_temp(p, data, new_file_mode())
     try:
         os.link(tmp, p)
     except FileExistsError:
@@ -87,7 +93,7 @@ def write_new_text_atomic(path: str | Path, text: str, *, encoding: str = "utf-8
     except OSError as exc:
         if exc.errno not in _NO_HARD_LINKS:
             raise
-        _write_exclusive(p, text, encoding)     # a file system without hard links: created exclusively instead
+        _write_exclusive(p, data)     # a file system without hard links: created exclusively instead
     finally:
         _unlink(tmp)
     return p
@@ -96,11 +102,11 @@ def write_new_text_atomic(path: str | Path, text: str, *, encoding: str = "utf-8
 _NO_HARD_LINKS = (errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK)
 
 
-def _write_exclusive(p: Path, text: str, encoding: str) -> None:
+def _write_exclusive(p: Path, data: bytes) -> None:
     """``p`` created (O_EXCL) and written; removed again when the write fails, so nothing partial stays."""
-    with open(p, "x", encoding=encoding) as f:
+    with open(p, "xb") as f:
         try:
-            f.write(text)
+            f.write(data)
             f.flush()
         except BaseException:
             _unlink(str(p))

@@ -151,6 +151,7 @@ def test_the_summary_recommend_prints_names_the_host_term():
 # -- defect 10: a table of no GPU, a directory, a host term that set no run's pace -------------------------------
 
 def test_a_table_of_no_catalog_gpu_is_warned_about_and_not_applied(config_dir, caplog):
+    from gpuwise.catalog import load_catalog
     from gpuwise.cli.calibrate import user_correction
 
     doc = _stored_doc()
@@ -158,7 +159,7 @@ def test_a_table_of_no_catalog_gpu_is_warned_about_and_not_applied(config_dir, c
     config_dir.mkdir(parents=True, exist_ok=True)
     (config_dir / FILE_NAME).write_text(tomli_w.dumps(doc))
     with caplog.at_level(logging.WARNING, logger="gpuwise"):
-        _correction, calibrated = user_correction(True)
+        _correction, calibrated = user_correction(True, load_catalog())
     assert [c.gpu for c in calibrated] == ["rtx-4090"]
     [warning] = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert "[gpu.bogus-gpu] is no GPU of the catalog" in warning and "--reset --gpu bogus-gpu" in warning

@@ -353,7 +353,9 @@ def _label(i0: int, i1: int, drop: np.ndarray, sure: np.ndarray, measured, kept,
         return kind, number, False          # the number goes the way the loss went
     if not up or significant or kind_of(change, th) == PLATEAU:
         return kind_of(change, th), change, False
-    return PLATEAU, change, True
+    # a rise noise could make: a plateau, its number clamped into the plateau band (the most a plateau rises),
+    # so a phase left alone (nothing to join) never reads "plateau" beside a rising number
+    return PLATEAU, float(max(change, np.nextafter(-th.rise_per_doubling, 0.0))), True
 
 
 def _leading_plunge(log_y: np.ndarray, firsts: np.ndarray, noise_log: float, span: float,

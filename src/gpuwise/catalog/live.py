@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, replace
 from datetime import date, datetime, timezone
 
+from gpuwise.atomic import write_text_atomic
 from gpuwise.cachedir import user_cache_dir
 from gpuwise.catalog.model import Catalog, CatalogError, Offer
 from gpuwise.catalog.resolve import AmbiguousGpuName, resolve_gpu
@@ -137,9 +137,7 @@ def _write_cache(live: LiveOffers) -> None:
     path = cache_path()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".tmp-{os.getpid()}")
-        tmp.write_text(json.dumps({"fetched_at": live.fetched_at, "left_out": live.left_out,
-                                   "offers": [asdict(o) for o in live.offers]}))
-        os.replace(tmp, path)
+        write_text_atomic(path, json.dumps({"fetched_at": live.fetched_at, "left_out": live.left_out,
+                                            "offers": [asdict(o) for o in live.offers]}))
     except OSError as exc:
         log.warning("live offers not cached at %s: %s", path, exc)

@@ -82,8 +82,9 @@ def advise(
     settings = AdviseSettings(target_loss=target_loss, step_time_s=step_time_s, total_steps=total_steps,
                               min_progress_per_hour=min_progress_per_hour)
     workload = workload_from(model, workload_kwargs, num_gpus=num_gpus or 1) if model else None
+    cat = load_catalog(catalog)
     # --model: the same calibration as estimate, recommend and report (none without --model: no predictor runs)
-    correction, calibrated = user_correction(not no_user_calibration) if workload else (None, [])
+    correction, calibrated = user_correction(not no_user_calibration, cat) if workload else (None, [])
     request = PricingRequest(
         gpu_name=gpu, price_per_hour=None if gpu_price else price, price_per_gpu_hour=price if gpu_price else None,
         price_currency=price_currency, currency=currency, provider=provider, spot=spot,
@@ -91,7 +92,7 @@ def advise(
         headroom_fraction=parse_headroom(headroom),
         switch=switch,
         scaling=time_scaling(workload.precision, workload, correction=correction) if workload else None)
-    report = run_advise(training_log, settings, load_catalog(catalog), request)
+    report = run_advise(training_log, settings, cat, request)
     plot_path = None
     if plot:
         from gpuwise.advise.plot import plot_report

@@ -15,22 +15,21 @@ NoUserCalibrationOpt = Annotated[bool, typer.Option(
     "--no-user-calibration", help="Ignore the calibration `gpuwise calibrate` learnt from your runs: the shipped model.")]
 
 
-def user_correction(enabled: bool, catalog=None):
+def user_correction(enabled: bool, catalog):
     """(the correction of the user's calibration file, its ``GpuCalibration`` of each GPU the catalog knows): when
-    ``enabled`` and the file exists; (None, []) otherwise. A table of a GPU the catalog (``catalog``, else the
-    shipped and user catalogs) does not know is warned about and left out. The command passes the correction to
+    ``enabled`` and the file exists; (None, []) otherwise. ``catalog``: the one the command loaded (``--catalog``
+    included, whose GPUs a calibration may be of); a table of a GPU it does not know is warned about and left out. The command passes the correction to
     the planner (``model_for(..., correction=)``): nothing outlives the call."""
     if not enabled:
         return None, []
     from gpuwise.calibrate import load
     from gpuwise.calibrate.apply import correction
     from gpuwise.calibrate.store import applicable
-    from gpuwise.catalog import load_catalog
 
     stored = load()
     if not stored:
         return correction(stored), []
-    calibrations = applicable(stored, catalog if catalog is not None else load_catalog())
+    calibrations = applicable(stored, catalog)
     return correction(calibrations), list(calibrations.values())
 
 

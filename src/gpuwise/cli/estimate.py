@@ -72,7 +72,7 @@ def estimate(
            if samples is not None or steps is not None else None)
 
     c.use_trace_cache(not no_cache)
-    correction, _ = user_correction(not no_user_calibration)
+    correction, _ = user_correction(not no_user_calibration, cat)
     with c.progress(not json_out, "tracing…") as progress:
         wm = model_for(workload, progress, correction=correction)    # a rate on a traced model: refused here
         if workload.request_rate_per_s is not None and len(gpus) != 1:

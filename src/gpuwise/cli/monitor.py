@@ -70,6 +70,68 @@ def _check_gpus_exist(narrow, history) -> None:
                            f"(GPUs {', '.join(map(str, present))})")
 
 
+def _watch_json(sampler, narrow) -> None:
+    """``watch --json``: one snapshot as one JSON object."""
+    backend = sampler.backend
+    samples = [s for s in sampler.sample_once() if narrow.keeps_gpu(s.gpu_index)]
+    _check_gpus_exist(narrow, sampler.history())
+    procs = narrow.processes(_processes(backend))
+    print_json({"available": True, "backend": backend.name, "driver_version": backend.driver_version(),
+                "t_s": samples[0].t_s if samples else time.time(),
+                "filter": narrow.to_dict(),
+                "gpus": [s.to_row() for s in samples],
+                "processes": None if procs is None else [p.to_dict() for p in procs]})
+
+
+def _watch_views(sampler, narrow, count: int, stop):
+    """Samples and shows the view at each interval until ``stop`` is set or ``count`` views were shown; yields
+    after each view. The first sample is taken, and --gpu checked, before any view."""
+    from contextlib import nullcontext
+
+    from rich.live import Live
+
+    from gpuwise.monitor.live import render_live, render_watch
+    from gpuwise.monitor.sampler import next_sample_at
+    from gpuwise.text import for_console
+
+    backend = sampler.backend
+    only = f"; only {narrow.describe()}" if narrow.narrows else ""
+    title = for_console(f"gpuwise watch: {backend.name}, driver {backend.driver_version() or '?'}, "
+                        f"every {sampler.interval_s:g} s{only}")
+    due_s = time.monotonic()
+    sampler.sample_once()                       # the first sample before the view: --gpu checked
+    _check_gpus_exist(narrow, sampler.history())
+    # On a terminal the view is redrawn in place; into a pipe or a file it is printed whole at each
+    # sample, the time it was drawn under the title (as nvidia-smi -l prints its report each interval).
+    in_place = console.is_terminal
+    with (Live(render_live({}, title), console=console, auto_refresh=False) if in_place else nullcontext()) as live:
+        taken = 0
+        while not stop.is_set():
+            if taken:
+                sampler.sample_once()
+            taken += 1
+            every = _processes(backend)
+            shown = narrow.processes(every)
+            hidden = (sum(narrow.keeps_gpu(r.gpu_index) for r in every) - len(shown)
+                      if narrow.narrows and every is not None else None)
+            heading = title if in_place else f"{title}\n{time.strftime('%Y-%m-%d %H:%M:%S')}"
+            view = render_watch(narrow.history(sampler.history()), shown, heading, hidden=hidden,
+                                narrowed_to=narrow.describe(), max_columns=console.width)
+            if live is not None:
+                live.update(view, refresh=True)
+            else:
+                console.print(view)
+                console.line()
+                console.file.flush()
+            yield
+            if count and taken >= count:
+                break
+            due_s, delay_s = next_sample_at(due_s, time.monotonic(), sampler.interval_s)
+            stop.wait(delay_s)
+    if in_place:
+        console.line()      # the shell prompt on a line of its own after the last view
+
+
 def _report_options(gpu_price: str | None, provider: str | None):
     """``run``'s report options, checked as ``report`` checks them (one line, exit 2) before the command
     starts: (amount, currency) or None, the provider as the catalog spells it or None."""
@@ -122,73 +184,32 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """A live view of every GPU (and MIG instance) with a short history of use and memory, and the
         processes on them; --gpu, --user and --pid narrow it; --json prints one snapshot."""
-        from gpuwise.monitor.live import render_live, render_watch
         from gpuwise.monitor.sampler import close_sampler
+        from gpuwise.monitor.stop_signals import stop_on_signals
 
         check_option(count >= 0, "--count", count, "a whole number >= 0 (0: until Ctrl-C)")
         narrow = _watch_filter(gpu, user, pid)
-        sampler = _sampler(interval, log)
-        if sampler is None:
-            return
-        backend = sampler.backend
-        try:
-            if json_out:
-                samples = [s for s in sampler.sample_once() if narrow.keeps_gpu(s.gpu_index)]
-                _check_gpus_exist(narrow, sampler.history())
-                procs = narrow.processes(_processes(backend))
-                print_json({"available": True, "backend": backend.name, "driver_version": backend.driver_version(),
-                            "t_s": samples[0].t_s if samples else time.time(),
-                            "filter": narrow.to_dict(),
-                            "gpus": [s.to_row() for s in samples],
-                            "processes": None if procs is None else [p.to_dict() for p in procs]})
+        # The stop handlers first: a SIGTERM from the moment the run log exists ends it with its end written.
+        with stop_on_signals() as stop:
+            sampler = _sampler(interval, log)
+            if sampler is None:
                 return
-            from contextlib import nullcontext
-
-            from rich.live import Live
-
-            from gpuwise.monitor.sampler import next_sample_at
-            from gpuwise.monitor.stop_signals import stop_on_signals
-            from gpuwise.text import for_console
-
-            only = f"; only {narrow.describe()}" if narrow.narrows else ""
-            title = for_console(f"gpuwise watch: {backend.name}, driver {backend.driver_version() or '?'}, "
-                                f"every {sampler.interval_s:g} s{only}")
-            due_s = time.monotonic()
-            sampler.sample_once()                       # the first sample before the view: --gpu checked
-            _check_gpus_exist(narrow, sampler.history())
-            # On a terminal the view is redrawn in place; into a pipe or a file it is printed whole at each
-            # sample, the time it was drawn under the title (as nvidia-smi -l prints its report each interval).
-            in_place = console.is_terminal
-            with stop_on_signals() as stop, \
-                    (Live(render_live({}, title), console=console, auto_refresh=False) if in_place else nullcontext()) as live:
-                taken = 0
-                while not stop.is_set():
-                    if taken:
-                        sampler.sample_once()
-                    taken += 1
-                    every = _processes(backend)
-                    shown = narrow.processes(every)
-                    hidden = (sum(narrow.keeps_gpu(r.gpu_index) for r in every) - len(shown)
-                              if narrow.narrows and every is not None else None)
-                    heading = title if in_place else f"{title}\n{time.strftime('%Y-%m-%d %H:%M:%S')}"
-                    view = render_watch(narrow.history(sampler.history()), shown, heading, hidden=hidden,
-                                        narrowed_to=narrow.describe(), max_columns=console.width)
-                    if live is not None:
-                        live.update(view, refresh=True)
-                    else:
-                        console.print(view)
-                        console.line()
-                        console.file.flush()
-                    if count and taken >= count:
-                        break
-                    due_s, delay_s = next_sample_at(due_s, time.monotonic(), sampler.interval_s)
-                    stop.wait(delay_s)
-            if in_place:
-                console.line()      # the shell prompt on a line of its own after the last view
-        except KeyboardInterrupt:
-            pass
-        finally:
-            close_sampler(sampler)
+            shown = False       # a view (or the --json snapshot) was shown: the run log holds a run to keep
+            discard = False     # failed before that (--gpu naming no GPU here): no run log left behind
+            try:
+                if json_out:
+                    _watch_json(sampler, narrow)
+                    shown = True
+                    return
+                for _ in _watch_views(sampler, narrow, count, stop):
+                    shown = True
+            except KeyboardInterrupt:
+                pass
+            except BaseException:
+                discard = not shown
+                raise
+            finally:
+                close_sampler(sampler, discard_log_file=discard)
 
     @app.command(
         "run",
@@ -231,8 +252,9 @@ def register(app: typer.Typer) -> None:
                 from gpuwise.catalog import load_catalog
                 from gpuwise.report.build import build_report
 
-                correction, _ = user_correction(not no_user_calibration)   # a damaged file: no report, the run stands
-                report = build_report(result.log_path, load_catalog(), provider=provider, gpu_price=money,
+                catalog = load_catalog()
+                correction, _ = user_correction(not no_user_calibration, catalog)   # a damaged file: no report, the run stands
+                report = build_report(result.log_path, catalog, provider=provider, gpu_price=money,
                                       workload=workload, correction=correction)
             except Exception as exc:  # the command's exit code matters more than our report: a warning
                 problem = f"no report: {exc}"
@@ -258,25 +280,29 @@ def register(app: typer.Typer) -> None:
         from gpuwise.monitor.stop_signals import stop_on_signals
 
         check_serve_options(port, read_timeout)       # bad input: before the sampler and its log
-        sampler = _sampler(interval, log)
-        if sampler is None:
-            return
-        backend = sampler.backend
-        try:
-            sampler.sample_once()  # the first scrape already has data
-            sampler.start()
-            server, _thread = serve(sampler, port, bind, read_timeout_s=read_timeout)
-        except BaseException:
-            close_sampler(sampler, discard_log_file=True)   # never served: no run log left behind, as run
-            raise
-        actual_port = server.server_address[1]
-        url = metrics_url(bind, actual_port)
-        if json_out:
-            print_json({"url": url, "port": actual_port, "bind": bind, "backend": backend.name})
-        else:
-            print(f"gpuwise exporter: serving {url} (Ctrl-C to stop)")
-        sys.stdout.flush()
+        # The stop handlers first: a SIGTERM right after the "serving" line (or before it) ends the exporter
+        # with its run log's end written, never with the process killed half-way.
         with stop_on_signals() as stop:
-            stop.wait()
-        server.shutdown()
-        close_sampler(sampler)
+            sampler = _sampler(interval, log)
+            if sampler is None:
+                return
+            backend = sampler.backend
+            try:
+                sampler.sample_once()  # the first scrape already has data
+                sampler.start()
+                server, _thread = serve(sampler, port, bind, read_timeout_s=read_timeout)
+            except BaseException:
+                close_sampler(sampler, discard_log_file=True)   # never served: no run log left behind, as run
+                raise
+            try:
+                actual_port = server.server_address[1]
+                url = metrics_url(bind, actual_port)
+                if json_out:
+                    print_json({"url": url, "port": actual_port, "bind": bind, "backend": backend.name})
+                else:
+                    print(f"gpuwise exporter: serving {url} (Ctrl-C to stop)")
+                sys.stdout.flush()
+                stop.wait()
+            finally:
+                server.shutdown()
+                close_sampler(sampler)

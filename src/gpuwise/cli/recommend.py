@@ -120,7 +120,7 @@ def recommend(
     gpu_ids = [_resolve_gpu(cat, g.strip()).id for g in gpus.split(",") if g.strip()] if gpus else None
 
     c.use_trace_cache(not no_cache)
-    correction, calibrated = user_correction(not no_user_calibration)
+    correction, calibrated = user_correction(not no_user_calibration, cat)
     with c.progress(not json_out, "tracing…") as progress:
         wm = model_for(workload, progress, correction=correction)
         rec = plan_recommend(

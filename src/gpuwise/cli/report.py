@@ -52,7 +52,7 @@ def report_cmd(
 
     cat = load_catalog(catalog)
     money, provider = price_options(cat, gpu_price=gpu_price, provider=provider, currency=currency)
-    correction, _ = user_correction(not no_user_calibration)
+    correction, _ = user_correction(not no_user_calibration, cat)
     workload = workload_from(model, workload_kwargs) if model else None
     # without --model the datasheet ratio needs a precision: the one named, else the one a gpuwise run log's
     # workload records (build_report: scaling None), else an unknown job's

@@ -14,12 +14,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
-import os
 import zipfile
 from importlib import metadata
 from pathlib import Path
 
 import gpuwise
+from gpuwise.atomic import write_bytes_atomic
 from gpuwise.cachedir import user_cache_dir
 from gpuwise.launch.plan import LaunchError
 
@@ -82,9 +82,7 @@ def build_wheel(directory: Path | None = None) -> Path:
         return path
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        tmp = folder / f".{name}.tmp-{os.getpid()}"
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
+        write_bytes_atomic(path, data)
     except OSError as exc:
         raise LaunchError(f"cannot write gpuwise's wheel to {folder}: {exc.strerror or exc}") from None
     return path

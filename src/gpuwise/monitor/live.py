@@ -50,23 +50,45 @@ def render_live(history: Mapping[tuple[int, int | None], Sequence[GpuSample]], t
     or nothing for whole GPUs), then the space between columns. The GPU label (``6/mig1``) and the numbers
     are never cut: on a terminal narrower still, a cell folds onto a second line rather than lose a digit."""
     # the title quotes the backend and the driver: the caller passes it through for_console
-    t = _gpu_table(history, width, process_counts)
-    if max_columns is not None:
-        for spark, name_chars, compact in _fits(history, width):
-            t = _gpu_table(history, spark, process_counts, name_chars=name_chars, compact=compact)
-            if _columns(t) <= max_columns:
-                break
+    if max_columns is None:
+        t = _gpu_table(history, width, process_counts)
+    else:
+        t = _widest_fitting(_fits(history, width), max_columns,
+                            lambda spark, name_chars, compact: _gpu_table(history, spark, process_counts,
+                                                                         name_chars=name_chars, compact=compact))
     return Group(Text.from_markup(title, style="bold"), t) if title else Group(t)
 
 
-def _fits(history: Mapping[tuple[int, int | None], Sequence[GpuSample]], width: int):
-    """The layouts to try, widest first: (sparkline samples, name characters, compact)."""
-    for spark in range(width, -1, -1):
-        yield spark, NAME_CHARS, False
+def _fits(history: Mapping[tuple[int, int | None], Sequence[GpuSample]], width: int) -> list[tuple[int, int, bool]]:
+    """The layouts to try, widest first: (sparkline samples, name characters, compact). Each is no wider than
+    the one before (fewer sparkline samples, fewer name characters, then less space between columns)."""
     shortest = max((len(mig_profile(v[-1].name)) for v in history.values() if v), default=0)
-    for name_chars in range(NAME_CHARS - 1, shortest - 1, -1):
-        yield 0, name_chars, False
-    yield 0, shortest, True
+    return ([(spark, NAME_CHARS, False) for spark in range(width, -1, -1)]
+            + [(0, name_chars, False) for name_chars in range(NAME_CHARS - 1, shortest - 1, -1)]
+            + [(0, shortest, True)])
+
+
+def _widest_fitting(layouts: Sequence[tuple[int, int, bool]], max_columns: int, build) -> Table:
+    """The table of the first of ``layouts`` (widest first, each no wider than the one before) that fits in
+    ``max_columns``, else of the last: the first tried, then a binary search, so a frame builds a handful of
+    tables, not one per layout (a render is on watch's hot path, every interval)."""
+    built: dict[int, Table] = {}
+
+    def table(i: int) -> Table:
+        if i not in built:
+            built[i] = build(*layouts[i])
+        return built[i]
+
+    if _columns(table(0)) <= max_columns:
+        return table(0)
+    lo, hi = 1, len(layouts) - 1       # layouts[lo - 1] is too wide; the answer lies in lo..hi
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if _columns(table(mid)) <= max_columns:
+            hi = mid
+        else:
+            lo = mid + 1
+    return table(lo)
 
 
 def short_name(name: str | None, max_chars: int = NAME_CHARS) -> str:

@@ -7,9 +7,10 @@ driver did not report the field (not supported on this GPU, under MIG, or no per
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Mapping
+
+from gpuwise.catalog.resolve import split_mig_name
 
 
 @dataclass(frozen=True)
@@ -64,13 +65,12 @@ class GpuSample:
 
 
 _FIELD_NAMES = frozenset(f.name for f in fields(GpuSample))
-_MIG_PROFILE = re.compile(r"\bMIG\s+(\S+)\s*$")   # NVML names a MIG device "NVIDIA A100-SXM4-80GB MIG 1g.10gb"
 
 
 def mig_profile(name: str | None) -> str:
-    """The MIG profile at the end of an NVML MIG device name (``1g.10gb``); '' where the name holds none."""
-    found = _MIG_PROFILE.search(name or "")
-    return found.group(1) if found else ""
+    """The MIG profile at the end of an NVML MIG device name (``NVIDIA A100-SXM4-80GB MIG 1g.10gb``: ``1g.10gb``);
+    '' where the name holds none. The catalog's rule (``split_mig_name``), which reads ``--gpu`` names too."""
+    return split_mig_name(name or "")[1] or ""
 
 
 def sample_from_row(row: Mapping[str, Any]) -> GpuSample:

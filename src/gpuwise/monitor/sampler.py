@@ -2,8 +2,8 @@
 in-memory history for live views.
 
 Memory stays bounded however long the run: samples go to disk (the run log) and only the last
-``history`` samples per device stay in memory, of the devices the latest sample holds (one that stopped
-reporting, a MIG instance destroyed, leaves the history). Crash safety: the log is committed at least once
+``history`` samples per device stay in memory, of the devices the latest sample holds (one the backend
+stopped reporting leaves the history; the NVML backend lists its devices once, at its start). Crash safety: the log is committed at least once
 per ``commit_period_s``, so a killed sampler loses at most that much.
 
 Samples are scheduled on a clock (``next_sample_at``), not by sleeping an interval after each one, so the
@@ -64,12 +64,39 @@ def next_sample_at(due_s: float, now_s: float, interval_s: float) -> tuple[float
 
 
 def interval_meta(requested_s: float, kept_s: float | None) -> dict[str, float]:
-    """The run-log meta of the interval actually kept: ``interval_s`` (the mean gap between samples) and
+    """The run-log meta of the interval actually kept: ``interval_s`` (the median gap between samples) and
     ``requested_interval_s`` when samples came more than ``KEPT_INTERVAL_SLACK`` times slower than asked;
     nothing when the requested interval was kept (already recorded at the start) or is unknown."""
     if kept_s is None or kept_s <= requested_s * KEPT_INTERVAL_SLACK:
         return {}
     return {"interval_s": round(kept_s, 6), "requested_interval_s": requested_s}
+
+
+class MedianGap:
+    """The (lower) median of the gaps between samples, in bounded memory however long the run: gaps counted in
+    bins 0.1 % wide on a log scale, the median bin's mean gap reported. A median, not the mean: one pause (a
+    suspended process, a stalled driver) is one long gap, not a slower interval over the whole run."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._bins: dict[int, list[float]] = {}     # log-scale bin -> [gaps, their sum in seconds]
+
+    def add(self, gap_s: float) -> None:
+        b = self._bins.setdefault(round(math.log(max(gap_s, 1e-9)) * 1000), [0, 0.0])
+        b[0] += 1
+        b[1] += gap_s
+        self.count += 1
+
+    def median_s(self) -> float | None:
+        if not self.count:
+            return None
+        seen, middle = 0, (self.count - 1) // 2
+        for key in sorted(self._bins):
+            n, total_s = self._bins[key]
+            seen += n
+            if seen > middle:
+                return total_s / n
+        return None
 
 
 def open_run_log(path: str | Path) -> RunLog:
@@ -110,8 +137,8 @@ class Sampler:
         self._committed_at_s = time.monotonic()
         self._lost: set[tuple[int, int | None]] = set()
         self._warned_locked = False
-        self._first_at_s: float | None = None     # time.monotonic() of the first and the last sample
-        self._last_at_s: float | None = None
+        self._last_at_s: float | None = None      # time.monotonic() of the last sample
+        self._gaps = MedianGap()
         self.log_claim: NewLog | None = None      # the run log held (open_sampler), released by close_sampler
 
     # -- one sample ------------------------------------------------------------------------------
@@ -125,9 +152,10 @@ class Sampler:
             for key in [k for k in self._history if k not in reporting]:
                 del self._history[key]     # stopped reporting: its last numbers would pass for current
         self.samples_taken += 1
-        self._last_at_s = time.monotonic()
-        if self._first_at_s is None:
-            self._first_at_s = self._last_at_s
+        now_s = time.monotonic()
+        if self._last_at_s is not None:
+            self._gaps.add(now_s - self._last_at_s)
+        self._last_at_s = now_s
         self._write(samples)
         return samples
 
@@ -184,10 +212,9 @@ class Sampler:
 
     @property
     def kept_interval_s(self) -> float | None:
-        """The mean seconds between the samples taken so far (None before the second)."""
-        if self.samples_taken < 2 or self._first_at_s is None or self._last_at_s is None:
-            return None
-        return (self._last_at_s - self._first_at_s) / (self.samples_taken - 1)
+        """The median seconds between the samples taken so far (None before the second): a pause does not
+        count as a slower interval."""
+        return self._gaps.median_s()
 
     def end_meta(self, **extra: object) -> dict[str, object]:
         """The run-log meta written when sampling ends: ``end_t_s``, the interval kept where it was not the

@@ -120,7 +120,7 @@ def build_report(
         warnings.append(f"the job's measured peak, {format_bytes(usage.needed_peak_bytes)}, is more than the "
                         f"{format_bytes(rented.visible_memory_bytes)} of {named}: the job cannot have run on it"
                         + ("; check --gpu" if gpu else ""))
-    comparison, scaling = measured_against_prediction(log, rented, scaling, notes, workload, correction)
+    comparison, scaling = measured_against_prediction(log, usage, rented, scaling, notes, workload, correction)
     sizing = None
     if usage.needed_peak_bytes is not None:
         sizing = right_size(usage, catalog, rented, gpu_price=gpu_price, provider=provider, spot=spot,

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from gpuwise.report.errors import ReportError
 from gpuwise.report.sources import UsageLog, load_usage_log
-from gpuwise.report.usage import summarize
+from gpuwise.report.usage import UsageSummary, summarize
 from gpuwise.runlog import RunLogError, read_train_metrics
 
 WARMUP_STEPS = 5        # the first optimizer steps (allocator growth, cuDNN autotuning, lazy init) are not timed
@@ -83,11 +83,13 @@ def _json(text: str | None) -> object:
 def read_measurement(path: str | Path) -> Measurement:
     """The measurement a gpuwise run log carries (fields None where it has none); ReportError when the
     file is not a readable run log."""
-    return measurement_from(load_usage_log(path))
+    log = load_usage_log(path)
+    return measurement_from(log, summarize(log) if log.samples else None)
 
 
-def measurement_from(log: UsageLog) -> Measurement:
-    """``read_measurement`` of a log already read."""
+def measurement_from(log: UsageLog, usage: UsageSummary | None) -> Measurement:
+    """``read_measurement`` of a log already read and summarised (``usage``: ``summarize(log)``, None when the
+    log has no samples), so a report summarises a large log once."""
     path = log.path
     if log.source != "gpuwise run log":
         raise ReportError(f"{path}: not a gpuwise run log ({log.source}): it records no workload nor step times")
@@ -98,7 +100,6 @@ def measurement_from(log: UsageLog) -> Measurement:
         raise ReportError(str(exc)) from None
     step_s, timed = median_step_time_s([v for _step, _t, v in sorted(rows, key=lambda r: r[1])])
     workload = _json(meta.get("workload"))
-    usage = summarize(log) if log.samples else None
     process_bytes = None
     if usage is not None:
         job = [d for d in usage.job_devices if d.memory_basis == "process" and d.peak_memory_bytes]

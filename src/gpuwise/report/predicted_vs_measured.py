@@ -18,7 +18,7 @@ from gpuwise.plan.scaling import PREDICTED_METHOD, TimeScaling, time_scaling
 from gpuwise.report.measured import PRIVATE_MODEL, Measurement, measurement_from, public_model
 from gpuwise.report.rightsize import TIME_NOTE
 from gpuwise.report.sources import UsageLog
-from gpuwise.report.usage import UsageSummary, summarize
+from gpuwise.report.usage import UsageSummary
 from gpuwise.units import format_bytes, format_duration
 from gpuwise.workload import Workload
 from gpuwise.workload.model import check_precision
@@ -98,10 +98,11 @@ def compare(measured: Measurement, gpu: GPU, workload: Workload,
 
 
 def measured_against_prediction(
-    log: UsageLog, rented: GPU | None, scaling: TimeScaling | None, notes: list[str],
+    log: UsageLog, usage: UsageSummary, rented: GPU | None, scaling: TimeScaling | None, notes: list[str],
     workload: Workload | None = None, correction=None,
 ) -> tuple[PredictedVsMeasured | None, TimeScaling | None]:
-    """(the comparison on the rented GPU, the time scaling to use) for a gpuwise run log.
+    """(the comparison on the rented GPU, the time scaling to use) for a gpuwise run log; ``usage``: the
+    report's ``summarize(log)`` (summarised once: a long log takes seconds).
 
     The workload is ``workload`` when the user gave it (``--model …``), else the one the log records when
     it names a public model: a log's local model file (``file.py:factory``) is never run on the log's word,
@@ -114,13 +115,11 @@ def measured_against_prediction(
         if workload is None or rented is None:
             return None, scaling
         # an nvidia-smi/dmon log measures the memory the job used: the one figure to set beside --model's prediction
-        usage = summarize(log)
         process = usage.needed_peak_bytes if gpu_used_bytes(usage) is None else None
         measured = Measurement(gpu_name=usage.gpu_name, workload=None, step_time_s=None,
                                process_memory_bytes=process, source=str(log.path))
     else:
-        measured = measurement_from(log)
-        usage = summarize(log) if log.samples else None
+        measured = measurement_from(log, usage)
     used_bytes = gpu_used_bytes(usage)
     try:
         if workload is None and measured.workload is not None:

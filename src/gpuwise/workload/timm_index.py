@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from functools import lru_cache
 from importlib.metadata import PackageNotFoundError, version
 
+from gpuwise.atomic import write_text_atomic
 from gpuwise.cachedir import user_cache_dir
 
 log = logging.getLogger(__name__)
@@ -45,9 +45,7 @@ def timm_models() -> dict[str, int | None]:
         models[name] = int(cfg.input_size[-1]) if cfg is not None and getattr(cfg, "input_size", None) else None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".tmp-{os.getpid()}")
-        tmp.write_text(json.dumps({"timm": installed, "models": models}))
-        os.replace(tmp, path)
+        write_text_atomic(path, json.dumps({"timm": installed, "models": models}))
     except OSError as exc:   # a read-only home: right, only slower next time
         log.debug("timm index not cached at %s: %s", path, exc)
     return models
