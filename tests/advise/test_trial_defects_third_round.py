@@ -164,7 +164,7 @@ def test_larger_batch_advice_prices_everything_in_the_ranking_currency(peak_memo
     assert report.pricing.currency == "CNY" and "$" not in item.text
     assert f"{format_money(3.0, 'CNY')}/h" in item.text      # this GPU, in its own (the ranking) currency
     if peak_memory_bytes is not None:   # twice the 16 GB peak fits "big" only: its USD price, converted
-        assert f"big (74.5 GiB" in item.text and f"{format_money(convert(5.99, 'USD', 'CNY'), 'CNY')}/h" in item.text
+        assert "big (74.5 GiB" in item.text and f"{format_money(convert(5.99, 'USD', 'CNY'), 'CNY')}/h" in item.text
 
 
 def test_larger_batch_advice_claims_no_gpu_need_when_the_peak_memory_is_unknown():

@@ -4,7 +4,7 @@ quantization_config: e4m3, a float32 scale per 128 x 128 block), yet ``recommend
 
 import pytest
 
-from gpuwise.catalog import load_catalog, resolve_gpu
+from gpuwise.catalog import load_catalog
 from gpuwise.memory.llm import inference_weight_bytes
 from gpuwise.plan.profile import cannot_run
 from gpuwise.runtime.calibration import load_calibration

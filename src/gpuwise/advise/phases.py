@@ -326,6 +326,7 @@ def _measured_labels(runs: list[tuple[str, int, int]], drop: np.ndarray, sure: n
             del spans[max(j, n)]
             continue
         joined: list[tuple[int, int]] = []
+        previous = None
         for (i0, i1), (kind, _, _) in zip(spans, labels):
             if joined and kind == previous:
                 joined[-1] = (joined[-1][0], i1)
