@@ -153,3 +153,20 @@ def test_fields_a_config_leaves_out_take_transformers_defaults_and_are_named(tmp
     assert est.inference.max_context_tokens <= 2048
     whole = _checkpoint(tmp_path, "whole", None, base=LLAMA2)
     assert not any("leaves out fields" in n for n in _serve(whole, gpus["a100-80gb-sxm4"], quant="none").notes)
+
+
+def test_vllm_refuses_an_asymmetric_gptq_checkpoint_and_hf_serves_it(tmp_path, gpus):
+    # vLLM 0.34's AutoGPTQConfig.TYPE_MAP holds (4, True) and (8, True) only: sym false raises there; gpuwise had
+    # priced it under vLLM (a review)
+    from gpuwise.plan.profile import cannot_run
+
+    asym = _checkpoint(tmp_path, "gptq_asym", {"quant_method": "gptq", "bits": 4, "group_size": 128, "sym": False})
+    sym = _checkpoint(tmp_path, "gptq_sym", {"quant_method": "gptq", "bits": 4, "group_size": 128, "sym": True})
+    h100 = gpus["h100-sxm"]
+
+    def job(model, engine):
+        return Workload(model, mode="infer", seq_len=1024, max_new_tokens=256, engine=engine, precision="fp16",
+                        quant=served_quant(model, mode="infer"))
+
+    assert "only symmetric GPTQ" in cannot_run(job(asym, "vllm"), h100)
+    assert cannot_run(job(asym, "hf"), h100) is None and cannot_run(job(sym, "vllm"), h100) is None

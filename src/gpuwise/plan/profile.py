@@ -34,7 +34,8 @@ from gpuwise.workload import Workload
 from gpuwise.workload.decoder import is_llm, load_arch
 from gpuwise.workload.llm_config import request_rate_refusal
 from gpuwise.workload.precision import on_gpu, why_not_on
-from gpuwise.workload.storage import trainable_bytes
+from gpuwise.workload.checkpoint import served_scheme
+from gpuwise.workload.storage import WEIGHT_ONLY_QUANTS, trainable_bytes
 from gpuwise.workload.parallelism import splits_layers
 
 MAX_AUTO_BATCH = 4096
@@ -365,8 +366,9 @@ def cannot_run(workload: Workload, gpu: GPU) -> str | None:
     PyTorch refuses bf16 autocast on a T4 or V100), unless the precision was the default rule's, which
     runs at its fp16 twin there. The one rule estimate, recommend and the time scaling of report and
     advise apply."""
+    scheme = served_scheme(workload.model, workload.quant) if workload.quant in WEIGHT_ONLY_QUANTS else None
     return (why_not_on(workload_on(workload, gpu).precision, gpu.has_bf16, gpu.arch)
-            or quant_refusal(workload.quant, gpu, workload.engine))
+            or quant_refusal(workload.quant, gpu, workload.engine, scheme))
 
 
 def step_time_function(workload: Workload, progress: Callable[[str], None] | None = None, *,

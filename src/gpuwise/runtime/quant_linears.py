@@ -117,24 +117,29 @@ def vllm_refusal(gpu, engine: str) -> str | None:
     return None
 
 
-def weight_only_refusal(quant: str, gpu, engine: str) -> str | None:
+def weight_only_refusal(quant: str, gpu, engine: str, scheme=None) -> str | None:
     """Why ``engine`` cannot serve an integer weight-only (AWQ, GPTQ, compressed-tensors) checkpoint on ``gpu``:
     vLLM 0.34 runs all three through Marlin (GPTQ's layer too: ``AutoGPTQLinearMethod`` calls
-    ``verify_marlin_supported``), from compute capability 7.5."""
+    ``verify_marlin_supported``), from compute capability 7.5, and a GPTQ checkpoint only when symmetric
+    (``AutoGPTQConfig.TYPE_MAP`` holds (4, True) and (8, True)). ``scheme``: the checkpoint's
+    (``workload.checkpoint.QuantScheme``; None: not known)."""
     if quant not in ("w4a16", "w8a16") or engine != "vllm":
         return None
+    if scheme is not None and scheme.method == "gptq" and scheme.zero_point:
+        return ("vLLM serves only symmetric GPTQ checkpoints (this one sets sym false: zero points); --engine hf "
+                "runs it")
     if _cc(gpu) < MARLIN_MIN_CC:
         return (f"vLLM serves {quant} weights through Marlin from compute capability {MARLIN_MIN_CC[0]}."
                 f"{MARLIN_MIN_CC[1]}; {gpu.id} is {gpu.compute_capability}")
     return None
 
 
-def quant_refusal(quant: str, gpu, engine: str) -> str | None:
+def quant_refusal(quant: str, gpu, engine: str, scheme=None) -> str | None:
     """Why ``engine`` cannot serve ``quant`` weights on ``gpu`` (None: it can): vLLM's own floor
     (``vllm_refusal``), FP8 checkpoints (``fp8_refusal``), integer weight-only ones (``weight_only_refusal``);
     bitsandbytes runs on every GPU the catalog has."""
     return (vllm_refusal(gpu, engine) or (fp8_refusal(gpu, engine) if quant == "fp8" else None)
-            or weight_only_refusal(quant, gpu, engine))
+            or weight_only_refusal(quant, gpu, engine, scheme))
 
 
 def fp8_tensor_cores(gpu) -> bool:
