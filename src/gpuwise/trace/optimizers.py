@@ -46,13 +46,15 @@ class Lion(Optimizer):
             torch._foreach_lerp_(exp_avgs, grads, 1 - beta2)
 
 
-class AdamW8bit(Optimizer):
-    """bitsandbytes' blockwise 8-bit AdamW, emulated for memory and traffic: each state is uint8 plus
-    one fp32 absmax per 2048-element block, updated in place by one fused kernel per parameter (the
-    states are dequantised in registers, so no temporaries)."""
+class _FusedAdamW(Optimizer):
+    """bitsandbytes' AdamW, emulated for memory and traffic: its states (``_new_state``), updated in place by one
+    fused kernel per parameter that reads the gradient and every state and writes them all (no temporaries)."""
 
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), weight_decay: float = 0.01) -> None:
         super().__init__(params, {"lr": lr, "betas": betas, "weight_decay": weight_decay})
+
+    def _new_state(self, p: torch.Tensor) -> dict[str, torch.Tensor]:
+        raise NotImplementedError
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -62,39 +64,31 @@ class AdamW8bit(Optimizer):
                     continue
                 state = self.state[p]
                 if not state:
-                    blocks = math.ceil(p.numel() / BLOCK_8BIT)
-                    state["state1"] = torch.zeros(p.shape, dtype=torch.uint8)
-                    state["state2"] = torch.zeros(p.shape, dtype=torch.uint8)
-                    state["absmax1"] = torch.zeros(blocks, dtype=torch.float32)
-                    state["absmax2"] = torch.zeros(blocks, dtype=torch.float32)
+                    state.update(self._new_state(p))
                 # Stand-in for the fused kernel: in-place ops reading grad and states, writing all.
                 p.add_(p.grad, alpha=-group["lr"])
-                state["state1"].add_(1)
-                state["state2"].add_(1)
-                torch._foreach_mul_([state["absmax1"], state["absmax2"]], 1.0)
+                for t in state.values():
+                    t.add_(1)
 
 
-class AdamW32bit(Optimizer):
-    """bitsandbytes' 32-bit AdamW (the state of ``paged-adamw``), emulated for memory and traffic: two float32
-    states the size of the parameter, updated in place by one fused kernel per parameter (no temporaries)."""
+class AdamW8bit(_FusedAdamW):
+    """Blockwise 8-bit AdamW: each state is uint8 plus one fp32 absmax per 2048-element block (the states are
+    dequantised in registers, so no temporaries)."""
 
-    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), weight_decay: float = 0.01) -> None:
-        super().__init__(params, {"lr": lr, "betas": betas, "weight_decay": weight_decay})
+    def _new_state(self, p: torch.Tensor) -> dict[str, torch.Tensor]:
+        blocks = math.ceil(p.numel() / BLOCK_8BIT)
+        return {"state1": torch.zeros(p.shape, dtype=torch.uint8),
+                "state2": torch.zeros(p.shape, dtype=torch.uint8),
+                "absmax1": torch.zeros(blocks, dtype=torch.float32),
+                "absmax2": torch.zeros(blocks, dtype=torch.float32)}
 
-    @torch.no_grad()
-    def step(self, closure=None):
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                state = self.state[p]
-                if not state:
-                    state["state1"] = torch.zeros(p.shape, dtype=torch.float32)
-                    state["state2"] = torch.zeros(p.shape, dtype=torch.float32)
-                # Stand-in for the fused kernel: in-place ops reading grad and states, writing all.
-                p.add_(p.grad, alpha=-group["lr"])
-                state["state1"].add_(1)
-                state["state2"].add_(1)
+
+class AdamW32bit(_FusedAdamW):
+    """32-bit AdamW (the state of ``paged-adamw``): two float32 states the size of the parameter."""
+
+    def _new_state(self, p: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {"state1": torch.zeros(p.shape, dtype=torch.float32),
+                "state2": torch.zeros(p.shape, dtype=torch.float32)}
 
 
 # torch.optim's implementation switches: foreach (multi-tensor: one kernel over all tensors, with
