@@ -69,6 +69,7 @@ class Rows:
     tdp: np.ndarray
     lanes: np.ndarray           # FP32 lanes per SM
     node: np.ndarray            # process node, nm
+    heat_held: np.ndarray       # the row's file is heat-held (heat_held_files): scored, never fitted
 
 
 def devices() -> dict[str, dict]:
@@ -164,8 +165,49 @@ def load(cls: str, *, modern: bool = True) -> Rows:
         tensors = d.folder.map(lambda op: sum(STREAM_OPS[op][1:])).to_numpy(float)
         extra = np.where(d.folder == "ln", 2 * d.H + 2 * d.B, 0).astype(float)   # weight, bias; mean, rstd
         dims = {"bytes": FP32_BYTES * (n * tensors + extra), "rows": d.B.to_numpy(float), "cols": d.H.to_numpy(float)}
-    return Rows(d.gpu.to_numpy(), lat, floor, d.folder.to_numpy(), d.sm.to_numpy(float), d.peak.to_numpy(float),
-                d.bw.to_numpy(float), dims, d.tdp.to_numpy(float), d.lanes.to_numpy(float), d.node.to_numpy(float))
+    r = Rows(d.gpu.to_numpy(), lat, floor, d.folder.to_numpy(), d.sm.to_numpy(float), d.peak.to_numpy(float),
+             d.bw.to_numpy(float), dims, d.tdp.to_numpy(float), d.lanes.to_numpy(float), d.node.to_numpy(float),
+             np.zeros(len(d), dtype=bool))
+    if cls in TILED:
+        held = heat_held_files(r)
+        r.heat_held = np.array([(g, f) in held for g, f in zip(r.gpu, r.folder)], dtype=bool)
+    return r
+
+
+# Heat-held files (benchmarks/README.md, sixteenth session): a file of dense kernels whose achieved rate falls as
+# the work grows was measured on a card its chassis could not cool (a clock lowered over seconds of sustained
+# load); no spec predicts it, so it enters no fit. Bins of log10 GFLOP from 1 GFLOP (below it kernels ramp).
+HEAT_BINS_LOG10_GFLOP = (0.0, 1.0, 1.5, 2.0, 2.5, 3.0, math.inf)
+HEAT_MIN_BIN_ROWS = 20
+HEAT_HELD_RATIO = 0.7     # largest-work bin's median share below this x the best bin's: heat-held
+
+
+def file_bin_shares(r: Rows) -> dict[tuple[str, str], list[float]]:
+    """Each (GPU, folder) file's median achieved share of its datasheet peak per bin of work (NaN: a bin of
+    fewer than ``HEAT_MIN_BIN_ROWS`` rows), for the tiled class ``r`` holds."""
+    flops = 2 * r.dims["batch"] * r.dims["m"] * r.dims["n"] * r.dims["k"]
+    share = flops / r.latency_s / r.peak
+    bins = np.digitize(np.log10(flops / 1e9), HEAT_BINS_LOG10_GFLOP) - 1   # -1: under 1 GFLOP
+    out = {}
+    for key in sorted(set(zip(r.gpu, r.folder))):
+        in_file = (r.gpu == key[0]) & (r.folder == key[1])
+        medians = []
+        for b in range(len(HEAT_BINS_LOG10_GFLOP) - 1):
+            sel = in_file & (bins == b)
+            medians.append(float(np.median(share[sel])) if sel.sum() >= HEAT_MIN_BIN_ROWS else math.nan)
+        out[key] = medians
+    return out
+
+
+def heat_held_files(r: Rows) -> dict[tuple[str, str], list[float]]:
+    """The heat-held files of a tiled class, with their bins: the largest-work bin's median share is below
+    ``HEAT_HELD_RATIO`` x the best bin's."""
+    out = {}
+    for key, medians in file_bin_shares(r).items():
+        filled = [m for m in medians if not math.isnan(m)]
+        if len(filled) >= 2 and filled[-1] < HEAT_HELD_RATIO * max(filled):
+            out[key] = medians
+    return out
 
 
 def law_from(cls: str, theta: np.ndarray):
@@ -205,6 +247,9 @@ REUSE_AT_BOUND = 1.01   # an L2 reuse this close to one read per DRAM byte is at
 # rate; the level now has both (issue width, power per FLOP by process node).
 LEVEL_OF = {"linear": "cuda-core", "bmm": "cuda-core", "conv": "cuda-core-conv"}   # class -> its level
 LEVEL_FITTED_WITH = {"cuda-core": "linear", "cuda-core-conv": "conv"}
+# ... and jointly with (sixteenth session): bmm runs cuBLAS SGEMM as linear does; the level is the GPU's, not the
+# operator's (each class keeps its own law parameters in the joint fit; bmm's law is refitted with the level fixed).
+LEVEL_ALSO_FITTED_WITH = {"cuda-core": "bmm"}
 # Energy of a FLOP ~ node^PROCESS_EXPONENT, from the foundry's published power at iso-speed: TSMC N7 against
 # 16FF+ -60% (0.40 = (7/16)^1.11), N5 against N7 -30% (0.70 = (5/7)^1.06). Fixed, not fitted: fitted (the
 # first run of 2026-12-06, with 4N taken as 4 nm) it came out 2.55 (1.3-3.0 across folds), a 4 nm FLOP at a
@@ -223,46 +268,68 @@ def level_from(theta, d_fixed: float | None = None) -> PowerLevel:
                       second_datapath_share=sig(theta[2]) if d_fixed is None else d_fixed)
 
 
-def fit(cls: str, r: Rows, train_gpus: list[str], *, operand_term: bool = True, level: PowerLevel | None = None,
-        d_default: float = SECOND_DATAPATH_PRIOR):
-    """(law, power level): robust least squares of one class on the training GPUs' rows. ``level`` None
-    for a tiled class: fitted with it (``LEVEL_FITTED_WITH``), its d at ``d_default`` where the training rows
-    have no SM with a second FP32 datapath; else held fixed. A tiled class whose L2 reuse runs
-    to its bound (the data asks for more operand traffic than a kernel without any L2 could move: the
-    term is standing in for something else) is refitted without the operand term: the same rule as
-    every other term that ran to a bound (benchmarks/README.md), applied in every fold."""
+def _fit_rows(r: Rows, train_gpus: list[str]) -> np.ndarray:
+    """The rows of ``train_gpus`` that enter a fit: heat-held files left out, at most ``MAX_FIT_ROWS`` per GPU
+    (seed 0)."""
     rng = np.random.default_rng(0)
     idx = []
     for g in train_gpus:
-        rows = np.flatnonzero(r.gpu == g)
+        rows = np.flatnonzero((r.gpu == g) & ~r.heat_held)
         idx.extend(rng.choice(rows, min(MAX_FIT_ROWS, len(rows)), replace=False))
-    idx = np.sort(np.array(idx))
-    log_meas = np.log(r.latency_s[idx])
-    theta0 = np.array(THETA0["tiled" if cls in TILED else "streaming"])
-    if cls in TILED and cls not in SPLIT_K_CLASSES:
-        theta0 = theta0[:3]
-    n_law = len(theta0)
-    fit_level = cls in TILED and level is None
-    # d is fitted only where the training rows have an SM with a second FP32 datapath
-    d_fixed = None if (r.lanes[idx] > BASE_FP32_LANES_PER_SM).any() else d_default
-    if fit_level:
-        theta0 = np.concatenate([theta0, LEVEL0 if d_fixed is None else LEVEL0[:2]])
+    return np.sort(np.array(idx, dtype=int))
 
-    def law(theta):
-        out = law_from(cls, theta[:n_law])
-        return out if operand_term or cls not in TILED else replace(out, l2_reuse=0.0)
+
+def _theta0(cls: str) -> np.ndarray:
+    theta0 = np.array(THETA0["tiled" if cls in TILED else "streaming"])
+    return theta0[:3] if cls in TILED and cls not in SPLIT_K_CLASSES else theta0
+
+
+def fit(cls: str, r: Rows, train_gpus: list[str], *, operand_term: bool = True, level: PowerLevel | None = None,
+        d_default: float = SECOND_DATAPATH_PRIOR, companion: tuple[str, Rows] | None = None,
+        companion_operand_term: bool = True):
+    """(law, power level): robust least squares of one class on the training GPUs' rows (heat-held files
+    left out). ``level`` None for a tiled class: fitted with it (``LEVEL_FITTED_WITH``) and, where given,
+    jointly with the ``companion`` class's rows (its own law parameters, the same level: ``LEVEL_ALSO_FITTED_WITH``),
+    its d at ``d_default`` where the training rows have no SM with a second FP32 datapath; else held fixed.
+    A tiled class whose L2 reuse runs to its bound (the data asks for more operand traffic than a kernel
+    without any L2 could move: the term is standing in for something else) is refitted without the operand
+    term: the same rule as every other term that ran to a bound (benchmarks/README.md), applied in every fold,
+    to the companion as well."""
+    fit_level = cls in TILED and level is None
+    parts = [(cls, r, operand_term)]
+    if fit_level and companion is not None:
+        parts.append((*companion, companion_operand_term))
+    idxs = [_fit_rows(pr, train_gpus) for _, pr, _ in parts]
+    log_meas = [np.log(pr.latency_s[ix]) for (_, pr, _), ix in zip(parts, idxs)]
+    starts = [_theta0(c) for c, _, _ in parts]
+    cuts = np.cumsum([0, *(len(t) for t in starts)])
+    # d is fitted only where the training rows have an SM with a second FP32 datapath
+    d_fixed = None if any((pr.lanes[ix] > BASE_FP32_LANES_PER_SM).any() for (_, pr, _), ix in zip(parts, idxs)) \
+        else d_default
+    theta0 = np.concatenate([*starts, (LEVEL0 if d_fixed is None else LEVEL0[:2]) if fit_level else []])
+
+    def law(theta, p: int):
+        c, _, with_operands = parts[p]
+        out = law_from(c, theta[cuts[p]:cuts[p + 1]])
+        return out if with_operands or c not in TILED else replace(out, l2_reuse=0.0)
 
     def lvl(theta):
-        return level_from(theta[n_law:], d_fixed) if fit_level else (level or PowerLevel())
+        return level_from(theta[cuts[-1]:], d_fixed) if fit_level else (level or PowerLevel())
 
     def residuals(theta):
-        return np.log(predict(cls, law(theta), r, idx, level=lvl(theta))) - log_meas
+        lv = lvl(theta)
+        return np.concatenate([np.log(predict(c, law(theta, p), pr, ix, level=lv)) - lm
+                               for p, ((c, pr, _), ix, lm) in enumerate(zip(parts, idxs, log_meas))])
 
     res = robust_least_squares(residuals, theta0)
-    fitted = law(res.x)
-    if operand_term and cls in TILED and fitted.l2_reuse < REUSE_AT_BOUND:
-        return fit(cls, r, train_gpus, operand_term=False, level=level, d_default=d_default)
-    return fitted, lvl(res.x)
+    fitted = [law(res.x, p) for p in range(len(parts))]
+    at_bound = [c in TILED and with_operands and f.l2_reuse < REUSE_AT_BOUND
+                for (c, _, with_operands), f in zip(parts, fitted)]
+    if any(at_bound):
+        return fit(cls, r, train_gpus, operand_term=operand_term and not at_bound[0], level=level,
+                   d_default=d_default, companion=companion,
+                   companion_operand_term=companion_operand_term and not (len(at_bound) > 1 and at_bound[1]))
+    return fitted[0], lvl(res.x)
 
 
 def roofline(cls: str, r: Rows, idx, share: float = 1.0) -> np.ndarray:
@@ -302,6 +369,12 @@ def _pool(folds: list[dict]) -> dict:
     return {k: np.concatenate([f[k] for f in folds]) for k in folds[0]}
 
 
+def _cool(fold: dict) -> dict:
+    """The fold's rows outside heat-held files."""
+    keep = ~fold["heat_held"]
+    return {k: v[keep] for k, v in fold.items()}
+
+
 def _verdict(fold: dict, model: str) -> str:
     """harness.verdict on these rows: the laws against roofline / 0.75."""
     cases = [Case(str(i), HELD_OUT_SET, "held-out", float(p), float(m), "s", {ROOFLINE_075: float(b)})
@@ -329,6 +402,13 @@ def main(argv: list[str] | None = None) -> None:
     per_class = {}                            # class -> ({held-out GPU: fold}, in-sample errors, shipped-form law)
     fold_levels: dict[str, dict[str, PowerLevel]] = {}    # level -> held-out GPU -> its fold's level
     shipped_levels: dict[str, PowerLevel] = {}
+    loaded: dict[str, Rows] = {}
+    heat: dict[str, dict] = {}                # tiled class -> its heat-held files and their bins
+
+    def rows_of(cls: str) -> Rows:
+        if cls not in loaded:
+            loaded[cls] = load(cls)
+        return loaded[cls]
 
     def level_args(cls: str, held: str | None) -> dict:
         """fit()'s level arguments for ``cls`` in the fold without ``held`` (None: the fit on all GPUs)."""
@@ -339,7 +419,9 @@ def main(argv: list[str] | None = None) -> None:
         if LEVEL_FITTED_WITH[name] != cls:
             return {"level": (done.get(held) if held is not None else done.get(name)) or PowerLevel()}
         core = shipped_levels.get("cuda-core") if held is None else fold_levels.get("cuda-core", {}).get(held)
-        return {"level": None, "d_default": core.second_datapath_share if core else SECOND_DATAPATH_PRIOR}
+        also = LEVEL_ALSO_FITTED_WITH.get(name)
+        return {"level": None, "d_default": core.second_datapath_share if core else SECOND_DATAPATH_PRIOR,
+                "companion": (also, rows_of(also)) if also else None}
 
     def keep_level(cls: str, held: str | None, level: PowerLevel) -> None:
         name = LEVEL_OF.get(cls)
@@ -350,7 +432,7 @@ def main(argv: list[str] | None = None) -> None:
                 fold_levels.setdefault(name, {})[held] = level
 
     for cls in (*TILED, *STREAMING):
-        r = load(cls)
+        r = rows_of(cls)
         gpus = sorted(set(r.gpu))
         folds = {}
         for held in gpus:
@@ -361,7 +443,7 @@ def main(argv: list[str] | None = None) -> None:
             fold = {"model": predict(cls, law, r, mask, level=level),
                     "strict": predict(cls, law, r, mask, floor_s=_train_floor(r, mask), level=level),
                     ROOFLINE: roofline(cls, r, mask), ROOFLINE_075: roofline(cls, r, mask, 0.75),
-                    "measured": r.latency_s[mask]}
+                    "measured": r.latency_s[mask], "heat_held": r.heat_held[mask]}
             folds[held] = fold
             by_gpu.setdefault(held, []).append(fold)
             new = np.isin(r.folder[mask], list(MODERN_FOLDER.values()))
@@ -373,6 +455,8 @@ def main(argv: list[str] | None = None) -> None:
         keep_level(cls, None, level)
         (tiled if cls in TILED else streaming)[cls] = law
         per_class[cls] = (folds, relative_error(predict(cls, law, r, level=level), r.latency_s), law)
+        if cls in TILED:
+            heat[cls] = heat_held_files(r)
     record_scoring(HELD_OUT_SET)
     old = Laws.from_dict(json.loads(LAWS_PATH.read_text())) if LAWS_PATH.exists() else Laws({}, {})
     today = date.today().isoformat()
@@ -390,12 +474,17 @@ def main(argv: list[str] | None = None) -> None:
     if args.ship:
         LAWS_PATH.write_text(json.dumps(fitted, indent=2) + "\n")
     lines, data = _write(per_class, by_gpu, modern, (shipped_levels, fold_levels), fitted, shipped, args.ship,
-                         time.time() - t0)
+                         time.time() - t0, heat)
     write_results("kernel_laws", lines, data)
     print("\n".join(lines))
 
 
-def _write(per_class, by_gpu, modern, levels, fitted, shipped, ship, secs):
+def _bin_label(i: int) -> str:
+    lo, hi = HEAT_BINS_LOG10_GFLOP[i], HEAT_BINS_LOG10_GFLOP[i + 1]
+    return f">= {10 ** lo:.0f} GFLOP" if math.isinf(hi) else f"{10 ** lo:.0f}-{10 ** hi:.0f} GFLOP"
+
+
+def _write(per_class, by_gpu, modern, levels, fitted, shipped, ship, secs, heat):
     gpus = sorted(by_gpu)
     lines = [
         "# Per-kernel laws: error on held-out GPUs", "",
@@ -419,8 +508,25 @@ def _write(per_class, by_gpu, modern, levels, fitted, shipped, ship, secs):
     for g in gpus:
         lines.append(f"| {g} | " + " | ".join(_cell(pooled[g], k) for k in COLUMNS) + " |")
     everything = _pool(list(pooled.values()))
-    lines += ["| **all** | " + " | ".join(_cell(everything, k) for k in COLUMNS) + " |", "",
+    cool = _cool(everything)
+    lines += ["| **all** | " + " | ".join(_cell(everything, k) for k in COLUMNS) + " |",
+              "| all, heat-held files left out | " + " | ".join(_cell(cool, k) for k in COLUMNS) + " |", "",
               _verdict(everything, "gpuwise"), "",
+              "## Heat-held files (left out of every fit, scored above)", "",
+              "A file (GPU x source folder) of dense kernels whose achieved rate falls as the work grows: the median "
+              f"share of the datasheet fp32 peak in its largest-work bin is below {HEAT_HELD_RATIO} x its best bin's "
+              "(bins of log10 GFLOP from 1 GFLOP, at least "
+              f"{HEAT_MIN_BIN_ROWS} rows; benchmarks/README.md, sixteenth session). Such a card lowered its clock under "
+              "sustained load (heat), which no spec predicts; its rows are scored where its GPU is held out, never fitted.",
+              "", "| class | file | " + " | ".join(_bin_label(i) for i in range(len(HEAT_BINS_LOG10_GFLOP) - 1))
+              + " |", "|---|---|" + "---|" * (len(HEAT_BINS_LOG10_GFLOP) - 1)]
+    for cls, files in heat.items():
+        for (g, folder), medians in files.items():
+            lines.append(f"| {cls} | {g} `{folder}` | " + " | ".join("-" if math.isnan(m) else f"{m:.2f}" for m in medians)
+                         + " |")
+    if not any(heat.values()):
+        lines.append("| - | none | " + " | ".join("" for _ in HEAT_BINS_LOG10_GFLOP[1:]) + " |")
+    lines += ["",
               "## By class (held-out GPU, machine floor)", "",
               "| class | " + " | ".join(gpus) + f" | all held out | {ROOFLINE}, all held out | {ROOFLINE_075}, all held "
               "out | fit on all GPUs (in-sample) |", "|---|" + "---|" * (len(gpus) + 4)]
@@ -438,10 +544,13 @@ def _write(per_class, by_gpu, modern, levels, fitted, shipped, ship, secs):
             lines.append(f"| {cls} | {g} | " + " | ".join(_cell(fold, k) for k in ("model", *BASELINES)) + " |")
         both = _pool(list(folds.values()))
         lines.append(f"| {cls} | **all** | " + " | ".join(_cell(both, k) for k in ("model", *BASELINES)) + " |")
+        lines.append(f"| {cls} | all, heat-held files left out | "
+                     + " | ".join(_cell(_cool(both), k) for k in ("model", *BASELINES)) + " |")
         verdicts.append(f"{cls}: " + _verdict(both, "gpuwise"))
     shipped_levels, fold_levels = levels
     lines += ["", *verdicts, "", "## CUDA-core levels (issue width and power; `laws.PowerLevel`)", "",
-              "Fitted with the class named (`LEVEL_FITTED_WITH`); α (`process_exponent`) fixed from the foundries' "
+              "Fitted with the class named (`LEVEL_FITTED_WITH`; `cuda-core` jointly with bmm's rows, "
+              "`LEVEL_ALSO_FITTED_WITH`: both run cuBLAS SGEMM, sixteenth session); α (`process_exponent`) fixed from the foundries' "
               "figures; in a fold without a 128-lane GPU, d is the prior (GEMMs) or the GEMM level's (conv). A "
               "parameter at its bound is marked *.", "",
               "| level | fit | full W per 7 nm TFLOPS | exponent | d (second datapath) |", "|---|---|---|---|---|"]
@@ -478,6 +587,10 @@ def _write(per_class, by_gpu, modern, levels, fitted, shipped, ship, secs):
     summaries = {
         "held_out_gpus": {g: {k: summarize(_errors(pooled[g], k)) for k in COLUMNS} for g in gpus},
         "all_held_out": {k: summarize(_errors(everything, k)) for k in COLUMNS},
+        "all_held_out_without_heat_held": {k: summarize(_errors(cool, k)) for k in COLUMNS},
+        "heat_held_files": {cls: {f"{g} {folder}": [None if math.isnan(m) else m for m in medians]
+                                  for (g, folder), medians in files.items()}
+                            for cls, files in heat.items()},
         "by_class": {cls: {"held_out": {g: summarize(_errors(f, "model")) for g, f in folds.items()},
                            "in_sample": summarize(e_all)} for cls, (folds, e_all, _) in per_class.items()},
         "modern_shapes": {cls: {g: {k: summarize(_errors(f, k)) for k in ("model", *BASELINES)} for g, f in folds.items()}
