@@ -66,7 +66,7 @@ def _definitions(name: str) -> list[str]:
 
 def test_each_small_rule_is_defined_once():
     assert _definitions("rate_key") == ["workload/precision.py"]
-    assert _definitions("providers") == ["catalog/query.py"]
+    assert _definitions("providers") == ["catalog/resolve.py"]
     assert _definitions("busy_time_factor") == ["plan/scaling.py"]
     assert _definitions("fit_verdict") == ["memory/uncertainty.py"]
     assert _definitions("default_precision") == ["workload/precision.py"]

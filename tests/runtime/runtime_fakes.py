@@ -9,11 +9,12 @@ from gpuwise.workload import Workload
 
 def make_gpu(id="testgpu", *, arch="ampere", sm=108, bw=1555.0, fp32=19.5, tf32=156.0, fp16=312.0,
              bf16=312.0, nvlink=None, pcie=4, name=None, tdp_w=400.0) -> GPU:
+    """A GPU of the given specs; one with NVLink is an SXM board (NVSwitch, as an HGX's), else a PCIe card."""
     return GPU(
         id=id, name=name or f"Test {id}", arch=arch, compute_capability="8.0", sm_count=sm,
         cuda_cores=sm * 64, tensor_cores=sm * 4, memory_bytes=40 << 30, memory_bandwidth_gbs=bw,
         l2_bytes=40 << 20, peak_tflops={"fp32": fp32, "tf32": tf32, "fp16": fp16, "bf16": bf16},
-        tdp_w=tdp_w, pcie_gen=pcie, nvlink_gbs=nvlink, source="test",
+        tdp_w=tdp_w, pcie_gen=pcie, nvlink_gbs=nvlink, source="test", form_factor="SXM4" if nvlink else "PCIe",
     )
 
 

@@ -1,9 +1,9 @@
 """Reading catalogs from TOML: the built-in data files, the user's file, and ``--catalog FILE``.
 
 Layers apply in that order; a later layer adds GPUs and offers or replaces those with the same
-identity (a GPU's id; an offer's provider, GPU, count and spot-ness). Each file is parsed and
-validated whole before anything from it is used, so a malformed file is refused and nothing of it
-is half-loaded.
+identity (a GPU's id; an offer's provider, GPU, count and spot-ness); within one file an identity is
+given once. Each file is parsed and validated whole before anything from it is used, so a malformed
+file is refused and nothing of it is half-loaded. An offer for a MIG slice adds the slice as a GPU.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from gpuwise.catalog.model import GPU, PRECISIONS, Catalog, CatalogError, Offer
-from gpuwise.catalog.resolve import lookup_gpu, name_index, provider_key
+from gpuwise.catalog.model import GPU, PRECISIONS, Catalog, CatalogError, Offer, today_date
+from gpuwise.catalog.resolve import gpu_by_name, name_index, provider_key
 from gpuwise.catalog.validate import gpu_problems, offer_problems
 from gpuwise.units import UnitError, parse_bytes
 
@@ -39,6 +39,7 @@ _GPU_KEYS: dict[str, str] = {
     "memory_bandwidth_gbs": _NUM, "tdp_w": _NUM, "pcie_gen": _INT, "nvlink_gbs": _NUM,
     "peak_tflops": "a table of precision = TFLOPS", "source": _STR, "aliases": _STRS, "nvml_names": _STRS,
     "verified": _BOOL, "notes": _STR, "based_on": _STR, "ecc_reserves_memory": _BOOL, "process_nm": _NUM,
+    "geforce": _BOOL,
 }
 _NOT_FIELDS = ("memory", "l2", "nvml_memory", "based_on", "peak_tflops")  # converted before they become fields
 _GPU_REQUIRED = ("id", "name", "arch", "compute_capability", "sm_count", "cuda_cores", "tensor_cores",
@@ -111,8 +112,13 @@ def merge_text(catalog: Catalog, text: str, origin: str, *, offers_indicative: b
     offer_tables = _tables(doc, "offer", origin)
 
     gpus = {g.id: g for g in catalog.gpus}
+    given_gpus: dict[str, int] = {}    # a GPU id (an offer's identity below) -> the entry of this file giving it
     for i, table in enumerate(gpu_tables):
         gpu = _parse_gpu(table, f"{origin}: gpu[{i}]", gpus)
+        if gpu.id in given_gpus:
+            raise CatalogError(f"{origin}: gpu[{i}]: GPU {gpu.id!r} is given twice in this file "
+                               f"(gpu[{given_gpus[gpu.id]}] too): keep one")
+        given_gpus[gpu.id] = i
         gpus[gpu.id] = gpu
     try:
         index = name_index(list(gpus.values()))
@@ -120,9 +126,17 @@ def merge_text(catalog: Catalog, text: str, origin: str, *, offers_indicative: b
         raise CatalogError(f"{origin}: {exc}") from None
 
     offers = {_offer_identity(o): o for o in catalog.offers}
+    given_offers: dict[tuple[str, str, int, bool], int] = {}
     for i, table in enumerate(offer_tables):
-        offer = _parse_offer(table, f"{origin}: offer[{i}]", index, offers_indicative)
-        offers[_offer_identity(offer)] = offer
+        offer, gpu = _parse_offer(table, f"{origin}: offer[{i}]", index, offers_indicative)
+        identity = _offer_identity(offer)
+        if identity in given_offers:
+            spot = " spot" if offer.spot else ""
+            raise CatalogError(f"{origin}: offer[{i}]: {offer.provider}'s {offer.count}x {offer.gpu_id}{spot} is given "
+                               f"twice in this file (offer[{given_offers[identity]}] too): keep one")
+        given_offers[identity] = i
+        offers[identity] = offer
+        gpus.setdefault(gpu.id, gpu)     # a MIG slice priced: a GPU of the catalog from now on
     return Catalog(gpus=tuple(gpus.values()), offers=tuple(offers.values()))
 
 
@@ -212,7 +226,7 @@ def _parse_gpu(table: dict[str, Any], where: str, known: dict[str, GPU]) -> GPU:
     if "based_on" in table:
         # A variant of a known GPU: inherit its datasheet, override what is given.
         try:
-            parent = lookup_gpu(name_index(list(known.values())), table["based_on"])
+            parent = gpu_by_name(name_index(list(known.values())), table["based_on"])
         except CatalogError as exc:
             raise CatalogError(f"{where}: key 'based_on': {exc}") from None
         base = dataclasses.asdict(parent)
@@ -266,16 +280,16 @@ def _parse_gpu(table: dict[str, Any], where: str, known: dict[str, GPU]) -> GPU:
     return gpu
 
 
-def _parse_offer(table: dict[str, Any], where: str, index: dict[str, GPU], indicative: bool) -> Offer:
-    """``indicative``: the file's default, True for the shipped list only (whose dates are not checked
-    against this machine's clock)."""
+def _parse_offer(table: dict[str, Any], where: str, index: dict[str, GPU], indicative: bool) -> tuple[Offer, GPU]:
+    """The offer and its GPU (a MIG slice's name: the slice as a GPU). ``indicative``: the file's default, True for
+    the shipped list only (whose dates are not checked against this machine's clock)."""
     table = _toml_dates_as_text(table)
     _check_types(table, where, _OFFER_KEYS, _OFFER_REQUIRED)
     if ("gpu" in table) == ("gpu_id" in table):
         raise CatalogError(f"{where}: give the GPU as key 'gpu' (any name of a known GPU)")
     gpu_name = table.get("gpu", table.get("gpu_id"))
-    try:  # the one resolver every command uses: a family name lists its members, as `gpuwise gpus` does
-        gpu = lookup_gpu(index, gpu_name, otherwise=" (add it as a [[gpu]] table)")
+    try:  # the one resolver every command uses: a family name lists its members, a MIG slice's name is the slice
+        gpu = gpu_by_name(index, gpu_name, otherwise=" (add it as a [[gpu]] table)")
     except CatalogError as exc:
         raise CatalogError(f"{where}: key 'gpu': {exc}") from None
     offer = Offer(
@@ -284,8 +298,8 @@ def _parse_offer(table: dict[str, Any], where: str, index: dict[str, GPU], indic
         currency=table["currency"], spot=table.get("spot", False), source=table["source"],
         checked=table["checked"], indicative=table.get("indicative", indicative),
     )
-    problems = offer_problems(offer, today=None if indicative else datetime.date.today())
+    problems = offer_problems(offer, today=None if indicative else today_date())
     if problems:
         key, what = problems[0]
         raise CatalogError(f"{where}: key {key!r}: {what}")
-    return offer
+    return offer, gpu

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import datetime
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from gpuwise.catalog.errors import CatalogError  # noqa: F401 (the catalog's error, importable beside its types)
 from gpuwise.catalog.resolve import offers_for, resolve_gpu
@@ -85,10 +86,15 @@ class GPU:
     ecc_reserves_memory: bool = False
     # Process node in nm; None: the architecture's (``process_nm_of``).
     process_nm: float | None = None
+    # A GeForce card (the driver disables PCIe peer-to-peer on them: ``catalog.topology``); None: from its names
+    # (``is_geforce_name``). A variant (``based_on``) keeps its base's, whatever it is called.
+    geforce: bool | None = None
 
     def __post_init__(self) -> None:
         if self.process_nm is None:
             object.__setattr__(self, "process_nm", process_nm_of(self.arch, self.compute_capability))
+        if self.geforce is None:
+            object.__setattr__(self, "geforce", any(is_geforce_name(n) for n in (self.name, *self.nvml_names)))
 
     @property
     def fp32_lanes_per_sm(self) -> float:
@@ -143,10 +149,16 @@ class GPU:
             "process_nm": self.process_nm,
             "pcie_gen": self.pcie_gen,
             "nvlink_gbs": self.nvlink_gbs,
+            "geforce": self.geforce,
             "source": self.source,
             "verified": self.verified,
             "notes": self.notes,
         }
+
+
+def is_geforce_name(name: str) -> bool:
+    """Whether a GPU's name (its display or NVML name) is a GeForce card's: "NVIDIA GeForce RTX 4090"."""
+    return "geforce" in name.lower()
 
 
 def not_a_gpu(value: object, *, optional: bool = False) -> str | None:
@@ -179,6 +191,15 @@ class Offer:
     def price_per_gpu_hour(self) -> float:
         return self.price_per_hour / self.count
 
+    @property
+    def own(self) -> bool:
+        """A price of the user's own (a catalog file's): neither the shipped indicative list nor fetched live."""
+        return not self.indicative and not self.live
+
+    def age_days(self, today: datetime.date) -> int:
+        """Days from the day the price was checked to ``today``."""
+        return (today - datetime.date.fromisoformat(self.checked)).days
+
     def to_dict(self) -> dict[str, Any]:
         """The offer as plain JSON types: each offer of `gpuwise gpus --json`."""
         return {
@@ -187,6 +208,29 @@ class Offer:
             "count": self.count, "price_per_gpu_hour": round(self.price_per_gpu_hour, 6),
             "indicative": self.indicative, "live": self.live,
         }
+
+
+# A price checked longer ago than this is said to be old wherever it is shown or used (`gpus`, `recommend`,
+# `report`): cloud prices move within months, and a shipped list ages with the release it came in.
+STALE_PRICE_AGE_DAYS = 180
+
+
+def today_date() -> datetime.date:
+    """Today, as every dated rule of the catalog reads it (a price's age, a date in the future)."""
+    return datetime.date.today()
+
+
+def stale_price_note(offers: Iterable[Offer], today: datetime.date | None = None) -> str | None:
+    """One line naming the prices among ``offers`` checked more than ``STALE_PRICE_AGE_DAYS`` before ``today``
+    (default: ``today_date()``), oldest first; None where none is."""
+    today = today or today_date()
+    old = sorted({(o.checked, o.provider, o.gpu_id) for o in offers if o.age_days(today) > STALE_PRICE_AGE_DAYS})
+    if not old:
+        return None
+    named = ", ".join(f"{provider} {gpu} ({checked})" for checked, provider, gpu in old[:3])
+    more = f" and {len(old) - 3} more" if len(old) > 3 else ""
+    return (f"price{'s' if len(old) > 1 else ''} checked more than {STALE_PRICE_AGE_DAYS} days ago: {named}{more}; "
+            "prices change: put today's in your catalog file (docs/catalog.md)")
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuwise.catalog.model import GPU, Catalog, CatalogError, Offer
-from gpuwise.catalog.resolve import offers_for, provider_key, resolve_gpu
+from gpuwise.catalog.resolve import known_provider, offers_for, resolve_gpu
 from gpuwise.errors import did_you_mean
 
 SORT_KEYS = ("price", "memory", "fp16")
@@ -22,19 +22,12 @@ class GpuRow:
     offers: tuple[Offer, ...]  # cheapest per GPU-hour first, within each currency
 
 
-def providers(catalog: Catalog) -> list[str]:
-    """The catalog's providers, one spelling each (the first an offer uses), in alphabetical order."""
-    spelt: dict[str, str] = {}
-    for o in catalog.offers:
-        spelt.setdefault(provider_key(o.provider), o.provider)
-    return [spelt[k] for k in sorted(spelt)]
-
-
-def catalog_provider(catalog: Catalog, provider: str) -> str | None:
-    """The provider as the catalog spells it (any case, spaces around ignored); None when it has no offers.
-    The one matching rule of ``gpus --provider`` and of the planner's offer picker."""
-    wanted = provider_key(provider)
-    return next((p for p in providers(catalog) if provider_key(p) == wanted), None)
+def memory_gib_shown(n_bytes: int) -> float:
+    """Memory in GiB as the `GiB` column shows it, what ``--min-memory`` compares (of the
+    memory the driver reports, ``GPU.visible_memory_bytes``): whole where it is within 0.05 GiB of a whole number
+    (an RTX 4090's 23.988 GiB is 24), else to a tenth (an A10's 22.5)."""
+    gib = n_bytes / 2**30
+    return float(round(gib)) if abs(gib - round(gib)) < 0.05 else round(gib, 1)
 
 
 def select_gpus(
@@ -50,15 +43,12 @@ def select_gpus(
 
     ``sort`` (``check_sort``): 'memory' or 'fp16' (largest first); 'price' is accepted and left to the caller (it
     needs the plan's offer picker); None keeps the named order, or the catalog's order. With ``provider`` only its offers are kept, and, unless
-    GPUs were named, only the GPUs it offers. Memory is the memory the driver reports (``visible_memory_bytes``):
-    what the GiB column shows and every fit uses.
+    GPUs were named, only the GPUs it offers. Memory is the memory the driver reports, as the GiB column shows it
+    (``memory_gib_shown``): a 24 GiB card that reports 23.988 GiB has 24 GiB for ``min_memory_bytes``.
     """
     sort = check_sort(sort)
     if provider is not None:
-        if catalog_provider(catalog, provider) is None:
-            known = providers(catalog)
-            hint = did_you_mean(provider, known) or f" (known providers: {', '.join(known)})"
-            raise CatalogError(f"unknown provider {provider!r}{hint}")
+        known_provider(catalog, provider)
     gpus: list[GPU] = []
     for name in names:
         gpu = resolve_gpu(catalog, name)
@@ -68,7 +58,7 @@ def select_gpus(
         gpus = list(catalog.gpus)
     rows = []
     for gpu in gpus:
-        if min_memory_bytes is not None and gpu.visible_memory_bytes < min_memory_bytes:
+        if min_memory_bytes is not None and memory_gib_shown(gpu.visible_memory_bytes) < min_memory_bytes / 2**30:
             continue
         offers = tuple(offers_for(catalog, gpu.id, provider=provider, spot=spot))
         if provider is not None and not offers and not names:  # a GPU asked for by name stays
@@ -88,7 +78,8 @@ def check_sort(sort: str | None) -> str | None:
 
 
 def sort_rows(rows: list[GpuRow], sort: str | None) -> list[GpuRow]:
-    """'memory': the memory the driver reports, largest first (as shown); 'fp16': the dense fp16 rate."""
+    """'memory': the memory the driver reports, largest first (so the GiB column, ``memory_gib_shown``, never
+    rises); 'fp16': the dense fp16 rate."""
     if sort == "memory":
         return sorted(rows, key=lambda r: (-r.gpu.visible_memory_bytes, -(r.gpu.peak("fp16") or 0)))
     if sort == "fp16":

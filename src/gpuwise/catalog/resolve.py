@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from gpuwise.catalog.errors import CatalogError
+from gpuwise.errors import did_you_mean
 
 if TYPE_CHECKING:   # the catalog's types (the catalog's methods resolve through this module)
     from gpuwise.catalog.model import GPU, Catalog, Offer
@@ -76,7 +77,13 @@ def resolve_gpu(catalog: Catalog, name: str) -> GPU:
     Raises AmbiguousGpuName when ``name`` only starts the names of several GPUs, and CatalogError
     naming it, with the closest known GPUs, when it names none.
     """
-    gpu, mig = resolve_mig(catalog, name)
+    return gpu_by_name(_catalog_index(catalog), name)
+
+
+def gpu_by_name(index: dict[str, GPU], name: str, *, otherwise: str | None = None) -> GPU:
+    """:func:`resolve_gpu` over a :func:`name_index` (the catalog loader's, while it reads a file): a slice's
+    name gives the slice as a GPU; ``otherwise`` as :func:`lookup_gpu`'s."""
+    gpu, mig = mig_by_name(index, name, otherwise=otherwise)
     return gpu if mig is None else slice_gpu(gpu, mig)
 
 
@@ -144,8 +151,13 @@ def mig_slice(gpu: GPU, profile: str) -> MigSlice:
 def resolve_mig(catalog: Catalog, name: str) -> tuple[GPU, MigSlice | None]:
     """(the GPU, the MIG slice or None): a slice's name gives its parent GPU and the slice; CatalogError as
     :func:`resolve_gpu`, and when the profile is not one of that GPU's."""
+    return mig_by_name(_catalog_index(catalog), name)
+
+
+def mig_by_name(index: dict[str, GPU], name: str, *, otherwise: str | None = None) -> tuple[GPU, MigSlice | None]:
+    """:func:`resolve_mig` over a :func:`name_index`; ``otherwise`` as :func:`lookup_gpu`'s."""
     base, profile = split_mig_name(name)
-    gpu = lookup_gpu(_catalog_index(catalog), base)
+    gpu = lookup_gpu(index, base, otherwise=otherwise)
     if profile is None:
         return gpu, None
     try:
@@ -176,11 +188,16 @@ def slice_gpu(gpu: GPU, mig: MigSlice) -> GPU:
 
 def is_mig_slice(gpu: GPU) -> bool:
     """Whether ``gpu`` is a MIG slice made by :func:`slice_gpu` (its id, "<gpu id>-mig-<profile>")."""
-    return "-mig-" in gpu.id
+    return is_mig_slice_id(gpu.id)
+
+
+def is_mig_slice_id(gpu_id: str) -> bool:
+    """Whether a catalog id (an offer's ``gpu_id``) is a MIG slice's, "<gpu id>-mig-<profile>"."""
+    return "-mig-" in gpu_id
 
 
 def lookup_gpu(index: dict[str, GPU], name: str, *, otherwise: str | None = None) -> GPU:
-    """:func:`resolve_gpu` over a :func:`name_index` (the catalog loader's, while it reads offers);
+    """A whole GPU's name over a :func:`name_index` (:func:`gpu_by_name` reads a MIG slice's name first);
     ``otherwise`` replaces the hint of an unknown name that resembles none."""
     key = name_key(name)
     gpu = index.get(key)
@@ -196,12 +213,13 @@ def lookup_gpu(index: dict[str, GPU], name: str, *, otherwise: str | None = None
 
 
 def family_members(key: str, index: dict[str, GPU]) -> list[GPU]:
-    """The GPUs with a name whose key starts with ``key``, in catalog order (first seen)."""
+    """The GPUs with a name whose key starts with ``key``, in catalog order (first seen). A MIG slice a catalog
+    prices (its offer adds it) is no member: it is named in full, by its GPU's name and profile."""
     found: list[GPU] = []
     if not key:
         return found
     for other_key, gpu in index.items():
-        if other_key.startswith(key) and gpu not in found:
+        if other_key.startswith(key) and not is_mig_slice(gpu) and gpu not in found:
             found.append(gpu)
     return found
 
@@ -250,12 +268,40 @@ def provider_key(provider: str) -> str:
     return str(provider).strip().lower()
 
 
+def providers(catalog: Catalog) -> list[str]:
+    """The catalog's providers, one spelling each (the first an offer uses), in alphabetical order."""
+    spelt: dict[str, str] = {}
+    for o in catalog.offers:
+        spelt.setdefault(provider_key(o.provider), o.provider)
+    return [spelt[k] for k in sorted(spelt)]
+
+
+def catalog_provider(catalog: Catalog, provider: str) -> str | None:
+    """The provider as the catalog spells it (any case, spaces around ignored); None when it has no offers.
+    The one matching rule of ``gpus --provider``, ``offers_for`` and the planner's offer picker."""
+    wanted = provider_key(provider)
+    return next((p for p in providers(catalog) if provider_key(p) == wanted), None)
+
+
+def known_provider(catalog: Catalog, provider: str) -> str:
+    """``catalog_provider``, or CatalogError naming the closest and the known providers (a typo is not 'no
+    offers')."""
+    spelt = catalog_provider(catalog, provider)
+    if spelt is not None:
+        return spelt
+    known = providers(catalog)
+    raise CatalogError(f"unknown provider {provider!r}{did_you_mean(provider.strip(), known)}; known: {', '.join(known)}")
+
+
 def offers_for(catalog: Catalog, gpu_id: str, *, provider: str | None = None, spot: bool | None = None) -> list[Offer]:
     """Offers for one GPU (any name that resolves), cheapest per GPU-hour first.
 
-    ``provider`` matches case-insensitively; ``spot`` None means on-demand and spot alike.
+    ``provider`` matches case-insensitively (CatalogError where the catalog has no such provider); ``spot``
+    None means on-demand and spot alike.
     """
     gid = resolve_gpu(catalog, gpu_id).id
+    if provider is not None:
+        known_provider(catalog, provider)
     found = [
         o for o in catalog.offers
         if o.gpu_id == gid

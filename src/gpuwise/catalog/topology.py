@@ -96,11 +96,13 @@ def link_efficiencies(data: dict[str, Any] | None = None) -> dict[str, float]:
 
 
 def default_intra(gpu: GPU) -> str:
-    """The intra-node link of the machine this GPU usually comes in, when the data names none."""
-    form = (gpu.form_factor or "").lower()
-    if gpu.nvlink_gbs and not form.startswith("pcie"):
+    """The intra-node link of the machine this GPU usually comes in, when the data names none: NVSwitch for an
+    SXM board with NVLink (HGX/DGX); otherwise a card in PCIe slots, as the shipped PCIe cards with NVLink
+    bridges are (a bridge is not assumed): without peer-to-peer on a GeForce card (``GPU.geforce``), with it
+    on the others. A GPU whose form factor is not given is such a card, whatever its ``nvlink_gbs``."""
+    if gpu.nvlink_gbs and (gpu.form_factor or "").lower().startswith("sxm"):
         return "nvswitch"
-    if "geforce" in gpu.name.lower():   # the driver disables PCIe peer-to-peer on GeForce cards
+    if gpu.geforce:   # the driver disables PCIe peer-to-peer on GeForce cards
         return "pcie-host"
     return "pcie-p2p"
 

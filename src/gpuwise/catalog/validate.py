@@ -39,6 +39,8 @@ _RATE_ORDER = (
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9.\-]*$")
 _DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _CURRENCY_RE = re.compile(r"^[A-Z]{3}$")
+# What ``catalog.topology`` tells apart: an SXM board (NVSwitch with NVLink) or a PCIe card; empty: not given.
+_FORM_FACTOR_RE = re.compile(r"^(?:PCIe|SXM\d*)?$", re.IGNORECASE)
 
 
 def _positive(value: object) -> bool:
@@ -53,6 +55,8 @@ def gpu_problems(gpu: GPU) -> list[tuple[str, str]]:
         add(("id", f"{gpu.id!r} must be lower-case letters, digits, '.', '-'"))
     if not gpu.name.strip():
         add(("name", "must not be empty"))
+    if not _FORM_FACTOR_RE.match(gpu.form_factor):
+        add(("form_factor", f"{gpu.form_factor!r} is not PCIe or SXM (SXM2, SXM4, ...)"))
     if gpu.arch not in ARCHS:
         add(("arch", f"{gpu.arch!r} is not one of {', '.join(ARCHS)}"))
     if gpu.compute_capability not in _DENSE_FP16_FLOP_PER_CLK_PER_SM:

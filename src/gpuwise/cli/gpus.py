@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich import box
+from rich.markup import escape
 from rich.table import Table
 
 from gpuwise.cli import common as c
@@ -50,6 +51,7 @@ def gpus(
     """
     from dataclasses import replace
 
+    from gpuwise.catalog.model import stale_price_note
     from gpuwise.catalog.query import check_sort, gpu_record, select_gpus
     from gpuwise.plan.offers import cheapest_to_rent_one, offers_as_priced, price_key
 
@@ -65,10 +67,14 @@ def gpus(
         c.print_json({"gpus": [gpu_record(r.gpu, r.offers) for r in rows]})
         return
     c.console.print(c.fit_to_console(_gpu_table(rows, cheapest)))
+    shown = [o for o in cheapest.values() if o is not None]
     if (names or provider) and any(r.offers for r in rows):
         c.console.print(c.fit_to_console(_offer_table(rows)))
+        shown += [o for r in rows for o in r.offers]
     elif names or provider:
         c.console.print(no_offer_line(rows, provider))
+    if stale := stale_price_note(shown):
+        c.console.print(f"[yellow]note: {escape(stale)}[/]")
     c.console.print(
         "[dim]GiB: memory as the driver reports it (nvidia-smi). Dense peak TFLOPS; fp16 with fp32 accumulate, = bf16 where the GPU has bf16 (not before Ampere). "
         "* = datasheet figures not cross-checked. "
@@ -83,9 +89,12 @@ def no_offer_line(rows: list[GpuRow], provider: str | None) -> str:
 
 
 def _gib(n_bytes: int) -> str:
-    """Memory as the driver reports it (what nvidia-smi and every fit use): 22.5 for an A10, 80 for an A100."""
-    gib = n_bytes / 2**30
-    return f"{gib:.0f}" if abs(gib - round(gib)) < 0.05 else f"{gib:.1f}"
+    """Memory as the driver reports it (what nvidia-smi and every fit use), as ``memory_gib_shown`` rounds it:
+    22.5 for an A10, 80 for an A100."""
+    from gpuwise.catalog.query import memory_gib_shown
+
+    gib = memory_gib_shown(n_bytes)
+    return f"{gib:.0f}" if gib == round(gib) else f"{gib:.1f}"
 
 
 def _rate(value: float | None) -> str:
@@ -126,7 +135,7 @@ def _offer_table(rows: list[GpuRow]) -> Table:
         table.add_column(col, justify=just, no_wrap=True)
     for row in rows:
         for o in row.offers:
-            note = ", ".join(w for w, on in (("spot", o.spot), ("yours", not o.indicative)) if on)
+            note = ", ".join(w for w, on in (("spot", o.spot), ("yours", o.own)) if on)
             table.add_row(
                 for_console(row.gpu.id), for_console(o.provider), str(o.count),
                 format_money(o.price_per_hour, o.currency), format_money(o.price_per_gpu_hour, o.currency),

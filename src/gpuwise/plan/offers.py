@@ -6,10 +6,13 @@ where there is neither, what a provider would really rent: a marketplace that re
 (``catalog.topology.rents_per_gpu``, from the topology data) its single-GPU price × count; a cloud of fixed
 instance shapes only whole instances, so ``count`` only as several of its largest instance of a whole node (16 =
 two 8-GPU machines), never its 1-GPU price × 2 (AWS sells g4dn with 1, 4 or 8 T4s: two T4s are no instance); the
-source says how it was priced. A price of the
+source says how it was priced. A single-GPU price of the
 user's own replaces the shipped indicative prices of its provider for that GPU at every count, and
-competes with every other provider's at every count. Spot offers take part only when the spot policy includes them:
-``recommend``, ``report`` and ``advise`` all take ``--spot`` with the same meaning.
+competes with every other provider's at every count; an own price for several GPUs replaces only the offer
+of that very count (the catalog's offer identity: provider, GPU, count, spot-ness). A MIG slice is rented
+as priced, never × a count: a process sees one slice, and NCCL does not run between slices. Spot offers take
+part only when the spot policy includes them: ``recommend``, ``report`` and ``advise`` all take ``--spot`` with
+the same meaning.
 
 ``ranking_currency``: the one the user asked for; else the currency all considered offers share;
 else CNY (gpuwise's home market: AutoDL and similar clouds). Offers keep their own currency in the
@@ -21,11 +24,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 
-from gpuwise.catalog.model import Catalog, Offer
-from gpuwise.catalog.query import catalog_provider, providers
-from gpuwise.catalog.resolve import offer_order, provider_key
+from gpuwise.catalog.model import Catalog, CatalogError, Offer
+from gpuwise.catalog.resolve import is_mig_slice_id, known_provider, offer_order, provider_key
 from gpuwise.catalog.topology import DEFAULT_GPUS_PER_NODE, rents_per_gpu
-from gpuwise.errors import did_you_mean
 from gpuwise.plan.errors import PlanError
 from gpuwise.plan.money import convert, rates_in
 
@@ -44,12 +45,10 @@ def check_provider(catalog: Catalog, provider: str | None) -> str | None:
     """The provider as the catalog spells it; PlanError (exit 2) naming the known ones when unknown."""
     if provider is None:
         return None
-    spelt = catalog_provider(catalog, provider)
-    if spelt is not None:
-        return spelt
-    known = providers(catalog)
-    raise PlanError(f"--provider: unknown provider {provider!r}{did_you_mean(provider, known)}; "
-                     f"known: {', '.join(known)}")
+    try:
+        return known_provider(catalog, provider)
+    except CatalogError as e:
+        raise PlanError(f"--provider: {e}") from None
 
 
 def candidate_offers(catalog: Catalog, *, provider: str | None = None, gpu_ids: Iterable[str] | None = None,
@@ -83,17 +82,13 @@ def _seller(offer: Offer) -> tuple[str, bool]:
     return (provider_key(offer.provider), offer.spot)
 
 
-def _is_own(offer: Offer) -> bool:
-    """A price of the user's own: neither the shipped indicative list nor fetched live from a cloud."""
-    return not offer.indicative and not offer.live
-
-
 def own_prices_first(offers: list[Offer]) -> list[Offer]:
-    """The offers with the user's own prices (a user catalog's, not indicative) in place of the shipped
-    indicative ones of the same provider and spot-ness, at every count: who pays ¥1.50 for one RTX 4090
-    there pays it for each of eight, not the shipped ¥1.98 a card."""
-    own = {_seller(o) for o in offers if _is_own(o)}
-    return [o for o in offers if not o.indicative or _seller(o) not in own]
+    """The offers with the user's own single-GPU prices (``Offer.own``) in place of the shipped indicative ones of
+    the same GPU, provider and spot-ness, at every count: who pays ¥1.50 for one RTX 4090 there pays it for each
+    of eight, not the shipped ¥1.98 a card. An own price for several GPUs leaves the seller's other counts as
+    shipped (the catalog loader replaced the shipped offer of its very count)."""
+    own_singles = {(o.gpu_id, _seller(o)) for o in offers if o.own and o.count == 1}
+    return [o for o in offers if not o.indicative or (o.gpu_id, _seller(o)) not in own_singles]
 
 
 def _times(offer: Offer, machines: int) -> Offer:
@@ -110,7 +105,9 @@ def _as_rented(offers: list[Offer], count: int) -> Offer | None:
     (None: it would not): by the GPU where it rents per GPU (``rents_per_gpu``), its cheapest single × ``count``;
     else several of its largest instance where that is a whole node (the machines a multi-node job runs on,
     ``catalog.topology``) and ``count`` a multiple of it: never 1-GPU instances side by side, which are no machine
-    of ``count`` GPUs."""
+    of ``count`` GPUs; never MIG slices."""
+    if is_mig_slice_id(offers[0].gpu_id):
+        return None
     if rents_per_gpu(offers[0].provider):
         singles = [o for o in offers if o.count == 1]
         return _times(min(singles, key=lambda o: o.price_per_hour), count) if singles else None
@@ -123,15 +120,14 @@ def _as_rented(offers: list[Offer], count: int) -> Offer | None:
 def own_prices_at(offers: list[Offer], count: int) -> list[Offer]:
     """The user's own single-GPU prices × ``count``, one per provider and spot-ness that has no offer of the
     user's own for exactly ``count`` GPUs (an own price for that count is the user's word for it)."""
-    own_exact = {_seller(o) for o in offers if _is_own(o) and o.count == count}
+    own_exact = {(o.gpu_id, _seller(o)) for o in offers if o.own and o.count == count}
     return [_times(o, count) for o in offers
-            if _is_own(o) and o.count == 1 and _seller(o) not in own_exact]
+            if o.own and o.count == 1 and (o.gpu_id, _seller(o)) not in own_exact and not is_mig_slice_id(o.gpu_id)]
 
 
 def offers_as_priced(offers: Iterable[Offer]) -> list[Offer]:
-    """The offers as the planner prices them, for listing: a shipped offer that a price of the user's own
-    replaces shows as that price (their single-GPU price × its count; dropped where they gave no single-GPU
-    price), in ``offers_for``'s order."""
+    """The offers as the planner prices them, for listing: a shipped offer that a single-GPU price of the user's
+    own replaces (``own_prices_first``) shows as that price × its count, in ``offers_for``'s order."""
     offers = list(offers)
     kept = own_prices_first(offers)
     shown = list(kept)

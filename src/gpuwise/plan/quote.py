@@ -72,7 +72,7 @@ class Quote:
     @property
     def own_price(self) -> bool:
         """Priced by the user's own offer (a user catalog's), not a shipped indicative one."""
-        return self.offer is not None and not self.offer.indicative and not self.offer.live
+        return self.offer is not None and self.offer.own
 
     @property
     def excluded_because(self) -> str | None:
@@ -135,6 +135,7 @@ class Quote:
             "excluded_kinds": list(self.exclusion.kinds) if self.exclusion is not None else [],
             "warnings": list(self.warnings),
             "calibration": self.calibration, "offer_source": self.offer_source, "own_price": self.own_price,
+            "offer_checked": self.offer.checked if self.offer is not None else None,   # the day its price was seen
         }
 
 

@@ -14,9 +14,11 @@ and for this run. All money is in the ranking currency.
 
 from __future__ import annotations
 
+import datetime
 from dataclasses import dataclass
 
 from gpuwise.catalog import GPU, Catalog, CatalogError
+from gpuwise.catalog.model import Offer, stale_price_note
 from gpuwise.catalog.resolve import resolve_mig, slice_gpu
 from gpuwise.plan.fit import DEFAULT_HEADROOM_FRACTION
 from gpuwise.plan.money import convert
@@ -145,8 +147,10 @@ def right_size(
     currency: str | None = None,
     headroom_fraction: float = DEFAULT_HEADROOM_FRACTION,
     scaling: TimeScaling | None = None,
+    today: datetime.date | None = None,
 ) -> RightSizing:
-    """``scaling``: how busy time moves between GPUs (default: the datasheet ratio at fp16)."""
+    """``scaling``: how busy time moves between GPUs (default: the datasheet ratio at fp16). ``today``: the day
+    the prices' age is counted to (``catalog.model.stale_price_note``; default: today)."""
     if usage.needed_peak_bytes is None:
         raise ReportError(f"{usage.path}: the log has no memory figures: nothing to right-size")
     scaling = scaling or time_scaling(UNKNOWN_JOB_PRECISION)
@@ -161,14 +165,17 @@ def right_size(
     rank_in = ranking_currency(offers, currency or (gpu_price[1] if gpu_price else None))
 
     rented_price = price_source = None
+    used: list[Offer] = []        # the catalog prices the report shows or compares with
     if gpu_price is not None:
         amount, price_currency = gpu_price
         rented_price, price_source = convert(amount, price_currency or rank_in, rank_in), "--gpu-price"
     elif rented is not None:
         offer = cheapest_offer(offers, rented.id, 1, rank_in)
         if offer is not None:
+            used.append(offer)
             rented_price = convert(offer.price_per_hour, offer.currency, rank_in)
-            price_source = f"catalog: {offer.provider} ({offer.checked}, indicative)"
+            kind = "yours" if offer.own else "live" if offer.live else "indicative"
+            price_source = f"catalog: {offer.provider} ({offer.checked}, {kind})"
         else:
             notes.append(f"no price for {rented.id} in the catalog{' at ' + provider if provider else ''}: "
                          "pass --gpu-price")
@@ -180,6 +187,7 @@ def right_size(
     for gpu in catalog.gpus:
         is_rented = rented is not None and gpu.id == rented.id
         offer = None if is_rented and gpu_price is not None else cheapest_offer(offers, gpu.id, count, rank_in)
+        used += [offer] if offer is not None else []
         quote = make_quote(gpu, count, offer, peak_total_bytes=needed, step_time_s=None,
                            headroom_fraction=headroom_fraction, ranking_currency=rank_in)
         ratio = scaling.ratio(rented, gpu) if rented is not None else None
@@ -194,6 +202,8 @@ def right_size(
             saving_per_hour=saving, saving_per_month=saving * HOURS_PER_MONTH if saving is not None else None,
             saving_for_run=saving * run_h if saving is not None else None,
         ))
+    if stale := stale_price_note(used, today):
+        notes.append(stale)
     # Fitting GPUs first, cheapest for the work first; GPUs without a price last.
     rows.sort(key=lambda o: (not o.fits, o.cost_per_job_hour is None, o.cost_per_job_hour or 0.0, o.memory_bytes))
     return RightSizing(
