@@ -31,6 +31,9 @@ A minimal estimate::
     est = model_for(job).estimate(gpu)       # count: job.num_gpus
     est.memory.total_bytes, est.fits, est.to_dict()
 
+``est.fits`` is whether the job runs on that GPU: False where it cannot run there at all (``est.cannot_run``
+says why: bf16 on a GPU without it), else whether its memory fits at the default headroom.
+
 Every error of bad input derives from ``gpuwise.errors.GpuwiseError`` (one type per part: CatalogError,
 WorkloadError, PlanError, ...), with a one-line message.
 """

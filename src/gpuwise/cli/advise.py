@@ -55,7 +55,7 @@ def advise(
     from gpuwise.advise import advise as run_advise
     from gpuwise.advise.errors import AdviseError
     from gpuwise.catalog import load_catalog
-    from gpuwise.units import parse_duration_s, parse_money
+    from gpuwise.units import parse_duration_s
 
     from gpuwise.plan import parse_headroom
     from gpuwise.plan.scaling import time_scaling
@@ -74,7 +74,8 @@ def advise(
     for n, v in (("--target-loss", target_loss), ("--step-time-s", step_time_s), ("--min-progress-per-hour", min_progress_per_hour)): c.check_option(c.is_finite(v), n, v, "a finite number")  # noqa: E701
     if gpu_price and price_per_hour:
         raise AdviseError("give --gpu-price (per GPU-hour) or its old form --price-per-hour (for all GPUs), not both")
-    price, price_currency = parse_money(gpu_price or price_per_hour) if (gpu_price or price_per_hour) else (None, None)
+    price, price_currency = (c.money_option("--gpu-price" if gpu_price else "--price-per-hour", gpu_price or price_per_hour)
+                             if (gpu_price or price_per_hour) else (None, None))
     need_bytes = c.size_option("--peak-memory", peak_memory) if peak_memory else None
     switch = SwitchCost(restart_s=parse_duration_s(restart_time),
                         checkpoint_bytes=c.size_option("--checkpoint-size", checkpoint_size))

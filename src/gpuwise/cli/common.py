@@ -228,6 +228,16 @@ def size_option(option: str, text: str) -> int:
         raise UnitError(f"{option}: {e}") from None
 
 
+def money_option(option: str, text: str) -> tuple[float, str | None]:
+    """(amount, currency or None) of a money option (``--budget ¥300``); one line naming the option if not one."""
+    from gpuwise.units import UnitError, parse_money
+
+    try:
+        return parse_money(text)
+    except UnitError as e:
+        raise UnitError(f"{option}: {e}") from None
+
+
 def is_finite(value: float | None) -> bool:
     """True for None (option not given) and finite numbers; False for nan and ±inf."""
     return value is None or math.isfinite(value)

@@ -14,7 +14,7 @@ from gpuwise.cli import common as c
 from gpuwise.cli.calibrate import NoUserCalibrationOpt, user_correction
 from gpuwise.cli.workload_options import workload_from, workload_options
 from gpuwise.units import (CNY_PER_UNIT, format_bytes, format_duration, format_money, format_request_rate,
-                           parse_duration_s, parse_money)
+                           parse_duration_s)
 from gpuwise.text import for_console
 
 
@@ -69,6 +69,7 @@ def recommend(
     opts out). Predictions assume PyTorch 2.x eager mode with cuDNN.
     """
     from gpuwise.plan import Constraints, JobSize, PlanError, model_for, parse_headroom, recommend as plan_recommend
+    from gpuwise.plan.recommend import resolve_gpu_ids
     from gpuwise.plan.recommend import auto_micro_batch
     from gpuwise.plan.spot import SpotRisk
     from gpuwise.plan.plot import plot_recommendation
@@ -107,7 +108,7 @@ def recommend(
                             "scored only)")
     job = JobSize.serving(workload.max_new_tokens) if per_million else JobSize(samples=samples, epochs=epochs,
                                                                                  steps=steps)
-    budget_amount, budget_currency = parse_money(budget) if budget else (None, None)
+    budget_amount, budget_currency = c.money_option("--budget", budget) if budget else (None, None)
     constraints = Constraints(
         deadline_s=_duration("--deadline", deadline, ("h", "m"), "12h, 90m, 2d"), budget=budget_amount,
         budget_currency=budget_currency, headroom_fraction=headroom_fraction,
@@ -117,7 +118,7 @@ def recommend(
     if gpus is not None and not gpus.replace(",", "").strip():
         raise c.GpuwiseError(f"--gpus {gpus!r} names no GPU: give names, e.g. --gpus rtx-4090,a100-80gb-sxm4 "
                              "(leave --gpus out for every GPU)")
-    gpu_ids = [_resolve_gpu(cat, g.strip()).id for g in gpus.split(",") if g.strip()] if gpus else None
+    gpu_ids = resolve_gpu_ids(cat, [g for g in gpus.split(",") if g.strip()]) if gpus else None   # before tracing
 
     c.use_trace_cache(not no_cache)
     correction, calibrated = user_correction(not no_user_calibration, cat)
@@ -131,6 +132,9 @@ def recommend(
         )
     from gpuwise.plan.accuracy import likely_job_time_range_s, load_accuracy, time_basis_lines
 
+    from gpuwise.catalog.model import stale_price_note
+
+    stale = stale_price_note(o.offer for o in rec.options if o.offer is not None)
     if emit and server:
         raise LaunchError(server_emit_refusal(rec, emit))
     launch = launch_best(rec, cat, emit, command) if emit else None
@@ -143,6 +147,8 @@ def recommend(
         answer = rec.to_dict()
         for o, d in zip(rec.options, answer["options"]):
             d["likely_time_range_s"] = likely_job_time_range_s(o, rec.method)
+        if stale:
+            answer["notes"] = [*answer["notes"], stale]
         c.print_json({**answer, "user_calibration": [cal.summary for cal in calibrated],
                       "user_calibration_carried_from": _carried_from(calibrated),
                       "time_accuracy": accuracy.to_dict() if accuracy is not None else None,
@@ -154,6 +160,8 @@ def recommend(
             plot_recommendation(rec, plot, constraints.deadline_s)
         return
     _render(rec, show_all, constraints.deadline_s)
+    if stale:
+        c.console.print(f"[yellow]note: {escape(stale)}[/]")
     if per_million and not at_rate:
         c.console.print(f"[dim]Serving priced per million output tokens: {job.samples:,} requests of "
                         f"{workload.max_new_tokens} new tokens (--samples N for a number of requests).[/]")
@@ -177,18 +185,6 @@ def _carried_from(calibrated) -> str | None:
     from gpuwise.calibrate.apply import carried_calibration
 
     return carried_calibration({cal.gpu: cal for cal in calibrated}).gpu
-
-
-def _resolve_gpu(cat, name: str):
-    """A --gpus name; a bare number that names no GPU (``--gpus 4``) is refused with where counts go."""
-    from gpuwise.catalog import CatalogError, resolve_gpu
-
-    try:
-        return resolve_gpu(cat, name)
-    except CatalogError as e:
-        if not name.isdigit():
-            raise
-        raise CatalogError(f"{e}; --gpus names GPUs, --max-gpus {name} sets how many of each") from None
 
 
 def _at(rec, o) -> str:

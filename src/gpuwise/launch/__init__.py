@@ -1,7 +1,7 @@
 """gpuwise.launch: turn a chosen option into what runs it (a SkyPilot task YAML, torchrun lines).
 
     from gpuwise.launch import plan_launch, render
-    plan = plan_launch(rec.best, gpu, "python train.py --checkpoint-dir ckpt")
+    plan = plan_launch(rec.best, catalog.gpu(rec.best.gpu), "python train.py --checkpoint-dir ckpt")
     print(render(plan, "skypilot"))
 """
 

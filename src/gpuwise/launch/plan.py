@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from gpuwise.catalog.model import GPU
+from gpuwise.catalog.model import GPU, not_a_gpu
 from gpuwise.catalog.topology import Topology, provider_entry, topology_for
 from gpuwise.launch.command import Command, parse_command
 from gpuwise.launch.errors import LaunchError
@@ -169,9 +169,18 @@ def plan_launch(option, gpu: GPU, command: str, *, batch: BatchSplit | None = No
     offload it is priced on (``ShardingSetup.of``), said next, set in the environment, its DeepSpeed config
     written beside the command. ``one_process``: the option is HF generate's layer split
     (``gpuwise.workload.parallelism.splits_layers``), one process that places the model on every GPU: the
-    command runs once, not under torchrun (whose N processes would each load the whole model)."""
+    command runs once, not under torchrun (whose N processes would each load the whole model). ``gpu``: the
+    option's catalog GPU (``catalog.gpu(option.gpu)``); a name, or another GPU than the option's, is refused
+    (LaunchError): the option is priced and timed on its own GPU."""
     if option is None:
         raise LaunchError("nothing to launch: no option meets the request")
+    priced_on = getattr(option, "gpu", None)     # a recommendation's option names its GPU by id
+    if (why := not_a_gpu(gpu)) is not None:
+        raise LaunchError(why if priced_on is None else f"gpu must be the option's catalog GPU, not {gpu!r:.40}: "
+                                                        f"catalog.gpu({priced_on!r}) gives it")
+    if priced_on is not None and gpu.id != priced_on:
+        raise LaunchError(f"gpu {gpu.id} is not the option's GPU: it is priced on {priced_on} "
+                          f"(catalog.gpu({priced_on!r}) gives that one)")
     parsed = parse_command(command)
     topo = topology_for(gpu, option.provider)
     nodes, per_node = node_layout(option.count, topo)

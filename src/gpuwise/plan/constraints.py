@@ -5,6 +5,7 @@ options and to the remedies alike."""
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, replace
 
 from gpuwise.plan import reasons
@@ -19,7 +20,9 @@ SERVING_PRICED_TOKENS = 1_000_000   # a serving job without --samples is priced 
 
 @dataclass(frozen=True)
 class JobSize:
-    """How much work: samples × epochs, or a number of optimizer steps."""
+    """How much work: samples × epochs, or a number of optimizer steps. ``samples`` and ``steps`` are whole
+    numbers >= 1, ``epochs`` a finite number > 0 (a fraction of an epoch is fine); PlanError otherwise, as
+    the CLI refuses ``--steps 2.5``."""
 
     samples: int | None = None
     epochs: float = 1.0
@@ -30,10 +33,13 @@ class JobSize:
             raise PlanError("give the job's size: --samples N (with --epochs E) or --steps S")
         if self.samples is not None and self.steps is not None:
             raise PlanError("give the job's size as --samples N (with --epochs E) or as --steps S, not both")
-        if self.samples is not None and self.samples <= 0:
-            raise PlanError(f"--samples must be positive, got {self.samples}")
-        if self.steps is not None and self.steps <= 0:
-            raise PlanError(f"--steps must be positive, got {self.steps}")
+        for flag, value in (("--samples", self.samples), ("--steps", self.steps)):
+            if value is not None and not _is_whole(value):
+                raise PlanError(f"{flag} must be a whole number, got {value!r}")
+            if value is not None and value <= 0:
+                raise PlanError(f"{flag} must be positive, got {value}")
+        if not _is_number(self.epochs):
+            raise PlanError(f"--epochs must be a number, got {self.epochs!r}")
         if not (self.epochs > 0 and math.isfinite(self.epochs)):
             raise PlanError(f"--epochs must be positive, got {self.epochs}")
 
@@ -48,6 +54,16 @@ class JobSize:
         if self.steps is not None:
             return self.steps
         return math.ceil(self.samples * self.epochs / effective_batch)
+
+
+def _is_whole(value: object) -> bool:
+    """An integer, not a bool (``True`` is no count) nor a float that happens to be whole (the CLI refuses 2.0)."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    """A real number, not a bool."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True)

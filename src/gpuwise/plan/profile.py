@@ -62,7 +62,10 @@ def workload_on(workload: Workload, gpu: GPU | None) -> Workload:
 
 @dataclass(frozen=True)
 class Estimate:
-    """Memory and time of one step of a workload on ``count`` GPUs of one kind (memory per GPU)."""
+    """Memory and time of one step of a workload on ``count`` GPUs of one kind (memory per GPU). ``fits``
+    answers whether the job runs there: False where it cannot run at all (``cannot_run`` says why: bf16 on a
+    GPU without it), whatever its memory and ``time``, which are then what the model computes, not a step the
+    GPU runs."""
 
     workload: Workload
     gpu: GPU | None          # None: memory only, with a typical CUDA context
@@ -76,15 +79,22 @@ class Estimate:
     spillable_bytes: int = 0          # paged optimizer state that may move to CPU RAM under pressure, per GPU
 
     @property
+    def cannot_run(self) -> str | None:
+        """Why the job cannot run on the GPU (``cannot_run``, the rule every command excludes by), or None."""
+        return cannot_run(self.workload, self.gpu) if self.gpu is not None else None
+
+    @property
     def fits(self) -> bool | None:
-        """None without a GPU; else the one fit rule at the default headroom."""
+        """None without a GPU; False where the job cannot run there (``cannot_run``); else the one fit rule
+        (``estimate_fit``: memory only) at the default headroom."""
         fit = estimate_fit(self)
-        return fit.fits if fit is not None else None
+        return None if fit is None else fit.fits and self.cannot_run is None
 
     def to_dict(self) -> dict:
         """Plain JSON types, as the other results' ``to_dict``: the job as estimated, the GPU's canonical id
         (None: memory only), ``count``, ``memory`` and ``time`` (None without a GPU or ``with_time=False``) in
-        their own ``to_dict`` form, ``fits`` at the default headroom (None without a GPU)."""
+        their own ``to_dict`` form, ``fits`` at the default headroom (None without a GPU; False where
+        ``cannot_run``, which says why)."""
         return {
             "workload": self.workload.to_dict(),
             "gpu": self.gpu.id if self.gpu is not None else None,
@@ -93,6 +103,7 @@ class Estimate:
             "time": self.time.to_dict() if self.time is not None else None,
             "inference": self.inference.to_dict() if self.inference is not None else None,
             "fits": self.fits,
+            "cannot_run": self.cannot_run,
             "calibration": self.calibration,
             "calibration_carried_from": self.calibration_carried_from,
             "cpu_offload_bytes": self.cpu_offload_bytes,

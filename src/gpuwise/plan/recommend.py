@@ -7,8 +7,10 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
+from gpuwise.catalog.errors import CatalogError
 from gpuwise.catalog.loader import user_catalog_path
 from gpuwise.catalog.model import GPU, Catalog, Offer
+from gpuwise.catalog.resolve import resolve_gpu
 from gpuwise.plan.constraints import Constraints, JobSize, apply_constraints, relative_misses
 from gpuwise.plan.errors import PlanError
 from gpuwise.plan.money import RATES_CHECKED, rates_in
@@ -119,6 +121,10 @@ def recommend(
     runs the workload's micro-batch and the effective batch grows with the count. ``auto_batch``
     picks, per option, the largest micro-batch that fits and makes up the rest with accumulation.
     ``remedies``: for cheaper GPUs that ran out of memory, the changes that make the job fit there.
+    ``provider``: only its offers (any case; PlanError naming the known ones when unknown). ``gpu_ids``: only
+    these GPUs, a list of names the catalog resolves (``resolve_gpu_ids``: canonical id, alias or NVML name,
+    ``["t4", "Tesla T4"]``; CatalogError for an unknown or ambiguous one, PlanError for a lone string);
+    None: every GPU on offer.
     ``spot_risk``: how spot offers (with ``spot``) are priced: expected time and cost with preemptions.
     Where the workload's precision is the default rule's (``Workload.precision_default``), GPUs without
     bf16 run the job at its fp16 twin instead of being excluded (``Recommendation.fallback_precision``
@@ -148,6 +154,7 @@ def recommend(
     if at_rate and constraints.deadline_s is not None:
         raise PlanError("--deadline is for a job of a given size: a load (--request-rate) is served by the hour "
                         "(--budget caps the cost per hour)")
+    gpu_ids = resolve_gpu_ids(catalog, gpu_ids) if gpu_ids is not None else None
     offers = candidate_offers(catalog, provider=provider, gpu_ids=gpu_ids, spot=spot_policy(spot))
     rank_in = ranking_currency(offers, currency)
     effective = effective_batch or workload.batch_size * workload.grad_accum_steps
@@ -231,6 +238,31 @@ def recommend(
         rec = replace(rec, remedies=find_remedies(rec, catalog, job, constraints, progress=progress,
                                                    correction=model.correction, price_option=price_option))
     return rec
+
+
+def resolve_gpu_ids(catalog: Catalog, names: Iterable[str]) -> tuple[str, ...]:
+    """The canonical ids of the GPUs ``names`` names, in order, each once: every name goes through the catalog's
+    one resolver (``gpuwise.catalog.resolve_gpu``: id, alias or NVML name, any case), so ``recommend``'s
+    ``gpu_ids`` and ``--gpus`` take the same names. CatalogError for a name that is no GPU (with the closest
+    known ones; a bare number is said to be a count, which ``--max-gpus`` sets) or several (``a100``);
+    PlanError for a lone string (a list of names is asked for, not the letters of one) or no name at all."""
+    if isinstance(names, str):
+        listed = [n.strip() for n in names.split(",") if n.strip()]
+        raise PlanError(f"gpu_ids takes a list of GPU names, not the string {names!r}: gpu_ids={listed!r}")
+    names = list(names)
+    if not names:
+        raise PlanError("gpu_ids names no GPU: give names, e.g. ['rtx-4090', 'a100-80gb-sxm4'] (None: every GPU)")
+    ids: dict[str, None] = {}
+    for name in names:
+        if not isinstance(name, str):
+            raise PlanError(f"gpu_ids takes GPU names (str), not {type(name).__name__}: {str(name)[:60]!r}")
+        try:
+            ids[resolve_gpu(catalog, name).id] = None
+        except CatalogError as e:
+            if not name.strip().isdigit():
+                raise
+            raise CatalogError(f"{e}; --gpus names GPUs, --max-gpus {name.strip()} sets how many of each") from None
+    return tuple(ids)
 
 
 def check_max_gpus(max_gpus: int) -> None:

@@ -309,9 +309,10 @@ def _resolve_hf(spec: str, name: str) -> ModelSpec:
         return _hf_from_file(spec, shipped)
     base = finetune_base_config(name, why)
     if base is None:
-        choices = [f"hf:{n}" for n in _shipped_configs()]
+        # matched on the bare ids: an "hf:" on both sides made every id look alike (pythia-70m: "Mistral-7B?")
         raise WorkloadError(f"unknown model hf:{name} ({why}; no shipped config)"
-                            f"{did_you_mean('hf:' + name, choices)}; pass hf:path/to/config.json for others")
+                            f"{did_you_mean(name, list(_shipped_configs()), prefix='hf:')}; "
+                            "pass hf:path/to/config.json for others")
     return _hf_from_file(spec, base, canonical=f"hf:{name}")
 
 
