@@ -13,6 +13,8 @@ Tables (documented in docs/runlog.md; columns may be added, never renamed):
 - ``gpu_samples``: one row per GPU per sample (see ``GPU_SAMPLE_COLUMNS``); NULL where NVML lacks the field.
 - ``train_metrics(t_s, step, name, value)``: loss, lr, batch_size, micro_batch_size, grad_norm, ...
   written by ``gpuwise.guard`` and read by ``gpuwise advise``.
+- ``train_metrics_superseded(t_s, step, name, value, superseded_t_s)``: rows of ``train_metrics`` that a
+  resumed run redid, moved there when it resumed (``RunLog.supersede_steps_after``), kept.
 - ``events(t_s, kind, message)``: checkpoint saved, OOM recovered, GPU lost, preempted, ...
 
 Times ``t_s`` are Unix seconds (float).
@@ -97,6 +99,9 @@ class RunLog:
             CREATE TABLE IF NOT EXISTS train_metrics (t_s REAL NOT NULL, step INTEGER NOT NULL,
                                                       name TEXT NOT NULL, value REAL);
             CREATE INDEX IF NOT EXISTS train_metrics_name ON train_metrics (name, step);
+            CREATE TABLE IF NOT EXISTS train_metrics_superseded (t_s REAL NOT NULL, step INTEGER NOT NULL,
+                                                                 name TEXT NOT NULL, value REAL,
+                                                                 superseded_t_s REAL NOT NULL);
             CREATE TABLE IF NOT EXISTS events (t_s REAL NOT NULL, kind TEXT NOT NULL, message TEXT);
             """
         )
@@ -128,6 +133,27 @@ class RunLog:
         t = time.time() if t_s is None else t_s
         rows = [(t, int(step), name, None if v is None else float(v)) for name, v in metrics.items()]
         self._write("INSERT INTO train_metrics VALUES (?, ?, ?, ?)", rows)
+
+    def supersede_steps_after(self, step: int) -> int:
+        """Move the ``train_metrics`` rows of the steps after ``step`` to ``train_metrics_superseded`` (kept, with
+        the time they were moved): a run resumed from the checkpoint of ``step`` redoes those steps, and
+        ``train_metrics`` then holds each step once, as the resumed run logs it. One transaction: a reader sees
+        the rows in one table or the other, never both or neither. Returns how many steps were moved."""
+        with self._lock:
+            self.flush()  # the move commits on its own
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                steps = self._conn.execute("SELECT COUNT(DISTINCT step) FROM train_metrics WHERE step > ?",
+                                           (step,)).fetchone()[0]
+                self._conn.execute("INSERT INTO train_metrics_superseded SELECT t_s, step, name, value, ? "
+                                   "FROM train_metrics WHERE step > ?", (time.time(), step))
+                self._conn.execute("DELETE FROM train_metrics WHERE step > ?", (step,))
+                self._conn.execute("COMMIT")
+            except BaseException:
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+                raise
+            return steps
 
     def log_event(self, kind: str, message: str = "", t_s: float | None = None) -> None:
         self._write("INSERT INTO events VALUES (?, ?, ?)", [(time.time() if t_s is None else t_s, kind, message)])

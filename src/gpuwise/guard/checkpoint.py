@@ -13,8 +13,9 @@ previous checkpoints are never touched before the new one is in place. Saving a 
 save right after a periodic one, ``guard.save()``) takes two renames (the old copy aside, the new one in);
 a kill between them leaves no ``step-N`` at all, only the moved copy and the complete temporary one. So
 before a resume reads anything, :meth:`CheckpointStore.recover` puts the newest verified copy of each step
-back in place, and only then removes the leftovers: a kill at any moment loses at most the save in
-progress. A resume takes the newest checkpoint whose files match the manifest's sizes and checksums and
+back in place, and only then removes the leftovers: a kill at any moment leaves the newest completed save
+loadable (what the kill loses is the save in progress and the steps trained since the last completed one).
+A resume takes the newest checkpoint whose files match the manifest's sizes and checksums and
 names the ones it skipped. Symbolic links named like checkpoints are never followed, and removed.
 """
 
@@ -106,8 +107,9 @@ class CheckpointStore:
         return sorted(found, reverse=True)
 
     def verify(self, path: Path, *, checksums: bool = True, nested_names: bool = False) -> Checkpoint:
-        """The checkpoint at ``path`` if its manifest is well formed, lists every file a resume loads, and
-        every listed file matches its size and checksum; GuardError says why not.
+        """The checkpoint at ``path`` if its manifest is well formed, states the step its directory is named for
+        (``step-N``, ``.tmp-step-N-…``, ``.old-step-N-…``), lists every file a resume loads, and every listed file
+        matches its size and checksum; GuardError says why not.
 
         A checkpoint gpuwise wrote must hold nothing the manifest does not list (an added file could be
         read by the loader unverified); ``nested_names`` allows relative paths for directories another
@@ -122,6 +124,9 @@ class CheckpointStore:
             manifest = Manifest.from_json(text, nested_names=nested_names)
         except GuardError as exc:
             raise GuardError(f"{path.name}: unreadable manifest: {exc}") from None
+        named = _step_in_name(path.name)
+        if named is not None and manifest.step != named:
+            raise GuardError(f"{path.name}: manifest says step {manifest.step}, its directory is of step {named}")
         for name in REQUIRED_FILES.get(manifest.format, ()):
             if name not in manifest.files:
                 raise GuardError(f"{path.name}: manifest does not list {name}, which a resume would load")
@@ -299,10 +304,10 @@ class CheckpointStore:
             if path.is_symlink() or not path.is_dir():
                 continue
             try:
-                manifest = self.verify(path).manifest
+                manifest = self.verify(path).manifest  # of this step: verify checks it against the name
             except GuardError:
                 continue
-            if manifest.step == step and (best_time_s is None or manifest.time_s > best_time_s):
+            if best_time_s is None or manifest.time_s > best_time_s:
                 best, best_time_s = path, manifest.time_s
         return best
 
@@ -384,6 +389,13 @@ class CheckpointStore:
     def remove_stale_temporaries(self) -> list[Path]:
         """What :meth:`recover` removed (call when no save of this run is in flight)."""
         return self.recover().removed
+
+
+def _step_in_name(name: str) -> int | None:
+    """The step a checkpoint directory's name gives (``step-N``, or a save's leftover of step N); None for
+    other names (a directory another library wrote, sealed)."""
+    m = _STEP_DIR.match(name) or _LEFTOVER_DIR.match(name)
+    return int(m.group(1)) if m else None
 
 
 def _is_plain_file_inside(root: Path, name: str) -> bool:

@@ -37,11 +37,12 @@ from gpuwise.guard import distributed as gdist
 from gpuwise.guard.accumulate import LossFn, accumulate_gradients, apply_update
 from gpuwise.guard.async_save import AsyncSaver, HostStaging
 from gpuwise.guard.checkpoint import Checkpoint, CheckpointStore
-from gpuwise.guard.errors import GuardError
+from gpuwise.guard.errors import GuardError, check_number
 from gpuwise.guard.gradnoise import GradNoiseSample, MicroGradTracker
 from gpuwise.guard.oom import agree_on_micro_batch, batch_size_of, free_failed_step, is_oom, smaller_micro_batch
 from gpuwise.guard.preemption import EXIT_RESTART, PreemptionHandler
-from gpuwise.guard.rng import capture_rng_state, restore_rng, restore_rng_state, rng_state_dict, snapshot_rng
+from gpuwise.guard.rng import (capture_rng_state, restore_rng, restore_rng_state, rng_state_dict, seed_rng_for_rank,
+                               snapshot_rng)
 from gpuwise.guard.sampler import ResumableDataLoader
 from gpuwise.guard.sharded import load_sharded, save_sharded
 from gpuwise.guard.state_file import nonfinite_names
@@ -86,11 +87,17 @@ class Guard:
                  trust_pickle: bool = False, min_free_checkpoints: int = 3, verbose: bool = True,
                  allow_fresh: bool = False, max_save_failures: int = 3,
                  workload: Mapping[str, Any] | Any = None) -> None:
+        # Every argument checked before anything is created (the directory, the run log, signal handlers).
         if on_save_error not in ("warn", "raise"):
             raise GuardError(f"on_save_error must be 'warn' or 'raise', got {on_save_error!r}")
-        if isinstance(max_save_failures, bool) or not isinstance(max_save_failures, int) or max_save_failures < 1:
-            raise GuardError(f"max_save_failures must be a whole number >= 1, got {max_save_failures!r}")
+        check_number("max_save_failures", max_save_failures, 1, whole=True)
+        check_number("every_steps", every_steps, 1, whole=True, none="no checkpoints by step count")
+        check_number("every_minutes", every_minutes, 0, above=True, none="no checkpoints by time")
+        check_number("micro_batch_size", micro_batch_size, 1, whole=True, none="the whole batch")
+        check_number("clip_grad_norm", clip_grad_norm, 0, above=True, none="no clipping")
         workload_record = _checked_workload(workload)
+        self.preemption = PreemptionHandler(preempt_signals, grace_s=grace_s, exit_code=exit_code,
+                                            on_grace_expired=self._flush_log, restart_point=self._restart_point)
         self.store = CheckpointStore(directory, keep=keep)
         self.info = gdist.dist_info()
         if self.info.is_writer or (sharded if sharded is not None else gdist.is_fsdp(model)):
@@ -148,8 +155,6 @@ class Guard:
         self._last_step_end_s: float | None = None
         if self.run_log is not None:
             _record_stack(self.run_log, workload_record)
-        self.preemption = PreemptionHandler(preempt_signals, grace_s=grace_s, exit_code=exit_code,
-                                            on_grace_expired=self._flush_log, restart_point=self._restart_point)
         try:
             self.preemption.install()
         except (RuntimeError, ValueError) as exc:  # not the main thread (e.g. inside a notebook worker)
@@ -503,7 +508,7 @@ class Guard:
                                  f"({'; '.join(_shorten(r) for r in skipped_reasons[:3])}): refusing to start from "
                                  "step 0 over them; pass allow_fresh=True (--fresh) to start over")
             if path is None:
-                self._say(f"no checkpoint in {self.store.directory}: starting from step 0")
+                self._say(f"no checkpoint in {self.store.directory}: starting from step 0{self._supersede_redone()}")
                 return None
             ckpt = self.store.verify(Path(path), checksums=False)  # rank 0 checked the checksums
             reason = self._load_verified(ckpt, map_location)
@@ -515,8 +520,17 @@ class Guard:
         self._saved_step = self.step_count
         self._due = None
         self._event("resumed", f"resumed from {ckpt.path.name} (step {self.step_count}, epoch {self.epoch}, "
-                               f"sha256 verified)")
+                               f"sha256 verified){self._supersede_redone()}")
         return ckpt
+
+    def _supersede_redone(self) -> str:
+        """Move the run log's rows of the steps this run redoes (logged after the step it resumes from, by an
+        attempt that was killed) to its ``train_metrics_superseded``; what the resume's message adds about it."""
+        if self.run_log is None:
+            return ""
+        steps = self.run_log.supersede_steps_after(self.step_count)
+        return (f"; the run log's rows of {steps} later step(s), logged before the restart, moved to "
+                "train_metrics_superseded" if steps else "")
 
     def _recover_leftovers(self) -> None:
         recovery = self.store.recover()
@@ -598,9 +612,16 @@ class Guard:
         self.extras = dict(state.get("extras") or {})
         rngs = state.get("rng") or []
         if rngs:
-            if self.info.rank >= len(rngs):
-                self._say(f"rank {self.info.rank} has no saved RNG state (world size grew): using rank 0's")
-            restore_rng_state(rngs[self.info.rank] if self.info.rank < len(rngs) else rngs[0])
+            if self.info.rank < len(rngs):
+                restore_rng_state(rngs[self.info.rank])
+            else:
+                seed_rng_for_rank(rngs[0], self.info.rank)
+            if len(rngs) < self.info.world_size:  # rank 0 says it: it knows both sizes, and always has a state
+                last = self.info.world_size - 1
+                new = f"{len(rngs)}" if last == len(rngs) else f"{len(rngs)}-{last}"
+                self._say(f"the checkpoint holds the random generators of {len(rngs)} rank(s), this run has "
+                          f"{self.info.world_size} (world size grew): rank(s) {new} seed theirs from rank 0's saved "
+                          "state and their rank (deterministic; their dropout masks differ from rank 0's)")
 
     # -- preemption and shutdown -----------------------------------------------------------------
     def _preempted(self, *, exit_now: bool = True) -> None:

@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Iterable
 
 from gpuwise.errors import EXIT_RESTART
+from gpuwise.guard.errors import GuardError, check_number
 
 
 class PreemptionHandler:
@@ -30,8 +31,11 @@ class PreemptionHandler:
     def __init__(self, signals: Iterable[int | str] = ("SIGTERM",), grace_s: float = 25.0,
                  exit_code: int = EXIT_RESTART, on_grace_expired: Callable[[], None] | None = None,
                  restart_point: Callable[[], str] | None = None) -> None:
-        """``restart_point``: says what a restart resumes from, for the watchdog's last line (e.g. "no
-        complete checkpoint yet: the run restarts from step 0")."""
+        """``grace_s``: seconds from the signal until the watchdog ends the process (0: no watchdog).
+        ``restart_point``: says what a restart resumes from, for the watchdog's last line (e.g. "no
+        complete checkpoint yet: the run restarts from step 0"). GuardError (one line) for a signal that
+        does not exist or cannot be caught, or a negative ``grace_s``."""
+        check_number("grace_s", grace_s, 0)
         self.signals = [_signal_number(s) for s in signals]
         self.grace_s = grace_s
         self.exit_code = exit_code
@@ -103,12 +107,16 @@ class PreemptionHandler:
 
 
 def _signal_number(sig: int | str) -> int:
-    if isinstance(sig, int):
-        return sig
-    name = sig.upper()
-    if not name.startswith("SIG"):
-        name = "SIG" + name
+    """The number of ``sig`` (``"SIGUSR1"``, ``"USR1"``, ``signal.SIGUSR1``, 10); GuardError for one that does
+    not exist here or that no handler can catch."""
     try:
-        return int(getattr(signal, name))
-    except AttributeError:
-        raise ValueError(f"unknown signal {sig!r}") from None
+        if isinstance(sig, str):
+            name = sig.upper() if sig.upper().startswith("SIG") else "SIG" + sig.upper()
+            number = signal.Signals[name]
+        else:
+            number = signal.Signals(sig)
+    except (KeyError, ValueError, TypeError):
+        raise GuardError(f"preempt_signals: unknown signal {sig!r}") from None
+    if number in (signal.SIGKILL, signal.SIGSTOP):
+        raise GuardError(f"preempt_signals: {number.name} cannot be caught")
+    return int(number)

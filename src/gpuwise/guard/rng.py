@@ -8,6 +8,9 @@ OOM retry restarts the step from the generators' state when it began. The checkp
 loads with ``torch.load(weights_only=True)`` (no arbitrary pickles: a checkpoint from a shared disk cannot
 run code).
 
+A rank with no saved state of its own (a restart with more ranks than the checkpoint's) is seeded by
+:func:`seed_rng_for_rank` from rank 0's saved state and its rank: deterministic, and not a copy of rank 0's.
+
 Covered: Python's ``random``, NumPy's global generator, torch's CPU generator and every initialised CUDA
 device's. Not covered: ``torch.Generator`` objects the caller made (pass them the seed and keep their state
 in ``extras``), and generators of other libraries.
@@ -15,6 +18,7 @@ in ``extras``), and generators of other libraries.
 
 from __future__ import annotations
 
+import hashlib
 import random
 from dataclasses import dataclass
 from typing import Any
@@ -89,3 +93,18 @@ def capture_rng_state() -> dict[str, Any]:
 def restore_rng_state(state: dict[str, Any]) -> None:
     """Restore the generators from the checkpoint form."""
     restore_rng(rng_snapshot_from_dict(state))
+
+
+def seed_rng_for_rank(state: dict[str, Any], rank: int) -> None:
+    """Seed every generator of ``rank``, which has no saved state (the world size grew), from ``state`` (rank 0's,
+    in the checkpoint form) and the rank: every resume from the same checkpoint draws the same numbers, and the
+    new ranks do not draw rank 0's (identical dropout masks on every rank)."""
+    py, npy = state["python"], state["numpy"]
+    digest = hashlib.sha256()
+    for part in (py["state"], npy["keys"], state["torch_cpu"]):
+        digest.update(part.numpy().tobytes())
+    digest.update(f"{npy['pos']}/{rank}".encode())
+    seed = int.from_bytes(digest.digest()[:8], "little")
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)  # CPU and every CUDA device
