@@ -36,13 +36,13 @@ def _checkpoint_dir(args, step):
     return Path(args.output_dir) / f"checkpoint-{step}"
 
 
-def _run(callback, args, max_steps, save_steps=2):
-    """The Trainer's loop, reduced to its callback calls."""
+def _run(callback, args, max_steps, save_steps=2, resume_step=0):
+    """The Trainer's loop, reduced to its callback calls (``resume_step``: the checkpoint it resumed from)."""
     handler = CallbackHandler([callback], model=None, processing_class=None, optimizer=None, lr_scheduler=None)
     state, control = TrainerState(), TrainerControl()
-    state.is_world_process_zero = True
+    state.is_world_process_zero, state.global_step = True, resume_step
     control = handler.on_train_begin(args, state, control)
-    for step in range(1, max_steps + 1):
+    for step in range(resume_step + 1, max_steps + 1):
         control = handler.on_step_begin(args, state, control)
         state.global_step, state.epoch = step, step / 8
         control = handler.on_step_end(args, state, control)
@@ -75,6 +75,21 @@ def test_checkpoints_are_sealed_and_unsealed_ones_are_skipped_on_resume(tmp_path
         f.seek(40)
         f.write(b"\x00\x01")
     assert latest_verified_checkpoint(args.output_dir).endswith("checkpoint-2")
+
+
+def test_a_resumed_trainer_logs_each_step_once_and_keeps_the_redone_rows_apart(tmp_path):
+    """Killed after logging step 5 with checkpoint-4 its newest; the resumed Trainer redoes step 5: the run log's
+    train_metrics holds each step once, the killed attempt's step 5 kept in train_metrics_superseded."""
+    import sqlite3
+
+    args = _args(tmp_path / "out")
+    _run(GuardCallback(run_log=tmp_path / "run.db"), args, max_steps=5, save_steps=4)
+    _run(GuardCallback(run_log=tmp_path / "run.db"), args, max_steps=6, save_steps=4, resume_step=4)
+    steps = [s for s, _, _ in read_train_metrics(tmp_path / "run.db")["loss"]]
+    assert steps == [1, 2, 3, 4, 5, 6]
+    with sqlite3.connect(tmp_path / "run.db") as db:
+        moved = db.execute("SELECT DISTINCT step FROM train_metrics_superseded").fetchall()
+    assert moved == [(5,)]
 
 
 def test_preemption_signal_saves_at_the_next_step_and_exits_with_restart_code(tmp_path):

@@ -46,6 +46,8 @@ class GuardCallback(TrainerCallback):
             pass  # not the main thread: no signals, the rest still works
         if self.run_log is None and self._run_log_arg is not None and state.is_world_process_zero:
             self.run_log = RunLog(self._run_log_arg)
+        if self.run_log is not None:   # a resumed Trainer redoes the steps logged after its checkpoint
+            self.run_log.supersede_steps_after(int(state.global_step))
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self.preemption.requested:

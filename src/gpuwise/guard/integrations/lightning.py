@@ -67,6 +67,7 @@ class GuardLightningCallback(_Base):  # type: ignore[misc,valid-type]
             pass
         if self._run_log_path is not None and trainer.is_global_zero:
             self.run_log = RunLog(self._run_log_path)
+            self.run_log.supersede_steps_after(int(trainer.global_step))   # ckpt_path's step: later ones are redone
 
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         step = int(trainer.global_step)
