@@ -11,6 +11,7 @@ from rich.console import Console
 
 from gpuwise.monitor import live
 from gpuwise.monitor.sample import GpuSample
+from gpuwise.table_fit import table_columns
 
 GIB = 2**30
 
@@ -41,7 +42,7 @@ def _first_fitting(history: dict, columns: int) -> str:
     """The oracle: each layout in turn, widest first, until one fits."""
     for spark, name_chars, compact in live._fits(history, 16):
         table = live._gpu_table(history, spark, None, name_chars=name_chars, compact=compact)
-        if live._columns(table) <= columns:
+        if table_columns(table) <= columns:
             break
     return _text(table, columns)
 

@@ -24,12 +24,12 @@ def _csv(tmp_path, row: str):
 
 
 @pytest.mark.parametrize("row, problem", [
-    ("2026/11/20 10:00:10.000, NVIDIA A100-SXM4-40GB, 0, 500 %, 12000 MiB, 40960 MiB, 150.00 W", "utilization_pct is 500"),
-    ("2026/11/20 10:00:10.000, NVIDIA A100-SXM4-40GB, 0, 30 %, -12000 MiB, 40960 MiB, 150.00 W", "memory_used_bytes is -"),
-    ("2026/11/20 10:00:10.000, NVIDIA A100-SXM4-40GB, 0, 30 %, 50000 MiB, 40960 MiB, 150.00 W", "memory_used_bytes .* is more than memory_total_bytes"),
-    ("2026/11/20 10:00:10.000, NVIDIA A100-SXM4-40GB, 0, 30 %, 12000 MiB, 40960 MiB, -150.00 W", "power_w is -150"),
+    ("2026/11/20 10:00:10.000, NVIDIA A100-SXM4-40GB, 0, 500 %, 12000 MiB, 40960 MiB, 150.00 W", "utilization.gpu is 500"),
+    ("2026/11/20 10:00:10.000, NVIDIA A100-SXM4-40GB, 0, 30 %, -12000 MiB, 40960 MiB, 150.00 W", "memory.used is -"),
+    ("2026/11/20 10:00:10.000, NVIDIA A100-SXM4-40GB, 0, 30 %, 50000 MiB, 40960 MiB, 150.00 W", "memory.used .* is more than memory.total"),
+    ("2026/11/20 10:00:10.000, NVIDIA A100-SXM4-40GB, 0, 30 %, 12000 MiB, 40960 MiB, -150.00 W", "power.draw is -150"),
     ("2026/11/20 10:00:10.000, NVIDIA A100-SXM4-40GB, 0, 30 %, 12000 MiB, 95367431640625000 MiB, 150 W",
-     "memory_total_bytes is"),
+     "memory.total is"),
 ], ids=["util-500", "negative-memory", "used-over-total", "negative-power", "1e20-GB"])
 def test_csv_values_outside_physical_ranges_are_refused_naming_the_line(tmp_path, row, problem):
     with pytest.raises(ReportError, match=r"smi.csv:3: " + problem):
@@ -40,7 +40,7 @@ def test_dmon_nan_is_refused_naming_the_line(tmp_path):
     path = tmp_path / "dmon.log"
     path.write_text("# gpu    pwr  gtemp     sm    mem\n# Idx      W      C      %      %\n"
                     "    0     43     48     10      5\n    0    nan     48     10      5\n")
-    with pytest.raises(ReportError, match=r"dmon.log:4: power_w is nan"):
+    with pytest.raises(ReportError, match=r"dmon.log:4: pwr is nan"):
         load_usage_log(path)
 
 

@@ -35,8 +35,9 @@ def test_the_text_says_how_many_cheaper_gpus_it_did_not_list(seed_report):
     assert f"{cheaper - MAX_ROWS} more cheaper GPU(s) not shown" in text
 
 
-def test_the_html_chart_draws_every_gpu_its_table_lists(seed_report, monkeypatch):
-    # the defect: the chart stopped at 14 GPUs while the table listed 20
+def test_the_html_chart_draws_the_first_gpus_its_table_lists_and_says_so(seed_report, monkeypatch):
+    # the defect: the chart stopped at 14 GPUs while the table listed 20. The table now lists every GPU that
+    # holds the job (the T4 was left out at 20); the chart draws the table's first MAX_BARS and the rented one.
     drawn = []
     barh = matplotlib.axes.Axes.barh
 
@@ -47,8 +48,10 @@ def test_the_html_chart_draws_every_gpu_its_table_lists(seed_report, monkeypatch
     monkeypatch.setattr(matplotlib.axes.Axes, "barh", recording_barh)
     page = render_html(seed_report)
     table = re.findall(r"<tr class='[a-z]*'><td>([^<]+?)(?: \(rented\))?</td>", page)
-    assert table and len(table) <= MAX_BARS + 1
-    assert sorted(drawn) == sorted(table)
+    assert len(table) > MAX_BARS + 1
+    rented = seed_report.right_sizing.rented_gpu_name
+    assert sorted(drawn) == sorted(table[:MAX_BARS] + ([rented] if rented not in table[:MAX_BARS] else []))
+    assert f"the {MAX_BARS} cheapest for the work of the {len(table)} the table lists" in page
 
 
 @pytest.mark.parametrize(("amount", "currency", "text"), [

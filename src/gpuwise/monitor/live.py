@@ -3,17 +3,16 @@
 
 from __future__ import annotations
 
-import io
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
-from rich.console import Console, Group
-from rich.measure import Measurement
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
 from gpuwise.monitor.procs import ProcessRow
 from gpuwise.monitor.sample import GpuSample, mig_profile
+from gpuwise.table_fit import widest_fitting
 from gpuwise.text import for_console
 from gpuwise.units import format_bytes
 
@@ -53,7 +52,7 @@ def render_live(history: Mapping[tuple[int, int | None], Sequence[GpuSample]], t
     if max_columns is None:
         t = _gpu_table(history, width, process_counts)
     else:
-        t = _widest_fitting(_fits(history, width), max_columns,
+        t = widest_fitting(_fits(history, width), max_columns,
                             lambda spark, name_chars, compact: _gpu_table(history, spark, process_counts,
                                                                          name_chars=name_chars, compact=compact))
     return Group(Text.from_markup(title, style="bold"), t) if title else Group(t)
@@ -66,29 +65,6 @@ def _fits(history: Mapping[tuple[int, int | None], Sequence[GpuSample]], width: 
     return ([(spark, NAME_CHARS, False) for spark in range(width, -1, -1)]
             + [(0, name_chars, False) for name_chars in range(NAME_CHARS - 1, shortest - 1, -1)]
             + [(0, shortest, True)])
-
-
-def _widest_fitting(layouts: Sequence[tuple[int, int, bool]], max_columns: int, build) -> Table:
-    """The table of the first of ``layouts`` (widest first, each no wider than the one before) that fits in
-    ``max_columns``, else of the last: the first tried, then a binary search, so a frame builds a handful of
-    tables, not one per layout (a render is on watch's hot path, every interval)."""
-    built: dict[int, Table] = {}
-
-    def table(i: int) -> Table:
-        if i not in built:
-            built[i] = build(*layouts[i])
-        return built[i]
-
-    if _columns(table(0)) <= max_columns:
-        return table(0)
-    lo, hi = 1, len(layouts) - 1       # layouts[lo - 1] is too wide; the answer lies in lo..hi
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if _columns(table(mid)) <= max_columns:
-            hi = mid
-        else:
-            lo = mid + 1
-    return table(lo)
 
 
 def short_name(name: str | None, max_chars: int = NAME_CHARS) -> str:
@@ -104,14 +80,6 @@ def short_name(name: str | None, max_chars: int = NAME_CHARS) -> str:
         return tail if len(tail) <= max_chars else ""
     model = text[: len(text) - len(tail)].rstrip() if tail else text
     return f"{model[:room - 1]}…" + (f" {tail}" if tail else "")
-
-
-def _columns(table: Table) -> int:
-    """The columns ``table`` takes with no cell wrapped."""
-    return Measurement.get(_MEASURE, _MEASURE.options, table).maximum
-
-
-_MEASURE = Console(width=10_000, file=io.StringIO())   # only measures: never prints
 
 
 def _gpu_table(history: Mapping[tuple[int, int | None], Sequence[GpuSample]], width: int,

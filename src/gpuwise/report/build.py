@@ -122,7 +122,9 @@ def build_report(
                         + ("; check --gpu" if gpu else ""))
     comparison, scaling = measured_against_prediction(log, usage, rented, scaling, notes, workload, correction)
     sizing = None
-    if usage.needed_peak_bytes is not None:
+    if usage.nothing_ran:
+        pass        # no verdict on GPUs nothing ran on: summarize's note says so
+    elif usage.needed_peak_bytes is not None:
         sizing = right_size(usage, catalog, rented, gpu_price=gpu_price, provider=provider, spot=spot,
                             currency=currency, headroom_fraction=headroom_fraction, scaling=scaling)
         said = any(n.startswith(TIME_NOTE) for n in notes)      # e.g. the log's recorded precision: say it once

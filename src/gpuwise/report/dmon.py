@@ -10,7 +10,7 @@ With ``-o DT`` two columns ``Date Time`` come first; with ``-s m`` the frame-buf
 MiB). '-' is a field the GPU does not report (None). dmon prints no GPU name and no memory total: the
 report needs ``--gpu`` to compare GPUs. Without date/time columns samples are taken 1 s apart (dmon's
 default ``-d 1``) and a new sample starts when the GPU index does not grow. A value outside its physical
-range (NaN, 500 %, negative power) raises ReportError naming the line.
+range (NaN, 500 %, negative power) raises ReportError naming the line and the column (``pwr``).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from datetime import datetime, timezone
 from gpuwise.monitor.sample import GpuSample
 from gpuwise.monitor.sample_checks import sample_problem
 from gpuwise.report.errors import ReportError
+from gpuwise.report.smi_csv import in_log_terms
 
 MIB = 2**20
 
@@ -100,7 +101,8 @@ def parse_dmon(text: str, path: str) -> tuple[list[GpuSample], list[str]]:
         sample = GpuSample(t_s=t_s if t_s is not None else float(group), gpu_index=index, **values)  # type: ignore[arg-type]
         problem = sample_problem(sample)
         if problem:
-            raise ReportError(f"{path}:{lineno}: {problem}")
+            raise ReportError(f"{path}:{lineno}: "
+                              f"{in_log_terms(problem, {k: _COLUMNS[k][0] for k in names if k in _COLUMNS})}")
         samples.append(sample)
     if not samples:
         raise ReportError(f"{path}: no samples in this nvidia-smi dmon log")

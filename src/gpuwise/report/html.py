@@ -12,10 +12,12 @@ from gpuwise.plan.fit import usable_of
 from gpuwise.report.build import Report
 from gpuwise.report.errors import ReportError
 from gpuwise.report.predicted_vs_measured import comparison_lines
+from gpuwise.report.usage import spans
 from gpuwise.units import format_bytes, format_duration, format_money
 
 GIB = 2**30
-MAX_BARS = 20   # GPUs in the table and the chart (the same ones)
+MAX_BARS = 20   # GPUs the chart draws (the cheapest for the work, and the rented one); the table lists every one
+NAN = float("nan")
 
 
 def _png(fig) -> str:
@@ -33,15 +35,30 @@ def _timeline_png(report: Report) -> str:
     u, r, samples = report.usage, report.right_sizing, report.samples
     fig, (ax_mem, ax_busy) = plt.subplots(2, 1, figsize=(9, 5.2), sharex=True)
     for label in u.job_labels:
-        own = [s for s in samples if s.label == label and not s.lost]
-        t_min = [(s.t_s - u.start_t_s) / 60 for s in own]
-        used = [s.memory_used_bytes / GIB if s.memory_used_bytes is not None else float("nan") for s in own]
-        ax_mem.plot(t_min, used, lw=1, label=f"GPU {label} memory used")
+        own = sorted((s for s in samples if s.label == label and not s.lost), key=lambda s: s.t_s)
+        runs = spans([s.t_s for s in own])
+        # A gap (usage.spans) breaks the line; a sample alone between gaps is drawn as a dot.
+        dots = {"marker": "o", "markersize": 3} if any(b - a == 1 for a, b in runs) else {}
+
+        def line(attr: str, unit: float = 1.0) -> tuple[list[float], list[float]]:
+            t, y = [], []
+            for a, b in runs:
+                t += [(s.t_s - u.start_t_s) / 60 for s in own[a:b]] + [NAN]
+                y += [NAN if getattr(s, attr) is None else getattr(s, attr) / unit for s in own[a:b]] + [NAN]
+            return t, y
+
+        if any(s.memory_used_bytes is not None for s in own):
+            ax_mem.plot(*line("memory_used_bytes", GIB), lw=1, label=f"GPU {label} memory used", **dots)
         if any(s.process_memory_bytes for s in own):
-            proc = [s.process_memory_bytes / GIB if s.process_memory_bytes is not None else float("nan") for s in own]
-            ax_mem.plot(t_min, proc, lw=1, label=f"GPU {label} job's processes")
-        busy = [s.utilization_pct if s.utilization_pct is not None else float("nan") for s in own]
-        ax_busy.plot(t_min, busy, lw=0.8, label=f"GPU {label}")
+            ax_mem.plot(*line("process_memory_bytes", GIB), lw=1, label=f"GPU {label} job's processes", **dots)
+        if any(s.utilization_pct is not None for s in own):
+            ax_busy.plot(*line("utilization_pct"), lw=0.8, label=f"GPU {label}", **dots)
+    for ax, what in ((ax_mem, "memory use"), (ax_busy, "utilisation")):
+        if not ax.lines:
+            ax.text(0.5, 0.5, f"no {what} in the log", transform=ax.transAxes, ha="center", va="center", color="grey")
+    last_min = max(((s.t_s - u.start_t_s) / 60 for s in samples if s.label in u.job_labels), default=0.0)
+    right = max(last_min, 1.0)      # a single sample still gets a minute's axis, from 0
+    ax_busy.set_xlim(-0.02 * right, 1.02 * right)
     totals = [d.memory_total_bytes for d in u.job_devices if d.memory_total_bytes]
     if totals:
         total = max(totals)
@@ -51,7 +68,8 @@ def _timeline_png(report: Report) -> str:
                            label=f"usable ({r.headroom_fraction:.0%} kept free, as every command)")
     ax_mem.set_ylabel("GiB")
     ax_mem.set_ylim(bottom=0)
-    ax_mem.legend(fontsize=7, loc="center right")
+    if ax_mem.get_legend_handles_labels()[0]:
+        ax_mem.legend(fontsize=7, loc="center right")
     ax_mem.set_title("Memory")
     ax_busy.set_ylabel("busy %")
     ax_busy.set_ylim(0, 105)
@@ -67,7 +85,7 @@ def _options_png(report: Report) -> str | None:
     r = report.right_sizing
     if r is None or r.currency is None:
         return None
-    rows = _rows(r)
+    rows = _bars(r)
     if not rows:
         return None
     import matplotlib
@@ -96,10 +114,23 @@ def _money(x: float | None, currency: str | None) -> str:
 
 
 def _rows(r) -> list:
-    """The GPUs the table lists and the chart draws (the same ones): those that would have held the job,
-    cheapest for the work first, and the rented one."""
-    rows = [o for o in r.options if o.fits and o.cost_per_job_hour is not None][:MAX_BARS]
+    """The GPUs the table lists: every one that would have held the job, cheapest for the work first, and
+    the rented one."""
+    rows = [o for o in r.options if o.fits and o.cost_per_job_hour is not None]
     return rows + [o for o in r.options if o.rented and o.cost_per_job_hour is not None and o not in rows]
+
+
+def _bars(r) -> list:
+    """The GPUs the chart draws: the table's first MAX_BARS (the cheapest for the work), and the rented one."""
+    rows = _rows(r)
+    return rows[:MAX_BARS] + [o for o in rows[MAX_BARS:] if o.rented]
+
+
+def _chart_caption(r) -> str:
+    listed, drawn = len(_rows(r)), len(_bars(r))
+    if drawn == listed:
+        return "GPUs that would have held the job"
+    return f"GPUs that would have held the job: the {MAX_BARS} cheapest for the work of the {listed} the table lists"
 
 
 def render_html(report: Report) -> str:
@@ -107,7 +138,9 @@ def render_html(report: Report) -> str:
     e = html.escape
     facts = [
         ("Log", f"{u.path} ({u.source})"),
-        ("GPU", f"{len(u.job_devices)} × {u.gpu_name or 'unknown'}"
+        ("GPU", f"{len(u.job_devices)}"
+                + (f" (of {len(u.job_devices) + len(u.idle_labels)}; {len(u.idle_labels)} idle)" if u.idle_labels else "")
+                + f" × {u.gpu_name or 'unknown'}"
                 + (f"; compared as {report.compared_as} (--gpu)" if report.compared_as else "")),
         ("Duration", format_duration(u.duration_s)),
     ]
@@ -119,7 +152,7 @@ def render_html(report: Report) -> str:
         pw = u.power
         facts.append(("Power", f"per GPU: mean {pw.mean_per_gpu_w:.0f} W, peak {pw.peak_per_gpu_w:.0f} W"
                                + (f"; {pw.gpu_count} GPUs together: mean {pw.mean_total_w:.0f} W" if pw.gpu_count > 1 else "")
-                               + f", {pw.energy_kwh:.2f} kWh"))
+                               + (", energy unknown" if pw.energy_kwh is None else f", {pw.energy_kwh:.2f} kWh")))
     for p in u.torch_peaks:
         facts.append((f"PyTorch pid {p.pid}", f"max allocated {format_bytes(p.max_allocated_bytes)}, "
                                               f"max reserved {format_bytes(p.max_reserved_bytes)}"))
@@ -144,7 +177,8 @@ def render_html(report: Report) -> str:
             )
         if r.cheaper:
             b = r.cheaper[0]
-            verdict = (f"{len(r.cheaper)} cheaper GPU(s) would have held this job. Best: <b>{e(b.gpu_name)}</b>, "
+            verdict = ("Too short to judge (see the notes): " if u.too_short else "") + (
+                       f"{len(r.cheaper)} cheaper GPU(s) would have held this job. Best: <b>{e(b.gpu_name)}</b>, "
                        f"saving {_money(b.saving_per_hour, r.currency)}/h, {_money(b.saving_per_month, r.currency)} "
                        f"per month, {_money(b.saving_for_run, r.currency)} on this run.")
     timeline = _timeline_png(report)
@@ -168,7 +202,7 @@ tr.cheaper td {{ color: #1a7f37; }} tr.rented td {{ font-weight: bold; }}
 <table class="facts">{facts_html}</table>
 {f'<p class="verdict">{verdict}</p>' if verdict else ''}
 <h2>Over time</h2><img alt="memory and busy share over time" src="data:image/png;base64,{timeline}">
-{f'<h2>GPUs that would have held the job</h2><img alt="cost of the work per GPU" src="data:image/png;base64,{options}">' if options else ''}
+{f'<h2>{e(_chart_caption(r))}</h2><img alt="cost of the work per GPU" src="data:image/png;base64,{options}">' if options else ''}
 {method}
 {'<table class="options"><tr><th>GPU</th><th>memory</th><th>time ×</th><th>' + price_head + '</th><th>cost of 1 h of work</th><th>saving/h</th><th>per month</th><th>this run</th><th>offer</th></tr>' + rows_html + '</table>' if rows_html else ''}
 {f'<ul>{notes_html}</ul>' if notes_html else ''}

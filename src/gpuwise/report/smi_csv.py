@@ -2,10 +2,14 @@
 
 nvidia-smi prints memory in MiB, power in W, clocks in MHz, and ``[N/A]`` / ``[Not Supported]`` for
 fields a GPU lacks (read as None). The header (``memory.used [MiB]``) may repeat when logs are appended;
-repeats are skipped. Without a header the columns must be given (``columns``). A last line cut off
-mid-write (no newline, too few fields: a log still being written) is skipped with a note; any other
-line that does not parse, or holds a value outside its physical range (``sample_problem``), raises
-ReportError naming file and line. Names lose control characters and escape sequences.
+repeats are skipped, and a header naming other columns takes over from its line on, with a note. nvidia-smi
+says a GPU is lost in a line of its own (``Unable to determine the device handle for GPU0000:3B:00.0: GPU
+is lost...``): the GPU with that bus id (a ``pci.bus_id`` column) is marked lost from there, and one note
+per GPU says so, or that the log does not say which GPU it is. Without a header the columns must be given
+(``columns``). A last line cut off mid-write (no newline, too few fields: a log still being written) is
+skipped with a note; any other line that does not parse, or holds a value outside its physical range
+(``sample_problem``, in the log's column names), raises ReportError naming file and line. Names lose
+control characters and escape sequences.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ _MISSING = {"[n/a]", "n/a", "[not supported]", "[unknown error]", "[insufficient
 _LOST = "[gpu is lost]"
 _UNITS = {"", "%", "mib", "w", "mhz", "c"}
 _NUMBER = re.compile(r"\s*([-+]?[0-9]*\.?[0-9]+)\s*([A-Za-z%]*)\s*")
+_BUS_ID = re.compile(r"([0-9A-Fa-f]{4,8}):([0-9A-Fa-f]{2}):([0-9A-Fa-f]{2})\.([0-7])")
 _TIME_FORMATS = ("%Y/%m/%d %H:%M:%S.%f", "%Y/%m/%d %H:%M:%S", "%Y-%m-%d %H:%M:%S.%f", "%Y-%m-%d %H:%M:%S",
                  "%Y-%m-%dT%H:%M:%S.%f", "%Y-%m-%dT%H:%M:%S")
 
@@ -48,6 +53,21 @@ _TIME_FORMATS = ("%Y/%m/%d %H:%M:%S.%f", "%Y/%m/%d %H:%M:%S", "%Y-%m-%d %H:%M:%S
 def field_key(header_cell: str) -> str:
     """'memory.used [MiB]' -> 'memory.used'."""
     return re.sub(r"\s*\[.*\]\s*$", "", header_cell.strip()).strip().lower()
+
+
+def bus_id(text: str | None) -> tuple[int, int, int, int] | None:
+    """The PCI address in ``text`` as numbers: nvidia-smi writes ``00000000:3B:00.0`` in ``pci.bus_id`` and
+    ``GPU0000:3B:00.0`` in its messages."""
+    m = _BUS_ID.search(text or "")
+    return tuple(int(g, 16) for g in m.groups()) if m else None  # type: ignore[return-value]
+
+
+def in_log_terms(problem: str, field_of: dict[str, str]) -> str:
+    """``sample_problem``'s words with the log's column names (``memory.used``), not the sample's fields
+    (``memory_used_bytes``); ``field_of``: the log's column -> the sample's field."""
+    for column, name in field_of.items():
+        problem = re.sub(rf"\b{name}\b", column, problem)
+    return problem
 
 
 def looks_like_header(line: str) -> bool:
@@ -81,14 +101,26 @@ def parse_smi_csv(text: str, path: str, columns: list[str] | None = None) -> tup
     previous_time: float | None = None
     position = 0
     group = -1
+    index_of_bus: dict[tuple[int, ...], int] = {}
+    lost_from: dict[tuple[int, ...] | None, tuple[int, int]] = {}   # bus id (None: none) -> (first line, lines)
     for lineno, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         if "gpu is lost" in line.lower() and "," not in line:
-            notes.append(f"{path}:{lineno}: nvidia-smi reported a lost GPU: {line.strip()[:100]}")
+            bus = bus_id(line)
+            first, count = lost_from.get(bus, (lineno, 0))
+            lost_from[bus] = (first, count + 1)
+            if bus in index_of_bus:
+                samples.append(GpuSample(t_s=previous_time if previous_time is not None else float(group),
+                                         gpu_index=index_of_bus[bus], lost=1))
             continue
-        if header_line is None and looks_like_header(line):  # the file's own header wins over --columns
-            header, header_line = [field_key(c) for c in line.split(",")], line.strip()
+        if looks_like_header(line):
+            keys = [field_key(c) for c in line.split(",")]
+            if header_line is not None and keys != header:
+                notes.append(f"{path}:{lineno}: the columns change here (an appended log with another "
+                             f"--query-gpu?): read from here on as {', '.join(keys)}")
+            if header_line is None or keys != header:  # the file's own header wins over --columns
+                header, header_line = keys, line.strip()
             continue
         if header is None:
             loss_log = any(w in line.lower() for w in ("loss", "step", "epoch")) or line.lstrip().startswith("{")
@@ -97,8 +129,6 @@ def parse_smi_csv(text: str, path: str, columns: list[str] | None = None) -> tup
                 f"pass --columns with the --query-gpu list"
                 + ("; a training (loss) log goes to `gpuwise advise`" if loss_log else "")
             )
-        if header_line is not None and line.strip() == header_line:
-            continue  # header repeated by an appended log
         cells = [c.strip() for c in line.split(",")]
         if len(cells) != len(header):
             last_partial = lineno == len(lines) and not text.endswith("\n") and len(cells) < len(header)
@@ -148,6 +178,8 @@ def parse_smi_csv(text: str, path: str, columns: list[str] | None = None) -> tup
             index = ids.setdefault(ident, len(ids))
         else:
             index = position
+        if (bus := bus_id(row.get("pci.bus_id"))) is not None:
+            index_of_bus[bus] = index
         sample = GpuSample(
             t_s=t_s if t_s is not None else float(group), gpu_index=index,
             uuid=printable_or_none(row.get("uuid")), name=printable_or_none(row.get("name")), lost=lost,
@@ -155,7 +187,8 @@ def parse_smi_csv(text: str, path: str, columns: list[str] | None = None) -> tup
         )
         problem = sample_problem(sample)
         if problem:
-            raise ReportError(f"{path}:{lineno}: {problem}")
+            raise ReportError(f"{path}:{lineno}: "
+                              f"{in_log_terms(problem, {k: _FIELDS[k][0] for k in header if k in _FIELDS})}")
         samples.append(sample)
     if header is None or not samples:
         raise ReportError(f"{path}: no samples in this nvidia-smi log")
@@ -164,4 +197,13 @@ def parse_smi_csv(text: str, path: str, columns: list[str] | None = None) -> tup
                           f"is about the memory the job needed; log with --query-gpu=...,memory.used,memory.total")
     if "timestamp" not in header:
         notes.append(f"{path}: no timestamp column: assumed 1 s between samples")
+    for bus, (first, count) in lost_from.items():
+        said = f"{path}:{first}: nvidia-smi reported a GPU lost from here on ({count} \"GPU is lost\" line(s)"
+        if bus in index_of_bus:
+            notes.append(f"{said}, bus %04X:%02X:%02X.%X): GPU {index_of_bus[bus]}, marked lost" % bus)
+        elif bus is not None:
+            notes.append(f"{said}, bus %04X:%02X:%02X.%X): the log does not say which GPU that is (no "
+                         f"pci.bus_id column, or none with that bus id)" % bus)
+        else:
+            notes.append(f"{said}): the log does not say which GPU")
     return samples, notes

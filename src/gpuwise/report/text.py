@@ -6,6 +6,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from gpuwise.table_fit import widest_fitting
 from gpuwise.report.build import Report
 from gpuwise.report.predicted_vs_measured import comparison_footer, comparison_rows, comparison_title
 from gpuwise.units import format_bytes, format_duration, format_money
@@ -27,8 +28,11 @@ def _short(x: float | None, currency: str | None) -> str:
 
 def rows_shown(r) -> list:
     """The rows the table shows: the GPUs that fit and save, biggest saving first, up to MAX_ROWS, and the
-    rented GPU; where there are neither (no saving can be computed: the rented GPU is not in the catalog
-    or has no price, or it does not hold the job), the GPUs that hold the job, cheapest for the work first."""
+    rented GPU when it holds the job; where no saving can be computed (``no_saving_line``: the rented GPU is
+    not in the catalog or has no price) or there are no such rows (the rented GPU does not hold the job), the
+    GPUs that hold the job, cheapest for the work first."""
+    if no_saving_line(r) is not None:
+        return holding(r)[:MAX_ROWS]
     rows = list(r.cheaper[:MAX_ROWS])
     rows += [o for o in r.options if o.rented and o.fits]
     return rows or holding(r)[:MAX_ROWS]
@@ -95,34 +99,38 @@ def render_report(report: Report) -> Group:
             f"money in {r.currency}."))
         if r.rented_price_per_gpu_hour is not None:
             paid = _money(r.rented_price_per_gpu_hour, r.currency)
-            all_gpus = f" = {_money(r.rented_price_per_gpu_hour * n, r.currency)}/h for {n} GPUs" if n > 1 else ""
-            parts.append(Text(f"Rented: {n} × {r.rented_gpu_name or '?'} at {paid}/h per GPU{all_gpus} "
-                              f"({r.price_source})"))
+            rented = n + len(u.idle_labels)
+            all_gpus = (f" = {_money(r.rented_price_per_gpu_hour * rented, r.currency)}/h for {rented} GPUs"
+                        if rented > 1 else "")
+            idle_paid = _money(r.rented_price_per_gpu_hour * len(u.idle_labels), r.currency)
+            idle = (f"; {len(u.idle_labels)} of them idle (their {idle_paid}/h comes on top of every saving): "
+                    f"compared as the {n} the job used") if u.idle_labels else ""
+            parts.append(Text(f"Rented: {rented} × {r.rented_gpu_name or '?'} at {paid}/h per GPU{all_gpus} "
+                              f"({r.price_source}){idle}"))
         shown = rows_shown(r)
+        said = no_saving_line(r)
         if shown:
-            said = no_saving_line(r)
             if said:
                 parts.append(Text(said))
-            parts.append(_table(r, shown))
-            if any(o.rented for o in shown):
-                parts.append(Text("* the rented GPU", style="dim"))
+            parts.append(_FittedTable(r, shown))
         else:
             parts.append(Text(f"No GPU in the catalog holds {format_bytes(r.needed_bytes)} with "
                               f"{r.headroom_fraction:.0%} of its memory kept free."))
         cheaper = r.cheaper
-        listed = cheaper if cheaper else ([] if any(o.rented for o in shown) else holding(r))
+        listed = cheaper or (holding(r) if said or not any(o.rented for o in shown) else [])
         if len(listed) > MAX_ROWS:
             kind, where = ("cheaper GPU(s)", "--json or --html lists") if cheaper else ("GPU(s) that hold it", "--json lists")
             parts.append(Text(f"{len(listed) - MAX_ROWS} more {kind} not shown ({where} every one).", style="dim"))
+        guess = " (too short to judge: see the note)" if u.too_short else ""
         if cheaper:
             best = cheaper[0]
             parts.append(Text.from_markup(
-                f"[bold green]Verdict[/bold green]: {len(cheaper)} cheaper GPU(s) would have held this job; "
+                f"[bold green]Verdict[/bold green]{guess}: {len(cheaper)} cheaper GPU(s) would have held this job; "
                 f"the best, {best.gpu_name}, saves {_money(best.saving_per_hour, r.currency)}/h, "
                 f"{_money(best.saving_per_month, r.currency)} per month (730 h), "
                 f"{_money(best.saving_for_run, r.currency)} on this run."))
         elif r.rented_price_per_gpu_hour is not None:
-            parts.append(Text.from_markup("[bold]Verdict[/bold]: no cheaper GPU in the catalog would have done this work."))
+            parts.append(Text.from_markup(f"[bold]Verdict[/bold]{guess}: no cheaper GPU in the catalog would have done this work."))
     for note in report.notes:
         parts.append(Text(f"note: {note}", style="dim"))
     return Group(*parts)
@@ -132,11 +140,13 @@ def _gpus(report: Report) -> str:
     """The header's GPUs: the count and the name the log gives, and the GPU --gpu named when it is another."""
     u = report.usage
     logged = u.gpu_name
+    idle = len(u.idle_labels)
+    n = f"{len(u.job_devices)}" + (f" (of {len(u.job_devices) + idle}; {idle} idle)" if idle else "")
     if report.compared_as is None:
-        return f"{len(u.job_devices)} × {logged or 'unknown GPU'}"
+        return f"{n} × {logged or 'unknown GPU'}"
     if logged is None:
-        return f"{len(u.job_devices)} × {report.compared_as} (--gpu)"
-    return f"{len(u.job_devices)} × {logged} in the log; compared as {report.compared_as} (--gpu)"
+        return f"{n} × {report.compared_as} (--gpu)"
+    return f"{n} × {logged} in the log; compared as {report.compared_as} (--gpu)"
 
 
 def _from(start_s: float) -> str:
@@ -146,10 +156,11 @@ def _from(start_s: float) -> str:
 
 def _power(p) -> str:
     """Power on one basis: per GPU, and for several GPUs their sum and energy said as such."""
+    energy = "energy unknown" if p.energy_kwh is None else f"{p.energy_kwh:.2f} kWh"
     if p.gpu_count == 1:
-        return f"Power          mean {p.mean_per_gpu_w:.0f} W, peak {p.peak_per_gpu_w:.0f} W, {p.energy_kwh:.2f} kWh"
+        return f"Power          mean {p.mean_per_gpu_w:.0f} W, peak {p.peak_per_gpu_w:.0f} W, {energy}"
     return (f"Power          per GPU: mean {p.mean_per_gpu_w:.0f} W, peak {p.peak_per_gpu_w:.0f} W; "
-            f"{p.gpu_count} GPUs together: mean {p.mean_total_w:.0f} W, {p.energy_kwh:.2f} kWh")
+            f"{p.gpu_count} GPUs together: mean {p.mean_total_w:.0f} W, {energy}")
 
 
 def _comparison(c) -> list:
@@ -162,20 +173,51 @@ def _comparison(c) -> list:
     return [Text(comparison_title(c)), t, *(Text(f"  {line}") for line in comparison_footer(c))]
 
 
-def _table(r, rows) -> Table:
+_COLUMNS = ("GPU", "GiB", "time×", "price/h", "work/h", "save/h", "save/month", "save/run")
+# What gives way on a narrow terminal, in order (watch's rule, monitor.live): these columns, then the space
+# between columns; on a terminal narrower still a cell folds onto a second line. A number is never cut.
+_GIVE_WAY = ("save/month", "save/run", "GiB", "work/h")
+_LAYOUTS = [(_GIVE_WAY[:k], False) for k in range(len(_GIVE_WAY) + 1)] + [(_GIVE_WAY, True)]
+
+
+class _FittedTable:
+    """The GPU table at the widest of ``_LAYOUTS`` that fits the console, its footnote (``*``: the rented GPU,
+    when its row is shown), and a line naming the columns left out."""
+
+    def __init__(self, r, rows) -> None:
+        self.r, self.rows = r, rows
+
+    def __rich_console__(self, console, options):
+        width = options.max_width
+        table = widest_fitting(_LAYOUTS, width,
+                                lambda left_out, compact: _table(self.r, self.rows, left_out, compact))
+        yield table
+        if any(o.rented for o in self.rows):
+            yield Text("* the rented GPU", style="dim")
+        shown = {str(c.header) for c in table.columns}
+        left_out = [c for c in _COLUMNS if c not in shown]
+        if left_out:
+            yield Text(f"{', '.join(left_out)} left out to fit {width} columns (a wider terminal or --json shows "
+                       f"{'them' if len(left_out) > 1 else 'it'}).", style="dim")
+
+
+def _table(r, rows, left_out: tuple[str, ...] = (), compact: bool = False) -> Table:
     # Narrow enough for an 80-column terminal: ids, not full names; the offer goes into --json/--html.
     # Every money column is for the run's GPU count (a GPU ×N): work/h = price/h × time× can be checked.
-    t = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
-    for col in ("GPU", "GiB", "time×", "price/h", "work/h", "save/h", "save/month", "save/run"):
-        t.add_column(col, justify="left" if col == "GPU" else "right", no_wrap=True)
+    # ``left_out``: columns not shown; ``compact``: one space between columns. Cells fold, never cut.
+    t = Table(show_edge=False, pad_edge=False, box=None, header_style="bold", collapse_padding=compact)
+    columns = [c for c in _COLUMNS if c not in left_out]
+    for col in columns:
+        t.add_column(col, justify="left" if col == "GPU" else "right", overflow="fold")
     times = f" ×{r.gpu_count}" if r.gpu_count > 1 else ""
     for o in rows:
         style = "bold" if o.rented else ("green" if (o.saving_per_hour or 0) > 0 else None)
-        t.add_row(
-            for_console(o.gpu_id) + times + (" *" if o.rented else ""), f"{o.memory_bytes / 2**30:.0f}",
-            f"{o.time_factor:.2f}" if o.time_factor is not None else "-",
-            _short(o.price_per_hour_all_gpus, r.currency), _short(o.cost_per_job_hour, r.currency),
-            _short(o.saving_per_hour, r.currency), _short(o.saving_per_month, r.currency),
-            _short(o.saving_for_run, r.currency), style=style,
-        )
+        cells = {
+            "GPU": for_console(o.gpu_id) + times + (" *" if o.rented else ""), "GiB": f"{o.memory_bytes / 2**30:.0f}",
+            "time×": f"{o.time_factor:.2f}" if o.time_factor is not None else "-",
+            "price/h": _short(o.price_per_hour_all_gpus, r.currency), "work/h": _short(o.cost_per_job_hour, r.currency),
+            "save/h": _short(o.saving_per_hour, r.currency), "save/month": _short(o.saving_per_month, r.currency),
+            "save/run": _short(o.saving_for_run, r.currency),
+        }
+        t.add_row(*(cells[c] for c in columns), style=style)
     return t

@@ -5,26 +5,45 @@ memory: everything the process holds, CUDA context included, since the job needs
 else the GPU's memory used (on a rented GPU that is the job plus the driver's few hundred MB). The peak
 decides what fits (one moment over the limit is an out-of-memory error); p95 says how spiky it was.
 
+"Run time" is the time the samples cover: a step between two samples of a GPU longer than
+GAP_OVER_MEDIAN times its median step (the log's sampling interval) is a gap (two logs appended, the logger
+stopped), not run time: it counts in no duration, energy or saving, and a note says how long it was.
+Energy is the power integrated over the run time (trapezoids between readings, the first and last reading
+held to the edges of each stretch of samples); a stretch without power readings longer than a gap leaves it
+unknown, never 0.
+
 "Busy share" is NVML's utilisation: the share of time in which at least one kernel ran, not how much of
 the GPU the kernels filled (GPM SM activity tells that, on Hopper and newer).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import groupby
 
 import numpy as np
 
 from gpuwise.monitor.sample import GpuSample
 from gpuwise.report.sources import TorchPeak, UsageLog
+from gpuwise.units import format_bytes, format_duration
 
 IDLE_BELOW_PCT = 5.0         # utilisation at or under this is idle
 MIN_IDLE_STRETCH_S = 60.0    # shorter pauses are part of the job's rhythm (data loading, logging)
+ACTIVE_ABOVE_PCT = 1.0       # a GPU busier than this on average ran the job; at or under, nothing ran on it
+GAP_OVER_MEDIAN = 10.0       # a step between samples over this many median steps is a gap, not run time
+MIN_SAMPLES_TO_JUDGE = 10    # fewer samples of a job's GPU: too short to judge (the peak may fall between them)
 
 
 @dataclass(frozen=True)
 class IdleStretch:
+    start_s: float       # seconds after the log's start
+    duration_s: float
+
+
+@dataclass(frozen=True)
+class Gap:
+    """Time no GPU's samples cover, between two samples of a GPU further apart than ``gap_limit_s``: not run time."""
+
     start_s: float       # seconds after the log's start
     duration_s: float
 
@@ -73,10 +92,25 @@ class UsageSummary:
     torch_peaks: tuple[TorchPeak, ...]
     notes: tuple[str, ...]
     power: "PowerSummary | None" = None  # the job's devices' power, one basis (None: no power in the log)
+    gaps: tuple[Gap, ...] = ()           # left out of duration_s (run time), energy and savings
+    idle_labels: tuple[str, ...] = ()    # GPUs of the log on which nothing ran while the job ran on others
 
     @property
     def job_devices(self) -> tuple[DeviceUsage, ...]:
         return tuple(d for d in self.devices if d.label in self.job_labels)
+
+    @property
+    def too_short(self) -> bool:
+        """Fewer than MIN_SAMPLES_TO_JUDGE samples of some job GPU: the figures may miss what the job did."""
+        return any(d.samples < MIN_SAMPLES_TO_JUDGE for d in self.job_devices)
+
+    @property
+    def nothing_ran(self) -> bool:
+        """No kernel ran on any GPU of the log (each one's busy share known and at most ACTIVE_ABOVE_PCT) and
+        no process of the job held memory: there is no job to right-size."""
+        return bool(self.devices) and all(
+            d.memory_basis != "process" and d.mean_busy_pct is not None and d.mean_busy_pct <= ACTIVE_ABOVE_PCT
+            for d in self.devices)
 
     @property
     def gpu_name(self) -> str | None:
@@ -89,6 +123,8 @@ class UsageSummary:
         d["torch_peaks"] = [p.__dict__ for p in self.torch_peaks]
         d["power"] = self.power.to_dict() if self.power is not None else None
         d["job_labels"] = list(self.job_labels)
+        d["idle_labels"] = list(self.idle_labels)
+        d["gaps"] = [g.__dict__ for g in self.gaps]
         d["notes"] = list(self.notes)
         return d
 
@@ -102,7 +138,7 @@ class PowerSummary:
     mean_per_gpu_w: float
     peak_per_gpu_w: float          # the highest sample of any one GPU
     mean_total_w: float            # all gpu_count GPUs together
-    energy_kwh: float              # all gpu_count GPUs together
+    energy_kwh: float | None       # all gpu_count GPUs together; None: some GPU's power readings cannot say
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -115,7 +151,49 @@ def power_summary(devices: list[DeviceUsage]) -> PowerSummary | None:
     total_w = sum(d.mean_power_w for d in with_power)
     return PowerSummary(gpu_count=len(with_power), mean_per_gpu_w=total_w / len(with_power),
                         peak_per_gpu_w=max(d.peak_power_w or 0.0 for d in with_power), mean_total_w=total_w,
-                        energy_kwh=sum(d.energy_kwh or 0.0 for d in with_power))
+                        energy_kwh=None if any(d.energy_kwh is None for d in with_power)
+                        else sum(d.energy_kwh for d in with_power))
+
+
+def gap_limit_s(times_s: list[float]) -> float | None:
+    """The longest step between samples that is still run time: GAP_OVER_MEDIAN × the median step of
+    ``times_s`` (sorted); None with fewer than two distinct times."""
+    steps = np.diff(np.asarray(times_s, dtype=float))
+    steps = steps[steps > 0]
+    return float(np.median(steps)) * GAP_OVER_MEDIAN if steps.size else None
+
+
+def spans(times_s: list[float]) -> list[tuple[int, int]]:
+    """The stretches of ``times_s`` (sorted) with no gap inside, as index ranges [first, end)."""
+    limit = gap_limit_s(times_s)
+    if limit is None:
+        return [(0, len(times_s))] if times_s else []
+    cuts = [k + 1 for k in range(len(times_s) - 1) if times_s[k + 1] - times_s[k] > limit]
+    edges = [0, *cuts, len(times_s)]
+    return list(zip(edges[:-1], edges[1:]))
+
+
+def _energy_kwh(times_s: list[float], power_w: list[float | None], stretches: list[tuple[int, int]]) -> float | None:
+    """Energy over the run time: trapezoids between power readings, the first and last reading of each
+    stretch held to its edges; None where a stretch of run time longer than a gap has no reading."""
+    limit = gap_limit_s(times_s)
+    if limit is None:
+        return None
+    joules = 0.0
+    for first, end in stretches:
+        t0, t1 = times_s[first], times_s[end - 1]
+        known = [(times_s[k], p) for k in range(first, end) if (p := power_w[k]) is not None]
+        if not known:
+            if t1 > t0:
+                return None
+            continue
+        edges = [known[0][0] - t0, t1 - known[-1][0]]
+        steps = [b[0] - a[0] for a, b in zip(known, known[1:])]
+        if max(edges + steps) > limit:
+            return None
+        joules += known[0][1] * edges[0] + known[-1][1] * edges[1]
+        joules += sum((a[1] + b[1]) * (b[0] - a[0]) / 2 for a, b in zip(known, known[1:]))
+    return joules / 3.6e6
 
 
 def _values(samples: list[GpuSample], attr: str) -> np.ndarray:
@@ -148,13 +226,12 @@ def device_usage(samples: list[GpuSample], start_t_s: float) -> DeviceUsage:
     sm_act = _values(live, "sm_activity_pct")
     busy_basis, busy = ("utilization", util) if util.size else (("sm_activity", sm_act) if sm_act.size else (None, util))
     busy_series = [s.utilization_pct if busy_basis == "utilization" else s.sm_activity_pct for s in live]
-    stretches = idle_stretches(times, busy_series, start_t_s) if busy_basis else ()
-    duration_s = (times[-1] - times[0]) if len(times) > 1 else 0.0
+    runs = spans(times)
+    stretches = tuple(x for a, b in runs for x in idle_stretches(times[a:b], busy_series[a:b], start_t_s)
+                      ) if busy_basis else ()
+    duration_s = sum(times[b - 1] - times[a] for a, b in runs)
     power = _values(live, "power_w")
-    energy_kwh = None
-    if power.size and len(times) > 1 and power.size == len(times):
-        t = np.array(times)
-        energy_kwh = float(np.sum((power[1:] + power[:-1]) * np.diff(t)) / 2) / 3.6e6
+    energy_kwh = _energy_kwh(times, [s.power_w for s in live], runs) if power.size else None
     totals = _values(live, "memory_total_bytes")
     return DeviceUsage(
         label=first.label, gpu_index=first.gpu_index, mig_index=first.mig_index, uuid=first.uuid,
@@ -173,13 +250,65 @@ def device_usage(samples: list[GpuSample], start_t_s: float) -> DeviceUsage:
     )
 
 
-def _job_devices(devices: list[DeviceUsage]) -> tuple[str, ...]:
-    """The devices the job touched: own process memory > 0, else any kernel activity, else all of them."""
+def _job_devices(devices: list[DeviceUsage]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(the devices the job touched, the idle GPUs left out): own process memory > 0 (none left out: the
+    others may be another job's), else busier than ACTIVE_ABOVE_PCT (the whole GPUs at or under it are the
+    idle ones; an idle MIG instance is another slice, not one the job rented), else all of them."""
     with_process = [d.label for d in devices if d.memory_basis == "process"]
     if with_process:
-        return tuple(with_process)
-    active = [d.label for d in devices if d.mean_busy_pct and d.mean_busy_pct > 1.0]
-    return tuple(active) if active else tuple(d.label for d in devices)
+        return tuple(with_process), ()
+    active = [d.label for d in devices if d.mean_busy_pct and d.mean_busy_pct > ACTIVE_ABOVE_PCT]
+    if not active:
+        return tuple(d.label for d in devices), ()
+    idle = [d.label for d in devices
+            if d.mig_index is None and d.mean_busy_pct is not None and d.mean_busy_pct <= ACTIVE_ABOVE_PCT]
+    return tuple(active), tuple(idle)
+
+
+def gpu_labels(labels: list[str] | tuple[str, ...]) -> str:
+    """"GPU 3", "GPUs 4-7", "GPUs 0, 2, 5": consecutive whole-GPU indices as a range."""
+    if len(labels) == 1:
+        return f"GPU {labels[0]}"
+    if all(x.isdigit() for x in labels):
+        n = sorted(int(x) for x in labels)
+        if n == list(range(n[0], n[-1] + 1)):
+            return f"GPUs {n[0]}-{n[-1]}"
+    return "GPUs " + ", ".join(labels)
+
+
+def _covered(times: dict[str, list[float]], start_s: float) -> tuple[float, tuple[Gap, ...]]:
+    """(run time, gaps) of the GPUs' sample times: the time some GPU's stretches without a gap (``spans``)
+    cover; a gap is time none covers."""
+    stretches = sorted((t[a], t[b - 1]) for t in times.values() for a, b in spans(t))
+    run_s, gaps, end = 0.0, [], None
+    for a, b in stretches:
+        if end is not None and a > end:
+            gaps.append(Gap(end - start_s, a - end))
+        run_s += max(0.0, b - max(a, end if end is not None else a))
+        end = b if end is None else max(end, b)
+    return run_s, tuple(gaps)
+
+
+def _gap_note(gaps: tuple[Gap, ...]) -> str:
+    longest = max(gaps, key=lambda g: g.duration_s)
+    where = f"from {format_duration(longest.start_s)} in; two logs appended, or the logger stopped"
+    said = (f"the log has no samples for {format_duration(longest.duration_s)} ({where})" if len(gaps) == 1 else
+            f"the log has {len(gaps)} gaps with no samples, {format_duration(sum(g.duration_s for g in gaps))} in "
+            f"all (the longest {format_duration(longest.duration_s)}, {where})")
+    return f"{said}: not run time; the duration, energy and savings leave it out"
+
+
+def _stopped_note(times: dict[str, list[float]], devices: list[DeviceUsage], start_s: float) -> str | None:
+    """Says which GPUs' samples stop before the log ends by more than a gap (``gap_limit_s``), though not lost."""
+    last = max((t[-1] for t in times.values() if t), default=0.0)
+    stopped = [(d.label, times[d.label][-1]) for d in devices if not d.lost
+               and (limit := gap_limit_s(times[d.label])) is not None and last - times[d.label][-1] > limit]
+    if not stopped:
+        return None
+    first = min(t for _, t in stopped)
+    return (f"the samples of {gpu_labels([label for label, _ in stopped])} stop before the log ends (from "
+            f"{format_duration(first - start_s)} in, of {format_duration(last - start_s)}): "
+            f"{'it is' if len(stopped) == 1 else 'they are'} counted, and priced, as rented for the whole run")
 
 
 def summarize(log: UsageLog) -> UsageSummary:
@@ -191,21 +320,49 @@ def summarize(log: UsageLog) -> UsageSummary:
     mig_parents = {s.gpu_index for s in samples if s.mig_index is not None}
     by_label = {k: v for k, v in by_label.items() if not (v[0].mig_index is None and v[0].gpu_index in mig_parents)}
     start = min((s.t_s for s in samples), default=0.0)
-    end = max((s.t_s for s in samples), default=0.0)
-    devices = [device_usage(v, start) for v in by_label.values() if v]
-    job = _job_devices(devices)
+    by_label = {k: v for k, v in by_label.items() if v}
+    devices = [device_usage(v, start) for v in by_label.values()]
+    live_times = {label: [s.t_s for s in v if not s.lost] for label, v in by_label.items()}
+    run_s, gaps = _covered(live_times, start)
+    job, idle = _job_devices(devices)
     job_devs = [d for d in devices if d.label in job]
     peaks = [d.peak_memory_bytes for d in job_devs if d.peak_memory_bytes is not None]
     p95s = [d.p95_memory_bytes for d in job_devs if d.p95_memory_bytes is not None]
     busy = [d.mean_busy_pct for d in job_devs if d.mean_busy_pct is not None]
+    power = power_summary(job_devs)
+    summary = UsageSummary(
+        source=log.source, path=log.path, start_t_s=start, duration_s=run_s, devices=tuple(devices),
+        job_labels=job, needed_peak_bytes=max(peaks) if peaks else None, needed_p95_bytes=max(p95s) if p95s else None,
+        busy_share=(sum(busy) / len(busy) / 100.0) if busy else None, torch_peaks=log.torch_peaks, notes=(),
+        power=power, gaps=gaps, idle_labels=idle,
+    )
     notes = list(log.notes)
+    if gaps:
+        notes.append(_gap_note(gaps))
+    if summary.nothing_ran:
+        peak = f", peak {format_bytes(summary.needed_peak_bytes)} used" if summary.needed_peak_bytes is not None else ""
+        notes.append(f"nothing ran on the GPU{'s' if len(devices) > 1 else ''} of this log (busy ≤ "
+                     f"{ACTIVE_ABOVE_PCT:g}% on average{peak}): no job to right-size (was the job running while "
+                     f"the log was written?)")
+    elif summary.too_short:
+        fewest = min(d.samples for d in job_devs)
+        notes.append(f"too short to judge: {fewest} sample(s) of the job's GPU (fewer than {MIN_SAMPLES_TO_JUDGE}), "
+                     f"{format_duration(run_s)}: the peak and busy share may miss what the job did, and the verdict "
+                     f"rests on them")
+    if idle:
+        rented = len(job) + len(idle)
+        notes.append(f"{len(idle)} of the {rented} GPUs in the log {'was' if len(idle) == 1 else 'were'} idle the "
+                     f"whole run ({gpu_labels(idle)}: busy ≤ {ACTIVE_ABOVE_PCT:g}% on average): you paid for "
+                     f"{rented}; compared: the {len(job)} the job used (the idle ones' price comes on top of every "
+                     f"saving)")
     if any(d.lost for d in devices):
         notes.append("a GPU fell off the bus during the run (lost): its samples end there")
+    if stopped := _stopped_note(live_times, devices, start):
+        notes.append(stopped)
     if any(d.busy_basis is None for d in job_devs):
         notes.append("the log has no utilisation for some GPU (MIG without GPM?): its busy share is unknown")
-    return UsageSummary(
-        source=log.source, path=log.path, start_t_s=start, duration_s=end - start, devices=tuple(devices),
-        job_labels=job, needed_peak_bytes=max(peaks) if peaks else None, needed_p95_bytes=max(p95s) if p95s else None,
-        busy_share=(sum(busy) / len(busy) / 100.0) if busy else None, torch_peaks=log.torch_peaks, notes=tuple(notes),
-        power=power_summary(job_devs),
-    )
+    if power is not None and power.energy_kwh is None and not summary.too_short:
+        unknown = [d.label for d in job_devs if d.mean_power_w is not None and d.energy_kwh is None]
+        notes.append(f"energy unknown: {gpu_labels(unknown)} went without a power reading for more than "
+                     f"{GAP_OVER_MEDIAN:g} sampling intervals at a stretch ([N/A] power): the energy would be a guess")
+    return replace(summary, notes=tuple(notes))
