@@ -29,10 +29,10 @@ A minimal estimate::
     gpu = resolve_gpu(load_catalog(), "rtx-4090")
     job = Workload("hf:Qwen/Qwen2.5-7B", finetune="lora", seq_len=2048, batch_size=2).with_default_precision(gpu)
     est = model_for(job).estimate(gpu)       # count: job.num_gpus
-    est.memory.total_bytes, est.fits, est.to_dict()
+    est.memory.total_bytes, est.runs, est.to_dict()
 
-``est.fits`` is whether the job runs on that GPU: False where it cannot run there at all (``est.cannot_run``
-says why: bf16 on a GPU without it), else whether its memory fits at the default headroom.
+``est.runs`` is whether the job runs on that GPU: False where it cannot run there at all (``est.cannot_run``
+says why: bf16 on a GPU without it) or its memory does not fit (``est.fits``, at the default headroom).
 
 Every error of bad input derives from ``gpuwise.errors.GpuwiseError`` (one type per part: CatalogError,
 WorkloadError, PlanError, ...), with a one-line message.

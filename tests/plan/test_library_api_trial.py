@@ -69,23 +69,23 @@ def test_gpu_ids_that_are_no_list_of_names_are_refused_in_one_line(catalog, smal
     assert "\n" not in str(e.value)
 
 
-# -- Estimate.fits: False where the job cannot run on the GPU ---------------------------------------------
-def test_an_estimate_on_a_gpu_that_cannot_run_the_job_does_not_fit(catalog):
+# -- Estimate.runs: False where the job cannot run on the GPU ---------------------------------------------
+def test_an_estimate_on_a_gpu_that_cannot_run_the_job_does_not_run(catalog):
     model = model_for(Workload("torchvision:resnet18", precision="amp-bf16", batch_size=8))
     v100, a100 = resolve_gpu(catalog, "v100-32gb-sxm2"), resolve_gpu(catalog, "a100-40gb-sxm4")
     est = model.estimate(v100)
     assert est.cannot_run and "bf16" in est.cannot_run
-    assert est.fits is False and est.to_dict()["fits"] is False
+    assert est.fits is True and est.runs is False and est.to_dict()["runs"] is False   # fits: memory only
     assert est.to_dict()["cannot_run"] == est.cannot_run
     runs = model.estimate(a100)
-    assert runs.cannot_run is None and runs.fits is True and runs.to_dict()["cannot_run"] is None
+    assert runs.cannot_run is None and runs.runs is True and runs.to_dict()["cannot_run"] is None
 
 
 def test_a_default_bf16_runs_at_fp16_on_a_gpu_without_it_and_fits():
     v100 = resolve_gpu(load_catalog(user_file=False), "v100-32gb-sxm2")
     job = Workload("torchvision:resnet18", batch_size=8, precision="amp-bf16", precision_default=True)
     est = model_for(job).estimate(v100)
-    assert est.workload.precision == "amp-fp16" and est.cannot_run is None and est.fits is True
+    assert est.workload.precision == "amp-fp16" and est.cannot_run is None and est.runs is True
 
 
 # -- JobSize: what the CLI refuses ------------------------------------------------------------------------

@@ -62,10 +62,10 @@ def workload_on(workload: Workload, gpu: GPU | None) -> Workload:
 
 @dataclass(frozen=True)
 class Estimate:
-    """Memory and time of one step of a workload on ``count`` GPUs of one kind (memory per GPU). ``fits``
+    """Memory and time of one step of a workload on ``count`` GPUs of one kind (memory per GPU). ``runs``
     answers whether the job runs there: False where it cannot run at all (``cannot_run`` says why: bf16 on a
-    GPU without it), whatever its memory and ``time``, which are then what the model computes, not a step the
-    GPU runs."""
+    GPU without it; ``time`` is then what the model computes, not a step the GPU runs) or its memory does not
+    fit (``fits``, the memory rule every command shares)."""
 
     workload: Workload
     gpu: GPU | None          # None: memory only, with a typical CUDA context
@@ -85,16 +85,21 @@ class Estimate:
 
     @property
     def fits(self) -> bool | None:
-        """None without a GPU; False where the job cannot run there (``cannot_run``); else the one fit rule
-        (``estimate_fit``: memory only) at the default headroom."""
+        """None without a GPU; else the one fit rule (``estimate_fit``: memory only) at the default headroom, as
+        ``estimate --json``'s ``fits``."""
         fit = estimate_fit(self)
-        return None if fit is None else fit.fits and self.cannot_run is None
+        return fit.fits if fit is not None else None
+
+    @property
+    def runs(self) -> bool | None:
+        """None without a GPU; else whether the job runs there: it can (``cannot_run`` None) and it fits."""
+        return None if self.fits is None else self.fits and self.cannot_run is None
 
     def to_dict(self) -> dict:
         """Plain JSON types, as the other results' ``to_dict``: the job as estimated, the GPU's canonical id
         (None: memory only), ``count``, ``memory`` and ``time`` (None without a GPU or ``with_time=False``) in
-        their own ``to_dict`` form, ``fits`` at the default headroom (None without a GPU; False where
-        ``cannot_run``, which says why)."""
+        their own ``to_dict`` form, ``fits`` at the default headroom and ``runs`` (None without a GPU), and
+        ``cannot_run``."""
         return {
             "workload": self.workload.to_dict(),
             "gpu": self.gpu.id if self.gpu is not None else None,
@@ -103,6 +108,7 @@ class Estimate:
             "time": self.time.to_dict() if self.time is not None else None,
             "inference": self.inference.to_dict() if self.inference is not None else None,
             "fits": self.fits,
+            "runs": self.runs,
             "cannot_run": self.cannot_run,
             "calibration": self.calibration,
             "calibration_carried_from": self.calibration_carried_from,
