@@ -37,7 +37,7 @@ from benchmarks.harness import (CELL_HEADER, DATA, REPO, ROOFLINE, ROOFLINE_075,
 from benchmarks.kernel_fit import MAX_FIT_ROWS, robust_least_squares, sig
 from gpuwise.catalog.model import fp32_issue_lanes, process_nm_of
 from gpuwise.runtime.laws import (BASE_FP32_LANES_PER_SM, STREAMING, TILED, Laws, PowerLevel, StreamingLaw,
-                                  TiledLaw, power_terms, streaming_time_s, tiled_time_s)
+                                  TiledLaw, power_share, power_terms, streaming_time_s, tiled_time_s)
 
 KERNELS = DATA / "kernels"
 LAWS_PATH = REPO / "src" / "gpuwise" / "runtime" / "kernel_laws.json"
@@ -109,7 +109,7 @@ def _modern(cls: str, dev: dict) -> pd.DataFrame | None:
     d = pd.read_csv(MODERN)
     d = d[d.operator == cls].copy()
     stems = d.gpu.str.replace(" ", "_")
-    d["gpu"] = stems.map(lambda st: "H100" if "H100" in st else gpu_of(st))
+    d["gpu"] = stems.map(gpu_of)
     for k in ("sm", "peak", "bw", "tdp", "lanes", "node"):
         d[k] = stems.map(lambda st, k=k: dev[st][k])
     d["folder"] = MODERN_FOLDER[cls]
@@ -120,7 +120,7 @@ def _modern(cls: str, dev: dict) -> pd.DataFrame | None:
 
 def gpu_of(stem: str) -> str:
     """One name per GPU model (the A100 40GB and 80GB PCIe folders are one held-out GPU: 'A100')."""
-    return "A100" if "A100" in stem else stem.replace("Tesla_", "").split("-")[0]
+    return "A100" if "A100" in stem else "H100" if "H100" in stem else stem.replace("Tesla_", "").split("-")[0]
 
 
 def load(cls: str, *, modern: bool = True) -> Rows:
@@ -287,14 +287,15 @@ def _theta0(cls: str) -> np.ndarray:
 def fit(cls: str, r: Rows, train_gpus: list[str], *, operand_term: bool = True, level: PowerLevel | None = None,
         d_default: float = SECOND_DATAPATH_PRIOR, companion: tuple[str, Rows] | None = None,
         companion_operand_term: bool = True):
-    """(law, power level): robust least squares of one class on the training GPUs' rows (heat-held files
+    """({class: law}, power level): robust least squares of one class on the training GPUs' rows (heat-held files
     left out). ``level`` None for a tiled class: fitted with it (``LEVEL_FITTED_WITH``) and, where given,
     jointly with the ``companion`` class's rows (its own law parameters, the same level: ``LEVEL_ALSO_FITTED_WITH``),
     its d at ``d_default`` where the training rows have no SM with a second FP32 datapath; else held fixed.
     A tiled class whose L2 reuse runs to its bound (the data asks for more operand traffic than a kernel
     without any L2 could move: the term is standing in for something else) is refitted without the operand
     term: the same rule as every other term that ran to a bound (benchmarks/README.md), applied in every fold,
-    to the companion as well."""
+    to the companion as well. The laws returned are those of every class fitted (the companion's too: its law
+    is the one fitted with the level, so it is the one shipped and scored)."""
     fit_level = cls in TILED and level is None
     parts = [(cls, r, operand_term)]
     if fit_level and companion is not None:
@@ -329,7 +330,7 @@ def fit(cls: str, r: Rows, train_gpus: list[str], *, operand_term: bool = True, 
         return fit(cls, r, train_gpus, operand_term=operand_term and not at_bound[0], level=level,
                    d_default=d_default, companion=companion,
                    companion_operand_term=companion_operand_term and not (len(at_bound) > 1 and at_bound[1]))
-    return fitted[0], lvl(res.x)
+    return {c: f for (c, _, _), f in zip(parts, fitted)}, lvl(res.x)
 
 
 def roofline(cls: str, r: Rows, idx, share: float = 1.0) -> np.ndarray:
@@ -403,6 +404,7 @@ def main(argv: list[str] | None = None) -> None:
     fold_levels: dict[str, dict[str, PowerLevel]] = {}    # level -> held-out GPU -> its fold's level
     shipped_levels: dict[str, PowerLevel] = {}
     loaded: dict[str, Rows] = {}
+    joint: dict[tuple[str, str | None], TiledLaw] = {}   # (class, held-out GPU) -> law fitted with a level's class
     heat: dict[str, dict] = {}                # tiled class -> its heat-held files and their bins
 
     def rows_of(cls: str) -> Rows:
@@ -431,14 +433,26 @@ def main(argv: list[str] | None = None) -> None:
             else:
                 fold_levels.setdefault(name, {})[held] = level
 
+    def fit_once(cls: str, r: Rows, train: list[str], held: str | None):
+        """(law, level) of ``cls`` in the fold without ``held``: a class fitted jointly with a level's class
+        (``LEVEL_ALSO_FITTED_WITH``) takes the law of that joint fit, with its level; any other is fitted."""
+        if (cls, held) in joint:
+            args = level_args(cls, held)
+            return joint.pop((cls, held)), args.get("level", PowerLevel())
+        laws, level = fit(cls, r, train, **level_args(cls, held))
+        keep_level(cls, held, level)
+        for other, law in laws.items():
+            if other != cls:
+                joint[(other, held)] = law
+        return laws[cls], level
+
     for cls in (*TILED, *STREAMING):
         r = rows_of(cls)
         gpus = sorted(set(r.gpu))
         folds = {}
         for held in gpus:
             train = [g for g in gpus if g != held]
-            law, level = fit(cls, r, train, **level_args(cls, held))
-            keep_level(cls, held, level)
+            law, level = fit_once(cls, r, train, held)
             mask = r.gpu == held
             fold = {"model": predict(cls, law, r, mask, level=level),
                     "strict": predict(cls, law, r, mask, floor_s=_train_floor(r, mask), level=level),
@@ -451,8 +465,7 @@ def main(argv: list[str] | None = None) -> None:
                 modern.setdefault(cls, {})[held] = {k: v[new] for k, v in fold.items()}
             print(f"{cls:12s} held out {held:10s} {_cell(fold)}; floor from the others {_cell(fold, 'strict')}; "
                   f"level {level}", flush=True)
-        law, level = fit(cls, r, gpus, **level_args(cls, None))
-        keep_level(cls, None, level)
+        law, level = fit_once(cls, r, gpus, None)
         (tiled if cls in TILED else streaming)[cls] = law
         per_class[cls] = (folds, relative_error(predict(cls, law, r, level=level), r.latency_s), law)
         if cls in TILED:
@@ -477,6 +490,17 @@ def main(argv: list[str] | None = None) -> None:
                          time.time() - t0, heat)
     write_results("kernel_laws", lines, data)
     print("\n".join(lines))
+
+
+def _best_bins() -> dict[str, str]:
+    """Each GPU's best bin median share of the datasheet peak in each of its linear files ("0.98 test, 0.87")."""
+    r = load("linear")
+    out: dict[str, list[str]] = {}
+    for (g, folder), medians in file_bin_shares(r).items():
+        filled = [m for m in medians if not math.isnan(m)]
+        if filled:
+            out.setdefault(g, []).append(f"{max(filled):.2f} `{folder}`")
+    return {g: ", ".join(v) for g, v in out.items()}
 
 
 def _bin_label(i: int) -> str:
@@ -562,8 +586,23 @@ def _write(per_class, by_gpu, modern, levels, fitted, shipped, ship, secs, heat)
                 lines.append(f"| {name} | {fold} | {lvl.full_w_per_tflops:.4g} | {lvl.exponent:.4g}{at_bound} | "
                              f"{lvl.second_datapath_share:.4g} |")
     lines.append("")
+    core = shipped_levels.get("cuda-core")
+    if core is not None:
+        u_max = fitted["tiled"]["linear"]["u_max"]
+        lines += ["## A large SGEMM's share of the datasheet fp32 peak (the fit on all GPUs)", "",
+                  "The linear law's `u_max` x the level's issue and power shares, on each kernel-data GPU (the "
+                  "protocol's check that the level is physical; measured: each file's best bin in the heat-held "
+                  "table's terms, `file_bin_shares`).", "", "| GPU | predicted | measured, best bin of its files |",
+                  "|---|---|---|"]
+        best = _best_bins()
+        for stem, d in devices().items():
+            issued, ratio = power_terms(core, d["tdp"], d["peak"], lanes_per_sm=d["lanes"], process_nm=d["node"])
+            share = u_max * power_share(ratio, core.exponent) * issued / d["peak"]
+            lines.append(f"| {d['name']} | {share:.2f} | {best.get(gpu_of(stem), '-')} |")
+        lines.append("")
     lines += ["## The fit on all GPUs against the shipped laws", "",
-              "| class | fitted by this run | shipped (`kernel_laws.json`) |", "|---|---|---|"]
+              "| class | fitted by this run | " + ("before this run (`kernel_laws.json` as it was)" if ship else
+                                                  "shipped (`kernel_laws.json`)") + " |", "|---|---|---|"]
     differ = []
     for group in ("tiled", "streaming"):
         for cls, params in fitted[group].items():
