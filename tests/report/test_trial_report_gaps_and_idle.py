@@ -103,11 +103,16 @@ def test_the_timeline_breaks_its_line_at_a_gap(tmp_path, catalog, plotted):
 
 
 def test_the_gap_rule_is_relative_to_the_sampling_interval(tmp_path, catalog):
-    # every 10 s, one step of 9 intervals (not a gap) and one of usage_rules.GAP_OVER_MEDIAN + 1 intervals (a gap)
-    times = [10.0 * k for k in range(30)] + [290 + 90.0] + [380 + 10.0 * k for k in range(1, 30)]
-    times += [times[-1] + 10 * (usage_rules.GAP_OVER_MEDIAN + 1)] + [times[-1] + 10 * (usage_rules.GAP_OVER_MEDIAN + 1) + 10.0 * k for k in range(1, 20)]
-    report = build_report(write(tmp_path / "l10.csv", [HEADER] + [row(t) for t in times]), catalog)
-    assert report.usage.duration_s == pytest.approx(times[-1] - times[0] - 10 * (usage_rules.GAP_OVER_MEDIAN + 1))
+    # every 60 s (its GAP_OVER_MEDIAN intervals over usage_rules.GAP_MIN_S): one step of 9 intervals (not a gap)
+    # and one of usage_rules.GAP_OVER_MEDIAN + 1 intervals (a gap). (Was every 10 s: a 110 s step a gap, before
+    # the GAP_MIN_S floor.)
+    every = 60.0
+    assert every * usage_rules.GAP_OVER_MEDIAN > usage_rules.GAP_MIN_S
+    gap = every * (usage_rules.GAP_OVER_MEDIAN + 1)
+    times = [every * k for k in range(30)] + [every * 29 + every * 9] + [every * 38 + every * k for k in range(1, 30)]
+    times += [times[-1] + gap] + [times[-1] + gap + every * k for k in range(1, 20)]
+    report = build_report(write(tmp_path / "l60.csv", [HEADER] + [row(t) for t in times]), catalog)
+    assert report.usage.duration_s == pytest.approx(times[-1] - times[0] - gap)
     assert len(report.usage.gaps) == 1
 
 

@@ -508,7 +508,7 @@ class Guard:
                                  f"({'; '.join(_shorten(r) for r in skipped_reasons[:3])}): refusing to start from "
                                  "step 0 over them; pass allow_fresh=True (--fresh) to start over")
             if path is None:
-                self._say(f"no checkpoint in {self.store.directory}: starting from step 0{self._supersede_redone()}")
+                self._say(f"no checkpoint in {self.store.directory}: starting from step 0")   # a fresh start moves nothing
                 return None
             ckpt = self.store.verify(Path(path), checksums=False)  # rank 0 checked the checksums
             reason = self._load_verified(ckpt, map_location)
@@ -528,9 +528,7 @@ class Guard:
         attempt that was killed) to its ``train_metrics_superseded``; what the resume's message adds about it."""
         if self.run_log is None:
             return ""
-        steps = self.run_log.supersede_steps_after(self.step_count)
-        return (f"; the run log's rows of {steps} later step(s), logged before the restart, moved to "
-                "train_metrics_superseded" if steps else "")
+        return supersede_redone(self.run_log, self.step_count)
 
     def _recover_leftovers(self) -> None:
         recovery = self.store.recover()
@@ -719,6 +717,18 @@ class Guard:
 
 # Flags a Workload sets from how it was given (a CLI default or the user's choice), not the job itself
 _WORKLOAD_PROVENANCE = ("precision_default", "optimizer_default", "engine_default")
+
+
+def supersede_redone(run_log: RunLog, step: int) -> str:
+    """Move the run log's rows of the steps a run resumed from the checkpoint of ``step`` redoes (logged after
+    it, by an attempt that was killed) to ``train_metrics_superseded``; what the resume's message adds about it.
+    Only on a resume from a checkpoint (``step`` > 0): a fresh start (step 0) moves nothing, as the log may
+    hold an earlier experiment's rows. The Guard and the HF and Lightning callbacks all resume through here."""
+    if step <= 0:
+        return ""
+    moved = run_log.supersede_steps_after(step)
+    return (f"; the run log's rows of {moved} later step(s), logged before the restart, moved to "
+            "train_metrics_superseded" if moved else "")
 
 
 def _checked_workload(workload: Any) -> dict | None:

@@ -138,9 +138,7 @@ def render_html(report: Report) -> str:
     e = html.escape
     facts = [
         ("Log", f"{u.path} ({u.source})"),
-        ("GPU", f"{len(u.job_devices)}"
-                + (f" (of {len(u.job_devices) + len(u.idle_labels)}; {len(u.idle_labels)} idle)" if u.idle_labels else "")
-                + f" × {u.gpu_name or 'unknown'}"
+        ("GPU", f"{u.gpu_count_words} × {u.gpu_name or 'unknown'}"
                 + (f"; compared as {report.compared_as} (--gpu)" if report.compared_as else "")),
         ("Duration", format_duration(u.duration_s)),
     ]
@@ -165,7 +163,10 @@ def render_html(report: Report) -> str:
         facts.append(("Fits where", f"{format_bytes(r.needed_bytes)} ≤ the GPU's memory as nvidia-smi reports it, "
                                     f"{r.headroom_fraction:.0%} kept free"))
         if r.rented_price_per_gpu_hour is not None:
-            facts.append(("Paid", f"{format_money(r.rented_price_per_gpu_hour, r.currency or '')}/h per GPU ({r.price_source})"))
+            idle = (f"; the {r.idle_gpu_count} idle GPU(s)' {format_money(r.idle_gpus_cost_per_hour, r.currency or '')}/h "
+                    f"comes on top of every saving" if r.idle_gpu_count else "")
+            facts.append(("Paid", f"{format_money(r.rented_price_per_gpu_hour, r.currency or '')}/h per GPU "
+                                  f"({r.price_source}){idle}"))
         for o in _rows(r):
             cls = "rented" if o.rented else ("cheaper" if (o.saving_per_hour or 0) > 0 else "")
             rows_html += (

@@ -96,6 +96,15 @@ class RightSizing:
     busy_share_used: float
     options: tuple[RightSizeRow, ...]
     notes: tuple[str, ...]
+    idle_gpu_count: int = 0                   # GPUs rented beside the job's, idle: not in any saving
+
+    @property
+    def idle_gpus_cost_per_hour(self) -> float | None:
+        """What the idle GPUs cost an hour, in ``currency``: the savings are against the ``gpu_count`` GPUs the
+        job used, so this comes on top of every one (0 with none idle; None without the rented GPU's price)."""
+        if self.rented_price_per_gpu_hour is None:
+            return None
+        return self.rented_price_per_gpu_hour * self.idle_gpu_count
 
     @property
     def cheaper(self) -> tuple[RightSizeRow, ...]:
@@ -109,6 +118,7 @@ class RightSizing:
             "gpu_count": self.gpu_count, "needed_bytes": self.needed_bytes,
             "headroom_fraction": self.headroom_fraction, "currency": self.currency,
             "rented_price_per_gpu_hour": self.rented_price_per_gpu_hour, "price_source": self.price_source,
+            "idle_gpu_count": self.idle_gpu_count, "idle_gpus_cost_per_hour": self.idle_gpus_cost_per_hour,
             "method": self.method, "method_basis": self.method_basis, "busy_share_used": self.busy_share_used,
             "options": [o.to_dict() for o in self.options], "cheaper": [o.gpu_id for o in self.cheaper],
             "notes": list(self.notes),
@@ -211,6 +221,6 @@ def right_size(
         gpu_count=count, needed_bytes=needed, headroom_fraction=headroom_fraction, currency=rank_in,
         rented_price_per_gpu_hour=rented_price, price_source=price_source, method=scaling.method,
         method_basis=f"busy {busy:.0%}; {scaling.basis}", busy_share_used=busy, options=tuple(rows),
-        notes=tuple(notes),
+        notes=tuple(notes), idle_gpu_count=len(usage.idle_labels),
     )
 

@@ -99,12 +99,12 @@ def render_report(report: Report) -> Group:
             f"money in {r.currency}."))
         if r.rented_price_per_gpu_hour is not None:
             paid = _money(r.rented_price_per_gpu_hour, r.currency)
-            rented = n + len(u.idle_labels)
+            rented = u.gpus_rented
             all_gpus = (f" = {_money(r.rented_price_per_gpu_hour * rented, r.currency)}/h for {rented} GPUs"
                         if rented > 1 else "")
-            idle_paid = _money(r.rented_price_per_gpu_hour * len(u.idle_labels), r.currency)
-            idle = (f"; {len(u.idle_labels)} of them idle (their {idle_paid}/h comes on top of every saving): "
-                    f"compared as the {n} the job used") if u.idle_labels else ""
+            idle_paid = _money(r.idle_gpus_cost_per_hour, r.currency)
+            idle = (f"; {r.idle_gpu_count} of them idle (their {idle_paid}/h comes on top of every saving): "
+                    f"compared as the {n} the job used") if r.idle_gpu_count else ""
             parts.append(Text(f"Rented: {rented} × {r.rented_gpu_name or '?'} at {paid}/h per GPU{all_gpus} "
                               f"({r.price_source}){idle}"))
         shown = rows_shown(r)
@@ -140,8 +140,7 @@ def _gpus(report: Report) -> str:
     """The header's GPUs: the count and the name the log gives, and the GPU --gpu named when it is another."""
     u = report.usage
     logged = u.gpu_name
-    idle = len(u.idle_labels)
-    n = f"{len(u.job_devices)}" + (f" (of {len(u.job_devices) + idle}; {idle} idle)" if idle else "")
+    n = u.gpu_count_words
     if report.compared_as is None:
         return f"{n} × {logged or 'unknown GPU'}"
     if logged is None:

@@ -5,9 +5,14 @@ memory: everything the process holds, CUDA context included, since the job needs
 else the GPU's memory used (on a rented GPU that is the job plus the driver's few hundred MB). The peak
 decides what fits (one moment over the limit is an out-of-memory error); p95 says how spiky it was.
 
-"Run time" is the time the samples cover: a step between two samples of a GPU longer than
-GAP_OVER_MEDIAN times its median step (the log's sampling interval) is a gap (two logs appended, the logger
-stopped), not run time: it counts in no duration, energy or saving, and a note says how long it was.
+"Run time" is the time the samples cover: a step between two samples of a GPU longer than both
+GAP_OVER_MEDIAN times its median step (the log's sampling interval) and GAP_MIN_S is a gap (two logs appended,
+or the logger stopped while the job ran: the log cannot tell which), counted as not run: it counts in no
+duration, energy or saving, and a note says how long it was. Shorter pauses barely move a rental's cost and
+are common logger behaviour (a logger polling faster while busy, logs appended at another interval).
+A gpuwise run log (one run, its meta's ``start_t_s``) is the exception: its run time is the meta's start to end
+(or to its last sample when it records no end), a logger stall included (still rented time); a gap only
+breaks its timeline's line.
 Energy is the power integrated over the run time (trapezoids between readings, the first and last reading
 held to the edges of each stretch of samples); a stretch without power readings longer than a gap leaves it
 unknown, never 0.
@@ -24,14 +29,16 @@ from itertools import groupby
 import numpy as np
 
 from gpuwise.monitor.sample import GpuSample
-from gpuwise.report.sources import TorchPeak, UsageLog
+from gpuwise.report.sources import RUN_LOG_SOURCE, TorchPeak, UsageLog
 from gpuwise.units import format_bytes, format_duration
 
 IDLE_BELOW_PCT = 5.0         # utilisation at or under this is idle
 MIN_IDLE_STRETCH_S = 60.0    # shorter pauses are part of the job's rhythm (data loading, logging)
 ACTIVE_ABOVE_PCT = 1.0       # a GPU busier than this on average ran the job; at or under, nothing ran on it
-GAP_OVER_MEDIAN = 10.0       # a step between samples over this many median steps is a gap, not run time
-MIN_SAMPLES_TO_JUDGE = 10    # fewer samples of a job's GPU: too short to judge (the peak may fall between them)
+GAP_OVER_MEDIAN = 10.0       # a step between samples over this many median steps (and GAP_MIN_S) is a gap
+GAP_MIN_S = 300.0            # a step between samples of 5 min or less is never a gap (see gap_limit_s)
+MIN_SAMPLES_TO_JUDGE = 10    # fewer samples on every job GPU: too short to judge (the peak may fall between them)
+CUDA_CONTEXT_MAX_BYTES = 2**30   # memory used over this is more than a CUDA context: something ran and held it
 
 
 @dataclass(frozen=True)
@@ -100,17 +107,32 @@ class UsageSummary:
         return tuple(d for d in self.devices if d.label in self.job_labels)
 
     @property
+    def most_samples(self) -> int:
+        """The most samples any job GPU has: how much of the job the log saw (a GPU lost early or joining late
+        does not make the log short)."""
+        return max((d.samples for d in self.job_devices), default=0)
+
+    @property
     def too_short(self) -> bool:
-        """Fewer than MIN_SAMPLES_TO_JUDGE samples of some job GPU: the figures may miss what the job did."""
-        return any(d.samples < MIN_SAMPLES_TO_JUDGE for d in self.job_devices)
+        """Fewer than MIN_SAMPLES_TO_JUDGE samples on every job GPU: the figures may miss what the job did."""
+        return self.most_samples < MIN_SAMPLES_TO_JUDGE
 
     @property
     def nothing_ran(self) -> bool:
-        """No kernel ran on any GPU of the log (each one's busy share known and at most ACTIVE_ABOVE_PCT) and
-        no process of the job held memory: there is no job to right-size."""
-        return bool(self.devices) and all(
-            d.memory_basis != "process" and d.mean_busy_pct is not None and d.mean_busy_pct <= ACTIVE_ABOVE_PCT
-            for d in self.devices)
+        """Nothing ran on any GPU of the log (``ran`` false for each, its busy share known): there is no job to
+        right-size."""
+        return bool(self.devices) and all(not ran(d) and d.mean_busy_pct is not None for d in self.devices)
+
+    @property
+    def gpus_rented(self) -> int:
+        """The GPUs of the log that were paid for: those the job used and the idle ones beside them."""
+        return len(self.job_labels) + len(self.idle_labels)
+
+    @property
+    def gpu_count_words(self) -> str:
+        """The job's GPU count, with the rented and idle ones when some were idle: "4 (of 8; 4 idle)"."""
+        idle = len(self.idle_labels)
+        return f"{len(self.job_labels)}" + (f" (of {self.gpus_rented}; {idle} idle)" if idle else "")
 
     @property
     def gpu_name(self) -> str | None:
@@ -155,12 +177,19 @@ def power_summary(devices: list[DeviceUsage]) -> PowerSummary | None:
                         else sum(d.energy_kwh for d in with_power))
 
 
-def gap_limit_s(times_s: list[float]) -> float | None:
-    """The longest step between samples that is still run time: GAP_OVER_MEDIAN × the median step of
-    ``times_s`` (sorted); None with fewer than two distinct times."""
+def missed_steps_s(times_s: list[float]) -> float | None:
+    """GAP_OVER_MEDIAN × the median step of ``times_s`` (sorted): longer without a sample, the logger missed
+    samples; None with fewer than two distinct times."""
     steps = np.diff(np.asarray(times_s, dtype=float))
     steps = steps[steps > 0]
     return float(np.median(steps)) * GAP_OVER_MEDIAN if steps.size else None
+
+
+def gap_limit_s(times_s: list[float]) -> float | None:
+    """The longest step between samples that is still run time: ``missed_steps_s``, at least GAP_MIN_S;
+    None with fewer than two distinct times."""
+    missed = missed_steps_s(times_s)
+    return None if missed is None else max(missed, GAP_MIN_S)
 
 
 def spans(times_s: list[float]) -> list[tuple[int, int]]:
@@ -215,7 +244,8 @@ def idle_stretches(times_s: list[float], busy_pct: list[float | None], start_t_s
     return tuple(out)
 
 
-def device_usage(samples: list[GpuSample], start_t_s: float) -> DeviceUsage:
+def device_usage(samples: list[GpuSample], start_t_s: float, *, one_run: bool = False) -> DeviceUsage:
+    """``one_run``: the samples are of one run (a gpuwise run log): a gap is run time too (duration, energy)."""
     first = samples[0]
     live = [s for s in samples if not s.lost]
     times = [s.t_s for s in live]
@@ -229,9 +259,10 @@ def device_usage(samples: list[GpuSample], start_t_s: float) -> DeviceUsage:
     runs = spans(times)
     stretches = tuple(x for a, b in runs for x in idle_stretches(times[a:b], busy_series[a:b], start_t_s)
                       ) if busy_basis else ()
-    duration_s = sum(times[b - 1] - times[a] for a, b in runs)
+    counted = [(0, len(times))] if one_run and times else runs
+    duration_s = sum(times[b - 1] - times[a] for a, b in counted)
     power = _values(live, "power_w")
-    energy_kwh = _energy_kwh(times, [s.power_w for s in live], runs) if power.size else None
+    energy_kwh = _energy_kwh(times, [s.power_w for s in live], counted) if power.size else None
     totals = _values(live, "memory_total_bytes")
     return DeviceUsage(
         label=first.label, gpu_index=first.gpu_index, mig_index=first.mig_index, uuid=first.uuid,
@@ -250,18 +281,26 @@ def device_usage(samples: list[GpuSample], start_t_s: float) -> DeviceUsage:
     )
 
 
+def ran(d: DeviceUsage) -> bool:
+    """Something ran on ``d``: a process of the job held memory, it was busier than ACTIVE_ABOVE_PCT on
+    average, or its memory used went over CUDA_CONTEXT_MAX_BYTES (more than a CUDA context: e.g. a server's
+    weights loaded, waiting; its low busy share is then the finding)."""
+    return (d.memory_basis == "process" or (d.mean_busy_pct or 0.0) > ACTIVE_ABOVE_PCT
+            or (d.peak_used_bytes or 0) > CUDA_CONTEXT_MAX_BYTES)
+
+
 def _job_devices(devices: list[DeviceUsage]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(the devices the job touched, the idle GPUs left out): own process memory > 0 (none left out: the
-    others may be another job's), else busier than ACTIVE_ABOVE_PCT (the whole GPUs at or under it are the
-    idle ones; an idle MIG instance is another slice, not one the job rented), else all of them."""
+    others may be another job's), else those something ran on (``ran``; the whole GPUs nothing ran on, their
+    busy share known, are the idle ones; an idle MIG instance is another slice, not one the job rented), else
+    all of them."""
     with_process = [d.label for d in devices if d.memory_basis == "process"]
     if with_process:
         return tuple(with_process), ()
-    active = [d.label for d in devices if d.mean_busy_pct and d.mean_busy_pct > ACTIVE_ABOVE_PCT]
+    active = [d.label for d in devices if ran(d)]
     if not active:
         return tuple(d.label for d in devices), ()
-    idle = [d.label for d in devices
-            if d.mig_index is None and d.mean_busy_pct is not None and d.mean_busy_pct <= ACTIVE_ABOVE_PCT]
+    idle = [d.label for d in devices if d.mig_index is None and not ran(d) and d.mean_busy_pct is not None]
     return tuple(active), tuple(idle)
 
 
@@ -289,20 +328,24 @@ def _covered(times: dict[str, list[float]], start_s: float) -> tuple[float, tupl
     return run_s, tuple(gaps)
 
 
-def _gap_note(gaps: tuple[Gap, ...]) -> str:
+def _gap_note(gaps: tuple[Gap, ...], log_s: float) -> str:
+    """``log_s``: the log's first to last sample, gaps included."""
     longest = max(gaps, key=lambda g: g.duration_s)
-    where = f"from {format_duration(longest.start_s)} in; two logs appended, or the logger stopped"
+    where = f"from {format_duration(longest.start_s)} in"
     said = (f"the log has no samples for {format_duration(longest.duration_s)} ({where})" if len(gaps) == 1 else
             f"the log has {len(gaps)} gaps with no samples, {format_duration(sum(g.duration_s for g in gaps))} in "
             f"all (the longest {format_duration(longest.duration_s)}, {where})")
-    return f"{said}: not run time; the duration, energy and savings leave it out"
+    return (f"{said}: two logs appended may be the reason, or the logger stopped while the job ran (the log cannot "
+            f"tell which); counted as not run: the duration, energy and saving on this run leave "
+            f"{'it' if len(gaps) == 1 else 'them'} out. If the GPU was rented through "
+            f"{'it' if len(gaps) == 1 else 'them'}, the saving is per hour of log ({format_duration(log_s)})")
 
 
 def _stopped_note(times: dict[str, list[float]], devices: list[DeviceUsage], start_s: float) -> str | None:
-    """Says which GPUs' samples stop before the log ends by more than a gap (``gap_limit_s``), though not lost."""
+    """Says which GPUs' samples stop before the log ends by more than ``missed_steps_s``, though not lost."""
     last = max((t[-1] for t in times.values() if t), default=0.0)
     stopped = [(d.label, times[d.label][-1]) for d in devices if not d.lost
-               and (limit := gap_limit_s(times[d.label])) is not None and last - times[d.label][-1] > limit]
+               and (limit := missed_steps_s(times[d.label])) is not None and last - times[d.label][-1] > limit]
     if not stopped:
         return None
     first = min(t for _, t in stopped)
@@ -321,9 +364,13 @@ def summarize(log: UsageLog) -> UsageSummary:
     by_label = {k: v for k, v in by_label.items() if not (v[0].mig_index is None and v[0].gpu_index in mig_parents)}
     start = min((s.t_s for s in samples), default=0.0)
     by_label = {k: v for k, v in by_label.items() if v}
-    devices = [device_usage(v, start) for v in by_label.values()]
+    one_run = _run_log_start_s(log)
+    devices = [device_usage(v, start, one_run=one_run is not None) for v in by_label.values()]
     live_times = {label: [s.t_s for s in v if not s.lost] for label, v in by_label.items()}
     run_s, gaps = _covered(live_times, start)
+    last = max((t[-1] for t in live_times.values() if t), default=start)
+    if one_run is not None:      # one run: its meta's start to end is rented time, a logger stall included
+        run_s, gaps = max(0.0, _float(log.meta.get("end_t_s"), last) - one_run), ()
     job, idle = _job_devices(devices)
     job_devs = [d for d in devices if d.label in job]
     peaks = [d.peak_memory_bytes for d in job_devs if d.peak_memory_bytes is not None]
@@ -338,23 +385,22 @@ def summarize(log: UsageLog) -> UsageSummary:
     )
     notes = list(log.notes)
     if gaps:
-        notes.append(_gap_note(gaps))
+        notes.append(_gap_note(gaps, last - start))
     if summary.nothing_ran:
         peak = f", peak {format_bytes(summary.needed_peak_bytes)} used" if summary.needed_peak_bytes is not None else ""
         notes.append(f"nothing ran on the GPU{'s' if len(devices) > 1 else ''} of this log (busy ≤ "
-                     f"{ACTIVE_ABOVE_PCT:g}% on average{peak}): no job to right-size (was the job running while "
-                     f"the log was written?)")
+                     f"{ACTIVE_ABOVE_PCT:g}% on average, memory used no more than a CUDA context, ≤ "
+                     f"{format_bytes(CUDA_CONTEXT_MAX_BYTES)}{peak}): no job to right-size (was the job running "
+                     f"while the log was written?)")
     elif summary.too_short:
-        fewest = min(d.samples for d in job_devs)
-        notes.append(f"too short to judge: {fewest} sample(s) of the job's GPU (fewer than {MIN_SAMPLES_TO_JUDGE}), "
-                     f"{format_duration(run_s)}: the peak and busy share may miss what the job did, and the verdict "
-                     f"rests on them")
+        notes.append(f"too short to judge: {summary.most_samples} sample(s) of the job's GPU (fewer than "
+                     f"{MIN_SAMPLES_TO_JUDGE}), {format_duration(run_s)}: the peak and busy share may miss what the "
+                     f"job did, and the verdict rests on them")
     if idle:
-        rented = len(job) + len(idle)
+        rented = summary.gpus_rented
         notes.append(f"{len(idle)} of the {rented} GPUs in the log {'was' if len(idle) == 1 else 'were'} idle the "
-                     f"whole run ({gpu_labels(idle)}: busy ≤ {ACTIVE_ABOVE_PCT:g}% on average): you paid for "
-                     f"{rented}; compared: the {len(job)} the job used (the idle ones' price comes on top of every "
-                     f"saving)")
+                     f"whole run ({gpu_labels(idle)}: busy ≤ {ACTIVE_ABOVE_PCT:g}% on average, no more memory "
+                     f"used than a CUDA context): you paid for {rented}; compared: the {len(job)} the job used")
     if any(d.lost for d in devices):
         notes.append("a GPU fell off the bus during the run (lost): its samples end there")
     if stopped := _stopped_note(live_times, devices, start):
@@ -363,6 +409,23 @@ def summarize(log: UsageLog) -> UsageSummary:
         notes.append("the log has no utilisation for some GPU (MIG without GPM?): its busy share is unknown")
     if power is not None and power.energy_kwh is None and not summary.too_short:
         unknown = [d.label for d in job_devs if d.mean_power_w is not None and d.energy_kwh is None]
-        notes.append(f"energy unknown: {gpu_labels(unknown)} went without a power reading for more than "
-                     f"{GAP_OVER_MEDIAN:g} sampling intervals at a stretch ([N/A] power): the energy would be a guess")
+        notes.append(f"energy unknown: {gpu_labels(unknown)} went without a power reading for longer than a gap "
+                     f"({GAP_OVER_MEDIAN:g} sampling intervals, at least {format_duration(GAP_MIN_S)}) at a stretch "
+                     f"([N/A] power, or no samples): the energy would be a guess")
     return replace(summary, notes=tuple(notes))
+
+
+def _float(text: str | None, default: float) -> float:
+    try:
+        return float(text) if text else default
+    except ValueError:
+        return default
+
+
+def _run_log_start_s(log: UsageLog) -> float | None:
+    """The start of the one run a gpuwise run log records (its meta's ``start_t_s``); None for other logs
+    (nvidia-smi's, which may be appended, and run logs without a start: the library's Sampler, older logs)."""
+    if log.source != RUN_LOG_SOURCE:
+        return None
+    start = _float(log.meta.get("start_t_s"), float("nan"))
+    return start if np.isfinite(start) else None

@@ -22,6 +22,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from gpuwise.guard.checkpoint import latest_sealed, seal_directory
+from gpuwise.guard.guard import supersede_redone
 from gpuwise.guard.preemption import EXIT_RESTART, PreemptionHandler
 from gpuwise.runlog import RunLog
 
@@ -46,8 +47,9 @@ class GuardCallback(TrainerCallback):
             pass  # not the main thread: no signals, the rest still works
         if self.run_log is None and self._run_log_arg is not None and state.is_world_process_zero:
             self.run_log = RunLog(self._run_log_arg)
-        if self.run_log is not None:   # a resumed Trainer redoes the steps logged after its checkpoint
-            self.run_log.supersede_steps_after(int(state.global_step))
+        step = int(state.global_step)
+        if self.run_log is not None and step > 0:   # resumed: the Trainer redoes the steps logged after its checkpoint
+            self.run_log.log_event("resumed", f"resumed at step {step}{supersede_redone(self.run_log, step)}")
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self.preemption.requested:

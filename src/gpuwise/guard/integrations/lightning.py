@@ -25,6 +25,7 @@ from typing import Any
 
 from gpuwise.guard.checkpoint import CheckpointStore
 from gpuwise.guard.errors import GuardError
+from gpuwise.guard.guard import supersede_redone
 from gpuwise.guard.preemption import EXIT_RESTART, PreemptionHandler
 from gpuwise.runlog import RunLog
 
@@ -67,7 +68,9 @@ class GuardLightningCallback(_Base):  # type: ignore[misc,valid-type]
             pass
         if self._run_log_path is not None and trainer.is_global_zero:
             self.run_log = RunLog(self._run_log_path)
-            self.run_log.supersede_steps_after(int(trainer.global_step))   # ckpt_path's step: later ones are redone
+            step = int(trainer.global_step)
+            if step > 0:          # resumed from ckpt_path's step: the steps logged after it are redone
+                self.run_log.log_event("resumed", f"resumed at step {step}{supersede_redone(self.run_log, step)}")
 
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         step = int(trainer.global_step)
