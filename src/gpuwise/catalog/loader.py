@@ -39,7 +39,7 @@ _GPU_KEYS: dict[str, str] = {
     "memory_bandwidth_gbs": _NUM, "tdp_w": _NUM, "pcie_gen": _INT, "nvlink_gbs": _NUM,
     "peak_tflops": "a table of precision = TFLOPS", "source": _STR, "aliases": _STRS, "nvml_names": _STRS,
     "verified": _BOOL, "notes": _STR, "based_on": _STR, "ecc_reserves_memory": _BOOL, "process_nm": _NUM,
-    "geforce": _BOOL,
+    "geforce": _BOOL, "intra_link": _STR, "gpus_per_node": _INT,
 }
 _NOT_FIELDS = ("memory", "l2", "nvml_memory", "based_on", "peak_tflops")  # converted before they become fields
 _GPU_REQUIRED = ("id", "name", "arch", "compute_capability", "sm_count", "cuda_cores", "tensor_cores",

@@ -48,6 +48,13 @@ def fp32_issue_lanes(compute_capability: str) -> float:
 ECC_RESERVED_SHARE = 1 / 16
 
 
+# How the GPUs of one machine are linked (``catalog.topology`` times collectives over each; topology.toml
+# describes them): NVSwitch, an NVLink hybrid cube-mesh, NVLink bridges between pairs, PCIe with or without
+# peer-to-peer.
+INTRA_KINDS = ("nvswitch", "nvlink-mesh", "nvlink-bridge", "pcie-p2p", "pcie-host")
+NVLINK_KINDS = ("nvswitch", "nvlink-mesh", "nvlink-bridge")
+
+
 @dataclass(frozen=True)
 class GPU:
     """One GPU model's datasheet. Rates are dense (no 2:4 sparsity), in TFLOPS (TOPS for int8).
@@ -89,6 +96,11 @@ class GPU:
     # A GeForce card (the driver disables PCIe peer-to-peer on them: ``catalog.topology``); None: from its names
     # (``is_geforce_name``). A variant (``based_on``) keeps its base's, whatever it is called.
     geforce: bool | None = None
+    # The machine the user's cards of this GPU are in, where they know it (a user file's keys; the shipped
+    # catalog leaves both None and names machines in topology.toml): how its GPUs are linked (one of
+    # INTRA_KINDS) and how many one machine holds. None: topology.toml's machine, else ``topology.default_intra``.
+    intra_link: str | None = None
+    gpus_per_node: int | None = None
 
     def __post_init__(self) -> None:
         if self.process_nm is None:
@@ -150,6 +162,8 @@ class GPU:
             "pcie_gen": self.pcie_gen,
             "nvlink_gbs": self.nvlink_gbs,
             "geforce": self.geforce,
+            "intra_link": self.intra_link,
+            "gpus_per_node": self.gpus_per_node,
             "source": self.source,
             "verified": self.verified,
             "notes": self.notes,

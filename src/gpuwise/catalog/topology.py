@@ -14,7 +14,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from gpuwise.catalog.model import GPU, CatalogError
+from gpuwise.catalog.model import GPU, INTRA_KINDS, NVLINK_KINDS, CatalogError
 from gpuwise.catalog.resolve import provider_key
 
 if sys.version_info >= (3, 11):
@@ -24,7 +24,6 @@ else:  # pragma: no cover
 
 # x16, one direction, GB/s (PCI-SIG: 8/16/32/64 GT/s per lane with 128b/130b encoding; Gen6 FLIT).
 PCIE_X16_GBS = {3: 15.75, 4: 31.5, 5: 63.0, 6: 121.0}
-INTRA_KINDS = ("nvswitch", "nvlink-mesh", "nvlink-bridge", "pcie-p2p", "pcie-host")
 DEFAULT_GPUS_PER_NODE = 8
 
 
@@ -109,7 +108,7 @@ def default_intra(gpu: GPU) -> str:
 
 def _intra_link(kind: str, gpu: GPU, data: dict[str, Any], efficiency: dict[str, float]) -> Link:
     spec = data["link"][kind]
-    if kind in ("nvswitch", "nvlink-mesh", "nvlink-bridge"):
+    if kind in NVLINK_KINDS:
         if not gpu.nvlink_gbs:
             raise CatalogError(f"topology: {gpu.id} has no NVLink, so it cannot be linked by {kind}")
         nominal = gpu.nvlink_gbs / 2
@@ -147,17 +146,20 @@ def topology_for(
     """The topology of ``gpu``'s machines at ``provider`` (None: the GPU's usual machine, no cluster).
 
     ``intra`` overrides the intra-node link kind (an offer or a benchmark system that says which);
-    ``efficiency`` overrides the bus efficiencies per link kind (the benchmark's fit).
+    ``efficiency`` overrides the bus efficiencies per link kind (the benchmark's fit). Which machine, first
+    that says: ``intra``, the GPU's own ``intra_link`` / ``gpus_per_node`` (the user's file: they know their
+    machine), the provider's machine for the GPU, the GPU's usual machine in the data, ``default_intra``.
     """
     data = topology_data()
     eff = {**link_efficiencies(data), **(efficiency or {})}
     system = next((s for s in data.get("system", []) if s["gpu"] == gpu.id), {})
     prov = provider_entry(provider, data) or {}
     prov_system = next((s for s in prov.get("system", []) if s["gpu"] == gpu.id), {})
-    kind = intra or prov_system.get("intra") or system.get("intra") or default_intra(gpu)
+    kind = intra or gpu.intra_link or prov_system.get("intra") or system.get("intra") or default_intra(gpu)
     if kind not in INTRA_KINDS:
         raise CatalogError(f"topology: unknown link kind {kind!r} (known: {', '.join(INTRA_KINDS)})")
-    per_node = int(prov_system.get("gpus_per_node") or system.get("gpus_per_node") or DEFAULT_GPUS_PER_NODE)
+    per_node = int(gpu.gpus_per_node or prov_system.get("gpus_per_node") or system.get("gpus_per_node")
+                   or DEFAULT_GPUS_PER_NODE)
     intra_link = _intra_link(kind, gpu, data, eff)
     pair_link = intra_link
     if kind == "nvlink-bridge":   # a ring beyond the pair crosses PCIe between the bridged pairs

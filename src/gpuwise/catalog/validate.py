@@ -11,7 +11,7 @@ import math
 import re
 from datetime import date
 
-from gpuwise.catalog.model import GPU, PRECISIONS, Offer
+from gpuwise.catalog.model import GPU, INTRA_KINDS, NVLINK_KINDS, PRECISIONS, Offer
 from gpuwise.units import CNY_PER_UNIT
 
 ARCHS = ("pascal", "volta", "turing", "ampere", "ada", "hopper", "blackwell")
@@ -84,6 +84,13 @@ def gpu_problems(gpu: GPU) -> list[tuple[str, str]]:
         add(("pcie_gen", f"{gpu.pcie_gen!r} is not 3, 4, 5 or 6"))
     if gpu.nvlink_gbs is not None and (not _positive(gpu.nvlink_gbs) or gpu.nvlink_gbs > 3600):
         add(("nvlink_gbs", f"{gpu.nvlink_gbs!r} GB/s is not between 0 and 3600 (omit it when there is no NVLink)"))
+    if gpu.intra_link is not None and gpu.intra_link not in INTRA_KINDS:
+        add(("intra_link", f"{gpu.intra_link!r} is not one of {', '.join(INTRA_KINDS)}"))
+    elif gpu.intra_link in NVLINK_KINDS and not gpu.nvlink_gbs:
+        add(("intra_link", f"{gpu.intra_link} needs the GPU's NVLink rate: give nvlink_gbs"))
+    if gpu.gpus_per_node is not None and (isinstance(gpu.gpus_per_node, bool) or not isinstance(gpu.gpus_per_node, int)
+                                          or not 1 <= gpu.gpus_per_node <= 64):
+        add(("gpus_per_node", f"{gpu.gpus_per_node!r} is not a whole number of GPUs from 1 to 64"))
     if not gpu.source.strip():
         add(("source", "every GPU needs a source (datasheet URL or citation)"))
     problems.extend(_rate_problems(gpu))
