@@ -79,3 +79,19 @@ def test_sharding_and_offload_candidates_follow_the_job_s_own_setting():
     # offload is the closed form's (traced estimates keep everything on the GPU)
     assert not any(c.startswith("--offload") for c in (r.change for r in candidate_remedies(w, False)))
     assert [r.change for r in candidate_remedies(w.with_(offload="optimizer"), True)][-1] == "--offload params"
+
+
+def test_under_zero_offload_no_change_is_offered_that_the_job_refuses(cli_json):
+    # before: the 8-bit AdamW candidate was built under --offload optimizer (DeepSpeed's CPU optimizer has none),
+    # and its refusal ended the whole command: "no adamw-8bit", exit 2, for a user who asked for AdamW
+    argv = ["estimate", "hf:meta-llama/Llama-3.1-70B", "--finetune", "full", "--seq-len", "2048", "-b", "1",
+            "--precision", "amp-bf16", "--sharding", "zero3", "--offload", "optimizer", "--num-gpus", "2",
+            "--gpu", "rtx-4090", "--json"]
+    out = cli_json(argv)
+    assert out["fits"] is False
+    assert out["changes_that_fit"] == [] or all("adamw-8bit" not in c["change"] for c in out["changes_that_fit"])
+    w = Workload(model="hf:meta-llama/Llama-3.1-70B", finetune="full", sharding="zero3", offload="optimizer",
+                 num_gpus=2, precision="amp-bf16")
+    changes = [r.change for r in candidate_remedies(w, True)]
+    assert "--optimizer adamw-8bit" not in changes and "--offload params" in changes
+    assert "--optimizer adamw-8bit" in [r.change for r in candidate_remedies(w.with_(offload="none"), True)]

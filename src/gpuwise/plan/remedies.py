@@ -18,7 +18,7 @@ from gpuwise.plan.constraints import Constraints, JobSize, apply_constraints
 from gpuwise.plan.profile import Correction, cannot_run, estimate_fit, model_for
 from gpuwise.plan.quote import Quote
 from gpuwise.units import format_duration
-from gpuwise.workload import Workload
+from gpuwise.workload import Workload, WorkloadError
 from gpuwise.workload.parallelism import effective_sharding, offload_optimizer_refusal
 
 if TYPE_CHECKING:   # the recommendation whose excluded options a remedy rescues (recommend calls find_remedies)
@@ -62,9 +62,23 @@ def micro_batch_remedy(w: Workload) -> Remedy | None:
 
 
 def candidate_remedies(w: Workload, closed_form: bool, *, micro_batch: bool = True) -> list[Remedy]:
-    """The changes that lower a training step's memory, in the order a practitioner tries them.
-    ``micro_batch``: include the smaller micro-batch with more accumulation steps (recommend does not:
+    """The changes that lower a step's memory, in the order a practitioner tries them; only those that make a
+    job the workload accepts (an 8-bit AdamW under ZeRO-Offload, which steps on DeepSpeed's CPU optimizer, is
+    none). ``micro_batch``: include the smaller micro-batch with more accumulation steps (recommend does not:
     it already splits the effective batch wherever the micro-batch does not fit)."""
+    return [r for r in _candidates(w, closed_form, micro_batch) if _makes_a_job(r, w)]
+
+
+def _makes_a_job(remedy: Remedy, w: Workload) -> bool:
+    try:
+        remedy.apply(w)
+    except WorkloadError as exc:
+        logger.debug("not suggested: %s (%s)", remedy.change, exc)
+        return False
+    return True
+
+
+def _candidates(w: Workload, closed_form: bool, micro_batch: bool) -> list[Remedy]:
     out = []
     if not w.is_training:
         # serving: half-precision weights, quantized weights (closed form), fewer sequences at once
