@@ -11,6 +11,7 @@ import pytest
 
 from gpuwise.catalog import load_catalog
 from gpuwise.plan import JobSize, recommend
+from gpuwise.plan.money import convert
 from gpuwise.plan.offers import candidate_offers, cheapest_offer
 from gpuwise.workload import Workload
 from tests.plan.test_recommend import ScriptedModel, catalog, offer, small_catalog  # noqa: F401 (catalog: a fixture)
@@ -57,3 +58,24 @@ def test_the_shipped_catalog_quotes_fixed_instance_clouds_only_at_the_counts_the
                 priced = cheapest_offer(offers, gpu_id, count, "USD")
                 assert (priced is not None) == (count in listed), (provider, gpu_id, count, listed)
                 assert priced is None or priced.count == count
+
+
+def test_one_sellers_instance_of_that_count_does_not_hide_anothers_cheaper_per_gpu_price(catalog):
+    # a new user's trial: without --provider, 8 A100s were priced at Lambda's 8-GPU instance (~¥103/h) while AutoDL
+    # rents them one by one at ¥6.68 each (¥53/h); --provider autodl then gave a cheaper "best" than the whole catalog
+    lambda_eight = offer("a100-80gb-sxm4", 14.32, "USD", count=8, provider="lambda")
+    autodl_one = offer("a100-80gb-sxm4", 6.68, provider="autodl")
+    cat = small_catalog(catalog, {"a100-80gb-sxm4"}, [lambda_eight, autodl_one])
+    priced = cheapest_offer(cat.offers, "a100-80gb-sxm4", 8, "CNY")
+    assert priced.provider == "autodl" and priced.price_per_hour == pytest.approx(8 * 6.68)
+    # the whole catalog is never dearer than one provider of it, at every count
+    for count in (1, 2, 4, 8, 16):
+        whole = cheapest_offer(cat.offers, "a100-80gb-sxm4", count, "CNY")
+        for seller in ("lambda", "autodl"):
+            one = cheapest_offer([o for o in cat.offers if o.provider == seller], "a100-80gb-sxm4", count, "CNY")
+            if one is not None:
+                assert whole is not None and _cny(whole) <= _cny(one) + 1e-9
+
+
+def _cny(o):
+    return convert(o.price_per_hour, o.currency, "CNY")

@@ -94,6 +94,21 @@ def test_a_micro_batch_that_does_not_fit_is_split_into_accumulation_steps(catalo
     assert (rtx.batch_size, rtx.grad_accum_steps) == (32, 1) and not rtx.warnings   # fits as asked
 
 
+def test_a_micro_batch_that_does_not_divide_a_gpus_share_is_said_where_it_changes(catalog):
+    # a new user's trial: -b 32 --effective-batch 100 ran 25 x 4 with no word of why (32 fits; it does not divide)
+    cat = small_catalog(catalog, {"rtx-4090"}, [offer("rtx-4090", 2.0)])
+    model = ScriptedModel(Workload("scripted", batch_size=32), per_sample_bytes=0.1 * GB)
+    rec = recommend(model, cat, job=JobSize(samples=100_000), max_gpus=2, effective_batch=100)
+    one, two = (next(o for o in rec.options if o.count == n) for n in (1, 2))
+    assert (one.batch_size, one.grad_accum_steps) == (25, 4)
+    assert one.warnings[0] == ("micro-batch 32 does not divide the 100 samples a GPU takes a step: 25 × 4 "
+                               "accumulation steps instead (the same effective batch)")
+    assert (two.batch_size, two.grad_accum_steps) == (25, 2)      # 50 a GPU: 25 divides it
+    assert two.warnings[0].startswith("micro-batch 32 does not divide the 50 samples")
+    exact = recommend(model, cat, job=JobSize(samples=100_000), max_gpus=1, effective_batch=96)
+    assert (exact.options[0].batch_size, exact.options[0].grad_accum_steps) == (32, 3) and not exact.options[0].warnings
+
+
 def test_deadline_excludes_slow_options_with_the_miss_in_words(catalog):
     cat = small_catalog(catalog, {"t4", "h100-sxm"}, [offer("t4", 1.0), offer("h100-sxm", 20.0)])
     model = ScriptedModel(Workload("scripted", batch_size=8))

@@ -141,20 +141,22 @@ def offers_as_priced(offers: Iterable[Offer]) -> list[Offer]:
 
 
 def cheapest_offer(offers: Iterable[Offer], gpu_id: str, count: int, currency: str) -> Offer | None:
-    """The cheapest offer (in ``currency``) for ``count`` of ``gpu_id``: the offers of exactly ``count``
-    GPUs and the user's own single-GPU prices × ``count`` compete, cheapest wins; where there is neither,
-    the cheapest way a seller rents ``count`` (``_as_rented``: per GPU where it rents so, else whole instances);
-    None where no seller does."""
+    """The cheapest offer (in ``currency``) for ``count`` of ``gpu_id``, over every seller: the offers of exactly
+    ``count`` GPUs, the user's own single-GPU prices × ``count``, and, for each seller with neither, the way it
+    rents ``count`` (``_as_rented``: per GPU where it rents so, else whole instances); None where no seller does.
+    One seller's 8-GPU instance never hides another's per-GPU price (AutoDL's 8 A100s at its single price × 8
+    against Lambda's dearer 8-GPU instance)."""
     mine = own_prices_first([o for o in offers if o.gpu_id == gpu_id])
     if count == 1:
         candidates = [o for o in mine if o.count == 1]
     else:
         candidates = [o for o in mine if o.count == count] + own_prices_at(mine, count)
-    if not candidates and count > 1:
+        priced = {_seller(o) for o in candidates}
         sellers: dict[tuple[str, bool], list[Offer]] = {}
         for o in mine:
-            sellers.setdefault(_seller(o), []).append(o)
-        candidates = [o for offers_of in sellers.values() if (o := _as_rented(offers_of, count)) is not None]
+            if _seller(o) not in priced:
+                sellers.setdefault(_seller(o), []).append(o)
+        candidates += [o for offers_of in sellers.values() if (o := _as_rented(offers_of, count)) is not None]
     return min(candidates, key=lambda o: _rank_key(o, currency), default=None)
 
 

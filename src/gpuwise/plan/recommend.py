@@ -410,6 +410,11 @@ def _evaluate(model, gpu: GPU, offer: Offer, count: int, job: JobSize, constrain
             # smaller micro-batches with accumulation (the model trained is the same)
             split_note = (Note(Note.BATCH_SPLIT, f"micro-batch {asked} does not fit: {micro} × {per_gpu // micro} "
                                                  f"accumulation steps instead (the same effective batch)"),)
+        elif not auto_batch and micro == asked < min(workload.batch_size, per_gpu):
+            # --batch-size does not divide what each GPU takes a step: the largest micro-batch under it that does
+            split_note = (Note(Note.BATCH_SPLIT, f"micro-batch {workload.batch_size} does not divide the {per_gpu} "
+                                                 f"samples a GPU takes a step: {micro} × {per_gpu // micro} "
+                                                 f"accumulation steps instead (the same effective batch)"),)
         micro = max(micro, 1)       # none fits: quoted (and left out) at batch 1
         accum = per_gpu // micro
     elif auto_batch:
