@@ -76,7 +76,9 @@ def load_rows():
         return list(csv.DictReader(f))
 
 
-def main() -> None:
+def score_rows() -> tuple[list[Case], list[dict], dict[str, int]]:
+    """(cases, detail, left out by reason): every bf16 row of the table predicted by the closed form; nothing
+    recorded (``main`` and ``time_accuracy`` count their scorings). ``detail`` carries each prediction's regime."""
     catalog = load_catalog(user_file=False)
     cases: list[Case] = []
     left_out: dict[str, int] = defaultdict(int)
@@ -109,9 +111,14 @@ def main() -> None:
                        "checkpointing": w.grad_checkpointing, "measured_mfu_pct": float(row["MFU"]),
                        # the table's MFU at the predicted step time (the same FLOPs per step)
                        "predicted_mfu_pct": float(row["MFU"]) * measured_s / est.time.step_time_s,
-                       "bound": est.time.bound, "error": case.error})
+                       "bound": est.time.bound, "regime": est.time.regime, "error": case.error})
     if not cases:
         raise SystemExit("llm_train_time: no rows scored (is ../shared/data/public-benchmarks/llm-train/ there?)")
+    return cases, detail, dict(left_out)
+
+
+def main() -> None:
+    cases, detail, left_out = score_rows()
     count = record_scoring(HELD_OUT_SET)
     baselines = (ROOFLINE, ROOFLINE_075)
     lines = ["# LLM training step time: llm-foundry's MPT tables", "",

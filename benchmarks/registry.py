@@ -26,6 +26,9 @@ LAWS = ("src/gpuwise/runtime/laws.py", "src/gpuwise/runtime/kernel_laws.json")
 # the code that turns it into a GPU (the rest of catalog/ is queries, offers and validation).
 CATALOG_SPECS = ("src/gpuwise/catalog/data/gpus.toml", "src/gpuwise/catalog/loader.py", "src/gpuwise/catalog/model.py")
 VIDUR = "shared:kernels-modern/vidur_mlp_ops.csv.gz"
+# The LLM closed form's training time on llm-foundry's MPT runs (llm_train_time.py; time_accuracy reads it too).
+LLM_TRAIN = ("benchmarks/llm_train_time.py", "src/gpuwise/plan/", "src/gpuwise/memory/", "src/gpuwise/runtime/",
+             "src/gpuwise/workload/", "src/gpuwise/catalog/", "shared:llm-train/")
 MEMORY_MODEL = ("src/gpuwise/memory/", "src/gpuwise/trace/", "src/gpuwise/workload/", "src/gpuwise/catalog/")
 
 
@@ -57,7 +60,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
               (KERNEL_FIT, *LAWS, *CATALOG_SPECS, VIDUR, "shared:kernels-modern/mamf_max_achievable_matmul.csv"),
               what="tensor-core GEMM law and power level (kernel_laws.json's tensor part with --ship): vidur's fp16 "
                    "GEMMs and MAMF ceilings, GPU held out", minutes=0.3, timed="measured"),
-    Benchmark("time_accuracy", "time", (*TIME_MODEL, *TIME_CASES),
+    Benchmark("time_accuracy", "time", tuple(dict.fromkeys((*TIME_MODEL, *TIME_CASES, *LLM_TRAIN))),
               what="end-to-end step time on the held-out sides, beside roofline and roofline / 0.75 "
                    "(writes time_accuracy.json)", minutes=1.5, timed="results"),
     Benchmark("time_stack", "time_stack", (*TIME_MODEL, *TIME_CASES),
@@ -105,9 +108,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
               ("src/gpuwise/plan/", "src/gpuwise/memory/", "src/gpuwise/workload/", "src/gpuwise/catalog/",
                "shared:llm_memory_published.md"),
               what="closed-form LLM memory against LitGPT's measurements", minutes=0.1, timed="measured"),
-    Benchmark("llm_train_time", "llm_train_time",
-              ("src/gpuwise/plan/", "src/gpuwise/memory/", "src/gpuwise/runtime/", "src/gpuwise/workload/",
-               "src/gpuwise/catalog/", "shared:llm-train/"),
+    Benchmark("llm_train_time", "llm_train_time", LLM_TRAIN[1:],
               what="closed-form LLM training step time against llm-foundry's MPT tables (FSDP, 8-512 GPUs)",
               minutes=0.1, timed="measured"),
     Benchmark("op_memory", "op_memory",

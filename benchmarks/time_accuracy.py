@@ -11,7 +11,8 @@ datasheet bandwidth, per operator, no launch cost) and roofline / 0.75.
 Error = predicted step time / measured step time - 1 (signed and absolute). Each run scores the three
 held-out sets (test side, fresh check, wider set) once: the ledger's count is printed beside each.
 ``time_accuracy.json`` (what ``estimate`` shows as a likely range) is rewritten by every run: it is
-this benchmark's figure, by regime.
+this benchmark's figure, by regime, with llm-foundry's MPT training runs (``llm_train_time``, held out whole)
+as the LLM closed form's training steps' (README.md, "Seventeenth session"); they score that set once too.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from datetime import date
 
 import numpy as np
 
+from benchmarks import llm_train_time
 from benchmarks.baselines import roofline_step_s
 from benchmarks.harness import (CELL_HEADER, REPO, RESULTS, ROOFLINE_075, Case, record_scoring, scored_words,
                                 summarize, verdict, write_results)
@@ -132,7 +134,10 @@ def main() -> None:
     small = small_batch_rows()
     seed = seed_claims(cal)
     _figure([r for r in rows if r["split"] == "test"])
-    accuracy = _write_accuracy([r for r in rows if is_held_out(r)])
+    llm_cases, llm_detail, _ = llm_train_time.score_rows()    # held out whole (README.md, "Seventeenth session")
+    record_scoring(llm_train_time.HELD_OUT_SET)
+    accuracy = _write_accuracy([r for r in rows if is_held_out(r)]
+                               + [{"err": c.error, "regime": d["regime"]} for c, d in zip(llm_cases, llm_detail)])
     lines = _markdown(rows, small, seed, skipped, time.time() - t0)
     by_split = {split: summarize(r["err"] for r in rows if r["split"] == split) for split in ("test", "train", *SETS)}
     write_results("time_accuracy", lines, {
@@ -240,7 +245,8 @@ def _write_accuracy(held: list[dict]) -> dict:
             "signed_median_error": round(s.signed_median, 4),
             "ratio_q10": round(float(np.quantile(ratio, 0.1)), 4), "ratio_q90": round(float(np.quantile(ratio, 0.9)), 4)}
     doc = {"date": date.today().isoformat(), "source": "benchmarks/time_accuracy.py: published runs held out in GPU and model family "
-           "(test side, wider set, fresh check's held-out families; benchmarks/README.md), by regime",
+           "(test side, wider set, fresh check's held-out families; benchmarks/README.md), and llm-foundry's MPT "
+           "training runs, held out whole (benchmarks/llm_train_time.py), by regime",
            "regimes": regimes}
     ACCURACY_PATH.write_text(json.dumps(doc, indent=2) + "\n")
     return doc

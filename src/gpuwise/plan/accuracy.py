@@ -9,15 +9,18 @@ shipped model). estimate, recommend and report use this rule.
 
 from __future__ import annotations
 
-from gpuwise.runtime.accuracy import REGIME_WORDS, TimeAccuracy, load_accuracy
+from gpuwise.runtime.accuracy import LLM_REGIMES, REGIME_WORDS, TimeAccuracy, load_accuracy
 
 __all__ = ["TimeAccuracy", "likely_job_time_range_s", "likely_step_time_range_s", "load_accuracy",
            "no_range_note", "regime_of", "time_basis_lines"]
 
 
 def regime_of(method: str, regime: str | None) -> str:
-    """The regime of a prediction: the closed form's own, else what the step predictor said."""
-    return "llm" if method != "traced" else (regime or "large-batch")
+    """The regime of a prediction: the closed form's (``llm``, or ``llm-train`` where its step says so), else what
+    the step predictor said."""
+    if method != "traced":
+        return regime if regime in LLM_REGIMES else "llm"
+    return regime or "large-batch"
 
 
 def likely_step_time_range_s(step_time_s: float | None, *, method: str, bound: str | None = None,

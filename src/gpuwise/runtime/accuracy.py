@@ -22,13 +22,18 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 from importlib import resources
 
-# What kind of step a prediction is (runtime/predict.py decides; "llm": the closed form of plan/llm;
-# "generation": a traced decoder generating, plan/generation: its traced prefill and the closed form's decode).
-REGIMES = ("large-batch", "small-batch", "multi-gpu", "compiled", "llm", "generation", "data-dependent",
+# What kind of step a prediction is (runtime/predict.py decides; "llm": the closed form of plan/llm, and
+# "llm-train" its training of every weight of a dense decoder without offload, the kind of step llm-foundry's MPT
+# runs measure (runtime/llm.py decides); "generation": a traced decoder generating, plan/generation: its traced
+# prefill and the closed form's decode).
+LLM_REGIME, LLM_TRAIN_REGIME = "llm", "llm-train"
+LLM_REGIMES = (LLM_REGIME, LLM_TRAIN_REGIME)
+REGIMES = ("large-batch", "small-batch", "multi-gpu", "compiled", *LLM_REGIMES, "generation", "data-dependent",
            "rnn", "mig")
 REGIME_WORDS = {"large-batch": "a single-GPU eager step",
                 "small-batch": "a small-batch step, the host's issue time at least half the GPU's",
                 "multi-gpu": "a multi-GPU step", "compiled": "a torch.compile step", "llm": "the LLM closed form",
+                "llm-train": "the LLM closed form, training every weight of a dense decoder",
                 "generation": "generation by a traced decoder: the closed form's decode steps",
                 "data-dependent": "a step with data-dependent ops (routing, nonzero) traced at their upper bound",
                 "rnn": "a step with LSTM / GRU layers (cuDNN's fused RNN, timed from its structure)",
