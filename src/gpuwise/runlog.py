@@ -5,7 +5,10 @@ report`` while a run goes on, pandas' ``read_sql``) never block the writer, and 
 however long the run is because rows live on disk. A writer commits on a timer at most
 ``flush_interval_s`` (1 s) after its first uncommitted row, whether or not it writes again: a killed writer
 loses at most the last second, and a second writer on the same file (``gpuwise run --log x.db`` around a
-guarded job writing ``--run-log x.db``) waits at most that long for the lock.
+guarded job writing ``--run-log x.db``) waits at most that long for the lock. A process that ends through
+Python (normal end, ``sys.exit``, an uncaught exception, Ctrl-C) commits what it wrote: every open ``RunLog``
+is flushed at interpreter exit (``atexit``; held by weak reference, so that keeps no log alive). Only a
+process killed outright (``kill -9``, ``os._exit``) can lose its last second.
 
 Tables (documented in docs/runlog.md; columns may be added, never renamed):
 
@@ -22,11 +25,14 @@ Times ``t_s`` are Unix seconds (float).
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
+import os
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -87,7 +93,9 @@ class RunLog:
         self._lock = threading.RLock()
         self._timer: threading.Timer | None = None
         self._closed = False
+        self._pid = os.getpid()   # a forked child never commits its parent's transaction
         self._create()
+        _OPEN_LOGS.add(self)  # committed at interpreter exit if never closed (weakly held)
 
     def _create(self) -> None:
         cols = ", ".join(f"{n} {t}" for n, t in GPU_SAMPLE_COLUMNS)
@@ -161,10 +169,11 @@ class RunLog:
 
     def _write(self, sql: str, rows: list[tuple]) -> None:
         with self._lock:
-            if self._pending_since is None:
+            if not self._conn.in_transaction:
                 # IMMEDIATE: take the write lock now (waiting for another writer's commit, at most its
                 # flush interval), never fail half-way through a batch on an upgrade.
                 self._conn.execute("BEGIN IMMEDIATE")
+            if self._pending_since is None:
                 self._pending_since = time.monotonic()
                 self._timer = threading.Timer(self._flush_interval_s, self._timed_flush)
                 self._timer.daemon = True
@@ -184,26 +193,54 @@ class RunLog:
             if self._timer is not None:
                 self._timer.cancel()
                 self._timer = None
-            if self._pending_since is not None and not self._closed:
-                try:
+            # The connection's own flag, not _pending_since: an interrupt (Ctrl-C) between BEGIN and the
+            # bookkeeping in _write leaves a transaction that must still be committed.
+            try:
+                if not self._closed and self._conn.in_transaction:
                     self._conn.execute("COMMIT")
-                finally:
-                    if not self._conn.in_transaction:  # committed, or rolled back by SQLite on an I/O error
-                        self._pending_since = None
+            finally:
+                # committed, or rolled back by SQLite on an I/O error
+                if self._closed or not self._conn.in_transaction:
+                    self._pending_since = None
 
     def close(self) -> None:
         with self._lock:
+            if self._closed:
+                return
             try:
                 self.flush()
             finally:
                 self._closed = True
                 self._conn.close()
+                _OPEN_LOGS.discard(self)
 
     def __enter__(self) -> "RunLog":
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+# Every RunLog not yet closed, weakly held: a writer whose process ends through Python without closing it
+# (an uncaught exception, Ctrl-C, sys.exit, a script that never calls close) still commits its last rows. An
+# open transaction is otherwise rolled back when the connection goes, losing up to ``flush_interval_s`` of
+# rows: with a guarded job's few steps per second, that was the whole loss curve of a short run.
+_OPEN_LOGS: "weakref.WeakSet[RunLog]" = weakref.WeakSet()
+
+
+def _flush_open_logs() -> None:
+    """At interpreter exit: commit what every open RunLog holds (the timer thread, a daemon, may never fire)."""
+    for run_log in list(_OPEN_LOGS):
+        if run_log._pid != os.getpid():
+            continue  # inherited through fork: the connection (and its lock) are the parent's
+        try:
+            run_log.flush()
+        except sqlite3.Error as exc:  # a full disk, a lost mount: say so, and flush the others
+            logger.warning("%s: rows of the last %gs not committed at exit: %s", run_log.path,
+                           run_log._flush_interval_s, exc)
+
+
+atexit.register(_flush_open_logs)
 
 
 # -- reading ---------------------------------------------------------------------------------------

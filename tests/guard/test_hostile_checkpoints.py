@@ -209,6 +209,7 @@ def test_an_unusable_checkpoint_directory_ends_the_run_before_it_starts(tmp_path
 
 def test_saves_failing_in_a_row_stop_the_run_at_the_limit(tmp_path):
     guard = _guard(tmp_path / "ckpt", max_save_failures=2)
+    (tmp_path / "ckpt" / ".gpuwise-lock").unlink()  # the run's lock file (docs/guard.md: one run per directory)
     (tmp_path / "ckpt").rmdir()
     (tmp_path / "ckpt").write_text("x")  # the folder became a file after the start: every save fails
     batches = guard.batches(max_steps=10)

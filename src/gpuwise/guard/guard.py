@@ -37,6 +37,7 @@ from gpuwise.guard import distributed as gdist
 from gpuwise.guard.accumulate import LossFn, accumulate_gradients, apply_update
 from gpuwise.guard.async_save import AsyncSaver, HostStaging
 from gpuwise.guard.checkpoint import Checkpoint, CheckpointStore
+from gpuwise.guard.dirlock import DirectoryLock, lock_directory
 from gpuwise.guard.errors import GuardError, check_number
 from gpuwise.guard.gradnoise import GradNoiseSample, MicroGradTracker
 from gpuwise.guard.oom import agree_on_micro_batch, batch_size_of, free_failed_step, is_oom, smaller_micro_batch
@@ -70,6 +71,9 @@ class Guard:
     PyTorch's peak memory: ``gpuwise report`` then compares the run with gpuwise's prediction, and ``gpuwise
     calibrate`` learns from it (docs/calibrate.md). A log that already holds a workload (``gpuwise run --model
     …`` around the script) keeps it; a different one here is warned about, not written over it.
+
+    One run per ``directory``: rank 0 locks it while the Guard lives (until ``close``), and a Guard of another
+    live process on it raises GuardError naming that process (``dirlock``); a run that died never blocks.
     """
 
     def __init__(self, directory: str | os.PathLike, model: torch.nn.Module,
@@ -102,6 +106,7 @@ class Guard:
         self.info = gdist.dist_info()
         if self.info.is_writer or (sharded if sharded is not None else gdist.is_fsdp(model)):
             self.store.check_writable()  # now, not at the first save an hour in
+        self._directory_lock = self._lock_directory()  # before anything of this run is written or pruned
         self.model = model
         self.optimizer = optimizer
         self.scheduler = scheduler
@@ -128,6 +133,10 @@ class Guard:
         self.verbose = verbose
         self.step_count = 0        # optimizer steps completed
         self.samples_seen = 0      # samples of completed steps, this rank
+        # Samples per optimizer step over all ranks (micro-batch x accumulation x world size): the batch the
+        # learning-rate schedule is fitted to. Saved in checkpoints; a resume at another one is said once.
+        self.effective_batch_size: int | None = None
+        self._effective_batch_at_resume: int | None = None
         self.last_loss: float | None = None
         self._lr_used: float | None = None
         self.last_checkpoint: Checkpoint | None = None
@@ -162,6 +171,20 @@ class Guard:
         if self.info.is_writer and is_network_fs(Path(directory).absolute().parent):
             self._say(f"{directory} is on a network file system: saves pay a round trip per fsync; "
                       "async_save=True keeps that off the training loop")
+
+    def _lock_directory(self) -> DirectoryLock | None:
+        """Refuse (GuardError on every rank) when another live process holds the checkpoint directory. Rank 0
+        holds it: the one process that creates, renames and prunes checkpoints (``dirlock``)."""
+        error, held = None, None
+        if self.info.is_writer:
+            try:
+                held = lock_directory(self.store.directory)
+            except GuardError as exc:
+                error = str(exc)
+        error = gdist.broadcast_object(error)
+        if error:
+            raise GuardError(error)
+        return held
 
     # -- data ------------------------------------------------------------------------------------
     def loader(self, dataset: Any, batch_size: int, *, seed: int = 0, shuffle: bool = True,
@@ -256,18 +279,23 @@ class Guard:
             optimizer_started = True
             grad_norm, self._lr_used = apply_update(self.model, self.optimizer, scheduler=self.scheduler,
                                                     scaler=self.scaler, clip_grad_norm=self.clip_grad_norm)
-        except Exception as exc:
+        except BaseException as exc:  # KeyboardInterrupt (Ctrl-C) and a collective's RuntimeError too
             self._step_failed = True
-            # Only before the optimizer step (a half-applied update must not be saved), and not under
-            # torchrun: the other ranks would wait in the save's collectives for a rank that is gone.
-            if crash_save and not optimizer_started and not is_oom(exc) and not isinstance(exc, GuardError):
-                free_failed_step(self.optimizer, model=self.model)
-                self._say(f"step {self.step_count + 1} raised {type(exc).__name__}; saving the state after "
-                          f"step {self.step_count} before re-raising")
-                self._save(reason="crash", exclude_last_batch=True, wait=True, rng=rng_state_dict(rng_at_start))
+            try:
+                # Only before the optimizer step (a half-applied update must not be saved), and not under
+                # torchrun: the other ranks would wait in the save's collectives for a rank that is gone.
+                if (crash_save and isinstance(exc, Exception) and not optimizer_started and not is_oom(exc)
+                        and not isinstance(exc, GuardError)):
+                    free_failed_step(self.optimizer, model=self.model)
+                    self._say(f"step {self.step_count + 1} raised {type(exc).__name__}; saving the state after "
+                              f"step {self.step_count} before re-raising")
+                    self._save(reason="crash", exclude_last_batch=True, wait=True, rng=rng_state_dict(rng_at_start))
+            finally:
+                self._commit_log_quietly()  # the steps logged so far, whatever the process does next
             raise
         self.step_count += 1
         self.samples_seen += total
+        self._note_effective_batch(total)
         self.last_loss = loss_sum
         self._last_step_end_s = time.perf_counter()
         self._log_step(loss_sum, total, micro, grad_norm, tracker, self._last_step_end_s - step_start_s)
@@ -279,6 +307,20 @@ class Guard:
         elif (self.every_steps and self.step_count % self.every_steps == 0) or not_time == 0:
             self._due = "periodic"
         return loss_sum
+
+    def _note_effective_batch(self, batch_this_rank: int) -> None:
+        """The run's effective batch (the loader's batch per rank, else this step's, times the world size: an
+        epoch's short last batch is not a change); on the first step after a resume from a checkpoint that was
+        trained with another one, say so once."""
+        per_rank = self._loader.batch_size if self._loader is not None else batch_this_rank
+        self.effective_batch_size = per_rank * self.info.world_size
+        old, self._effective_batch_at_resume = self._effective_batch_at_resume, None
+        if old is not None and old != self.effective_batch_size:
+            self._event("effective_batch_changed",
+                        f"effective batch changed on resume: the checkpoint was trained with {old} samples per "
+                        f"optimizer step, this run takes {self.effective_batch_size} ({per_rank} per rank x "
+                        f"{self.info.world_size} rank(s)); the learning-rate schedule was fitted to {old}: scale the "
+                        "learning rate or the per-rank batch if that was not intended")
 
     def _oom_ranks(self, ran_out_here: bool) -> str:
         """`` on rank 1 (of 2)`` under torchrun: the ranks whose own micro-batch ran out of memory (every rank
@@ -320,7 +362,8 @@ class Guard:
         state: dict[str, Any] = {
             "format_version": 1,
             "progress": {"step": self.step_count, "epoch": self.epoch, "samples_seen": self.samples_seen,
-                         "micro_batch_size": self.micro_batch_size, "world_size": self.info.world_size},
+                         "micro_batch_size": self.micro_batch_size, "world_size": self.info.world_size,
+                         "effective_batch_size": self.effective_batch_size},
             "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
             "scaler": self.scaler.state_dict() if self.scaler is not None else None,
             "loader": (self._loader.state_dict(exclude_last_batch=exclude_last_batch)
@@ -366,7 +409,8 @@ class Guard:
             state["loader"] = dict(self._loader_at_step_end[1])
             state["progress"]["epoch"] = state["loader"]["epoch"]
         state["rng"] = rng_states
-        meta = {"reason": reason, "micro_batch_size": self.micro_batch_size, "samples_seen": self.samples_seen}
+        meta = {"reason": reason, "micro_batch_size": self.micro_batch_size, "samples_seen": self.samples_seen,
+                "effective_batch_size": self.effective_batch_size}
         step, epoch = self.step_count, state["progress"]["epoch"]
         if self.sharded:
             t0 = time.perf_counter()
@@ -595,6 +639,8 @@ class Guard:
         self.samples_seen = int(progress.get("samples_seen", 0))
         if progress.get("micro_batch_size") is not None:
             self.micro_batch_size = int(progress["micro_batch_size"])
+        if progress.get("effective_batch_size") is not None:  # absent from checkpoints of older gpuwise: silent
+            self.effective_batch_size = self._effective_batch_at_resume = int(progress["effective_batch_size"])
         if self.scheduler is not None and state.get("scheduler") is not None:
             self.scheduler.load_state_dict(state["scheduler"])
         if self.scaler is not None and state.get("scaler") is not None:
@@ -656,6 +702,8 @@ class Guard:
                 if self._owns_run_log:
                     self.run_log.close()
                     self.run_log = None
+            if self._directory_lock is not None:
+                self._directory_lock.release()  # another run may use the directory now
         if check and self.save_failures_in_row and not self.saves_ok:
             raise GuardError(f"every checkpoint save of this run failed ({self.save_failures_in_row}): "
                              f"nothing in {self.store.directory} to resume from")
@@ -713,6 +761,17 @@ class Guard:
     def _flush_log(self) -> None:
         if self.run_log is not None:
             self.run_log.flush()
+
+    def _commit_log_quietly(self) -> None:
+        """Commit the run log's rows on an exception's way out (the process may end next): an error doing so
+        is logged, never raised over the exception that is on its way."""
+        if self.run_log is None or self._saver.in_background:
+            return
+        try:
+            self._drain_events()
+            self.run_log.flush()
+        except Exception as exc:  # noqa: BLE001 - the exception in flight is the one to report
+            log.debug("run log not committed after a failed step: %s", exc)
 
 
 # Flags a Workload sets from how it was given (a CLI default or the user's choice), not the job itself
