@@ -73,6 +73,29 @@ class RunLogError(GpuwiseError):
     pass
 
 
+def _leave_wal(conn: sqlite3.Connection) -> None:
+    """A finished log back in rollback-journal mode, so reading it (``open_for_reading``: report, advise,
+    calibrate) writes no ``-wal``/``-shm`` beside it and works where the reader cannot write. Another writer of
+    the same file still open (a guarded job inside ``gpuwise run``) keeps it in WAL: the last one to close
+    switches it."""
+    try:
+        conn.execute("PRAGMA busy_timeout=100")
+        conn.execute("PRAGMA journal_mode=DELETE")
+    except sqlite3.OperationalError as exc:   # the other writer holds it: its close will do this
+        logger.debug("run log left in WAL mode: %s", exc)
+
+
+def _is_finished_wal(p: Path) -> bool:
+    """A file in WAL mode (its header's bytes 18-19 are 2) with no ``-wal`` beside it: no writer has it open
+    (SQLite keeps the ``-wal`` while one does), so it can be read as it stands (a log an older gpuwise wrote)."""
+    try:
+        with p.open("rb") as f:
+            header = f.read(20)
+    except OSError:
+        return False
+    return len(header) == 20 and header[18:20] == b"\x02\x02" and not Path(f"{p}-wal").exists()
+
+
 def _connect(path: Path) -> sqlite3.Connection:
     conn = sqlite3.connect(str(path), timeout=10.0, isolation_level=None, check_same_thread=False)
     conn.execute("PRAGMA journal_mode=WAL")
@@ -209,6 +232,7 @@ class RunLog:
                 return
             try:
                 self.flush()
+                _leave_wal(self._conn)
             finally:
                 self._closed = True
                 self._conn.close()
@@ -251,7 +275,10 @@ def open_for_reading(path: str | Path) -> sqlite3.Connection:
     if not p.is_file():
         raise RunLogError(f"no such run log: {p}")
     try:
-        conn = sqlite3.connect(f"file:{p}?mode=ro", uri=True, timeout=10.0)
+        # ``immutable`` where no writer has the file open: a read-only WAL connection would otherwise create
+        # the -wal/-shm files beside a log it only reads (and fail where it cannot write)
+        how = "immutable=1" if _is_finished_wal(p) else "mode=ro"
+        conn = sqlite3.connect(f"{p.resolve().as_uri()}?{how}", uri=True, timeout=10.0)
         version = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
     except sqlite3.DatabaseError as exc:
         raise RunLogError(_unreadable(p, exc, "not a gpuwise run log")) from None
