@@ -21,6 +21,7 @@ from gpuwise.advise.failures import (divergence_step, made_progress, nonfinite_e
                                      with_rise_from)
 from gpuwise.advise.phases import FAST, PLATEAU, RISING, SLOW, Phase, PhaseThresholds, detect_phases
 from gpuwise.advise.smoothing import NoiseLevel, auto_weight, ema_zero_phase, noise_level, noise_trend
+from gpuwise.plan.constraints import MAX_STEPS, MAX_STEPS_TEXT
 
 DIAGNOSES = ("healthy", "plateau", "noisy", "not_learning", "diverged")
 
@@ -39,6 +40,18 @@ class AdviseSettings:
     span_fraction: float = 0.02
     n_boot: int = 30
     phases: PhaseThresholds = field(default_factory=PhaseThresholds)
+
+    def __post_init__(self) -> None:
+        """AdviseError, naming the option, for a value no run has: not a finite number, not positive, more steps
+        than gpuwise counts (``MAX_STEPS``, the one cap of a step count)."""
+        if self.target_loss is not None and not np.isfinite(self.target_loss):
+            raise AdviseError(f"--target-loss must be a finite number, got {self.target_loss!r}")
+        for flag, value in (("--step-time-s", self.step_time_s), ("--min-progress-per-hour", self.min_progress_per_hour),
+                            ("--total-steps", self.total_steps)):
+            if value is not None and not (np.isfinite(float(value)) and value > 0):
+                raise AdviseError(f"{flag} must be positive (and finite), got {value!r}")
+        if self.total_steps is not None and self.total_steps > MAX_STEPS:
+            raise AdviseError(f"--total-steps must be at most {MAX_STEPS_TEXT}, got {self.total_steps:,}")
 
 
 @dataclass(frozen=True, eq=False)

@@ -33,12 +33,13 @@ from gpuwise.advise.names import (BATCH_NAMES, LR_NAMES, TIME_NAMES, loss_like, 
 from gpuwise.advise.tensorboard_events import read_tensorboard
 from gpuwise.monitor.sample import sample_from_row
 from gpuwise.monitor.sample_checks import sample_problem
+from gpuwise.plan.constraints import MAX_STEPS, MAX_STEPS_TEXT
 from gpuwise.runlog import is_run_log, read_gpu_samples, read_meta, read_train_metrics
 from gpuwise.text import printable, printable_or_none
 
 logger = logging.getLogger(__name__)
 
-MAX_STEP = 2**53  # steps beyond this are not counts of optimizer steps (and lose precision as floats)
+MAX_STEP = MAX_STEPS  # steps beyond this are not counts of optimizer steps (one cap: gpuwise.plan.constraints)
 Where = int | str   # a line number, or where in a document ("log_history[4]")
 
 
@@ -390,7 +391,7 @@ def _record(path: Path, line_no: Where, row: Mapping[str, object], index: int,
 def step_problem(step: object) -> str:
     """Why a logged step is refused, naming the limit it breaks."""
     if isinstance(step, (int, float)) and not isinstance(step, bool) and math.isfinite(step) and step > MAX_STEP:
-        return f"above 2^53 = {MAX_STEP:,}, the largest step count a float holds exactly"
+        return f"above {MAX_STEPS_TEXT}"
     return "not a whole number of steps >= 0"
 
 

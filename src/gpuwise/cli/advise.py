@@ -11,7 +11,7 @@ from rich.table import Table
 
 from gpuwise.cli import common as c
 from gpuwise.cli.calibrate import NoUserCalibrationOpt, user_correction
-from gpuwise.cli.workload_options import workload_from, workload_options
+from gpuwise.cli.workload_options import workload_options, workload_or_checked
 from gpuwise.workload.model import check_precision
 from gpuwise.text import for_console
 
@@ -55,35 +55,34 @@ def advise(
     from gpuwise.advise import advise as run_advise
     from gpuwise.advise.errors import AdviseError
     from gpuwise.catalog import load_catalog
-    from gpuwise.units import parse_duration_s
-
     from gpuwise.plan import parse_headroom
+    from gpuwise.plan.offers import check_provider
     from gpuwise.plan.scaling import time_scaling
 
     if plot:
         from gpuwise.plotfile import plot_format
 
         plot_format(plot)     # before reading the log: a path the plot cannot be written to, refused up front
-    precision = workload_kwargs.get("precision")
-    if precision is not None:
-        precision = check_precision(precision)
-    for name, value in (("--step-time-s", step_time_s), ("--total-steps", total_steps), ("--num-gpus", num_gpus),
-                        ("--min-progress-per-hour", min_progress_per_hour)):
-        if value is not None and value <= 0:
-            raise AdviseError(f"{name} must be positive, got {value}")
-    for n, v in (("--target-loss", target_loss), ("--step-time-s", step_time_s), ("--min-progress-per-hour", min_progress_per_hour)): c.check_option(c.is_finite(v), n, v, "a finite number")  # noqa: E701
-    if gpu_price and price_per_hour:
-        raise AdviseError("give --gpu-price (per GPU-hour) or its old form --price-per-hour (for all GPUs), not both")
-    price, price_currency = (c.money_option("--gpu-price" if gpu_price else "--price-per-hour", gpu_price or price_per_hour)
-                             if (gpu_price or price_per_hour) else (None, None))
-    need_bytes = c.size_option("--peak-memory", peak_memory) if peak_memory else None
-    switch = SwitchCost(restart_s=parse_duration_s(restart_time),
-                        checkpoint_bytes=c.size_option("--checkpoint-size", checkpoint_size))
-    training_log = read_log(log, loss_tag)
     settings = AdviseSettings(target_loss=target_loss, step_time_s=step_time_s, total_steps=total_steps,
-                              min_progress_per_hour=min_progress_per_hour)
-    workload = workload_from(model, workload_kwargs, num_gpus=num_gpus or 1) if model else None
+                              min_progress_per_hour=min_progress_per_hour)      # its own checks, each option named
+    # --num-gpus: the workload's rule (1 to 4096), as estimate's, with or without --model
+    workload = workload_or_checked(model, workload_kwargs, used_without_model=("precision",),
+                                   num_gpus=1 if num_gpus is None else num_gpus)
+    precision = workload_kwargs.get("precision")
+    precision = check_precision(precision) if precision is not None else None
+    if gpu_price is not None and price_per_hour is not None:
+        raise AdviseError("give --gpu-price (per GPU-hour) or its old form --price-per-hour (for all GPUs), not both")
+    price, price_currency = (c.money_option("--gpu-price" if gpu_price is not None else "--price-per-hour",
+                                            gpu_price if gpu_price is not None else price_per_hour)
+                             if (gpu_price, price_per_hour) != (None, None) else (None, None))
+    currency = c.currency_option("--currency", currency) if currency is not None else None
+    need_bytes = c.size_option("--peak-memory", peak_memory) if peak_memory is not None else None
+    switch = SwitchCost(restart_s=c.duration_option("--restart-time", restart_time),
+                        checkpoint_bytes=c.size_option("--checkpoint-size", checkpoint_size))
+    c.text_option("--gpu", gpu, names="GPU", give="a GPU's name", unset="the run log's GPU")
     cat = load_catalog(catalog)
+    provider = check_provider(cat, provider)     # with or without --gpu: an unknown one is refused, not ignored
+    training_log = read_log(c.text_option("LOG", log, names="file", give="the loss log's path", unset=None), loss_tag)
     # --model: the same calibration as estimate, recommend and report (none without --model: no predictor runs)
     correction, calibrated = user_correction(not no_user_calibration, cat) if workload else (None, [])
     request = PricingRequest(
@@ -94,6 +93,7 @@ def advise(
         switch=switch,
         scaling=time_scaling(workload.precision, workload, correction=correction) if workload else None)
     report = run_advise(training_log, settings, cat, request)
+    c.refuse_non_finite(report.to_dict(), _scales(step_time_s, total_steps, gpu_price or price_per_hour))
     plot_path = None
     if plot:
         from gpuwise.advise.plot import plot_report
@@ -112,6 +112,13 @@ def advise(
             scaled_by += (f", calibrated with your runs on {', '.join(sorted(cal.gpu for cal in calibrated))} "
                           "(gpuwise calibrate; --no-user-calibration for the shipped model)")
     _render(report, plot_path, scaled_by=scaled_by)
+
+
+def _scales(step_time_s: float | None, total_steps: int | None, price: str | None) -> str:
+    """The options given that scale advise's times and costs, as a refusal names them (``refuse_non_finite``)."""
+    given = [f"{flag} {value}" for flag, value in (("--step-time-s", step_time_s), ("--total-steps", total_steps),
+                                                    ("the price", price)) if value is not None]
+    return ", ".join(given) or "the log's step times and the prices"
 
 
 def _render(report, plot_path: str | None, scaled_by: str | None = None) -> None:

@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from gpuwise.cli.common import CatalogOpt, JsonOpt, console, print_json, progress
+from gpuwise.cli.common import CatalogOpt, JsonOpt, console, print_json, progress, text_option
 
 NoUserCalibrationOpt = Annotated[bool, typer.Option(
     "--no-user-calibration", help="Ignore the calibration `gpuwise calibrate` learnt from your runs: the shipped model.")]
@@ -57,6 +57,7 @@ def calibrate_cmd(
     from gpuwise.calibrate.store import applicable
     from gpuwise.catalog import load_catalog, resolve_gpu
 
+    _check_paths(logs, gpu, export, forget)
     path = cal.user_calibration_path()
     cat = load_catalog(catalog)
     # --reset --gpu also takes a table's own name: one of a GPU the catalog does not know is removed so
@@ -103,6 +104,23 @@ def calibrate_cmd(
         fitted = cal.calibrate(logs, cat, gpu=gpu, existing=existing, progress=report_progress)
     cal.save({**existing, fitted.gpu: fitted})
     _say(json_out, {"path": str(path), "calibration": fitted.to_dict()}, f"{describe(fitted)}\nwritten to {path}")
+
+
+def _check_paths(logs: list[str] | None, gpu: str | None, export: str | None, forget: str | None) -> None:
+    """Up front, one line and exit 2: an empty LOG, --gpu, --export or --forget (``Path('')`` is the current
+    directory), and --export with no LOG (nothing to export: an exit 0 that wrote nothing would pass for done)."""
+    from gpuwise.calibrate import CalibrateError
+    from gpuwise.calibrate.export import check_target
+
+    for log in logs or ():
+        text_option("LOG", log, names="file", give="a run log's path", unset=None)
+    text_option("--gpu", gpu, names="GPU", give="a GPU's name", unset="the runs' own GPU")
+    text_option("--forget", forget, names="run", give="'last' or a run's fingerprint", unset="none")
+    if text_option("--export", export, names="file", give="a new file's path", unset="calibrating") is not None:
+        check_target(export, logs or ())      # a directory or an existing file: refused, LOG given or not
+        if not logs and forget is None:
+            raise CalibrateError("--export writes the runs of LOG... as rows: give the run logs to export "
+                                 "(gpuwise calibrate LOG... --export FILE); nothing written")
 
 
 def _stored_tables() -> set[str]:

@@ -60,8 +60,37 @@ def job_words(workload: Workload) -> str:
 
 
 def print_json(obj: Any) -> None:
-    json.dump(obj, sys.stdout, indent=2, default=_json_default, ensure_ascii=False)
-    sys.stdout.write("\n")
+    """``obj`` as one strict JSON object on stdout: a NaN or infinity is no JSON (``Infinity`` breaks every strict
+    parser), so one is refused (``refuse_non_finite``) before anything is written; a number that is unknown is null."""
+    try:
+        text = json.dumps(obj, indent=2, default=_json_default, ensure_ascii=False, allow_nan=False)
+    except ValueError:
+        refuse_non_finite(obj)
+        raise
+    sys.stdout.write(text + "\n")
+
+
+def refuse_non_finite(obj: Any, inputs: str = "the inputs") -> None:
+    """One line and exit 2, nothing printed, when an answer holds a NaN or infinity (``inf years``, ``¥nan`` are no
+    answer): ``inputs``, the options that scale it, name what made it too large to compute."""
+    where = _non_finite_path(obj)
+    if where:
+        raise GpuwiseError(f"the answer is too large to compute with {inputs} ({where} is not a finite number): "
+                           "nothing printed")
+
+
+def _non_finite_path(obj: Any, path: str = "") -> str | None:
+    """Where in ``obj`` the first NaN or infinity is (``plan.cost``), for the refusal; None: nowhere."""
+    if isinstance(obj, float):
+        return None if math.isfinite(obj) else path or "the value"
+    if hasattr(obj, "to_dict"):
+        obj = obj.to_dict()
+    items = obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, (list, tuple)) else ()
+    for key, value in items:
+        found = _non_finite_path(value, (f"{path}.{key}" if path else key) if isinstance(key, str) else f"{path}[{key}]")
+        if found:
+            return found
+    return None
 
 
 def _json_default(o: Any) -> Any:
@@ -229,18 +258,60 @@ def size_option(option: str, text: str) -> int:
 
 
 def money_option(option: str, text: str) -> tuple[float, str | None]:
-    """(amount, currency or None) of a money option (``--budget ¥300``); one line naming the option if not one."""
+    """(amount, currency or None) of a money option (``--budget ¥300``): a finite amount > 0, in a currency
+    gpuwise has a rate for; one line naming the option if not."""
     from gpuwise.units import UnitError, parse_money
 
     try:
-        return parse_money(text)
+        amount, currency = parse_money(text)
+    except UnitError as e:
+        raise UnitError(f"{option}: {e}") from None
+    check_option(math.isfinite(amount), option, text, "a finite amount, e.g. 300, ¥300, 25USD")
+    return amount, currency_option(option, currency) if currency is not None else None
+
+
+def currency_option(option: str, text: str) -> str:
+    """The ISO code of a currency option (``--currency usd`` -> USD), one gpuwise has an exchange rate for; one
+    line naming the option, with the known ones, if not."""
+    from gpuwise.plan.money import MoneyError, rates_in
+
+    code = text.strip().upper()
+    try:
+        rates_in(code)
+    except MoneyError as e:
+        raise MoneyError(f"{option}: {e}") from None
+    return code
+
+
+def duration_option(option: str, text: str, **kwargs: Any) -> float:
+    """Seconds of a duration option (``--restart-time 15m``), > 0 and finite; one line naming the option if not.
+    ``kwargs``: ``parse_duration_s``'s (the examples a refusal gives)."""
+    from gpuwise.units import UnitError, parse_duration_s
+
+    try:
+        return parse_duration_s(text, **kwargs)
     except UnitError as e:
         raise UnitError(f"{option}: {e}") from None
 
 
-def is_finite(value: float | None) -> bool:
-    """True for None (option not given) and finite numbers; False for nan and ±inf."""
-    return value is None or math.isfinite(value)
+def text_option(option: str, text: str | None, *, names: str = "value", give: str = "one",
+                unset: str | None = "its default") -> str | None:
+    """A name, path or list option as given (None: not given). An empty one (or only commas: a list of nothing) is
+    refused naming the option, never read as "not given" (``Path('')`` is the current directory):
+    ``--gpus '' names no GPU: give names, … (leave --gpus out for every GPU)``. ``unset`` None: a required
+    argument (LOG), which cannot be left out."""
+    if text is not None and not text.replace(",", "").strip():
+        leave = f" (leave {option} out for {unset})" if unset else ""
+        raise GpuwiseError(f"{option} {text!r} names no {names}: give {give}{leave}")
+    return text
+
+
+def warn_epochs_unused(samples: int | None, epochs: float) -> None:
+    """--epochs counts passes over --samples: given without them it changes nothing, and is said to (as
+    ``Workload.inert_settings`` says of a workload option), not dropped in silence. Estimate's and recommend's."""
+    if samples is None and epochs != 1.0:
+        logging.getLogger("gpuwise.cli").warning("--epochs has no effect without --samples (it counts passes over "
+                                                 "them; --steps S sizes a job in optimizer steps)")
 
 
 @contextlib.contextmanager

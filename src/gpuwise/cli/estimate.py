@@ -48,6 +48,8 @@ def estimate(
     """
     from gpuwise.catalog import load_catalog, resolve_gpu
 
+    c.text_option("--gpu", gpu, names="GPU", give="a GPU's name or 'all'", unset="memory alone")
+    c.warn_epochs_unused(samples, epochs)
     cat = load_catalog(catalog)
     gpus = list(cat.gpus) if gpu and gpu.lower() == "all" else ([resolve_gpu(cat, gpu)] if gpu else [])
     if max_batch and len(gpus) != 1:

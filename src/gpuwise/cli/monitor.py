@@ -8,9 +8,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from gpuwise.cli.common import JsonOpt, check_option, console, err_console, print_json
+from gpuwise.cli.common import JsonOpt, check_option, console, err_console, print_json, text_option
 from gpuwise.cli.calibrate import NoUserCalibrationOpt, user_correction
-from gpuwise.cli.workload_options import workload_from, workload_options
+from gpuwise.cli.workload_options import workload_options, workload_or_checked
 
 IntervalOpt = Annotated[float, typer.Option("--interval", help="Seconds between samples (0.1 = 10 Hz, the fastest).")]
 LogOpt = Annotated[Optional[str], typer.Option("--log", help="Write the samples to this run log (SQLite).")]
@@ -26,6 +26,7 @@ def _sampler(interval_s: float, log: str | None):
     from gpuwise.monitor.sampler import check_interval_s, open_sampler
 
     check_interval_s(interval_s)
+    text_option("--log", log, names="file", give="a new run log's path", unset="no run log")
     try:
         backend = open_backend()
     except NoDriverError as exc:
@@ -48,6 +49,10 @@ def _processes(backend):
 def _watch_filter(gpu: list[str] | None, user: list[str] | None, pid: list[str] | None):
     """The watch filter from the options; a GPU index or pid that is not a whole number: one line, exit 2."""
     from gpuwise.monitor.watch_filter import WatchFilter, split_values
+
+    for option, values, names in (("--gpu", gpu, "GPU"), ("--user", user, "user"), ("--pid", pid, "process")):
+        for value in values or ():      # an empty one narrows to nothing: refused, not read as "every one"
+            text_option(option, value, names=names, give="one or more, comma-separated", unset="all")
 
     def whole(option: str, values: list[str] | None) -> frozenset[int]:
         out = set()
@@ -239,7 +244,8 @@ def register(app: typer.Typer) -> None:
 
         if not cmd:
             raise GpuwiseError("gpuwise run needs a command: gpuwise run [options] -- CMD ARGS...")
-        workload = workload_from(model, workload_kwargs) if model else None  # bad input: before the run
+        text_option("--log", log, names="file", give="a new run log's path", unset="a new ./gpuwise-run-<date>.db")
+        workload = workload_or_checked(model, workload_kwargs)   # bad input, --model or not: before the run
         money, provider = _report_options(gpu_price, provider)                 # so are the report's options
         # With --json our stdout carries one JSON object: the command's own output goes to stderr.
         result = run_command(cmd, log_path=log, interval_s=interval, torch_hook=torch_hook,

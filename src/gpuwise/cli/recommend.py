@@ -13,8 +13,7 @@ from rich.table import Table
 from gpuwise.cli import common as c
 from gpuwise.cli.calibrate import NoUserCalibrationOpt, user_correction
 from gpuwise.cli.workload_options import workload_from, workload_options
-from gpuwise.units import (CNY_PER_UNIT, format_bytes, format_duration, format_money, format_request_rate,
-                           parse_duration_s)
+from gpuwise.units import CNY_PER_UNIT, format_bytes, format_duration, format_money, format_request_rate
 from gpuwise.text import for_console
 
 
@@ -106,18 +105,19 @@ def recommend(
             raise PlanError("give --max-new-tokens N (tokens an answer: serving is then priced per million output "
                             "tokens), or the job's size: --samples N requests (with --max-new-tokens 0, prompts "
                             "scored only)")
+    c.warn_epochs_unused(samples, epochs)
     job = JobSize.serving(workload.max_new_tokens) if per_million else JobSize(samples=samples, epochs=epochs,
                                                                                  steps=steps)
-    budget_amount, budget_currency = c.money_option("--budget", budget) if budget else (None, None)
+    budget_amount, budget_currency = c.money_option("--budget", budget) if budget is not None else (None, None)
+    currency = c.currency_option("--currency", currency) if currency is not None else None
     constraints = Constraints(
         deadline_s=_duration("--deadline", deadline, ("h", "m"), "12h, 90m, 2d"), budget=budget_amount,
         budget_currency=budget_currency, headroom_fraction=headroom_fraction,
         max_ttft_s=_duration("--ttft", ttft), max_tpot_s=_duration("--tpot", tpot),
     )
+    spot_risk = SpotRisk(preemptions_per_hour, c.duration_option("--checkpoint-every", checkpoint_every))
     cat = c.load_catalog_for(catalog, live)
-    if gpus is not None and not gpus.replace(",", "").strip():
-        raise c.GpuwiseError(f"--gpus {gpus!r} names no GPU: give names, e.g. --gpus rtx-4090,a100-80gb-sxm4 "
-                             "(leave --gpus out for every GPU)")
+    c.text_option("--gpus", gpus, names="GPU", give="names, e.g. --gpus rtx-4090,a100-80gb-sxm4", unset="every GPU")
     gpu_ids = resolve_gpu_ids(cat, [g for g in gpus.split(",") if g.strip()]) if gpus else None   # before tracing
 
     c.use_trace_cache(not no_cache)
@@ -126,7 +126,7 @@ def recommend(
         wm = model_for(workload, progress, correction=correction)
         rec = plan_recommend(
             wm, cat, job=job, constraints=constraints, provider=provider, gpu_ids=gpu_ids, max_gpus=max_gpus,
-            spot=spot, spot_risk=SpotRisk(preemptions_per_hour, parse_duration_s(checkpoint_every)),
+            spot=spot, spot_risk=spot_risk,
             auto_batch=auto, effective_batch=effective_batch, per_gpu_batch=per_gpu_batch,
             currency=currency, remedies=remedies, progress=progress,
         )
@@ -209,10 +209,7 @@ def _duration(option: str, text: str | None, units: tuple[str, str] = ("ms", "s"
         return None
     if text.strip().replace(".", "", 1).isdigit():
         raise UnitError(f"{option} {text}: give a unit (e.g. {option} {text}{units[0]} or {option} {text}{units[1]})")
-    try:
-        return parse_duration_s(text, examples=examples)
-    except UnitError as e:
-        raise UnitError(f"{option}: {e}") from None
+    return c.duration_option(option, text, examples=examples)
 
 
 def _render(rec, show_all: bool, deadline_s: float | None = None) -> None:

@@ -6,9 +6,12 @@ from typing import Annotated, Optional
 
 import typer
 
-from gpuwise.cli.common import CatalogOpt, HeadroomOpt, JsonOpt, console, print_json
+import logging
+
+from gpuwise.cli.common import (CatalogOpt, HeadroomOpt, JsonOpt, console, currency_option, print_json,
+                                text_option)
 from gpuwise.cli.calibrate import NoUserCalibrationOpt, user_correction
-from gpuwise.cli.workload_options import workload_from, workload_options
+from gpuwise.cli.workload_options import workload_options, workload_or_checked
 from gpuwise.workload.model import check_precision
 
 GpuPriceOpt = Annotated[Optional[str], typer.Option(
@@ -50,10 +53,14 @@ def report_cmd(
     from gpuwise.plan.scaling import time_scaling
     from gpuwise.report.build import build_report, price_options
 
+    text_option("LOG", log, names="file", give="the log's path", unset=None)
+    text_option("--gpu", gpu, names="GPU", give="a GPU's name", unset="the log's GPU")
+    currency = currency_option("--currency", currency) if currency is not None else None
     cat = load_catalog(catalog)
     money, provider = price_options(cat, gpu_price=gpu_price, provider=provider, currency=currency)
     correction, _ = user_correction(not no_user_calibration, cat)
-    workload = workload_from(model, workload_kwargs) if model else None
+    # the workload options, checked with or without --model; without, --precision alone sets the datasheet ratio
+    workload = workload_or_checked(model, workload_kwargs, used_without_model=("precision",))
     # without --model the datasheet ratio needs a precision: the one named, else the one a gpuwise run log's
     # workload records (build_report: scaling None), else an unknown job's
     given = workload_kwargs.get("precision")
@@ -65,6 +72,8 @@ def report_cmd(
         columns=[c for c in columns.split(",") if c.strip()] if columns else None,
         scaling=scaling, workload=workload, correction=correction,
     )
+    if columns:
+        _warn_unused_columns(log)
     if html:
         from gpuwise.report.html import write_html
 
@@ -79,3 +88,23 @@ def report_cmd(
     console.print(render_report(report))
     if html:
         console.print(f"HTML report: {html}")
+
+
+def _warn_unused_columns(path: str) -> None:
+    """--columns names the fields of a CSV log written with ``noheader``: a log that names its own (a header, a
+    run log, dmon output) is read by those, and the user is told that --columns changed nothing."""
+    from gpuwise.report.dmon import looks_like_dmon
+    from gpuwise.report.smi_csv import looks_like_header
+    from gpuwise.runlog import is_run_log
+
+    if is_run_log(path):
+        own = "is a gpuwise run log"
+    else:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            first = next((line for line in f if line.strip()), "")
+        own = ("is nvidia-smi dmon output" if looks_like_dmon(first) else
+               "has a header of its own" if looks_like_header(first) else None)
+    if own:
+        logging.getLogger("gpuwise.cli").warning(
+            f"--columns has no effect: {path} {own}, which names its fields (--columns is for a CSV log written "
+            "with noheader)")

@@ -138,10 +138,60 @@ def workload_from(model: str, workload_kwargs: dict, *, batch_size: int | None =
                                 c.parse_batch_size(workload_kwargs.get("batch_size", "32")), **kw)
     if defaulted:
         workload = workload.with_default_precision(gpu)
-    for message in workload.inert_settings():
+    for message in (*workload.inert_settings(), *_named_default_inert(workload, workload_kwargs)):
         logging.getLogger("gpuwise.cli").warning(message)
     ignored = workload.inputs_it_ignores()
     if ignored:     # warned above; not recorded either (--json's workload is the job that was estimated)
         workload = workload.with_(**dict.fromkeys(ignored))
     return workload.with_factory_sizes()     # a model factory's own sizes, where none was given, recorded
 
+
+
+def _named_default_inert(workload, workload_kwargs: dict) -> tuple[str, ...]:
+    """What ``Workload.inert_settings`` cannot tell: an option named with its default value that changes nothing
+    (``--optimizer adamw --mode infer``; the Workload sees AdamW, the default either way). Only the CLI knows it
+    was named (``workload_kwargs``)."""
+    from gpuwise.workload.model import DEFAULT_OPTIMIZER
+
+    named = workload_kwargs.get("optimizer")
+    if not workload.is_training and named is not None and workload.optimizer == DEFAULT_OPTIMIZER:
+        return (f"--optimizer {workload.optimizer} has no effect with --mode infer (no optimizer step)",)
+    return ()
+
+
+NO_MODEL = "(no --model)"     # the model of the job a command without --model validates its workload options on
+
+
+def workload_or_checked(model: str | None, workload_kwargs: dict, *, used_without_model: tuple[str, ...] = (),
+                        **overrides):
+    """With --model, its Workload (``workload_from``); without, None, once the workload options are checked as
+    they are with one: a bad value is refused (one line, exit 2) whether or not --model is given, and each option
+    given that changes nothing without a model is warned about, as ``Workload.inert_settings`` warns of the
+    options a job ignores. ``used_without_model``: the options the command reads without a model (report's and
+    advise's --precision sets the datasheet ratio); ``overrides``: the command's own values of workload fields
+    (advise's --num-gpus), checked by the same rules."""
+    if c.text_option("--model", model, names="model", give="a model spec, e.g. torchvision:resnet50", unset="none"):
+        return workload_from(model, workload_kwargs, **overrides)
+    from gpuwise.workload.model import DEFAULT_OPTIMIZER
+
+    kw = {**workload_kwargs, **overrides}
+    kw.pop("batch_size", None)
+    kw["precision"] = kw.get("precision") or "fp32"      # named: checked; not named: the rule needs a model
+    kw["optimizer"] = kw.get("optimizer") or DEFAULT_OPTIMIZER
+    c.build_workload(NO_MODEL, batch_size=c.parse_batch_size(workload_kwargs.get("batch_size", "32")), **kw)
+    for name in given_options(workload_kwargs):
+        if name not in used_without_model:
+            logging.getLogger("gpuwise.cli").warning(
+                f"{option_flag(name)} has no effect without --model (the workload options describe the model's job)")
+    return None
+
+
+def given_options(workload_kwargs: dict) -> list[str]:
+    """The workload options given a value other than their default, in --help order."""
+    return [n for n in WORKLOAD_OPTIONS if n in workload_kwargs and workload_kwargs[n] != WORKLOAD_OPTIONS[n][1]]
+
+
+def option_flag(name: str) -> str:
+    """The flag of a workload option: ``seq_len`` -> ``--seq-len``."""
+    info = typing.get_args(WORKLOAD_OPTIONS[name][0])[1]
+    return info.default      # typer.Option("--seq-len", ...): its first declaration is held as ``default``

@@ -16,6 +16,10 @@ from gpuwise.plan.quote import Quote
 from gpuwise.units import format_duration
 
 SERVING_PRICED_TOKENS = 1_000_000   # a serving job without --samples is priced per million output tokens
+# The most optimizer steps gpuwise counts (a job's, a log's, advise's --total-steps): the largest whole number a
+# float holds exactly; more is no count of steps (and overflows the arithmetic of times and costs).
+MAX_STEPS = 2**53
+MAX_STEPS_TEXT = f"2^53 = {MAX_STEPS:,}, the largest step count a float holds exactly"
 
 
 @dataclass(frozen=True)
@@ -38,10 +42,15 @@ class JobSize:
                 raise PlanError(f"{flag} must be a whole number, got {value!r}")
             if value is not None and value <= 0:
                 raise PlanError(f"{flag} must be positive, got {value}")
+            if value is not None and value > MAX_STEPS:
+                raise PlanError(f"{flag} must be at most {MAX_STEPS_TEXT}, got {value:,}")
         if not _is_number(self.epochs):
             raise PlanError(f"--epochs must be a number, got {self.epochs!r}")
         if not (self.epochs > 0 and math.isfinite(self.epochs)):
             raise PlanError(f"--epochs must be positive, got {self.epochs}")
+        if self.samples is not None and self.samples * self.epochs > MAX_STEPS:     # steps <= samples × epochs
+            raise PlanError(f"--samples {self.samples:,} × --epochs {self.epochs:g} is {self.samples * self.epochs:.3g} "
+                            f"samples: at batch 1 more steps than {MAX_STEPS_TEXT}; give a real job's size")
 
     @classmethod
     def serving(cls, new_tokens: int, tokens: int | None = None) -> "JobSize":
