@@ -287,7 +287,17 @@ def test_job_size_needs_samples_or_steps_but_not_both():
         JobSize()
     with pytest.raises(PlanError):
         JobSize(samples=10, steps=10)
-    assert JobSize(samples=1000, epochs=3).optimizer_steps(32) == 94
+    assert JobSize(samples=1000, epochs=3).optimizer_steps(32) == 96      # 3 epochs of ceil(1000 / 32) = 32 steps
+
+
+def test_every_epoch_ends_with_its_own_short_batch():
+    # a new user's trial: 10 epochs of 100 samples at batch 64 were priced as ceil(1000 / 64) = 16 steps; a data
+    # loader keeping its last batch (drop_last=False, PyTorch's default) runs 2 a pass, 20 in all
+    assert JobSize(samples=100, epochs=10).optimizer_steps(64) == 20
+    assert JobSize(samples=100, epochs=10).steps_per_epoch(64) == 2
+    assert JobSize(samples=100, epochs=2.5).optimizer_steps(64) == 2 * 2 + 1     # half a pass: 50 samples, 1 step
+    assert JobSize(samples=1280, epochs=4).optimizer_steps(64) == 80             # batches that divide: as before
+    assert JobSize(steps=7).steps_per_epoch(64) is None
 
 
 def _scripted_factory(**kw):

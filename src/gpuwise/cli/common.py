@@ -174,7 +174,7 @@ AttentionOpt = Annotated[str, typer.Option("--attention", help="sdpa (default: t
 CompileOpt = Annotated[bool, typer.Option("--compile", help="torch.compile: fewer kernels, fused elementwise work (default: eager).")]
 OptimizerImplOpt = Annotated[str, typer.Option("--optimizer-impl", help="foreach (PyTorch's default), fused, for-loop.")]
 KeepGradsOpt = Annotated[bool, typer.Option("--keep-grads", help="zero_grad(set_to_none=False): gradients stay allocated between steps.")]
-InputRateOpt = Annotated[Optional[float], typer.Option("--input-rate", help="Samples/s the input pipeline delivers (default: synthetic data, no limit).")]
+InputRateOpt = Annotated[Optional[float], typer.Option("--input-rate", help="Samples/s the input pipeline delivers to each GPU (each GPU's own loader; a machine's rate / its GPUs) (default: synthetic data, no limit).")]
 CpuWorkersOpt = Annotated[Optional[int], typer.Option("--cpu-workers", help="DataLoader workers decoding JPEGs per GPU (vision models): sets the input rate from torchvision's transforms as measured on one core (default: synthetic data).")]
 RequestRateOpt = Annotated[Optional[float], typer.Option("--request-rate", help="LLM serving (--mode infer): requests a second, arriving as a Poisson stream; sizes the deployment by load (replicas, concurrency, cost per hour and per million tokens) instead of one batch.")]
 EngineOpt = Annotated[Optional[str], typer.Option("--engine", help="LLM inference engine: hf (generate, eager; the default) or vllm (the default at --request-rate).")]

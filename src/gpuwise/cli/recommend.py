@@ -92,6 +92,11 @@ def recommend(
                 logging.getLogger("gpuwise.cli").warning(
                     f"{flag} has no effect with --mode infer (no optimizer step: --batch-size is the requests "
                     "served together)")
+    elif effective_batch is not None and workload.grad_accum_steps > 1 and not auto \
+            and workload.batch_size * workload.grad_accum_steps != effective_batch:
+        logging.getLogger("gpuwise.cli").warning(
+            f"--grad-accum {workload.grad_accum_steps} has no effect with --effective-batch {effective_batch}: each "
+            "option accumulates what its micro-batch and GPUs leave of the effective batch (the batch column)")
     headroom_fraction = parse_headroom(headroom)
     at_rate = workload.request_rate_per_s is not None
     if at_rate and (samples is not None or steps is not None):
@@ -207,6 +212,8 @@ def _duration(option: str, text: str | None, units: tuple[str, str] = ("ms", "s"
 
     if text is None:
         return None
+    if text.strip().replace(".", "", 1).isdigit() and float(text) == 0:
+        raise UnitError(f"{option} {text}: must be positive (e.g. {option} 10{units[0]} or {option} 2{units[1]})")
     if text.strip().replace(".", "", 1).isdigit():
         raise UnitError(f"{option} {text}: give a unit (e.g. {option} {text}{units[0]} or {option} {text}{units[1]})")
     return c.duration_option(option, text, examples=examples)

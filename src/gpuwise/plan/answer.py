@@ -40,7 +40,8 @@ def job_time(step_time_s: float, workload, job: JobSize | None) -> dict | None:
     if job is None:
         return None
     steps = job.optimizer_steps(workload.effective_batch_size)
-    epoch_s = step_time_s * (job.samples / workload.effective_batch_size) if job.samples is not None else None
+    per_epoch = job.steps_per_epoch(workload.effective_batch_size)
+    epoch_s = step_time_s * per_epoch if per_epoch is not None else None
     return {"optimizer_steps": steps, "epoch_time_s": epoch_s, "total_time_s": steps * step_time_s}
 
 

@@ -59,10 +59,19 @@ class JobSize:
         tokens = SERVING_PRICED_TOKENS if tokens is None else tokens
         return cls(samples=math.ceil(tokens / max(1, new_tokens)))
 
+    def steps_per_epoch(self, effective_batch: int) -> int | None:
+        """Optimizer steps of one pass over ``samples`` (None: the job is sized in steps): a data loader that
+        keeps its last, short batch (``drop_last=False``, PyTorch's default) takes ceil(samples / batch)."""
+        return None if self.samples is None else math.ceil(self.samples / effective_batch)
+
     def optimizer_steps(self, effective_batch: int) -> int:
+        """The job's optimizer steps: ``steps``, or ``epochs`` passes of ``steps_per_epoch`` each, a fraction of a
+        pass its share of the samples (10 epochs of 100 samples at batch 64 are 20 steps, not ceil(1000 / 64) = 16)."""
         if self.steps is not None:
             return self.steps
-        return math.ceil(self.samples * self.epochs / effective_batch)
+        whole = math.floor(self.epochs)
+        rest = math.ceil((self.epochs - whole) * self.samples / effective_batch)
+        return whole * self.steps_per_epoch(effective_batch) + rest
 
 
 def _is_whole(value: object) -> bool:
