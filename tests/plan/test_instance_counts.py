@@ -79,3 +79,18 @@ def test_one_sellers_instance_of_that_count_does_not_hide_anothers_cheaper_per_g
 
 def _cny(o):
     return convert(o.price_per_hour, o.currency, "CNY")
+
+
+def test_a_users_machine_of_four_is_a_whole_node_when_renting_eight(tmp_path):
+    # a review: with gpus_per_node = 4 on the user's GPU, topology said 8 GPUs are "2 nodes of 4" while the offer
+    # picker still wanted an instance of 8 before renting two, so recommend and launch disagreed
+    path = tmp_path / "lab.toml"
+    path.write_text('[[gpu]]\nid = "a6000-lab"\nbased_on = "rtx-a6000"\ngpus_per_node = 4\n\n'
+                    '[[offer]]\nprovider = "mylab"\ngpu = "a6000-lab"\ncount = 4\nprice_per_hour = 10.0\n'
+                    'currency = "CNY"\nsource = "lab"\nchecked = "2026-12-01"\n')
+    cat = load_catalog(path, user_file=False)
+    gpu = cat.gpu("a6000-lab")
+    eight = cheapest_offer(cat.offers, gpu, 8, "CNY")
+    assert eight is not None and eight.count == 8 and eight.price_per_hour == pytest.approx(20.0)
+    assert cheapest_offer(cat.offers, gpu, 2, "CNY") is None                 # no machine of 2 is rented there
+    assert cheapest_offer(cat.offers, "a6000-lab", 8, "CNY") is None         # by id alone: nodes of 8, as before

@@ -105,6 +105,11 @@ def test_a_micro_batch_that_does_not_divide_a_gpus_share_is_said_where_it_change
                                "accumulation steps instead (the same effective batch)")
     assert (two.batch_size, two.grad_accum_steps) == (25, 2)      # 50 a GPU: 25 divides it
     assert two.warnings[0].startswith("micro-batch 32 does not divide the 50 samples")
+    # neither 32 (does not divide 100) nor 25 (too big here) runs: both said, in one note
+    tight = ScriptedModel(Workload("scripted", batch_size=32), per_sample_bytes=0.9 * GB)   # 26.5 GB at 25
+    (squeezed,) = recommend(tight, cat, job=JobSize(samples=100_000), max_gpus=1, effective_batch=100).options
+    assert squeezed.batch_size < 25 and squeezed.warnings[0].startswith(
+        "micro-batch 32 does not divide the 100 samples a GPU takes a step, and 25 does not fit: ")
     exact = recommend(model, cat, job=JobSize(samples=100_000), max_gpus=1, effective_batch=96)
     assert (exact.options[0].batch_size, exact.options[0].grad_accum_steps) == (32, 3) and not exact.options[0].warnings
 

@@ -35,6 +35,14 @@ def test_only_training_every_weight_of_a_dense_decoder_without_offload_is_the_me
     assert train_regime(arch, FULL.with_(**changes)) == regime
 
 
+def test_a_mig_slice_is_no_whole_gpu_the_runs_measured():
+    from gpuwise.catalog import load_catalog, resolve_gpu
+
+    catalog = load_catalog(user_file=False)
+    assert train_regime(DENSE, FULL, resolve_gpu(catalog, "a100-80gb-sxm4")) == "llm-train"
+    assert train_regime(DENSE, FULL, resolve_gpu(catalog, "a100-80gb-sxm4-mig-3g.40gb")) == "llm"
+
+
 def test_the_closed_forms_regimes_pass_through_and_nothing_else_does():
     assert set(LLM_REGIMES) <= set(REGIMES)
     for regime in LLM_REGIMES:

@@ -40,7 +40,7 @@ def gpu_options(
             price, cur = current_price
             offer = Offer(provider or YOUR_PRICE, gpu.id, count, price, cur or rank_in, False, "--gpu-price", "")
         else:
-            offer = cheapest_offer(offers, gpu.id, count, rank_in)
+            offer = cheapest_offer(offers, gpu, count, rank_in)
         factor = scaling.run_time_factor(busy_share, current, gpu)
         if factor is None:
             continue  # the workload cannot run there (amp-bf16 without bf16)

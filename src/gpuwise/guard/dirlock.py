@@ -3,14 +3,18 @@
 Two runs writing one directory overwrite each other's steps, resume from each other's state and prune each
 other's checkpoints. The process that creates, renames and prunes checkpoints (rank 0: under FSDP the other
 ranks only write their shards into the temporary directory rank 0 made) takes an exclusive ``flock`` on the
-lock file and writes who it is into it (pid, host, start time). A second live process is refused in one line
-naming the directory and that owner.
+lock file and writes who it is into it (pid, host, start time, and under torchrun the elastic run id and
+restart count). A lock held by another process is waited for (``WAIT_S``: an old run may still be exiting),
+then refused in one line naming the directory, the lock file and that owner.
 
 Why ``flock`` and not a pid file: the kernel releases the lock when its holder dies, however it dies
-(``kill -9``, a preempted machine), so a restart after a crash is never blocked by what the dead run left. The
-file's text only names the owner; it decides nothing, except in one case: a lock still held while its owner, by
-the text, is a dead process on this host (an orphaned child that inherited the descriptor from a process that
-was not Python's ``os.fork``) does not block a restart either (a warning says so).
+(``kill -9``, a preempted machine), so a restart after a crash is not blocked by what the dead run left. The
+file's text only names the owner, except where a held lock provably is not a live other run
+(``_not_in_use``): its owner is a dead process on this host (an orphaned child that inherited the descriptor
+from a process that was not Python's ``os.fork``), an earlier attempt of this very torchrun run (a worker its
+agent gave up on when it survived SIGKILL, stuck in the kernel), or a process of another host while the
+directory is on a network file system (a preempted VM's lock outlives it on the server, and nothing here
+can check that host). The run then goes on with a warning, and the file names it from then on.
 
 Within one process the lock is shared: a second Guard on the same directory (a notebook cell run again) is the
 same run. A child forked by this process (DataLoader workers) closes its inherited descriptor, so the lock
@@ -33,12 +37,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpuwise.guard.errors import GuardError
+from gpuwise.guard.storage import is_network_fs
 
 log = logging.getLogger(__name__)
 
 LOCK_FILE = ".gpuwise-lock"
+WAIT_S = 30.0   # how long a held directory is waited for before the refusal (an old process still exiting)
+POLL_S = 0.5
 # errno of a file system that does not do flock (an NFS mount without lockd, some FUSE file systems)
 _UNSUPPORTED = frozenset({errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL, errno.ENOSYS, errno.EBADF})
+# torchrun's run id when none was given (--rdzv-id defaults to "none"): unrelated jobs share it
+_UNNAMED_RUNS = frozenset({"", "none"})
 
 
 @dataclass(frozen=True)
@@ -48,28 +57,35 @@ class Owner:
     host: str
     pid_namespace: str
     started_t_s: float | None
+    run_id: str | None = None    # torchrun's TORCHELASTIC_RUN_ID
+    restart: int | None = None   # torchrun's TORCHELASTIC_RESTART_COUNT: which attempt of that run
 
     @classmethod
     def me(cls) -> "Owner":
-        return cls(os.getpid(), socket.gethostname(), _pid_namespace(), time.time())
+        restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "")
+        return cls(os.getpid(), socket.gethostname(), _pid_namespace(), time.time(),
+                   os.environ.get("TORCHELASTIC_RUN_ID") or None, int(restart) if restart.isdigit() else None)
 
     @classmethod
     def from_text(cls, text: str) -> "Owner | None":
         try:
             d = json.loads(text)
             return cls(int(d["pid"]), str(d.get("host", ""))[:100], str(d.get("pid_namespace", "")),
-                       float(d["started_t_s"]) if d.get("started_t_s") is not None else None)
+                       float(d["started_t_s"]) if d.get("started_t_s") is not None else None,
+                       str(d["run_id"])[:200] if d.get("run_id") is not None else None,
+                       int(d["restart"]) if d.get("restart") is not None else None)
         except (ValueError, TypeError, KeyError, AttributeError):
             return None
 
     def to_text(self) -> str:
         return json.dumps({"pid": self.pid, "host": self.host, "pid_namespace": self.pid_namespace,
-                           "started_t_s": self.started_t_s}) + "\n"
+                           "started_t_s": self.started_t_s, "run_id": self.run_id, "restart": self.restart}) + "\n"
 
     def describe(self) -> str:
         since = (f", since {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(self.started_t_s))}"
                  if self.started_t_s else "")
-        return f"pid {self.pid} on host {self.host or '?'}{since}"
+        run = f", torchrun run {self.run_id} restart {self.restart}" if self.run_id else ""
+        return f"pid {self.pid} on host {self.host or '?'}{since}{run}"
 
     def is_dead_here(self) -> bool:
         """This host and pid namespace, and no such process: nothing of that run can still be writing."""
@@ -83,6 +99,11 @@ class Owner:
         except OSError:   # EPERM: it exists, someone else's
             return False
         return False
+
+    def is_earlier_attempt_of(self, other: "Owner") -> bool:
+        """The same named torchrun run, an earlier restart: its agent replaced it before starting ``other``."""
+        return (self.run_id is not None and self.run_id not in _UNNAMED_RUNS and self.run_id == other.run_id
+                and self.restart is not None and other.restart is not None and self.restart < other.restart)
 
 
 class DirectoryLock:
@@ -103,10 +124,10 @@ _held_lock = threading.Lock()
 
 def lock_directory(directory: Path) -> DirectoryLock | None:
     """Hold ``directory`` for this run: GuardError (one line, naming the other process) when another live process
-    holds it; None (after a warning) where the file system cannot lock. The directory must exist."""
-    path = directory / LOCK_FILE
+    holds it for longer than ``WAIT_S``; None (after a warning) where the file system cannot lock. The directory
+    must exist."""
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as exc:
         log.warning("%s cannot be locked (%s): a second run on this directory would not be refused", directory,
                     exc.strerror or exc)
@@ -115,45 +136,96 @@ def lock_directory(directory: Path) -> DirectoryLock | None:
     try:
         st = os.fstat(fd)
         key = (st.st_dev, st.st_ino)
-        with _held_lock:
-            if key in _held:   # this process holds it already (another Guard on the same directory)
-                _held[key][1] += 1
-                return DirectoryLock(key)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as exc:
-                if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-                    return _held_elsewhere(directory, fd)
-                if exc.errno in _UNSUPPORTED:
-                    log.warning("%s: the file system does not lock files (%s): a second run on this directory "
-                                "would not be refused; give each run its own directory", directory,
-                                exc.strerror or exc)
+        deadline, waiting = time.monotonic() + WAIT_S, False
+        while True:
+            with _held_lock:
+                taken = key in _held or _try_flock(directory, fd)   # in _held: this process holds it already
+                if taken is None:
                     return None
-                raise
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, Owner.me().to_text().encode(), 0)
-            _held[key] = [fd, 1]
-            kept = True   # the lock lives as long as this descriptor
-            return DirectoryLock(key)
+                if taken:
+                    kept = _hold(fd, key)
+                    return DirectoryLock(key)
+            owner = _read_owner(fd)
+            reason = _not_in_use(directory, owner)
+            if reason is not None:
+                log.warning("%s", reason)
+                with _held_lock:
+                    kept = _hold(fd, key)   # without the flock, but the file names this run from now on
+                return DirectoryLock(key)
+            if time.monotonic() >= deadline:
+                raise GuardError(_in_use(directory, owner))
+            if not waiting:
+                waiting = True
+                log.warning("%s is locked by %s: waiting up to %g s for it to end", directory,
+                            _who(owner), WAIT_S)
+            time.sleep(POLL_S)
     finally:
         if not kept:
             os.close(fd)   # a second descriptor of a file this process locks: closing it keeps the flock
 
 
-def _held_elsewhere(directory: Path, fd: int) -> None:
-    """The lock is another process's: refuse, unless its owner is a dead process on this host."""
+def _try_flock(directory: Path, fd: int) -> bool | None:
+    """True: locked; False: another process holds it; None (after a warning): the file system cannot lock."""
     try:
-        owner = Owner.from_text(os.pread(fd, 4096, 0).decode("utf-8", "replace"))
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+            return False
+        if exc.errno in _UNSUPPORTED:
+            log.warning("%s: the file system does not lock files (%s): a second run on this directory "
+                        "would not be refused; give each run its own directory", directory, exc.strerror or exc)
+            return None
+        raise
+    return True
+
+
+def _hold(fd: int, key: tuple[int, int]) -> bool:
+    """(Under ``_held_lock``.) This process holds the directory: a first holder writes who it is into the file and
+    keeps ``fd`` (True); another Guard of this process shares the first one's hold (False: ``fd`` is not kept)."""
+    if key in _held:
+        _held[key][1] += 1
+        return False
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, Owner.me().to_text().encode(), 0)
+    _held[key] = [fd, 1]
+    return True
+
+
+def _read_owner(fd: int) -> Owner | None:
+    try:
+        return Owner.from_text(os.pread(fd, 4096, 0).decode("utf-8", "replace"))
     except OSError:
-        owner = None
-    if owner is not None and owner.is_dead_here():
-        log.warning("%s: its lock is held, but by a process that inherited it from %s, which is gone: "
-                    "continuing (the run that locked it cannot write any more)", directory, owner.describe())
         return None
-    who = owner.describe() if owner is not None else "a process that did not say who it is"
-    raise GuardError(f"checkpoint directory {directory} is in use by another run ({who}): two runs in one "
-                     "directory overwrite and prune each other's checkpoints; give this run its own directory, "
-                     "or stop the other one")
+
+
+def _not_in_use(directory: Path, owner: Owner | None) -> str | None:
+    """Why a lock held for ``owner`` is not a live run that could write ``directory`` (the warning), or None."""
+    if owner is None:
+        return None
+    me = Owner.me()
+    if owner.is_dead_here():
+        return (f"{directory}: its lock is held, but by a process that inherited it from {owner.describe()}, which "
+                "is gone: continuing (the run that locked it cannot write any more)")
+    if owner.is_earlier_attempt_of(me):
+        return (f"{directory}: its lock is held by {owner.describe()}, an earlier attempt of this torchrun run "
+                f"(this is restart {me.restart}): continuing (its agent gave up on that process, which did not "
+                "die of SIGKILL, and replaced it: it cannot be training)")
+    if owner.host and owner.host != me.host and is_network_fs(directory):
+        return (f"{directory} is on a network file system and its lock is held for {owner.describe()}: a lock "
+                "cannot be verified across hosts (a preempted machine's lock outlives it on the server), so this "
+                "run goes on; make sure that run is stopped")
+    return None
+
+
+def _who(owner: Owner | None) -> str:
+    return owner.describe() if owner is not None else "a process that did not say who it is"
+
+
+def _in_use(directory: Path, owner: Owner | None) -> str:
+    return (f"checkpoint directory {directory} is in use by another run ({_who(owner)}; lock "
+            f"{directory / LOCK_FILE}, waited {WAIT_S:g} s): two runs in one directory overwrite and prune each "
+            "other's checkpoints; give this run its own directory, or stop the other one; if it is gone and its "
+            "lock outlived it, pass Guard(lock_directory=False)")
 
 
 def _drop(key: tuple[int, int]) -> None:

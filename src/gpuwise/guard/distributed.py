@@ -1,17 +1,21 @@
 """What the guard needs from torch.distributed: who am I, barriers, small broadcasts, gradient averaging.
 
 Everything degrades to a single process when no process group is initialised, so the same guard code runs
-with ``python train.py`` and under ``torchrun``.
+with ``python train.py`` and under ``torchrun``; but a Guard created under torchrun before the process group
+is refused (``require_process_group``): its rank would be guessed wrong.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.distributed as dist
+
+from gpuwise.guard.errors import GuardError
 
 
 @dataclass(frozen=True)
@@ -33,6 +37,16 @@ def dist_info() -> DistInfo:
     if dist.is_available() and dist.is_initialized():
         return DistInfo(dist.get_rank(), dist.get_world_size())
     return DistInfo()
+
+
+def require_process_group() -> None:
+    """GuardError, the same line on every rank, when torchrun started this process (``WORLD_SIZE`` > 1 in the
+    environment) and no process group exists yet: every rank would take itself for rank 0 (the checkpoint
+    directory's lock, the saves), and rank 0 would then wait in ``init_process_group`` for the ranks that failed."""
+    world = os.environ.get("WORLD_SIZE", "").strip()
+    if world.isdigit() and int(world) > 1 and not (dist.is_available() and dist.is_initialized()):
+        raise GuardError(f"create the Guard after torch.distributed.init_process_group (WORLD_SIZE={world} in the "
+                         "environment, no process group)")
 
 
 def barrier() -> None:

@@ -23,3 +23,9 @@ def check_number(name: str, value: object, minimum: float, *, whole: bool = Fals
         bound = f"{'>' if above else '>='} {minimum:g}"
         also = f" (or None: {none})" if none else ""
         raise GuardError(f"{name} must be {'a whole number' if whole else 'a number'} {bound}{also}, got {value!r}")
+
+
+def check_flag(name: str, value: object) -> None:
+    """GuardError, one line naming ``name``, unless ``value`` is True or False (a string "false" is true)."""
+    if not isinstance(value, bool):
+        raise GuardError(f"{name} must be True or False, got {value!r}")

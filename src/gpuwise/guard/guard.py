@@ -38,7 +38,7 @@ from gpuwise.guard.accumulate import LossFn, accumulate_gradients, apply_update
 from gpuwise.guard.async_save import AsyncSaver, HostStaging
 from gpuwise.guard.checkpoint import Checkpoint, CheckpointStore
 from gpuwise.guard.dirlock import DirectoryLock, lock_directory
-from gpuwise.guard.errors import GuardError, check_number
+from gpuwise.guard.errors import GuardError, check_flag, check_number
 from gpuwise.guard.gradnoise import GradNoiseSample, MicroGradTracker
 from gpuwise.guard.oom import agree_on_micro_batch, batch_size_of, free_failed_step, is_oom, smaller_micro_batch
 from gpuwise.guard.preemption import EXIT_RESTART, PreemptionHandler
@@ -73,7 +73,9 @@ class Guard:
     …`` around the script) keeps it; a different one here is warned about, not written over it.
 
     One run per ``directory``: rank 0 locks it while the Guard lives (until ``close``), and a Guard of another
-    live process on it raises GuardError naming that process (``dirlock``); a run that died never blocks.
+    live process on it raises GuardError naming that process (``dirlock``), after waiting ``dirlock.WAIT_S`` for
+    it to end; a run that died never blocks. ``lock_directory=False`` takes no lock and checks none (for a
+    directory whose lock outlived its owner). Under torchrun create the Guard after ``init_process_group``.
     """
 
     def __init__(self, directory: str | os.PathLike, model: torch.nn.Module,
@@ -90,7 +92,7 @@ class Guard:
                  extra_state: Mapping[str, Any] | None = None, sharded: bool | None = None,
                  trust_pickle: bool = False, min_free_checkpoints: int = 3, verbose: bool = True,
                  allow_fresh: bool = False, max_save_failures: int = 3,
-                 workload: Mapping[str, Any] | Any = None) -> None:
+                 workload: Mapping[str, Any] | Any = None, lock_directory: bool = True) -> None:
         # Every argument checked before anything is created (the directory, the run log, signal handlers).
         if on_save_error not in ("warn", "raise"):
             raise GuardError(f"on_save_error must be 'warn' or 'raise', got {on_save_error!r}")
@@ -99,6 +101,8 @@ class Guard:
         check_number("every_minutes", every_minutes, 0, above=True, none="no checkpoints by time")
         check_number("micro_batch_size", micro_batch_size, 1, whole=True, none="the whole batch")
         check_number("clip_grad_norm", clip_grad_norm, 0, above=True, none="no clipping")
+        check_flag("lock_directory", lock_directory)
+        gdist.require_process_group()  # else every rank would take itself for rank 0
         workload_record = _checked_workload(workload)
         self.preemption = PreemptionHandler(preempt_signals, grace_s=grace_s, exit_code=exit_code,
                                             on_grace_expired=self._flush_log, restart_point=self._restart_point)
@@ -106,7 +110,8 @@ class Guard:
         self.info = gdist.dist_info()
         if self.info.is_writer or (sharded if sharded is not None else gdist.is_fsdp(model)):
             self.store.check_writable()  # now, not at the first save an hour in
-        self._directory_lock = self._lock_directory()  # before anything of this run is written or pruned
+        # before anything of this run is written or pruned
+        self._directory_lock = self._lock_directory() if lock_directory else None
         self.model = model
         self.optimizer = optimizer
         self.scheduler = scheduler
@@ -136,7 +141,9 @@ class Guard:
         # Samples per optimizer step over all ranks (micro-batch x accumulation x world size): the batch the
         # learning-rate schedule is fitted to. Saved in checkpoints; a resume at another one is said once.
         self.effective_batch_size: int | None = None
-        self._effective_batch_at_resume: int | None = None
+        self._effective_batch_at_resume: int | None = None  # the checkpoint's, until this run's is known
+        self._largest_batch_per_rank = 0   # of this run's steps (a loop of the user's own)
+        self._short_batch_after_resume = False  # the first step after the resume was smaller: maybe an epoch's end
         self.last_loss: float | None = None
         self._lr_used: float | None = None
         self.last_checkpoint: Checkpoint | None = None
@@ -174,16 +181,17 @@ class Guard:
 
     def _lock_directory(self) -> DirectoryLock | None:
         """Refuse (GuardError on every rank) when another live process holds the checkpoint directory. Rank 0
-        holds it: the one process that creates, renames and prunes checkpoints (``dirlock``)."""
-        error, held = None, None
+        holds it: the one process that creates, renames and prunes checkpoints (``dirlock``). Whatever fails on
+        rank 0 (a full disk writing the lock file) is broadcast too: no rank is left waiting for the verdict."""
+        cause, held = None, None
         if self.info.is_writer:
             try:
                 held = lock_directory(self.store.directory)
-            except GuardError as exc:
-                error = str(exc)
-        error = gdist.broadcast_object(error)
-        if error:
-            raise GuardError(error)
+            except Exception as exc:  # noqa: BLE001 - every rank must learn of it
+                cause = exc
+        message = gdist.broadcast_object(None if cause is None else _lock_failure(self.store.directory, cause))
+        if message:
+            raise GuardError(message) from cause
         return held
 
     # -- data ------------------------------------------------------------------------------------
@@ -309,13 +317,21 @@ class Guard:
         return loss_sum
 
     def _note_effective_batch(self, batch_this_rank: int) -> None:
-        """The run's effective batch (the loader's batch per rank, else this step's, times the world size: an
-        epoch's short last batch is not a change); on the first step after a resume from a checkpoint that was
-        trained with another one, say so once."""
-        per_rank = self._loader.batch_size if self._loader is not None else batch_this_rank
-        self.effective_batch_size = per_rank * self.info.world_size
-        old, self._effective_batch_at_resume = self._effective_batch_at_resume, None
-        if old is not None and old != self.effective_batch_size:
+        """The run's effective batch: the loader's batch per rank, else the largest batch of this run's steps (an
+        epoch's short last batch does not lower it), times the world size. After a resume from a checkpoint
+        trained with another one, say so once: at the first step, unless that step's batch is smaller and there
+        is no loader to tell a full batch from an epoch's short last one; then at the second (epochs of more than
+        one step never end twice in a row), and not at all if the larger of the two is the checkpoint's."""
+        if self._loader is not None:
+            per_rank = self._loader.batch_size
+        else:
+            per_rank = self._largest_batch_per_rank = max(self._largest_batch_per_rank, batch_this_rank)
+        new, old = per_rank * self.info.world_size, self._effective_batch_at_resume
+        if old is not None and new < old and self._loader is None and not self._short_batch_after_resume:
+            self._short_batch_after_resume = True   # the checkpoint's batch stays recorded until the next step
+            return
+        self.effective_batch_size, self._effective_batch_at_resume = new, None
+        if old is not None and old != new:
             self._event("effective_batch_changed",
                         f"effective batch changed on resume: the checkpoint was trained with {old} samples per "
                         f"optimizer step, this run takes {self.effective_batch_size} ({per_rank} per rank x "
@@ -641,6 +657,7 @@ class Guard:
             self.micro_batch_size = int(progress["micro_batch_size"])
         if progress.get("effective_batch_size") is not None:  # absent from checkpoints of older gpuwise: silent
             self.effective_batch_size = self._effective_batch_at_resume = int(progress["effective_batch_size"])
+            self._short_batch_after_resume = False
         if self.scheduler is not None and state.get("scheduler") is not None:
             self.scheduler.load_state_dict(state["scheduler"])
         if self.scaler is not None and state.get("scaler") is not None:
@@ -788,6 +805,13 @@ def supersede_redone(run_log: RunLog, step: int) -> str:
     moved = run_log.supersede_steps_after(step)
     return (f"; the run log's rows of {moved} later step(s), logged before the restart, moved to "
             "train_metrics_superseded" if moved else "")
+
+
+def _lock_failure(directory: Path, cause: BaseException) -> str:
+    """The one line every rank raises when rank 0 could not lock ``directory``."""
+    if isinstance(cause, GuardError):
+        return str(cause)
+    return f"checkpoint directory {directory} could not be locked: {type(cause).__name__}: {cause}"
 
 
 def _checked_workload(workload: Any) -> dict | None:

@@ -9,7 +9,7 @@ shipped model). estimate, recommend and report use this rule.
 
 from __future__ import annotations
 
-from gpuwise.runtime.accuracy import LLM_REGIMES, REGIME_WORDS, TimeAccuracy, load_accuracy
+from gpuwise.runtime.accuracy import LLM_REGIME, LLM_REGIMES, REGIME_WORDS, TimeAccuracy, load_accuracy
 
 __all__ = ["TimeAccuracy", "likely_job_time_range_s", "likely_step_time_range_s", "load_accuracy",
            "no_range_note", "regime_of", "time_basis_lines"]
@@ -19,7 +19,7 @@ def regime_of(method: str, regime: str | None) -> str:
     """The regime of a prediction: the closed form's (``llm``, or ``llm-train`` where its step says so), else what
     the step predictor said."""
     if method != "traced":
-        return regime if regime in LLM_REGIMES else "llm"
+        return regime if regime in LLM_REGIMES else LLM_REGIME
     return regime or "large-batch"
 
 
@@ -70,7 +70,7 @@ def time_basis_lines(options, method: str) -> list[str]:
             low, high = accuracy.likely_range_s(1.0)
             lines.append(f"Times and costs{about}: 8 in 10 held-out public runs took {low:.2f}-{high:.2f}x the "
                          f"predicted time (median error {accuracy.median_abs_error:.0%}).")
-        elif name == "llm":
+        elif name == LLM_REGIME:
             lines.append(f"Times and costs{about}: the LLM closed form (docs/llm.md); no held-out public runs "
                          "measure its time error yet.")
         else:

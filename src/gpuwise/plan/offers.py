@@ -1,8 +1,8 @@
 """The one offer picker and the one ranking currency, used by every command that prices GPUs.
 
 ``cheapest_offer``: for one GPU × count × provider × spot policy, the offer that costs least in the
-ranking currency among the offers of exactly ``count`` GPUs and the user's own single-GPU prices × count;
-where there is neither, what a provider would really rent: a marketplace that rents GPUs one by one
+ranking currency over every seller: the offers of exactly ``count`` GPUs, the user's own single-GPU prices ×
+count, and, for each seller with neither, what it would really rent: a marketplace that rents GPUs one by one
 (``catalog.topology.rents_per_gpu``, from the topology data) its single-GPU price × count; a cloud of fixed
 instance shapes only whole instances, so ``count`` only as several of its largest instance of a whole node (16 =
 two 8-GPU machines), never its 1-GPU price × 2 (AWS sells g4dn with 1, 4 or 8 T4s: two T4s are no instance); the
@@ -24,9 +24,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 
-from gpuwise.catalog.model import Catalog, CatalogError, Offer
+from gpuwise.catalog.model import GPU, Catalog, CatalogError, Offer
 from gpuwise.catalog.resolve import is_mig_slice_id, known_provider, offer_order, provider_key
-from gpuwise.catalog.topology import DEFAULT_GPUS_PER_NODE, rents_per_gpu
+from gpuwise.catalog.topology import DEFAULT_GPUS_PER_NODE, rents_per_gpu, topology_for
 from gpuwise.plan.errors import PlanError
 from gpuwise.plan.money import convert, rates_in
 
@@ -100,7 +100,7 @@ def _times(offer: Offer, machines: int) -> Offer:
                    source=offer.source + f" ({how})")
 
 
-def _as_rented(offers: list[Offer], count: int) -> Offer | None:
+def _as_rented(offers: list[Offer], count: int, gpus_per_node: int = DEFAULT_GPUS_PER_NODE) -> Offer | None:
     """How one seller (provider and spot-ness) of one GPU, with no offer of exactly ``count``, would rent ``count``
     (None: it would not): by the GPU where it rents per GPU (``rents_per_gpu``), its cheapest single × ``count``;
     else several of its largest instance where that is a whole node (the machines a multi-node job runs on,
@@ -112,7 +112,7 @@ def _as_rented(offers: list[Offer], count: int) -> Offer | None:
         singles = [o for o in offers if o.count == 1]
         return _times(min(singles, key=lambda o: o.price_per_hour), count) if singles else None
     largest = max(offers, key=lambda o: (o.count, -o.price_per_hour))
-    if largest.count >= DEFAULT_GPUS_PER_NODE and count > largest.count and count % largest.count == 0:
+    if largest.count >= gpus_per_node and count > largest.count and count % largest.count == 0:
         return _times(largest, count // largest.count)
     return None
 
@@ -140,12 +140,14 @@ def offers_as_priced(offers: Iterable[Offer]) -> list[Offer]:
     return sorted(shown, key=offer_order)
 
 
-def cheapest_offer(offers: Iterable[Offer], gpu_id: str, count: int, currency: str) -> Offer | None:
+def cheapest_offer(offers: Iterable[Offer], gpu: GPU | str, count: int, currency: str) -> Offer | None:
     """The cheapest offer (in ``currency``) for ``count`` of ``gpu_id``, over every seller: the offers of exactly
     ``count`` GPUs, the user's own single-GPU prices × ``count``, and, for each seller with neither, the way it
     rents ``count`` (``_as_rented``: per GPU where it rents so, else whole instances); None where no seller does.
     One seller's 8-GPU instance never hides another's per-GPU price (AutoDL's 8 A100s at its single price × 8
-    against Lambda's dearer 8-GPU instance)."""
+    against Lambda's dearer 8-GPU instance). ``gpu``: the GPU, whose machines (``topology_for``: a user's
+    ``gpus_per_node`` too) say what a whole node is; its id alone assumes nodes of ``DEFAULT_GPUS_PER_NODE``."""
+    gpu_id = gpu if isinstance(gpu, str) else gpu.id
     mine = own_prices_first([o for o in offers if o.gpu_id == gpu_id])
     if count == 1:
         candidates = [o for o in mine if o.count == 1]
@@ -156,8 +158,14 @@ def cheapest_offer(offers: Iterable[Offer], gpu_id: str, count: int, currency: s
         for o in mine:
             if _seller(o) not in priced:
                 sellers.setdefault(_seller(o), []).append(o)
-        candidates += [o for offers_of in sellers.values() if (o := _as_rented(offers_of, count)) is not None]
+        candidates += [o for offers_of in sellers.values()
+                       if (o := _as_rented(offers_of, count, _node_size(gpu, offers_of[0].provider))) is not None]
     return min(candidates, key=lambda o: _rank_key(o, currency), default=None)
+
+
+def _node_size(gpu: GPU | str, provider: str) -> int:
+    """GPUs in one of ``provider``'s machines of ``gpu`` (``catalog.topology``, the user's word first)."""
+    return DEFAULT_GPUS_PER_NODE if isinstance(gpu, str) else topology_for(gpu, provider).gpus_per_node
 
 
 def _rank_key(offer: Offer, currency: str) -> tuple[float, str]:

@@ -167,7 +167,7 @@ def recommend(
         gpu = gpus[gpu_id]
         progress(f"estimating on {gpu.name}")
         for count in (c for c in GPU_COUNTS if c <= max_gpus):
-            offer = cheapest_offer(offers, gpu_id, count, rank_in)
+            offer = cheapest_offer(offers, gpu, count, rank_in)
             if offer is None:
                 continue
             target = effective * count if per_gpu_batch else effective
@@ -405,16 +405,16 @@ def _evaluate(model, gpu: GPU, offer: Offer, count: int, job: JobSize, constrain
             fit = estimate_fit(est, constraints.headroom_fraction)
             return excluded(fit.exclusion, batch_size=1, grad_accum_steps=per_gpu,
                             peak_total_bytes=est.memory.total_upper_bytes, fit=fit)
-        if not auto_batch and 0 < micro < asked:
-            # what a practitioner does when the micro-batch does not fit: the same effective batch in
-            # smaller micro-batches with accumulation (the model trained is the same)
-            split_note = (Note(Note.BATCH_SPLIT, f"micro-batch {asked} does not fit: {micro} × {per_gpu // micro} "
-                                                 f"accumulation steps instead (the same effective batch)"),)
-        elif not auto_batch and micro == asked < min(workload.batch_size, per_gpu):
-            # --batch-size does not divide what each GPU takes a step: the largest micro-batch under it that does
-            split_note = (Note(Note.BATCH_SPLIT, f"micro-batch {workload.batch_size} does not divide the {per_gpu} "
-                                                 f"samples a GPU takes a step: {micro} × {per_gpu // micro} "
-                                                 f"accumulation steps instead (the same effective batch)"),)
+        # --batch-size does not divide what each GPU takes a step: the largest micro-batch under it that does
+        undivided = (f"micro-batch {workload.batch_size} does not divide the {per_gpu} samples a GPU takes a step"
+                     if asked < min(workload.batch_size, per_gpu) else "")
+        # and what a practitioner does when the micro-batch does not fit: the same effective batch in smaller
+        # micro-batches with accumulation (the model trained is the same)
+        unfit = f"micro-batch {asked} does not fit" if 0 < micro < asked else ""
+        if not auto_batch and micro > 0 and (undivided or unfit):
+            why = (f"{undivided}, and {asked} does not fit" if undivided and unfit else undivided or unfit)
+            split_note = (Note(Note.BATCH_SPLIT, f"{why}: {micro} × {per_gpu // micro} accumulation steps instead "
+                                                 "(the same effective batch)"),)
         micro = max(micro, 1)       # none fits: quoted (and left out) at batch 1
         accum = per_gpu // micro
     elif auto_batch:

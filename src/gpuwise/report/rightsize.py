@@ -196,7 +196,7 @@ def right_size(
     rows = []
     for gpu in catalog.gpus:
         is_rented = rented is not None and gpu.id == rented.id
-        offer = None if is_rented and gpu_price is not None else cheapest_offer(offers, gpu.id, count, rank_in)
+        offer = None if is_rented and gpu_price is not None else cheapest_offer(offers, gpu, count, rank_in)
         used += [offer] if offer is not None else []
         quote = make_quote(gpu, count, offer, peak_total_bytes=needed, step_time_s=None,
                            headroom_fraction=headroom_fraction, ranking_currency=rank_in)

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpuwise.catalog.resolve import is_mig_slice
 from gpuwise.catalog.topology import PCIE_X16_GBS, Topology, topology_for
 from gpuwise.runtime.accuracy import LLM_REGIME, LLM_TRAIN_REGIME
 from gpuwise.runtime.calibration import Calibration, load_calibration
@@ -272,14 +273,16 @@ def train_step_time(arch: DecoderArch, w: Workload, gpu, mem, *, double_quant: b
                     communication_s=comm_exposed, sharding_overhead_s=overhead_s, warnings=tuple(warnings),
                     micro_step_s=micro_s, optimizer_s=opt_s,
                     kernel_launches=accum * micro.kernels, device_s=accum * micro_device_s + opt_s,
-                    host_s=accum * micro_host_s, regime=train_regime(arch, w))
+                    host_s=accum * micro_host_s, regime=train_regime(arch, w, gpu))
 
 
-def train_regime(arch: DecoderArch, w: Workload) -> str:
+def train_regime(arch: DecoderArch, w: Workload, gpu=None) -> str:
     """Whose held-out error a training step's time has (``runtime.accuracy``): every weight of a dense decoder
-    trained, no offload, is what llm-foundry's MPT runs measure (``llm-train``); LoRA, QLoRA, a frozen base,
-    offload and MoE are the closed form's other steps (``llm``), which no public run measures."""
-    full = w.finetune == "full" and w.offload == "none" and w.quant == "none" and not arch.is_moe
+    trained, no offload, on whole GPUs is what llm-foundry's MPT runs measure (``llm-train``); LoRA, QLoRA, a
+    frozen base, offload, MoE and a MIG slice are the closed form's other steps (``llm``), which no public run
+    measures."""
+    full = (w.finetune == "full" and w.offload == "none" and w.quant == "none" and not arch.is_moe
+            and not (gpu is not None and is_mig_slice(gpu)))
     return LLM_TRAIN_REGIME if full else LLM_REGIME
 
 
