@@ -44,14 +44,14 @@ class AdviseSettings:
     def __post_init__(self) -> None:
         """AdviseError, naming the option, for a value no run has: not a finite number, not positive, more steps
         than gpuwise counts (``MAX_STEPS``, the one cap of a step count)."""
+        if self.total_steps is not None and self.total_steps > MAX_STEPS:     # first: a float of it may overflow
+            raise AdviseError(f"--total-steps must be at most {MAX_STEPS_TEXT}, got {self.total_steps:,}")
         if self.target_loss is not None and not np.isfinite(self.target_loss):
             raise AdviseError(f"--target-loss must be a finite number, got {self.target_loss!r}")
         for flag, value in (("--step-time-s", self.step_time_s), ("--min-progress-per-hour", self.min_progress_per_hour),
                             ("--total-steps", self.total_steps)):
             if value is not None and not (np.isfinite(float(value)) and value > 0):
                 raise AdviseError(f"{flag} must be positive (and finite), got {value!r}")
-        if self.total_steps is not None and self.total_steps > MAX_STEPS:
-            raise AdviseError(f"--total-steps must be at most {MAX_STEPS_TEXT}, got {self.total_steps:,}")
 
 
 @dataclass(frozen=True, eq=False)

@@ -176,8 +176,10 @@ def workload_or_checked(model: str | None, workload_kwargs: dict, *, used_withou
 
     kw = {**workload_kwargs, **overrides}
     kw.pop("batch_size", None)
-    kw["precision"] = kw.get("precision") or "fp32"      # named: checked; not named: the rule needs a model
-    kw["optimizer"] = kw.get("optimizer") or DEFAULT_OPTIMIZER
+    # named (an empty name too): checked; not named: the rule needs a model
+    kw["precision"] = "fp32" if kw.get("precision") is None else kw["precision"]
+    kw["optimizer"] = DEFAULT_OPTIMIZER if kw.get("optimizer") is None else kw["optimizer"]
+    kw.pop("request_rate", None)     # what a rate sizes is the model's serving: said below, unused without one
     c.build_workload(NO_MODEL, batch_size=c.parse_batch_size(workload_kwargs.get("batch_size", "32")), **kw)
     for name in given_options(workload_kwargs):
         if name not in used_without_model:

@@ -70,8 +70,9 @@ class JobSize:
         if self.steps is not None:
             return self.steps
         whole = math.floor(self.epochs)
-        rest = math.ceil((self.epochs - whole) * self.samples / effective_batch)
-        return whole * self.steps_per_epoch(effective_batch) + rest
+        # the last pass's samples, whole ones (1.1 epochs of 1,000 is 100 samples, not 100.00000000000009)
+        part = math.ceil(round((self.epochs - whole) * self.samples, 6))
+        return whole * self.steps_per_epoch(effective_batch) + math.ceil(part / effective_batch)
 
 
 def _is_whole(value: object) -> bool:

@@ -20,6 +20,8 @@ from gpuwise.units import format_duration, format_money
 DEFAULT_PREEMPTIONS_PER_HOUR = 0.05      # one in 20 h: an assumption, stated in every answer that uses it
 DEFAULT_CHECKPOINT_INTERVAL_S = 30 * 60.0
 DEFAULT_RESTART_S = 10 * 60.0            # a new machine, the container, reading the checkpoint back
+MAX_PREEMPTIONS_PER_HOUR = 60.0          # one a minute: past that no step finishes between preemptions
+MAX_INTERVAL_S = 7 * 24 * 3600.0         # a week between checkpoints, or to restart
 
 
 @dataclass(frozen=True)
@@ -29,10 +31,13 @@ class SpotRisk:
     restart_s: float = DEFAULT_RESTART_S
 
     def __post_init__(self) -> None:
-        for name, value in (("--preemptions-per-hour", self.preemptions_per_hour),
-                            ("--checkpoint-every", self.checkpoint_interval_s), ("restart time", self.restart_s)):
+        for name, value, most in (("--preemptions-per-hour", self.preemptions_per_hour, MAX_PREEMPTIONS_PER_HOUR),
+                                  ("--checkpoint-every", self.checkpoint_interval_s, MAX_INTERVAL_S),
+                                  ("restart time", self.restart_s, MAX_INTERVAL_S)):
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
                 raise PlanError(f"{name} must be a finite number >= 0, got {value!r}")
+            if value > most:
+                raise PlanError(f"{name} must be at most {most:g}, got {value:g}: no spot job runs at that")
 
     @property
     def lost_per_preemption_s(self) -> float:
