@@ -21,7 +21,7 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "catalog.md"
 def doc_example(tmp_path) -> Path:
     """The example catalog file docs/catalog.md shows under "Adding your own GPUs and prices"."""
     section = DOC.read_text().split("## Adding your own GPUs and prices", 1)[1].split("## Python API", 1)[0]
-    (toml,) = re.findall(r"```toml\n(.*?)```", section, re.S)
+    (toml,) = [block for block in re.findall(r"```toml\n(.*?)```", section, re.S) if 'id = "titan-rtx"' in block]
     path = tmp_path / "my.toml"
     path.write_text(toml)
     return path
