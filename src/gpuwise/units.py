@@ -85,6 +85,8 @@ def parse_money(text: str) -> tuple[float, str | None]:
     amount = float(m.group(1))
     if amount <= 0:
         raise UnitError(f"amount must be positive: {text!r}")
+    if not math.isfinite(amount):     # 400 digits read as a float are infinite
+        raise UnitError(f"amount too large: {str(text)[:20]!r}… ({len(str(text))} characters)")
     return amount, currency
 
 

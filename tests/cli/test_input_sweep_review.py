@@ -66,3 +66,14 @@ def test_the_epoch_time_is_a_pass_of_whole_steps(cli_run):
     assert t["optimizer_steps"] == 20
     assert t["epoch_time_s"] == pytest.approx(2 * t["step_time_s"])
     assert t["total_time_s"] == pytest.approx(20 * t["step_time_s"])
+
+
+@pytest.mark.parametrize("value", ["9" * 400, "inf", "5xyz", "0"])
+def test_every_money_option_refuses_by_one_rule(cli_run, value):
+    # report's --gpu-price parsed money its own way: a 400-digit price (an infinite float) was taken
+    _, _, report_err = cli_run("report", SMI_CSV, "--gpu-price", value)
+    _, _, budget_err = cli_run("recommend", "torchvision:resnet18", "--samples", "100", "--gpus", "t4",
+                               "--budget", value)
+    assert report_err.startswith("gpuwise: error: --gpu-price: ")
+    assert budget_err.startswith("gpuwise: error: --budget: ")
+    assert report_err.split("--gpu-price: ", 1)[1] == budget_err.split("--budget: ", 1)[1]

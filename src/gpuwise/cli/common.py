@@ -260,14 +260,13 @@ def size_option(option: str, text: str) -> int:
 def money_option(option: str, text: str) -> tuple[float, str | None]:
     """(amount, currency or None) of a money option (``--budget ¥300``): a finite amount > 0, in a currency
     gpuwise has a rate for; one line naming the option if not."""
-    from gpuwise.units import UnitError, parse_money
+    from gpuwise.plan.money import MoneyError, parse_price
+    from gpuwise.units import UnitError
 
     try:
-        amount, currency = parse_money(text)
-    except UnitError as e:
-        raise UnitError(f"{option}: {e}") from None
-    check_option(math.isfinite(amount), option, text, "a finite amount, e.g. 300, ¥300, 25USD")
-    return amount, currency_option(option, currency) if currency is not None else None
+        return parse_price(text)
+    except (UnitError, MoneyError) as e:
+        raise type(e)(f"{option}: {e}") from None
 
 
 def currency_option(option: str, text: str) -> str:

@@ -9,7 +9,7 @@ from gpuwise.catalog import GPU, Catalog
 from gpuwise.errors import GpuwiseError
 from gpuwise.monitor.sample import GpuSample
 from gpuwise.plan.fit import DEFAULT_HEADROOM_FRACTION
-from gpuwise.plan.money import rates_in
+from gpuwise.plan.money import parse_price, rates_in
 from gpuwise.plan.offers import check_provider
 from gpuwise.plan.scaling import TimeScaling
 from gpuwise.report.errors import ReportError
@@ -18,7 +18,7 @@ from gpuwise.report.rightsize import TIME_NOTE, RightSizing, rented_gpu, resolve
 from gpuwise.report.sources import load_usage_log, log_ended
 from gpuwise.report.usage import UsageSummary, summarize
 from gpuwise.runlog import RunLogError, read_train_metrics
-from gpuwise.units import UnitError, format_bytes, parse_money
+from gpuwise.units import UnitError, format_bytes
 from gpuwise.workload import Workload
 
 Money = tuple[float, "str | None"]
@@ -149,14 +149,9 @@ def price_options(catalog: Catalog | None, *, gpu_price: str | None = None, prov
     money = None
     if gpu_price is not None:
         try:
-            money = parse_money(gpu_price)
-        except UnitError as exc:
+            money = parse_price(gpu_price)
+        except (UnitError, GpuwiseError) as exc:
             raise ReportError(f"--gpu-price: {exc}") from None
-        if money[1] is not None:
-            try:
-                rates_in(money[1])
-            except GpuwiseError as exc:
-                raise ReportError(f"--gpu-price: {exc}") from None
     if currency is not None:
         rates_in(currency.upper())
     if provider is not None and catalog is not None:
