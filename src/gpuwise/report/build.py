@@ -9,7 +9,7 @@ from gpuwise.catalog import GPU, Catalog
 from gpuwise.errors import GpuwiseError
 from gpuwise.monitor.sample import GpuSample
 from gpuwise.plan.fit import DEFAULT_HEADROOM_FRACTION
-from gpuwise.plan.money import parse_price, rates_in
+from gpuwise.plan.money import parse_price
 from gpuwise.plan.offers import check_provider
 from gpuwise.plan.scaling import TimeScaling
 from gpuwise.report.errors import ReportError
@@ -140,10 +140,10 @@ NO_MEMORY_NOTE = ("the log records no memory use (no memory used nor process mem
                   "can be judged, so there is no right-sizing")
 
 
-def price_options(catalog: Catalog | None, *, gpu_price: str | None = None, provider: str | None = None,
-                  currency: str | None = None) -> tuple[Money | None, str | None]:
-    """``--gpu-price`` as (amount, currency) and ``--provider`` as the catalog spells it, each checked (a
-    currency gpuwise knows, a provider of ``catalog``): ReportError/PlanError (exit 2, one line naming the
+def price_options(catalog: Catalog | None, *, gpu_price: str | None = None,
+                  provider: str | None = None) -> tuple[Money | None, str | None]:
+    """``--gpu-price`` as (amount, currency) and ``--provider`` as the catalog spells it, each checked
+    (``plan.money.parse_price``, a provider of ``catalog``): ReportError/PlanError (exit 2, one line naming the
     option) otherwise. ``report`` and ``run`` call it before any work (run: before its command starts).
     ``catalog`` None: the provider is not checked (and not given)."""
     money = None
@@ -152,8 +152,6 @@ def price_options(catalog: Catalog | None, *, gpu_price: str | None = None, prov
             money = parse_price(gpu_price)
         except (UnitError, GpuwiseError) as exc:
             raise ReportError(f"--gpu-price: {exc}") from None
-    if currency is not None:
-        rates_in(currency.upper())
     if provider is not None and catalog is not None:
         provider = check_provider(catalog, provider)
     return money, provider
