@@ -14,11 +14,12 @@ from gpuwise.plan.profile import TracedModel
 from gpuwise.runtime.kernels import op_features
 from gpuwise.trace.records import OpRecord
 from gpuwise.workload import Workload
-from gpuwise.workload.precision import NAMES, default_precision, parse
+from gpuwise.workload.precision import NAMES, default_precision, parse, runs_on
 
 CATALOG = load_catalog(user_file=False)
 A100 = resolve_gpu(CATALOG, "a100-80gb-sxm4")
 T4 = resolve_gpu(CATALOG, "t4")
+V100 = resolve_gpu(CATALOG, "v100-32gb-sxm2")
 
 
 def test_the_six_names_mean_what_design_says():
@@ -117,3 +118,10 @@ def test_the_traced_path_takes_precision_from_the_flags_not_the_configs_dtype(tm
             est = TracedModel(Workload(model=spec, batch_size=2, seq_len=32, precision=precision)).estimate(None)
             peaks.append((est.memory.weights_bytes, est.memory.peak_allocated_bytes))
         assert peaks[0] == peaks[1], precision
+
+
+def test_the_precisions_a_gpu_runs_are_those_at_their_own_rate():
+    # was: a V100's bf16 refusal said "(it runs fp32, tf32, amp-fp16, fp16)"; it has no tf32 rate (catalog "-"),
+    # so tf32 there runs at the fp32 rate (accepted with a warning) and is not a precision it runs
+    assert runs_on(V100) == runs_on(T4) == ("fp32", "amp-fp16", "fp16")
+    assert runs_on(A100) == NAMES

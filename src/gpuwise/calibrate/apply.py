@@ -86,8 +86,10 @@ def describe(step: StepTime | None, cal: GpuCalibration, precision, gpu) -> str:
 
     parts = [f"{k} ×{cal.factor(k):.2f}" for k in sorted(scaled, key=lambda k: -scaled[k])]
     text = f"{cal.label}: scaled " + (", ".join(parts) + f" ({share(scaled)} of this step)" if parts else "no class of this job")
-    if cal.host_s >= SHOWN_HOST_S:                       # printed as +0.01 ms and up
-        visible_s = cal.compose(step.by_class_s, step.host_s, lambda c: class_key(c, precision, gpu)).by_class_s.get(HOST, 0.0)
+    # the host term is said where what it adds to this step shows at the printed precision (0.01 ms and up): a
+    # 5 µs term read "host +0.01 ms … (adds 0.00 ms to this step …)", noise in both figures
+    visible_s = cal.compose(step.by_class_s, step.host_s, lambda c: class_key(c, precision, gpu)).by_class_s.get(HOST, 0.0)
+    if visible_s >= SHOWN_HOST_S:                        # never more than the term itself
         hidden = ": the GPU's work hides the rest" if visible_s < 0.5 * cal.host_s else ""
         text += f", host +{cal.host_s * 1e3:.2f} ms beside the kernels' issue (adds {visible_s * 1e3:.2f} ms to this step{hidden})"
     dominant = [k for k in sorted(unseen, key=lambda k: -unseen[k]) if total > 0 and unseen[k] >= MIN_CLASS_SHARE * total]

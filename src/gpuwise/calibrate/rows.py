@@ -34,6 +34,15 @@ ROOFLINE_FLOOR_SHARE = 0.5
 # and tests are 16x their prediction (a 9.9 ms guarded fp32 MLP predicted at 0.63 ms), and the fit's own reach on
 # the GPU's side is MAX_FACTOR (50x).
 PREDICTION_CEILING_FACTOR = 1000.0
+# The predicted step outside its classes (communication, input wait) is the step time less the classes' sum: a
+# step with none leaves float rounding (3.5e-18 s once, stored as such). Under this share of the step it is 0.
+OTHER_TOLERANCE = 1e-9
+
+
+def outside_classes_s(step_time_s: float, classes_s: float) -> float:
+    """The step time outside its classes: 0 where the difference is rounding (under ``OTHER_TOLERANCE``)."""
+    other = step_time_s - classes_s
+    return other if other > OTHER_TOLERANCE * abs(step_time_s) else 0.0
 
 
 def measured_gpu(m: Measurement, catalog: Catalog) -> GPU:
@@ -142,7 +151,7 @@ def fit_row(m: Measurement, gpu: GPU, progress: Callable[[str], None] | None = N
                         if m.process_memory_bytes is not None and m.peak_reserved_bytes is not None else None)
     return FitRow(
         fingerprint=fingerprint(m, gpu.id), predicted_by_class_s=by_class,
-        predicted_other_s=max(0.0, est.time.step_time_s - sum(by_class.values())),
+        predicted_other_s=outside_classes_s(float(est.time.step_time_s), sum(by_class.values())),
         measured_step_time_s=float(m.step_time_s),
         predicted_outside_allocator_bytes=est.memory.total_bytes - est.memory.peak_reserved_bytes,
         measured_outside_allocator_bytes=measured_outside,

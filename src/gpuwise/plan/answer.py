@@ -74,7 +74,7 @@ def refuse_if_cannot_run(workload, gpu) -> None:
         return
     if why_not_on(workload_on(workload, gpu).precision, gpu.has_bf16, gpu.arch):
         raise PlanError(f"--precision {workload.precision}: {gpu.id} cannot run it: {why} "
-                        f"(it runs {', '.join(runs_on(gpu.has_bf16, gpu.arch))})")
+                        f"(it runs {', '.join(runs_on(gpu))})")
     raise PlanError(f"{gpu.id} cannot run this job: {why}")
 
 

@@ -149,9 +149,12 @@ def why_not_on(precision: str | Precision, gpu_has_bf16: bool, arch: str) -> str
     return None
 
 
-def runs_on(gpu_has_bf16: bool, arch: str) -> tuple[str, ...]:
-    """The public precisions a GPU runs (``why_not_on`` refuses none of them), in ``NAMES`` order."""
-    return tuple(n for n in NAMES if why_not_on(n, gpu_has_bf16, arch) is None)
+def runs_on(gpu) -> tuple[str, ...]:
+    """The public precisions ``gpu`` runs at their own rate, in ``NAMES`` order: ``why_not_on`` refuses none of
+    them and their matmuls get the peak they ask for (``rate_key``). tf32 on a GPU without a tf32 rate (before
+    Ampere) is accepted with a warning but runs at the fp32 rate, so it is not listed."""
+    return tuple(n for n in NAMES if why_not_on(n, gpu.has_bf16, gpu.arch) is None
+                 and parse(n).rate_key(gpu) == parse(n).matmul_rate)
 
 
 def checkpoint_dtype(cfg: dict) -> str | None:
