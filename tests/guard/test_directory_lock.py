@@ -170,6 +170,36 @@ def test_a_lock_held_for_an_owner_that_is_gone_does_not_block(tmp_path: Path, ca
         os.close(fd)
 
 
+def test_a_run_that_went_on_past_a_held_lock_takes_it_when_it_is_let_go(tmp_path: Path, caplog) -> None:
+    """The run went on past a lock held for a process that cannot write; once that lock is let go, a later run
+    must not find it free (it would never read the file that names this live run, and write the same directory)."""
+    from gpuwise.guard import dirlock
+
+    ck = tmp_path / "ck"
+    ck.mkdir()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    me = dirlock.Owner.me()
+    fd = os.open(ck / dirlock.LOCK_FILE, os.O_RDWR | os.O_CREAT)
+    os.write(fd, dirlock.Owner(int(dead), me.host, me.pid_namespace, time.time() - 60).to_text().encode())
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    with caplog.at_level(logging.INFO, logger="gpuwise.guard"):
+        guard = _guard(ck)
+        os.close(fd)   # the orphan that held it ends
+        later = os.open(ck / dirlock.LOCK_FILE, os.O_RDWR)   # a later run's own open file description
+        try:
+            deadline = time.monotonic() + 10
+            while "this run's now" not in caplog.text and time.monotonic() < deadline:
+                time.sleep(0.02)
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(later, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            assert dirlock.Owner.from_text((ck / dirlock.LOCK_FILE).read_text()).pid == os.getpid()
+            guard.close()
+            fcntl.flock(later, fcntl.LOCK_EX | fcntl.LOCK_NB)   # let go with the run
+        finally:
+            os.close(later)
+
+
 def test_a_file_system_without_locks_warns_and_goes_on(tmp_path: Path, monkeypatch, caplog) -> None:
     from gpuwise.guard import dirlock
 

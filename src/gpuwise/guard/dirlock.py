@@ -14,7 +14,8 @@ file's text only names the owner, except where a held lock provably is not a liv
 from a process that was not Python's ``os.fork``), an earlier attempt of this very torchrun run (a worker its
 agent gave up on when it survived SIGKILL, stuck in the kernel), or a process of another host while the
 directory is on a network file system (a preempted VM's lock outlives it on the server, and nothing here
-can check that host). The run then goes on with a warning, and the file names it from then on.
+can check that host). The run then goes on with a warning, the file names it from then on, and it takes the
+flock itself as soon as that process lets it go (a later run would otherwise find the lock free).
 
 Within one process the lock is shared: a second Guard on the same directory (a notebook cell run again) is the
 same run. A child forked by this process (DataLoader workers) closes its inherited descriptor, so the lock
@@ -151,6 +152,9 @@ def lock_directory(directory: Path) -> DirectoryLock | None:
                 log.warning("%s", reason)
                 with _held_lock:
                     kept = _hold(fd, key)   # without the flock, but the file names this run from now on
+                if kept:   # and the flock becomes this run's once that holder lets it go
+                    threading.Thread(target=_take_when_free, args=(directory, key, fd), name="gpuwise-dirlock",
+                                     daemon=True).start()
                 return DirectoryLock(key)
             if time.monotonic() >= deadline:
                 raise GuardError(_in_use(directory, owner))
@@ -177,6 +181,26 @@ def _try_flock(directory: Path, fd: int) -> bool | None:
             return None
         raise
     return True
+
+
+def _take_when_free(directory: Path, key: tuple[int, int], fd: int) -> None:
+    """A run that went on past a lock held for a process that cannot write (``_not_in_use``) takes the flock as
+    soon as that process lets it go: otherwise a later run would find it free, never read the file that names
+    this live run, and write the same directory."""
+    while True:
+        time.sleep(POLL_S)
+        with _held_lock:
+            entry = _held.get(key)
+            if entry is None or entry[0] != fd:
+                return   # released (or this process forked: the child holds nothing)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                    continue
+                return
+            log.info("%s: the process that held its lock is gone; the lock is this run's now", directory)
+            return
 
 
 def _hold(fd: int, key: tuple[int, int]) -> bool:
