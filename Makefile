@@ -20,8 +20,11 @@ run: install
 	$(BIN)/gpuwise recommend hf:bert-base-uncased --seq-len 128 --batch-size 32 --precision amp-fp16 \
 		--optimizer adamw --samples 120000 --epochs 3 --deadline 12h --provider autodl
 
+# Up to 4 workers (each imports torch: ~1 GiB apiece); a file's tests stay in one worker, in order.
+JOBS ?= $(shell $(PY) -c "import os; print(max(1, min(4, len(os.sched_getaffinity(0)))))")
+
 test: install
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(JOBS) --dist loadfile
 
 # Regenerates every results file in benchmarks/results/ (benchmarks/registry.py lists them and the
 # ones left out, with why); bench-stale only those older than their inputs.

@@ -26,6 +26,13 @@ from .helpers import tiny_model
     ("micro_batch_size", -4),
     ("grace_s", -1),
     ("max_save_failures", 0),
+    ("min_free_checkpoints", -3),  # a negative count: never warned of a filling disk
+    ("min_free_checkpoints", 1.5),
+    ("exit_code", 300),            # an exit status is one byte: sys.exit(300) exits 44
+    ("exit_code", -1),             # exits 255
+    ("exit_code", 0),              # "done": a supervisor never restarts it
+    ("exit_code", "x"),            # sys.exit("x") prints x and exits 1
+    ("exit_code", True),
 ])
 def test_a_bad_number_is_refused_in_one_line_naming_it(tmp_path, name, value):
     model = tiny_model()
@@ -58,3 +65,22 @@ def test_valid_numbers_and_signal_names_are_accepted(tmp_path):
         assert guard.preemption.grace_s == 0  # no watchdog
     finally:
         guard.close()
+
+
+@pytest.mark.parametrize("value", [300, -1, 0, "x", 75.0])
+def test_the_callbacks_refuse_an_exit_code_that_is_not_one_byte(tmp_path, monkeypatch, value):
+    from gpuwise.guard.integrations import hf, lightning
+
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(GuardError, match=r"^exit_code must be a whole number from 1 to 255 .*got "):
+        hf.GuardCallback(exit_code=value)
+    monkeypatch.setattr(lightning, "LIGHTNING_AVAILABLE", True)    # the check comes before Lightning is needed
+    with pytest.raises(GuardError, match=r"^exit_code must be a whole number from 1 to 255 .*got "):
+        lightning.GuardLightningCallback(tmp_path / "ckpt", exit_code=value)
+    assert signal.getsignal(signal.SIGTERM) is before and not (tmp_path / "ckpt").exists()
+
+
+def test_the_callbacks_accept_a_restart_code_of_their_choice(tmp_path):
+    from gpuwise.guard.integrations import hf
+
+    assert hf.GuardCallback(exit_code=143).preemption.exit_code == 143

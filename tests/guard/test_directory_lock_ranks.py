@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -55,10 +56,17 @@ JOB = textwrap.dedent("""
 """)
 
 
+def _free_port() -> int:
+    """A port no other test holds (tests may run in parallel workers)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def _ranks(directory: Path, init: str, fail_on_rank0: bool) -> list[str]:
     """Two ranks of one job (torchrun's environment), each saying how its Guard ended (rank 0's line first)."""
     env = {**example_env(), "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
-           "MASTER_PORT": "29599"}
+           "MASTER_PORT": str(_free_port())}
     proc = subprocess.Popen([sys.executable, "-c", JOB, str(directory), init, "1" if fail_on_rank0 else "0"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
     try:

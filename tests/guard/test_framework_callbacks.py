@@ -2,11 +2,14 @@
 
 The Trainer itself needs ``accelerate`` (not a gpuwise dependency), so the test drives the callback through
 transformers' own TrainerState / TrainerControl / CallbackHandler in the order the Trainer calls the hooks,
-with checkpoint directories written the way the Trainer writes them (in place)."""
+with checkpoint directories written the way the Trainer writes them (in place), rotated by transformers' own
+rotation code at the end of its save, before ``on_save``, as ``Trainer._save_checkpoint`` does."""
 
 from __future__ import annotations
 
-from importlib.util import find_spec
+import functools
+import logging
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -17,17 +20,34 @@ from gpuwise.guard.integrations.hf import GuardCallback, latest_verified_checkpo
 from gpuwise.runlog import read_events, read_train_metrics
 
 
-def _args(out_dir):
+def _args(out_dir, save_total_limit=None):
     return SimpleNamespace(output_dir=str(out_dir), per_device_train_batch_size=4, gradient_accumulation_steps=2,
-                           world_size=1)
+                           world_size=1, save_total_limit=save_total_limit)
 
 
 def _trainer_save(args, state):
-    """What Trainer._save_checkpoint writes, in place, before it calls on_save."""
+    """What Trainer._save_checkpoint writes, in place, and then deletes (its rotation), before it calls on_save."""
     path = _checkpoint_dir(args, state.global_step)
-    path.mkdir(parents=True)
+    path.mkdir(parents=True, exist_ok=True)
     torch.save({"w": torch.full((8,), float(state.global_step))}, path / "pytorch_model.bin")
     (path / "trainer_state.json").write_text('{"global_step": %d}' % state.global_step)
+    _trainer_rotate(args, state)
+
+
+def _trainer_rotate(args, state):
+    """The end of ``Trainer._save_checkpoint``: transformers' own rotation (5.x: ``rotate_checkpoints``; 4.x: the
+    Trainer's ``_rotate_checkpoints``), which does nothing when ``save_total_limit`` is None or <= 0."""
+    try:
+        from transformers.trainer_utils import rotate_checkpoints
+    except ImportError:
+        from transformers import Trainer
+
+        trainer = SimpleNamespace(args=args, state=state)
+        trainer._sorted_checkpoints = functools.partial(Trainer._sorted_checkpoints, trainer)
+        Trainer._rotate_checkpoints(trainer, use_mtime=False, output_dir=args.output_dir)
+    else:
+        rotate_checkpoints(output_dir=args.output_dir, save_total_limit=args.save_total_limit,
+                           best_model_checkpoint=state.best_model_checkpoint, use_mtime=False)
 
 
 def _checkpoint_dir(args, step):
@@ -36,9 +56,11 @@ def _checkpoint_dir(args, step):
     return Path(args.output_dir) / f"checkpoint-{step}"
 
 
-def _run(callback, args, max_steps, save_steps=2, resume_step=0):
-    """The Trainer's loop, reduced to its callback calls (``resume_step``: the checkpoint it resumed from)."""
-    handler = CallbackHandler([callback], model=None, processing_class=None, optimizer=None, lr_scheduler=None)
+def _run(callback, args, max_steps, save_steps=2, resume_step=0, before=()):
+    """The Trainer's loop, reduced to its callback calls (``resume_step``: the checkpoint it resumed from;
+    ``before``: callbacks the Trainer calls ahead of ``callback``)."""
+    handler = CallbackHandler([*before, callback], model=None, processing_class=None, optimizer=None,
+                              lr_scheduler=None)
     state, control = TrainerState(), TrainerControl()
     state.is_world_process_zero, state.global_step = True, resume_step
     control = handler.on_train_begin(args, state, control)
@@ -106,13 +128,124 @@ def test_preemption_signal_saves_at_the_next_step_and_exits_with_restart_code(tm
     assert any(e["kind"] == "preempted" for e in read_events(tmp_path / "run.db"))
 
 
-def test_lightning_callback_imports_without_lightning_and_says_how_to_get_it(tmp_path):
-    from gpuwise.guard import GuardError
-    from gpuwise.guard.integrations import lightning as guard_lightning
+def test_lightning_callback_imports_without_lightning_and_says_how_to_get_it(tmp_path, monkeypatch):
+    """Lightning is no gpuwise dependency (a dev one, for the real-Trainer tests): the module is loaded afresh
+    where importing Lightning fails, as it does on a user's machine without it."""
+    import importlib.util
 
-    if find_spec("lightning") or find_spec("pytorch_lightning"):     # an optional package, not a dependency
-        pytest.skip("Lightning is installed here")
+    from gpuwise.guard import GuardError
+
+    for name in ("lightning", "lightning.pytorch", "lightning.pytorch.callbacks", "pytorch_lightning",
+                 "pytorch_lightning.callbacks"):
+        monkeypatch.setitem(sys.modules, name, None)    # None in sys.modules: its import raises ImportError
+    spec = importlib.util.find_spec("gpuwise.guard.integrations.lightning")
+    guard_lightning = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(guard_lightning)
     assert not guard_lightning.LIGHTNING_AVAILABLE
     with pytest.raises(GuardError, match="pip install lightning"):
         guard_lightning.GuardLightningCallback(tmp_path)
     assert guard_lightning.latest_verified_checkpoint(tmp_path) is None
+
+
+class _KilledInSave(Exception):
+    """Stands for a SIGKILL between the Trainer's rotation and the callbacks' on_save."""
+
+
+class _KillAtSave:
+    """A callback the Trainer calls before GuardCallback: at ``step``'s on_save the process 'dies'."""
+
+    def __init__(self, step):
+        self.step = step
+
+    def __getattr__(self, name):          # CallbackHandler calls every event on every callback
+        return lambda *a, **kw: None
+
+    def on_save(self, args, state, control, **kw):
+        if state.global_step == self.step:
+            raise _KilledInSave
+
+
+@pytest.mark.parametrize("limit", [1, 2])
+def test_a_kill_between_the_trainers_rotation_and_the_seal_leaves_a_sealed_checkpoint(tmp_path, limit):
+    """The Trainer deletes the checkpoints beyond save_total_limit before on_save seals the new one: with its
+    rotation on, a kill there left only the new, unsealed checkpoint. The callback rotates in its place."""
+    args = _args(tmp_path / "out", save_total_limit=limit)
+    with pytest.raises(_KilledInSave):
+        _run(GuardCallback(), args, max_steps=10, save_steps=2, before=[_KillAtSave(6)])
+    assert latest_verified_checkpoint(args.output_dir, verbose=False).endswith("checkpoint-4")
+
+
+def test_the_callback_keeps_the_newest_sealed_checkpoints_and_gives_the_limit_back(tmp_path):
+    args = _args(tmp_path / "out", save_total_limit=2)
+    out = tmp_path / "out"
+    (out / "checkpoint-100").mkdir(parents=True)          # unsealed, newer than all (another run's leftover)
+    _run(GuardCallback(), args, max_steps=10, save_steps=2)
+    assert sorted(p.name for p in out.iterdir()) == ["checkpoint-10", "checkpoint-100", "checkpoint-8"]
+    assert args.save_total_limit == 2                        # the Trainer's own again after training
+
+
+def test_pruning_never_deletes_the_newest_sealed_checkpoint_nor_the_best_one(tmp_path):
+    args = _args(tmp_path / "out", save_total_limit=1)
+    out = tmp_path / "out"
+
+    class Best(GuardCallback):
+        def on_save(self, args, state, control, **kw):
+            state.best_model_checkpoint = str(out / "checkpoint-2")   # load_best_model_at_end's pick
+            super().on_save(args, state, control, **kw)
+
+    _run(Best(), args, max_steps=6, save_steps=2)
+    assert sorted(p.name for p in out.iterdir()) == ["checkpoint-2", "checkpoint-6"]
+    # A sealed checkpoint newer than all, damaged since (bit rot): it does not count as kept, and stays.
+    state = SimpleNamespace(global_step=100, epoch=0, is_world_process_zero=True)
+    _trainer_save(_args(out), state)
+    GuardCallback().on_save(_args(out), state, None)
+    with open(out / "checkpoint-100" / "pytorch_model.bin", "r+b") as f:
+        f.seek(40)
+        f.write(b"\x00\x01")
+    _run(GuardCallback(), _args(out, save_total_limit=1), max_steps=10, save_steps=2, resume_step=6)
+    assert sorted(p.name for p in out.iterdir()) == ["checkpoint-10", "checkpoint-100"]
+
+
+def test_preemption_says_what_the_plain_guard_says(tmp_path, caplog):
+    class PreemptedAtStep3(GuardCallback):
+        def on_step_begin(self, args, state, control, **kw):
+            if state.global_step == 2:
+                self.preemption.request()
+
+    with caplog.at_level(logging.WARNING, logger="gpuwise.guard"), pytest.raises(SystemExit):
+        _run(PreemptedAtStep3(grace_s=0), _args(tmp_path / "out"), max_steps=50, save_steps=10)
+    said = [r.getMessage() for r in caplog.records if r.name.startswith("gpuwise.guard")]
+    assert said == ["signal received; checkpointing step 3", "exiting with code 75 (restart me to resume)"]
+
+
+def test_with_the_real_trainer_a_kill_at_on_save_leaves_a_sealed_checkpoint(tmp_path):
+    from transformers import Trainer, TrainerCallback, TrainingArguments
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.net = torch.nn.Linear(4, 1)
+
+        def forward(self, x, labels=None):
+            return {"loss": (self.net(x).squeeze(-1) - labels).pow(2).mean()}
+
+    class KillAtSave(TrainerCallback):
+        def on_save(self, args, state, control, **kw):
+            if state.global_step == 6:
+                raise _KilledInSave
+
+    def training_args():    # a process of its own each
+        return TrainingArguments(output_dir=str(tmp_path / "out"), max_steps=10, save_steps=2, save_total_limit=1,
+                                 per_device_train_batch_size=4, report_to=[], use_cpu=True, disable_tqdm=True)
+
+    data = [{"x": torch.randn(4), "labels": torch.tensor(0.0)} for _ in range(64)]
+    args = training_args()
+    trainer = Trainer(model=Model(), args=args, train_dataset=data, callbacks=[KillAtSave(), GuardCallback()])
+    with pytest.raises(_KilledInSave):
+        trainer.train()
+    assert latest_verified_checkpoint(args.output_dir, verbose=False).endswith("checkpoint-4")
+    args = training_args()
+    trainer = Trainer(model=Model(), args=args, train_dataset=data, callbacks=[GuardCallback()])
+    trainer.train(resume_from_checkpoint=latest_verified_checkpoint(args.output_dir))
+    assert sorted(p.name for p in (tmp_path / "out").iterdir() if p.name.startswith("checkpoint-")) == ["checkpoint-10"]
+    assert args.save_total_limit == 1

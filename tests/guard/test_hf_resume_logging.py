@@ -17,7 +17,7 @@ def _cut_short(tmp_path):
 def test_skipped_checkpoints_go_to_the_guards_logger(tmp_path, caplog, capsys):
     out = _cut_short(tmp_path)
     with caplog.at_level(logging.WARNING, logger="gpuwise.guard"):
-        assert latest_verified_checkpoint(out) is None
+        assert latest_verified_checkpoint(out, allow_fresh=True) is None
     skipped = [r for r in caplog.records if "skipped checkpoint-6" in r.getMessage()]
     assert len(skipped) == 1 and skipped[0].name.startswith("gpuwise.guard")
     assert capsys.readouterr().err.count("skipped checkpoint-6") <= 1     # never printed besides the handler's
@@ -29,7 +29,7 @@ def test_without_logging_configured_they_still_reach_stderr_with_the_guard_prefi
     for logger in configured:
         logger.handlers.clear()    # a training script that set up no logging
     try:
-        latest_verified_checkpoint(_cut_short(tmp_path))
+        latest_verified_checkpoint(_cut_short(tmp_path), allow_fresh=True)
     finally:
         for logger, handlers in zip(configured, saved):
             logger.handlers[:] = handlers

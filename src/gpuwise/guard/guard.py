@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 
 import collections
+import numbers
 import os
 import sys
 import time
@@ -34,6 +35,7 @@ import torch
 
 from gpuwise.errors import GpuwiseError
 from gpuwise.guard import distributed as gdist
+from gpuwise.guard import messages
 from gpuwise.guard.accumulate import LossFn, accumulate_gradients, apply_update
 from gpuwise.guard.async_save import AsyncSaver, HostStaging
 from gpuwise.guard.checkpoint import Checkpoint, CheckpointStore
@@ -101,6 +103,8 @@ class Guard:
         check_number("every_minutes", every_minutes, 0, above=True, none="no checkpoints by time")
         check_number("micro_batch_size", micro_batch_size, 1, whole=True, none="the whole batch")
         check_number("clip_grad_norm", clip_grad_norm, 0, above=True, none="no clipping")
+        check_number("min_free_checkpoints", min_free_checkpoints, 0, whole=True)
+        check_exit_code(exit_code)
         check_flag("lock_directory", lock_directory)
         gdist.require_process_group()  # else every rank would take itself for rank 0
         workload_record = _checked_workload(workload)
@@ -563,11 +567,8 @@ class Guard:
             if path is None and refused and self.sharded:  # DCP loaded them in place: the model holds them
                 raise GuardError(f"{next(iter(refused.values()))}, and no older checkpoint verifies: the sharded "
                                  "model now holds those values; remove the checkpoints to start over")
-            if path is None and skipped_reasons and not self.allow_fresh:
-                raise GuardError(f"{len(skipped_reasons)} checkpoint(s) in {self.store.directory} and none verifies "
-                                 f"({'; '.join(_shorten(r) for r in skipped_reasons[:3])}): refusing to start from "
-                                 "step 0 over them; pass allow_fresh=True (--fresh) to start over")
             if path is None:
+                refuse_fresh_start(self.store.directory, skipped_reasons, self.allow_fresh)
                 self._say(f"no checkpoint in {self.store.directory}: starting from step 0")   # a fresh start moves nothing
                 return None
             ckpt = self.store.verify(Path(path), checksums=False)  # rank 0 checked the checksums
@@ -686,14 +687,12 @@ class Guard:
 
     # -- preemption and shutdown -----------------------------------------------------------------
     def _preempted(self, *, exit_now: bool = True) -> None:
-        left = self.preemption.seconds_left()
-        self._event("preempted", f"signal received; checkpointing step {self.step_count}"
-                                 + (f" ({left:.1f}s of grace left)" if left is not None else ""))
+        self._event("preempted", messages.preempted(self.step_count, self.preemption))
         self._save(reason="preempted", wait=True)
         self.stop_requested = True
         if self.exit_on_preempt and exit_now:
             self.close()
-            self._say(f"exiting with code {self.preemption.exit_code} (restart me to resume)")
+            self._say(messages.exiting(self.preemption.exit_code))
             sys.exit(self.preemption.exit_code)
 
     def close(self, *, check: bool = True, save: bool = True) -> None:
@@ -805,6 +804,26 @@ def supersede_redone(run_log: RunLog, step: int) -> str:
     moved = run_log.supersede_steps_after(step)
     return (f"; the run log's rows of {moved} later step(s), logged before the restart, moved to "
             "train_metrics_superseded" if moved else "")
+
+
+def refuse_fresh_start(directory: str | os.PathLike, skipped_reasons: list[str], allow_fresh: bool, *,
+                       how: str = "allow_fresh=True (--fresh)") -> None:
+    """The one rule of every resume (the Guard's, and the HF and Lightning callbacks' ``latest_verified_checkpoint``):
+    GuardError, one line naming them, when ``directory`` holds checkpoints and none verifies (``skipped_reasons``, one
+    per checkpoint), unless ``allow_fresh``: a start from step 0 would train over them (and a framework's rotation
+    would delete them). An empty or absent directory (a first run) passes. ``how``: what the caller passes to
+    start over anyway."""
+    if skipped_reasons and not allow_fresh:
+        raise GuardError(f"{len(skipped_reasons)} checkpoint(s) in {directory} and none verifies "
+                         f"({'; '.join(_shorten(r) for r in skipped_reasons[:3])}): refusing to start from "
+                         f"step 0 over them; pass {how} to start over")
+
+
+def check_exit_code(value: object, name: str = "exit_code") -> None:
+    """GuardError, one line naming ``name``, unless ``value`` is a whole number from 1 to 255: an exit status is one
+    byte (``sys.exit(300)`` exits 44), and 0 tells a supervisor the job is done."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 1 <= value <= 255:
+        raise GuardError(f"{name} must be a whole number from 1 to 255 (an exit status is one byte), got {value!r}")
 
 
 def _lock_failure(directory: Path, cause: BaseException) -> str:

@@ -6,12 +6,16 @@ module puts one handler on the ``gpuwise.guard`` logger (never on the root logge
 ``gpuwise.guard: <message>`` to the current ``sys.stderr`` only while no other handler would receive the
 record: once the program (``logging.basicConfig``, a framework, the ``gpuwise`` command) configures a handler
 on the way up, the record goes there alone, formatted as the program chose, never twice.
+
+It also words the lines the plain Guard and the framework callbacks share (a preemption's save and exit), so
+that they say the same.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
+from typing import Any
 
 LOGGER_NAME = "gpuwise.guard"
 PREFIX = "gpuwise.guard: "
@@ -50,3 +54,15 @@ def install() -> None:
     logger = logging.getLogger(LOGGER_NAME)
     if not any(isinstance(h, _FallbackHandler) for h in logger.handlers):
         logger.addHandler(_FallbackHandler())
+
+
+def preempted(step: int, preemption: Any) -> str:
+    """What a preemption's save says, alike from the Guard and from the HF and Lightning callbacks
+    (``preemption``: their ``PreemptionHandler``; the grace left is said where a watchdog counts it)."""
+    left = preemption.seconds_left() if preemption.grace_s > 0 else None
+    return f"signal received; checkpointing step {step}" + (f" ({left:.1f}s of grace left)" if left is not None else "")
+
+
+def exiting(code: int) -> str:
+    """The last line after a preemption's save, alike from the Guard and from the callbacks."""
+    return f"exiting with code {code} (restart me to resume)"

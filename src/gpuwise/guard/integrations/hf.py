@@ -4,7 +4,10 @@ The Trainer already saves model, optimizer, scheduler, scaler and RNG states eve
 from them. It does not: (1) save and exit when the platform sends SIGTERM (a stopped instance loses
 everything since the last ``save_steps``); (2) tell a complete ``checkpoint-N`` directory from one cut short
 by a kill (it writes in place, so ``resume_from_checkpoint=True`` can pick a half-written one and crash);
-(3) write the run log that ``gpuwise advise`` reads. This callback adds exactly those:
+(3) write the run log that ``gpuwise advise`` reads. This callback adds exactly those, and takes over the
+Trainer's ``save_total_limit`` rotation: the Trainer deletes old checkpoints inside its save, before ``on_save``
+where the new one is sealed, so a kill between them would leave no sealed checkpoint at all; the callback turns
+that off and prunes after sealing, never the newest sealed checkpoints:
 
     from gpuwise.guard.integrations.hf import GuardCallback, latest_verified_checkpoint
     trainer = Trainer(..., callbacks=[GuardCallback(run_log="run.db")])
@@ -15,30 +18,39 @@ from __future__ import annotations
 
 import logging
 import os
+import re
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
 from transformers import TrainerCallback
 
-from gpuwise.guard.checkpoint import latest_sealed, seal_directory
-from gpuwise.guard.guard import supersede_redone
+from gpuwise.guard import messages
+from gpuwise.guard.checkpoint import MANIFEST_FILE, CheckpointStore, latest_sealed, seal_directory
+from gpuwise.guard.errors import GuardError
+from gpuwise.guard.guard import check_exit_code, refuse_fresh_start, supersede_redone
 from gpuwise.guard.preemption import EXIT_RESTART, PreemptionHandler
 from gpuwise.runlog import RunLog
 
 log = logging.getLogger(__name__)    # under gpuwise.guard: "gpuwise.guard: …" on stderr where nothing is configured
 
+_CHECKPOINT_DIR = re.compile(r"^checkpoint-(\d+)$")
 _LOGGED = {"loss": "loss", "learning_rate": "lr", "grad_norm": "grad_norm", "eval_loss": "eval_loss"}
 
 
 class GuardCallback(TrainerCallback):
     def __init__(self, run_log: str | os.PathLike | RunLog | None = None, *, preempt_signals=("SIGTERM",),
                  grace_s: float = 25.0, exit_code: int = EXIT_RESTART, exit_on_preempt: bool = True) -> None:
+        check_exit_code(exit_code)
         self.preemption = PreemptionHandler(preempt_signals, grace_s=grace_s, exit_code=exit_code)
         self.exit_on_preempt = exit_on_preempt
         self._run_log_arg = run_log
         self.run_log: RunLog | None = run_log if isinstance(run_log, RunLog) else None
         self.last_sealed: Path | None = None
+        self.save_total_limit: int | None = None   # the Trainer's, while this callback rotates in its place
+        self._verified: dict[str, tuple[int, int, int]] = {}   # checkpoint name -> its manifest's identity
+        self._said_preempted = False
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         try:
@@ -47,6 +59,7 @@ class GuardCallback(TrainerCallback):
             pass  # not the main thread: no signals, the rest still works
         if self.run_log is None and self._run_log_arg is not None and state.is_world_process_zero:
             self.run_log = RunLog(self._run_log_arg)
+        self._take_over_rotation(args, state)
         step = int(state.global_step)
         if self.run_log is not None and step > 0:   # resumed: the Trainer redoes the steps logged after its checkpoint
             self.run_log.log_event("resumed", f"resumed at step {step}{supersede_redone(self.run_log, step)}")
@@ -54,6 +67,9 @@ class GuardCallback(TrainerCallback):
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self.preemption.requested:
             # Save at this step boundary and stop; the Trainer writes the checkpoint, on_save seals it.
+            if not self._said_preempted and state.is_world_process_zero:
+                self._said_preempted = True
+                log.warning("%s", messages.preempted(int(state.global_step), self.preemption))
             control.should_save = True
             control.should_training_stop = True
 
@@ -66,8 +82,62 @@ class GuardCallback(TrainerCallback):
                            meta={"reason": "preempted" if self.preemption.requested else "periodic"},
                            format="transformers.Trainer")
             self.last_sealed = path
+            self._remember_verified(path)   # just hashed: no need to read it again to prune
             if self.run_log is not None:
                 self.run_log.log_event("checkpoint", f"{path.name} sealed (manifest + sha256)")
+            if self.save_total_limit is not None:
+                self._prune(Path(args.output_dir), getattr(state, "best_model_checkpoint", None))
+
+    def _take_over_rotation(self, args: Any, state: Any) -> None:
+        """Turn the Trainer's ``save_total_limit`` rotation off where this callback seals (world process zero) and
+        prune in its place after sealing (``on_save``); ``on_train_end`` gives the limit back. The Trainer (4.x
+        ``_rotate_checkpoints``, 5.x ``rotate_checkpoints``) deletes older checkpoints at the end of
+        ``_save_checkpoint``, before ``on_save``: a kill between them leaves only the new, unsealed one."""
+        limit = getattr(args, "save_total_limit", None)
+        if state.is_world_process_zero and limit is not None and limit > 0:
+            self.save_total_limit = int(limit)
+            args.save_total_limit = None    # both versions: "None or <= 0" rotates nothing
+
+    def _give_rotation_back(self, args: Any) -> None:
+        if self.save_total_limit is not None:
+            args.save_total_limit, self.save_total_limit = self.save_total_limit, None
+
+    def _prune(self, output_dir: Path, best: str | None) -> list[Path]:
+        """Keep the newest ``save_total_limit`` sealed checkpoints that verify, and every ``checkpoint-N`` newer than
+        the oldest of them (unsealed or damaged: a resume skips them, naming them); delete the older ones, except
+        the Trainer's best checkpoint (``load_best_model_at_end``). The newest sealed checkpoint is never deleted."""
+        found = sorted(((int(m.group(1)), p) for p in output_dir.iterdir()
+                        if (m := _CHECKPOINT_DIR.match(p.name)) and p.is_dir() and not p.is_symlink()), reverse=True)
+        kept, removed = 0, []
+        for _, path in found:
+            if kept < self.save_total_limit:
+                kept += self._verifies(path)
+            elif best is None or Path(best).resolve() != path.resolve():
+                shutil.rmtree(path, ignore_errors=True)
+                self._verified.pop(path.name, None)
+                removed.append(path)
+        if removed:
+            log.info("deleted %s (save_total_limit=%d sealed checkpoints kept)",
+                     ", ".join(p.name for p in removed), self.save_total_limit)
+        return removed
+
+    def _verifies(self, path: Path) -> bool:
+        """Whether ``path`` is sealed and its files match the manifest (hashed once per manifest and process)."""
+        try:
+            st = (path / MANIFEST_FILE).stat()
+        except OSError:
+            return False
+        if self._verified.get(path.name) != (st.st_ino, st.st_mtime_ns, st.st_size):
+            try:
+                CheckpointStore(path.parent).verify(path, nested_names=True)
+            except GuardError:
+                return False
+            self._remember_verified(path)
+        return True
+
+    def _remember_verified(self, path: Path) -> None:
+        st = (path / MANIFEST_FILE).stat()
+        self._verified[path.name] = (st.st_ino, st.st_mtime_ns, st.st_size)
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any) -> None:
         if self.run_log is None or not logs:
@@ -82,20 +152,29 @@ class GuardCallback(TrainerCallback):
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self.preemption.uninstall()
+        self._give_rotation_back(args)
         if self.run_log is not None:
             self.run_log.flush()
         if self.preemption.requested and self.exit_on_preempt:
             if self.run_log is not None:
                 self.run_log.log_event("preempted", f"checkpoint-{state.global_step} saved; exiting {self.preemption.exit_code}")
                 self.run_log.close()
+            if state.is_world_process_zero:
+                log.warning("%s", messages.exiting(self.preemption.exit_code))
             sys.exit(self.preemption.exit_code)
 
 
-def latest_verified_checkpoint(output_dir: str | os.PathLike, *, verbose: bool = True) -> str | None:
+def latest_verified_checkpoint(output_dir: str | os.PathLike, *, verbose: bool = True,
+                               allow_fresh: bool = False) -> str | None:
     """For ``trainer.train(resume_from_checkpoint=...)``: the newest sealed ``checkpoint-N`` whose files
-    match their checksums, or None (start fresh). Unsealed or damaged ones are skipped and named."""
+    match their checksums, or None when ``output_dir`` holds no ``checkpoint-N`` (a first run). Unsealed or
+    damaged ones are skipped and named; when there are some and none verifies, GuardError (one line, as
+    ``Guard.resume``) rather than None, which would start from step 0, unless ``allow_fresh``."""
     ckpt, skipped = latest_sealed(output_dir)
     if verbose:
         for s in skipped:
             log.warning("skipped %s: %s", s.path.name, s.reason)
+    if ckpt is None:
+        refuse_fresh_start(output_dir, [s.reason for s in skipped], allow_fresh,
+                           how="latest_verified_checkpoint(..., allow_fresh=True)")
     return str(ckpt.path) if ckpt else None

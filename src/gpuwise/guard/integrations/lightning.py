@@ -3,29 +3,31 @@
 Lightning checkpoints periodically (``ModelCheckpoint``) and resumes everything with ``ckpt_path``. It does
 not: save when a non-SLURM platform sends SIGTERM (Lightning then stops without a checkpoint), write
 checkpoints atomically with fsync and a checksum (a file cut short by a kill is loaded and fails), or tell
-a supervisor "restart me". This callback adds those, and writes loss / lr to the gpuwise run log:
+a supervisor "restart me". This callback adds those, and writes loss / lr to the gpuwise run log. It saves
+(periodically, and on SIGTERM) only at the end of an optimizer step, never mid gradient accumulation, and at
+most once per global step, as Lightning's ``ModelCheckpoint`` does:
 
     from gpuwise.guard.integrations.lightning import GuardLightningCallback, latest_verified_checkpoint
     trainer = L.Trainer(callbacks=[GuardLightningCallback("ckpt/", run_log="run.db")], ...)
     trainer.fit(model, ckpt_path=latest_verified_checkpoint("ckpt/"))
 
 Lightning is not a gpuwise dependency: importing this module works without it, constructing the callback
-then raises GuardError with the install hint. (Written against Lightning 2.x's Callback API; not exercised by
-gpuwise's test suite because Lightning is not installed there.)
+then raises GuardError with the install hint. (Written against Lightning 2.x's Callback API; gpuwise's test suite,
+where Lightning is not installed, drives it through a stand-in of the hooks Lightning calls.)
 """
 
 from __future__ import annotations
 
 import logging
-
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
+from gpuwise.guard import messages
 from gpuwise.guard.checkpoint import CheckpointStore
-from gpuwise.guard.errors import GuardError
-from gpuwise.guard.guard import supersede_redone
+from gpuwise.guard.errors import GuardError, check_number
+from gpuwise.guard.guard import check_exit_code, refuse_fresh_start, supersede_redone
 from gpuwise.guard.preemption import EXIT_RESTART, PreemptionHandler
 from gpuwise.runlog import RunLog
 
@@ -53,6 +55,8 @@ class GuardLightningCallback(_Base):  # type: ignore[misc,valid-type]
                  exit_code: int = EXIT_RESTART, exit_on_preempt: bool = True) -> None:
         if not LIGHTNING_AVAILABLE:
             raise GuardError("GuardLightningCallback needs PyTorch Lightning: pip install lightning")
+        check_number("every_steps", every_steps, 1, whole=True, none="only on preemption")
+        check_exit_code(exit_code)
         super().__init__()
         self.store = CheckpointStore(directory, keep=keep)
         self.every_steps = every_steps
@@ -60,12 +64,16 @@ class GuardLightningCallback(_Base):  # type: ignore[misc,valid-type]
         self.exit_on_preempt = exit_on_preempt
         self._run_log_path = run_log
         self.run_log: RunLog | None = None
+        self._last_step: int | None = None    # the global step at the last batch end (or the start)
+        self._saved_step: int | None = None   # the step last saved (or resumed from)
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
         try:
             self.preemption.install()
         except (RuntimeError, ValueError):
             pass
+        # A resume starts at its checkpoint's step: nothing to save there again.
+        self._last_step = self._saved_step = int(trainer.global_step)
         if self._run_log_path is not None and trainer.is_global_zero:
             self.run_log = RunLog(self._run_log_path)
             step = int(trainer.global_step)
@@ -73,10 +81,19 @@ class GuardLightningCallback(_Base):  # type: ignore[misc,valid-type]
                 self.run_log.log_event("resumed", f"resumed at step {step}{supersede_redone(self.run_log, step)}")
 
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+        # Called per micro-batch: only one that ended with an optimizer step (the global step moved) is a
+        # boundary. Mid gradient accumulation the state is half a step (gradients of some micro-batches, which
+        # no checkpoint holds): a SIGTERM there is acted on at the next boundary, within the grace period.
         step = int(trainer.global_step)
+        if step == self._last_step:
+            return
+        self._last_step = step
         self._log(trainer, step)
-        preempted = self._agree(trainer, self.preemption.requested)
-        if preempted or (self.every_steps and step > 0 and step % self.every_steps == 0):
+        preempted = self._agree(trainer, self.preemption.requested)   # every rank: boundaries are the same on all
+        due = preempted or bool(self.every_steps and step % self.every_steps == 0)
+        if due and step != self._saved_step:
+            if preempted and trainer.is_global_zero:
+                log.warning("%s", messages.preempted(step, self.preemption))
             self.save(trainer, step, "preempted" if preempted else "periodic")
         if preempted:
             trainer.should_stop = True
@@ -87,16 +104,19 @@ class GuardLightningCallback(_Base):  # type: ignore[misc,valid-type]
             self.run_log.close()
             self.run_log = None
         if self.preemption.requested and self.exit_on_preempt:
+            if trainer.is_global_zero:
+                log.warning("%s", messages.exiting(self.preemption.exit_code))
             sys.exit(self.preemption.exit_code)
 
     def save(self, trainer: Any, step: int, reason: str) -> None:
         """Collective (all ranks): Lightning writes from rank 0 into a shared temporary directory, which is
         then sealed with a manifest and renamed into place."""
+        self._saved_step = step
         tmp = self.store.directory / f".tmp-step-{step:09d}-shared"
         if trainer.is_global_zero:
             self.store.begin(step, shared_name=True)
         trainer.strategy.barrier("gpuwise_guard_begin")
-        trainer.save_checkpoint(str(tmp / CKPT_FILE))
+        trainer.save_checkpoint(str(tmp / CKPT_FILE), weights_only=False)   # the full state, said: no "not set" line
         trainer.strategy.barrier("gpuwise_guard_written")
         if trainer.is_global_zero:
             try:
@@ -132,9 +152,14 @@ class GuardLightningCallback(_Base):  # type: ignore[misc,valid-type]
             self.run_log.log_train(step, **metrics)
 
 
-def latest_verified_checkpoint(directory: str | os.PathLike) -> str | None:
-    """For ``trainer.fit(..., ckpt_path=...)``: the newest checkpoint that verifies, or None."""
+def latest_verified_checkpoint(directory: str | os.PathLike, *, allow_fresh: bool = False) -> str | None:
+    """For ``trainer.fit(..., ckpt_path=...)``: the newest checkpoint that verifies, or None when ``directory``
+    holds none (a first run). When it holds some and none verifies, GuardError (one line, as ``Guard.resume``)
+    rather than None, which would start from step 0, unless ``allow_fresh``."""
     ckpt, skipped = CheckpointStore(directory).latest()
     for s in skipped:
         log.warning("skipped %s: %s", s.path.name, s.reason)
+    if ckpt is None:
+        refuse_fresh_start(directory, [s.reason for s in skipped], allow_fresh,
+                           how="latest_verified_checkpoint(..., allow_fresh=True)")
     return str(Path(ckpt.path) / CKPT_FILE) if ckpt else None
