@@ -77,3 +77,55 @@ def test_iterating_does_not_touch_the_global_torch_rng():
     for _ in loader:
         pass
     assert torch.equal(torch.rand(3), expected)
+
+
+def test_a_loop_that_stops_after_len_batches_gets_the_next_epoch_not_an_empty_one():
+    # Lightning draws len(loader) batches and never asks for one more: the epoch's iteration was not run to its
+    # end, and the next one was empty (epoch 1 trained on nothing, len() said 0)
+    data = indexed_dataset(12)
+    whole = ResumableDataLoader(data, batch_size=4, seed=1)
+    reference = [_ids(b) for _ in range(2) for b in whole]
+    loader = ResumableDataLoader(data, batch_size=4, seed=1)
+    seen = []
+    for _ in range(2):
+        assert len(loader) == 3
+        it = iter(loader)
+        seen += [_ids(next(it)) for _ in range(len(loader))]
+    assert seen == reference and loader.epoch == 1
+    state = loader.state_dict()          # saved there, resumed: the run goes on with epoch 2
+    resumed = ResumableDataLoader(data, batch_size=4, seed=1)
+    resumed.load_state_dict(state)
+    assert len(resumed) == 3 and [_ids(b) for b in resumed] == [_ids(b) for b in _epoch(data, seed=1, epoch=2)]
+
+
+def _epoch(data, *, seed: int, epoch: int) -> list:
+    loader = ResumableDataLoader(data, batch_size=4, seed=seed)
+    loader.load_state_dict({"epoch": epoch, "consumed": 0, "seed": seed, "world_size": 1})
+    return list(loader)
+
+
+def test_under_a_real_lightning_trainer_every_epoch_trains_on_its_batches(tmp_path):
+    import lightning as L
+
+    data = indexed_dataset(12)
+    trained: list[tuple[int, list[int]]] = []
+
+    class Module(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.net = torch.nn.Linear(1, 1)
+
+        def training_step(self, batch, batch_idx):
+            trained.append((self.current_epoch, _ids(batch)))
+            return self.net(batch[2].float().unsqueeze(-1)).pow(2).mean()
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.0)
+
+    trainer = L.Trainer(max_epochs=2, accelerator="cpu", logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path)
+    trainer.fit(Module(), ResumableDataLoader(data, batch_size=4, seed=1))
+    whole = ResumableDataLoader(data, batch_size=4, seed=1)
+    reference = [_ids(b) for _ in range(2) for b in whole]
+    assert [epoch for epoch, _ in trained] == [0, 0, 0, 1, 1, 1]
+    assert [ids for _, ids in trained] == reference

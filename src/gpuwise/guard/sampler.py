@@ -86,10 +86,15 @@ class ResumableDataLoader:
         return self.sampler.epoch
 
     def __len__(self) -> int:
-        """Batches left in the current epoch."""
-        return math.ceil((self.sampler.shard_len - self.consumed) / self.batch_size)
+        """Batches the next iteration yields: the rest of the current epoch, or a whole next one."""
+        left = self.sampler.shard_len - self.consumed
+        return math.ceil((left if left > 0 else self.sampler.shard_len) / self.batch_size)
 
     def __iter__(self) -> Iterator[Any]:
+        if self.consumed >= self.sampler.shard_len:
+            # every sample of the epoch was handed out, but the iteration that did it was not run to its end
+            # (a loop that stops after len() batches, as Lightning's does): the next epoch, not an empty one
+            self._next_epoch()
         self.sampler.start = self.consumed
         # Our own generator: DataLoader draws its workers' base seed from the *global* torch RNG when an
         # iterator is created, so a mid-epoch resume would shift every later random number (dropout...).
@@ -100,6 +105,9 @@ class ResumableDataLoader:
             self.last_batch_samples = min(self.batch_size, self.sampler.shard_len - self.consumed)
             self.consumed += self.last_batch_samples
             yield batch
+        self._next_epoch()
+
+    def _next_epoch(self) -> None:
         self.sampler.epoch += 1
         self.consumed = 0
         self.last_batch_samples = 0
