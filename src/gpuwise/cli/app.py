@@ -194,6 +194,8 @@ def _say_usage_errors_in_one_line() -> None:
 def main(argv: list[str] | None = None) -> None:
     _log_to_stderr()
     _say_usage_errors_in_one_line()
+    if (common := sys.modules.get("gpuwise.cli.common")) is not None:   # an earlier command in this process
+        common.size_to_terminal()                                        # made the consoles: today's width
     modules = _modules_for(sys.argv[1:] if argv is None else argv)
     if modules is not None:
         app._lazy = True

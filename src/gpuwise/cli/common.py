@@ -20,6 +20,13 @@ console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)
 
 
+def size_to_terminal() -> None:
+    """Size both consoles to the terminal as it is now: rich reads ``COLUMNS`` once, when a console is made, and a
+    notebook or a test runs many commands in one process (``app.main`` calls this before each but the first)."""
+    for con in (console, err_console):
+        con.width = Console(stderr=con.stderr).width
+
+
 def natural_width(renderable: Any) -> int:
     """Columns ``renderable`` takes on one line per cell (nothing wrapped), whatever the console's width."""
     from rich.measure import Measurement
