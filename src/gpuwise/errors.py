@@ -24,7 +24,10 @@ class GpuwiseError(Exception):
 def did_you_mean(value: str, choices: Iterable[str], n: int = 3, *, prefix: str = "") -> str:
     """A ' (did you mean: a, b?)' suffix with the closest valid choices, or '' when none is close. ``prefix``:
     written before each suggestion (``timm:``), so that it can be pasted back; the match is on the bare names."""
-    close = difflib.get_close_matches(value.lower(), [c.lower() for c in choices], n=n, cutoff=0.5)
     by_lower = {c.lower(): c for c in choices}
-    close = [prefix + by_lower[c] for c in close]
+    typed = value.lower()
+    # names the typed value begins (``fasterrcnn`` -> ``fasterrcnn_resnet50_fpn``), shortest first, then difflib's
+    begun = sorted((c for c in by_lower if len(typed) >= 3 and c.startswith(typed) and c != typed), key=lambda c: (len(c), c))
+    similar = difflib.get_close_matches(typed, list(by_lower), n=n, cutoff=0.5)
+    close = [prefix + by_lower[c] for c in dict.fromkeys([*begun, *similar])][:n]
     return f" (did you mean: {', '.join(close)}?)" if close else ""

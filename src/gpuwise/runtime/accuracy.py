@@ -35,7 +35,7 @@ REGIME_WORDS = {"large-batch": "a single-GPU eager step",
                 "multi-gpu": "a multi-GPU step", "compiled": "a torch.compile step", "llm": "the LLM closed form",
                 "llm-train": "the LLM closed form, training every weight of a dense decoder",
                 "generation": "generation by a traced decoder: the closed form's decode steps",
-                "data-dependent": "a step with data-dependent ops (routing, nonzero) traced at their upper bound",
+                "data-dependent": "a step whose ops or control flow depend on tensor values (routing, nonzero, an early exit)",
                 "rnn": "a step with LSTM / GRU layers (cuDNN's fused RNN, timed from its structure)",
                 "mig": "a step on a MIG slice (the whole GPU's specs scaled to the slice)"}
 MIN_CASES = 10   # fewer held-out runs than this give no range: a 10-80% band needs more than a handful

@@ -241,7 +241,9 @@ def predict_step_time(
         mem = fwd.memory_bound_s + bwd.memory_bound_s
         bound = "compute" if comp >= mem else "memory"
     warnings.extend(_precision_warnings(precision, gpu))
-    if count > 1:
+    if getattr(trace, "control_flow_reads", 0):     # the model's own branches read tensor values (an early exit):
+        regime = "data-dependent"                    # the traced path may be far from a real one, on any GPU count
+    elif count > 1:
         regime = "multi-gpu"
     elif stack.compile:
         regime = "compiled"

@@ -40,7 +40,7 @@ from gpuwise.trace.records import Trace
 
 log = logging.getLogger(__name__)
 
-FORMAT = 2   # bump when Trace's fields or an entry's shape change
+FORMAT = 3   # bump when Trace's fields or an entry's shape change
 _enabled: contextvars.ContextVar[bool] = contextvars.ContextVar("gpuwise_trace_cache", default=True)
 _TRACING_SOURCES = ("trace", "workload")   # gpuwise subpackages whose code decides what a trace holds
 # The Workload fields a trace depends on (tests/trace/test_cache_key.py holds the tracer to them): the

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import math
 import operator
+import os
+import sys
 import weakref
 from collections import Counter
 from types import MappingProxyType
@@ -118,14 +120,55 @@ class OpBudgetExceeded(TraceError):
         self.max_ops = max_ops
 
 
+class ValueReadLimitExceeded(TraceError):
+    """One line of the model's code read tensor values more often than the trace allows
+    (``tracer.max_value_reads``): a loop on values that fake tensors answer the same way every time."""
+
+    def __init__(self, limit: int, site: str, module: str, env: str) -> None:
+        super().__init__(f"the model's code at {site} (module '{module or '<top>'}') read a tensor's value more than "
+                         f"{limit:,} times: a loop whose condition reads tensor values (while x.abs().max() > eps) "
+                         "never ends on fake tensors, which have no values (every such read is answered True / 1); "
+                         f"bound the loop with a largest number of iterations, or raise the limit with {env}")
+
+
+# Frames between a value read and the code that asked for it: torch's dispatch machinery and the recorder.
+_DISPATCH_MODULES = ("torch._dynamo", "torch._compile", "torch.utils._python_dispatch", "torch._ops",
+                     "torch._subclasses", "gpuwise.trace.recorder")
+# Library code whose value reads are shortcuts taken the same way for every real unpadded batch (transformers'
+# "is the mask all ones?"), not the model's own control flow; torch's and gpuwise's own code too.
+_LIBRARY_CHECKS = ("transformers.masking_utils", "transformers.modeling_attn_mask_utils", "transformers.modeling_utils",
+                   "transformers.utils", "transformers.integrations", "transformers.pytorch_utils")
+
+
+def _control_flow_site() -> str | None:
+    """``file.py:line`` of the model's code that read a tensor's value (an ``if``, a ``while``, a ``break`` on a
+    tensor), or None when the reader is torch, gpuwise or a library check of _LIBRARY_CHECKS."""
+    frame = sys._getframe(2)
+    module = ""
+    while frame is not None:
+        module = str(frame.f_globals.get("__name__", ""))
+        if not module.startswith(_DISPATCH_MODULES):
+            break
+        frame = frame.f_back
+    if frame is None or module.partition(".")[0] in ("torch", "gpuwise") or module.startswith(_LIBRARY_CHECKS):
+        return None
+    return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
+
+
 class Recorder(TorchDispatchMode):
     """Records ops (while ``recording_ops``) and storage allocations/frees (always)."""
 
-    def __init__(self, training: bool = True, max_ops: int | None = None) -> None:
+    def __init__(self, training: bool = True, max_ops: int | None = None, max_value_reads: int | None = None,
+                 value_reads_env: str = "") -> None:
         super().__init__()
         self.training = training
         self.max_ops = max_ops               # dispatched ops allowed in all (None: no limit)
         self.dispatched_ops = 0
+        # reads of tensor values by one line of the model's own code in one module allowed (None: no limit)
+        self.max_value_reads = max_value_reads
+        self.value_reads_env = value_reads_env   # the variable that raises it, for the error
+        # (module, "file.py:line") -> reads of a tensor's value by the model's own control flow (answered True / 1)
+        self.control_flow_reads: Counter = Counter()
         self.phase = "other"
         self.category: str | None = None     # forces the category of new allocations (weights, inputs)
         self.recording_ops = False
@@ -332,7 +375,14 @@ class Recorder(TorchDispatchMode):
             if packet is aten.is_nonzero:
                 return bool(random)
             return random if args[0].dtype.is_floating_point else int(random)
-        self.placeholders[packet.__name__] += 1
+        site = _control_flow_site()
+        if site is None:
+            self.placeholders[packet.__name__] += 1
+        else:
+            key = (self.module, site)
+            self.control_flow_reads[key] += 1
+            if self.max_value_reads is not None and self.control_flow_reads[key] > self.max_value_reads:
+                raise ValueReadLimitExceeded(self.max_value_reads, site, self.module, self.value_reads_env)
         if packet is not aten._local_scalar_dense:
             return True
         dtype = args[0].dtype

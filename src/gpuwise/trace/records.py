@@ -94,6 +94,10 @@ class Trace:
     upper_bound_ops: int = 0
     # nn.LSTM / GRU / RNN modules: traced as cuDNN's fused RNN (trace/rnn.py); no measured run checks its time
     rnn_modules: int = 0
+    # reads of a tensor's value by the model's own control flow (an if, a while, a break on a tensor), answered
+    # True / 1 on fake data: the step traced is the one those answers take, which real data may not (an early
+    # exit, a loop until convergence): memory and time may be far off, lower or higher
+    control_flow_reads: int = 0
 
     @property
     def flops(self) -> int:

@@ -28,28 +28,52 @@ from gpuwise.trace.peft import apply_finetune
 from gpuwise.trace.recorder import Recorder
 from gpuwise.trace.records import ModelCodeError, Trace, TraceError
 from gpuwise.workload import Workload, WorkloadError, spec_builders
+from gpuwise.workload.deadline import deadline, timeout_from_env
 from gpuwise.workload.specs import resolve_model_spec
 
 STEPS = 2
-# Operators the two traced steps may dispatch. A config past every real size is refused before tracing
-# (workload/config_checks.py); this catches the rest (a user's model looping without end, a factory that
-# stacks layers from a huge number): the trace stops with one line instead of growing memory for hours.
-# See docs/estimate.md for the counts of real models this leaves room for.
+# Limits that stop a trace that would not end (docs/trace.md, "Sizes and the operator budget"). A config past every
+# real size is refused before tracing (workload/config_checks.py); these catch the rest:
+# - a loop on tensor values (``while h.abs().max() > eps``), which fake tensors answer the same way every time: one
+#   line of the model's code, in one module, may read tensor values this many times in the two steps (a mixture of
+#   experts reads one per expert and layer, a loop over a batch one per sample); the runaway loop stops in seconds;
+# - operators: the two steps of the largest real traces dispatch a few hundred thousand (a mixture of experts with
+#   every token sent to every expert); a factory that stacks layers from a huge number stops here;
+# - wall time, after the factory's own limit (workload/deadline.py): a forward that loops without reading values.
 DEFAULT_MAX_TRACE_OPS = 4_000_000
 MAX_TRACE_OPS_ENV = "GPUWISE_TRACE_MAX_OPS"
+DEFAULT_MAX_VALUE_READS = 5_000
+MAX_VALUE_READS_ENV = "GPUWISE_TRACE_MAX_VALUE_READS"
+DEFAULT_TRACE_TIMEOUT_S = 600.0
+TRACE_TIMEOUT_ENV = "GPUWISE_TRACE_TIMEOUT_S"
 
 
 def max_trace_ops() -> int:
     """The operator budget: ``GPUWISE_TRACE_MAX_OPS`` when set (a whole number >= 1), else the default."""
-    raw = os.environ.get(MAX_TRACE_OPS_ENV)
+    return _count_from_env(MAX_TRACE_OPS_ENV, DEFAULT_MAX_TRACE_OPS, "operators")
+
+
+def max_value_reads() -> int:
+    """Reads of tensor values one line of the model's code may make in one module: ``GPUWISE_TRACE_MAX_VALUE_READS``
+    when set (a whole number >= 1), else the default."""
+    return _count_from_env(MAX_VALUE_READS_ENV, DEFAULT_MAX_VALUE_READS, "reads")
+
+
+def trace_timeout_s() -> float:
+    """The wall time the traced steps may take (after the factory's): ``GPUWISE_TRACE_TIMEOUT_S`` when set."""
+    return timeout_from_env(TRACE_TIMEOUT_ENV, DEFAULT_TRACE_TIMEOUT_S)
+
+
+def _count_from_env(env: str, default: int, what: str) -> int:
+    raw = os.environ.get(env)
     if raw is None or raw.strip() == "":
-        return DEFAULT_MAX_TRACE_OPS
+        return default
     try:
         value = int(raw.replace("_", "").replace(",", ""))
     except ValueError:
         value = 0
     if value < 1:
-        raise WorkloadError(f"{MAX_TRACE_OPS_ENV} is {raw!r}, not a whole number of operators >= 1")
+        raise WorkloadError(f"{env} is {raw!r}, not a whole number of {what} >= 1")
     return value
 
 
@@ -66,11 +90,13 @@ def trace_workload(workload: Workload) -> Trace:
         logging.getLogger("transformers").setLevel(logging.ERROR)   # its first import resets it
         module = built.module
         notes = list(built.notes)
-        module, prepared, checkpointed = _prepare(module, workload, built.is_hf)
-        notes += prepared
-        recorder = Recorder(training=workload.is_training, max_ops=max_trace_ops())
+        recorder = Recorder(training=workload.is_training, max_ops=max_trace_ops(), max_value_reads=max_value_reads(),
+                            value_reads_env=MAX_VALUE_READS_ENV)
         try:
-            counts = _run(module, built, workload, recorder)
+            with deadline(f"tracing {spec.name}", trace_timeout_s(), TRACE_TIMEOUT_ENV):
+                module, prepared, checkpointed = _prepare(module, workload, built.is_hf)
+                notes += prepared
+                counts = _run(module, built, workload, recorder)
         except (TraceError, WorkloadError):
             raise
         except Exception as exc:   # the model's own code failed on fake tensors, or gpuwise's
@@ -87,6 +113,8 @@ def trace_workload(workload: Workload) -> Trace:
                              f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:240]}") from exc
         finally:
             recorder.closed = True
+    if built.loss_note:
+        notes.append(built.loss_note)
     if checkpointed is not None:
         notes.append(checkpointed.note())
     for name, n in sorted(recorder.placeholders.items()):
@@ -100,6 +128,14 @@ def trace_workload(workload: Workload) -> Trace:
             notes.append(f"{n} x {name}")
         else:
             notes.append(f"{n} x {name} on fake data: answered True / 1 (all-ones masks, no overflow)")
+    reads = recorder.control_flow_reads
+    if reads:
+        sites = list(dict.fromkeys(site for _, site in reads))
+        notes.append(f"data-dependent control flow: the model's own code read a tensor's value {sum(reads.values())} "
+                     f"time(s) to decide what to run ({', '.join(sites[:3])}{', ...' if len(sites) > 3 else ''}); "
+                     "fake tensors have no values, so each read was answered True / 1 and the step traced is the one "
+                     "those answers take: for a model whose work depends on its data (an early exit, a loop until "
+                     "convergence) memory and time may be far off, lower or higher than a real step's")
     rnns = sum(isinstance(m, torch.nn.RNNBase) for m in module.modules())
     if rnns:
         notes.append(f"{rnns} x nn.LSTM/GRU/RNN traced as cuDNN's fused RNN, one call per module: its reserve space "
@@ -121,6 +157,7 @@ def trace_workload(workload: Workload) -> Trace:
         samples_per_step=workload.batch_size,
         upper_bound_ops=sum(n for name, n in recorder.placeholders.items() if "upper bound" in name),
         rnn_modules=rnns,
+        control_flow_reads=sum(reads.values()),
         trace_time_s=time.perf_counter() - start_s,
         notes=tuple(notes),
     )
@@ -145,7 +182,8 @@ def _fake_tensor_limit(exc: BaseException) -> str | None:
 def _answered_before(recorder: Recorder) -> str:
     """Where the model refused after reading tensor values, which fake tensors do not have: what the trace
     answered for them (docs/trace.md), so that the refusal is not taken for a fault of the inputs."""
-    answered = sum(n for name, n in recorder.placeholders.items() if "upper bound" not in name)
+    answered = (sum(n for name, n in recorder.placeholders.items() if "upper bound" not in name)
+                + sum(recorder.control_flow_reads.values()))
     if not answered:
         return ""
     return (f"; it read {answered} tensor value(s) (.item(), bool(), .any()) that tracing on fake tensors cannot "

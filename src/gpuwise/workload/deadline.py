@@ -1,9 +1,10 @@
-"""A time limit on the user's code that gpuwise runs: importing a ``file.py`` and calling its factory.
+"""Time limits on the user's code that gpuwise runs: importing a ``file.py`` and calling its factory
+(``GPUWISE_FACTORY_TIMEOUT_S``), and tracing the model's steps (``GPUWISE_TRACE_TIMEOUT_S``, trace/tracer.py).
 
-A factory that hangs (waits on a network, loops) would otherwise hang ``estimate`` and ``recommend`` with
-no word. The limit is a SIGALRM timer: it interrupts Python code and sleeps in the main thread, on POSIX;
-elsewhere (another thread, Windows) the code runs without one. The timeout is raised as a BaseException
-so that the user's own ``except Exception`` cannot swallow it, and reaches the caller as a WorkloadError.
+A factory that hangs (waits on a network, loops) or a forward that never ends would otherwise hang
+``estimate`` and ``recommend`` with no word. The limit is a SIGALRM timer: it interrupts Python code and
+sleeps in the main thread, on POSIX; elsewhere (another thread, Windows) the code runs without one. The
+timeout is raised as a BaseException so that the user's own ``except Exception`` cannot swallow it, and reaches the caller as a WorkloadError.
 """
 
 from __future__ import annotations
@@ -27,22 +28,27 @@ class _Expired(BaseException):
 
 def factory_timeout_s() -> float:
     """``GPUWISE_FACTORY_TIMEOUT_S`` when set (seconds > 0), else the default."""
-    raw = os.environ.get(FACTORY_TIMEOUT_ENV)
+    return timeout_from_env(FACTORY_TIMEOUT_ENV, DEFAULT_FACTORY_TIMEOUT_S)
+
+
+def timeout_from_env(env: str, default_s: float) -> float:
+    """The seconds ``env`` sets (a number > 0), else ``default_s``; WorkloadError for anything else."""
+    raw = os.environ.get(env)
     if raw is None or raw.strip() == "":
-        return DEFAULT_FACTORY_TIMEOUT_S
+        return default_s
     try:
         value = float(raw)
     except ValueError:
         value = math.nan
     if not (math.isfinite(value) and value > 0):
-        raise WorkloadError(f"{FACTORY_TIMEOUT_ENV} is {raw!r}, not a number of seconds > 0")
+        raise WorkloadError(f"{env} is {raw!r}, not a number of seconds > 0")
     return value
 
 
 @contextlib.contextmanager
-def deadline(what: str, timeout_s: float | None = None) -> Iterator[None]:
+def deadline(what: str, timeout_s: float | None = None, env: str = FACTORY_TIMEOUT_ENV) -> Iterator[None]:
     """Run the block for at most ``timeout_s`` (default: :func:`factory_timeout_s`); WorkloadError naming
-    ``what`` and the limit when it runs out."""
+    ``what``, the limit and ``env`` (the variable that raises it) when it runs out."""
     limit_s = factory_timeout_s() if timeout_s is None else timeout_s
     if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
         yield
@@ -57,7 +63,7 @@ def deadline(what: str, timeout_s: float | None = None) -> Iterator[None]:
         yield
     except _Expired:
         raise WorkloadError(f"{what} did not finish within {limit_s:g} s; if it needs longer, set "
-                            f"{FACTORY_TIMEOUT_ENV} to more seconds") from None
+                            f"{env} to more seconds") from None
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)

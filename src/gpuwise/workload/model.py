@@ -14,7 +14,7 @@ from gpuwise.workload.llm_config import request_rate_refusal
 from gpuwise.workload.parallelism import offload_optimizer_refusal
 from gpuwise.workload.precision import NAMES as PRECISIONS
 from gpuwise.workload.precision import Precision, default_for_model, parse
-from gpuwise.workload.specs import DEFAULT_SEQ_LEN, feeds_images, input_kind
+from gpuwise.workload.specs import DEFAULT_SEQ_LEN, feeds_images, image_side, input_kind
 
 DEFAULT_OPTIMIZER = "adamw"   # what a job without --optimizer is priced with (Hugging Face Trainer's default)
 OPTIMIZERS = ("none", "sgd", "momentum", "adam", "adamw", "adamw-8bit", "adafactor", "lion", "paged-adamw", "paged-adamw-8bit")
@@ -260,10 +260,13 @@ class Workload:
         return parse(self.precision)
 
     def with_factory_sizes(self) -> "Workload":
-        """This job with the input sizes a model factory runs at when none is given (its own defaults,
-        workload/factory_signature.py) written in, so that the job recorded is the job traced; unchanged for
-        any other model or a size given."""
+        """This job with the input sizes its model runs at when none is given written in, so that the job recorded
+        (``--json``'s workload) is the job traced: a model factory's own defaults (workload/factory_signature.py),
+        a vision model's side (224 px, 299 for inception_v3, a config's or timm's own: ``specs.image_side``);
+        unchanged for a size given and for a text model's tokens."""
         sizes = {k: v for k, v in factory_input_sizes(self.model).items() if getattr(self, k) is None}
+        if self.image_size is None and "image_size" not in sizes and input_kind(self.model) == "images":
+            sizes["image_size"] = image_side(self)
         return self.with_(**sizes) if sizes else self
 
     def with_default_precision(self, gpu: HasBf16 | None = None) -> "Workload":

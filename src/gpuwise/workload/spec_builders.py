@@ -13,6 +13,7 @@ import inspect
 import re
 import sys
 import traceback
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -49,6 +50,11 @@ class BuiltModel:
     is_hf: bool = False
     notes: tuple[str, ...] = ()
     resized_inputs: str = ""     # a factory without batch_size: how gpuwise resized its example inputs, in words
+
+    @property
+    def loss_note(self) -> str:
+        """The loss gpuwise chose for a factory without a loss_fn, in words, once a step has run ('' otherwise)."""
+        return self.loss_fn.said if isinstance(self.loss_fn, DefaultLoss) else ""
 
 
 def build(spec: ModelSpec, workload) -> BuiltModel:
@@ -283,6 +289,9 @@ def _build_hf(spec: ModelSpec, batch_size: int, seq_len: int, image_size: int,
         SEQ2SEQ_LM: transformers.AutoModelForSeq2SeqLM,
         IMAGE_CLASSIFICATION: transformers.AutoModelForImageClassification,
     }[spec.task]
+    fits = _auto_classes_for(model_type)
+    if fits and auto.__name__ not in fits:
+        raise WorkloadError(_kind_refusal(spec, model_type, fits))
     previous = transformers.logging.get_verbosity()
     transformers.logging.set_verbosity_error()
     try:
@@ -319,6 +328,40 @@ def _build_hf(spec: ModelSpec, batch_size: int, seq_len: int, image_size: int,
 
     notes = ("transformers attention mask all ones (no padding)",) if spec.task != IMAGE_CLASSIFICATION else ()
     return BuiltModel(module, make_batch, None, is_hf=True, notes=notes)
+
+
+def _auto_classes_for(model_type: str) -> list[str]:
+    """The transformers auto classes that build ``model_type`` ("AutoModelForImageClassification", ...), from their
+    name mappings; [] for a model_type the installed transformers does not know."""
+    from transformers.models.auto import modeling_auto
+
+    fits = []
+    for name in sorted(vars(modeling_auto)):
+        names = getattr(getattr(getattr(modeling_auto, name), "_model_mapping", None), "_model_mapping", None)
+        if name.startswith("AutoModel") and isinstance(names, dict) and model_type in names:
+            fits.append(name)
+    return fits
+
+
+def _kind_refusal(spec: ModelSpec, model_type: str, fits: list[str]) -> str:
+    """Why a config is not built as the kind of model its task says (a config without ``architectures`` is taken
+    for a decoder): what transformers builds its model_type as, and what gpuwise builds."""
+    heads = [f for f in fits if f != "AutoModel"] or fits
+    image = "AutoModelForImageClassification" in fits
+    remedy = (f"add \"architectures\": [\"{_arch_for(model_type, 'AutoModelForImageClassification')}\"] to the "
+              "config to estimate its image classifier, or wrap" if image else "wrap")
+    return (f"{spec.name}: model_type {model_type!r} is none of the kinds gpuwise builds from a config "
+            f"alone{' (it names no architectures)' if not (spec.hf_config or {}).get('architectures') else ''}: "
+            f"transformers builds it as {' or '.join([', '.join(heads[:-1]), heads[-1]] if len(heads) > 1 else heads)}"
+            f", while gpuwise builds text encoders, decoder LMs, text encoder-decoders and image classifiers; "
+            f"{remedy} the model in a file.py:factory that returns it with "
+            "example inputs")
+
+
+def _arch_for(model_type: str, auto_name: str) -> str:
+    from transformers.models.auto import modeling_auto
+
+    return getattr(modeling_auto, auto_name)._model_mapping._model_mapping[model_type]
 
 
 # --- user factories ------------------------------------------------------------------------------
@@ -362,6 +405,9 @@ def _built_from(result, path: Path, func_name: str, params, kwargs: dict, worklo
     """The factory's ``result`` checked and turned into the model, its batch maker and its loss."""
     module, example, loss_fn = _unpack_factory_result(result, path.name, func_name)
     notes = [note for note in (_call_note(func_name, params, kwargs),) if note]
+    module, compiled = _uncompiled(module)
+    if compiled:
+        notes.append(compiled)
     resized = ""
     if example is None:
         example, note = _guess_inputs(module, workload.batch_size, workload.tokens_per_sequence,
@@ -372,13 +418,30 @@ def _built_from(result, path: Path, func_name: str, params, kwargs: dict, worklo
         if resized:
             notes.append(f"{func_name} takes no batch_size: gpuwise {resized} (give it a batch_size parameter "
                          "to size its inputs itself)")
-    template = example if isinstance(example, tuple) else (example,)
+    if isinstance(example, dict):       # keyword inputs: forward(**example)
 
-    def make_batch(training: bool) -> Batch:
-        return tuple(_fresh_like(x) for x in template), {}
+        def make_batch(training: bool) -> Batch:
+            return (), {k: _fresh_like(x) for k, x in example.items()}
+    else:
+        template = example if isinstance(example, tuple) else (example,)
 
-    return BuiltModel(module, make_batch, _user_loss(loss_fn) if loss_fn else _default_loss, notes=tuple(notes),
+        def make_batch(training: bool) -> Batch:
+            return tuple(_fresh_like(x) for x in template), {}
+
+    return BuiltModel(module, make_batch, _user_loss(loss_fn) if loss_fn else DefaultLoss(), notes=tuple(notes),
                       resized_inputs=resized)
+
+
+def _uncompiled(module: nn.Module) -> tuple[nn.Module, str]:
+    """A ``torch.compile``d module (an ``OptimizedModule``) -> the module it wraps and a note ('' for any other):
+    the trace runs the eager module; ``--compile`` is what times a step as torch.compile runs it."""
+    eval_frame = sys.modules.get("torch._dynamo.eval_frame")   # not imported: nothing was compiled
+    optimized = getattr(eval_frame, "OptimizedModule", None)
+    if optimized is None or not isinstance(module, optimized):
+        return module, ""
+    return module._orig_mod, ("the factory returned a torch.compile'd module: traced as the eager module it wraps "
+                              "(memory as eager PyTorch keeps it); give --compile to time the step as torch.compile "
+                              "runs it")
 
 
 def factory_kwargs(params, workload) -> dict[str, int]:
@@ -436,8 +499,14 @@ def _unpack_factory_result(result, file_name: str, func_name: str):
     module = parts[0]
     example = parts[1] if len(parts) > 1 else None
     loss_fn = parts[2] if len(parts) > 2 else None
-    if example is not None and not isinstance(example, (torch.Tensor, tuple, list)):
-        raise WorkloadError(f"{file_name}:{func_name}: example inputs must be a tensor or a tuple of tensors")
+    if isinstance(example, Mapping):
+        if not all(isinstance(k, str) and k.isidentifier() for k in example):
+            raise WorkloadError(f"{file_name}:{func_name}: example inputs given as a dict are forward's keyword "
+                                f"arguments: its keys must be names, not {sorted(map(repr, example))[:3]}")
+        example = dict(example)
+    elif example is not None and not isinstance(example, (torch.Tensor, tuple, list)):
+        raise WorkloadError(f"{file_name}:{func_name}: example inputs must be a tensor, a tuple of tensors (forward's "
+                            "positional arguments) or a dict of them (its keyword arguments)")
     if loss_fn is not None and not callable(loss_fn):
         raise WorkloadError(f"{file_name}:{func_name}: the third item it returns, the loss_fn, must be callable "
                             f"(outputs -> scalar loss tensor), not {_kind_of(loss_fn)}")
@@ -449,8 +518,13 @@ def _unpack_factory_result(result, file_name: str, func_name: str):
 def _with_batch(example, batch_size: int):
     """Sets the leading (batch) dimension of the example tensors to the workload's batch size: those whose
     leading dimension is the first tensor's (the example's batch; an (L, L) mask beside a (B, L, D) input keeps
-    its shape). Returns (example, what was done, in words: '' when nothing changed)."""
-    items = example if isinstance(example, tuple) else (example,)
+    its shape). ``example``: a tensor, a tuple or a dict (keyword inputs) of them. Returns (example, what was done,
+    in words: '' when nothing changed)."""
+    if isinstance(example, dict):
+        names, items = [repr(k) for k in example], tuple(example.values())
+    else:
+        items = example if isinstance(example, tuple) else (example,)
+        names = [str(i) for i in range(len(items))]
     tensors = [(i, x) for i, x in enumerate(items) if isinstance(x, torch.Tensor) and x.dim()]
     if not tensors:
         return example, ""
@@ -459,16 +533,18 @@ def _with_batch(example, batch_size: int):
     changed, kept = [], []
     for i, x in tensors:
         if x.shape[0] != batch:
-            kept.append(f"input {i} {tuple(x.shape)}")
+            kept.append(f"input {names[i]} {tuple(x.shape)}")
             continue
         out[i] = x.new_empty((batch_size, *x.shape[1:]), device="meta")
         if batch != batch_size:
-            changed.append(f"input {i} {tuple(x.shape)} -> {tuple(out[i].shape)}")
+            changed.append(f"input {names[i]} {tuple(x.shape)} -> {tuple(out[i].shape)}")
     if not changed:
         return example, ""
     words = "set the first dimension to the batch size: " + ", ".join(changed)
     if kept:
         words += f" (kept, its first dimension is not {batch}: {', '.join(kept)})"
+    if isinstance(example, dict):
+        return dict(zip(example, out)), words
     return (tuple(out) if isinstance(example, tuple) else out[0]), words
 
 
@@ -514,14 +590,54 @@ def _kind_of(value) -> str:
     return "None" if value is None else f"a {type(value).__name__}"
 
 
-def _default_loss(outputs, batch: Batch) -> torch.Tensor:
-    """Cross-entropy for (batch, classes) outputs, else mean squared error against a target."""
-    tensors = _tensor_outputs(outputs) or list(getattr(outputs, "values", lambda: [])())
-    tensors = [t for t in tensors if isinstance(t, torch.Tensor)]
-    if not tensors:
-        raise WorkloadError(f"the model's forward returned {_kind_of(outputs)}, no tensor to train on: return the "
-                            "output (or the loss), or give the factory a loss_fn: (module, inputs, loss_fn)")
-    out = tensors[0]
-    if out.dim() == 2 and out.is_floating_point():
-        return nn.functional.cross_entropy(out, torch.zeros(out.shape[0], dtype=torch.long))
-    return nn.functional.mse_loss(out, torch.zeros_like(out))
+class DefaultLoss:
+    """The loss of a factory that gives no loss_fn. The model's own ``loss`` output where it returns one (a
+    transformers model given labels); else a sum over every floating tensor it returns that requires grad (nested in
+    tuples, lists and dicts): cross-entropy for a (batch, classes) output, mean squared error against zeros for any
+    other. Every head trains, as in a multi-task model's loss (and torchvision's detection losses, a sum): each gets
+    its backward, its gradients and its optimizer state. ``said``: the loss used, in words (a note of the trace)."""
+
+    def __init__(self) -> None:
+        self.said = ""
+
+    def __call__(self, outputs, batch: Batch) -> torch.Tensor:
+        own = outputs.get("loss") if isinstance(outputs, Mapping) else getattr(outputs, "loss", None)
+        if isinstance(own, torch.Tensor) and own.is_floating_point() and own.dim() == 0:
+            self.said = "no loss_fn: the model's own 'loss' output is the loss"
+            return own
+        from torch.utils._pytree import tree_flatten_with_path
+
+        leaves = [(_output_name(path), t) for path, t in tree_flatten_with_path(_as_tree(outputs))[0]
+                  if isinstance(t, torch.Tensor)]
+        if not leaves:
+            raise WorkloadError(f"the model's forward returned {_kind_of(outputs)}, no tensor to train on: return the "
+                                "output (or the loss), or give the factory a loss_fn: (module, inputs, loss_fn)")
+        used = [(k, t) for k, t in leaves if t.is_floating_point() and t.requires_grad] or leaves[:1]
+        loss, words = None, []
+        for key, out in used:
+            if out.dim() == 2 and out.shape[1] > 1 and out.is_floating_point():
+                term = nn.functional.cross_entropy(out, torch.zeros(out.shape[0], dtype=torch.long))
+                kind = "cross-entropy"
+            else:
+                term = nn.functional.mse_loss(out, torch.zeros_like(out))
+                kind = "mean squared error"
+            loss = term if loss is None else loss + term
+            words.append(f"{kind} on {'the output' if not key else repr(key)} {tuple(out.shape)}")
+        self.said = ("no loss_fn: the loss is " + ("the sum of " if len(words) > 1 else "") + ", ".join(words)
+                     + (" (every floating output that requires grad)" if len(words) > 1 else "")
+                     + "; give the factory a loss_fn for the model's own loss")
+        return loss
+
+
+def _output_name(path) -> str:
+    """A pytree key path as the output's name: 'logits', 'aux.0' ('' for the output itself)."""
+    return ".".join(str(next((getattr(k, a) for a in ("key", "idx", "name") if hasattr(k, a)), k)) for k in path)
+
+
+def _as_tree(outputs):
+    """``outputs`` as a pytree: a transformers ModelOutput (a dict subclass with attributes) as a plain dict."""
+    if isinstance(outputs, Mapping) and not isinstance(outputs, dict):
+        return dict(outputs)
+    if isinstance(outputs, dict) and type(outputs) is not dict:
+        return dict(outputs.items())
+    return outputs

@@ -190,6 +190,7 @@ def _resolve_factory(spec: str) -> ModelSpec:
 # --- torchvision ---------------------------------------------------------------------------------
 
 TORCHVISION_NAMES = Path(__file__).parent / "torchvision_models.json"
+QUANTIZED_PREFIX = "quantized_"     # torchvision.models.quantization's builders: quantized_resnet50, ...
 
 
 @lru_cache(maxsize=1)
@@ -244,10 +245,18 @@ def _resolve_torchvision(spec: str, name: str) -> ModelSpec:
                     "boxes and its forward keeps the boxes non-maximum suppression selects, which tracing on fake "
                     "tensors (no values) cannot decide, so gpuwise cannot trace it, from a file.py:factory "
                     "either; it traces classification and segmentation models")
+            if key.startswith(QUANTIZED_PREFIX):
+                raise WorkloadError(
+                    f"torchvision:{name} is a quantized model: its int8 layers (torch.ao's quantized conv and linear, "
+                    "through fbgemm or qnnpack) run on the CPU only, PyTorch has no CUDA kernels for them, so there "
+                    "is no GPU step to estimate; torchvision:" + key.removeprefix(QUANTIZED_PREFIX)
+                    + " is the float model it quantizes")
             raise WorkloadError(f"torchvision:{name} is a video/optical-flow model; gpuwise traces "
                                 "classification and segmentation models (wrap others in a file.py:factory)")
-        choices = [f"torchvision:{n}" for n in _torchvision_tasks()]
-        raise WorkloadError(f"unknown torchvision model {name!r}{did_you_mean('torchvision:' + key, choices)}")
+        # every torchvision name, the refused ones too (a typo of fasterrcnn_resnet50_fpn learns its name and then
+        # why it is refused), matched on the bare names: a shared "torchvision:" made every name look alike
+        names = [*_torchvision_tasks(), *_torchvision_names()["other"]]
+        raise WorkloadError(f"unknown torchvision model {name!r}{did_you_mean(key, names, prefix='torchvision:')}")
     return ModelSpec(spec, "torchvision", f"torchvision:{key}", task, key)
 
 
