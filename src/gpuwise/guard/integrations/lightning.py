@@ -12,8 +12,8 @@ most once per global step, as Lightning's ``ModelCheckpoint`` does:
     trainer.fit(model, ckpt_path=latest_verified_checkpoint("ckpt/"))
 
 Lightning is not a gpuwise dependency: importing this module works without it, constructing the callback
-then raises GuardError with the install hint. (Written against Lightning 2.x's Callback API; gpuwise's test suite,
-where Lightning is not installed, drives it through a stand-in of the hooks Lightning calls.)
+then raises GuardError with the install hint. (Written against Lightning 2.x's Callback API; gpuwise's tests run
+it under a real Lightning Trainer, a development dependency, and through a stand-in of the hooks it calls.)
 """
 
 from __future__ import annotations
