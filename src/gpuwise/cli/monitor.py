@@ -150,6 +150,20 @@ def _report_options(gpu_price: str | None, provider: str | None):
     return price_options(catalog, gpu_price=gpu_price, provider=provider)
 
 
+def _raise_broken_pipe() -> None:
+    raise BrokenPipeError
+
+
+def _stdout_closed() -> None:
+    """Stdout's reader went away (a closed pipe): what is still buffered for it, and anything printed later,
+    goes nowhere, so the command ends quietly with exit 0 (as after Ctrl-C) instead of failing at exit."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
 def _no_driver(exc: Exception) -> None:
     """One line on stderr and exit 1: there is nothing to watch here (not bad input, so not exit 2). With
     --json too: like every other command's errors, nothing on stdout."""
@@ -206,14 +220,20 @@ def register(app: typer.Typer) -> None:
                     _watch_json(sampler, narrow)
                     shown = True
                     return
+                # rich's answer to a closed pipe is SystemExit(1): here it ends the view as Ctrl-C does
+                console.on_broken_pipe = _raise_broken_pipe
                 for _ in _watch_views(sampler, narrow, count, stop):
                     shown = True
             except KeyboardInterrupt:
                 pass
+            except BrokenPipeError:     # `watch | head`: the reader has what it wanted; the log is kept
+                console.quiet = True
+                _stdout_closed()
             except BaseException:
                 discard = not shown
                 raise
             finally:
+                vars(console).pop("on_broken_pipe", None)
                 close_sampler(sampler, discard_log_file=discard)
 
     @app.command(
@@ -285,7 +305,7 @@ def register(app: typer.Typer) -> None:
         from gpuwise.monitor.sampler import close_sampler
         from gpuwise.monitor.stop_signals import stop_on_signals
 
-        check_serve_options(port, read_timeout)       # bad input: before the sampler and its log
+        check_serve_options(port, read_timeout, bind)  # bad input: before the sampler and its log
         # The stop handlers first: a SIGTERM right after the "serving" line (or before it) ends the exporter
         # with its run log's end written, never with the process killed half-way.
         with stop_on_signals() as stop:

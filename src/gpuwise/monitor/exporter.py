@@ -182,13 +182,16 @@ def metrics_url(bind: str, port: int) -> str:
     return f"http://{host}:{port}{METRICS_PATH}"
 
 
-def check_serve_options(port: object, read_timeout_s: object) -> None:
-    """MonitorError (exit 2, one line) when the port is not 0-65535 or the read timeout not a number of
-    seconds > 0: checked before anything starts (the sampler, its run log)."""
+def check_serve_options(port: object, read_timeout_s: object, bind: object = "127.0.0.1") -> None:
+    """MonitorError (exit 2, one line) when the port is not 0-65535, the read timeout not a number of
+    seconds > 0 or the address empty: checked before anything starts (the sampler, its run log)."""
+    if not isinstance(bind, str) or not bind.strip():
+        raise MonitorError(f"--bind must be an address to listen on (127.0.0.1, 0.0.0.0 for every interface, ::1), "
+                           f"got {bind!r}")
     if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
         raise MonitorError(f"--port must be a whole number from 0 to 65535, got {port!r}")
     if not (isinstance(read_timeout_s, (int, float)) and 0 < read_timeout_s < float("inf")):
-        raise MonitorError(f"the read timeout must be a number of seconds > 0, not {read_timeout_s!r}")
+        raise MonitorError(f"--read-timeout: the read timeout must be a number of seconds > 0, got {read_timeout_s!r}")
 
 
 METRICS_PATH = "/metrics"
@@ -210,14 +213,31 @@ def metrics_app(registry: CollectorRegistry) -> Callable:
         start_response(status, [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(body)))])
         return [body]
 
-    return app
+    return _answer_head_as_get(app)
+
+
+def _answer_head_as_get(app: Callable) -> Callable:
+    """The WSGI ``app`` answering HEAD as GET without the body (Go's promhttp and net/http do so;
+    prometheus-client answers 405): the status and headers of the GET, Content-Length its body's."""
+
+    def wrapped(environ: dict, start_response: Callable) -> Any:
+        if environ.get("REQUEST_METHOD") != "HEAD":
+            return app(environ, start_response)
+        said: list = []
+        body = b"".join(app({**environ, "REQUEST_METHOD": "GET"}, lambda status, headers, *_: said.append((status, headers))))
+        status, headers = said[0]
+        headers = [(k, v) for k, v in headers if k.lower() != "content-length"] + [("Content-Length", str(len(body)))]
+        start_response(status, headers)
+        return [b""]
+
+    return wrapped
 
 
 def serve(sampler: Sampler, port: int = 9400, bind: str = "127.0.0.1",
           read_timeout_s: float = DEFAULT_READ_TIMEOUT_S) -> tuple[Any, Any]:
     """Starts the HTTP endpoint in a daemon thread; returns (server, thread). Port 0 picks a free port.
     MonitorError (exit 2, one line) when the port is out of range, taken, or the address cannot be bound."""
-    check_serve_options(port, read_timeout_s)
+    check_serve_options(port, read_timeout_s, bind)
     registry = CollectorRegistry()
     registry.register(SamplerCollector(sampler))
     handler = type("Handler", (_Handler,), {"timeout": float(read_timeout_s)})

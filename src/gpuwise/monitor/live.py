@@ -12,8 +12,8 @@ from rich.text import Text
 
 from gpuwise.monitor.procs import ProcessRow
 from gpuwise.monitor.sample import GpuSample, mig_profile
-from gpuwise.table_fit import widest_fitting
-from gpuwise.text import for_console
+from gpuwise.table_fit import table_columns, widest_fitting
+from gpuwise.text import for_console, printable
 from gpuwise.units import format_bytes
 
 BLOCKS = "▁▂▃▄▅▆▇█"
@@ -127,25 +127,69 @@ def _gpu_table(history: Mapping[tuple[int, int | None], Sequence[GpuSample]], wi
             mem if compact else f"{mem:>9}{line([x.memory_used_bytes for x in samples], float(total or 1))}",
             _fmt(s.power_w, ".0f") + (watts if s.power_w is not None else ""),
             _fmt(s.temperature_c, ".0f") + (celsius if s.temperature_c is not None else ""),
-            str(process_counts.get(key, 0)) if process_counts is not None
-            else ("-" if s.process_count is None else str(s.process_count)),
+            # "-": the device lists no processes (a MIG parent, a backend that cannot), filter or not
+            "-" if s.process_count is None
+            else str(process_counts.get(key, 0) if process_counts is not None else s.process_count),
         )
     return t
 
 
-def render_processes(rows: Sequence[ProcessRow]) -> Table:
+MIN_COMMAND_CHARS = 12     # a COMMAND column narrower than this is left out rather than shown
+NOT_VISIBLE = "(not visible here: a host pid, another namespace)"
+
+
+def render_processes(rows: Sequence[ProcessRow], max_columns: int | None = None) -> Group:
     """One row per compute process, per GPU in order, largest memory first. A process this pid namespace
-    cannot see (NVML reports host pids inside a container) says so instead of a user and command."""
-    t = Table(show_edge=False, pad_edge=False, header_style="bold")
-    for col, justify in (("GPU", "left"), ("PID", "right"), ("USER", "left"), ("GPU-MEM", "right"),
-                         ("COMMAND", "left")):
-        # The command wraps (folds) on a narrow terminal rather than losing its end.
-        t.add_column(col, justify=justify, no_wrap=col != "COMMAND", overflow="fold")
-    for r in sorted(rows, key=lambda r: (r.gpu_index, -1 if r.mig_index is None else r.mig_index)):
-        visible = r.user is not None or r.command is not None
-        t.add_row(r.gpu_label, str(r.pid), for_console(r.user or "-"),
-                  "-" if r.used_memory_bytes is None else format_bytes(r.used_memory_bytes),
-                  for_console(r.command or "-") if visible else "[dim](not visible here: a host pid, another namespace)[/dim]")
+    cannot see (NVML reports host pids inside a container) says so instead of a user and command.
+    ``max_columns``: the terminal's width. The GPU label, PID, USER and GPU-MEM are never cut; what gives way,
+    in order: the command (cut with "…", down to MIN_COMMAND_CHARS), the lines between the columns, then the
+    COMMAND column; a line under the table says which. On a terminal narrower still each process is one line
+    of words that wraps between them, so no word is cut."""
+    ordered = sorted(rows, key=lambda r: (r.gpu_index, -1 if r.mig_index is None else r.mig_index))
+    # plain text (escape sequences removed), shown as Text: markup in a user name or command stays text
+    cells = [(r.gpu_label, str(r.pid), printable(r.user or "-"),
+              "-" if r.used_memory_bytes is None else format_bytes(r.used_memory_bytes),
+              printable(r.command or "-") if r.user is not None or r.command is not None else NOT_VISIBLE)
+             for r in ordered]
+    if max_columns is None:
+        return Group(_process_table(cells, None, False))
+    longest = max((len(c[4]) for c in cells), default=0)
+    layouts = ([(None, False)] + [(k, False) for k in range(longest - 1, MIN_COMMAND_CHARS - 1, -1)]
+               + [(MIN_COMMAND_CHARS, True), (0, False), (0, True)])
+    table = widest_fitting(layouts, max_columns, lambda chars, compact: _process_table(cells, chars, compact))
+    if table_columns(table) > max_columns:      # even the narrowest table is too wide: words that wrap
+        return Group(*(Text(f"GPU {c[0]} pid {c[1]} {c[2]} {c[3]}") for c in cells),
+                     Text(f"COMMAND left out to fit {max_columns} columns (--json shows it).", style="dim"))
+    headers = [str(c.header) for c in table.columns]
+    if "COMMAND" not in headers:
+        said = f"COMMAND left out to fit {max_columns} columns (--json shows it)."
+    elif any("…" in str(cell) for cell in table.columns[-1].cells) and longest > len(str(table.columns[-1].header)):
+        said = f"COMMAND cut to fit {max_columns} columns (…; --json shows it whole)."
+    else:
+        return Group(table)
+    return Group(table, Text(said, style="dim"))
+
+
+def _process_table(cells: Sequence[tuple[str, str, str, str, str]], command_chars: int | None,
+                   compact: bool) -> Table:
+    """``command_chars``: the command in at most that many characters (cut with "…"; None: whole; 0: no
+    COMMAND column); ``compact``: one space between columns, no lines. No cell wraps or is cut but the
+    command."""
+    if compact:
+        t = Table(box=None, show_edge=False, pad_edge=False, header_style="bold", padding=(0, 1),
+                  collapse_padding=True)
+    else:
+        t = Table(show_edge=False, pad_edge=False, header_style="bold")
+    columns = (("GPU", "left"), ("PID", "right"), ("USER", "left"), ("GPU-MEM", "right"))
+    if command_chars != 0:
+        columns += (("COMMAND", "left"),)
+    for col, justify in columns:
+        t.add_column(col, justify=justify, no_wrap=True, overflow="fold")
+    for label, pid, user, memory, command in cells:
+        if command_chars and len(command) > command_chars:
+            command = command[:command_chars - 1] + "…"
+        shown = Text(command, style="dim") if command.startswith(NOT_VISIBLE[:10]) else Text(command)
+        t.add_row(Text(label), Text(pid), Text(user), Text(memory), *([shown] if command_chars != 0 else []))
     return t
 
 
@@ -165,4 +209,4 @@ def render_watch(history: Mapping[tuple[int, int | None], Sequence[GpuSample]], 
             return Group(gpus, f"[dim]no process matches ({for_console(narrowed_to)}); {hidden} other(s) on "
                                "these GPUs[/dim]")
         return Group(gpus, "[dim]no compute processes on these GPUs[/dim]")
-    return Group(gpus, render_processes(processes))
+    return Group(gpus, render_processes(processes, max_columns))

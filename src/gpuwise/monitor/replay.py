@@ -27,7 +27,7 @@ from gpuwise.monitor.errors import MonitorError
 from gpuwise.monitor.procs import GpuProcess, ProcessRow, attribute_memory, pid_exists, process_rows
 from gpuwise.monitor.sample import GpuSample, sample_from_row
 from gpuwise.monitor.sample_checks import sample_problem
-from gpuwise.runlog import is_run_log, read_gpu_samples
+from gpuwise.runlog import is_run_log, read_gpu_samples, read_meta
 
 Frame = Sequence[Mapping[str, Any] | GpuSample]
 
@@ -36,8 +36,10 @@ class ReplayBackend:
     name = "replay"
 
     def __init__(self, frames: Sequence[Frame], *, driver_version: str | None = "replay",
-                 loop: bool = False, stamp_now: bool = True, source: str = "replay frames") -> None:
-        """``source``: what the frames came from, for the error naming a bad one (MonitorError)."""
+                 loop: bool = False, stamp_now: bool = True, source: str = "replay frames",
+                 lists_processes: bool = True) -> None:
+        """``source``: what the frames came from, for the error naming a bad one (MonitorError).
+        ``lists_processes`` False: the frames hold no process lists (a run log's): ``processes()`` is None."""
         if not frames:
             raise MonitorError(f"{source}: a replay backend needs at least one frame of samples")
         for i, frame in enumerate(frames, start=1):
@@ -51,6 +53,7 @@ class ReplayBackend:
         self._next = 0
         self.calls = 0
         self._processes: list[ProcessRow] = []
+        self._lists_processes = lists_processes
 
     @classmethod
     def from_file(cls, path: str | Path, **kwargs: Any) -> "ReplayBackend":
@@ -59,9 +62,14 @@ class ReplayBackend:
             frames: dict[float, list[dict]] = {}
             for row in read_gpu_samples(p):
                 frames.setdefault(row["t_s"], []).append(row)
-            return cls(list(frames.values()), **{"source": str(p), **kwargs})
+            # the driver the log was recorded on; a run log records no process list (only the counts)
+            kwargs.setdefault("driver_version", read_meta(p).get("driver_version") or "replay")
+            return cls(list(frames.values()), **{"source": str(p), "lists_processes": False, **kwargs})
         try:
-            data = json.loads(p.read_text())
+            text = p.read_text()
+            if not text.strip():
+                raise MonitorError(f"cannot read replay frames from {p}: the file is empty")
+            data = json.loads(text)
         except (OSError, ValueError) as exc:
             raise MonitorError(f"cannot read replay frames from {p}: {exc}") from None
         if isinstance(data, dict):
@@ -82,9 +90,10 @@ class ReplayBackend:
         self._processes = [row for s in frame for row in _frame_processes(s)]
         return [self._one(s, now_s, watch_pids) for s in frame]
 
-    def processes(self) -> list[ProcessRow]:
-        """The compute processes of the last frame sampled, per GPU (see the module docstring)."""
-        return list(self._processes)
+    def processes(self) -> list[ProcessRow] | None:
+        """The compute processes of the last frame sampled, per GPU (see the module docstring); None for
+        frames that hold no process lists (a run log's), as for a backend that cannot list them."""
+        return list(self._processes) if self._lists_processes else None
 
     def _one(self, raw: Mapping[str, Any] | GpuSample, now_s: float, watch_pids: Set[int] | None) -> GpuSample:
         if isinstance(raw, GpuSample):

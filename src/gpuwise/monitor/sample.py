@@ -78,5 +78,7 @@ def sample_from_row(row: Mapping[str, Any]) -> GpuSample:
     values = {k: v for k, v in row.items() if k in _FIELD_NAMES}
     values.setdefault("t_s", 0.0)
     values.setdefault("gpu_index", 0)
-    values["lost"] = int(values.get("lost") or 0)
+    lost = values.get("lost") or 0
+    # 0/1 (or a bool) as the log writes it; anything else stays as given, for sample_problem to name
+    values["lost"] = int(lost) if isinstance(lost, (bool, int)) or (isinstance(lost, float) and lost.is_integer()) else lost
     return GpuSample(**values)

@@ -23,6 +23,11 @@ _INTS = ("gpu_index", "mig_index", "process_count", "lost", "gpu_instance_id")
 _NUMBERS = tuple(f.name for f in fields(GpuSample) if f.name not in _TEXT)
 
 
+def _bytes(n: float) -> str:
+    """Bytes in words that tell two small amounts apart (50 B, not 0.0 KiB)."""
+    return f"{n:.0f} B" if n < 2**20 else format_bytes(n)
+
+
 def sample_problem(s: GpuSample) -> str | None:
     """What is physically impossible about ``s`` (one phrase), or None when it is plausible."""
     for name in _NUMBERS:
@@ -52,7 +57,7 @@ def sample_problem(s: GpuSample) -> str | None:
         for name in ("memory_used_bytes", "process_memory_bytes"):
             v = getattr(s, name)
             if v is not None and v > total:
-                return f"{name} {format_bytes(v)} is more than memory_total_bytes {format_bytes(total)}"
+                return f"{name} {_bytes(v)} is more than memory_total_bytes {_bytes(total)}"
     if s.power_w is not None and not 0 <= s.power_w <= MAX_POWER_W:
         return f"power_w is {s.power_w:g} W, outside 0-{MAX_POWER_W:g} W"
     for name in _NON_NEGATIVE:

@@ -15,6 +15,7 @@ from gpuwise.plan.scaling import TimeScaling
 from gpuwise.report.errors import ReportError
 from gpuwise.report.predicted_vs_measured import PredictedVsMeasured, measured_against_prediction
 from gpuwise.report.rightsize import TIME_NOTE, RightSizing, rented_gpu, resolve_rented, right_size
+from gpuwise.report.smi_csv import check_columns
 from gpuwise.report.sources import load_usage_log, log_ended
 from gpuwise.report.usage import UsageSummary, summarize
 from gpuwise.runlog import RunLogError, read_train_metrics
@@ -49,6 +50,7 @@ class Report:
             "source": u.source,
             "duration_s": u.duration_s,
             "gpu_name": u.gpu_name,
+            "gpu_kinds": [k.to_dict() for k in u.gpu_kinds],
             "compared_as": self.compared_as,
             "gpu_count": len(job),
             "run_ended": self.run_ended,
@@ -84,6 +86,8 @@ def build_report(
     ``scaling`` None: the time predictor's ratios when the log records its workload, else the datasheet ratio.
     ``workload``: the job (``--model …``), compared with what a gpuwise run log measured (``predicted_vs_measured``).
     ``correction``: the user's calibration for the predictions (``plan.profile.model_for``); None: the shipped model."""
+    if columns:
+        check_columns(columns)      # a typo in --columns: refused whatever the log (one line, exit 2)
     log = load_usage_log(path, columns=columns)
     if not log.samples:
         if log.meta.get("start_error"):     # gpuwise run's command never started (runner.py)
@@ -104,7 +108,10 @@ def build_report(
         notes.append(UNENDED_NOTE)
     rented: GPU | None
     compared_as = None
-    logged, logged_note = resolve_rented(catalog, usage.gpu_name)
+    if usage.mixed_gpus and not gpu:
+        logged, logged_note = None, None
+    else:
+        logged, logged_note = resolve_rented(catalog, usage.gpu_name)
     if gpu:
         rented, slice_note = rented_gpu(catalog, gpu)
         if logged is None or logged.id != rented.id:
@@ -124,6 +131,8 @@ def build_report(
     sizing = None
     if usage.nothing_ran:
         pass        # no verdict on GPUs nothing ran on: summarize's note says so
+    elif usage.mixed_gpus and not gpu:
+        notes.append(mixed_gpus_note(usage))
     elif usage.needed_peak_bytes is not None:
         sizing = right_size(usage, catalog, rented, gpu_price=gpu_price, provider=provider, spot=spot,
                             currency=currency, headroom_fraction=headroom_fraction, scaling=scaling)
@@ -132,6 +141,13 @@ def build_report(
     else:
         notes.append(NO_MEMORY_NOTE)
     return Report(usage, sizing, tuple(notes), log.samples, comparison, tuple(warnings), compared_as, ended)
+
+
+def mixed_gpus_note(usage: UsageSummary) -> str:
+    """Why a job on GPUs of different kinds gets no cheaper-GPU comparison."""
+    n = len(usage.job_labels)
+    return (f"the job's GPUs differ in kind ({usage.gpu_kinds_words}): no cheaper-GPU comparison, since it "
+            f"prices the run as {n} GPUs of one kind; --gpu NAME compares them as {n} × that GPU")
 
 
 UNENDED_NOTE = ("the run log records no end (no exit code, no end time): the run was killed (SIGKILL, a lost "

@@ -12,18 +12,26 @@ from gpuwise.plan.fit import usable_of
 from gpuwise.report.build import Report
 from gpuwise.report.errors import ReportError
 from gpuwise.report.predicted_vs_measured import comparison_lines
-from gpuwise.report.usage import spans
+from gpuwise.report.text import kind_line
+from gpuwise.report.usage import gpu_labels, spans
 from gpuwise.units import format_bytes, format_duration, format_money
 
 GIB = 2**30
 MAX_BARS = 20   # GPUs the chart draws (the cheapest for the work, and the rented one); the table lists every one
 NAN = float("nan")
+SECONDS_AXIS_BELOW_S = 120.0   # a shorter run is drawn on an axis of seconds, a longer one of minutes
 
 
 def _png(fig) -> str:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
     return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def time_axis(run_s: float) -> tuple[float, str]:
+    """(seconds per unit, unit name) of the timeline's axis, scaled to the run: seconds for a run under
+    SECONDS_AXIS_BELOW_S, else minutes."""
+    return (1.0, "seconds") if run_s < SECONDS_AXIS_BELOW_S else (60.0, "minutes")
 
 
 def _timeline_png(report: Report) -> str:
@@ -34,6 +42,8 @@ def _timeline_png(report: Report) -> str:
 
     u, r, samples = report.usage, report.right_sizing, report.samples
     fig, (ax_mem, ax_busy) = plt.subplots(2, 1, figsize=(9, 5.2), sharex=True)
+    last_s = max((s.t_s - u.start_t_s for s in samples if s.label in u.job_labels), default=0.0)
+    unit_s, unit_name = time_axis(last_s)
     for label in u.job_labels:
         own = sorted((s for s in samples if s.label == label and not s.lost), key=lambda s: s.t_s)
         runs = spans([s.t_s for s in own])
@@ -43,7 +53,7 @@ def _timeline_png(report: Report) -> str:
         def line(attr: str, unit: float = 1.0) -> tuple[list[float], list[float]]:
             t, y = [], []
             for a, b in runs:
-                t += [(s.t_s - u.start_t_s) / 60 for s in own[a:b]] + [NAN]
+                t += [(s.t_s - u.start_t_s) / unit_s for s in own[a:b]] + [NAN]
                 y += [NAN if getattr(s, attr) is None else getattr(s, attr) / unit for s in own[a:b]] + [NAN]
             return t, y
 
@@ -56,12 +66,14 @@ def _timeline_png(report: Report) -> str:
     for ax, what in ((ax_mem, "memory use"), (ax_busy, "utilisation")):
         if not ax.lines:
             ax.text(0.5, 0.5, f"no {what} in the log", transform=ax.transAxes, ha="center", va="center", color="grey")
-    last_min = max(((s.t_s - u.start_t_s) / 60 for s in samples if s.label in u.job_labels), default=0.0)
-    right = max(last_min, 1.0)      # a single sample still gets a minute's axis, from 0
+    right = last_s / unit_s if last_s > 0 else 1.0      # a single sample still gets an axis, from 0
     ax_busy.set_xlim(-0.02 * right, 1.02 * right)
-    totals = [d.memory_total_bytes for d in u.job_devices if d.memory_total_bytes]
-    if totals:
-        total = max(totals)
+    if u.mixed_gpus:        # each kind's memory, named: no one GPU was rented
+        for k in u.gpu_kinds:
+            if k.memory_total_bytes:
+                ax_mem.axhline(k.memory_total_bytes / GIB, color="grey", ls="--", lw=1,
+                               label=f"memory of {k.name or 'a GPU'} ({gpu_labels(k.labels)})")
+    elif (total := u.gpu_kinds[0].memory_total_bytes if u.gpu_kinds else None):
         ax_mem.axhline(total / GIB, color="grey", ls="--", lw=1, label="memory of the rented GPU")
         if r is not None:
             ax_mem.axhline(usable_of(total, r.headroom_fraction) / GIB, color="tab:red", ls=":", lw=1.2,
@@ -73,7 +85,7 @@ def _timeline_png(report: Report) -> str:
     ax_mem.set_title("Memory")
     ax_busy.set_ylabel("busy %")
     ax_busy.set_ylim(0, 105)
-    ax_busy.set_xlabel("minutes")
+    ax_busy.set_xlabel(unit_name)
     ax_busy.set_title("Busy share (time in which any kernel ran)")
     fig.tight_layout()
     out = _png(fig)
@@ -138,18 +150,22 @@ def render_html(report: Report) -> str:
     e = html.escape
     facts = [
         ("Log", f"{u.path} ({u.source})"),
-        ("GPU", f"{u.gpu_count_words} × {u.gpu_name or 'unknown'}"
+        ("GPU", (f"{u.gpu_count_words} GPUs of {len(u.gpu_kinds)} kinds" if u.mixed_gpus
+                 else f"{u.gpu_count_words} × {u.gpu_name or 'unknown'}")
                 + (f"; compared as {report.compared_as} (--gpu)" if report.compared_as else "")),
         ("Duration", format_duration(u.duration_s)),
     ]
-    if u.needed_peak_bytes is not None:
+    if u.mixed_gpus:
+        facts.extend(("" if i else "Each kind's use", kind_line(k)) for i, k in enumerate(u.gpu_kinds))
+    elif u.needed_peak_bytes is not None:
         facts.append(("Memory needed", f"peak {format_bytes(u.needed_peak_bytes)}, p95 {format_bytes(u.needed_p95_bytes or 0)}"))
     if u.busy_share is not None:
         facts.append(("Busy", f"{u.busy_share:.0%} of the time (any kernel running)"))
     if u.power is not None:
         pw = u.power
-        facts.append(("Power", f"per GPU: mean {pw.mean_per_gpu_w:.0f} W, peak {pw.peak_per_gpu_w:.0f} W"
-                               + (f"; {pw.gpu_count} GPUs together: mean {pw.mean_total_w:.0f} W" if pw.gpu_count > 1 else "")
+        said = [] if u.mixed_gpus else [f"per GPU: mean {pw.mean_per_gpu_w:.0f} W, peak {pw.peak_per_gpu_w:.0f} W"]
+        said += [f"{pw.gpu_count} GPUs together: mean {pw.mean_total_w:.0f} W"] if pw.gpu_count > 1 else []
+        facts.append(("Power", "; ".join(said)
                                + (", energy unknown" if pw.energy_kwh is None else f", {pw.energy_kwh:.2f} kWh")))
     for p in u.torch_peaks:
         facts.append((f"PyTorch pid {p.pid}", f"max allocated {format_bytes(p.max_allocated_bytes)}, "

@@ -167,7 +167,8 @@ def right_size(
     notes: list[str] = []
     count = max(1, len(usage.job_labels))
     needed = usage.needed_peak_bytes
-    busy = usage.busy_share
+    # GPUs of different kinds compared as one (--gpu): the mean over all of them
+    busy = usage.busy_share if usage.busy_share is not None else usage.busy_share_any_kind
     if busy is None:
         busy = 1.0
         notes.append("busy share unknown: assumed busy all the time (slower GPUs look as slow as they can be)")
@@ -194,7 +195,11 @@ def right_size(
 
     run_h = usage.duration_s / 3600.0
     rows = []
-    for gpu in catalog.gpus:
+    # a rented MIG slice (``rented_gpu``) is no catalog GPU: its row is added, to be compared with
+    gpus = list(catalog.gpus)
+    if rented is not None and all(g.id != rented.id for g in gpus):
+        gpus.append(rented)
+    for gpu in gpus:
         is_rented = rented is not None and gpu.id == rented.id
         offer = None if is_rented and gpu_price is not None else cheapest_offer(offers, gpu, count, rank_in)
         used += [offer] if offer is not None else []

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from datetime import datetime, timezone
 
+from gpuwise.errors import did_you_mean
 from gpuwise.monitor.sample import GpuSample
 from gpuwise.monitor.sample_checks import sample_problem
 from gpuwise.report.errors import ReportError
@@ -91,9 +92,25 @@ def parse_timestamp(text: str) -> float | None:
     return None
 
 
+def check_columns(columns: list[str]) -> list[str]:
+    """``--columns`` (the --query-gpu list of a log written with ``noheader``) as field keys. A field this reader
+    does not know that resembles one it knows (``utilization.gpus``) is a typo that would silently lose a
+    column: ReportError (one line, naming it and the closest known fields); another unknown field (nvidia-smi
+    has many the report does not use: ``fan.speed``) only holds its place, and a note says it is not read."""
+    keys = [field_key(c) for c in columns]
+    known = [*_FIELDS, *_TEXT_FIELDS[:5]]
+    for key in keys:
+        if key not in _FIELDS and key not in _TEXT_FIELDS and (hint := did_you_mean(key, known)):
+            raise ReportError(f"--columns: unknown field {key!r}{hint}; the fields read are {', '.join(known)}")
+    return keys
+
+
 def parse_smi_csv(text: str, path: str, columns: list[str] | None = None) -> tuple[list[GpuSample], list[str]]:
     lines = text.splitlines()
     notes: list[str] = []
+    if columns and (unread := [k for k in check_columns(columns) if k not in _FIELDS and k not in _TEXT_FIELDS]):
+        notes.append(f"--columns: {', '.join(unread)} not read (the report does not use "
+                     f"{'it' if len(unread) == 1 else 'them'})")
     header: list[str] | None = [field_key(c) for c in columns] if columns else None
     header_line: str | None = None
     samples: list[GpuSample] = []

@@ -9,6 +9,7 @@ from rich.text import Text
 from gpuwise.table_fit import widest_fitting
 from gpuwise.report.build import Report
 from gpuwise.report.predicted_vs_measured import comparison_footer, comparison_rows, comparison_title
+from gpuwise.report.usage import gpu_labels
 from gpuwise.units import format_bytes, format_duration, format_money
 from gpuwise.text import for_console
 
@@ -62,12 +63,14 @@ def render_report(report: Report) -> Group:
     parts: list = []
     parts.append(Text.assemble(
         ("gpuwise report", "bold"), f": {u.path} ({u.source}), {format_duration(u.duration_s)}, {_gpus(report)}"))
-    if u.needed_peak_bytes is not None:
-        basis = "the job's processes" if job and job[0].memory_basis == "process" else "GPU memory used"
-        total = max((d.memory_total_bytes or 0) for d in job) if job else 0
-        share = f" of {format_bytes(total)} ({u.needed_peak_bytes / total:.0%})" if total else ""
+    basis = "the job's processes" if job and job[0].memory_basis == "process" else "GPU memory used"
+    if u.mixed_gpus:
+        parts.append(Text(f"The job's GPUs differ in kind; each kind's use  [memory: {basis}]:"))
+        parts.extend(Text(f"  {kind_line(k)}") for k in u.gpu_kinds)
+    elif u.needed_peak_bytes is not None:
         parts.append(Text(f"Memory needed  peak {format_bytes(u.needed_peak_bytes)}, p95 "
-                          f"{format_bytes(u.needed_p95_bytes or 0)}{share}  [{basis}]"))
+                          f"{format_bytes(u.needed_p95_bytes or 0)}{_share(u.needed_peak_bytes, u.gpu_kinds[0])}"
+                          f"  [{basis}]"))
     for p in u.torch_peaks:
         parts.append(Text(f"PyTorch        pid {p.pid} cuda:{p.device}: max allocated "
                           f"{format_bytes(p.max_allocated_bytes)} (needed by tensors), max reserved "
@@ -84,7 +87,7 @@ def render_report(report: Report) -> Group:
                     f"in all, longest {format_duration(longest.duration_s)} {_from(longest.start_s)}")
         parts.append(Text(f"Busy           {u.busy_share:.0%} of the time (share of time any kernel ran){idle}"))
     if u.power is not None:
-        parts.append(Text(_power(u.power)))
+        parts.append(Text(_power(u.power, mixed=u.mixed_gpus)))
     for warning in report.warnings:
         parts.append(Text(f"warning: {for_console(warning)}", style="bold yellow"))
     if r is not None:
@@ -136,11 +139,30 @@ def render_report(report: Report) -> Group:
     return Group(*parts)
 
 
+def _share(peak_bytes: int, kind) -> str:
+    total = kind.memory_total_bytes
+    return f" of {format_bytes(total)} ({peak_bytes / total:.0%})" if total else ""
+
+
+def kind_line(kind) -> str:
+    """One kind of the job's GPUs and what it used: "1 × NVIDIA A100-SXM4-80GB (GPU 1): peak 58.6 GiB, p95 …"."""
+    head = f"{kind.count} × {for_console(kind.name or 'unknown GPU')} ({gpu_labels(kind.labels)}): "
+    memory = ("memory unknown" if kind.needed_peak_bytes is None else
+              f"peak {format_bytes(kind.needed_peak_bytes)}, p95 {format_bytes(kind.needed_p95_bytes or 0)}"
+              f"{_share(kind.needed_peak_bytes, kind)}")
+    busy = "busy unknown" if kind.busy_share is None else f"busy {kind.busy_share:.0%}"
+    return f"{head}{memory}, {busy}"
+
+
 def _gpus(report: Report) -> str:
     """The header's GPUs: the count and the name the log gives, and the GPU --gpu named when it is another."""
     u = report.usage
-    logged = u.gpu_name
     n = u.gpu_count_words
+    if u.mixed_gpus:
+        compared = f"; compared as {report.compared_as} (--gpu)" if report.compared_as else ""
+        names = ", ".join(for_console(k.name or "unknown GPU") for k in u.gpu_kinds)
+        return f"{n} GPUs of {len(u.gpu_kinds)} kinds: {names}{compared}"
+    logged = u.gpu_name
     if report.compared_as is None:
         return f"{n} × {logged or 'unknown GPU'}"
     if logged is None:
@@ -153,9 +175,13 @@ def _from(start_s: float) -> str:
     return "from the start" if start_s < 0.5 else f"from {format_duration(start_s)} in"
 
 
-def _power(p) -> str:
-    """Power on one basis: per GPU, and for several GPUs their sum and energy said as such."""
+def _power(p, *, mixed: bool = False) -> str:
+    """Power on one basis: per GPU, and for several GPUs their sum and energy said as such; GPUs of different
+    kinds (``mixed``) only together (a mean over different GPUs is no GPU's)."""
     energy = "energy unknown" if p.energy_kwh is None else f"{p.energy_kwh:.2f} kWh"
+    if mixed and p.gpu_count > 1:
+        return (f"Power          {p.gpu_count} GPUs together: mean {p.mean_total_w:.0f} W, peak of one "
+                f"{p.peak_per_gpu_w:.0f} W, {energy}")
     if p.gpu_count == 1:
         return f"Power          mean {p.mean_per_gpu_w:.0f} W, peak {p.peak_per_gpu_w:.0f} W, {energy}"
     return (f"Power          per GPU: mean {p.mean_per_gpu_w:.0f} W, peak {p.peak_per_gpu_w:.0f} W; "

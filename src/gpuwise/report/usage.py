@@ -86,6 +86,51 @@ class DeviceUsage:
 
 
 @dataclass(frozen=True)
+class GpuKind:
+    """The job's GPUs of one kind (one NVML name: a model, or a MIG profile of one) and what they used."""
+
+    name: str | None
+    labels: tuple[str, ...]
+    memory_total_bytes: int | None       # the largest of the kind's GPUs
+    needed_peak_bytes: int | None        # the most any one of them needed
+    needed_p95_bytes: int | None
+    busy_share: float | None             # 0..1, mean over those of them that report it
+
+    @property
+    def count(self) -> int:
+        return len(self.labels)
+
+    def to_dict(self) -> dict:
+        d = dict(self.__dict__)
+        d["labels"] = list(self.labels)
+        d["count"] = self.count
+        return d
+
+
+def gpu_kinds(devices: tuple["DeviceUsage", ...] | list["DeviceUsage"]) -> tuple[GpuKind, ...]:
+    """``devices`` grouped by their name (the order of first appearance); a device without a name joins no
+    kind of its own when others have one (dmon logs name none: one kind, None)."""
+    groups: dict[str | None, list[DeviceUsage]] = {}
+    for d in devices:
+        groups.setdefault(d.name, []).append(d)
+    if None in groups and len(groups) > 1:
+        unnamed = groups.pop(None)
+        next(iter(groups.values())).extend(unnamed)
+    out = []
+    for name, group in groups.items():
+        peaks = [d.peak_memory_bytes for d in group if d.peak_memory_bytes is not None]
+        p95s = [d.p95_memory_bytes for d in group if d.p95_memory_bytes is not None]
+        totals = [d.memory_total_bytes for d in group if d.memory_total_bytes]
+        busy = [d.mean_busy_pct for d in group if d.mean_busy_pct is not None]
+        out.append(GpuKind(name=name, labels=tuple(d.label for d in group),
+                           memory_total_bytes=max(totals) if totals else None,
+                           needed_peak_bytes=max(peaks) if peaks else None,
+                           needed_p95_bytes=max(p95s) if p95s else None,
+                           busy_share=sum(busy) / len(busy) / 100.0 if busy else None))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
 class UsageSummary:
     source: str
     path: str
@@ -95,7 +140,7 @@ class UsageSummary:
     job_labels: tuple[str, ...]          # the devices the job used (right-sizing is about these)
     needed_peak_bytes: int | None
     needed_p95_bytes: int | None
-    busy_share: float | None             # 0..1, mean over the job's devices
+    busy_share: float | None             # 0..1, mean over the job's devices; None when they differ in kind
     torch_peaks: tuple[TorchPeak, ...]
     notes: tuple[str, ...]
     power: "PowerSummary | None" = None  # the job's devices' power, one basis (None: no power in the log)
@@ -135,9 +180,33 @@ class UsageSummary:
         return f"{len(self.job_labels)}" + (f" (of {self.gpus_rented}; {idle} idle)" if idle else "")
 
     @property
+    def busy_share_any_kind(self) -> float | None:
+        """0..1, the mean over the job's devices that report it, whatever their kinds (``busy_share`` is None
+        for GPUs of different kinds; comparing them as one kind, --gpu, takes this)."""
+        busy = [d.mean_busy_pct for d in self.job_devices if d.mean_busy_pct is not None]
+        return sum(busy) / len(busy) / 100.0 if busy else None
+
+    @property
+    def gpu_kinds(self) -> tuple[GpuKind, ...]:
+        """The job's GPUs by kind (``gpu_kinds``): one kind on a plain run; several when the job ran on GPUs
+        of different models or MIG profiles, which no one rented GPU (nor N of one) stands for."""
+        return gpu_kinds(self.job_devices)
+
+    @property
+    def mixed_gpus(self) -> bool:
+        """The job's GPUs differ in model or MIG profile."""
+        return len(self.gpu_kinds) > 1
+
+    @property
     def gpu_name(self) -> str | None:
-        names = [d.name for d in self.job_devices if d.name]
-        return names[0] if names else None
+        """The name of the job's GPUs; None when the log names none or they differ (``gpu_kinds`` has each)."""
+        kinds = self.gpu_kinds
+        return kinds[0].name if len(kinds) == 1 else None
+
+    @property
+    def gpu_kinds_words(self) -> str:
+        """"1 × NVIDIA GeForce RTX 4090 (GPU 0), 1 × NVIDIA A100-SXM4-80GB (GPU 1)"."""
+        return ", ".join(f"{k.count} × {k.name or 'unknown GPU'} ({gpu_labels(k.labels)})" for k in self.gpu_kinds)
 
     def to_dict(self) -> dict:
         d = {k: v for k, v in self.__dict__.items() if k not in ("devices", "torch_peaks")}
@@ -148,6 +217,8 @@ class UsageSummary:
         d["idle_labels"] = list(self.idle_labels)
         d["gaps"] = [g.__dict__ for g in self.gaps]
         d["notes"] = list(self.notes)
+        d["gpu_kinds"] = [k.to_dict() for k in self.gpu_kinds]
+        d["mixed_gpus"] = self.mixed_gpus
         return d
 
 
@@ -167,7 +238,15 @@ class PowerSummary:
 
 
 def power_summary(devices: list[DeviceUsage]) -> PowerSummary | None:
-    with_power = [d for d in devices if d.mean_power_w is not None]
+    """The MIG instances of one GPU report that GPU's power (NVML has none per instance): counted once."""
+    seen_parents: set[int] = set()
+    with_power = []
+    for d in devices:
+        if d.mean_power_w is None or (d.mig_index is not None and d.gpu_index in seen_parents):
+            continue
+        if d.mig_index is not None:
+            seen_parents.add(d.gpu_index)
+        with_power.append(d)
     if not with_power:
         return None
     total_w = sum(d.mean_power_w for d in with_power)
@@ -375,14 +454,15 @@ def summarize(log: UsageLog) -> UsageSummary:
     job_devs = [d for d in devices if d.label in job]
     peaks = [d.peak_memory_bytes for d in job_devs if d.peak_memory_bytes is not None]
     p95s = [d.p95_memory_bytes for d in job_devs if d.p95_memory_bytes is not None]
-    busy = [d.mean_busy_pct for d in job_devs if d.mean_busy_pct is not None]
     power = power_summary(job_devs)
     summary = UsageSummary(
         source=log.source, path=log.path, start_t_s=start, duration_s=run_s, devices=tuple(devices),
         job_labels=job, needed_peak_bytes=max(peaks) if peaks else None, needed_p95_bytes=max(p95s) if p95s else None,
-        busy_share=(sum(busy) / len(busy) / 100.0) if busy else None, torch_peaks=log.torch_peaks, notes=(),
+        busy_share=None, torch_peaks=log.torch_peaks, notes=(),
         power=power, gaps=gaps, idle_labels=idle,
     )
+    if not summary.mixed_gpus:
+        summary = replace(summary, busy_share=summary.busy_share_any_kind)
     notes = list(log.notes)
     if gaps:
         notes.append(_gap_note(gaps, last - start))
@@ -405,8 +485,12 @@ def summarize(log: UsageLog) -> UsageSummary:
         notes.append("a GPU fell off the bus during the run (lost): its samples end there")
     if stopped := _stopped_note(live_times, devices, start):
         notes.append(stopped)
-    if any(d.busy_basis is None for d in job_devs):
-        notes.append("the log has no utilisation for some GPU (MIG without GPM?): its busy share is unknown")
+    if unknown_busy := [d for d in job_devs if d.busy_basis is None]:
+        why = (" (NVML gives no utilisation per MIG instance; GPM, Hopper and newer, gives their SM activity)"
+               if all(d.mig_index is not None for d in unknown_busy) else "")
+        notes.append(f"the log has no utilisation for {gpu_labels([d.label for d in unknown_busy])}{why}: "
+                     f"{'its' if len(unknown_busy) == 1 else 'their'} busy share is unknown"
+                     + (", the busy share is that of the others" if summary.busy_share is not None else ""))
     if power is not None and power.energy_kwh is None and not summary.too_short:
         unknown = [d.label for d in job_devs if d.mean_power_w is not None and d.energy_kwh is None]
         notes.append(f"energy unknown: {gpu_labels(unknown)} went without a power reading for longer than a gap "
