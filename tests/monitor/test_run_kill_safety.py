@@ -100,14 +100,14 @@ def test_a_sigkilled_run_takes_its_command_and_the_grandchildren_with_it(tmp_pat
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 def test_a_sigkilled_run_stops_a_command_that_ignores_sigterm_after_the_grace_period(tmp_path):
-    proc = _start(tmp_path, "--kill-after", "1", stubborn=True)
+    proc = _start(tmp_path, "--kill-after", "4", stubborn=True)   # a grace wide enough for a loaded machine
     pids = _family(tmp_path)
     try:
         proc.kill()
         proc.wait(timeout=10)
         time.sleep(0.5)
         assert all(_alive(p) for p in pids), "SIGKILL came before the grace period"
-        assert _gone_within(pids, 10)
+        assert _gone_within(pids, 15)
     finally:
         _cleanup(pids)
 

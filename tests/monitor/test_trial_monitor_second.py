@@ -171,9 +171,10 @@ def test_watch_records_the_interval_its_samples_were_really_taken_at(tmp_path, r
     r = gpuwise("watch", "--interval", "0.1", "--count", "12", "--log", str(log), env=env)
     assert r.returncode == 0, r.stderr
     times = sorted({s["t_s"] for s in read_gpu_samples(log)})
-    kept_s = (times[-1] - times[0]) / (len(times) - 1)
-    recorded_s = float(read_meta(log)["interval_s"])
-    assert len(times) == 12 and abs(kept_s - recorded_s) <= 0.1 * recorded_s, (kept_s, recorded_s)
+    gaps = sorted(b - a for a, b in zip(times, times[1:]))
+    kept_s = gaps[(len(gaps) - 1) // 2]     # the log's contract: the (lower) median gap; one pause of a busy
+    recorded_s = float(read_meta(log)["interval_s"])   # machine is one long gap, not a slower interval
+    assert len(times) == 12 and abs(kept_s - recorded_s) <= 0.1 * recorded_s, (kept_s, recorded_s, gaps)
 
 
 def test_the_next_sample_is_due_one_interval_after_the_last_was_due_and_a_late_one_skips():
