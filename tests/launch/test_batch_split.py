@@ -98,9 +98,11 @@ def test_recommend_emit_says_the_split_it_priced(cli_run):
     assert (best["batch_size"], best["grad_accum_steps"]) == (128, 2)
     assert launch["notes"][0].startswith("the plan is priced on micro-batch 128 per GPU x 2 accumulation steps x "
                                          "1 GPU = effective batch 256")
-    assert launch["env"] == {"GPUWISE_MICRO_BATCH": "128", "GPUWISE_GRAD_ACCUM": "2",
-                             "GPUWISE_EFFECTIVE_BATCH": "256"}
-    assert "export GPUWISE_MICRO_BATCH=128 GPUWISE_GRAD_ACCUM=2 GPUWISE_EFFECTIVE_BATCH=256" in launch["text"]
+    split = {"GPUWISE_MICRO_BATCH": "128", "GPUWISE_GRAD_ACCUM": "2", "GPUWISE_EFFECTIVE_BATCH": "256"}
+    assert {k: v for k, v in launch["env"].items() if k in split} == split
+    # and the job's assumptions (launch.assumptions.JobAssumptions) after the split
+    assert launch["env"]["GPUWISE_PRECISION"] == "amp-fp16" and launch["env"]["GPUWISE_GRAD_CHECKPOINTING"] == "0"
+    assert "export GPUWISE_MICRO_BATCH=128 GPUWISE_GRAD_ACCUM=2 GPUWISE_EFFECTIVE_BATCH=256 " in launch["text"]
     code, out, err = cli_run(*args)
     assert code == 0, err
     assert "# note: the plan is priced on micro-batch 128 per GPU x 2 accumulation steps" in out

@@ -264,14 +264,30 @@ def size_option(option: str, text: str) -> int:
         raise UnitError(f"{option}: {e}") from None
 
 
-def money_option(option: str, text: str) -> tuple[float, str | None]:
+def option_defaulted(param: str) -> bool:
+    """Whether the running command's option ``param`` (its Python name: ``batch_size``) took its default, not
+    typed; False where that is not known (no command running: a library call). What the output says "(the
+    default; --batch-size to choose)" after, as it does for the precision and the optimizer."""
+    try:     # typer runs its own copy of click; plain click where an older typer uses that
+        from typer._click.core import ParameterSource
+        from typer._click.globals import get_current_context
+    except ImportError:     # pragma: no cover - depends on the typer installed
+        from click.core import ParameterSource
+        from click.globals import get_current_context
+    ctx = get_current_context(silent=True)
+    source = ctx.get_parameter_source(param) if ctx is not None else None
+    return source in (ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)
+
+
+def money_option(option: str, text: str, *, ranking_currency: str | None = None) -> tuple[float, str | None]:
     """(amount, currency or None) of a money option (``--budget ¥300``): a finite amount > 0, in a currency
-    gpuwise has a rate for; one line naming the option if not."""
+    gpuwise has a rate for; one line naming the option if not. ``ranking_currency``: the currency costs are
+    ranked in, where known (JPY: a ¥ amount is refused as yuan or yen, ``plan.money.yuan_or_yen``)."""
     from gpuwise.plan.money import MoneyError, parse_price
     from gpuwise.units import UnitError
 
     try:
-        return parse_price(text)
+        return parse_price(text, ranking_currency=ranking_currency)
     except (UnitError, MoneyError) as e:
         raise type(e)(f"{option}: {e}") from None
 

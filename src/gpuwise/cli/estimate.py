@@ -55,6 +55,7 @@ def estimate(
     if max_batch and len(gpus) != 1:
         raise c.WorkloadError("--max-batch needs one --gpu NAME")
     workload = workload_from(model, workload_kwargs, gpu=gpus[0] if len(gpus) == 1 else None)
+    batch_defaulted = c.option_defaulted("batch_size")    # said in the header, as the precision's default is
     if plot:
         _check_plot(plot, workload)       # before the trace: a bad path is refused with nothing lost
     if max_batch and workload.request_rate_per_s is not None:
@@ -97,7 +98,7 @@ def estimate(
     if json_out:
         c.print_json(out)
     else:
-        _render(out, est)
+        _render(out, est, batch_defaulted=batch_defaulted)
     if plot:      # after the answer: a plot that fails still leaves it on the screen
         from gpuwise.memory.plot import plot_timeline
 
@@ -138,7 +139,7 @@ def _check_plot(path: str, workload) -> None:
                         "prefill (no file written)")
 
 
-def _render(out: dict, est) -> None:
+def _render(out: dict, est, *, batch_defaulted: bool = False) -> None:
     con = c.console
     w = est.workload
     optimizer = f", optimizer {w.optimizer_described()}" if w.is_training else ""
@@ -151,7 +152,8 @@ def _render(out: dict, est) -> None:
         con.print(f"[red]Not even batch 1 fits {out['gpu']}[/]: the changes below would make batch "
                   f"{out['requested_batch_size']} fit")
     size = (format_request_rate(w.request_rate_per_s) if w.request_rate_per_s is not None and out["gpu"]
-            else f"batch {w.batch_size}")
+            else f"batch {w.batch_size}" + (" (the default; --batch-size to choose)"
+                                            if batch_defaulted and not searched else ""))
     con.print(f"[bold]{w.model}[/]  {w.mode}, {size}, {c.job_words(w)}{optimizer}"
               f"  [dim]({out['method']})[/]")
     if out.get("calibration"):
@@ -161,7 +163,9 @@ def _render(out: dict, est) -> None:
     table.add_column("part")
     table.add_column("bytes", justify="right")
     for key in ("weights", "gradients", "optimizer", "activations", "workspace", "other"):
-        table.add_row(key, format_bytes(mem[f"{key}_bytes"]))
+        # what the workspace holds at the peak (memory's label: an optimizer step's temporaries, say)
+        label = mem.get("workspace_label", key) if key == "workspace" else key
+        table.add_row(escape(label), format_bytes(mem[f"{key}_bytes"]))
     table.add_row("[bold]peak allocated[/]", f"[bold]{format_bytes(mem['peak_allocated_bytes'])}[/]")
     table.add_row("peak reserved (allocator cache)", format_bytes(mem["peak_reserved_bytes"]))
     table.add_row("CUDA context", format_bytes(mem["cuda_context_bytes"]))
@@ -189,10 +193,10 @@ def _render(out: dict, est) -> None:
                 con.print(f"  [cyan]fits with[/] {ch['change']}: needs {format_bytes(ch['peak_total_bytes'])}{ram}"
                           f"{step}" + (f" ({ch['why_faster']})" if ch.get("why_faster") else ""))
             if not out["changes_that_fit"]:
-                more = ("--num-gpus N (tensor parallel)" if est.workload.mode == "infer"
-                        else "--num-gpus N with --sharding zero3")
-                con.print(f"  none of the changes tried makes it fit this GPU (alone or together): try more "
-                          f"GPUs ({more}) or a larger GPU (gpuwise recommend)")
+                from gpuwise.plan.remedies import no_change_fits_advice
+
+                con.print(f"  none of the changes tried makes it fit this GPU (alone or together): "
+                          f"{escape(no_change_fits_advice(est.workload, mem))}")
     t = out["time"]
     if t:
         from gpuwise.runtime.model import SHARDING_OVERHEAD_PART, bound_word

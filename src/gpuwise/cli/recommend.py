@@ -35,7 +35,7 @@ def recommend(
     epochs: Annotated[float, typer.Option("--epochs", help="Epochs over --samples.")] = 1.0,
     steps: Annotated[Optional[int], typer.Option("--steps", help="Optimizer steps (instead of --samples).")] = None,
     deadline: Annotated[Optional[str], typer.Option("--deadline", help="Finish within, e.g. 12h, 90m, 2d.")] = None,
-    budget: Annotated[Optional[str], typer.Option("--budget", help="Spend at most, e.g. ¥300, 300元, 40USD. A bare number (300) is in the ranking currency: --currency, else the offers' own where they share one (USD for --provider runpod), else CNY; the output says which.")] = None,
+    budget: Annotated[Optional[str], typer.Option("--budget", help="Spend at most, e.g. ¥300, 300元, 40USD, 5000JPY (¥ is yuan, CNY; where costs are ranked in yen it is refused as ambiguous: write CNY or JPY). A bare number (300) is in the ranking currency: --currency, else the offers' own where they share one (USD for --provider runpod), else CNY; the output says which.")] = None,
     ttft: Annotated[Optional[str], typer.Option("--ttft", help="LLM serving (--mode infer): the longest time to first token a request may wait, with a unit: 2s, 500ms (one batch: its prefill; at --request-rate: a request's prefill and its wait for it).")] = None,
     tpot: Annotated[Optional[str], typer.Option("--tpot", help="LLM serving (--mode infer, --max-new-tokens >= 1): the longest time per output token a request may see, with a unit: 50ms (= 20 tokens/s a request).")] = None,
     provider: Annotated[Optional[str], typer.Option("--provider", help="Only this provider's offers.")] = None,
@@ -113,8 +113,9 @@ def recommend(
     c.warn_epochs_unused(samples, epochs)
     job = JobSize.serving(workload.max_new_tokens) if per_million else JobSize(samples=samples, epochs=epochs,
                                                                                  steps=steps)
-    budget_amount, budget_currency = c.money_option("--budget", budget) if budget is not None else (None, None)
     currency = c.currency_option("--currency", currency) if currency is not None else None
+    budget_amount, budget_currency = (c.money_option("--budget", budget, ranking_currency=currency)
+                                      if budget is not None else (None, None))
     constraints = Constraints(
         deadline_s=_duration("--deadline", deadline, ("h", "m"), "12h, 90m, 2d"), budget=budget_amount,
         budget_currency=budget_currency, headroom_fraction=headroom_fraction,
@@ -124,6 +125,12 @@ def recommend(
     cat = c.load_catalog_for(catalog, live)
     c.text_option("--gpus", gpus, names="GPU", give="names, e.g. --gpus rtx-4090,a100-80gb-sxm4", unset="every GPU")
     gpu_ids = resolve_gpu_ids(cat, [g for g in gpus.split(",") if g.strip()]) if gpus else None   # before tracing
+    if budget is not None and currency is None:
+        # no --currency: the offers' own currency ranks (yen where they are all in yen), and ¥ may then be either
+        from gpuwise.plan.offers import candidate_offers, ranking_currency, spot_policy
+
+        c.money_option("--budget", budget, ranking_currency=ranking_currency(
+            candidate_offers(cat, provider=provider, gpu_ids=gpu_ids, spot=spot_policy(spot)), None))
 
     c.use_trace_cache(not no_cache)
     correction, calibrated = user_correction(not no_user_calibration, cat)
@@ -281,8 +288,10 @@ def _render(rec, show_all: bool, deadline_s: float | None = None) -> None:
                       + f" — {o.excluded_because}")
     for r in rec.remedies:
         ram = f" and {format_bytes(r['cpu_offload_bytes'])} of host RAM" if r.get("cpu_offload_bytes") else ""
-        con.print(f"[cyan]To fit a cheaper GPU:[/] {r['change']} → {r['gpu_name']} needs "
-                  f"{format_bytes(r['peak_total_bytes'])} of {format_bytes(r['gpu_memory_bytes'])}{ram}, "
+        gpus = f"{r['count']}× {r['gpu_name']}" if r.get("count", 1) > 1 else r["gpu_name"]
+        each = " each" if r.get("count", 1) > 1 else ""
+        con.print(f"[cyan]To fit a cheaper GPU:[/] {r['change']} → {gpus} needs "
+                  f"{format_bytes(r['peak_total_bytes'])} of {format_bytes(r['gpu_memory_bytes'])}{each}{ram}, "
                   f"{format_duration(r['total_time_s'])}, {format_money(r['total_cost_ranked'], r['ranking_currency'])} "
                   f"({r['provider']})" + (f" ({r['why_faster']})" if r.get("why_faster") else ""))
     for note in rec.notes:

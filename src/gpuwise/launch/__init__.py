@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from gpuwise.launch.assumptions import JobAssumptions
 from gpuwise.launch.command import Command, parse_command
 from gpuwise.launch.plan import BatchSplit, LaunchError, LaunchPlan, plan_launch
 from gpuwise.launch.server import is_server, server_emit_refusal
@@ -44,7 +45,9 @@ def launch_best(rec, catalog, emit: str, command: str) -> dict:
     "notes", "env", "files", "wheel", "text"}``, where ``text`` is the YAML or the torchrun lines. The notes say
     first the batch split the option is priced on, which ``env`` carries to the command (``BatchSplit``), then
     the ZeRO/FSDP sharding and offload it is priced on (``ShardingSetup``), whose DeepSpeed config is in
-    ``files`` (name -> text) and written by ``text`` beside the command."""
+    ``files`` (name -> text) and written by ``text`` beside the command, then the job's assumptions it fits and
+    is priced only with (``JobAssumptions``: precision, gradient checkpointing, LoRA/QLoRA, sequence length),
+    which ``env`` carries too."""
     best = rec.best
     if best is None:     # why nothing meets (no offers, the deadline …), not only that nothing does
         see = "; run without --emit to see the options and why each was left out" if rec.options else ""
@@ -52,7 +55,13 @@ def launch_best(rec, catalog, emit: str, command: str) -> dict:
     split = BatchSplit.of(best, training=rec.workload.is_training, per_gpu=rec.method != "closed-form")
     sharding = ShardingSetup.of(rec.workload, best.count, closed_form=rec.method == "closed-form")
     one_process = rec.method == "closed-form" and splits_layers(rec.workload.with_(num_gpus=best.count))
-    plan = plan_launch(best, catalog.gpu(best.gpu), command, batch=split, sharding=sharding, one_process=one_process)
+    from gpuwise.plan.profile import workload_on   # launch depends on plan; imported when a plan is launched
+
+    gpu = catalog.gpu(best.gpu)
+    # the job as priced on the best option's GPU (a default bf16 is its fp16 twin where the GPU has no bf16)
+    assumptions = JobAssumptions.of(workload_on(rec.workload, gpu), closed_form=rec.method == "closed-form")
+    plan = plan_launch(best, gpu, command, batch=split, sharding=sharding, one_process=one_process,
+                       assumptions=assumptions)
     wheel = launch_wheel()     # the SkyPilot task uploads it; torchrun lines install it where it is copied
     return {"emit": emit.lower(), "gpu": plan.gpu.id, "count": plan.count, "provider": plan.provider,
             "nodes": plan.nodes, "notes": list(plan.notes), "env": dict(plan.env), "files": dict(plan.files),
@@ -82,5 +91,5 @@ def render(plan: LaunchPlan, emit: str, *, wheel: Path | None = None) -> str:
     return render_torchrun(plan, wheel)
 
 
-__all__ = ["EMITTERS", "BatchSplit", "Command", "LaunchError", "LaunchPlan", "ShardingSetup", "check_emit", "is_server",
+__all__ = ["EMITTERS", "BatchSplit", "Command", "JobAssumptions", "LaunchError", "LaunchPlan", "ShardingSetup", "check_emit", "is_server",
            "launch_best", "parse_command", "plan_launch", "render", "server_emit_refusal"]

@@ -10,6 +10,7 @@ from gpuwise.catalog.model import GPU, not_a_gpu
 from gpuwise.catalog.topology import Topology, provider_entry, topology_for
 from gpuwise.launch.command import Command, parse_command
 from gpuwise.launch.errors import LaunchError
+from gpuwise.launch.assumptions import JobAssumptions
 from gpuwise.launch.sharding import ShardingSetup
 
 MASTER_PORT = 29500
@@ -114,14 +115,18 @@ class LaunchPlan:
     batch: BatchSplit | None = None  # the batch split the plan is priced on (None: not known)
     sharding: ShardingSetup | None = None  # ZeRO/FSDP/offload the plan is priced on (None: plain DDP)
     one_process: bool = False       # HF generate's layer split: one process sees every GPU, no torchrun
+    # precision, checkpointing, LoRA, sequence length … the plan is priced on (None: not known)
+    assumptions: JobAssumptions | None = None
 
     @property
     def env(self) -> dict[str, str]:
         """The environment the launched command runs with: the batch split (``BatchSplit.env``), the
-        sharding (``ShardingSetup.env``: GPUWISE_SHARDING, GPUWISE_DEEPSPEED_CONFIG …), every GPU of the node
+        sharding (``ShardingSetup.env``: GPUWISE_SHARDING, GPUWISE_DEEPSPEED_CONFIG …), the job's assumptions
+        (``JobAssumptions.env``: GPUWISE_PRECISION, GPUWISE_GRAD_CHECKPOINTING …), every GPU of the node
         for one process (``CUDA_VISIBLE_DEVICES``), and the command's own ``NAME=value`` prefix, which wins."""
         env = dict(self.batch.env) if self.batch is not None else {}
         env.update(self.sharding.env if self.sharding is not None else {})
+        env.update(self.assumptions.env if self.assumptions is not None else {})
         if self.one_process:
             env[ENV_VISIBLE_DEVICES] = ",".join(map(str, range(self.gpus_per_node)))
         return {**env, **dict(self.command.env)}
@@ -162,12 +167,14 @@ def node_layout(count: int, topo: Topology) -> tuple[int, int]:
 
 
 def plan_launch(option, gpu: GPU, command: str, *, batch: BatchSplit | None = None,
-                sharding: ShardingSetup | None = None, one_process: bool = False) -> LaunchPlan:
+                sharding: ShardingSetup | None = None, one_process: bool = False,
+                assumptions: JobAssumptions | None = None) -> LaunchPlan:
     """The launch of ``option`` (a :class:`gpuwise.plan.Option`) running ``command`` on every GPU.
     ``batch``: the split the option is priced on (``BatchSplit.of``), said first in the notes and set in
     the environment: gpuwise cannot rewrite the command's flags. ``sharding``: the ZeRO stage / FSDP /
     offload it is priced on (``ShardingSetup.of``), said next, set in the environment, its DeepSpeed config
-    written beside the command. ``one_process``: the option is HF generate's layer split
+    written beside the command. ``assumptions``: the precision, gradient checkpointing, LoRA/QLoRA, sequence
+    length … it is priced on (``JobAssumptions.of``), said next and set in the environment. ``one_process``: the option is HF generate's layer split
     (``gpuwise.workload.parallelism.splits_layers``), one process that places the model on every GPU: the
     command runs once, not under torchrun (whose N processes would each load the whole model). ``gpu``: the
     option's catalog GPU (``catalog.gpu(option.gpu)``); a name, or another GPU than the option's, is refused
@@ -187,6 +194,8 @@ def plan_launch(option, gpu: GPU, command: str, *, batch: BatchSplit | None = No
     notes = [batch.note(parsed.argv)] if batch is not None else []
     if sharding is not None:
         notes.append(sharding.note())
+    if assumptions is not None:
+        notes.append(assumptions.note())
     if one_process and nodes > 1:
         raise LaunchError(f"HF generate's layer split runs in one process on one machine: {option.count} GPUs are "
                           f"more than a node of {topo.gpus_per_node} at {option.provider}")
@@ -205,4 +214,5 @@ def plan_launch(option, gpu: GPU, command: str, *, batch: BatchSplit | None = No
                      f"run the torchrun lines on it")
     return LaunchPlan(gpu=gpu, count=option.count, nodes=nodes, gpus_per_node=per_node, provider=option.provider,
                       spot=option.spot, skypilot_cloud=cloud, region=entry.get("region"), command=parsed,
-                      notes=tuple(notes), batch=batch, sharding=sharding, one_process=one_process)
+                      notes=tuple(notes), batch=batch, sharding=sharding, one_process=one_process,
+                      assumptions=assumptions)

@@ -119,7 +119,8 @@ def trainability(arch: DecoderArch, w: Workload, *, bitsandbytes_before_0_43: bo
     return Trainability(True, False, (lambda lin: False) if dropout else adapted, False, adapted, dropout)
 
 
-def _finish(parts: dict[str, float], static: float, gpu, notes: list[str]) -> MemoryEstimate:
+def _finish(parts: dict[str, float], static: float, gpu, notes: list[str],
+            workspace_label: str = "workspace") -> MemoryEstimate:
     ints = {k: int(round(v)) for k, v in parts.items()}
     allocated = sum(ints.values())
     dynamic = allocated - static
@@ -133,6 +134,7 @@ def _finish(parts: dict[str, float], static: float, gpu, notes: list[str]) -> Me
         total_bytes=reserved + ctx, weights_bytes=ints["weights"], gradients_bytes=ints["gradients"],
         optimizer_bytes=ints["optimizer"], activations_bytes=ints["activations"],
         workspace_bytes=ints["workspace"], other_bytes=ints["other"], notes=tuple(notes), uncertainty=spread,
+        workspace_label=workspace_label,
     )
 
 
@@ -234,6 +236,7 @@ def train_memory(arch: DecoderArch, w: Workload, gpu=None, *, double_quant: bool
         parts = {"weights": weights, "gradients": grads_in_forward, "optimizer": opt,
                  "activations": act.peak_bytes, "workspace": gathered + cublas,
                  "other": buckets + autocast_copies}
+        workspace_label = "gathered weights + cuBLAS workspace" if gathered > cublas else "workspace"
         if logits_note:     # only where the activations make the peak (at the optimizer step they are 0)
             notes.append(logits_note)
         if autocast_copies:
@@ -241,6 +244,11 @@ def train_memory(arch: DecoderArch, w: Workload, gpu=None, *, double_quant: bool
     else:
         parts = {"weights": weights, "gradients": grads, "optimizer": opt, "activations": 0.0,
                  "workspace": after_backward + cublas, "other": buckets}
+        # not cuBLAS's workspace where most of it is: the step's temporaries (torch's foreach Adam(W) holds
+        # sqrt(exp_avg_sq) for every parameter at once) or the embedding gradient's partial sums
+        workspace_label = ("workspace" if after_backward <= cublas else
+                           "embedding backward scratch + cuBLAS" if emb_scratch > opt_temp else
+                           f"{w.optimizer_impl} {w.optimizer} step temporaries + cuBLAS")
         if emb_scratch > opt_temp:
             notes.append(f"peak at the end of backward: the embedding gradient's partial sums "
                          f"({emb_scratch / 2**20:.0f} MiB) beside every gradient and the optimizer state")
@@ -250,7 +258,7 @@ def train_memory(arch: DecoderArch, w: Workload, gpu=None, *, double_quant: bool
     spill = opt if is_paged(w.optimizer) else 0.0
     if spill:
         notes.append(f"paged optimizer: up to {spill / 2**30:.2f} GiB of state can move to CPU RAM when the GPU is full")
-    est = _finish(parts, static, gpu, notes)
+    est = _finish(parts, static, gpu, notes, workspace_label)
     sync = t * (2 if (mixed or cb == 2) else 4)
     gather = full_weights if shard in ("zero3", "fsdp") else 0.0
     return TrainMemory(memory=est, split=split, cpu_offload_bytes=int(cpu), spillable_bytes=int(spill),

@@ -39,6 +39,8 @@ class MemoryEstimate:
     notes: tuple[str, ...] = ()
     # (what is guessed, bytes it may add on the high side): memory/uncertainty.py
     uncertainty: tuple[tuple[str, int], ...] = ()
+    # what ``workspace_bytes`` holds at the peak, in words (the closed form's may be an optimizer step's temporaries)
+    workspace_label: str = "workspace"
 
     @property
     def uncertainty_bytes(self) -> int:
@@ -62,6 +64,7 @@ class MemoryEstimate:
             "optimizer_bytes": self.optimizer_bytes,
             "activations_bytes": self.activations_bytes,
             "workspace_bytes": self.workspace_bytes,
+            "workspace_label": self.workspace_label,
             "other_bytes": self.other_bytes,
             "top_modules": [{"module": m, "bytes": b} for m, b in self.top_modules],
             "notes": list(self.notes),

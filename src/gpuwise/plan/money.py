@@ -30,11 +30,30 @@ def rates_in(currency: str) -> dict[str, float]:
     return {c: round(v / CNY_PER_UNIT[currency], 6) for c, v in sorted(CNY_PER_UNIT.items())}
 
 
-def parse_price(text: str) -> tuple[float, str | None]:
+# ¥ (and the full-width ￥) is the sign of both the yuan and the yen: gpuwise reads it as yuan (CNY), the
+# currency of the providers it ships, except where yen is in play (``yuan_or_yen``); yen is written JPY.
+YUAN_SIGNS = ("¥", "￥")
+
+
+def yuan_or_yen(text: str, ranking_currency: str | None) -> str | None:
+    """Why ``text`` (a price or budget) is ambiguous where costs are ranked in ``ranking_currency``: a ¥ amount
+    where the ranking is in yen could mean either (None: not ambiguous; ¥ is then yuan)."""
+    if ranking_currency != "JPY" or not str(text).strip().startswith(YUAN_SIGNS):
+        return None
+    amount, _ = parse_money(text)
+    return (f"{str(text).strip()} is ambiguous: ¥ is both yuan and yen, and costs are ranked in JPY here; write "
+            f"{amount:g}CNY or {amount:g}JPY")
+
+
+def parse_price(text: str, *, ranking_currency: str | None = None) -> tuple[float, str | None]:
     """(amount, ISO code or None) of a price or budget a user typed (``¥15``, ``2.5USD``, ``300``): a finite amount
     > 0 (``units.parse_money``: UnitError otherwise) in a currency with an exchange rate (MoneyError otherwise).
-    The one rule for every money option; the CLI and ``report`` add the option's name to the error."""
+    ``¥`` is yuan (CNY), except where costs are ranked in yen (``ranking_currency`` JPY): ambiguous there, refused
+    (``yuan_or_yen``). The one rule for every money option; the CLI and ``report`` add the option's name to the
+    error."""
     amount, currency = parse_money(text)
+    if (why := yuan_or_yen(text, ranking_currency)) is not None:
+        raise MoneyError(why)
     if currency is not None:
         rates_in(currency)
     return amount, currency

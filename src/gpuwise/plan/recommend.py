@@ -185,8 +185,19 @@ def recommend(
     eligible = [o for o in options if o.eligible]
     fitting = [o for o in options if o.fits and o.total_time_s is not None]
     # at a load every option serves an hour: "fastest" is what a request waits for its whole answer
-    time_of = (lambda o: o.ttft_s + workload.max_new_tokens * o.tpot_s) if at_rate else (lambda o: o.total_time_s)
-    best = min(eligible, key=lambda o: (o.total_cost_ranked, time_of(o)), default=None)
+    def time_of(o: Option) -> float | None:     # None: not timed (left out before it was)
+        if not at_rate:
+            return o.total_time_s
+        return o.ttft_s + workload.max_new_tokens * o.tpot_s if o.ttft_s is not None and o.tpot_s is not None else None
+
+    def rank(o: Option) -> tuple:
+        """The one order of the options, the best first: those that meet every constraint, then those that fit;
+        cheaper first, on a cost tie the faster (so the best is the first row, its marker on it), then by name."""
+        cost = o.total_cost_ranked if o.total_cost_ranked is not None else math.inf
+        took = time_of(o)
+        return (not o.eligible, not o.fits, cost, took if took is not None else math.inf, o.gpu, o.count)
+
+    best = min(eligible, key=rank, default=None)
     fastest = min(fitting, key=lambda o: (time_of(o), o.total_cost_ranked), default=None)
     # Best value: the least cost × time among those that meet every constraint (the knee of the front).
     best_value = min(eligible, key=lambda o: o.total_cost_ranked * time_of(o), default=None)
@@ -211,7 +222,7 @@ def recommend(
     unquoted = unquoted_counts(offers)
     bare_budget = (f"budget {format_money(constraints.budget, rank_in)}: a --budget without a currency is in the "
                    f"ranking currency, {rank_in} here (--currency, else the offers' own where they share one, else "
-                   "CNY); write ¥300 or 40USD to say which" if constraints.budget is not None
+                   "CNY); write 300CNY (¥300: yuan), 40USD or 5000JPY to say which" if constraints.budget is not None
                    and constraints.budget_currency is None else None)
     notes = (
         batch_note,
@@ -226,8 +237,7 @@ def recommend(
         f"times are for {assumed_stack(workload, closed_form_llm=is_llm(workload))} (DESIGN.md: the software "
         "stack assumed)",
     )
-    options.sort(key=lambda o: (not o.eligible, not o.fits,
-                                o.total_cost_ranked if o.total_cost_ranked is not None else math.inf, o.gpu, o.count))
+    options.sort(key=rank)      # the order best picks by: the best is the first row
     rec = Recommendation(workload, model.method, rank_in, tuple(options), best, fastest, best_value,
                          nothing, tuple(closest), reason, notes, fallback_precision=fallback)
     if remedies and not at_rate:     # remedies are quoted for a job of a given size, not yet at a load

@@ -1,8 +1,9 @@
 """When the job does not fit on the cheap GPUs: which change would make it fit, and what that costs.
 
 Each remedy is a changed workload (a smaller micro-batch with more accumulation steps, gradient
-checkpointing, AMP, an 8-bit optimizer, a ZeRO stage on several GPUs, LoRA and CPU offload for LLMs; in
-serving, a smaller batch); it is estimated on the GPUs that were excluded for memory and are cheaper than the
+checkpointing, AMP, an 8-bit optimizer, a ZeRO stage on several GPUs, a one-GPU job sharded by ZeRO-3 over the
+fewest GPUs it fits, LoRA and CPU offload for LLMs; in serving, a smaller batch); those that keep the training
+the same are offered before those that change the method (LoRA, QLoRA); it is estimated on the GPUs that were excluded for memory and are cheaper than the
 best option. One trace per remedy.
 """
 
@@ -117,6 +118,31 @@ def _candidates(w: Workload, closed_form: bool, micro_batch: bool) -> list[Remed
 # ZeRO stages in the order they cost communication; each also partitions what the one before did
 ZERO_STAGES = ("zero1", "zero2", "zero3")
 
+# The GPU counts a job is sharded over when it fits no single GPU: one node, the counts recommend quotes
+SHARD_GPU_COUNTS = (2, 4, 8)
+SHARD_STAGE = "zero3"    # everything partitioned (weights, gradients, optimizer state): FSDP's full shard alike
+
+
+def changes_method(remedy: Remedy) -> bool:
+    """Whether a remedy trains something else (LoRA or QLoRA adapters, 4-bit base weights instead of the
+    job's own): the one rule that ranks such changes after those that keep the training the same (a smaller
+    micro-batch, checkpointing, AMP, an 8-bit optimizer, sharding over GPUs, offload)."""
+    return any(name in ("finetune", "quant") for name in remedy.workload_fields)
+
+
+def shard_over_gpus_remedy(w: Workload, count: int | None = None) -> Remedy | None:
+    """For a training job that fits no single GPU: its state partitioned over ``count`` GPUs by ZeRO-3 (FSDP's
+    full shard alike), the same method and result (None: serving, already fully sharded or offloading, or on
+    several GPUs already, where ``sharding_remedies`` offers the next stages). ``count`` None: the change
+    ``recommend`` names (its rows are the counts); a count: the one ``estimate`` names (``--num-gpus N``).
+    ZeRO-3 partitions no activations: where they are the need, it helps little (``changes_that_fit`` and
+    ``find_remedies`` quote it, so it is offered only where it fits)."""
+    if not w.is_training or w.num_gpus > 1 or w.offload != "none" or effective_sharding(w) in (SHARD_STAGE, "fsdp"):
+        return None
+    if count is None:
+        return _remedy(f"--sharding {SHARD_STAGE}", sharding=SHARD_STAGE)
+    return _remedy(f"--num-gpus {count} --sharding {SHARD_STAGE}", num_gpus=count, sharding=SHARD_STAGE)
+
 
 def sharding_remedies(w: Workload) -> list[Remedy]:
     """On several GPUs, the ZeRO stages past the job's own: the same method, its state partitioned over the
@@ -177,13 +203,19 @@ def find_remedies(
     micro-batch that fits × accumulation steps, its spot risk) on the changed workload, at the effective batch
     of the row it replaces. Without ``price_option`` no remedy can be priced as a row is, and none is offered.
     A remedy must meet the same constraints as any option (deadline, budget) and cost less than the best option
-    as it is. ``model_factory``: workload -> workload model (default: ``model_for``, which traces, with
+    as it is. For a training job (one GPU's, not yet fully sharded) the options of several GPUs excluded for
+    memory are also tried under ``--sharding zero3`` (``shard_over_gpus_remedy``): on each GPU the fewest that
+    fit, the cheapest of them offered. Remedies that keep the training the same come first, those that change
+    the method (``changes_method``: LoRA, QLoRA) after, each group cheapest first. ``model_factory``: workload -> workload model (default: ``model_for``, which traces, with
     ``correction``: the user's calibration the recommendation used)."""
     constraints = constraints or Constraints()
-    oom = [o for o in rec.options if o.fits is False and o.peak_total_bytes is not None and o.count == 1]
+    out_of_memory = [o for o in rec.options if o.fits is False and o.peak_total_bytes is not None]
+    oom = [o for o in out_of_memory if o.count == 1]
     if rec.best is not None:
         oom = [o for o in oom if o.price_per_hour_ranked < rec.best.price_per_hour_ranked]
-    if not oom:
+    shard = shard_over_gpus_remedy(rec.workload)
+    sharded_oom = [o for o in out_of_memory if o.count > 1] if shard is not None else []
+    if not oom and not sharded_oom:
         return ()
     if price_option is None:
         logger.warning("remedies are priced as the recommendation's rows are: no price_option given, none offered")
@@ -191,33 +223,54 @@ def find_remedies(
     oom.sort(key=lambda o: o.price_per_hour_ranked)
     gpus = {g.id: g for g in catalog.gpus}
     make = model_factory or (lambda w: model_for(w, progress, correction=correction))
+
+    def priced(remedy: Remedy, w: Workload, model, target) -> Quote | None:
+        """``target``'s row for the changed job ``w``, if it fits and meets the constraints (None: not)."""
+        gpu = gpus[target.gpu]
+        if cannot_run(w, gpu):      # e.g. --precision amp-bf16 on a GPU without bf16
+            return None
+        # the effective batch of the row it replaces: the recommendation's, not the workload's own
+        quote = price_option(model, gpu, target.offer, target.count, target.effective_batch_size)
+        if not quote.fits or quote.total_time_s is None:
+            return None
+        (quote,) = apply_constraints([quote], constraints, rec.ranking_currency)
+        if not quote.eligible:
+            return None
+        layout = dict(batch_size=quote.batch_size, grad_accum_steps=quote.grad_accum_steps)
+        return replace(quote, why_faster=why_faster(
+            rec.workload, w, quote.step_time_s,
+            lambda job_w: _step_s(make(job_w), gpu, target.count, target.provider, **layout)))
+
     results = []
-    # the options rescued are single GPUs: nothing to shard over there
+    if sharded_oom:
+        # the job as it is on several GPUs of a kind that ran out of memory, ZeRO-3 partitioning its state: on
+        # each GPU the fewest that fit, the cheapest of those (the same training: before any change of method)
+        w = shard.apply(rec.workload)
+        model = make(w)
+        fewest: dict[str, Quote] = {}
+        for target in sorted(sharded_oom, key=lambda o: (o.gpu, o.count, o.price_per_hour_ranked)):
+            if target.gpu in fewest or (quote := priced(shard, w, model, target)) is None:
+                continue
+            fewest[target.gpu] = quote
+        if fewest:
+            quote = min(fewest.values(), key=lambda q: (q.total_cost_ranked, q.count))
+            results.append({"change": shard.change, **quote.to_dict()})
+    # the changes of one GPU's job, for the single GPUs (sharding over several is the one above)
     remedies = [r for r in candidate_remedies(rec.workload, rec.method == "closed-form", micro_batch=False)
                 if "sharding" not in r.workload_fields]
-    for remedy in remedies[:max_remedies]:
+    method_of = {shard.change: False} if shard is not None else {}
+    for remedy in remedies[:max_remedies if oom else 0]:
         w = remedy.apply(rec.workload)
         model = make(w)
+        method_of[remedy.change] = changes_method(remedy)
         for target in oom:   # cheapest first: the cheapest GPU this remedy rescues is the news
-            gpu = gpus[target.gpu]
-            if cannot_run(w, gpu):      # e.g. --precision amp-bf16 on a GPU without bf16
-                continue
-            # the effective batch of the row it replaces: the recommendation's, not the workload's own
-            quote = price_option(model, gpu, target.offer, target.count, target.effective_batch_size)
-            if not quote.fits or quote.total_time_s is None:
-                continue
-            (quote,) = apply_constraints([quote], constraints, rec.ranking_currency)
-            if not quote.eligible:
-                continue
-            layout = dict(batch_size=quote.batch_size, grad_accum_steps=quote.grad_accum_steps)
-            quote = replace(quote, why_faster=why_faster(
-                rec.workload, w, quote.step_time_s,
-                lambda job_w: _step_s(make(job_w), gpu, target.count, target.provider, **layout)))
-            results.append({"change": remedy.change, **quote.to_dict()})
-            break
+            if (quote := priced(remedy, w, model, target)) is not None:
+                results.append({"change": remedy.change, **quote.to_dict()})
+                break
     if rec.best is not None:  # a remedy that costs more than the best option as it is, is no remedy
         results = [r for r in results if r["total_cost_ranked"] < (1.0 - REMEDY_MIN_SAVING) * rec.best.total_cost_ranked]
-    results.sort(key=lambda r: r["total_cost_ranked"])
+    # those that keep the training the same first (``changes_method``), each group cheapest first
+    results.sort(key=lambda r: (method_of[r["change"]], r["total_cost_ranked"]))
     return tuple(results)
 
 
@@ -227,7 +280,9 @@ def changes_that_fit(
     provider: str | None = None, correction: Correction | None = None,
 ) -> tuple[dict, ...]:
     """For a job that does not fit ``gpu``: each single change that makes it fit, with its flags, the
-    memory it needs and its step time, fastest first; when no single change is enough, the changes
+    memory it needs and its step time, those that keep the training the same first (``changes_method``), each
+    group fastest first; among them the job sharded by ZeRO-3 over the fewest of these GPUs it fits
+    (``--num-gpus N --sharding zero3``, N in ``SHARD_GPU_COUNTS``; its memory is one GPU's, its step all N's); when no single change is enough, the changes
     taken together in order, the first combination that fits. ``provider``: whose machines the GPUs
     are in (their links), as for the estimate the job did not fit."""
     make = model_factory or (lambda w: model_for(w, progress, correction=correction))
@@ -249,9 +304,19 @@ def changes_that_fit(
         """The changes of ``w`` that ``gpu`` runs (``cannot_run``: no bf16 precision on a GPU without it)."""
         return [r for r in candidate_remedies(w, closed_form) if not cannot_run(r.apply(w), gpu)]
 
-    singles = [q for r in runnable(workload) if (q := quote(r.change, r.apply(workload)))]
+    singles = [(r, q) for r in runnable(workload) if (q := quote(r.change, r.apply(workload)))]
+    # the job as it is, sharded over the fewest GPUs of this kind it fits (ZeRO-3): the same training
+    for count in SHARD_GPU_COUNTS:
+        shard = shard_over_gpus_remedy(workload, count)
+        if shard is None or not _makes_a_job(shard, workload):
+            break
+        if found := quote(shard.change, shard.apply(workload)):
+            singles.append((shard, found))
+            break
     if singles:
-        return tuple(sorted(singles, key=lambda q: q["step_time_s"] if q["step_time_s"] is not None else 0.0))
+        # the changes that keep the training the same first (``changes_method``), each group fastest first
+        return tuple(q for _r, q in sorted(singles, key=lambda rq: (
+            changes_method(rq[0]), rq[1]["step_time_s"] if rq[1]["step_time_s"] is not None else 0.0)))
     # No single change is enough: apply them one after another until the job fits, then drop each
     # change the others make unnecessary (the answer names only what is needed).
     taken: list[Remedy] = []
@@ -271,6 +336,28 @@ def changes_that_fit(
         if rest and (smaller := quote(_flags(rest), _apply_all(workload, rest))):
             taken, found = rest, smaller
     return (found,)
+
+
+ACTIVATIONS_MOST = 0.5     # activations above this share of the peak: sharding the model state cannot cure it
+
+
+def no_change_fits_advice(workload: Workload, memory) -> str:
+    """What to try where no change tried makes the job fit a GPU (``changes_that_fit`` found none), from the
+    ``memory`` of the job as it is (a ``MemoryEstimate`` or its JSON). Where the activations are most of the peak,
+    ZeRO-3/FSDP is no cure (they partition weights, gradients and optimizer state, never activations): sequence
+    (context) parallelism would split them, which gpuwise does not model."""
+    get = memory.get if isinstance(memory, dict) else (lambda key: getattr(memory, key))
+    activations, peak = get("activations_bytes") or 0, get("peak_allocated_bytes") or 0
+    if workload.is_training and peak and activations > ACTIVATIONS_MOST * peak:
+        return (f"the activations are {activations / peak:.0%} of the peak, and ZeRO-3/FSDP shard weights, gradients "
+                "and optimizer state, never activations: more GPUs with --sharding zero3 would not make it fit. "
+                "Sequence (context) parallelism splits a sequence's activations over GPUs, which gpuwise does not "
+                "model; a shorter --seq-len (or --image-size), or a GPU with more memory (gpuwise recommend), would")
+    tried = shard_over_gpus_remedy(workload, SHARD_GPU_COUNTS[-1]) is not None    # changes_that_fit tried up to 8
+    more = ("--num-gpus N (tensor parallel)" if not workload.is_training
+            else f"--num-gpus N with --sharding {SHARD_STAGE}"
+            + (f", more than the {SHARD_GPU_COUNTS[-1]} tried" if tried else ""))
+    return f"try more GPUs ({more}) or a larger GPU (gpuwise recommend)"
 
 
 def _step_s(model, gpu, count: int, provider: str | None, **layout) -> float | None:
