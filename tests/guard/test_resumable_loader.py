@@ -129,3 +129,42 @@ def test_under_a_real_lightning_trainer_every_epoch_trains_on_its_batches(tmp_pa
     reference = [_ids(b) for _ in range(2) for b in whole]
     assert [epoch for epoch, _ in trained] == [0, 0, 0, 1, 1, 1]
     assert [ids for _, ids in trained] == reference
+
+
+def test_a_position_at_an_epochs_end_is_the_next_epochs_start():
+    # was: saved as (epoch 1, all consumed) while iteration rolled over only when asked for more: a Guard
+    # resumed at the last step of its last epoch saw epoch 1 < max_epochs 2 and trained a whole third epoch
+    data = indexed_dataset(8)
+    loader = ResumableDataLoader(data, batch_size=2, seed=1)
+    for _ in range(2):
+        it = iter(loader)
+        for _ in range(len(loader)):
+            next(it)
+    assert loader.state_dict()["epoch"] == 2 and loader.state_dict()["consumed"] == 0
+    assert loader.state_dict(exclude_last_batch=True) == {"epoch": 1, "consumed": 6, "seed": 1, "world_size": 1}
+    old = ResumableDataLoader(data, batch_size=2, seed=1)   # a state written as "all of epoch 1 handed out"
+    old.load_state_dict({"epoch": 1, "consumed": 8, "seed": 1, "world_size": 1})
+    assert old.epoch == 2 and len(old) == 4
+
+
+def test_a_guard_resumed_at_the_last_step_of_its_last_epoch_trains_no_more(tmp_path):
+    from gpuwise.guard import Guard
+
+    def run(preempt_at=None):
+        torch.manual_seed(0)
+        model = torch.nn.Linear(8, 1)
+        guard = Guard(tmp_path / "ck", model, torch.optim.SGD(model.parameters(), lr=0.1), every_steps=100,
+                      verbose=False, exit_on_preempt=False)
+        guard.loader(indexed_dataset(8), batch_size=2, seed=1)
+        guard.resume()
+        steps = 0
+        for batch in guard.batches(max_epochs=2):
+            guard.step(batch, lambda b: model(b[0]).pow(2).mean())
+            steps += 1
+            if guard.step_count == preempt_at:
+                guard.preemption.request()
+        guard.close()
+        return steps, guard.step_count
+
+    assert run(preempt_at=8) == (8, 8)      # the last step of epoch 1, saved on preemption
+    assert run() == (0, 8)                  # was (4, 12): a third epoch

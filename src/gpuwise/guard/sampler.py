@@ -115,7 +115,10 @@ class ResumableDataLoader:
     def state_dict(self, *, exclude_last_batch: bool = False) -> dict[str, int]:
         """Position; ``exclude_last_batch`` for a crash inside the step that drew the last batch."""
         consumed = self.consumed - (self.last_batch_samples if exclude_last_batch else 0)
-        return {"epoch": self.epoch, "consumed": consumed, "seed": self.sampler.seed,
+        epoch = self.epoch
+        if consumed >= self.sampler.shard_len:   # the epoch was all handed out: the position is the next one's start
+            epoch, consumed = epoch + 1, 0       # (a checkpoint at an epoch's last step resumes past that epoch)
+        return {"epoch": epoch, "consumed": consumed, "seed": self.sampler.seed,
                 "world_size": self.sampler.world_size}
 
     def load_state_dict(self, state: dict[str, int]) -> None:
@@ -128,3 +131,5 @@ class ResumableDataLoader:
             consumed = consumed * old_world // self.sampler.world_size
         self.consumed = min(consumed, self.sampler.shard_len)
         self.last_batch_samples = 0
+        if self.consumed >= self.sampler.shard_len:   # a state saved as "all of epoch e handed out"
+            self._next_epoch()
