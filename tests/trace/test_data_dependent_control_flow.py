@@ -44,6 +44,17 @@ MODELS = textwrap.dedent('''
                     break
             return self.h(x)
 
+    class PerSample(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Linear(8, 8)
+        def forward(self, x):
+            h = self.a(x)
+            return torch.stack([r if r.sum() > 0 else -r for r in h])
+
+    def per_sample(batch_size: int = 2):
+        return PerSample(), (torch.empty(batch_size, 8),)
+
     def converge(batch_size: int = 2):
         return Converge(), (torch.empty(batch_size, 8),)
 
@@ -66,7 +77,15 @@ def test_a_loop_on_tensor_values_stops_at_the_read_limit_naming_the_line_and_the
         trace_workload(Workload(model=f"{models}:converge", batch_size=2, optimizer="sgd"))
     message = str(info.value)
     assert "\n" not in message
-    assert "flow.py:11" in message and "more than 50 times" in message and MAX_VALUE_READS_ENV in message
+    assert "flow.py:11" in message and "more than 58 times" in message and MAX_VALUE_READS_ENV in message
+
+
+def test_a_loop_over_the_batch_is_bounded_by_it_at_any_batch(models, monkeypatch):
+    # from the review: the reads were counted over both steps against one fixed limit, so a loop reading one value
+    # per sample was refused as never ending from batch 2,501 (here: from batch 26 at a limit of 50)
+    monkeypatch.setenv(MAX_VALUE_READS_ENV, "50")
+    trace = trace_workload(Workload(model=f"{models}:per_sample", batch_size=40, optimizer="sgd"))
+    assert trace.control_flow_reads == 80            # one a sample, in each of the two steps
 
 
 def test_the_traced_steps_have_a_wall_time_limit_of_their_own(models, monkeypatch):

@@ -49,3 +49,33 @@ def test_the_limit_must_be_a_positive_number(tmp_path, monkeypatch):
     spec = f"{model_file}:make"
     with pytest.raises(WorkloadError, match="GPUWISE_FACTORY_TIMEOUT_S is '-3', not a number of seconds > 0"):
         resolve_model_spec(spec).build(Workload(model=spec, batch_size=2))
+
+
+class _OuterAlarm(Exception):
+    pass
+
+
+def test_a_callers_own_alarm_outlives_the_limit_and_fires_first_where_it_is_due_first():
+    # from the review: deadline() set the timer to 0 on its way out, so the fuzz suite's 30 s hang guard (and any
+    # caller's alarm) was gone after the first trace
+    import signal
+
+    from gpuwise.workload.deadline import deadline
+
+    def outer(signum, frame):
+        raise _OuterAlarm
+
+    previous = signal.signal(signal.SIGALRM, outer)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 30.0)
+        with deadline("a quick block", 5.0):
+            pass
+        left_s, _ = signal.getitimer(signal.ITIMER_REAL)
+        assert 25.0 < left_s <= 30.0                       # the caller's timer goes on with what it had left
+        signal.setitimer(signal.ITIMER_REAL, 0.2)
+        with pytest.raises(_OuterAlarm):                   # due before the 5 s limit: the caller's, not a timeout
+            with deadline("a slow block", 5.0):
+                time.sleep(3)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)

@@ -35,14 +35,16 @@ STEPS = 2
 # Limits that stop a trace that would not end (docs/trace.md, "Sizes and the operator budget"). A config past every
 # real size is refused before tracing (workload/config_checks.py); these catch the rest:
 # - a loop on tensor values (``while h.abs().max() > eps``), which fake tensors answer the same way every time: one
-#   line of the model's code, in one module, may read tensor values this many times in the two steps (a mixture of
-#   experts reads one per expert and layer, a loop over a batch one per sample); the runaway loop stops in seconds;
+#   line of the model's code, in one module, may read tensor values this many times in the two steps, plus
+#   ``VALUE_READS_PER_SAMPLE`` per sample of a step (a mixture of experts reads one per expert and layer, a loop
+#   over a batch one per sample, twice over the two steps); the runaway loop stops in seconds;
 # - operators: the two steps of the largest real traces dispatch a few hundred thousand (a mixture of experts with
 #   every token sent to every expert); a factory that stacks layers from a huge number stops here;
 # - wall time, after the factory's own limit (workload/deadline.py): a forward that loops without reading values.
 DEFAULT_MAX_TRACE_OPS = 4_000_000
 MAX_TRACE_OPS_ENV = "GPUWISE_TRACE_MAX_OPS"
 DEFAULT_MAX_VALUE_READS = 5_000
+VALUE_READS_PER_SAMPLE = 4     # a per-sample loop reads once a sample in each of the two steps: room for two such
 MAX_VALUE_READS_ENV = "GPUWISE_TRACE_MAX_VALUE_READS"
 DEFAULT_TRACE_TIMEOUT_S = 600.0
 TRACE_TIMEOUT_ENV = "GPUWISE_TRACE_TIMEOUT_S"
@@ -53,10 +55,12 @@ def max_trace_ops() -> int:
     return _count_from_env(MAX_TRACE_OPS_ENV, DEFAULT_MAX_TRACE_OPS, "operators")
 
 
-def max_value_reads() -> int:
-    """Reads of tensor values one line of the model's code may make in one module: ``GPUWISE_TRACE_MAX_VALUE_READS``
-    when set (a whole number >= 1), else the default."""
-    return _count_from_env(MAX_VALUE_READS_ENV, DEFAULT_MAX_VALUE_READS, "reads")
+def max_value_reads(samples_per_step: int = 0) -> int:
+    """Reads of tensor values one line of the model's code may make in one module over the two steps:
+    ``GPUWISE_TRACE_MAX_VALUE_READS`` when set (a whole number >= 1), else the default, plus
+    ``VALUE_READS_PER_SAMPLE`` per sample of a step (a loop over the batch is bounded by it, however large)."""
+    return (_count_from_env(MAX_VALUE_READS_ENV, DEFAULT_MAX_VALUE_READS, "reads")
+            + VALUE_READS_PER_SAMPLE * max(0, samples_per_step))
 
 
 def trace_timeout_s() -> float:
@@ -90,7 +94,7 @@ def trace_workload(workload: Workload) -> Trace:
         logging.getLogger("transformers").setLevel(logging.ERROR)   # its first import resets it
         module = built.module
         notes = list(built.notes)
-        recorder = Recorder(training=workload.is_training, max_ops=max_trace_ops(), max_value_reads=max_value_reads(),
+        recorder = Recorder(training=workload.is_training, max_ops=max_trace_ops(), max_value_reads=max_value_reads(workload.batch_size),
                             value_reads_env=MAX_VALUE_READS_ENV)
         try:
             with deadline(f"tracing {spec.name}", trace_timeout_s(), TRACE_TIMEOUT_ENV):

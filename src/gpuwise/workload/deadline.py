@@ -14,6 +14,7 @@ import math
 import os
 import signal
 import threading
+import time
 from collections.abc import Iterator
 
 from gpuwise.workload.errors import WorkloadError
@@ -54,11 +55,23 @@ def deadline(what: str, timeout_s: float | None = None, env: str = FACTORY_TIMEO
         yield
         return
 
+    start_s = time.monotonic()
+    outer_fired = False
+
     def expire(signum: int, frame: object) -> None:
+        nonlocal outer_fired
+        if outer_first:      # an outer timer (a caller's own alarm) was due before this limit: it is the caller's
+            outer_fired = True
+            if callable(previous):
+                previous(signum, frame)
+            return
         raise _Expired
 
     previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, limit_s)
+    outer_s, outer_interval_s = signal.setitimer(signal.ITIMER_REAL, limit_s)   # what an outer timer had left
+    outer_first = 0 < outer_s < limit_s
+    if outer_first:
+        signal.setitimer(signal.ITIMER_REAL, outer_s)
     try:
         yield
     except _Expired:
@@ -67,3 +80,7 @@ def deadline(what: str, timeout_s: float | None = None, env: str = FACTORY_TIMEO
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        if outer_s > 0 and not outer_fired:    # the outer timer goes on with what it has left
+            signal.setitimer(signal.ITIMER_REAL, max(outer_s - (time.monotonic() - start_s), 1e-3), outer_interval_s)
+        elif outer_fired and outer_interval_s > 0:   # a repeating one repeats
+            signal.setitimer(signal.ITIMER_REAL, outer_interval_s, outer_interval_s)
