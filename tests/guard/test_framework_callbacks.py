@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import sys
 from types import SimpleNamespace
 
@@ -16,6 +17,7 @@ import pytest
 import torch
 from transformers.trainer_callback import CallbackHandler, TrainerControl, TrainerState
 
+from gpuwise.guard.checkpoint import MANIFEST_FILE
 from gpuwise.guard.integrations.hf import GuardCallback, latest_verified_checkpoint
 from gpuwise.runlog import read_events, read_train_metrics
 
@@ -178,9 +180,9 @@ def test_a_kill_between_the_trainers_rotation_and_the_seal_leaves_a_sealed_check
 def test_the_callback_keeps_the_newest_sealed_checkpoints_and_gives_the_limit_back(tmp_path):
     args = _args(tmp_path / "out", save_total_limit=2)
     out = tmp_path / "out"
-    (out / "checkpoint-100").mkdir(parents=True)          # unsealed, newer than all (another run's leftover)
+    (out / "checkpoint-100").mkdir(parents=True)   # unsealed, another run's leftover: older, as the Trainer ranks
     _run(GuardCallback(), args, max_steps=10, save_steps=2)
-    assert sorted(p.name for p in out.iterdir()) == ["checkpoint-10", "checkpoint-100", "checkpoint-8"]
+    assert sorted(p.name for p in out.iterdir()) == ["checkpoint-10", "checkpoint-8"]
     assert args.save_total_limit == 2                        # the Trainer's own again after training
 
 
@@ -195,15 +197,13 @@ def test_pruning_never_deletes_the_newest_sealed_checkpoint_nor_the_best_one(tmp
 
     _run(Best(), args, max_steps=6, save_steps=2)
     assert sorted(p.name for p in out.iterdir()) == ["checkpoint-2", "checkpoint-6"]
-    # A sealed checkpoint newer than all, damaged since (bit rot): it does not count as kept, and stays.
-    state = SimpleNamespace(global_step=100, epoch=0, is_world_process_zero=True)
-    _trainer_save(_args(out), state)
-    GuardCallback().on_save(_args(out), state, None)
-    with open(out / "checkpoint-100" / "pytorch_model.bin", "r+b") as f:
+    # A sealed checkpoint damaged since (bit rot) does not count as kept: the older sealed one stays as well.
+    os.utime(out / "checkpoint-2" / MANIFEST_FILE, (1_000_000, 1_000_000))   # sealed first, by the clock too
+    with open(out / "checkpoint-6" / "pytorch_model.bin", "r+b") as f:
         f.seek(40)
         f.write(b"\x00\x01")
-    _run(GuardCallback(), _args(out, save_total_limit=1), max_steps=10, save_steps=2, resume_step=6)
-    assert sorted(p.name for p in out.iterdir()) == ["checkpoint-10", "checkpoint-100"]
+    _run(GuardCallback(), _args(out, save_total_limit=2), max_steps=8, save_steps=2, resume_step=6)
+    assert sorted(p.name for p in out.iterdir()) == ["checkpoint-2", "checkpoint-6", "checkpoint-8"]
 
 
 def test_preemption_says_what_the_plain_guard_says(tmp_path, caplog):

@@ -7,7 +7,8 @@ by a kill (it writes in place, so ``resume_from_checkpoint=True`` can pick a hal
 (3) write the run log that ``gpuwise advise`` reads. This callback adds exactly those, and takes over the
 Trainer's ``save_total_limit`` rotation: the Trainer deletes old checkpoints inside its save, before ``on_save``
 where the new one is sealed, so a kill between them would leave no sealed checkpoint at all; the callback turns
-that off and prunes after sealing, never the newest sealed checkpoints:
+that off and prunes after sealing, newest first by the time they were sealed (the Trainer orders by mtime, not by
+step number), never the checkpoint it has just sealed:
 
     from gpuwise.guard.integrations.hf import GuardCallback, latest_verified_checkpoint
     trainer = Trainer(..., callbacks=[GuardCallback(run_log="run.db")])
@@ -16,6 +17,8 @@ that off and prunes after sealing, never the newest sealed checkpoints:
 
 from __future__ import annotations
 
+import itertools
+import json
 import logging
 import os
 import re
@@ -49,7 +52,10 @@ class GuardCallback(TrainerCallback):
         self.run_log: RunLog | None = run_log if isinstance(run_log, RunLog) else None
         self.last_sealed: Path | None = None
         self.save_total_limit: int | None = None   # the Trainer's, while this callback rotates in its place
-        self._verified: dict[str, tuple[int, int, int]] = {}   # checkpoint name -> its manifest's identity
+        self._verified: dict[str, tuple[int, int, int]] = {}   # checkpoint path -> its manifest's identity
+        self._sealed_here: dict[str, int] = {}   # checkpoint path -> the order this callback sealed it in
+        self._seal_count = itertools.count()
+        self._said_lost = False
         self._said_preempted = False
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
@@ -76,17 +82,26 @@ class GuardCallback(TrainerCallback):
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if not state.is_world_process_zero:
             return
-        path = Path(args.output_dir) / f"checkpoint-{state.global_step}"
-        if path.is_dir():
-            seal_directory(path, state.global_step, int(state.epoch or 0),
-                           meta={"reason": "preempted" if self.preemption.requested else "periodic"},
-                           format="transformers.Trainer")
-            self.last_sealed = path
-            self._remember_verified(path)   # just hashed: no need to read it again to prune
-            if self.run_log is not None:
-                self.run_log.log_event("checkpoint", f"{path.name} sealed (manifest + sha256)")
-            if self.save_total_limit is not None:
-                self._prune(Path(args.output_dir), getattr(state, "best_model_checkpoint", None))
+        path = _saved_checkpoint(args, state)
+        if path is None:
+            # Not where this callback can tell: unsealed, and the Trainer's rotation must prune in its place.
+            if not self._said_lost:
+                self._said_lost = True
+                log.warning("checkpoint-%d not found under %s: not sealed%s", state.global_step, args.output_dir,
+                            "; save_total_limit rotation handed back to the Trainer"
+                            if self.save_total_limit is not None else "")
+            self._give_rotation_back(args)
+            return
+        seal_directory(path, state.global_step, int(state.epoch or 0),
+                       meta={"reason": "preempted" if self.preemption.requested else "periodic"},
+                       format="transformers.Trainer")
+        self.last_sealed = path
+        self._sealed_here[str(path)] = next(self._seal_count)
+        self._remember_verified(path)   # just hashed: no need to read it again to prune
+        if self.run_log is not None:
+            self.run_log.log_event("checkpoint", f"{path.name} sealed (manifest + sha256)")
+        if self.save_total_limit is not None:
+            self._prune(path.parent, getattr(state, "best_model_checkpoint", None))
 
     def _take_over_rotation(self, args: Any, state: Any) -> None:
         """Turn the Trainer's ``save_total_limit`` rotation off where this callback seals (world process zero) and
@@ -105,21 +120,42 @@ class GuardCallback(TrainerCallback):
     def _prune(self, output_dir: Path, best: str | None) -> list[Path]:
         """Keep the newest ``save_total_limit`` sealed checkpoints that verify, and every ``checkpoint-N`` newer than
         the oldest of them (unsealed or damaged: a resume skips them, naming them); delete the older ones, except
-        the Trainer's best checkpoint (``load_best_model_at_end``). The newest sealed checkpoint is never deleted."""
-        found = sorted(((int(m.group(1)), p) for p in output_dir.iterdir()
-                        if (m := _CHECKPOINT_DIR.match(p.name)) and p.is_dir() and not p.is_symlink()), reverse=True)
+        the Trainer's best checkpoint (``load_best_model_at_end``) and the one just sealed (``last_sealed``).
+
+        Newest by when they were sealed, as the Trainer rotates by mtime, not by step number: a higher-numbered
+        checkpoint left by an earlier run (``overwrite_output_dir``, or a roll-back to an older checkpoint) is
+        older than those this run saves, so it does not push them out. Those this callback sealed come first, in
+        the order it sealed them; then the others by their manifest's mtime (a directory's own when unsealed),
+        ties by step number."""
+        found = [(self._age(p, int(m.group(1))), p) for p in output_dir.iterdir()
+                 if (m := _CHECKPOINT_DIR.match(p.name)) and p.is_dir() and not p.is_symlink()]
         kept, removed = 0, []
-        for _, path in found:
-            if kept < self.save_total_limit:
+        just_sealed = self.last_sealed.resolve() if self.last_sealed is not None else None
+        for _, path in sorted(found, key=lambda f: f[0], reverse=True):
+            if path.resolve() == just_sealed:
+                kept += 1
+            elif kept < self.save_total_limit:
                 kept += self._verifies(path)
             elif best is None or Path(best).resolve() != path.resolve():
                 shutil.rmtree(path, ignore_errors=True)
-                self._verified.pop(path.name, None)
+                self._verified.pop(str(path), None)
+                self._sealed_here.pop(str(path), None)
                 removed.append(path)
         if removed:
             log.info("deleted %s (save_total_limit=%d sealed checkpoints kept)",
                      ", ".join(p.name for p in removed), self.save_total_limit)
         return removed
+
+    def _age(self, path: Path, step: int) -> tuple:
+        """Sort key, larger is newer: sealed by this callback (in that order), else the manifest's mtime."""
+        if str(path) in self._sealed_here:
+            return (1, self._sealed_here[str(path)], step)
+        for f in (path / MANIFEST_FILE, path):
+            try:
+                return (0, f.stat().st_mtime_ns, step)
+            except OSError:
+                continue
+        return (0, 0, step)
 
     def _verifies(self, path: Path) -> bool:
         """Whether ``path`` is sealed and its files match the manifest (hashed once per manifest and process)."""
@@ -127,7 +163,7 @@ class GuardCallback(TrainerCallback):
             st = (path / MANIFEST_FILE).stat()
         except OSError:
             return False
-        if self._verified.get(path.name) != (st.st_ino, st.st_mtime_ns, st.st_size):
+        if self._verified.get(str(path)) != (st.st_ino, st.st_mtime_ns, st.st_size):
             try:
                 CheckpointStore(path.parent).verify(path, nested_names=True)
             except GuardError:
@@ -137,7 +173,7 @@ class GuardCallback(TrainerCallback):
 
     def _remember_verified(self, path: Path) -> None:
         st = (path / MANIFEST_FILE).stat()
-        self._verified[path.name] = (st.st_ino, st.st_mtime_ns, st.st_size)
+        self._verified[str(path)] = (st.st_ino, st.st_mtime_ns, st.st_size)
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any) -> None:
         if self.run_log is None or not logs:
@@ -162,6 +198,36 @@ class GuardCallback(TrainerCallback):
             if state.is_world_process_zero:
                 log.warning("%s", messages.exiting(self.preemption.exit_code))
             sys.exit(self.preemption.exit_code)
+
+
+def _saved_checkpoint(args: Any, state: Any) -> Path | None:
+    """The ``checkpoint-N`` directory the Trainer has just written, as its ``_get_output_dir(trial)`` places it:
+    ``output_dir`` outside a hyperparameter search; under one, ``output_dir/<hp_name(trial)>`` when the search
+    was given ``hp_name`` (the Trainer then sets ``state.trial_name``), else ``output_dir/run-<trial id>``, an id
+    (optuna's trial number, ray's trial id, ...) that callbacks are not given: that one is found by the
+    ``trial_params`` the Trainer wrote into its ``trainer_state.json`` (the newest such, should two trials share
+    them). None when there is no such directory."""
+    name = f"checkpoint-{state.global_step}"
+    output_dir = Path(args.output_dir)
+    trial_name = getattr(state, "trial_name", None)
+    trial_params = getattr(state, "trial_params", None)
+    if trial_name:
+        path = output_dir / trial_name / name
+        return path if path.is_dir() else None
+    if trial_params is None:
+        path = output_dir / name
+        return path if path.is_dir() else None
+    want = json.loads(json.dumps(trial_params, default=str))
+    found = []
+    for path in output_dir.glob(f"*/{name}"):
+        try:
+            written = path / "trainer_state.json"
+            if (path.is_dir() and not path.is_symlink()
+                    and json.loads(written.read_text()).get("trial_params") == want):
+                found.append((written.stat().st_mtime_ns, path))
+        except (OSError, ValueError, AttributeError):
+            continue
+    return max(found)[1] if found else None
 
 
 def latest_verified_checkpoint(output_dir: str | os.PathLike, *, verbose: bool = True,

@@ -5,7 +5,13 @@ not: save when a non-SLURM platform sends SIGTERM (Lightning then stops without 
 checkpoints atomically with fsync and a checksum (a file cut short by a kill is loaded and fails), or tell
 a supervisor "restart me". This callback adds those, and writes loss / lr to the gpuwise run log. It saves
 (periodically, and on SIGTERM) only at the end of an optimizer step, never mid gradient accumulation, and at
-most once per global step, as Lightning's ``ModelCheckpoint`` does:
+most once per global step, as Lightning's ``ModelCheckpoint`` does. So a SIGTERM is saved only after the
+micro-batches left in the current accumulation window have run: up to ``accumulate_grad_batches`` micro-batch
+times, then the save. When that is longer than ``grace_s`` the watchdog exits 75 first, and when it is longer
+than the platform's notice its SIGKILL comes first: either way no new checkpoint, and the restart redoes the
+steps since the last one. Keep one window plus a save well inside both: a ``grace_s`` just under the platform's
+notice, fewer micro-batches per step (larger ones, if memory allows), and ``every_steps`` to bound what is lost.
+Usage:
 
     from gpuwise.guard.integrations.lightning import GuardLightningCallback, latest_verified_checkpoint
     trainer = L.Trainer(callbacks=[GuardLightningCallback("ckpt/", run_log="run.db")], ...)
@@ -83,7 +89,9 @@ class GuardLightningCallback(_Base):  # type: ignore[misc,valid-type]
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         # Called per micro-batch: only one that ended with an optimizer step (the global step moved) is a
         # boundary. Mid gradient accumulation the state is half a step (gradients of some micro-batches, which
-        # no checkpoint holds): a SIGTERM there is acted on at the next boundary, within the grace period.
+        # no checkpoint holds): a SIGTERM there is acted on at the next boundary, after the micro-batches left in
+        # the window. If those plus the save outlast grace_s (the watchdog) or the platform's notice (SIGKILL),
+        # nothing new is saved: see the module docstring.
         step = int(trainer.global_step)
         if step == self._last_step:
             return
