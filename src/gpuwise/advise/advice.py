@@ -20,6 +20,7 @@ from gpuwise.plan.fit import DEFAULT_HEADROOM_FRACTION, usable_of
 from gpuwise.plan.quote import Quote
 from gpuwise.advise.gpu_plan import GpuPlan, SwitchCost, switch_saving
 from gpuwise.advise.noise_scale import NoiseScaleSummary, pollux_efficiency, steps_ratio
+from gpuwise.advise.overfitting import Overfitting
 from gpuwise.advise.phases import PLATEAU, RISING
 from gpuwise.advise.wording import drop_text, g as _g, range_text
 from gpuwise.units import YEAR_S, format_bytes, format_duration, format_money
@@ -27,7 +28,7 @@ from gpuwise.units import YEAR_S, format_bytes, format_duration, format_money
 
 @dataclass(frozen=True)
 class Advice:
-    kind: str       # diverged, not_learning, noisy, batch_size, plateau, switch_gpu, forecast, healthy, plan
+    kind: str       # diverged, overfitting, not_learning, noisy, batch_size, plateau, switch_gpu, forecast, healthy, plan
     title: str
     text: str
     numbers: Mapping[str, Any] = field(default_factory=dict)
@@ -56,18 +57,25 @@ class Pricing:
 
 
 def diverged_advice(a: CurveAnalysis, lr_at: float | None) -> list[Advice]:
+    """Where the run diverged, and the step to restart from (``CurveAnalysis.restart_step``: the one step the text,
+    ``numbers.step`` and ``divergence_step`` give)."""
+    turned = (f"The loss turned upwards after step {a.divergence_step:,}: its trend rose from "
+              f"{_g(float(np.min(a.trend)))} to {_g(a.current_trend_loss)}") if a.divergence_step is not None else ""
     if a.nan_step is not None:
         head = f"The loss became NaN/inf at step {a.nan_step:,} and stayed so to the end of the log."
-        step = a.nan_step
+        if turned:
+            head = f"{turned}, and became NaN/inf at step {a.nan_step:,} and stayed so to the end of the log."
     else:
-        head = (f"The loss turned upwards after step {a.divergence_step:,}: its trend rose from "
-                f"{_g(float(np.min(a.trend)))} to {_g(a.current_trend_loss)}.")
-        step = a.divergence_step
+        head = f"{turned}."
+    step = a.restart_step
+    where = (f"the last checkpoint at or before step {step:,} (the run's last good step)" if a.divergence_step is not None
+             else f"the last checkpoint before step {step:,}")
     lr_text = f" The learning rate there was {lr_at:.3g}." if lr_at is not None else ""
-    text = (f"{head}{lr_text} Restart from the last checkpoint before step {step:,} with a lower peak learning "
+    text = (f"{head}{lr_text} Restart from {where} with a lower peak learning "
             "rate (halve it) or a longer warm-up, clip gradients (max-norm 1.0), and with fp16 keep the loss "
             "scaler on or use bf16. A different GPU will not fix this: the same steps diverge on any GPU.")
-    return [Advice("diverged", "Training diverged", text, {"step": step, "lr": lr_at})]
+    return [Advice("diverged", "Training diverged", text,
+                   {"step": step, "lr": lr_at, "nan_step": a.nan_step, "divergence_step": a.divergence_step})]
 
 
 def not_learning_advice(a: CurveAnalysis, lr_last: float | None) -> list[Advice]:
@@ -154,21 +162,55 @@ def _batch_advice(ns: NoiseScaleSummary, pricing: Pricing) -> Advice:
     return Advice("batch_size", "A larger batch does not pay off", text, numbers)
 
 
-def plateau_advice(a: CurveAnalysis, pricing: Pricing, remaining_steps: int, end_reason: str) -> list[Advice]:
+LR_DECAYED_FRACTION = 0.1   # a logged learning rate below this share of its peak has already been dropped
+
+
+def plateau_advice(a: CurveAnalysis, pricing: Pricing, remaining_steps: int, end_reason: str,
+                   lr_now: float | None = None, lr_peak: float | None = None) -> list[Advice]:
+    """The flat (or slowly rising) last phase. ``lr_now``/``lr_peak``: the log's learning rate, last and highest:
+    no learning-rate drop is suggested when it has already fallen below ``LR_DECAYED_FRACTION`` of its peak."""
     last = a.phases[-1]
     drop = last.drop_per_doubling
-    how = f"{drop_text(drop)} lower per doubling of the steps" if drop >= 0.001 else "no measurable drop"
-    text = f"The loss has been flat since step {last.start_step:,} ({how})."
+    if last.kind == RISING:
+        text = (f"The loss has been rising since step {last.start_step:,} ({drop_text(-drop)} higher per doubling of "
+                "the steps): slowly, not a run-away (divergence). A held-out (eval) loss that rises while the training "
+                "loss falls is overfitting: stop at its best step; a training loss that creeps up often has a "
+                "learning rate too high for this stage of the run.")
+        title = "The loss is rising"
+    else:
+        how = f"{drop_text(drop)} lower per doubling of the steps" if drop >= 0.001 else "no measurable drop"
+        text = f"The loss has been flat since step {last.start_step:,} ({how})."
+        title = "Plateau"
     if a.diminishing_returns_step is not None and a.min_progress_per_hour and a.diminishing_returns_step > a.last_step:
         # the same fitted curve as the forecast: flat per doubling of the steps, yet still worth its hours until then
         text += (f" By the fitted trend it still falls by at least {_g(a.min_progress_per_hour)} per hour of "
                  f"training until step {a.diminishing_returns_step:,}, then levels off.")
-    text += (" A plateau often ends with a learning-rate drop: if the schedule has none, try "
-             "one (×0.1) before paying for more steps.")
-    out = [Advice("plateau", "Plateau", text, {"since_step": last.start_step,
-                                               "drop_per_doubling": last.drop_per_doubling})]
+    decayed = lr_now is not None and lr_peak is not None and lr_peak > 0 and lr_now < LR_DECAYED_FRACTION * lr_peak
+    if decayed:
+        text += (f" The logged learning rate has already decayed to {lr_now:.3g} ({_share(lr_now / lr_peak)} of its peak "
+                 f"{lr_peak:.3g}): another drop buys little. This is about where this model and data level off "
+                 "with this schedule; a lower loss needs more data, a larger model or a new schedule, not more steps.")
+    elif last.kind != RISING:
+        text += (" A plateau often ends with a learning-rate drop: if the schedule has none, try "
+                 "one (×0.1) before paying for more steps.")
+    numbers = {"since_step": last.start_step, "drop_per_doubling": last.drop_per_doubling}
+    if lr_now is not None:
+        numbers.update(lr_now=lr_now, lr_peak=lr_peak, lr_decayed=decayed)
+    out = [Advice("plateau", title, text, numbers)]
     out += switch_advice(pricing, remaining_steps, end_reason)
     return out
+
+
+def overfitting_advice(o: Overfitting) -> list[Advice]:
+    """An eval loss rising while the training loss falls (``overfitting.detect_overfitting``)."""
+    name = f" ({o.eval_name!r})" if o.eval_name else ""
+    text = (f"Overfitting: eval loss{name} rising since step {o.since_step:,} while train loss falls: the eval "
+            f"loss went from {_g(o.best_eval_loss)} at step {o.since_step:,} to {_g(o.eval_loss_now)} by step "
+            f"{o.last_eval_step:,}, while the training trend fell from {_g(o.train_trend_at_best)} to "
+            f"{_g(o.train_trend_now)}. More steps fit the training data better and generalise worse: stop early, "
+            f"keeping the checkpoint of the best eval step ({o.since_step:,}); for a lower eval loss, add data "
+            "(or augmentation) or regularise (weight decay, dropout), or use a smaller model.")
+    return [Advice("overfitting", "Overfitting", text, o.to_dict())]
 
 
 def switch_advice(pricing: Pricing, remaining_steps: int, end_reason: str) -> list[Advice]:
@@ -383,3 +425,8 @@ def stop_advice(a: CurveAnalysis, pricing: "Pricing", end_step: int, end_reason:
 
 def is_flat(a: CurveAnalysis) -> bool:
     return a.phases[-1].kind in (PLATEAU, RISING)
+
+
+def _share(x: float) -> str:
+    """A share as a percentage, never "0%" for one that is not zero."""
+    return "under 1%" if 0 < x < 0.01 else f"{x:.0%}"

@@ -1,7 +1,7 @@
 """Curve analysis: trend, noise, phases, failures, the fitted forecast, and the diagnosis.
 
 Pure: a ``Curve`` and settings in, a ``CurveAnalysis`` out. The diagnosis is one word, decided in
-this order (the first that holds): ``diverged`` (the log ends on NaN/inf losses, or the trend turned up for good;
+this order (the first that holds): ``diverged`` (the log ends on NaN/inf losses, or the trend turned up for good and ran away;
 a NaN/inf loss that finite ones follow is a skipped step, counted, and left out of the analysis),
 ``not_learning`` (the trend never fell clearly), ``noisy`` (the loss swings around its trend by more
 than ``noisy_relative_std``), ``plateau`` (the last phase is flat), else ``healthy``.
@@ -17,8 +17,7 @@ from gpuwise.advise.data import Curve
 from gpuwise.advise.errors import AdviseError
 from gpuwise.advise.fit import (StepEstimate, TrendFit, capped_at, diminishing_returns_step, fit_trend,
                                 prefer_floor, steps_to_target)
-from gpuwise.advise.failures import (divergence_step, made_progress, nonfinite_end_step, skipped_nonfinite_steps,
-                                     with_rise_from)
+from gpuwise.advise.failures import divergence_step, made_progress, nonfinite_steps, with_rise_from
 from gpuwise.advise.phases import FAST, PLATEAU, RISING, SLOW, Phase, PhaseThresholds, detect_phases
 from gpuwise.advise.smoothing import NoiseLevel, auto_weight, ema_zero_phase, noise_level, noise_trend
 from gpuwise.plan.constraints import MAX_STEPS, MAX_STEPS_TEXT
@@ -78,6 +77,13 @@ class CurveAnalysis:
     thresholds: PhaseThresholds = PhaseThresholds()
 
     @property
+    def restart_step(self) -> int | None:
+        """The step to restart a diverged run from (at or before): the last one at the run's best, where the
+        run-away began (``divergence_step``), else the first NaN/inf step of the end (the loss went from
+        finite straight to NaN: the checkpoint before it). None when the run did not diverge."""
+        return self.divergence_step if self.divergence_step is not None else self.nan_step
+
+    @property
     def last_step(self) -> int:
         return int(self.steps[-1])
 
@@ -95,12 +101,12 @@ def analyze_curve(curve: Curve, settings: AdviseSettings = AdviseSettings()) -> 
     ``CurveAnalysis.step_time_s``: ``settings.step_time_s``, else the curve's median wall time per step (None
     where it has no times). AdviseError for a
     curve too short to read (fewer than 5 finite points)."""
-    nan_step = nonfinite_end_step(curve.steps, curve.loss)
-    skipped = skipped_nonfinite_steps(curve.steps, curve.loss)
+    nan_step, skipped = nonfinite_steps(curve)
     ok = np.isfinite(curve.loss)
     steps, loss = curve.steps[ok], curve.loss[ok]
     if len(steps) < 5:
-        what = f"a NaN/inf loss at step {nan_step}" if nan_step is not None else f"{len(steps)} finite loss values"
+        what = (f"a NaN/inf loss at step {nan_step}" if nan_step is not None
+                else f"{len(steps)} finite loss value{'' if len(steps) == 1 else 's'}")
         raise AdviseError(f"{curve.source}: too few points to analyse ({what}; at least 5 finite points are needed)")
     weight = auto_weight(len(loss), settings.span_fraction)
     trend = ema_zero_phase(loss, weight)
@@ -122,7 +128,7 @@ def analyze_curve(curve: Curve, settings: AdviseSettings = AdviseSettings()) -> 
         diagnosis = "healthy"
 
     fit, fit_from = None, None
-    if not diverged:
+    if not diverged and phases[-1].kind != RISING:   # the families fitted are of a falling loss: none forecasts a rise
         fit_from = fit_start_step(phases, steps)
         sel = steps >= fit_from
         fit = fit_trend(steps[sel], loss[sel], n_boot=settings.n_boot)

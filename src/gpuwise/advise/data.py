@@ -21,11 +21,26 @@ def _frozen(a: np.ndarray | None, dtype: type) -> np.ndarray | None:
 
 
 @dataclass(frozen=True, eq=False)
+class NonFiniteTally:
+    """The NaN/inf losses of a log counted row by row as read, before any thinning (a thinned curve keeps one
+    row per step bin, and may drop them): ``steps``, ascending, the steps whose latest loss is NaN/inf;
+    ``last_finite_step``, the highest step whose latest loss is finite (None when none is)."""
+
+    steps: np.ndarray
+    last_finite_step: int | None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "steps", _frozen(np.unique(np.asarray(self.steps, dtype=np.int64)), np.int64))
+
+
+@dataclass(frozen=True, eq=False)
 class Curve:
     """A training-loss curve. ``loss`` may hold NaN/inf (that is a finding, not an error).
 
     ``t_s``: wall time of each point in seconds (any origin), ``None`` when the log has none.
     ``lr`` and ``batch_size``: per point, NaN where not logged; ``None`` when never logged.
+    ``nonfinite``: where a reader thinned the curve, its exact tally of the NaN/inf losses (the analysis reads the
+    NaN/inf steps from it, not from the thinned points); None: the points are every row.
     """
 
     steps: np.ndarray
@@ -34,6 +49,7 @@ class Curve:
     lr: np.ndarray | None = None
     batch_size: np.ndarray | None = None
     source: str = ""
+    nonfinite: NonFiniteTally | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "steps", _frozen(self.steps, np.int64))
@@ -99,7 +115,10 @@ class TrainingLog:
 
     ``gpu_name``: the GPU the run used (NVML name or catalog id) when the log says; ``peak_memory_bytes``:
     the most GPU memory the process held, when the log has samples; ``meta``: the raw run-log meta;
-    ``loss_name``: the series the curve is, ``other_loss_names``: the other loss-like ones (say which was used).
+    ``loss_name``: the series the curve is, ``other_loss_names``: the other loss-like ones (say which was used);
+    ``eval_curve``: a held-out (eval/validation) loss logged beside the training loss, named ``eval_name`` (the
+    overfitting check); ``rows_read`` and ``thinned_bin_steps``: a long log thinned on read, from ``rows_read``
+    rows with a loss to one point per ``thinned_bin_steps`` steps (1: not thinned).
     """
 
     curve: Curve
@@ -111,3 +130,7 @@ class TrainingLog:
     meta: Mapping[str, str] = field(default_factory=dict)
     loss_name: str | None = None             # the column, tag or metric the loss was read from
     other_loss_names: tuple[str, ...] = ()   # the log's other loss-like series, not used
+    eval_curve: Curve | None = None          # a held-out loss beside the training loss
+    eval_name: str | None = None
+    rows_read: int | None = None             # rows with a loss read (None: not counted by the reader)
+    thinned_bin_steps: int = 1               # > 1: thinned on read to one point per this many steps

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpuwise.advise.phases import RISING, Phase
+from gpuwise.advise.data import Curve
+from gpuwise.advise.phases import RISING, Phase, log_time
 from gpuwise.advise.smoothing import running_median
 
 
@@ -30,6 +31,20 @@ def skipped_nonfinite_steps(steps: np.ndarray, loss: np.ndarray) -> np.ndarray:
     return np.asarray(steps)[bad]
 
 
+def nonfinite_steps(curve: Curve) -> tuple[int | None, np.ndarray]:
+    """(``nonfinite_end_step``, ``skipped_nonfinite_steps``) of a curve: from its points, or, for a curve thinned on
+    read, from the reader's exact tally (the same rule, on the NaN/inf steps and the highest finite one)."""
+    tally = curve.nonfinite
+    if tally is None:
+        return nonfinite_end_step(curve.steps, curve.loss), skipped_nonfinite_steps(curve.steps, curve.loss)
+    finite = [] if tally.last_finite_step is None else [tally.last_finite_step]
+    steps = np.array([*tally.steps, *finite], dtype=np.int64)
+    loss = np.array([np.nan] * len(tally.steps) + [0.0] * len(finite))
+    order = np.argsort(steps, kind="stable")
+    steps, loss = steps[order], loss[order]
+    return nonfinite_end_step(steps, loss), skipped_nonfinite_steps(steps, loss)
+
+
 def with_rise_from(phases: list[Phase], step: int | None) -> list[Phase]:
     """The last phase, when rising, starts at ``step`` (the divergence step: the trend's best point), so the
     table and the diagnosis give one step for the turn; the bins of the slope windows put it only roughly."""
@@ -40,13 +55,20 @@ def with_rise_from(phases: list[Phase], step: int | None) -> list[Phase]:
             Phase(last.kind, step, last.end_step, last.drop_per_doubling)]
 
 
+RUNAWAY_RISE_PER_DOUBLING = 0.5   # a divergence climbs by at least half the best loss per doubling of the steps
+
+
 def divergence_step(steps: np.ndarray, loss: np.ndarray, trend: np.ndarray, noise_abs: float,
                     span_points: float = 5.0) -> int | None:
     """The step where the loss turned upwards for good, or None.
 
     Diverged means: the recent loss (median of the last 2 %, at least 5 points: an EMA lags behind a
     run-away loss) stands above the trend's minimum by more than 3 noise stds, by more than a quarter
-    of what the run had gained before the minimum, and by 10 % of the loss. The step returned is the
+    of what the run had gained before the minimum, and by 10 % of the loss; and it ran away: from the step
+    returned to the last, it climbed by at least ``RUNAWAY_RISE_PER_DOUBLING`` (half) of the best loss per
+    doubling of the steps. A slower climb (an eval loss rising 30 % over two doublings as the model overfits,
+    14 % per doubling) is a rising phase, not a divergence: a run-away loss multiplies within a fraction of a
+    doubling (a loss growing 5 % a step rises ×100 in 100 steps). The step returned is the
     last point the run was at its best, the checkpoint to go back to: the lowest running median of the
     raw losses (over the trend's span in points, 5 to 101) from the trend's minimum on. The trend's own
     minimum comes too early: a zero-phase EMA runs backward as well, and carries the blow-up back in time
@@ -71,7 +93,12 @@ def divergence_step(steps: np.ndarray, loss: np.ndarray, trend: np.ndarray, nois
     up = np.nonzero(tail[best:] > tail[best] + 0.5 * rise)[0]
     before_climb = tail[best: best + (int(up[0]) if len(up) else len(tail))]
     as_low = np.nonzero(before_climb <= tail[best] + 1.2533 * noise_abs / np.sqrt(width))[0]
-    return int(steps[i_min + best + int(as_low[-1])])
+    at = i_min + best + int(as_low[-1])
+    lt = log_time(steps)
+    doublings = max(float(lt[-1] - lt[at]) / np.log(2.0), 1e-12)
+    if rise / doublings < RUNAWAY_RISE_PER_DOUBLING * abs(low):
+        return None
+    return int(steps[at])
 
 
 def made_progress(trend: np.ndarray, noise_abs: float, min_relative_drop: float = 0.03) -> bool:

@@ -24,6 +24,12 @@ BATCH_NAMES = ("batch_size", "batch", "bs", "global_batch_size", "train_batch_si
 TIME_NAMES = ("t_s", "time_s", "wall_time", "walltime", "wall_time_s", "time", "timestamp", "elapsed_s", "elapsed",
               "_timestamp", "relative_time")
 _EVAL_WORDS = ("val", "eval", "test", "valid", "validation")
+# A held-out loss beside the training loss (the overfitting check), most specific first; else any name with "loss"
+# and an eval word (``eval/loss`` normalises to ``eval_loss``).
+EVAL_LOSS_NAMES = ("eval_loss", "val_loss", "validation_loss", "valid_loss", "loss_val", "loss_eval", "eval_lm_loss",
+                   "val_lm_loss", "val_loss_epoch", "test_loss")
+# TensorBoard's "Download CSV" of one scalar: its columns, normalised; the loss is its one series, "Value".
+TENSORBOARD_CSV = ("step", "value", "wall_time")
 
 
 def normalise_name(name: str) -> str:
@@ -69,16 +75,46 @@ def loss_like(names: Iterable[str]) -> list[str]:
     return out
 
 
+def _is_eval(norm: str) -> bool:
+    return bool(set(norm.split("_")) & set(_EVAL_WORDS))
+
+
+def eval_loss_like(names: Iterable[str]) -> list[str]:
+    """The names that look like a held-out (eval/validation/test) loss."""
+    return [n for n in names if normalise_name(n) in EVAL_LOSS_NAMES
+            or ("loss" in normalise_name(n) and _is_eval(normalise_name(n)))]
+
+
+def pick_eval_loss(names: Iterable[str], loss_name: str | None) -> str | None:
+    """The held-out loss read beside the training loss ``loss_name`` (for the overfitting check): the first of
+    ``EVAL_LOSS_NAMES``, else the first eval-like name with "loss"; never the loss itself. None when there is none,
+    or when the loss read is itself an eval series (``--loss-tag eval_loss``)."""
+    names = [n for n in names if n != loss_name]
+    if loss_name is not None and _is_eval(normalise_name(loss_name)):
+        return None
+    return pick_name(names, EVAL_LOSS_NAMES) or next(iter(eval_loss_like(names)), None)
+
+
+def is_tensorboard_csv(names: Iterable[str]) -> bool:
+    """TensorBoard's "Download CSV" of one scalar: the columns ``Step``, ``Value``, ``Wall time`` and no others."""
+    return sorted(normalise_name(n) for n in names) == sorted(TENSORBOARD_CSV)
+
+
 def pick_loss(path: Path, names: list[str], wanted: str | None, what: str) -> tuple[str | None, tuple[str, ...]]:
     """(the loss series to read, the other loss-like ones: said to be ignored). ``wanted`` (--loss-tag) must be
-    one of ``names``, exactly or as normalised; None when the log has no loss-like name and none was asked."""
+    one of ``names``, exactly or as normalised; None when the log has no loss-like name and none was asked. A
+    TensorBoard CSV download (``is_tensorboard_csv``) is one series: its ``Value`` column is the loss."""
     if wanted is not None:
         exact = [n for n in names if n == wanted] or [n for n in names if normalise_name(n) == normalise_name(wanted)]
         if not exact:
-            shown = ", ".join(repr(printable(n)[:60]) for n in (loss_like(names) or names)[:10]) or "none"
+            # every name --loss-tag would accept as a loss series: the training ones and the eval ones
+            listed = [n for n in names if n in loss_like(names) or n in eval_loss_like(names)]
+            shown = ", ".join(repr(printable(n)[:60]) for n in (listed or names)[:10]) or "none"
             raise AdviseError(f"{path}: no {what} {printable(wanted)[:60]!r} (--loss-tag); "
-                              f"{'loss-like ones' if loss_like(names) else 'there are'}: {shown}")
+                              f"{'loss-like ones' if listed else 'there are'}: {shown}")
         chosen = exact[0]
     else:
         chosen = pick_name(names, LOSS_NAMES, fallback_word="loss")
+        if chosen is None and is_tensorboard_csv(names):
+            chosen = next(n for n in names if normalise_name(n) == "value")
     return chosen, tuple(printable(n) for n in loss_like(names) if n != chosen)

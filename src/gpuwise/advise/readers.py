@@ -24,12 +24,12 @@ from pathlib import Path
 
 import numpy as np
 
-from gpuwise.advise.data import Curve, GradNoiseSamples, TrainingLog
+from gpuwise.advise.data import Curve, GradNoiseSamples, NonFiniteTally, TrainingLog
 from gpuwise.advise import downsample
 from gpuwise.advise.downsample import StepBins, last_per_step
 from gpuwise.advise.errors import AdviseError
-from gpuwise.advise.names import (BATCH_NAMES, LR_NAMES, TIME_NAMES, loss_like, pick_loss, pick_name,
-                                  pick_step)
+from gpuwise.advise.names import (BATCH_NAMES, LR_NAMES, TIME_NAMES, loss_like, pick_eval_loss, pick_loss,
+                                  pick_name, pick_step)
 from gpuwise.advise.tensorboard_events import read_tensorboard
 from gpuwise.monitor.sample import sample_from_row
 from gpuwise.monitor.sample_checks import sample_problem
@@ -120,6 +120,12 @@ def read_runlog(path: Path, loss_name: str | None = None) -> TrainingLog:
         return np.array([by_step.get(int(s), math.nan) for s in steps], dtype=float)
 
     curve = Curve(steps=steps, loss=loss, t_s=t_s, lr=aligned("lr"), batch_size=aligned("batch_size"), source=str(path))
+    eval_metric = pick_eval_loss(sorted(metrics), loss_metric)
+    eval_curve = None
+    if eval_metric is not None:
+        rows = last_per_step((s, t, v) for s, t, v in metrics[eval_metric] if v is not None)
+        eval_curve = Curve(steps=np.array([r[0] for r in rows], dtype=np.int64),
+                           loss=np.array([r[2] for r in rows], dtype=float), source=str(path)) if rows else None
     noise = _noise_from_metrics(metrics)
     samples = _checked_samples(path, read_gpu_samples(path))
     # the monitor samples every GPU of the machine: the run's GPUs are those its processes held memory on
@@ -132,7 +138,8 @@ def read_runlog(path: Path, loss_name: str | None = None) -> TrainingLog:
     precision = meta.get("precision") or (workload.get("precision") if isinstance(workload, dict) else None)
     return TrainingLog(curve=curve, noise=noise, gpu_name=gpu_name, gpu_count=max(1, len(indices)),
                        peak_memory_bytes=max(mem) if mem else None, precision=precision, meta=meta,
-                       loss_name=printable(loss_metric), other_loss_names=others)
+                       loss_name=printable(loss_metric), other_loss_names=others, eval_curve=eval_curve,
+                       eval_name=printable(eval_metric) if eval_curve is not None else None)
 
 
 def _json_or_none(text: str | None) -> object:
@@ -201,7 +208,9 @@ def _read_csv(path: Path, loss_name: str | None) -> TrainingLog:
         except csv.Error:
             dialect = csv.excel
         header = [h.strip() for h in next(csv.reader([first], dialect))]
-        used = [i for i, name in enumerate(header) if name in set(_columns(path, header, loss_name)[:5])]
+        columns = _columns(path, header, loss_name)
+        wanted = {*columns[:5], pick_eval_loss(header, columns[0])}
+        used = [i for i, name in enumerate(header) if name in wanted]
 
         cut, skipped = _may_end_cut(path), []
 
@@ -334,7 +343,12 @@ def _from_records(path: Path, names: list[str], rows: Iterable[tuple[Where, Mapp
     ``skipped``: the cut lines the caller skipped already (filled while ``rows`` is read), said at the end."""
     skipped = [] if skipped is None else skipped
     loss_col, step_col, lr_col, batch_col, time_col, others = _columns(path, names, loss_name)
-    bins = StepBins(downsample.MAX_CURVE_POINTS)
+    eval_col = pick_eval_loss(names, loss_col)
+    bins, eval_bins = StepBins(downsample.MAX_CURVE_POINTS), StepBins(downsample.MAX_CURVE_POINTS)
+    # NaN/inf losses counted as read, before the bins thin them away: the steps whose latest loss is NaN/inf, and
+    # the highest step whose latest loss is finite (``NonFiniteTally``)
+    nonfinite: set[int] = set()
+    last_finite: int | None = None
     for index, (line_no, row, may_be_cut) in enumerate(rows):
         try:
             record = _record(path, line_no, row, index, (loss_col, step_col, lr_col, batch_col, time_col))
@@ -343,14 +357,29 @@ def _from_records(path: Path, names: list[str], rows: Iterable[tuple[Where, Mapp
                 raise
             skipped.append((line_no, str(exc).removeprefix(f"{path}:{line_no}: ")))
             continue
-        if record is not None:
-            bins.add(record)
+        if eval_col is not None:
+            point = _eval_point(path, line_no, row, index, step_col, eval_col)
+            if point is not None:
+                eval_bins.add(point)
+        if record is None:
+            continue
+        step = record[0]
+        if math.isfinite(record[2]):
+            nonfinite.discard(step)
+            last_finite = step if last_finite is None else max(last_finite, step)
+        else:
+            nonfinite.add(step)
+            if step == last_finite:   # a finite step re-logged NaN (a resumed run): the highest finite one kept
+                last_finite = max((r[0] for r in bins.rows() if r[0] < step and math.isfinite(r[2])), default=None)
+        bins.add(record)
     records = bins.rows()
     if not records:
         raise AdviseError(f"{path}: no rows with a value in column {loss_col!r}")
     _say_skipped(path, skipped)
+    tally = None
     if bins.width > 1:
         logger.info("%s: %d rows thinned to %d points (one per %d steps)", path, bins.rows_read, len(records), bins.width)
+        tally = NonFiniteTally(steps=np.array(sorted(nonfinite), dtype=np.int64), last_finite_step=last_finite)
 
     def col(i: int) -> np.ndarray | None:
         vals = [r[i] for r in records]
@@ -359,8 +388,29 @@ def _from_records(path: Path, names: list[str], rows: Iterable[tuple[Where, Mapp
         return np.array([math.nan if v is None else v for v in vals], dtype=float)
 
     curve = Curve(steps=np.array([r[0] for r in records]), loss=col(2), t_s=col(1), lr=col(3), batch_size=col(4),
-                  source=str(path))
-    return TrainingLog(curve=curve, loss_name=printable(loss_col), other_loss_names=others)
+                  source=str(path), nonfinite=tally)
+    evals = eval_bins.rows()
+    eval_curve = (Curve(steps=np.array([r[0] for r in evals], dtype=np.int64), loss=np.array([r[1] for r in evals]),
+                        source=str(path)) if evals else None)
+    return TrainingLog(curve=curve, loss_name=printable(loss_col), other_loss_names=others, eval_curve=eval_curve,
+                       eval_name=printable(eval_col) if eval_curve is not None else None,
+                       rows_read=bins.rows_read, thinned_bin_steps=bins.width)
+
+
+def _eval_point(path: Path, line_no: Where, row: Mapping[str, object], index: int, step_col: str | None,
+                eval_col: str) -> tuple[int, float] | None:
+    """(step, eval loss) of a row with a finite eval loss, else None. The eval series only adds a finding (the
+    overfitting check): a value in it that is not a finite number is left out, never an error."""
+    try:
+        value = _number(row.get(eval_col), path, line_no, eval_col)
+        step = _number(row.get(step_col), path, line_no, step_col) if step_col else float(index)
+    except AdviseError:
+        return None
+    if value is None or step is None or not (math.isfinite(value) and math.isfinite(step)):
+        return None
+    if step != int(step) or not 0 <= step <= MAX_STEP:
+        return None
+    return int(step), value
 
 
 def _record(path: Path, line_no: Where, row: Mapping[str, object], index: int,

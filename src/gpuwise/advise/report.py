@@ -6,12 +6,13 @@ I/O stays outside: the caller reads the log and loads the catalog; everything he
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Mapping
 
 import numpy as np
 
 from gpuwise.advise.advice import (Advice, Pricing, diverged_advice, forecast_advice, healthy_advice,
-                                   implausible_advice, is_flat, noise_advice, not_learning_advice, plan_advice,
-                                   plateau_advice, stop_advice, switch_advice)
+                                   implausible_advice, is_flat, noise_advice, not_learning_advice, overfitting_advice,
+                                   plan_advice, plateau_advice, stop_advice, switch_advice)
 from gpuwise.advise.analysis import AdviseSettings, CurveAnalysis, analyze_curve
 from gpuwise.advise.data import TrainingLog
 from gpuwise.advise.errors import AdviseError
@@ -19,6 +20,8 @@ from gpuwise.advise.fit import forecast_points
 from gpuwise.advise.gpu_options import gpu_options
 from gpuwise.advise.gpu_plan import GpuPlan, SwitchCost, plan_run
 from gpuwise.advise.noise_scale import NoiseScaleSummary, summarise
+from gpuwise.advise.phases import RISING
+from gpuwise.advise.overfitting import Overfitting, detect_overfitting
 from gpuwise.catalog import resolve_gpu
 from gpuwise.catalog.model import Catalog, CatalogError
 from gpuwise.plan.fit import DEFAULT_HEADROOM_FRACTION
@@ -66,6 +69,9 @@ class AdviceReport:
     end_reason: str
     loss_name: str | None = None            # the column, tag or metric the loss was read from
     other_loss_names: tuple[str, ...] = ()  # other loss-like series in the log, not used (--loss-tag picks one)
+    overfitting: Overfitting | None = None  # an eval loss beside the training loss rising while it falls
+    eval_name: str | None = None            # the eval series read beside the loss (None: none)
+    thinned: Mapping[str, int] | None = None   # the log thinned on read: rows_read, points, bin_steps (None: not)
 
     @property
     def diagnosis(self) -> str:
@@ -83,6 +89,9 @@ class AdviceReport:
             "noise": {"relative_std": _r(a.noise.relative_std), "absolute_std": _r(a.noise.absolute_std),
                       "since_step": a.noise.window_start_step, "ema_weight": round(a.ema_weight, 5)},
             "loss_series": {"name": self.loss_name, "ignored": list(self.other_loss_names)},
+            "eval_loss_series": self.eval_name,   # the held-out loss read beside the loss (the overfitting check)
+            "thinned": None if self.thinned is None else dict(self.thinned),
+            "overfitting": None if self.overfitting is None else self.overfitting.to_dict(),
             "nan_step": a.nan_step,
             "skipped_nonfinite": {"count": int(len(a.skipped_steps)),
                                   "steps": [int(x) for x in a.skipped_steps[:SKIPPED_LISTED]]},
@@ -109,7 +118,8 @@ class AdviceReport:
     def _forecast_dict(self) -> dict:
         a, fit = self.analysis, self.analysis.fit
         if fit is None:
-            why = "the run diverged" if a.diagnosis == "diverged" else "too few points"
+            why = ("the run diverged" if a.diagnosis == "diverged" else
+                   "the loss is rising" if a.phases[-1].kind == RISING else "too few points")
             return {"available": False, "reason": why}
         best = fit.best.to_dict(fit.t_scale)
         floor = fit.asymptote()
@@ -232,22 +242,27 @@ def advise(log: TrainingLog, settings: AdviseSettings = AdviseSettings(), catalo
     pricing = build_pricing(catalog, log, request, a.step_time_s)
     end_step, end_reason = end_of_run(a, settings, log)
     remaining = max(0, end_step - a.last_step)
-    lr = _lr_near(log, a.nan_step or a.divergence_step)
+    lr = _lr_near(log, a.restart_step)
+
+    overfit = detect_overfitting(a.steps, a.trend, log.eval_curve, log.eval_name) if a.diagnosis != "diverged" else None
+    lr_now, lr_peak = _lr_near(log, None), _lr_peak(log)
 
     items: list[Advice] = []
     if a.diagnosis == "diverged":
         items += diverged_advice(a, lr)
     elif a.diagnosis == "not_learning":
-        items += not_learning_advice(a, _lr_near(log, None))
+        items += not_learning_advice(a, lr_now)
     else:
         if a.diagnosis == "healthy":
             items += healthy_advice(a)
         items += noise_advice(a, ns, pricing)
         if is_flat(a):
-            items += plateau_advice(a, pricing, remaining, end_reason)
+            items += plateau_advice(a, pricing, remaining, end_reason, lr_now, lr_peak)
         items += forecast_advice(a, settings.target_loss)
         items += stop_advice(a, pricing, end_step, end_reason)
         items[:0] = implausible_advice(a, end_step, end_reason)   # first: it says how far to trust the rest
+    if overfit is not None:
+        items[:0] = overfitting_advice(overfit)   # first: it changes where the run should stop
     if a.diagnosis in ("diverged", "not_learning") and ns is not None:
         items += [x for x in noise_advice(a, ns, pricing) if x.kind == "batch_size"]
 
@@ -265,8 +280,11 @@ def advise(log: TrainingLog, settings: AdviseSettings = AdviseSettings(), catalo
             items += plan_advice(plan)  # a "stay" plan says nothing a "stay on this GPU" item has not
         if not is_flat(a) and not any(x.kind == "switch_gpu" for x in items) and len(plan.phases) == 1:
             items += [x for x in switch_advice(pricing, remaining, end_reason) if x.numbers.get("options")]
+    thinned = None
+    if log.thinned_bin_steps > 1:
+        thinned = {"rows_read": log.rows_read, "points": len(log.curve), "bin_steps": log.thinned_bin_steps}
     return AdviceReport(a, ns, tuple(items), plan, pricing, log.curve.source, settings.target_loss, end_step, end_reason,
-                        log.loss_name, log.other_loss_names)
+                        log.loss_name, log.other_loss_names, overfit, log.eval_name, thinned)
 
 
 def _switch_step(a: CurveAnalysis, end_step: int) -> int:
@@ -275,6 +293,13 @@ def _switch_step(a: CurveAnalysis, end_step: int) -> int:
         return a.last_step
     candidates = [s for s in (a.plateau_forecast_step, a.diminishing_returns_step) if s is not None]
     return max(a.last_step, min(candidates)) if candidates else end_step
+
+
+def _lr_peak(log: TrainingLog) -> float | None:
+    lr = log.curve.lr
+    if lr is None or not np.isfinite(lr).any():
+        return None
+    return float(np.nanmax(lr))
 
 
 def _lr_near(log: TrainingLog, step: int | None) -> float | None:

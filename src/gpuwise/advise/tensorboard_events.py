@@ -12,7 +12,7 @@ import numpy as np
 from gpuwise.advise.data import Curve, TrainingLog
 from gpuwise.advise.downsample import last_per_step
 from gpuwise.advise.errors import AdviseError
-from gpuwise.advise.names import BATCH_NAMES, LR_NAMES, pick_loss, pick_name
+from gpuwise.advise.names import BATCH_NAMES, LR_NAMES, pick_eval_loss, pick_loss, pick_name
 from gpuwise.text import printable
 
 logger = logging.getLogger(__name__)
@@ -85,4 +85,11 @@ def read_tensorboard(path: Path, loss_name: str | None = None) -> TrainingLog:
     curve = Curve(steps=steps, loss=np.array([e[2] for e in events], dtype=float),
                   t_s=np.array([e[1] for e in events], dtype=float), lr=aligned(pick_name(tags, LR_NAMES)),
                   batch_size=aligned(pick_name(tags, BATCH_NAMES)), source=str(run_dir))
-    return TrainingLog(curve=curve, loss_name=printable(loss_tag), other_loss_names=others)
+    eval_tag = pick_eval_loss(list(tags), loss_tag)
+    eval_curve = None
+    if eval_tag is not None:
+        ev = last_per_step((e.step, e.wall_time, e.value) for e in acc.Scalars(eval_tag))
+        eval_curve = Curve(steps=np.array([e[0] for e in ev], dtype=np.int64), loss=np.array([e[2] for e in ev], dtype=float),
+                           source=str(run_dir)) if ev else None
+    return TrainingLog(curve=curve, loss_name=printable(loss_tag), other_loss_names=others, eval_curve=eval_curve,
+                       eval_name=printable(eval_tag) if eval_curve is not None else None)

@@ -129,7 +129,10 @@ def _render(report, plot_path: str | None, scaled_by: str | None = None) -> None
     colour = _COLOURS[report.diagnosis]
     step_time = f", {format_duration(d['step_time_s'])}/step" if d["step_time_s"] else ""
     series = f" of {for_console(report.loss_name)!r}" if report.loss_name else ""
-    c.console.print(f"[bold]{for_console(report.source)}[/bold]: {d['points']:,} points{series} to step "
+    thinned = d["thinned"]
+    thinned = (f" (thinned on read from {thinned['rows_read']:,} rows: one per {thinned['bin_steps']:,} steps)"
+               if thinned else "")
+    c.console.print(f"[bold]{for_console(report.source)}[/bold]: {d['points']:,} points{series}{thinned} to step "
                     f"{d['last_step']:,}{step_time}; loss trend {d['current_trend_loss']:.4g}, "
                     f"noise ±{d['noise']['relative_std']:.1%}")
     if report.other_loss_names:
@@ -142,6 +145,10 @@ def _render(report, plot_path: str | None, scaled_by: str | None = None) -> None
                         f"(step{'s' if skipped['count'] > 1 else ''} {first}) that finite losses follow: the run "
                         "recovered (fp16 loss scaling skips such steps); diverged only when the log ends on NaN/inf.")
     c.console.print(f"Diagnosis: [bold {colour}]{report.diagnosis.replace('_', ' ')}[/bold {colour}]")
+    o = d["overfitting"]
+    if o is not None:
+        c.console.print(f"[bold yellow]Overfitting[/bold yellow]: eval loss rising since step {o['since_step']:,} "
+                        "while train loss falls.")
     phases = Table(box=box.SIMPLE_HEAD, pad_edge=False, title="Phases", title_justify="left")
     for col in ("phase", "from step", "to step", "drop per doubling"):
         phases.add_column(col, justify="left" if col == "phase" else "right")
@@ -183,5 +190,5 @@ def _render(report, plot_path: str | None, scaled_by: str | None = None) -> None
 
 
 def _advice_colour(kind: str) -> str:
-    return {"diverged": "red", "not_learning": "red", "noisy": "yellow", "plateau": "yellow",
+    return {"diverged": "red", "not_learning": "red", "overfitting": "yellow", "noisy": "yellow", "plateau": "yellow",
             "batch_size": "cyan", "switch_gpu": "green", "plan": "green", "healthy": "green"}.get(kind, "blue")

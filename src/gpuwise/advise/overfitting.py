@@ -1,0 +1,72 @@
+"""Overfitting: a held-out (eval/validation) loss logged beside the training loss that rises while the training loss
+falls. The rule, its one home (``detect_overfitting``):
+
+- the eval series has at least ``MIN_EVAL_POINTS`` finite points;
+- its best point is the lowest running median of 3 eval points (one lucky eval does not set it), and at least
+  ``MIN_POINTS_AFTER_BEST`` eval points follow it (a rise on the last eval alone is not a trend);
+- the eval loss now (the median of its last 3 points) stands above the best by more than ``MIN_EVAL_RISE`` (2 %) of
+  it and by more than 3 noise stds of the eval series (robust std of its point-to-point differences / √2): a rise
+  that large and that lasting is not the wobble of one eval set;
+- over the same steps the training loss's trend fell by more than ``MIN_TRAIN_FALL`` (1 %): the model keeps fitting
+  its training data better while it does worse on held-out data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpuwise.advise.data import Curve
+from gpuwise.advise.smoothing import running_median
+
+MIN_EVAL_POINTS = 5
+MIN_POINTS_AFTER_BEST = 3
+MIN_EVAL_RISE = 0.02
+MIN_TRAIN_FALL = 0.01
+
+
+@dataclass(frozen=True)
+class Overfitting:
+    eval_name: str | None
+    since_step: int           # the eval loss's best step: where to stop early
+    best_eval_loss: float
+    eval_loss_now: float      # median of the last 3 eval points
+    last_eval_step: int
+    train_trend_at_best: float
+    train_trend_now: float    # the training trend at the last eval step
+
+    def to_dict(self) -> dict:
+        r = lambda x: float(f"{x:.6g}")   # noqa: E731
+        return {"eval_series": self.eval_name, "since_step": self.since_step, "best_eval_step": self.since_step,
+                "best_eval_loss": r(self.best_eval_loss), "eval_loss_now": r(self.eval_loss_now),
+                "last_eval_step": self.last_eval_step, "train_trend_at_best_eval": r(self.train_trend_at_best),
+                "train_trend_now": r(self.train_trend_now)}
+
+
+def detect_overfitting(train_steps: np.ndarray, train_trend: np.ndarray, eval_curve: Curve | None,
+                       eval_name: str | None = None) -> Overfitting | None:
+    """The module's rule on a training trend (finite points, ascending steps) and the eval series; None when it
+    does not hold or there is no eval series."""
+    if eval_curve is None or len(train_steps) < 2:
+        return None
+    ok = np.isfinite(eval_curve.loss)
+    steps, loss = eval_curve.steps[ok], eval_curve.loss[ok]
+    inside = (steps >= train_steps[0]) & (steps <= train_steps[-1])   # where the training trend is known
+    steps, loss = steps[inside], loss[inside]
+    if len(steps) < MIN_EVAL_POINTS:
+        return None
+    smooth = running_median(loss, 3)
+    best = int(np.argmin(smooth))
+    if len(steps) - 1 - best < MIN_POINTS_AFTER_BEST:
+        return None
+    low, now = float(smooth[best]), float(np.median(loss[-3:]))
+    d = np.diff(loss)
+    noise = 1.4826 * float(np.median(np.abs(d - np.median(d)))) / np.sqrt(2.0)
+    if now - low <= max(MIN_EVAL_RISE * abs(low), 3.0 * noise):
+        return None
+    at_best = float(np.interp(steps[best], train_steps, train_trend))
+    at_end = float(np.interp(steps[-1], train_steps, train_trend))
+    if at_best - at_end <= MIN_TRAIN_FALL * abs(at_best):
+        return None
+    return Overfitting(eval_name, int(steps[best]), low, now, int(steps[-1]), at_best, at_end)
