@@ -17,6 +17,7 @@ from gpuwise.launch.sharding import ShardingSetup
 from gpuwise.launch.skypilot import render_skypilot
 from gpuwise.launch.torchrun import render_torchrun
 from gpuwise.launch.wheel import build_wheel
+from gpuwise.plan.profile import workload_on
 from gpuwise.workload.parallelism import splits_layers
 
 EMITTERS = ("skypilot", "torchrun")
@@ -55,8 +56,6 @@ def launch_best(rec, catalog, emit: str, command: str) -> dict:
     split = BatchSplit.of(best, training=rec.workload.is_training, per_gpu=rec.method != "closed-form")
     sharding = ShardingSetup.of(rec.workload, best.count, closed_form=rec.method == "closed-form")
     one_process = rec.method == "closed-form" and splits_layers(rec.workload.with_(num_gpus=best.count))
-    from gpuwise.plan.profile import workload_on   # launch depends on plan; imported when a plan is launched
-
     gpu = catalog.gpu(best.gpu)
     # the job as priced on the best option's GPU (a default bf16 is its fp16 twin where the GPU has no bf16)
     assumptions = JobAssumptions.of(workload_on(rec.workload, gpu), closed_form=rec.method == "closed-form")
