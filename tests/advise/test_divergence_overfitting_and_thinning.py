@@ -165,3 +165,15 @@ def test_no_learning_rate_drop_is_suggested_when_the_logged_rate_has_already_dec
     item = next(x for x in report.advice if x.kind == "plateau")
     assert ("×0.1" in item.text) is not decayed
     assert ("already decayed" in item.text) is decayed and item.numbers["lr_decayed"] is decayed
+
+
+@pytest.mark.parametrize("jump_to, last_step", [(3.5, 6000), (3.5, 40000), (6.0, 40000)])
+def test_a_loss_that_jumps_and_stays_up_diverged_however_long_the_log_goes_on(jump_to, last_step):
+    # from the review: the climb's pace was measured to the log's end, so the longer a broken run went on logging
+    # after its jump the less it ran away: 'plateau' at step 6,000, 'not_learning' at 40,000
+    rng = np.random.default_rng(3)
+    steps = np.arange(10, last_step + 1, 10)
+    loss = 2.0 + 4.0 * (steps / 10.0) ** -0.5
+    loss = np.where(steps > 2000, jump_to, loss) * (1 + rng.normal(0, 0.01, len(steps)))
+    analysis = analyze_curve(Curve(steps=steps, loss=loss))
+    assert analysis.diagnosis == "diverged" and 1900 <= analysis.divergence_step <= 2000

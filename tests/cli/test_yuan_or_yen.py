@@ -35,3 +35,21 @@ def test_the_one_money_rule_refuses_yen_sign_only_where_yen_ranks():
     assert parse_price("1000JPY", ranking_currency="JPY") == (1000.0, "JPY")
     with pytest.raises(MoneyError, match="ambiguous"):
         parse_price("¥1000", ranking_currency="JPY")
+
+
+def test_advise_and_report_read_a_yen_sign_price_by_the_same_rule(cli_run, tmp_path):
+    # from the review: advise parsed --gpu-price before --currency, report never passed the ranking currency
+    import pytest
+
+    from gpuwise.report.build import price_options
+    from gpuwise.report.errors import ReportError
+
+    log = tmp_path / "loss.csv"
+    log.write_text("step,loss\n" + "".join(f"{s},{2.0 + 4.0 / s ** 0.5}\n" for s in range(1, 200)))
+    code, out, err = cli_run("advise", str(log), "--gpu-price", "¥300", "--currency", "JPY")
+    assert code == 2 and out == "" and "--gpu-price" in err and "ambiguous" in err
+    code, _, err = cli_run("advise", str(log), "--gpu-price", "¥300", "--currency", "USD")
+    assert code == 0, err
+    with pytest.raises(ReportError, match="--gpu-price: ¥300 is ambiguous"):
+        price_options(None, gpu_price="¥300", currency="JPY")
+    assert price_options(None, gpu_price="¥300", currency="USD")[0] == (300.0, "CNY")

@@ -55,3 +55,14 @@ def test_job_assumptions_of_a_serving_job_name_no_training_settings():
     env = JobAssumptions.of(Workload("hf:Qwen/Qwen2.5-7B", mode="infer", precision="bf16", quant="int8",
                                      seq_len=4096), closed_form=True).env
     assert env == {"GPUWISE_PRECISION": "bf16", "GPUWISE_QUANT": "int8", "GPUWISE_SEQ_LEN": "4096"}
+
+
+def test_a_traced_text_model_without_seq_len_says_the_default_it_was_priced_at():
+    # from the review: only the closed form's default length was emitted; a traced BERT priced at 128 tokens said none
+    from gpuwise.launch.assumptions import JobAssumptions
+    from gpuwise.workload import Workload
+
+    bert = JobAssumptions.of(Workload(model="hf:bert-base-uncased", batch_size=32))
+    assert bert.seq_len == 128 and bert.env["GPUWISE_SEQ_LEN"] == "128"
+    resnet = JobAssumptions.of(Workload(model="torchvision:resnet50", batch_size=32))
+    assert resnet.seq_len is None and "GPUWISE_SEQ_LEN" not in resnet.env

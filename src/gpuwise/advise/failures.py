@@ -65,10 +65,11 @@ def divergence_step(steps: np.ndarray, loss: np.ndarray, trend: np.ndarray, nois
     Diverged means: the recent loss (median of the last 2 %, at least 5 points: an EMA lags behind a
     run-away loss) stands above the trend's minimum by more than 3 noise stds, by more than a quarter
     of what the run had gained before the minimum, and by 10 % of the loss; and it ran away: from the step
-    returned to the last, it climbed by at least ``RUNAWAY_RISE_PER_DOUBLING`` (half) of the best loss per
+    returned to where it stood half the rise higher, it climbed by at least ``RUNAWAY_RISE_PER_DOUBLING`` (half) of the best loss per
     doubling of the steps. A slower climb (an eval loss rising 30 % over two doublings as the model overfits,
     14 % per doubling) is a rising phase, not a divergence: a run-away loss multiplies within a fraction of a
-    doubling (a loss growing 5 % a step rises ×100 in 100 steps). The step returned is the
+    doubling (a loss growing 5 % a step rises ×100 in 100 steps). The pace is the climb's own, to half the rise:
+    a loss that jumps and stays up diverged, however long the log goes on after the jump. The step returned is the
     last point the run was at its best, the checkpoint to go back to: the lowest running median of the
     raw losses (over the trend's span in points, 5 to 101) from the trend's minimum on. The trend's own
     minimum comes too early: a zero-phase EMA runs backward as well, and carries the blow-up back in time
@@ -94,9 +95,12 @@ def divergence_step(steps: np.ndarray, loss: np.ndarray, trend: np.ndarray, nois
     before_climb = tail[best: best + (int(up[0]) if len(up) else len(tail))]
     as_low = np.nonzero(before_climb <= tail[best] + 1.2533 * noise_abs / np.sqrt(width))[0]
     at = i_min + best + int(as_low[-1])
+    # the pace of the climb itself, from the last good point to where the loss first stood half the rise higher
+    # (to the log's end where it never did): a jump that stays up is a run-away however long the log goes on
+    climb_end, climbed = (i_min + best + int(up[0]), 0.5 * rise) if len(up) else (n - 1, rise)
     lt = log_time(steps)
-    doublings = max(float(lt[-1] - lt[at]) / np.log(2.0), 1e-12)
-    if rise / doublings < RUNAWAY_RISE_PER_DOUBLING * abs(low):
+    doublings = max(float(lt[climb_end] - lt[at]) / np.log(2.0), 1e-12)
+    if climbed / doublings < RUNAWAY_RISE_PER_DOUBLING * abs(low):
         return None
     return int(steps[at])
 

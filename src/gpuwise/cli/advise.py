@@ -72,10 +72,11 @@ def advise(
     precision = check_precision(precision) if precision is not None else None
     if gpu_price is not None and price_per_hour is not None:
         raise AdviseError("give --gpu-price (per GPU-hour) or its old form --price-per-hour (for all GPUs), not both")
-    price, price_currency = (c.money_option("--gpu-price" if gpu_price is not None else "--price-per-hour",
-                                            gpu_price if gpu_price is not None else price_per_hour)
-                             if (gpu_price, price_per_hour) != (None, None) else (None, None))
     currency = c.currency_option("--currency", currency) if currency is not None else None
+    price, price_currency = (c.money_option("--gpu-price" if gpu_price is not None else "--price-per-hour",
+                                            gpu_price if gpu_price is not None else price_per_hour,
+                                            ranking_currency=currency)
+                             if (gpu_price, price_per_hour) != (None, None) else (None, None))
     need_bytes = c.size_option("--peak-memory", peak_memory) if peak_memory is not None else None
     switch = SwitchCost(restart_s=c.duration_option("--restart-time", restart_time),
                         checkpoint_bytes=c.size_option("--checkpoint-size", checkpoint_size))

@@ -56,7 +56,7 @@ def report_cmd(
     text_option("--gpu", gpu, names="GPU", give="a GPU's name", unset="the log's GPU")
     currency = currency_option("--currency", currency) if currency is not None else None
     cat = load_catalog(catalog)
-    money, provider = price_options(cat, gpu_price=gpu_price, provider=provider)
+    money, provider = price_options(cat, gpu_price=gpu_price, provider=provider, currency=currency)
     correction, _ = user_correction(not no_user_calibration, cat)
     # the workload options, checked with or without --model; without, --precision alone sets the datasheet ratio
     workload = workload_or_checked(model, workload_kwargs, used_without_model=("precision",))

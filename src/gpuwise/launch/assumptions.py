@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpuwise.workload.specs import input_kind
+
 ENV_PRECISION = "GPUWISE_PRECISION"
 ENV_GRAD_CHECKPOINTING = "GPUWISE_GRAD_CHECKPOINTING"   # 1 or 0
 ENV_FINETUNE = "GPUWISE_FINETUNE"                       # full, lora or qlora
@@ -47,8 +49,11 @@ class JobAssumptions:
     @classmethod
     def of(cls, workload, *, closed_form: bool = False) -> "JobAssumptions":
         """The assumptions of ``workload`` as priced (give it at the option's GPU: ``plan.profile.workload_on``);
-        ``closed_form``: a decoder LLM's closed form, where a sequence length is always priced (its default)."""
-        seq_len = workload.seq_len if workload.seq_len is not None or not closed_form else workload.tokens_per_sequence
+        ``closed_form``: a decoder LLM's closed form, where a sequence length is always priced (its default), as it
+        is for any text model (``workload.specs.input_kind``)."""
+        # a text model is priced at its sequence length, the default where none was given (as is the closed form)
+        text = closed_form or input_kind(workload.model) == "tokens"
+        seq_len = workload.tokens_per_sequence if workload.seq_len is None and text else workload.seq_len
         lora = workload.finetune in ("lora", "qlora")
         return cls(precision=workload.precision, training=workload.is_training,
                    grad_checkpointing=workload.grad_checkpointing if workload.is_training else False,

@@ -156,16 +156,17 @@ NO_MEMORY_NOTE = ("the log records no memory use (no memory used nor process mem
                   "can be judged, so there is no right-sizing")
 
 
-def price_options(catalog: Catalog | None, *, gpu_price: str | None = None,
-                  provider: str | None = None) -> tuple[Money | None, str | None]:
+def price_options(catalog: Catalog | None, *, gpu_price: str | None = None, provider: str | None = None,
+                  currency: str | None = None) -> tuple[Money | None, str | None]:
     """``--gpu-price`` as (amount, currency) and ``--provider`` as the catalog spells it, each checked
     (``plan.money.parse_price``, a provider of ``catalog``): ReportError/PlanError (exit 2, one line naming the
     option) otherwise. ``report`` and ``run`` call it before any work (run: before its command starts).
-    ``catalog`` None: the provider is not checked (and not given)."""
+    ``catalog`` None: the provider is not checked (and not given). ``currency``: ``--currency``, which costs are
+    ranked in (JPY: a ¥ price is refused as yuan or yen, the one money rule)."""
     money = None
     if gpu_price is not None:
         try:
-            money = parse_price(gpu_price)
+            money = parse_price(gpu_price, ranking_currency=currency)
         except (UnitError, GpuwiseError) as exc:
             raise ReportError(f"--gpu-price: {exc}") from None
     if provider is not None and catalog is not None:
