@@ -9,6 +9,7 @@ import logging
 import os
 from pathlib import Path
 from types import SimpleNamespace
+from unittest import mock
 
 import torch
 from transformers.trainer_callback import CallbackHandler, TrainerControl, TrainerState
@@ -20,11 +21,12 @@ from .test_framework_callbacks import _args, _run, _trainer_rotate
 
 
 def _sealed_before(out: Path, step: int, mtime: float) -> None:
-    """A checkpoint an earlier run wrote and sealed, its manifest dated ``mtime``."""
+    """A checkpoint an earlier run wrote and sealed at ``mtime`` (its manifest says so, and its file's time)."""
     path = out / f"checkpoint-{step}"
     path.mkdir(parents=True)
     torch.save({"w": torch.full((8,), float(step))}, path / "pytorch_model.bin")
-    seal_directory(path, step)
+    with mock.patch("gpuwise.guard.checkpoint.time.time", return_value=mtime):
+        seal_directory(path, step)
     os.utime(path / MANIFEST_FILE, (mtime, mtime))
 
 
@@ -111,3 +113,17 @@ def test_a_checkpoint_the_callback_cannot_find_hands_rotation_back_to_the_traine
     said = [r.getMessage() for r in caplog.records if r.name.startswith("gpuwise.guard")]
     assert said == [f"checkpoint-2 not found under {out}: not sealed; save_total_limit rotation handed back to the "
                     "Trainer"]
+
+
+def test_resume_after_a_roll_back_takes_the_newest_seal_as_the_rotation_keeps_it(tmp_path):
+    """From the review: pruning kept checkpoints by when they were sealed while resume took the highest step, so
+    after a roll-back to checkpoint-1000 (checkpoint-2000 of the abandoned run still on disk) a preemption resumed
+    the abandoned run. Both now read when a checkpoint was sealed from its manifest, which a copy keeps."""
+    out = tmp_path / "out"
+    _sealed_before(out, 1000, mtime=1_000_000)
+    _sealed_before(out, 2000, mtime=2_000_000)     # the abandoned run
+    _sealed_before(out, 1100, mtime=3_000_000)     # the resumed run, after the roll-back
+    assert latest_verified_checkpoint(out).endswith("checkpoint-1100")
+    for step, copied_at in ((1100, 4_000_000), (2000, 5_000_000)):   # `cp -r` dates files by the copy, not the seal
+        os.utime(out / f"checkpoint-{step}" / MANIFEST_FILE, (copied_at, copied_at))
+    assert latest_verified_checkpoint(out).endswith("checkpoint-1100")

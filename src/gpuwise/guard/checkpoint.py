@@ -22,6 +22,7 @@ names the ones it skipped. Symbolic links named like checkpoints are never follo
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
 import shutil
@@ -458,12 +459,26 @@ def seal_directory(path: str | os.PathLike, step: int, epoch: int = 0, *, meta: 
     return Checkpoint(path, manifest)
 
 
+def sealed_time_s(path: str | os.PathLike) -> float | None:
+    """When the checkpoint directory ``path`` was sealed, as its manifest records it (a copy keeps it, where files'
+    times do not), or None where it has no readable manifest."""
+    try:
+        return Manifest.from_json((Path(path) / MANIFEST_FILE).read_bytes(), nested_names=True).time_s
+    except (OSError, GuardError, ValueError):
+        return None
+
+
 def latest_sealed(parent: str | os.PathLike, pattern: str = r"^checkpoint-(\d+)$") -> tuple[Checkpoint | None, list[Skipped]]:
-    """The newest sealed, verifying subdirectory of ``parent`` whose name matches ``pattern`` (group 1: step)."""
+    """The newest sealed, verifying subdirectory of ``parent`` whose name matches ``pattern`` (group 1: step).
+    Newest by when it was sealed (``sealed_time_s``), ties and unsealed ones by step, unsealed first (a save cut
+    short is said as skipped): after a roll-back to an older checkpoint, the checkpoints the resumed run sealed
+    are newer than the abandoned higher-numbered ones, as the HF callback's rotation counts them."""
     parent = Path(parent)
     rx = re.compile(pattern)
-    found = sorted(((int(m.group(1)), p) for p in parent.iterdir() if p.is_dir() and (m := rx.match(p.name))),
-                   reverse=True) if parent.is_dir() else []
+    found = [(int(m.group(1)), p) for p in parent.iterdir() if p.is_dir() and (m := rx.match(p.name))] \
+        if parent.is_dir() else []
+    sealed_at = {p: sealed_time_s(p) for _, p in found}
+    found.sort(key=lambda f: (math.inf if sealed_at[f[1]] is None else sealed_at[f[1]], f[0]), reverse=True)
     store = CheckpointStore(parent)
     skipped: list[Skipped] = []
     for _, p in found:

@@ -30,7 +30,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from gpuwise.guard import messages
-from gpuwise.guard.checkpoint import MANIFEST_FILE, CheckpointStore, latest_sealed, seal_directory
+from gpuwise.guard.checkpoint import MANIFEST_FILE, CheckpointStore, latest_sealed, seal_directory, sealed_time_s
 from gpuwise.guard.errors import GuardError
 from gpuwise.guard.guard import check_exit_code, refuse_fresh_start, supersede_redone
 from gpuwise.guard.preemption import EXIT_RESTART, PreemptionHandler
@@ -147,15 +147,18 @@ class GuardCallback(TrainerCallback):
         return removed
 
     def _age(self, path: Path, step: int) -> tuple:
-        """Sort key, larger is newer: sealed by this callback (in that order), else the manifest's mtime."""
+        """Sort key, larger is newer: sealed by this callback (in that order), else when its manifest says it was
+        sealed (``checkpoint.sealed_time_s``, the rule resume reads too; a copy keeps it), else the directory's
+        mtime (unsealed)."""
         if str(path) in self._sealed_here:
             return (1, self._sealed_here[str(path)], step)
-        for f in (path / MANIFEST_FILE, path):
-            try:
-                return (0, f.stat().st_mtime_ns, step)
-            except OSError:
-                continue
-        return (0, 0, step)
+        sealed_s = sealed_time_s(path)
+        if sealed_s is not None:
+            return (0, sealed_s, step)
+        try:
+            return (0, path.stat().st_mtime, step)
+        except OSError:
+            return (0, 0.0, step)
 
     def _verifies(self, path: Path) -> bool:
         """Whether ``path`` is sealed and its files match the manifest (hashed once per manifest and process)."""
