@@ -149,6 +149,20 @@ def test_tensorboards_download_csv_is_read_without_a_loss_tag(tmp_path):
     assert log.curve.step_time_s() == pytest.approx(1.0)
 
 
+def test_a_tensorboard_csv_export_of_another_scalar_is_not_read_as_a_loss(tmp_path):
+    # from the review: an accuracy or learning-rate export has the same three columns; its file name says its tag
+    rows = "Step,Value,Wall time\n" + "".join(f"{s},{1 - 1 / s},{1.7e9 + s}\n" for s in range(1, 60))
+    for name in ("run-train-tag-accuracy.csv", "run-.-tag-train_lr.csv"):
+        (tmp_path / name).write_text(rows)
+        with pytest.raises(AdviseError, match="no loss; --loss-tag Value reads it as one anyway"):
+            read_log(tmp_path / name)
+        assert read_log(tmp_path / name, "Value").loss_name == "Value"
+    (tmp_path / "run-.-tag-eval_loss.csv").write_text(rows)          # an eval loss is a loss
+    assert read_log(tmp_path / "run-.-tag-eval_loss.csv").loss_name == "Value"
+    (tmp_path / "mine.csv").write_text(rows)                          # renamed: nothing says otherwise
+    assert read_log(tmp_path / "mine.csv").loss_name == "Value"
+
+
 # 5 -------------------------------------------------------------------------------------------------------------
 def test_one_finite_loss_value_is_said_in_the_singular():
     with pytest.raises(AdviseError, match=r"\(1 finite loss value;"):

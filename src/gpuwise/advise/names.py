@@ -30,6 +30,7 @@ EVAL_LOSS_NAMES = ("eval_loss", "val_loss", "validation_loss", "valid_loss", "lo
                    "val_lm_loss", "val_loss_epoch", "test_loss")
 # TensorBoard's "Download CSV" of one scalar: its columns, normalised; the loss is its one series, "Value".
 TENSORBOARD_CSV = ("step", "value", "wall_time")
+TENSORBOARD_CSV_TAG = re.compile(r"-tag-(.+)\.csv$", re.IGNORECASE)   # TensorBoard's run-<run>-tag-<tag>.csv
 
 
 def normalise_name(name: str) -> str:
@@ -116,5 +117,9 @@ def pick_loss(path: Path, names: list[str], wanted: str | None, what: str) -> tu
     else:
         chosen = pick_name(names, LOSS_NAMES, fallback_word="loss")
         if chosen is None and is_tensorboard_csv(names):
+            tag = TENSORBOARD_CSV_TAG.search(path.name)    # its file name says which scalar it is: run-X-tag-T.csv
+            if tag is not None and not (loss_like([tag[1]]) or eval_loss_like([tag[1]])):
+                raise AdviseError(f"{path}: a TensorBoard CSV export of {printable(tag[1])[:60]!r}, which is no loss; "
+                                  "--loss-tag Value reads it as one anyway")
             chosen = next(n for n in names if normalise_name(n) == "value")
     return chosen, tuple(printable(n) for n in loss_like(names) if n != chosen)
