@@ -7,26 +7,7 @@ import os
 import subprocess
 import sys
 
-LOOP = '''
-import torch
-from torch import nn
-
-
-class Converge(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.a = nn.Linear(8, 8)
-
-    def forward(self, x):
-        h = self.a(x)
-        while h.abs().max() > 1e-3:
-            h = h * 0.5
-        return h
-
-
-def f(batch_size: int = 2):
-    return Converge(), (torch.empty(batch_size, 8),)
-'''
+from tests.trace.test_data_dependent_control_flow import MODELS   # Converge: a loop the answers never end
 
 
 def _gpuwise(*args: str, **env: str) -> subprocess.CompletedProcess:
@@ -36,13 +17,13 @@ def _gpuwise(*args: str, **env: str) -> subprocess.CompletedProcess:
 
 def test_a_loop_that_never_ends_on_fake_tensors_is_refused_in_one_line_with_exit_2(tmp_path):
     path = tmp_path / "loop.py"
-    path.write_text(LOOP)
-    done = _gpuwise("estimate", f"{path}:f", "--optimizer", "sgd", GPUWISE_TRACE_MAX_VALUE_READS="50",
+    path.write_text(MODELS)
+    done = _gpuwise("estimate", f"{path}:converge", "--optimizer", "sgd", GPUWISE_TRACE_MAX_VALUE_READS="50",
                     GPUWISE_TRACE_MAX_OPS="100000")
     assert done.returncode == 2, done.stderr
     assert done.stdout == ""
     lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and "loop.py:13" in lines[0] and "GPUWISE_TRACE_MAX_VALUE_READS" in lines[0]
+    assert len(lines) == 1 and "loop.py:11" in lines[0] and "GPUWISE_TRACE_MAX_VALUE_READS" in lines[0]
 
 
 def test_generation_asked_of_t5_is_refused_with_exit_2():

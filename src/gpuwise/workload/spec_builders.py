@@ -330,38 +330,33 @@ def _build_hf(spec: ModelSpec, batch_size: int, seq_len: int, image_size: int,
     return BuiltModel(module, make_batch, None, is_hf=True, notes=notes)
 
 
-def _auto_classes_for(model_type: str) -> list[str]:
-    """The transformers auto classes that build ``model_type`` ("AutoModelForImageClassification", ...), from their
-    name mappings; [] for a model_type the installed transformers does not know."""
+def _auto_classes_for(model_type: str) -> dict[str, str]:
+    """The transformers auto classes that build ``model_type``, each with the class it builds
+    ({"AutoModelForImageClassification": "SegformerForImageClassification", ...}), from their name mappings; {} for
+    a model_type the installed transformers does not know."""
     from transformers.models.auto import modeling_auto
 
-    fits = []
+    fits = {}
     for name in sorted(vars(modeling_auto)):
         names = getattr(getattr(getattr(modeling_auto, name), "_model_mapping", None), "_model_mapping", None)
         if name.startswith("AutoModel") and isinstance(names, dict) and model_type in names:
-            fits.append(name)
+            fits[name] = names[model_type]
     return fits
 
 
-def _kind_refusal(spec: ModelSpec, model_type: str, fits: list[str]) -> str:
+def _kind_refusal(spec: ModelSpec, model_type: str, fits: dict[str, str]) -> str:
     """Why a config is not built as the kind of model its task says (a config without ``architectures`` is taken
     for a decoder): what transformers builds its model_type as, and what gpuwise builds."""
-    heads = [f for f in fits if f != "AutoModel"] or fits
-    image = "AutoModelForImageClassification" in fits
-    remedy = (f"add \"architectures\": [\"{_arch_for(model_type, 'AutoModelForImageClassification')}\"] to the "
-              "config to estimate its image classifier, or wrap" if image else "wrap")
+    heads = [f for f in fits if f != "AutoModel"] or list(fits)
+    classifier = fits.get("AutoModelForImageClassification")
+    remedy = (f"add \"architectures\": [\"{classifier}\"] to the config to estimate its image classifier, or wrap"
+              if classifier else "wrap")
     return (f"{spec.name}: model_type {model_type!r} is none of the kinds gpuwise builds from a config "
             f"alone{' (it names no architectures)' if not (spec.hf_config or {}).get('architectures') else ''}: "
             f"transformers builds it as {' or '.join([', '.join(heads[:-1]), heads[-1]] if len(heads) > 1 else heads)}"
             f", while gpuwise builds text encoders, decoder LMs, text encoder-decoders and image classifiers; "
             f"{remedy} the model in a file.py:factory that returns it with "
             "example inputs")
-
-
-def _arch_for(model_type: str, auto_name: str) -> str:
-    from transformers.models.auto import modeling_auto
-
-    return getattr(modeling_auto, auto_name)._model_mapping._model_mapping[model_type]
 
 
 # --- user factories ------------------------------------------------------------------------------
