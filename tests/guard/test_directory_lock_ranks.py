@@ -48,7 +48,9 @@ JOB = textwrap.dedent("""
         pid = os.fork()
         if pid == 0:
             line = rank(r)
-            print(f"{r} {line}", flush=True)
+            # one write per line: under PYTHONUNBUFFERED print's text and newline are two writes, and the two
+            # ranks' lines could interleave ("...device1 GuardError ...")
+            os.write(1, f"{r} {line}\\n".encode())
             os._exit(0)
         children.append(pid)
     for pid in children:
