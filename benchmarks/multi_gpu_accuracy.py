@@ -30,9 +30,10 @@ from collections import defaultdict
 from dataclasses import dataclass
 from functools import lru_cache
 
+from benchmarks.baselines import roofline_step_s
 from benchmarks.harness import (CELL_HEADER, RESULTS, SPEEDUP_N, Case, comparison_row, record_scoring,
                                 scored_words, summarize, verdict, write_results)
-from benchmarks.time_cases import DATA, LAMBDA_MODELS, gpu_specs
+from benchmarks.time_cases import DATA, LAMBDA_MODELS, TRAINING_GPUS, gpu_specs
 from benchmarks.time_traces import TraceKey, _build_model, load_trace
 from gpuwise.catalog.topology import link_efficiencies, topology_for
 from gpuwise.runtime.calibration import load_calibration
@@ -163,12 +164,19 @@ class Compute:
     gradients: tuple[GradReady, ...]
 
 
+def trace_of(gpu_id: str, workload: str, precision_label: str, batch: int):
+    """The cached trace of a row's one-GPU micro-step (Lambda's "fp32" is TF32 where the GPU has it)."""
+    model, size, _family, opt = LAMBDA_MODELS[workload]
+    precision = "amp-fp16" if precision_label == "fp16" else ("tf32" if gpu_specs()[gpu_id].peak("tf32") else "fp32")
+    return load_trace(TraceKey(model, "train", batch, size, precision, opt))
+
+
 @lru_cache(maxsize=None)
 def compute(gpu_id: str, workload: str, precision_label: str, batch: int) -> Compute:
     gpu = gpu_specs()[gpu_id]
-    model, size, _family, opt = LAMBDA_MODELS[workload]
-    precision = "amp-fp16" if precision_label == "fp16" else ("tf32" if gpu.peak("tf32") else "fp32")
-    trace = load_trace(TraceKey(model, "train", batch, size, precision, opt))
+    model, size, _family, _opt = LAMBDA_MODELS[workload]
+    trace = trace_of(gpu_id, workload, precision_label, batch)
+    precision = trace.workload.precision
     cal = load_calibration()
     fwd = sum(op_time(op, gpu, precision, cal).device_s for op in trace.ops if op.phase in ("forward", "other"))
     bwd = sum(op_time(op, gpu, precision, cal).device_s for op in trace.ops if op.phase == "backward")
@@ -225,6 +233,30 @@ def cases(rows: list[Row], eff: dict[str, float], contention: Contention, split:
     return [Case(f"{r.entry} x{r.count} {r.workload} {r.precision}", HELD_OUT_SET if split == "test"
                  else "multi-GPU: training systems", split, predicted(r, eff, contention, anchored=anchored),
                  r.published, "speed-up", {SPEEDUP_N: float(r.count)}) for r in rows]
+
+
+def step_time_rows() -> list[dict]:
+    """The held-out systems' rows as step times (README.md, "Nineteenth session"): one step on N GPUs measured
+    (N x per-GPU batch / the table's total throughput = N x the 1-GPU step / the speed-up) against what
+    ``estimate --num-gpus N`` predicts with the shipped links, beside roofline, roofline / 0.75 and gpuwise's
+    own one-GPU step (each with speed-up = N: the N-GPU step time equals one GPU's). Rows on the step model's
+    training GPUs are left out (none today)."""
+    rows, _skipped = load_rows()
+    out = []
+    for r in rows:
+        if r.entry in TRAIN or r.gpu_id in TRAINING_GPUS:
+            continue
+        gpu = gpu_specs()[r.gpu_id]
+        trace = trace_of(r.gpu_id, r.workload, r.precision, r.batch)
+        step = predict_step_time(trace, gpu, count=r.count, topology=topology_for(gpu, intra=r.link))
+        roof = roofline_step_s(trace, gpu)
+        out.append({"case": f"{r.entry} x{r.count} {r.workload} {r.precision}", "gpu": r.gpu_id, "link": r.link,
+                    "count": r.count, "workload": r.workload, "precision": r.precision, "batch": r.batch,
+                    "measured_step_s": r.count * r.t1_measured_s / r.published,
+                    "predicted_step_s": step.step_time_s, "regime": step.regime,
+                    "one_gpu_step_s": predict_step_time(trace, gpu, count=1).step_time_s,
+                    "roofline_step_s": roof})
+    return out
 
 
 def main() -> None:

@@ -60,7 +60,9 @@ BENCHMARKS: tuple[Benchmark, ...] = (
               (KERNEL_FIT, *LAWS, *CATALOG_SPECS, VIDUR, "shared:kernels-modern/mamf_max_achievable_matmul.csv"),
               what="tensor-core GEMM law and power level (kernel_laws.json's tensor part with --ship): vidur's fp16 "
                    "GEMMs and MAMF ceilings, GPU held out", minutes=0.3, timed="measured"),
-    Benchmark("time_accuracy", "time", tuple(dict.fromkeys((*TIME_MODEL, *TIME_CASES, *LLM_TRAIN))),
+    Benchmark("time_accuracy", "time", tuple(dict.fromkeys((*TIME_MODEL, *TIME_CASES, *LLM_TRAIN,
+                                                            "benchmarks/multi_gpu_accuracy.py",
+                                                            "shared:lambda_train_multi.csv"))),
               what="end-to-end step time on the held-out sides, beside roofline and roofline / 0.75 "
                    "(writes time_accuracy.json)", minutes=1.5, timed="results"),
     Benchmark("time_stack", "time_stack", (*TIME_MODEL, *TIME_CASES),

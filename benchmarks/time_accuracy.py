@@ -12,7 +12,9 @@ Error = predicted step time / measured step time - 1 (signed and absolute). Each
 held-out sets (test side, fresh check, wider set) once: the ledger's count is printed beside each.
 ``time_accuracy.json`` (what ``estimate`` shows as a likely range) is rewritten by every run: it is
 this benchmark's figure, by regime, with llm-foundry's MPT training runs (``llm_train_time``, held out whole)
-as the LLM closed form's training steps' (README.md, "Seventeenth session"); they score that set once too.
+as the LLM closed form's training steps' (README.md, "Seventeenth session"), and Lambda's multi-GPU runs on
+``multi_gpu_accuracy``'s held-out systems as multi-GPU step times (README.md, "Nineteenth session"); they score
+those sets once too.
 """
 
 from __future__ import annotations
@@ -24,10 +26,10 @@ from datetime import date
 
 import numpy as np
 
-from benchmarks import llm_train_time
+from benchmarks import llm_train_time, multi_gpu_accuracy
 from benchmarks.baselines import roofline_step_s
-from benchmarks.harness import (CELL_HEADER, REPO, RESULTS, ROOFLINE_075, Case, record_scoring, scored_words,
-                                summarize, verdict, write_results)
+from benchmarks.harness import (CELL_HEADER, REPO, RESULTS, ROOFLINE, ROOFLINE_075, SPEEDUP_N, Case, comparison_row,
+                                record_scoring, scored_words, summarize, verdict, write_results)
 from benchmarks.time_cases import (HELD_OUT_FAMILIES, HELD_OUT_GPUS, TRAINING_GPUS, all_cases, gpu_specs, split_of,
                                    write_csv)
 from benchmarks.time_traces import TraceKey, load_trace
@@ -41,6 +43,8 @@ IMAGENET_TRAIN_IMAGES = 1_281_167
 # The held-out sets this script scores (time_cases.split_of's labels -> the ledger's names).
 SETS = {"test": "time end-to-end: test side", "fresh": "time end-to-end: fresh check",
         "wider": "time end-to-end: wider set"}
+MULTI_GPU_SET = "multi-GPU step time: held-out systems"   # README.md, "Nineteenth session"
+ONE_GPU_N = f"gpuwise's 1-GPU step, {SPEEDUP_N}"
 # Issue 16's figure for eager PyTorch ResNet-50 inference at batch 1 on V100/T4-class GPUs.
 PUBLISHED_BS1_MS = (10.0, 13.0)
 
@@ -136,12 +140,16 @@ def main() -> None:
     _figure([r for r in rows if r["split"] == "test"])
     llm_cases, llm_detail, _ = llm_train_time.score_rows()    # held out whole (README.md, "Seventeenth session")
     record_scoring(llm_train_time.HELD_OUT_SET)
+    multi = multi_gpu_cases(multi_gpu_accuracy.step_time_rows())    # README.md, "Nineteenth session"
+    record_scoring(MULTI_GPU_SET)
     accuracy = _write_accuracy([r for r in rows if is_held_out(r)]
-                               + [{"err": c.error, "regime": d["regime"]} for c, d in zip(llm_cases, llm_detail)])
-    lines = _markdown(rows, small, seed, skipped, time.time() - t0)
+                               + [{"err": c.error, "regime": d["regime"]} for c, d in zip(llm_cases, llm_detail)]
+                               + [{"err": c.error, "regime": regime} for c, regime in multi])
+    lines = _markdown(rows, small, seed, skipped, time.time() - t0) + _multi_gpu_section([c for c, _ in multi])
     by_split = {split: summarize(r["err"] for r in rows if r["split"] == split) for split in ("test", "train", *SETS)}
     write_results("time_accuracy", lines, {
         "sets": SETS, "summaries": by_split, "regimes": accuracy["regimes"], "skipped": skipped,
+        "multi_gpu_cases": [c for c, _ in multi],
         "cases": [{k: v for k, v in r.items()} for r in rows]})
     print("\n".join(lines))
 
@@ -226,6 +234,31 @@ def is_held_out(row: dict) -> bool:
     return row["split"] in ("test", "wider") or (row["split"] == "fresh" and row["family"] in HELD_OUT_FAMILIES)
 
 
+def multi_gpu_cases(rows: list[dict]) -> list[tuple[Case, str]]:
+    """The multi-GPU step-time rows as the harness's cases (beside roofline, roofline / 0.75 and gpuwise's own
+    1-GPU step, each with speed-up = N), with the regime each prediction names."""
+    return [(Case(r["case"], MULTI_GPU_SET, "test", r["predicted_step_s"], r["measured_step_s"], "s",
+                  {ROOFLINE: r["roofline_step_s"], ROOFLINE_075: r["roofline_step_s"] / 0.75,
+                   ONE_GPU_N: r["one_gpu_step_s"]}), r["regime"]) for r in rows]
+
+
+def _multi_gpu_section(cases: list[Case]) -> list[str]:
+    """The multi-GPU step-time set (README.md, "Nineteenth session"): what the multi-GPU range is made of."""
+    by_count = defaultdict(list)
+    for c in cases:
+        by_count[c.id.split(" x")[-1].split()[0]].append(c)
+    baselines = (ROOFLINE, ROOFLINE_075, ONE_GPU_N)
+    return ["", "## Multi-GPU step time (the multi-GPU range)", "",
+            "Lambda's data-parallel runs on 2, 4 and 8 GPUs of one system (`lambda_train_multi.csv`), the systems "
+            "`multi_gpu_accuracy.py` holds out, as step times: measured = N x per-GPU batch / total throughput; "
+            "predicted = `predict_step_time(count=N)` over the system's links, as `estimate --num-gpus N`. Nothing "
+            f"fitted on them. {MULTI_GPU_SET}: {scored_words(MULTI_GPU_SET)}.", "",
+            "| rows | cases | gpuwise | " + " | ".join(baselines) + " |", "|---|---|---|" + "---|" * len(baselines),
+            comparison_row("all", cases, baselines),
+            *[comparison_row(f"{n} GPUs", by_count[n], baselines) for n in sorted(by_count, key=int)], "",
+            verdict(cases, ROOFLINE_075), "", verdict(cases, ONE_GPU_N)]
+
+
 def _write_accuracy(held: list[dict]) -> dict:
     """The shipped model's error on every held-out run, per regime of the prediction (runtime/accuracy.py):
     what estimate shows beside a step time of that regime. Every regime is written with its count; one
@@ -246,7 +279,8 @@ def _write_accuracy(held: list[dict]) -> dict:
             "ratio_q10": round(float(np.quantile(ratio, 0.1)), 4), "ratio_q90": round(float(np.quantile(ratio, 0.9)), 4)}
     doc = {"date": date.today().isoformat(), "source": "benchmarks/time_accuracy.py: published runs held out in GPU and model family "
            "(test side, wider set, fresh check's held-out families; benchmarks/README.md), and llm-foundry's MPT "
-           "training runs, held out whole (benchmarks/llm_train_time.py), by regime",
+           "training runs, held out whole (benchmarks/llm_train_time.py), and Lambda's multi-GPU runs on the held-out systems "
+           "(benchmarks/multi_gpu_accuracy.py), by regime",
            "regimes": regimes}
     ACCURACY_PATH.write_text(json.dumps(doc, indent=2) + "\n")
     return doc

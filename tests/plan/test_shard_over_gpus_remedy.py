@@ -52,7 +52,7 @@ def test_the_shard_remedy_is_for_one_gpu_s_training_not_yet_fully_sharded():
 
     w = Workload(model="hf:Qwen/Qwen2.5-7B", finetune="full")
     assert shard_over_gpus_remedy(w).change == "--sharding zero3"
-    assert shard_over_gpus_remedy(w, 4).workload_fields == {"num_gpus": 4, "sharding": "zero3"}
+    assert shard_over_gpus_remedy(w, 4).workload_fields == {"num_gpus": 4, "batch_size": 8, "sharding": "zero3"}
     assert shard_over_gpus_remedy(w.with_(sharding="fsdp")) is None
     assert shard_over_gpus_remedy(w.with_(mode="infer")) is None
     assert shard_over_gpus_remedy(w.with_(num_gpus=2)) is None    # sharding_remedies offers the next stages there

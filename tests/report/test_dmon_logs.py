@@ -57,3 +57,8 @@ def test_a_malformed_dmon_line_names_the_line(tmp_path):
     short = PLAIN.replace("    1     55     38      -      0      0      0      0      -      -   1215    210\n", "    1     55\n", 1)
     with pytest.raises(ReportError, match=r"dmon\.txt:4: expected 12 fields"):
         load_usage_log(write(tmp_path, short))
+
+
+def test_a_last_dmon_line_cut_off_mid_write_is_skipped_with_a_note(tmp_path):
+    log = load_usage_log(write(tmp_path, PLAIN + "    0    130     47"))
+    assert len(log.samples) == 6 and any("dmon.txt:11: last line cut off mid-write, skipped" in n for n in log.notes)

@@ -7,10 +7,10 @@ import os
 import sys
 
 from gpuwise.catalog import load_catalog
-from gpuwise.monitor import ReplayBackend, Sampler
 from gpuwise.report import build_report
 from gpuwise.report.usage import summarize
-from gpuwise.runlog import RunLog
+
+from tests.report.helpers import sampler_log
 
 GIB = 2**30
 
@@ -20,11 +20,7 @@ def _run_log(path):
     frames = [[{"t_s": 100.0 + 10 * k, "gpu_index": 0, "name": "NVIDIA A100-SXM4-40GB", "utilization_pct": 50.0,
                 "memory_used_bytes": 14 * GIB, "memory_total_bytes": 40 * GIB,
                 "processes": [{"pid": me, "used_memory_bytes": (8 + k) * GIB}]}] for k in range(4)]
-    with RunLog(path) as runlog:
-        sampler = Sampler(ReplayBackend(frames, stamp_now=False), runlog=runlog, watch_pid=me)
-        for _ in frames:
-            sampler.sample_once()
-    return path
+    return sampler_log(path, frames, watch_pid=me)
 
 
 def test_a_run_log_is_summarised_once_per_report(tmp_path):

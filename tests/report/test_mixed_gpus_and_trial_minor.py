@@ -6,20 +6,16 @@ then blamed MIG; a rented MIG slice's `*` row was missing; a 5 s run was drawn o
 from __future__ import annotations
 
 import json
-import os
-import re
 from pathlib import Path
 
 import pytest
-from rich.console import Console
 
-from gpuwise.catalog import load_catalog
-from gpuwise.monitor import ReplayBackend, Sampler
 from gpuwise.report import build_report
 from gpuwise.report.errors import ReportError
 from gpuwise.report.html import render_html
-from gpuwise.report.text import render_report, rows_shown
-from gpuwise.runlog import RunLog
+from gpuwise.report.text import rows_shown
+
+from tests.report.helpers import gpuwise_run_log, one_line, text_of
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 MIXED_CSV = FIXTURES / "mixed_4090_a100_smi.csv"      # GPU 0 RTX 4090 (19.5 GiB, 80%), GPU 1 A100 80GB (58.6 GiB, 30%)
@@ -27,28 +23,9 @@ MIG_H100 = FIXTURES / "replay_mig_a100_h100.json"     # A100 MIG 1g.10gb + 3g.40
 GIB = 2**30
 
 
-@pytest.fixture(scope="module")
-def catalog():
-    return load_catalog(user_file=False)
-
-
-def text_of(report) -> str:
-    console = Console(width=200, record=True, file=open(os.devnull, "w"))
-    console.print(render_report(report))
-    return " ".join(console.export_text().split())
-
-
 def run_log(path: Path, frames: list[list[dict]], step_s: float = 1.0) -> Path:
-    """A finished run log of ``frames``, one every ``step_s``."""
-    frames = [[{**s, "t_s": step_s * k} for s in frame] for k, frame in enumerate(frames)]
-    with RunLog(path) as runlog:
-        runlog.set_meta("start_t_s", 0.0)
-        sampler = Sampler(ReplayBackend(frames, stamp_now=False), runlog=runlog)
-        for _ in frames:
-            sampler.sample_once()
-        runlog.set_meta("end_t_s", frames[-1][0]["t_s"])
-        runlog.set_meta("exit_code", 0)
-    return path
+    """A finished `gpuwise run` log of ``frames``, one every ``step_s``."""
+    return gpuwise_run_log(path, [[{**s, "t_s": step_s * k} for s in frame] for k, frame in enumerate(frames)])
 
 
 def test_gpus_of_different_models_are_reported_per_kind_not_as_n_of_the_first(catalog, tmp_path):
@@ -64,7 +41,7 @@ def test_gpus_of_different_models_are_reported_per_kind_not_as_n_of_the_first(ca
     assert kinds["NVIDIA A100-SXM4-80GB"]["needed_peak_bytes"] == 60000 * 2**20
     assert kinds["NVIDIA A100-SXM4-80GB"]["labels"] == ["1"]
     assert d["usage"]["mixed_gpus"] is True
-    text = text_of(report)
+    text = one_line(text_of(report))
     assert "2 × NVIDIA GeForce RTX 4090" not in text and "cannot have run" not in text
     assert "2 GPUs of 2 kinds" in text
     assert "1 × NVIDIA GeForce RTX 4090 (GPU 0): peak 19.5 GiB, p95 19.5 GiB of 24.0 GiB (81%), busy 80%" in text
@@ -93,7 +70,7 @@ def test_mig_instances_of_two_profiles_and_an_h100_are_three_kinds(catalog, tmp_
     assert [k["name"] for k in d["gpu_kinds"]] == ["NVIDIA A100-SXM4-80GB MIG 1g.10gb",
                                                     "NVIDIA A100-SXM4-80GB MIG 3g.40gb", "NVIDIA H100 80GB HBM3"]
     assert d["busy_share"] is None and d["right_sizing"] is None and d["gpu_name"] is None
-    text = text_of(report)
+    text = one_line(text_of(report))
     assert "3 × NVIDIA A100" not in text and "3 GPUs of 3 kinds" in text
     assert "(GPU 0/mig0): peak 3.9 GiB" in text and "busy unknown" in text and "(GPU 1): peak 11.5 GiB" in text
     # the two instances report their GPU's power: counted once (210 W + the H100's 300 W)
@@ -113,7 +90,7 @@ def test_a_rented_mig_slice_that_holds_the_job_has_its_starred_row(catalog, tmp_
     r = report.right_sizing
     rented = [o for o in rows_shown(r) if o.rented]
     assert [o.gpu_id for o in rented] == ["a100-80gb-sxm4-mig-3g.40gb"] and rented[0].fits
-    text = text_of(report)
+    text = one_line(text_of(report))
     assert "a100-80gb-sxm4-mig-3g.40gb *" in text and "* the rented GPU" in text
 
 

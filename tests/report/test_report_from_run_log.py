@@ -9,29 +9,19 @@ import sys
 
 import pytest
 
-from gpuwise.catalog import load_catalog
-from gpuwise.monitor import ReplayBackend, Sampler
 from gpuwise.report import build_report
 from gpuwise.report.errors import ReportError
 from gpuwise.runlog import RunLog
+
+from tests.report.helpers import sampler_log
 
 GIB = 2**30
 MIG_NAME = "NVIDIA A100-SXM4-40GB MIG 3g.20gb"
 
 
-def record(path, frames, n=None, events=()):
-    with RunLog(path) as runlog:
-        sampler = Sampler(ReplayBackend(frames, stamp_now=False), runlog=runlog, watch_pid=os.getpid())
-        for _ in range(n or len(frames)):
-            sampler.sample_once()
-        for kind, message in events:
-            runlog.log_event(kind, message)
-    return path
-
-
-@pytest.fixture(scope="module")
-def catalog():
-    return load_catalog(user_file=False)
+def record(path, frames, events=()):
+    """The Sampler's log of ``frames``, watching this process (its memory is the job's)."""
+    return sampler_log(path, frames, watch_pid=os.getpid(), events=tuple(events))
 
 
 def test_process_memory_is_the_need_when_the_log_has_it(tmp_path, catalog):

@@ -8,27 +8,24 @@ from pathlib import Path
 import matplotlib.axes
 import pytest
 
-from gpuwise.catalog import load_catalog
 from gpuwise.report.build import build_report
 from gpuwise.report.html import MAX_BARS, render_html
-from gpuwise.report.text import MAX_ROWS, render_report
+from gpuwise.report.text import MAX_ROWS
 from gpuwise.units import format_money
+
+from tests.report.helpers import text_of
 
 SEED = Path(__file__).resolve().parents[1] / "fixtures" / "seed_a100_smi.csv"
 
 
 @pytest.fixture(scope="module")
-def seed_report():
-    return build_report(SEED, load_catalog(user_file=False), gpu_price=(15.0, "CNY"))
+def seed_report(catalog):
+    return build_report(SEED, catalog, gpu_price=(15.0, "CNY"))
 
 
 def test_the_text_says_how_many_cheaper_gpus_it_did_not_list(seed_report):
     # the defect: "15 cheaper GPU(s) would have held this job" above a table of 10, no "more" hint
-    from rich.console import Console
-
-    console = Console(width=200, record=True)
-    console.print(render_report(seed_report))
-    text = console.export_text()
+    text = text_of(seed_report)
     cheaper = len(seed_report.right_sizing.cheaper)
     assert cheaper > MAX_ROWS
     assert f"{cheaper} cheaper GPU(s) would have held this job" in text

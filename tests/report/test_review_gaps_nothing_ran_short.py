@@ -14,8 +14,8 @@ from gpuwise.report import build_report
 from gpuwise.report import usage as usage_rules
 from gpuwise.runlog import RunLog
 
-from tests.report.test_trial_report_gaps_and_idle import (A100, H100, HEADER, catalog, one_line, row,  # noqa: F401
-                                                          text_of, write)
+from tests.report.helpers import one_line, text_of
+from tests.report.test_trial_report_gaps_and_idle import A100, HEADER, half_idle_h100s, row, write
 
 MIB = 2**20
 
@@ -112,10 +112,7 @@ def test_a_gpu_lost_early_or_joining_late_does_not_make_a_long_log_too_short(tmp
 # 6. the GPUs rented: one count, the idle ones' price said once, and in the JSON ------------------------------------------
 
 def test_the_idle_gpus_price_is_said_once_on_screen_and_is_in_the_json(tmp_path, catalog):
-    lines = [HEADER] + [row(k, index=i, util="90 %" if i < 4 else "0 %", used="30000 MiB" if i < 4 else "4 MiB",
-                            power="500.00 W" if i < 4 else "70.00 W", name=H100, total="81559 MiB")
-                        for k in range(600) for i in range(8)]
-    report = build_report(write(tmp_path / "eight.csv", lines), catalog, gpu_price=(15.0, "CNY"))
+    report = build_report(half_idle_h100s(tmp_path), catalog, gpu_price=(15.0, "CNY"))
     assert report.usage.gpus_rented == 8
     text = one_line(text_of(report))
     assert text.count("comes on top of every saving") == 1

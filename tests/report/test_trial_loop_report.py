@@ -7,14 +7,11 @@ from __future__ import annotations
 import os
 import stat
 
-import pytest
-
-from gpuwise.catalog import load_catalog
-from gpuwise.monitor import ReplayBackend, Sampler
 from gpuwise.report import build_report
 from gpuwise.report.html import write_html
-from gpuwise.runlog import RunLog
 from gpuwise.workload import Workload
+
+from tests.report.helpers import sampler_log
 
 MIB = 2**20
 A100 = "NVIDIA A100-SXM4-40GB"
@@ -22,11 +19,6 @@ USED_MIB = 12000
 HEADER = "timestamp, name, index, utilization.gpu [%], memory.used [MiB], memory.total [MiB], power.draw [W]\n"
 # A job gpuwise puts at 50+ GiB: the 12000 MiB the GPU used is far from it, so the report flags the workload
 FAR = Workload("hf:meta-llama/Llama-2-7b-hf", finetune="lora", seq_len=1024, batch_size=4)
-
-
-@pytest.fixture(scope="module")
-def catalog():
-    return load_catalog(user_file=False)
 
 
 def smi_csv(path):
@@ -41,12 +33,7 @@ def run_log_without_process_memory(path, workload: Workload):
     frames = [[{"t_s": 10.0 * k, "gpu_index": 0, "name": A100, "utilization_pct": 60.0,
                 "memory_used_bytes": USED_MIB * MIB, "memory_total_bytes": 40960 * MIB, "power_w": 150.0}]
               for k in range(6)]
-    with RunLog(path) as runlog:
-        runlog.set_meta("workload", workload.to_dict())
-        sampler = Sampler(ReplayBackend(frames, stamp_now=False), runlog=runlog)
-        for _ in frames:
-            sampler.sample_once()
-    return path
+    return sampler_log(path, frames, meta={"workload": workload.to_dict()})
 
 
 def _total(report):

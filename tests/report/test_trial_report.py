@@ -14,32 +14,16 @@ import sys
 import time
 
 import pytest
-from rich.console import Console
 
-from gpuwise.catalog import load_catalog
-from gpuwise.monitor import ReplayBackend, Sampler
 from gpuwise.report import build_report
 from gpuwise.report.predicted_vs_measured import Figure, PredictedVsMeasured
-from gpuwise.report.text import render_report
-from gpuwise.runlog import RunLog, read_meta
+from gpuwise.runlog import read_meta
+
+from tests.report.helpers import gpuwise_run_log, one_line, text_of
 
 GIB = 2**30
 PY = sys.executable
 A100 = "NVIDIA A100-SXM4-40GB"
-
-
-def record(path, frames, *, ended=True):
-    """A run log as `gpuwise run` writes it: samples, and its end in meta unless ``ended`` is False."""
-    with RunLog(path) as runlog:
-        runlog.set_meta("command", ["python", "train.py"])
-        runlog.set_meta("start_t_s", frames[0][0].get("t_s", 0.0))
-        sampler = Sampler(ReplayBackend(frames, stamp_now=False), runlog=runlog)
-        for _ in frames:
-            sampler.sample_once()
-        if ended:
-            runlog.set_meta("end_t_s", frames[-1][0].get("t_s", 0.0))
-            runlog.set_meta("exit_code", 0)
-    return path
 
 
 def two_gpus(k: int, *, power=(150.0, 150.0), used=(10 * GIB, 12 * GIB), busy=(60.0, 60.0)):
@@ -47,21 +31,10 @@ def two_gpus(k: int, *, power=(150.0, 150.0), used=(10 * GIB, 12 * GIB), busy=(6
              "memory_total_bytes": 40 * GIB, "power_w": power[i]} for i in range(2)]
 
 
-def text_of(report, width: int = 80) -> str:
-    console = Console(width=width, record=True, file=open(os.devnull, "w"))
-    console.print(render_report(report))
-    return console.export_text()
-
-
-@pytest.fixture(scope="module")
-def catalog():
-    return load_catalog(user_file=False)
-
-
 def test_power_of_several_gpus_is_said_per_gpu_and_in_all_on_one_basis(tmp_path, catalog):
     # the defect: "mean 600 W, peak 300 W": the mean summed over the GPUs, the peak of one GPU
     frames = [two_gpus(k, power=(100.0 + 100 * (k % 2), 300.0)) for k in range(6)]
-    report = build_report(record(tmp_path / "p.db", frames), catalog, gpu_price=(15.0, "CNY"))
+    report = build_report(gpuwise_run_log(tmp_path / "p.db", frames), catalog, gpu_price=(15.0, "CNY"))
     p = report.usage.power
     means = [d.mean_power_w for d in report.usage.job_devices]
     peaks = [d.peak_power_w for d in report.usage.job_devices]
@@ -77,7 +50,7 @@ def test_power_of_several_gpus_is_said_per_gpu_and_in_all_on_one_basis(tmp_path,
 def test_the_multi_gpu_table_is_checkable_work_is_price_times_time(tmp_path, catalog):
     # the defect: price/h was one GPU's while work/h was all GPUs': work/h != price/h × time×
     frames = [two_gpus(k) for k in range(6)]
-    report = build_report(record(tmp_path / "t.db", frames), catalog, gpu_price=(15.0, "CNY"))
+    report = build_report(gpuwise_run_log(tmp_path / "t.db", frames), catalog, gpu_price=(15.0, "CNY"))
     r = report.right_sizing
     assert r.gpu_count == 2
     priced = [o for o in r.options if o.cost_per_job_hour is not None]
@@ -99,7 +72,7 @@ def test_the_multi_gpu_table_is_checkable_work_is_price_times_time(tmp_path, cat
 def test_a_log_without_memory_figures_says_why_there_is_no_right_sizing(tmp_path, catalog):
     frames = [[{"t_s": 10.0 * k, "gpu_index": 0, "name": A100, "utilization_pct": 50.0, "power_w": 100.0}]
               for k in range(4)]
-    report = build_report(record(tmp_path / "nomem.db", frames), catalog)
+    report = build_report(gpuwise_run_log(tmp_path / "nomem.db", frames), catalog)
     assert report.right_sizing is None
     said = [n for n in report.to_dict()["notes"] if "no memory" in n]
     assert len(said) == 1 and "no cheaper GPU" in said[0]
@@ -109,9 +82,9 @@ def test_a_log_without_memory_figures_says_why_there_is_no_right_sizing(tmp_path
 def test_a_gpu_override_is_said_checked_against_the_peak_and_the_footnote_needs_a_star(tmp_path, catalog):
     frames = [[{"t_s": 10.0 * k, "gpu_index": 0, "name": A100, "utilization_pct": 50.0,
                 "memory_used_bytes": 30 * GIB, "memory_total_bytes": 40 * GIB}] for k in range(4)]
-    path = record(tmp_path / "r80.db", frames)
+    path = gpuwise_run_log(tmp_path / "r80.db", frames)
     report = build_report(path, catalog, gpu="rtx-4090")
-    text = " ".join(text_of(report, 200).split())
+    text = one_line(text_of(report, 200))
     assert "compared as NVIDIA GeForce RTX 4090 (--gpu)" in text and A100 in text
     assert report.to_dict()["compared_as"] == "NVIDIA GeForce RTX 4090"
     (warning,) = report.warnings
@@ -119,14 +92,14 @@ def test_a_gpu_override_is_said_checked_against_the_peak_and_the_footnote_needs_
     assert f"warning: {warning}" in text and report.to_dict()["warnings"] == [warning]
     # neither the rented GPU nor any other fits 30 GiB with 99% kept free: no table, no footnote
     empty = build_report(path, catalog, gpu="rtx-4090", headroom_fraction=0.99)
-    assert "* the rented GPU" not in text_of(empty) and "No GPU in the catalog holds" in text_of(empty)
+    assert "* the rented GPU" not in text_of(empty, 80) and "No GPU in the catalog holds" in text_of(empty, 80)
     assert "* the rented GPU" not in text          # the 4090 cannot hold 30 GiB: no starred row
     # the logged GPU named again: no override, no warning, the starred row and its footnote
     same = build_report(path, catalog, gpu="a100-40gb-sxm4")
-    assert same.compared_as is None and not same.warnings and "* the rented GPU" in text_of(same)
+    assert same.compared_as is None and not same.warnings and "* the rented GPU" in text_of(same, 80)
 
 
-def test_a_run_killed_outright_is_reported_as_unfinished(tmp_path):
+def test_a_run_killed_outright_is_reported_as_unfinished(tmp_path, catalog):
     # the defect: a log of a run that never ended was reported as complete
     frames = tmp_path / "frames.json"
     frames.write_text(json.dumps({"frames": [two_gpus(0)]}))
@@ -146,7 +119,7 @@ def test_a_run_killed_outright_is_reported_as_unfinished(tmp_path):
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["run_ended"] is False and any("records no end" in n for n in out["notes"])
-    ended = build_report(record(tmp_path / "ended.db", [two_gpus(k) for k in range(3)]), load_catalog(user_file=False))
+    ended = build_report(gpuwise_run_log(tmp_path / "ended.db", [two_gpus(k) for k in range(3)]), catalog)
     assert ended.run_ended is True and not any("records no end" in n for n in ended.notes)
 
 
@@ -155,7 +128,7 @@ def _report(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_a_damaged_run_log_is_called_damaged(tmp_path):
-    whole = record(tmp_path / "whole.db", [two_gpus(k) for k in range(200)])
+    whole = gpuwise_run_log(tmp_path / "whole.db", [two_gpus(k) for k in range(200)])
     cut = tmp_path / "cut.db"
     cut.write_bytes(whole.read_bytes()[:5000])
     r = _report(str(cut))
@@ -164,7 +137,7 @@ def test_a_damaged_run_log_is_called_damaged(tmp_path):
 
 
 def test_a_run_log_without_an_events_table_is_read(tmp_path):
-    path = record(tmp_path / "old.db", [two_gpus(k) for k in range(3)])
+    path = gpuwise_run_log(tmp_path / "old.db", [two_gpus(k) for k in range(3)])
     with sqlite3.connect(path) as conn:
         conn.execute("DROP TABLE events")
     r = _report(str(path), "--json")
@@ -182,7 +155,7 @@ def test_an_empty_file_is_called_empty(tmp_path):
 
 def test_an_unknown_gpu_names_the_valid_ones(tmp_path, catalog):
     # the one resolver every command uses: the closest names, or where to find them all
-    path = record(tmp_path / "g.db", [two_gpus(k) for k in range(3)])
+    path = gpuwise_run_log(tmp_path / "g.db", [two_gpus(k) for k in range(3)])
     r = _report(str(path), "--gpu", "nosuchgpu")
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
     assert "gpuwise gpus" in r.stderr
@@ -193,10 +166,10 @@ def test_an_unknown_gpu_names_the_valid_ones(tmp_path, catalog):
 def test_an_idle_stretch_at_the_start_says_from_the_start(tmp_path, catalog):
     frames = [[{"t_s": 10.0 * k, "gpu_index": 0, "name": A100, "utilization_pct": 0.0 if k < 8 else 80.0,
                 "memory_used_bytes": 4 * GIB, "memory_total_bytes": 40 * GIB}] for k in range(20)]
-    text = " ".join(text_of(build_report(record(tmp_path / "idle.db", frames), catalog), 200).split())
+    text = one_line(text_of(build_report(gpuwise_run_log(tmp_path / "idle.db", frames), catalog), 200))
     assert "longest 80.0 s from the start" in text and "from 0.0 ms" not in text
     later = [[{**f[0], "utilization_pct": 80.0 if k < 4 or k >= 12 else 0.0}] for k, f in enumerate(frames)]
-    text = " ".join(text_of(build_report(record(tmp_path / "idle2.db", later), catalog), 200).split())
+    text = one_line(text_of(build_report(gpuwise_run_log(tmp_path / "idle2.db", later), catalog), 200))
     assert "longest 80.0 s from 40.0 s in" in text
 
 
@@ -204,7 +177,7 @@ def test_predicted_vs_measured_never_wraps_a_phrase_at_80_columns(tmp_path, cata
     # the defect: "error not / measured" split over two lines
     frames = [[{"t_s": 10.0 * k, "gpu_index": 0, "name": A100, "utilization_pct": 50.0,
                 "memory_used_bytes": 12 * GIB, "memory_total_bytes": 40 * GIB}] for k in range(4)]
-    report = build_report(record(tmp_path / "pvm.db", frames), catalog)
+    report = build_report(gpuwise_run_log(tmp_path / "pvm.db", frames), catalog)
     comparison = PredictedVsMeasured("a100-40gb-sxm4", {"model": "torchvision:resnet50"}, None, (
         Figure("step time", "s", 0.1234, None), Figure("peak allocated", "bytes", 11.5 * GIB, None),
         Figure("peak reserved", "bytes", 12.25 * GIB, None), Figure("nvidia-smi total", "bytes", 13.1 * GIB, 12 * GIB)))

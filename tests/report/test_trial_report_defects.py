@@ -3,16 +3,11 @@ holds the job, and a MIG slice was reported as the whole GPU at the whole GPU's 
 
 from __future__ import annotations
 
-import os
-
 import pytest
-from rich.console import Console
 
-from gpuwise.catalog import load_catalog
-from gpuwise.monitor import ReplayBackend, Sampler
 from gpuwise.report import build_report
-from gpuwise.report.text import render_report
-from gpuwise.runlog import RunLog
+
+from tests.report.helpers import gpuwise_run_log, one_line, text_of
 
 MIB = 2**20
 SLICE = "NVIDIA A100-SXM4-40GB MIG 1g.5gb"
@@ -23,26 +18,7 @@ def record(path, name: str, used_bytes: int, total_bytes: int):
     frames = [[{"t_s": 60.0 * k, "gpu_index": 0, "name": name, "utilization_pct": 60.0,
                 "memory_used_bytes": used_bytes, "memory_total_bytes": total_bytes, "power_w": 150.0}]
               for k in range(11)]
-    with RunLog(path) as runlog:
-        runlog.set_meta("command", ["python", "train.py"])
-        runlog.set_meta("start_t_s", 0.0)
-        sampler = Sampler(ReplayBackend(frames, stamp_now=False), runlog=runlog)
-        for _ in frames:
-            sampler.sample_once()
-        runlog.set_meta("end_t_s", frames[-1][0]["t_s"])
-        runlog.set_meta("exit_code", 0)
-    return path
-
-
-def text_of(report) -> str:
-    console = Console(width=200, record=True, file=open(os.devnull, "w"))
-    console.print(render_report(report))
-    return " ".join(console.export_text().split())
-
-
-@pytest.fixture(scope="module")
-def catalog():
-    return load_catalog(user_file=False)
+    return gpuwise_run_log(path, frames)
 
 
 def test_a_gpu_the_catalog_lacks_lists_the_gpus_that_hold_the_job_not_that_none_does(tmp_path, catalog):
@@ -51,7 +27,7 @@ def test_a_gpu_the_catalog_lacks_lists_the_gpus_that_hold_the_job_not_that_none_
     report = build_report(path, catalog)
     holding = [o["gpu"] for o in report.to_dict()["right_sizing"]["options"] if o["fits"]]
     assert "rtx-4090" in holding
-    text = text_of(report)
+    text = one_line(text_of(report))
     assert "No GPU in the catalog holds" not in text
     assert "the rented GPU is not in the catalog, so no time× or saving can be computed" in text
     assert f"{len(holding)} GPU(s) of the catalog hold 19.5 GiB" in text
@@ -61,7 +37,7 @@ def test_a_gpu_the_catalog_lacks_lists_the_gpus_that_hold_the_job_not_that_none_
 def test_no_gpu_holds_is_still_said_when_none_does(tmp_path, catalog):
     path = record(tmp_path / "titan.db", "NVIDIA TITAN RTX", 20000 * MIB, 24576 * MIB)
     report = build_report(path, catalog, headroom_fraction=0.99)
-    assert "No GPU in the catalog holds 19.5 GiB with 99% of its memory kept free" in text_of(report)
+    assert "No GPU in the catalog holds 19.5 GiB with 99% of its memory kept free" in one_line(text_of(report))
 
 
 def test_a_mig_slice_is_reported_as_the_slice_not_the_whole_gpu_at_its_price(tmp_path, catalog):
@@ -74,7 +50,7 @@ def test_a_mig_slice_is_reported_as_the_slice_not_the_whole_gpu_at_its_price(tmp
     assert "MIG slice 1g.5gb of a100-40gb-sxm4: 5 GB, 1/7 of its compute" in said and "prices whole GPUs" in said
     assert any("no price for a100-40gb-sxm4-mig-1g.5gb" in n and "--gpu-price" in n for n in report.notes)
     assert not report.warnings                           # 3 GiB fits the slice's memory
-    text = text_of(report)
+    text = one_line(text_of(report))
     assert "MIG slice 1g.5gb" in text and "Rented:" not in text
     assert "No GPU in the catalog holds" not in text
 
@@ -83,7 +59,7 @@ def test_a_mig_slice_with_the_price_paid_compares_against_that_price(tmp_path, c
     path = record(tmp_path / "mig.db", SLICE, 3 * 2**30, 4864 * MIB)
     report = build_report(path, catalog, gpu_price=(2.0, "CNY"))
     assert report.right_sizing.rented_price_per_gpu_hour == pytest.approx(2.0)
-    assert "Rented: 1 × NVIDIA A100 40GB SXM4 MIG 1g.5gb at ¥2.00/h per GPU (--gpu-price)" in text_of(report)
+    assert "Rented: 1 × NVIDIA A100 40GB SXM4 MIG 1g.5gb at ¥2.00/h per GPU (--gpu-price)" in one_line(text_of(report))
 
 
 def test_gpu_option_takes_a_mig_name(tmp_path, catalog):

@@ -13,13 +13,12 @@ import re
 
 import matplotlib.axes
 import pytest
-from rich.console import Console
 
-from gpuwise.catalog import load_catalog
 from gpuwise.report import ReportError, build_report
 from gpuwise.report.html import render_html
-from gpuwise.report.text import render_report
 from gpuwise.report import usage as usage_rules   # its GAP_OVER_MEDIAN, MIN_SAMPLES_TO_JUDGE
+
+from tests.report.helpers import one_line, text_of
 
 T0 = dt.datetime(2026, 11, 2, 9, 0, 0)
 HEADER = "timestamp, name, index, utilization.gpu [%], memory.used [MiB], memory.total [MiB], power.draw [W]"
@@ -38,21 +37,6 @@ def row(t: float, index: int = 0, util="50 %", used="12000 MiB", power="200.00 W
 def write(path, lines) -> str:
     path.write_text("\n".join(lines) + "\n")
     return str(path)
-
-
-def text_of(report, width: int = 200) -> str:
-    console = Console(width=width, record=True, file=open(os.devnull, "w"))
-    console.print(render_report(report))
-    return console.export_text()
-
-
-def one_line(text: str) -> str:
-    return " ".join(text.split())
-
-
-@pytest.fixture(scope="module")
-def catalog():
-    return load_catalog(user_file=False)
 
 
 @pytest.fixture
@@ -210,11 +194,16 @@ def test_a_lost_gpu_line_without_bus_ids_says_the_log_does_not_say_which(tmp_pat
 
 # 7. idle GPUs of a multi-GPU log ----------------------------------------------------------------------------------------
 
-def test_gpus_idle_the_whole_run_are_said_and_the_rented_line_counts_them(tmp_path, catalog):
+def half_idle_h100s(tmp_path) -> str:
+    """Eight H100s for 600 s at 1 s: GPUs 0-3 busy (90%, 30000 MiB, 500 W), GPUs 4-7 idle (0%, 4 MiB, 70 W)."""
     lines = [HEADER] + [row(k, index=i, util="90 %" if i < 4 else "0 %", used="30000 MiB" if i < 4 else "4 MiB",
                             power="500.00 W" if i < 4 else "70.00 W", name=H100, total="81559 MiB")
                         for k in range(600) for i in range(8)]
-    report = build_report(write(tmp_path / "eight.csv", lines), catalog, gpu_price=(15.0, "CNY"))
+    return write(tmp_path / "eight.csv", lines)
+
+
+def test_gpus_idle_the_whole_run_are_said_and_the_rented_line_counts_them(tmp_path, catalog):
+    report = build_report(half_idle_h100s(tmp_path), catalog, gpu_price=(15.0, "CNY"))
     assert report.usage.idle_labels == ("4", "5", "6", "7")
     assert report.right_sizing.gpu_count == 4
     text = one_line(text_of(report))

@@ -145,13 +145,6 @@ def test_a_small_batch_step_gets_no_big_batch_range(cli_json, capsys, monkeypatc
     assert out["time_accuracy"]["regime"] == "small-batch" and out["time"]["likely_range_note"] is None
 
 
-def test_a_multi_gpu_step_gets_no_single_gpu_range(cli_json):
-    out = cli_json(["estimate", "torchvision:resnet50", "--batch-size", "64", "--num-gpus", "4", "--gpu", "a100-80gb-sxm4",
-                    "--json"])
-    assert out["time"]["regime"] == "multi-gpu" and out["time"]["likely_step_time_range_s"] is None
-    assert "multi-GPU" in out["time"]["likely_range_note"]
-
-
 def test_the_old_flat_file_is_read_as_the_big_batch_regime():
     flat = {"cases": 140, "median_abs_error": 0.2, "p90_abs_error": 0.4, "signed_median_error": -0.06,
             "ratio_q10": 0.66, "ratio_q90": 1.35, "date": "2026-12-03", "source": "held out"}
@@ -176,12 +169,19 @@ def test_docs_runtime_quotes_the_shipped_figures():
     assert f"({low:.2f}-{high:.2f}x)" in text       # as recommend says it
 
 
-def test_a_multi_gpu_option_never_borrows_the_single_gpu_range():
-    """A new user's 8x V100 pick (a multi-GPU step, no held-out run of it) was followed by "8 in 10 held-out public
-    runs took 0.77-1.42x": the footer took the first option with a range. Each regime now gets its own line."""
+def test_a_multi_gpu_option_never_borrows_the_single_gpu_range(monkeypatch):
+    """A new user's 8x V100 pick (a multi-GPU step) was followed by "8 in 10 held-out public runs took 0.77-1.42x":
+    the footer took the first option with a range. Each regime now gets its own line (tests/plan/test_multi_gpu_range.py:
+    the multi-GPU regime's own figures)."""
     from types import SimpleNamespace
 
+    import gpuwise.plan.accuracy as plan_accuracy
+    import gpuwise.runtime.accuracy as accuracy
     from gpuwise.plan.accuracy import time_basis_lines
+
+    single_only = {r: a for r, a in accuracy.load_accuracies().items() if not r.startswith("multi-")}
+    monkeypatch.setattr(accuracy, "load_accuracies", lambda: single_only)
+    monkeypatch.setattr(plan_accuracy, "held_out_cases", lambda regime: 0)
 
     def option(regime):
         return SimpleNamespace(fits=True, total_time_s=3600.0, calibration=None, bound="compute", regime=regime)
@@ -189,10 +189,12 @@ def test_a_multi_gpu_option_never_borrows_the_single_gpu_range():
     single = load_accuracy("large-batch")
     mixed = time_basis_lines([option("multi-gpu"), option("large-batch"), option("multi-gpu")], "traced")
     assert len(mixed) == 2
-    assert mixed[0].startswith("Times and costs of the 2 options of a multi-GPU step: no held-out run measures this")
+    assert mixed[0] == ("Times and costs of the 2 options of a data-parallel (DDP) training step on several GPUs of "
+                        "one node: no held-out run measures this.")
     assert "of the 1 option of a single-GPU eager step: 8 in 10" in mixed[1]
     assert f"{single.likely_range_s(1.0)[0]:.2f}" in mixed[1]
     only = time_basis_lines([option("large-batch")], "traced")
     assert only == [only[0]] and only[0].startswith("Times and costs: 8 in 10 held-out public runs took")
     assert time_basis_lines([option("multi-gpu")], "traced") == [
-        "Times and costs: no held-out run measures this (a multi-GPU step)."]
+        "Times and costs: no held-out run measures this (a data-parallel (DDP) training step on several GPUs of one "
+        "node)."]

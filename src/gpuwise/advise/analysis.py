@@ -17,7 +17,7 @@ from gpuwise.advise.data import Curve
 from gpuwise.advise.errors import AdviseError
 from gpuwise.advise.fit import (StepEstimate, TrendFit, capped_at, diminishing_returns_step, fit_trend,
                                 prefer_floor, steps_to_target)
-from gpuwise.advise.failures import divergence_step, made_progress, nonfinite_steps, with_rise_from
+from gpuwise.advise.failures import divergence_step, made_progress, nonfinite_of, with_rise_from
 from gpuwise.advise.phases import FAST, PLATEAU, RISING, SLOW, Phase, PhaseThresholds, detect_phases
 from gpuwise.advise.smoothing import NoiseLevel, auto_weight, ema_zero_phase, noise_level, noise_trend
 from gpuwise.plan.constraints import MAX_STEPS, MAX_STEPS_TEXT
@@ -62,7 +62,8 @@ class CurveAnalysis:
     noise: NoiseLevel
     phases: tuple[Phase, ...]
     nan_step: int | None            # the first of the NaN/inf losses the log ends on (diverged)
-    skipped_steps: np.ndarray       # NaN/inf losses the run recovered from (fp16 loss scaling skips them)
+    skipped_steps: np.ndarray       # the first steps of NaN/inf losses the run recovered from (fp16 loss scaling skips them)
+    skipped_count: int              # all of those NaN/inf losses
     divergence_step: int | None
     progressed: bool
     fit: TrendFit | None
@@ -101,7 +102,8 @@ def analyze_curve(curve: Curve, settings: AdviseSettings = AdviseSettings()) -> 
     ``CurveAnalysis.step_time_s``: ``settings.step_time_s``, else the curve's median wall time per step (None
     where it has no times). AdviseError for a
     curve too short to read (fewer than 5 finite points)."""
-    nan_step, skipped = nonfinite_steps(curve)
+    nonfinite = nonfinite_of(curve)
+    nan_step = nonfinite.nan_step
     ok = np.isfinite(curve.loss)
     steps, loss = curve.steps[ok], curve.loss[ok]
     if len(steps) < 5:
@@ -151,7 +153,8 @@ def analyze_curve(curve: Curve, settings: AdviseSettings = AdviseSettings()) -> 
         plateau_at = plateau_forecast_step(fit, settings.phases)
     return CurveAnalysis(
         steps=steps, loss=loss, trend=trend, ema_weight=weight,
-        noise=noise, phases=phases, nan_step=nan_step, skipped_steps=skipped, divergence_step=div_step, progressed=progressed, fit=fit,
+        noise=noise, phases=phases, nan_step=nan_step, skipped_steps=nonfinite.skipped_steps,
+        skipped_count=nonfinite.skipped_count, divergence_step=div_step, progressed=progressed, fit=fit,
         fit_from_step=fit_from, diagnosis=diagnosis, step_time_s=step_time_s, steps_to_target=target_est,
         target_reached_step=reached, diminishing_returns_step=dim_step, min_progress_per_hour=min_pph,
         plateau_forecast_step=plateau_at, thresholds=settings.phases)

@@ -20,17 +20,25 @@ def _frozen(a: np.ndarray | None, dtype: type) -> np.ndarray | None:
     return out
 
 
+SKIPPED_LISTED = 20   # the first skipped (NaN/inf) steps kept and listed; the count is of all
+
+
 @dataclass(frozen=True, eq=False)
 class NonFiniteTally:
-    """The NaN/inf losses of a log counted row by row as read, before any thinning (a thinned curve keeps one
-    row per step bin, and may drop them): ``steps``, ascending, the steps whose latest loss is NaN/inf;
-    ``last_finite_step``, the highest step whose latest loss is finite (None when none is)."""
+    """The NaN/inf losses of a log, in memory that does not grow with it (``failures.NonFiniteCounter`` counts a
+    log's rows as read, before any thinning; ``failures.nonfinite_tally`` a curve's points).
 
-    steps: np.ndarray
-    last_finite_step: int | None
+    ``nan_step``: the first step of the NaN/inf losses the log ends on (the run never recovered: it diverged), None
+    when it ends on a finite loss; ``skipped_count``: the NaN/inf losses that finite ones follow (steps the run
+    skipped and recovered from: fp16 loss scaling skips a step whose gradients overflow); ``skipped_steps``: the
+    first of those steps, ascending, at most ``SKIPPED_LISTED``."""
+
+    nan_step: int | None
+    skipped_count: int
+    skipped_steps: np.ndarray
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "steps", _frozen(np.unique(np.asarray(self.steps, dtype=np.int64)), np.int64))
+        object.__setattr__(self, "skipped_steps", _frozen(np.asarray(self.skipped_steps, dtype=np.int64), np.int64))
 
 
 @dataclass(frozen=True, eq=False)
@@ -39,8 +47,8 @@ class Curve:
 
     ``t_s``: wall time of each point in seconds (any origin), ``None`` when the log has none.
     ``lr`` and ``batch_size``: per point, NaN where not logged; ``None`` when never logged.
-    ``nonfinite``: where a reader thinned the curve, its exact tally of the NaN/inf losses (the analysis reads the
-    NaN/inf steps from it, not from the thinned points); None: the points are every row.
+    ``nonfinite``: where a reader thinned the curve, its tally of the NaN/inf losses of every row read (the analysis
+    reads the NaN/inf steps from it, not from the thinned points); None: the points are every row.
     """
 
     steps: np.ndarray

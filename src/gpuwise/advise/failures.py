@@ -3,9 +3,11 @@ where the loss turned upwards for good (divergence), and a loss that never fell 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 
-from gpuwise.advise.data import Curve
+from gpuwise.advise.data import SKIPPED_LISTED, Curve, NonFiniteTally
 from gpuwise.advise.phases import RISING, Phase, log_time
 from gpuwise.advise.smoothing import running_median
 
@@ -31,18 +33,79 @@ def skipped_nonfinite_steps(steps: np.ndarray, loss: np.ndarray) -> np.ndarray:
     return np.asarray(steps)[bad]
 
 
-def nonfinite_steps(curve: Curve) -> tuple[int | None, np.ndarray]:
-    """(``nonfinite_end_step``, ``skipped_nonfinite_steps``) of a curve: from its points, or, for a curve thinned on
-    read, from the reader's exact tally (the same rule, on the NaN/inf steps and the highest finite one)."""
-    tally = curve.nonfinite
-    if tally is None:
-        return nonfinite_end_step(curve.steps, curve.loss), skipped_nonfinite_steps(curve.steps, curve.loss)
-    finite = [] if tally.last_finite_step is None else [tally.last_finite_step]
-    steps = np.array([*tally.steps, *finite], dtype=np.int64)
-    loss = np.array([np.nan] * len(tally.steps) + [0.0] * len(finite))
-    order = np.argsort(steps, kind="stable")
-    steps, loss = steps[order], loss[order]
-    return nonfinite_end_step(steps, loss), skipped_nonfinite_steps(steps, loss)
+def nonfinite_tally(steps: np.ndarray, loss: np.ndarray) -> NonFiniteTally:
+    """The ``NonFiniteTally`` of a curve's points (one per step, by step)."""
+    skipped = skipped_nonfinite_steps(steps, loss)
+    return NonFiniteTally(nan_step=nonfinite_end_step(steps, loss), skipped_count=len(skipped),
+                          skipped_steps=skipped[:SKIPPED_LISTED])
+
+
+def nonfinite_of(curve: Curve) -> NonFiniteTally:
+    """The NaN/inf losses of a curve: of its points, or, for a curve thinned on read, the reader's tally of every row."""
+    return curve.nonfinite if curve.nonfinite is not None else nonfinite_tally(curve.steps, curve.loss)
+
+
+def _lowest(kept: list[int], steps: Iterable[int]) -> list[int]:
+    """``kept`` (ascending, distinct, at most ``SKIPPED_LISTED``) with ``steps`` among them where low enough."""
+    new = [s for s in steps if s not in kept and (len(kept) < SKIPPED_LISTED or s < kept[-1])]
+    return sorted({*kept, *new})[:SKIPPED_LISTED] if new else kept
+
+
+def _below(kept: list[int], count: int, step: int) -> tuple[list[int], int]:
+    """(``kept``, ``count``) of some NaN/inf losses less those at or above ``step``; ``kept`` holds the lowest
+    ``count`` steps, or ``SKIPPED_LISTED`` of them: the count is exact unless every kept step is below ``step``
+    while some are not kept (those are then taken to be below too)."""
+    below = [s for s in kept if s < step]
+    return below, (len(below) if len(below) < len(kept) or count == len(kept) else count)
+
+
+class NonFiniteCounter:
+    """Counts the NaN/inf losses of a log's rows as they are read, in memory that does not grow with the rows
+    (counts and at most ``SKIPPED_LISTED`` steps of each kind: a 50-million-row log that is mostly NaN is not
+    a set of 50 million steps), to the ``NonFiniteTally`` ``nonfinite_tally`` gives for one point per step.
+
+    Rows whose steps never go back (a step logged again in a row included: its latest loss counts) give exactly
+    that tally. A row whose step goes back is a resumed run re-doing the steps from there: the NaN/inf losses
+    counted at and above its step are dropped (exactly when at most ``SKIPPED_LISTED`` were counted or the step
+    is at or below the highest of those listed), and the rows go on from it. Where the resumed run stops short
+    of the first attempt's last step, the first attempt's rows above it no longer count: the log ends where the
+    resumed run does (one point per step keeps their latest losses: those rows stay in the thinned curve).
+    """
+
+    def __init__(self) -> None:
+        self._skipped_count = 0
+        self._skipped_steps: list[int] = []        # the lowest, ascending
+        self._run_count = 0                        # NaN/inf losses since the last finite one
+        self._run_steps: list[int] = []            # their lowest steps, ascending
+        self._last: tuple[int, bool] | None = None   # (step, finite) of the row before
+        # skipped and run as they were before the last finite row: restored when a NaN/inf loss replaces it
+        self._before_finite: tuple[int, list[int], int, list[int]] = (0, [], 0, [])
+
+    def add(self, step: int, finite: bool) -> None:
+        if self._last is not None and step < self._last[0]:   # a resumed run re-doing steps from ``step``
+            self._skipped_steps, self._skipped_count = _below(self._skipped_steps, self._skipped_count, step)
+            self._run_steps, self._run_count = _below(self._run_steps, self._run_count, step)
+        same_step = self._last is not None and self._last[0] == step
+        if finite:
+            if same_step and not self._last[1]:   # the NaN/inf loss just logged at this step, logged again finite
+                self._run_count -= 1
+                self._run_steps = [s for s in self._run_steps if s != step]
+            if not (same_step and self._last[1]):   # a finite loss logged again changes nothing
+                self._before_finite = (self._skipped_count, self._skipped_steps, self._run_count, self._run_steps)
+                if self._run_count:
+                    self._skipped_count += self._run_count
+                    self._skipped_steps = _lowest(self._skipped_steps, self._run_steps)
+                    self._run_count, self._run_steps = 0, []
+        elif not same_step or self._last[1]:   # (a NaN/inf loss logged again in a row is one loss)
+            if same_step:   # the finite loss just logged at this step, logged again NaN/inf: as if never logged
+                self._skipped_count, self._skipped_steps, self._run_count, self._run_steps = self._before_finite
+            self._run_count += 1
+            self._run_steps = _lowest(self._run_steps, (step,))
+        self._last = (step, finite)
+
+    def tally(self) -> NonFiniteTally:
+        return NonFiniteTally(nan_step=self._run_steps[0] if self._run_count else None,
+                              skipped_count=self._skipped_count, skipped_steps=np.array(self._skipped_steps))
 
 
 def with_rise_from(phases: list[Phase], step: int | None) -> list[Phase]:

@@ -5,7 +5,9 @@ and BIC (Gaussian errors) come from the residual sum of squares. The forecast is
 average of the families (weights ∝ exp(−ΔBIC/2)): when two families fit the past equally well, which
 one is right is exactly the uncertainty of the forecast, so both count. The band is for the trend,
 not for single noisy losses: a moving-block bootstrap of the residuals (blocks keep the short-range
-correlation of minibatch noise) refitted per family, pooled by weight, 5th to 95th percentile.
+correlation of minibatch noise) refitted per family, pooled by weight, 5th to 95th percentile, widened by
+how far the same fit of the curve's first half missed its last quarter (``_holdout_error_per_log``): the refits
+say only how the noise moves each family, not how far the family misses a curve that is none of them.
 For a loss that is never negative, families are held to a non-negative floor.
 """
 
@@ -53,6 +55,7 @@ class TrendFit:
     last_step: int
     residual_std: float
     level_offset: float = 0.0   # added to every forecast (``capped_at``); 0 for the plain fit
+    holdout_error_per_log: float = 0.0   # loss units the fit of its first half missed by, per ln(t) ahead
 
     def u(self, steps: np.ndarray | float) -> np.ndarray:
         return (np.asarray(steps, dtype=float) + self.t_shift) / self.t_scale
@@ -82,13 +85,16 @@ class TrendFit:
         return out
 
     def band(self, steps: np.ndarray, low_pct: float = 5.0, high_pct: float = 95.0) -> tuple[np.ndarray, np.ndarray]:
-        pool = self.samples()
-        if len(pool) < 5:
-            mid = self.predict(steps)
-            return mid, mid
-        u = self.u(steps)
-        preds = np.array([f.family.predict(u, p) for f, p in pool]) + self.level_offset
-        return np.percentile(preds, low_pct, axis=0), np.percentile(preds, high_pct, axis=0)
+        """The bootstrap percentiles of the trend at ``steps``, each side widened by the hold-out miss
+        (``HOLDOUT_BAND_Z`` is for the default 90 % band)."""
+        pool, u, mid = self.samples(), self.u(steps), self.predict(steps)
+        lo, hi = mid, mid
+        if len(pool) >= 5:
+            preds = np.array([f.family.predict(u, p) for f, p in pool]) + self.level_offset
+            lo, hi = np.percentile(preds, low_pct, axis=0), np.percentile(preds, high_pct, axis=0)
+        ahead = np.log(np.maximum(u / self.u(self.last_step), 1.0))
+        miss = HOLDOUT_BAND_Z * self.holdout_error_per_log * ahead
+        return (mid - np.hypot(np.maximum(mid - lo, 0.0), miss), mid + np.hypot(np.maximum(hi - mid, 0.0), miss))
 
     def step_reaching(self, target: float, max_factor: float = 1e4) -> float:
         """The (fractional) step where the averaged trend first reaches ``target`` after the first fitted step;
@@ -204,6 +210,18 @@ def fit_trend(steps: np.ndarray, loss: np.ndarray, *, n_boot: int = 30, seed: in
     shift = 0.0 if steps.min() >= 1 else 1.0 - steps.min()
     scale = float(last_step + shift)
     u = (steps + shift) / scale
+    fits, weights = _weighed_fits(u, y, sw, nonneg, families)
+    boots = tuple(_block_bootstrap(f, u, y, sw, n_boot, seed, nonneg) if w > 0 else np.empty((0, f.family.n_params))
+                  for f, w in zip(fits, weights))
+    avg = sum(w * f.family.predict(u, f.params) for f, w in zip(fits, weights) if w > 0)
+    return TrendFit(best=fits[0], candidates=tuple(fits), weights=weights, boot=boots, t_shift=shift, t_scale=scale,
+                    first_step=first_step, last_step=last_step, residual_std=float(np.std((y - avg) * sw)),
+                    holdout_error_per_log=_holdout_error_per_log(u, y, sw, nonneg, families))
+
+
+def _weighed_fits(u: np.ndarray, y: np.ndarray, sw: np.ndarray, nonneg: bool,
+                  families: tuple[Family, ...]) -> tuple[list[FamilyFit], np.ndarray]:
+    """Every family fitted, best BIC first, with its BIC weight (0 below 1 %)."""
     fits = [f for f in (fit_family(fam, u, y, nonneg, sw) for fam in families) if f is not None]
     if nonneg:
         fits = [f for f in fits if float(f.family.predict(np.array([4.0]), f.params)[0]) >= 0] or fits
@@ -212,12 +230,34 @@ def fit_trend(steps: np.ndarray, loss: np.ndarray, *, n_boot: int = 30, seed: in
     weights = np.exp(-(bic - bic[0]) / 2.0)
     weights = weights / weights.sum()
     weights = np.where(weights >= 0.01, weights, 0.0)
-    weights = weights / weights.sum()
-    boots = tuple(_block_bootstrap(f, u, y, sw, n_boot, seed, nonneg) if w > 0 else np.empty((0, f.family.n_params))
-                  for f, w in zip(fits, weights))
-    avg = sum(w * f.family.predict(u, f.params) for f, w in zip(fits, weights) if w > 0)
-    return TrendFit(best=fits[0], candidates=tuple(fits), weights=weights, boot=boots, t_shift=shift, t_scale=scale,
-                    first_step=first_step, last_step=last_step, residual_std=float(np.std((y - avg) * sw)))
+    return fits, weights / weights.sum()
+
+
+# the hold-out miss (one draw of the forecast's own error) taken as its standard deviation, times the z of 95 %
+HOLDOUT_BAND_Z = 1.645
+HOLDOUT_FIT_FRACTION = 0.5     # the hold-out check fits the first half of the fitted steps ...
+HOLDOUT_CHECK_FROM = 0.75      # ... and measures its miss on the last quarter
+
+
+def _holdout_error_per_log(u: np.ndarray, y: np.ndarray, sw: np.ndarray, nonneg: bool,
+                           families: tuple[Family, ...]) -> float:
+    """How far the families miss when they forecast this curve's own past: the weighed fit of the points in the
+    first half of the fitted steps, its mean miss (loss units) on the points of the last quarter, per unit of
+    ln(t) it forecast ahead. 0 with fewer than 8 points to fit or to check.
+
+    The bootstrap refits only say how the noise moves each family's fit; where no family is the curve's law
+    (a shifted power law, a curve that bends still), or the noise hides which one is, the forecast misses by
+    more than that, and by more the further ahead it goes: the hold-out miss measures it on the curve itself."""
+    fit_part = u <= u[0] + HOLDOUT_FIT_FRACTION * (u[-1] - u[0])
+    check = u >= u[0] + HOLDOUT_CHECK_FROM * (u[-1] - u[0])
+    if fit_part.sum() < 8 or check.sum() < 8:
+        return 0.0
+    fits, weights = _weighed_fits(u[fit_part], y[fit_part], sw[fit_part], nonneg, families)
+    pred = sum(w * f.family.predict(u[check], f.params) for f, w in zip(fits, weights) if w > 0)
+    w_check = sw[check] ** 2
+    miss = float(np.sum(w_check * (y[check] - pred)) / np.sum(w_check))
+    ahead = float(np.sum(w_check * np.log(u[check] / u[fit_part][-1])) / np.sum(w_check))
+    return abs(miss) / ahead if ahead > 0 and np.isfinite(miss) else 0.0
 
 
 def _block_bootstrap(fit: FamilyFit, u: np.ndarray, y: np.ndarray, sw: np.ndarray, n_boot: int, seed: int,

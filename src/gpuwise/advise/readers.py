@@ -24,10 +24,11 @@ from pathlib import Path
 
 import numpy as np
 
-from gpuwise.advise.data import Curve, GradNoiseSamples, NonFiniteTally, TrainingLog
+from gpuwise.advise.data import Curve, GradNoiseSamples, TrainingLog
 from gpuwise.advise import downsample
 from gpuwise.advise.downsample import StepBins, last_per_step
 from gpuwise.advise.errors import AdviseError
+from gpuwise.advise.failures import NonFiniteCounter
 from gpuwise.advise.names import (BATCH_NAMES, LR_NAMES, TIME_NAMES, loss_like, pick_eval_loss, pick_loss,
                                   pick_name, pick_step)
 from gpuwise.advise.tensorboard_events import read_tensorboard
@@ -345,10 +346,7 @@ def _from_records(path: Path, names: list[str], rows: Iterable[tuple[Where, Mapp
     loss_col, step_col, lr_col, batch_col, time_col, others = _columns(path, names, loss_name)
     eval_col = pick_eval_loss(names, loss_col)
     bins, eval_bins = StepBins(downsample.MAX_CURVE_POINTS), StepBins(downsample.MAX_CURVE_POINTS)
-    # NaN/inf losses counted as read, before the bins thin them away: the steps whose latest loss is NaN/inf, and
-    # the highest step whose latest loss is finite (``NonFiniteTally``)
-    nonfinite: set[int] = set()
-    last_finite: int | None = None
+    nonfinite = NonFiniteCounter()   # NaN/inf losses counted as read, before the bins thin them away
     for index, (line_no, row, may_be_cut) in enumerate(rows):
         try:
             record = _record(path, line_no, row, index, (loss_col, step_col, lr_col, batch_col, time_col))
@@ -363,14 +361,7 @@ def _from_records(path: Path, names: list[str], rows: Iterable[tuple[Where, Mapp
                 eval_bins.add(point)
         if record is None:
             continue
-        step = record[0]
-        if math.isfinite(record[2]):
-            nonfinite.discard(step)
-            last_finite = step if last_finite is None else max(last_finite, step)
-        else:
-            nonfinite.add(step)
-            if step == last_finite:   # a finite step re-logged NaN (a resumed run): the highest finite one kept
-                last_finite = max((r[0] for r in bins.rows() if r[0] < step and math.isfinite(r[2])), default=None)
+        nonfinite.add(record[0], math.isfinite(record[2]))
         bins.add(record)
     records = bins.rows()
     if not records:
@@ -379,7 +370,7 @@ def _from_records(path: Path, names: list[str], rows: Iterable[tuple[Where, Mapp
     tally = None
     if bins.width > 1:
         logger.info("%s: %d rows thinned to %d points (one per %d steps)", path, bins.rows_read, len(records), bins.width)
-        tally = NonFiniteTally(steps=np.array(sorted(nonfinite), dtype=np.int64), last_finite_step=last_finite)
+        tally = nonfinite.tally()
 
     def col(i: int) -> np.ndarray | None:
         vals = [r[i] for r in records]

@@ -93,8 +93,7 @@ class AdviceReport:
             "thinned": None if self.thinned is None else dict(self.thinned),
             "overfitting": None if self.overfitting is None else self.overfitting.to_dict(),
             "nan_step": a.nan_step,
-            "skipped_nonfinite": {"count": int(len(a.skipped_steps)),
-                                  "steps": [int(x) for x in a.skipped_steps[:SKIPPED_LISTED]]},
+            "skipped_nonfinite": {"count": a.skipped_count, "steps": [int(x) for x in a.skipped_steps]},
             "divergence_step": a.divergence_step,
             "phases": [p.to_dict() for p in a.phases],
             "forecast": self._forecast_dict(),
@@ -131,7 +130,7 @@ class AdviceReport:
             "forecast_is": "BIC-weighted average of the candidates with weight > 0",
             "asymptote_loss": _r(floor) if np.isfinite(floor) else None,
             "residual_std": _r(fit.residual_std),
-            "band": "5th-95th percentile of the trend over a moving-block bootstrap",
+            "band": "5th-95th percentile of the trend over a moving-block bootstrap, widened by the hold-out miss",
             "points": forecast_points(fit, max(self.end_step, 2 * a.last_step)),
             "target_loss": self.target_loss,
             "target_reached_step": a.target_reached_step,
@@ -140,9 +139,6 @@ class AdviceReport:
             "diminishing_returns_step": a.diminishing_returns_step,
             "plateau_forecast_step": a.plateau_forecast_step,
         }
-
-
-SKIPPED_LISTED = 20   # the first skipped (non-finite) steps listed in the JSON; the count is of all
 
 
 def _r(x: float) -> float:

@@ -15,26 +15,27 @@ from pathlib import Path
 from gpuwise.calibrate.errors import CalibrateError
 from gpuwise.calibrate.export import read_rows
 from gpuwise.calibrate.fit import GpuCalibration, fit_gpu
+from gpuwise.calibrate.gpu_kind import on_trained_kind
 from gpuwise.calibrate.measure_json import is_measure_json, measurements_from_measure_json
 from gpuwise.calibrate.rows import check_usable, fit_row, measured_gpu
-from gpuwise.catalog import GPU, Catalog, resolve_gpu
+from gpuwise.catalog import GPU, Catalog, load_catalog, resolve_gpu
 from gpuwise.report.errors import ReportError
-from gpuwise.report.measured import STEP_TIME_METRIC, Measurement, read_measurement
+from gpuwise.report.measured import STEP_TIME_METRIC, Measurement, measurement_from
+from gpuwise.report.sources import load_usage_log
+from gpuwise.report.usage import summarize
 from gpuwise.runlog import RunLogError, is_run_log, read_train_metrics
 
 
-def read_measurements(path: str | Path) -> list[Measurement]:
-    """A run log (one), a measure.py JSON (one per workload) or exported rows (JSON lines)."""
+def read_measurements(path: str | Path, catalog: Catalog | None = None, gpu: GPU | None = None) -> list[Measurement]:
+    """A run log (one), a measure.py JSON (one per workload) or exported rows (JSON lines). ``catalog`` and
+    ``gpu`` (``--gpu``) pick the GPU of a run log whose job's GPUs differ in kind (``read_run_log``)."""
     p = Path(path)
     if p.is_dir():
         raise CalibrateError(f"{p} is a directory: give the run logs, measure.py JSON or exported rows in it")
     if not p.is_file():
         raise CalibrateError(f"no such file: {p}")
     if is_run_log(p):
-        try:
-            found = read_measurement(p)
-        except ReportError as exc:
-            raise CalibrateError(str(exc)) from None
+        found = read_run_log(p, catalog, gpu)
         check_step_times(p)
         return [found]
     try:
@@ -46,6 +47,24 @@ def read_measurements(path: str | Path) -> list[Measurement]:
     if is_measure_json(doc):
         return measurements_from_measure_json(doc, str(p))
     return read_rows(p)
+
+
+def read_run_log(path: Path, catalog: Catalog | None, gpu: GPU | None) -> Measurement:
+    """The measurement of a run log (``report.measured``); where its job's GPUs differ in kind, of the one the job
+    trained on (``gpu_kind.on_trained_kind``: the torch record's GPU, else ``gpu``), its process memory that
+    kind's alone. ``catalog`` None: the default one, read only for such a log."""
+    try:
+        log = load_usage_log(path)
+        usage = summarize(log) if log.samples else None
+        found = measurement_from(log, usage)
+        if usage is None or not usage.mixed_gpus:
+            return found
+        # a job on several kinds names no one GPU (usage.gpu_name): the torch record's name is the training's
+        one_kind = on_trained_kind(usage, found.workload, found.gpu_name, gpu,
+                                   catalog if catalog is not None else load_catalog(), str(path))
+        return measurement_from(log, one_kind)
+    except ReportError as exc:
+        raise CalibrateError(str(exc)) from None
 
 
 def check_step_times(path: Path) -> None:
@@ -69,10 +88,11 @@ def check_step_times(path: Path) -> None:
 
 def checked(paths: Sequence[str | Path], catalog: Catalog, gpu: str | None = None) -> tuple[GPU, list[Measurement]]:
     """(their one GPU, the measurements) of ``paths``; CalibrateError on the first that cannot calibrate."""
-    expected = resolve_gpu(catalog, gpu) if gpu else None
+    chosen = resolve_gpu(catalog, gpu) if gpu else None
+    expected = chosen
     out: list[Measurement] = []
     for path in paths:
-        found = read_measurements(path)
+        found = read_measurements(path, catalog, chosen)
         if not found:
             raise CalibrateError(f"{path}: no measured workload in it")
         for m in found:

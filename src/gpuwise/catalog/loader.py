@@ -29,13 +29,18 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
 _INT, _NUM, _STR, _BOOL, _STRS = "a whole number", "a number", "a string", "true or false", "a list of strings"
+_SIZE = "a size with its unit, as a string"
+_DATE = "a date, like 2026-12-01 (quoted or not; a date-time's date is used)"
+# The unit a refused bare size is shown with: `memory = 24` -> memory = "24GiB" (or memory_bytes = 25769803776).
+_SIZE_EXAMPLE_UNIT = {"memory": "GiB", "l2": "MiB", "nvml_memory": "MiB"}
 
 # TOML key -> the type it must have. `memory`/`l2` take sizes with units ("24GiB", "6MiB"); the GPU
 # fields memory_bytes/l2_bytes may be given in bytes instead.
 _GPU_KEYS: dict[str, str] = {
     "id": _STR, "name": _STR, "arch": _STR, "compute_capability": _STR, "form_factor": _STR,
     "sm_count": _INT, "cuda_cores": _INT, "tensor_cores": _INT,
-    "memory": _STR, "memory_bytes": _INT, "l2": _STR, "l2_bytes": _INT, "nvml_memory": _STR, "nvml_memory_bytes": _INT,
+    "memory": _SIZE, "memory_bytes": _INT, "l2": _SIZE, "l2_bytes": _INT,
+    "nvml_memory": _SIZE, "nvml_memory_bytes": _INT,
     "memory_bandwidth_gbs": _NUM, "tdp_w": _NUM, "pcie_gen": _INT, "nvlink_gbs": _NUM,
     "peak_tflops": "a table of precision = TFLOPS", "source": _STR, "aliases": _STRS, "nvml_names": _STRS,
     "verified": _BOOL, "notes": _STR, "based_on": _STR, "ecc_reserves_memory": _BOOL, "process_nm": _NUM,
@@ -46,7 +51,7 @@ _GPU_REQUIRED = ("id", "name", "arch", "compute_capability", "sm_count", "cuda_c
                  "memory_bandwidth_gbs", "peak_tflops", "tdp_w", "pcie_gen", "source")
 _OFFER_KEYS: dict[str, str] = {
     "provider": _STR, "gpu": _STR, "gpu_id": _STR, "count": _INT, "price_per_hour": _NUM, "currency": _STR,
-    "spot": _BOOL, "source": _STR, "checked": _STR, "indicative": _BOOL,
+    "spot": _BOOL, "source": _STR, "checked": _DATE, "indicative": _BOOL,
 }
 _OFFER_REQUIRED = ("provider", "price_per_hour", "currency", "source", "checked")
 _TOP_KEYS = ("gpu", "offer")
@@ -156,7 +161,8 @@ def _check_types(table: dict[str, Any], where: str, schema: dict[str, str], requ
         if key not in schema:
             raise CatalogError(f"{where}: unknown key {key!r}{_key_hint(key, schema)}")
         if not _has_type(value, schema[key]):
-            raise CatalogError(f"{where}: key {key!r} must be {schema[key]}, got {_as_written(value)}")
+            raise CatalogError(f"{where}: key {key!r} must be {schema[key]}{_form_hint(key, value, schema)}, "
+                               f"got {_as_written(value)}")
     _check_required(table, where, required)
 
 
@@ -172,14 +178,33 @@ def _key_hint(key: str, schema: dict[str, str]) -> str:
     return f" (did you mean: {', '.join(keys)}?)" if keys else f" (known keys: {', '.join(schema)})"
 
 
+def _form_hint(key: str, value: Any, schema: dict[str, str]) -> str:
+    """For a size key, the two forms it may take, with the figure given where it is a number:
+    ' (memory = "24GiB", or memory_bytes = 25769803776)'."""
+    if schema.get(key) != _SIZE:
+        return ""
+    unit = _SIZE_EXAMPLE_UNIT[key]
+    figure = value if _has_type(value, _NUM) and value > 0 else 24
+    hint = f'{key} = "{figure:g}{unit}"'
+    if f"{key}_bytes" in schema:
+        hint += f", or {key}_bytes = {round(figure * parse_bytes('1' + unit))}"
+    return f" ({hint})"
+
+
 def _as_written(value: Any) -> str:
-    """A value as the TOML file wrote it, for a message: a date or time as ISO text, not a Python repr."""
+    """A value as the TOML file wrote it, for a message: a date or time as ISO text, true or false, not a Python
+    repr."""
+    if isinstance(value, bool):
+        return str(value).lower()
     return value.isoformat() if isinstance(value, (datetime.date, datetime.time)) else repr(value)
 
 
 def _toml_dates_as_text(table: dict[str, Any]) -> dict[str, Any]:
-    """The table with a TOML date (``checked = 2026-12-01``, unquoted) as its ISO text, as if it were quoted."""
-    return {k: v.isoformat() if type(v) is datetime.date else v for k, v in table.items()}
+    """The table with a TOML date (``checked = 2026-12-01``, unquoted) as its ISO text, as if it were quoted; a
+    date-time (``2026-12-01T10:00:00``, with or without an offset) as its date as written. A time alone stays (no
+    date: refused as the wrong type)."""
+    return {k: v.date().isoformat() if isinstance(v, datetime.datetime) else
+            v.isoformat() if isinstance(v, datetime.date) else v for k, v in table.items()}
 
 
 def _check_required(table: dict[str, Any], where: str, required: tuple[str, ...]) -> None:
@@ -195,7 +220,7 @@ def _has_type(value: Any, kind: str) -> bool:
         return isinstance(value, int) and not isinstance(value, bool)
     if kind == _NUM:
         return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if kind == _STR:
+    if kind in (_STR, _SIZE, _DATE):
         return isinstance(value, str)
     if kind == _BOOL:
         return isinstance(value, bool)
@@ -212,7 +237,7 @@ def _size(table: dict[str, Any], key: str, where: str) -> int | None:
         return table[f"{key}_bytes"]
     if key in table:
         try:
-            return parse_bytes(table[key])
+            return parse_bytes(table[key], unit_required=True)
         except UnitError as exc:
             raise CatalogError(f"{where}: key {key!r}: {exc}") from None
     return None
@@ -233,7 +258,6 @@ def _parse_gpu(table: dict[str, Any], where: str, known: dict[str, GPU]) -> GPU:
         base["peak_tflops"] = dict(parent.peak_tflops)
         if table.get("id", parent.id) != parent.id:  # a new GPU must not steal the parent's names
             base.update(aliases=(), nvml_names=(), name=table.get("id"))
-        base["verified"] = False
     else:
         sizes = tuple(k for k in ("memory", "l2") if k not in table and f"{k}_bytes" not in table)
         _check_required(table, where, _GPU_REQUIRED[:8] + sizes + _GPU_REQUIRED[8:])
@@ -254,6 +278,9 @@ def _parse_gpu(table: dict[str, Any], where: str, known: dict[str, GPU]) -> GPU:
     if base and any(k in table and table[k] != base.get(k) for k in ("arch", "compute_capability")):
         fields["process_nm"] = None     # another chip: its architecture's node unless the table gives one
     fields.update({k: v for k, v in table.items() if k not in _NOT_FIELDS})
+    # Figures from a file are cross-checked only where it says so (every shipped GPU does): a full table of yours
+    # is as unverified as a variant of a shipped GPU (`*` in `gpus`).
+    fields["verified"] = table.get("verified", False)
     fields["peak_tflops"] = {p: rates.get(p) for p in PRECISIONS}  # an omitted precision: the GPU lacks it
     if memory is not None:
         fields["memory_bytes"] = memory
@@ -295,7 +322,7 @@ def _parse_offer(table: dict[str, Any], where: str, index: dict[str, GPU], indic
     offer = Offer(
         provider=table["provider"], gpu_id=gpu.id, count=table.get("count", 1),
         price_per_hour=float(table["price_per_hour"]),
-        currency=table["currency"], spot=table.get("spot", False), source=table["source"],
+        currency=table["currency"].strip().upper(), spot=table.get("spot", False), source=table["source"],
         checked=table["checked"], indicative=table.get("indicative", indicative),
     )
     problems = offer_problems(offer, today=None if indicative else today_date())

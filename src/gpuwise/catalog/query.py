@@ -14,6 +14,9 @@ from gpuwise.catalog.resolve import known_provider, offers_for, resolve_gpu
 from gpuwise.errors import did_you_mean
 
 SORT_KEYS = ("price", "memory", "fp16")
+# A GPU this close under a memory threshold is named where it is left out: "80 GB" cards include the H100 SXM's
+# 79.6 GiB (what its driver reports), which an exact ``--min-memory 80GiB`` leaves out.
+NEAR_MISS_FRACTION = 0.02
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,42 @@ def select_gpus(
     (``memory_gib_shown``): a 24 GiB card that reports 23.988 GiB has 24 GiB for ``min_memory_bytes``.
     """
     sort = check_sort(sort)
+    rows = [r for r in _candidate_rows(catalog, names, provider, spot)
+            if min_memory_bytes is None or has_min_memory(r.gpu, min_memory_bytes)]
+    return sort_rows(rows, sort)
+
+
+def has_min_memory(gpu: GPU, min_memory_bytes: int) -> bool:
+    """Whether ``gpu`` has at least ``min_memory_bytes`` as the GiB column shows it (``memory_gib_shown``)."""
+    return memory_gib_shown(gpu.visible_memory_bytes) >= min_memory_bytes / 2**30
+
+
+def left_out_by_memory(
+    catalog: Catalog,
+    names: list[str] | tuple[str, ...] = (),
+    *,
+    min_memory_bytes: int,
+    provider: str | None = None,
+    spot: bool | None = None,
+) -> list[GPU]:
+    """The GPUs ``select_gpus`` would show with the same arguments but for ``min_memory_bytes``, largest memory
+    first: what a note names (the largest, where none is left; those just under, ``near_threshold``)."""
+    left = [r.gpu for r in _candidate_rows(catalog, names, provider, spot)
+            if not has_min_memory(r.gpu, min_memory_bytes)]
+    return sorted(left, key=lambda g: -g.visible_memory_bytes)
+
+
+def near_threshold(gpus: list[GPU], min_memory_bytes: int) -> list[GPU]:
+    """Those of ``gpus`` (left out by ``min_memory_bytes``) that show less by under ``NEAR_MISS_FRACTION`` of it."""
+    floor_gib = min_memory_bytes / 2**30 * (1 - NEAR_MISS_FRACTION)
+    return [g for g in gpus if memory_gib_shown(g.visible_memory_bytes) >= floor_gib]
+
+
+def _candidate_rows(
+    catalog: Catalog, names: list[str] | tuple[str, ...], provider: str | None, spot: bool | None
+) -> list[GpuRow]:
+    """The GPUs named (all when none), each with its offers, before any memory filter: with ``provider`` only its
+    offers, and, unless GPUs were named, only the GPUs it offers."""
     if provider is not None:
         known_provider(catalog, provider)
     gpus: list[GPU] = []
@@ -58,13 +97,11 @@ def select_gpus(
         gpus = list(catalog.gpus)
     rows = []
     for gpu in gpus:
-        if min_memory_bytes is not None and memory_gib_shown(gpu.visible_memory_bytes) < min_memory_bytes / 2**30:
-            continue
         offers = tuple(offers_for(catalog, gpu.id, provider=provider, spot=spot))
         if provider is not None and not offers and not names:  # a GPU asked for by name stays
             continue
         rows.append(GpuRow(gpu, offers))
-    return sort_rows(rows, sort)
+    return rows
 
 
 def check_sort(sort: str | None) -> str | None:

@@ -191,7 +191,8 @@ def _render(out: dict, est, *, batch_defaulted: bool = False) -> None:
                 ram = (f" and {format_bytes(ch['cpu_offload_bytes'])} of host RAM" if ch.get("cpu_offload_bytes")
                        else "")
                 con.print(f"  [cyan]fits with[/] {ch['change']}: needs {format_bytes(ch['peak_total_bytes'])}{ram}"
-                          f"{step}" + (f" ({ch['why_faster']})" if ch.get("why_faster") else ""))
+                          f"{step}" + (f" ({ch['why_faster']})" if ch.get("why_faster") else "")
+                          + (f"; {ch['batch_note']}" if ch.get("batch_note") else ""))
             if not out["changes_that_fit"]:
                 from gpuwise.plan.remedies import no_change_fits_advice
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
@@ -14,6 +15,7 @@ from gpuwise.text import for_console
 from gpuwise.units import format_money
 
 if TYPE_CHECKING:
+    from gpuwise.catalog.model import GPU
     from gpuwise.catalog.query import GpuRow
 
 
@@ -52,7 +54,7 @@ def gpus(
     from dataclasses import replace
 
     from gpuwise.catalog.model import stale_price_note
-    from gpuwise.catalog.query import check_sort, gpu_record, select_gpus
+    from gpuwise.catalog.query import check_sort, gpu_record, left_out_by_memory, select_gpus
     from gpuwise.plan.offers import cheapest_to_rent_one, offers_as_priced, price_key
 
     cat = c.load_catalog_for(catalog, live)
@@ -66,12 +68,17 @@ def gpus(
     if json_out:
         c.print_json({"gpus": [gpu_record(r.gpu, r.offers) for r in rows]})
         return
-    c.console.print(c.fit_to_console(_gpu_table(rows, cheapest)))
+    left_out = (left_out_by_memory(cat, names or (), min_memory_bytes=min_bytes, provider=provider)
+                if min_bytes is not None else [])
+    if rows:
+        c.console.print(_fit(_gpu_table(rows, cheapest)))
+    if line := memory_note(bool(rows), left_out, min_memory, min_bytes):
+        c.console.print(line)
     shown = [o for o in cheapest.values() if o is not None]
     if (names or provider) and any(r.offers for r in rows):
-        c.console.print(c.fit_to_console(_offer_table(rows)))
+        c.console.print(_fit(_offer_table(rows)))
         shown += [o for r in rows for o in r.offers]
-    elif names or provider:
+    elif (names or provider) and rows:
         c.console.print(no_offer_line(rows, provider))
     if stale := stale_price_note(shown):
         c.console.print(f"[yellow]note: {escape(stale)}[/]")
@@ -88,13 +95,49 @@ def no_offer_line(rows: list[GpuRow], provider: str | None) -> str:
     return f"no offer{' from ' + for_console(provider) if provider else ''} for {ids or 'these GPUs'}"
 
 
+def memory_note(any_shown: bool, left_out: list[GPU], min_memory: str | None, min_bytes: int | None) -> str | None:
+    """The line under the table on what ``--min-memory`` left out: with no GPU left, the largest of those it left out
+    ("no GPU has --min-memory 1TB (931.3 GiB): the largest, b200, has 180 GiB"), in place of an empty table; else the
+    GPUs just under it (``near_threshold``), named with their figure. None when neither applies."""
+    from gpuwise.catalog.query import NEAR_MISS_FRACTION, memory_gib_shown, near_threshold
+
+    if min_memory is None or min_bytes is None or not left_out:
+        return None
+    written = min_memory.strip()
+    asked = f"--min-memory {for_console(written)}" + (
+        "" if written.lower().endswith("gib") else f" ({_gib_figure(min_bytes / 2**30)} GiB)")
+    if not any_shown:
+        largest = left_out[0]
+        return (f"no GPU has {asked}: the largest, {for_console(largest.id)}, has "
+                f"{_gib(largest.visible_memory_bytes)} GiB")
+    near = near_threshold(left_out, min_bytes)
+    if not near:
+        return None
+    named = ", ".join(f"{for_console(g.id)} ({_gib(g.visible_memory_bytes)} GiB)" for g in near)
+    keep_gib = math.floor(min(memory_gib_shown(g.visible_memory_bytes) for g in near))
+    return (f"note: within {NEAR_MISS_FRACTION:.0%} of {asked} but left out: {named}; "
+            f"--min-memory {keep_gib}GiB keeps {'it' if len(near) == 1 else 'them'}")
+
+
 def _gib(n_bytes: int) -> str:
     """Memory as the driver reports it (what nvidia-smi and every fit use), as ``memory_gib_shown`` rounds it:
     22.5 for an A10, 80 for an A100."""
     from gpuwise.catalog.query import memory_gib_shown
 
-    gib = memory_gib_shown(n_bytes)
-    return f"{gib:.0f}" if gib == round(gib) else f"{gib:.1f}"
+    return _gib_figure(memory_gib_shown(n_bytes))
+
+
+def _gib_figure(gib: float) -> str:
+    """80 for 80.0, 22.5 for 22.5, 74.5 for 80 GB's 74.51 GiB."""
+    return f"{gib:.0f}" if round(gib, 1) == round(gib) else f"{gib:.1f}"
+
+
+def _fit(table: Table) -> Table:
+    """``table`` for the console: one space between columns where the usual three make it too wide (a MIG slice's
+    long id at 80 columns), then ``fit_to_console`` (cells wrap) where that is still too wide."""
+    if c.natural_width(table) > c.console.width:
+        table.padding = (0, 0)
+    return c.fit_to_console(table)
 
 
 def _rate(value: float | None) -> str:
@@ -127,18 +170,23 @@ def _gpu_table(rows: list[GpuRow], cheapest: dict) -> Table:
 
 
 def _offer_table(rows: list[GpuRow]) -> Table:
+    # Dates and amounts are read whole ("2026-11-" / "20", and "¥120.0" / "0" misread as ¥120.0): their columns get
+    # a fixed width, which ``fit_to_console`` leaves alone, so in a table too wide for the console the provider and
+    # the note give way instead.
+    cells = [
+        (for_console(row.gpu.id), for_console(o.provider), str(o.count),
+         format_money(o.price_per_hour, o.currency), format_money(o.price_per_gpu_hour, o.currency),
+         for_console(o.checked), ", ".join(w for w, on in (("spot", o.spot), ("yours", o.own)) if on))
+        for row in rows for o in row.offers
+    ]
     table = Table(title="offers (shipped ones are indicative)", title_justify="left", box=box.SIMPLE_HEAD,
                   pad_edge=False)
     table.add_column("GPU", min_width=max((len(r.gpu.id) for r in rows), default=3), no_wrap=True)
-    for col, just in (("provider", "left"), ("n", "right"), ("price/h", "right"), ("/GPU-h", "right"),
-                      ("checked", "left"), ("", "left")):
-        table.add_column(col, justify=just, no_wrap=True)
-    for row in rows:
-        for o in row.offers:
-            note = ", ".join(w for w, on in (("spot", o.spot), ("yours", o.own)) if on)
-            table.add_row(
-                for_console(row.gpu.id), for_console(o.provider), str(o.count),
-                format_money(o.price_per_hour, o.currency), format_money(o.price_per_gpu_hour, o.currency),
-                for_console(o.checked), note,
-            )
+    whole = ("price/h", "/GPU-h", "checked")
+    for i, (col, just) in enumerate((("provider", "left"), ("n", "right"), ("price/h", "right"), ("/GPU-h", "right"),
+                                     ("checked", "left"), ("", "left")), start=1):
+        width = max([len(col)] + [len(row[i]) for row in cells]) if col in whole else None
+        table.add_column(col, justify=just, no_wrap=True, width=width)
+    for row in cells:
+        table.add_row(*row)
     return table

@@ -2,17 +2,20 @@
 
 The held-out runs behind ``runtime/time_accuracy.json`` are traced jobs timed by the shipped model,
 grouped by regime (``runtime/accuracy.py``): a prediction gets the range of its own regime, and none
-where no held-out run measures that regime ("no held-out run measures this"), nor for a step the input
-rate sets (the user's own figure) or a prediction the user's calibration moved (the range describes the
-shipped model). estimate, recommend and report use this rule.
+where no held-out run's step time of that regime is scored, nor for a step the input rate sets (the user's
+own figure) or a prediction the user's calibration moved (the range describes the shipped model). Where a
+regime has no range the words say which of three it is (``why_no_range``): too few runs, runs that score only
+a speed-up (multi-GPU, torch.compile: ``SPEED_UP_ONLY``), or none ("no held-out run measures this").
+estimate, recommend and report use this rule.
 """
 
 from __future__ import annotations
 
-from gpuwise.runtime.accuracy import LLM_REGIME, LLM_REGIMES, REGIME_WORDS, TimeAccuracy, load_accuracy
+from gpuwise.runtime.accuracy import (LLM_REGIME, LLM_REGIMES, MIN_CASES, REGIME_WORDS, SPEED_UP_ONLY, TimeAccuracy,
+                                      held_out_cases, load_accuracy)
 
 __all__ = ["TimeAccuracy", "likely_job_time_range_s", "likely_step_time_range_s", "load_accuracy",
-           "no_range_note", "regime_of", "time_basis_lines"]
+           "no_range_note", "regime_of", "time_basis_lines", "why_no_range"]
 
 
 def regime_of(method: str, regime: str | None) -> str:
@@ -33,14 +36,29 @@ def likely_step_time_range_s(step_time_s: float | None, *, method: str, bound: s
     return accuracy.likely_range_s(step_time_s)
 
 
+def why_no_range(name: str, *, named: bool = True) -> str:
+    """Why the regime ``name`` has no range: fewer than ``MIN_CASES`` held-out runs scored, held-out runs that
+    score only a speed-up (not the step time a range is of), or none. ``named``: the words say which regime (a
+    line about several regimes names it before)."""
+    words = REGIME_WORDS.get(name, name)
+    cases = held_out_cases(name)
+    if 0 < cases < MIN_CASES:
+        return (f"only {cases} held-out run{'s' if cases != 1 else ''} of {words if named else 'this kind'} "
+                f"scored, fewer than the {MIN_CASES} a range needs")
+    if name in SPEED_UP_ONLY:
+        whose = f"the time of {words}" if named else "such a step's time"
+        return f"no held-out run scores {whose}; {SPEED_UP_ONLY[name]}"
+    return f"no held-out run measures this{f' ({words})' if named else ''}"
+
+
 def no_range_note(method: str, regime: str | None = None, *, bound: str | None = None,
                   calibrated: bool = False) -> str | None:
-    """Why a prediction has no range because nothing measured its regime (None: it has one, or the
-    range is absent for the user's own reasons: an input rate, a calibration)."""
+    """Why a prediction has no range because no held-out run's step time of its regime is scored (None: it has
+    one, or the range is absent for the user's own reasons: an input rate, a calibration)."""
     name = regime_of(method, regime)
     if bound == "input" or calibrated or load_accuracy(name) is not None:
         return None
-    return f"no held-out run measures this ({REGIME_WORDS.get(name, name)})"
+    return why_no_range(name)
 
 
 def likely_job_time_range_s(quote, method: str) -> tuple[float, float] | None:
@@ -54,7 +72,7 @@ def likely_job_time_range_s(quote, method: str) -> tuple[float, float] | None:
 def time_basis_lines(options, method: str) -> list[str]:
     """recommend's word on its times, one line per regime among the options that fit and have a time (an
     input-bound or calibrated option's range is the user's own matter): the held-out range where runs of that
-    regime exist, "no held-out run measures this" where none does. One regime: one line for all the options;
+    regime are scored, else why not (``why_no_range``). One regime: one line for all the options;
     several (single-GPU options beside multi-GPU ones): a line each, naming which options it is about, so a
     multi-GPU pick never borrows the single-GPU range (a new user's 8x V100 pick read "0.77-1.42x")."""
     counts: dict[str, int] = {}
@@ -74,6 +92,5 @@ def time_basis_lines(options, method: str) -> list[str]:
             lines.append(f"Times and costs{about}: the LLM closed form (docs/llm.md); no held-out public runs "
                          "measure its time error yet.")
         else:
-            what = "" if about else f" ({REGIME_WORDS.get(name, name)})"
-            lines.append(f"Times and costs{about}: no held-out run measures this{what}.")
+            lines.append(f"Times and costs{about}: {why_no_range(name, named=not about)}.")
     return lines

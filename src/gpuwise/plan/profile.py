@@ -354,6 +354,11 @@ def divisors_of(n: int) -> list[int]:
     return small + [n // d for d in reversed(small) if d * d != n]
 
 
+def largest_divisor_at_most(n: int, limit: int) -> int:
+    """The largest micro-batch that splits ``n`` samples evenly and is at most ``limit`` (1 at least)."""
+    return max(d for d in divisors_of(n) if d <= max(limit, 1))
+
+
 def fitting_micro_batch(
     model: WorkloadModel, gpu: GPU, per_gpu: int, *, start: int | None = None, count: int = 1,
     headroom_fraction: float = DEFAULT_HEADROOM_FRACTION, provider: str | None = None,

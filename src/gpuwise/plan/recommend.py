@@ -16,8 +16,9 @@ from gpuwise.plan.errors import PlanError
 from gpuwise.plan.money import RATES_CHECKED, rates_in
 from gpuwise.plan.offers import candidate_offers, cheapest_offer, ranking_currency, spot_policy
 from gpuwise.plan import reasons
-from gpuwise.plan.profile import (MAX_AUTO_BATCH, WorkloadModel, cannot_run, divisors_of, estimate_fit,
-                                  fitting_micro_batch, largest_fitting_batch, workload_on)
+from gpuwise.plan.profile import (MAX_AUTO_BATCH, WorkloadModel, cannot_run, estimate_fit,
+                                  fitting_micro_batch, largest_divisor_at_most, largest_fitting_batch,
+                                  workload_on)
 from gpuwise.plan.quote import Quote, make_quote
 from gpuwise.plan.remedies import find_remedies
 from gpuwise.plan.spot import SpotRisk, describe_serving, spot_outcome
@@ -406,7 +407,7 @@ def _evaluate(model, gpu: GPU, offer: Offer, count: int, job: JobSize, constrain
     if workload.is_training:
         # the effective batch is kept: the largest micro-batch (a divisor of the per-GPU batch, from all of it
         # with auto, from --batch-size without) that fits at the accumulation it runs (plan.profile)
-        asked = per_gpu if auto_batch else max(d for d in divisors_of(per_gpu) if d <= min(workload.batch_size, per_gpu))
+        asked = per_gpu if auto_batch else largest_divisor_at_most(per_gpu, min(workload.batch_size, per_gpu))
         micro = fitting_micro_batch(model, gpu, per_gpu, start=asked, count=count,
                                     headroom_fraction=constraints.headroom_fraction, provider=where)
         if micro == 0 and auto_batch:

@@ -2,7 +2,8 @@
 
 Each remedy is a changed workload (a smaller micro-batch with more accumulation steps, gradient
 checkpointing, AMP, an 8-bit optimizer, a ZeRO stage on several GPUs, a one-GPU job sharded by ZeRO-3 over the
-fewest GPUs it fits, LoRA and CPU offload for LLMs; in serving, a smaller batch); those that keep the training
+fewest GPUs it fits (its effective batch split over them), LoRA and CPU offload for LLMs; in serving, a smaller
+batch); every one keeps the job's effective batch where it can and says so where it cannot; those that keep the training
 the same are offered before those that change the method (LoRA, QLoRA); it is estimated on the GPUs that were excluded for memory and are cheaper than the
 best option. One trace per remedy.
 """
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from gpuwise.catalog.model import GPU, Catalog, Offer
 from gpuwise.plan.constraints import Constraints, JobSize, apply_constraints
-from gpuwise.plan.profile import Correction, cannot_run, estimate_fit, model_for
+from gpuwise.plan.profile import Correction, cannot_run, estimate_fit, largest_divisor_at_most, model_for
 from gpuwise.plan.quote import Quote
 from gpuwise.units import format_duration
 from gpuwise.workload import Workload, WorkloadError
@@ -130,18 +131,47 @@ def changes_method(remedy: Remedy) -> bool:
     return any(name in ("finetune", "quant") for name in remedy.workload_fields)
 
 
+def batch_change_note(job: Workload, changed: Workload) -> str | None:
+    """What a change does to the job's effective batch (samples per optimizer step), in words; None where it keeps
+    it, as every remedy does that can: a smaller micro-batch adds accumulation steps, sharding over N GPUs splits
+    the batch over them (``per_gpu_layout``). Only a batch that does not split evenly over the GPUs grows."""
+    old, new = job.effective_batch_size, changed.effective_batch_size
+    if not job.is_training or new == old:
+        return None
+    why = (f": {old} do not split evenly over {changed.num_gpus} GPUs"
+           if changed.num_gpus != job.num_gpus and old % changed.num_gpus else "")
+    return f"effective batch {new} instead of {old} samples per optimizer step{why}"
+
+
+def per_gpu_layout(effective_batch: int, count: int, micro_batch_limit: int) -> tuple[int, int]:
+    """(micro-batch, accumulation steps) of each of ``count`` GPUs that together keep ``effective_batch``: the
+    batch split evenly over them, run as the largest micro-batch that divides each GPU's share and is at most
+    ``micro_batch_limit`` (the job's own micro-batch), accumulation making up the rest, as recommend splits a
+    row's batch. A batch that does not split evenly grows to the next one that does (``batch_change_note``)."""
+    per_gpu = -(-effective_batch // count)
+    micro = largest_divisor_at_most(per_gpu, micro_batch_limit)
+    return micro, per_gpu // micro
+
+
 def shard_over_gpus_remedy(w: Workload, count: int | None = None) -> Remedy | None:
     """For a training job that fits no single GPU: its state partitioned over ``count`` GPUs by ZeRO-3 (FSDP's
     full shard alike), the same method and result (None: serving, already fully sharded or offloading, or on
     several GPUs already, where ``sharding_remedies`` offers the next stages). ``count`` None: the change
-    ``recommend`` names (its rows are the counts); a count: the one ``estimate`` names (``--num-gpus N``).
+    ``recommend`` names (its rows are the counts, each priced at the row's effective batch); a count: the one
+    ``estimate`` names (``--num-gpus N``), the job's effective batch split over the N GPUs (``per_gpu_layout``:
+    ``--batch-size`` and ``--grad-accum`` named where they change), never N times the job's batch.
     ZeRO-3 partitions no activations: where they are the need, it helps little (``changes_that_fit`` and
     ``find_remedies`` quote it, so it is offered only where it fits)."""
     if not w.is_training or w.num_gpus > 1 or w.offload != "none" or effective_sharding(w) in (SHARD_STAGE, "fsdp"):
         return None
     if count is None:
         return _remedy(f"--sharding {SHARD_STAGE}", sharding=SHARD_STAGE)
-    return _remedy(f"--num-gpus {count} --sharding {SHARD_STAGE}", num_gpus=count, sharding=SHARD_STAGE)
+    micro, accum = per_gpu_layout(w.effective_batch_size, count, w.batch_size)
+    layout = {k: v for k, v in (("batch_size", micro), ("grad_accum_steps", accum)) if v != getattr(w, k)}
+    flags = {"batch_size": "--batch-size", "grad_accum_steps": "--grad-accum"}
+    change = " ".join([f"--num-gpus {count}", *(f"{flags[k]} {v}" for k, v in layout.items()),
+                       f"--sharding {SHARD_STAGE}"])
+    return _remedy(change, num_gpus=count, **layout, sharding=SHARD_STAGE)
 
 
 def sharding_remedies(w: Workload) -> list[Remedy]:
@@ -280,9 +310,12 @@ def changes_that_fit(
     provider: str | None = None, correction: Correction | None = None,
 ) -> tuple[dict, ...]:
     """For a job that does not fit ``gpu``: each single change that makes it fit, with its flags, the
-    memory it needs and its step time, those that keep the training the same first (``changes_method``), each
-    group fastest first; among them the job sharded by ZeRO-3 over the fewest of these GPUs it fits
-    (``--num-gpus N --sharding zero3``, N in ``SHARD_GPU_COUNTS``; its memory is one GPU's, its step all N's); when no single change is enough, the changes
+    memory it needs, its step time and ``batch_note`` (``batch_change_note``: None where it keeps the effective
+    batch), those that keep the training the same first, then those that keep the method at another effective
+    batch, then those that change the method (``changes_method``), each group fastest first (a step is then
+    one optimizer step on the same samples); among them the job sharded by ZeRO-3 over the fewest of these GPUs
+    it fits (``--num-gpus N --sharding zero3``, N in ``SHARD_GPU_COUNTS``, its effective batch split over them;
+    its memory is one GPU's, its step all N's); when no single change is enough, the changes
     taken together in order, the first combination that fits. ``provider``: whose machines the GPUs
     are in (their links), as for the estimate the job did not fit."""
     make = model_factory or (lambda w: model_for(w, progress, correction=correction))
@@ -296,7 +329,7 @@ def changes_that_fit(
         step_s = est.time.step_time_s if est.time is not None else None
         return {"change": flags, "peak_total_bytes": est.memory.total_upper_bytes,
                 "gpu_memory_bytes": gpu.visible_memory_bytes, "step_time_s": step_s,
-                "cpu_offload_bytes": est.cpu_offload_bytes,
+                "cpu_offload_bytes": est.cpu_offload_bytes, "batch_note": batch_change_note(workload, w),
                 "why_faster": why_faster(workload, w, step_s,
                                          lambda job: _step_s(make(job), gpu, job.num_gpus, provider))}
 
@@ -309,14 +342,15 @@ def changes_that_fit(
     for count in SHARD_GPU_COUNTS:
         shard = shard_over_gpus_remedy(workload, count)
         if shard is None or not _makes_a_job(shard, workload):
-            break
+            continue
         if found := quote(shard.change, shard.apply(workload)):
             singles.append((shard, found))
             break
     if singles:
-        # the changes that keep the training the same first (``changes_method``), each group fastest first
+        # the same training first, then the same method at another effective batch, then another method
         return tuple(q for _r, q in sorted(singles, key=lambda rq: (
-            changes_method(rq[0]), rq[1]["step_time_s"] if rq[1]["step_time_s"] is not None else 0.0)))
+            changes_method(rq[0]), rq[1]["batch_note"] is not None,
+            rq[1]["step_time_s"] if rq[1]["step_time_s"] is not None else 0.0)))
     # No single change is enough: apply them one after another until the job fits, then drop each
     # change the others make unnecessary (the answer names only what is needed).
     taken: list[Remedy] = []

@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 from gpuwise.monitor.sample import GpuSample
 from gpuwise.monitor.sample_checks import sample_problem
 from gpuwise.report.errors import ReportError
-from gpuwise.report.smi_csv import in_log_terms
+from gpuwise.report.smi_csv import cut_off_note, in_log_terms
 
 MIB = 2**20
 
@@ -66,8 +66,8 @@ def parse_dmon(text: str, path: str) -> tuple[list[GpuSample], list[str]]:
             raise ReportError(f"{path}:{lineno}: nvidia-smi dmon data before its '# gpu ...' header")
         cells = line.split()
         if len(cells) != len(names):
-            if lineno == len(lines) and not text.endswith("\n") and len(cells) < len(names):
-                notes.append(f"{path}:{lineno}: last line cut off mid-write, skipped")
+            if cut := cut_off_note(path, lineno, text, len(cells), len(names)):
+                notes.append(cut)
                 continue
             raise ReportError(
                 f"{path}:{lineno}: expected {len(names)} fields ({' '.join(names)}), found {len(cells)}: "

@@ -161,12 +161,8 @@ def render_html(report: Report) -> str:
         facts.append(("Memory needed", f"peak {format_bytes(u.needed_peak_bytes)}, p95 {format_bytes(u.needed_p95_bytes or 0)}"))
     if u.busy_share is not None:
         facts.append(("Busy", f"{u.busy_share:.0%} of the time (any kernel running)"))
-    if u.power is not None:
-        pw = u.power
-        said = [] if u.mixed_gpus else [f"per GPU: mean {pw.mean_per_gpu_w:.0f} W, peak {pw.peak_per_gpu_w:.0f} W"]
-        said += [f"{pw.gpu_count} GPUs together: mean {pw.mean_total_w:.0f} W"] if pw.gpu_count > 1 else []
-        facts.append(("Power", "; ".join(said)
-                               + (", energy unknown" if pw.energy_kwh is None else f", {pw.energy_kwh:.2f} kWh")))
+    if u.power_words is not None:
+        facts.append(("Power", u.power_words))
     for p in u.torch_peaks:
         facts.append((f"PyTorch pid {p.pid}", f"max allocated {format_bytes(p.max_allocated_bytes)}, "
                                               f"max reserved {format_bytes(p.max_reserved_bytes)}"))

@@ -71,6 +71,13 @@ def in_log_terms(problem: str, field_of: dict[str, str]) -> str:
     return problem
 
 
+def cut_off_note(path: str, lineno: int, text: str, found: int, expected: int) -> str | None:
+    """The note that skips line ``lineno`` of ``text`` when it is the log's last, unfinished (no line break after
+    it) and short of fields (``found`` < ``expected``): a logger stopped mid-write. None: a malformed line."""
+    last = lineno == len(text.splitlines()) and not text.endswith("\n")
+    return f"{path}:{lineno}: last line cut off mid-write, skipped" if last and found < expected else None
+
+
 def looks_like_header(line: str) -> bool:
     keys = {field_key(c) for c in line.split(",")}
     return bool(keys & (set(_FIELDS) | set(_TEXT_FIELDS)))
@@ -148,9 +155,8 @@ def parse_smi_csv(text: str, path: str, columns: list[str] | None = None) -> tup
             )
         cells = [c.strip() for c in line.split(",")]
         if len(cells) != len(header):
-            last_partial = lineno == len(lines) and not text.endswith("\n") and len(cells) < len(header)
-            if last_partial:
-                notes.append(f"{path}:{lineno}: last line cut off mid-write, skipped")
+            if cut := cut_off_note(path, lineno, text, len(cells), len(header)):
+                notes.append(cut)
                 continue
             raise ReportError(
                 f"{path}:{lineno}: expected {len(header)} comma-separated fields ({', '.join(header)}), "

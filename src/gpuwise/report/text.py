@@ -86,8 +86,8 @@ def render_report(report: Report) -> Group:
             idle = (f"; {len(stretches)} idle stretch(es), {format_duration(sum(s.duration_s for s in stretches))} "
                     f"in all, longest {format_duration(longest.duration_s)} {_from(longest.start_s)}")
         parts.append(Text(f"Busy           {u.busy_share:.0%} of the time (share of time any kernel ran){idle}"))
-    if u.power is not None:
-        parts.append(Text(_power(u.power, mixed=u.mixed_gpus)))
+    if u.power_words is not None:
+        parts.append(Text(f"Power          {u.power_words}"))
     for warning in report.warnings:
         parts.append(Text(f"warning: {for_console(warning)}", style="bold yellow"))
     if r is not None:
@@ -173,19 +173,6 @@ def _gpus(report: Report) -> str:
 def _from(start_s: float) -> str:
     """Where an idle stretch starts, in words: "from the start", or "from 12.0 min in"."""
     return "from the start" if start_s < 0.5 else f"from {format_duration(start_s)} in"
-
-
-def _power(p, *, mixed: bool = False) -> str:
-    """Power on one basis: per GPU, and for several GPUs their sum and energy said as such; GPUs of different
-    kinds (``mixed``) only together (a mean over different GPUs is no GPU's)."""
-    energy = "energy unknown" if p.energy_kwh is None else f"{p.energy_kwh:.2f} kWh"
-    if mixed and p.gpu_count > 1:
-        return (f"Power          {p.gpu_count} GPUs together: mean {p.mean_total_w:.0f} W, peak of one "
-                f"{p.peak_per_gpu_w:.0f} W, {energy}")
-    if p.gpu_count == 1:
-        return f"Power          mean {p.mean_per_gpu_w:.0f} W, peak {p.peak_per_gpu_w:.0f} W, {energy}"
-    return (f"Power          per GPU: mean {p.mean_per_gpu_w:.0f} W, peak {p.peak_per_gpu_w:.0f} W; "
-            f"{p.gpu_count} GPUs together: mean {p.mean_total_w:.0f} W, {energy}")
 
 
 def _comparison(c) -> list:

@@ -17,6 +17,9 @@ Energy is the power integrated over the run time (trapezoids between readings, t
 held to the edges of each stretch of samples); a stretch without power readings longer than a gap leaves it
 unknown, never 0.
 
+Power is NVML's, per physical GPU: a MIG instance has none of its own (the monitor records its GPU's), so the
+instances of one GPU count it once, and the report says it is the whole GPU's, shared by its instances.
+
 "Busy share" is NVML's utilisation: the share of time in which at least one kernel ran, not how much of
 the GPU the kernels filled (GPM SM activity tells that, on Hopper and newer).
 """
@@ -208,6 +211,11 @@ class UsageSummary:
         """"1 × NVIDIA GeForce RTX 4090 (GPU 0), 1 × NVIDIA A100-SXM4-80GB (GPU 1)"."""
         return ", ".join(f"{k.count} × {k.name or 'unknown GPU'} ({gpu_labels(k.labels)})" for k in self.gpu_kinds)
 
+    @property
+    def power_words(self) -> str | None:
+        """The job's power in words (``PowerSummary.words``), as the text and the HTML say it; None without power."""
+        return None if self.power is None else self.power.words(mixed=self.mixed_gpus)
+
     def to_dict(self) -> dict:
         d = {k: v for k, v in self.__dict__.items() if k not in ("devices", "torch_peaks")}
         d["devices"] = [dev.to_dict() for dev in self.devices]
@@ -222,30 +230,55 @@ class UsageSummary:
         return d
 
 
+MIG_POWER_BASIS = "NVML measures power per physical GPU, not per MIG instance"
+
+
 @dataclass(frozen=True)
 class PowerSummary:
-    """The power of the job's GPUs on one basis: per GPU (mean of the GPUs' means, highest GPU's peak), and
-    the GPUs together (sum of their means, their energy)."""
+    """The power of the job's GPUs on one basis: per physical GPU (mean of the GPUs' means, highest GPU's peak),
+    and the GPUs together (sum of their means, their energy). A GPU whose MIG instances the job used counts once,
+    as a whole (``mig_gpu_labels``): its power is shared by all its instances, the job's and any other's."""
 
-    gpu_count: int                 # GPUs with power figures
+    gpu_count: int                 # physical GPUs with power figures
     mean_per_gpu_w: float
     peak_per_gpu_w: float          # the highest sample of any one GPU
     mean_total_w: float            # all gpu_count GPUs together
     energy_kwh: float | None       # all gpu_count GPUs together; None: some GPU's power readings cannot say
+    mig_gpu_labels: tuple[str, ...] = ()   # the physical GPUs among them that stand for the job's MIG instances
+
+    def words(self, *, mixed: bool = False) -> str:
+        """Per GPU, and for several GPUs their sum and energy said as such; GPUs of different kinds (``mixed``)
+        only together (a mean over different GPUs is no GPU's); a whole GPU standing for MIG instances named."""
+        energy = "energy unknown" if self.energy_kwh is None else f"{self.energy_kwh:.2f} kWh"
+        if mixed and self.gpu_count > 1:
+            said = (f"{self.gpu_count} GPUs together: mean {self.mean_total_w:.0f} W, peak of one "
+                    f"{self.peak_per_gpu_w:.0f} W, {energy}")
+        elif self.gpu_count == 1:
+            said = f"mean {self.mean_per_gpu_w:.0f} W, peak {self.peak_per_gpu_w:.0f} W, {energy}"
+        else:
+            said = (f"per GPU: mean {self.mean_per_gpu_w:.0f} W, peak {self.peak_per_gpu_w:.0f} W; "
+                    f"{self.gpu_count} GPUs together: mean {self.mean_total_w:.0f} W, {energy}")
+        if not self.mig_gpu_labels:
+            return said
+        whose = "its" if len(self.mig_gpu_labels) == 1 else "their"
+        return (f"{said} (the whole of {gpu_labels(self.mig_gpu_labels)}, shared by {whose} MIG instances: "
+                f"{MIG_POWER_BASIS})")
 
     def to_dict(self) -> dict:
-        return dict(self.__dict__)
+        d = dict(self.__dict__)
+        d["mig_gpu_labels"] = list(self.mig_gpu_labels)
+        return d
 
 
 def power_summary(devices: list[DeviceUsage]) -> PowerSummary | None:
-    """The MIG instances of one GPU report that GPU's power (NVML has none per instance): counted once."""
-    seen_parents: set[int] = set()
+    """The MIG instances of one GPU report that GPU's power (MIG_POWER_BASIS): counted once, as the GPU."""
+    mig_parents: list[int] = []
     with_power = []
     for d in devices:
-        if d.mean_power_w is None or (d.mig_index is not None and d.gpu_index in seen_parents):
+        if d.mean_power_w is None or (d.mig_index is not None and d.gpu_index in mig_parents):
             continue
         if d.mig_index is not None:
-            seen_parents.add(d.gpu_index)
+            mig_parents.append(d.gpu_index)
         with_power.append(d)
     if not with_power:
         return None
@@ -253,7 +286,8 @@ def power_summary(devices: list[DeviceUsage]) -> PowerSummary | None:
     return PowerSummary(gpu_count=len(with_power), mean_per_gpu_w=total_w / len(with_power),
                         peak_per_gpu_w=max(d.peak_power_w or 0.0 for d in with_power), mean_total_w=total_w,
                         energy_kwh=None if any(d.energy_kwh is None for d in with_power)
-                        else sum(d.energy_kwh for d in with_power))
+                        else sum(d.energy_kwh for d in with_power),
+                        mig_gpu_labels=tuple(str(i) for i in mig_parents))
 
 
 def missed_steps_s(times_s: list[float]) -> float | None:

@@ -8,7 +8,12 @@ the range that held 80% of the measurements of its own regime: ``predicted / rat
 ``predicted / ratio_q10``, where the ratio is predicted / measured step time. A regime with fewer than
 ``MIN_CASES`` held-out runs has no figures: a small-batch step, a multi-GPU step, a compiled step or the
 LLM closed form is not given the big-batch jobs' range (their errors differ in kind: the host's
-launch cost, the links, Inductor's fusion, a formula instead of a trace).
+launch cost, the links, Inductor's fusion, a formula instead of a trace). Multi-GPU data-parallel training
+within one node has its own held-out runs (Lambda's 2-8 GPU systems, benchmarks/README.md "Nineteenth
+session"); a sharded (ZeRO / FSDP) or multi-node step is a regime of its own that no traced run measures.
+One regime has held-out runs scored on something else (``SPEED_UP_ONLY``): the torch.compile pairs score a
+speed-up over eager, not the step time a range is of, so the file has no case of them and their steps say
+that, not that no run exists.
 
 Within a regime the figures are pooled over GPUs and families: they hide a bias by kind, e.g. ResNet-50
 on H100/H200/GH200/B200 measured 1.4-3.8x the prediction (Lambda's runs level off near 3,000 images/s,
@@ -28,17 +33,25 @@ from importlib import resources
 # prefill and the closed form's decode).
 LLM_REGIME, LLM_TRAIN_REGIME = "llm", "llm-train"
 LLM_REGIMES = (LLM_REGIME, LLM_TRAIN_REGIME)
-REGIMES = ("large-batch", "small-batch", "multi-gpu", "compiled", *LLM_REGIMES, "generation", "data-dependent",
+REGIMES = ("large-batch", "small-batch", "multi-gpu", "multi-gpu-sharded", "multi-node", "compiled", *LLM_REGIMES, "generation", "data-dependent",
            "rnn", "mig")
 REGIME_WORDS = {"large-batch": "a single-GPU eager step",
                 "small-batch": "a small-batch step, the host's issue time at least half the GPU's",
-                "multi-gpu": "a multi-GPU step", "compiled": "a torch.compile step", "llm": "the LLM closed form",
+                "multi-gpu": "a data-parallel (DDP) training step on several GPUs of one node",
+                "multi-gpu-sharded": "a sharded (ZeRO / FSDP) training step on several GPUs of one node",
+                "multi-node": "a training step over several nodes", "compiled": "a torch.compile step", "llm": "the LLM closed form",
                 "llm-train": "the LLM closed form, training every weight of a dense decoder",
                 "generation": "generation by a traced decoder: the closed form's decode steps",
                 "data-dependent": "a step whose ops or control flow depend on tensor values (routing, nonzero, an early exit)",
                 "rnn": "a step with LSTM / GRU layers (cuDNN's fused RNN, timed from its structure)",
                 "mig": "a step on a MIG slice (the whole GPU's specs scaled to the slice)"}
 MIN_CASES = 10   # fewer held-out runs than this give no range: a 10-80% band needs more than a handful
+# Regimes whose held-out runs score a speed-up, not a step time (benchmarks/README.md, "Likely range per regime"):
+# the runs exist, but benchmarks/time_accuracy.py writes no step-time case of them, so no range. Why, in words.
+SPEED_UP_ONLY = {
+    "compiled": "the torch.compile held-out pairs (timm inference on an RTX 4090 and an RTX PRO 6000) score only "
+                "the speed-up over eager (benchmarks/README.md, time_stack)",
+}
 
 
 @dataclass(frozen=True)
@@ -61,27 +74,48 @@ class TimeAccuracy:
         return asdict(self)
 
 
+def _entries(d: dict) -> dict[str, dict]:
+    """Each regime's entry of a ``time_accuracy.json`` document; one flat entry (before regimes) is the big-batch
+    one."""
+    return d.get("regimes", {"large-batch": d})
+
+
 def accuracies_from(d: dict) -> dict[str, TimeAccuracy]:
     """The figures of every regime in a ``time_accuracy.json`` document that has at least ``MIN_CASES``
     held-out runs. A document of one flat entry (before regimes) is the big-batch one."""
-    entries = d.get("regimes", {"large-batch": d})
     fields = TimeAccuracy.__dataclass_fields__
     out = {}
-    for regime, e in entries.items():
+    for regime, e in _entries(d).items():
         e = {**{k: d[k] for k in ("date", "source") if k in d}, **e, "regime": regime}
         if e.get("cases", 0) >= MIN_CASES:
             out[regime] = TimeAccuracy(**{k: e[k] for k in fields if k in e})
     return out
 
 
+def case_counts_from(d: dict) -> dict[str, int]:
+    """The held-out runs of every regime in a ``time_accuracy.json`` document, those under ``MIN_CASES`` too."""
+    return {regime: e.get("cases", 0) for regime, e in _entries(d).items()}
+
+
 @lru_cache(maxsize=1)
-def load_accuracies() -> dict[str, TimeAccuracy]:
-    """The shipped figures by regime (none where the file is missing: a checkout before the benchmark ran)."""
+def _shipped_document() -> dict:
+    """The shipped ``time_accuracy.json`` (empty where the file is missing: a checkout before the benchmark ran)."""
     try:
         text = resources.files("gpuwise.runtime").joinpath("time_accuracy.json").read_text()
     except (FileNotFoundError, ModuleNotFoundError):
-        return {}
-    return accuracies_from(json.loads(text))
+        return {"regimes": {}}
+    return json.loads(text)
+
+
+@lru_cache(maxsize=1)
+def load_accuracies() -> dict[str, TimeAccuracy]:
+    """The shipped figures by regime (none where the file is missing: a checkout before the benchmark ran)."""
+    return accuracies_from(_shipped_document())
+
+
+def held_out_cases(regime: str) -> int:
+    """How many held-out runs' step times the shipped file scores in ``regime`` (0 where none or no file)."""
+    return case_counts_from(_shipped_document()).get(regime, 0)
 
 
 def load_accuracy(regime: str = "large-batch") -> TimeAccuracy | None:

@@ -15,7 +15,7 @@ import numpy as np
 
 from gpuwise.catalog.model import GPU, not_a_gpu
 from gpuwise.catalog.resolve import is_mig_slice
-from gpuwise.catalog.topology import Topology
+from gpuwise.catalog.topology import Topology, topology_for
 from gpuwise.runtime.calibration import Calibration, load_calibration
 from gpuwise.runtime.classify import CLASSES, VIEW
 from gpuwise.runtime.comm import data_parallel_comm, gradients_from_trace, weak_scaling_parts
@@ -126,6 +126,16 @@ def fuse_for_compile(times: list[OpTime], rest: float = 0.0) -> list[OpTime]:
                                device_s=out[big].device_s + rest * others_s)
         i = j
     return out
+
+
+def multi_gpu_regime(sharding: str, count: int, gpus_per_node: int) -> str:
+    """The regime of a training step on ``count`` > 1 GPUs (runtime/accuracy.py): data parallel within one node
+    (``multi-gpu``, what Lambda's held-out multi-GPU runs measure), sharded (ZeRO / FSDP: the gathers of the
+    weights, no held-out run) or over several nodes (the network, no held-out run). An inference step on N GPUs
+    is N replicas of one GPU's step and keeps the single-GPU regime."""
+    if count > gpus_per_node:
+        return "multi-node"
+    return "multi-gpu" if sharding == "ddp" else "multi-gpu-sharded"
 
 
 def predict_step_time(
@@ -243,8 +253,8 @@ def predict_step_time(
     warnings.extend(_precision_warnings(precision, gpu))
     if getattr(trace, "control_flow_reads", 0):     # the model's own branches read tensor values (an early exit):
         regime = "data-dependent"                    # the traced path may be far from a real one, on any GPU count
-    elif count > 1:
-        regime = "multi-gpu"
+    elif count > 1 and wl.is_training:
+        regime = multi_gpu_regime(wl.sharding, count, (topology or topology_for(gpu)).gpus_per_node)
     elif stack.compile:
         regime = "compiled"
     elif getattr(trace, "upper_bound_ops", 0):     # data-dependent ops traced at their upper bound
