@@ -259,27 +259,58 @@ def _say_skipped(path: Path, skipped: list[tuple[Where, str]]) -> None:
 
 
 def read_jsonl(path: Path, loss_name: str | None = None) -> TrainingLog:
-    rows, names, skipped = [], {}, []
+    """JSON Lines, one record per line, read twice: once for the keys (the columns ``_columns`` picks from; every
+    bad line is refused or, the cut last line, skipped here) and once streamed into the curve, so a log of
+    millions of lines is held as its thinned curve, not as a list of its records. The second pass reads no further
+    than the first did (a live log grows meanwhile)."""
     cut = _may_end_cut(path)
+    names: dict[str, None] = {}
+    skipped: list[tuple[Where, str]] = []
+    lines_read = 0
+    for line_no, obj in _jsonl_records(path, cut, skipped):
+        names.update(dict.fromkeys(obj))
+        lines_read = line_no
+    skipped_lines = {line_no for line_no, _ in skipped}
+
+    def rows() -> Iterator[tuple[Where, Mapping[str, object], bool]]:
+        for line_no, obj in _jsonl_records(path, cut, None, stop_after=lines_read):
+            if line_no not in skipped_lines:
+                yield line_no, obj, False
+
+    return _from_records(path, list(names), rows(), loss_name, skipped)
+
+
+def _jsonl_records(path: Path, cut: bool, skipped: list[tuple[Where, str]] | None, *,
+                   stop_after: int | None = None) -> Iterator[tuple[int, dict]]:
+    """(line number, record) of each non-blank line of a JSON Lines file. A bad line is an AdviseError (one line),
+    or, the last line of a file that may end ``cut`` off, added to ``skipped``; ``skipped`` None (the second pass,
+    whose lines the first checked): a line that no longer parses is passed over. ``stop_after``: the last line
+    number read."""
     with path.open(encoding="utf-8-sig", errors="replace") as f:
         for line_no, line, last in _with_last(enumerate(f, start=1)):
+            if stop_after is not None and line_no > stop_after:
+                return
             if not line.strip():
                 continue
             try:
                 obj = json.loads(line)
             except ValueError as exc:
                 why = exc.args[0].split(':')[0]
+                if skipped is None:
+                    continue
                 if cut and last:
                     skipped.append((line_no, f"not a JSON object: {why}"))
                     continue
                 raise AdviseError(f"{path}:{line_no}: not a JSON object ({why})") from None
             except RecursionError:
+                if skipped is None:
+                    continue
                 raise AdviseError(f"{path}:{line_no}: JSON nested too deeply to be a log record") from None
             if not isinstance(obj, dict):
+                if skipped is None:
+                    continue
                 raise AdviseError(f"{path}:{line_no}: expected a JSON object per line, got {type(obj).__name__}")
-            rows.append((line_no, obj, False))
-            names.update(dict.fromkeys(obj))
-    return _from_records(path, list(names), rows, loss_name, skipped)
+            yield line_no, obj
 
 
 def _is_one_json_document(path: Path) -> bool:
