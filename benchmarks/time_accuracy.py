@@ -144,8 +144,8 @@ def main() -> None:
     record_scoring(MULTI_GPU_SET)
     accuracy = _write_accuracy([r for r in rows if is_held_out(r)]
                                + [{"err": c.error, "regime": d["regime"]} for c, d in zip(llm_cases, llm_detail)]
-                               + [{"err": c.error, "regime": regime} for c, regime in multi])
-    lines = _markdown(rows, small, seed, skipped, time.time() - t0) + _multi_gpu_section([c for c, _ in multi])
+                               + [{"err": c.error, "regime": row["regime"]} for c, row in multi])
+    lines = _markdown(rows, small, seed, skipped, time.time() - t0) + _multi_gpu_section(multi)
     by_split = {split: summarize(r["err"] for r in rows if r["split"] == split) for split in ("test", "train", *SETS)}
     write_results("time_accuracy", lines, {
         "sets": SETS, "summaries": by_split, "regimes": accuracy["regimes"], "skipped": skipped,
@@ -234,19 +234,20 @@ def is_held_out(row: dict) -> bool:
     return row["split"] in ("test", "wider") or (row["split"] == "fresh" and row["family"] in HELD_OUT_FAMILIES)
 
 
-def multi_gpu_cases(rows: list[dict]) -> list[tuple[Case, str]]:
+def multi_gpu_cases(rows: list[dict]) -> list[tuple[Case, dict]]:
     """The multi-GPU step-time rows as the harness's cases (beside roofline, roofline / 0.75 and gpuwise's own
-    1-GPU step, each with speed-up = N), with the regime each prediction names."""
+    1-GPU step, each with speed-up = N), each with its row (the regime its prediction names, the GPU count)."""
     return [(Case(r["case"], MULTI_GPU_SET, "test", r["predicted_step_s"], r["measured_step_s"], "s",
                   {ROOFLINE: r["roofline_step_s"], ROOFLINE_075: r["roofline_step_s"] / 0.75,
-                   ONE_GPU_N: r["one_gpu_step_s"]}), r["regime"]) for r in rows]
+                   ONE_GPU_N: r["one_gpu_step_s"]}), r) for r in rows]
 
 
-def _multi_gpu_section(cases: list[Case]) -> list[str]:
+def _multi_gpu_section(multi: list[tuple[Case, dict]]) -> list[str]:
     """The multi-GPU step-time set (README.md, "Nineteenth session"): what the multi-GPU range is made of."""
+    cases = [c for c, _ in multi]
     by_count = defaultdict(list)
-    for c in cases:
-        by_count[c.id.split(" x")[-1].split()[0]].append(c)
+    for c, row in multi:
+        by_count[row["count"]].append(c)
     baselines = (ROOFLINE, ROOFLINE_075, ONE_GPU_N)
     return ["", "## Multi-GPU step time (the multi-GPU range)", "",
             "Lambda's data-parallel runs on 2, 4 and 8 GPUs of one system (`lambda_train_multi.csv`), the systems "
@@ -255,7 +256,7 @@ def _multi_gpu_section(cases: list[Case]) -> list[str]:
             f"fitted on them. {MULTI_GPU_SET}: {scored_words(MULTI_GPU_SET)}.", "",
             "| rows | cases | gpuwise | " + " | ".join(baselines) + " |", "|---|---|---|" + "---|" * len(baselines),
             comparison_row("all", cases, baselines),
-            *[comparison_row(f"{n} GPUs", by_count[n], baselines) for n in sorted(by_count, key=int)], "",
+            *[comparison_row(f"{n} GPUs", by_count[n], baselines) for n in sorted(by_count)], "",
             verdict(cases, ROOFLINE_075), "", verdict(cases, ONE_GPU_N)]
 
 

@@ -87,3 +87,10 @@ def test_a_job_whose_gpus_span_the_kinds_calibrates_neither(gpuwise, tmp_path, s
     line = _one_line_refusal(gpuwise("calibrate", log))
     assert "2 GPUs" in line and "kinds" in line
     assert not user_calibration_path().exists()
+
+
+def test_a_torch_record_naming_a_gpu_the_catalog_lacks_says_so(gpuwise, tmp_path, spec):
+    # it said the GPU "is none of them" though it may be one of the run's kinds: the catalog cannot name it
+    log = mixed_log(tmp_path / "mixed.db", spec, torch_gpu_name="NVIDIA Imaginary GPU X9")
+    line = _one_line_refusal(gpuwise("calibrate", log))
+    assert "NVIDIA Imaginary GPU X9, is not in the catalog" in line and "none of them" not in line

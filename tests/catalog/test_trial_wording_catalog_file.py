@@ -63,6 +63,13 @@ def test_a_size_given_as_a_number_is_refused_with_the_two_forms_it_may_take(tmp_
     assert 'memory = "24GiB"' in message and f"memory_bytes = {24 * 2**30}" in message
 
 
+@pytest.mark.parametrize("figure", ["inf", "-inf", "nan", "0"])
+def test_a_size_given_as_a_number_that_is_no_size_is_refused_in_one_line(tmp_path, figure):
+    # memory = inf crashed the hint with OverflowError (a traceback) instead of the one-line refusal
+    message = refusal(tmp_path, TITAN.format(memory=figure, extra=""))
+    assert "key 'memory'" in message and 'memory = "24GiB"' in message
+
+
 def test_a_size_without_a_unit_is_refused_as_min_memory_refuses_it(tmp_path):
     # before: "48 is not between 1 GiB and 1 TiB: a unit mix-up?" (read as 48 bytes); --min-memory 48 says "has no unit"
     message = refusal(tmp_path, TITAN.format(memory='"48"', extra=""))

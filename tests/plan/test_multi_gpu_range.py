@@ -105,3 +105,12 @@ def test_a_regime_with_too_few_scored_runs_says_how_many(monkeypatch):
 def test_a_regime_nothing_measures_keeps_its_words():
     assert why_no_range("small-batch").startswith("no held-out run measures this (a small-batch step")
     assert why_no_range("rnn", named=False) == "no held-out run measures this"
+
+
+@pytest.mark.parametrize("extra, regime", [(["--batch-size", "2"], "small-batch"), (["--compile"], "compiled")])
+def test_a_step_that_is_not_big_batch_eager_on_one_gpu_keeps_its_own_regime_on_several(cli_json, extra, regime):
+    # Lambda's multi-GPU runs are big-batch eager DDP: a launch-bound or compiled step on 4 GPUs took "multi-gpu"
+    # (and would have printed their range) while on one GPU it has its own, with no range
+    one = cli_json([*ESTIMATE_ON_4[:-5], "--num-gpus", "1", *ESTIMATE_ON_4[-3:], *extra])
+    four = cli_json([*ESTIMATE_ON_4, *extra])
+    assert one["time"]["regime"] == four["time"]["regime"] == regime

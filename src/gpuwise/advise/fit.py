@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
 from scipy.optimize import minimize_scalar
@@ -56,6 +57,7 @@ class TrendFit:
     residual_std: float
     level_offset: float = 0.0   # added to every forecast (``capped_at``); 0 for the plain fit
     holdout_error_per_log: float = 0.0   # loss units the fit of its first half missed by, per ln(t) ahead
+    nonneg: bool = False        # a loss that is never negative (every logged value >= 0): no band below 0
 
     def u(self, steps: np.ndarray | float) -> np.ndarray:
         return (np.asarray(steps, dtype=float) + self.t_shift) / self.t_scale
@@ -85,16 +87,19 @@ class TrendFit:
         return out
 
     def band(self, steps: np.ndarray, low_pct: float = 5.0, high_pct: float = 95.0) -> tuple[np.ndarray, np.ndarray]:
-        """The bootstrap percentiles of the trend at ``steps``, each side widened by the hold-out miss
-        (``HOLDOUT_BAND_Z`` is for the default 90 % band)."""
-        pool, u, mid = self.samples(), self.u(steps), self.predict(steps)
+        """The bootstrap percentiles of the trend at ``steps``, each side widened by the hold-out miss taken as a
+        normal error's standard deviation (at its own percentile: 1.645 of it for the default 90 % band); never
+        below 0 for a loss that never is."""
+        pool, u, mid = self.samples(), self.u(np.asarray(steps, dtype=float)), self.predict(steps)
         lo, hi = mid, mid
         if len(pool) >= 5:
             preds = np.array([f.family.predict(u, p) for f, p in pool]) + self.level_offset
             lo, hi = np.percentile(preds, low_pct, axis=0), np.percentile(preds, high_pct, axis=0)
-        ahead = np.log(np.maximum(u / self.u(self.last_step), 1.0))
-        miss = HOLDOUT_BAND_Z * self.holdout_error_per_log * ahead
-        return (mid - np.hypot(np.maximum(mid - lo, 0.0), miss), mid + np.hypot(np.maximum(hi - mid, 0.0), miss))
+        spread = self.holdout_error_per_log * np.log(np.maximum(u / self.u(self.last_step), 1.0))
+        z_low, z_high = -NormalDist().inv_cdf(low_pct / 100.0), NormalDist().inv_cdf(high_pct / 100.0)
+        low = mid - np.hypot(np.maximum(mid - lo, 0.0), z_low * spread)
+        high = mid + np.hypot(np.maximum(hi - mid, 0.0), z_high * spread)
+        return (np.maximum(low, 0.0) if self.nonneg else low), high
 
     def step_reaching(self, target: float, max_factor: float = 1e4) -> float:
         """The (fractional) step where the averaged trend first reaches ``target`` after the first fitted step;
@@ -216,7 +221,7 @@ def fit_trend(steps: np.ndarray, loss: np.ndarray, *, n_boot: int = 30, seed: in
     avg = sum(w * f.family.predict(u, f.params) for f, w in zip(fits, weights) if w > 0)
     return TrendFit(best=fits[0], candidates=tuple(fits), weights=weights, boot=boots, t_shift=shift, t_scale=scale,
                     first_step=first_step, last_step=last_step, residual_std=float(np.std((y - avg) * sw)),
-                    holdout_error_per_log=_holdout_error_per_log(u, y, sw, nonneg, families))
+                    holdout_error_per_log=_holdout_error_per_log(u, y, sw, nonneg, families), nonneg=nonneg)
 
 
 def _weighed_fits(u: np.ndarray, y: np.ndarray, sw: np.ndarray, nonneg: bool,
@@ -233,8 +238,7 @@ def _weighed_fits(u: np.ndarray, y: np.ndarray, sw: np.ndarray, nonneg: bool,
     return fits, weights / weights.sum()
 
 
-# the hold-out miss (one draw of the forecast's own error) taken as its standard deviation, times the z of 95 %
-HOLDOUT_BAND_Z = 1.645
+# the hold-out miss (one draw of the forecast's own error) is taken as its standard deviation (``TrendFit.band``)
 HOLDOUT_FIT_FRACTION = 0.5     # the hold-out check fits the first half of the fitted steps ...
 HOLDOUT_CHECK_FROM = 0.75      # ... and measures its miss on the last quarter
 
@@ -358,9 +362,22 @@ def steps_to_target(fit: TrendFit, target: float, flat: bool = False) -> StepEst
         boot.append(u * fit.t_scale - fit.t_shift if np.isfinite(u) else np.inf)
     boot = np.array(boot)
     lo, hi = np.percentile(boot, 5, method="lower"), np.percentile(boot, 95, method="higher")  # inf-safe
+    band_lo, band_hi = _band_reaching(fit, target)   # the hold-out miss widens the steps as it widens the loss
+    lo, hi = min(lo, band_lo), max(hi, band_hi)
     if never:
         hi = np.inf
     return StepEstimate(as_step(point), as_step(lo), as_step(hi), floor)
+
+
+def _band_reaching(fit: TrendFit, target: float, max_factor: float = 1e4) -> tuple[float, float]:
+    """The first steps after the last where the forecast band's low and its high end reach ``target`` (inf:
+    not within ``max_factor`` times the steps done): the step range ``TrendFit.band`` gives for it."""
+    if fit.holdout_error_per_log <= 0:
+        return np.inf, 0.0
+    grid = np.geomspace(max(fit.last_step, 1), max(fit.last_step, 1) * max_factor, 400)
+    low, high = fit.band(grid)
+    first = [grid[np.argmax(end <= target)] if np.any(end <= target) else np.inf for end in (low, high)]
+    return first[0], first[1]
 
 
 def diminishing_returns_step(fit: TrendFit, step_time_s: float, min_progress_per_hour: float,

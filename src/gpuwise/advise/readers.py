@@ -398,10 +398,11 @@ def _from_records(path: Path, names: list[str], rows: Iterable[tuple[Where, Mapp
     if not records:
         raise AdviseError(f"{path}: no rows with a value in column {loss_col!r}")
     _say_skipped(path, skipped)
-    tally = None
     if bins.width > 1:
         logger.info("%s: %d rows thinned to %d points (one per %d steps)", path, bins.rows_read, len(records), bins.width)
-        tally = nonfinite.tally()
+    # every read log's NaN/inf losses by the one rule, thinned or not (a resumed run that stops short of the first
+    # attempt's end: its later rows no longer count, whatever the log's length)
+    tally = nonfinite.tally()
 
     def col(i: int) -> np.ndarray | None:
         vals = [r[i] for r in records]

@@ -36,8 +36,12 @@ def trained_kind(usage: UsageSummary, recorded_gpu_name: str | None, chosen: GPU
     said = f"{source}: the job ran on GPUs of {len(kinds)} kinds ({usage.gpu_kinds_words})"
     if chosen is not None:
         raise CalibrateError(f"{said}, none of them {chosen.id}: pass --gpu with one of them ({known})")
-    record = (f"its torch record's GPU, {recorded_gpu_name}, is none of them" if recorded_gpu_name
-              else "no torch record says which it trained on")
+    if not recorded_gpu_name:
+        record = "no torch record says which it trained on"
+    elif named is None:    # a kind the catalog cannot name is not told apart from the others by its catalog id
+        record = f"its torch record's GPU, {recorded_gpu_name}, is not in the catalog (docs/catalog.md: add it)"
+    else:
+        record = f"its torch record's GPU, {recorded_gpu_name}, is none of them"
     raise CalibrateError(f"{said} and {record}: pass --gpu with the one to calibrate ({known})")
 
 

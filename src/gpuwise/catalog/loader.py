@@ -184,7 +184,7 @@ def _form_hint(key: str, value: Any, schema: dict[str, str]) -> str:
     if schema.get(key) != _SIZE:
         return ""
     unit = _SIZE_EXAMPLE_UNIT[key]
-    figure = value if _has_type(value, _NUM) and value > 0 else 24
+    figure = value if _has_type(value, _NUM) and 0 < value < float("inf") else 24   # inf, nan: the example's 24
     hint = f'{key} = "{figure:g}{unit}"'
     if f"{key}_bytes" in schema:
         hint += f", or {key}_bytes = {round(figure * parse_bytes('1' + unit))}"

@@ -17,10 +17,10 @@ Without ``--precision`` (``workload.precision_default``) each GPU runs the defau
 there (a bf16 default at fp16 on a GPU without bf16): each ``per_gpu`` row names its ``precision``.
 
 ``time.likely_step_time_range_s`` (and each ``per_gpu`` row's) is where 8 in 10 held-out public runs
-of the same regime measured given the prediction (``time.regime``: large-batch, small-batch, multi-gpu,
-compiled, llm), or None; where none is, ``time.likely_range_note`` says why (plan/accuracy.py's
-``why_no_range``: "no held-out run measures this (...)", or for multi-GPU and compiled steps, whose held-out
-runs score only a speed-up, that no held-out run scores their time). ``time_accuracy`` is the shipped model's
+of the same regime measured given the prediction (``time.regime``: runtime/accuracy.py's ``REGIMES``), or None;
+where none is, ``time.likely_range_note`` says why (plan/accuracy.py's ``why_no_range``: "no held-out run
+measures this (...)", or for compiled steps, whose held-out pairs score only a speed-up over eager, that no
+held-out run scores their time). ``time_accuracy`` is the shipped model's
 measured error on that regime's held-out runs (None without any). Each ``per_gpu``
 row carries its ``warnings`` (e.g. the CPU cores real JPEGs would need).
 """

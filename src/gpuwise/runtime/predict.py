@@ -27,6 +27,7 @@ from gpuwise.runtime.rates import fallback_warning
 from gpuwise.runtime.stack import Stack
 from gpuwise.trace.records import Trace
 from gpuwise.workload import Workload
+from gpuwise.workload.parallelism import effective_sharding
 from gpuwise.workload.precision import parse
 from gpuwise.workload.specs import image_side
 
@@ -129,7 +130,8 @@ def fuse_for_compile(times: list[OpTime], rest: float = 0.0) -> list[OpTime]:
 
 
 def multi_gpu_regime(sharding: str, count: int, gpus_per_node: int) -> str:
-    """The regime of a training step on ``count`` > 1 GPUs (runtime/accuracy.py): data parallel within one node
+    """The regime of a training step on ``count`` > 1 GPUs whose one-GPU step is big-batch eager
+    (runtime/accuracy.py): data parallel within one node
     (``multi-gpu``, what Lambda's held-out multi-GPU runs measure), sharded (ZeRO / FSDP: the gathers of the
     weights, no held-out run) or over several nodes (the network, no held-out run). An inference step on N GPUs
     is N replicas of one GPU's step and keeps the single-GPU regime."""
@@ -253,8 +255,6 @@ def predict_step_time(
     warnings.extend(_precision_warnings(precision, gpu))
     if getattr(trace, "control_flow_reads", 0):     # the model's own branches read tensor values (an early exit):
         regime = "data-dependent"                    # the traced path may be far from a real one, on any GPU count
-    elif count > 1 and wl.is_training:
-        regime = multi_gpu_regime(wl.sharding, count, (topology or topology_for(gpu)).gpus_per_node)
     elif stack.compile:
         regime = "compiled"
     elif getattr(trace, "upper_bound_ops", 0):     # data-dependent ops traced at their upper bound
@@ -267,6 +267,10 @@ def predict_step_time(
         regime = "small-batch"
     else:
         regime = "large-batch"
+    if regime == "large-batch" and count > 1 and wl.is_training:
+        # only a step that is big-batch eager on one GPU is what the multi-GPU runs measure; a compiled, small-batch,
+        # RNN, MIG or data-dependent one keeps its own regime (no range) on any count
+        regime = multi_gpu_regime(effective_sharding(wl), count, (topology or topology_for(gpu)).gpus_per_node)
     return StepTime(
         gpu=gpu.id, count=count, step_time_s=step_s, samples_per_s=samples / step_s if step_s else 0.0,
         by_class_s=by_class, bound=bound, compute_s=compute_s, communication_s=comm_s,
