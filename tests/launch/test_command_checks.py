@@ -18,7 +18,7 @@ import pytest
 from gpuwise.launch import parse_command, plan_launch, render
 from gpuwise.launch.plan import LaunchError
 from gpuwise.launch.skypilot import skypilot_task
-from gpuwise.launch.torchrun import LAUNCHER, torchrun_lines
+from gpuwise.launch.torchrun import launcher, torchrun_lines
 from gpuwise.launch.wheel import build_wheel
 
 RESNET = ("recommend", "torchvision:resnet18", "--steps", "10", "--provider", "runpod", "--emit", "torchrun")
@@ -32,7 +32,7 @@ def _worker(plan) -> list[str]:
     """What torchrun runs after its own options, from the emitted line parsed as the shell will."""
     (line,) = torchrun_lines(plan)
     argv = shlex.split(line)
-    assert tuple(argv[:3]) == LAUNCHER
+    assert tuple(argv[:3]) == launcher(plan)
     return argv[next(i for i, a in enumerate(argv) if a.startswith("--max-restarts=")) + 1:]
 
 

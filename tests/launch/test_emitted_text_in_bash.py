@@ -65,7 +65,7 @@ def test_on_several_nodes_master_addr_expands_and_the_user_s_arguments_do_not(ca
     argvs = _argvs(tmp_path)
     assert len(argvs) == plan.nodes == 2
     for rank, argv in enumerate(argvs):
-        assert "--master-addr=10.1.2.3" in argv and f"--node-rank={rank}" in argv
+        assert "--rdzv-endpoint=10.1.2.3:29500" in argv and f"--rdzv-conf=is_host={int(rank == 0)}" in argv
         assert argv[argv.index("train.py") + 1:] == USER_ARGS
 
 
@@ -77,7 +77,7 @@ def test_the_skypilot_run_script_expands_skypilot_s_variables_and_keeps_the_user
     done = _run(run, tmp_path, env)
     assert done.returncode == 0, done.stderr
     (argv,) = _argvs(tmp_path)
-    for expanded in ("--node-rank=1", "--nnodes=2", "--nproc-per-node=8", "--master-addr=10.0.0.7"):
+    for expanded in ("--rdzv-conf=is_host=0", "--nnodes=2", "--nproc-per-node=8", "--rdzv-endpoint=10.0.0.7:29500"):
         assert expanded in argv, argv
     assert argv[argv.index("train.py") + 1:] == USER_ARGS
 

@@ -45,7 +45,8 @@ def test_emitted_yaml_parses_with_skypilot_and_names_the_gpu_count_spot_and_clou
     assert "torchrun" in task.run and "train.py --checkpoint-dir ckpt --steps 1000" in task.run
     assert "gpuwise run" in task.run and "-eq 75" in task.run
     if nodes > 1:
-        assert "--node-rank=$SKYPILOT_NODE_RANK" in task.run and "SKYPILOT_NODE_IPS" in task.run
+        assert "--rdzv-id=$SKYPILOT_TASK_ID" in task.run and "is_host=$((SKYPILOT_NODE_RANK==0))" in task.run
+        assert "SKYPILOT_NODE_IPS" in task.run
 
 
 def test_a_provider_skypilot_does_not_know_says_so_and_still_gives_torchrun_lines(cat):

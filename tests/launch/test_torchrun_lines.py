@@ -23,15 +23,16 @@ def cat():
     return load_catalog(user_file=False)
 
 
-def test_one_line_per_node_with_a_static_rendezvous_on_node_zero(cat):
+def test_one_line_per_node_with_a_c10d_rendezvous_hosted_on_node_zero(cat):
     plan = plan_launch(SimpleNamespace(count=16, provider="aws", spot=False), cat.gpu("h100-sxm"), "python train.py --lr 3e-4")
     lines = torchrun_lines(plan)
     assert len(lines) == 2
     for rank, line in enumerate(lines):
         argv = shlex.split(line)
-        assert tuple(argv[:3]) == LAUNCHER and f"--node-rank={rank}" in argv and "--nnodes=2" in argv
+        assert tuple(argv[:3]) == LAUNCHER and "--rdzv-backend=c10d" in argv and "--nnodes=2" in argv
+        assert f"--rdzv-conf=is_host={int(rank == 0)}" in argv and not any(a.startswith("--node-rank") for a in argv)
         assert "--nproc-per-node=8" in argv and argv[-3:] == ["train.py", "--lr", "3e-4"]
-        assert "--master-addr=$MASTER_ADDR" in line
+        assert "--rdzv-endpoint=$MASTER_ADDR:29500" in line
 
 
 def test_modules_and_non_python_commands_keep_their_meaning(cat):

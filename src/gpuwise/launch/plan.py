@@ -13,8 +13,8 @@ from gpuwise.launch.errors import LaunchError
 from gpuwise.launch.assumptions import JobAssumptions
 from gpuwise.launch.sharding import ShardingSetup
 
-MASTER_PORT = 29500
-MAX_RESTARTS = 3          # torchrun restarts the workers when one dies; the guard resumes them
+RDZV_PORT = 29500         # node 0's port for torchrun's c10d rendezvous (several nodes)
+MAX_RESTARTS = 3          # torchrun restarts every node's workers when one dies; the guard resumes them
 ENV_VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"   # the GPUs one process of a layer split places the model on
 
 # What a launched script reads to run the batch split the plan is priced on (both emitters set them: the
@@ -206,7 +206,7 @@ def plan_launch(option, gpu: GPU, command: str, *, batch: BatchSplit | None = No
                      f"whole model)")
     if nodes > 1 and not topo.multi_node:
         notes.append(f"{option.provider} does not rent several machines as one cluster ({topo.note}); "
-                     f"the {nodes} nodes must reach each other on port {MASTER_PORT}")
+                     f"the {nodes} nodes must reach each other (node 0 on port {RDZV_PORT})")
     entry = provider_entry(option.provider) or {}
     cloud = entry.get("skypilot_cloud")
     if cloud is None:

@@ -10,6 +10,9 @@ only where ``--quantization`` says how (``VLLM_QUANTIZATION``, from vLLM 0.10's
 
 from __future__ import annotations
 
+import shlex
+from pathlib import Path
+
 from gpuwise.launch.plan import LaunchError
 from gpuwise.workload.checkpoint import stored_quant
 
@@ -52,7 +55,7 @@ def server_emit_refusal(rec, emit: str) -> str:
         # --max-model-len: vLLM refuses to start where the model's whole context does not fit its KV cache
         flags = ([f"--tensor-parallel-size {b.count}"] if b.count > 1 else []) + [
             f"--max-model-len {w.tokens_per_sequence + w.max_new_tokens}"] + quantization
-        run = f"`vllm serve {_served_id(w)} {' '.join(flags)}`"
+        run = f"`vllm serve {shlex.quote(_served_id(w))} {' '.join(flags)}`"
     else:
         run = "your server"
     where = f"{b.count}× {b.gpu} from {b.provider}"
@@ -63,4 +66,7 @@ def server_emit_refusal(rec, emit: str) -> str:
 
 
 def _served_id(workload) -> str:
-    return workload.model.removeprefix("hf:")
+    """What ``vllm serve`` takes for the model: a Hub id as given; for a local config (``hf:awq/config.json``)
+    the directory that holds it (``awq``): vLLM loads a model directory or a Hub id, not a config file."""
+    name = workload.model.removeprefix("hf:")
+    return str(Path(name).parent) if name.endswith(".json") else name

@@ -4,11 +4,14 @@
 ``use_spot``, and ``infra: cloud/region``; ``num_nodes`` the nodes; ``envs`` the batch split and sharding the
 plan is priced on (``LaunchPlan.env``: GPUWISE_MICRO_BATCH …, GPUWISE_SHARDING …, exported to ``setup`` and
 ``run``, and overridable by ``sky launch --env``); ``run`` writes the plan's DeepSpeed config (a ZeRO plan,
-``LaunchPlan.files``), then starts the user's command under torchrun on every node (node rank and addresses
-from SkyPilot's ``SKYPILOT_*`` variables), sampled by ``gpuwise run`` (a new run log per start, named by node
+``LaunchPlan.files``), then starts the user's command under torchrun on every node (several nodes: torchrun's
+c10d rendezvous on the first of ``SKYPILOT_NODE_IPS``, hosted by node 0, its id ``SKYPILOT_TASK_ID``, the same on
+every node and after a managed job's recovery), sampled by ``gpuwise run`` (a new run log per start, named by node
 rank and start: ``run_log_name``) and restarted while the guard exits with its restart code. gpuwise itself
 comes as a wheel of the running version (:mod:`gpuwise.launch.wheel`) that the task uploads (``file_mounts``)
-and ``setup`` installs: no package registry serves gpuwise.
+and ``setup`` installs: no package registry serves gpuwise. Where the command names its interpreter
+(``/usr/bin/python3 train.py``), torchrun runs under it, and ``setup`` installs the job's requirements and the
+wheel with that interpreter's pip too.
 
 A spot option is launched as a managed job (``sky jobs launch``), which SkyPilot relaunches after a
 preemption; ``sky launch`` on a spot cluster does not recover it.
@@ -16,13 +19,15 @@ preemption; ``sky launch`` on a spot cluster does not recover it.
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import yaml
 
 from gpuwise.launch.plan import LaunchError, LaunchPlan
 from gpuwise.launch.sharding import write_files_lines
-from gpuwise.launch.torchrun import shell_line, supervised, worker_argv
+from gpuwise.launch.torchrun import (DEFAULT_PYTHON, launch_python, rdzv_env_lines, shell_line, supervised,
+                                     worker_argv)
 
 # gpuwise GPU id -> SkyPilot accelerator name, per cloud where the names differ (from SkyPilot 0.14's
 # catalog fetchers: sky/catalog/data_fetchers/fetch_{aws,gcp,lambda_cloud,runpod}.py).
@@ -49,11 +54,15 @@ def remote_wheel(wheel: Path) -> str:
     return f"{REMOTE_WHEEL_DIR}/{wheel.name}"
 
 
-def setup_script(wheel: Path) -> str:
+def setup_script(wheel: Path, python: str = DEFAULT_PYTHON) -> str:
     """The task's ``setup``: the job's own requirements (when workdir has them), then the uploaded wheel of
-    this gpuwise (the same code, so the remote ``gpuwise run`` reads and writes what this one does)."""
-    return ("if [ -f requirements.txt ]; then pip install -r requirements.txt; fi\n"
-            f"pip install {remote_wheel(wheel)}")
+    this gpuwise (the same code, so the remote ``gpuwise run`` reads and writes what this one does). A command
+    that names its interpreter (``python``, ``launch_python``) runs under it with torchrun: the requirements go to
+    that interpreter's pip, and the wheel to it as well as to ``pip`` (the ``gpuwise`` command on PATH)."""
+    own_pip = [] if python == DEFAULT_PYTHON else [f"{shlex.quote(python)} -m pip"]
+    job_pip = (own_pip or ["pip"])[0]
+    return (f"if [ -f requirements.txt ]; then {job_pip} install -r requirements.txt; fi\n"
+            + "\n".join(f"{pip} install {remote_wheel(wheel)}" for pip in ["pip", *own_pip]))
 
 
 def launch_command(plan: LaunchPlan) -> str:
@@ -84,12 +93,15 @@ def skypilot_task(plan: LaunchPlan, wheel: Path, *, name: str | None = None) -> 
     resources = {"accelerators": f"{accelerator_name(plan.gpu.id, plan.skypilot_cloud)}:{plan.gpus_per_node}",
                  "use_spot": plan.spot,
                  "infra": "/".join(p for p in (plan.skypilot_cloud, plan.region) if p)}
-    line = shell_line(worker_argv(plan, "$SKYPILOT_NODE_RANK", master_addr="$MASTER_ADDR",
-                              nproc_per_node="$SKYPILOT_NUM_GPUS_PER_NODE", nnodes="$SKYPILOT_NUM_NODES")
-                  if plan.nodes > 1 else worker_argv(plan, nproc_per_node="$SKYPILOT_NUM_GPUS_PER_NODE"))
+    # node 0 hosts the rendezvous ($((…)) is 1 there, 0 elsewhere); SkyPilot's task id is the same on every node
+    line = shell_line(worker_argv(plan, rdzv_host="$((SKYPILOT_NODE_RANK==0))", master_addr="$MASTER_ADDR",
+                                  job_id="$SKYPILOT_TASK_ID", nproc_per_node="$SKYPILOT_NUM_GPUS_PER_NODE",
+                                  nnodes="$SKYPILOT_NUM_NODES")
+                      if plan.nodes > 1 else worker_argv(plan, nproc_per_node="$SKYPILOT_NUM_GPUS_PER_NODE"))
     run = ""
     if plan.nodes > 1:
         run += 'MASTER_ADDR=$(echo "$SKYPILOT_NODE_IPS" | head -n1)\n'
+    run += "".join(f"{line}\n" for line in rdzv_env_lines(plan))    # a node started again re-joins the job
     run += "".join(f"{line}\n" for line in write_files_lines(plan.files))   # the DeepSpeed config, on every node
     # each start (a restart after exit 75, a second `sky exec` in the same workdir) gets a new run log of its own,
     # named by node rank, start and time (``run_log_name``): a run log holds one run, and `gpuwise run` creates
@@ -103,7 +115,7 @@ def skypilot_task(plan: LaunchPlan, wheel: Path, *, name: str | None = None) -> 
         **({"envs": dict(plan.env)} if plan.env else {}),
         "workdir": ".",
         "file_mounts": {remote_wheel(wheel): str(wheel)},
-        "setup": setup_script(wheel),
+        "setup": setup_script(wheel, launch_python(plan)),
         "run": run,
     }
 
