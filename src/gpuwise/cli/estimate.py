@@ -55,6 +55,7 @@ def estimate(
     if max_batch and len(gpus) != 1:
         raise c.WorkloadError("--max-batch needs one --gpu NAME")
     workload = workload_from(model, workload_kwargs, gpu=gpus[0] if len(gpus) == 1 else None)
+    gpus = _whole_gpus_for(gpus, workload.num_gpus, every_gpu=len(gpus) > 1)
     batch_defaulted = c.option_defaulted("batch_size")    # said in the header, as the precision's default is
     if plot:
         _check_plot(plot, workload)       # before the trace: a bad path is refused with nothing lost
@@ -105,6 +106,33 @@ def estimate(
         plot_timeline(est, plot)
         if not json_out:
             c.console.print(f"[dim]plot written to {escape(plot)}[/]")
+
+
+def mig_count_refusal(gpu, count: int) -> str | None:
+    """Why one job cannot span ``count`` GPUs like ``gpu`` (None: it can, or ``count`` is 1): ``gpu`` is a MIG
+    slice. A process sees one slice (docs/catalog.md), slices have no peer-to-peer, and NCCL, which tensor- and
+    pipeline-parallel serving and multi-GPU training (data-parallel and sharded alike) communicate through, runs no
+    collective across slices: the rule by which recommend rents a slice one at a time, never × N (plan.offers)."""
+    from gpuwise.catalog.resolve import is_mig_slice
+
+    if count <= 1 or not is_mig_slice(gpu):
+        return None
+    return (f"--num-gpus {count} on {gpu.id}: a MIG slice is one device to one process, with no peer-to-peer and "
+            "no NCCL collective across slices, so neither tensor-parallel serving nor multi-GPU training spans "
+            "slices; run --num-gpus 1 on the slice, or whole GPUs")
+
+
+def _whole_gpus_for(gpus: list, count: int, *, every_gpu: bool) -> list:
+    """The GPUs a job on ``count`` of each can be estimated on: a MIG slice asked for is refused (one line,
+    ``mig_count_refusal``); with ``--gpu all`` the catalog's slices are left out, said once on stderr."""
+    refused = [g for g in gpus if mig_count_refusal(g, count)]
+    if refused and not every_gpu:
+        raise c.WorkloadError(mig_count_refusal(refused[0], count))
+    if refused:
+        logging.getLogger("gpuwise.cli").warning(
+            f"{len(refused)} MIG slice{'s' if len(refused) > 1 else ''} left out ({', '.join(g.id for g in refused)}): "
+            f"a job does not span slices, so not {count} of them")
+    return [g for g in gpus if g not in refused]
 
 
 def calibrated_gpus(out: dict) -> list[str]:
@@ -169,7 +197,8 @@ def _render(out: dict, est, *, batch_defaulted: bool = False) -> None:
     table.add_row("[bold]peak allocated[/]", f"[bold]{format_bytes(mem['peak_allocated_bytes'])}[/]")
     table.add_row("peak reserved (allocator cache)", format_bytes(mem["peak_reserved_bytes"]))
     table.add_row("CUDA context", format_bytes(mem["cuda_context_bytes"]))
-    table.add_row("[bold]total (nvidia-smi)[/]", f"[bold]{format_bytes(mem['total_bytes'])}[/]")
+    for label, value in _total_rows(mem, out["inference"]):
+        table.add_row(label, value)
     con.print(table)
     if mem["top_modules"]:
         con.print("Top modules by activation memory: " + ", ".join(
@@ -202,7 +231,8 @@ def _render(out: dict, est, *, batch_defaulted: bool = False) -> None:
     if t:
         from gpuwise.runtime.model import SHARDING_OVERHEAD_PART, bound_word
 
-        con.print(f"Step time {format_duration(t['step_time_s'])}, {format_samples_rate(t['samples_per_s'])} samples/s, "
+        con.print(_serving_time_line(t, out["inference"], w) if out["inference"] else
+                  f"Step time {format_duration(t['step_time_s'])}, {format_samples_rate(t['samples_per_s'])} samples/s, "
                   f"bound by {bound_word(t['bound'])}")
         acc = out.get("time_accuracy")
         if t.get("likely_step_time_range_s") and acc:
@@ -237,7 +267,9 @@ def _render(out: dict, est, *, batch_defaulted: bool = False) -> None:
         grid = Table(title="Every GPU in the catalog", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
                      show_edge=False,  # no edge columns: the bound column says "bandwidth" and stays in 80
                      collapse_padding=True)
-        for col in ("gpu", "memory", "needs", "fits", "step", "samples/s", "bound"):
+        # a serving step is a batch of requests (_serving_time_line), a training or forward step one of samples
+        for col in ("gpu", "memory", "needs", "fits", "step", "requests/s" if out["inference"] else "samples/s",
+                    "bound"):
             grid.add_column(col, justify="left" if col in ("gpu", "bound") else "right", no_wrap=col == "gpu")
         # a GPU the job cannot run on says why in its fits column ("no bf16"), below those it can run on
         for row in sorted(out["per_gpu"],
@@ -300,6 +332,36 @@ def _say_decoding_cores(rows: list[dict]) -> None:
 def _why_not_short(reason: str) -> str:
     """A cannot-run reason (``plan.profile.cannot_run``) short enough for a table cell: "no bf16"."""
     return reason.split(" on this GPU")[0].split(":")[0]
+
+
+def _total_rows(mem: dict, inf: dict | None) -> list[tuple[str, str]]:
+    """The table's last rows: what nvidia-smi shows. Under vLLM that is its pre-allocation (gpu_memory_utilization
+    of the GPU: weights, activations and KV cache), not the batch's own peak, which is a row of its own."""
+    reserved = (inf or {}).get("serving_reserved_bytes")
+    if reserved is None:
+        return [("[bold]total (nvidia-smi)[/]", f"[bold]{format_bytes(mem['total_bytes'])}[/]")]
+    return [("this batch needs", format_bytes(mem["total_bytes"])),
+            (f"[bold]total (nvidia-smi: vLLM's {inf['gpu_memory_utilization']:g} of the GPU)[/]",
+             f"[bold]{format_bytes(reserved)}[/]")]
+
+
+def _serving_time_line(t: dict, inf: dict, w) -> str:
+    """The time of a serving step in serving's words: a batch of requests end to end, its requests/s and output
+    tokens/s; at --request-rate, one request on an idle replica (what the load does to it is the load's line,
+    ``_render_inference``), with no rate of its own that could be read against the rate asked."""
+    from gpuwise.runtime.model import bound_word
+
+    batch, prompt, new = inf["batch_size"], inf["prompt_tokens"], inf["new_tokens"]
+    each = " each" if batch > 1 else ""
+    tokens = f"{prompt:,} + {new:,} tokens{each}" if new else f"{prompt:,} prompt tokens{each}, nothing generated"
+    step, bound = format_duration(t["step_time_s"]), f"bound by {bound_word(t['bound'])}"
+    if w.request_rate_per_s is not None:
+        alone = "one request" if batch == 1 else f"one static batch of {batch} requests"
+        return f"Alone on an idle replica, {alone} ({tokens}) takes {step} end to end, {bound}"
+    rate = format_request_rate(batch / t["step_time_s"])
+    output = f", {batch * new / t['step_time_s']:,.0f} output tokens/s" if new else ""
+    return (f"A batch of {batch} request{'s' if batch > 1 else ''} ({tokens}) takes {step} end to end: "
+            f"{rate}{output}, {bound}")
 
 
 def _render_inference(inf: dict) -> None:

@@ -13,9 +13,21 @@ import functools
 import inspect
 import logging
 import typing
-from typing import Annotated, Any, Callable
+from typing import Annotated, Any, Callable, Optional
+
+import typer
 
 from gpuwise.cli import common as c
+
+# vLLM's own flags, by their vLLM names: the serving memory of a decoder LLM (Workload.kv_cache_dtype,
+# Workload.gpu_memory_utilization; the choices are workload.storage's KV_CACHE_BYTES)
+KvCacheDtypeOpt = Annotated[str, typer.Option(
+    "--kv-cache-dtype", help="LLM serving (--mode infer): the KV cache's dtype, as vLLM's --kv-cache-dtype: auto (the "
+    "model's dtype), fp8 (fp8_e4m3, fp8_e5m2: 1 byte), bf16; with --engine hf also fp16, fp32, int8, int4 "
+    "(transformers' quantized cache).")]
+GpuMemoryUtilizationOpt = Annotated[Optional[float], typer.Option(
+    "--gpu-memory-utilization", help="--engine vllm: the share of each GPU's memory vLLM pre-allocates for weights, "
+    "activations and KV cache, in (0, 1] (vLLM's flag; default 0.9).")]
 
 # name -> (typer annotation, default). The order is the order in --help.
 WORKLOAD_OPTIONS: dict[str, tuple[Any, Any]] = {
@@ -44,6 +56,8 @@ WORKLOAD_OPTIONS: dict[str, tuple[Any, Any]] = {
     "cpu_workers": (c.CpuWorkersOpt, None),
     "engine": (c.EngineOpt, None),     # None: hf, or vllm at --request-rate (``workload.model.default_engine``)
     "request_rate": (c.RequestRateOpt, None),
+    "kv_cache_dtype": (KvCacheDtypeOpt, "auto"),
+    "gpu_memory_utilization": (GpuMemoryUtilizationOpt, None),
     "logits": (c.LogitsOpt, "fp32"),
     "lora_dropout": (c.LoraDropoutOpt, 0.05),
 }
@@ -55,7 +69,8 @@ _PANEL_OF = {
     "Workload: the step": ("batch_size", "seq_len", "image_size", "precision", "optimizer", "mode",
                            "grad_checkpointing", "channels_last", "grad_accum"),
     "Workload: fine-tuning and LLMs": ("finetune", "lora_rank", "lora_targets", "quant", "max_new_tokens",
-                                       "request_rate", "logits", "lora_dropout"),
+                                       "request_rate", "kv_cache_dtype", "gpu_memory_utilization", "logits",
+                                       "lora_dropout"),
     "Workload: several GPUs": ("num_gpus", "sharding", "offload"),
     "Workload: software stack": ("attention", "compile", "optimizer_impl", "keep_grads", "input_rate", "cpu_workers",
                                  "engine"),
@@ -114,6 +129,16 @@ def workload_options(*, exclude: tuple[str, ...] = (), help: dict[str, str] | No
     return decorate
 
 
+# Workload fields c.build_workload does not take: set on the workload it builds (and checked there, as every field is)
+SERVING_MEMORY_OPTIONS = ("kv_cache_dtype", "gpu_memory_utilization")
+
+
+def _build(model: str, batch_size: int, kw: dict):
+    """``c.build_workload`` with the serving-memory options (``SERVING_MEMORY_OPTIONS``) set on what it builds."""
+    serving = {n: kw.pop(n) for n in SERVING_MEMORY_OPTIONS if n in kw}
+    return c.build_workload(model, batch_size=batch_size, **kw).with_(**serving)
+
+
 def workload_from(model: str, workload_kwargs: dict, *, batch_size: int | None = None, gpu=None, **overrides):
     """The Workload for ``model`` from the shared options (``batch_size`` parsed by the caller). Without
     --precision, the one default rule (``Workload.with_default_precision``: an LLM's
@@ -134,8 +159,12 @@ def workload_from(model: str, workload_kwargs: dict, *, batch_size: int | None =
         kw["optimizer"], kw["optimizer_default"] = DEFAULT_OPTIMIZER, True
     # serving a checkpoint stored quantized (its quantization_config: DeepSeek-V3's FP8) loads it so
     kw["quant"] = served_quant(model, mode=kw.get("mode", "train"), quant=kw.get("quant", "none"))
-    workload = c.build_workload(model, batch_size=batch_size if batch_size is not None else
-                                c.parse_batch_size(workload_kwargs.get("batch_size", "32")), **kw)
+    workload = _build(model, batch_size if batch_size is not None else
+                      c.parse_batch_size(workload_kwargs.get("batch_size", "32")), kw)
+    from gpuwise.plan.generation import serving_memory_model_refusal
+
+    if (refusal := serving_memory_model_refusal(workload)) is not None:
+        raise c.WorkloadError(refusal)
     if defaulted:
         workload = workload.with_default_precision(gpu)
     for message in (*workload.inert_settings(), *_named_default_inert(workload, workload_kwargs)):
@@ -180,7 +209,7 @@ def workload_or_checked(model: str | None, workload_kwargs: dict, *, used_withou
     kw["precision"] = "fp32" if kw.get("precision") is None else kw["precision"]
     kw["optimizer"] = DEFAULT_OPTIMIZER if kw.get("optimizer") is None else kw["optimizer"]
     kw.pop("request_rate", None)     # what a rate sizes is the model's serving: said below, unused without one
-    c.build_workload(NO_MODEL, batch_size=c.parse_batch_size(workload_kwargs.get("batch_size", "32")), **kw)
+    _build(NO_MODEL, c.parse_batch_size(workload_kwargs.get("batch_size", "32")), kw)
     for name in given_options(workload_kwargs):
         if name not in used_without_model:
             logging.getLogger("gpuwise.cli").warning(

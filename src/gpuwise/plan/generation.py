@@ -6,8 +6,8 @@ a KV cache of every layer's K and V. Both are modelled with the closed form's ow
 the model's config (``decoder.arch_from_config``: layers, KV heads, head width; its activation and training
 rules do not apply to these models and are not used):
 
-- memory: the KV cache by the closed form's rule (``DecoderArch.kv_cache_bytes``, at the compute dtype as
-  ``plan.llm.kv_bytes_per_element`` says) added to the traced forward at the peak (``memory.generation``);
+- memory: the KV cache by the closed form's rule (``DecoderArch.kv_cache_bytes``, at the compute dtype or
+  ``--kv-cache-dtype``'s, as ``plan.llm.kv_bytes_per_element`` says) added to the traced forward at the peak (``memory.generation``);
 - time: the traced forward is the prefill (time to first token); each new token is the closed form's decode
   step (``runtime.llm.decode_step``: the weights the trace holds and the KV cache read once a token, the GEMMs,
   HF generate's eager host time) at the mean context, composed as ``runtime.llm.generation_time`` does;
@@ -33,7 +33,7 @@ from gpuwise.runtime.llm import decode_step, generation_time
 from gpuwise.runtime.model import StepTime
 from gpuwise.units import format_bytes
 from gpuwise.workload import Workload, WorkloadError
-from gpuwise.workload.decoder import DecoderArch, arch_from_config, engine_caches_mla_latent
+from gpuwise.workload.decoder import DecoderArch, arch_from_config, engine_caches_mla_latent, is_llm
 from gpuwise.workload.specs import CAUSAL_LM, SEQ2SEQ_LM, resolve_model_spec
 
 GENERATION_REGIME = "generation"     # runtime.accuracy.REGIMES: no held-out run measures it yet
@@ -70,6 +70,23 @@ def generation_arch(workload: Workload) -> DecoderArch:
     return arch
 
 
+def serving_memory_model_refusal(workload: Workload) -> str | None:
+    """Why ``--kv-cache-dtype`` or ``--gpu-memory-utilization`` does not apply to ``workload``'s model (None: it
+    does, or neither is given); the workload itself checks the job (``workload.model.serving_memory_refusal``). A
+    decoder LLM of the closed form takes both; a traced model is never served by vLLM, and keeps a KV cache only
+    generating (HF generate, whose cache takes --kv-cache-dtype's bytes)."""
+    util_given, dtype_given = workload.gpu_memory_utilization is not None, workload.kv_cache_dtype != "auto"
+    if not (util_given or dtype_given) or is_llm(workload):
+        return None
+    if util_given:
+        return (f"--gpu-memory-utilization is vLLM's reservation, modelled for the decoder LLMs of the closed form "
+                f"(docs/llm.md); {workload.model} is traced, not served by vLLM")
+    if not generates(workload):
+        return (f"--kv-cache-dtype: {workload.model} keeps no KV cache in this job (the cache is a decoder's "
+                "generation: --mode infer --max-new-tokens N)")
+    return None
+
+
 def kv_cache_note(arch: DecoderArch, bytes_per_element: float, mla_latent: bool) -> str:
     """How a traced decoder's KV cache was sized, in one note."""
     per_token = arch.kv_cache_bytes_per_token(bytes_per_element, mla_latent=mla_latent)
@@ -85,7 +102,7 @@ def traced_generation(arch: DecoderArch, w: Workload, forward: MemoryEstimate, p
     forward of the prompts (``forward``, ``prefill``: None without a GPU or a time) with the KV cache and
     ``w.max_new_tokens`` decode steps."""
     prompt, new, batch = w.tokens_per_sequence, w.max_new_tokens, w.batch_size
-    kvb = kv_bytes_per_element(w, "auto")
+    kvb = kv_bytes_per_element(w)     # the compute dtype, or --kv-cache-dtype's (transformers' quantized cache)
     latent = engine_caches_mla_latent(w.engine)     # the cache decode_step reads (an MLA model: per head under HF)
     total_kv = arch.kv_cache_bytes(prompt + new, batch, kvb, mla_latent=latent)
     memory = with_kv_cache(forward, prompt_kv_bytes=arch.kv_cache_bytes(prompt, batch, kvb, mla_latent=latent),

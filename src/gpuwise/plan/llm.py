@@ -22,13 +22,13 @@ from gpuwise.runtime.llm import decode_step, prefill_parts, serve_time, train_st
 from gpuwise.runtime.model import StepTime
 from gpuwise.runtime.serving_load import (ServingCurve, ServingLoad, concurrency_rule, load_fraction,
                                           serving_load)
-from gpuwise.workload import Workload, WorkloadError
+from gpuwise.workload import Workload
 from gpuwise.workload.checkpoint import checkpoint_note
 from gpuwise.workload.decoder import DecoderArch, ParamCounts, defaulted_note, load_arch
 from gpuwise.units import format_bytes, format_request_rate
-from gpuwise.workload.storage import compute_bytes
+from gpuwise.workload.model import DEFAULT_GPU_MEMORY_UTILIZATION
+from gpuwise.workload.storage import kv_cache_bytes_per_element
 
-DEFAULT_GPU_MEMORY_UTILIZATION = 0.9    # vLLM's default share of GPU memory it pre-allocates
 VLLM_MAX_NUM_SEQS = 256                 # vLLM's default max_num_seqs below its large-GPU tier (vllm_batch_defaults)
 GIB = 1 << 30
 
@@ -50,7 +50,6 @@ def vllm_batch_defaults(gpu) -> VllmBatchDefaults:
     if memory >= 70 * GIB and "a100" not in name:
         return VllmBatchDefaults(8192, 1024)
     return VllmBatchDefaults(2048, VLLM_MAX_NUM_SEQS)
-KV_CACHE_BYTES = {"auto": None, "fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
 
 
 @dataclass(frozen=True)
@@ -198,21 +197,27 @@ class LlmEstimate:
         }
 
 
-def estimate_llm(workload: Workload, gpu: GPU | None = None, *, double_quant: bool = True, kv_cache_dtype: str = "auto",
-                 gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
+def estimate_llm(workload: Workload, gpu: GPU | None = None, *, double_quant: bool = True,
+                 kv_cache_dtype: str | None = None, gpu_memory_utilization: float | None = None,
                  arch: DecoderArch | None = None,
                  headroom_fraction: float = DEFAULT_HEADROOM_FRACTION,
                  topology: Topology | None = None, bitsandbytes_before_0_43: bool = False) -> LlmEstimate:
     """Closed-form memory (per GPU) and, with a GPU, time of an LLM training step or request batch.
 
-    ``double_quant``: nf4 with double quantization (QLoRA's default). ``kv_cache_dtype``: "auto"
-    (the compute dtype), "fp8"/"int8" (1 byte) or "int4". ``headroom_fraction``: for the serving
+    ``double_quant``: nf4 with double quantization (QLoRA's default). ``kv_cache_dtype`` ("auto": the compute
+    dtype; "fp8"/"int8": 1 byte; "int4") and ``gpu_memory_utilization`` (vLLM's reservation, (0, 1]): the
+    workload's own (``--kv-cache-dtype``, ``--gpu-memory-utilization``) where None; given, they replace the
+    workload's and are checked as it checks them (WorkloadError: a training job, vLLM's choices, the range).
+    ``headroom_fraction``: for the serving
     extras (longest context and largest batch that fit), as in ``gpuwise.plan.fit``. ``topology``: how
     ``workload.num_gpus`` GPUs are linked (``topology_for(gpu, provider)``); None: the GPU's usual machine.
     ``bitsandbytes_before_0_43``: the stack's 4-bit layers keep their inputs for backward (gpuwise.memory.llm).
     """
     if (why := not_a_gpu(gpu, optional=True)) is not None:
         raise PlanError(why)
+    given = {k: v for k, v in (("kv_cache_dtype", kv_cache_dtype), ("gpu_memory_utilization", gpu_memory_utilization))
+             if v is not None}
+    workload = workload.with_(**given) if given else workload
     arch = arch or load_arch(workload.model)
     notes: list[str] = []
     if workload.seq_len is None:
@@ -228,8 +233,7 @@ def estimate_llm(workload: Workload, gpu: GPU | None = None, *, double_quant: bo
         notes.append("--image-size has no effect on a text model")
     if workload.is_training:
         return _train(arch, workload, gpu, double_quant, notes, topology, bitsandbytes_before_0_43)
-    return _infer(arch, workload, gpu, double_quant, kv_cache_dtype, gpu_memory_utilization, headroom_fraction, notes,
-                  topology)
+    return _infer(arch, workload, gpu, double_quant, headroom_fraction, notes, topology)
 
 
 def _train(arch: DecoderArch, w: Workload, gpu, double_quant: bool, notes: list[str],
@@ -252,15 +256,16 @@ def _train(arch: DecoderArch, w: Workload, gpu, double_quant: bool, notes: list[
     )
 
 
-def kv_bytes_per_element(w: Workload, kv_cache_dtype: str) -> float:
-    if kv_cache_dtype not in KV_CACHE_BYTES:
-        raise WorkloadError(f"unknown KV cache dtype {kv_cache_dtype!r}; valid: {', '.join(KV_CACHE_BYTES)}")
-    return KV_CACHE_BYTES[kv_cache_dtype] or float(compute_bytes(w.precision))
+def kv_bytes_per_element(w: Workload, kv_cache_dtype: str | None = None) -> float:
+    """Bytes an element of ``w``'s KV cache holds: ``kv_cache_dtype``'s (None: the workload's own, --kv-cache-dtype),
+    by ``workload.storage.kv_cache_bytes_per_element``."""
+    return kv_cache_bytes_per_element(kv_cache_dtype or w.kv_cache_dtype, w.precision)
 
 
-def _infer(arch: DecoderArch, w: Workload, gpu, double_quant: bool, kv_cache_dtype: str,
-           utilization: float, headroom_fraction: float, notes: list[str], topology: Topology | None) -> LlmEstimate:
-    kvb = kv_bytes_per_element(w, kv_cache_dtype)
+def _infer(arch: DecoderArch, w: Workload, gpu, double_quant: bool, headroom_fraction: float, notes: list[str],
+           topology: Topology | None) -> LlmEstimate:
+    kvb = kv_bytes_per_element(w)
+    utilization = w.gpu_memory_utilization or DEFAULT_GPU_MEMORY_UTILIZATION
     note = checkpoint_note(w.model, w.quant)
     if note:
         notes.append(note)

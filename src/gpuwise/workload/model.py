@@ -15,6 +15,7 @@ from gpuwise.workload.parallelism import offload_optimizer_refusal
 from gpuwise.workload.precision import NAMES as PRECISIONS
 from gpuwise.workload.precision import Precision, default_for_model, parse
 from gpuwise.workload.specs import DEFAULT_SEQ_LEN, feeds_images, image_side, input_kind
+from gpuwise.workload.storage import KV_CACHE_BYTES, VLLM_KV_CACHE_DTYPES
 
 DEFAULT_OPTIMIZER = "adamw"   # what a job without --optimizer is priced with (Hugging Face Trainer's default)
 OPTIMIZERS = ("none", "sgd", "momentum", "adam", "adamw", "adamw-8bit", "adafactor", "lion", "paged-adamw", "paged-adamw-8bit")
@@ -28,6 +29,8 @@ ATTENTIONS = ("sdpa", "eager", "flash2")          # transformers' attn_implement
 OPTIMIZER_IMPLS = ("foreach", "fused", "for-loop")  # torch.optim: foreach is PyTorch's default on CUDA
 ENGINES = ("hf", "vllm")                         # what runs LLM inference: HF generate (eager) or vLLM
 LOGITS = ("fp32", "chunked", "fused")              # how an LLM's loss holds the logits (see memory/llm_activations.py)
+KV_CACHE_DTYPES = tuple(KV_CACHE_BYTES)            # --kv-cache-dtype (workload/storage.py: bytes an element)
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.9               # vLLM's default share of GPU memory it pre-allocates
 
 # Sanity bounds: beyond these an input is a typo, not a job.
 MAX_BATCH_SIZE = 1 << 20
@@ -93,6 +96,10 @@ class Workload:
     # LLM fine-tuning stack (memory): how the loss holds the logits, and LoRA's dropout
     logits: str = "fp32"             # transformers: float32 logits and log-softmax; chunked (LitGPT); fused (Liger)
     lora_dropout: float = 0.05       # LitGPT, QLoRA and TRL recipes (PEFT's own default is 0): keeps a mask and a copy
+    # LLM serving memory (vLLM's own flags): the KV cache's dtype ("auto": the compute dtype), and the share of the
+    # GPU's memory vLLM pre-allocates (None: vLLM's default, DEFAULT_GPU_MEMORY_UTILIZATION; --engine vllm only)
+    kv_cache_dtype: str = "auto"
+    gpu_memory_utilization: float | None = None
     # True: ``precision`` is the default rule's choice (workload/precision.py), not the user's: on a GPU
     # without bf16 the job runs at its fp16 twin instead of being refused there
     precision_default: bool = False
@@ -114,7 +121,7 @@ class Workload:
             object.__setattr__(self, "engine", default_engine(self.request_rate_per_s))
             object.__setattr__(self, "engine_default", True)
         for name in ("precision", "optimizer", "mode", "finetune", "quant", "sharding", "offload",
-                     "attention", "optimizer_impl", "engine", "logits"):
+                     "attention", "optimizer_impl", "engine", "logits", "kv_cache_dtype"):
             value = getattr(self, name)
             if isinstance(value, str) and value != value.strip().lower():
                 object.__setattr__(self, name, value.strip().lower())   # choices are case-insensitive
@@ -131,6 +138,9 @@ class Workload:
         _choice("optimizer-impl", self.optimizer_impl, OPTIMIZER_IMPLS)
         _choice("engine", self.engine, ENGINES)
         _choice("logits", self.logits, LOGITS)
+        _choice("kv-cache-dtype", self.kv_cache_dtype, KV_CACHE_DTYPES)
+        if (refusal := serving_memory_refusal(self)) is not None:
+            raise WorkloadError(refusal)
         if not (isinstance(self.lora_dropout, (int, float)) and 0.0 <= self.lora_dropout < 1.0):
             raise WorkloadError(f"--lora-dropout must be in [0, 1), got {self.lora_dropout!r}")
         if self.input_rate is not None and not (isinstance(self.input_rate, (int, float))
@@ -321,6 +331,28 @@ def lora_targets_of(value: object) -> tuple[str, ...]:
     if isinstance(value, (list, tuple)) and all(isinstance(t, str) for t in value):
         return tuple(value)
     raise WorkloadError(f"--lora-targets must be module names (\"q_proj,v_proj\" or a list of names), got {value!r}")
+
+
+def serving_memory_refusal(w: Workload) -> str | None:
+    """Why ``w``'s ``kv_cache_dtype`` or ``gpu_memory_utilization`` (vLLM's --kv-cache-dtype and
+    --gpu-memory-utilization) is refused (None: each is unset, or valid and applies): a utilization outside (0, 1];
+    either on a training step (no KV cache, no serving reservation); a utilization without vLLM (HF generate
+    allocates as it goes); a KV cache dtype vLLM has no such cache for."""
+    util, dtype = w.gpu_memory_utilization, w.kv_cache_dtype
+    if util is not None and (isinstance(util, bool) or not isinstance(util, (int, float)) or not 0 < util <= 1):
+        return f"--gpu-memory-utilization must be a share of the GPU's memory in (0, 1], got {util!r}"
+    given = [flag for flag, is_set in (("--kv-cache-dtype", dtype != "auto"),
+                                       ("--gpu-memory-utilization", util is not None)) if is_set]
+    if given and w.mode != "infer":
+        return (f"{' and '.join(given)} size{'s' if len(given) == 1 else ''} LLM serving's memory (--mode infer); "
+                "a training step keeps no KV cache")
+    if util is not None and w.engine != "vllm":
+        return ("--gpu-memory-utilization is the share of GPU memory vLLM pre-allocates: it needs --engine vllm "
+                "(HF generate allocates as it goes)")
+    if w.engine == "vllm" and dtype not in VLLM_KV_CACHE_DTYPES:
+        return (f"--kv-cache-dtype {dtype}: vLLM's KV cache is one of {', '.join(VLLM_KV_CACHE_DTYPES)} "
+                f"(auto: the model's dtype); --engine hf serves a {dtype} KV cache")
+    return None
 
 
 def default_engine(request_rate_per_s: float | None) -> str:

@@ -13,6 +13,21 @@ FP8_BLOCK = 128                # FP8 checkpoints (DeepSeek-V3's quantization_con
 WEIGHT_ONLY_QUANTS = {"w4a16": 4, "w8a16": 8}
 
 
+# --kv-cache-dtype: bytes an element of the KV cache ("auto": None, the compute dtype's). fp8_e4m3 and fp8_e5m2 are
+# vLLM's names for its two FP8 caches; int8 and int4 transformers' quantized caches (QuantizedCache).
+KV_CACHE_BYTES = {"auto": None, "fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp8_e4m3": 1.0, "fp8_e5m2": 1.0,
+                  "int8": 1.0, "int4": 0.5}
+VLLM_KV_CACHE_DTYPES = ("auto", "bf16", "fp8", "fp8_e4m3", "fp8_e5m2")    # vLLM's --kv-cache-dtype choices
+
+
+def kv_cache_bytes_per_element(kv_cache_dtype: str, precision) -> float:
+    """Bytes an element of the KV cache holds under ``kv_cache_dtype`` (``KV_CACHE_BYTES``; "auto": the compute
+    dtype's, ``compute_bytes``). WorkloadError for a dtype not in the table."""
+    if kv_cache_dtype not in KV_CACHE_BYTES:
+        raise WorkloadError(f"unknown KV cache dtype {kv_cache_dtype!r}; valid: {', '.join(KV_CACHE_BYTES)}")
+    return KV_CACHE_BYTES[kv_cache_dtype] or float(compute_bytes(precision))
+
+
 def compute_bytes(precision) -> int:
     """Bytes per element of activations (``Precision.activation_bytes``): float32 for fp32/tf32, 16-bit otherwise."""
     return parse(precision).activation_bytes

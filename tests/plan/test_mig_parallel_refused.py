@@ -1,0 +1,64 @@
+"""A job over several MIG slices is refused: a process sees one slice, slices have no peer-to-peer, and NCCL runs
+no collective across them, so neither tensor-parallel serving nor multi-GPU training spans slices (the rule by
+which recommend rents a slice one at a time, never x N)."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuwise.catalog import load_catalog, resolve_gpu
+
+SLICE = "NVIDIA A100-SXM4-80GB MIG 3g.40gb"
+OFFER = """
+[[offer]]
+provider = "lab"
+gpu = "{gpu}"
+price_per_hour = 1.0
+currency = "CNY"
+source = "our MIG partition's charge-back"
+checked = "2026-12-01"
+"""
+
+
+def _one_line_refusal(code: int, err: str) -> bool:
+    return code == 2 and len(err.strip().splitlines()) == 1 and err.startswith("gpuwise: error: ")
+
+
+@pytest.mark.parametrize("job", [
+    # tensor-parallel serving (before: a tensor-parallel plan with its communication time)
+    ["hf:meta-llama/Meta-Llama-3-8B", "--mode", "infer", "--engine", "vllm"],
+    ["hf:meta-llama/Meta-Llama-3-8B", "--mode", "infer", "--max-new-tokens", "64"],      # HF's layer split
+    ["hf:Qwen/Qwen2.5-0.5B", "--seq-len", "256", "--sharding", "zero3"],                    # sharded training
+    ["torchvision:resnet18", "--batch-size", "8"],                                          # data-parallel training
+])
+def test_several_slices_are_refused_in_one_line(cli_run, job):
+    code, out, err = cli_run("estimate", *job, "--gpu", SLICE, "--num-gpus", "2")
+    assert _one_line_refusal(code, err), err
+    assert "MIG slice" in err and "--num-gpus 2" in err and not out
+
+
+def test_one_slice_is_still_estimated(cli_json):
+    answer = cli_json(["estimate", "hf:meta-llama/Meta-Llama-3-8B", "--mode", "infer", "--engine", "vllm",
+                       "--gpu", SLICE, "--json"])
+    assert answer["gpu"].endswith("-mig-3g.40gb") and answer["time"]["communication_s"] in (0, 0.0, None)
+
+
+def test_the_rule_is_about_slices_and_counts():
+    from gpuwise.cli.estimate import mig_count_refusal
+
+    cat = load_catalog(user_file=False)
+    piece, whole = resolve_gpu(cat, SLICE), resolve_gpu(cat, "a100-80gb-sxm4")
+    assert mig_count_refusal(piece, 1) is None and mig_count_refusal(whole, 8) is None
+    assert "MIG slice" in mig_count_refusal(piece, 2)
+
+
+def test_gpu_all_leaves_slices_out_at_several_gpus(tmp_path, cli_run):
+    (tmp_path / "mig.toml").write_text(OFFER.format(gpu=SLICE))
+    code, out, err = cli_run("estimate", "hf:Qwen/Qwen2.5-0.5B", "--mode", "infer", "--engine", "vllm",
+                             "--num-gpus", "2", "--gpu", "all", "--catalog", str(tmp_path / "mig.toml"))
+    assert code == 0, err
+    assert "mig-3g.40gb" not in out and "MIG slice left out (a100-80gb-sxm4-mig-3g.40gb)" in err
+    # at one GPU each the slice is a row of its own
+    code, out, err = cli_run("estimate", "hf:Qwen/Qwen2.5-0.5B", "--mode", "infer", "--engine", "vllm",
+                             "--gpu", "all", "--catalog", str(tmp_path / "mig.toml"))
+    assert code == 0 and "mig-3g.40gb" in out.replace("\n", "")
