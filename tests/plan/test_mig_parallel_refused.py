@@ -44,7 +44,7 @@ def test_one_slice_is_still_estimated(cli_json):
 
 
 def test_the_rule_is_about_slices_and_counts():
-    from gpuwise.cli.estimate import mig_count_refusal
+    from gpuwise.catalog.resolve import mig_count_refusal
 
     cat = load_catalog(user_file=False)
     piece, whole = resolve_gpu(cat, SLICE), resolve_gpu(cat, "a100-80gb-sxm4")
@@ -62,3 +62,17 @@ def test_gpu_all_leaves_slices_out_at_several_gpus(tmp_path, cli_run):
     code, out, err = cli_run("estimate", "hf:Qwen/Qwen2.5-0.5B", "--mode", "infer", "--engine", "vllm",
                              "--gpu", "all", "--catalog", str(tmp_path / "mig.toml"))
     assert code == 0 and "mig-3g.40gb" in out.replace("\n", "")
+
+
+def test_the_library_refuses_it_too_and_no_change_offers_several_slices():
+    # the rule lived in the estimate command: the library answered N slices, and a job that does not fit a slice
+    # was offered "--num-gpus N --sharding zero3" over slices
+    from gpuwise.plan.profile import cannot_run
+    from gpuwise.plan.remedies import changes_that_fit
+    from gpuwise.workload import Workload
+
+    piece = resolve_gpu(load_catalog(user_file=False), SLICE)
+    job = Workload(model="hf:Qwen/Qwen2.5-7B", finetune="full", seq_len=512)
+    assert "MIG slice" in cannot_run(job.with_(num_gpus=2), piece) and cannot_run(job, piece) is None
+    changes = changes_that_fit(job, piece, headroom_fraction=0.05, closed_form=True)
+    assert changes and not any("--num-gpus" in ch["change"] for ch in changes)

@@ -191,6 +191,19 @@ def is_mig_slice(gpu: GPU) -> bool:
     return is_mig_slice_id(gpu.id)
 
 
+def mig_count_refusal(gpu: GPU, count: int) -> str | None:
+    """Why one job cannot span ``count`` GPUs like ``gpu`` (None: it can, or ``count`` is 1): ``gpu`` is a MIG
+    slice. A process sees one slice (docs/catalog.md), slices have no peer-to-peer, and NCCL, which tensor- and
+    pipeline-parallel serving and multi-GPU training (data-parallel and sharded alike) communicate through, runs no
+    collective across slices: the rule by which recommend rents a slice one at a time, never x N (plan.offers), and
+    ``plan.profile.cannot_run`` refuses such a job by."""
+    if count <= 1 or not is_mig_slice(gpu):
+        return None
+    return (f"--num-gpus {count} on {gpu.id}: a MIG slice is one device to one process, with no peer-to-peer and "
+            "no NCCL collective across slices, so neither tensor-parallel serving nor multi-GPU training spans "
+            "slices; run --num-gpus 1 on the slice, or whole GPUs")
+
+
 def is_mig_slice_id(gpu_id: str) -> bool:
     """Whether a catalog id (an offer's ``gpu_id``) is a MIG slice's, "<gpu id>-mig-<profile>"."""
     return "-mig-" in gpu_id

@@ -108,23 +108,11 @@ def estimate(
             c.console.print(f"[dim]plot written to {escape(plot)}[/]")
 
 
-def mig_count_refusal(gpu, count: int) -> str | None:
-    """Why one job cannot span ``count`` GPUs like ``gpu`` (None: it can, or ``count`` is 1): ``gpu`` is a MIG
-    slice. A process sees one slice (docs/catalog.md), slices have no peer-to-peer, and NCCL, which tensor- and
-    pipeline-parallel serving and multi-GPU training (data-parallel and sharded alike) communicate through, runs no
-    collective across slices: the rule by which recommend rents a slice one at a time, never × N (plan.offers)."""
-    from gpuwise.catalog.resolve import is_mig_slice
-
-    if count <= 1 or not is_mig_slice(gpu):
-        return None
-    return (f"--num-gpus {count} on {gpu.id}: a MIG slice is one device to one process, with no peer-to-peer and "
-            "no NCCL collective across slices, so neither tensor-parallel serving nor multi-GPU training spans "
-            "slices; run --num-gpus 1 on the slice, or whole GPUs")
-
-
 def _whole_gpus_for(gpus: list, count: int, *, every_gpu: bool) -> list:
     """The GPUs a job on ``count`` of each can be estimated on: a MIG slice asked for is refused (one line,
     ``mig_count_refusal``); with ``--gpu all`` the catalog's slices are left out, said once on stderr."""
+    from gpuwise.catalog.resolve import mig_count_refusal
+
     refused = [g for g in gpus if mig_count_refusal(g, count)]
     if refused and not every_gpu:
         raise c.WorkloadError(mig_count_refusal(refused[0], count))

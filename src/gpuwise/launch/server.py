@@ -40,6 +40,20 @@ def vllm_quantization_flags(workload) -> list[str]:
     return [f"--quantization {method}"]
 
 
+def vllm_memory_flags(workload) -> list[str]:
+    """The ``vllm serve`` flags of the KV cache's dtype and vLLM's share of the GPU where the job sets them (the
+    ones its memory was estimated with); vLLM spells bf16 ``bfloat16``."""
+    flags = []
+    if workload.kv_cache_dtype != "auto":
+        flags.append(f"--kv-cache-dtype {VLLM_SPELLING.get(workload.kv_cache_dtype, workload.kv_cache_dtype)}")
+    if workload.gpu_memory_utilization is not None:
+        flags.append(f"--gpu-memory-utilization {workload.gpu_memory_utilization:g}")
+    return flags
+
+
+VLLM_SPELLING = {"bf16": "bfloat16"}
+
+
 def server_emit_refusal(rec, emit: str) -> str:
     """The one line that refuses ``--emit`` for a server (``is_server``) and names what to run instead: the
     ``vllm serve`` line of the recommendation's best option, on each of its replicas."""
@@ -54,7 +68,7 @@ def server_emit_refusal(rec, emit: str) -> str:
             return f"{head}; and {e}"
         # --max-model-len: vLLM refuses to start where the model's whole context does not fit its KV cache
         flags = ([f"--tensor-parallel-size {b.count}"] if b.count > 1 else []) + [
-            f"--max-model-len {w.tokens_per_sequence + w.max_new_tokens}"] + quantization
+            f"--max-model-len {w.tokens_per_sequence + w.max_new_tokens}"] + quantization + vllm_memory_flags(w)
         run = f"`vllm serve {shlex.quote(_served_id(w))} {' '.join(flags)}`"
     else:
         run = "your server"

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Callable, Protocol
 
 from gpuwise.catalog.model import GPU, not_a_gpu
+from gpuwise.catalog.resolve import mig_count_refusal
 from gpuwise.catalog.topology import Topology, topology_for
 from gpuwise.memory import estimate_memory
 from gpuwise.memory.model import MemoryEstimate
@@ -386,11 +387,12 @@ def fitting_micro_batch(
 def cannot_run(workload: Workload, gpu: GPU) -> str | None:
     """Why ``workload`` cannot run on ``gpu`` (None: it can): bf16 needs bf16 support (Ampere and newer;
     PyTorch refuses bf16 autocast on a T4 or V100), unless the precision was the default rule's, which
-    runs at its fp16 twin there. The one rule estimate, recommend and the time scaling of report and
-    advise apply."""
+    runs at its fp16 twin there; weights a GPU cannot run; several GPUs of a MIG slice (``mig_count_refusal``). The
+    one rule estimate, recommend and the time scaling of report and advise apply."""
     scheme = served_scheme(workload.model, workload.quant) if workload.quant in WEIGHT_ONLY_QUANTS else None
     return (why_not_on(workload_on(workload, gpu).precision, gpu.has_bf16, gpu.arch)
-            or quant_refusal(workload.quant, gpu, workload.engine, scheme))
+            or quant_refusal(workload.quant, gpu, workload.engine, scheme)
+            or mig_count_refusal(gpu, workload.num_gpus))
 
 
 def step_time_function(workload: Workload, progress: Callable[[str], None] | None = None, *,

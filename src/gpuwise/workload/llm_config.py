@@ -20,7 +20,7 @@ from gpuwise.workload.config_checks import check_config
 from gpuwise.workload.decoder_configs import is_decoder_config
 from gpuwise.workload.errors import WorkloadError
 from gpuwise.workload.hub import hub_config
-from gpuwise.workload.specs import CONFIG_DIR, finetune_base_config, shipped_config_path
+from gpuwise.workload.specs import CONFIG_DIR, as_config_file, finetune_base_config, shipped_config_path
 
 
 def shipped_llm_names() -> list[str]:
@@ -43,8 +43,8 @@ def _read(path: Path) -> dict | None:
 def config_path_for(spec: str) -> Path | None:
     """The config file a spec names, or None when the spec is not an ``hf:``/JSON spec we can find."""
     name = spec[3:] if spec.startswith("hf:") else spec
-    if name.endswith(".json"):
-        path = Path(name).expanduser()
+    path = as_config_file(Path(name).expanduser())
+    if path.suffix == ".json":
         return path if path.is_file() else None
     if not spec.startswith("hf:"):
         return None

@@ -297,11 +297,15 @@ def _find_shipped(name: str, exact_only: bool = False) -> Path | None:
     return short[0][1] if len(short) == 1 else None
 
 
+def as_config_file(path: Path) -> Path:
+    """A checkpoint's folder holding a config.json is that file (``hf:path/to/checkpoint``); any other path as it
+    is. The one rule of every reader of a local model."""
+    return path / "config.json" if path.is_dir() and (path / "config.json").is_file() else path
+
+
 def _resolve_hf(spec: str, name: str) -> ModelSpec:
     name = name.strip()
-    path = Path(name)
-    if path.is_dir() and (path / "config.json").is_file():
-        path = path / "config.json"
+    path = as_config_file(Path(name))
     if path.suffix == ".json":
         if not path.is_file():
             raise WorkloadError(f"transformers config file not found: {name}")
