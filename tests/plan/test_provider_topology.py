@@ -63,7 +63,7 @@ def test_a_single_machine_provider_keeps_the_assumed_network_and_says_why(catalo
 
 
 def test_recommend_prices_a_16_gpu_option_over_the_provider_network(catalog, monkeypatch):
-    monkeypatch.setattr(recommend_mod, "GPU_COUNTS", (16,))   # recommend's counts stop at 8 today
+    monkeypatch.setattr(recommend_mod, "GPU_COUNTS", (16,))   # one count, past one machine
     model = model_for(Workload(**LLM_16))
     rec = recommend(model, catalog, job=JobSize(steps=100), provider="aws", gpu_ids=["a10g"], max_gpus=16,
                     per_gpu_batch=True)

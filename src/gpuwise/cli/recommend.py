@@ -40,7 +40,7 @@ def recommend(
     tpot: Annotated[Optional[str], typer.Option("--tpot", help="LLM serving (--mode infer, --max-new-tokens >= 1): the longest time per output token a request may see, with a unit: 50ms (= 20 tokens/s a request).")] = None,
     provider: Annotated[Optional[str], typer.Option("--provider", help="Only this provider's offers.")] = None,
     gpus: Annotated[Optional[str], typer.Option("--gpus", help="Only these GPUs, comma-separated.")] = None,
-    max_gpus: Annotated[int, typer.Option("--max-gpus", help="Largest GPU count to consider: options of 1, 2, 4 and 8 GPUs (one node) up to N, so 3 quotes 1 and 2; more than 8 is refused.")] = 8,
+    max_gpus: Annotated[int, typer.Option("--max-gpus", help="Largest GPU count to consider: options of 1, 2, 4 and 8 GPUs (one machine) up to N, so 3 quotes 1 and 2; 16, 32 … (up to 1024) quote 2, 4 … whole machines, from providers that rent several as one cluster (AWS, GCP, Aliyun), priced as that many machines; a note names those that do not.")] = 8,
     spot: Annotated[bool, typer.Option("--spot", help="Include spot/interruptible offers, priced with expected preemptions.")] = False,
     live: c.LiveOpt = False,
     preemptions_per_hour: Annotated[float, typer.Option("--preemptions-per-hour", help="Spot: preemptions assumed per hour of running (default 0.05, one in 20 h).")] = 0.05,
@@ -261,7 +261,7 @@ def _render(rec, show_all: bool, deadline_s: float | None = None) -> None:
         _render_load_lines(rec)
     elif rec.best is not None:
         b = rec.best
-        con.print(f"[bold green]Best:[/] {b.count}× {b.gpu_name} from {b.provider}{_at(rec, b)}: "
+        con.print(f"[bold green]Best:[/] {_gpus(b)} from {b.provider}{_at(rec, b)}: "
                   f"{format_duration(b.total_time_s)} "
                   f"({format_duration(b.step_time_s)} a step), "
                   f"{_cost(b)} ("
@@ -277,7 +277,7 @@ def _render(rec, show_all: bool, deadline_s: float | None = None) -> None:
         _also(rec, "least cost × time")
         _risks(b, deadline_s, rec.method)
         _fastest_and_value(rec, "least cost × time",
-                           lambda o: f"{o.count}× {o.gpu_name} from {o.provider}{_at(rec, o)}: "
+                           lambda o: f"{_gpus(o)} from {o.provider}{_at(rec, o)}: "
                                      f"{format_duration(o.total_time_s)}, {_cost(o)}",
                            lambda o: o.total_time_s)
     else:
@@ -298,9 +298,14 @@ def _render(rec, show_all: bool, deadline_s: float | None = None) -> None:
         con.print(f"[dim]note: {note}[/]")
 
 
+def _gpus(o) -> str:
+    """'16× NVIDIA H100 80GB SXM5 (2 machines of 8)'; '2× NVIDIA H100 80GB SXM5' on one machine."""
+    return f"{o.count}× {o.gpu_name}" + (f" ({o.nodes} machines of {o.gpus_per_node})" if o.nodes > 1 else "")
+
+
 def _deployment(o) -> str:
     """'2 replicas of 2× NVIDIA H100 (tensor parallel 2)' at a load; '2× NVIDIA H100' otherwise."""
-    gpus = f"{o.count}× {o.gpu_name}" + (f" (tensor parallel {o.count})" if o.count > 1 and o.replicas else "")
+    gpus = _gpus(o) + (f" (tensor parallel {o.count})" if o.count > 1 and o.replicas else "")
     if not o.replicas:
         return gpus
     return f"{o.replicas} replica{'s' if o.replicas > 1 else ''} of {gpus}"

@@ -1,12 +1,15 @@
 """The one offer picker and the one ranking currency, used by every command that prices GPUs.
 
 ``cheapest_offer``: for one GPU × count × provider × spot policy, the offer that costs least in the
-ranking currency over every seller: the offers of exactly ``count`` GPUs, the user's own single-GPU prices ×
-count, and, for each seller with neither, what it would really rent: a marketplace that rents GPUs one by one
-(``catalog.topology.rents_per_gpu``, from the topology data) its single-GPU price × count; a cloud of fixed
-instance shapes only whole instances, so ``count`` only as several of its largest instance of a whole node (16 =
-two 8-GPU machines), never its 1-GPU price × 2 (AWS sells g4dn with 1, 4 or 8 T4s: two T4s are no instance); the
-source says how it was priced. A single-GPU price of the
+ranking currency over every seller, each renting the count as it really does: on one machine, its offers of
+exactly ``count`` GPUs, the user's own single-GPU prices × count, or, a marketplace that rents GPUs one by one
+(``catalog.topology.rents_per_gpu``, from the topology data), its single-GPU price × count, never a cloud's 1-GPU
+price × 2 (AWS sells g4dn with 1, 4 or 8 T4s: two T4s are no instance); beyond one machine (``gpus_per_node``,
+``catalog.topology``), whole machines only, where the seller rents several as one cluster (``multi_node`` in the
+topology data: AWS, GCP, Aliyun; not AutoDL, RunPod or Lambda on demand), each at its price of one machine (16 =
+two 8-GPU p5 instances), or the user's own price of that very count. A cloud's instance of more GPUs than a
+machine holds (a user's ``gpus_per_node = 4`` beside an 8-GPU instance) prices nothing: no launch of 4-GPU machines
+rents it. The source says how it was priced. A single-GPU price of the
 user's own replaces the shipped indicative prices of its provider for that GPU at every count, and
 competes with every other provider's at every count; an own price for several GPUs replaces only the offer
 of that very count (the catalog's offer identity: provider, GPU, count, spot-ness). A MIG slice is rented
@@ -26,7 +29,7 @@ from dataclasses import replace
 
 from gpuwise.catalog.model import GPU, Catalog, CatalogError, Offer
 from gpuwise.catalog.resolve import is_mig_slice_id, known_provider, offer_order, provider_key
-from gpuwise.catalog.topology import DEFAULT_GPUS_PER_NODE, rents_per_gpu, topology_for
+from gpuwise.catalog.topology import DEFAULT_GPUS_PER_NODE, provider_entry, rents_per_gpu, topology_for
 from gpuwise.plan.errors import PlanError
 from gpuwise.plan.money import convert, rates_in
 
@@ -100,21 +103,61 @@ def _times(offer: Offer, machines: int) -> Offer:
                    source=offer.source + f" ({how})")
 
 
-def _as_rented(offers: list[Offer], count: int, gpus_per_node: int = DEFAULT_GPUS_PER_NODE) -> Offer | None:
-    """How one seller (provider and spot-ness) of one GPU, with no offer of exactly ``count``, would rent ``count``
-    (None: it would not): by the GPU where it rents per GPU (``rents_per_gpu``), its cheapest single × ``count``;
-    else several of its largest instance where that is a whole node (the machines a multi-node job runs on,
-    ``catalog.topology``) and ``count`` a multiple of it: never 1-GPU instances side by side, which are no machine
-    of ``count`` GPUs; never MIG slices."""
-    if is_mig_slice_id(offers[0].gpu_id):
+def clusters_refused(provider: str | None) -> str | None:
+    """Why ``provider`` rents no cluster of several machines, in its own words (``multi_node = false`` in the
+    topology data: AutoDL, RunPod, Lambda on demand); None where it rents clusters (AWS, GCP, Aliyun) or where the
+    data does not know it (a provider of the user's own catalog: their machines, their word)."""
+    entry = provider_entry(provider)
+    if entry is None or entry.get("multi_node", False):
         return None
-    if rents_per_gpu(offers[0].provider):
+    return entry.get("note") or f"{entry['name']} rents no cluster of several machines"
+
+
+def larger_than_a_machine(offer: Offer, gpus_per_node: int) -> bool:
+    """Is ``offer`` one instance of more GPUs than a machine of its GPU holds (a user's ``gpus_per_node = 4``
+    beside a cloud's 8-GPU instance)? Such an instance is no machine a launch of whole ``gpus_per_node`` machines
+    asks for, so it prices no count. The user's own offer is exempt: a price of theirs for 16 GPUs is their word for
+    16 GPUs together, however many machines."""
+    return not offer.own and offer.count > gpus_per_node
+
+
+def _seller_price(offers: list[Offer], count: int, gpus_per_node: int, currency: str) -> Offer | None:
+    """How one seller (provider and spot-ness) of one GPU rents ``count`` of it (None: it does not), the offer's
+    ``count`` the GPUs in all and its price theirs all together.
+
+    On one machine (``count`` up to ``gpus_per_node``): its offers of exactly ``count``, its user's own single-GPU
+    price × ``count`` (where the user gave no price of that very count), else, where it rents by the GPU
+    (``rents_per_gpu``: a marketplace), its cheapest single × ``count``; never 1-GPU instances side by side, which
+    are no machine of ``count`` GPUs. Beyond one machine: whole machines only (``count`` a multiple of
+    ``gpus_per_node``, the nodes a multi-node job runs on, ``catalog.topology``), as the user's own price of that
+    very count, else, where the seller rents several machines as one cluster (``clusters_refused`` None), the
+    machines × its price of one machine. An instance of more GPUs than a machine holds prices nothing
+    (``larger_than_a_machine``); MIG slices are rented one at a time."""
+    def cheapest(candidates: list[Offer]) -> Offer | None:
+        return min(candidates, key=lambda o: _rank_key(o, currency), default=None)
+
+    offers = [o for o in offers if not larger_than_a_machine(o, gpus_per_node)]
+    if not offers:
+        return None
+    exact = [o for o in offers if o.count == count]
+    own_exact = [o for o in exact if o.own]
+    if count > 1 and is_mig_slice_id(offers[0].gpu_id):
+        return cheapest(exact)
+    if count > gpus_per_node:
+        if count % gpus_per_node:
+            return None
+        if own_exact:
+            return cheapest(own_exact)
+        if clusters_refused(offers[0].provider) is not None:
+            return None
+        machine = _seller_price(offers, gpus_per_node, gpus_per_node, currency)
+        return _times(machine, count // gpus_per_node) if machine is not None else None
+    if count > 1:
+        exact += own_prices_at(offers, count)
+    if not exact and count > 1 and rents_per_gpu(offers[0].provider):
         singles = [o for o in offers if o.count == 1]
-        return _times(min(singles, key=lambda o: o.price_per_hour), count) if singles else None
-    largest = max(offers, key=lambda o: (o.count, -o.price_per_hour))
-    if largest.count >= gpus_per_node and count > largest.count and count % largest.count == 0:
-        return _times(largest, count // largest.count)
-    return None
+        return _times(cheapest(singles), count) if singles else None
+    return cheapest(exact)
 
 
 def own_prices_at(offers: list[Offer], count: int) -> list[Offer]:
@@ -141,29 +184,25 @@ def offers_as_priced(offers: Iterable[Offer]) -> list[Offer]:
 
 
 def cheapest_offer(offers: Iterable[Offer], gpu: GPU | str, count: int, currency: str) -> Offer | None:
-    """The cheapest offer (in ``currency``) for ``count`` of ``gpu_id``, over every seller: the offers of exactly
-    ``count`` GPUs, the user's own single-GPU prices × ``count``, and, for each seller with neither, the way it
-    rents ``count`` (``_as_rented``: per GPU where it rents so, else whole instances); None where no seller does.
-    One seller's 8-GPU instance never hides another's per-GPU price (AutoDL's 8 A100s at its single price × 8
-    against Lambda's dearer 8-GPU instance). ``gpu``: the GPU, whose machines (``topology_for``: a user's
-    ``gpus_per_node`` too) say what a whole node is; its id alone assumes nodes of ``DEFAULT_GPUS_PER_NODE``."""
+    """The cheapest offer (in ``currency``) for ``count`` of ``gpu_id``, over every seller, each renting ``count``
+    as it really does (``_seller_price``: its offers of exactly ``count`` GPUs on one machine, the user's own
+    single-GPU prices × ``count``, a marketplace's single-GPU price × ``count``; beyond one machine whole machines of
+    a seller that rents clusters, each at its price of one machine, or the user's own price of that count); None
+    where no seller does. One seller's 8-GPU instance never hides another's per-GPU price (AutoDL's 8 A100s at its
+    single price × 8 against Lambda's dearer 8-GPU instance). ``gpu``: the GPU, whose machines (``topology_for``: a
+    user's ``gpus_per_node`` too) say what a whole machine is; its id alone assumes machines of
+    ``DEFAULT_GPUS_PER_NODE``."""
     gpu_id = gpu if isinstance(gpu, str) else gpu.id
-    mine = own_prices_first([o for o in offers if o.gpu_id == gpu_id])
-    if count == 1:
-        candidates = [o for o in mine if o.count == 1]
-    else:
-        candidates = [o for o in mine if o.count == count] + own_prices_at(mine, count)
-        priced = {_seller(o) for o in candidates}
-        sellers: dict[tuple[str, bool], list[Offer]] = {}
-        for o in mine:
-            if _seller(o) not in priced:
-                sellers.setdefault(_seller(o), []).append(o)
-        candidates += [o for offers_of in sellers.values()
-                       if (o := _as_rented(offers_of, count, _node_size(gpu, offers_of[0].provider))) is not None]
+    sellers: dict[tuple[str, bool], list[Offer]] = {}
+    for o in own_prices_first([o for o in offers if o.gpu_id == gpu_id]):
+        sellers.setdefault(_seller(o), []).append(o)
+    candidates = [o for offers_of in sellers.values()
+                  if (o := _seller_price(offers_of, count, node_size(gpu, offers_of[0].provider), currency))
+                  is not None]
     return min(candidates, key=lambda o: _rank_key(o, currency), default=None)
 
 
-def _node_size(gpu: GPU | str, provider: str) -> int:
+def node_size(gpu: GPU | str, provider: str | None) -> int:
     """GPUs in one of ``provider``'s machines of ``gpu`` (``catalog.topology``, the user's word first)."""
     return DEFAULT_GPUS_PER_NODE if isinstance(gpu, str) else topology_for(gpu, provider).gpus_per_node
 

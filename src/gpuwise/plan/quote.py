@@ -39,6 +39,9 @@ class Quote:
     step_time_s: float | None             # one optimizer step (or the measured unit of work) on ``count`` GPUs
     ranking_currency: str | None = None
     price_per_hour_ranked: float | None = None
+    # the machines the ``count`` GPUs run on (``Topology.nodes``): several where the count is more than one
+    # machine of the GPU holds at the provider (16 H100s at AWS: 2 nodes of 8, priced as two of its 8-GPU machines)
+    nodes: int = 1
     # Whole-job fields (recommend): batch layout, time and cost of the job, why an option lost.
     batch_size: int | None = None         # micro-batch per GPU
     grad_accum_steps: int = 1
@@ -80,6 +83,11 @@ class Quote:
         return self.exclusion.text if self.exclusion is not None else None
 
     @property
+    def gpus_per_node(self) -> int:
+        """GPUs on each of the ``nodes`` machines (the launch's ``num_nodes`` × this)."""
+        return self.count // self.nodes
+
+    @property
     def eligible(self) -> bool:
         return self.exclusion is None
 
@@ -113,7 +121,8 @@ class Quote:
 
     def to_dict(self) -> dict:
         return {
-            "gpu": self.gpu, "gpu_name": self.gpu_name, "count": self.count, "provider": self.provider,
+            "gpu": self.gpu, "gpu_name": self.gpu_name, "count": self.count, "nodes": self.nodes,
+            "gpus_per_node": self.gpus_per_node, "provider": self.provider,
             "currency": self.currency, "price_per_hour": self.price_per_hour, "spot": self.spot,
             "ranking_currency": self.ranking_currency, "price_per_hour_ranked": self.price_per_hour_ranked,
             "gpu_memory_bytes": self.gpu_memory_bytes, "fits": self.fits, "peak_total_bytes": self.peak_total_bytes,

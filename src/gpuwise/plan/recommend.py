@@ -11,10 +11,12 @@ from gpuwise.catalog.errors import CatalogError
 from gpuwise.catalog.loader import user_catalog_path
 from gpuwise.catalog.model import GPU, Catalog, Offer
 from gpuwise.catalog.resolve import resolve_gpu
+from gpuwise.catalog.topology import topology_for
 from gpuwise.plan.constraints import Constraints, JobSize, apply_constraints, relative_misses
 from gpuwise.plan.errors import PlanError
 from gpuwise.plan.money import RATES_CHECKED, rates_in
-from gpuwise.plan.offers import candidate_offers, cheapest_offer, ranking_currency, spot_policy
+from gpuwise.plan.offers import (candidate_offers, cheapest_offer, clusters_refused, larger_than_a_machine,
+                                 node_size, ranking_currency, spot_policy)
 from gpuwise.plan import reasons
 from gpuwise.plan.profile import (MAX_AUTO_BATCH, WorkloadModel, cannot_run, estimate_fit,
                                   fitting_micro_batch, largest_divisor_at_most, largest_fitting_batch,
@@ -31,7 +33,9 @@ from gpuwise.workload.decoder import is_llm
 from gpuwise.workload.parallelism import splits_layers
 from gpuwise.workload.precision import parse
 
-GPU_COUNTS = (1, 2, 4, 8)    # the counts quoted: one node (--max-gpus N keeps those up to N)
+GPU_COUNTS = (1, 2, 4, 8)    # the counts quoted on one machine (--max-gpus N keeps those up to N)
+# --max-gpus beyond a machine quotes the doublings past GPU_COUNTS (16, 32 …: 2, 4 … machines of 8), up to this
+MAX_GPUS = 1024
 
 
 Option = Quote   # a recommendation's option is the one quote row
@@ -160,6 +164,9 @@ def recommend(
     rank_in = ranking_currency(offers, currency)
     effective = effective_batch or workload.batch_size * workload.grad_accum_steps
     gpus = {g.id: g for g in catalog.gpus}
+    # what keeps offers from the counts asked for: a provider that rents no cluster, an instance larger than a machine
+    machine_notes = tuple(n for n in (no_clusters_note(offers, gpus, max_gpus),
+                                      larger_than_a_machine_note(offers, gpus)) if n)
     fallback: dict[str, str] = {}      # GPU id -> the precision quoted there, where not the workload's
     no_bf16: dict[str, str] = {}       # GPU id -> its architecture, where the job cannot run at all
 
@@ -167,7 +174,7 @@ def recommend(
     for gpu_id in sorted({o.gpu_id for o in offers}):
         gpu = gpus[gpu_id]
         progress(f"estimating on {gpu.name}")
-        for count in (c for c in GPU_COUNTS if c <= max_gpus):
+        for count in quoted_counts(max_gpus):
             offer = cheapest_offer(offers, gpu, count, rank_in)
             if offer is None:
                 continue
@@ -207,7 +214,7 @@ def recommend(
         reason = no_offers(catalog, provider, gpu_ids, spot)
         nothing = f"nothing meets the request: {reason}"
     elif not options:     # offers, but none at a count quoted (Lambda rents an A100 8 at a time; --max-gpus 4)
-        reason = no_offer_at_counts(offers, max_gpus)
+        reason = "; ".join((no_offer_at_counts(offers, max_gpus, suggest_offer=not machine_notes), *machine_notes))
         nothing = f"nothing meets the request: {reason}"
     elif best is None:
         nothing, closest, reason = _nothing_meets(options, constraints, rank_in, workload.precision, no_bf16)
@@ -220,7 +227,7 @@ def recommend(
                   if not per_gpu_batch else
                   f"--per-gpu-batch: micro-batch {workload.batch_size} on every GPU, so the effective batch "
                   f"grows with the GPU count")
-    unquoted = unquoted_counts(offers)
+    unquoted = unquoted_counts(offers, max_gpus)
     bare_budget = (f"budget {format_money(constraints.budget, rank_in)}: a --budget without a currency is in the "
                    f"ranking currency, {rank_in} here (--currency, else the offers' own where they share one, else "
                    "CNY); write 300CNY (¥300: yuan), 40USD or 5000JPY to say which" if constraints.budget is not None
@@ -228,6 +235,7 @@ def recommend(
     notes = (
         batch_note,
         *((unquoted,) if unquoted else ()),
+        *(machine_notes if options else ()),
         *((bare_budget,) if bare_budget else ()),
         *(((describe_serving(spot_risk) if at_rate else spot_risk.describe()),) if any(o.spot for o in options)
           else ()),
@@ -277,13 +285,28 @@ def resolve_gpu_ids(catalog: Catalog, names: Iterable[str]) -> tuple[str, ...]:
 
 
 def check_max_gpus(max_gpus: int) -> None:
-    """--max-gpus N quotes the counts of ``GPU_COUNTS`` up to N (3: 1 and 2 GPUs); more than the largest
-    is refused (PlanError, exit 2), not capped in silence: recommend does not quote several nodes."""
+    """--max-gpus N quotes the counts of ``quoted_counts(N)`` (3: 1 and 2 GPUs; 16: 1 to 8 and 16); less than one or
+    more than ``MAX_GPUS`` is refused (PlanError, exit 2), not capped in silence."""
     if max_gpus < 1:
         raise PlanError(f"--max-gpus must be at least 1, got {max_gpus}")
-    if max_gpus > GPU_COUNTS[-1]:
-        raise PlanError(f"--max-gpus {max_gpus}: recommend quotes {', '.join(map(str, GPU_COUNTS))} GPUs (one node), "
-                        f"at most {GPU_COUNTS[-1]}; estimate --num-gpus {max_gpus} --gpu NAME times more")
+    if max_gpus > MAX_GPUS:
+        raise PlanError(f"--max-gpus {max_gpus}: recommend quotes {_quotable_words()} GPUs, at most {MAX_GPUS}")
+
+
+def quoted_counts(max_gpus: int) -> tuple[int, ...]:
+    """The GPU counts recommend quotes up to ``max_gpus``: ``GPU_COUNTS`` (one machine), then their doublings (16,
+    32 …: whole machines of 8, where a provider rents several as one cluster, ``plan.offers.cheapest_offer``)."""
+    counts = [c for c in GPU_COUNTS if c <= max_gpus]
+    more = GPU_COUNTS[-1] * 2
+    while more <= min(max_gpus, MAX_GPUS):
+        counts.append(more)
+        more *= 2
+    return tuple(counts)
+
+
+def _quotable_words() -> str:
+    """The counts recommend quotes, in words: ``1, 2, 4, 8, 16, 32 …``."""
+    return f"{', '.join(map(str, quoted_counts(32)))} …"
 
 
 def _counts_words(counts: Iterable[int], conjunction: str = "or") -> str:
@@ -292,32 +315,83 @@ def _counts_words(counts: Iterable[int], conjunction: str = "or") -> str:
     return counts[0] if len(counts) == 1 else f"{', '.join(counts[:-1])} {conjunction} {counts[-1]}"
 
 
-def no_offer_at_counts(offers: list[Offer], max_gpus: int) -> str:
+def no_offer_at_counts(offers: list[Offer], max_gpus: int, *, suggest_offer: bool = True) -> str:
     """Why offers for the GPUs asked for give no option: none is for a count quoted up to ``max_gpus`` (and
-    no single-GPU price makes one): who rents them how many at a time, and what to raise."""
-    quoted = [c for c in GPU_COUNTS if c <= max_gpus]
+    no single-GPU price makes one): who rents them how many at a time, and what to raise. ``suggest_offer``: where
+    nothing is to raise, suggest an offer of a quoted count (False: the caller says what keeps them out)."""
+    quoted = quoted_counts(max_gpus)
     by_rental: dict[tuple[str, str], set[int]] = {}
     for o in offers:
         by_rental.setdefault((o.provider, o.gpu_id), set()).add(o.count)
     rentals = "; ".join(f"{provider} rents {gpu} {_counts_words(counts)} at a time"
                         for (provider, gpu), counts in sorted(by_rental.items()))
-    larger = sorted({c for o in offers for c in GPU_COUNTS if c == o.count and c > max_gpus})
+    quotable = quoted_counts(MAX_GPUS)
+    larger = sorted({o.count for o in offers if o.count in quotable and o.count > max_gpus})
     hint = (f"; raise --max-gpus to {larger[0]}" if larger else
-            f"; recommend quotes {_counts_words(GPU_COUNTS, 'and')} GPUs on one machine: add an [[offer]] for one of "
-            f"those counts (docs/catalog.md)")
-    return f"no offer at {_counts_words(quoted)} GPU{'s' if quoted != [1] else ''} (--max-gpus {max_gpus}): " \
+            f"; recommend quotes {_quotable_words()} GPUs: add an [[offer]] for one of those counts (docs/catalog.md)"
+            if suggest_offer else "")
+    return f"no offer at {_counts_words(quoted)} GPU{'s' if quoted != (1,) else ''} (--max-gpus {max_gpus}): " \
            f"{rentals}{hint}"
 
 
-def unquoted_counts(offers: Iterable[Offer]) -> str | None:
-    """The offers recommend never quotes, said: a count not in ``GPU_COUNTS`` (a catalog's ``count = 3`` or
-    ``16``) is neither an option nor priced per GPU for another count."""
-    odd = sorted({(o.provider, o.gpu_id, o.count) for o in offers if o.count not in GPU_COUNTS})
-    if not odd:
+def unquoted_counts(offers: Iterable[Offer], max_gpus: int = GPU_COUNTS[-1]) -> str | None:
+    """The offers recommend does not quote, said: a count that is none of ``quoted_counts`` (a catalog's ``count =
+    3`` or ``12``) is neither an option nor priced per GPU for another count; a price of the user's own over a
+    machine's 8 GPUs and above ``max_gpus`` (a lab's ``count = 16``) is quoted with a larger --max-gpus (a shipped
+    offer of that many is one instance larger than a machine: ``larger_than_a_machine_note``)."""
+    offers = list(offers)
+    quotable = quoted_counts(MAX_GPUS)
+    odd = sorted({(o.provider, o.gpu_id, o.count) for o in offers if o.count not in quotable})
+    # a price of the user's own for several machines (a lab's 16), quoted with a --max-gpus that reaches it
+    above = sorted({(o.provider, o.gpu_id, o.count) for o in offers
+                    if o.own and o.count in quotable and GPU_COUNTS[-1] < o.count and max_gpus < o.count})
+    said = []
+    if odd:
+        said.append(f"{_offers_words(odd)} (recommend quotes {_quotable_words()} GPUs; an offer for another count "
+                    "is not used)")
+    if above:
+        said.append(f"{_offers_words(above)} (over --max-gpus {max_gpus}: "
+                    f"--max-gpus {above[0][2]} quotes it)")
+    return f"not quoted: {'; '.join(said)}" if said else None
+
+
+def _offers_words(offers: Iterable[tuple[str, str, int]]) -> str:
+    """(provider, GPU, count) in words: ``lab's 16x a100-80gb-sxm4, aws's 8x t4``."""
+    return ", ".join(f"{provider}'s {count}x {gpu}" for provider, gpu, count in offers)
+
+
+def no_clusters_note(offers: Iterable[Offer], gpus: dict[str, GPU], max_gpus: int) -> str | None:
+    """One line for the providers whose offers give no option of more GPUs than one machine holds, though
+    ``max_gpus`` asks for such counts: they rent no cluster of several machines (``plan.offers.clusters_refused``,
+    in their own words); None where none is kept so."""
+    refused: dict[str, str] = {}
+    for o in offers:
+        machine = node_size(gpus[o.gpu_id], o.provider)
+        asked_beyond = quoted_counts(max_gpus)[-1] > machine
+        # a price of the user's own for several machines is their word: quoted whatever the provider rents
+        why = clusters_refused(o.provider) if asked_beyond and not (o.own and o.count > machine) else None
+        if why:
+            refused.setdefault(o.provider, why)
+    if not refused:
         return None
-    said = ", ".join(f"{provider}'s {count}x {gpu}" for provider, gpu, count in odd)
-    return (f"not quoted: {said} (recommend quotes {_counts_words(GPU_COUNTS, 'and')} GPUs on one machine; an offer for "
-            f"another count is not used)")
+    them = ", ".join(sorted(refused))
+    return (f"nothing over one machine is quoted from {them} (--max-gpus {max_gpus}): "
+            f"{'it rents' if len(refused) == 1 else 'they rent'} no cluster of several machines ("
+            + "; ".join(refused[p] for p in sorted(refused)) + ")")
+
+
+def larger_than_a_machine_note(offers: Iterable[Offer], gpus: dict[str, GPU]) -> str | None:
+    """One line for the offers that price nothing because each is one instance of more GPUs than a machine of its
+    GPU holds there (``plan.offers.larger_than_a_machine``: a catalog's ``gpus_per_node = 4`` beside AWS's 8-GPU
+    p4de): the launch asks for whole machines of 4, which that instance is not; None where there is none."""
+    said = sorted({(o.provider, o.gpu_id, o.count, size) for o in offers
+                   if larger_than_a_machine(o, size := node_size(gpus[o.gpu_id], o.provider))})
+    if not said:
+        return None
+    listed = "; ".join(f"{p}'s {n}x {g} is one machine of {n}, more than a machine of {g} holds ({size}"
+                       f"{', your gpus_per_node' if gpus[g].gpus_per_node else ''})" for p, g, n, size in said)
+    return (f"not quoted: {listed}; the launch asks for whole machines of that size, which no such offer is (a price "
+            "of yours for a machine of that size prices them: docs/catalog.md)")
 
 
 def no_offers(catalog: Catalog, provider: str | None, gpu_ids: Iterable[str] | None, spot: bool) -> str:
@@ -384,8 +458,9 @@ def _input_outcome(workload: Workload, options) -> str | None:
 def _evaluate(model, gpu: GPU, offer: Offer, count: int, job: JobSize, constraints: Constraints,
               effective: int, auto_batch: bool, rank_in: str, spot_risk: SpotRisk) -> Option:
     workload = workload_on(model.workload, gpu)
+    nodes = topology_for(gpu, offer.provider).nodes(count)     # the machines the launch asks for, as timed below
     quote = dict(headroom_fraction=constraints.headroom_fraction, ranking_currency=rank_in,
-                 effective_batch_size=effective)
+                 effective_batch_size=effective, nodes=nodes)
 
     def excluded(exclusion: reasons.Exclusion, **known) -> Option:
         known.setdefault("peak_total_bytes", None)
@@ -397,6 +472,8 @@ def _evaluate(model, gpu: GPU, offer: Offer, count: int, job: JobSize, constrain
     why = model.count_refusal(count)
     if why:
         return excluded(reasons.count_refused(why))
+    if nodes > 1 and model.method == "closed-form" and splits_layers(workload.with_(num_gpus=count)):
+        return excluded(reasons.layer_split_beyond_a_machine(count, nodes, offer.provider))
     if workload.is_training and effective % count:
         # the effective batch (micro-batch × accumulation) is what every option keeps: it must split
         return excluded(reasons.batch_does_not_split(effective, count, workload.batch_size))
