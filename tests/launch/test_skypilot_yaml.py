@@ -136,3 +136,16 @@ def test_a_spot_option_is_launched_as_a_managed_job_that_survives_preemption(sky
     assert text.splitlines()[0].endswith(f": {command} <this file>")
     assert ("outlives it" in text) is spot
     assert _parse(sky, text, tmp_path).resources.pop().use_spot is spot
+
+
+def test_a_variant_of_a_known_gpu_is_rented_as_its_base(tmp_path):
+    # "no SkyPilot accelerator name known for GPU 'a100-4box'": a based_on variant (the same chip in machines of
+    # 4) could not be launched on a cloud that rents its base
+    from gpuwise.catalog import load_catalog
+
+    path = tmp_path / "mine.toml"
+    path.write_text('[[gpu]]\nid = "a100-4box"\nbased_on = "a100-80gb-sxm4"\ngpus_per_node = 4\n')
+    gpu = load_catalog(path, user_file=False).gpu("a100-4box")
+    assert gpu.based_on == "a100-80gb-sxm4"
+    task = skypilot_task(plan_launch(_option(8, "aws"), gpu, COMMAND), Path("gpuwise.whl"))
+    assert task["resources"]["accelerators"] == "A100-80GB:4" and task["num_nodes"] == 2

@@ -257,7 +257,7 @@ def _parse_gpu(table: dict[str, Any], where: str, known: dict[str, GPU]) -> GPU:
         base = dataclasses.asdict(parent)
         base["peak_tflops"] = dict(parent.peak_tflops)
         if table.get("id", parent.id) != parent.id:  # a new GPU must not steal the parent's names
-            base.update(aliases=(), nvml_names=(), name=table.get("id"))
+            base.update(aliases=(), nvml_names=(), name=table.get("id"), based_on=parent.based_on or parent.id)
     else:
         sizes = tuple(k for k in ("memory", "l2") if k not in table and f"{k}_bytes" not in table)
         _check_required(table, where, _GPU_REQUIRED[:8] + sizes + _GPU_REQUIRED[8:])

@@ -101,6 +101,9 @@ class GPU:
     # INTRA_KINDS) and how many one machine holds. None: topology.toml's machine, else ``topology.default_intra``.
     intra_link: str | None = None
     gpus_per_node: int | None = None
+    # A variant's base GPU (a user file's ``based_on``, as its catalog id; the base's own base for a variant of a
+    # variant): the same chip, so e.g. the accelerator a cloud rents for it. None: a GPU of its own.
+    based_on: str | None = None
 
     def __post_init__(self) -> None:
         if self.process_nm is None:

@@ -70,12 +70,15 @@ def launch_command(plan: LaunchPlan) -> str:
     return "sky jobs launch" if plan.spot else "sky launch -c gpuwise"
 
 
-def accelerator_name(gpu_id: str, cloud: str | None) -> str:
-    name = CLOUD_ACCELERATORS.get(cloud or "", {}).get(gpu_id) or ACCELERATORS.get(gpu_id)
-    if name is None:
-        raise LaunchError(f"no SkyPilot accelerator name known for GPU {gpu_id!r}; emit torchrun lines instead "
-                          f"(--emit torchrun)")
-    return name
+def accelerator_name(gpu_id: str, cloud: str | None, based_on: str | None = None) -> str:
+    """SkyPilot's name of the accelerator ``gpu_id`` is on ``cloud``; a variant (``based_on``: its base GPU's id,
+    the same chip in another machine) is rented as its base."""
+    for gid in (gpu_id, based_on):
+        name = gid and (CLOUD_ACCELERATORS.get(cloud or "", {}).get(gid) or ACCELERATORS.get(gid))
+        if name:
+            return name
+    raise LaunchError(f"no SkyPilot accelerator name known for GPU {gpu_id!r}; emit torchrun lines instead "
+                      f"(--emit torchrun)")
 
 
 def run_log_name() -> str:
@@ -90,7 +93,7 @@ def skypilot_task(plan: LaunchPlan, wheel: Path, *, name: str | None = None) -> 
     if plan.skypilot_cloud is None:
         raise LaunchError(f"SkyPilot does not know the provider {plan.provider!r}: use --emit torchrun and run "
                           f"the lines on a machine rented there")
-    resources = {"accelerators": f"{accelerator_name(plan.gpu.id, plan.skypilot_cloud)}:{plan.gpus_per_node}",
+    resources = {"accelerators": f"{accelerator_name(plan.gpu.id, plan.skypilot_cloud, plan.gpu.based_on)}:{plan.gpus_per_node}",
                  "use_spot": plan.spot,
                  "infra": "/".join(p for p in (plan.skypilot_cloud, plan.region) if p)}
     # node 0 hosts the rendezvous ($((…)) is 1 there, 0 elsewhere); SkyPilot's task id is the same on every node
