@@ -57,7 +57,7 @@ def report_cmd(
     currency = currency_option("--currency", currency) if currency is not None else None
     cat = load_catalog(catalog)
     money, provider = price_options(cat, gpu_price=gpu_price, provider=provider, currency=currency)
-    correction, _ = user_correction(not no_user_calibration, cat)
+    correction, calibrations = user_correction(not no_user_calibration, cat)
     # the workload options, checked with or without --model; without, --precision alone sets the datasheet ratio
     workload = workload_or_checked(model, workload_kwargs, used_without_model=("precision",))
     # without --model the datasheet ratio needs a precision: the one named, else the one a gpuwise run log's
@@ -70,6 +70,7 @@ def report_cmd(
         provider=provider, spot=spot, currency=currency, headroom_fraction=parse_headroom(headroom),
         columns=[c for c in columns.split(",") if c.strip()] if columns else None,
         scaling=scaling, workload=workload, correction=correction,
+        is_calibration_run=calibration_runs(calibrations),
     )
     if columns:
         _warn_unused_columns(log)
@@ -87,6 +88,18 @@ def report_cmd(
     console.print(render_report(report))
     if html:
         console.print(f"HTML report: {html}")
+
+
+def calibration_runs(calibrations):
+    """``is_calibration_run(measurement, gpu_id)`` for build_report: whether one of ``calibrations`` (the user's
+    ``GpuCalibration`` of each GPU) was fitted on that measurement on that GPU, by the fingerprint `gpuwise
+    calibrate` stores and lists for each run. None without a calibration."""
+    if not calibrations:
+        return None
+    from gpuwise.calibrate.rows import fingerprint
+
+    stored = {(c.gpu, r.fingerprint) for c in calibrations for r in c.runs}
+    return lambda measurement, gpu_id: (gpu_id, fingerprint(measurement, gpu_id)) in stored
 
 
 def _warn_unused_columns(path: str) -> None:

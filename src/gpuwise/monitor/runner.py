@@ -32,7 +32,8 @@ one's meta (command, workload, exit code) or mixes its samples and events with t
 its command starts (exit 2: the log cannot be opened, no such monitor backend) removes the log it created.
 
 Exit code: the command's, or 128+N when signal N killed it, as in a shell, whatever happens to sampling,
-the run log or the report: those failures are warnings on stderr.
+the run log or the report: those failures are warnings on stderr. The run log's meta records it as
+``exit_code``, and the signal's name as ``signal`` when one killed the command (``exit_status``).
 """
 
 from __future__ import annotations
@@ -202,9 +203,10 @@ def run_command(
     if backend is not None:
         _best_effort(announce, "GPU backend not closed", backend.close)
     result.duration_s = time.monotonic() - start
-    result.exit_code = returncode if returncode >= 0 else 128 - returncode
+    status = exit_status(returncode)
+    result.exit_code = status["exit_code"]
     ended = sampler.end_meta if sampler is not None else end_meta
-    _best_effort(announce, "run log meta not written", lambda: write_meta(runlog, ended(exit_code=result.exit_code)))
+    _best_effort(announce, "run log meta not written", lambda: write_meta(runlog, ended(**status)))
     if result.forwarded:
         _best_effort(announce, "run log not written", lambda: runlog.log_event("signals", json.dumps(result.forwarded)))
     if result.killed is not None:
@@ -213,6 +215,15 @@ def run_command(
     _best_effort(announce, "run log not closed", runlog.close)
     claim.release()
     return result
+
+
+def exit_status(returncode: int) -> dict[str, object]:
+    """The run log's meta of how the command ended, from ``Popen.returncode``: ``exit_code`` as a shell gives it
+    (128 + the signal's number for a command a signal ended), and ``signal`` (its name, "SIGKILL") only then, so a
+    log tells a command killed by SIGKILL from one that exited with code 137 itself."""
+    if returncode >= 0:
+        return {"exit_code": returncode}
+    return {"exit_code": 128 - returncode, "signal": signal_name(-returncode)}
 
 
 def check_kill_after_s(kill_after_s: float | None) -> float | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,8 +14,10 @@ from gpuwise.plan.money import parse_price
 from gpuwise.plan.offers import check_provider
 from gpuwise.plan.scaling import TimeScaling
 from gpuwise.report.errors import ReportError
+from gpuwise.report.measured import Measurement
 from gpuwise.report.predicted_vs_measured import PredictedVsMeasured, measured_against_prediction
 from gpuwise.report.rightsize import TIME_NOTE, RightSizing, rented_gpu, resolve_rented, right_size
+from gpuwise.report.run_end import RunEnd, run_end
 from gpuwise.report.smi_csv import check_columns
 from gpuwise.report.sources import load_usage_log, log_ended
 from gpuwise.report.usage import UsageSummary, summarize
@@ -30,7 +33,8 @@ class Report:
     """What ``build_report`` says of one log: what the job used (``usage``: peak memory, utilisation, per GPU
     and per process), which cheaper catalog GPU would have held it and what that saves (``right_sizing``; None
     without a GPU to compare against), the prediction against the measurement where the log records its
-    workload (``predicted_vs_measured``), and ``notes``/``warnings`` in words. ``to_dict()`` is the
+    workload (``predicted_vs_measured``), how a gpuwise run log's job ended (``run_end``: exit code, signal, last
+    logged step), and ``notes``/``warnings`` in words. ``to_dict()`` is the
     `gpuwise report --json` object."""
 
     usage: UsageSummary
@@ -41,6 +45,7 @@ class Report:
     warnings: tuple[str, ...] = ()        # what makes the figures doubtful (a --gpu the job cannot have run on)
     compared_as: str | None = None        # the GPU --gpu named, when it is not the one the log names
     run_ended: bool | None = None         # a gpuwise run log: whether it records its end (None: another log)
+    run_end: RunEnd | None = None         # a gpuwise run log: how its job ended (exit code, signal, last step)
 
     def to_dict(self) -> dict:
         u, r = self.usage, self.right_sizing
@@ -54,6 +59,10 @@ class Report:
             "compared_as": self.compared_as,
             "gpu_count": len(job),
             "run_ended": self.run_ended,
+            "exit_code": self.run_end.exit_code if self.run_end else None,
+            "signal": self.run_end.signal if self.run_end else None,
+            "ended": self.run_end.ended if self.run_end else None,
+            "last_logged_step": self.run_end.last_step if self.run_end else None,
             "needed_peak_bytes": u.needed_peak_bytes,
             "needed_p95_bytes": u.needed_p95_bytes,
             "memory_basis": job[0].memory_basis if job else None,
@@ -81,11 +90,14 @@ def build_report(
     scaling: TimeScaling | None = None,
     workload: Workload | None = None,
     correction=None,
+    is_calibration_run: Callable[[Measurement, str], bool] | None = None,
 ) -> Report:
     """``gpu``: the rented GPU when the log does not name it (dmon) or names it wrongly; raises CatalogError.
     ``scaling`` None: the time predictor's ratios when the log records its workload, else the datasheet ratio.
     ``workload``: the job (``--model …``), compared with what a gpuwise run log measured (``predicted_vs_measured``).
-    ``correction``: the user's calibration for the predictions (``plan.profile.model_for``); None: the shipped model."""
+    ``correction``: the user's calibration for the predictions (``plan.profile.model_for``); None: the shipped model.
+    ``is_calibration_run(measurement, gpu_id)``: whether that calibration was fitted on this run (the comparison
+    then says its error is in-sample); the CLI reads it from the calibration file."""
     if columns:
         check_columns(columns)      # a typo in --columns: refused whatever the log (one line, exit 2)
     log = load_usage_log(path, columns=columns)
@@ -127,7 +139,8 @@ def build_report(
         warnings.append(f"the job's measured peak, {format_bytes(usage.needed_peak_bytes)}, is more than the "
                         f"{format_bytes(rented.visible_memory_bytes)} of {named}: the job cannot have run on it"
                         + ("; check --gpu" if gpu else ""))
-    comparison, scaling = measured_against_prediction(log, usage, rented, scaling, notes, workload, correction)
+    comparison, scaling = measured_against_prediction(log, usage, rented, scaling, notes, workload, correction,
+                                                      is_calibration_run)
     sizing = None
     if usage.nothing_ran:
         pass        # no verdict on GPUs nothing ran on: summarize's note says so
@@ -140,7 +153,8 @@ def build_report(
         notes.extend(n for n in sizing.notes if not (said and n.startswith(TIME_NOTE)))
     else:
         notes.append(NO_MEMORY_NOTE)
-    return Report(usage, sizing, tuple(notes), log.samples, comparison, tuple(warnings), compared_as, ended)
+    return Report(usage, sizing, tuple(notes), log.samples, comparison, tuple(warnings), compared_as, ended,
+                  run_end(log))
 
 
 def mixed_gpus_note(usage: UsageSummary) -> str:

@@ -53,6 +53,7 @@ class Measurement:
     cuda_version: str | None = None
     torch_version: str | None = None
     source: str = ""                      # where it was read (a path: never exported)
+    logged_steps: int = 0                 # step times the log holds, warm-up included (not part of what is measured)
 
     @property
     def stack(self) -> dict[str, str | None]:
@@ -71,6 +72,17 @@ def median_step_time_s(step_times_s: list[float]) -> tuple[float | None, int]:
     if len(timed) < MIN_TIMED_STEPS:
         return None, len(timed)
     return statistics.median(timed), len(timed)
+
+
+def unmeasured_step_time_why(logged_steps: int, timed_steps: int) -> str:
+    """Why ``median_step_time_s`` gave no step time, in words ("3 steps, all warm-up"): ``logged_steps`` step times
+    in the log, ``timed_steps`` of them usable after the warm-up."""
+    if logged_steps == 0:
+        return "no step times in the log (a guarded job's run log has them)"
+    steps = f"{logged_steps} step{'s' if logged_steps != 1 else ''}"
+    if logged_steps <= WARMUP_STEPS:
+        return f"{steps}, all warm-up (the first {WARMUP_STEPS} are not timed)"
+    return f"{steps}, {timed_steps} timed after the {WARMUP_STEPS} warm-up ({MIN_TIMED_STEPS} needed)"
 
 
 def _json(text: str | None) -> object:
@@ -98,7 +110,8 @@ def measurement_from(log: UsageLog, usage: UsageSummary | None) -> Measurement:
         rows = read_train_metrics(path).get(STEP_TIME_METRIC, [])
     except RunLogError as exc:
         raise ReportError(str(exc)) from None
-    step_s, timed = median_step_time_s([v for _step, _t, v in sorted(rows, key=lambda r: r[1])])
+    step_times_s = [v for _step, _t, v in sorted(rows, key=lambda r: r[1])]
+    step_s, timed = median_step_time_s(step_times_s)
     workload = _json(meta.get("workload"))
     process_bytes = None
     if usage is not None:
@@ -121,4 +134,5 @@ def measurement_from(log: UsageLog, usage: UsageSummary | None) -> Measurement:
         cuda_version=meta.get("cuda_version") or versions.get("cuda_version"),
         torch_version=meta.get("torch_version") or versions.get("torch_version"),
         source=str(path),
+        logged_steps=len(step_times_s),
     )

@@ -8,14 +8,15 @@ measured, so +10 % means gpuwise predicted 10 % too much.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gpuwise.catalog import GPU
 from gpuwise.errors import GpuwiseError
 from gpuwise.plan import accuracy
 from gpuwise.plan.profile import model_for
 from gpuwise.plan.scaling import PREDICTED_METHOD, TimeScaling, time_scaling
-from gpuwise.report.measured import PRIVATE_MODEL, Measurement, measurement_from, public_model
+from gpuwise.report.measured import (PRIVATE_MODEL, Measurement, measurement_from, public_model,
+                                     unmeasured_step_time_why)
 from gpuwise.report.rightsize import TIME_NOTE
 from gpuwise.report.sources import UsageLog
 from gpuwise.report.usage import UsageSummary
@@ -33,6 +34,7 @@ class Figure:
     # of "nvidia-smi total": "process" (NVML's memory of the job's processes) or "used" (the GPU's used memory,
     # where the driver gives no per-process figure: a container, an nvidia-smi CSV); None for the other figures
     measured_basis: str | None = None
+    unmeasured_why: str | None = None    # why ``measured`` is None, in words ("3 steps, all warm-up")
 
     @property
     def label(self) -> str:
@@ -49,7 +51,8 @@ class Figure:
     def to_dict(self) -> dict:
         e = self.signed_error
         return {"name": self.name, "unit": self.unit, "predicted": self.predicted, "measured": self.measured,
-                "signed_error": e, "abs_error": None if e is None else abs(e), "measured_basis": self.measured_basis}
+                "signed_error": e, "abs_error": None if e is None else abs(e), "measured_basis": self.measured_basis,
+                "not_measured_why": self.unmeasured_why if self.measured is None else None}
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,7 @@ class PredictedVsMeasured:
     method: str = "traced"             # or "closed-form" (LLMs): no held-out runs measure its time error
     bound: str | None = None           # what bounds the predicted step ("input": the rate given sets it)
     regime: str | None = None          # the predicted step's regime (runtime.accuracy.REGIMES)
+    in_sample: bool = False            # the calibration applied was fitted on this very run: its error is no check
 
     def likely_step_time_range_s(self) -> tuple[float, float] | None:
         """Where 8 in 10 held-out public runs measured, given the shipped model's prediction (runtime/accuracy.py);
@@ -72,8 +76,11 @@ class PredictedVsMeasured:
 
     def to_dict(self) -> dict:
         return {"gpu": self.gpu, "workload": self.workload, "calibration": self.calibration,
-                "figures": [f.to_dict() for f in self.figures],
+                "figures": [f.to_dict() for f in self.figures], "in_sample": self.in_sample,
                 "likely_step_time_range_s": self.likely_step_time_range_s()}
+
+
+NO_TORCH_RECORD = "no PyTorch memory record (gpuwise run --torch-hook, or the guard, writes one)"
 
 
 def compare(measured: Measurement, gpu: GPU, workload: Workload,
@@ -88,9 +95,12 @@ def compare(measured: Measurement, gpu: GPU, workload: Workload,
     total_bytes, basis = ((measured.process_memory_bytes, "process") if measured.process_memory_bytes is not None
                           else (gpu_used_bytes, "used") if gpu_used_bytes is not None else (None, None))
     figures = (
-        Figure("step time", "s", est.time.step_time_s if est.time else None, measured.step_time_s),
-        Figure("peak allocated", "bytes", mem.peak_allocated_bytes, measured.peak_allocated_bytes),
-        Figure("peak reserved", "bytes", mem.peak_reserved_bytes, measured.peak_reserved_bytes),
+        Figure("step time", "s", est.time.step_time_s if est.time else None, measured.step_time_s,
+               unmeasured_why=unmeasured_step_time_why(measured.logged_steps, measured.timed_steps)),
+        Figure("peak allocated", "bytes", mem.peak_allocated_bytes, measured.peak_allocated_bytes,
+               unmeasured_why=NO_TORCH_RECORD),
+        Figure("peak reserved", "bytes", mem.peak_reserved_bytes, measured.peak_reserved_bytes,
+               unmeasured_why=NO_TORCH_RECORD),
         Figure("nvidia-smi total", "bytes", mem.total_bytes, total_bytes, basis),
     )
     return PredictedVsMeasured(gpu.id, workload.to_dict(), est.calibration, figures, model.method,
@@ -100,6 +110,7 @@ def compare(measured: Measurement, gpu: GPU, workload: Workload,
 def measured_against_prediction(
     log: UsageLog, usage: UsageSummary, rented: GPU | None, scaling: TimeScaling | None, notes: list[str],
     workload: Workload | None = None, correction=None,
+    is_calibration_run: Callable[[Measurement, str], bool] | None = None,
 ) -> tuple[PredictedVsMeasured | None, TimeScaling | None]:
     """(the comparison on the rented GPU, the time scaling to use) for a gpuwise run log; ``usage``: the
     report's ``summarize(log)`` (summarised once: a long log takes seconds).
@@ -110,7 +121,9 @@ def measured_against_prediction(
     is the measured run scaled by the time predictor's ratios, so the measurement stays the anchor. Without
     one that can be predicted, and no ``scaling`` given (``report`` gives one when ``--precision`` names the
     precision), the datasheet ratio is taken at the precision the log's workload records (a note says so).
-    What cannot be predicted becomes a line in ``notes``, never an error: the usage report stands without it."""
+    What cannot be predicted becomes a line in ``notes``, never an error: the usage report stands without it.
+    ``is_calibration_run(measured, gpu_id)``: whether the user's calibration of that GPU was fitted on this run;
+    where it was and the prediction is calibrated, the comparison is ``in_sample``."""
     if log.source != "gpuwise run log":
         if workload is None or rented is None:
             return None, scaling
@@ -132,6 +145,8 @@ def measured_against_prediction(
             return None, scaling or (recorded_precision_scaling(measured, notes) if workload is None else None)
         # traces now: a workload that fails, fails here
         comparison = compare(measured, rented, workload, correction=correction, gpu_used_bytes=used_bytes)
+        if comparison.calibration and is_calibration_run is not None and is_calibration_run(measured, rented.id):
+            comparison = replace(comparison, in_sample=True)
         if (note := mismatch_note(comparison)) is not None:
             notes.append(note)
         if scaling is None or scaling.method != PREDICTED_METHOD:
@@ -203,20 +218,32 @@ def comparison_rows(c: PredictedVsMeasured) -> list[tuple[str, str, str, str]]:
     for f in c.figures:
         e = f.signed_error
         err = f"{e:+.1%}" if e is not None else "not measured" if f.measured is None else "-"
+        if e is not None and c.in_sample and f.name == "step time":
+            err += ", in-sample"
         rows.append((f.label, fmt(f, f.predicted), fmt(f, f.measured), err))
     return rows
 
 
+IN_SAMPLE_LINE = ("in-sample: this run is one of your calibration's, so the step time error says how closely the fit "
+                  "reproduces it, not how well gpuwise predicts (--no-user-calibration: the shipped model's error)")
+
+
 def comparison_footer(c: PredictedVsMeasured) -> list[str]:
-    """Where the measured step time falls in the shipped model's likely range, and what to do with the run."""
+    """Why a figure was not measured, whether the error is in-sample (the calibration was fitted on this run), and
+    where the measured step time falls in the shipped model's likely range, with what to do with the run."""
+    lines = [f"{f.label} not measured: {f.unmeasured_why}" for f in c.figures
+             if f.measured is None and f.unmeasured_why]
+    if c.in_sample:
+        lines.append(IN_SAMPLE_LINE)
     step = next((f for f in c.figures if f.name == "step time"), None)
     likely = c.likely_step_time_range_s()
     if not (likely and step is not None and step.measured):
-        return []
+        return lines
     lo, hi = likely
     where = "within" if lo <= step.measured <= hi else "outside"
-    return [f"measured time {where} the likely {format_duration(lo)} to {format_duration(hi)} (8 in 10 held-out runs);",
-            "gpuwise calibrate LOG makes later predictions start from this run"]
+    return lines + [
+        f"measured time {where} the likely {format_duration(lo)} to {format_duration(hi)} (8 in 10 held-out runs);",
+        "gpuwise calibrate LOG makes later predictions start from this run"]
 
 
 def comparison_lines(c: PredictedVsMeasured) -> list[str]:
