@@ -314,9 +314,7 @@ def forecast_advice(a: CurveAnalysis, target_loss: float | None) -> list[Advice]
     lo, hi = fit.band(np.array([horizon]))
     text = (f"Trend fit: {_mix(fit)}, weighed by BIC. At step {horizon:,} (twice the steps so far) the trend "
             f"reaches {_g(float(fit.predict(horizon)))} (90 % band {range_text(float(lo[0]), float(hi[0]))}).")
-    floor = fit.asymptote()
-    if np.isfinite(floor):
-        text += f" It levels off at {_g(floor)}."
+    text += floor_text(fit)
     numbers: dict[str, Any] = {"family": fit.best.family.name, "horizon_step": horizon,
                                "loss_at_horizon": float(fit.predict(horizon))}
     if target_loss is not None:
@@ -332,8 +330,9 @@ def forecast_advice(a: CurveAnalysis, target_loss: float | None) -> list[Advice]
             numbers["target_step"] = st.step
         else:
             st = a.steps_to_target
-            near = st.floor if st is not None and st.floor is not None else floor
-            where = f" (the curve levels off near {_g(near)})" if np.isfinite(near) else ""
+            span = fit.floor_range()
+            where = (f" (the curve levels off near {_g(st.floor)})" if st is not None and st.floor is not None
+                     else f" (the curve levels off near {_floor_words(span)})" if span is not None else "")
             text += (f" The target {_g(target_loss)} is not reached{where}: more steps of this run "
                      "will not reach it (a larger model, more data or another schedule may).")
     if a.plateau_forecast_step is not None and a.plateau_forecast_step > a.last_step:
@@ -346,6 +345,24 @@ def forecast_advice(a: CurveAnalysis, target_loss: float | None) -> list[Advice]
         numbers["diminishing_returns_step"] = a.diminishing_returns_step
     out.append(Advice("forecast", "Forecast", text, numbers))
     return out
+
+
+def floor_text(fit) -> str:
+    """" It levels off at 2.24." when the families with weight level off at one level; their range when they
+    differ (" It levels off at 2.19–2.25 (…)"); "" when one of them has no floor of its own (``TrendFit.floor_range``:
+    it falls for ever, or only to the zero bound), never the weighted mean of a floor and such a bound."""
+    span = fit.floor_range()
+    if span is None:
+        return ""
+    agreed = fit.agreed_floor()
+    if agreed is not None:
+        return f" It levels off at {_g(agreed)}."
+    return f" It levels off at {_floor_words(span)} (the fitted families disagree on where)."
+
+
+def _floor_words(span: tuple[float, float]) -> str:
+    lo, hi = span
+    return _g(lo) if _g(lo) == _g(hi) else range_text(lo, hi)
 
 
 def _mix(fit) -> str:

@@ -126,7 +126,9 @@ class TrainingLog:
     ``loss_name``: the series the curve is, ``other_loss_names``: the other loss-like ones (say which was used);
     ``eval_curve``: a held-out (eval/validation) loss logged beside the training loss, named ``eval_name`` (the
     overfitting check); ``rows_read`` and ``thinned_bin_steps``: a long log thinned on read, from ``rows_read``
-    rows with a loss to one point per ``thinned_bin_steps`` steps (1: not thinned).
+    rows with a loss to one point per ``thinned_bin_steps`` steps (1: not thinned); ``workload``: the job a gpuwise
+    run log records (meta ``workload``, as ``gpuwise run --model`` and the guard's ``workload=`` write it), None
+    when it records none.
     """
 
     curve: Curve
@@ -142,3 +144,4 @@ class TrainingLog:
     eval_name: str | None = None
     rows_read: int | None = None             # rows with a loss read (None: not counted by the reader)
     thinned_bin_steps: int = 1               # > 1: thinned on read to one point per this many steps
+    workload: Mapping[str, object] | None = None   # the workload= a gpuwise run log records (Workload.to_dict())

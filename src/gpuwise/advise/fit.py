@@ -46,7 +46,6 @@ class TrendFit:
     belongs to ``candidates[i]`` (0 below 1 %); ``boot[i]``: (n_boot, n_params) refits of it.
     """
 
-    best: FamilyFit
     candidates: tuple[FamilyFit, ...]
     weights: np.ndarray
     boot: tuple[np.ndarray, ...]
@@ -73,8 +72,33 @@ class TrendFit:
         u = self.u(steps)
         return sum(w * f.family.slope(u, f.params) for f, w, _ in self._members()) / self.t_scale
 
+    @property
+    def best(self) -> FamilyFit:
+        """The family that carries the most weight: the best BIC, unless ``prefer_floor`` took its weight away
+        (a plateau is forecast by the fits that level off), so what names the forecast's family names one in it."""
+        return max(self._members(), key=lambda m: m[1])[0]
+
     def asymptote(self) -> float:
+        """Where the weighted forecast goes as t grows: the weighted mean of the families' asymptotes
+        (-inf with a log-linear member). Not a floor to state: see ``floor_range``."""
         return float(sum(w * f.family.asymptote(f.params) for f, w, _ in self._members())) + self.level_offset
+
+    def floor_range(self) -> tuple[float, float] | None:
+        """(lowest, highest) level where the families with weight level off (``fitted_floor``); None when one
+        of them has no floor of its own: then the forecast has none to state, and a weighted mean of a floor
+        and a bound (or -inf) would be no level the loss goes to."""
+        floors = [fitted_floor(f, self.nonneg) for f, _, _ in self._members()]
+        if not floors or any(x is None for x in floors):
+            return None
+        return min(floors) + self.level_offset, max(floors) + self.level_offset
+
+    def agreed_floor(self) -> float | None:
+        """The level the curve levels off at when the families with weight agree on it (``floor_range`` within
+        ``FLOORS_AGREE_RELATIVE``): their weighted floor; None when they disagree or one has no floor."""
+        span = self.floor_range()
+        if span is None or span[1] - span[0] > FLOORS_AGREE_RELATIVE * max(abs(span[1]), abs(span[0])):
+            return None
+        return self.asymptote()
 
     def samples(self, n: int = 200) -> list[tuple[FamilyFit, np.ndarray]]:
         """Bootstrap refits pooled by weight: about ``n`` (family fit, params) pairs."""
@@ -219,7 +243,7 @@ def fit_trend(steps: np.ndarray, loss: np.ndarray, *, n_boot: int = 30, seed: in
     boots = tuple(_block_bootstrap(f, u, y, sw, n_boot, seed, nonneg) if w > 0 else np.empty((0, f.family.n_params))
                   for f, w in zip(fits, weights))
     avg = sum(w * f.family.predict(u, f.params) for f, w in zip(fits, weights) if w > 0)
-    return TrendFit(best=fits[0], candidates=tuple(fits), weights=weights, boot=boots, t_shift=shift, t_scale=scale,
+    return TrendFit(candidates=tuple(fits), weights=weights, boot=boots, t_shift=shift, t_scale=scale,
                     first_step=first_step, last_step=last_step, residual_std=float(np.std((y - avg) * sw)),
                     holdout_error_per_log=_holdout_error_per_log(u, y, sw, nonneg, families), nonneg=nonneg)
 
@@ -301,30 +325,46 @@ class StepEstimate:
 
 
 PLAUSIBLE_DELTA_BIC = 10.0   # a family within this of the best BIC fits "about as well" (Kass & Raftery)
+FLOORS_AGREE_RELATIVE = 0.005  # floors within 0.5 % of each other are one level (the output's 4 digits, about)
+
+
+def fitted_floor(f: FamilyFit, nonneg: bool) -> float | None:
+    """Where ``f`` levels off (its asymptote, before any ``level_offset``) when the data set that level; None for a
+    family that falls for ever (log-linear) and for a floor held at the zero bound of a never-negative loss
+    (``_coefficients``' ``floor_at_zero``): that fit wanted a floor below 0 and falls as far as the bound lets it,
+    so its 0 is the bound's word, not the curve's."""
+    floor = float(f.family.asymptote(f.params))
+    if not np.isfinite(floor) or (nonneg and f.family.decreasing and floor <= 0.0):
+        return None
+    return floor
 
 
 def plausible_floor(fit: TrendFit, flat: bool = False) -> float | None:
     """The level where the curve levels off by the best-BIC family that has a floor (power law or
-    exponential), when that family is plausible: within ``PLAUSIBLE_DELTA_BIC`` of the best fit, or any
-    floored fit at all when ``flat`` (the run is on a plateau already). None when no such fit."""
+    exponential) the data set (``fitted_floor``: not one held at the zero bound), when that family is
+    plausible: within ``PLAUSIBLE_DELTA_BIC`` of the best fit, or any floored fit at all when ``flat`` (the run
+    is on a plateau already). None when no such fit."""
     best_bic = fit.candidates[0].bic
     for f in fit.candidates:   # best BIC first
-        if f.family.name == "constant" or not np.isfinite(f.family.asymptote(f.params)):
+        floor = fitted_floor(f, fit.nonneg)
+        if f.family.name == "constant" or floor is None:
             continue
         if flat or f.bic - best_bic <= PLAUSIBLE_DELTA_BIC:
-            return float(f.family.asymptote(f.params)) + fit.level_offset
+            return floor + fit.level_offset
         return None
     return None
 
 
 def prefer_floor(fit: TrendFit, flat: bool) -> TrendFit:
-    """``fit`` without its unbounded families (log-linear, which falls for ever) when a family with a floor
+    """``fit`` without its unbounded families (log-linear, which falls for ever, and a fit whose floor is held at
+    the zero bound, which falls as far as the bound lets it: ``fitted_floor``) when a family with a floor
     is plausible (``plausible_floor``) and the run is flat: a plateau and a forecast that falls for ever
     contradict each other, and the data cannot tell them apart, so the forecast keeps the floored fits
-    and every statement made from it (target, progress per hour, plateau step) agrees with the plateau."""
+    and every statement made from it (target, progress per hour, plateau step, the level it levels off at)
+    agrees with the plateau. ``TrendFit.best`` then names the floored family with the most weight."""
     if not flat or plausible_floor(fit, flat) is None:
         return fit
-    keep = np.array([np.isfinite(f.family.asymptote(f.params)) for f in fit.candidates])
+    keep = np.array([fitted_floor(f, fit.nonneg) is not None for f in fit.candidates])
     w = np.where(keep, fit.weights, 0.0)
     if w.sum() <= 0:   # the floored fits had weight < 1 %: weigh them among themselves by BIC
         bic = np.array([f.bic if k else np.inf for f, k in zip(fit.candidates, keep)])

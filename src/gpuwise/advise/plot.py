@@ -36,7 +36,7 @@ def plot_report(report: AdviceReport, path: str | Path) -> Path:
     if a.fit is not None:
         fitted = a.steps[a.steps >= (a.fit_from_step or 0)]
         ax.plot(fitted, a.fit.predict(fitted), color="#ff7f0e", lw=1.0, alpha=0.9,
-                label=f"fit from step {int(fitted[0]):,} ({a.fit.best.family.name} best by BIC)")
+                label=f"fit from step {int(fitted[0]):,} ({a.fit.best.family.name}: most weight)")
         points = report.to_dict()["forecast"]["points"]
         fs = np.array([p["step"] for p in points])
         ax.plot(fs, [p["loss"] for p in points], "--", color="#ff7f0e", lw=1.6, label="forecast")

@@ -140,7 +140,8 @@ def read_runlog(path: Path, loss_name: str | None = None) -> TrainingLog:
     return TrainingLog(curve=curve, noise=noise, gpu_name=gpu_name, gpu_count=max(1, len(indices)),
                        peak_memory_bytes=max(mem) if mem else None, precision=precision, meta=meta,
                        loss_name=printable(loss_metric), other_loss_names=others, eval_curve=eval_curve,
-                       eval_name=printable(eval_metric) if eval_curve is not None else None)
+                       eval_name=printable(eval_metric) if eval_curve is not None else None,
+                       workload=workload if isinstance(workload, dict) else None)
 
 
 def _json_or_none(text: str | None) -> object:

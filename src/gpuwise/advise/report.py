@@ -120,15 +120,16 @@ class AdviceReport:
             why = ("the run diverged" if a.diagnosis == "diverged" else
                    "the loss is rising" if a.phases[-1].kind == RISING else "too few points")
             return {"available": False, "reason": why}
-        best = fit.best.to_dict(fit.t_scale)
-        floor = fit.asymptote()
+        best = fit.best.to_dict(fit.t_scale)   # the family with the most weight, as the text's mix names it
+        floor, span = fit.agreed_floor(), fit.floor_range()
         return {
             "available": True, **best,
             "fit_from_step": a.fit_from_step,
             "candidates": [{**c.to_dict(fit.t_scale), "weight": round(float(w), 4)}
                            for c, w in zip(fit.candidates, fit.weights)],
             "forecast_is": "BIC-weighted average of the candidates with weight > 0",
-            "asymptote_loss": _r(floor) if np.isfinite(floor) else None,
+            "asymptote_loss": _r(floor) if floor is not None else None,
+            "levels_off": None if span is None else {"low": _r(span[0]), "high": _r(span[1])},
             "residual_std": _r(fit.residual_std),
             "band": "5th-95th percentile of the trend over a moving-block bootstrap, widened by the hold-out miss",
             "points": forecast_points(fit, max(self.end_step, 2 * a.last_step)),

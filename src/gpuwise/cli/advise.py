@@ -51,10 +51,13 @@ def advise(
 ) -> None:
     """Read a loss curve and say what to do: plateau (finish on a cheaper GPU?), noisy (larger batch?),
     not learning (the GPU is not the problem), diverged; with a forecast and a GPU plan with prices."""
+    from dataclasses import replace
+
     from gpuwise.advise import AdviseSettings, PricingRequest, SwitchCost, read_log
     from gpuwise.advise import advise as run_advise
     from gpuwise.advise.errors import AdviseError
     from gpuwise.catalog import load_catalog
+    from gpuwise.errors import GpuwiseError
     from gpuwise.plan import parse_headroom
     from gpuwise.plan.offers import check_provider
     from gpuwise.plan.scaling import time_scaling
@@ -84,7 +87,12 @@ def advise(
     cat = load_catalog(catalog)
     provider = check_provider(cat, provider)     # with or without --gpu: an unknown one is refused, not ignored
     training_log = read_log(c.text_option("LOG", log, names="file", give="the loss log's path", unset=None), loss_tag)
-    # --model: the same calibration as estimate, recommend and report (none without --model: no predictor runs)
+    # without --model, the workload a gpuwise run log records, as report takes it (--model wins)
+    workload_from, workload_note = ("--model", None) if workload else (None, None)
+    if workload is None:
+        workload, workload_note = _recorded_workload(training_log.workload, num_gpus, precision)
+        workload_from = "run log" if workload else None
+    # a workload: the same calibration as estimate, recommend and report (none without: no predictor runs)
     correction, calibrated = user_correction(not no_user_calibration, cat) if workload else (None, [])
     request = PricingRequest(
         gpu_name=gpu, price_per_hour=None if gpu_price else price, price_per_gpu_hour=price if gpu_price else None,
@@ -93,7 +101,15 @@ def advise(
         headroom_fraction=parse_headroom(headroom),
         switch=switch,
         scaling=time_scaling(workload.precision, workload, correction=correction) if workload else None)
-    report = run_advise(training_log, settings, cat, request)
+    try:
+        report = run_advise(training_log, settings, cat, request)
+    except (GpuwiseError, TypeError, ValueError) as exc:   # the predictor traces the model when first asked
+        if workload_from != "run log":
+            raise
+        # the log's word is no option of the user's: its workload failing is a line, and the datasheet ratio
+        workload_note = f"no prediction for the run log's workload ({workload.model}): {str(exc)[:200]}"
+        workload, workload_from, calibrated = None, None, []
+        report = run_advise(training_log, settings, cat, replace(request, scaling=None))
     c.refuse_non_finite(report.to_dict(), _scales(step_time_s, total_steps, gpu_price or price_per_hour))
     plot_path = None
     if plot:
@@ -104,15 +120,45 @@ def advise(
         out = report.to_dict()
         out["plot"] = plot_path
         out["user_calibration"] = [cal.summary for cal in calibrated]
+        out["workload"] = None if workload is None else {"from": workload_from, **workload.to_dict()}
+        out["workload_note"] = workload_note
         c.print_json(out)
         return
     scaled_by = None
-    if model:
-        scaled_by = f"the time predictor for {model}"
+    if workload:
+        scaled_by = f"the time predictor for {workload.model}"
+        if workload_from == "run log":
+            scaled_by += (f" (batch {workload.batch_size}, {workload.precision}: the workload the run log records; "
+                          "--model gives another)")
         if calibrated:
             scaled_by += (f", calibrated with your runs on {', '.join(sorted(cal.gpu for cal in calibrated))} "
                           "(gpuwise calibrate; --no-user-calibration for the shipped model)")
     _render(report, plot_path, scaled_by=scaled_by)
+    if workload_note:
+        c.console.print(f"[dim]Workload: {for_console(workload_note)}.[/dim]")
+
+
+def _recorded_workload(record, num_gpus: int | None, precision: str | None):
+    """(the workload a gpuwise run log records, None) with --num-gpus and --precision, where given, over the
+    record's; (None, why) when the record names a model that is not traced on the log's word (report's rule:
+    ``report.measured.public_model``, a local file runs code of its own) or cannot be read; (None, None) when
+    the log records no model."""
+    from dataclasses import replace
+
+    from gpuwise.errors import GpuwiseError
+    from gpuwise.report.measured import PRIVATE_MODEL, public_model
+    from gpuwise.workload import Workload
+
+    if not isinstance(record, dict) or not record.get("model"):
+        return None, None
+    if public_model(str(record["model"])) == PRIVATE_MODEL:
+        return None, ("the run log's workload names a local model file: pass --model SPEC (with the same workload "
+                      "options) for the time predictor")
+    given = {k: v for k, v in (("num_gpus", num_gpus), ("precision", precision)) if v is not None}
+    try:
+        return replace(Workload.from_dict(record), **given), None
+    except (GpuwiseError, TypeError, ValueError) as exc:
+        return None, f"the run log's workload is not one gpuwise reads ({str(exc)[:200]}): pass --model SPEC"
 
 
 def _scales(step_time_s: float | None, total_steps: int | None, price: str | None) -> str:
