@@ -10,8 +10,8 @@ moves by the stack's offset when one was measured. Only classes the runs gave ev
 step lies in classes the runs never carried. ``correction`` is what the CLI passes to
 ``plan.profile.model_for``: every estimate of that model is corrected, no other.
 
-A GPU without a calibration of its own carries the step-time correction of the one with the most runs
-(``carried_calibration``): a comparison across GPUs (recommend's ranking, estimate ``--gpu all``, report's
+A GPU without a calibration of its own carries the step-time correction of the closest calibrated GPU (one chip,
+then one architecture), then the one with the most runs (``carried_calibration``): a comparison across GPUs (recommend's ranking, estimate ``--gpu all``, report's
 right-sizing) would otherwise set the user's stack, measured on one GPU, against the shipped model on every
 other, and rank a cut-down card ahead of the one measured. Memory is not carried (a CUDA context is the GPU's
 and the driver's). How far a carried calibration helps is measured, not assumed: benchmarks/README.md,
@@ -23,40 +23,71 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
-from gpuwise.calibrate.fit import HOST, LAUNCH, MIN_CLASS_SHARE, SHOWN_HOST_S, GpuCalibration, class_key
+from gpuwise.calibrate.fit import (
+    HOST,
+    LAUNCH,
+    MIN_CLASS_SHARE,
+    SHOWN_HOST_S,
+    GpuCalibration,
+    class_key,
+    duration_text,
+)
+from gpuwise.catalog import GPU, Catalog, load_catalog
 from gpuwise.memory.model import MemoryEstimate
 from gpuwise.plan.profile import Estimate
-from gpuwise.runtime.model import StepTime
+from gpuwise.runtime.model import StepPace, StepTime
+from gpuwise.runtime.predict import step_pace
 
 HOST_CLASS = HOST
 
 
 def corrected_time(step: StepTime, cal: GpuCalibration, precision, gpu) -> StepTime:
-    """``precision`` on ``gpu``: each class is scaled by its factor at the peak it runs at (``class_key``)."""
+    """``precision`` on ``gpu``: each class is scaled by its factor at the peak it runs at (``class_key``). The bound
+    and the pace warnings (launch-, host-, data-bound, JPEG decoding) follow from the calibrated figures by the
+    shipped step's own rule (``runtime.predict.step_pace``); the other warnings stay as they were."""
     new = cal.compose(step.by_class_s, step.host_s, lambda c: class_key(c, precision, gpu))
-    by_class = new.by_class_s
     old_classes_s = sum(step.by_class_s.values())
-    new_classes_s = new.compute_s
-    other_s = step.step_time_s - old_classes_s            # communication, input wait: not corrected
-    step_s = new_classes_s + other_s
-    if step.bound == "input":                            # the loader's pace holds unless the GPU is slower
-        step_s = max(step.step_time_s, new_classes_s + step.communication_s + step.sharding_overhead_s)
-    ratio = new_classes_s / old_classes_s if old_classes_s > 0 else 1.0
+    ratio = new.compute_s / old_classes_s if old_classes_s > 0 else 1.0
     old_device_s = sum(s for c, s in step.by_class_s.items() if c not in (LAUNCH, HOST))
+    device_s = step.device_s * (new.device_s / old_device_s) if old_device_s > 0 else step.device_s
+    host_s = new.host_side_s if step.host_s > 0 or cal.host_s > 0 else step.host_s
+    compute_s = step.compute_s - old_classes_s + new.compute_s
+    pace = replace(step.pace or _pace_of(step), gpus_s=compute_s + step.communication_s + step.sharding_overhead_s,
+                   host_s=host_s, device_s=device_s, host_term_s=max(cal.host_s, 0.0))
+    bound, step_s, warnings = _calibrated_pace(step, pace, new.compute_s)
     samples_per_step = step.samples_per_s * step.step_time_s
-    bound = step.bound
-    if step.bound not in ("input", "communication") and new.host_side_s > new.device_s:
-        # the host paces the step; "host" where your runs' host term is most of the host's side, else the issue
-        issue_s = new.host_side_s - max(cal.host_s, 0.0)
-        bound = "host" if cal.host_s > issue_s else "launch"
     return replace(
-        step, by_class_s=by_class, step_time_s=step_s, bound=bound, compute_s=step.compute_s - old_classes_s + new_classes_s,
+        step, by_class_s=new.by_class_s, step_time_s=step_s, bound=bound, compute_s=compute_s, warnings=warnings,
         samples_per_s=samples_per_step / step_s if step_s > 0 else 0.0,
-        micro_step_s=step.micro_step_s * ratio, optimizer_s=step.optimizer_s * ratio,
-        host_s=new.host_side_s if step.host_s > 0 or cal.host_s > 0 else step.host_s,
-        device_s=step.device_s * (new.device_s / old_device_s) if old_device_s > 0 else step.device_s,
+        micro_step_s=step.micro_step_s * ratio, optimizer_s=step.optimizer_s * ratio, host_s=host_s, device_s=device_s,
         stack=f"{step.stack}; {cal.label}" if step.stack else cal.label,
+        pace=pace if step.pace is not None else None,
     )
+
+
+def _pace_of(step: StepTime) -> StepPace:
+    """The pace of a step that keeps none (the LLM model's), from its own figures."""
+    return StepPace(gpus_s=step.step_time_s, communication_s=step.communication_s, host_s=step.host_s,
+                    device_s=step.device_s, kernels=step.kernel_launches, compiled=False,
+                    device_bound=step.bound if step.bound in ("compute", "memory") else "compute")
+
+
+def _calibrated_pace(step: StepTime, pace: StepPace, new_classes_s: float) -> tuple[str, float, tuple[str, ...]]:
+    """(bound, step time, warnings) of ``step`` calibrated to ``pace`` (its classes at ``new_classes_s``): the shipped
+    step's pace rule on the calibrated figures, its pace warnings replaced in place (the others kept). A step that
+    keeps no pace (the LLM model's) keeps its warnings, and its bound unless the host's side now outlasts the GPU's
+    (the same rule on its figures); its loader's pace holds unless the GPU is slower."""
+    bound, step_s, fresh = step_pace(pace)
+    if step.pace is None:
+        other_s = step.step_time_s - sum(step.by_class_s.values())   # communication, input wait: not corrected
+        step_s = new_classes_s + other_s
+        if step.bound == "input":
+            step_s = max(step.step_time_s, new_classes_s + step.communication_s + step.sharding_overhead_s)
+        return (step.bound if step.bound in ("input", "communication") else bound), step_s, tuple(step.warnings)
+    _old_bound, _old_s, stale = step_pace(step.pace)
+    kept = [w for w in step.warnings if w not in stale]
+    at = next((i for i, w in enumerate(step.warnings) if w in stale), len(step.warnings))   # where the pace's were
+    return bound, step_s, tuple(kept[:at] + fresh + kept[at:])
 
 
 def corrected_memory(memory: MemoryEstimate, cal: GpuCalibration) -> MemoryEstimate:
@@ -96,7 +127,20 @@ def describe(step: StepTime | None, cal: GpuCalibration, precision, gpu) -> str:
     if dominant:
         text += (f"; {', '.join(dominant)} ({share(unseen)} of this step) never seen in {runs}: "
                  "the shipped model there")
-    return text
+    return text + disagreement_text(cal)
+
+
+def disagreement_text(cal: GpuCalibration) -> str:
+    """"; runs of one workload measured 36 ms and 68 ms (1.89x apart): the fit lands between them (…)" where the
+    calibration's runs disagree (``GpuCalibration.disagreeing``); "" where they do not."""
+    groups = cal.disagreeing
+    if not groups:
+        return ""
+    said = "; ".join(" and ".join(duration_text(r.measured_step_time_s) for r in group)
+                     + f" ({group[-1].measured_step_time_s / group[0].measured_step_time_s:.2f}x apart)"
+                     for group in groups)
+    return (f"; runs of one workload measured {said}: the fit lands between them (`gpuwise calibrate` lists them, "
+            "--forget FINGERPRINT drops the wrong one)")
 
 
 def corrected(est: Estimate, cal: GpuCalibration) -> Estimate:
@@ -115,25 +159,68 @@ def carried(est: Estimate, cal: GpuCalibration) -> Estimate:
                    calibration_carried_from=cal.gpu)
 
 
-def carried_calibration(calibrations: Mapping[str, GpuCalibration]) -> GpuCalibration | None:
-    """The calibration a GPU without one carries: the one fitted on the most runs (then the newest fit, then the
-    GPU id, so the choice never depends on the file's order); None without any."""
+def chip(gpu: GPU, gpus: Mapping[str, GPU]) -> str:
+    """The GPU a variant is of (``based_on``, followed to the GPU of its own), else the GPU itself: its catalog id."""
+    seen = {gpu.id}
+    while gpu.based_on and gpu.based_on in gpus and gpu.based_on not in seen:
+        gpu = gpus[gpu.based_on]
+        seen.add(gpu.id)
+    return gpu.id
+
+
+def closeness(gpu: GPU | None, calibrated: GPU | None, gpus: Mapping[str, GPU]) -> int:
+    """How near a calibrated GPU is to ``gpu``, for what it carries: 3 one chip (a variant of it, or its base), 2 one
+    architecture at one compute capability (the A100s' forms and memory sizes, H100 and H800), 1 one architecture,
+    0 another (or either unknown)."""
+    if gpu is None or calibrated is None:
+        return 0
+    if chip(gpu, gpus) == chip(calibrated, gpus):
+        return 3
+    if gpu.arch != calibrated.arch:
+        return 0
+    return 2 if gpu.compute_capability == calibrated.compute_capability else 1
+
+
+def carried_calibration(calibrations: Mapping[str, GpuCalibration], gpu: GPU | None = None,
+                        catalog: Catalog | None = None) -> GpuCalibration | None:
+    """The calibration ``gpu`` (one without its own) carries: the one of the closest calibrated GPU (``closeness``:
+    one chip, then one architecture), then the one fitted on the most runs, then the newest fit, then the GPU id,
+    so the choice never depends on the file's order; None without any. ``gpu`` None: the closest to none (runs,
+    then the newest). ``catalog`` names the calibrated GPUs (None: the shipped one)."""
     if not calibrations:
         return None
-    return max(calibrations.values(), key=lambda c: (len(c.runs), c.fitted, c.gpu))
+    gpus = {g.id: g for g in (catalog or load_catalog(None)).gpus} if gpu is not None else {}
+    return max(calibrations.values(),
+               key=lambda c: (closeness(gpu, gpus.get(c.gpu), gpus), len(c.runs), c.fitted, c.gpu))
 
 
-def correction(calibrations: Mapping[str, GpuCalibration]) -> Callable[[Estimate], Estimate] | None:
+def correction(calibrations: Mapping[str, GpuCalibration],
+               catalog: Catalog | None = None) -> Callable[[Estimate], Estimate] | None:
     """Estimate -> Estimate: corrected by the GPU's own calibration, or carrying ``carried_calibration``'s where
-    it has none (None when there is no calibration at all)."""
-    fallback = carried_calibration(calibrations)
-    if fallback is None:
+    it has none (None when there is no calibration at all). ``catalog``: the one the calibrated GPUs are in (None:
+    the shipped one)."""
+    if not calibrations:
         return None
+    cat = catalog or load_catalog(None)
 
     def correct(est: Estimate) -> Estimate:
         if est.gpu is None:
             return est
         own = calibrations.get(est.gpu.id)
-        return corrected(est, own) if own is not None else carried(est, fallback)
+        return corrected(est, own) if own is not None else carried(est, carried_calibration(calibrations, est.gpu, cat))
 
     return correct
+
+
+class Refusing:
+    """The correction of a calibration file that cannot be read: it raises ``error`` where a command applies it (an
+    estimate), so a command that never does (a report of a log without a workload) goes on; ``applied`` says whether
+    one did (the CLI then says the error alone, not a warning as well)."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+        self.applied = False
+
+    def __call__(self, est: Estimate) -> Estimate:
+        self.applied = True
+        raise self.error

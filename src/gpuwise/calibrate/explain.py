@@ -5,6 +5,7 @@ fitted on, newest last, each with its fingerprint (what ``--forget`` takes) and 
 from __future__ import annotations
 
 from gpuwise.calibrate.fit import (
+    MEMORY_FIGURES,
     MIN_CLASS_SHARE,
     SHOWN_HOST_S,
     UNREPRODUCED_RATIO,
@@ -30,12 +31,30 @@ def host_text(cal: GpuCalibration) -> str:
             f"take longer than the host's side; it set the pace of {paced} of its {len(steps)} run(s))")
 
 
+# How a run records each memory figure (fit.MEMORY_FIGURES; docs/calibrate.md, section 1)
+RECORD_MEMORY = {"peak_reserved_bytes": "`gpuwise run --torch-hook` or the guard on CUDA records it",
+                 "process_memory_bytes": "`gpuwise run` records it, sampling the GPU through the NVIDIA driver"}
+
+
+def memory_text(cal: GpuCalibration) -> str:
+    """The memory offset, or why there is none: which figure the runs lacked and how to record it."""
+    if cal.memory_offset_bytes is not None:
+        return f"{cal.memory_offset_bytes / 2**20:+.0f} MiB"
+    lacked = {k for r in cal.runs for k in r.unmeasured_memory}
+    if len(lacked) == 1:
+        [missing] = lacked
+        [had] = [MEMORY_FIGURES[k] for k in MEMORY_FIGURES if k != missing]
+        return (f"not measured: your runs recorded {had} but not {MEMORY_FIGURES[missing]}, which the offset needs: "
+                f"{RECORD_MEMORY[missing]} (docs/calibrate.md, section 1)")
+    return (f"not measured (no run recorded both {' and '.join(MEMORY_FIGURES.values())}: `gpuwise run "
+            "--torch-hook` on a GPU records both)")
+
+
 def describe(cal: GpuCalibration) -> str:
     """One paragraph: the factors, the host term, the memory offset, and the runs the fit does not reproduce."""
     factors = ", ".join(f"{k} ×{v:.2f}"
                         for k, v in sorted(cal.class_factors.items(), key=lambda kv: -abs(kv[1] - 1)))
-    memory = (f"{cal.memory_offset_bytes / 2**20:+.0f} MiB" if cal.memory_offset_bytes is not None
-              else "not measured (no run recorded memory figures)")
+    memory = memory_text(cal)
     off = cal.unreproduced
     caveat = (f"; {len(off)} of its runs not reproduced (calibrated more than {UNREPRODUCED_RATIO:g}x off): "
               f"{', '.join(off)}" if off else "")

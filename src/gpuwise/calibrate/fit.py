@@ -73,6 +73,9 @@ SAME_WORKLOAD_TOLERANCE = 0.25
 UNKEYED = ("launch", "host")   # host-side time: the same whatever the arithmetic
 LAUNCH = "launch"              # the shipped wait for the host; its factor scales the host's issue time
 HOST = "host"                  # the host term's visible share of a calibrated step (never a predicted class)
+# A run's memory figures the offset needs (Measurement's names), as said when one is missing
+MEMORY_FIGURES = {"process_memory_bytes": "the job's process memory (NVML)",
+                  "peak_reserved_bytes": "PyTorch's peak reserved memory"}
 SHOWN_HOST_S = 5e-6            # a host term under this is said as none (printed as +0.01 ms and up)
 
 
@@ -94,6 +97,9 @@ class FitRow:
     measured_outside_allocator_bytes: int | None = None    # NVML process memory − torch max reserved
     stack: Mapping[str, str] = field(default_factory=dict)  # driver, cuda, torch
     predicted_host_s: float | None = None     # host issue time (StepTime.host_s); None: implied by "launch"
+    # the memory figures the run lacked (MEMORY_FIGURES' keys), so that "not measured" can say which; () also for a
+    # run stored before this was kept
+    unmeasured_memory: tuple[str, ...] = ()
 
     @property
     def predicted_step_time_s(self) -> float:

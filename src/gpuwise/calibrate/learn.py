@@ -11,6 +11,7 @@ import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from gpuwise.calibrate.errors import CalibrateError
 from gpuwise.calibrate.export import read_rows
@@ -39,14 +40,28 @@ def read_measurements(path: str | Path, catalog: Catalog | None = None, gpu: GPU
         check_step_times(p)
         return [found]
     try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
+        text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise CalibrateError(f"{p}: cannot read ({exc})") from None
+        unreadable(p, exc)
+    if not text:
+        unreadable(p, None)
+    try:
+        doc = json.loads(text)
     except ValueError:
         doc = None                         # JSON lines: one row per line
     if is_measure_json(doc):
         return measurements_from_measure_json(doc, str(p))
     return read_rows(p)
+
+
+def unreadable(path: Path, exc: Exception | None) -> NoReturn:
+    """CalibrateError in the run-log reader's words (``report.sources.load_usage_log``: "is empty (0 bytes)", "not a
+    text log nor a gpuwise run log"), for a file that is empty or not text; ``exc``: why it could not be read."""
+    try:
+        load_usage_log(path)
+    except ReportError as error:
+        raise CalibrateError(str(error)) from None
+    raise CalibrateError(f"{path}: cannot read ({exc or 'empty'})")
 
 
 def read_run_log(path: Path, catalog: Catalog | None, gpu: GPU | None) -> Measurement:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from gpuwise.calibrate.errors import CalibrateError
 from gpuwise.calibrate.export import PRIVATE_ROW_NOTE, RowMeasurement
-from gpuwise.calibrate.fit import FitRow, class_key
+from gpuwise.calibrate.fit import MEMORY_FIGURES, FitRow, class_key
 from gpuwise.catalog import GPU, Catalog, CatalogError, resolve_gpu
 from gpuwise.errors import GpuwiseError
 from gpuwise.plan.llm import estimate_llm
@@ -157,4 +157,5 @@ def fit_row(m: Measurement, gpu: GPU, progress: Callable[[str], None] | None = N
         measured_outside_allocator_bytes=measured_outside,
         stack={k: str(v) for k, v in m.stack.items() if v},
         predicted_host_s=float(est.time.host_s),
+        unmeasured_memory=tuple(k for k in MEMORY_FIGURES if getattr(m, k) is None),
     )

@@ -21,7 +21,15 @@ import tomli_w
 
 from gpuwise.atomic import write_text_atomic
 from gpuwise.calibrate.errors import CalibrateError
-from gpuwise.calibrate.fit import LAUNCH, FitRow, GpuCalibration, fit_gpu, fit_memory_offset, supported_classes
+from gpuwise.calibrate.fit import (
+    LAUNCH,
+    MEMORY_FIGURES,
+    FitRow,
+    GpuCalibration,
+    fit_gpu,
+    fit_memory_offset,
+    supported_classes,
+)
 from gpuwise.catalog import Catalog, CatalogError, resolve_gpu
 from gpuwise.catalog.loader import user_config_dir
 
@@ -51,6 +59,8 @@ def _row_to_toml(r: FitRow) -> dict:
     for key in ("predicted_outside_allocator_bytes", "measured_outside_allocator_bytes", "predicted_host_s"):
         if getattr(r, key) is not None:         # TOML has no null: absent means not measured
             d[key] = getattr(r, key)
+    if r.unmeasured_memory:
+        d["unmeasured_memory"] = list(r.unmeasured_memory)
     return d
 
 
@@ -93,6 +103,7 @@ def _row_from_toml(d: Mapping, where: str) -> FitRow:
                                                 f"{where}.measured_outside_allocator_bytes"),
         stack={str(k): str(v) for k, v in d.get("stack", {}).items()},
         predicted_host_s=seconds("predicted_host_s", d["predicted_host_s"]) if "predicted_host_s" in d else None,
+        unmeasured_memory=tuple(str(k) for k in d.get("unmeasured_memory", ()) if k in MEMORY_FIGURES),
     )
 
 
@@ -180,7 +191,9 @@ def load(path: Path | None = None) -> dict[str, GpuCalibration]:
     try:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise CalibrateError(f"{p}: cannot read the calibration file ({exc})") from None
+        raise CalibrateError(f"{p}: cannot read the calibration file ({str(exc)[:150]}); `gpuwise calibrate --reset` "
+                             f"moves it aside, kept whole beside it ({p.name}{DAMAGED_SUFFIX}); --no-user-calibration "
+                             "ignores it") from None
     return from_toml(text, str(p))
 
 
@@ -199,11 +212,26 @@ def save(calibrations: Mapping[str, GpuCalibration], path: Path | None = None) -
 @dataclass(frozen=True)
 class Reset:
     """What ``reset`` did: ``removed`` something; ``backup``, where a file it could not read was moved (whole, all
-    GPUs' tables in it) and ``damage``, why it could not be read. True when something was removed."""
+    GPUs' tables in it) and ``damage``, why it could not be read; ``kept``, the GPUs whose tables stay in the file
+    (one GPU's removed: the file stays while another's is in it). True when something was removed."""
 
     removed: bool
     backup: Path | None = None
     damage: str = ""
+    kept: tuple[str, ...] = ()
+
+    def words(self, path: Path, gpu: str | None) -> str:
+        """What was done, in one line: the file removed, or only ``gpu``'s table from it (the file stays)."""
+        if self.backup is not None:
+            return (f"{path} could not be read as a calibration: moved it, whole, to {self.backup} (every GPU's "
+                    "calibration was in it, and none applies now: repair it and move it back, or calibrate again)")
+        if gpu is None:
+            return f"removed {path}" if self.removed else f"nothing to remove: {path} does not exist"
+        if not self.removed:
+            return f"no calibration of {gpu} in {path}: nothing removed"
+        if self.kept:
+            return f"removed the calibration of {gpu} from {path} (kept there: {', '.join(self.kept)})"
+        return f"removed the calibration of {gpu}, the last in it: removed {path}"
 
     def __bool__(self) -> bool:
         return self.removed
@@ -230,7 +258,7 @@ def reset(gpu: str | None = None, path: Path | None = None) -> Reset:
         save(calibrations, p)
     else:
         p.unlink()
-    return Reset(True)
+    return Reset(True, kept=tuple(sorted(calibrations)))
 
 
 def _move_aside(p: Path) -> Path:

@@ -19,18 +19,46 @@ def user_correction(enabled: bool, catalog):
     """(the correction of the user's calibration file, its ``GpuCalibration`` of each GPU the catalog knows): when
     ``enabled`` and the file exists; (None, []) otherwise. ``catalog``: the one the command loaded (``--catalog``
     included, whose GPUs a calibration may be of); a table of a GPU it does not know is warned about and left out. The command passes the correction to
-    the planner (``model_for(..., correction=)``): nothing outlives the call."""
+    the planner (``model_for(..., correction=)``): nothing outlives the call. A file that cannot be read is warned
+    about in one line and refuses only where it is applied (``apply.Refusing``): a report of a log without a workload
+    goes on."""
     if not enabled:
         return None, []
-    from gpuwise.calibrate import load
-    from gpuwise.calibrate.apply import correction
+    from gpuwise.calibrate import CalibrateError, load
+    from gpuwise.calibrate.apply import Refusing, correction
     from gpuwise.calibrate.store import applicable
 
-    stored = load()
+    try:
+        stored = load()
+    except CalibrateError as exc:
+        refusing = Refusing(exc)
+        _warn_unless_applied(refusing)
+        return refusing, []
     if not stored:
-        return correction(stored), []
+        return correction(stored, catalog), []
     calibrations = applicable(stored, catalog)
-    return correction(calibrations), list(calibrations.values())
+    return correction(calibrations, catalog), list(calibrations.values())
+
+
+def _warn_unless_applied(refusing) -> None:
+    """One warning line with the damage, when the command ends without applying the calibration (a command that
+    applies it fails on it, in one line: the error's); at once outside a command."""
+    import logging
+
+    try:     # typer runs its own copy of click (as cli.common.option_defaulted reads it)
+        from typer._click.globals import get_current_context
+    except ImportError:     # pragma: no cover - depends on the typer installed
+        from click.globals import get_current_context
+
+    def warn() -> None:
+        if not refusing.applied:
+            logging.getLogger("gpuwise.calibrate").warning("%s (not needed by this command: it goes on)", refusing.error)
+
+    ctx = get_current_context(silent=True)
+    if ctx is None:
+        warn()
+    else:
+        ctx.call_on_close(warn)
 
 
 def register(app: typer.Typer) -> None:
@@ -66,12 +94,9 @@ def calibrate_cmd(
         raise cal.CalibrateError("--forget takes no LOG, --reset or --export: forget a run, then calibrate")
     if reset:
         done = cal.reset(gpu_id)
-        text = f"{'removed' if done.removed else 'nothing to remove in'} {path}" + (f" ({gpu})" if gpu else "")
-        if done.backup is not None:
-            text = (f"{path} could not be read as a calibration: moved it, whole, to {done.backup} (every GPU's "
-                    "calibration was in it, and none applies now: repair it and move it back, or calibrate again)")
+        text = done.words(path, gpu_id)
         _say(json_out, {"reset": done.removed, "path": str(path), "gpu": gpu,
-                        "backup": str(done.backup) if done.backup else None}, text)
+                        "backup": str(done.backup) if done.backup else None, "kept": list(done.kept)}, text)
         return
     if forget is not None:
         gone = cal.forget(forget, gpu_id)

@@ -185,18 +185,19 @@ def recommend(
     if carried := _carried_from(calibrated):
         c.console.print(f"[dim]Step times on every other GPU carry the calibration of your runs on {carried} "
                         "(memory as shipped there).[/]")
+    elif len(calibrated) > 1:
+        c.console.print("[dim]Step times on every other GPU carry the calibration of the closest GPU you calibrated "
+                        "(same chip, then architecture, then most runs; each option's calibration in --json names it; memory "
+                        "as shipped there).[/]")
     if plot:
         plot_recommendation(rec, plot, constraints.deadline_s)
         c.console.print(f"[dim]plot written to {escape(plot)}[/]")
 
 
 def _carried_from(calibrated) -> str | None:
-    """The GPU whose calibration the GPUs without one carry (``calibrate.apply.carried_calibration``)."""
-    if not calibrated:
-        return None
-    from gpuwise.calibrate.apply import carried_calibration
-
-    return carried_calibration({cal.gpu: cal for cal in calibrated}).gpu
+    """The GPU whose calibration every GPU without one carries: the one calibrated GPU (None: none, or several,
+    where each GPU carries the closest one's: ``calibrate.apply.carried_calibration``)."""
+    return calibrated[0].gpu if len(calibrated) == 1 else None
 
 
 def _at(rec, o) -> str:

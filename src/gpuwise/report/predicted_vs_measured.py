@@ -144,7 +144,15 @@ def measured_against_prediction(
         if workload is None or rented is None:    # no GPU to compare on, nor to scale from
             return None, scaling or (recorded_precision_scaling(measured, notes) if workload is None else None)
         # traces now: a workload that fails, fails here
-        comparison = compare(measured, rented, workload, correction=correction, gpu_used_bytes=used_bytes)
+        try:
+            comparison = compare(measured, rented, workload, correction=correction, gpu_used_bytes=used_bytes)
+        except GpuwiseError as exc:
+            if correction is None:
+                raise
+            # the user's calibration cannot be applied (a damaged file): the shipped model's prediction, said so
+            comparison = compare(measured, rented, workload, correction=None, gpu_used_bytes=used_bytes)
+            notes.append(f"your calibration was not applied, the prediction is the shipped model's: {exc}")
+            correction = None
         if comparison.calibration and is_calibration_run is not None and is_calibration_run(measured, rented.id):
             comparison = replace(comparison, in_sample=True)
         if (note := mismatch_note(comparison)) is not None:

@@ -57,6 +57,26 @@ class RuntimeError_(GpuwiseError):
 
 
 @dataclass(frozen=True)
+class StepPace:
+    """What sets a step's bound and its pace warnings (``runtime.predict.step_pace``, the one home of the rule),
+    kept on the ``StepTime`` so that a calibrated step (``gpuwise.calibrate.apply``) derives them from its own
+    figures by the same rule. Times are one GPU's, per optimizer step."""
+
+    gpus_s: float                         # compute + communication + sharding overhead: the step without an input wait
+    communication_s: float
+    host_s: float                         # the host's side: issue time (and a calibrated host term)
+    device_s: float                       # GPU busy time, launch waits excluded
+    kernels: int                          # kernels the launch warning counts
+    compiled: bool
+    device_bound: str                     # "compute" or "memory": what the step's kernels lean on
+    host_term_s: float = 0.0              # of host_s, a calibrated host term (not issue time): gpuwise.calibrate
+    data_s: float | None = None           # the loader's time per step (--input-rate); None: synthetic data
+    input_words: str = ""                 # the loader, as the data-bound warning names it
+    samples_per_step: float = 0.0         # one GPU's samples per optimizer step
+    image_side_px: int | None = None      # a vision training job on synthetic data: the decoding warning's side
+
+
+@dataclass(frozen=True)
 class StepTime:
     """Predicted time of one optimizer step (all micro-batches of it) on ``count`` GPUs of one kind."""
 
@@ -79,6 +99,7 @@ class StepTime:
     host_s: float = 0.0                   # eager host time to issue the step's kernels (one GPU)
     device_s: float = 0.0                 # GPU busy time of the step (one GPU), launch waits excluded
     regime: str = ""                      # runtime.accuracy.REGIMES: whose held-out error applies
+    pace: StepPace | None = None          # what set ``bound`` and the pace warnings; None: a model that keeps none
 
     def to_dict(self) -> dict:
         return {

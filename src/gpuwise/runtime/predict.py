@@ -22,7 +22,7 @@ from gpuwise.runtime.comm import data_parallel_comm, gradients_from_trace, weak_
 from gpuwise.runtime.host import COMPILED_KERNEL_S
 from gpuwise.runtime.input_pipeline import decoding_warning
 from gpuwise.runtime.kernels import TENSOR_CLASSES, OpTime, op_features, op_times
-from gpuwise.runtime.model import RuntimeError_, StepTime
+from gpuwise.runtime.model import RuntimeError_, StepPace, StepTime
 from gpuwise.runtime.rates import fallback_warning
 from gpuwise.runtime.stack import Stack
 from gpuwise.trace.records import Trace
@@ -215,43 +215,21 @@ def predict_step_time(
         comm_s, overhead_s = parts.communication_s, parts.sharding_overhead_s
         warnings.extend(comm.notes)
 
-    step_s = compute_s + comm_s + overhead_s
     samples = trace.samples_per_step * accum * count
-    input_bound = False
-    if stack.input_rate:
-        # Loader workers prefetch while the GPU computes: the step takes the longer of the two.
-        data_s = trace.samples_per_step * accum / stack.input_rate
-        if data_s > step_s:
-            input_bound = True
-            warnings.append(
-                f"data-bound: the {stack.describe_input()} per GPU, "
-                f"{data_s * 1e3:.1f} ms per step where the GPU needs {step_s * 1e3:.1f} ms; more loader "
-                f"workers or faster decoding would help more than a faster GPU")
-            step_s = data_s
-    elif wl.is_training and step_s > 0 and (side := image_side(wl)) is not None:
-        # Synthetic data assumed: say what real JPEGs would take when it is more than a rented GPU's share of cores
-        warning = decoding_warning(trace.samples_per_step * accum / step_s, side)
-        if warning:
-            warnings.append(warning)
     host_total = micro_host_s * accum + opt.host_s
     device_total = micro_device_s * accum + opt_device_s
-    if input_bound:
-        bound = "input"
-    elif comm_s > 0.5 * step_s:
-        bound = "communication"
-    elif host_total > device_total:
-        bound = "launch"
-        remedies = "a bigger batch or CUDA graphs" if stack.compile else "a bigger batch, CUDA graphs or torch.compile"
-        warnings.append(
-            f"launch-bound: {'the compiled step' if stack.compile else 'eager PyTorch'} needs "
-            f"~{host_total * 1e3:.1f} ms of host time to issue {fwd.kernels + bwd.kernels + opt.kernels} kernels "
-            f"per step, more than the {device_total * 1e3:.1f} ms the GPU is busy; {remedies} would help more "
-            f"than a faster GPU"
-        )
-    else:
-        comp = fwd.compute_bound_s + bwd.compute_bound_s
-        mem = fwd.memory_bound_s + bwd.memory_bound_s
-        bound = "compute" if comp >= mem else "memory"
+    pace = StepPace(
+        gpus_s=compute_s + comm_s + overhead_s, communication_s=comm_s, host_s=host_total, device_s=device_total,
+        kernels=fwd.kernels + bwd.kernels + opt.kernels, compiled=stack.compile,
+        device_bound=("compute" if fwd.compute_bound_s + bwd.compute_bound_s >= fwd.memory_bound_s + bwd.memory_bound_s
+                      else "memory"),
+        data_s=trace.samples_per_step * accum / stack.input_rate if stack.input_rate else None,
+        input_words=stack.describe_input() if stack.input_rate else "",
+        samples_per_step=trace.samples_per_step * accum,
+        image_side_px=image_side(wl) if wl.is_training and not stack.input_rate else None,
+    )
+    bound, step_s, pace_warnings = step_pace(pace)
+    warnings.extend(pace_warnings)
     warnings.extend(_precision_warnings(precision, gpu))
     if getattr(trace, "control_flow_reads", 0):     # the model's own branches read tensor values (an early exit):
         regime = "data-dependent"                    # the traced path may be far from a real one, on any GPU count
@@ -276,8 +254,54 @@ def predict_step_time(
         by_class_s=by_class, bound=bound, compute_s=compute_s, communication_s=comm_s,
         sharding_overhead_s=overhead_s, warnings=tuple(warnings), micro_step_s=micro_s, optimizer_s=opt_s,
         kernel_launches=(fwd.kernels + bwd.kernels) * accum + opt.kernels, stack=stack.describe(),
-        host_s=host_total, device_s=device_total, regime=regime,
+        host_s=host_total, device_s=device_total, regime=regime, pace=pace,
     )
+
+
+def step_pace(pace: StepPace) -> tuple[str, float, list[str]]:
+    """(bound, step time, pace warnings) of a step: the one home of the rule, for the shipped step
+    (``predict_step_time``) and a calibrated one (``gpuwise.calibrate.apply``). Loader workers prefetch while the
+    GPU computes, so the step takes the longer of the two ("input"); else "communication" where the collectives
+    are most of it; else the host's side where it is longer than the GPU's busy time ("host" where a calibrated
+    host term is most of it, "launch" where the issue time is); else what the kernels lean on. A vision training
+    job on synthetic data is told what real JPEGs would take where that is more than a rented GPU's cores."""
+    warnings: list[str] = []
+    step_s = pace.gpus_s
+    input_bound = pace.data_s is not None and pace.data_s > pace.gpus_s
+    if input_bound:
+        warnings.append(
+            f"data-bound: the {pace.input_words} per GPU, {pace.data_s * 1e3:.1f} ms per step where the GPU needs "
+            f"{pace.gpus_s * 1e3:.1f} ms; more loader workers or faster decoding would help more than a faster GPU")
+        step_s = pace.data_s
+    elif pace.image_side_px is not None and pace.data_s is None and step_s > 0:
+        warning = decoding_warning(pace.samples_per_step / step_s, pace.image_side_px)
+        if warning:
+            warnings.append(warning)
+    issue_s = pace.host_s - pace.host_term_s
+    if input_bound:
+        bound = "input"
+    elif pace.communication_s > 0.5 * step_s:
+        bound = "communication"
+    elif pace.host_s > pace.device_s and pace.host_term_s > issue_s:
+        bound = "host"
+        warnings.append(
+            f"host-bound: your runs' host time beside the kernels' issue (data loading, Python between steps: "
+            f"~{pace.host_term_s * 1e3:.1f} ms per step, with ~{issue_s * 1e3:.1f} ms to issue the kernels) is more "
+            f"than the {pace.device_s * 1e3:.1f} ms the GPU is busy; a faster host loop would help more than a "
+            f"faster GPU")
+    elif pace.host_s > pace.device_s:
+        bound = "launch"
+        remedies = "a bigger batch or CUDA graphs" if pace.compiled else "a bigger batch, CUDA graphs or torch.compile"
+        beside = (f" (and ~{pace.host_term_s * 1e3:.1f} ms of your runs' other host time)"
+                  if pace.host_term_s * 1e3 >= 0.05 else "")
+        warnings.append(
+            f"launch-bound: {'the compiled step' if pace.compiled else 'eager PyTorch'} needs "
+            f"~{issue_s * 1e3:.1f} ms of host time to issue {pace.kernels} kernels per step{beside}, more than the "
+            f"{pace.device_s * 1e3:.1f} ms the GPU is busy; {remedies} would help more than a faster GPU"
+        )
+    else:
+        bound = pace.device_bound
+    return bound, step_s, warnings
 
 
 def _precision_warnings(precision: str, gpu) -> list[str]:
