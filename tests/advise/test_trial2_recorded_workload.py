@@ -79,3 +79,15 @@ def test_a_recorded_model_gpuwise_cannot_predict_falls_back_to_the_datasheet_wit
     out = json.loads(_advise([log, "--json"], capsys))
     assert out["workload"] is None and "no prediction for the run log's workload" in out["workload_note"]
     assert "scaled by the datasheet ratio" in " ".join(_advise([log], capsys).split())
+
+
+def test_a_precision_given_over_the_record_is_the_user_s_own_not_a_default():
+    # review: the record's precision_default=True stayed, so a --precision bf16 the user gave could be swapped for
+    # fp16 on a GPU without bf16 instead of refused there
+    from gpuwise.cli.advise import _recorded_workload
+    from gpuwise.workload import Workload
+
+    record = Workload("hf:Qwen/Qwen2.5-0.5B", finetune="lora", seq_len=128).with_default_precision().to_dict()
+    assert Workload.from_dict(record).precision_default       # the run's own precision was the default rule's
+    workload, why = _recorded_workload(record, None, "bf16")
+    assert why is None and workload.precision == "bf16" and workload.precision_default is False

@@ -146,3 +146,15 @@ def test_a_traced_decoder_generating_sizes_its_cache_by_the_dtype(cli_json):
     auto, int8 = cli_json(args), cli_json([*args, "--kv-cache-dtype", "int8"])
     ratio = compute_bytes(auto["workload"]["precision"]) / KV_CACHE_BYTES["int8"]
     assert auto["inference"]["kv_cache_bytes_per_token"] == ratio * int8["inference"]["kv_cache_bytes_per_token"]
+
+
+def test_a_traced_decoder_on_two_gpus_counts_both_replicas(cli_run, cli_json):
+    # review: "A batch of 8 requests ... 28.2 requests/s" where --json said 56.3 (two replicas of the batch)
+    args = ["estimate", "hf:gpt2", "--mode", "infer", "--seq-len", "128", "--max-new-tokens", "32", "-b", "8",
+            "--gpu", "a100-80gb-sxm4", "--num-gpus", "2"]
+    answer = cli_json([*args, "--json"])
+    code, out, _ = cli_run(*args)
+    text = " ".join(out.split())
+    rate = answer["time"]["samples_per_s"]
+    assert code == 0 and "on each of 2 GPUs" in text
+    assert f"{format_request_rate(rate)}, {rate * 32:,.0f} output tokens/s" in text

@@ -146,7 +146,32 @@ def test_hf_generate_layer_split_is_not_quoted_over_two_machines(catalog):
                  max_new_tokens=16)
     rec = recommend(model_for(w), catalog, job=JobSize(samples=100), provider="aws", gpu_ids=["h100-sxm"], max_gpus=16)
     sixteen = next(o for o in rec.options if o.count == 16)
-    assert sixteen.exclusion.kind == "count" and "one process on one machine" in sixteen.excluded_because
+    assert sixteen.exclusion.kind == "count" and "splits the layers over the GPUs of one machine" in sixteen.excluded_because
+
+
+def test_a_vllm_replica_is_not_quoted_over_two_machines(catalog):
+    # review: a 16-GPU vLLM option printed `vllm serve ... --tensor-parallel-size 16` "on 16x h100-sxm", a server
+    # that cannot start over two machines (vLLM needs pipeline parallel over a Ray cluster there)
+    w = Workload(model="hf:meta-llama/Meta-Llama-3-8B", precision="bf16", mode="infer", seq_len=512, batch_size=1,
+                 max_new_tokens=16, engine="vllm")     # 32 heads: 16-way tensor parallel is no refusal of its own
+    rec = recommend(model_for(w), catalog, job=JobSize(samples=100), provider="aws", gpu_ids=["h100-sxm"], max_gpus=16)
+    sixteen = next(o for o in rec.options if o.count == 16)
+    assert sixteen.exclusion.kind == "count" and "Ray cluster" in sixteen.excluded_because
+    assert all(o.count <= 8 for o in rec.options if o.fits and o.exclusion is None)
+
+
+def test_recommend_never_quotes_several_mig_slices_as_one_job(tmp_path):
+    # review: a catalog offer of 2 slices was quoted "BEST a100-80gb-sxm4-mig-3g.40gb x2" (cannot_run was asked
+    # about the model's one-GPU workload, not the option's count)
+    from gpuwise.catalog import load_catalog
+
+    path = tmp_path / "mig.toml"
+    path.write_text('[[offer]]\nprovider = "lab"\ngpu = "NVIDIA A100-SXM4-80GB MIG 3g.40gb"\ncount = 2\n'
+                    'price_per_hour = 1.0\ncurrency = "CNY"\nsource = "our charge-back"\nchecked = "2026-12-01"\n')
+    cat = load_catalog(path, user_file=False)
+    rec = recommend(_scripted(), cat, job=JOB, gpu_ids=["a100-80gb-sxm4-mig-3g.40gb"], effective_batch=64)
+    two = [o for o in rec.options if o.count == 2]
+    assert two and all(o.exclusion is not None and "MIG slice" in o.excluded_because for o in two)
 
 
 def test_counts_beyond_a_machine_are_doublings_up_to_max_gpus_and_the_largest_is_bounded():

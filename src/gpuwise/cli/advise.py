@@ -155,6 +155,8 @@ def _recorded_workload(record, num_gpus: int | None, precision: str | None):
         return None, ("the run log's workload names a local model file: pass --model SPEC (with the same workload "
                       "options) for the time predictor")
     given = {k: v for k, v in (("num_gpus", num_gpus), ("precision", precision)) if v is not None}
+    if precision is not None:
+        given["precision_default"] = False     # the user's own: refused where a GPU cannot run it, not swapped
     try:
         return replace(Workload.from_dict(record), **given), None
     except (GpuwiseError, TypeError, ValueError) as exc:

@@ -346,10 +346,13 @@ def _serving_time_line(t: dict, inf: dict, w) -> str:
     if w.request_rate_per_s is not None:
         alone = "one request" if batch == 1 else f"one static batch of {batch} requests"
         return f"Alone on an idle replica, {alone} ({tokens}) takes {step} end to end, {bound}"
-    rate = format_request_rate(batch / t["step_time_s"])
-    output = f", {batch * new / t['step_time_s']:,.0f} output tokens/s" if new else ""
-    return (f"A batch of {batch} request{'s' if batch > 1 else ''} ({tokens}) takes {step} end to end: "
-            f"{rate}{output}, {bound}")
+    # the step's own rate: N replicas of a traced decoder each run the batch (samples_per_s counts them all)
+    requests_per_s = t.get("samples_per_s") or batch / t["step_time_s"]
+    replicas = round(requests_per_s * t["step_time_s"] / batch)
+    on = f" on each of {replicas} GPUs" if replicas > 1 else ""
+    output = f", {requests_per_s * new:,.0f} output tokens/s" if new else ""
+    return (f"A batch of {batch} request{'s' if batch > 1 else ''} ({tokens}){on} takes {step} end to end: "
+            f"{format_request_rate(requests_per_s)}{output}, {bound}")
 
 
 def _render_inference(inf: dict) -> None:

@@ -309,6 +309,21 @@ def layer_split_nodes_refusal(count: int, topology: Topology) -> str:
             f"{topology.gpus_per_node}, or with --engine vllm")
 
 
+def serving_nodes_refusal(workload: Workload, count: int, topology: Topology) -> str | None:
+    """Why one replica of a server cannot be quoted on ``count`` GPUs that span machines (None: one machine, or
+    not a server): HF's layer split is one process on one machine (``layer_split_nodes_refusal``), and vLLM across
+    machines runs tensor parallel inside each and pipeline parallel between them over a Ray cluster, which neither
+    its timing here (tensor parallel over all ``count``) nor its ``vllm serve`` line is: more replicas of one
+    machine each serve more requests instead."""
+    if workload.mode != "infer" or topology.nodes(count) <= 1:
+        return None
+    if splits_layers(workload.with_(num_gpus=count)):
+        return layer_split_nodes_refusal(count, topology)
+    return (f"{count} GPUs: one vLLM replica over {topology.nodes(count)} machines runs pipeline parallel across them "
+            f"on a Ray cluster, which gpuwise neither times nor launches: serve on at most "
+            f"{topology.gpus_per_node} per replica (more replicas for more requests)")
+
+
 def model_for(workload: Workload, progress: Callable[[str], None] | None = None, *,
               correction: Correction | None = None) -> WorkloadModel:
     """The closed form for decoder LLMs (any size), the trace for everything else. ``correction``: the

@@ -51,12 +51,6 @@ def count_refused(reason: str) -> Exclusion:
     return Exclusion(COUNT, reason)
 
 
-def layer_split_beyond_a_machine(count: int, nodes: int, provider: str) -> Exclusion:
-    """HF generate's layer split (``device_map="auto"``) places the model from one process, on one machine's GPUs."""
-    return Exclusion(COUNT, f"HF generate's layer split runs in one process on one machine: {count} GPUs are "
-                            f"{nodes} machines of {count // nodes} at {provider}")
-
-
 def batch_does_not_split(effective: int, count: int, micro_batch: int) -> Exclusion:
     """--batch-size is the micro-batch; the effective batch is what every option keeps: say which flag
     runs the job on this count."""

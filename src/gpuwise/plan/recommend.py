@@ -20,7 +20,7 @@ from gpuwise.plan.offers import (candidate_offers, cheapest_offer, clusters_refu
 from gpuwise.plan import reasons
 from gpuwise.plan.profile import (MAX_AUTO_BATCH, WorkloadModel, cannot_run, estimate_fit,
                                   fitting_micro_batch, largest_divisor_at_most, largest_fitting_batch,
-                                  workload_on)
+                                  serving_nodes_refusal, workload_on)
 from gpuwise.plan.quote import Quote, make_quote
 from gpuwise.plan.remedies import find_remedies
 from gpuwise.plan.spot import SpotRisk, describe_serving, spot_outcome
@@ -466,14 +466,15 @@ def _evaluate(model, gpu: GPU, offer: Offer, count: int, job: JobSize, constrain
         known.setdefault("peak_total_bytes", None)
         return make_quote(gpu, count, offer, step_time_s=None, exclusion=exclusion, **quote, **known)
 
-    why = cannot_run(workload, gpu)
+    why = cannot_run(workload.with_(num_gpus=count), gpu)     # N slices of a MIG GPU among the reasons
     if why:
         return excluded(reasons.cannot_run(why))
     why = model.count_refusal(count)
     if why:
         return excluded(reasons.count_refused(why))
-    if nodes > 1 and model.method == "closed-form" and splits_layers(workload.with_(num_gpus=count)):
-        return excluded(reasons.layer_split_beyond_a_machine(count, nodes, offer.provider))
+    if model.method == "closed-form" and (why := serving_nodes_refusal(workload, count,
+                                                                        topology_for(gpu, offer.provider))):
+        return excluded(reasons.count_refused(why))
     if workload.is_training and effective % count:
         # the effective batch (micro-batch × accumulation) is what every option keeps: it must split
         return excluded(reasons.batch_does_not_split(effective, count, workload.batch_size))
