@@ -198,3 +198,16 @@ def test_a_multi_gpu_option_never_borrows_the_single_gpu_range(monkeypatch):
     assert time_basis_lines([option("multi-gpu")], "traced") == [
         "Times and costs: no held-out run measures this (a data-parallel (DDP) training step on several GPUs of one "
         "node)."]
+
+
+def test_docs_runtime_names_the_regimes_the_shipped_file_has_ranges_for():
+    # the multi-GPU range was documented a session before the file had one (time_accuracy.json not rewritten)
+    import re
+    from pathlib import Path
+
+    from gpuwise.runtime.accuracy import load_accuracies
+
+    text = " ".join((Path(__file__).resolve().parents[2] / "docs" / "runtime.md").read_text().split())
+    said = text[text.index("Today `large-batch`"):]
+    said = said[:said.index("have held-out runs")]
+    assert set(re.findall(r"`([a-z-]+)` \(", said)) == set(load_accuracies())
