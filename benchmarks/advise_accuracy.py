@@ -159,9 +159,12 @@ METHOD = """- **Forecasts**: each curve is cut in half; phases are detected on t
 READING = """Written 2026-12-03 from the tables above (every curve is seeded: a re-run gives the same tables
 unless the code changes; read it again when they move):
 
-- On curves that follow one law, the forecast at twice the steps is within 0.4 % (median) and 3.1 %
-  (worst) of the truth, and the 90 % band holds the truth in 19 of 24 cases (79 %): the band is a little
-  narrow, because it covers the noise of the fitted points but not the choice of the fit's start.
+- On curves that follow one law, the forecast at twice the steps is within 0.3 % (median) and 4.1 %
+  (worst) of the truth, and the 90 % band holds the truth in 21 of 24 cases (88 %; read again 2026-12-07).
+  It held 18 of 24 before the band was widened by the fit's own hold-out miss (the first half's fit against
+  the last quarter, `advise/fit.py`): the bootstrap alone covers the noise of the fitted points, not how far
+  the family chosen misses the curve's law. That change was made on seeded synthetic power laws in the
+  tests (55 % -> 90 % coverage there), not on these tails.
 - On real runs, the forecast is as good as the run is regular. Where the second half continues the
   first (logistic regression, the CNN), the miss is 0–6 % of what the run gained; where the first half
   was a long plateau that a later drop ended (MLP seed 1), no extrapolation can see it coming (117 %
