@@ -5,10 +5,10 @@ the curve is thinned to a few hundred points. It is now read twice, keys first, 
 from __future__ import annotations
 
 import json
-import tracemalloc
 
 from gpuwise.advise import downsample
 from gpuwise.advise.readers import read_log
+from tests.advise.memory import peak_bytes_reading
 
 
 def _jsonl(path, rows: int):
@@ -17,21 +17,12 @@ def _jsonl(path, rows: int):
     return path
 
 
-def _peak_bytes_reading(path):
-    tracemalloc.start()
-    try:
-        log = read_log(path)
-        return tracemalloc.get_traced_memory()[1], log
-    finally:
-        tracemalloc.stop()
-
-
 def test_a_long_jsonl_log_is_read_in_memory_that_does_not_grow_with_its_lines(tmp_path, monkeypatch):
     monkeypatch.setattr(downsample, "MAX_CURVE_POINTS", 50)
     small_rows, big_rows = 4_000, 16_000
     read_log(_jsonl(tmp_path / "small.jsonl", small_rows))      # first-use allocations done
-    small_peak, small = _peak_bytes_reading(tmp_path / "small.jsonl")
-    big_peak, big = _peak_bytes_reading(_jsonl(tmp_path / "big.jsonl", big_rows))
+    small_peak, small = peak_bytes_reading(tmp_path / "small.jsonl")
+    big_peak, big = peak_bytes_reading(_jsonl(tmp_path / "big.jsonl", big_rows))
     assert big.rows_read == big_rows and big.thinned_bin_steps > small.thinned_bin_steps > 1
     # before: every record's dict kept (several hundred bytes a line)
     assert big_peak - small_peak < 16 * (big_rows - small_rows), (small_peak, big_peak)

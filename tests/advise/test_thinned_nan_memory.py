@@ -4,10 +4,9 @@ rows: the tally kept every NaN/inf step in a set, so a huge log that is mostly N
 
 from __future__ import annotations
 
-import tracemalloc
-
 from gpuwise.advise import downsample
 from gpuwise.advise.readers import read_log
+from tests.advise.memory import peak_bytes_reading
 
 FINITE_ROWS = 50
 
@@ -19,21 +18,12 @@ def _mostly_nan_csv(path, rows: int):
     return path
 
 
-def _peak_bytes_reading(path) -> tuple[int, object]:
-    tracemalloc.start()
-    try:
-        log = read_log(path)
-        return tracemalloc.get_traced_memory()[1], log
-    finally:
-        tracemalloc.stop()
-
-
 def test_a_mostly_nan_log_is_tallied_in_memory_that_does_not_grow_with_its_rows(tmp_path, monkeypatch):
     monkeypatch.setattr(downsample, "MAX_CURVE_POINTS", 50)
     small_rows, big_rows = 4_000, 16_000
     read_log(_mostly_nan_csv(tmp_path / "small.csv", small_rows))   # first-use allocations (imports, caches) done
-    small_peak, small = _peak_bytes_reading(tmp_path / "small.csv")
-    big_peak, big = _peak_bytes_reading(_mostly_nan_csv(tmp_path / "big.csv", big_rows))
+    small_peak, small = peak_bytes_reading(tmp_path / "small.csv")
+    big_peak, big = peak_bytes_reading(_mostly_nan_csv(tmp_path / "big.csv", big_rows))
     assert big.thinned_bin_steps > small.thinned_bin_steps > 1 and big.rows_read == big_rows
     # before: about 90 bytes more per extra row (a set of steps, then a sorted list and an array of them)
     assert big_peak - small_peak < 16 * (big_rows - small_rows), (small_peak, big_peak)
