@@ -67,18 +67,19 @@ def test_every_catchable_signal_reaches_the_commands_process_group(tmp_path, sig
 
 
 def test_exit_code_survives_a_report_that_fails(tmp_path):
-    # the report fails on a damaged calibration file (a bad replay frame is refused before the run now)
+    # the report fails on a damaged catalog file of the user's (a bad replay frame is refused before the run now,
+    # and a damaged calibration file no longer stops a report that need not apply it)
     frames = write_frames(tmp_path / "frames.json", [[{"gpu_index": 0, "name": "NVIDIA A100-SXM4-40GB",
                                                       "utilization_pct": 30, "memory_used_bytes": GIB,
                                                       "memory_total_bytes": 40 * GIB}]])
     config = tmp_path / "config"
     config.mkdir()
-    (config / "calibration.toml").write_text("this is [not toml\n")
+    (config / "catalog.toml").write_text("this is [not toml\n")
     env = dict(os.environ, GPUWISE_MONITOR_BACKEND=f"replay:{frames}", GPUWISE_CONFIG_DIR=str(config))
     r = gpuwise("run", "--log", str(tmp_path / "run.db"), "--interval", "0.1", "--", PY, "-c",
                 "import time; time.sleep(0.3); raise SystemExit(9)", env=env)
     assert r.returncode == 9, r.stderr
-    assert "Traceback" not in r.stderr and "no report" in r.stderr
+    assert "Traceback" not in r.stderr and "no report" in r.stderr, r.stderr
 
 
 def test_exit_code_survives_a_full_run_log_disk(tmp_path):
