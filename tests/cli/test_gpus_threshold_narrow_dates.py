@@ -7,16 +7,9 @@ import json
 
 import pytest
 
-SLICE = "a100-40gb-sxm4-mig-3g.20gb"
-OFFERS = """
-[[offer]]
-provider = "lab"
-gpu = "{gpu}"
-price_per_hour = 1.0
-currency = "CNY"
-source = "our MIG partition's charge-back"
-checked = "2026-11-02"
+from tests.cli.test_mig_slice_offer import OFFER, SLICE    # a slice's price in a catalog file
 
+OFFERS = OFFER + """
 [[offer]]
 provider = "lab"
 gpu = "{gpu}"

@@ -8,16 +8,9 @@ import pytest
 
 from gpuwise.catalog import load_catalog, resolve_gpu
 
+from tests.cli.test_mig_slice_offer import OFFER    # a slice's price in a catalog file
+
 SLICE = "NVIDIA A100-SXM4-80GB MIG 3g.40gb"
-OFFER = """
-[[offer]]
-provider = "lab"
-gpu = "{gpu}"
-price_per_hour = 1.0
-currency = "CNY"
-source = "our MIG partition's charge-back"
-checked = "2026-12-01"
-"""
 
 
 def _one_line_refusal(code: int, err: str) -> bool:
