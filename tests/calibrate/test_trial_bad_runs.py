@@ -15,7 +15,7 @@ from gpuwise.calibrate.rows import PREDICTION_CEILING_FACTOR
 from gpuwise.calibrate.store import DAMAGED_SUFFIX, load
 from gpuwise.catalog import load_catalog, resolve_gpu
 from gpuwise.plan.profile import model_for
-from gpuwise.runtime.model import StepTime
+from gpuwise.runtime.model import StepPace, StepTime
 from gpuwise.runlog import read_train_metrics
 from gpuwise.workload import Workload
 from tests.calibrate.helpers import GPU_NAME, synthetic_log, write_model
@@ -144,7 +144,8 @@ def test_a_tiny_host_term_does_not_relabel_a_launch_bound_step():
     gpu = resolve_gpu(load_catalog(user_file=False), "rtx-4090")
     step = StepTime(gpu="rtx-4090", count=1, step_time_s=0.010, samples_per_s=100.0,
                     by_class_s={"matmul": 0.002, "launch": 0.008}, bound="launch", compute_s=0.010, host_s=0.010,
-                    device_s=0.002)
+                    device_s=0.002, pace=StepPace(gpus_s=0.010, communication_s=0.0, host_s=0.010, device_s=0.002,
+                                                  kernels=100, compiled=False, device_bound="compute"))
     for host_s, bound in ((1e-9, "launch"), (0.050, "host")):
         cal = GpuCalibration(gpu="rtx-4090", class_factors={}, global_factor=1.0, host_s=host_s,
                              memory_offset_bytes=None, runs=())

@@ -52,42 +52,36 @@ def corrected_time(step: StepTime, cal: GpuCalibration, precision, gpu) -> StepT
     device_s = step.device_s * (new.device_s / old_device_s) if old_device_s > 0 else step.device_s
     host_s = new.host_side_s if step.host_s > 0 or cal.host_s > 0 else step.host_s
     compute_s = step.compute_s - old_classes_s + new.compute_s
-    pace = replace(step.pace or _pace_of(step), gpus_s=compute_s + step.communication_s + step.sharding_overhead_s,
-                   host_s=host_s, device_s=device_s, host_term_s=max(cal.host_s, 0.0))
+    pace = (replace(step.pace, gpus_s=compute_s + step.communication_s + step.sharding_overhead_s, host_s=host_s,
+                    device_s=device_s, host_term_s=max(cal.host_s, 0.0)) if step.pace is not None else None)
     bound, step_s, warnings = _calibrated_pace(step, pace, new.compute_s)
     samples_per_step = step.samples_per_s * step.step_time_s
     return replace(
         step, by_class_s=new.by_class_s, step_time_s=step_s, bound=bound, compute_s=compute_s, warnings=warnings,
         samples_per_s=samples_per_step / step_s if step_s > 0 else 0.0,
         micro_step_s=step.micro_step_s * ratio, optimizer_s=step.optimizer_s * ratio, host_s=host_s, device_s=device_s,
-        stack=f"{step.stack}; {cal.label}" if step.stack else cal.label,
-        pace=pace if step.pace is not None else None,
+        stack=f"{step.stack}; {cal.label}" if step.stack else cal.label, pace=pace,
     )
 
 
-def _pace_of(step: StepTime) -> StepPace:
-    """The pace of a step that keeps none (the LLM model's), from its own figures."""
-    return StepPace(gpus_s=step.step_time_s, communication_s=step.communication_s, host_s=step.host_s,
-                    device_s=step.device_s, kernels=step.kernel_launches, compiled=False,
-                    device_bound=step.bound if step.bound in ("compute", "memory") else "compute")
-
-
-def _calibrated_pace(step: StepTime, pace: StepPace, new_classes_s: float) -> tuple[str, float, tuple[str, ...]]:
+def _calibrated_pace(step: StepTime, pace: StepPace | None,
+                     new_classes_s: float) -> tuple[str, float, tuple[str, ...]]:
     """(bound, step time, warnings) of ``step`` calibrated to ``pace`` (its classes at ``new_classes_s``): the shipped
-    step's pace rule on the calibrated figures, its pace warnings replaced in place (the others kept). A step that
-    keeps no pace (the LLM model's) keeps its warnings, and its bound unless the host's side now outlasts the GPU's
-    (the same rule on its figures); its loader's pace holds unless the GPU is slower."""
-    bound, step_s, fresh = step_pace(pace)
-    if step.pace is None:
+    step's pace rule on the calibrated figures, its pace warnings replaced in place (the others kept), and a bound
+    the step's own model set beyond that rule (the LLM closed form's offload and links) kept. A step that keeps no
+    pace (a serving request batch, whose phases no run calibrates) keeps its bound and warnings; its loader's pace
+    holds unless the GPU is slower."""
+    if pace is None:
         other_s = step.step_time_s - sum(step.by_class_s.values())   # communication, input wait: not corrected
         step_s = new_classes_s + other_s
         if step.bound == "input":
             step_s = max(step.step_time_s, new_classes_s + step.communication_s + step.sharding_overhead_s)
-        return (step.bound if step.bound in ("input", "communication") else bound), step_s, tuple(step.warnings)
-    _old_bound, _old_s, stale = step_pace(step.pace)
+        return step.bound, step_s, tuple(step.warnings)
+    bound, step_s, fresh = step_pace(pace)
+    old_bound, _old_s, stale = step_pace(step.pace)
     kept = [w for w in step.warnings if w not in stale]
     at = next((i for i, w in enumerate(step.warnings) if w in stale), len(step.warnings))   # where the pace's were
-    return bound, step_s, tuple(kept[:at] + fresh + kept[at:])
+    return (step.bound if step.bound != old_bound else bound), step_s, tuple(kept[:at] + fresh + kept[at:])
 
 
 def corrected_memory(memory: MemoryEstimate, cal: GpuCalibration) -> MemoryEstimate:

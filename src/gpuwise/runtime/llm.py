@@ -46,10 +46,10 @@ from gpuwise.runtime.calibration import Calibration, load_calibration
 from gpuwise.runtime.comm import collective_s, data_parallel_comm, topology_notes, weak_scaling_parts
 from gpuwise.runtime.host import CUDA_LAUNCH_S, PYTHON_FORWARD_DEFAULT_S, VIEW_S, listed_step_host_s
 from gpuwise.runtime.llm_kernels import decode_compute_s, prefill, train_passes
-from gpuwise.runtime.predict import smooth_max
+from gpuwise.runtime.predict import smooth_max, step_pace
 from gpuwise.runtime.quant_linears import (GEMV_4BIT_BW_EFF, QuantLinears, fp8_refusal, fp8_tensor_cores, linear_path,
                                             quant_linears, vllm_cuda_graphs)
-from gpuwise.runtime.model import StepTime
+from gpuwise.runtime.model import StepPace, StepTime
 from gpuwise.runtime.rates import fallback_warning
 from gpuwise.workload import Workload
 from gpuwise.workload.checkpoint import served_scheme
@@ -255,25 +255,28 @@ def train_step_time(arch: DecoderArch, w: Workload, gpu, mem, *, double_quant: b
     if w.offload != "none":
         by_class[OFFLOAD_CLASS] = offload_s
     cpu_s = cpu_optimizer_s(w.optimizer, t_local) if w.offload != "none" else 0.0
+    # the host's side against the GPU's, by the traced step's own rule (``predict.step_pace``), so that a
+    # calibrated step (gpuwise.calibrate.apply) re-derives its bound and launch warning from its own figures
+    pace = StepPace(gpus_s=step_s, communication_s=comm_exposed, host_s=accum * micro_host_s,
+                    device_s=accum * micro_device_s + opt_s, kernels=accum * micro.kernels, compiled=False,
+                    device_bound=("memory" if accum * micro.streaming_s + by_class["memory"] > accum * micro.tensor_s
+                                  else "compute"))
+    pace_bound, _, pace_warnings = step_pace(pace)
     bound = "communication" if comm_exposed > accum * micro_compute else (
         offload_bound(cpu_s=cpu_s, copies_s=offload_s - cpu_s, gpu_s=accum * max(micro_device_s, micro_host_s))
-        or ("launch" if micro_host_s > micro_device_s else
-            "memory" if accum * micro.streaming_s + by_class["memory"] > accum * micro.tensor_s else "compute"))
-    if micro_host_s > micro_device_s:
-        warnings.append(f"launch-bound: eager PyTorch needs ~{micro_host_s * 1e3:.1f} ms of host time to issue a "
-                        f"micro-batch's {micro.kernels:,} kernels against {micro_device_s * 1e3:.1f} ms on "
-                        "the GPU; a larger micro-batch costs little more time")
+        or pace_bound)
+    warnings.extend(pace_warnings)
     if arch.is_moe:
         loop = hf_expert_loop(arch, w.batch_size * w.tokens_per_sequence)
         warnings.append(f"MoE: experts assumed evenly loaded and run as dense GEMMs per expert; {loop.words()}, "
                         "not counted in training: slower at small batch")
     samples = w.batch_size * accum * n
     return StepTime(gpu=gpu.id, count=n, step_time_s=step_s, samples_per_s=samples / step_s,
-                    by_class_s=by_class, bound=bound, compute_s=accum * micro_compute,
+                    by_class_s=by_class, bound=bound, compute_s=accum * micro_s + opt_s,
                     communication_s=comm_exposed, sharding_overhead_s=overhead_s, warnings=tuple(warnings),
                     micro_step_s=micro_s, optimizer_s=opt_s,
-                    kernel_launches=accum * micro.kernels, device_s=accum * micro_device_s + opt_s,
-                    host_s=accum * micro_host_s, regime=train_regime(arch, w, gpu))
+                    kernel_launches=accum * micro.kernels, device_s=pace.device_s,
+                    host_s=pace.host_s, regime=train_regime(arch, w, gpu), pace=pace)
 
 
 def train_regime(arch: DecoderArch, w: Workload, gpu=None) -> str:
@@ -609,7 +612,8 @@ def serve_time(arch: DecoderArch, w: Workload, gpu, *, weights_bytes: float, pro
         # a prefill longer than the whole decode is compute work; the links where they take most of the time
         bound=serving_bound(d, prefill_s=ttft, prefill_bound="compute", decode_s=decode_s,
                             communication_s=tp_comm + decode_comm_s),
-        compute_s=prefill_gpu_s, communication_s=tp_comm + decode_comm_s, warnings=tuple(warnings),
+        compute_s=prefill_gpu_s + decode_s - decode_comm_s, communication_s=tp_comm + decode_comm_s,
+        warnings=tuple(warnings),
     )
     return ServeTime(ttft_s=ttft, decode_step_s=step_s, decode_tokens_per_s=batch / step_s,
                      decode_s=decode_s, step=step)
