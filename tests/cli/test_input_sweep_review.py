@@ -77,3 +77,14 @@ def test_every_money_option_refuses_by_one_rule(cli_run, value):
     assert report_err.startswith("gpuwise: error: --gpu-price: ")
     assert budget_err.startswith("gpuwise: error: --budget: ")
     assert report_err.split("--gpu-price: ", 1)[1] == budget_err.split("--budget: ", 1)[1]
+
+
+def test_a_default_choice_in_another_case_is_not_said_to_do_nothing(cli_run, caplog):
+    # was: `report X --mode TRAIN --finetune FULL` warned that both options do nothing without --model, though
+    # the workload reads them as the defaults (train, full) it would take unasked
+    code, _, err = cli_run("report", SMI_CSV, "--mode", "TRAIN", "--finetune", "FULL", "--kv-cache-dtype", "Auto")
+    assert code == 0, err
+    assert not any("has no effect without --model" in r.getMessage() for r in caplog.records)
+    code, _, err = cli_run("report", SMI_CSV, "--mode", "INFER")
+    assert code == 0, err
+    assert any("--mode has no effect without --model" in r.getMessage() for r in caplog.records)

@@ -218,8 +218,13 @@ def workload_or_checked(model: str | None, workload_kwargs: dict, *, used_withou
 
 
 def given_options(workload_kwargs: dict) -> list[str]:
-    """The workload options given a value other than their default, in --help order."""
-    return [n for n in WORKLOAD_OPTIONS if n in workload_kwargs and workload_kwargs[n] != WORKLOAD_OPTIONS[n][1]]
+    """The workload options given a value other than their default, in --help order (a choice's name in any case,
+    as the workload reads it: ``--mode TRAIN`` is the default)."""
+    def same(value, default) -> bool:
+        if isinstance(value, str) and isinstance(default, str):
+            return value.strip().casefold() == default.casefold()
+        return value == default
+    return [n for n in WORKLOAD_OPTIONS if n in workload_kwargs and not same(workload_kwargs[n], WORKLOAD_OPTIONS[n][1])]
 
 
 def option_flag(name: str) -> str:
