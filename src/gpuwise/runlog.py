@@ -75,9 +75,9 @@ class RunLogError(GpuwiseError):
 
 def _leave_wal(conn: sqlite3.Connection) -> None:
     """A finished log back in rollback-journal mode, so reading it (``open_for_reading``: report, advise,
-    calibrate) writes no ``-wal``/``-shm`` beside it and works where the reader cannot write. Another writer of
-    the same file still open (a guarded job inside ``gpuwise run``) keeps it in WAL: the last one to close
-    switches it."""
+    calibrate) writes no ``-wal``/``-shm`` beside it and works where the reader cannot write. Another connection
+    still open (a guarded job inside ``gpuwise run``, a reader) keeps it in WAL: the last writer to close switches
+    it, else the next reader once all are closed (``_finish_left_wal``)."""
     try:
         conn.execute("PRAGMA busy_timeout=100")
         conn.execute("PRAGMA journal_mode=DELETE")
@@ -85,15 +85,41 @@ def _leave_wal(conn: sqlite3.Connection) -> None:
         logger.debug("run log left in WAL mode: %s", exc)
 
 
-def _is_finished_wal(p: Path) -> bool:
-    """A file in WAL mode (its header's bytes 18-19 are 2) with no ``-wal`` beside it: no writer has it open
-    (SQLite keeps the ``-wal`` while one does), so it can be read as it stands (a log an older gpuwise wrote)."""
+def _in_wal_mode(p: Path) -> bool:
+    """The file's header says WAL mode (its bytes 18-19 are 2)."""
     try:
         with p.open("rb") as f:
             header = f.read(20)
     except OSError:
         return False
-    return len(header) == 20 and header[18:20] == b"\x02\x02" and not Path(f"{p}-wal").exists()
+    return len(header) == 20 and header[18:20] == b"\x02\x02"
+
+
+def _is_finished_wal(p: Path) -> bool:
+    """A file in WAL mode with no ``-wal`` beside it: no writer has it open (SQLite keeps the ``-wal`` while one
+    does), so it can be read as it stands (a log an older gpuwise wrote)."""
+    return _in_wal_mode(p) and not Path(f"{p}-wal").exists()
+
+
+def _finish_left_wal(p: Path) -> None:
+    """A log left in WAL mode with its ``-wal``/``-shm`` beside it, because another connection (a reader: pandas,
+    a ``gpuwise report`` during the run) had it open when its last writer closed (``_leave_wal`` could not switch
+    it then), is switched back to rollback-journal mode by the next reader, once no connection has it open: SQLite
+    refuses the switch while one does (a live writer), and that refusal is the test. Nothing is tried where the
+    reader cannot write the file or its directory."""
+    if not _in_wal_mode(p) or _is_finished_wal(p) or not (os.access(p, os.W_OK) and os.access(p.parent, os.W_OK)):
+        return
+    try:
+        conn = sqlite3.connect(str(p), timeout=0, isolation_level=None)
+    except sqlite3.Error as exc:
+        logger.debug("run log left in WAL mode: %s", exc)
+        return
+    try:
+        conn.execute("PRAGMA journal_mode=DELETE")
+    except sqlite3.Error as exc:   # a writer (or another reader) has it open: the last one to close switches it
+        logger.debug("run log left in WAL mode: %s", exc)
+    finally:
+        conn.close()
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -274,6 +300,7 @@ def open_for_reading(path: str | Path) -> sqlite3.Connection:
     p = Path(path)
     if not p.is_file():
         raise RunLogError(f"no such run log: {p}")
+    _finish_left_wal(p)
     try:
         # ``immutable`` where no writer has the file open: a read-only WAL connection would otherwise create
         # the -wal/-shm files beside a log it only reads (and fail where it cannot write)

@@ -60,17 +60,17 @@ def report_cmd(
     correction, calibrations = user_correction(not no_user_calibration, cat)
     # the workload options, checked with or without --model; without, --precision alone sets the datasheet ratio
     workload = workload_or_checked(model, workload_kwargs, used_without_model=("precision",))
-    # without --model the datasheet ratio needs a precision: the one named, else the one a gpuwise run log's
-    # workload records (build_report: scaling None), else an unknown job's
+    # without --model, the precision named wins over the one a gpuwise run log's workload records (build_report),
+    # else an unknown job's
     given = workload_kwargs.get("precision")
-    scaling = (time_scaling(workload.precision, workload, correction=correction) if workload
-               else time_scaling(check_precision(given)) if given else None)
+    precision = check_precision(given) if given and workload is None else None
+    scaling = time_scaling(workload.precision, workload, correction=correction) if workload else None
     report = build_report(
         log, cat, gpu=gpu, gpu_price=money,
         provider=provider, spot=spot, currency=currency, headroom_fraction=parse_headroom(headroom),
         columns=[c for c in columns.split(",") if c.strip()] if columns else None,
         scaling=scaling, workload=workload, correction=correction,
-        is_calibration_run=calibration_runs(calibrations),
+        is_calibration_run=calibration_runs(calibrations), precision=precision,
     )
     if columns:
         _warn_unused_columns(log)

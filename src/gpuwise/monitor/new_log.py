@@ -9,6 +9,8 @@ taken. A writer that fails before it starts removes the log it created (``discar
 
 from __future__ import annotations
 
+import errno
+import logging
 import os
 import time
 from dataclasses import dataclass
@@ -20,6 +22,11 @@ try:
     import fcntl        # flock: a writer holds its run log (POSIX)
 except ImportError:     # pragma: no cover - not POSIX
     fcntl = None
+
+logger = logging.getLogger(__name__)
+
+# errno of a file system that does not do flock (an NFS mount without lockd, some FUSE mounts): not another run
+_NO_FLOCK = frozenset({errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL, errno.ENOSYS})
 
 
 def default_log_path(directory: str | Path = ".") -> Path:
@@ -59,15 +66,21 @@ RUN_HINT = ", or leave --log out for a fresh gpuwise-run-….db"   # what ``gpuw
 
 def hold(log: Path, fd: int, created: bool, hint: str = "") -> NewLog:
     """``fd`` (``log`` opened) locked exclusively for this run, or MonitorError (the descriptor closed) when another
-    run holds it or it already holds a run. ``hint`` ends the message (the writer's other way out)."""
+    run holds it or it already holds a run. ``hint`` ends the message (the writer's other way out). On a file
+    system that does not do ``flock`` the run goes on unlocked, with a warning: only ``O_EXCL`` and the
+    emptiness check then keep a second run out."""
     claim = NewLog(log, created, fd)
     try:
         if fcntl is not None:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        claim.release()
-        raise MonitorError(f"--log {log} is being written by another run (a run log holds one run): name a new "
-                           f"file{hint}") from None
+    except OSError as exc:
+        if exc.errno in _NO_FLOCK:
+            logger.warning("%s: the file system does not lock files (%s): a second run given this --log at the "
+                           "same time would not be refused", log, exc.strerror or exc)
+        else:
+            claim.release()
+            raise MonitorError(f"--log {log} is being written by another run (a run log holds one run): name a "
+                               f"new file{hint}") from None
     if os.fstat(fd).st_size:       # looked at under the lock: a run that ended since has written it
         claim.release()
         raise MonitorError(f"--log {log} already exists (a run log holds one run): name a new file{hint}")

@@ -12,7 +12,7 @@ from gpuwise.monitor.sample import GpuSample
 from gpuwise.plan.fit import DEFAULT_HEADROOM_FRACTION
 from gpuwise.plan.money import parse_price
 from gpuwise.plan.offers import check_provider
-from gpuwise.plan.scaling import TimeScaling
+from gpuwise.plan.scaling import TimeScaling, time_scaling
 from gpuwise.report.errors import ReportError
 from gpuwise.report.measured import Measurement
 from gpuwise.report.predicted_vs_measured import PredictedVsMeasured, measured_against_prediction
@@ -91,13 +91,16 @@ def build_report(
     workload: Workload | None = None,
     correction=None,
     is_calibration_run: Callable[[Measurement, str], bool] | None = None,
+    precision: str | None = None,
 ) -> Report:
     """``gpu``: the rented GPU when the log does not name it (dmon) or names it wrongly; raises CatalogError.
     ``scaling`` None: the time predictor's ratios when the log records its workload, else the datasheet ratio.
     ``workload``: the job (``--model …``), compared with what a gpuwise run log measured (``predicted_vs_measured``).
     ``correction``: the user's calibration for the predictions (``plan.profile.model_for``); None: the shipped model.
     ``is_calibration_run(measurement, gpu_id)``: whether that calibration was fitted on this run (the comparison
-    then says its error is in-sample); the CLI reads it from the calibration file."""
+    then says its error is in-sample); the CLI reads it from the calibration file. ``precision``: the job's
+    precision the user named (``--precision`` without ``--model``): the datasheet ratio's, and it replaces the
+    one the log's workload records (``predicted_vs_measured.recorded_workload``)."""
     if columns:
         check_columns(columns)      # a typo in --columns: refused whatever the log (one line, exit 2)
     log = load_usage_log(path, columns=columns)
@@ -139,8 +142,10 @@ def build_report(
         warnings.append(f"the job's measured peak, {format_bytes(usage.needed_peak_bytes)}, is more than the "
                         f"{format_bytes(rented.visible_memory_bytes)} of {named}: the job cannot have run on it"
                         + ("; check --gpu" if gpu else ""))
+    if scaling is None and precision is not None:
+        scaling = time_scaling(precision)    # the datasheet ratio there, unless the log's workload is traced
     comparison, scaling = measured_against_prediction(log, usage, rented, scaling, notes, workload, correction,
-                                                      is_calibration_run)
+                                                      is_calibration_run, precision)
     sizing = None
     if usage.nothing_ran:
         pass        # no verdict on GPUs nothing ran on: summarize's note says so

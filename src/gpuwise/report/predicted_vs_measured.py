@@ -110,7 +110,7 @@ def compare(measured: Measurement, gpu: GPU, workload: Workload,
 def measured_against_prediction(
     log: UsageLog, usage: UsageSummary, rented: GPU | None, scaling: TimeScaling | None, notes: list[str],
     workload: Workload | None = None, correction=None,
-    is_calibration_run: Callable[[Measurement, str], bool] | None = None,
+    is_calibration_run: Callable[[Measurement, str], bool] | None = None, precision: str | None = None,
 ) -> tuple[PredictedVsMeasured | None, TimeScaling | None]:
     """(the comparison on the rented GPU, the time scaling to use) for a gpuwise run log; ``usage``: the
     report's ``summarize(log)`` (summarised once: a long log takes seconds).
@@ -121,6 +121,8 @@ def measured_against_prediction(
     is the measured run scaled by the time predictor's ratios, so the measurement stays the anchor. Without
     one that can be predicted, and no ``scaling`` given (``report`` gives one when ``--precision`` names the
     precision), the datasheet ratio is taken at the precision the log's workload records (a note says so).
+    ``precision``: the user's ``--precision`` without ``--model``: it replaces the precision the log's workload
+    records (``recorded_workload``), as ``advise``'s does.
     What cannot be predicted becomes a line in ``notes``, never an error: the usage report stands without it.
     ``is_calibration_run(measured, gpu_id)``: whether the user's calibration of that GPU was fitted on this run;
     where it was and the prediction is calibrated, the comparison is ``in_sample``."""
@@ -140,7 +142,7 @@ def measured_against_prediction(
                 notes.append("the run log's workload names a local model file: pass --model SPEC (with the same "
                              "workload options) to compare the run with gpuwise's prediction")
                 return None, scaling or recorded_precision_scaling(measured, notes)
-            workload = Workload.from_dict(measured.workload)
+            workload = recorded_workload(measured.workload, precision)
         if workload is None or rented is None:    # no GPU to compare on, nor to scale from
             return None, scaling or (recorded_precision_scaling(measured, notes) if workload is None else None)
         # traces now: a workload that fails, fails here
@@ -165,6 +167,14 @@ def measured_against_prediction(
         notes.append(f"no prediction for the run's workload: {str(exc)[:200]}")
         return None, scaling or recorded_precision_scaling(measured, notes)
     return comparison, scaling
+
+
+def recorded_workload(record: Mapping[str, object], precision: str | None = None) -> Workload:
+    """The workload a run log records, at ``precision`` where the user named one (``--precision``): the user's
+    own wins over the record's (docs/report.md, as in ``advise``), and is not swapped for a GPU's fp16 twin
+    (``precision_default`` False). WorkloadError when the record does not read."""
+    workload = Workload.from_dict(record)
+    return workload if precision is None else workload.with_(precision=precision, precision_default=False)
 
 
 def gpu_used_bytes(usage: UsageSummary | None) -> int | None:
