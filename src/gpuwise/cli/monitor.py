@@ -11,6 +11,7 @@ import typer
 from gpuwise.cli.common import JsonOpt, check_option, console, err_console, print_json, text_option
 from gpuwise.cli.calibrate import NoUserCalibrationOpt, user_correction
 from gpuwise.cli.workload_options import workload_options, workload_or_checked
+from gpuwise.workload.model import check_precision
 
 IntervalOpt = Annotated[float, typer.Option("--interval", help="Seconds between samples (0.1 = 10 Hz, the fastest).")]
 LogOpt = Annotated[Optional[str], typer.Option("--log", help="Write the samples to this run log (SQLite).")]
@@ -265,7 +266,10 @@ def register(app: typer.Typer) -> None:
         if not cmd:
             raise GpuwiseError("gpuwise run needs a command: gpuwise run [options] -- CMD ARGS...")
         text_option("--log", log, names="file", give="a new run log's path", unset="a new ./gpuwise-run-<date>.db")
-        workload = workload_or_checked(model, workload_kwargs)   # bad input, --model or not: before the run
+        # bad input, --model or not: before the run; without --model, --precision sets the report's datasheet ratio
+        workload = workload_or_checked(model, workload_kwargs, used_without_model=("precision",))
+        given = workload_kwargs.get("precision")
+        precision = check_precision(given) if given and workload is None else None
         money, provider = _report_options(gpu_price, provider)                 # so are the report's options
         # With --json our stdout carries one JSON object: the command's own output goes to stderr.
         result = run_command(cmd, log_path=log, interval_s=interval, torch_hook=torch_hook,
@@ -281,7 +285,7 @@ def register(app: typer.Typer) -> None:
                 catalog = load_catalog()
                 correction, _ = user_correction(not no_user_calibration, catalog)   # a damaged file: no report, the run stands
                 report = build_report(result.log_path, catalog, provider=provider, gpu_price=money,
-                                      workload=workload, correction=correction)
+                                      workload=workload, correction=correction, precision=precision)
             except Exception as exc:  # the command's exit code matters more than our report: a warning
                 problem = f"no report: {exc}"
         try:
