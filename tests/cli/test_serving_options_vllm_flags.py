@@ -84,7 +84,8 @@ def test_help_names_the_vllm_flags(cli_run, command):
     ([*Q05, "--gpu-memory-utilization", "0.8"], "needs --engine vllm"),
     (["hf:Qwen/Qwen2.5-0.5B", "--seq-len", "512", "--kv-cache-dtype", "fp8"], "training step keeps no KV cache"),
     (["hf:Qwen/Qwen2.5-0.5B", "--gpu-memory-utilization", "0.8"], "training step keeps no KV cache"),
-    (["torchvision:resnet18", "--mode", "infer", "--kv-cache-dtype", "fp8"], "keeps no KV cache in this job"),
+    (["torchvision:resnet18", "--mode", "infer", "--kv-cache-dtype", "int8"], "keeps no KV cache in this job"),
+    (["torchvision:resnet18", "--mode", "infer", "--kv-cache-dtype", "fp8"], "it has no FP8 cache"),
     (["torchvision:resnet18", "--mode", "infer", "--engine", "vllm", "--gpu-memory-utilization", "0.8"],
      "not served by vLLM"),
 ])

@@ -193,7 +193,10 @@ def test_longest_context_that_fits_is_a_real_limit(catalog):
 
 def test_quantized_kv_cache_halves_it():
     w = _w("hf:meta-llama/Llama-3.1-8B", mode="infer", seq_len=8192)
-    assert estimate_llm(w, kv_cache_dtype="fp8").inference.kv_cache_bytes * 2 == estimate_llm(w).inference.kv_cache_bytes
+    assert estimate_llm(w, kv_cache_dtype="int8").inference.kv_cache_bytes * 2 == estimate_llm(w).inference.kv_cache_bytes
+    served = w.with_(engine="vllm")       # an FP8 cache is vLLM's (HF generate has none)
+    assert (estimate_llm(served, kv_cache_dtype="fp8").inference.kv_cache_bytes * 2
+            == estimate_llm(served).inference.kv_cache_bytes)
     with pytest.raises(LlmError, match="fp7"):
         estimate_llm(w, kv_cache_dtype="fp7")
 

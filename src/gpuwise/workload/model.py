@@ -15,7 +15,7 @@ from gpuwise.workload.parallelism import offload_optimizer_refusal
 from gpuwise.workload.precision import NAMES as PRECISIONS
 from gpuwise.workload.precision import Precision, default_for_model, parse
 from gpuwise.workload.specs import DEFAULT_SEQ_LEN, feeds_images, image_side, input_kind
-from gpuwise.workload.storage import KV_CACHE_BYTES, VLLM_KV_CACHE_DTYPES
+from gpuwise.workload.storage import HF_KV_CACHE_DTYPES, KV_CACHE_BYTES, VLLM_KV_CACHE_DTYPES
 
 DEFAULT_OPTIMIZER = "adamw"   # what a job without --optimizer is priced with (Hugging Face Trainer's default)
 OPTIMIZERS = ("none", "sgd", "momentum", "adam", "adamw", "adamw-8bit", "adafactor", "lion", "paged-adamw", "paged-adamw-8bit")
@@ -337,7 +337,8 @@ def serving_memory_refusal(w: Workload) -> str | None:
     """Why ``w``'s ``kv_cache_dtype`` or ``gpu_memory_utilization`` (vLLM's --kv-cache-dtype and
     --gpu-memory-utilization) is refused (None: each is unset, or valid and applies): a utilization outside (0, 1];
     either on a training step (no KV cache, no serving reservation); a utilization without vLLM (HF generate
-    allocates as it goes); a KV cache dtype vLLM has no such cache for."""
+    allocates as it goes); a KV cache dtype the engine has no such cache for (vLLM's ``VLLM_KV_CACHE_DTYPES``,
+    HF generate's ``HF_KV_CACHE_DTYPES``)."""
     util, dtype = w.gpu_memory_utilization, w.kv_cache_dtype
     if util is not None and (isinstance(util, bool) or not isinstance(util, (int, float)) or not 0 < util <= 1):
         return f"--gpu-memory-utilization must be a share of the GPU's memory in (0, 1], got {util!r}"
@@ -352,6 +353,9 @@ def serving_memory_refusal(w: Workload) -> str | None:
     if w.engine == "vllm" and dtype not in VLLM_KV_CACHE_DTYPES:
         return (f"--kv-cache-dtype {dtype}: vLLM's KV cache is one of {', '.join(VLLM_KV_CACHE_DTYPES)} "
                 f"(auto: the model's dtype); --engine hf serves a {dtype} KV cache")
+    if w.engine == "hf" and dtype not in HF_KV_CACHE_DTYPES:
+        return (f"--kv-cache-dtype {dtype}: HF generate's KV cache is one of {', '.join(HF_KV_CACHE_DTYPES)} "
+                "(int8/int4: transformers' quantized cache; it has no FP8 cache); --engine vllm serves an FP8 KV cache")
     return None
 
 

@@ -18,6 +18,9 @@ WEIGHT_ONLY_QUANTS = {"w4a16": 4, "w8a16": 8}
 KV_CACHE_BYTES = {"auto": None, "fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp8_e4m3": 1.0, "fp8_e5m2": 1.0,
                   "int8": 1.0, "int4": 0.5}
 VLLM_KV_CACHE_DTYPES = ("auto", "bf16", "fp8", "fp8_e4m3", "fp8_e5m2")    # vLLM's --kv-cache-dtype choices
+# HF generate's: the model's own dtype (DynamicCache), or transformers' QuantizedCache, whose codes are integers
+# (quanto: 2 or 4 bits, HQQ: 1-4 or 8; transformers 4.57 cache_utils): it has no FP8 cache, which is vLLM's
+HF_KV_CACHE_DTYPES = ("auto", "fp32", "bf16", "fp16", "int8", "int4")
 
 
 def kv_cache_bytes_per_element(kv_cache_dtype: str, precision) -> float:
