@@ -179,16 +179,24 @@ def _is_int(v: object) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+NOISE_NAMES = ("grad_sq_norm_small", "grad_sq_norm_big", "noise_b_small", "noise_b_big")
+"""The gradient-noise fields (``NoiseScaleMeter.log_fields`` writes them): run-log metrics, CSV/JSONL columns."""
+
+
 def _noise_from_metrics(metrics: Mapping[str, list]) -> GradNoiseSamples | None:
-    names = ("grad_sq_norm_small", "grad_sq_norm_big", "noise_b_small", "noise_b_big")
-    if not all(metrics.get(n) for n in names):
+    if not all(metrics.get(n) for n in NOISE_NAMES):
         return None
-    series = [{s: v for s, _, v in metrics[n] if v is not None and math.isfinite(v)} for n in names]
+    series = [{s: v for s, _, v in metrics[n] if v is not None and math.isfinite(v)} for n in NOISE_NAMES]
     steps = sorted(set.intersection(*(set(d) for d in series)))
-    if not steps:
+    return _noise_samples([(s, *(d[s] for d in series)) for s in steps])
+
+
+def _noise_samples(rows: list[tuple]) -> GradNoiseSamples | None:
+    """The samples of ``rows`` (step, |G_small|², |G_big|², B_small, B_big), in step order; None without any."""
+    if not rows:
         return None
-    cols = [np.array([d[s] for s in steps]) for d in series]
-    return GradNoiseSamples(steps=np.array(steps), g_small_sq=cols[0], g_big_sq=cols[1], b_small=cols[2], b_big=cols[3])
+    cols = [np.array([r[i] for r in rows]) for i in range(5)]
+    return GradNoiseSamples(steps=cols[0], g_small_sq=cols[1], g_big_sq=cols[2], b_small=cols[3], b_big=cols[4])
 
 
 # -- CSV / JSONL --------------------------------------------------------------------------------------
@@ -211,7 +219,7 @@ def _read_csv(path: Path, loss_name: str | None) -> TrainingLog:
             dialect = csv.excel
         header = [h.strip() for h in next(csv.reader([first], dialect))]
         columns = _columns(path, header, loss_name)
-        wanted = {*columns[:5], pick_eval_loss(header, columns[0])}
+        wanted = {*columns[:5], pick_eval_loss(header, columns[0]), *NOISE_NAMES}
         used = [i for i, name in enumerate(header) if name in wanted]
 
         cut, skipped = _may_end_cut(path), []
@@ -378,6 +386,7 @@ def _from_records(path: Path, names: list[str], rows: Iterable[tuple[Where, Mapp
     loss_col, step_col, lr_col, batch_col, time_col, others = _columns(path, names, loss_name)
     eval_col = pick_eval_loss(names, loss_col)
     bins, eval_bins = StepBins(downsample.MAX_CURVE_POINTS), StepBins(downsample.MAX_CURVE_POINTS)
+    noise_bins = StepBins(downsample.MAX_CURVE_POINTS) if set(NOISE_NAMES) <= set(names) else None
     nonfinite = NonFiniteCounter()   # NaN/inf losses counted as read, before the bins thin them away
     for index, (line_no, row, may_be_cut) in enumerate(rows):
         try:
@@ -391,6 +400,10 @@ def _from_records(path: Path, names: list[str], rows: Iterable[tuple[Where, Mapp
             point = _eval_point(path, line_no, row, index, step_col, eval_col)
             if point is not None:
                 eval_bins.add(point)
+        if noise_bins is not None:
+            sample = _noise_point(path, line_no, row, index, step_col)
+            if sample is not None:
+                noise_bins.add(sample)
         if record is None:
             continue
         nonfinite.add(record[0], math.isfinite(record[2]))
@@ -418,6 +431,7 @@ def _from_records(path: Path, names: list[str], rows: Iterable[tuple[Where, Mapp
                         source=str(path)) if evals else None)
     return TrainingLog(curve=curve, loss_name=printable(loss_col), other_loss_names=others, eval_curve=eval_curve,
                        eval_name=printable(eval_col) if eval_curve is not None else None,
+                       noise=_noise_samples(noise_bins.rows()) if noise_bins is not None else None,
                        rows_read=bins.rows_read, thinned_bin_steps=bins.width)
 
 
@@ -427,14 +441,41 @@ def _eval_point(path: Path, line_no: Where, row: Mapping[str, object], index: in
     overfitting check): a value in it that is not a finite number is left out, never an error."""
     try:
         value = _number(row.get(eval_col), path, line_no, eval_col)
+    except AdviseError:
+        return None
+    step = _lenient_step(path, line_no, row, index, step_col)
+    if value is None or step is None or not math.isfinite(value):
+        return None
+    return step, value
+
+
+def _lenient_step(path: Path, line_no: Where, row: Mapping[str, object], index: int, step_col: str | None
+                  ) -> int | None:
+    """The step of a row that only adds a finding (an eval loss, a noise sample): None where it is not a whole
+    number from 0 to MAX_STEP, never an error (the training loss's own rows are checked, in ``_record``)."""
+    try:
         step = _number(row.get(step_col), path, line_no, step_col) if step_col else float(index)
     except AdviseError:
         return None
-    if value is None or step is None or not (math.isfinite(value) and math.isfinite(step)):
+    if step is None or not math.isfinite(step) or step != int(step) or not 0 <= step <= MAX_STEP:
         return None
-    if step != int(step) or not 0 <= step <= MAX_STEP:
+    return int(step)
+
+
+def _noise_point(path: Path, line_no: Where, row: Mapping[str, object], index: int, step_col: str | None
+                 ) -> tuple[int, float, float, float, float] | None:
+    """(step, |G_small|², |G_big|², B_small, B_big) of a row that holds all four, finite, with B_big > B_small >= 1,
+    else None. Like the eval series, the noise scale only adds a finding: a value that cannot serve (an fp16
+    overflow's NaN norm) leaves the row out, never an error."""
+    step = _lenient_step(path, line_no, row, index, step_col)
+    try:
+        values = [_number(row.get(name), path, line_no, name) for name in NOISE_NAMES]
+    except AdviseError:
         return None
-    return int(step), value
+    if step is None or any(v is None or not math.isfinite(v) for v in values):
+        return None
+    g_small_sq, g_big_sq, b_small, b_big = values
+    return (step, g_small_sq, g_big_sq, b_small, b_big) if 1 <= b_small < b_big else None
 
 
 def _record(path: Path, line_no: Where, row: Mapping[str, object], index: int,

@@ -210,7 +210,7 @@ def end_of_run(a: CurveAnalysis, settings: AdviseSettings, log: TrainingLog) -> 
     for key in ("total_steps", "max_steps"):
         value = log.meta.get(key)
         if value and str(value).isdigit() and int(value) > a.last_step:
-            return int(value), f"{key} in the run log"
+            return int(value), f"{key} in the log"
     if settings.target_loss is None:
         return 2 * max(a.last_step, 1), "assumed: as many steps again; pass --total-steps or --target-loss"
     # a target was given but sets no end: say why, and only what can still set one

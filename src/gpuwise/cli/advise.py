@@ -57,7 +57,6 @@ def advise(
     from gpuwise.advise import advise as run_advise
     from gpuwise.advise.errors import AdviseError
     from gpuwise.catalog import load_catalog
-    from gpuwise.errors import GpuwiseError
     from gpuwise.plan import parse_headroom
     from gpuwise.plan.offers import check_provider
     from gpuwise.plan.scaling import time_scaling
@@ -101,15 +100,22 @@ def advise(
         headroom_fraction=parse_headroom(headroom),
         switch=switch,
         scaling=time_scaling(workload.precision, workload, correction=correction) if workload else None)
-    try:
-        report = run_advise(training_log, settings, cat, request)
-    except (GpuwiseError, TypeError, ValueError) as exc:   # the predictor traces the model when first asked
-        if workload_from != "run log":
-            raise
-        # the log's word is no option of the user's: its workload failing is a line, and the datasheet ratio
-        workload_note = f"no prediction for the run log's workload ({workload.model}): {str(exc)[:200]}"
-        workload, workload_from, calibrated = None, None, []
-        report = run_advise(training_log, settings, cat, replace(request, scaling=None))
+    def advise_with(scaling):
+        return run_advise(training_log, settings, cat, replace(request, scaling=scaling))
+
+    if workload_from != "run log":
+        report = advise_with(request.scaling)
+    else:   # the log's word is no option of the user's: what fails on it is a line, not an exit
+        report, failure = _attempt(advise_with, request.scaling)
+        if failure is not None and failure is getattr(correction, "error", None):
+            # the user's calibration file refused (``Refusing``), not the log's workload: the shipped time model
+            workload_note, calibrated = f"the shipped time predictor, without your calibration: {failure}", []
+            report, failure = _attempt(advise_with, time_scaling(workload.precision, workload))
+        if failure is not None:   # the predictor traces the model when first asked: the datasheet ratio then
+            workload_note = "; ".join(filter(None, (workload_note, (
+                f"no prediction for the run log's workload ({workload.model}): {_clipped(str(failure), 200)}"))))
+            workload, workload_from, calibrated = None, None, []
+            report = advise_with(None)
     c.refuse_non_finite(report.to_dict(), _scales(step_time_s, total_steps, gpu_price or price_per_hour))
     plot_path = None
     if plot:
@@ -143,24 +149,35 @@ def _recorded_workload(record, num_gpus: int | None, precision: str | None):
     record's; (None, why) when the record names a model that is not traced on the log's word (report's rule:
     ``report.measured.public_model``, a local file runs code of its own) or cannot be read; (None, None) when
     the log records no model."""
-    from dataclasses import replace
-
     from gpuwise.errors import GpuwiseError
     from gpuwise.report.measured import PRIVATE_MODEL, public_model
-    from gpuwise.workload import Workload
+    from gpuwise.report.predicted_vs_measured import recorded_workload
 
     if not isinstance(record, dict) or not record.get("model"):
         return None, None
     if public_model(str(record["model"])) == PRIVATE_MODEL:
         return None, ("the run log's workload names a local model file: pass --model SPEC (with the same workload "
                       "options) for the time predictor")
-    given = {k: v for k, v in (("num_gpus", num_gpus), ("precision", precision)) if v is not None}
-    if precision is not None:
-        given["precision_default"] = False     # the user's own: refused where a GPU cannot run it, not swapped
     try:
-        return replace(Workload.from_dict(record), **given), None
+        workload = recorded_workload(record, precision)      # a given --precision wins, as in report
+        return (workload if num_gpus is None else workload.with_(num_gpus=num_gpus)), None
     except (GpuwiseError, TypeError, ValueError) as exc:
         return None, f"the run log's workload is not one gpuwise reads ({str(exc)[:200]}): pass --model SPEC"
+
+
+def _attempt(advise_with, scaling):
+    """(the report, None) with ``scaling``; (None, the error) where the time predictor failed while pricing."""
+    from gpuwise.errors import GpuwiseError
+
+    try:
+        return advise_with(scaling), None
+    except (GpuwiseError, TypeError, ValueError) as exc:
+        return None, exc
+
+
+def _clipped(text: str, max_chars: int) -> str:
+    """``text`` cut to ``max_chars``, with an ellipsis where it was cut (a note is one line, not a traceback)."""
+    return text if len(text) <= max_chars else text[:max_chars - 1] + "…"
 
 
 def _scales(step_time_s: float | None, total_steps: int | None, price: str | None) -> str:
