@@ -62,7 +62,8 @@ BENCHMARKS: tuple[Benchmark, ...] = (
                    "GEMMs and MAMF ceilings, GPU held out", minutes=0.3, timed="measured"),
     Benchmark("time_accuracy", "time", tuple(dict.fromkeys((*TIME_MODEL, *TIME_CASES, *LLM_TRAIN,
                                                             "benchmarks/multi_gpu_accuracy.py",
-                                                            "shared:lambda_train_multi.csv"))),
+                                                            "shared:lambda_train_multi.csv",
+                                                            "benchmarks/time_stack.py"))),
               what="end-to-end step time on the held-out sides, beside roofline and roofline / 0.75 "
                    "(writes time_accuracy.json)", minutes=1.5, timed="results"),
     Benchmark("time_stack", "time_stack", (*TIME_MODEL, *TIME_CASES),

@@ -13,8 +13,9 @@ held-out sets (test side, fresh check, wider set) once: the ledger's count is pr
 ``time_accuracy.json`` (what ``estimate`` shows as a likely range) is rewritten by every run: it is
 this benchmark's figure, by regime, with llm-foundry's MPT training runs (``llm_train_time``, held out whole)
 as the LLM closed form's training steps' (README.md, "Seventeenth session"), and Lambda's multi-GPU runs on
-``multi_gpu_accuracy``'s held-out systems as multi-GPU step times (README.md, "Nineteenth session"); they score
-those sets once too.
+``multi_gpu_accuracy``'s held-out systems as multi-GPU step times (README.md, "Nineteenth session"), and timm's
+``-dynamo`` rows of ``time_stack``'s compile pairs (held-out families) as torch.compile inference steps (README.md,
+"Twentieth session"); they score those sets once too.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from datetime import date
 
 import numpy as np
 
-from benchmarks import llm_train_time, multi_gpu_accuracy
+from benchmarks import llm_train_time, multi_gpu_accuracy, time_stack
 from benchmarks.baselines import roofline_step_s
 from benchmarks.harness import (CELL_HEADER, REPO, RESULTS, ROOFLINE, ROOFLINE_075, SPEEDUP_N, Case, comparison_row,
                                 record_scoring, scored_words, summarize, verdict, write_results)
@@ -44,6 +45,8 @@ IMAGENET_TRAIN_IMAGES = 1_281_167
 SETS = {"test": "time end-to-end: test side", "fresh": "time end-to-end: fresh check",
         "wider": "time end-to-end: wider set"}
 MULTI_GPU_SET = "multi-GPU step time: held-out systems"   # README.md, "Nineteenth session"
+COMPILED_SET = "compiled step time: held-out pairs"      # README.md, "Twentieth session"
+EAGER = "gpuwise's eager step"
 ONE_GPU_N = f"gpuwise's 1-GPU step, {SPEEDUP_N}"
 # Issue 16's figure for eager PyTorch ResNet-50 inference at batch 1 on V100/T4-class GPUs.
 PUBLISHED_BS1_MS = (10.0, 13.0)
@@ -142,14 +145,17 @@ def main() -> None:
     record_scoring(llm_train_time.HELD_OUT_SET)
     multi = multi_gpu_cases(multi_gpu_accuracy.step_time_rows())    # README.md, "Nineteenth session"
     record_scoring(MULTI_GPU_SET)
+    compiled = compiled_cases(time_stack.compiled_step_rows())       # README.md, "Twentieth session"
+    record_scoring(COMPILED_SET)
     accuracy = _write_accuracy([r for r in rows if is_held_out(r)]
                                + [{"err": c.error, "regime": d["regime"]} for c, d in zip(llm_cases, llm_detail)]
-                               + [{"err": c.error, "regime": row["regime"]} for c, row in multi])
-    lines = _markdown(rows, small, seed, skipped, time.time() - t0) + _multi_gpu_section(multi)
+                               + [{"err": c.error, "regime": row["regime"]} for c, row in multi + compiled])
+    lines = (_markdown(rows, small, seed, skipped, time.time() - t0) + _multi_gpu_section(multi)
+             + _compiled_section(compiled))
     by_split = {split: summarize(r["err"] for r in rows if r["split"] == split) for split in ("test", "train", *SETS)}
     write_results("time_accuracy", lines, {
         "sets": SETS, "summaries": by_split, "regimes": accuracy["regimes"], "skipped": skipped,
-        "multi_gpu_cases": [c for c, _ in multi],
+        "multi_gpu_cases": [c for c, _ in multi], "compiled_cases": [c for c, _ in compiled],
         "cases": [{k: v for k, v in r.items()} for r in rows]})
     print("\n".join(lines))
 
@@ -260,6 +266,32 @@ def _multi_gpu_section(multi: list[tuple[Case, dict]]) -> list[str]:
             verdict(cases, ROOFLINE_075), "", verdict(cases, ONE_GPU_N)]
 
 
+def compiled_cases(rows: list[dict]) -> list[tuple[Case, dict]]:
+    """The compiled step-time rows as the harness's cases (beside roofline, roofline / 0.75 and gpuwise's eager
+    step of the same trace), each with its row."""
+    return [(Case(r["case"], COMPILED_SET, "test", r["predicted_step_s"], r["measured_step_s"], "s",
+                  {ROOFLINE: r["roofline_step_s"], ROOFLINE_075: r["roofline_step_s"] / 0.75,
+                   EAGER: r["eager_step_s"]}), r) for r in rows]
+
+
+def _compiled_section(compiled: list[tuple[Case, dict]]) -> list[str]:
+    """The compiled step-time set (README.md, "Twentieth session"): what the compiled range is made of."""
+    cases = [c for c, _ in compiled]
+    baselines = (ROOFLINE, ROOFLINE_075, EAGER)
+    by = lambda key: {v: [c for c, row in compiled if row[key] == v]  # noqa: E731
+                      for v in sorted({row[key] for _, row in compiled})}
+    return ["", "## torch.compile step time (the compiled range)", "",
+            "timm's `-dynamo` inference files on the RTX 4090 (held out) and the RTX PRO 6000 Max-Q (fresh), the "
+            "held-out families only, each model at its smallest size >= 224 px: measured = the file's batch / its "
+            "throughput; predicted = `predict_step_time` of the trace with `compile` set, as `estimate --mode infer "
+            f"--compile`. Nothing fitted on them. {COMPILED_SET}: {scored_words(COMPILED_SET)}.", "",
+            "| rows | cases | gpuwise | " + " | ".join(baselines) + " |", "|---|---|---|" + "---|" * len(baselines),
+            comparison_row("all", cases, baselines),
+            *[comparison_row(gpu, cs, baselines) for gpu, cs in by("gpu").items()],
+            *[comparison_row(family, cs, baselines) for family, cs in by("family").items()], "",
+            verdict(cases, ROOFLINE_075), "", verdict(cases, EAGER)]
+
+
 def _write_accuracy(held: list[dict]) -> dict:
     """The shipped model's error on every held-out run, per regime of the prediction (runtime/accuracy.py):
     what estimate shows beside a step time of that regime. Every regime is written with its count; one
@@ -281,7 +313,8 @@ def _write_accuracy(held: list[dict]) -> dict:
     doc = {"date": date.today().isoformat(), "source": "benchmarks/time_accuracy.py: published runs held out in GPU and model family "
            "(test side, wider set, fresh check's held-out families; benchmarks/README.md), and llm-foundry's MPT "
            "training runs, held out whole (benchmarks/llm_train_time.py), and Lambda's multi-GPU runs on the held-out systems "
-           "(benchmarks/multi_gpu_accuracy.py), by regime",
+           "(benchmarks/multi_gpu_accuracy.py), and timm's -dynamo rows of the held-out families (benchmarks/time_stack.py), "
+           "by regime",
            "regimes": regimes}
     ACCURACY_PATH.write_text(json.dumps(doc, indent=2) + "\n")
     return doc

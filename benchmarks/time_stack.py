@@ -18,7 +18,7 @@ import statistics
 from benchmarks.baselines import roofline_step_s
 from benchmarks.harness import (CELL_HEADER, ROOFLINE, Case, comparison_row, record_scoring, scored_words, verdict,
                                 write_results)
-from benchmarks.time_cases import gpu_specs, timm_infer_rows
+from benchmarks.time_cases import HELD_OUT_FAMILIES, TIMM_MODELS, gpu_specs, timm_infer_rows
 from benchmarks.time_traces import TraceKey, load_trace
 from gpuwise.runtime import predict_step_time
 
@@ -35,6 +35,37 @@ PAIRS = [   # (change, GPU, baseline file, changed file)
 ]
 
 
+def picked(base: dict, changed: dict) -> list[tuple[str, int]]:
+    """(model, size) of a pair's files, each model at its smallest size >= 224 px that both files hold."""
+    return [(model, size) for model, size in sorted(base) if (model, size) in changed and size >= 224
+            and not any(m == model and 224 <= s < size for m, s in base)]
+
+
+def compiled_step_rows() -> list[dict]:
+    """The compile pairs' held-out-family rows as step times (README.md, "Twentieth session"): one step of the
+    ``-dynamo`` file measured (its batch / its throughput) against what ``estimate --mode infer --compile``
+    predicts, the trace at that batch, beside roofline, roofline / 0.75 and gpuwise's eager step of it."""
+    gpus = gpu_specs()
+    out = []
+    for change, gpu_id, base_name, changed_name in PAIRS:
+        if change != "compile":
+            continue
+        gpu = gpus[gpu_id]
+        base, changed = timm_infer_rows(base_name), timm_infer_rows(changed_name)
+        for model, size in picked(base, changed):
+            if TIMM_MODELS[model] not in HELD_OUT_FAMILIES:
+                continue
+            sps, batch = changed[(model, size)]
+            tr = load_trace(TraceKey(f"timm:{model}", "infer", batch, size, "amp-fp16", "none"))
+            on = dataclasses.replace(tr, workload=tr.workload.with_(compile=True))
+            step = predict_step_time(on, gpu)
+            out.append({"case": f"compile@{gpu_id}:{model}:{size}:b{batch}", "gpu": gpu_id, "family": TIMM_MODELS[model],
+                        "measured_step_s": batch / sps, "predicted_step_s": step.step_time_s, "regime": step.regime,
+                        "eager_step_s": predict_step_time(tr, gpu).step_time_s,
+                        "roofline_step_s": roofline_step_s(on, gpu)})
+    return out
+
+
 def main() -> None:
     gpus = gpu_specs()
     record_scoring(SET)
@@ -49,10 +80,8 @@ def main() -> None:
         gpu = gpus[gpu_id]
         base, changed = timm_infer_rows(base_name), timm_infer_rows(changed_name)
         rows = []
-        for (model, size), (sps, batch) in sorted(base.items()):
-            if (model, size) not in changed or size < 224 or any(m == model and s < size and s >= 224
-                                                                   for m, s in base):
-                continue
+        for model, size in picked(base, changed):
+            sps, batch = base[(model, size)]
             tr = load_trace(TraceKey(f"timm:{model}", "infer", batch, size, "amp-fp16", "none"))
             on = dataclasses.replace(tr, workload=tr.workload.with_(**{change: True}))
             pred = predict_step_time(tr, gpu).step_time_s / predict_step_time(on, gpu).step_time_s

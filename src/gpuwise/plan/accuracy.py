@@ -4,14 +4,14 @@ The held-out runs behind ``runtime/time_accuracy.json`` are traced jobs timed by
 grouped by regime (``runtime/accuracy.py``): a prediction gets the range of its own regime, and none
 where no held-out run's step time of that regime is scored, nor for a step the input rate sets (the user's
 own figure) or a prediction the user's calibration moved (the range describes the shipped model). Where a
-regime has no range the words say which of three it is (``why_no_range``): too few runs, runs that score only
-a speed-up (multi-GPU, torch.compile: ``SPEED_UP_ONLY``), or none ("no held-out run measures this").
+regime has no range the words say which of two it is (``why_no_range``): too few runs, or none ("no held-out
+run measures this").
 estimate, recommend and report use this rule.
 """
 
 from __future__ import annotations
 
-from gpuwise.runtime.accuracy import (LLM_REGIME, LLM_REGIMES, MIN_CASES, REGIME_WORDS, SPEED_UP_ONLY, TimeAccuracy,
+from gpuwise.runtime.accuracy import (LLM_REGIME, LLM_REGIMES, MIN_CASES, REGIME_WORDS, TimeAccuracy,
                                       held_out_cases, load_accuracy)
 
 __all__ = ["TimeAccuracy", "likely_job_time_range_s", "likely_step_time_range_s", "load_accuracy",
@@ -37,17 +37,13 @@ def likely_step_time_range_s(step_time_s: float | None, *, method: str, bound: s
 
 
 def why_no_range(name: str, *, named: bool = True) -> str:
-    """Why the regime ``name`` has no range: fewer than ``MIN_CASES`` held-out runs scored, held-out runs that
-    score only a speed-up (not the step time a range is of), or none. ``named``: the words say which regime (a
-    line about several regimes names it before)."""
+    """Why the regime ``name`` has no range: fewer than ``MIN_CASES`` held-out runs scored, or none. ``named``: the
+    words say which regime (a line about several regimes names it before)."""
     words = REGIME_WORDS.get(name, name)
     cases = held_out_cases(name)
     if 0 < cases < MIN_CASES:
         return (f"only {cases} held-out run{'s' if cases != 1 else ''} of {words if named else 'this kind'} "
                 f"scored, fewer than the {MIN_CASES} a range needs")
-    if name in SPEED_UP_ONLY:
-        whose = f"the time of {words}" if named else "such a step's time"
-        return f"no held-out run scores {whose}; {SPEED_UP_ONLY[name]}"
     return f"no held-out run measures this{f' ({words})' if named else ''}"
 
 

@@ -19,8 +19,7 @@ there (a bf16 default at fp16 on a GPU without bf16): each ``per_gpu`` row names
 ``time.likely_step_time_range_s`` (and each ``per_gpu`` row's) is where 8 in 10 held-out public runs
 of the same regime measured given the prediction (``time.regime``: runtime/accuracy.py's ``REGIMES``), or None;
 where none is, ``time.likely_range_note`` says why (plan/accuracy.py's ``why_no_range``: "no held-out run
-measures this (...)", or for compiled steps, whose held-out pairs score only a speed-up over eager, that no
-held-out run scores their time). ``time_accuracy`` is the shipped model's
+measures this (...)", or how few were scored). ``time_accuracy`` is the shipped model's
 measured error on that regime's held-out runs (None without any). Each ``per_gpu``
 row carries its ``warnings`` (e.g. the CPU cores real JPEGs would need).
 """

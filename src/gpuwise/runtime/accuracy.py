@@ -11,9 +11,9 @@ LLM closed form is not given the big-batch jobs' range (their errors differ in k
 launch cost, the links, Inductor's fusion, a formula instead of a trace). Multi-GPU data-parallel training
 within one node has its own held-out runs (Lambda's 2-8 GPU systems, benchmarks/README.md "Nineteenth
 session"); a sharded (ZeRO / FSDP) or multi-node step is a regime of its own that no traced run measures.
-One regime has held-out runs scored on something else (``SPEED_UP_ONLY``): the torch.compile pairs score a
-speed-up over eager, not the step time a range is of, so the file has no case of them and their steps say
-that, not that no run exists.
+A torch.compile inference step has its own held-out runs too (timm's ``-dynamo`` files on the RTX 4090 and the
+RTX PRO 6000, benchmarks/README.md "Twentieth session"); a compiled training step is a regime of its own that no
+public run measures.
 
 Within a regime the figures are pooled over GPUs and families: they hide a bias by kind, e.g. ResNet-50
 on H100/H200/GH200/B200 measured 1.4-3.8x the prediction (Lambda's runs level off near 3,000 images/s,
@@ -33,25 +33,21 @@ from importlib import resources
 # prefill and the closed form's decode).
 LLM_REGIME, LLM_TRAIN_REGIME = "llm", "llm-train"
 LLM_REGIMES = (LLM_REGIME, LLM_TRAIN_REGIME)
-REGIMES = ("large-batch", "small-batch", "multi-gpu", "multi-gpu-sharded", "multi-node", "compiled", *LLM_REGIMES, "generation", "data-dependent",
-           "rnn", "mig")
+REGIMES = ("large-batch", "small-batch", "multi-gpu", "multi-gpu-sharded", "multi-node", "compiled", "compiled-train",
+           *LLM_REGIMES, "generation", "data-dependent", "rnn", "mig")
 REGIME_WORDS = {"large-batch": "a single-GPU eager step",
                 "small-batch": "a small-batch step, the host's issue time at least half the GPU's",
                 "multi-gpu": "a data-parallel (DDP) training step on several GPUs of one node",
                 "multi-gpu-sharded": "a sharded (ZeRO / FSDP) training step on several GPUs of one node",
-                "multi-node": "a training step over several nodes", "compiled": "a torch.compile step", "llm": "the LLM closed form",
+                "multi-node": "a training step over several nodes",
+                "compiled": "a torch.compile inference step", "compiled-train": "a torch.compile training step",
+                "llm": "the LLM closed form",
                 "llm-train": "the LLM closed form, training every weight of a dense decoder",
                 "generation": "generation by a traced decoder: the closed form's decode steps",
                 "data-dependent": "a step whose ops or control flow depend on tensor values (routing, nonzero, an early exit)",
                 "rnn": "a step with LSTM / GRU layers (cuDNN's fused RNN, timed from its structure)",
                 "mig": "a step on a MIG slice (the whole GPU's specs scaled to the slice)"}
 MIN_CASES = 10   # fewer held-out runs than this give no range: a 10-80% band needs more than a handful
-# Regimes whose held-out runs score a speed-up, not a step time (benchmarks/README.md, "Likely range per regime"):
-# the runs exist, but benchmarks/time_accuracy.py writes no step-time case of them, so no range. Why, in words.
-SPEED_UP_ONLY = {
-    "compiled": "the torch.compile held-out pairs (timm inference on an RTX 4090 and an RTX PRO 6000) score only "
-                "the speed-up over eager (benchmarks/README.md, time_stack)",
-}
 
 
 @dataclass(frozen=True)
