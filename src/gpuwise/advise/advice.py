@@ -20,9 +20,9 @@ from gpuwise.plan.fit import DEFAULT_HEADROOM_FRACTION, usable_of
 from gpuwise.plan.quote import Quote
 from gpuwise.advise.gpu_plan import GpuPlan, SwitchCost, switch_saving
 from gpuwise.advise.noise_scale import NoiseScaleSummary, pollux_efficiency, steps_ratio
-from gpuwise.advise.overfitting import Overfitting
-from gpuwise.advise.phases import PLATEAU, RISING
-from gpuwise.advise.wording import drop_text, g as _g, range_text
+from gpuwise.advise.overfitting import MEDIAN_EVALS, Overfitting
+from gpuwise.advise.phases import PLATEAU, RISING, loss_drop_per_doubling
+from gpuwise.advise.wording import drop_text, flat_drop_text, flat_rule_text, g as _g, range_text
 from gpuwise.units import YEAR_S, format_bytes, format_duration, format_money
 
 
@@ -178,8 +178,10 @@ def plateau_advice(a: CurveAnalysis, pricing: Pricing, remaining_steps: int, end
                 "learning rate too high for this stage of the run.")
         title = "The loss is rising"
     else:
-        how = f"{drop_text(drop)} lower per doubling of the steps" if drop >= 0.001 else "no measurable drop"
-        text = f"The loss has been flat since step {last.start_step:,} ({how})."
+        loss_drop = loss_drop_per_doubling(a.steps, a.trend, last.start_step, last.end_step)
+        how = flat_drop_text(drop, loss_drop) if drop >= 0.001 else "no measurable drop"
+        text = (f"The loss has been flat since step {last.start_step:,} ({how}). Flat: "
+                f"{flat_rule_text(a.thresholds.plateau_drop_per_doubling)}.")
         title = "Plateau"
     if a.diminishing_returns_step is not None and a.min_progress_per_hour and a.diminishing_returns_step > a.last_step:
         # the same fitted curve as the forecast: flat per doubling of the steps, yet still worth its hours until then
@@ -194,6 +196,9 @@ def plateau_advice(a: CurveAnalysis, pricing: Pricing, remaining_steps: int, end
         text += (" A plateau often ends with a learning-rate drop: if the schedule has none, try "
                  "one (×0.1) before paying for more steps.")
     numbers = {"since_step": last.start_step, "drop_per_doubling": last.drop_per_doubling}
+    if last.kind != RISING:
+        numbers.update(loss_drop_per_doubling=round(loss_drop, 5),
+                       drop_per_doubling_is=flat_rule_text(a.thresholds.plateau_drop_per_doubling).split(", ", 1)[1])
     if lr_now is not None:
         numbers.update(lr_now=lr_now, lr_peak=lr_peak, lr_decayed=decayed)
     out = [Advice("plateau", title, text, numbers)]
@@ -205,8 +210,9 @@ def overfitting_advice(o: Overfitting) -> list[Advice]:
     """An eval loss rising while the training loss falls (``overfitting.detect_overfitting``)."""
     name = f" ({o.eval_name!r})" if o.eval_name else ""
     text = (f"Overfitting: eval loss{name} rising since step {o.since_step:,} while train loss falls: the eval "
-            f"loss went from {_g(o.best_eval_loss)} at step {o.since_step:,} to {_g(o.eval_loss_now)} by step "
-            f"{o.last_eval_step:,}, while the training trend fell from {_g(o.train_trend_at_best)} to "
+            f"loss (median of {MEDIAN_EVALS} evals) went from {_g(o.best_eval_loss)} around step {o.since_step:,} to "
+            f"{_g(o.eval_loss_now)} over the last {MEDIAN_EVALS} (the last, at step {o.last_eval_step:,}: "
+            f"{_g(o.last_eval_loss)}), while the training trend fell from {_g(o.train_trend_at_best)} to "
             f"{_g(o.train_trend_now)}. More steps fit the training data better and generalise worse: stop early, "
             f"keeping the checkpoint of the best eval step ({o.since_step:,}); for a lower eval loss, add data "
             "(or augmentation) or regularise (weight decay, dropout), or use a smaller model.")
@@ -336,8 +342,8 @@ def forecast_advice(a: CurveAnalysis, target_loss: float | None) -> list[Advice]
             text += (f" The target {_g(target_loss)} is not reached{where}: more steps of this run "
                      "will not reach it (a larger model, more data or another schedule may).")
     if a.plateau_forecast_step is not None and a.plateau_forecast_step > a.last_step:
-        text += (f" It turns flat (under {a.thresholds.plateau_drop_per_doubling:.0%} lower per doubling of the "
-                 f"steps) from step {a.plateau_forecast_step:,}.")
+        text += (f" It turns flat ({flat_rule_text(a.thresholds.plateau_drop_per_doubling)}) from step "
+                 f"{a.plateau_forecast_step:,}.")
         numbers["plateau_forecast_step"] = a.plateau_forecast_step
     if a.diminishing_returns_step is not None and a.min_progress_per_hour:
         text += (f" From step {a.diminishing_returns_step:,} on, the loss falls by less than "
@@ -404,7 +410,7 @@ def level_off(a: CurveAnalysis) -> tuple[int | None, str]:
     progress per hour gets small (``diminishing_returns_step``). (None, "") when the forecast sees no such step."""
     dim, flat_at = a.diminishing_returns_step, a.plateau_forecast_step
     per_hour = f"falls by less than {_g(a.min_progress_per_hour)} per hour of training" if a.min_progress_per_hour else ""
-    flat_words = f"turns flat, under {a.thresholds.plateau_drop_per_doubling:.0%} lower per doubling of the steps"
+    flat_words = f"turns flat, {flat_rule_text(a.thresholds.plateau_drop_per_doubling)}"
     if is_flat(a):
         if dim and dim > a.last_step:
             return dim, f"where the fitted trend {per_hour}"

@@ -18,7 +18,8 @@ from gpuwise.advise.errors import AdviseError
 from gpuwise.advise.fit import (StepEstimate, TrendFit, capped_at, diminishing_returns_step, fit_trend,
                                 prefer_floor, steps_to_target)
 from gpuwise.advise.failures import divergence_step, made_progress, nonfinite_of, with_rise_from
-from gpuwise.advise.phases import FAST, PLATEAU, RISING, SLOW, Phase, PhaseThresholds, detect_phases
+from gpuwise.advise.phases import (FAST, PLATEAU, RISING, SLOW, Phase, PhaseThresholds, detect_phases, head_level,
+                                   progress_factor)
 from gpuwise.advise.smoothing import NoiseLevel, auto_weight, ema_zero_phase, noise_level, noise_trend
 from gpuwise.plan.constraints import MAX_STEPS, MAX_STEPS_TEXT
 
@@ -150,7 +151,7 @@ def analyze_curve(curve: Curve, settings: AdviseSettings = AdviseSettings()) -> 
             if min_pph is None:
                 min_pph = settings.min_relative_progress_per_hour * abs(float(trend[-1]))
             dim_step = diminishing_returns_step(fit, step_time_s, min_pph) if min_pph > 0 else None
-        plateau_at = plateau_forecast_step(fit, settings.phases)
+        plateau_at = plateau_forecast_step(fit, settings.phases, head_level(steps, loss, settings.phases.n_bins))
     return CurveAnalysis(
         steps=steps, loss=loss, trend=trend, ema_weight=weight,
         noise=noise, phases=phases, nan_step=nan_step, skipped_steps=nonfinite.skipped_steps,
@@ -190,13 +191,18 @@ def regime_start_step(phases: tuple[Phase, ...] | list[Phase]) -> int:
     return start
 
 
-def plateau_forecast_step(fit: TrendFit, th: PhaseThresholds, max_factor: float = 1000.0) -> int | None:
-    """The first step from the last one on where the fitted trend drops less than the plateau threshold
-    per doubling of steps (the last step itself when it already does); None within ``max_factor``×."""
+def plateau_forecast_step(fit: TrendFit, th: PhaseThresholds, head: float | None = None,
+                          max_factor: float = 1000.0) -> int | None:
+    """The first step from the last one on where the fitted trend is flat by the phases' measure: it drops less
+    than the plateau threshold per doubling of the steps, as a share of the loss or, where smaller, of what the
+    run has gained from ``head`` (``phases.progress_factor``, ``phases.head_level``; None: of the loss); the last
+    step itself when it already does; None within ``max_factor``×."""
     grid = np.geomspace(max(fit.last_step, 1), max(fit.last_step, 1) * max_factor, 2000)
     level = fit.predict(grid)
     t = grid + fit.t_shift
     with np.errstate(divide="ignore", invalid="ignore"):
         drop = -fit.slope_per_step(grid) * t * np.log(2.0) / level
+    if head is not None:
+        drop = drop * progress_factor(level, head, drop)
     flat = np.nonzero((level > 0) & (drop < th.plateau_drop_per_doubling))[0]
     return int(round(grid[flat[0]])) if len(flat) else None

@@ -20,6 +20,7 @@ import numpy as np
 from gpuwise.advise.data import Curve
 from gpuwise.advise.smoothing import running_median
 
+MEDIAN_EVALS = 3   # the best and the current eval loss are medians of this many eval points
 MIN_EVAL_POINTS = 5
 MIN_POINTS_AFTER_BEST = 3
 MIN_EVAL_RISE = 0.02
@@ -31,8 +32,9 @@ class Overfitting:
     eval_name: str | None
     since_step: int           # the eval loss's best step: where to stop early
     best_eval_loss: float
-    eval_loss_now: float      # median of the last 3 eval points
+    eval_loss_now: float      # median of the last MEDIAN_EVALS eval points
     last_eval_step: int
+    last_eval_loss: float     # the eval loss logged at ``last_eval_step``
     train_trend_at_best: float
     train_trend_now: float    # the training trend at the last eval step
 
@@ -40,7 +42,10 @@ class Overfitting:
         r = lambda x: float(f"{x:.6g}")   # noqa: E731
         return {"eval_series": self.eval_name, "since_step": self.since_step, "best_eval_step": self.since_step,
                 "best_eval_loss": r(self.best_eval_loss), "eval_loss_now": r(self.eval_loss_now),
-                "last_eval_step": self.last_eval_step, "train_trend_at_best_eval": r(self.train_trend_at_best),
+                "best_eval_loss_is": f"running median of {MEDIAN_EVALS} eval points, lowest",
+                "eval_loss_now_is": f"median of the last {MEDIAN_EVALS} eval points",
+                "last_eval_step": self.last_eval_step, "last_eval_loss": r(self.last_eval_loss),
+                "train_trend_at_best_eval": r(self.train_trend_at_best),
                 "train_trend_now": r(self.train_trend_now)}
 
 
@@ -56,11 +61,11 @@ def detect_overfitting(train_steps: np.ndarray, train_trend: np.ndarray, eval_cu
     steps, loss = steps[inside], loss[inside]
     if len(steps) < MIN_EVAL_POINTS:
         return None
-    smooth = running_median(loss, 3)
+    smooth = running_median(loss, MEDIAN_EVALS)
     best = int(np.argmin(smooth))
     if len(steps) - 1 - best < MIN_POINTS_AFTER_BEST:
         return None
-    low, now = float(smooth[best]), float(np.median(loss[-3:]))
+    low, now = float(smooth[best]), float(np.median(loss[-MEDIAN_EVALS:]))
     d = np.diff(loss)
     noise = 1.4826 * float(np.median(np.abs(d - np.median(d)))) / np.sqrt(2.0)
     if now - low <= max(MIN_EVAL_RISE * abs(low), 3.0 * noise):
@@ -69,4 +74,4 @@ def detect_overfitting(train_steps: np.ndarray, train_trend: np.ndarray, eval_cu
     at_end = float(np.interp(steps[-1], train_steps, train_trend))
     if at_best - at_end <= MIN_TRAIN_FALL * abs(at_best):
         return None
-    return Overfitting(eval_name, int(steps[best]), low, now, int(steps[-1]), at_best, at_end)
+    return Overfitting(eval_name, int(steps[best]), low, now, int(steps[-1]), float(loss[-1]), at_best, at_end)

@@ -142,10 +142,41 @@ def progress_scale(log_y: np.ndarray, drop: np.ndarray, head_bins: int = 3) -> n
     """
     level = np.exp(log_y)
     head = np.maximum.accumulate(running_median(level, head_bins))   # the first bins hold single, noisy points
-    gained = head - level
+    return progress_factor(level, head, drop)
+
+
+def progress_factor(level: np.ndarray, head: np.ndarray | float, drop: np.ndarray) -> np.ndarray:
+    """The one home of the flatness measure's scale: the factor (<= 1) that turns ``drop`` (per doubling of the
+    steps, as a share of the loss ``level``) into a share of what the run has gained so far (``head - level``,
+    ``head`` the highest level the run started from) where that is the smaller share; 1 for a rise or no gain.
+    The phases (``progress_scale``) and the forecast (``analysis.plateau_forecast_step``) both call it flat
+    when the drop so measured is under ``PhaseThresholds.plateau_drop_per_doubling``."""
+    level, drop = np.asarray(level, dtype=float), np.asarray(drop, dtype=float)
+    gained = np.asarray(head, dtype=float) - level
     with np.errstate(divide="ignore", invalid="ignore"):
         factor = np.where((gained > 0) & (drop > 0), level / gained, 1.0)
     return np.clip(np.nan_to_num(factor, nan=1.0, posinf=1.0), 0.0, 1.0)
+
+
+def head_level(steps: np.ndarray, loss: np.ndarray, n_bins: int = 100, head_bins: int = 3) -> float | None:
+    """The level the run has gained from (``progress_scale``'s ``head`` at the last bin): the highest running
+    median of 3 log-step bins' mean losses; None for a loss that reaches zero or below (its ln is shifted)."""
+    loss = np.asarray(loss, dtype=float)
+    if len(loss) < 2 or not np.all(loss > 0):
+        return None
+    _, log_y, _, _ = log_bins(np.asarray(steps), loss, n_bins)
+    return float(np.max(running_median(np.exp(log_y), head_bins)))
+
+
+def loss_drop_per_doubling(steps: np.ndarray, trend: np.ndarray, start_step: int, end_step: int) -> float:
+    """The loss's own drop per doubling of the steps from ``start_step`` to ``end_step`` (its trend at both ends, as
+    a share of the loss: no ``progress_factor``); 0 for a span under one step or a trend not above zero."""
+    lt = log_time(np.asarray(steps, dtype=float))
+    i0, i1 = (int(np.clip(np.searchsorted(steps, s), 0, len(steps) - 1)) for s in (start_step, end_step))
+    width, y0, y1 = float(lt[i1] - lt[i0]), float(trend[i0]), float(trend[i1])
+    if width <= 0 or y0 <= 0 or y1 <= 0:
+        return 0.0
+    return float(1.0 - np.exp(np.log(y1 / y0) / width * np.log(2.0)))
 
 
 def point_noise_log(loss: np.ndarray, min_points: int = 9) -> np.ndarray:

@@ -17,7 +17,7 @@ import json
 import logging
 import math
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -42,13 +42,16 @@ logger = logging.getLogger(__name__)
 
 MAX_STEP = MAX_STEPS  # steps beyond this are not counts of optimizer steps (one cap: gpuwise.plan.constraints)
 Where = int | str   # a line number, or where in a document ("log_history[4]")
+Progress = Callable[[str], None] | None   # told how far a long read got (the CLI's spinner), None: silent
+PROGRESS_EVERY_ROWS = 100_000   # rows between two progress reports
 
 
-def read_log(path: str | Path, loss_name: str | None = None) -> TrainingLog:
+def read_log(path: str | Path, loss_name: str | None = None, progress: Progress = None) -> TrainingLog:
     """Reads any supported log; the format comes from the content (SQLite header, event files) or suffix.
 
     ``loss_name``: the column, TensorBoard tag or run-log metric to read as the loss (default: the first of
-    ``names.LOSS_NAMES``, else a name with "loss" that is not an eval metric)."""
+    ``names.LOSS_NAMES``, else a name with "loss" that is not an eval metric). ``progress``: told the rows read
+    every ``PROGRESS_EVERY_ROWS`` rows of a CSV or JSONL log."""
     p = Path(path)
     if p.is_dir():
         return read_tensorboard(p, loss_name)
@@ -64,11 +67,11 @@ def read_log(path: str | Path, loss_name: str | None = None) -> TrainingLog:
     if suffix == ".json" and _is_one_json_document(p):
         return read_trainer_state(p, loss_name)
     if suffix in (".jsonl", ".ndjson", ".json"):
-        return read_jsonl(p, loss_name)
+        return read_jsonl(p, loss_name, progress)
     if suffix in (".csv", ".tsv", ".txt", ".log"):
-        return read_csv(p, loss_name)
+        return read_csv(p, loss_name, progress)
     head = p.read_text(encoding="utf-8", errors="replace")[:1].strip()
-    return read_jsonl(p, loss_name) if head == "{" else read_csv(p, loss_name)
+    return read_jsonl(p, loss_name, progress) if head == "{" else read_csv(p, loss_name, progress)
 
 
 TEXT_SNIFF_BYTES = 64 * 1024
@@ -200,14 +203,14 @@ def _noise_samples(rows: list[tuple]) -> GradNoiseSamples | None:
 
 
 # -- CSV / JSONL --------------------------------------------------------------------------------------
-def read_csv(path: Path, loss_name: str | None = None) -> TrainingLog:
+def read_csv(path: Path, loss_name: str | None = None, progress: Progress = None) -> TrainingLog:
     try:
-        return _read_csv(path, loss_name)
+        return _read_csv(path, loss_name, progress)
     except csv.Error as exc:  # a field over the csv module's size limit, a NUL byte
         raise AdviseError(f"{path}: not a readable CSV ({exc})") from None
 
 
-def _read_csv(path: Path, loss_name: str | None) -> TrainingLog:
+def _read_csv(path: Path, loss_name: str | None, progress: Progress = None) -> TrainingLog:
     """Streamed: line by line, the columns the analysis uses only, into bounded step bins (StepBins)."""
     with path.open(encoding="utf-8-sig", errors="replace", newline="") as f:
         first = f.readline()
@@ -235,7 +238,7 @@ def _read_csv(path: Path, loss_name: str | None) -> TrainingLog:
                     raise AdviseError(f"{path}:{line_no}: {len(cells)} fields, the header has {len(header)}")
                 yield line_no, {header[i]: cells[i].strip() for i in used if i < len(cells)}, cut and last
 
-        return _from_records(path, header, rows(), loss_name, skipped)
+        return _from_records(path, header, rows(), loss_name, skipped, progress)
 
 
 def _may_end_cut(path: Path) -> bool:
@@ -267,7 +270,7 @@ def _say_skipped(path: Path, skipped: list[tuple[Where, str]]) -> None:
                        "skipped", path, line_no, why)
 
 
-def read_jsonl(path: Path, loss_name: str | None = None) -> TrainingLog:
+def read_jsonl(path: Path, loss_name: str | None = None, progress: Progress = None) -> TrainingLog:
     """JSON Lines, one record per line, read twice: once for the keys (the columns ``_columns`` picks from; every
     bad line is refused or, the cut last line, skipped here) and once streamed into the curve, so a log of
     millions of lines is held as its thinned curve, not as a list of its records. The second pass reads no further
@@ -286,7 +289,7 @@ def read_jsonl(path: Path, loss_name: str | None = None) -> TrainingLog:
             if line_no not in skipped_lines:
                 yield line_no, obj, False
 
-    return _from_records(path, list(names), rows(), loss_name, skipped)
+    return _from_records(path, list(names), rows(), loss_name, skipped, progress)
 
 
 def _jsonl_records(path: Path, cut: bool, skipped: list[tuple[Where, str]] | None, *,
@@ -378,7 +381,8 @@ def _columns(path: Path, names: list[str], loss_name: str | None = None
 
 
 def _from_records(path: Path, names: list[str], rows: Iterable[tuple[Where, Mapping[str, object], bool]],
-                  loss_name: str | None = None, skipped: list[tuple[Where, str]] | None = None) -> TrainingLog:
+                  loss_name: str | None = None, skipped: list[tuple[Where, str]] | None = None,
+                  progress: Progress = None) -> TrainingLog:
     """The curve of ``rows`` (read once, in order), at most about ``2 * MAX_CURVE_POINTS`` points (StepBins).
     Each row: (where, record, whether it is a last line that may be cut off: skipped, not an error, when bad);
     ``skipped``: the cut lines the caller skipped already (filled while ``rows`` is read), said at the end."""
@@ -389,6 +393,8 @@ def _from_records(path: Path, names: list[str], rows: Iterable[tuple[Where, Mapp
     noise_bins = StepBins(downsample.MAX_CURVE_POINTS) if set(NOISE_NAMES) <= set(names) else None
     nonfinite = NonFiniteCounter()   # NaN/inf losses counted as read, before the bins thin them away
     for index, (line_no, row, may_be_cut) in enumerate(rows):
+        if progress is not None and index and index % PROGRESS_EVERY_ROWS == 0:
+            progress(f"reading {path.name}: {index:,} rows")
         try:
             record = _record(path, line_no, row, index, (loss_col, step_col, lr_col, batch_col, time_col))
         except AdviseError as exc:

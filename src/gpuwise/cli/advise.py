@@ -85,7 +85,9 @@ def advise(
     c.text_option("--gpu", gpu, names="GPU", give="a GPU's name", unset="the run log's GPU")
     cat = load_catalog(catalog)
     provider = check_provider(cat, provider)     # with or without --gpu: an unknown one is refused, not ignored
-    training_log = read_log(c.text_option("LOG", log, names="file", give="the loss log's path", unset=None), loss_tag)
+    log_path = c.text_option("LOG", log, names="file", give="the loss log's path", unset=None)
+    with c.progress(not json_out, f"reading {log_path}…") as report_progress:
+        training_log = read_log(log_path, loss_tag, report_progress)
     # without --model, the workload a gpuwise run log records, as report takes it (--model wins)
     workload_from, workload_note = ("--model", None) if workload else (None, None)
     if workload is None:
@@ -101,7 +103,8 @@ def advise(
         switch=switch,
         scaling=time_scaling(workload.precision, workload, correction=correction) if workload else None)
     def advise_with(scaling):
-        return run_advise(training_log, settings, cat, replace(request, scaling=scaling))
+        with c.progress(not json_out, f"analysing {len(training_log.curve):,} points…"):
+            return run_advise(training_log, settings, cat, replace(request, scaling=scaling))
 
     if workload_from != "run log":
         report = advise_with(request.scaling)
