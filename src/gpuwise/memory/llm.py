@@ -120,7 +120,9 @@ def trainability(arch: DecoderArch, w: Workload, *, bitsandbytes_before_0_43: bo
 
 
 def _finish(parts: dict[str, float], static: float, gpu, notes: list[str],
-            workspace_label: str = "workspace") -> MemoryEstimate:
+            workspace_label: str = "workspace", outside_allocator_bytes: int = 0) -> MemoryEstimate:
+    """The estimate of ``parts`` (the breakdown at the peak, summing to the peak allocated). ``outside_allocator_bytes``:
+    what the process holds beside PyTorch's caching allocator (NCCL's buffers), in ``total_bytes`` only."""
     ints = {k: int(round(v)) for k, v in parts.items()}
     allocated = sum(ints.values())
     dynamic = allocated - static
@@ -131,7 +133,8 @@ def _finish(parts: dict[str, float], static: float, gpu, notes: list[str],
                                      dynamic_bytes=int(dynamic))
     return MemoryEstimate(
         peak_allocated_bytes=allocated, peak_reserved_bytes=reserved, cuda_context_bytes=ctx,
-        total_bytes=reserved + ctx, weights_bytes=ints["weights"], gradients_bytes=ints["gradients"],
+        total_bytes=reserved + ctx + outside_allocator_bytes, weights_bytes=ints["weights"],
+        gradients_bytes=ints["gradients"],
         optimizer_bytes=ints["optimizer"], activations_bytes=ints["activations"],
         workspace_bytes=ints["workspace"], other_bytes=ints["other"], notes=tuple(notes), uncertainty=spread,
         workspace_label=workspace_label,
@@ -192,7 +195,9 @@ def train_memory(arch: DecoderArch, w: Workload, gpu=None, *, double_quant: bool
     weights += parallel.weights_saving_bytes
     grads += parallel.gradients_saving_bytes
     opt += parallel.optimizer_saving_bytes
-    buckets = float(parallel.bucket_bytes + parallel.nccl_buffer_bytes)
+    # NCCL allocates its buffers outside PyTorch's caching allocator: nvidia-smi's total, not the allocator's peak
+    # (memory.parallel, as the traced path adds them in with_data_parallel)
+    buckets = float(parallel.bucket_bytes)
     gathered = float(parallel.gather_buffer_bytes)
     notes.extend(parallel.notes)
     cpu = 0.0
@@ -258,7 +263,7 @@ def train_memory(arch: DecoderArch, w: Workload, gpu=None, *, double_quant: bool
     spill = opt if is_paged(w.optimizer) else 0.0
     if spill:
         notes.append(f"paged optimizer: up to {spill / 2**30:.2f} GiB of state can move to CPU RAM when the GPU is full")
-    est = _finish(parts, static, gpu, notes, workspace_label)
+    est = _finish(parts, static, gpu, notes, workspace_label, outside_allocator_bytes=parallel.nccl_buffer_bytes)
     sync = t * (2 if (mixed or cb == 2) else 4)
     gather = full_weights if shard in ("zero3", "fsdp") else 0.0
     return TrainMemory(memory=est, split=split, cpu_offload_bytes=int(cpu), spillable_bytes=int(spill),

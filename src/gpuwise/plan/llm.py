@@ -72,7 +72,8 @@ class InferenceEstimate:
     max_context_tokens: int | None = None   # longest prompt+new per sequence that fits, this batch size
     max_batch_size: int | None = None       # most sequences of this length that fit
     serving_reserved_bytes: int | None = None  # --engine vllm: what it grabs, gpu_memory_utilization × GPU memory
-    gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION
+    # --engine vllm: the share of the GPU it pre-allocates; None under HF generate (it allocates as it goes)
+    gpu_memory_utilization: float | None = None
     # --engine vllm with a GPU: what its KV cache holds (the one vLLM capacity: largest batch, longest context, fit)
     vllm: VllmCapacity | None = None
     # --request-rate: the deployment at that load (replicas, concurrency, utilisation, loaded TTFT/TPOT); None
@@ -286,7 +287,8 @@ def _infer(arch: DecoderArch, w: Workload, gpu, double_quant: bool, headroom_fra
     per_token = int(round(mem.kv_cache_bytes / max(batch * (prompt + new), 1)))
     extras = dict(prompt_tokens=prompt, new_tokens=new, batch_size=batch, kv_cache_bytes=int(mem.kv_cache_bytes),
                   kv_cache_bytes_per_token=per_token, weights_bytes=int(mem.weights_bytes),
-                  prefill_activation_bytes=int(mem.prefill_bytes), gpu_memory_utilization=utilization)
+                  prefill_activation_bytes=int(mem.prefill_bytes),
+                  gpu_memory_utilization=utilization if w.engine == "vllm" else None)
     time = None
     if gpu is not None:
         st = serve_time(arch, w, gpu, weights_bytes=mem.weights_bytes, prompt_tokens=prompt, new_tokens=new,
