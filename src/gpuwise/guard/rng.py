@@ -104,7 +104,11 @@ def seed_rng_for_rank(state: dict[str, Any], rank: int) -> None:
     for part in (py["state"], npy["keys"], state["torch_cpu"]):
         digest.update(part.numpy().tobytes())
     digest.update(f"{npy['pos']}/{rank}".encode())
-    seed = int.from_bytes(digest.digest()[:8], "little")
+    seed_all(int.from_bytes(digest.digest()[:8], "little"))
+
+
+def seed_all(seed: int) -> None:
+    """Seed Python's, NumPy's and torch's generators (CPU and every CUDA device) from one whole number >= 0."""
     random.seed(seed)
     np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)  # CPU and every CUDA device
+    torch.manual_seed(seed)

@@ -2,17 +2,21 @@
 
 The order of samples is a pure function of (seed, epoch, rank, world size): a resumed run rebuilds the
 same permutation and skips the samples that completed steps already consumed. Nothing is skipped or
-repeated, however often the job is killed.
+repeated, however often the job is killed. With worker processes, the random numbers a batch's fetch draws
+(augmentation) are a pure function of (seed, epoch, the batch's place in the epoch) too.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Iterator
 from typing import Any
 
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
+
+from gpuwise.guard.rng import seed_all
 
 
 class ResumableSampler(Sampler[int]):
@@ -60,6 +64,50 @@ class ResumableSampler(Sampler[int]):
         return self.shard_len - self.start
 
 
+def sample_seed(seed: int, epoch: int, position: int) -> int:
+    """The seed of the sample at ``position`` of epoch ``epoch``'s global order (rank r's i-th sample is at
+    ``i * world_size + r``): the same in every run, on every resume, and another one for every sample."""
+    return int.from_bytes(hashlib.sha256(f"{seed}/{epoch}/{position}".encode()).digest()[:8], "little")
+
+
+class _SeededSampler(Sampler[tuple[int, int]]):
+    """A :class:`ResumableSampler`'s indices, each as ``(its sample_seed, index)``."""
+
+    def __init__(self, sampler: ResumableSampler) -> None:
+        self.sampler = sampler
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        s = self.sampler
+        for offset, index in enumerate(s, start=s.start):
+            yield sample_seed(s.seed, s.epoch, offset * s.world_size + s.rank), index
+
+    def __len__(self) -> int:
+        return len(self.sampler)
+
+
+class _WorkerSeededDataset(Dataset):
+    """Fetches a batch of ``(seed, index)`` in a DataLoader worker after seeding every generator from its first
+    sample's seed.
+
+    A worker seeds its generators once, when an iterator starts it, and batches go to the workers in turn: a
+    resumed iterator handed the same samples other random augmentations than the uninterrupted run drew, and
+    every rank's workers drew the same stream. Only for ``num_workers > 0``: in the main process the
+    generators are the training's own, which checkpoints save and restore.
+    """
+
+    def __init__(self, dataset: Dataset) -> None:
+        self.dataset = dataset
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitems__(self, keyed: list[tuple[int, int]]) -> list[Any]:
+        seed_all(keyed[0][0])
+        indices = [index for _, index in keyed]
+        fetch = getattr(self.dataset, "__getitems__", None)
+        return fetch(indices) if fetch else [self.dataset[index] for index in indices]
+
+
 class ResumableDataLoader:
     """A ``torch.utils.data.DataLoader`` over a :class:`ResumableSampler` that counts what it handed out.
 
@@ -99,8 +147,12 @@ class ResumableDataLoader:
         # Our own generator: DataLoader draws its workers' base seed from the *global* torch RNG when an
         # iterator is created, so a mid-epoch resume would shift every later random number (dropout...).
         generator = torch.Generator().manual_seed(self.sampler.seed * 1_000_003 + self.epoch)
-        loader = DataLoader(self.dataset, batch_size=self.batch_size, sampler=self.sampler,
-                            generator=generator, **self._loader_kwargs)
+        if self._loader_kwargs.get("num_workers", 0) > 0:
+            dataset, sampler = _WorkerSeededDataset(self.dataset), _SeededSampler(self.sampler)
+        else:
+            dataset, sampler = self.dataset, self.sampler
+        loader = DataLoader(dataset, batch_size=self.batch_size, sampler=sampler, generator=generator,
+                            **self._loader_kwargs)
         for batch in loader:
             self.last_batch_samples = min(self.batch_size, self.sampler.shard_len - self.consumed)
             self.consumed += self.last_batch_samples
