@@ -25,9 +25,9 @@ AWQ = {"quant_method": "awq", "bits": 4, "group_size": 128, "version": "gemm", "
 
 def _served_words(model: str) -> list[str]:
     """The words of the `vllm serve …` line the refusal names for ``model`` served by vLLM on one GPU."""
-    workload = Workload(model, mode="infer", engine="vllm", seq_len=1024, max_new_tokens=256)
+    workload = Workload(model, mode="infer", engine="vllm", seq_len=1024, max_new_tokens=256).with_default_precision()
     best = SimpleNamespace(count=1, gpu="rtx-4090", provider="autodl", replicas=1)
-    line = server_emit_refusal(SimpleNamespace(workload=workload, best=best), "torchrun")
+    line = server_emit_refusal(SimpleNamespace(workload=workload, best=best, fallback_precision={}), "torchrun")
     return shlex.split(line.split("`")[1])
 
 

@@ -15,9 +15,9 @@ from gpuwise.workload import Workload
 
 def _served_words(**fields) -> list[str]:
     workload = Workload("hf:Qwen/Qwen2.5-0.5B", mode="infer", engine="vllm", seq_len=1024, max_new_tokens=256,
-                        **fields)
+                        **fields).with_default_precision()
     best = SimpleNamespace(count=1, gpu="rtx-4090", provider="autodl", replicas=1)
-    line = server_emit_refusal(SimpleNamespace(workload=workload, best=best), "torchrun")
+    line = server_emit_refusal(SimpleNamespace(workload=workload, best=best, fallback_precision={}), "torchrun")
     return shlex.split(line.split("`")[1])
 
 

@@ -17,12 +17,13 @@ DS = "hf:deepseek-ai/DeepSeek-V3"
 
 
 def _served(model, quant, **kw):
-    return Workload(model, mode="infer", quant=quant, engine="vllm", seq_len=1024, max_new_tokens=256, **kw)
+    return Workload(model, mode="infer", quant=quant, engine="vllm", seq_len=1024, max_new_tokens=256,
+                    **kw).with_default_precision()
 
 
 def _refusal(workload, count=2, replicas=1):
     best = SimpleNamespace(count=count, gpu="h100-sxm", provider="aws", replicas=replicas)
-    return server_emit_refusal(SimpleNamespace(workload=workload, best=best), "torchrun")
+    return server_emit_refusal(SimpleNamespace(workload=workload, best=best, fallback_precision={}), "torchrun")
 
 
 @pytest.mark.parametrize("model, quant, flags", [

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 
 from gpuwise.catalog.model import GPU, not_a_gpu
-from gpuwise.catalog.topology import Topology, provider_entry, topology_for
+from gpuwise.catalog.topology import Link, Topology, provider_entry, topology_for
 from gpuwise.launch.command import Command, parse_command
 from gpuwise.launch.errors import LaunchError
 from gpuwise.launch.assumptions import JobAssumptions
@@ -117,6 +117,8 @@ class LaunchPlan:
     one_process: bool = False       # HF generate's layer split: one process sees every GPU, no torchrun
     # precision, checkpointing, LoRA, sequence length … the plan is priced on (None: not known)
     assumptions: JobAssumptions | None = None
+    # the network the nodes are timed over (``Topology.network``: efa, infiniband, roce, ethernet); None on one node
+    network: Link | None = None
 
     @property
     def env(self) -> dict[str, str]:
@@ -215,4 +217,4 @@ def plan_launch(option, gpu: GPU, command: str, *, batch: BatchSplit | None = No
     return LaunchPlan(gpu=gpu, count=option.count, nodes=nodes, gpus_per_node=per_node, provider=option.provider,
                       spot=option.spot, skypilot_cloud=cloud, region=entry.get("region"), command=parsed,
                       notes=tuple(notes), batch=batch, sharding=sharding, one_process=one_process,
-                      assumptions=assumptions)
+                      assumptions=assumptions, network=topo.network if nodes > 1 else None)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from gpuwise.launch.plan import LaunchError
 from gpuwise.workload.checkpoint import stored_quant
+from gpuwise.workload.precision import parse as parse_precision
 
 # --quant -> vLLM's --quantization for a 16-bit checkpoint; None: vLLM cannot quantize it so as it loads
 VLLM_QUANTIZATION: dict[str, str | None] = {"nf4": "bitsandbytes", "fp8": "fp8", "int8": None}
@@ -54,6 +55,16 @@ def vllm_memory_flags(workload) -> list[str]:
 VLLM_SPELLING = {"bf16": "bfloat16"}
 
 
+def vllm_dtype_flags(workload, served_precision: str) -> list[str]:
+    """The ``--dtype`` flag of ``vllm serve`` where its default (``auto``: the checkpoint's own 16-bit type) is
+    not the precision the plan was priced at on the option's GPU (``served_precision``): one the user named, or a
+    default bf16's fp16 twin on a GPU without bf16, where vLLM refuses a bf16 checkpoint unless told
+    ``--dtype float16``. vLLM takes torch's dtype names (``float16``, ``bfloat16``, ``float32``)."""
+    if workload.precision_default and served_precision == workload.precision:
+        return []
+    return [f"--dtype {parse_precision(served_precision).compute_dtype}"]
+
+
 def server_emit_refusal(rec, emit: str) -> str:
     """The one line that refuses ``--emit`` for a server (``is_server``) and names what to run instead: the
     ``vllm serve`` line of the recommendation's best option, on each of its replicas."""
@@ -66,9 +77,12 @@ def server_emit_refusal(rec, emit: str) -> str:
             quantization = vllm_quantization_flags(w)
         except LaunchError as e:
             return f"{head}; and {e}"
+        # the precision the best option is priced at: a default bf16 is its fp16 twin on a GPU without bf16
+        served_precision = rec.fallback_precision.get(b.gpu, w.precision)
         # --max-model-len: vLLM refuses to start where the model's whole context does not fit its KV cache
         flags = ([f"--tensor-parallel-size {b.count}"] if b.count > 1 else []) + [
-            f"--max-model-len {w.tokens_per_sequence + w.max_new_tokens}"] + quantization + vllm_memory_flags(w)
+            f"--max-model-len {w.tokens_per_sequence + w.max_new_tokens}"] + vllm_dtype_flags(w, served_precision) + (
+            quantization + vllm_memory_flags(w))
         run = f"`vllm serve {shlex.quote(_served_id(w))} {' '.join(flags)}`"
     else:
         run = "your server"

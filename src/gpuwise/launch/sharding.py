@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from gpuwise.launch.errors import LaunchError
 from gpuwise.workload.parallelism import ZERO_OFFLOAD_CPU_OPTIMIZERS, effective_sharding
 
 ENV_SHARDING = "GPUWISE_SHARDING"            # ddp never set: zero1, zero2, zero3 or fsdp
@@ -45,13 +46,16 @@ class ShardingSetup:
 
     @classmethod
     def of(cls, workload, gpus: int, *, closed_form: bool = True) -> "ShardingSetup | None":
-        """The setup a training workload is priced on; None for plain DDP (or serving): nothing to say."""
+        """The setup a training workload is priced on; None for plain DDP (or serving): nothing to say.
+        LaunchError where DeepSpeed cannot run it as priced (``zero_refusal``)."""
         if not workload.is_training:
             return None
         offload = workload.offload if closed_form else "none"
         sharding = effective_sharding(workload) if closed_form else workload.sharding
         if sharding == "ddp":
             return None
+        if (why := zero_refusal(sharding, workload.precision_value)) is not None:
+            raise LaunchError(why)
         return cls(sharding, offload, workload.precision_value.half, gpus, workload.optimizer)
 
     @property
@@ -132,6 +136,23 @@ class ShardingSetup:
         """Under ZeRO-Offload the HF Trainer needs nothing more: accelerate swaps its torch optimizer for
         DeepSpeed's CPU one (``map_pytorch_optim_to_deepspeed``)."""
         return "" if self.offload == "none" else " (accelerate swaps its optimizer for DeepSpeed's CPU one)"
+
+
+def zero_refusal(sharding: str, precision) -> str | None:
+    """Why DeepSpeed cannot run a ZeRO plan as priced (None: it can). A pure 16-bit plan (``--precision bf16`` or
+    ``fp16``: 16-bit weights, gradients and optimizer state, 8 bytes a parameter with Adam) is not what DeepSpeed's
+    ``bf16``/``fp16`` mode runs: its ZeRO optimizer keeps float32 master weights and optimizer state beside the
+    16-bit weights (16 bytes a parameter with Adam), the layout the memory model prices as ``amp-bf16``/``amp-fp16``;
+    a config written for the plan would run out of the memory it was priced with. FSDP of a 16-bit model keeps its
+    state in 16 bits, as priced."""
+    if sharding not in _ZERO_STAGES or not precision.pure_half:
+        return None
+    half = precision.half
+    return (f"DeepSpeed ZeRO-{_ZERO_STAGES[sharding]} at --precision {precision.name}: the plan is priced on {half} weights, gradients "
+            f"and optimizer state, but DeepSpeed ZeRO's {half} mode keeps float32 master weights and optimizer "
+            f"state beside them (twice the bytes a parameter with Adam), so the job launched would not fit what was "
+            f"priced: price what DeepSpeed runs with --precision amp-{half}, or shard with --sharding fsdp (a {half} "
+            f"model under FSDP keeps its state in {half})")
 
 
 def write_files_lines(files: dict[str, str]) -> list[str]:

@@ -46,6 +46,11 @@ CLOUD_ACCELERATORS = {
 }
 
 
+# The networks between nodes that a cloud attaches only when asked: SkyPilot's ``network_tier: best`` attaches EFA on
+# AWS (sky/clouds/aws.py) and GPUDirect-TCPX on GCP's A3 (sky/clouds/gcp.py); its default tier leaves the nodes on
+# the VPC's ethernet, far slower than the network the plan's multi-node step is timed over.
+FAST_NETWORKS = ("efa", "infiniband", "roce")
+
 REMOTE_WHEEL_DIR = "~/.gpuwise/wheels"
 
 
@@ -81,6 +86,21 @@ def accelerator_name(gpu_id: str, cloud: str | None, based_on: str | None = None
                       f"(--emit torchrun)")
 
 
+def needs_best_network(plan: LaunchPlan) -> bool:
+    """Whether the nodes must be asked for the cluster network their step is timed over (``FAST_NETWORKS``)."""
+    return plan.network is not None and plan.network.kind in FAST_NETWORKS
+
+
+def efa_interfaces_note(plan: LaunchPlan) -> str | None:
+    """On AWS, SkyPilot's ``network_tier: best`` attaches one EFA interface of the instance's several unless its
+    own config (not the task's) sets ``aws.use_internal_ips`` (sky/clouds/aws.py); the step is timed over all."""
+    if not needs_best_network(plan) or plan.network.kind != "efa" or plan.skypilot_cloud != "aws":
+        return None
+    return (f"the {plan.nodes} nodes are timed over {plan.network.description}: network_tier: best attaches EFA, "
+            f"but SkyPilot uses only one EFA interface of each instance unless your SkyPilot config "
+            f"(~/.sky/config.yaml) sets aws: use_internal_ips: true (with use_ssm: true or an ssh_proxy_command)")
+
+
 def run_log_name() -> str:
     """The run log of one start on one node, as the task's shell expands it: the node rank, the start's number
     on that node (``$((start += 1))`` counts the loop's restarts in its shell) and the time, as ``gpuwise run``
@@ -96,6 +116,8 @@ def skypilot_task(plan: LaunchPlan, wheel: Path, *, name: str | None = None) -> 
     resources = {"accelerators": f"{accelerator_name(plan.gpu.id, plan.skypilot_cloud, plan.gpu.based_on)}:{plan.gpus_per_node}",
                  "use_spot": plan.spot,
                  "infra": "/".join(p for p in (plan.skypilot_cloud, plan.region) if p)}
+    if needs_best_network(plan):
+        resources["network_tier"] = "best"
     # node 0 hosts the rendezvous ($((…)) is 1 there, 0 elsewhere); SkyPilot's task id is the same on every node
     line = shell_line(worker_argv(plan, rdzv_host="$((SKYPILOT_NODE_RANK==0))", master_addr="$MASTER_ADDR",
                                   job_id="$SKYPILOT_TASK_ID", nproc_per_node="$SKYPILOT_NUM_GPUS_PER_NODE",
@@ -139,6 +161,8 @@ def render_skypilot(plan: LaunchPlan, wheel: Path) -> str:
     """What ``gpuwise recommend --emit skypilot`` prints: the notes as comments, then the YAML."""
     head = [f"# {plan.count}x {plan.gpu.name} from {plan.provider}: {launch_command(plan)} <this file>"]
     head += [f"# note: {n}" for n in plan.notes]
+    if (efa := efa_interfaces_note(plan)) is not None:
+        head.append(f"# note: {efa}")
     if plan.spot:
         head.append("# note: a managed job is relaunched on a new machine after a preemption: keep the "
                     "checkpoint directory on storage that outlives it (a bucket in file_mounts)")
