@@ -37,6 +37,7 @@ import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpuwise.file_locks import cannot_lock
 from gpuwise.guard.errors import GuardError
 from gpuwise.guard.storage import is_network_fs
 
@@ -45,8 +46,6 @@ log = logging.getLogger(__name__)
 LOCK_FILE = ".gpuwise-lock"
 WAIT_S = 30.0   # how long a held directory is waited for before the refusal (an old process still exiting)
 POLL_S = 0.5
-# errno of a file system that does not do flock (an NFS mount without lockd, some FUSE file systems)
-_UNSUPPORTED = frozenset({errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL, errno.ENOSYS, errno.EBADF})
 # torchrun's run id when none was given (--rdzv-id defaults to "none"): unrelated jobs share it
 _UNNAMED_RUNS = frozenset({"", "none"})
 
@@ -175,7 +174,7 @@ def _try_flock(directory: Path, fd: int) -> bool | None:
     except OSError as exc:
         if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
             return False
-        if exc.errno in _UNSUPPORTED:
+        if cannot_lock(exc):
             log.warning("%s: the file system does not lock files (%s): a second run on this directory "
                         "would not be refused; give each run its own directory", directory, exc.strerror or exc)
             return None

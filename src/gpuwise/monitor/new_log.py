@@ -9,13 +9,13 @@ taken. A writer that fails before it starts removes the log it created (``discar
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpuwise.file_locks import cannot_lock
 from gpuwise.monitor.errors import MonitorError
 
 try:
@@ -24,9 +24,6 @@ except ImportError:     # pragma: no cover - not POSIX
     fcntl = None
 
 logger = logging.getLogger(__name__)
-
-# errno of a file system that does not do flock (an NFS mount without lockd, some FUSE mounts): not another run
-_NO_FLOCK = frozenset({errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL, errno.ENOSYS})
 
 
 def default_log_path(directory: str | Path = ".") -> Path:
@@ -74,7 +71,7 @@ def hold(log: Path, fd: int, created: bool, hint: str = "") -> NewLog:
         if fcntl is not None:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as exc:
-        if exc.errno in _NO_FLOCK:
+        if cannot_lock(exc):
             logger.warning("%s: the file system does not lock files (%s): a second run given this --log at the "
                            "same time would not be refused", log, exc.strerror or exc)
         else:
