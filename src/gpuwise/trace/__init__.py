@@ -5,6 +5,7 @@
 (trace/cache.py) before importing torch, so a typo or a repeated question costs no torch import.
 """
 
+import contextlib
 import sys
 
 from gpuwise.trace import cache
@@ -32,8 +33,10 @@ def trace_workload(workload: Workload, *, use_cache: bool = True) -> Trace:
     from gpuwise.trace.tracer import trace_workload as _trace   # imports torch: seconds
 
     loaded = set(sys.modules)
-    trace = _trace(workload)
+    reads = cache.opened_files() if key is not None and spec.source == "file" else contextlib.nullcontext(set())
+    with reads as opened:
+        trace = _trace(workload)
     if key is not None:
         new = {name: sys.modules[name] for name in set(sys.modules) - loaded} if spec.source == "file" else {}
-        cache.store(key, trace, cache.user_sources(new))
+        cache.store(key, trace, cache.user_sources(new, opened))
     return trace

@@ -10,7 +10,10 @@ torchvision/timm version, the transformers config's content and transformers' ve
 of the user's ``file.py``), the torch version and the source of gpuwise's own tracing code. It is
 computed without importing torch, so a hit never imports it. A user factory's trace also keeps the hash of
 every module of the user's that tracing it loaded (``user_sources``: the factory's file and the files it
-imports, outside the Python installation and gpuwise): an edit to one of those is a miss too. A module
+imports, outside the Python installation and gpuwise) and of every file it opened for reading while it was
+imported, built and traced (``opened_files``: a JSON or YAML config beside it, a vocabulary; never /proc, /sys,
+/dev or /run): an edit to one of those is a miss too. A file over ``HASHED_FILE_MAX_BYTES`` (a dataset whose
+header the factory reads) is compared by size and modification time, so a hit never reads gigabytes. A module
 loaded before (earlier in a notebook's process) is not among them: a process that traced once re-imports
 nothing anyway.
 
@@ -20,6 +23,7 @@ user's own code, which the tracer runs anyway).
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import copyreg
 import dataclasses
@@ -31,6 +35,7 @@ import pickle
 import sys
 import tempfile
 import types
+from collections.abc import Iterator
 from functools import lru_cache
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -41,7 +46,11 @@ from gpuwise.trace.records import Trace
 log = logging.getLogger(__name__)
 
 FORMAT = 3   # bump when Trace's fields or an entry's shape change
+HASHED_FILE_MAX_BYTES = 64 * 2**20   # a larger user file is compared by size and modification time
+_PSEUDO_FILE_ROOTS = ("/proc/", "/sys/", "/dev/", "/run/")   # read, but not sources: they change by themselves
 _enabled: contextvars.ContextVar[bool] = contextvars.ContextVar("gpuwise_trace_cache", default=True)
+_opened: contextvars.ContextVar[set[str] | None] = contextvars.ContextVar("gpuwise_opened_files", default=None)
+_audit_hook_installed = False
 _TRACING_SOURCES = ("trace", "workload")   # gpuwise subpackages whose code decides what a trace holds
 # The Workload fields a trace depends on (tests/trace/test_cache_key.py holds the tracer to them): the
 # first step towards the issue-23 ``Step`` value (micro-batch, lengths, precision, optimizer, mode, PEFT).
@@ -111,32 +120,81 @@ def load(key: str, workload=None) -> Trace | None:
     return dataclasses.replace(trace, workload=workload) if workload is not None else trace
 
 
-def user_sources(modules) -> tuple[tuple[str, str], ...]:
-    """(path, sha256) of the user's modules among ``modules`` (name -> module: those that importing and
-    building a factory loaded): ``.py`` files given by an absolute path, outside the Python installation (its
-    prefixes and every ``site-packages`` / ``dist-packages`` folder, user installs included) and outside
-    gpuwise; never ``__main__`` (the script asking)."""
-    installed = tuple(str(Path(p).resolve()) + os.sep for p in {sys.prefix, sys.base_prefix, sys.exec_prefix})
-    own = str(Path(gpuwise.__file__).parent.resolve()) + os.sep
+def user_sources(modules, opened: set[str] | frozenset[str] = frozenset()) -> tuple[tuple[str, str], ...]:
+    """(path, digest) of the user's modules among ``modules`` (name -> module: those that importing and
+    building a factory loaded) and of the user's files among ``opened`` (paths opened for reading meanwhile,
+    ``opened_files``): files given by an absolute path, outside the Python installation (its prefixes and
+    every ``site-packages`` / ``dist-packages`` folder, user installs included), outside gpuwise and outside
+    /proc, /sys, /dev and /run; never ``__main__`` (the script asking) nor a compiled ``.pyc``."""
+    files = {getattr(module, "__file__", None) for name, module in list(modules.items()) if name != "__main__"}
+    candidates = {f for f in files if f and f.endswith(".py")} | {f for f in opened if not f.endswith(".pyc")}
     found = {}
-    for name, module in list(modules.items()):
-        file = getattr(module, "__file__", None)
-        if name == "__main__" or not file or not file.endswith(".py") or not os.path.isabs(file):
-            continue
-        path = Path(file).resolve()
-        if {"site-packages", "dist-packages"} & set(path.parts):
-            continue
-        text = str(path)
-        if text.startswith(installed) or text.startswith(own) or text in found:
+    for file in candidates:
+        path = _user_file(file)
+        if path is None or str(path) in found:
             continue
         digest = _file_digest(path)
         if digest is not None:
-            found[text] = digest
+            found[str(path)] = digest
     return tuple(sorted(found.items()))
 
 
-def _file_digest(path: Path) -> str | None:
+def _user_file(file: str) -> Path | None:
+    """``file`` resolved, where it is one of the user's own regular files (see ``user_sources``); else None."""
+    if not os.path.isabs(file) or file.startswith(_PSEUDO_FILE_ROOTS):
+        return None
+    path = Path(file).resolve()
+    installed = tuple(str(Path(p).resolve()) + os.sep for p in {sys.prefix, sys.base_prefix, sys.exec_prefix})
+    own = str(Path(gpuwise.__file__).parent.resolve()) + os.sep
+    text = str(path)
+    if ({"site-packages", "dist-packages"} & set(path.parts) or text.startswith(installed) or text.startswith(own)
+            or text.startswith(_PSEUDO_FILE_ROOTS) or not path.is_file()):
+        return None
+    return path
+
+
+@contextlib.contextmanager
+def opened_files() -> Iterator[set[str]]:
+    """The paths this thread opens for reading (Python's ``open`` audit event: ``open``, ``io.open_code``,
+    ``os.open``) while the block runs, made absolute; filtered by ``user_sources``. Audit hooks cannot be removed, so
+    one is installed for the process and does nothing outside such a block."""
+    global _audit_hook_installed
+    if not _audit_hook_installed:
+        sys.addaudithook(_on_audit)
+        _audit_hook_installed = True
+    paths: set[str] = set()
+    token = _opened.set(paths)
     try:
+        yield paths
+    finally:
+        _opened.reset(token)
+
+
+def _on_audit(event: str, args: tuple) -> None:
+    # Runs for every audited event in the process, and must never raise into the code that opened a file.
+    if event != "open":
+        return
+    paths = _opened.get()
+    if paths is None:
+        return
+    try:
+        file, mode, flags = args
+        if isinstance(file, int):
+            return
+        reading = (flags & os.O_ACCMODE) == os.O_RDONLY if mode is None else not set("wax+") & set(mode)
+        if reading:
+            paths.add(os.path.abspath(os.fsdecode(file)))   # as the factory's working folder resolves it
+    except (TypeError, ValueError):
+        return
+
+
+def _file_digest(path: Path) -> str | None:
+    """sha256 of the file's bytes; size and modification time for a file over ``HASHED_FILE_MAX_BYTES``;
+    None when it cannot be read."""
+    try:
+        stat = path.stat()
+        if stat.st_size > HASHED_FILE_MAX_BYTES:
+            return f"size {stat.st_size}, mtime_ns {stat.st_mtime_ns}"
         return hashlib.sha256(path.read_bytes()).hexdigest()
     except OSError:
         return None

@@ -11,6 +11,7 @@ creates the optimizer state; the second is the measured one (``Trace.ops``).
 from __future__ import annotations
 
 import contextlib
+import inspect
 import logging
 import os
 import time
@@ -318,6 +319,7 @@ def _step(module, built, recorder: Recorder, optimizer, scaler, training: bool, 
     grad_mode = torch.enable_grad() if training else torch.no_grad()
     autocast = torch.autocast("cpu", dtype=amp_dtype) if amp_dtype else contextlib.nullcontext()
     model_kwargs = {k: v for k, v in kwargs.items() if not k.startswith("_")}
+    _refuse_inputs_forward_cannot_take(module, args, model_kwargs)
     with grad_mode:
         with autocast:
             outputs = module(*args, **model_kwargs)
@@ -351,6 +353,25 @@ def _step(module, built, recorder: Recorder, optimizer, scaler, training: bool, 
     recorder.phase = "other"
     del args, kwargs, model_kwargs
     recorder.recording_ops = False
+
+
+def _refuse_inputs_forward_cannot_take(module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
+    """A forward whose parameters cannot take ``args`` and ``kwargs`` (an input too few, a keyword it has no
+    parameter for: a factory's example inputs, or the one gpuwise guessed from the first layer) is the user's to
+    fix: a WorkloadError naming forward's parameters, not a failure of tracing."""
+    if type(module).__call__ is not torch.nn.Module.__call__:
+        return   # a module with its own __call__ need not take what forward takes
+    try:
+        signature = inspect.signature(module.forward)
+    except (TypeError, ValueError):   # no signature to read (a builtin)
+        return
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError as exc:
+        given = f"{len(args)} positional" + (f" and keyword(s) {', '.join(kwargs)}" if kwargs else "")
+        raise WorkloadError(f"{type(module).__name__}.forward{signature} cannot take the inputs it was given "
+                            f"({given}): {exc}; return (module, example_inputs) from a factory: a tuple of "
+                            "forward's positional inputs or a dict of its keyword inputs") from None
 
 
 def _input(value, pure_dtype, channels_last: bool):
