@@ -505,6 +505,10 @@ def _unpack_factory_result(result, file_name: str, func_name: str):
     if loss_fn is not None and not callable(loss_fn):
         raise WorkloadError(f"{file_name}:{func_name}: the third item it returns, the loss_fn, must be callable "
                             f"(outputs -> scalar loss tensor), not {_kind_of(loss_fn)}")
+    if loss_fn is not None and (why := _one_argument_refusal(loss_fn)) is not None:
+        raise WorkloadError(f"{file_name}:{func_name}: the loss_fn takes the model's outputs alone (outputs -> scalar "
+                            f"loss tensor), but {why}; close over anything else it needs, e.g. "
+                            "lambda out: F.cross_entropy(out, targets)")
     if isinstance(example, list):
         example = tuple(example)
     return module, example, loss_fn
@@ -573,6 +577,20 @@ def _guess_inputs(module: nn.Module, batch_size: int, seq_len: int, image_size: 
         raise WorkloadError("the model factory returned no example inputs and gpuwise cannot guess them; "
                             "return (module, example_inputs)")
     return (x,), f"factory gave no inputs: guessed {tuple(x.shape)} {str(x.dtype)[6:]} from its first layer"
+
+
+def _one_argument_refusal(fn) -> str | None:
+    """Why ``fn`` cannot be called with one positional argument, in words (None: it can, or its signature cannot be
+    read, as for some builtins: then calling it says)."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+    try:
+        signature.bind(None)
+    except TypeError as exc:
+        return f"{getattr(fn, '__name__', 'it')}{signature} needs more: {exc}"
+    return None
 
 
 def _user_loss(loss_fn) -> LossFn:
