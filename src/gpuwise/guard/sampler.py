@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
-from torch.utils.data import DataLoader, Dataset, Sampler
+from torch.utils.data import DataLoader, Dataset, IterableDataset, Sampler
 
 from gpuwise.guard.rng import seed_all
 
@@ -101,6 +101,14 @@ class _WorkerSeededDataset(Dataset):
     def __len__(self) -> int:
         return len(self.dataset)
 
+    def __getattr__(self, name: str) -> Any:
+        """The user's dataset's attributes, read through the wrapper: a ``worker_init_fn`` that calls
+        ``get_worker_info().dataset.open()`` reaches the dataset it opened before. (Not ``dataset`` itself:
+        unpickled in a spawned worker, the wrapper has none yet.)"""
+        if name == "dataset":
+            raise AttributeError(name)
+        return getattr(self.dataset, name)
+
     def __getitems__(self, keyed: list[tuple[int, int]]) -> list[Any]:
         seed_all(keyed[0][0])
         indices = [index for _, index in keyed]
@@ -121,6 +129,12 @@ class ResumableDataLoader:
         for reserved in ("sampler", "batch_sampler", "shuffle", "generator"):
             if reserved in loader_kwargs:
                 raise ValueError(f"ResumableDataLoader sets {reserved!r} itself")
+        if isinstance(dataset, IterableDataset):
+            raise ValueError("ResumableDataLoader needs a map-style dataset (len and indexing): an IterableDataset "
+                             "has no sample order to resume from")
+        if not loader_kwargs.get("in_order", True):
+            raise ValueError("ResumableDataLoader needs in_order=True: batches handed out of order leave no "
+                             "consumed prefix to resume from (samples would be skipped and repeated)")
         self.dataset = dataset
         self.batch_size = batch_size
         self.sampler = ResumableSampler(len(dataset), seed=seed, shuffle=shuffle, rank=rank,

@@ -256,9 +256,11 @@ def train_step_time(arch: DecoderArch, w: Workload, gpu, mem, *, double_quant: b
         by_class[OFFLOAD_CLASS] = offload_s
     cpu_s = cpu_optimizer_s(w.optimizer, t_local) if w.offload != "none" else 0.0
     # the host's side against the GPU's, by the traced step's own rule (``predict.step_pace``), so that a
-    # calibrated step (gpuwise.calibrate.apply) re-derives its bound and launch warning from its own figures
+    # calibrated step (gpuwise.calibrate.apply) re-derives its bound and launch warning from its own figures.
+    # The GPU's busy time: an offloaded optimizer step is the CPU's work and PCIe copies (the offload part), not it
+    gpu_optimizer_s = opt_s if w.offload == "none" else 0.0
     pace = StepPace(gpus_s=step_s, communication_s=comm_exposed, host_s=accum * micro_host_s,
-                    device_s=accum * micro_device_s + opt_s, kernels=accum * micro.kernels, compiled=False,
+                    device_s=accum * micro_device_s + gpu_optimizer_s, kernels=accum * micro.kernels, compiled=False,
                     device_bound=("memory" if accum * micro.streaming_s + by_class["memory"] > accum * micro.tensor_s
                                   else "compute"))
     pace_bound, _, pace_warnings = step_pace(pace)

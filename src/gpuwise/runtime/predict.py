@@ -233,14 +233,14 @@ def predict_step_time(
     warnings.extend(_precision_warnings(precision, gpu))
     if getattr(trace, "control_flow_reads", 0):     # the model's own branches read tensor values (an early exit):
         regime = "data-dependent"                    # the traced path may be far from a real one, on any GPU count
-    elif stack.compile:                              # timm's -dynamo runs measure compiled inference only
-        regime = "compiled-train" if wl.is_training else "compiled"
     elif getattr(trace, "upper_bound_ops", 0):     # data-dependent ops traced at their upper bound
         regime = "data-dependent"
     elif getattr(trace, "rnn_modules", 0):          # LSTM / GRU: cuDNN's fused RNN, no measured run
         regime = "rnn"
     elif is_mig_slice(gpu):                          # a slice's rates scaled from the whole GPU's: no measured run
         regime = "mig"
+    elif stack.compile:     # timm's -dynamo runs: compiled inference of CNNs / ViTs on whole GPUs (none above)
+        regime = "compiled-train" if wl.is_training else "compiled"
     elif host_total >= SMALL_BATCH_HOST_SHARE * device_total:
         regime = "small-batch"
     else:
