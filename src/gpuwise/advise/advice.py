@@ -22,7 +22,7 @@ from gpuwise.advise.gpu_plan import GpuPlan, SwitchCost, switch_saving
 from gpuwise.advise.noise_scale import NoiseScaleSummary, pollux_efficiency, steps_ratio
 from gpuwise.advise.overfitting import MEDIAN_EVALS, Overfitting
 from gpuwise.advise.phases import PLATEAU, RISING, loss_drop_per_doubling
-from gpuwise.advise.wording import drop_text, flat_drop_text, flat_rule_text, g as _g, range_text
+from gpuwise.advise.wording import FLAT_SHARE_OF, drop_text, flat_drop_text, flat_rule_text, g as _g, range_text
 from gpuwise.units import YEAR_S, format_bytes, format_duration, format_money
 
 
@@ -198,7 +198,7 @@ def plateau_advice(a: CurveAnalysis, pricing: Pricing, remaining_steps: int, end
     numbers = {"since_step": last.start_step, "drop_per_doubling": last.drop_per_doubling}
     if last.kind != RISING:
         numbers.update(loss_drop_per_doubling=round(loss_drop, 5),
-                       drop_per_doubling_is=flat_rule_text(a.thresholds.plateau_drop_per_doubling).split(", ", 1)[1])
+                       drop_per_doubling_is=FLAT_SHARE_OF)
     if lr_now is not None:
         numbers.update(lr_now=lr_now, lr_peak=lr_peak, lr_decayed=decayed)
     out = [Advice("plateau", title, text, numbers)]

@@ -23,18 +23,20 @@ def drop_text(drop: float) -> str:
 
 
 
+# What the flatness rule's percentage is a share of (``phases.progress_factor`` is the rule's one home)
+FLAT_SHARE_OF = "as a share of the loss or, where smaller, of what the run has gained so far"
+
+
 def flat_rule_text(threshold: float) -> str:
-    """The flatness rule in words, one wording for the Plateau, Forecast and Stop texts (``phases.progress_factor``
-    is its one home): ``under 1% per doubling of the steps, as a share of the loss or, where smaller, of what the
-    run has gained so far``."""
-    return (f"under {threshold:.0%} per doubling of the steps, as a share of the loss or, where smaller, of what the "
-            "run has gained so far")
+    """The flatness rule in words, one wording for the Plateau, Forecast and Stop texts: ``under 1% per doubling of
+    the steps, as a share of the loss or, where smaller, of what the run has gained so far``."""
+    return f"under {threshold:.0%} per doubling of the steps, {FLAT_SHARE_OF}"
 
 
 def flat_drop_text(share_drop: float, loss_drop: float) -> str:
     """A flat phase's drop per doubling of the steps, saying what it is a share of: of what the run has gained so
     far where that share (``share_drop``) is the smaller one, with the loss's own drop beside it; else of the loss."""
     if share_drop < loss_drop - 0.0005:
-        return (f"each doubling of the steps takes {drop_text(share_drop)} off what the run has gained so far; "
-                f"the loss itself falls {drop_text(loss_drop)} per doubling")
+        return (f"each doubling of the steps lowers the loss by {drop_text(share_drop)} of what the run has gained "
+                f"so far; the loss itself falls {drop_text(loss_drop)} per doubling")
     return f"{drop_text(share_drop)} lower per doubling of the steps"
