@@ -239,10 +239,10 @@ def predict_step_time(
         regime = "rnn"
     elif is_mig_slice(gpu):                          # a slice's rates scaled from the whole GPU's: no measured run
         regime = "mig"
-    elif stack.compile:     # timm's -dynamo runs: compiled inference of CNNs / ViTs on whole GPUs (none above)
-        regime = "compiled-train" if wl.is_training else "compiled"
-    elif host_total >= SMALL_BATCH_HOST_SHARE * device_total:
+    elif host_total >= SMALL_BATCH_HOST_SHARE * device_total:     # compiled or not: the host shapes the step
         regime = "small-batch"
+    elif stack.compile:     # timm's -dynamo runs: big-batch compiled inference of CNNs / ViTs on whole GPUs
+        regime = "compiled-train" if wl.is_training else "compiled"
     else:
         regime = "large-batch"
     if regime == "large-batch" and count > 1 and wl.is_training:
