@@ -87,3 +87,20 @@ def test_the_library_refuses_fp8_for_a_traced_decoder_before_tracing_it():
     with pytest.raises(WorkloadError, match="int8"):
         generation_arch(Workload("hf:gpt2", mode="infer", seq_len=32, max_new_tokens=32, batch_size=2,
                                  kv_cache_dtype="fp8"))
+
+
+@pytest.mark.parametrize("precision, dtype", [("fp16", "fp32"), ("fp32", "fp16"), ("amp-bf16", "fp32")])
+def test_hf_generate_refuses_a_float_cache_of_another_width_than_its_compute(llama_config, precision, dtype):
+    # HF's DynamicCache keeps keys and values as the model computes them: an fp16 model's cache is never fp32, an
+    # fp32 model's never fp16 (was priced at the bytes named: 2x too little memory for the fp32 model)
+    w = Workload(llama_config, mode="infer", seq_len=1024, max_new_tokens=256, batch_size=8, precision=precision,
+                 engine="hf", kv_cache_dtype=dtype)
+    with pytest.raises(WorkloadError, match="holds the keys and values as the model computes them"):
+        estimate_llm(w)
+
+
+@pytest.mark.parametrize("precision, dtype", [("fp16", "fp16"), ("bf16", "bf16"), ("fp32", "fp32"), ("fp16", "bf16")])
+def test_hf_generate_takes_a_float_cache_of_its_compute_width(llama_config, precision, dtype):
+    w = Workload(llama_config, mode="infer", seq_len=1024, max_new_tokens=256, batch_size=8, precision=precision,
+                 engine="hf", kv_cache_dtype=dtype)
+    assert estimate_llm(w).inference.kv_cache_bytes == estimate_llm(w.with_(kv_cache_dtype="auto")).inference.kv_cache_bytes

@@ -22,12 +22,12 @@ from gpuwise.runtime.llm import decode_step, prefill_parts, serve_time, train_st
 from gpuwise.runtime.model import StepTime
 from gpuwise.runtime.serving_load import (ServingCurve, ServingLoad, concurrency_rule, load_fraction,
                                           serving_load)
-from gpuwise.workload import Workload
+from gpuwise.workload import Workload, WorkloadError
 from gpuwise.workload.checkpoint import checkpoint_note
 from gpuwise.workload.decoder import DecoderArch, ParamCounts, defaulted_note, load_arch
 from gpuwise.units import format_bytes, format_request_rate
 from gpuwise.workload.model import DEFAULT_GPU_MEMORY_UTILIZATION
-from gpuwise.workload.storage import kv_cache_bytes_per_element
+from gpuwise.workload.storage import HF_FLOAT_KV_CACHE_DTYPES, compute_bytes, kv_cache_bytes_per_element
 
 VLLM_MAX_NUM_SEQS = 256                 # vLLM's default max_num_seqs below its large-GPU tier (vllm_batch_defaults)
 GIB = 1 << 30
@@ -259,8 +259,16 @@ def _train(arch: DecoderArch, w: Workload, gpu, double_quant: bool, notes: list[
 
 def kv_bytes_per_element(w: Workload, kv_cache_dtype: str | None = None) -> float:
     """Bytes an element of ``w``'s KV cache holds: ``kv_cache_dtype``'s (None: the workload's own, --kv-cache-dtype),
-    by ``workload.storage.kv_cache_bytes_per_element``."""
-    return kv_cache_bytes_per_element(kv_cache_dtype or w.kv_cache_dtype, w.precision)
+    by ``workload.storage.kv_cache_bytes_per_element``. WorkloadError for a float dtype HF generate cannot hold:
+    its cache keeps the keys and values as the model computes them (``compute_bytes``), or transformers' quantized
+    codes; it has no setting for another float width."""
+    dtype = kv_cache_dtype or w.kv_cache_dtype
+    element_bytes = kv_cache_bytes_per_element(dtype, w.precision)
+    if w.engine == "hf" and dtype in HF_FLOAT_KV_CACHE_DTYPES and element_bytes != compute_bytes(w.precision):
+        raise WorkloadError(f"--kv-cache-dtype {dtype}: HF generate's KV cache holds the keys and values as the model "
+                            f"computes them ({compute_bytes(w.precision)} bytes an element at --precision "
+                            f"{w.precision}); give auto, or int8 / int4 (transformers' quantized cache)")
+    return element_bytes
 
 
 def _infer(arch: DecoderArch, w: Workload, gpu, double_quant: bool, headroom_fraction: float, notes: list[str],

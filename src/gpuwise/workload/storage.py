@@ -21,6 +21,7 @@ VLLM_KV_CACHE_DTYPES = ("auto", "bf16", "fp8", "fp8_e4m3", "fp8_e5m2")    # vLLM
 # HF generate's: the model's own dtype (DynamicCache), or transformers' QuantizedCache, whose codes are integers
 # (quanto: 2 or 4 bits, HQQ: 1-4 or 8; transformers 4.57 cache_utils): it has no FP8 cache, which is vLLM's
 HF_KV_CACHE_DTYPES = ("auto", "fp32", "bf16", "fp16", "int8", "int4")
+HF_FLOAT_KV_CACHE_DTYPES = ("fp32", "bf16", "fp16")   # HF generate holds these only as the compute dtype
 
 
 def kv_cache_bytes_per_element(kv_cache_dtype: str, precision) -> float:
