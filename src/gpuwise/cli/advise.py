@@ -34,7 +34,7 @@ def advise(
     num_gpus: Annotated[Optional[int], typer.Option("--num-gpus", help="GPUs the run uses (default: from the log, else 1).")] = None,
     peak_memory: Annotated[Optional[str], typer.Option("--peak-memory", help="GPU memory the run needs, e.g. 18GB (default: from the log's samples).")] = None,
     total_steps: Annotated[Optional[int], typer.Option("--total-steps", help="Where the run ends (for the remaining cost).")] = None,
-    min_progress_per_hour: Annotated[Optional[float], typer.Option("--min-progress-per-hour", help="Loss drop per hour below which more steps are not worth it (default: 0.2 % of the loss).")] = None,
+    min_progress_per_hour: Annotated[Optional[float], typer.Option("--min-progress-per-hour", help="Loss drop per hour below which more steps are not worth it (default: 0.2 % of the current trend loss).")] = None,
     restart_time: Annotated[str, typer.Option("--restart-time", help="Time lost to a GPU switch on the new GPU (save, move, restart).")] = "15m",
     checkpoint_size: Annotated[str, typer.Option("--checkpoint-size", help="Checkpoint to move on a switch (at 100 MB/s).")] = "5GB",
     plot: Annotated[Optional[str], typer.Option("--plot", help="Write a PNG: raw and smoothed loss, phases, forecast band.")] = None,

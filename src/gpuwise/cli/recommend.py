@@ -40,7 +40,7 @@ def recommend(
     tpot: Annotated[Optional[str], typer.Option("--tpot", help="LLM serving (--mode infer, --max-new-tokens >= 1): the longest time per output token a request may see, with a unit: 50ms (= 20 tokens/s a request).")] = None,
     provider: Annotated[Optional[str], typer.Option("--provider", help="Only this provider's offers.")] = None,
     gpus: Annotated[Optional[str], typer.Option("--gpus", help="Only these GPUs, comma-separated.")] = None,
-    max_gpus: Annotated[int, typer.Option("--max-gpus", help="Largest GPU count to consider: options of 1, 2, 4 and 8 GPUs (one machine) up to N, so 3 quotes 1 and 2; 16, 32 … (up to 1024) quote 2, 4 … whole machines, from providers that rent several as one cluster (AWS, GCP, Aliyun), priced as that many machines; a note names those that do not.")] = 8,
+    max_gpus: Annotated[int, typer.Option("--max-gpus", help="Largest GPU count to quote: 1, 2, 4, 8 (one machine), then 16, 32 … (whole machines, at most 1024), up to N: 3 quotes 1 and 2. Past one machine only from providers that rent clusters (AWS, GCP, Aliyun); a note names the others.")] = 8,
     spot: Annotated[bool, typer.Option("--spot", help="Include spot/interruptible offers, priced with expected preemptions.")] = False,
     live: c.LiveOpt = False,
     preemptions_per_hour: Annotated[float, typer.Option("--preemptions-per-hour", help="Spot: preemptions assumed per hour of running (default 0.05, one in 20 h).")] = 0.05,

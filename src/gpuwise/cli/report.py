@@ -27,7 +27,7 @@ def report_cmd(
     log: Annotated[str, typer.Argument(help="A gpuwise run log, an nvidia-smi --query-gpu CSV log, or nvidia-smi dmon output.")],
     gpu_price: GpuPriceOpt = None,
     provider: ProviderOpt = None,
-    gpu: Annotated[Optional[str], typer.Option("--gpu", help="The rented GPU, when the log does not name it (dmon).")] = None,
+    gpu: Annotated[Optional[str], typer.Option("--gpu", help="The rented GPU, when the log does not name it (dmon) or names it wrongly.")] = None,
     headroom: HeadroomOpt = None,
     spot: Annotated[bool, typer.Option("--spot", help="Let spot/interruptible offers compete.")] = False,
     currency: Annotated[Optional[str], typer.Option("--currency", help="Compare costs in this currency (default: as recommend).")] = None,
