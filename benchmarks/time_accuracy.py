@@ -240,56 +240,56 @@ def is_held_out(row: dict) -> bool:
     return row["split"] in ("test", "wider") or (row["split"] == "fresh" and row["family"] in HELD_OUT_FAMILIES)
 
 
+def _step_time_cases(rows: list[dict], set_name: str, own: str, own_key: str) -> list[tuple[Case, dict]]:
+    """Step-time rows as the harness's cases (beside roofline, roofline / 0.75 and ``own``, the row's
+    ``own_key`` figure: gpuwise's own baseline of that set), each with its row."""
+    return [(Case(r["case"], set_name, "test", r["predicted_step_s"], r["measured_step_s"], "s",
+                  {ROOFLINE: r["roofline_step_s"], ROOFLINE_075: r["roofline_step_s"] / 0.75, own: r[own_key]}), r)
+            for r in rows]
+
+
 def multi_gpu_cases(rows: list[dict]) -> list[tuple[Case, dict]]:
-    """The multi-GPU step-time rows as the harness's cases (beside roofline, roofline / 0.75 and gpuwise's own
-    1-GPU step, each with speed-up = N), each with its row (the regime its prediction names, the GPU count)."""
-    return [(Case(r["case"], MULTI_GPU_SET, "test", r["predicted_step_s"], r["measured_step_s"], "s",
-                  {ROOFLINE: r["roofline_step_s"], ROOFLINE_075: r["roofline_step_s"] / 0.75,
-                   ONE_GPU_N: r["one_gpu_step_s"]}), r) for r in rows]
+    """The multi-GPU step-time rows, beside gpuwise's own 1-GPU step with speed-up = N."""
+    return _step_time_cases(rows, MULTI_GPU_SET, ONE_GPU_N, "one_gpu_step_s")
+
+
+def compiled_cases(rows: list[dict]) -> list[tuple[Case, dict]]:
+    """The compiled step-time rows, beside gpuwise's eager step of the same trace."""
+    return _step_time_cases(rows, COMPILED_SET, EAGER, "eager_step_s")
+
+
+def _step_time_section(title: str, intro: str, set_name: str, scored: list[tuple[Case, dict]], own: str,
+                       by: tuple[str, ...]) -> list[str]:
+    """A step-time set's section: its cases beside roofline, roofline / 0.75 and ``own``, all and by each of the
+    rows' keys ``by``, and the two verdicts."""
+    cases = [c for c, _ in scored]
+    baselines = (ROOFLINE, ROOFLINE_075, own)
+    groups = [comparison_row(f"{value}{suffix}", [c for c, row in scored if row[key] == value], baselines)
+              for key, suffix in by for value in sorted({row[key] for _, row in scored})]
+    return ["", f"## {title}", "", f"{intro} {set_name}: {scored_words(set_name)}.", "",
+            "| rows | cases | gpuwise | " + " | ".join(baselines) + " |", "|---|---|---|" + "---|" * len(baselines),
+            comparison_row("all", cases, baselines), *groups, "",
+            verdict(cases, ROOFLINE_075), "", verdict(cases, own)]
 
 
 def _multi_gpu_section(multi: list[tuple[Case, dict]]) -> list[str]:
     """The multi-GPU step-time set (README.md, "Nineteenth session"): what the multi-GPU range is made of."""
-    cases = [c for c, _ in multi]
-    by_count = defaultdict(list)
-    for c, row in multi:
-        by_count[row["count"]].append(c)
-    baselines = (ROOFLINE, ROOFLINE_075, ONE_GPU_N)
-    return ["", "## Multi-GPU step time (the multi-GPU range)", "",
-            "Lambda's data-parallel runs on 2, 4 and 8 GPUs of one system (`lambda_train_multi.csv`), the systems "
-            "`multi_gpu_accuracy.py` holds out, as step times: measured = N x per-GPU batch / total throughput; "
-            "predicted = `predict_step_time(count=N)` over the system's links, as `estimate --num-gpus N`. Nothing "
-            f"fitted on them. {MULTI_GPU_SET}: {scored_words(MULTI_GPU_SET)}.", "",
-            "| rows | cases | gpuwise | " + " | ".join(baselines) + " |", "|---|---|---|" + "---|" * len(baselines),
-            comparison_row("all", cases, baselines),
-            *[comparison_row(f"{n} GPUs", by_count[n], baselines) for n in sorted(by_count)], "",
-            verdict(cases, ROOFLINE_075), "", verdict(cases, ONE_GPU_N)]
-
-
-def compiled_cases(rows: list[dict]) -> list[tuple[Case, dict]]:
-    """The compiled step-time rows as the harness's cases (beside roofline, roofline / 0.75 and gpuwise's eager
-    step of the same trace), each with its row."""
-    return [(Case(r["case"], COMPILED_SET, "test", r["predicted_step_s"], r["measured_step_s"], "s",
-                  {ROOFLINE: r["roofline_step_s"], ROOFLINE_075: r["roofline_step_s"] / 0.75,
-                   EAGER: r["eager_step_s"]}), r) for r in rows]
+    return _step_time_section(
+        "Multi-GPU step time (the multi-GPU range)",
+        "Lambda's data-parallel runs on 2, 4 and 8 GPUs of one system (`lambda_train_multi.csv`), the systems "
+        "`multi_gpu_accuracy.py` holds out, as step times: measured = N x per-GPU batch / total throughput; "
+        "predicted = `predict_step_time(count=N)` over the system's links, as `estimate --num-gpus N`. Nothing "
+        "fitted on them.", MULTI_GPU_SET, multi, ONE_GPU_N, (("count", " GPUs"),))
 
 
 def _compiled_section(compiled: list[tuple[Case, dict]]) -> list[str]:
     """The compiled step-time set (README.md, "Twentieth session"): what the compiled range is made of."""
-    cases = [c for c, _ in compiled]
-    baselines = (ROOFLINE, ROOFLINE_075, EAGER)
-    by = lambda key: {v: [c for c, row in compiled if row[key] == v]  # noqa: E731
-                      for v in sorted({row[key] for _, row in compiled})}
-    return ["", "## torch.compile step time (the compiled range)", "",
-            "timm's `-dynamo` inference files on the RTX 4090 (held out) and the RTX PRO 6000 Max-Q (fresh), the "
-            "held-out families only, each model at its smallest size >= 224 px: measured = the file's batch / its "
-            "throughput; predicted = `predict_step_time` of the trace with `compile` set, as `estimate --mode infer "
-            f"--compile`. Nothing fitted on them. {COMPILED_SET}: {scored_words(COMPILED_SET)}.", "",
-            "| rows | cases | gpuwise | " + " | ".join(baselines) + " |", "|---|---|---|" + "---|" * len(baselines),
-            comparison_row("all", cases, baselines),
-            *[comparison_row(gpu, cs, baselines) for gpu, cs in by("gpu").items()],
-            *[comparison_row(family, cs, baselines) for family, cs in by("family").items()], "",
-            verdict(cases, ROOFLINE_075), "", verdict(cases, EAGER)]
+    return _step_time_section(
+        "torch.compile step time (the compiled range)",
+        "timm's `-dynamo` inference files on the RTX 4090 (held out) and the RTX PRO 6000 Max-Q (fresh), the "
+        "held-out families only, each model at its smallest size >= 224 px: measured = the file's batch / its "
+        "throughput; predicted = `predict_step_time` of the trace with `compile` set, as `estimate --mode infer "
+        "--compile`. Nothing fitted on them.", COMPILED_SET, compiled, EAGER, (("gpu", ""), ("family", "")))
 
 
 def _write_accuracy(held: list[dict]) -> dict:

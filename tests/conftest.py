@@ -79,3 +79,19 @@ def cli_run(capsys, monkeypatch):
         return code, out, err
 
     return run
+
+
+# A Llama-2-7B-shaped config.json, as a user without the Hub passes it (hf:path/to/folder)
+LLAMA_2_7B_CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
+                     "intermediate_size": 11008, "num_attention_heads": 32, "num_hidden_layers": 32,
+                     "num_key_value_heads": 32, "vocab_size": 32000, "max_position_embeddings": 4096,
+                     "rms_norm_eps": 1e-5, "tie_word_embeddings": False, "torch_dtype": "float16",
+                     "hidden_act": "silu"}
+
+
+@pytest.fixture(scope="session")
+def llama7b_spec(tmp_path_factory) -> str:
+    """The model spec of a local folder holding ``LLAMA_2_7B_CONFIG`` (``hf:/…/llama7b``)."""
+    folder = tmp_path_factory.mktemp("llama7b")
+    (folder / "config.json").write_text(json.dumps(LLAMA_2_7B_CONFIG))
+    return f"hf:{folder}"

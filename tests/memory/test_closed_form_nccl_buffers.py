@@ -5,8 +5,6 @@ rose from 8 to 16 A100s (22.05 -> 22.09 -> 22.07 GiB at 8, 16 and 64): a ring th
 channels, more than sharding a LoRA's small optimizer state saves. The allocator's peak now falls with every GPU;
 what nvidia-smi shows still steps up once where the ring leaves the node, by those channels' buffers."""
 
-import json
-
 import pytest
 
 from gpuwise.catalog import load_catalog, resolve_gpu
@@ -16,18 +14,7 @@ from gpuwise.memory.parallel import nccl_buffer_bytes, ring_of
 from gpuwise.workload import Workload
 from gpuwise.workload.decoder import load_arch
 
-LLAMA_7B = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
-            "intermediate_size": 11008, "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 32,
-            "vocab_size": 32000, "max_position_embeddings": 4096, "rms_norm_eps": 1e-5, "tie_word_embeddings": False,
-            "torch_dtype": "float16", "hidden_act": "silu"}
 COUNTS = (2, 4, 8, 16, 32, 64)
-
-
-@pytest.fixture(scope="module")
-def llama(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("llama7b")
-    (folder / "config.json").write_text(json.dumps(LLAMA_7B))
-    return f"hf:{folder}"
 
 
 @pytest.fixture(scope="module")
@@ -46,15 +33,15 @@ def _memory(model: str, sharding: str, count: int, gpu):
 
 @pytest.mark.parametrize("sharding", ["zero1", "zero2"])
 @pytest.mark.parametrize("with_gpu", [True, False])
-def test_sharded_lora_peak_allocated_falls_with_every_gpu_given_or_not(llama, a100, sharding, with_gpu):
+def test_sharded_lora_peak_allocated_falls_with_every_gpu_given_or_not(llama7b_spec, a100, sharding, with_gpu):
     gpu = a100 if with_gpu else None
-    peaks = [_memory(llama, sharding, n, gpu).peak_allocated_bytes for n in COUNTS]
+    peaks = [_memory(llama7b_spec, sharding, n, gpu).peak_allocated_bytes for n in COUNTS]
     assert all(later < earlier for earlier, later in zip(peaks, peaks[1:])), peaks
 
 
 @pytest.mark.parametrize(("sharding", "count"), [("ddp", 8), ("zero2", 8), ("zero2", 16), ("zero3", 64)])
-def test_nccl_buffers_are_in_what_nvidia_smi_shows_only(llama, a100, sharding, count):
-    memory = _memory(llama, sharding, count, a100)
+def test_nccl_buffers_are_in_what_nvidia_smi_shows_only(llama7b_spec, a100, sharding, count):
+    memory = _memory(llama7b_spec, sharding, count, a100)
     link, multi_node = ring_of(topology_for(a100), count)
     outside_allocator = memory.total_bytes - memory.peak_reserved_bytes - memory.cuda_context_bytes
     assert outside_allocator == nccl_buffer_bytes(link, multi_node=multi_node) > 0
@@ -62,13 +49,13 @@ def test_nccl_buffers_are_in_what_nvidia_smi_shows_only(llama, a100, sharding, c
     assert sum(getattr(memory, f"{p}_bytes") for p in parts) == memory.peak_allocated_bytes
 
 
-def test_nvidia_smi_total_steps_up_once_where_the_ring_leaves_the_node_by_the_network_channels(llama, a100):
+def test_nvidia_smi_total_steps_up_once_where_the_ring_leaves_the_node_by_the_network_channels(llama7b_spec, a100):
     """The one rise that is physical: 16 A100s are two nodes of 8, and each rank's rings then reach a peer over the
     network as well (NCCL's network channels, their buffers allocated once at the communicator's creation); past
     that the count only shards, so the total falls again."""
     topology = topology_for(a100)
     assert topology.nodes(8) == 1 and topology.nodes(16) == 2
-    total = {n: _memory(llama, "zero2", n, a100).total_bytes for n in (8, 16, 32)}
+    total = {n: _memory(llama7b_spec, "zero2", n, a100).total_bytes for n in (8, 16, 32)}
     (inside, one_node), (across, two_nodes) = ring_of(topology, 8), ring_of(topology, 16)
     assert inside == across and not one_node and two_nodes
     network = nccl_buffer_bytes(across, multi_node=True) - nccl_buffer_bytes(inside)

@@ -5,32 +5,14 @@ does (docs/advise.md: "--precision and --num-gpus given replace the record's")."
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from gpuwise.catalog import load_catalog, resolve_gpu
-from gpuwise.cli.app import main
 from gpuwise.plan.scaling import time_scaling
 from gpuwise.workload import Workload
 from tests.calibrate.helpers import synthetic_log
 
 RECORDED = Workload("torchvision:resnet18", batch_size=8, image_size=64, precision="fp32")
-
-
-@pytest.fixture
-def report_json(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("GPUWISE_CONFIG_DIR", str(tmp_path / "config"))   # never the user's calibration
-
-    def run(log, *args):
-        capsys.readouterr()
-        with pytest.raises(SystemExit) as exit_info:
-            main(["report", str(log), *args, "--json"])
-        out, err = capsys.readouterr()
-        assert exit_info.value.code in (0, None), err
-        return json.loads(out)
-
-    return run
 
 
 def test_a_precision_given_replaces_the_recorded_workloads_in_prediction_and_time_elsewhere(tmp_path, report_json):

@@ -5,31 +5,13 @@ precision chooses the datasheet ratio's precision, and a note says so."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from gpuwise.catalog import load_catalog, resolve_gpu
-from gpuwise.cli.app import main
 from gpuwise.runtime.rates import datasheet_time_ratio
 from tests.calibrate.helpers import synthetic_log, write_model
 
 RECORDED = "the precision the run log's workload records"
-
-
-@pytest.fixture
-def report_json(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("GPUWISE_CONFIG_DIR", str(tmp_path / "config"))   # never the user's calibration
-
-    def run(log, *args):
-        capsys.readouterr()
-        with pytest.raises(SystemExit) as exit_info:
-            main(["report", str(log), *args, "--json"])
-        out, err = capsys.readouterr()
-        assert exit_info.value.code in (0, None), err
-        return json.loads(out)
-
-    return run
 
 
 def _log(tmp_path, precision):
