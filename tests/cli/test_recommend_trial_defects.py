@@ -178,7 +178,7 @@ def test_currency_help_lists_every_currency_with_a_rate(cli_run):
     assert code == 0
     text = words(out.replace("│", " "))      # the rich panel's edges
     assert f"({', '.join(sorted(CNY_PER_UNIT))})" in text
-    assert "(up to 1024)" in text and "whole machines" in text
+    assert "at most 1024" in text and "whole machines" in text
 
 
 def test_max_gpus_quotes_the_counts_up_to_n_and_refuses_more_than_it_can_quote(catalog, cli_run):

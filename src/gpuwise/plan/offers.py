@@ -202,6 +202,16 @@ def cheapest_offer(offers: Iterable[Offer], gpu: GPU | str, count: int, currency
     return min(candidates, key=lambda o: _rank_key(o, currency), default=None)
 
 
+def cheapest_offers(offers: Iterable[Offer], gpu: GPU | str, count: int, currency: str) -> list[Offer]:
+    """``cheapest_offer`` of the on-demand offers and, apart, of the spot ones (each where there is one, the
+    on-demand first): a spot price per hour is not what the job costs there (preemptions lengthen it,
+    ``plan.spot``), so a cheaper spot price must not hide the on-demand offer of the same GPU × count; each is
+    quoted as its own option and ranked by its expected cost."""
+    offers = list(offers)
+    return [o for spot in (False, True)
+            if (o := cheapest_offer([x for x in offers if x.spot == spot], gpu, count, currency)) is not None]
+
+
 def node_size(gpu: GPU | str, provider: str | None) -> int:
     """GPUs in one of ``provider``'s machines of ``gpu`` (``catalog.topology``, the user's word first)."""
     return DEFAULT_GPUS_PER_NODE if isinstance(gpu, str) else topology_for(gpu, provider).gpus_per_node

@@ -46,6 +46,7 @@ class Quote:
     batch_size: int | None = None         # micro-batch per GPU
     grad_accum_steps: int = 1
     effective_batch_size: int | None = None
+    steps: int | None = None              # the job's optimizer steps (serving: batches), each of step_time_s
     total_time_s: float | None = None     # for a spot offer: expected, preemptions included
     preemption_time_s: float | None = None  # spot: the expected time lost to preemptions (in total_time_s)
     total_cost: float | None = None       # in ``currency``
@@ -129,7 +130,7 @@ class Quote:
             "spare_bytes": self.spare_bytes, "step_time_s": self.step_time_s,
             "cost_per_step_ranked": self.cost_per_step_ranked,
             "batch_size": self.batch_size, "grad_accum_steps": self.grad_accum_steps,
-            "effective_batch_size": self.effective_batch_size, "total_time_s": self.total_time_s,
+            "effective_batch_size": self.effective_batch_size, "steps": self.steps, "total_time_s": self.total_time_s,
             "preemption_time_s": self.preemption_time_s,
             "total_cost": self.total_cost, "total_cost_ranked": self.total_cost_ranked, "bound": self.bound,
             "regime": self.regime, "ttft_s": self.ttft_s, "tpot_s": self.tpot_s,

@@ -15,7 +15,7 @@ from gpuwise.catalog.topology import topology_for
 from gpuwise.plan.constraints import Constraints, JobSize, apply_constraints, relative_misses
 from gpuwise.plan.errors import PlanError
 from gpuwise.plan.money import RATES_CHECKED, rates_in
-from gpuwise.plan.offers import (candidate_offers, cheapest_offer, clusters_refused, larger_than_a_machine,
+from gpuwise.plan.offers import (candidate_offers, cheapest_offers, clusters_refused, larger_than_a_machine,
                                  node_size, ranking_currency, spot_policy)
 from gpuwise.plan import reasons
 from gpuwise.plan.profile import (MAX_AUTO_BATCH, WorkloadModel, cannot_run, estimate_fit,
@@ -175,19 +175,18 @@ def recommend(
         gpu = gpus[gpu_id]
         progress(f"estimating on {gpu.name}")
         for count in quoted_counts(max_gpus):
-            offer = cheapest_offer(offers, gpu, count, rank_in)
-            if offer is None:
-                continue
-            target = effective * count if per_gpu_batch else effective
-            option = _evaluate(model, gpu, offer, count, job, constraints, target, auto_batch, rank_in, spot_risk)
-            there = workload_on(workload, gpu).precision
-            if there != workload.precision:
-                fallback[gpu_id] = there
-                option = replace(option, warnings=option.warnings + (
-                    Note(Note.PRECISION_FALLBACK, f"runs at {there} here: {gpu.arch} has no bf16"),))
-            elif cannot_run(workload, gpu):
-                no_bf16[gpu_id] = gpu.arch
-            options.append(option)
+            for offer in cheapest_offers(offers, gpu, count, rank_in):     # on-demand and spot, each its option
+                target = effective * count if per_gpu_batch else effective
+                option = _evaluate(model, gpu, offer, count, job, constraints, target, auto_batch, rank_in,
+                                   spot_risk)
+                there = workload_on(workload, gpu).precision
+                if there != workload.precision:
+                    fallback[gpu_id] = there
+                    option = replace(option, warnings=option.warnings + (
+                        Note(Note.PRECISION_FALLBACK, f"runs at {there} here: {gpu.arch} has no bf16"),))
+                elif cannot_run(workload, gpu):
+                    no_bf16[gpu_id] = gpu.arch
+                options.append(option)
 
     options = apply_constraints(options, constraints, rank_in)
     eligible = [o for o in options if o.eligible]
@@ -537,7 +536,8 @@ def _evaluate(model, gpu: GPU, offer: Offer, count: int, job: JobSize, constrain
     fit = estimate_fit(est, constraints.headroom_fraction)
     option = make_quote(
         gpu, count, offer, peak_total_bytes=est.memory.total_upper_bytes, step_time_s=step.step_time_s if step else None,
-        fit=fit, batch_size=micro, grad_accum_steps=accum, total_time_s=total_time_s, preemption_time_s=preemption_s,
+        fit=fit, batch_size=micro, grad_accum_steps=accum, steps=steps, total_time_s=total_time_s,
+        preemption_time_s=preemption_s,
         bound=step.bound if step else None, regime=step.regime if step else None, calibration=est.calibration,
         cpu_offload_bytes=est.cpu_offload_bytes, warnings=split_note + (tuple(step.warnings) if step else ()), **latency, **quote,
     )
