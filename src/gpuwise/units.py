@@ -72,6 +72,8 @@ def parse_money(text: str) -> tuple[float, str | None]:
     """'300' -> (300, None); '¥300', '300元', '300 RMB' -> (300, 'CNY'); '25 USD' -> (25, 'USD').
     Currency None = any."""
     s = str(text).strip()
+    negative = s.startswith("-")      # refused below as 0 is, once it reads as an amount
+    s = s.removeprefix("-").strip()
     currency = None
     for sym, code in _CURRENCY_SYMBOLS.items():
         if s.startswith(sym):
@@ -83,7 +85,7 @@ def parse_money(text: str) -> tuple[float, str | None]:
         word = m.group(2)
         currency = _CURRENCY_WORDS.get(word.lower(), word.upper())
     amount = float(m.group(1))
-    if amount <= 0:
+    if amount <= 0 or negative:
         raise UnitError(f"amount must be positive: {text!r}")
     if not math.isfinite(amount):     # 400 digits read as a float are infinite
         raise UnitError(f"amount too large: {str(text)[:20]!r}… ({len(str(text))} characters)")

@@ -70,3 +70,14 @@ def test_a_request_rate_reads_as_people_say_it():
 
     assert [format_request_rate(x) for x in (1.0, 0.25, 3.6301, 150.4, 1234.5)] == [
         "1 request/s", "0.25 requests/s", "3.63 requests/s", "150 requests/s", "1,234 requests/s"]
+
+
+def test_a_negative_amount_of_money_is_told_it_must_be_positive_as_zero_is():
+    # was: "--budget -5" said "not an amount of money: '-5'" where "--budget 0" said "amount must be positive"
+    from gpuwise.units import UnitError, parse_money
+
+    for text in ("-5", "-¥300", "-25USD", "-0.5 eur"):
+        with pytest.raises(UnitError, match="amount must be positive"):
+            parse_money(text)
+    with pytest.raises(UnitError, match="not an amount of money"):
+        parse_money("five")
