@@ -18,7 +18,6 @@ import gzip
 import json
 import math
 import time
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from gpuwise.workload import Workload
 
 CACHE_DIR = Path(__file__).parent / "cache"
 TRACER_VERSION = "standin-meta-3"
+ORDERED = 1    # the cache keeps the trace's order (``_runs``); a file without it is traced again
 
 
 @dataclass(frozen=True)
@@ -283,14 +283,26 @@ def _record_key(r: OpRecord) -> tuple:
             r.bytes_read, r.bytes_written, tuple(sorted(r.attrs.items())), r.kernel_count)
 
 
+def _runs(records: list[OpRecord]) -> list[tuple[tuple, int]]:
+    """(record key, count) of each run of identical consecutive records, in the trace's order: torch.compile's
+    fusion (``runtime.predict.fuse_for_compile``) reads which memory-bound ops are neighbours, so the order is
+    kept (a count of each distinct record, as the cache held before ``ORDERED``, put every ReLU of a network beside
+    the others and fused them into one kernel)."""
+    runs: list[tuple[tuple, int]] = []
+    for key in map(_record_key, records):
+        if runs and runs[-1][0] == key:
+            runs[-1] = (key, runs[-1][1] + 1)
+        else:
+            runs.append((key, 1))
+    return runs
+
+
 def _dump(records: list[OpRecord], n_params: int, n_trainable: int, key: TraceKey, tracer: str, secs: float) -> dict:
-    # Order matters for nothing the time model reads, so identical records collapse into counts.
-    counts = Counter(_record_key(r) for r in records)
     return {
         "key": key.__dict__, "tracer": tracer, "trace_time_s": round(secs, 2), "param_count": n_params,
-        "trainable_param_count": n_trainable, "op_count": len(records),
+        "trainable_param_count": n_trainable, "op_count": len(records), "ordered": ORDERED,
         "ops": [[n, *[list(map(list, x)) if i in (2, 4) else (list(x) if isinstance(x, tuple) else x)
-                     for i, x in enumerate(k)]] for k, n in counts.items()],
+                     for i, x in enumerate(k)]] for k, n in _runs(records)],
     }
 
 
@@ -345,10 +357,10 @@ def _project_trace(key: TraceKey) -> Trace | None:
 def load_trace(key: TraceKey, *, refresh: bool = False, prefer_project: bool = False) -> Trace:
     CACHE_DIR.mkdir(exist_ok=True)
     path = CACHE_DIR / f"{key.slug}.json.gz"
-    if path.exists() and not refresh:
-        d = json.loads(gzip.decompress(path.read_bytes()))
+    d = json.loads(gzip.decompress(path.read_bytes())) if path.exists() and not refresh else None
+    if d is not None and d.get("ordered") == ORDERED:
         records, n_params, n_trainable = _load(d)
-    else:
+    else:    # none yet, asked anew, or written before the order was kept: traced (again)
         t0 = time.perf_counter()
         project = _project_trace(key) if prefer_project else None
         if project is not None:
