@@ -34,3 +34,8 @@ def for_console(text: object) -> str:
     from rich.markup import escape  # here: the ground floor does not import rich for everyone
 
     return "" if text is None else escape(printable(str(text)))
+
+
+def clipped(text: str, max_chars: int) -> str:
+    """``text`` whole where it fits in ``max_chars``, else cut to that with an ellipsis as its last character."""
+    return text if len(text) <= max_chars else text[:max_chars - 1].rstrip() + "…"

@@ -13,7 +13,7 @@ from gpuwise.cli import common as c
 from gpuwise.cli.calibrate import NoUserCalibrationOpt, user_correction
 from gpuwise.cli.workload_options import workload_options, workload_or_checked
 from gpuwise.workload.model import check_precision
-from gpuwise.text import for_console
+from gpuwise.text import clipped, for_console
 
 _COLOURS = {"healthy": "green", "plateau": "yellow", "noisy": "yellow", "not_learning": "red", "diverged": "red"}
 
@@ -116,7 +116,7 @@ def advise(
             report, failure = _attempt(advise_with, time_scaling(workload.precision, workload))
         if failure is not None:   # the predictor traces the model when first asked: the datasheet ratio then
             workload_note = "; ".join(filter(None, (workload_note, (
-                f"no prediction for the run log's workload ({workload.model}): {_clipped(str(failure), 200)}"))))
+                f"no prediction for the run log's workload ({workload.model}): {clipped(str(failure), 200)}"))))
             workload, workload_from, calibrated = None, None, []
             report = advise_with(None)
     c.refuse_non_finite(report.to_dict(), _scales(step_time_s, total_steps, gpu_price or price_per_hour))
@@ -176,11 +176,6 @@ def _attempt(advise_with, scaling):
         return advise_with(scaling), None
     except (GpuwiseError, TypeError, ValueError) as exc:
         return None, exc
-
-
-def _clipped(text: str, max_chars: int) -> str:
-    """``text`` cut to ``max_chars``, with an ellipsis where it was cut (a note is one line, not a traceback)."""
-    return text if len(text) <= max_chars else text[:max_chars - 1] + "…"
 
 
 def _scales(step_time_s: float | None, total_steps: int | None, price: str | None) -> str:

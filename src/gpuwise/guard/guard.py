@@ -51,6 +51,7 @@ from gpuwise.guard.sharded import load_sharded, save_sharded
 from gpuwise.guard.state_file import nonfinite_names
 from gpuwise.guard.storage import is_network_fs, low_space_warning
 from gpuwise.runlog import RunLog
+from gpuwise.text import clipped
 from gpuwise.workload import Workload
 
 
@@ -613,7 +614,7 @@ class Guard:
         except Exception as exc:  # verified bytes that are not this run's state (another model, a crafted file)
             detail = " ".join(str(exc).split())  # every line of it (PyTorch lists each problem on its own line)
             raise GuardError(f"{ckpt.path.name} verifies but does not fit this run: {type(exc).__name__}"
-                             f"{': ' + _shorten(detail, 400) if detail else ''}") from None
+                             f"{': ' + clipped(detail, 400) if detail else ''}") from None
         # Every rank decides alike: with sharded states one rank's shard alone may hold the NaN.
         everywhere = [n for names in gdist.all_gather_object(nonfinite) for n in names]
         if everywhere:  # an older checkpoint's load overwrites whatever of these was applied
@@ -791,6 +792,7 @@ class Guard:
 
 
 # Flags a Workload sets from how it was given (a CLI default or the user's choice), not the job itself
+SKIPPED_REASON_CHARS = 160   # one skipped checkpoint's reason in the one-line refusal
 _WORKLOAD_PROVENANCE = ("precision_default", "optimizer_default", "engine_default")
 
 
@@ -814,9 +816,9 @@ def refuse_fresh_start(directory: str | os.PathLike, skipped_reasons: list[str],
     would delete them). An empty or absent directory (a first run) passes. ``how``: what the caller passes to
     start over anyway."""
     if skipped_reasons and not allow_fresh:
-        raise GuardError(f"{len(skipped_reasons)} checkpoint(s) in {directory} and none verifies "
-                         f"({'; '.join(_shorten(r) for r in skipped_reasons[:3])}): refusing to start from "
-                         f"step 0 over them; pass {how} to start over")
+        reasons = "; ".join(clipped(r, SKIPPED_REASON_CHARS) for r in skipped_reasons[:3])
+        raise GuardError(f"{len(skipped_reasons)} checkpoint(s) in {directory} and none verifies ({reasons}): refusing "
+                         f"to start from step 0 over them; pass {how} to start over")
 
 
 def check_exit_code(value: object, name: str = "exit_code") -> None:
@@ -939,7 +941,3 @@ def _model_misfit(expected: Mapping[str, Any], saved: Mapping[str, Any], shown: 
 def _shape(t: torch.Tensor) -> str:
     return "[" + ", ".join(map(str, t.shape)) + "]"
 
-
-def _shorten(reason: str, limit: int = 160) -> str:
-    """One skipped checkpoint's reason for a one-line error: whole if short, else cut with an ellipsis."""
-    return reason if len(reason) <= limit else reason[: limit - 1].rstrip() + "…"

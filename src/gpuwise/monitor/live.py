@@ -12,6 +12,7 @@ from rich.text import Text
 
 from gpuwise.monitor.procs import ProcessRow
 from gpuwise.monitor.sample import GpuSample, mig_profile
+from gpuwise.text import clipped
 from gpuwise.table_fit import table_columns, widest_fitting
 from gpuwise.text import for_console, printable
 from gpuwise.units import format_bytes
@@ -186,8 +187,8 @@ def _process_table(cells: Sequence[tuple[str, str, str, str, str]], command_char
     for col, justify in columns:
         t.add_column(col, justify=justify, no_wrap=True, overflow="fold")
     for label, pid, user, memory, command in cells:
-        if command_chars and len(command) > command_chars:
-            command = command[:command_chars - 1] + "…"
+        if command_chars:
+            command = clipped(command, command_chars)
         shown = Text(command, style="dim") if command.startswith(NOT_VISIBLE[:10]) else Text(command)
         t.add_row(Text(label), Text(pid), Text(user), Text(memory), *([shown] if command_chars != 0 else []))
     return t
