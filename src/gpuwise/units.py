@@ -64,7 +64,7 @@ def parse_duration_s(text: str, *, examples: str = "12h, 90m, 1d12h, 3600") -> f
                 raise UnitError(f"not a duration: {text!r}: unknown unit {unit!r} (use ms, s, m, h, d, w)")
             total += float(number) * _DURATION_UNITS[unit]
     if not math.isfinite(total) or total <= 0:
-        raise UnitError(f"duration must be positive: {text!r}")
+        raise UnitError(f"duration must be positive: {text!r} (examples: {examples})")
     return total
 
 

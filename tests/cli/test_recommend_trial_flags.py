@@ -13,11 +13,23 @@ JOB = ["recommend", "torchvision:resnet18", "--precision", "amp-fp16", "--sample
        "--provider", "autodl", "--max-gpus", "1"]
 
 
-@pytest.mark.parametrize("value", ["0", "0.0"])
-def test_a_deadline_of_zero_is_said_to_be_no_deadline_not_a_missing_unit(cli_run, value):
+@pytest.mark.parametrize("value", ["0", "0.0", "0h", "-1", "-2h"])
+def test_a_deadline_not_above_zero_is_refused_in_one_wording_whatever_its_unit(cli_run, value):
+    """A bare 0 was refused in one wording ('--deadline 0: must be positive (e.g. ...)'), '0h' in another without
+    examples, '-1' in a third: one rule (``units.parse_duration_s``), one sentence."""
     code, out, err = cli_run(*JOB, "--deadline", value)
     assert code == 2 and out == ""
-    assert f"--deadline {value}: must be positive" in err and "give a unit" not in err and "\n" not in err.strip()
+    assert f"--deadline: duration must be positive: {value!r} (examples: 12h, 90m, 2d)" in err
+    assert "give a unit" not in err and "\n" not in err.strip()
+
+
+@pytest.mark.parametrize("args, refusal", [(["--epochs", "0"], "--epochs must be positive"),
+                                           (["--epochs", "-2", "--steps", "0"], "--steps must be positive")])
+def test_a_refused_job_size_comes_alone_without_the_epochs_warning(cli_run, args, refusal):
+    job = [a for a in JOB if a not in ("--samples", "1000")]
+    code, out, err = cli_run(*job, *([] if "--steps" in args else ["--steps", "100"]), *args)
+    assert code == 2 and out == ""
+    assert refusal in err and "has no effect" not in err and "\n" not in err.strip()
 
 
 def test_a_bare_number_still_asks_for_its_unit(cli_run):

@@ -110,9 +110,9 @@ def recommend(
             raise PlanError("give --max-new-tokens N (tokens an answer: serving is then priced per million output "
                             "tokens), or the job's size: --samples N requests (with --max-new-tokens 0, prompts "
                             "scored only)")
-    c.warn_epochs_unused(samples, epochs)
     job = JobSize.serving(workload.max_new_tokens) if per_million else JobSize(samples=samples, epochs=epochs,
                                                                                  steps=steps)
+    c.warn_epochs_unused(samples, epochs)     # once the size is known good: a refusal comes alone
     currency = c.currency_option("--currency", currency) if currency is not None else None
     budget_amount, budget_currency = (c.money_option("--budget", budget, ranking_currency=currency)
                                       if budget is not None else (None, None))
@@ -220,9 +220,7 @@ def _duration(option: str, text: str | None, units: tuple[str, str] = ("ms", "s"
 
     if text is None:
         return None
-    if text.strip().replace(".", "", 1).isdigit() and float(text) == 0:
-        raise UnitError(f"{option} {text}: must be positive (e.g. {option} 10{units[0]} or {option} 2{units[1]})")
-    if text.strip().replace(".", "", 1).isdigit():
+    if text.strip().replace(".", "", 1).isdigit() and float(text) != 0:     # 0 is refused as '0h' is
         raise UnitError(f"{option} {text}: give a unit (e.g. {option} {text}{units[0]} or {option} {text}{units[1]})")
     return c.duration_option(option, text, examples=examples)
 
