@@ -22,6 +22,7 @@ from gpuwise.atomic import write_text_atomic
 from gpuwise.cachedir import user_cache_dir
 from gpuwise.catalog.model import Catalog, CatalogError, Offer
 from gpuwise.catalog.resolve import AmbiguousGpuName, resolve_gpu
+from gpuwise.catalog.topology import provider_name
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +48,9 @@ def cache_path():
 
 
 def to_offers(catalog: Catalog, items: Iterable, *, checked: str, version: str) -> tuple[list[Offer], int]:
-    """gpuhunt's ``CatalogItem``s as catalog offers (NVIDIA GPUs only), and how many were left out."""
+    """gpuhunt's ``CatalogItem``s as catalog offers (NVIDIA GPUs only), and how many were left out. Each offer's
+    provider is spelt as the catalog spells it (``provider_name``: gpuhunt's "lambdalabs" is "lambda"), so that
+    ``--provider lambda`` finds the shipped and the live offers alike."""
     offers, left_out = [], 0
     for item in items:
         gpu = _gpu_of(catalog, item)
@@ -55,7 +58,7 @@ def to_offers(catalog: Catalog, items: Iterable, *, checked: str, version: str) 
             left_out += 1
             continue
         where = " ".join(str(x) for x in (item.instance_name, item.location) if x)
-        offers.append(Offer(provider=str(item.provider), gpu_id=gpu.id, count=int(item.gpu_count),
+        offers.append(Offer(provider=provider_name(str(item.provider)), gpu_id=gpu.id, count=int(item.gpu_count),
                             price_per_hour=float(item.price), currency="USD", spot=bool(item.spot),
                             source=f"gpuhunt {version}: {item.provider} {where}".strip(), checked=checked,
                             indicative=False, live=True))

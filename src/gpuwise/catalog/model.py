@@ -168,6 +168,7 @@ class GPU:
             "intra_link": self.intra_link,
             "gpus_per_node": self.gpus_per_node,
             "source": self.source,
+            "based_on": self.based_on,
             "verified": self.verified,
             "notes": self.notes,
         }

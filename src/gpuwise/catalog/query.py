@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuwise.catalog.model import GPU, Catalog, CatalogError, Offer
-from gpuwise.catalog.resolve import known_provider, offers_for, resolve_gpu
+from gpuwise.catalog.resolve import known_provider, offers_for, providers, resolve_gpu
+from gpuwise.catalog.topology import provider_entry
 from gpuwise.errors import did_you_mean
 
 SORT_KEYS = ("price", "memory", "fp16")
@@ -87,7 +88,7 @@ def _candidate_rows(
     """The GPUs named (all when none), each with its offers, before any memory filter: with ``provider`` only its
     offers, and, unless GPUs were named, only the GPUs it offers."""
     if provider is not None:
-        known_provider(catalog, provider)
+        provider = check_provider(catalog, provider)
     gpus: list[GPU] = []
     for name in names:
         gpu = resolve_gpu(catalog, name)
@@ -104,13 +105,33 @@ def _candidate_rows(
     return rows
 
 
+def check_provider(catalog: Catalog, provider: str) -> str:
+    """``--provider`` as the catalog spells it (``known_provider``; an alias in the topology data, such as gpuhunt's
+    "lambdalabs", finds its provider's offers), or CatalogError with the option's prefix, as every option's error
+    has: "unknown provider" with suggestions for a name nobody knows; for a provider the topology data knows (Azure,
+    Vast.ai) that no offer names, where its prices come from (--live, or an [[offer]] of yours)."""
+    try:
+        return known_provider(catalog, provider)
+    except CatalogError as exc:
+        entry = provider_entry(provider)
+        if entry is None:
+            raise CatalogError(f"--provider: {exc}") from None
+        spelt = next((p for p in providers(catalog) if provider_entry(p) == entry), None)   # "vast" for "vastai"
+        if spelt is not None:
+            return spelt
+        raise CatalogError(
+            f"--provider: no offer from {entry['name']} in the catalog: add --live for the clouds' offers of now, or "
+            f"your prices as [[offer]] tables in your catalog file (docs/catalog.md); providers with offers: "
+            f"{', '.join(providers(catalog))}") from None
+
+
 def check_sort(sort: str | None) -> str | None:
     """The sort key as ``SORT_KEYS`` spell it (any case, spaces around ignored); CatalogError when unknown."""
     if sort is None:
         return None
     key = sort.strip().lower()
     if key not in SORT_KEYS:
-        raise CatalogError(f"unknown sort key {sort!r}{did_you_mean(sort, SORT_KEYS) or ' (use price, memory or fp16)'}")
+        raise CatalogError(f"--sort: unknown sort key {sort!r}{did_you_mean(sort, SORT_KEYS) or ' (use price, memory or fp16)'}")
     return key
 
 

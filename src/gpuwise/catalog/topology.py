@@ -126,10 +126,21 @@ def _network_link(kind: str, gbps_per_node: float, data: dict[str, Any], note: s
 
 
 def provider_entry(provider: str | None, data: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """The topology data's ``[[provider]]`` called ``provider`` by its name or one of its ``aliases`` (as
+    ``provider_key`` compares them: gpuhunt's "lambdalabs" is "lambda"); None where the data names none."""
     if provider is None:
         return None
     data = data or topology_data()
-    return next((p for p in data.get("provider", []) if provider_key(p["name"]) == provider_key(provider)), None)
+    wanted = provider_key(provider)
+    return next((p for p in data.get("provider", [])
+                 if wanted in {provider_key(n) for n in (p["name"], *p.get("aliases", ()))}), None)
+
+
+def provider_name(provider: str) -> str:
+    """The one spelling of ``provider`` its offers are listed under: the topology data's name for it ("vastai" ->
+    "vast"), else ``provider`` as given (a provider of the user's own)."""
+    entry = provider_entry(provider)
+    return entry["name"] if entry is not None else provider
 
 
 def rents_per_gpu(provider: str | None) -> bool:

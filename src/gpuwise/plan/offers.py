@@ -28,7 +28,8 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from gpuwise.catalog.model import GPU, Catalog, CatalogError, Offer
-from gpuwise.catalog.resolve import is_mig_slice_id, known_provider, offer_order, provider_key
+from gpuwise.catalog.query import check_provider as check_catalog_provider
+from gpuwise.catalog.resolve import is_mig_slice_id, offer_order, provider_key
 from gpuwise.catalog.topology import DEFAULT_GPUS_PER_NODE, provider_entry, rents_per_gpu, topology_for
 from gpuwise.plan.errors import PlanError
 from gpuwise.plan.money import convert, rates_in
@@ -45,13 +46,14 @@ def spot_policy(spot: bool) -> str:
 
 
 def check_provider(catalog: Catalog, provider: str | None) -> str | None:
-    """The provider as the catalog spells it; PlanError (exit 2) naming the known ones when unknown."""
+    """The provider as the catalog spells it (``catalog.query.check_provider``: aliases, a known cloud without
+    offers told where prices come from); PlanError (exit 2), in ``gpus``' words, when no offer is found."""
     if provider is None:
         return None
     try:
-        return known_provider(catalog, provider)
+        return check_catalog_provider(catalog, provider)
     except CatalogError as e:
-        raise PlanError(f"--provider: {e}") from None
+        raise PlanError(str(e)) from None
 
 
 def candidate_offers(catalog: Catalog, *, provider: str | None = None, gpu_ids: Iterable[str] | None = None,
