@@ -11,13 +11,14 @@ from pathlib import Path
 
 from gpuwise.launch.assumptions import JobAssumptions
 from gpuwise.launch.command import Command, parse_command
+from gpuwise.launch.disk import DiskNeed
 from gpuwise.launch.plan import BatchSplit, LaunchError, LaunchPlan, plan_launch
 from gpuwise.launch.server import is_server, server_emit_refusal
 from gpuwise.launch.sharding import ShardingSetup
 from gpuwise.launch.skypilot import render_skypilot
 from gpuwise.launch.torchrun import render_torchrun
 from gpuwise.launch.wheel import build_wheel
-from gpuwise.plan.profile import workload_on
+from gpuwise.plan.profile import model_for, workload_on
 from gpuwise.workload.parallelism import splits_layers
 
 EMITTERS = ("skypilot", "torchrun")
@@ -43,12 +44,13 @@ def check_emit(emit: str | None, command: str | None, *, server: bool = False) -
 
 def launch_best(rec, catalog, emit: str, command: str) -> dict:
     """The launch of a recommendation's best option: ``{"emit", "gpu", "count", "provider", "nodes",
-    "notes", "env", "files", "wheel", "text"}``, where ``text`` is the YAML or the torchrun lines. The notes say
+    "notes", "env", "files", "disk_size_gb", "wheel", "text"}``, where ``text`` is the YAML or the torchrun lines. The notes say
     first the batch split the option is priced on, which ``env`` carries to the command (``BatchSplit``), then
     the ZeRO/FSDP sharding and offload it is priced on (``ShardingSetup``), whose DeepSpeed config is in
     ``files`` (name -> text) and written by ``text`` beside the command, then the job's assumptions it fits and
     is priced only with (``JobAssumptions``: precision, gradient checkpointing, LoRA/QLoRA, sequence length),
-    which ``env`` carries too."""
+    which ``env`` carries too, then the disk each node needs (``DiskNeed``: ``disk_size_gb``, a SkyPilot task's
+    ``disk_size``)."""
     best = rec.best
     if best is None:     # why nothing meets (no offers, the deadline …), not only that nothing does
         see = "; run without --emit to see the options and why each was left out" if rec.options else ""
@@ -60,12 +62,23 @@ def launch_best(rec, catalog, emit: str, command: str) -> dict:
     # the job as priced on the best option's GPU (a default bf16 is its fp16 twin where the GPU has no bf16)
     assumptions = JobAssumptions.of(workload_on(rec.workload, gpu), closed_form=rec.method == "closed-form")
     plan = plan_launch(best, gpu, command, batch=split, sharding=sharding, one_process=one_process,
-                       assumptions=assumptions)
+                       assumptions=assumptions, disk=disk_need(rec.workload, best, gpu))
     wheel = launch_wheel()     # the SkyPilot task uploads it; torchrun lines install it where it is copied
     return {"emit": emit.lower(), "gpu": plan.gpu.id, "count": plan.count, "provider": plan.provider,
             "nodes": plan.nodes, "notes": list(plan.notes), "env": dict(plan.env), "files": dict(plan.files),
+            "disk_size_gb": plan.disk.disk_size_gb if plan.disk is not None else None,
             "wheel": str(wheel) if wheel else None,
             "text": render(plan, emit.lower(), wheel=wheel)}
+
+
+def disk_need(workload, option, gpu) -> DiskNeed:
+    """The disk each node of ``option`` needs for ``workload``: the whole model's weights and optimizer state as
+    one unsharded GPU holds them (a checkpoint gathers the shards), from the same estimate as the plan (a traced
+    model's trace is cached by then)."""
+    whole = workload.with_(num_gpus=1, sharding="ddp", offload="none")
+    memory = model_for(whole).estimate(gpu, count=1, batch_size=option.batch_size, with_time=False,
+                                       grad_accum_steps=option.grad_accum_steps).memory
+    return DiskNeed.of(memory.weights_bytes, memory.optimizer_bytes, training=workload.is_training)
 
 
 def launch_wheel() -> Path | None:
@@ -90,5 +103,5 @@ def render(plan: LaunchPlan, emit: str, *, wheel: Path | None = None) -> str:
     return render_torchrun(plan, wheel)
 
 
-__all__ = ["EMITTERS", "BatchSplit", "Command", "JobAssumptions", "LaunchError", "LaunchPlan", "ShardingSetup", "check_emit", "is_server",
+__all__ = ["EMITTERS", "BatchSplit", "Command", "DiskNeed", "JobAssumptions", "LaunchError", "LaunchPlan", "ShardingSetup", "check_emit", "is_server",
            "launch_best", "parse_command", "plan_launch", "render", "server_emit_refusal"]

@@ -11,6 +11,7 @@ from gpuwise.catalog.topology import Link, Topology, provider_entry, topology_fo
 from gpuwise.launch.command import Command, parse_command
 from gpuwise.launch.errors import LaunchError
 from gpuwise.launch.assumptions import JobAssumptions
+from gpuwise.launch.disk import DiskNeed
 from gpuwise.launch.sharding import ShardingSetup
 
 RDZV_PORT = 29500         # node 0's port for torchrun's c10d rendezvous (several nodes)
@@ -119,6 +120,8 @@ class LaunchPlan:
     assumptions: JobAssumptions | None = None
     # the network the nodes are timed over (``Topology.network``: efa, infiniband, roce, ethernet); None on one node
     network: Link | None = None
+    # the disk each node needs: the model, the guard's checkpoints (None: not known; SkyPilot's default disk)
+    disk: DiskNeed | None = None
 
     @property
     def env(self) -> dict[str, str]:
@@ -170,13 +173,14 @@ def node_layout(count: int, topo: Topology) -> tuple[int, int]:
 
 def plan_launch(option, gpu: GPU, command: str, *, batch: BatchSplit | None = None,
                 sharding: ShardingSetup | None = None, one_process: bool = False,
-                assumptions: JobAssumptions | None = None) -> LaunchPlan:
+                assumptions: JobAssumptions | None = None, disk: DiskNeed | None = None) -> LaunchPlan:
     """The launch of ``option`` (a :class:`gpuwise.plan.Option`) running ``command`` on every GPU.
     ``batch``: the split the option is priced on (``BatchSplit.of``), said first in the notes and set in
     the environment: gpuwise cannot rewrite the command's flags. ``sharding``: the ZeRO stage / FSDP /
     offload it is priced on (``ShardingSetup.of``), said next, set in the environment, its DeepSpeed config
     written beside the command. ``assumptions``: the precision, gradient checkpointing, LoRA/QLoRA, sequence
-    length … it is priced on (``JobAssumptions.of``), said next and set in the environment. ``one_process``: the option is HF generate's layer split
+    length … it is priced on (``JobAssumptions.of``), said next and set in the environment. ``disk``: the disk
+    each node needs (``DiskNeed``), said next and asked for by a SkyPilot task (``disk_size``). ``one_process``: the option is HF generate's layer split
     (``gpuwise.workload.parallelism.splits_layers``), one process that places the model on every GPU: the
     command runs once, not under torchrun (whose N processes would each load the whole model). ``gpu``: the
     option's catalog GPU (``catalog.gpu(option.gpu)``); a name, or another GPU than the option's, is refused
@@ -198,6 +202,8 @@ def plan_launch(option, gpu: GPU, command: str, *, batch: BatchSplit | None = No
         notes.append(sharding.note())
     if assumptions is not None:
         notes.append(assumptions.note())
+    if disk is not None:
+        notes.append(disk.note())
     if one_process and nodes > 1:
         raise LaunchError(f"HF generate's layer split runs in one process on one machine: {option.count} GPUs are "
                           f"more than a node of {topo.gpus_per_node} at {option.provider}")
@@ -217,4 +223,4 @@ def plan_launch(option, gpu: GPU, command: str, *, batch: BatchSplit | None = No
     return LaunchPlan(gpu=gpu, count=option.count, nodes=nodes, gpus_per_node=per_node, provider=option.provider,
                       spot=option.spot, skypilot_cloud=cloud, region=entry.get("region"), command=parsed,
                       notes=tuple(notes), batch=batch, sharding=sharding, one_process=one_process,
-                      assumptions=assumptions, network=topo.network if nodes > 1 else None)
+                      assumptions=assumptions, network=topo.network if nodes > 1 else None, disk=disk)

@@ -1,7 +1,8 @@
 """A SkyPilot task YAML for a launch plan (https://docs.skypilot.co/en/latest/reference/yaml-spec.html).
 
 ``resources`` names the accelerator as SkyPilot's catalog of that cloud does, with the count per node,
-``use_spot``, and ``infra: cloud/region``; ``num_nodes`` the nodes; ``envs`` the batch split and sharding the
+``use_spot``, ``infra: cloud/region``, and ``disk_size`` where the plan knows the disk its job needs (the model
+and the guard's checkpoints: ``LaunchPlan.disk``); ``num_nodes`` the nodes; ``envs`` the batch split and sharding the
 plan is priced on (``LaunchPlan.env``: GPUWISE_MICRO_BATCH …, GPUWISE_SHARDING …, exported to ``setup`` and
 ``run``, and overridable by ``sky launch --env``); ``run`` writes the plan's DeepSpeed config (a ZeRO plan,
 ``LaunchPlan.files``), then starts the user's command under torchrun on every node (several nodes: torchrun's
@@ -116,6 +117,8 @@ def skypilot_task(plan: LaunchPlan, wheel: Path, *, name: str | None = None) -> 
     resources = {"accelerators": f"{accelerator_name(plan.gpu.id, plan.skypilot_cloud, plan.gpu.based_on)}:{plan.gpus_per_node}",
                  "use_spot": plan.spot,
                  "infra": "/".join(p for p in (plan.skypilot_cloud, plan.region) if p)}
+    if plan.disk is not None:
+        resources["disk_size"] = plan.disk.disk_size_gb
     if needs_best_network(plan):
         resources["network_tier"] = "best"
     # node 0 hosts the rendezvous ($((…)) is 1 there, 0 elsewhere); SkyPilot's task id is the same on every node

@@ -1,0 +1,62 @@
+"""The disk a launched job needs on each node: the system and packages, the model's weights, and the guard's
+checkpoints (training), so that a SkyPilot task asks for it (``resources.disk_size``) instead of SkyPilot's
+default, which a large model's checkpoints outgrow: one checkpoint of a 70B full fine-tune (float32 weights and
+Adam's two states) is 0.85 TB, and the guard keeps three and writes a fourth before it prunes.
+
+The dataset is not counted: gpuwise knows how many samples the job reads, not their bytes on disk.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+GB = 10**9                       # SkyPilot's disk_size is in GB
+SKYPILOT_DEFAULT_DISK_GB = 256   # sky/resources.py DEFAULT_DISK_SIZE_GB (SkyPilot 0.14): never asked below it
+SYSTEM_BYTES = 100 * GB          # the image, CUDA, torch and the job's packages, pip's and HF's caches
+# checkpoints on disk at once: the guard's default keep (3, gpuwise.guard.checkpoint.CheckpointStore) plus the
+# one being written, which lands before the oldest is pruned
+CHECKPOINTS_ON_DISK = 4
+DISK_STEP_GB = 50                # disk_size is rounded up to a multiple of this
+
+
+@dataclass(frozen=True)
+class DiskNeed:
+    """Bytes on one node's disk: ``model_bytes`` (the weights as the job holds them, as downloaded or loaded) and
+    ``checkpoint_bytes`` (one checkpoint: weights and optimizer state; 0 for serving), beside ``SYSTEM_BYTES``."""
+
+    model_bytes: int
+    checkpoint_bytes: int = 0
+
+    @classmethod
+    def of(cls, weights_bytes: int, optimizer_bytes: int, *, training: bool) -> "DiskNeed":
+        """The need of a job whose whole model (one GPU's worth, unsharded) holds ``weights_bytes`` of weights
+        and ``optimizer_bytes`` of optimizer state: a checkpoint holds both."""
+        return cls(int(weights_bytes), int(weights_bytes + optimizer_bytes) if training else 0)
+
+    @property
+    def total_bytes(self) -> int:
+        return SYSTEM_BYTES + self.model_bytes + CHECKPOINTS_ON_DISK * self.checkpoint_bytes
+
+    @property
+    def disk_size_gb(self) -> int:
+        """The disk to ask for, in GB: the need rounded up to ``DISK_STEP_GB``, and never below SkyPilot's
+        default (what the task would get without asking)."""
+        need_gb = math.ceil(self.total_bytes / GB / DISK_STEP_GB) * DISK_STEP_GB
+        return max(SKYPILOT_DEFAULT_DISK_GB, need_gb)
+
+    def note(self) -> str:
+        """The size in words, with what it is made of, for the launch's header and ``launch.notes``."""
+        parts = [f"~{_gb(SYSTEM_BYTES)} for the system and packages", f"{_gb(self.model_bytes)} of model weights"]
+        if self.checkpoint_bytes:
+            parts.append(f"{CHECKPOINTS_ON_DISK} checkpoints of {_gb(self.checkpoint_bytes)} of weights and "
+                         f"optimizer state (the guard keeps 3 and writes the next before it prunes)")
+        where = ("; less where the checkpoint directory is on other storage (a bucket, a shared file system)"
+                 if self.checkpoint_bytes else "")
+        return (f"each node needs ~{_gb(self.total_bytes)} of disk: {', '.join(parts)}; not the dataset{where}; "
+                f"a SkyPilot task asks for disk_size {self.disk_size_gb} GB")
+
+
+def _gb(n_bytes: int) -> str:
+    """Disk in SkyPilot's unit (GB, 10**9 bytes), not memory's GiB."""
+    return f"{n_bytes / GB:,.1f} GB" if n_bytes < 10 * GB else f"{n_bytes / GB:,.0f} GB"
