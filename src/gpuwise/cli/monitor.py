@@ -174,9 +174,10 @@ def _no_driver(exc: Exception) -> None:
 
 def _print_run_result(result, report, problem: str | None, json_out: bool) -> None:
     if json_out:
-        print_json({"exit_code": result.exit_code, "log": str(result.log_path), "sampled": result.sampled,
-                    "samples": result.samples_taken, "duration_s": result.duration_s,
-                    "signals_forwarded": result.forwarded, "killed": result.killed, "problem": problem,
+        print_json({"exit_code": result.exit_code, "signal": result.signal, "log": str(result.log_path),
+                    "sampled": result.sampled, "samples": result.samples_taken, "duration_s": result.duration_s,
+                    "signals_forwarded": result.forwarded, "killed": result.killed,
+                    "left_running": result.left_running, "problem": problem,
                     "report": report.to_dict() if report else None})
         return
     if report is not None:

@@ -1,9 +1,10 @@
 """gpuwise.monitor: GPU sampling through NVML, a library first (gpustat/nvitop style).
 
-    from gpuwise.monitor import open_backend, Sampler
+    from gpuwise.monitor import open_backend
+    from gpuwise.monitor.sampler import open_sampler, close_sampler
     backend = open_backend()                 # NvmlBackend; NoDriverError without a driver
-    sampler = Sampler(backend, interval_s=0.5, runlog=RunLog("run.db")).start()
-    ...; sampler.stop()
+    sampler = open_sampler(backend, interval_s=0.5, log_path="run.db").start()   # a new run log with its meta
+    ...; close_sampler(sampler)              # end time written, log and backend closed
 
 Backends implement ``Backend`` (``sample(watch_pids) -> list[GpuSample]``): ``NvmlBackend`` (real) and
 ``ReplayBackend`` (recorded or scripted samples, for tests and machines without a GPU).

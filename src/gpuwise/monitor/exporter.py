@@ -53,6 +53,16 @@ def _scaled(attr: str, factor: float) -> Callable[[GpuSample], float | None]:
     return get
 
 
+def _whole_gpu(get: Callable[[GpuSample], float | None]) -> Callable[[GpuSample], float | None]:
+    """``get`` for a whole GPU, None (no series) for a MIG instance."""
+    return lambda s: None if s.mig_index is not None else get(s)
+
+
+def _mig_instance(get: Callable[[GpuSample], float | None]) -> Callable[[GpuSample], float | None]:
+    """``get`` for a MIG instance, None (no series) for a whole GPU."""
+    return lambda s: get(s) if s.mig_index is not None else None
+
+
 def _whole_mib(bytes_of: Callable[[GpuSample], int | None]) -> Callable[[GpuSample], float | None]:
     """Whole MiB (rounded down), as dcgm-exporter exports the framebuffer: no fractions of a MiB."""
     def get(s: GpuSample) -> float | None:
@@ -62,7 +72,12 @@ def _whole_mib(bytes_of: Callable[[GpuSample], int | None]) -> Callable[[GpuSamp
 
 
 METRICS: tuple[tuple[str, str, Callable[[GpuSample], float | None]], ...] = (
-    ("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %): share of time any kernel ran.", _scaled("utilization_pct", 1)),
+    # A MIG instance's busy share is GPM's GRAPHICS_UTIL (NVML has no utilization per instance): dcgm-exporter's
+    # per-instance GR_ENGINE_ACTIVE, a ratio; GPU_UTIL stays the whole GPUs', as in dcgm-exporter.
+    ("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %): share of time any kernel ran.",
+     _whole_gpu(_scaled("utilization_pct", 1))),
+    ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "Ratio of time the graphics engine is active (MIG instances, GPM).",
+     _mig_instance(_scaled("utilization_pct", 0.01))),
     ("DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (in %).", _scaled("memory_util_pct", 1)),
     ("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", _whole_mib(lambda s: s.memory_used_bytes)),
     ("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", _whole_mib(lambda s: s.memory_free_bytes)),

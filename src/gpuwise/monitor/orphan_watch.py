@@ -32,10 +32,18 @@ def group_alive(pgid: int) -> bool:
 
 def _running_member(pgid: int) -> bool:
     """Whether /proc shows a member of ``pgid`` that is not a zombie (True where /proc cannot tell)."""
+    members = running_members(pgid)
+    return True if members is None else bool(members)
+
+
+def running_members(pgid: int) -> list[int] | None:
+    """The pids of the members of process group ``pgid`` that still run (zombies left out), from /proc; None
+    where /proc cannot be read."""
     try:
         entries = os.listdir("/proc")
     except OSError:
-        return True
+        return None
+    members = []
     for entry in entries:
         if not entry.isdigit():
             continue
@@ -45,8 +53,8 @@ def _running_member(pgid: int) -> bool:
         except (OSError, IndexError):
             continue   # gone since, or not ours to read
         if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != b"Z":
-            return True
-    return False
+            members.append(int(entry))
+    return sorted(members)
 
 
 def watch(pgid: int, grace_s: float, stdin_fd: int = 0) -> int:

@@ -24,6 +24,10 @@ is the group's, not only the direct child's: when the child has ended but a work
 ignores SIGTERM) is still alive, gpuwise waits for the group until the grace period ends, then SIGKILLs it;
 the exit code stays the child's.
 
+Without a stop signal, gpuwise ends with its command: processes of its group still running a second after it
+ended (workers started in the background and not waited for) are left running, unsampled, and said (a warning,
+the run log's event ``left_running``, ``RunResult.left_running``), as they may hold a rented GPU.
+
 The run log holds this one run: without ``log_path`` it is a new ``gpuwise-run-YYYYmmdd-HHMMSS.db`` (``-2``,
 ``-3``, … when that name is taken, created exclusively: two runs in the same second get two logs); a
 ``log_path`` is created exclusively too (two runs given the same one at once: the second is refused), and one
@@ -57,7 +61,7 @@ from gpuwise.monitor.backend import Backend, MonitorError, NoDriverError, open_b
 from gpuwise.monitor.hook import HOOK_DIR, RUNLOG_ENV
 from gpuwise.monitor.log_meta import end_meta, start_meta, write_meta
 from gpuwise.monitor.new_log import RUN_HINT, NewLog, create_new_log, default_log_path, discard_log, hold  # noqa: F401
-from gpuwise.monitor.orphan_watch import POLL_S, group_alive
+from gpuwise.monitor.orphan_watch import POLL_S, group_alive, running_members
 from gpuwise.monitor.sampler import Sampler, check_interval_s, open_run_log
 
 logger = logging.getLogger(__name__)
@@ -68,6 +72,7 @@ _NOT_FORWARDED = {signal.SIGKILL, signal.SIGSTOP, signal.SIGCHLD, signal.SIGPIPE
 FORWARDED = tuple(s for s in sorted(signal.valid_signals()) if s not in _NOT_FORWARDED)
 STOPPING = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)  # after these, the grace period runs
 DEFAULT_KILL_AFTER_S = 30.0
+LEFT_RUNNING_SETTLE_S = 1.0   # a group's processes still exiting as the command ends are not "left running"
 _PR_SET_PDEATHSIG = 1
 _WATCHDOG = Path(__file__).with_name("orphan_watch.py")
 
@@ -89,6 +94,8 @@ class RunResult:
     duration_s: float = 0.0
     forwarded: list[str] = field(default_factory=list)
     killed: str | None = None    # why SIGKILL was sent (the command ignored a stop signal), None if not
+    signal: str | None = None    # the signal that ended the command ("SIGKILL"), None when it exited itself
+    left_running: list[int] = field(default_factory=list)   # pids of its group still running after it ended
 
 
 def _warn(announce: bool, what: str, exc: BaseException) -> None:
@@ -197,6 +204,12 @@ def run_command(
         forwarder.finish()
         forwarder.uninstall(previous)
         _stop_watchdog(watchdog)
+    result.left_running = left_running(child.pid)
+    if result.left_running:
+        said = left_running_message(result.left_running)
+        if announce:
+            logger.warning("%s", said)
+        _best_effort(announce, "run log not written", lambda: runlog.log_event("left_running", said))
     if sampler is not None:
         _best_effort(announce, "sampling did not stop cleanly", sampler.stop)
         result.samples_taken = sampler.samples_taken
@@ -205,6 +218,7 @@ def run_command(
     result.duration_s = time.monotonic() - start
     status = exit_status(returncode)
     result.exit_code = status["exit_code"]
+    result.signal = status.get("signal")
     ended = sampler.end_meta if sampler is not None else end_meta
     _best_effort(announce, "run log meta not written", lambda: write_meta(runlog, ended(**status)))
     if result.forwarded:
@@ -226,11 +240,30 @@ def exit_status(returncode: int) -> dict[str, object]:
     return {"exit_code": 128 - returncode, "signal": signal_name(-returncode)}
 
 
+def left_running(pgid: int, settle_s: float = LEFT_RUNNING_SETTLE_S) -> list[int]:
+    """The pids of the command's process group still running ``settle_s`` seconds after the command ended
+    (workers it started in the background and did not wait for); [] when none, or where /proc cannot tell."""
+    deadline_s = time.monotonic() + settle_s
+    while True:
+        members = running_members(pgid) or []
+        if not members or time.monotonic() >= deadline_s:
+            return members
+        time.sleep(POLL_S)
+
+
+def left_running_message(pids: list[int]) -> str:
+    """One line for stderr and the run log's ``left_running`` event."""
+    shown = ", ".join(str(p) for p in pids[:10]) + (", ..." if len(pids) > 10 else "")
+    return (f"{len(pids)} process(es) of the command's group still run after it ended (pid {shown}): gpuwise "
+            "neither samples nor stops them, and they may hold the GPU")
+
+
 def check_kill_after_s(kill_after_s: float | None) -> float | None:
     if kill_after_s is None:
         return None
     if not (isinstance(kill_after_s, (int, float)) and 0 <= kill_after_s < float("inf")):
-        raise MonitorError(f"the grace period before SIGKILL must be a number of seconds >= 0, not {kill_after_s!r}")
+        raise MonitorError(f"--kill-after: the grace period before SIGKILL must be a number of seconds >= 0, "
+                           f"got {kill_after_s!r}")
     return float(kill_after_s)
 
 
