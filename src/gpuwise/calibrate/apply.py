@@ -25,12 +25,12 @@ from dataclasses import replace
 
 from gpuwise.calibrate.fit import (
     HOST,
-    LAUNCH,
     MIN_CLASS_SHARE,
     SHOWN_HOST_S,
     GpuCalibration,
     class_key,
     duration_text,
+    on_device,
 )
 from gpuwise.catalog import GPU, Catalog, load_catalog
 from gpuwise.memory.model import MemoryEstimate
@@ -48,7 +48,7 @@ def corrected_time(step: StepTime, cal: GpuCalibration, precision, gpu) -> StepT
     new = cal.compose(step.by_class_s, step.host_s, lambda c: class_key(c, precision, gpu))
     old_classes_s = sum(step.by_class_s.values())
     ratio = new.compute_s / old_classes_s if old_classes_s > 0 else 1.0
-    old_device_s = sum(s for c, s in step.by_class_s.items() if c not in (LAUNCH, HOST))
+    old_device_s = sum(s for c, s in step.by_class_s.items() if on_device(c))
     device_s = step.device_s * (new.device_s / old_device_s) if old_device_s > 0 else step.device_s
     host_s = new.host_side_s if step.host_s > 0 or cal.host_s > 0 else step.host_s
     compute_s = step.compute_s - old_classes_s + new.compute_s

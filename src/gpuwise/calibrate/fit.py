@@ -8,7 +8,7 @@ wait); the run measured ``T_i``. The calibrated step composes host and device th
 (``runtime.predict.predict_step_time``: eager PyTorch issues kernels into a queue the GPU drains, so a step
 takes about the larger of the two, a smooth maximum):
 
-    T_i ≈ B_i · (1 + e_i) + [smooth_max(D_i, f_launch · H_i + h) − B_i] + o_i,
+    T_i ≈ B_i · (1 + e_i) + [smooth_max(D_i, f_launch · H_i + h) − B_i] + f_offload · O_i + o_i,
     D_i = Σ_c f_c · p_ic,  B_i = smooth_max(D_i, f_launch · H_i)
 
 with one factor ``f_c = g · exp(δ_c)`` per device class, a factor ``f_launch`` on the host's issue time
@@ -16,7 +16,11 @@ and a host term ``h`` ≥ 0 (seconds per step on the host the GPU model does not
 logging). ``e_i`` is the shipped step's own relative excess over one smooth maximum (it takes one per
 phase: micro-steps and optimizer), so factors of 1 and ``h`` = 0 give the shipped prediction exactly; the
 bracket is what ``h`` adds (the "host" class ``compose`` reports). A GPU-bound step hides the host side
-behind its kernels: ``h`` moves it only where the host sets the pace. The fit minimises the relative
+behind its kernels: ``h`` moves it only where the host sets the pace. ``O_i`` is an offloaded LLM step's
+offload part (``runtime.llm.OFFLOAD_CLASS``: the CPU's optimizer step and the PCIe copies, after the
+micro-batches): neither the GPU's work nor beside it, so it sits outside the smooth maximum under a factor
+of its own, ``f_offload``, with the weakest prior (the CPU optimizer's rate is the closed form's assumption of
+the host's CPU, far less certain than the GPU's kernels: a slow CPU Adam is its, never the GPU classes'). The fit minimises the relative
 residuals plus priors, each on the relative change of its side of the smooth maximum: ``ln g`` and
 ``ln(1 + h / median H)`` weakly (so a run is explained by the side that needs the smaller change: a
 GPU-bound run by slower kernels, a host-bound one by host time; and one run lands within 1 % of its
@@ -50,6 +54,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gpuwise.calibrate.errors import CalibrateError
+from gpuwise.runtime.llm import OFFLOAD_CLASS
 from gpuwise.runtime.predict import SMOOTH_MAX_P, smooth_max
 from gpuwise.workload.precision import parse
 
@@ -70,9 +75,12 @@ UNREPRODUCED_RATIO = 1.5
 # measured steps differ by more than this share of the faster one disagree: measured medians of one job on one
 # GPU are a few % apart run to run; beyond 25 % one of them measured something else, and the fit lands between.
 SAME_WORKLOAD_TOLERANCE = 0.25
-UNKEYED = ("launch", "host")   # host-side time: the same whatever the arithmetic
 LAUNCH = "launch"              # the shipped wait for the host; its factor scales the host's issue time
 HOST = "host"                  # the host term's visible share of a calibrated step (never a predicted class)
+OFFLOAD = OFFLOAD_CLASS        # an offloaded step's CPU optimizer step and PCIe copies, in series with the GPU's
+UNKEYED = (LAUNCH, HOST, OFFLOAD)   # not the GPU's kernels: the same whatever the arithmetic
+# (ln f_offload)²: weaker than g's, so an offloaded run's gap is the CPU part's, not the GPU classes' (fit docstring)
+OFFLOAD_PRIOR_WEIGHT = 1e-4
 # A run's memory figures the offset needs (Measurement's names), as said when one is missing
 MEMORY_FIGURES = {"process_memory_bytes": "the job's process memory (NVML)",
                   "peak_reserved_bytes": "PyTorch's peak reserved memory"}
@@ -83,6 +91,12 @@ def class_key(cls: str, precision, gpu) -> str:
     """The fitted unit: an operator class at the peak its kernels run at on ``gpu`` (``Precision.rate_key``,
     the time model's own answer: an fp32 convolution is ``conv/tf32`` on Ampere and newer)."""
     return cls if cls in UNKEYED else f"{cls}/{parse(precision).rate_key(gpu, cls)}"
+
+
+def on_device(cls: str) -> bool:
+    """Whether a class is the GPU's kernels: not the wait for the host's issue (``launch``), the host term's share
+    (``host``) nor an offloaded step's CPU part (``offload``)."""
+    return cls not in UNKEYED
 
 
 @dataclass(frozen=True)
@@ -114,7 +128,7 @@ class CalibratedStep:
 
     by_class_s: dict[str, float]
     compute_s: float
-    device_s: float            # the device classes' seconds, scaled
+    device_s: float            # the device classes' seconds, scaled (an offloaded step's CPU part not among them)
     host_side_s: float         # the host's seconds: f_launch × issue time + host term
 
 
@@ -128,11 +142,12 @@ def implied_host_s(device_s: float, launch_s: float) -> float:
 
 
 def compose(by_class_s: Mapping[str, float], host_s: float | None, factor: Callable[[str], float],
-            host_factor: float = 1.0, extra_host_s: float = 0.0) -> CalibratedStep:
+            host_factor: float = 1.0, extra_host_s: float = 0.0, offload_factor: float = 1.0) -> CalibratedStep:
     """The calibrated compute of a shipped step (module docstring): device classes × their factors, the host's
-    issue time × ``host_factor`` + ``extra_host_s``, composed by the step model's smooth maximum. Factors of 1
-    and no host term give the shipped ``by_class_s`` back."""
-    device = {c: s for c, s in by_class_s.items() if c not in UNKEYED}
+    issue time × ``host_factor`` + ``extra_host_s``, composed by the step model's smooth maximum, and an offloaded
+    step's CPU part × ``offload_factor`` after it. Factors of 1 and no host term give the shipped ``by_class_s``
+    back."""
+    device = {c: s for c, s in by_class_s.items() if on_device(c)}
     d0 = sum(device.values())
     w0 = float(by_class_s.get(LAUNCH, 0.0))
     h0 = host_s if host_s is not None and host_s > 0 else implied_host_s(d0, w0)
@@ -143,6 +158,8 @@ def compose(by_class_s: Mapping[str, float], host_s: float | None, factor: Calla
     issue_s = host_factor * h0
     base = smooth_max(d1, issue_s)
     out = {**scaled, LAUNCH: max(0.0, base + (anchor * base / shipped if shipped > 0 else 0.0) - d1)}
+    if OFFLOAD in by_class_s:
+        out[OFFLOAD] = float(by_class_s[OFFLOAD]) * offload_factor
     if extra_host_s > 0:
         out[HOST] = smooth_max(d1, issue_s + extra_host_s) - base
     return CalibratedStep(by_class_s=out, compute_s=sum(out.values()), device_s=d1,
@@ -204,7 +221,8 @@ class GpuCalibration:
     def compose(self, by_class_s: Mapping[str, float], host_s: float | None,
                 key: Callable[[str], str] = lambda c: c) -> CalibratedStep:
         """A shipped step's classes (``key`` maps a class to its ``class_key``) and host issue time, calibrated."""
-        return compose(by_class_s, host_s, lambda c: self.factor(key(c)), self.factor(LAUNCH), self.host_s)
+        return compose(by_class_s, host_s, lambda c: self.factor(key(c)), self.factor(LAUNCH), self.host_s,
+                       self.factor(OFFLOAD))
 
     def step_time_s(self, row: FitRow) -> float:
         """The calibrated step time of a run's shipped prediction (what ``apply`` gives its workload)."""
@@ -264,18 +282,19 @@ def fit_time(rows: Sequence[FitRow]) -> tuple[float, dict[str, float], float]:
     fitted; the others are held at 1 (their seconds count as predicted), so one run still lands on its
     measurement through the classes that carried it. ``launch``'s factor (the host's issue time) is fitted
     when some run's wait for the host carried its share, or some run measured less than the host's side
-    alone allows."""
+    alone allows; ``offload``'s (an offloaded step's CPU part) when it carried its share of some run."""
     supported = supported_classes(rows)
     classes = sorted({c for r in rows for c, s in r.predicted_by_class_s.items()
-                      if s > 0 and c in supported and c not in UNKEYED})
-    if not rows or not (classes or LAUNCH in supported):
+                      if s > 0 and c in supported and on_device(c)})
+    fit_offload = OFFLOAD in supported
+    if not rows or not (classes or LAUNCH in supported or fit_offload):
         raise CalibrateError("no run with a predicted step time to calibrate on")
     import numpy as np                       # imported here: loading a calibration needs neither
     from scipy.optimize import least_squares
 
     n, n_cls = len(rows), len(classes)
     fitted = np.array([[r.predicted_by_class_s.get(c, 0.0) for c in classes] for r in rows]).reshape(n, n_cls)
-    held = np.array([sum(s for c, s in r.predicted_by_class_s.items() if c not in UNKEYED and c not in classes)
+    held = np.array([sum(s for c, s in r.predicted_by_class_s.items() if on_device(c) and c not in classes)
                      for r in rows])
     d0 = fitted.sum(axis=1) + held
     w0 = np.array([r.predicted_by_class_s.get(LAUNCH, 0.0) for r in rows])
@@ -283,33 +302,41 @@ def fit_time(rows: Sequence[FitRow]) -> tuple[float, dict[str, float], float]:
     shipped_max = smooth_max(d0, h0)
     excess = np.divide(d0 + w0 - shipped_max, shipped_max, out=np.zeros(n), where=shipped_max > 0)
     other = np.array([r.predicted_other_s for r in rows])
+    offload = np.array([r.predicted_by_class_s.get(OFFLOAD, 0.0) for r in rows])   # in series: the CPU's part
     measured = np.array([r.measured_step_time_s for r in rows])
-    fit_launch = LAUNCH in supported or bool(np.any((h0 > 0) & (measured < h0 * (1 + excess) + other)))
+    fit_launch = LAUNCH in supported or bool(np.any((h0 > 0) & (measured < h0 * (1 + excess) + other + offload)))
     # The host term's unit: the runs' issue time (median), so its prior, like g's, is on the relative change
     # of its side of the smooth maximum: a run is explained by the side that needs the smaller change.
     host_unit_s = float(np.median(h0[h0 > 0])) if np.any(h0 > 0) else float(np.median(measured))
     log_bound = float(np.log(MAX_FACTOR / MIN_FACTOR))
-    i_launch, i_host = 1 + n_cls, 1 + n_cls + int(fit_launch)
+    i_launch = 1 + n_cls
+    i_offload = i_launch + int(fit_launch)
+    i_host = i_offload + int(fit_offload)
 
     def unpack(x):
         g = float(np.exp(x[0]))
         f_launch = float(np.exp(x[i_launch])) if fit_launch else 1.0
-        return g, g * np.exp(x[1:1 + n_cls]), f_launch, host_unit_s * float(np.expm1(x[i_host]))
+        f_offload = float(np.exp(x[i_offload])) if fit_offload else 1.0
+        return g, g * np.exp(x[1:1 + n_cls]), f_launch, f_offload, host_unit_s * float(np.expm1(x[i_host]))
 
     def residuals(x):
-        _g, f, f_launch, h = unpack(x)
+        _g, f, f_launch, f_offload, h = unpack(x)
         device = fitted @ f + held
         base = smooth_max(device, f_launch * h0)
-        predicted = np.maximum(base * (1 + excess), device) + smooth_max(device, f_launch * h0 + h) - base + other
+        predicted = (np.maximum(base * (1 + excess), device) + smooth_max(device, f_launch * h0 + h) - base + other
+                     + f_offload * offload)
         priors = [GLOBAL_PRIOR_WEIGHT ** 0.5 * x[0], *(CLASS_PRIOR_WEIGHT ** 0.5 * x[1:1 + n_cls])]
         if fit_launch:
             priors.append(HOST_FACTOR_PRIOR_WEIGHT["up" if x[i_launch] > 0 else "down"] ** 0.5 * x[i_launch])
+        if fit_offload:
+            priors.append(OFFLOAD_PRIOR_WEIGHT ** 0.5 * x[i_offload])
         priors.append(HOST_PRIOR_WEIGHT ** 0.5 * x[i_host])
         return np.concatenate([(predicted - measured) / measured, priors])
 
-    lower = [np.log(MIN_FACTOR)] + [-log_bound] * n_cls + ([np.log(MIN_FACTOR)] if fit_launch else []) + [0.0]
-    upper = [np.log(MAX_FACTOR)] + [log_bound] * n_cls + ([np.log(MAX_FACTOR)] if fit_launch else []) + [20.0]
-    shipped = (d0 + w0) + other
+    factors_n = int(fit_launch) + int(fit_offload)          # launch's and offload's: a factor each
+    lower = [np.log(MIN_FACTOR)] + [-log_bound] * n_cls + [np.log(MIN_FACTOR)] * factors_n + [0.0]
+    upper = [np.log(MAX_FACTOR)] + [log_bound] * n_cls + [np.log(MAX_FACTOR)] * factors_n + [20.0]
+    shipped = (d0 + w0) + other + offload
     # Starts: the shipped model; every run's gap read as slower kernels; read as host time. The smooth
     # maximum makes the problem non-convex, so the best of the three is kept.
     gap_s = float(np.median(np.maximum(measured - shipped, 0.0)))
@@ -319,10 +346,12 @@ def fit_time(rows: Sequence[FitRow]) -> tuple[float, dict[str, float], float]:
         x0 = np.zeros(len(lower))
         x0[0], x0[i_host] = min(max(ln_g, lower[0]), upper[0]), min(v, upper[-1])
         starts.append(least_squares(residuals, x0, bounds=(lower, upper)))
-    g, f, f_launch, h = unpack(min(starts, key=lambda r: r.cost).x)
+    g, f, f_launch, f_offload, h = unpack(min(starts, key=lambda r: r.cost).x)
     factors = {c: float(min(max(v, MIN_FACTOR), MAX_FACTOR)) for c, v in zip(classes, f)}
     if fit_launch:
         factors[LAUNCH] = f_launch
+    if fit_offload:
+        factors[OFFLOAD] = f_offload
     return g, factors, max(0.0, h)
 
 
@@ -389,8 +418,9 @@ def fit_gpu(gpu: str, rows: Sequence[FitRow], *, today: str | None = None,
 
 
 def duration_text(seconds: float) -> str:
-    """A step time as the warnings print it: "31 ms", "0.001 ms", "15 s"."""
-    return f"{seconds * 1e3:.3g} ms" if seconds < 10 else f"{seconds:.3g} s"
+    """A step time as the warnings print it: "31 ms", "0.001 ms", "1.65 s" (seconds from what rounds to 1000 ms up,
+    never "1e+03 ms")."""
+    return f"{seconds * 1e3:.3g} ms" if seconds * 1e3 < 999.5 else f"{seconds:.3g} s"
 
 
 def error_text(error: float) -> str:

@@ -24,6 +24,7 @@ from gpuwise.calibrate.errors import CalibrateError
 from gpuwise.calibrate.fit import (
     LAUNCH,
     MEMORY_FIGURES,
+    OFFLOAD,
     FitRow,
     GpuCalibration,
     fit_gpu,
@@ -85,6 +86,20 @@ def _whole(value: object, name: str) -> int | None:
     return value
 
 
+def _class_name(stored: object) -> str:
+    """A stored run's class as the fit keys it now: an offloaded step's CPU part is ``offload`` whatever the precision
+    (a run stored before it was kept apart from the GPU's classes names it ``offload/bf16``)."""
+    name = str(stored)
+    return OFFLOAD if name.split("/")[0] == OFFLOAD else name
+
+
+def _keyed_offload(t: Mapping) -> bool:
+    """Whether a stored GPU table's runs name the offload part by precision (``offload/bf16``): fitted when it was
+    the GPU's work, so its factors are refitted on its runs as read."""
+    return any(str(k).split("/")[0] == OFFLOAD and str(k) != OFFLOAD
+               for r in t.get("run", []) for k in r.get("predicted_by_class_s", {}))
+
+
 def _row_from_toml(d: Mapping, where: str) -> FitRow:
     """A stored run; ValueError naming ``where`` and the key when a figure is out of its range (times: finite,
     the measured step > 0, the predicted ones >= 0)."""
@@ -93,7 +108,7 @@ def _row_from_toml(d: Mapping, where: str) -> FitRow:
 
     return FitRow(
         fingerprint=str(d["fingerprint"]),
-        predicted_by_class_s={str(k): seconds(f"predicted_by_class_s.{k}", v)
+        predicted_by_class_s={_class_name(k): seconds(f"predicted_by_class_s.{k}", v)
                               for k, v in d["predicted_by_class_s"].items()},
         predicted_other_s=seconds("predicted_other_s", d["predicted_other_s"]),
         measured_step_time_s=seconds("measured_step_time_s", d["measured_step_time_s"], positive=True),
@@ -128,7 +143,9 @@ def from_toml(text: str, source: str = FILE_NAME) -> dict[str, GpuCalibration]:
         for gpu, t in doc.get("gpu", {}).items():
             runs = tuple(_row_from_toml(r, f"gpu.{gpu}.run[{i}]") for i, r in enumerate(t.get("run", []), start=1))
             fitted = str(t.get("fitted", ""))
-            if version == 1 and runs:          # fitted with the host term in series: refit its runs as they are now
+            # fitted with the host term in series (format 1), or with an offloaded step's CPU part as the GPU's
+            # work: refit its runs as they are now
+            if runs and (version == 1 or _keyed_offload(t)):
                 out[gpu] = fit_gpu(gpu, runs, today=fitted)
                 continue
             factors = {str(k): _number(v, f"gpu.{gpu}.class_factors.{k}", positive=True)
