@@ -78,7 +78,7 @@ def test_lora_targets_foo_on_a_vit_exits_2_with_one_line():
     ("lora", "none", "train", "LoRA needs nn.Linear layers inside repeated blocks; torchvision:resnet50 has none: "
                               "use --finetune full"),
     ("qlora", "nf4", "train", "LoRA needs .* use --finetune full"),
-    ("freeze", "none", "train", "--finetune freeze needs a transformer: .* use --finetune full"),
+    ("freeze", "int8", "train", "--quant int8 quantizes nn.Linear layers .* use --quant none"),
     ("full", "int8", "infer", "--quant int8 quantizes nn.Linear layers .* use --quant none"),
 ])
 def test_a_cnn_says_which_finetune_it_can_take(finetune, quant, mode, message):

@@ -236,17 +236,14 @@ def _shown_name(qualified: str) -> str:
 
 
 def _nothing_to_adapt(workload, kind: str) -> str:
-    """Why a model without linear layers in repeated blocks cannot take the method, and what it can."""
+    """Why a model without linear layers in repeated blocks cannot take LoRA or a quantization, and what it can
+    (--finetune freeze needs no such layers: it trains the head of any model with repeated blocks)."""
     model = getattr(workload, "model", "") or kind
-    if workload.finetune in ("lora", "qlora"):
-        what = "LoRA needs"
-    elif workload.finetune == "freeze":
-        what = "--finetune freeze needs a transformer:"
-    else:
-        what = f"--quant {workload.quant} quantizes"
-    # the fix undoes the flag blamed: a fine-tuning method (in serving too: it serves the base model) or the
-    # quantization; --finetune freeze needs the same layers, so full is the method left
-    fix = "--quant none" if workload.finetune == "full" else "--finetune full"
+    lora = workload.finetune in ("lora", "qlora")
+    what = "LoRA needs" if lora else f"--quant {workload.quant} quantizes"
+    # the fix undoes the flag blamed: the fine-tuning method (in serving too: it serves the base model) or the
+    # quantization
+    fix = "--finetune full" if lora else "--quant none"
     return f"{what} nn.Linear layers inside repeated blocks; {model} has none: use {fix}"
 
 
@@ -299,7 +296,7 @@ def apply_finetune(module: nn.Module, workload, *, double_quant: bool = True, lo
     if ft == "full" and workload.is_training:
         raise WorkloadError(f"--finetune full cannot train {quant}-quantized weights; use --finetune lora or qlora")
     linears = block_linears(module)
-    if not linears:
+    if not linears and (ft in ("lora", "qlora") or quant != "none"):
         raise WorkloadError(_nothing_to_adapt(workload, type(module).__name__))
     if ft in ("lora", "qlora"):
         check_lora_targets(tuple(workload.lora_targets), [attr for _, attr, _, _ in linears], workload.model,
