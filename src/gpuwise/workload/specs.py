@@ -17,6 +17,7 @@ Resolution is cheap (no torch model is built); :meth:`ModelSpec.build` builds th
 
 from __future__ import annotations
 
+import ast
 import json
 import logging
 import re
@@ -122,6 +123,8 @@ def resolve_model_spec(spec: str) -> ModelSpec:
         return _hf_from_file(spec, hf)
     if _torchvision_task(spec.lower()) is not None:
         return _resolve_torchvision(spec, spec)
+    if spec.endswith(".py"):
+        raise WorkloadError(_factory_missing(Path(spec)))
     raise WorkloadError(f"unknown model {spec!r}{did_you_mean(spec, _suggestion_pool())}; "
                         "use torchvision:NAME, timm:NAME, hf:NAME, hf:config.json or file.py:factory")
 
@@ -178,6 +181,20 @@ def _resolved(model: str) -> ModelSpec:
 def _is_factory_spec(spec: str) -> bool:
     path, sep, func = spec.rpartition(":")
     return bool(sep) and path.endswith(".py") and func.isidentifier()
+
+
+def _factory_missing(path: Path) -> str:
+    """Why a bare ``file.py`` is not a model: the file is missing, or the spec names no function in it (its
+    top-level functions listed, read without running the file: importing it runs the user's code)."""
+    if not path.is_file():
+        return f"model factory file not found: {path}"
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"), str(path))
+        names = [n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef) and not n.name.startswith("_")]
+    except (SyntaxError, ValueError, OSError):
+        names = []
+    shown = f" (defined there: {', '.join(names[:8])}{', ...' if len(names) > 8 else ''})" if names else ""
+    return f"{path} names no factory: give {path}:FUNCTION, the function that returns the model{shown}"
 
 
 def _resolve_factory(spec: str) -> ModelSpec:
