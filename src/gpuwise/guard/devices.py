@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import argparse
 import gc
+import math
 import os
 import sys
 from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from gpuwise.guard.errors import GuardError
+from gpuwise.guard.errors import GuardError, check_number
 
 
 @dataclass(frozen=True)
@@ -107,6 +108,7 @@ def select_gpus(count: int = 1, *, min_free_bytes: int = 0, source: GpuSource | 
     fewer than ``count`` GPUs have ``min_free_bytes`` free."""
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
         raise GuardError(f"select_gpus needs a GPU count >= 1, got {count!r}")
+    check_number("min_free_bytes", min_free_bytes, 0)
     env = os.environ if env is None else env
     if int(env.get("LOCAL_WORLD_SIZE", "1") or "1") > 1:
         raise GuardError("select_gpus inside a torchrun worker: each worker would choose on its own and two may take "
@@ -203,6 +205,14 @@ def _cuda_started() -> bool:
     return bool(torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized())
 
 
+def _gib_to_bytes(name: str, gib: float) -> int:
+    """``gib`` GiB in bytes; GuardError naming ``name`` unless it is a finite number >= 0 (``nan``, ``inf`` and
+    ``-3`` parse as floats)."""
+    if not math.isfinite(gib) or gib < 0:
+        raise GuardError(f"{name} must be a finite number of GiB >= 0, got {gib!r}")
+    return int(gib * 2**30)
+
+
 def main(argv: Sequence[str] | None = None, *, source: GpuSource | None = None) -> int:
     """``python -m gpuwise.guard.devices COUNT [--min-free-gib G]``: the chosen GPUs' UUIDs, comma-separated,
     for ``CUDA_VISIBLE_DEVICES=$(...)`` before torchrun. A GuardError is one line on stderr, exit code 2."""
@@ -213,7 +223,8 @@ def main(argv: Sequence[str] | None = None, *, source: GpuSource | None = None) 
     args = p.parse_args(argv)
     env = dict(os.environ)
     try:
-        select_gpus(args.count, min_free_bytes=int(args.min_free_gib * 2**30), source=source, env=env)
+        select_gpus(args.count, min_free_bytes=_gib_to_bytes("--min-free-gib", args.min_free_gib), source=source,
+                    env=env)
     except GuardError as exc:
         sys.stderr.write(f"gpuwise.guard: error: {exc}\n")
         return 2

@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import logging
 
+import atexit
 import collections
 import numbers
 import os
 import sys
 import time
 import warnings
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -50,6 +52,8 @@ from gpuwise.guard.sampler import ResumableDataLoader
 from gpuwise.guard.sharded import load_sharded, save_sharded
 from gpuwise.guard.state_file import nonfinite_names
 from gpuwise.guard.storage import is_network_fs, low_space_warning
+from gpuwise.guard.train_end import (CRASHED, FINISHED, PREEMPTED, STOPPED, TrainEnd, end_of_exception,
+                                     record_train_end)
 from gpuwise.runlog import RunLog
 from gpuwise.text import clipped
 from gpuwise.workload import Workload
@@ -161,6 +165,10 @@ class Guard:
         self._loader_at_step_end: tuple[int, dict[str, int]] | None = None
         self._saved_step: int | None = None      # the step last saved (or attempted) or resumed
         self._step_failed = False                # the last step() raised
+        self._failure: TrainEnd | None = None     # how the run ends if the last step's exception ends it
+        self._end: TrainEnd | None = None         # known before close(): a preemption's exit, a with block's error
+        self._end_recorded = False                # in the run log (once, at close or at interpreter exit)
+        self._pid = os.getpid()
         self._warned_grace = False
         self._saver = AsyncSaver()
         self._staging = HostStaging()
@@ -176,6 +184,7 @@ class Guard:
         self._last_step_end_s: float | None = None
         if self.run_log is not None:
             _record_stack(self.run_log, workload_record)
+            _UNENDED.add(self)  # how it ended is recorded at close(), or at interpreter exit
         try:
             self.preemption.install()
         except (RuntimeError, ValueError) as exc:  # not the main thread (e.g. inside a notebook worker)
@@ -294,6 +303,7 @@ class Guard:
                                                     scaler=self.scaler, clip_grad_norm=self.clip_grad_norm)
         except BaseException as exc:  # KeyboardInterrupt (Ctrl-C) and a collective's RuntimeError too
             self._step_failed = True
+            self._failure = end_of_exception(exc, self.step_count, f"step {self.step_count + 1} raised ")
             try:
                 # Only before the optimizer step (a half-applied update must not be saved), and not under
                 # torchrun: the other ranks would wait in the save's collectives for a rank that is gone.
@@ -307,6 +317,7 @@ class Guard:
                 self._commit_log_quietly()  # the steps logged so far, whatever the process does next
             raise
         self.step_count += 1
+        self._failure = None  # the caller caught the last step's exception and went on
         self.samples_seen += total
         self._note_effective_batch(total)
         self.last_loss = loss_sum
@@ -692,6 +703,8 @@ class Guard:
         self._save(reason="preempted", wait=True)
         self.stop_requested = True
         if self.exit_on_preempt and exit_now:
+            self._end = TrainEnd(PREEMPTED, self.step_count, f"checkpointed; exiting with code "
+                                                             f"{self.preemption.exit_code} to be restarted")
             self.close()
             self._say(messages.exiting(self.preemption.exit_code))
             sys.exit(self.preemption.exit_code)
@@ -710,10 +723,16 @@ class Guard:
             else:
                 self._due = None
             self._wait_for_save()
+        except BaseException as exc:  # a save failing for good: that is how the run ends
+            self._end = self._end or end_of_exception(exc, self.step_count)
+            raise
         finally:
+            unresumable = self._unresumable() if check else None
             self.preemption.uninstall()
             if self.run_log is not None:
                 self._drain_events()
+                self._record_end(TrainEnd(CRASHED, self.step_count, unresumable) if unresumable
+                                 else self._end_at_close(save))
                 _record_torch_memory(self.run_log)
                 self.run_log.flush()
                 if self._owns_run_log:
@@ -721,15 +740,58 @@ class Guard:
                     self.run_log = None
             if self._directory_lock is not None:
                 self._directory_lock.release()  # another run may use the directory now
-        if check and self.save_failures_in_row and not self.saves_ok:
-            raise GuardError(f"every checkpoint save of this run failed ({self.save_failures_in_row}): "
-                             f"nothing in {self.store.directory} to resume from")
+        if unresumable:
+            raise GuardError(unresumable)
+
+    def _unresumable(self) -> str | None:
+        """Why the run cannot be resumed (saves were attempted and every one failed), or None."""
+        if self.save_failures_in_row and not self.saves_ok:
+            return (f"every checkpoint save of this run failed ({self.save_failures_in_row}): "
+                    f"nothing in {self.store.directory} to resume from")
+        return None
 
     def __enter__(self) -> "Guard":
         return self
 
-    def __exit__(self, exc_type: object, *exc: object) -> None:
+    def __exit__(self, exc_type: object, exc: BaseException | None, *tb: object) -> None:
+        if exc is not None and self._end is None:
+            self._end = end_of_exception(exc, self.step_count)
         self.close(check=exc_type is None, save=exc_type is None)
+
+    # -- how the run ended (train_end) -----------------------------------------------------------
+    def _end_at_close(self, save: bool) -> TrainEnd:
+        """The end ``close()`` records: one already known (a preemption's exit, the exception of a ``with``
+        block), the last step's exception if nothing succeeded since, a preemption caught by the loop
+        (``exit_on_preempt=False``), else finished (``save=False`` with no exception: stopped)."""
+        if self._end is not None:
+            return self._end
+        if self._failure is not None:
+            return self._failure
+        if self.preemption.requested:
+            return TrainEnd(PREEMPTED, self.step_count, "checkpointed; the loop stopped")
+        return TrainEnd(FINISHED if save else STOPPED, self.step_count,
+                        "" if save else "guard.close(save=False)")
+
+    def _end_at_exit(self, uncaught: BaseException | None) -> TrainEnd:
+        """The end of a process that exits without ``close()``: the last step's exception (nothing succeeded
+        since), else the uncaught exception Python printed, else stopped (``sys.exit``, no ``close()``)."""
+        if self._failure is not None:
+            return self._failure
+        if uncaught is not None:
+            return end_of_exception(uncaught, self.step_count)
+        return TrainEnd(STOPPED, self.step_count, "the process ended without guard.close()")
+
+    def _record_end(self, end: TrainEnd) -> None:
+        """Write how the run ended into the run log, once; a failure to is logged, never raised over the
+        exception or exit in progress."""
+        _UNENDED.discard(self)
+        if self._end_recorded or self.run_log is None:
+            return
+        self._end_recorded = True
+        try:
+            record_train_end(self.run_log, end)
+        except Exception as exc:  # noqa: BLE001 - a full disk must not hide how the run ended on stderr
+            log.debug("run log: how the run ended not recorded: %s", exc)
 
     # -- messages --------------------------------------------------------------------------------
     def _event(self, kind: str, message: str, *, say: bool = True) -> None:
@@ -794,6 +856,22 @@ class Guard:
 # Flags a Workload sets from how it was given (a CLI default or the user's choice), not the job itself
 SKIPPED_REASON_CHARS = 160   # one skipped checkpoint's reason in the one-line refusal
 _WORKLOAD_PROVENANCE = ("precision_default", "optimizer_default", "engine_default")
+
+
+# Guards with a run log whose end is not recorded yet, weakly held: at interpreter exit (an uncaught exception,
+# Ctrl-C, sys.exit, a script without close()) each records how it ended. Registered after runlog's own atexit
+# hook, so it runs first and that hook commits what it wrote.
+_UNENDED: "weakref.WeakSet[Guard]" = weakref.WeakSet()
+
+
+def _record_unended_at_exit() -> None:
+    uncaught = getattr(sys, "last_value", None)  # set by Python when it printed an uncaught exception
+    for guard in list(_UNENDED):
+        if guard._pid == os.getpid():  # not in a child forked from the run (its log is the parent's)
+            guard._record_end(guard._end_at_exit(uncaught))
+
+
+atexit.register(_record_unended_at_exit)
 
 
 def supersede_redone(run_log: RunLog, step: int) -> str:

@@ -1,0 +1,65 @@
+"""How a guarded run ended, as far as the guard can know it, recorded in its run log.
+
+A run without ``gpuwise run`` around it has nobody else to write its end: its log otherwise read the same
+whether the loop finished, was preempted, crashed or was interrupted. The guard knows: ``close()`` after the
+loop (``finished``), a preemption's save and exit (``preempted``, with the exit code it exits with), an
+exception out of ``step`` or out of a ``with Guard(...)`` block (``crashed``; ``interrupted`` for Ctrl-C), and,
+at interpreter exit, a run that never reached ``close()`` (the uncaught exception Python printed, else
+``stopped``: ``sys.exit`` or a script without ``close()``). A process killed outright (``kill -9``, the grace
+watchdog's ``os._exit``) records nothing: its log has no ``train_end``.
+
+Meta keys (of the log's last attempt: a restart writing the same log replaces them): ``train_end`` (the
+outcome), ``train_end_step`` (steps completed), ``train_end_t_s``, ``train_end_detail``; and one
+``train_end`` event per attempt, ``<outcome> at step N[: detail]``. ``gpuwise run``'s ``exit_code`` stays
+the command's own.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from gpuwise.runlog import RunLog
+from gpuwise.text import clipped
+
+FINISHED = "finished"
+PREEMPTED = "preempted"
+CRASHED = "crashed"
+INTERRUPTED = "interrupted"
+STOPPED = "stopped"
+
+DETAIL_CHARS = 300  # an exception's text in the record: one line, clipped
+
+
+@dataclass(frozen=True)
+class TrainEnd:
+    """``outcome`` (one of the names above) after ``step`` completed optimizer steps; ``detail``: one line."""
+
+    outcome: str
+    step: int
+    detail: str = ""
+
+    @property
+    def message(self) -> str:
+        return f"{self.outcome} at step {self.step}" + (f": {self.detail}" if self.detail else "")
+
+
+def exception_text(exc: BaseException) -> str:
+    """``Type: message`` on one line, clipped (a multi-line error stays one row of the log)."""
+    text = " ".join(str(exc).split())
+    return clipped(f"{type(exc).__name__}{': ' + text if text else ''}", DETAIL_CHARS)
+
+
+def end_of_exception(exc: BaseException, step: int, prefix: str = "") -> TrainEnd:
+    """The end ``exc`` makes: ``interrupted`` for Ctrl-C, else ``crashed``; ``prefix`` says where it came from."""
+    outcome = INTERRUPTED if isinstance(exc, KeyboardInterrupt) else CRASHED
+    return TrainEnd(outcome, step, prefix + exception_text(exc))
+
+
+def record_train_end(run_log: RunLog, end: TrainEnd) -> None:
+    """Write ``end`` into ``run_log``: the ``train_end*`` meta keys and a ``train_end`` event (committed)."""
+    run_log.set_meta("train_end", end.outcome)
+    run_log.set_meta("train_end_step", end.step)
+    run_log.set_meta("train_end_t_s", time.time())
+    run_log.set_meta("train_end_detail", end.detail)
+    run_log.log_event("train_end", end.message)
