@@ -21,7 +21,8 @@ def _one_line_refusal(code, err):
 
 
 # 1. --emit wrote a torchrun line starting `vllm serve` once per GPU, one replica, no tensor parallelism
-@pytest.mark.parametrize("emit", ["torchrun", "skypilot"])
+# (--emit skypilot now writes a SkyServe task: tests/launch/test_skyserve_task.py)
+@pytest.mark.parametrize("emit", ["torchrun"])
 def test_emit_for_a_server_names_what_to_run_instead_of_a_torchrun_line(gpuwise, emit):
     code, out, err = gpuwise("recommend", *L70, "--engine", "vllm", "--request-rate", "30", "--gpus", "h100-sxm",
                              "--emit", emit, "--command", "vllm serve meta-llama/Llama-3.1-70B")

@@ -117,7 +117,9 @@ def test_machines_of_four_are_not_priced_as_a_clouds_eight_gpu_instance(tmp_path
 
 def test_machines_of_four_are_priced_as_that_many_machines_of_four_and_launched_so(sky, tmp_path):
     cat = _catalog_file(tmp_path, A100_IN_FOURS + OWN_FOUR_AT_AWS)
-    rec = recommend(_scripted(), cat, job=JOB, provider="aws", gpu_ids=["a100-80gb-sxm4"], effective_batch=64)
+    # a real model's name: the launch sizes each node's disk from the model itself (launch.disk_need)
+    real = ScriptedModel(Workload("torchvision:resnet18", batch_size=8, precision="fp32"))
+    rec = recommend(real, cat, job=JOB, provider="aws", gpu_ids=["a100-80gb-sxm4"], effective_batch=64)
     eight = next(o for o in rec.options if o.count == 8)
     assert eight.price_per_hour == pytest.approx(2 * 10.0) and (eight.nodes, eight.gpus_per_node) == (2, 4)
     said = [n for n in rec.notes if "is one machine of 8" in n]

@@ -56,8 +56,8 @@ def recommend(
     no_cache: c.NoCacheOpt = False,
     no_user_calibration: NoUserCalibrationOpt = False,
     json_out: c.JsonOpt = False,
-    emit: Annotated[Optional[str], typer.Option("--emit", help="Print how to launch the best option instead of the table: skypilot (a task YAML; it uploads a wheel of this gpuwise, built into ~/.cache/gpuwise/wheels) or torchrun (per-node command lines). A plan priced on --sharding zero*/fsdp or --offload says so and writes a DeepSpeed config beside the command. Not for a server (--engine vllm, --request-rate): the refusal says what to run.")] = None,
-    command: Annotated[Optional[str], typer.Option("--command", help="With --emit: the training command to launch, e.g. 'python train.py --checkpoint-dir ckpt'.")] = None,
+    emit: Annotated[Optional[str], typer.Option("--emit", help="Print how to launch the best option instead of the table: skypilot (a task YAML; it uploads a wheel of this gpuwise, built into ~/.cache/gpuwise/wheels) or torchrun (per-node command lines). A plan priced on --sharding zero*/fsdp or --offload says so and writes a DeepSpeed config beside the command. A server (--engine vllm, --request-rate): skypilot gives a SkyServe service (sky serve up) running the plan's vllm serve line on each replica; torchrun is refused, naming that line.")] = None,
+    command: Annotated[Optional[str], typer.Option("--command", help="With --emit: the training command to launch, e.g. 'python train.py --checkpoint-dir ckpt' (not for a server: it runs the plan's vllm serve line).")] = None,
     *,
     workload_kwargs: dict,
 ) -> None:
@@ -72,7 +72,7 @@ def recommend(
     from gpuwise.plan.recommend import auto_micro_batch
     from gpuwise.plan.spot import SpotRisk
     from gpuwise.plan.plot import plot_recommendation
-    from gpuwise.launch import LaunchError, check_emit, is_server, launch_best, server_emit_refusal
+    from gpuwise.launch import check_emit, is_server, launch_best, serve_best
 
     if plot:
         from gpuwise.plotfile import plot_format
@@ -84,7 +84,7 @@ def recommend(
     workload = workload_from(model, workload_kwargs, batch_size=batch or auto_micro_batch(
         effective_batch, serving=serving))
     server = is_server(workload)
-    check_emit(emit, command, server=server)     # a server is refused below, once its deployment is known
+    check_emit(emit, command, server=server)     # a server's launch is its deployment's, known once recommended
     if serving:
         for flag, given in (("--effective-batch", effective_batch is not None and not auto),
                             ("--per-gpu-batch", per_gpu_batch)):
@@ -147,9 +147,7 @@ def recommend(
     from gpuwise.catalog.model import stale_price_note
 
     stale = stale_price_note(o.offer for o in rec.options if o.offer is not None)
-    if emit and server:
-        raise LaunchError(server_emit_refusal(rec, emit))
-    launch = launch_best(rec, cat, emit, command) if emit else None
+    launch = (serve_best(rec, cat, emit) if server else launch_best(rec, cat, emit, command)) if emit else None
     if json_out:
         # the accuracy of the regime the best option's likely range comes from (else the first option with a
         # range); null where none has one; each option carries its own range

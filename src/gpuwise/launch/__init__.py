@@ -1,4 +1,5 @@
-"""gpuwise.launch: turn a chosen option into what runs it (a SkyPilot task YAML, torchrun lines).
+"""gpuwise.launch: turn a chosen option into what runs it (a SkyPilot task YAML, torchrun lines; for a server, a
+SkyServe service).
 
     from gpuwise.launch import plan_launch, render
     plan = plan_launch(rec.best, catalog.gpu(rec.best.gpu), "python train.py --checkpoint-dir ckpt")
@@ -11,15 +12,20 @@ from pathlib import Path
 
 from gpuwise.launch.assumptions import JobAssumptions
 from gpuwise.launch.command import Command, parse_command
-from gpuwise.launch.disk import DiskNeed
+from gpuwise.launch.disk import DiskNeed, checkpoint_bytes_per_param
 from gpuwise.launch.plan import BatchSplit, LaunchError, LaunchPlan, plan_launch
-from gpuwise.launch.server import is_server, server_emit_refusal
+from gpuwise.launch.server import is_server, server_emit_refusal, vllm_serve_line
 from gpuwise.launch.sharding import ShardingSetup
 from gpuwise.launch.skypilot import render_skypilot
+from gpuwise.launch.skyserve import render_skyserve
 from gpuwise.launch.torchrun import render_torchrun
 from gpuwise.launch.wheel import build_wheel
 from gpuwise.plan.profile import model_for, workload_on
+from gpuwise.workload.checkpoint import stored_quant
+from gpuwise.workload.decoder import load_arch
+from gpuwise.workload.llm_config import try_load_decoder_config
 from gpuwise.workload.parallelism import splits_layers
+from gpuwise.workload.precision import checkpoint_dtype
 
 EMITTERS = ("skypilot", "torchrun")
 
@@ -27,14 +33,17 @@ EMITTERS = ("skypilot", "torchrun")
 def check_emit(emit: str | None, command: str | None, *, server: bool = False) -> None:
     """Refuse a bad ``--emit``/``--command`` pair before any work is done, the command read as the launch will
     read it (``parse_command``: quotes, shell syntax, launchers, a Python with nothing to run). ``server``: the
-    job is a server (``is_server``), refused once the deployment to name is known (``server_emit_refusal``): no
-    command needed."""
+    job is a server (``is_server``): no command needed, and one given to ``--emit skypilot`` refused, the service
+    running the plan's ``vllm serve`` line (``serve_best``; torchrun is refused for a server, naming that line)."""
     if emit is None:
         if command is not None:
             raise LaunchError("--command needs --emit skypilot or --emit torchrun")
         return
     if emit.lower() not in EMITTERS:
         raise LaunchError(f"--emit: unknown target {emit!r} (known: {', '.join(EMITTERS)})")
+    if server and command is not None and emit.lower() == "skypilot":
+        raise LaunchError("--command is a training command, and a server's SkyServe service runs the plan's own "
+                          "`vllm serve` line: drop --command")
     if not server and not (command or "").strip():
         raise LaunchError("--emit needs --command: the training command to launch, e.g. "
                           "--command 'python train.py --checkpoint-dir ckpt'")
@@ -51,10 +60,7 @@ def launch_best(rec, catalog, emit: str, command: str) -> dict:
     is priced only with (``JobAssumptions``: precision, gradient checkpointing, LoRA/QLoRA, sequence length),
     which ``env`` carries too, then the disk each node needs (``DiskNeed``: ``disk_size_gb``, a SkyPilot task's
     ``disk_size``)."""
-    best = rec.best
-    if best is None:     # why nothing meets (no offers, the deadline …), not only that nothing does
-        see = "; run without --emit to see the options and why each was left out" if rec.options else ""
-        raise LaunchError(f"nothing to launch: {rec.nothing_reason or 'no option meets the request'}{see}")
+    best = _best_to_launch(rec)
     split = BatchSplit.of(best, training=rec.workload.is_training, per_gpu=rec.method != "closed-form")
     sharding = ShardingSetup.of(rec.workload, best.count, closed_form=rec.method == "closed-form")
     one_process = rec.method == "closed-form" and splits_layers(rec.workload.with_(num_gpus=best.count))
@@ -64,21 +70,66 @@ def launch_best(rec, catalog, emit: str, command: str) -> dict:
     plan = plan_launch(best, gpu, command, batch=split, sharding=sharding, one_process=one_process,
                        assumptions=assumptions, disk=disk_need(rec.workload, best, gpu))
     wheel = launch_wheel()     # the SkyPilot task uploads it; torchrun lines install it where it is copied
-    return {"emit": emit.lower(), "gpu": plan.gpu.id, "count": plan.count, "provider": plan.provider,
-            "nodes": plan.nodes, "notes": list(plan.notes), "env": dict(plan.env), "files": dict(plan.files),
-            "disk_size_gb": plan.disk.disk_size_gb if plan.disk is not None else None,
-            "wheel": str(wheel) if wheel else None,
-            "text": render(plan, emit.lower(), wheel=wheel)}
+    return _launch_dict(plan, emit.lower(), render(plan, emit.lower(), wheel=wheel), wheel)
+
+
+def serve_best(rec, catalog, emit: str) -> dict:
+    """The launch of a server's best option (``is_server``), as ``launch_best``'s, with ``"replicas"``: for
+    ``emit`` "skypilot" a SkyServe service (``render_skyserve``) that runs the option's ``vllm serve`` line
+    (``vllm_serve_line``) on each of its replicas. Refused in one line (LaunchError) naming what to run instead
+    (``server_emit_refusal``): torchrun (it starts training jobs), an engine other than vLLM (HF generate has no
+    server to start), a provider SkyPilot does not know; and where nothing meets the request."""
+    emit = emit.lower()
+    if emit != "skypilot":
+        raise LaunchError(server_emit_refusal(rec, emit))
+    best = _best_to_launch(rec)
+    if rec.workload.engine != "vllm":
+        raise LaunchError(server_emit_refusal(rec, emit, "a SkyServe service runs vLLM's server, and HF generate has "
+                                                         "none gpuwise can start (serve with --engine vllm)"))
+    gpu = catalog.gpu(best.gpu)
+    plan = plan_launch(best, gpu, vllm_serve_line(rec, listen=True), disk=disk_need(rec.workload, best, gpu))
+    if plan.skypilot_cloud is None:
+        raise LaunchError(server_emit_refusal(rec, emit, f"SkyPilot does not know the provider {plan.provider!r}"))
+    return _launch_dict(plan, emit, render_skyserve(plan), None)
+
+
+def _best_to_launch(rec):
+    """The recommendation's best option; LaunchError saying why nothing meets (no offers, the deadline …), not
+    only that nothing does."""
+    if rec.best is None:
+        see = "; run without --emit to see the options and why each was left out" if rec.options else ""
+        raise LaunchError(f"nothing to launch: {rec.nothing_reason or 'no option meets the request'}{see}")
+    return rec.best
+
+
+def _launch_dict(plan: LaunchPlan, emit: str, text: str, wheel: Path | None) -> dict:
+    """``--json``'s ``launch``: the plan's machines, notes, environment, files and disk, and the emitted text."""
+    return {"emit": emit, "gpu": plan.gpu.id, "count": plan.count, "provider": plan.provider,
+            "nodes": plan.nodes, "replicas": plan.replicas, "notes": list(plan.notes), "env": dict(plan.env),
+            "files": dict(plan.files), "disk_size_gb": plan.disk.disk_size_gb if plan.disk is not None else None,
+            "wheel": str(wheel) if wheel else None, "text": text}
 
 
 def disk_need(workload, option, gpu) -> DiskNeed:
     """The disk each node of ``option`` needs for ``workload``: the whole model's weights and optimizer state as
     one unsharded GPU holds them (a checkpoint gathers the shards), from the same estimate as the plan (a traced
-    model's trace is cached by then)."""
+    model's trace is cached by then), and the checkpoint it downloads (``downloaded_weights_bytes``)."""
     whole = workload.with_(num_gpus=1, sharding="ddp", offload="none")
     memory = model_for(whole).estimate(gpu, count=1, batch_size=option.batch_size, with_time=False,
                                        grad_accum_steps=option.grad_accum_steps).memory
-    return DiskNeed.of(memory.weights_bytes, memory.optimizer_bytes, training=workload.is_training)
+    return DiskNeed.of(memory.weights_bytes, memory.optimizer_bytes, training=workload.is_training,
+                       downloaded_bytes=downloaded_weights_bytes(workload))
+
+
+def downloaded_weights_bytes(workload) -> int:
+    """The weights a decoder LLM's job downloads: its checkpoint's every parameter (``param_counts``) at the dtype
+    its config stores (``checkpoint_dtype``: 2 bytes for bf16), whatever the job then holds (a QLoRA base quantized
+    to nf4 as it loads: about 0.52 bytes a weight). 0 where not known: a checkpoint stored quantized (AWQ, FP8 …:
+    what it downloads is what it holds) or a model that is no decoder LLM."""
+    config = try_load_decoder_config(workload.model)
+    if config is None or stored_quant(workload.model) != "none":
+        return 0
+    return load_arch(workload.model).param_counts().total * checkpoint_bytes_per_param(checkpoint_dtype(config))
 
 
 def launch_wheel() -> Path | None:
@@ -104,4 +155,4 @@ def render(plan: LaunchPlan, emit: str, *, wheel: Path | None = None) -> str:
 
 
 __all__ = ["EMITTERS", "BatchSplit", "Command", "DiskNeed", "JobAssumptions", "LaunchError", "LaunchPlan", "ShardingSetup", "check_emit", "is_server",
-           "launch_best", "parse_command", "plan_launch", "render", "server_emit_refusal"]
+           "launch_best", "parse_command", "plan_launch", "render", "serve_best", "server_emit_refusal"]

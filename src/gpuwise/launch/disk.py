@@ -3,6 +3,10 @@ checkpoints (training), so that a SkyPilot task asks for it (``resources.disk_si
 default, which a large model's checkpoints outgrow: one checkpoint of a 70B full fine-tune (float32 weights and
 Adam's two states) is 0.85 TB, and the guard keeps three and writes a fourth before it prunes.
 
+The model is counted as the larger of the weights the job holds and the checkpoint it downloads: a QLoRA base
+holds its block weights in nf4 (8B: 5.9 GB) but downloads the 16-bit checkpoint they are quantized from as they
+load (16 GB; 70B: 141 GB).
+
 The dataset is not counted: gpuwise knows how many samples the job reads, not their bytes on disk.
 """
 
@@ -18,21 +22,32 @@ SYSTEM_BYTES = 100 * GB          # the image, CUDA, torch and the job's packages
 # one being written, which lands before the oldest is pruned
 CHECKPOINTS_ON_DISK = 4
 DISK_STEP_GB = 50                # disk_size is rounded up to a multiple of this
+# bytes a parameter of a checkpoint stored in a config's torch_dtype; one that names none is taken as 16-bit, the
+# dtype a decoder LLM's default precision assumes (gpuwise.workload.precision.default_precision)
+CHECKPOINT_DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+UNNAMED_CHECKPOINT_BYTES = 2
+
+
+def checkpoint_bytes_per_param(dtype: str | None) -> int:
+    """Bytes a parameter of a checkpoint stored in ``dtype`` (a config's ``torch_dtype``, ``torch.`` prefix or not)."""
+    return CHECKPOINT_DTYPE_BYTES.get(str(dtype or "").removeprefix("torch."), UNNAMED_CHECKPOINT_BYTES)
 
 
 @dataclass(frozen=True)
 class DiskNeed:
-    """Bytes on one node's disk: ``model_bytes`` (the weights as the job holds them, as downloaded or loaded) and
-    ``checkpoint_bytes`` (one checkpoint: weights and optimizer state; 0 for serving), beside ``SYSTEM_BYTES``."""
+    """Bytes on one node's disk: ``model_bytes`` (the model's weights: the checkpoint as downloaded, or as the job
+    holds them where that is more) and ``checkpoint_bytes`` (one checkpoint: weights and optimizer state; 0 for
+    serving), beside ``SYSTEM_BYTES``."""
 
     model_bytes: int
     checkpoint_bytes: int = 0
 
     @classmethod
-    def of(cls, weights_bytes: int, optimizer_bytes: int, *, training: bool) -> "DiskNeed":
+    def of(cls, weights_bytes: int, optimizer_bytes: int, *, training: bool, downloaded_bytes: int = 0) -> "DiskNeed":
         """The need of a job whose whole model (one GPU's worth, unsharded) holds ``weights_bytes`` of weights
-        and ``optimizer_bytes`` of optimizer state: a checkpoint holds both."""
-        return cls(int(weights_bytes), int(weights_bytes + optimizer_bytes) if training else 0)
+        and ``optimizer_bytes`` of optimizer state: a checkpoint holds both. ``downloaded_bytes``: the checkpoint
+        it downloads (0: not known), more than it holds where the weights are quantized as they load."""
+        return cls(int(max(weights_bytes, downloaded_bytes)), int(weights_bytes + optimizer_bytes) if training else 0)
 
     @property
     def total_bytes(self) -> int:

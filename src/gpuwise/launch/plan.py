@@ -122,6 +122,8 @@ class LaunchPlan:
     network: Link | None = None
     # the disk each node needs: the model, the guard's checkpoints (None: not known; SkyPilot's default disk)
     disk: DiskNeed | None = None
+    # copies of a server behind a load balancer (a serving option at --request-rate); 1 for any other job
+    replicas: int = 1
 
     @property
     def env(self) -> dict[str, str]:
@@ -184,7 +186,8 @@ def plan_launch(option, gpu: GPU, command: str, *, batch: BatchSplit | None = No
     (``gpuwise.workload.parallelism.splits_layers``), one process that places the model on every GPU: the
     command runs once, not under torchrun (whose N processes would each load the whole model). ``gpu``: the
     option's catalog GPU (``catalog.gpu(option.gpu)``); a name, or another GPU than the option's, is refused
-    (LaunchError): the option is priced and timed on its own GPU."""
+    (LaunchError): the option is priced and timed on its own GPU. A serving option's ``replicas`` (at a request
+    rate) become the plan's: that many copies of these machines, each running ``command`` (a server)."""
     if option is None:
         raise LaunchError("nothing to launch: no option meets the request")
     priced_on = getattr(option, "gpu", None)     # a recommendation's option names its GPU by id
@@ -223,4 +226,5 @@ def plan_launch(option, gpu: GPU, command: str, *, batch: BatchSplit | None = No
     return LaunchPlan(gpu=gpu, count=option.count, nodes=nodes, gpus_per_node=per_node, provider=option.provider,
                       spot=option.spot, skypilot_cloud=cloud, region=entry.get("region"), command=parsed,
                       notes=tuple(notes), batch=batch, sharding=sharding, one_process=one_process,
-                      assumptions=assumptions, network=topo.network if nodes > 1 else None, disk=disk)
+                      assumptions=assumptions, network=topo.network if nodes > 1 else None, disk=disk,
+                      replicas=getattr(option, "replicas", None) or 1)

@@ -1,11 +1,16 @@
-"""What runs a serving job: a server (vLLM's ``vllm serve``), not torchrun. ``--emit`` launches training jobs
-under torchrun; for a server it is refused, naming the ``vllm serve`` line to run on each replica instead.
+"""What runs a serving job: a server (vLLM's ``vllm serve``), not torchrun. ``--emit skypilot`` gives it as a
+SkyServe service (:mod:`gpuwise.launch.skyserve`) that runs the ``vllm serve`` line built here on each replica;
+``--emit torchrun``, which starts training jobs, is refused, naming that line and ``--emit skypilot``.
 
 vLLM reads a quantized checkpoint's own ``quantization_config``; a 16-bit checkpoint is quantized as it loads
 only where ``--quantization`` says how (``VLLM_QUANTIZATION``, from vLLM 0.10's
 ``model_executor/layers/quantization``): bitsandbytes' in-flight quantization is 4-bit only
 (``model_loader/bitsandbytes_loader.py``: LLM.int8() weights load from a checkpoint stored in 8 bits), and
 ``fp8`` quantizes the weights per tensor (``Fp8Config`` on a checkpoint not serialized in FP8).
+
+vLLM's OpenAI-compatible server (``vllm/entrypoints/openai/api_server.py``) listens on port 8000 unless told
+``--port``, and answers ``GET /health`` with 200 once its engine is up (503 while it is not): the readiness probe
+a load balancer needs.
 """
 
 from __future__ import annotations
@@ -16,6 +21,9 @@ from pathlib import Path
 from gpuwise.launch.plan import LaunchError
 from gpuwise.workload.checkpoint import stored_quant
 from gpuwise.workload.precision import parse as parse_precision
+
+VLLM_PORT = 8000                   # vllm serve's default --port
+VLLM_READINESS_PATH = "/health"    # vLLM's route that answers 200 once the engine serves
 
 # --quant -> vLLM's --quantization for a 16-bit checkpoint; None: vLLM cannot quantize it so as it loads
 VLLM_QUANTIZATION: dict[str, str | None] = {"nf4": "bitsandbytes", "fp8": "fp8", "int8": None}
@@ -65,32 +73,50 @@ def vllm_dtype_flags(workload, served_precision: str) -> list[str]:
     return [f"--dtype {parse_precision(served_precision).compute_dtype}"]
 
 
-def server_emit_refusal(rec, emit: str) -> str:
-    """The one line that refuses ``--emit`` for a server (``is_server``) and names what to run instead: the
-    ``vllm serve`` line of the recommendation's best option, on each of its replicas."""
+def vllm_serve_line(rec, *, listen: bool = False) -> str:
+    """The ``vllm serve`` line of a recommendation's best option (``rec.best``; engine vllm): the model, its tensor
+    parallelism over the option's GPUs, the context, dtype, quantization and memory flags it was priced with;
+    ``listen``: and the address it listens on (every interface, ``VLLM_PORT``), as a load balancer reaches it.
+    LaunchError where vLLM cannot load the weights so (``vllm_quantization_flags``)."""
     w, b = rec.workload, rec.best
-    head = f"--emit {emit} starts jobs under torchrun, not a server"
-    if b is None:
-        return f"{head}; and no option meets the request (run without --emit to see why)"
-    if w.engine == "vllm":
-        try:
-            quantization = vllm_quantization_flags(w)
-        except LaunchError as e:
-            return f"{head}; and {e}"
-        # the precision the best option is priced at: a default bf16 is its fp16 twin on a GPU without bf16
-        served_precision = rec.fallback_precision.get(b.gpu, w.precision)
-        # --max-model-len: vLLM refuses to start where the model's whole context does not fit its KV cache
-        flags = ([f"--tensor-parallel-size {b.count}"] if b.count > 1 else []) + [
-            f"--max-model-len {w.tokens_per_sequence + w.max_new_tokens}"] + vllm_dtype_flags(w, served_precision) + (
-            quantization + vllm_memory_flags(w))
-        run = f"`vllm serve {shlex.quote(_served_id(w))} {' '.join(flags)}`"
-    else:
-        run = "your server"
+    quantization = vllm_quantization_flags(w)
+    # the precision the best option is priced at: a default bf16 is its fp16 twin on a GPU without bf16
+    served_precision = rec.fallback_precision.get(b.gpu, w.precision)
+    # --max-model-len: vLLM refuses to start where the model's whole context does not fit its KV cache
+    flags = ([f"--tensor-parallel-size {b.count}"] if b.count > 1 else []) + [
+        f"--max-model-len {w.tokens_per_sequence + w.max_new_tokens}"] + vllm_dtype_flags(w, served_precision) + (
+        quantization + vllm_memory_flags(w)) + ([f"--host 0.0.0.0 --port {VLLM_PORT}"] if listen else [])
+    return f"vllm serve {shlex.quote(_served_id(w))} {' '.join(flags)}"
+
+
+def serving_instructions(rec) -> str:
+    """What to run for a recommendation's best option, in words: its ``vllm serve`` line (or "your server" for
+    another engine) on the option's GPUs, on each of its replicas behind a load balancer. LaunchError where vLLM
+    cannot load the weights so."""
+    w, b = rec.workload, rec.best
+    run = f"`{vllm_serve_line(rec)}`" if w.engine == "vllm" else "your server"
     where = f"{b.count}× {b.gpu} from {b.provider}"
     replicas = b.replicas or 1
     spread = (f"on each of {replicas} replicas ({where} each) behind a load balancer" if replicas > 1 else
               f"on {where}")
-    return f"{head}: run {run} {spread}"
+    return f"run {run} {spread}"
+
+
+def server_emit_refusal(rec, emit: str, why: str | None = None) -> str:
+    """The one line that refuses ``--emit`` for a server (``is_server``) and names what to run instead
+    (``serving_instructions``). ``why``: why ``emit`` cannot give it (default: torchrun starts training jobs, not a
+    server; then ``--emit skypilot`` is named where it gives a SkyServe task, engine vllm)."""
+    w, b = rec.workload, rec.best
+    head = f"--emit {emit}: {why}" if why else f"--emit {emit} starts jobs under torchrun, not a server"
+    if b is None:
+        return f"{head}; and no option meets the request (run without --emit to see why)"
+    try:
+        said = f"{head}: {serving_instructions(rec)}"
+    except LaunchError as e:
+        return f"{head}; and {e}"
+    if why is None and w.engine == "vllm":
+        said += "; --emit skypilot gives it as a SkyServe service (sky serve up)"
+    return said
 
 
 def _served_id(workload) -> str:

@@ -109,8 +109,10 @@ def run_log_name() -> str:
     return "gpuwise-run-node${SKYPILOT_NODE_RANK:-0}-start$((start += 1))-$(date +%Y%m%d-%H%M%S).db"
 
 
-def skypilot_task(plan: LaunchPlan, wheel: Path, *, name: str | None = None) -> dict:
-    """The task as a mapping, in SkyPilot's YAML schema; ``wheel`` is the local gpuwise wheel it uploads."""
+def skypilot_resources(plan: LaunchPlan) -> dict:
+    """A task's ``resources`` for ``plan``'s machines (one node, or one replica of a service): the accelerator and
+    its count a node, ``use_spot``, ``infra``, the disk (``disk_size``) and the network the plan is timed over.
+    LaunchError where SkyPilot does not know the provider."""
     if plan.skypilot_cloud is None:
         raise LaunchError(f"SkyPilot does not know the provider {plan.provider!r}: use --emit torchrun and run "
                           f"the lines on a machine rented there")
@@ -121,6 +123,12 @@ def skypilot_task(plan: LaunchPlan, wheel: Path, *, name: str | None = None) -> 
         resources["disk_size"] = plan.disk.disk_size_gb
     if needs_best_network(plan):
         resources["network_tier"] = "best"
+    return resources
+
+
+def skypilot_task(plan: LaunchPlan, wheel: Path, *, name: str | None = None) -> dict:
+    """The task as a mapping, in SkyPilot's YAML schema; ``wheel`` is the local gpuwise wheel it uploads."""
+    resources = skypilot_resources(plan)
     # node 0 hosts the rendezvous ($((…)) is 1 there, 0 elsewhere); SkyPilot's task id is the same on every node
     line = shell_line(worker_argv(plan, rdzv_host="$((SKYPILOT_NODE_RANK==0))", master_addr="$MASTER_ADDR",
                                   job_id="$SKYPILOT_TASK_ID", nproc_per_node="$SKYPILOT_NUM_GPUS_PER_NODE",
@@ -160,6 +168,11 @@ def _str(dumper: yaml.SafeDumper, value: str):
 _Dumper.add_representer(str, _str)
 
 
+def dump_task(task: dict) -> str:
+    """A task mapping as SkyPilot's YAML, in the order given, multi-line scripts as literal blocks."""
+    return yaml.dump(task, Dumper=_Dumper, sort_keys=False)
+
+
 def render_skypilot(plan: LaunchPlan, wheel: Path) -> str:
     """What ``gpuwise recommend --emit skypilot`` prints: the notes as comments, then the YAML."""
     head = [f"# {plan.count}x {plan.gpu.name} from {plan.provider}: {launch_command(plan)} <this file>"]
@@ -171,4 +184,4 @@ def render_skypilot(plan: LaunchPlan, wheel: Path) -> str:
                     "checkpoint directory on storage that outlives it (a bucket in file_mounts)")
     head.append(f"# note: setup installs the workdir's requirements.txt and gpuwise from {wheel} "
                 f"(a wheel of this gpuwise, uploaded by file_mounts)")
-    return "\n".join(head) + "\n" + yaml.dump(skypilot_task(plan, wheel), Dumper=_Dumper, sort_keys=False)
+    return "\n".join(head) + "\n" + dump_task(skypilot_task(plan, wheel))
