@@ -61,6 +61,7 @@ class Report:
             "run_ended": self.run_ended,
             "exit_code": self.run_end.exit_code if self.run_end else None,
             "signal": self.run_end.signal if self.run_end else None,
+            "stop_signal": self.run_end.stop_signal if self.run_end else None,
             "ended": self.run_end.ended if self.run_end else None,
             "last_logged_step": self.run_end.last_step if self.run_end else None,
             "needed_peak_bytes": u.needed_peak_bytes,

@@ -12,7 +12,7 @@ from gpuwise.plan.fit import usable_of
 from gpuwise.report.build import Report
 from gpuwise.report.errors import ReportError
 from gpuwise.report.predicted_vs_measured import comparison_lines
-from gpuwise.report.run_end import failed_run_line
+from gpuwise.report.run_end import run_end_line
 from gpuwise.report.text import kind_line
 from gpuwise.report.usage import gpu_labels, spans
 from gpuwise.units import format_bytes, format_duration, format_money
@@ -156,9 +156,9 @@ def render_html(report: Report) -> str:
                 + (f"; compared as {report.compared_as} (--gpu)" if report.compared_as else "")),
         ("Duration", format_duration(u.duration_s)),
     ]
-    failed = failed_run_line(report.run_end)
-    if failed is not None:
-        facts.insert(1, ("Ended", failed))
+    end_line = run_end_line(report.run_end)
+    if end_line is not None:
+        facts.insert(1, ("Ended", end_line))
     if u.mixed_gpus:
         facts.extend(("" if i else "Each kind's use", kind_line(k)) for i, k in enumerate(u.gpu_kinds))
     elif u.needed_peak_bytes is not None:
@@ -195,7 +195,7 @@ def render_html(report: Report) -> str:
         if r.cheaper:
             b = r.cheaper[0]
             verdict = ("Too short to judge (see the notes): " if u.too_short else
-                       "Of a failed run (see Ended): " if failed is not None else "") + (
+                       f"Of {report.run_end.run_words} (see Ended): " if end_line is not None else "") + (
                        f"{len(r.cheaper)} cheaper GPU(s) would have held this job. Best: <b>{e(b.gpu_name)}</b>, "
                        f"saving {_money(b.saving_per_hour, r.currency)}/h, {_money(b.saving_per_month, r.currency)} "
                        f"per month, {_money(b.saving_for_run, r.currency)} on this run.")

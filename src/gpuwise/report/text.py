@@ -9,7 +9,7 @@ from rich.text import Text
 from gpuwise.table_fit import widest_fitting
 from gpuwise.report.build import Report
 from gpuwise.report.predicted_vs_measured import comparison_footer, comparison_rows, comparison_title
-from gpuwise.report.run_end import failed_run_line
+from gpuwise.report.run_end import run_end_line
 from gpuwise.report.usage import gpu_labels
 from gpuwise.units import format_bytes, format_duration, format_money
 from gpuwise.text import for_console
@@ -64,9 +64,10 @@ def render_report(report: Report) -> Group:
     parts: list = []
     parts.append(Text.assemble(
         ("gpuwise report", "bold"), f": {u.path} ({u.source}), {format_duration(u.duration_s)}, {_gpus(report)}"))
-    failed = failed_run_line(report.run_end)
-    if failed is not None:
-        parts.append(Text(failed, style="bold red"))
+    end_line = run_end_line(report.run_end)
+    if end_line is not None:
+        failed = report.run_end.ended in ("failed", "killed")   # stopped and preempted runs did not fail
+        parts.append(Text(end_line, style="bold red" if failed else "bold yellow"))
     basis = "the job's processes" if job and job[0].memory_basis == "process" else "GPU memory used"
     if u.mixed_gpus:
         parts.append(Text(f"The job's GPUs differ in kind; each kind's use  [memory: {basis}]:"))
@@ -129,7 +130,7 @@ def render_report(report: Report) -> Group:
             kind, where = ("cheaper GPU(s)", "--json or --html lists") if cheaper else ("GPU(s) that hold it", "--json lists")
             parts.append(Text(f"{len(listed) - MAX_ROWS} more {kind} not shown ({where} every one).", style="dim"))
         guess = (" (too short to judge: see the note)" if u.too_short else
-                 " (of a failed run: see the first line)" if failed is not None else "")
+                 f" (of {report.run_end.run_words}: see the first line)" if end_line is not None else "")
         if cheaper:
             best = cheaper[0]
             parts.append(Text.from_markup(

@@ -467,6 +467,17 @@ def _stopped_note(times: dict[str, list[float]], devices: list[DeviceUsage], sta
             f"{'it is' if len(stopped) == 1 else 'they are'} counted, and priced, as rented for the whole run")
 
 
+def _lost_note(devices: list[DeviceUsage], job: tuple[str, ...]) -> str | None:
+    """Names the GPUs that fell off the bus, and says so when none was the job's (a lost GPU beside a job's
+    one GPU reads as the job's otherwise)."""
+    lost = [d.label for d in devices if d.lost]
+    if not lost:
+        return None
+    whose = "" if any(label in job for label in lost) else f", {'not one' if len(lost) == 1 else 'none'} of the job's,"
+    return (f"{gpu_labels(lost)}{whose} fell off the bus during the run (lost): "
+            f"{'its' if len(lost) == 1 else 'their'} samples end there")
+
+
 def summarize(log: UsageLog) -> UsageSummary:
     samples = sorted(log.samples, key=lambda s: (s.key[0], -1 if s.key[1] is None else s.key[1], s.t_s))
     by_label: dict[str, list[GpuSample]] = {}
@@ -515,8 +526,8 @@ def summarize(log: UsageLog) -> UsageSummary:
         notes.append(f"{len(idle)} of the {rented} GPUs in the log {'was' if len(idle) == 1 else 'were'} idle the "
                      f"whole run ({gpu_labels(idle)}: busy ≤ {ACTIVE_ABOVE_PCT:g}% on average, no more memory "
                      f"used than a CUDA context): you paid for {rented}; compared: the {len(job)} the job used")
-    if any(d.lost for d in devices):
-        notes.append("a GPU fell off the bus during the run (lost): its samples end there")
+    if lost := _lost_note(devices, job):
+        notes.append(lost)
     if stopped := _stopped_note(live_times, devices, start):
         notes.append(stopped)
     if unknown_busy := [d for d in job_devs if d.busy_basis is None]:
