@@ -28,7 +28,9 @@ from gpuwise.units import YEAR_S, format_bytes, format_duration, format_money
 
 @dataclass(frozen=True)
 class Advice:
-    kind: str       # diverged, overfitting, not_learning, noisy, batch_size, plateau, switch_gpu, forecast, healthy, plan
+    # run_end, diverged, overfitting, not_learning, noisy, batch_size, plateau, switch_gpu, memory, forecast, stop,
+    # implausible, healthy, plan
+    kind: str
     title: str
     text: str
     numbers: Mapping[str, Any] = field(default_factory=dict)
@@ -220,7 +222,10 @@ def overfitting_advice(o: Overfitting) -> list[Advice]:
 
 
 def switch_advice(pricing: Pricing, remaining_steps: int, end_reason: str) -> list[Advice]:
-    """The remaining steps on each GPU cheaper per step than the current one, with the saving after switching."""
+    """The remaining steps on each GPU cheaper per step than the current one, with the saving after switching;
+    nothing where no step remains (the run ends at its last logged step)."""
+    if remaining_steps <= 0:
+        return []
     cur = pricing.current
     if cur is None:
         return [Advice("switch_gpu", "Prices unknown", "To compare GPUs for the rest of the run, "

@@ -327,14 +327,15 @@ def _jsonl_records(path: Path, cut: bool, skipped: list[tuple[Where, str]] | Non
 
 def _is_one_json_document(path: Path) -> bool:
     """True for a file whose first line is not a whole JSON value (a pretty-printed document such as HF's
-    trainer_state.json); False for JSON Lines, whose every line is one."""
+    trainer_state.json), or is one that holds a ``log_history`` (a trainer_state.json written on one line);
+    False for JSON Lines, whose every line is one record."""
     with path.open(encoding="utf-8-sig", errors="replace") as f:
         first = next((line for line in f if line.strip()), "")
     try:
-        json.loads(first)
+        value = json.loads(first)
     except (ValueError, RecursionError):
         return first.lstrip().startswith(("{", "["))
-    return False
+    return isinstance(value, dict) and isinstance(value.get("log_history"), list)
 
 
 def read_trainer_state(path: Path, loss_name: str | None = None) -> TrainingLog:

@@ -21,6 +21,7 @@ from gpuwise.advise.gpu_options import gpu_options
 from gpuwise.advise.gpu_plan import GpuPlan, SwitchCost, plan_run
 from gpuwise.advise.noise_scale import NoiseScaleSummary, summarise
 from gpuwise.advise.phases import RISING
+from gpuwise.advise.run_end import RunEnd, recorded_run_end, run_end_advice
 from gpuwise.advise.overfitting import Overfitting, detect_overfitting
 from gpuwise.catalog import resolve_gpu
 from gpuwise.catalog.model import Catalog, CatalogError
@@ -72,6 +73,7 @@ class AdviceReport:
     overfitting: Overfitting | None = None  # an eval loss beside the training loss rising while it falls
     eval_name: str | None = None            # the eval series read beside the loss (None: none)
     thinned: Mapping[str, int] | None = None   # the log thinned on read: rows_read, points, bin_steps (None: not)
+    run_end: RunEnd | None = None           # how a guarded run ended, as its run log records it (None: not recorded)
 
     @property
     def diagnosis(self) -> str:
@@ -82,6 +84,7 @@ class AdviceReport:
         return {
             "source": self.source,
             "diagnosis": a.diagnosis,
+            "run_end": None if self.run_end is None else self.run_end.to_dict(),
             "points": int(len(a.steps)),
             "last_step": a.last_step,
             "current_trend_loss": _r(a.current_trend_loss),  # the fit's value at the last step when there is a fit
@@ -201,12 +204,16 @@ def prices_checked(pricing: Pricing) -> list[str]:
     return sorted({q.offer.checked for q in quotes if q.offer.checked})
 
 
-def end_of_run(a: CurveAnalysis, settings: AdviseSettings, log: TrainingLog) -> tuple[int, str]:
-    """How far the run goes, for the remaining cost: --total-steps, the target, the log's meta, else 2× now."""
+def end_of_run(a: CurveAnalysis, settings: AdviseSettings, log: TrainingLog,
+               run_end: RunEnd | None = None) -> tuple[int, str]:
+    """How far the run goes, for the remaining cost: --total-steps, the target, the log's meta, where the guard
+    recorded the run finished (``run_end``), else 2× now."""
     if settings.total_steps:
         return max(settings.total_steps, a.last_step), "--total-steps"
     if a.steps_to_target is not None and a.steps_to_target.step is not None:
         return a.steps_to_target.step, f"to reach loss {settings.target_loss:g}"
+    if run_end is not None and run_end.finished and run_end.ends_curve:
+        return a.last_step, "the run finished there, as the guard recorded; pass --total-steps to price going on"
     for key in ("total_steps", "max_steps"):
         value = log.meta.get(key)
         if value and str(value).isdigit() and int(value) > a.last_step:
@@ -237,7 +244,8 @@ def advise(log: TrainingLog, settings: AdviseSettings = AdviseSettings(), catalo
     batch = log.curve.last_batch_size()
     ns = summarise(log.noise, batch) if log.noise is not None and len(log.noise) >= 2 else None
     pricing = build_pricing(catalog, log, request, a.step_time_s)
-    end_step, end_reason = end_of_run(a, settings, log)
+    run_end = recorded_run_end(log.meta, log.curve)
+    end_step, end_reason = end_of_run(a, settings, log, run_end)
     remaining = max(0, end_step - a.last_step)
     lr = _lr_near(log, a.restart_step)
 
@@ -260,6 +268,7 @@ def advise(log: TrainingLog, settings: AdviseSettings = AdviseSettings(), catalo
         items[:0] = implausible_advice(a, end_step, end_reason)   # first: it says how far to trust the rest
     if overfit is not None:
         items[:0] = overfitting_advice(overfit)   # first: it changes where the run should stop
+    items[:0] = run_end_advice(run_end, a)        # before all: the curve ends where the run did, not where it would
     if a.diagnosis in ("diverged", "not_learning") and ns is not None:
         items += [x for x in noise_advice(a, ns, pricing) if x.kind == "batch_size"]
 
@@ -281,7 +290,7 @@ def advise(log: TrainingLog, settings: AdviseSettings = AdviseSettings(), catalo
     if log.thinned_bin_steps > 1:
         thinned = {"rows_read": log.rows_read, "points": len(log.curve), "bin_steps": log.thinned_bin_steps}
     return AdviceReport(a, ns, tuple(items), plan, pricing, log.curve.source, settings.target_loss, end_step, end_reason,
-                        log.loss_name, log.other_loss_names, overfit, log.eval_name, thinned)
+                        log.loss_name, log.other_loss_names, overfit, log.eval_name, thinned, run_end=run_end)
 
 
 def _switch_step(a: CurveAnalysis, end_step: int) -> int:

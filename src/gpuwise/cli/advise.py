@@ -208,7 +208,14 @@ def _render(report, plot_path: str | None, scaled_by: str | None = None) -> None
         c.console.print(f"Skipped {skipped['count']:,} NaN/inf loss{'es' if skipped['count'] > 1 else ''} "
                         f"(step{'s' if skipped['count'] > 1 else ''} {first}) that finite losses follow: the run "
                         "recovered (fp16 loss scaling skips such steps); diverged only when the log ends on NaN/inf.")
-    c.console.print(f"Diagnosis: [bold {colour}]{report.diagnosis.replace('_', ' ')}[/bold {colour}]")
+    end = report.run_end
+    if end is not None and end.cut_short:   # first: what follows reads a curve the run's end cut short
+        c.console.print(f"[bold red]The run did not finish[/bold red]: {for_console(end.words)}.")
+    elif end is not None and end.finished:
+        c.console.print(f"The run finished at step {end.step:,} (the guard recorded it)." if end.step is not None
+                        else "The run finished (the guard recorded it).")
+    cut = f" (of the steps before the run {end.how})" if end is not None and end.cut_short else ""
+    c.console.print(f"Diagnosis: [bold {colour}]{report.diagnosis.replace('_', ' ')}[/bold {colour}]{cut}")
     o = d["overfitting"]
     if o is not None:
         c.console.print(f"[bold yellow]Overfitting[/bold yellow]: eval loss rising since step {o['since_step']:,} "
@@ -254,5 +261,5 @@ def _render(report, plot_path: str | None, scaled_by: str | None = None) -> None
 
 
 def _advice_colour(kind: str) -> str:
-    return {"diverged": "red", "not_learning": "red", "overfitting": "yellow", "noisy": "yellow", "plateau": "yellow",
+    return {"run_end": "red", "diverged": "red", "not_learning": "red", "overfitting": "yellow", "noisy": "yellow", "plateau": "yellow",
             "batch_size": "cyan", "switch_gpu": "green", "plan": "green", "healthy": "green"}.get(kind, "blue")
