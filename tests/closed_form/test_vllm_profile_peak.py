@@ -7,9 +7,10 @@ dummy forward of max_num_batched_tokens tokens (and the sampler) and the non-tor
 import pytest
 
 from gpuwise.catalog import load_catalog
-from gpuwise.memory.llm import infer_memory, inference_weight_bytes, quantize_on_load_bytes
+from gpuwise.memory.llm import (VllmBatchDefaults, infer_memory, inference_weight_bytes, quantize_on_load_bytes,
+                               vllm_batch_defaults)
 from gpuwise.memory.llm_activations import decode_logits_bytes
-from gpuwise.plan.llm import VllmBatchDefaults, vllm_batch_defaults, vllm_capacity
+from gpuwise.plan.llm import vllm_capacity
 from gpuwise.workload import Workload
 from gpuwise.workload.decoder import load_arch
 

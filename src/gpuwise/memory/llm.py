@@ -34,7 +34,37 @@ MIB = 1 << 20
 STATIC_RESERVE = 0.01
 DYNAMIC_RESERVE = 0.15
 SHARDED = ("zero1", "zero2", "zero3", "fsdp")
+GIB = 1 << 30
 ZERO3_GRADIENT_BYTES = 4.0   # per trained parameter, before sharding: DeepSpeed ZeRO-3's 18 - 2 - 12 (below)
+VLLM_MAX_NUM_SEQS = 256                 # vLLM's default max_num_seqs below its large-GPU tier (vllm_batch_defaults)
+
+
+@dataclass(frozen=True)
+class VllmBatchDefaults:
+    max_num_batched_tokens: int          # tokens one scheduler iteration (and the profiling forward) runs
+    max_num_seqs: int                    # sequences one iteration runs
+
+
+def vllm_batch_defaults(gpu) -> VllmBatchDefaults:
+    """``vllm serve``'s defaults on ``gpu``, as vLLM 0.34 picks them (``EngineArgs.get_batch_defaults``,
+    OPENAI_API_SERVER): 16384 tokens and 1024 sequences from 160 GiB of GPU memory; 8192 and 1024 from 70 GiB
+    but on an A100 (vLLM's own device-name check: larger batches lowered an A100's throughput, its PR #17885);
+    2048 and 256 below."""
+    memory, name = gpu.visible_memory_bytes, f"{gpu.id} {gpu.name}".lower()
+    if memory >= 160 * GIB:
+        return VllmBatchDefaults(16384, 1024)
+    if memory >= 70 * GIB and "a100" not in name:
+        return VllmBatchDefaults(8192, 1024)
+    return VllmBatchDefaults(2048, VLLM_MAX_NUM_SEQS)
+
+
+def prefill_forward_tokens(w: Workload, gpu, prompt_tokens: int) -> int:
+    """Tokens one prefill forward runs: HF generate's whole prompts; vLLM's chunked prefill at most its scheduler's
+    budget, max_num_batched_tokens (``vllm_batch_defaults``; the same forward its memory profiling runs), so a prompt
+    longer than that is prefilled in chunks. Without a GPU, vLLM's budget is unknown: the whole prompt."""
+    if w.engine != "vllm" or gpu is None:
+        return prompt_tokens
+    return min(prompt_tokens, vllm_batch_defaults(gpu).max_num_batched_tokens)
 
 
 def cublas_workspace_bytes(gpu, handles: int) -> int:
@@ -359,8 +389,8 @@ def infer_memory(arch: DecoderArch, w: Workload, gpu=None, *, prompt_tokens: int
     kv_prompt = arch.kv_cache_bytes(prompt_tokens, batch, kv_bytes_per_element, mla_latent=latent) * kv_share
     paged = w.engine == "vllm"
     prefilled = 1 if paged else batch       # prompts in one prefill forward
-    prefill = prefill_bytes(arch, prompt_tokens * prefilled, prefilled, compute_bytes(w.precision)) / (
-        1 if by_layers else n)
+    prefill = prefill_bytes(arch, prefill_forward_tokens(w, gpu, prompt_tokens * prefilled), prefilled,
+                            compute_bytes(w.precision)) / (1 if by_layers else n)
     decode = decode_logits_bytes(arch, batch)   # last-position logits and their float32 copy
     notes = []
     if n > 1:

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field, replace
 
 from gpuwise.catalog.model import GPU, not_a_gpu
 from gpuwise.catalog.topology import Topology
-from gpuwise.memory.llm import InferMemory, TrainMemory, infer_memory, train_memory
+from gpuwise.memory.llm import (VLLM_MAX_NUM_SEQS, InferMemory, TrainMemory, infer_memory, train_memory,
+                               vllm_batch_defaults)
 from gpuwise.memory.llm_activations import decode_logits_bytes
 from gpuwise.memory.model import MemoryEstimate
 from gpuwise.plan.errors import PlanError
@@ -28,28 +29,6 @@ from gpuwise.workload.decoder import DecoderArch, ParamCounts, defaulted_note, l
 from gpuwise.units import format_bytes, format_request_rate
 from gpuwise.workload.model import DEFAULT_GPU_MEMORY_UTILIZATION
 from gpuwise.workload.storage import HF_FLOAT_KV_CACHE_DTYPES, compute_bytes, kv_cache_bytes_per_element
-
-VLLM_MAX_NUM_SEQS = 256                 # vLLM's default max_num_seqs below its large-GPU tier (vllm_batch_defaults)
-GIB = 1 << 30
-
-
-@dataclass(frozen=True)
-class VllmBatchDefaults:
-    max_num_batched_tokens: int          # tokens one scheduler iteration (and the profiling forward) runs
-    max_num_seqs: int                    # sequences one iteration runs
-
-
-def vllm_batch_defaults(gpu) -> VllmBatchDefaults:
-    """``vllm serve``'s defaults on ``gpu``, as vLLM 0.34 picks them (``EngineArgs.get_batch_defaults``,
-    OPENAI_API_SERVER): 16384 tokens and 1024 sequences from 160 GiB of GPU memory; 8192 and 1024 from 70 GiB
-    but on an A100 (vLLM's own device-name check: larger batches lowered an A100's throughput, its PR #17885);
-    2048 and 256 below."""
-    memory, name = gpu.visible_memory_bytes, f"{gpu.id} {gpu.name}".lower()
-    if memory >= 160 * GIB:
-        return VllmBatchDefaults(16384, 1024)
-    if memory >= 70 * GIB and "a100" not in name:
-        return VllmBatchDefaults(8192, 1024)
-    return VllmBatchDefaults(2048, VLLM_MAX_NUM_SEQS)
 
 
 @dataclass(frozen=True)

@@ -336,6 +336,37 @@ def _get(cfg: dict, *keys, default=None):
     return default
 
 
+# Model types whose config keeps ``sliding_window`` and whose every layer attends within it: transformers' config
+# class writes no ``layer_types``, so its DynamicCache (cache_utils, 4.56+) gives every layer a sliding-window layer
+# that keeps only the window (Mistral 7B v0.1: 4096; Phi-3 4k: 2047). Qwen's MoE classes keep the window only
+# with use_sliding_window.
+_SLIDING_EVERY_LAYER = {"mistral", "mixtral", "phi3", "starcoder2", "qwen2_moe", "qwen3_moe"}
+_SLIDING_IF_ASKED = {"qwen2", "qwen3", "qwen2_moe", "qwen3_moe"}   # their classes drop the window without use_sliding_window
+
+
+def sliding_window_layers(c: dict, model_type: str, layers: int) -> tuple[int, int]:
+    """(window in tokens, layers whose KV cache stops at it) as transformers builds the model's cache: the config's
+    own ``layer_types`` where it lists them; Gemma 2's alternate and Gemma 3's 5 local : 1 global layers; Qwen2/3's
+    layers from ``max_window_layers`` on (their config classes' layer_types); every layer of the types in
+    ``_SLIDING_EVERY_LAYER``. (0, 0): no window, or one the model type does not apply."""
+    window = int(c.get("sliding_window") or 0)
+    if not window or (model_type in _SLIDING_IF_ASKED and not c.get("use_sliding_window")):
+        return 0, 0
+    if isinstance(types := c.get("layer_types"), list):
+        sliding = sum(1 for t in types[:layers] if t in ("sliding_attention", "chunked_attention"))
+    elif model_type == "gemma2":
+        sliding = (layers + 1) // 2                       # even layers use the local window
+    elif model_type in ("gemma3_text", "gemma3"):
+        sliding = layers - layers // int(c.get("sliding_window_pattern") or 6)   # 5 local : 1 global
+    elif model_type in ("qwen2", "qwen3"):
+        sliding = layers - min(int(c.get("max_window_layers", 28)), layers)    # the first ones attend in full
+    elif model_type in _SLIDING_EVERY_LAYER:
+        sliding = layers
+    else:
+        sliding = 0
+    return (window, sliding) if sliding else (0, 0)
+
+
 def arch_from_config(cfg: dict) -> DecoderArch:
     """Build a DecoderArch from an HF config dict (the language part of multimodal configs)."""
     c = text_config(cfg)
@@ -444,12 +475,7 @@ def arch_from_config(cfg: dict) -> DecoderArch:
     lin += mlp(("gate_proj", "up_proj", "down_proj"), "shared", shared_inter, 1, moe_layers)
 
     norms_per_layer = {"gemma2": 4, "gemma3_text": 4, "gemma3": 4, "phi": 1}.get(mt, 2)
-    window, sliding = int(c.get("sliding_window") or 0), 0
-    if mt == "gemma2" and window:
-        sliding = (layers + 1) // 2                       # even layers use the local window
-    elif mt in ("gemma3_text", "gemma3") and window:
-        pattern = int(c.get("sliding_window_pattern") or 6)
-        sliding = layers - layers // pattern              # 5 local : 1 global
+    window, sliding = sliding_window_layers(c, mt, layers)
     return DecoderArch(
         model_type=mt, hidden_size=h, num_layers=layers, num_heads=heads, num_kv_heads=kv_heads,
         head_dim=head_dim, intermediate_size=inter, vocab_size=vocab,
@@ -460,7 +486,7 @@ def arch_from_config(cfg: dict) -> DecoderArch:
         moe_intermediate_size=moe_inter, shared_intermediate_size=shared_inter, num_moe_layers=moe_layers,
         shared_expert_gate=mt == "qwen2_moe" and shared_inter > 0, q_lora_rank=q_lora, kv_lora_rank=mla,
         qk_rope_head_dim=rope, qk_nope_head_dim=nope, v_head_dim=v_head,
-        sliding_window=window if sliding else 0, sliding_layers=sliding, lm_head_bias=mt == "phi",
+        sliding_window=window, sliding_layers=sliding, lm_head_bias=mt == "phi",
         max_position_embeddings=int(_get(c, "max_position_embeddings", "n_positions", "seq_length",
                                          "model_max_length", "max_seq_len", default=0)),
     )
