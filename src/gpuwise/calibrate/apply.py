@@ -26,7 +26,9 @@ from dataclasses import replace
 from gpuwise.calibrate.fit import (
     HOST,
     MIN_CLASS_SHARE,
+    OFFLOAD,
     SHOWN_HOST_S,
+    CalibratedStep,
     GpuCalibration,
     class_key,
     duration_text,
@@ -47,7 +49,7 @@ def corrected_time(step: StepTime, cal: GpuCalibration, precision, gpu) -> StepT
     shipped step's own rule (``runtime.predict.step_pace``); the other warnings stay as they were."""
     new = cal.compose(step.by_class_s, step.host_s, lambda c: class_key(c, precision, gpu))
     old_classes_s = sum(step.by_class_s.values())
-    ratio = new.compute_s / old_classes_s if old_classes_s > 0 else 1.0
+    micro_step_s, optimizer_s = _calibrated_phases_s(step, new)
     old_device_s = sum(s for c, s in step.by_class_s.items() if on_device(c))
     device_s = step.device_s * (new.device_s / old_device_s) if old_device_s > 0 else step.device_s
     host_s = new.host_side_s if step.host_s > 0 or cal.host_s > 0 else step.host_s
@@ -59,9 +61,31 @@ def corrected_time(step: StepTime, cal: GpuCalibration, precision, gpu) -> StepT
     return replace(
         step, by_class_s=new.by_class_s, step_time_s=step_s, bound=bound, compute_s=compute_s, warnings=warnings,
         samples_per_s=samples_per_step / step_s if step_s > 0 else 0.0,
-        micro_step_s=step.micro_step_s * ratio, optimizer_s=step.optimizer_s * ratio, host_s=host_s, device_s=device_s,
+        micro_step_s=micro_step_s, optimizer_s=optimizer_s, host_s=host_s, device_s=device_s,
         stack=f"{step.stack}; {cal.label}" if step.stack else cal.label, pace=pace,
     )
+
+
+def _calibrated_phases_s(step: StepTime, new: CalibratedStep) -> tuple[float, float]:
+    """(micro_step_s, optimizer_s) of ``step`` calibrated to ``new``: each phase's seconds in the offload part (an
+    offloaded step's CPU optimizer step, all of it, and the weights' PCIe copies of the micro-steps) follow that
+    part's calibration, its other seconds the GPU's part (the device classes, the wait for the host, the host term)."""
+    old_offload_s = float(step.by_class_s.get(OFFLOAD, 0.0))
+    old_gpu_s = sum(step.by_class_s.values()) - old_offload_s
+    gpu_ratio = _ratio(new.compute_s - new.by_class_s.get(OFFLOAD, 0.0), old_gpu_s)
+    offload_ratio = _ratio(new.by_class_s.get(OFFLOAD, 0.0), old_offload_s)
+    optimizer_offload_s = step.optimizer_s if old_offload_s > 0 else 0.0   # offloaded: the CPU's (runtime.llm)
+    optimizer_gpu_s = step.optimizer_s - optimizer_offload_s
+    micro_offload_s = max(0.0, old_offload_s - optimizer_offload_s)          # every micro-step's, together
+    micro_gpu_s = max(0.0, old_gpu_s - optimizer_gpu_s)
+    micro_ratio = _ratio(micro_gpu_s * gpu_ratio + micro_offload_s * offload_ratio, micro_gpu_s + micro_offload_s)
+    return (step.micro_step_s * micro_ratio,
+            optimizer_gpu_s * gpu_ratio + optimizer_offload_s * offload_ratio)
+
+
+def _ratio(new_s: float, old_s: float) -> float:
+    """``new_s / old_s``; 1 (as shipped) where there was nothing."""
+    return new_s / old_s if old_s > 0 else 1.0
 
 
 def _calibrated_pace(step: StepTime, pace: StepPace | None,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,6 +101,27 @@ def write_rows(path: str | Path, rows: Sequence[Mapping], inputs: Sequence[str |
         raise CalibrateError(f"--export {p}: cannot write the rows ({exc.strerror or exc})") from None
 
 
+def checked_figures(figures: Mapping, said: Mapping[str, str] | None = None) -> dict:
+    """A measurement's ``FIGURES`` as ``Measurement`` holds them (absent: None; timed steps: 0); ValueError naming the
+    first out of its range (by its name in ``said``, where the input names it otherwise): the step time a finite
+    number of seconds > 0, the others whole numbers >= 0. The one check of an exported row's figures and of
+    measure.py's."""
+    def name(k: str) -> str:
+        return (said or {}).get(k, k)
+
+    step = figures.get("step_time_s")
+    if step is not None and (isinstance(step, bool) or not isinstance(step, (int, float)) or not 0 < step < math.inf):
+        raise ValueError(f"{name('step_time_s')} {step!r} is not a positive number")
+    out = {"step_time_s": step}
+    for k in FIGURES[1:]:
+        v = figures.get(k)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+            raise ValueError(f"{name(k)} {v!r} is not a whole number >= 0")
+        out[k] = v
+    out["timed_steps"] = out["timed_steps"] or 0
+    return out
+
+
 def parse_row(row: Mapping, source: str) -> Measurement:
     """The measurement of one exported row; CalibrateError naming ``source`` when it is not one."""
     try:
@@ -109,13 +131,7 @@ def parse_row(row: Mapping, source: str) -> Measurement:
         workload = row["workload"]
         if not isinstance(workload, Mapping) or not isinstance(figures, Mapping):
             raise TypeError("workload and figures must be objects")
-        step = figures.get("step_time_s")
-        if step is not None and not (isinstance(step, (int, float)) and step > 0):
-            raise ValueError(f"step_time_s {step!r} is not a positive number")
-        ints = {k: figures.get(k) for k in FIGURES[1:]}
-        for k, v in ints.items():
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
-                raise ValueError(f"{k} {v!r} is not a whole number >= 0")
+        checked = checked_figures(figures)
         gpu_id, gpu_name = (row.get(k) or None for k in ("gpu", "gpu_name"))    # "" is no name
         if gpu_id is None and gpu_name is None:
             raise KeyError("gpu")
@@ -123,9 +139,7 @@ def parse_row(row: Mapping, source: str) -> Measurement:
             if value is not None and not isinstance(value, str):
                 raise ValueError(f"{key} {value!r} is not a GPU name")
         return RowMeasurement(
-            gpu_id=gpu_id, gpu_name=gpu_name or gpu_id, workload=dict(workload), step_time_s=step,
-            timed_steps=ints["timed_steps"] or 0, peak_allocated_bytes=ints["peak_allocated_bytes"],
-            peak_reserved_bytes=ints["peak_reserved_bytes"], process_memory_bytes=ints["process_memory_bytes"],
+            gpu_id=gpu_id, gpu_name=gpu_name or gpu_id, workload=dict(workload), **checked,
             driver_version=stack.get("driver"), cuda_version=stack.get("cuda"), torch_version=stack.get("torch"),
             source=source)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:

@@ -30,8 +30,10 @@ issue time); the class deviations ``δ_c`` firmly (they need runs that tell the 
 scales every device class it exercised alike, or, when the host set its pace, adds host time; varied runs
 separate them. Never by model name.
 
-Evidence. A factor applies only to a class the runs give evidence for: one that carried at least
-``MIN_CLASS_SHARE`` (5 %) of at least one run's predicted step time. Every other class, above all one no run
+Evidence. A factor applies only to a class the runs give evidence for (``fitted_classes``, what both the fit and a
+reloaded file keep): one that carried at least ``MIN_CLASS_SHARE`` (5 %) of at least one run's predicted step time,
+and ``launch`` also where a run measured less than the host's side alone allows (``faster_than_host_side``: only a
+faster host issue reproduces it, however small the wait for the host was). Every other class, above all one no run
 exercised (another operator or another precision: ``conv/fp16`` after fp32 MLP runs), keeps the shipped
 model (factor 1). Why 5 %: a class below it moves no run's predicted step by more than 5 % × (f − 1), which
 the measured medians (a few % apart run to run) cannot tell from the other classes' factors, so the fit's
@@ -278,16 +280,14 @@ def same_workload_disagreements(rows: Sequence[FitRow]) -> list[tuple[FitRow, ..
 
 def fit_time(rows: Sequence[FitRow]) -> tuple[float, dict[str, float], float]:
     """(global factor g, per-class factors, host seconds per step) by bounded nonlinear least squares on the
-    composition of ``compose`` (module docstring). Only classes with evidence (``supported_classes``) are
+    composition of ``compose`` (module docstring). Only classes with evidence (``fitted_classes``) are
     fitted; the others are held at 1 (their seconds count as predicted), so one run still lands on its
-    measurement through the classes that carried it. ``launch``'s factor (the host's issue time) is fitted
-    when some run's wait for the host carried its share, or some run measured less than the host's side
-    alone allows; ``offload``'s (an offloaded step's CPU part) when it carried its share of some run."""
-    supported = supported_classes(rows)
-    classes = sorted({c for r in rows for c, s in r.predicted_by_class_s.items()
-                      if s > 0 and c in supported and on_device(c)})
-    fit_offload = OFFLOAD in supported
-    if not rows or not (classes or LAUNCH in supported or fit_offload):
+    measurement through the classes that carried it. Which factors it fits, ``launch``'s and ``offload``'s among
+    them, is ``fitted_classes``'s answer."""
+    kept = fitted_classes(rows)
+    classes = sorted(c for c in kept if on_device(c))
+    fit_launch, fit_offload = LAUNCH in kept, OFFLOAD in kept
+    if not rows or not kept:
         raise CalibrateError("no run with a predicted step time to calibrate on")
     import numpy as np                       # imported here: loading a calibration needs neither
     from scipy.optimize import least_squares
@@ -296,15 +296,14 @@ def fit_time(rows: Sequence[FitRow]) -> tuple[float, dict[str, float], float]:
     fitted = np.array([[r.predicted_by_class_s.get(c, 0.0) for c in classes] for r in rows]).reshape(n, n_cls)
     held = np.array([sum(s for c, s in r.predicted_by_class_s.items() if on_device(c) and c not in classes)
                      for r in rows])
-    d0 = fitted.sum(axis=1) + held
+    sides = [shipped_sides(r) for r in rows]
+    d0 = np.array([s.device_s for s in sides])
     w0 = np.array([r.predicted_by_class_s.get(LAUNCH, 0.0) for r in rows])
-    h0 = np.array([r.predicted_host_s if r.predicted_host_s else implied_host_s(d, w) for r, d, w in zip(rows, d0, w0)])
-    shipped_max = smooth_max(d0, h0)
-    excess = np.divide(d0 + w0 - shipped_max, shipped_max, out=np.zeros(n), where=shipped_max > 0)
+    h0 = np.array([s.issue_s for s in sides])
+    excess = np.array([s.excess for s in sides])
     other = np.array([r.predicted_other_s for r in rows])
     offload = np.array([r.predicted_by_class_s.get(OFFLOAD, 0.0) for r in rows])   # in series: the CPU's part
     measured = np.array([r.measured_step_time_s for r in rows])
-    fit_launch = LAUNCH in supported or bool(np.any((h0 > 0) & (measured < h0 * (1 + excess) + other + offload)))
     # The host term's unit: the runs' issue time (median), so its prior, like g's, is on the relative change
     # of its side of the smooth maximum: a run is explained by the side that needs the smaller change.
     host_unit_s = float(np.median(h0[h0 > 0])) if np.any(h0 > 0) else float(np.median(measured))
@@ -353,6 +352,44 @@ def fit_time(rows: Sequence[FitRow]) -> tuple[float, dict[str, float], float]:
     if fit_offload:
         factors[OFFLOAD] = f_offload
     return g, factors, max(0.0, h)
+
+
+@dataclass(frozen=True)
+class ShippedSides:
+    """A run's shipped step as the composition sees it (``compose``): the device classes' seconds, the host's issue
+    time and the step's relative excess over one smooth maximum of the two (one per phase in the shipped model)."""
+
+    device_s: float
+    issue_s: float
+    excess: float
+
+
+def shipped_sides(row: FitRow) -> ShippedSides:
+    """``row``'s shipped device seconds, host issue time (``implied_host_s`` where the row does not say it) and excess."""
+    device_s = sum(s for c, s in row.predicted_by_class_s.items() if on_device(c))
+    wait_s = float(row.predicted_by_class_s.get(LAUNCH, 0.0))
+    issue_s = row.predicted_host_s if row.predicted_host_s else implied_host_s(device_s, wait_s)
+    both_s = smooth_max(device_s, issue_s)
+    return ShippedSides(device_s=device_s, issue_s=issue_s,
+                        excess=(device_s + wait_s - both_s) / both_s if both_s > 0 else 0.0)
+
+
+def faster_than_host_side(row: FitRow) -> bool:
+    """Whether ``row`` measured less than its host's side alone allows (the issue time, with the step's excess, and
+    what runs in series with it): no device factor reproduces it, only a faster issue (``launch``'s factor)."""
+    sides = shipped_sides(row)
+    host_side_s = (sides.issue_s * (1 + sides.excess) + row.predicted_other_s
+                   + row.predicted_by_class_s.get(OFFLOAD, 0.0))
+    return sides.issue_s > 0 and row.measured_step_time_s < host_side_s
+
+
+def fitted_classes(rows: Sequence[FitRow]) -> set[str]:
+    """The classes a fit of ``rows`` gives a factor, the one rule the fit and a reloaded file (``store``) share: those
+    with evidence (``supported_classes``), and ``launch`` where some run was faster than its host's side alone."""
+    kept = supported_classes(rows)
+    if any(faster_than_host_side(r) for r in rows):
+        kept.add(LAUNCH)
+    return kept
 
 
 def supported_classes(rows: Sequence[FitRow]) -> set[str]:

@@ -29,7 +29,7 @@ from gpuwise.calibrate.fit import (
     GpuCalibration,
     fit_gpu,
     fit_memory_offset,
-    supported_classes,
+    fitted_classes,
 )
 from gpuwise.catalog import Catalog, CatalogError, resolve_gpu
 from gpuwise.catalog.loader import user_config_dir
@@ -157,7 +157,7 @@ def from_toml(text: str, source: str = FILE_NAME) -> dict[str, GpuCalibration]:
                 factors.pop(LAUNCH, None)
                 host_s = 0.0
             if runs:      # a file written before the evidence rule: its runs say what it may scale and measured
-                factors = {k: v for k, v in factors.items() if k in supported_classes(runs)}
+                factors = {k: v for k, v in factors.items() if k in fitted_classes(runs)}
                 offset = offset if fit_memory_offset(runs) is not None else None
             out[gpu] = GpuCalibration(
                 gpu=gpu, class_factors=factors,
