@@ -66,7 +66,11 @@ GPU_SAMPLE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("mig_index", "INTEGER"),             # MIG instance of GPU gpu_index; NULL: the whole GPU
     ("process_count", "INTEGER"),         # compute processes NVML lists on this GPU
     ("process_match", "TEXT"),            # how process_memory_bytes was matched: 'pid', 'all' (pid namespaces differ)
+    # Added later: a log written before them lacks them (the writer adds them, a reader reads them as NULL).
+    ("gpu_instance_id", "INTEGER"),       # a MIG instance's GPU instance ID (nvidia-smi mig -lgi), not its slot
+    ("memory_reserved_bytes", "INTEGER"), # the driver's reserved memory (NVML memory info v2; not in used, not free)
 )
+GPU_SAMPLE_NAMES: tuple[str, ...] = tuple(n for n, _ in GPU_SAMPLE_COLUMNS)
 
 
 class RunLogError(GpuwiseError):
@@ -162,7 +166,22 @@ class RunLog:
             CREATE TABLE IF NOT EXISTS events (t_s REAL NOT NULL, kind TEXT NOT NULL, message TEXT);
             """
         )
+        self._add_missing_columns()
         self._conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+
+    def _add_missing_columns(self) -> None:
+        """A log an older gpuwise wrote, before some of ``GPU_SAMPLE_COLUMNS`` existed, gets them (NULL in its
+        earlier rows), so that this writer's rows keep every field. Another writer adding the same column at the
+        same time is no error."""
+        present = {row[1] for row in self._conn.execute("PRAGMA table_info(gpu_samples)")}
+        for name, sql_type in GPU_SAMPLE_COLUMNS:
+            if name in present:
+                continue
+            try:
+                self._conn.execute(f"ALTER TABLE gpu_samples ADD COLUMN {name} {sql_type}")
+            except sqlite3.OperationalError as exc:
+                if "duplicate column" not in str(exc):
+                    raise
 
     # -- writing ---------------------------------------------------------------------------------
     def set_meta(self, key: str, value: object) -> None:
@@ -180,7 +199,7 @@ class RunLog:
             return self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()[0]
 
     def write_gpu_samples(self, samples: Iterable[Mapping[str, object]]) -> None:
-        names = [n for n, _ in GPU_SAMPLE_COLUMNS]
+        names = GPU_SAMPLE_NAMES
         rows = [tuple(s.get(n, 0 if n == "lost" else None) for n in names) for s in samples]
         if rows:
             self._write(f"INSERT INTO gpu_samples ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})", rows)
@@ -373,7 +392,11 @@ def read_meta(path: str | Path) -> dict[str, str]:
 
 
 def read_gpu_samples(path: str | Path) -> list[dict]:
-    return [dict(r) for r in _rows(path, "SELECT * FROM gpu_samples ORDER BY t_s, gpu_index", "gpu_samples")]
+    """Every row, with every column of ``GPU_SAMPLE_COLUMNS``: one a log written before it existed lacks is
+    None (columns this gpuwise does not know, from a newer one, are kept as they are)."""
+    absent = dict.fromkeys(GPU_SAMPLE_NAMES)
+    return [{**absent, **dict(r)} for r in _rows(path, "SELECT * FROM gpu_samples ORDER BY t_s, gpu_index",
+                                                 "gpu_samples")]
 
 
 def read_train_metrics(path: str | Path) -> dict[str, list[tuple[int, float, float | None]]]:

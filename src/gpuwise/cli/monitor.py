@@ -76,11 +76,19 @@ def _check_gpus_exist(narrow, history) -> None:
                            f"(GPUs {', '.join(map(str, present))})")
 
 
+def _check_filter_applies(narrow, sampler) -> None:
+    """After the first sample, before anything is shown: --gpu naming no GPU here, or --user/--pid over a backend
+    that lists no processes (a run log's replay), is one line, exit 2."""
+    _check_gpus_exist(narrow, sampler.history())
+    backend = sampler.backend
+    narrow.check_applies(_processes(backend), getattr(backend, "source", backend.name))
+
+
 def _watch_json(sampler, narrow) -> None:
     """``watch --json``: one snapshot as one JSON object."""
     backend = sampler.backend
     samples = [s for s in sampler.sample_once() if narrow.keeps_gpu(s.gpu_index)]
-    _check_gpus_exist(narrow, sampler.history())
+    _check_filter_applies(narrow, sampler)
     procs = narrow.processes(_processes(backend))
     print_json({"available": True, "backend": backend.name, "driver_version": backend.driver_version(),
                 "t_s": samples[0].t_s if samples else time.time(),
@@ -105,8 +113,8 @@ def _watch_views(sampler, narrow, count: int, stop):
     title = for_console(f"gpuwise watch: {backend.name}, driver {backend.driver_version() or '?'}, "
                         f"every {sampler.interval_s:g} s{only}")
     due_s = time.monotonic()
-    sampler.sample_once()                       # the first sample before the view: --gpu checked
-    _check_gpus_exist(narrow, sampler.history())
+    sampler.sample_once()                       # the first sample before the view: the filter checked
+    _check_filter_applies(narrow, sampler)
     # On a terminal the view is redrawn in place; into a pipe or a file it is printed whole at each
     # sample, the time it was drawn under the title (as nvidia-smi -l prints its report each interval).
     in_place = console.is_terminal

@@ -38,7 +38,8 @@ class ReplayBackend:
     def __init__(self, frames: Sequence[Frame], *, driver_version: str | None = "replay",
                  loop: bool = False, stamp_now: bool = True, source: str = "replay frames",
                  lists_processes: bool = True) -> None:
-        """``source``: what the frames came from, for the error naming a bad one (MonitorError).
+        """``source``: what the frames came from, for the error naming a bad one (MonitorError); kept, for
+        any later message about them (a process filter a run log cannot serve).
         ``lists_processes`` False: the frames hold no process lists (a run log's): ``processes()`` is None."""
         if not frames:
             raise MonitorError(f"{source}: a replay backend needs at least one frame of samples")
@@ -47,6 +48,7 @@ class ReplayBackend:
             if problem:
                 raise MonitorError(f"{source}: frame {i}: {problem}")
         self._frames = list(frames)
+        self.source = source
         self._driver_version = driver_version
         self._loop = loop
         self._stamp_now = stamp_now

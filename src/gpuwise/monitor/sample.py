@@ -1,8 +1,8 @@
 """One GPU at one instant: the value every backend returns and every consumer reads.
 
-Field names and units are the run log's columns (``gpuwise.runlog.GPU_SAMPLE_COLUMNS``), except the two marked
-live only; ``None`` means the
-driver did not report the field (not supported on this GPU, under MIG, or no permission), never zero.
+Field names and units are the run log's columns (``gpuwise.runlog.GPU_SAMPLE_COLUMNS``), every one of them, so a
+replayed log gives the samples that were written; ``None`` means the driver did not report the field (not
+supported on this GPU, under MIG, or no permission), never zero.
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ class GpuSample:
     mig_index: int | None = None             # MIG instance on GPU ``gpu_index``; None for a whole GPU
     process_count: int | None = None         # compute processes NVML lists on this GPU
     process_match: str | None = None         # "pid", "all" (pid namespaces differ), None (unknown)
-    # Live only (the exporter), not run-log columns: read back from a log they are None.
     gpu_instance_id: int | None = None       # a MIG instance's GPU instance ID (nvidia-smi mig -lgi), not its slot
     memory_reserved_bytes: int | None = None  # the driver's reserved memory (NVML memory info v2)
 

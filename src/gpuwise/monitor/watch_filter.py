@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from gpuwise.monitor.errors import MonitorError
 from gpuwise.monitor.procs import ProcessRow, process_tree
 
 
@@ -40,6 +41,16 @@ class WatchFilter:
                 if self.keeps_gpu(r.gpu_index)
                 and (not self.users or r.user in self.users)
                 and (not pids or r.pid in pids)]
+
+    def check_applies(self, rows: Sequence[ProcessRow] | None, source: str) -> None:
+        """A user or pid filter needs the processes: over a backend that lists none (``rows`` None: a run log's
+        replay, which keeps how many processes each device had, not whose), MonitorError (exit 2, one line)
+        rather than a view titled "only user alice" that counts every user's processes."""
+        if rows is not None or not (self.users or self.pids):
+            return
+        options = " ".join([*(f"--user {u}" for u in sorted(self.users)), *(f"--pid {p}" for p in sorted(self.pids))])
+        raise MonitorError(f"{options}: {source} lists no processes (a run log keeps how many each device had, "
+                           "not whose), so --user and --pid cannot apply here; --gpu still does")
 
     def describe(self) -> str:
         """A few words for the title ('' when nothing is filtered)."""
