@@ -18,21 +18,10 @@ import torch
 from gpuwise.advise import PricingRequest, read_log
 from gpuwise.advise import advise as run_advise
 from gpuwise.catalog import load_catalog
-from gpuwise.cli.app import main
 from gpuwise.guard import Guard
 from gpuwise.runlog import RunLog
 
 from .curves import plateau_after
-
-
-def _run(argv, capsys):
-    try:
-        main(argv)
-        code = 0
-    except SystemExit as exc:
-        code = exc.code or 0
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def _guarded_run_that_raises(path: Path, losses: np.ndarray, error: BaseException) -> Path:
@@ -66,8 +55,8 @@ def crashed_plateau(tmp_path_factory) -> Path:
                                     ValueError("bad sample 1234 in shard 7"))
 
 
-def test_a_crashed_plateau_says_first_that_the_run_crashed_and_the_plateau_is_before_it(crashed_plateau, capsys):
-    code, out, err = _run(["advise", str(crashed_plateau)], capsys)
+def test_a_crashed_plateau_says_first_that_the_run_crashed_and_the_plateau_is_before_it(crashed_plateau, cli_run):
+    code, out, err = cli_run("advise", str(crashed_plateau))
     assert code == 0, err
     flat = " ".join(out.replace("│", " ").split())    # the panels' borders out of the text
     assert "The run did not finish: crashed at step 160 (ValueError: bad sample 1234 in shard 7)." in flat
@@ -77,8 +66,8 @@ def test_a_crashed_plateau_says_first_that_the_run_crashed_and_the_plateau_is_be
     assert "The plateau is read from the steps before the crash; it is not why the run ended" in first_panel
 
 
-def test_json_holds_the_run_end_and_opens_the_advice_with_it(crashed_plateau, capsys):
-    code, out, err = _run(["advise", str(crashed_plateau), "--json"], capsys)
+def test_json_holds_the_run_end_and_opens_the_advice_with_it(crashed_plateau, cli_run):
+    code, out, err = cli_run("advise", str(crashed_plateau), "--json")
     assert code == 0, err
     d = json.loads(out)
     assert d["diagnosis"] == "plateau"

@@ -47,6 +47,21 @@ def gpuwise_run_log(path: Path, frames: list[list[dict]], *, ended: bool = True)
     return path
 
 
+def ended_run_log(path: Path, frames: list[list[dict]], exit_code: int, events=(), *,
+                  signal_name: str | None = None) -> Path:
+    """``gpuwise_run_log`` ending with ``exit_code`` (and the ``signal`` meta where ``signal_name`` is given: a log
+    written before gpuwise recorded it has none) after one training step and ``events`` ((kind, message) pairs)."""
+    gpuwise_run_log(path, frames)
+    with RunLog(path) as log:
+        log.set_meta("exit_code", exit_code)
+        if signal_name is not None:
+            log.set_meta("signal", signal_name)
+        log.log_train(7, t_s=102.0, loss=1.0)
+        for kind, message in events:
+            log.log_event(kind, message)
+    return path
+
+
 def text_of(report, width: int = 200) -> str:
     """The report as a terminal ``width`` columns wide shows it."""
     with open(os.devnull, "w") as sink:

@@ -18,8 +18,7 @@ import pytest
 
 from gpuwise.errors import EXIT_RESTART
 from gpuwise.report import build_report
-from gpuwise.runlog import RunLog
-from tests.report.helpers import gpuwise_run_log, one_line, text_of
+from tests.report.helpers import ended_run_log, one_line, text_of
 
 REPO = Path(__file__).resolve().parents[2]
 REPLAY = REPO / "tests" / "fixtures" / "replay_two_a100.json"
@@ -94,15 +93,7 @@ FRAMES = [[{"t_s": 100.0 + k, "gpu_index": 0, "name": "NVIDIA A100-SXM4-40GB", "
 
 def _ended_log(path: Path, exit_code: int, *events: tuple[str, str], signal_name: str | None = None) -> Path:
     """A run log as `gpuwise run` writes it, ending with ``exit_code`` (and ``signal_name``) after ``events``."""
-    gpuwise_run_log(path, FRAMES)
-    with RunLog(path) as log:
-        log.set_meta("exit_code", exit_code)
-        if signal_name is not None:
-            log.set_meta("signal", signal_name)
-        log.log_train(7, t_s=102.0, loss=1.0)
-        for kind, message in events:
-            log.log_event(kind, message)
-    return path
+    return ended_run_log(path, FRAMES, exit_code, events, signal_name=signal_name)
 
 
 def test_a_guard_preempted_through_a_passed_on_sigterm_is_said_preempted(tmp_path, catalog):

@@ -16,10 +16,9 @@ import pytest
 from gpuwise.errors import EXIT_RESTART
 from gpuwise.report import build_report
 from gpuwise.report.measured import MIN_TIMED_STEPS, WARMUP_STEPS, unmeasured_step_time_why
-from gpuwise.runlog import RunLog
 from gpuwise.workload import Workload
 from tests.calibrate.helpers import synthetic_log, write_model
-from tests.report.helpers import gpuwise_run_log, one_line, text_of
+from tests.report.helpers import ended_run_log, gpuwise_run_log, one_line, text_of
 
 REPO = Path(__file__).resolve().parents[2]
 REPLAY = REPO / "tests" / "fixtures" / "replay_two_a100.json"
@@ -95,13 +94,7 @@ FRAMES = [[{"t_s": 100.0 + k, "gpu_index": 0, "name": "NVIDIA A100-SXM4-40GB", "
 
 def _older_log(path: Path, exit_code: int, events: tuple[tuple[str, str], ...] = ()) -> Path:
     """A log as `gpuwise run` wrote it before it recorded the signal: exit_code only."""
-    gpuwise_run_log(path, FRAMES)
-    with RunLog(path) as log:
-        log.set_meta("exit_code", exit_code)
-        log.log_train(7, t_s=102.0, loss=1.0)
-        for kind, message in events:
-            log.log_event(kind, message)
-    return path
+    return ended_run_log(path, FRAMES, exit_code, events)
 
 
 def test_an_older_log_with_a_shell_signal_code_says_what_a_shell_means_by_it(tmp_path, catalog):
