@@ -36,6 +36,7 @@ DYNAMIC_RESERVE = 0.15
 SHARDED = ("zero1", "zero2", "zero3", "fsdp")
 GIB = 1 << 30
 ZERO3_GRADIENT_BYTES = 4.0   # per trained parameter, before sharding: DeepSpeed ZeRO-3's 18 - 2 - 12 (below)
+ZERO_OFFLOAD_ELEMENT_BYTES = 4   # DeepSpeed ZeRO-Offload's CPU partitions are float32 (offloaded_host_bytes)
 VLLM_MAX_NUM_SEQS = 256                 # vLLM's default max_num_seqs below its large-GPU tier (vllm_batch_defaults)
 
 
@@ -230,14 +231,10 @@ def train_memory(arch: DecoderArch, w: Workload, gpu=None, *, double_quant: bool
     buckets = float(parallel.bucket_bytes)
     gathered = float(parallel.gather_buffer_bytes)
     notes.extend(parallel.notes)
-    cpu = 0.0
+    cpu = offloaded_host_bytes(w, shard, t, full_weights, frozen)
     if w.offload in ("optimizer", "params"):
-        cpu += opt * n if shard in SHARDED else opt
-        opt = 0.0
-        cpu += grads * n
-        grads = 0.0
+        opt, grads = 0.0, 0.0
     if w.offload == "params":
-        cpu += weights * n
         weights = 0.0
     if cpu:
         notes.append(offload_note(w, cpu))
@@ -300,10 +297,35 @@ def train_memory(arch: DecoderArch, w: Workload, gpu=None, *, double_quant: bool
                        grad_sync_bytes=int(sync), param_gather_bytes=int(gather), notes=tuple(notes))
 
 
+def offloaded_host_bytes(w: Workload, sharding: str, trained_params: int, weights_bytes: float,
+                         frozen_weights_bytes: float) -> float:
+    """Host RAM ``--offload`` takes, all GPUs together (their partitions add up to one copy, whatever the count).
+    ``sharding``: the one it runs under (``effective_sharding``); ``weights_bytes``: the working weights one GPU
+    would hold unsharded, ``frozen_weights_bytes`` the frozen part of them.
+
+    DeepSpeed ZeRO-Offload keeps its partitions in float32 whatever the training precision: the master weights
+    (stage_1_and_2's single_partition_of_fp32_groups, stage3's fp32_partitioned_groups_flat), their float32
+    gradients and the states its CPU kernels update; ``--offload params`` adds the working 16-bit weights. Its
+    estimators count 16 bytes a parameter of CPU RAM for Adam with cpu_offload, 18 with cpu_offload_params
+    (estimate_zero2_model_states_mem_needs, estimate_zero3_model_states_mem_needs, before their 1.5 buffer factor).
+    FSDP has one offload, CPUOffload(offload_params=True), whichever ``--offload`` said (``launch.sharding``): the
+    sharded parameters themselves (float32 under AMP: they are the masters) and the frozen weights, the gradients in
+    the parameters' dtype and torch's optimizer states like them."""
+    if w.offload not in ("optimizer", "params"):
+        return 0.0
+    if sharding == "fsdp":
+        element_bytes = trainable_bytes(w.precision)
+        return (trained_params * (2 * element_bytes + optimizer_state_bytes(w.optimizer, element_bytes))
+                + frozen_weights_bytes)
+    element_bytes = ZERO_OFFLOAD_ELEMENT_BYTES
+    cpu = trained_params * (2 * element_bytes + optimizer_state_bytes(w.optimizer, element_bytes))
+    return cpu + (weights_bytes if w.offload == "params" else 0.0)
+
+
 def offload_note(w: Workload, cpu_bytes: float) -> str:
     """What ``--offload`` puts in CPU RAM, with the amount (``TrainMemory.cpu_offload_bytes``: all GPUs' together,
     what the host RAM of their machines must hold beside the job's own)."""
-    what = "optimizer state, float32 master weights and gradient partitions"
+    what = "optimizer state, float32 master weights and float32 gradient partitions"
     if w.offload == "params":
         what += " and the weights"
     over = f" of the {w.num_gpus} GPUs' machines" if w.num_gpus > 1 else ""

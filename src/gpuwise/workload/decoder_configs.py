@@ -1,5 +1,6 @@
 """Which HF configs are decoder-only language models the closed form describes (a config dict alone: no file,
-no Hub), for ``llm_config`` (which finds configs) and ``specs`` (which decides how a model is built)."""
+no Hub), for ``llm_config`` (which finds configs) and ``specs`` (which decides how a model is built); and which of
+their layers attend within a sliding window, for ``decoder`` (the KV cache) and ``llm_config`` (a left-out window)."""
 
 from __future__ import annotations
 
@@ -41,3 +42,41 @@ def is_decoder_config(cfg: dict) -> bool:
     has_shape = any(text.get(k) for k in HIDDEN_KEYS) and any(text.get(k) for k in LAYER_KEYS)
     has_vocab = bool(text.get("vocab_size") or text.get("padded_vocab_size"))
     return causal and has_shape and has_vocab
+
+
+# Model types whose config keeps ``sliding_window`` and whose every layer attends within it: transformers' config
+# class writes no ``layer_types``, so its DynamicCache (cache_utils, 4.56+) gives every layer a sliding-window layer
+# that keeps only the window (Mistral 7B v0.1: 4096; Phi-3 4k: 2047). Qwen's MoE classes keep the window only
+# with use_sliding_window.
+_SLIDING_EVERY_LAYER = {"mistral", "mixtral", "phi3", "starcoder2", "qwen2_moe", "qwen3_moe"}
+_SLIDING_IF_ASKED = {"qwen2", "qwen3", "qwen2_moe", "qwen3_moe"}   # their classes drop the window without use_sliding_window
+
+
+def sliding_window_layers(c: dict, model_type: str, layers: int) -> tuple[int, int]:
+    """(window in tokens, layers whose KV cache stops at it) as transformers builds the model's cache: the config's
+    own ``layer_types`` where it lists them; Gemma 2's alternate and Gemma 3's 5 local : 1 global layers; Qwen2/3's
+    layers from ``max_window_layers`` on (their config classes' layer_types); every layer of the types in
+    ``_SLIDING_EVERY_LAYER``. (0, 0): no window, or one the model type does not apply. A window the config leaves
+    out is its config class's default (``llm_config.transformers_defaults``, asked where ``windows_layers``)."""
+    window = int(c.get("sliding_window") or 0)
+    if not window or (model_type in _SLIDING_IF_ASKED and not c.get("use_sliding_window")):
+        return 0, 0
+    if isinstance(types := c.get("layer_types"), list):
+        sliding = sum(1 for t in types[:layers] if t in ("sliding_attention", "chunked_attention"))
+    elif model_type == "gemma2":
+        sliding = (layers + 1) // 2                       # even layers use the local window
+    elif model_type in ("gemma3_text", "gemma3"):
+        sliding = layers - layers // int(c.get("sliding_window_pattern") or 6)   # 5 local : 1 global
+    elif model_type in ("qwen2", "qwen3"):
+        sliding = layers - min(int(c.get("max_window_layers", 28)), layers)    # the first ones attend in full
+    elif model_type in _SLIDING_EVERY_LAYER:
+        sliding = layers
+    else:
+        sliding = 0
+    return (window, sliding) if sliding else (0, 0)
+
+
+def windows_layers(c: dict, model_type: str, layers: int) -> bool:
+    """Whether transformers gives some of the model's layers a sliding window when its config has one
+    (``sliding_window_layers`` of any window): where a config leaving ``sliding_window`` out takes its class's."""
+    return sliding_window_layers({**c, "sliding_window": 1}, model_type, layers)[1] > 0

@@ -16,8 +16,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from gpuwise.errors import did_you_mean
-from gpuwise.workload.config_checks import check_config
-from gpuwise.workload.decoder_configs import is_decoder_config
+from gpuwise.workload.config_checks import LAYER_KEYS, check_config
+from gpuwise.workload.decoder_configs import is_decoder_config, windows_layers
 from gpuwise.workload.errors import WorkloadError
 from gpuwise.workload.hub import hub_config
 from gpuwise.workload.specs import CONFIG_DIR, as_config_file, finetune_base_config, shipped_config_path
@@ -114,13 +114,21 @@ DEFAULTED_FIELDS = {
 # Asked only of a mixture of experts (a config with one of EXPERT_KEYS): how many experts a token takes.
 EXPERT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts")
 DEFAULTED_MOE_FIELDS = {"num_experts_per_tok": ("num_experts_per_tok", "moe_topk")}
+# Asked only of a model whose layers transformers windows (``decoder_configs.windows_layers``): the window, which
+# MistralConfig, Qwen2/3's (with use_sliding_window) and Gemma 2/3's default to 4096 where a config leaves it out
+# (an explicit null is no window, as there); Phi-3's, Mixtral's and Starcoder2's default to none.
+DEFAULTED_WINDOW_FIELDS = {"sliding_window": ("sliding_window",)}
 
 
 def missing_fields(cfg: dict) -> tuple[str, ...]:
-    """The optional fields ``cfg`` gives under none of their keys (``DEFAULTED_FIELDS``; a mixture of experts' too)."""
+    """The optional fields ``cfg`` gives under none of their keys (``DEFAULTED_FIELDS``; a mixture of experts' and a
+    windowed model's too)."""
     fields = dict(DEFAULTED_FIELDS)
     if any(k in cfg for k in EXPERT_KEYS):
         fields.update(DEFAULTED_MOE_FIELDS)
+    layers = int(next((cfg[k] for k in LAYER_KEYS if cfg.get(k)), 0))
+    if windows_layers(cfg, str(cfg.get("model_type") or "").lower(), layers):
+        fields.update(DEFAULTED_WINDOW_FIELDS)
     return tuple(f for f, keys in fields.items() if not any(k in cfg for k in keys))
 
 
