@@ -268,7 +268,7 @@ def test_a_run_log_of_negative_step_times_is_refused_naming_the_first(gpuwise, t
     log = _mlp_log(tmp_path, "neg.db", -0.031)
     step, value = _first_non_positive(log)
     _one_line_refusal(gpuwise("calibrate", log), None, "neg.db",
-                      f"step_time_s {value:g} at step {step} is not positive")
+                      f"step_time_s {value!r} is not positive at step {step}")
 
 
 def test_one_negative_step_time_among_good_ones_is_refused_not_dropped(gpuwise, tmp_path):
@@ -280,5 +280,5 @@ def test_one_negative_step_time_among_good_ones_is_refused_not_dropped(gpuwise, 
         db.execute("UPDATE train_metrics SET value = -value WHERE name = 'step_time_s' AND step = 8")
     step, value = _first_non_positive(log)
     assert step == 8
-    _one_line_refusal(gpuwise("calibrate", log), before, "one.db", f"step_time_s {value:g} at step 8 is not positive")
+    _one_line_refusal(gpuwise("calibrate", log), before, "one.db", f"step_time_s {value!r} is not positive at step 8")
     _one_line_refusal(gpuwise("calibrate", log, "--export", tmp_path / "rows.jsonl"), before, "at step 8")

@@ -7,9 +7,11 @@ run), ``explain`` says in words what was fitted, and ``apply`` corrects every es
 them. ``export`` writes a measurement as one anonymous JSON row.
 """
 
+from gpuwise.calibrate.calibration import GpuCalibration
 from gpuwise.calibrate.errors import CalibrateError
-from gpuwise.calibrate.fit import FitRow, GpuCalibration, fit_gpu
+from gpuwise.calibrate.fit import fit_gpu
 from gpuwise.calibrate.learn import calibrate, checked, read_measurements
+from gpuwise.calibrate.step import FitRow
 from gpuwise.calibrate.store import forget, load, reset, save, user_calibration_path
 
 __all__ = ["CalibrateError", "FitRow", "GpuCalibration", "calibrate", "checked", "fit_gpu", "forget", "load",

@@ -2,11 +2,11 @@
 
 The step's device classes are multiplied by that GPU's class factors, its host issue time by the ``launch``
 factor, the host term joins the host's side, and the two sides compose as the step model composes them
-(``fit.compose``: a smooth maximum, so a GPU-bound step hides the host term behind its kernels). The host
+(``step.compose``: a smooth maximum, so a GPU-bound step hides the host term behind its kernels). The host
 term's visible share is its own class ("host"), the wait for the host is "launch"; step time and
 throughput follow (``by_class_s`` still sums to ``compute_s``). The memory total (what nvidia-smi shows)
 moves by the stack's offset when one was measured. Only classes the runs gave evidence for are scaled
-(``fit`` module docstring); ``describe`` says which, from how many runs, and warns when most of the job's
+(``evidence`` module docstring); ``describe`` says which, from how many runs, and warns when most of the job's
 step lies in classes the runs never carried. ``correction`` is what the CLI passes to
 ``plan.profile.model_for``: every estimate of that model is corrected, no other.
 
@@ -23,17 +23,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
-from gpuwise.calibrate.fit import (
-    HOST,
-    MIN_CLASS_SHARE,
-    OFFLOAD,
-    SHOWN_HOST_S,
-    CalibratedStep,
-    GpuCalibration,
-    class_key,
-    duration_text,
-    on_device,
-)
+from gpuwise.calibrate.calibration import SHOWN_HOST_S, GpuCalibration, duration_text
+from gpuwise.calibrate.evidence import MIN_CLASS_SHARE
+from gpuwise.calibrate.step import HOST, OFFLOAD, CalibratedStep, class_key, on_device
 from gpuwise.catalog import GPU, Catalog, load_catalog
 from gpuwise.memory.model import MemoryEstimate
 from gpuwise.plan.profile import Estimate

@@ -4,15 +4,15 @@ fitted on, newest last, each with its fingerprint (what ``--forget`` takes) and 
 
 from __future__ import annotations
 
-from gpuwise.calibrate.fit import (
-    MEMORY_FIGURES,
-    MIN_CLASS_SHARE,
+from gpuwise.calibrate.calibration import (
     SHOWN_HOST_S,
     UNREPRODUCED_RATIO,
     GpuCalibration,
     duration_text,
     error_text,
 )
+from gpuwise.calibrate.evidence import MIN_CLASS_SHARE
+from gpuwise.calibrate.step import MEMORY_FIGURES
 
 
 def host_text(cal: GpuCalibration) -> str:
@@ -31,7 +31,7 @@ def host_text(cal: GpuCalibration) -> str:
             f"take longer than the host's side; it set the pace of {paced} of its {len(steps)} run(s))")
 
 
-# How a run records each memory figure (fit.MEMORY_FIGURES; docs/calibrate.md, section 1)
+# How a run records each memory figure (step.MEMORY_FIGURES; docs/calibrate.md, section 1)
 RECORD_MEMORY = {"peak_reserved_bytes": "`gpuwise run --torch-hook` or the guard on CUDA records it",
                  "process_memory_bytes": "`gpuwise run` records it, sampling the GPU through the NVIDIA driver"}
 

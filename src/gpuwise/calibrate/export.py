@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +22,7 @@ from pathlib import Path
 from gpuwise import __version__
 from gpuwise.atomic import write_new_text_atomic
 from gpuwise.calibrate.errors import CalibrateError
+from gpuwise.calibrate.ranges import step_time_s
 from gpuwise.errors import GpuwiseError
 from gpuwise.report.measured import PRIVATE_MODEL, Measurement, public_model
 from gpuwise.workload import Workload
@@ -104,14 +104,14 @@ def write_rows(path: str | Path, rows: Sequence[Mapping], inputs: Sequence[str |
 def checked_figures(figures: Mapping, said: Mapping[str, str] | None = None) -> dict:
     """A measurement's ``FIGURES`` as ``Measurement`` holds them (absent: None; timed steps: 0); ValueError naming the
     first out of its range (by its name in ``said``, where the input names it otherwise): the step time a finite
-    number of seconds > 0, the others whole numbers >= 0. The one check of an exported row's figures and of
-    measure.py's."""
+    number of seconds > 0 (``ranges.step_time_s``), the others whole numbers >= 0. The one check of an exported row's
+    figures and of measure.py's."""
     def name(k: str) -> str:
         return (said or {}).get(k, k)
 
     step = figures.get("step_time_s")
-    if step is not None and (isinstance(step, bool) or not isinstance(step, (int, float)) or not 0 < step < math.inf):
-        raise ValueError(f"{name('step_time_s')} {step!r} is not a positive number")
+    if step is not None:
+        step_time_s(step, name("step_time_s"))   # checked; kept as written, so its fingerprint stays the same
     out = {"step_time_s": step}
     for k in FIGURES[1:]:
         v = figures.get(k)

@@ -8,16 +8,17 @@ file stays as it was.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import NoReturn
 
+from gpuwise.calibrate.calibration import GpuCalibration
 from gpuwise.calibrate.errors import CalibrateError
 from gpuwise.calibrate.export import read_rows
-from gpuwise.calibrate.fit import GpuCalibration, fit_gpu
+from gpuwise.calibrate.fit import fit_gpu
 from gpuwise.calibrate.gpu_kind import on_trained_kind
 from gpuwise.calibrate.measure_json import is_measure_json, measurements_from_measure_json
+from gpuwise.calibrate.ranges import step_time_s
 from gpuwise.calibrate.rows import check_usable, fit_row, measured_gpu
 from gpuwise.catalog import GPU, Catalog, load_catalog, resolve_gpu
 from gpuwise.report.errors import ReportError
@@ -83,9 +84,9 @@ def read_run_log(path: Path, catalog: Catalog | None, gpu: GPU | None) -> Measur
 
 
 def check_step_times(path: Path) -> None:
-    """CalibrateError naming the first step time of a run log that is not a positive number, as an exported row's
-    is refused: the guard writes wall times, so such a value is a damaged or hand-made log, and the median (which
-    skips it) would not be what the run measured."""
+    """CalibrateError naming the first step time of a run log that is not a step time (``ranges.step_time_s``, as
+    an exported row's is refused): the guard writes wall times, so such a value is a damaged or hand-made log, and
+    the median (which skips it) would not be what the run measured."""
     try:
         rows = read_train_metrics(path).get(STEP_TIME_METRIC, [])
     except RunLogError as exc:
@@ -93,12 +94,11 @@ def check_step_times(path: Path) -> None:
     for step, _t_s, value in rows:
         if value is None:                  # not recorded (a NaN is stored as NULL): skipped, as the median does
             continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise CalibrateError(f"{path}: {STEP_TIME_METRIC} {str(value)[:40]!r} at step {step} is not a number")
-        if not value > 0 or not math.isfinite(value):
-            reason = "is not positive" if value <= 0 else "is not finite"
-            raise CalibrateError(f"{path}: {STEP_TIME_METRIC} {value:g} at step {step} {reason}: not a step's wall "
-                                 "time (the guard writes those); fix or drop the log")
+        try:
+            step_time_s(value, STEP_TIME_METRIC)
+        except ValueError as exc:
+            raise CalibrateError(f"{path}: {exc} at step {step}: not a step's wall time (the guard writes those); "
+                                 "fix or drop the log") from None
 
 
 def checked(paths: Sequence[str | Path], catalog: Catalog, gpu: str | None = None) -> tuple[GPU, list[Measurement]]:

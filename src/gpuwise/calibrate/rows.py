@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from gpuwise.calibrate.errors import CalibrateError
 from gpuwise.calibrate.export import PRIVATE_ROW_NOTE, RowMeasurement
-from gpuwise.calibrate.fit import MEMORY_FIGURES, FitRow, class_key
+from gpuwise.calibrate.step import MEMORY_FIGURES, FitRow, class_key
 from gpuwise.catalog import GPU, Catalog, CatalogError, resolve_gpu
 from gpuwise.errors import GpuwiseError
 from gpuwise.plan.llm import estimate_llm

@@ -11,7 +11,6 @@ that the next ``calibrate`` refits on old and new runs together without tracing 
 from __future__ import annotations
 
 import logging
-import math
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -20,17 +19,12 @@ from pathlib import Path
 import tomli_w
 
 from gpuwise.atomic import write_text_atomic
+from gpuwise.calibrate.calibration import GpuCalibration
 from gpuwise.calibrate.errors import CalibrateError
-from gpuwise.calibrate.fit import (
-    LAUNCH,
-    MEMORY_FIGURES,
-    OFFLOAD,
-    FitRow,
-    GpuCalibration,
-    fit_gpu,
-    fit_memory_offset,
-    fitted_classes,
-)
+from gpuwise.calibrate.evidence import fitted_classes
+from gpuwise.calibrate.fit import fit_gpu, fit_memory_offset
+from gpuwise.calibrate.ranges import finite_number, step_time_s
+from gpuwise.calibrate.step import LAUNCH, MEMORY_FIGURES, OFFLOAD, FitRow
 from gpuwise.catalog import Catalog, CatalogError, resolve_gpu
 from gpuwise.catalog.loader import user_config_dir
 
@@ -38,7 +32,7 @@ FILE_NAME = "calibration.toml"
 DAMAGED_SUFFIX = ".damaged"     # a damaged file is kept beside it under this name (then -2, -3, …) by --reset
 LAST = "last"                   # --forget's name for the newest run
 MIN_FINGERPRINT_PREFIX = 4      # --forget takes a fingerprint's first characters, at least these many
-# 2: the host term and the launch factor sit on the host's side of the step's smooth maximum (fit.compose);
+# 2: the host term and the launch factor sit on the host's side of the step's smooth maximum (step.compose);
 # 1 added the host term to every step and scaled the launch wait: such a file is refitted on its runs as read.
 FORMAT_VERSION = 2
 READS = (1, 2)
@@ -65,24 +59,12 @@ def _row_to_toml(r: FitRow) -> dict:
     return d
 
 
-def _number(value: object, name: str, *, positive: bool) -> float:
-    """``value`` as a float when it is a finite number > 0 (``positive``) or >= 0; ValueError naming ``name`` and
-    the range otherwise: a hand-edited 0, nan, inf or negative time would divide by zero, print "nan d" or
-    "inf years", or turn a factor around, in every command that reads the file."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{name} = {str(value)[:40]!r} is not a number")
-    x = float(value)
-    if not math.isfinite(x) or (x <= 0 if positive else x < 0):
-        raise ValueError(f"{name} = {x!r} is not a finite number {'> 0' if positive else '>= 0'}")
-    return x
-
-
 def _whole(value: object, name: str) -> int | None:
     """A byte count as stored (None when absent); ValueError when it is not a whole number."""
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{name} = {str(value)[:40]!r} is not a whole number of bytes")
+        raise ValueError(f"{name} {str(value)[:40]!r} is not a whole number of bytes")
     return value
 
 
@@ -103,15 +85,15 @@ def _keyed_offload(t: Mapping) -> bool:
 def _row_from_toml(d: Mapping, where: str) -> FitRow:
     """A stored run; ValueError naming ``where`` and the key when a figure is out of its range (times: finite,
     the measured step > 0, the predicted ones >= 0)."""
-    def seconds(key: str, value: object, *, positive: bool = False) -> float:
-        return _number(value, f"{where}.{key}", positive=positive)
+    def seconds(key: str, value: object) -> float:
+        return finite_number(value, f"{where}.{key}", positive=False)
 
     return FitRow(
         fingerprint=str(d["fingerprint"]),
         predicted_by_class_s={_class_name(k): seconds(f"predicted_by_class_s.{k}", v)
                               for k, v in d["predicted_by_class_s"].items()},
         predicted_other_s=seconds("predicted_other_s", d["predicted_other_s"]),
-        measured_step_time_s=seconds("measured_step_time_s", d["measured_step_time_s"], positive=True),
+        measured_step_time_s=step_time_s(d["measured_step_time_s"], f"{where}.measured_step_time_s"),
         predicted_outside_allocator_bytes=_whole(d.get("predicted_outside_allocator_bytes"),
                                                  f"{where}.predicted_outside_allocator_bytes"),
         measured_outside_allocator_bytes=_whole(d.get("measured_outside_allocator_bytes"),
@@ -148,11 +130,11 @@ def from_toml(text: str, source: str = FILE_NAME) -> dict[str, GpuCalibration]:
             if runs and (version == 1 or _keyed_offload(t)):
                 out[gpu] = fit_gpu(gpu, runs, today=fitted)
                 continue
-            factors = {str(k): _number(v, f"gpu.{gpu}.class_factors.{k}", positive=True)
+            factors = {str(k): finite_number(v, f"gpu.{gpu}.class_factors.{k}", positive=True)
                        for k, v in t["class_factors"].items()}
             offset = _whole(t.get("memory_offset_bytes"), f"gpu.{gpu}.memory_offset_bytes")   # absent: not measured
-            host_s = _number(t["host_s"], f"gpu.{gpu}.host_s", positive=False)
-            global_factor = _number(t["global_factor"], f"gpu.{gpu}.global_factor", positive=True)
+            host_s = finite_number(t["host_s"], f"gpu.{gpu}.host_s", positive=False)
+            global_factor = finite_number(t["global_factor"], f"gpu.{gpu}.global_factor", positive=True)
             if version == 1:                   # no runs to refit: the host-side figures meant something else
                 factors.pop(LAUNCH, None)
                 host_s = 0.0

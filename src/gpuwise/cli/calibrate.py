@@ -81,7 +81,7 @@ def calibrate_cmd(
     Without LOG: show the calibration and its runs. A bad or partial log refuses the call and changes nothing."""
     from gpuwise import calibrate as cal
     from gpuwise.calibrate.explain import describe, describe_runs
-    from gpuwise.calibrate.fit import duration_text
+    from gpuwise.calibrate.calibration import duration_text
     from gpuwise.calibrate.store import applicable
     from gpuwise.catalog import load_catalog, resolve_gpu
 

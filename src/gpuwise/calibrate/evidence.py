@@ -1,0 +1,78 @@
+"""What the runs on one GPU give evidence for, the one rule the fit and a reloaded calibration file (``store``)
+share.
+
+A factor applies only to a class the runs give evidence for (``fitted_classes``): one that carried at least
+``MIN_CLASS_SHARE`` (5 %) of at least one run's predicted step time, and ``launch`` also where a run measured less
+than the host's side alone allows (``faster_than_host_side``: only a faster host issue reproduces it, however small
+the wait for the host was). Every other class, above all one no run exercised (another operator or another
+precision: ``conv/fp16`` after fp32 MLP runs), keeps the shipped model (factor 1). Why 5 %: a class below it moves
+no run's predicted step by more than 5 % × (f − 1), which the measured medians (a few % apart run to run) cannot
+tell from the other classes' factors, so the fit's value for it is only the common scale ``g`` of the classes that
+did carry the runs. ``g`` is reported, never applied to an unseen class: a slow 3 ms host-bound MLP says nothing of
+a ResNet's convolutions (it once turned a 36 ms ResNet-50 step into 169 ms).
+
+Runs of one workload (``same_workload``) whose measured steps disagree by more than ``SAME_WORKLOAD_TOLERANCE``
+are evidence that one of them measured something else (``same_workload_disagreements``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gpuwise.calibrate.step import LAUNCH, OFFLOAD, FitRow, shipped_sides
+
+MIN_CLASS_SHARE = 0.05         # a factor needs this share of one run's predicted step (module docstring)
+# Runs with the same shipped prediction (the same workload on the same GPU, as far as the fit can see) whose
+# measured steps differ by more than this share of the faster one disagree: measured medians of one job on one
+# GPU are a few % apart run to run; beyond 25 % one of them measured something else, and the fit lands between.
+SAME_WORKLOAD_TOLERANCE = 0.25
+
+
+def faster_than_host_side(row: FitRow) -> bool:
+    """Whether ``row`` measured less than its host's side alone allows (the issue time, with the step's excess, and
+    what runs in series with it): no device factor reproduces it, only a faster issue (``launch``'s factor)."""
+    sides = shipped_sides(row)
+    host_side_s = (sides.issue_s * (1 + sides.excess) + row.predicted_other_s
+                   + row.predicted_by_class_s.get(OFFLOAD, 0.0))
+    return sides.issue_s > 0 and row.measured_step_time_s < host_side_s
+
+
+def fitted_classes(rows: Sequence[FitRow]) -> set[str]:
+    """The classes a fit of ``rows`` gives a factor, the one rule the fit and a reloaded file (``store``) share: those
+    with evidence (``supported_classes``), and ``launch`` where some run was faster than its host's side alone."""
+    kept = supported_classes(rows)
+    if any(faster_than_host_side(r) for r in rows):
+        kept.add(LAUNCH)
+    return kept
+
+
+def supported_classes(rows: Sequence[FitRow]) -> set[str]:
+    """Classes with evidence: at least ``MIN_CLASS_SHARE`` of some run's predicted step time."""
+    out = set()
+    for r in rows:
+        total = r.predicted_step_time_s
+        if total > 0:
+            out |= {c for c, s in r.predicted_by_class_s.items() if s >= MIN_CLASS_SHARE * total}
+    return out
+
+
+def same_workload(row: FitRow) -> tuple:
+    """What tells runs of one workload apart on one GPU without its name (never stored): the shipped prediction,
+    per class and host issue time (4 significant digits). Two workloads that share it are one point to the fit."""
+    return (tuple(sorted((c, f"{s:.4g}") for c, s in row.predicted_by_class_s.items())),
+            f"{row.predicted_other_s:.4g}", f"{row.predicted_host_s or 0.0:.4g}")
+
+
+def same_workload_disagreements(rows: Sequence[FitRow]) -> list[tuple[FitRow, ...]]:
+    """Each group of runs of one workload (``same_workload``) whose slowest measured step is more than
+    ``SAME_WORKLOAD_TOLERANCE`` over its fastest, fastest first."""
+    groups: dict[tuple, list[FitRow]] = {}
+    for r in rows:
+        groups.setdefault(same_workload(r), []).append(r)
+    out = []
+    for group in groups.values():
+        group.sort(key=lambda r: r.measured_step_time_s)
+        fastest_s, slowest_s = group[0].measured_step_time_s, group[-1].measured_step_time_s
+        if slowest_s > (1 + SAME_WORKLOAD_TOLERANCE) * fastest_s:
+            out.append(tuple(group))
+    return out
