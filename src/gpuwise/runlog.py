@@ -43,6 +43,15 @@ _warned_newer: set[str] = set()   # one warning per run log and process
 
 SCHEMA_VERSION = 1
 
+# How a guarded training ended (docs/runlog.md): gpuwise.guard.train_end writes it, gpuwise.advise.run_end reads it.
+TRAIN_END_KEY = "train_end"                 # meta: the outcome, one of TRAIN_END_OUTCOMES
+TRAIN_END_STEP_KEY = "train_end_step"       # meta: optimizer steps completed
+TRAIN_END_T_S_KEY = "train_end_t_s"         # meta: when, Unix seconds
+TRAIN_END_DETAIL_KEY = "train_end_detail"   # meta: one line (the exception, the preemption's exit code)
+TRAIN_END_DETAIL_CHARS = 300                # the detail is clipped to this
+TRAIN_END_EVENT = "train_end"               # event, one per attempt: "<outcome> at step N[: detail]"
+TRAIN_END_OUTCOMES = ("finished", "preempted", "crashed", "interrupted", "stopped")
+
 # (name, SQL type). Units in names; NULL = not supported / not reported.
 GPU_SAMPLE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("t_s", "REAL NOT NULL"),
@@ -391,12 +400,63 @@ def read_meta(path: str | Path) -> dict[str, str]:
     return {r["key"]: r["value"] for r in _rows(path, "SELECT key, value FROM meta")}
 
 
+# The order rows are read in, and numbered in (a reader's "gpu_samples row N"): by time, then GPU, then as written.
+SAMPLE_ORDER = "t_s, gpu_index, rowid"
+
+
+def _sample_columns(conn: sqlite3.Connection) -> str:
+    """The select list of ``gpu_samples`` giving every column of ``GPU_SAMPLE_COLUMNS``: NULL where a log written
+    before it existed lacks it; columns this gpuwise does not know, from a newer one, kept."""
+    present = {row[1] for row in conn.execute("PRAGMA table_info(gpu_samples)")}
+    return "*" + "".join(f", NULL AS {n}" for n in GPU_SAMPLE_NAMES if n not in present)
+
+
+def _sample_dicts(path: str | Path, sql: str, params: tuple = ()) -> list[dict]:
+    """The rows of ``sql`` over ``gpu_samples`` (``{columns}`` in it: ``_sample_columns``) as dicts; none where
+    the log has no ``gpu_samples``; RunLogError as ``_rows``."""
+    conn = open_for_reading(path)
+    try:
+        if not conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='gpu_samples'").fetchone():
+            return []
+        conn.row_factory = None
+        cursor = conn.execute(sql.format(columns=_sample_columns(conn)), params)
+        names = [d[0] for d in cursor.description]
+        return [dict(zip(names, row)) for row in cursor]
+    except sqlite3.Error as exc:
+        raise RunLogError(_unreadable(path, exc, "unreadable run log")) from None
+    finally:
+        conn.close()
+
+
 def read_gpu_samples(path: str | Path) -> list[dict]:
-    """Every row, with every column of ``GPU_SAMPLE_COLUMNS``: one a log written before it existed lacks is
-    None (columns this gpuwise does not know, from a newer one, are kept as they are)."""
-    absent = dict.fromkeys(GPU_SAMPLE_NAMES)
-    return [{**absent, **dict(r)} for r in _rows(path, "SELECT * FROM gpu_samples ORDER BY t_s, gpu_index",
-                                                 "gpu_samples")]
+    """Every row (``SAMPLE_ORDER``), with every column of ``GPU_SAMPLE_COLUMNS``: one a log written before it
+    existed lacks is None (columns this gpuwise does not know, from a newer one, are kept as they are)."""
+    return _sample_dicts(path, f"SELECT {{columns}} FROM gpu_samples ORDER BY {SAMPLE_ORDER}")
+
+
+def read_gpu_sample_times(path: str | Path) -> list[float]:
+    """The distinct sample times ``t_s`` of the log, in order: one per frame the monitor sampled."""
+    return [r["t_s"] for r in _rows(path, "SELECT DISTINCT t_s FROM gpu_samples ORDER BY t_s", "gpu_samples")]
+
+
+def read_gpu_samples_at(path: str | Path, t_s: float) -> list[dict]:
+    """The rows sampled at ``t_s`` (one frame), as ``read_gpu_samples`` gives them."""
+    return _sample_dicts(path, f"SELECT {{columns}} FROM gpu_samples WHERE t_s = ? ORDER BY {SAMPLE_ORDER}", (t_s,))
+
+
+def read_gpu_samples_where(path: str | Path, condition_sql: str) -> list[dict]:
+    """The rows meeting ``condition_sql`` (over the columns of ``GPU_SAMPLE_COLUMNS``) as ``read_gpu_samples``
+    gives them, each with its place: ``_row_no`` (1-based, in ``SAMPLE_ORDER``), ``_frame_no`` (1-based among
+    the distinct times) and ``_frame_row_no`` (1-based within its time). SQLite scans the log once; the places
+    are worked out only when some row meets the condition."""
+    if not _sample_dicts(path, f"SELECT 1 AS hit FROM (SELECT {{columns}} FROM gpu_samples) WHERE {condition_sql} LIMIT 1"):
+        return []
+    return _sample_dicts(path, f"""
+        SELECT * FROM (SELECT {{columns}}, row_number() OVER (ORDER BY {SAMPLE_ORDER}) AS _row_no,
+                              dense_rank() OVER (ORDER BY t_s) AS _frame_no,
+                              row_number() OVER (PARTITION BY t_s ORDER BY gpu_index, rowid) AS _frame_row_no
+                       FROM gpu_samples)
+        WHERE {condition_sql} ORDER BY _row_no""")
 
 
 def read_train_metrics(path: str | Path) -> dict[str, list[tuple[int, float, float | None]]]:

@@ -3,7 +3,8 @@
 The guard writes the end of each attempt into the run log's meta (``gpuwise/guard/train_end.py``, docs/guard.md):
 ``train_end`` (finished, preempted, crashed, interrupted or stopped), ``train_end_step`` (steps completed),
 ``train_end_t_s`` and ``train_end_detail`` (one line: the exception, the preemption's exit). advise cannot import
-the guard (the parts' arrows, DESIGN.md), so the names of that record are repeated here, as its reader.
+the guard (the parts' arrows, DESIGN.md): the names of that record are the run log's (``gpuwise.runlog.TRAIN_END_*``),
+which the guard writes and this module reads.
 
 A curve that ends because the run crashed or was preempted is read as far as it goes: the user hears first that
 the run did not finish, and that a plateau or a loss that did not fall is of the steps before that end.
@@ -20,13 +21,11 @@ import numpy as np
 from gpuwise.advise.advice import Advice, is_flat
 from gpuwise.advise.analysis import CurveAnalysis
 from gpuwise.advise.data import Curve
+from gpuwise.runlog import (TRAIN_END_DETAIL_CHARS, TRAIN_END_DETAIL_KEY, TRAIN_END_KEY, TRAIN_END_OUTCOMES,
+                            TRAIN_END_STEP_KEY, TRAIN_END_T_S_KEY)
 from gpuwise.text import clipped
 
-# the guard's record (gpuwise.guard.train_end): meta keys and outcomes
-END_KEY, STEP_KEY, TIME_KEY, DETAIL_KEY = "train_end", "train_end_step", "train_end_t_s", "train_end_detail"
-FINISHED, PREEMPTED, CRASHED, INTERRUPTED, STOPPED = "finished", "preempted", "crashed", "interrupted", "stopped"
-OUTCOMES = (FINISHED, PREEMPTED, CRASHED, INTERRUPTED, STOPPED)
-DETAIL_CHARS = 300   # as the guard clips it; a log edited by hand may hold more
+FINISHED, PREEMPTED, CRASHED, INTERRUPTED, STOPPED = TRAIN_END_OUTCOMES
 
 # what cut the curve short, as a sentence's subject reads it ("… ends there because of {cause}")
 _CAUSE = {PREEMPTED: "the preemption", CRASHED: "the crash", INTERRUPTED: "the interruption",
@@ -37,10 +36,10 @@ _WHAT_HAPPENED = {FINISHED: "finished", PREEMPTED: "was preempted", CRASHED: "cr
 
 @dataclass(frozen=True)
 class RunEnd:
-    """The recorded end of a guarded run's last attempt: ``outcome`` (one of ``OUTCOMES``) after ``step`` completed
-    optimizer steps (None: not recorded in a form read here), ``detail`` (one line, "" where none), and whether the
-    loss curve ends with it (``ends_curve``: False where losses were logged after it, by a later attempt that is
-    still running or was killed outright, which records no end)."""
+    """The recorded end of a guarded run's last attempt: ``outcome`` (one of ``TRAIN_END_OUTCOMES``) after ``step``
+    completed optimizer steps (None: not recorded in a form read here), ``detail`` (one line, "" where none), and
+    whether the loss curve ends with it (``ends_curve``: False where losses were logged after it, by a later attempt
+    that is still running or was killed outright, which records no end)."""
 
     outcome: str
     step: int | None
@@ -74,13 +73,15 @@ class RunEnd:
 
 def recorded_run_end(meta: Mapping[str, str], curve: Curve) -> RunEnd | None:
     """The end ``meta`` (a run log's, ``runlog.read_meta``) records, checked against ``curve``; None where it records
-    none (a CSV, a log of a run without the guard, a process killed outright) or an outcome the guard does not write."""
-    outcome = str(meta.get(END_KEY) or "").strip()
-    if outcome not in OUTCOMES:
+    none (a CSV, a log of a run without the guard, a process killed outright) or an outcome the guard does not write.
+    The detail is clipped as the guard clips it (a log edited by hand may hold more)."""
+    outcome = str(meta.get(TRAIN_END_KEY) or "").strip()
+    if outcome not in TRAIN_END_OUTCOMES:
         return None
-    step = _int_or_none(meta.get(STEP_KEY))
-    detail = clipped(" ".join(str(meta.get(DETAIL_KEY) or "").split()), DETAIL_CHARS)
-    return RunEnd(outcome, step, detail, ends_curve=not _logged_after(curve, step, _float_or_none(meta.get(TIME_KEY))))
+    step = _int_or_none(meta.get(TRAIN_END_STEP_KEY))
+    detail = clipped(" ".join(str(meta.get(TRAIN_END_DETAIL_KEY) or "").split()), TRAIN_END_DETAIL_CHARS)
+    end_t_s = _float_or_none(meta.get(TRAIN_END_T_S_KEY))
+    return RunEnd(outcome, step, detail, ends_curve=not _logged_after(curve, step, end_t_s))
 
 
 def _logged_after(curve: Curve, end_step: int | None, end_t_s: float | None) -> bool:

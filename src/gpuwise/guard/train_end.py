@@ -11,7 +11,7 @@ watchdog's ``os._exit``) records nothing: its log has no ``train_end``.
 Meta keys (of the log's last attempt: a restart writing the same log replaces them): ``train_end`` (the
 outcome), ``train_end_step`` (steps completed), ``train_end_t_s``, ``train_end_detail``; and one
 ``train_end`` event per attempt, ``<outcome> at step N[: detail]``. ``gpuwise run``'s ``exit_code`` stays
-the command's own.
+the command's own. The names are the run log's (``gpuwise.runlog.TRAIN_END_*``), where advise reads them too.
 """
 
 from __future__ import annotations
@@ -19,16 +19,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from gpuwise.runlog import RunLog
+from gpuwise.runlog import (TRAIN_END_DETAIL_CHARS, TRAIN_END_DETAIL_KEY, TRAIN_END_EVENT, TRAIN_END_KEY,
+                            TRAIN_END_OUTCOMES, TRAIN_END_STEP_KEY, TRAIN_END_T_S_KEY, RunLog)
 from gpuwise.text import clipped
 
-FINISHED = "finished"
-PREEMPTED = "preempted"
-CRASHED = "crashed"
-INTERRUPTED = "interrupted"
-STOPPED = "stopped"
-
-DETAIL_CHARS = 300  # an exception's text in the record: one line, clipped
+FINISHED, PREEMPTED, CRASHED, INTERRUPTED, STOPPED = TRAIN_END_OUTCOMES
 
 
 @dataclass(frozen=True)
@@ -47,7 +42,7 @@ class TrainEnd:
 def exception_text(exc: BaseException) -> str:
     """``Type: message`` on one line, clipped (a multi-line error stays one row of the log)."""
     text = " ".join(str(exc).split())
-    return clipped(f"{type(exc).__name__}{': ' + text if text else ''}", DETAIL_CHARS)
+    return clipped(f"{type(exc).__name__}{': ' + text if text else ''}", TRAIN_END_DETAIL_CHARS)
 
 
 def end_of_exception(exc: BaseException, step: int, prefix: str = "") -> TrainEnd:
@@ -58,8 +53,8 @@ def end_of_exception(exc: BaseException, step: int, prefix: str = "") -> TrainEn
 
 def record_train_end(run_log: RunLog, end: TrainEnd) -> None:
     """Write ``end`` into ``run_log``: the ``train_end*`` meta keys and a ``train_end`` event (committed)."""
-    run_log.set_meta("train_end", end.outcome)
-    run_log.set_meta("train_end_step", end.step)
-    run_log.set_meta("train_end_t_s", time.time())
-    run_log.set_meta("train_end_detail", end.detail)
-    run_log.log_event("train_end", end.message)
+    run_log.set_meta(TRAIN_END_KEY, end.outcome)
+    run_log.set_meta(TRAIN_END_STEP_KEY, end.step)
+    run_log.set_meta(TRAIN_END_T_S_KEY, time.time())
+    run_log.set_meta(TRAIN_END_DETAIL_KEY, end.detail)
+    run_log.log_event(TRAIN_END_EVENT, end.message)

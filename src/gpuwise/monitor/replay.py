@@ -7,11 +7,13 @@ the job's share is then worked out from ``watch_pids`` exactly as the NVML backe
 ``processes()`` lists them (each may also record ``"user"`` and ``"command"``; else they are looked up
 in /proc, as for NVML). Each call
 returns the next frame, stamped with the current time; after the last frame the last one repeats (a lost
-GPU stays lost). A gpuwise run log replays too: its samples grouped by time.
+GPU stays lost). A gpuwise run log replays too: its samples grouped by time, each frame read when it is
+sampled (a day's log on 8 GPUs is 86,400 frames).
 
 Frames are checked when the backend is made, as readers check a run log (``sample_checks``): a sample
 without ``gpu_index``, text where a number belongs, 500 % or NaN W is a MonitorError (exit 2, one line
-naming the frame, the sample and the field) before anything is sampled or written.
+naming the frame, the sample and the field) before anything is sampled or written. A run log's rows are
+checked in one pass of SQLite (``suspect_row_sql``), the rows it picks judged by ``row_problem``.
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ from typing import Any
 from gpuwise.monitor.errors import MonitorError
 from gpuwise.monitor.procs import GpuProcess, ProcessRow, attribute_memory, pid_exists, process_rows
 from gpuwise.monitor.sample import GpuSample, sample_from_row
-from gpuwise.monitor.sample_checks import sample_problem
-from gpuwise.runlog import is_run_log, read_gpu_samples, read_meta
+from gpuwise.monitor.sample_checks import row_problem, sample_problem, suspect_row_sql
+from gpuwise.runlog import (is_run_log, read_gpu_sample_times, read_gpu_samples_at, read_gpu_samples_where,
+                            read_meta)
 
 Frame = Sequence[Mapping[str, Any] | GpuSample]
 
@@ -37,17 +40,20 @@ class ReplayBackend:
 
     def __init__(self, frames: Sequence[Frame], *, driver_version: str | None = "replay",
                  loop: bool = False, stamp_now: bool = True, source: str = "replay frames",
-                 lists_processes: bool = True) -> None:
+                 lists_processes: bool = True, frames_checked: bool = False) -> None:
         """``source``: what the frames came from, for the error naming a bad one (MonitorError); kept, for
         any later message about them (a process filter a run log cannot serve).
-        ``lists_processes`` False: the frames hold no process lists (a run log's): ``processes()`` is None."""
+        ``lists_processes`` False: the frames hold no process lists (a run log's): ``processes()`` is None.
+        ``frames_checked``: the frames were checked already (a run log's, by ``check_run_log_frames``), and
+        may be a sequence that reads each frame when asked for it (kept as given)."""
         if not frames:
             raise MonitorError(f"{source}: a replay backend needs at least one frame of samples")
-        for i, frame in enumerate(frames, start=1):
-            problem = frame_problem(frame)
-            if problem:
-                raise MonitorError(f"{source}: frame {i}: {problem}")
-        self._frames = list(frames)
+        if not frames_checked:
+            for i, frame in enumerate(frames, start=1):
+                problem = frame_problem(frame)
+                if problem:
+                    raise MonitorError(f"{source}: frame {i}: {problem}")
+        self._frames = frames if frames_checked else list(frames)
         self.source = source
         self._driver_version = driver_version
         self._loop = loop
@@ -61,12 +67,11 @@ class ReplayBackend:
     def from_file(cls, path: str | Path, **kwargs: Any) -> "ReplayBackend":
         p = Path(path)
         if is_run_log(p):
-            frames: dict[float, list[dict]] = {}
-            for row in read_gpu_samples(p):
-                frames.setdefault(row["t_s"], []).append(row)
+            check_run_log_frames(p)
             # the driver the log was recorded on; a run log records no process list (only the counts)
             kwargs.setdefault("driver_version", read_meta(p).get("driver_version") or "replay")
-            return cls(list(frames.values()), **{"source": str(p), "lists_processes": False, **kwargs})
+            return cls(RunLogFrames(p), **{"source": str(p), "lists_processes": False, "frames_checked": True,
+                                           **kwargs})
         try:
             text = p.read_text()
             if not text.strip():
@@ -130,13 +135,34 @@ def frame_problem(frame: object) -> str | None:
         elif "gpu_index" not in raw:
             problem = "no gpu_index"
         else:
-            try:
-                problem = sample_problem(sample_from_row(raw)) or _processes_problem(raw.get("processes"))
-            except (TypeError, ValueError) as exc:   # lost: "yes"
-                problem = str(exc)[:100]
+            problem = row_problem(raw) or _processes_problem(raw.get("processes"))
         if problem:
             return f"sample {j}: {problem}"
     return None
+
+
+class RunLogFrames(Sequence[list[dict]]):
+    """A run log's samples as frames (one per distinct ``t_s``, in time order), each read from the log when
+    asked for: a long log is not held in memory, and the first frame comes at once."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._times_s = read_gpu_sample_times(path)
+
+    def __len__(self) -> int:
+        return len(self._times_s)
+
+    def __getitem__(self, i: int) -> list[dict]:   # type: ignore[override]  (no slices: a frame at a time)
+        return read_gpu_samples_at(self._path, self._times_s[i])
+
+
+def check_run_log_frames(path: Path) -> None:
+    """MonitorError naming the frame, the sample and the field of the first row of the run log at ``path`` that
+    ``frame_problem`` would refuse, in the order the frames replay."""
+    for row in read_gpu_samples_where(path, suspect_row_sql()):
+        problem = row_problem(row)
+        if problem:
+            raise MonitorError(f"{path}: frame {row['_frame_no']}: sample {row['_frame_row_no']}: {problem}")
 
 
 def _processes_problem(entries: object) -> str | None:

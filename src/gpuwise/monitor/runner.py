@@ -73,6 +73,11 @@ FORWARDED = tuple(s for s in sorted(signal.valid_signals()) if s not in _NOT_FOR
 STOPPING = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)  # after these, the grace period runs
 DEFAULT_KILL_AFTER_S = 30.0
 LEFT_RUNNING_SETTLE_S = 1.0   # a group's processes still exiting as the command ends are not "left running"
+# the run log's events of a run (docs/runlog.md); report.run_end reads the signals and the kill
+EXIT_EVENT = "exit"                   # "exit code N", or "could not start: …"
+SIGNALS_EVENT = "signals"             # a JSON list of the names of the signals passed on to the command
+KILL_EVENT = "kill"                   # why SIGKILL was sent to the command's group after the grace period
+LEFT_RUNNING_EVENT = "left_running"   # the processes of the group still running after the command ended
 _PR_SET_PDEATHSIG = 1
 _WATCHDOG = Path(__file__).with_name("orphan_watch.py")
 
@@ -182,7 +187,7 @@ def run_command(
             _best_effort(announce, "GPU backend not closed", backend.close)
         _best_effort(announce, "run log meta not written",
                      lambda: write_meta(runlog, end_meta(exit_code=exit_code, start_error=str(exc))))
-        _best_effort(announce, "run log not written", lambda: runlog.log_event("exit", message))
+        _best_effort(announce, "run log not written", lambda: runlog.log_event(EXIT_EVENT, message))
         _best_effort(announce, "run log not closed", runlog.close)
         claim.release()
         if announce:
@@ -209,7 +214,7 @@ def run_command(
         said = left_running_message(result.left_running)
         if announce:
             logger.warning("%s", said)
-        _best_effort(announce, "run log not written", lambda: runlog.log_event("left_running", said))
+        _best_effort(announce, "run log not written", lambda: runlog.log_event(LEFT_RUNNING_EVENT, said))
     if sampler is not None:
         _best_effort(announce, "sampling did not stop cleanly", sampler.stop)
         result.samples_taken = sampler.samples_taken
@@ -222,10 +227,11 @@ def run_command(
     ended = sampler.end_meta if sampler is not None else end_meta
     _best_effort(announce, "run log meta not written", lambda: write_meta(runlog, ended(**status)))
     if result.forwarded:
-        _best_effort(announce, "run log not written", lambda: runlog.log_event("signals", json.dumps(result.forwarded)))
+        forwarded_json = json.dumps(result.forwarded)
+        _best_effort(announce, "run log not written", lambda: runlog.log_event(SIGNALS_EVENT, forwarded_json))
     if result.killed is not None:
-        _best_effort(announce, "run log not written", lambda: runlog.log_event("kill", result.killed))
-    _best_effort(announce, "run log not written", lambda: runlog.log_event("exit", f"exit code {result.exit_code}"))
+        _best_effort(announce, "run log not written", lambda: runlog.log_event(KILL_EVENT, result.killed))
+    _best_effort(announce, "run log not written", lambda: runlog.log_event(EXIT_EVENT, f"exit code {result.exit_code}"))
     _best_effort(announce, "run log not closed", runlog.close)
     claim.release()
     return result

@@ -1,23 +1,25 @@
 """Reads any log the report understands into one ``UsageLog``: a gpuwise run log (SQLite), an
 ``nvidia-smi --query-gpu ... --format=csv`` log, or an ``nvidia-smi dmon`` log.
 
-Every sample is checked against its physical range (``sample_problem``) whatever the source, and text
+Every sample is checked against its physical range (``sample_problem``) whatever the source (a run log's in one
+pass of SQLite over its rows, ``suspect_row_sql``, the rows it picks judged by ``row_problem``), and text
 from the file (GPU names, meta, event messages) loses control characters before it can reach a terminal.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Mapping
 
 from gpuwise.monitor.sample import GpuSample, sample_from_row
-from gpuwise.monitor.sample_checks import sample_problem
+from gpuwise.monitor.sample_checks import row_problem, suspect_row_sql
 from gpuwise.report.dmon import looks_like_dmon, parse_dmon
 from gpuwise.report.errors import ReportError
 from gpuwise.report.smi_csv import parse_smi_csv
-from gpuwise.runlog import RunLogError, is_run_log, read_events, read_gpu_samples, read_meta
+from gpuwise.runlog import RunLogError, is_run_log, read_events, read_gpu_samples, read_gpu_samples_where, read_meta
 from gpuwise.text import printable, printable_or_none
 
 
@@ -74,6 +76,7 @@ def load_usage_log(path: str | Path, *, columns: list[str] | None = None) -> Usa
 
 def _load_run_log(p: Path) -> UsageLog:
     try:
+        _check_rows(p, read_gpu_samples_where(p, suspect_row_sql()))
         rows = read_gpu_samples(p)
         meta = read_meta(p)
         events = read_events(p)
@@ -91,7 +94,7 @@ def _load_run_log(p: Path) -> UsageLog:
         except (ValueError, KeyError, TypeError):
             continue  # a hook from another version: the samples still tell the story
     notes = () if rows else (f"{p}: no GPU samples in this run log (no NVIDIA driver while it ran?)",)
-    samples = tuple(_checked_sample(p, i, r) for i, r in enumerate(rows, start=1))
+    samples = tuple(_printable_sample(r) for r in rows)
     meta = {printable(str(k)): printable_or_none(v) for k, v in meta.items()}
     events = [{k: printable(v) if isinstance(v, str) else v for k, v in e.items()} for e in events]
     return UsageLog(str(p), RUN_LOG_SOURCE, samples, meta, tuple(events), tuple(peaks), notes)
@@ -108,15 +111,21 @@ def log_ended(log: UsageLog) -> bool | None:
     return "command" not in log.meta or log.meta.get("exit_code") not in (None, "")
 
 
-def _checked_sample(p: Path, row_no: int, row: Mapping[str, object]) -> GpuSample:
-    """The sample of one gpu_samples row; ReportError naming the row when a value is of the wrong type
-    or outside its physical range."""
-    try:
-        sample = sample_from_row(row)
-        problem = sample_problem(sample)
-    except (TypeError, ValueError) as exc:
-        problem = str(exc)[:100]
-    if problem:
-        raise ReportError(f"{p}: gpu_samples row {row_no} (gpu {row.get('gpu_index')!r}, t_s {row.get('t_s')!r}): "
-                          f"{problem}")
-    return replace(sample, name=printable_or_none(sample.name), uuid=printable_or_none(sample.uuid))
+def _check_rows(p: Path, suspects: list[Mapping[str, object]]) -> None:
+    """ReportError naming the first of ``suspects`` (rows ``read_gpu_samples_where`` picked, with their
+    ``_row_no``) whose value is of the wrong type or outside its physical range (``row_problem``)."""
+    for row in suspects:
+        problem = row_problem(row)
+        if problem:
+            raise ReportError(f"{p}: gpu_samples row {row['_row_no']} (gpu {row.get('gpu_index')!r}, "
+                              f"t_s {row.get('t_s')!r}): {problem}")
+
+
+# A log names a few GPUs over and over: each distinct name (and uuid) is made printable once.
+_printable_text = lru_cache(maxsize=4096)(printable_or_none)
+
+
+def _printable_sample(row: dict) -> GpuSample:
+    """The sample of one checked gpu_samples row, its GPU name and uuid without control characters."""
+    row["name"], row["uuid"] = _printable_text(row.get("name")), _printable_text(row.get("uuid"))
+    return sample_from_row(row)
