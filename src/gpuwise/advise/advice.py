@@ -20,7 +20,7 @@ from gpuwise.plan.fit import DEFAULT_HEADROOM_FRACTION, usable_of
 from gpuwise.plan.quote import Quote
 from gpuwise.advise.gpu_plan import GpuPlan, SwitchCost, switch_saving
 from gpuwise.advise.noise_scale import NoiseScaleSummary, pollux_efficiency, steps_ratio
-from gpuwise.advise.overfitting import MEDIAN_EVALS, Overfitting
+from gpuwise.advise.overfitting import MEDIAN_EVALS, EvalRise
 from gpuwise.advise.phases import PLATEAU, RISING, loss_drop_per_doubling
 from gpuwise.advise.wording import FLAT_SHARE_OF, drop_text, flat_drop_text, flat_rule_text, g as _g, range_text
 from gpuwise.units import YEAR_S, format_bytes, format_duration, format_money
@@ -28,7 +28,7 @@ from gpuwise.units import YEAR_S, format_bytes, format_duration, format_money
 
 @dataclass(frozen=True)
 class Advice:
-    # run_end, diverged, overfitting, not_learning, noisy, batch_size, plateau, switch_gpu, memory, forecast, stop,
+    # run_end, diverged, overfitting, eval_rising, not_learning, noisy, batch_size, plateau, switch_gpu, memory, forecast, stop,
     # implausible, healthy, plan
     kind: str
     title: str
@@ -208,8 +208,8 @@ def plateau_advice(a: CurveAnalysis, pricing: Pricing, remaining_steps: int, end
     return out
 
 
-def overfitting_advice(o: Overfitting) -> list[Advice]:
-    """An eval loss rising while the training loss falls (``overfitting.detect_overfitting``)."""
+def overfitting_advice(o: EvalRise) -> list[Advice]:
+    """An eval loss rising while the training loss falls (``overfitting.detect_eval_rise``, ``EvalRise.train_fell``)."""
     name = f" ({o.eval_name!r})" if o.eval_name else ""
     text = (f"Overfitting: eval loss{name} rising since step {o.since_step:,} while train loss falls: the eval "
             f"loss (median of {MEDIAN_EVALS} evals) went from {_g(o.best_eval_loss)} around step {o.since_step:,} to "
@@ -219,6 +219,31 @@ def overfitting_advice(o: Overfitting) -> list[Advice]:
             f"keeping the checkpoint of the best eval step ({o.since_step:,}); for a lower eval loss, add data "
             "(or augmentation) or regularise (weight decay, dropout), or use a smaller model.")
     return [Advice("overfitting", "Overfitting", text, o.to_dict())]
+
+
+def eval_rise_headline(o: EvalRise) -> str:
+    """The one-line finding of an eval loss that rose while the training loss did not fall (no overfitting)."""
+    name = f" ({o.eval_name!r})" if o.eval_name else ""
+    by = f" {o.eval_rise_fraction:.0%}" if o.eval_rise_fraction is not None else ""
+    return (f"the eval loss{name} has risen{by} since step {o.since_step:,} while the training loss did not fall: "
+            "overfitting, or a problem with the eval data")
+
+
+def eval_rising_advice(o: EvalRise) -> list[Advice]:
+    """An eval loss rising while the training loss stays flat or rises too (``overfitting.detect_eval_rise``, the
+    training trend not falling): not overfitting, yet the eval loss is what the run is for."""
+    headline = eval_rise_headline(o)
+    text = (f"{headline[0].upper()}{headline[1:]}. The eval loss (median of "
+            f"{MEDIAN_EVALS} evals) went from {_g(o.best_eval_loss)} around step {o.since_step:,} to "
+            f"{_g(o.eval_loss_now)} over the last {MEDIAN_EVALS} (the last, at step {o.last_eval_step:,}: "
+            f"{_g(o.last_eval_loss)}); the training trend went from {_g(o.train_trend_at_best)} to "
+            f"{_g(o.train_trend_now)}. Overfitting usually shows as a falling training loss; beside a flat one, check "
+            "the eval data (changed, reshuffled, leaking, or drifting from the training data) and the eval itself "
+            "(model.eval() around it: dropout, batch-norm statistics). Keep the checkpoint of the best eval step "
+            f"({o.since_step:,}).")
+    numbers = {**o.to_dict(), "eval_rise_fraction": None if o.eval_rise_fraction is None
+               else round(o.eval_rise_fraction, 5)}
+    return [Advice("eval_rising", "The eval loss is rising", text, numbers)]
 
 
 def switch_advice(pricing: Pricing, remaining_steps: int, end_reason: str) -> list[Advice]:

@@ -200,9 +200,10 @@ def plateau_forecast_step(fit: TrendFit, th: PhaseThresholds, head: float | None
     grid = np.geomspace(max(fit.last_step, 1), max(fit.last_step, 1) * max_factor, 2000)
     level = fit.predict(grid)
     t = grid + fit.t_shift
-    with np.errstate(divide="ignore", invalid="ignore"):
-        drop = -fit.slope_per_step(grid) * t * np.log(2.0) / level
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        # the phases' measure: 1 - 2^(d ln L / d ln t), so the gain-share cap compares like with like
+        drop = -np.expm1(fit.slope_per_step(grid) * t * np.log(2.0) / level)
     if head is not None:
-        drop = drop * progress_factor(level, head, drop)
+        drop = drop * progress_factor(level, head, drop, th.gain_share_below_drop)
     flat = np.nonzero((level > 0) & (drop < th.plateau_drop_per_doubling))[0]
     return int(round(grid[flat[0]])) if len(flat) else None

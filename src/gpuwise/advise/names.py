@@ -21,8 +21,14 @@ LOSS_NAMES = ("loss", "train_loss", "training_loss", "loss_train", "train_train_
               "trainer_loss", "train_lm_loss", "lm_loss", "loss_step", "train_loss_epoch")
 LR_NAMES = ("lr", "learning_rate", "train_lr", "train_learning_rate", "lr_0", "lr_group0", "lr_adamw")
 BATCH_NAMES = ("batch_size", "batch", "bs", "global_batch_size", "train_batch_size", "effective_batch_size")
-TIME_NAMES = ("t_s", "time_s", "wall_time", "walltime", "wall_time_s", "time", "timestamp", "elapsed_s", "elapsed",
-              "_timestamp", "relative_time")
+# Wall time, seconds (any origin: only differences are used, so a Unix time and seconds since the start read alike)
+# or ISO 8601. TensorBoard's "Wall time" (CSV) and event wall_time, W&B's export (``_timestamp``, Unix, and
+# ``_runtime``, since the start: normalised, the leading "_" goes), a hand-written ``wall``/``elapsed_time``.
+# Lightning's CSVLogger and HF Trainer's log_history write none (HF's ``train_runtime`` is the whole run's, in the
+# summary row the reader drops).
+TIME_NAMES = ("t_s", "time_s", "wall_time", "walltime", "wall_time_s", "wall", "wall_s", "wall_clock", "wall_clock_s",
+              "time", "timestamp", "elapsed_s", "elapsed", "elapsed_time", "elapsed_time_s", "time_elapsed",
+              "runtime", "relative_time")
 _EVAL_WORDS = ("val", "eval", "test", "valid", "validation")
 # A held-out loss beside the training loss (the overfitting check), most specific first; else any name with "loss"
 # and an eval word (``eval/loss`` normalises to ``eval_loss``).

@@ -3,8 +3,9 @@
 The measure is the slope of log-loss against log-step, ``d ln L / d ln t``, reported as the fraction
 the loss drops per doubling of the steps. It is the same number for the same curve shape whatever the
 loss scale, and a power law ``b·t^-c`` has the constant slope ``-c``. Where it is smaller, the drop is
-counted as a share of what the run has gained so far instead (``progress_scale``): a loss heading for
-zero halves per doubling for ever, yet buys almost nothing once it is a hundredth of where it started. The slope is fitted to mean
+counted as a share of what the run has gained so far instead (``progress_scale``): a loss levelling off near
+zero still falls by a large share of itself per doubling, yet buys almost nothing once it is a hundredth of where it
+started; but not where the loss itself still halves per doubling or faster (``gain_share_below_drop``). The slope is fitted to mean
 ln-losses in bins uniform in log-step, over windows of fixed log-width, so the dense late part of a
 log does not turn tiny wiggles into large slopes, with a standard error from the point-to-point
 noise; a slope that noise could have made, or one from fewer than ``min_window_points`` points, is
@@ -41,6 +42,11 @@ class PhaseThresholds:
     n_bins: int = 100
     min_window_points: int = 8         # a slope from fewer logged points is never sure (its noise estimate is not)
     significant_z: float = 4.0         # slopes differing by less (standard errors) are one: ~0.05 over 100 bins
+    # The share of what the run has gained is read only where the loss itself falls by less than this per
+    # doubling: a loss that still halves (or more) with each doubling of the steps falls at least as fast as 1/t,
+    # and the next doubling takes half of what is left; no one reads that as flat (a 40-step run falling 6 % a
+    # step, 0.188 -> 0.123 over steps 34-40, 84 % per doubling, was "plateau: 0.8 % of what the run has gained").
+    gain_share_below_drop: float = 0.5
 
 
 @dataclass(frozen=True)
@@ -130,31 +136,39 @@ def local_drop_per_doubling(centres: np.ndarray, log_y: np.ndarray, counts: np.n
     return drop, low, high
 
 
-def progress_scale(log_y: np.ndarray, drop: np.ndarray, head_bins: int = 3) -> np.ndarray:
+def progress_scale(log_y: np.ndarray, drop: np.ndarray, head_bins: int = 3,
+                   below_drop: float = PhaseThresholds.gain_share_below_drop,
+                   sure_drop: np.ndarray | None = None) -> np.ndarray:
     """Per bin, the factor (<= 1) that turns "drop per doubling, as a share of the loss now" into "as a
-    share of what the run has gained so far", wherever that is the smaller of the two.
+    share of what the run has gained so far", wherever that is the smaller of the two (``progress_factor``).
 
-    Why: a loss that heads for zero (cross-entropy on data the model can learn: 2.3 -> 0.03 by step 350,
-    0.014 by step 800) keeps halving per doubling of the steps, a "fast descent" to the log-slope alone,
-    while every further doubling buys under 1 % of the 2.3 the run has already gained: to whoever pays
-    for the steps, that is a plateau, and it looks like one. A curve levelling off above zero has both
-    measures small. Rises are left unscaled.
+    Why: a loss that levels off near zero (cross-entropy on data the model can learn: 2.3 -> 0.03 by step 350,
+    0.014 by step 800) still falls by a large share of itself per doubling of the steps, a "fast descent" to the
+    log-slope alone, while every further doubling buys under 1 % of the 2.3 the run has already gained: to
+    whoever pays for the steps, that is a plateau, and it looks like one. A curve levelling off above zero has
+    both measures small. Rises are left unscaled, and so is a loss sure to halve per doubling or faster (``sure_drop``:
+    the low end of each bin's drop, so a window whose noise alone reads a steep fall keeps the gain's reading).
     """
     level = np.exp(log_y)
     head = np.maximum.accumulate(running_median(level, head_bins))   # the first bins hold single, noisy points
-    return progress_factor(level, head, drop)
+    return progress_factor(level, head, drop, below_drop, sure_drop)
 
 
-def progress_factor(level: np.ndarray, head: np.ndarray | float, drop: np.ndarray) -> np.ndarray:
+def progress_factor(level: np.ndarray, head: np.ndarray | float, drop: np.ndarray,
+                    below_drop: float = PhaseThresholds.gain_share_below_drop,
+                    sure_drop: np.ndarray | None = None) -> np.ndarray:
     """The one home of the flatness measure's scale: the factor (<= 1) that turns ``drop`` (per doubling of the
     steps, as a share of the loss ``level``) into a share of what the run has gained so far (``head - level``,
-    ``head`` the highest level the run started from) where that is the smaller share; 1 for a rise or no gain.
+    ``head`` the highest level the run started from) where that is the smaller share, unless the loss itself surely
+    falls by ``below_drop`` or more per doubling (``sure_drop``, the drop's low end; ``drop`` itself when None);
+    1 for a rise, no gain, or a loss still falling that fast.
     The phases (``progress_scale``) and the forecast (``analysis.plateau_forecast_step``) both call it flat
     when the drop so measured is under ``PhaseThresholds.plateau_drop_per_doubling``."""
     level, drop = np.asarray(level, dtype=float), np.asarray(drop, dtype=float)
+    sure = drop if sure_drop is None else np.asarray(sure_drop, dtype=float)
     gained = np.asarray(head, dtype=float) - level
     with np.errstate(divide="ignore", invalid="ignore"):
-        factor = np.where((gained > 0) & (drop > 0), level / gained, 1.0)
+        factor = np.where((gained > 0) & (drop > 0) & (sure < below_drop), level / gained, 1.0)
     return np.clip(np.nan_to_num(factor, nan=1.0, posinf=1.0), 0.0, 1.0)
 
 
@@ -244,7 +258,8 @@ def detect_phases(steps: np.ndarray, loss: np.ndarray, th: PhaseThresholds = Pha
     loss = np.asarray(loss, dtype=float)
     centres, log_y, firsts, counts = log_bins(steps, loss, th.n_bins)
     drop, low, high = local_drop_per_doubling(centres, log_y, counts, log_time(steps), point_noise_log(loss), th)
-    drop, low, high = (d * progress_scale(log_y, drop) for d in (drop, low, high))
+    scale = progress_scale(log_y, drop, below_drop=th.gain_share_below_drop, sure_drop=low)
+    drop, low, high = (d * scale for d in (drop, low, high))
     classified = [classify(d, lo, hi, th) for d, lo, hi in zip(drop, low, high)]
     sure = np.array([k is not None for k in classified])
     kinds = fill_unsure(classified)

@@ -11,7 +11,7 @@ from typing import Mapping
 import numpy as np
 
 from gpuwise.advise.advice import (Advice, Pricing, diverged_advice, forecast_advice, healthy_advice,
-                                   implausible_advice, is_flat, noise_advice, not_learning_advice, overfitting_advice,
+                                   eval_rising_advice, implausible_advice, is_flat, noise_advice, not_learning_advice, overfitting_advice,
                                    plan_advice, plateau_advice, stop_advice, switch_advice)
 from gpuwise.advise.analysis import AdviseSettings, CurveAnalysis, analyze_curve
 from gpuwise.advise.data import TrainingLog
@@ -22,7 +22,7 @@ from gpuwise.advise.gpu_plan import GpuPlan, SwitchCost, plan_run
 from gpuwise.advise.noise_scale import NoiseScaleSummary, summarise
 from gpuwise.advise.phases import RISING
 from gpuwise.advise.run_end import RunEnd, recorded_run_end, run_end_advice
-from gpuwise.advise.overfitting import Overfitting, detect_overfitting
+from gpuwise.advise.overfitting import EvalRise, detect_eval_rise
 from gpuwise.catalog import resolve_gpu
 from gpuwise.catalog.model import Catalog, CatalogError
 from gpuwise.plan.fit import DEFAULT_HEADROOM_FRACTION
@@ -70,10 +70,11 @@ class AdviceReport:
     end_reason: str
     loss_name: str | None = None            # the column, tag or metric the loss was read from
     other_loss_names: tuple[str, ...] = ()  # other loss-like series in the log, not used (--loss-tag picks one)
-    overfitting: Overfitting | None = None  # an eval loss beside the training loss rising while it falls
+    overfitting: EvalRise | None = None  # an eval loss beside the training loss rising while it falls
     eval_name: str | None = None            # the eval series read beside the loss (None: none)
     thinned: Mapping[str, int] | None = None   # the log thinned on read: rows_read, points, bin_steps (None: not)
     run_end: RunEnd | None = None           # how a guarded run ended, as its run log records it (None: not recorded)
+    eval_rising: EvalRise | None = None     # an eval loss rising while the training loss does not fall
 
     @property
     def diagnosis(self) -> str:
@@ -95,6 +96,7 @@ class AdviceReport:
             "eval_loss_series": self.eval_name,   # the held-out loss read beside the loss (the overfitting check)
             "thinned": None if self.thinned is None else dict(self.thinned),
             "overfitting": None if self.overfitting is None else self.overfitting.to_dict(),
+            "eval_rising": None if self.eval_rising is None else self.eval_rising.to_dict(),
             "nan_step": a.nan_step,
             "skipped_nonfinite": {"count": a.skipped_count, "steps": [int(x) for x in a.skipped_steps]},
             "divergence_step": a.divergence_step,
@@ -249,7 +251,9 @@ def advise(log: TrainingLog, settings: AdviseSettings = AdviseSettings(), catalo
     remaining = max(0, end_step - a.last_step)
     lr = _lr_near(log, a.restart_step)
 
-    overfit = detect_overfitting(a.steps, a.trend, log.eval_curve, log.eval_name) if a.diagnosis != "diverged" else None
+    rise = detect_eval_rise(a.steps, a.trend, log.eval_curve, log.eval_name) if a.diagnosis != "diverged" else None
+    overfit = rise if rise is not None and rise.train_fell else None   # the training loss fell meanwhile
+    eval_rising = rise if rise is not None and not rise.train_fell else None
     lr_now, lr_peak = _lr_near(log, None), _lr_peak(log)
 
     items: list[Advice] = []
@@ -268,6 +272,8 @@ def advise(log: TrainingLog, settings: AdviseSettings = AdviseSettings(), catalo
         items[:0] = implausible_advice(a, end_step, end_reason)   # first: it says how far to trust the rest
     if overfit is not None:
         items[:0] = overfitting_advice(overfit)   # first: it changes where the run should stop
+    if eval_rising is not None:
+        items[:0] = eval_rising_advice(eval_rising)
     items[:0] = run_end_advice(run_end, a)        # before all: the curve ends where the run did, not where it would
     if a.diagnosis in ("diverged", "not_learning") and ns is not None:
         items += [x for x in noise_advice(a, ns, pricing) if x.kind == "batch_size"]
@@ -290,7 +296,8 @@ def advise(log: TrainingLog, settings: AdviseSettings = AdviseSettings(), catalo
     if log.thinned_bin_steps > 1:
         thinned = {"rows_read": log.rows_read, "points": len(log.curve), "bin_steps": log.thinned_bin_steps}
     return AdviceReport(a, ns, tuple(items), plan, pricing, log.curve.source, settings.target_loss, end_step, end_reason,
-                        log.loss_name, log.other_loss_names, overfit, log.eval_name, thinned, run_end=run_end)
+                        log.loss_name, log.other_loss_names, overfit, log.eval_name, thinned, run_end=run_end,
+                        eval_rising=eval_rising)
 
 
 def _switch_step(a: CurveAnalysis, end_step: int) -> int:

@@ -186,6 +186,7 @@ def _scales(step_time_s: float | None, total_steps: int | None, price: str | Non
 
 
 def _render(report, plot_path: str | None, scaled_by: str | None = None) -> None:
+    from gpuwise.advise.advice import eval_rise_headline
     from gpuwise.advise.wording import drop_text
     from gpuwise.units import format_duration, format_money
 
@@ -220,6 +221,9 @@ def _render(report, plot_path: str | None, scaled_by: str | None = None) -> None
     if o is not None:
         c.console.print(f"[bold yellow]Overfitting[/bold yellow]: eval loss rising since step {o['since_step']:,} "
                         "while train loss falls.")
+    if report.eval_rising is not None:
+        headline = eval_rise_headline(report.eval_rising)
+        c.console.print(f"[bold yellow]Eval loss rising[/bold yellow]: {for_console(headline)}.")
     phases = Table(box=box.SIMPLE_HEAD, pad_edge=False, title="Phases", title_justify="left")
     for col in ("phase", "from step", "to step", "drop per doubling"):
         phases.add_column(col, justify="left" if col == "phase" else "right")
@@ -261,5 +265,6 @@ def _render(report, plot_path: str | None, scaled_by: str | None = None) -> None
 
 
 def _advice_colour(kind: str) -> str:
-    return {"run_end": "red", "diverged": "red", "not_learning": "red", "overfitting": "yellow", "noisy": "yellow", "plateau": "yellow",
+    return {"run_end": "red", "diverged": "red", "not_learning": "red", "overfitting": "yellow", "eval_rising": "yellow",
+            "noisy": "yellow", "plateau": "yellow",
             "batch_size": "cyan", "switch_gpu": "green", "plan": "green", "healthy": "green"}.get(kind, "blue")
