@@ -21,6 +21,8 @@ def register(app: typer.Typer) -> None:
     app.command("recommend")(recommend)
 
 
+SUMMARY_ROWS = 12      # options the table shows without --all (the marked ones among them), then one of each exclusion
+
 # --batch-size here: the micro-batch of one GPU, and with --grad-accum the effective batch every option keeps
 BATCH_SIZE_HELP = ("Micro-batch; with --grad-accum it sets the effective batch (micro-batch × accumulation) that "
                    "every option keeps and splits over its GPUs, so a multi-GPU option needs an effective batch "
@@ -52,7 +54,7 @@ def recommend(
     remedies: Annotated[bool, typer.Option("--remedies/--no-remedies", help="When cheap GPUs run out of memory, try changes that would make the job fit.")] = True,
     catalog: c.CatalogOpt = None,
     plot: Annotated[Optional[str], typer.Option("--plot", help="Write a PNG of cost vs time for every option (.pdf, .svg … by the suffix).")] = None,
-    show_all: Annotated[bool, typer.Option("--all", help="Show every option, not the 15 best and a summary.")] = False,
+    show_all: Annotated[bool, typer.Option("--all", help=f"Show every option, not the {SUMMARY_ROWS} best and one of each kind left out.")] = False,
     no_cache: c.NoCacheOpt = False,
     no_user_calibration: NoUserCalibrationOpt = False,
     json_out: c.JsonOpt = False,
@@ -155,8 +157,13 @@ def recommend(
                    if likely_job_time_range_s(o, rec.method)]
         accuracy = load_accuracy(covered[0].regime) if covered else None
         answer = rec.to_dict()
-        for o, d in zip(rec.options, answer["options"]):
-            d["likely_time_range_s"] = likely_job_time_range_s(o, rec.method)
+        # every option's range, wherever it is listed: the picks and the closest are the options again
+        picked = [(rec.options, answer["options"]), (rec.closest, answer["closest"])] + [
+            ((o,), (answer[key],)) for key, o in (("best", rec.best), ("fastest", rec.fastest),
+                                                  ("best_value", rec.best_value)) if o is not None]
+        for quotes, dicts in picked:
+            for o, d in zip(quotes, dicts):
+                d["likely_time_range_s"] = likely_job_time_range_s(o, rec.method)
         if stale:
             answer["notes"] = [*answer["notes"], stale]
         c.print_json({**answer, "user_calibration": [cal.summary for cal in calibrated],
@@ -258,9 +265,9 @@ def _render(rec, show_all: bool, deadline_s: float | None = None) -> None:
         _render_load_lines(rec)
     elif rec.best is not None:
         b = rec.best
-        con.print(f"[bold green]Best:[/] {_gpus(b)} from {b.provider}{_at(rec, b)}: "
+        con.print(f"[bold green]Best:[/] {_gpus(b)} from {_seller(b.provider, b.spot)}{_at(rec, b)}: "
                   f"{format_duration(b.total_time_s)} "
-                  f"({format_duration(b.step_time_s)} a step), "
+                  f"({format_duration(b.step_time_s)} a step{_preempted(b)}), "
                   f"{_cost(b)} ("
                   + (f"micro-batch {b.batch_size}, {b.grad_accum_steps} accumulation step(s), " if w.is_training
                      else f"{b.batch_size} requests at a time, ")
@@ -274,25 +281,40 @@ def _render(rec, show_all: bool, deadline_s: float | None = None) -> None:
         _also(rec, "least cost × time")
         _risks(b, deadline_s, rec.method)
         _fastest_and_value(rec, "least cost × time",
-                           lambda o: f"{_gpus(o)} from {o.provider}{_at(rec, o)}: "
+                           lambda o: f"{_gpus(o)} from {_seller(o.provider, o.spot)}{_at(rec, o)}: "
                                      f"{format_duration(o.total_time_s)}, {_cost(o)}",
                            lambda o: o.total_time_s)
     else:
         con.print(f"[bold yellow]{escape(rec.nothing_meets)}[/]")
         for o in rec.closest:
-            con.print(f"  closest: {_deployment(o)} ({o.provider}){_at(rec, o)}: "
+            con.print(f"  closest: {_deployment(o)} ({_seller(o.provider, o.spot)}){_at(rec, o)}: "
                       + (f"{_cost(o)} an hour" if o.replicas else f"{format_duration(o.total_time_s)}, {_cost(o)}")
                       + f" — {o.excluded_because}")
+    # with no best there is nothing to be cheaper than: the change makes the job fit at all
+    lead = "To fit a cheaper GPU" if rec.best is not None else "To make the job fit"
     for r in rec.remedies:
         ram = f" and {format_bytes(r['cpu_offload_bytes'])} of host RAM" if r.get("cpu_offload_bytes") else ""
         gpus = f"{r['count']}× {r['gpu_name']}" if r.get("count", 1) > 1 else r["gpu_name"]
         each = " each" if r.get("count", 1) > 1 else ""
-        con.print(f"[cyan]To fit a cheaper GPU:[/] {r['change']} → {gpus} needs "
+        con.print(f"[cyan]{lead}:[/] {r['change']} → {gpus} needs "
                   f"{format_bytes(r['peak_total_bytes'])} of {format_bytes(r['gpu_memory_bytes'])}{each}{ram}, "
                   f"{format_duration(r['total_time_s'])}, {format_money(r['total_cost_ranked'], r['ranking_currency'])} "
-                  f"({r['provider']})" + (f" ({r['why_faster']})" if r.get("why_faster") else ""))
+                  f"({_seller(r['provider'], r.get('spot', False))})"
+                  + (f" ({r['why_faster']})" if r.get("why_faster") else ""))
     for note in rec.notes:
         con.print(f"[dim]note: {note}[/]")
+
+
+def _seller(provider: str | None, spot: bool) -> str:
+    """'runpod (spot)' for a spot offer, as the table's provider column says, so a named pick is never read as the
+    same seller's on-demand offer; 'runpod' otherwise."""
+    return f"{provider or '-'}{' (spot)' if spot else ''}"
+
+
+def _preempted(o) -> str:
+    """'; 1.2 min of it expected preemptions' where a spot option's job time includes them (steps × step time is
+    the rest)."""
+    return f"; {format_duration(o.preemption_time_s)} of it expected preemptions" if o.preemption_time_s else ""
 
 
 def _gpus(o) -> str:
@@ -317,7 +339,8 @@ def _render_load_lines(rec) -> None:
     """The best option at ``--request-rate``: the deployment, its cost by the hour and by the token, what a
     request sees and how loaded each replica is; then the fastest and the best value."""
     con, w, b = c.console, rec.workload, rec.best
-    con.print(f"[bold green]Best:[/] {_deployment(b)} from {b.provider}{_at(rec, b)}: {_cost(b)} an hour at "
+    con.print(f"[bold green]Best:[/] {_deployment(b)} from {_seller(b.provider, b.spot)}{_at(rec, b)}: "
+              f"{_cost(b)} an hour at "
               f"{format_request_rate(w.request_rate_per_s)}, {_per_million(b)} per million output tokens")
     con.print(f"  each request: first token after {format_duration(b.ttft_s)} (its prefill and the wait for it), "
               f"then {format_duration(b.tpot_s)} a token ({1 / b.tpot_s:,.0f} tokens/s)")
@@ -326,7 +349,8 @@ def _render_load_lines(rec) -> None:
     _warnings(b)
     _also(rec, "least cost × request time")
     _fastest_and_value(rec, "least cost × request time",
-                       lambda o: f"{_deployment(o)} from {o.provider}{_at(rec, o)}: a request answered in "
+                       lambda o: f"{_deployment(o)} from {_seller(o.provider, o.spot)}{_at(rec, o)}: "
+                                 "a request answered in "
                                  f"{format_duration(o.ttft_s + w.max_new_tokens * o.tpot_s)}, {_cost(o)} an hour",
                        lambda o: o.ttft_s + w.max_new_tokens * o.tpot_s
                        if o.ttft_s is not None and o.tpot_s is not None else None)
@@ -488,7 +512,7 @@ def _row_cells(o, marks: dict, *, one_mark: bool = False) -> list[str]:
         # narrow: the strongest mark only (a stack of marks read as empty rows); the lines below say the rest
         (marks.get(id(o), [""])[0] if one_mark else "+".join(marks.get(id(o), []))),
         for_console(o.gpu) + (f" ×{o.count}" if o.count > 1 else ""),
-        for_console(o.provider or "-") + (" (spot)" if o.spot else "") + (OWN_PRICE_MARK if o.own_price else ""), batch,
+        for_console(_seller(o.provider, o.spot)) + (OWN_PRICE_MARK if o.own_price else ""), batch,
         format_bytes(o.peak_total_bytes) if o.peak_total_bytes else "-",
         # an option that does not fit in memory has no job to time or price (--json keeps the figures)
         format_duration(o.total_time_s) if o.total_time_s and o.fits else "-", _cost(o) if o.fits else "-",
@@ -501,7 +525,7 @@ def _load_row_cells(o, marks: dict, *, one_mark: bool = False) -> list[str]:
     return [
         (marks.get(id(o), [""])[0] if one_mark else "+".join(marks.get(id(o), []))),
         for_console(o.gpu) + (f" ×{o.count}" if o.count > 1 else ""),
-        for_console(o.provider or "-") + (" (spot)" if o.spot else "") + (OWN_PRICE_MARK if o.own_price else ""),
+        for_console(_seller(o.provider, o.spot)) + (OWN_PRICE_MARK if o.own_price else ""),
         str(o.replicas) if served else "-",
         f"{o.load:.0%}" if o.load is not None else "-",
         format_duration(o.ttft_s) if served and o.ttft_s else "-",
@@ -510,7 +534,7 @@ def _load_row_cells(o, marks: dict, *, one_mark: bool = False) -> list[str]:
     ]
 
 
-def _summary(rec, limit: int = 12):
+def _summary(rec, limit: int = SUMMARY_ROWS):
     """The marked options, then the rest by rank, then one example of each kind of exclusion."""
     keep = []
     # the fastest within the constraints is named under the table where a constraint left the fastest out

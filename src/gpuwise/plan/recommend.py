@@ -231,12 +231,13 @@ def recommend(
                    f"ranking currency, {rank_in} here (--currency, else the offers' own where they share one, else "
                    "CNY); write 300CNY (¥300: yuan), 40USD or 5000JPY to say which" if constraints.budget is not None
                    and constraints.budget_currency is None else None)
+    spot_machines = tuple(o.nodes for o in options if o.spot)     # each spot option's machines, preempted apart
     notes = (
         batch_note,
         *((unquoted,) if unquoted else ()),
         *(machine_notes if options else ()),
         *((bare_budget,) if bare_budget else ()),
-        *(((describe_serving(spot_risk) if at_rate else spot_risk.describe()),) if any(o.spot for o in options)
+        *(((describe_serving(spot_risk) if at_rate else spot_risk.describe(spot_machines)),) if spot_machines
           else ()),
         *((spot_outcome(options, best, provider),) if spot else ()),
         *((input_note,) if (input_note := _input_outcome(workload, options)) else ()),
@@ -531,7 +532,7 @@ def _evaluate(model, gpu: GPU, offer: Offer, count: int, job: JobSize, constrain
     total_time_s = steps * step.step_time_s if step is not None else None
     preemption_s = None
     if offer.spot and total_time_s is not None:
-        expected = spot_risk.expected_time_s(total_time_s)
+        expected = spot_risk.expected_time_s(total_time_s, machines=nodes)     # any machine's preemption stops it
         preemption_s, total_time_s = expected - total_time_s, expected
     fit = estimate_fit(est, constraints.headroom_fraction)
     option = make_quote(

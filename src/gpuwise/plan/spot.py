@@ -2,9 +2,9 @@
 
 A preemption loses the work since the last checkpoint (on average half the checkpoint interval, with
 gpuwise's guard checkpointing every ``checkpoint_interval_s``) and the time to get a new machine and
-resume (``restart_s``). Preemptions arrive at ``preemptions_per_hour`` while the job runs, so to first
-order a job of ``T`` hours takes ``T × (1 + rate × (interval / 2 + restart))`` and costs that × the
-spot price. The rate is an assumption (providers publish ranges, not rates: AWS's Spot Instance
+resume (``restart_s``). Preemptions arrive at ``preemptions_per_hour`` on each machine while the job runs,
+and a job over ``m`` spot machines stops when any one of them is reclaimed, so to first order a job of
+``T`` hours takes ``T × (1 + m × rate × (interval / 2 + restart))`` and costs that × the spot price. The rate is an assumption (providers publish ranges, not rates: AWS's Spot Instance
 Advisor buckets GPU instances from "<5 %" to ">20 %" interruptions per month, and community clouds are
 less stable); the output says which rate was assumed, and ``--preemptions-per-hour`` changes it.
 """
@@ -43,15 +43,27 @@ class SpotRisk:
     def lost_per_preemption_s(self) -> float:
         return self.checkpoint_interval_s / 2.0 + self.restart_s
 
-    def expected_time_s(self, run_time_s: float) -> float:
-        """Expected wall time of ``run_time_s`` of work on a spot machine."""
-        return run_time_s * (1.0 + self.preemptions_per_hour * self.lost_per_preemption_s / 3600.0)
+    def lost_share(self, machines: int = 1) -> float:
+        """The share of the run time that preemptions add on ``machines`` spot machines: each is reclaimed at
+        ``preemptions_per_hour``, and any one's preemption stops the whole job (a multi-node run restarts)."""
+        if machines < 1:
+            raise PlanError(f"a spot job runs on at least one machine, got {machines}")
+        return machines * self.preemptions_per_hour * self.lost_per_preemption_s / 3600.0
 
-    def describe(self) -> str:
-        return (f"spot offers are priced with expected preemptions: {self.preemptions_per_hour:g} per hour assumed, "
-                f"each losing half a checkpoint interval ({format_duration(self.checkpoint_interval_s)} between "
-                f"checkpoints) and {format_duration(self.restart_s)} to restart "
-                f"(+{self.preemptions_per_hour * self.lost_per_preemption_s / 36:.1f}% time and cost)")
+    def expected_time_s(self, run_time_s: float, machines: int = 1) -> float:
+        """Expected wall time of ``run_time_s`` of work on ``machines`` spot machines."""
+        return run_time_s * (1.0 + self.lost_share(machines))
+
+    def describe(self, machines: tuple[int, ...] = (1,)) -> str:
+        """The assumption in words; ``machines``: the machine counts of the spot options quoted (2 machines of 8
+        GPUs are preempted twice as often as one), each with its added share."""
+        more = sorted(set(machines) - {1})
+        added = ", ".join([f"+{self.lost_share(1):.1%} time and cost"] * (1 in machines or not more)
+                          + [f"+{self.lost_share(m):.1%} on {m} machines" for m in more])
+        return (f"spot offers are priced with expected preemptions: {self.preemptions_per_hour:g} per hour assumed "
+                f"on each machine, each losing half a checkpoint interval "
+                f"({format_duration(self.checkpoint_interval_s)} between checkpoints) and "
+                f"{format_duration(self.restart_s)} to restart ({added})")
 
 
 def describe_serving(risk: SpotRisk) -> str:
