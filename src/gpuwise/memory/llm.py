@@ -221,7 +221,7 @@ def train_memory(arch: DecoderArch, w: Workload, gpu=None, *, double_quant: bool
     parallel = data_parallel_memory(
         sharding=shard, count=n, weights_bytes=int(weights), gradients_bytes=int(grads), optimizer_bytes=int(opt),
         layers=arch.num_layers, link_kind=link, multi_node=multi_node, bytes_per_element=2 if (mixed or cb == 2) else 4,
-        offload_params=w.offload == "params",
+        offload_params=params_offloaded(w, shard),
     )
     weights += parallel.weights_saving_bytes
     grads += parallel.gradients_saving_bytes
@@ -234,12 +234,12 @@ def train_memory(arch: DecoderArch, w: Workload, gpu=None, *, double_quant: bool
     cpu = offloaded_host_bytes(w, shard, t, full_weights, frozen)
     if w.offload in ("optimizer", "params"):
         opt, grads = 0.0, 0.0
-    if w.offload == "params":
+    if params_offloaded(w, shard):
         weights = 0.0
     if cpu:
-        notes.append(offload_note(w, cpu))
-    if w.offload == "params":
-        notes.append("offload params: each GPU holds only the gathered working blocks")
+        notes.append(offload_note(w, shard, cpu))
+    if params_offloaded(w, shard):
+        notes.append("parameters offloaded: each GPU holds only the gathered working blocks")
     seq = w.tokens_per_sequence
     act = train_activations(arch, trainability(arch, w, bitsandbytes_before_0_43=bitsandbytes_before_0_43),
                             w.batch_size * seq, cb, w.grad_checkpointing,
@@ -297,6 +297,18 @@ def train_memory(arch: DecoderArch, w: Workload, gpu=None, *, double_quant: bool
                        grad_sync_bytes=int(sync), param_gather_bytes=int(gather), notes=tuple(notes))
 
 
+def params_offloaded(w: Workload, sharding: str) -> bool:
+    """Whether ``--offload`` moves the parameters to the CPU, so that a GPU holds only the units it gathers (and
+    their gradients until they are reduce-scattered and copied out), no shard of its own. ``sharding``: the one it
+    runs under (``effective_sharding``). DeepSpeed offloads them only for ``--offload params`` (ZeRO-3's
+    offload_param); FSDP has one offload, CPUOffload(offload_params=True), whichever ``--offload`` said
+    (``launch.sharding``): its FlatParamHandle pins the sharded flat parameter in CPU RAM, copies the shard to the
+    GPU only to all-gather it, points the parameter back at the CPU shard on reshard, and copies each
+    reduce-scattered gradient shard to a pinned CPU buffer (torch/distributed/fsdp/_flat_param.py
+    ``pre_unshard``, ``_use_sharded_flat_param``; _runtime_utils.py ``_offload_grad``)."""
+    return w.offload == "params" or (w.offload == "optimizer" and sharding == "fsdp")
+
+
 def offloaded_host_bytes(w: Workload, sharding: str, trained_params: int, weights_bytes: float,
                          frozen_weights_bytes: float) -> float:
     """Host RAM ``--offload`` takes, all GPUs together (their partitions add up to one copy, whatever the count).
@@ -319,15 +331,21 @@ def offloaded_host_bytes(w: Workload, sharding: str, trained_params: int, weight
                 + frozen_weights_bytes)
     element_bytes = ZERO_OFFLOAD_ELEMENT_BYTES
     cpu = trained_params * (2 * element_bytes + optimizer_state_bytes(w.optimizer, element_bytes))
-    return cpu + (weights_bytes if w.offload == "params" else 0.0)
+    return cpu + (weights_bytes if params_offloaded(w, sharding) else 0.0)
 
 
-def offload_note(w: Workload, cpu_bytes: float) -> str:
-    """What ``--offload`` puts in CPU RAM, with the amount (``TrainMemory.cpu_offload_bytes``: all GPUs' together,
-    what the host RAM of their machines must hold beside the job's own)."""
-    what = "optimizer state, float32 master weights and float32 gradient partitions"
-    if w.offload == "params":
-        what += " and the weights"
+def offload_note(w: Workload, sharding: str, cpu_bytes: float) -> str:
+    """What ``--offload`` puts in CPU RAM under ``sharding`` (``effective_sharding``), with the amount
+    (``TrainMemory.cpu_offload_bytes``: all GPUs' together, what the host RAM of their machines must hold beside
+    the job's own). FSDP's CPUOffload keeps the sharded parameters, their gradients and torch's optimizer state
+    (``offloaded_host_bytes``)."""
+    if sharding == "fsdp":
+        what = ("the sharded weights (the masters under AMP), their gradients and the optimizer state, in the "
+                "weights' dtype")
+    else:
+        what = "optimizer state, float32 master weights and float32 gradient partitions"
+        if params_offloaded(w, sharding):
+            what += " and the weights"
     over = f" of the {w.num_gpus} GPUs' machines" if w.num_gpus > 1 else ""
     return f"offload: {what} live in CPU RAM: {cpu_bytes / 2**30:.1f} GiB of host RAM{over} (cpu_offload_bytes)"
 
