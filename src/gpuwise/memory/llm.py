@@ -14,7 +14,8 @@ from gpuwise.memory.llm_activations import (LossStack, Trainability, decode_logi
 from gpuwise.workload.decoder import DecoderArch, engine_caches_mla_latent, matches_target
 from gpuwise.workload.model import WorkloadError
 from gpuwise.workload.parallelism import (effective_sharding, effective_sharding_note, layer_split_share,
-                                         layer_split_weight_bytes, serving_split_words, splits_layers)
+                                         layer_split_weight_bytes, params_offloaded, serving_split_words,
+                                         splits_layers)
 from gpuwise.workload.storage import (
     compute_bytes, frozen_bytes, is_paged, optimizer_state_bytes, optimizer_temp_bytes,
     quant_bytes_per_param, trainable_bytes,
@@ -295,18 +296,6 @@ def train_memory(arch: DecoderArch, w: Workload, gpu=None, *, double_quant: bool
     gather = full_weights if shard in ("zero3", "fsdp") else 0.0
     return TrainMemory(memory=est, split=split, cpu_offload_bytes=int(cpu), spillable_bytes=int(spill),
                        grad_sync_bytes=int(sync), param_gather_bytes=int(gather), notes=tuple(notes))
-
-
-def params_offloaded(w: Workload, sharding: str) -> bool:
-    """Whether ``--offload`` moves the parameters to the CPU, so that a GPU holds only the units it gathers (and
-    their gradients until they are reduce-scattered and copied out), no shard of its own. ``sharding``: the one it
-    runs under (``effective_sharding``). DeepSpeed offloads them only for ``--offload params`` (ZeRO-3's
-    offload_param); FSDP has one offload, CPUOffload(offload_params=True), whichever ``--offload`` said
-    (``launch.sharding``): its FlatParamHandle pins the sharded flat parameter in CPU RAM, copies the shard to the
-    GPU only to all-gather it, points the parameter back at the CPU shard on reshard, and copies each
-    reduce-scattered gradient shard to a pinned CPU buffer (torch/distributed/fsdp/_flat_param.py
-    ``pre_unshard``, ``_use_sharded_flat_param``; _runtime_utils.py ``_offload_grad``)."""
-    return w.offload == "params" or (w.offload == "optimizer" and sharding == "fsdp")
 
 
 def offloaded_host_bytes(w: Workload, sharding: str, trained_params: int, weights_bytes: float,

@@ -55,7 +55,7 @@ from gpuwise.workload import Workload
 from gpuwise.workload.checkpoint import served_scheme
 from gpuwise.workload.decoder import DecoderArch, engine_caches_mla_latent
 from gpuwise.workload.parallelism import (ZERO_OFFLOAD_CPU_OPTIMIZERS, effective_sharding, layer_split_total_bytes,
-                                          splits_layers)
+                                          params_offloaded, splits_layers)
 from gpuwise.workload.precision import parse
 from gpuwise.workload.storage import (compute_bytes, frozen_bytes, optimizer_state_bytes, optimizer_step_bytes,
                                      quant_bytes_per_param, trainable_bytes)
@@ -226,8 +226,10 @@ def train_step_time(arch: DecoderArch, w: Workload, gpu, mem, *, double_quant: b
     opt_s = optimizer_s(t_local)
     if w.optimizer != "none" and w.offload != "none":
         warnings.append(cpu_optimizer_warning(w.optimizer, sharding))
-    # --offload params: the weights cross PCIe from the host in every pass (the offload part, not the GPU's)
-    weights_in_s = (passes * mem.param_gather_bytes / n / _pcie_bytes_per_s(gpu) if w.offload == "params" else 0.0)
+    # offloaded parameters (--offload params; any offload under FSDP): the weights cross PCIe from the host in
+    # every pass (the offload part, not the GPU's)
+    weights_in_s = (passes * mem.param_gather_bytes / n / _pcie_bytes_per_s(gpu) if params_offloaded(w, sharding)
+                    else 0.0)
     micro_s += weights_in_s
 
     # communication: the one data-parallel model (gpuwise.runtime.comm), as for traced models

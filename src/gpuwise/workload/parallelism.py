@@ -43,6 +43,18 @@ def offload_optimizer_refusal(workload, offload: str | None = None) -> str | Non
             "--offload")
 
 
+def params_offloaded(w, sharding: str) -> bool:
+    """Whether ``--offload`` moves the parameters to the CPU, so that a GPU holds only the units it gathers (and
+    their gradients until they are reduce-scattered and copied out), no shard of its own. ``sharding``: the one it
+    runs under (``effective_sharding``). DeepSpeed offloads them only for ``--offload params`` (ZeRO-3's
+    offload_param); FSDP has one offload, CPUOffload(offload_params=True), whichever ``--offload`` said
+    (``launch.sharding``); the memory (``memory.llm``) and the time (``runtime.llm``) both follow it: its FlatParamHandle pins the sharded flat parameter in CPU RAM, copies the shard to the
+    GPU only to all-gather it, points the parameter back at the CPU shard on reshard, and copies each
+    reduce-scattered gradient shard to a pinned CPU buffer (torch/distributed/fsdp/_flat_param.py
+    ``pre_unshard``, ``_use_sharded_flat_param``; _runtime_utils.py ``_offload_grad``)."""
+    return w.offload == "params" or (w.offload == "optimizer" and sharding == "fsdp")
+
+
 def effective_sharding_note(workload) -> str | None:
     """What ``effective_sharding`` changed, in one note (None: the sharding said is the one priced)."""
     sharding = effective_sharding(workload)
