@@ -56,7 +56,7 @@ def test_serving_counts_no_checkpoints():
     need = DiskNeed.of(140 * GB, 280 * GB, training=False)
     assert need.checkpoint_bytes == 0
     assert need.disk_size_gb == SKYPILOT_DEFAULT_DISK_GB
-    assert "checkpoints" not in need.note()
+    assert "checkpoints" not in need.note(machine="replica")
 
 
 def test_disk_size_is_rounded_up_not_down():

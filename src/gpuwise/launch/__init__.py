@@ -87,7 +87,8 @@ def serve_best(rec, catalog, emit: str) -> dict:
         raise LaunchError(server_emit_refusal(rec, emit, "a SkyServe service runs vLLM's server, and HF generate has "
                                                          "none gpuwise can start (serve with --engine vllm)"))
     gpu = catalog.gpu(best.gpu)
-    plan = plan_launch(best, gpu, vllm_serve_line(rec, listen=True), disk=disk_need(rec.workload, best, gpu))
+    plan = plan_launch(best, gpu, vllm_serve_line(rec, listen=True), disk=disk_need(rec.workload, best, gpu),
+                       server=True)
     if plan.skypilot_cloud is None:
         raise LaunchError(server_emit_refusal(rec, emit, f"SkyPilot does not know the provider {plan.provider!r}"))
     return _launch_dict(plan, emit, render_skyserve(plan), None)
@@ -111,9 +112,9 @@ def _launch_dict(plan: LaunchPlan, emit: str, text: str, wheel: Path | None) -> 
 
 
 def disk_need(workload, option, gpu) -> DiskNeed:
-    """The disk each node of ``option`` needs for ``workload``: the whole model's weights and optimizer state as
-    one unsharded GPU holds them (a checkpoint gathers the shards), from the same estimate as the plan (a traced
-    model's trace is cached by then), and the checkpoint it downloads (``downloaded_weights_bytes``)."""
+    """The disk each node (a server's replica) of ``option`` needs for ``workload``: the whole model's weights and
+    optimizer state as one unsharded GPU holds them (a checkpoint gathers the shards), from the same estimate as the
+    plan (a traced model's trace is cached by then), and the checkpoint it downloads (``downloaded_weights_bytes``)."""
     whole = workload.with_(num_gpus=1, sharding="ddp", offload="none")
     memory = model_for(whole).estimate(gpu, count=1, batch_size=option.batch_size, with_time=False,
                                        grad_accum_steps=option.grad_accum_steps).memory

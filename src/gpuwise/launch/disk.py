@@ -1,7 +1,7 @@
-"""The disk a launched job needs on each node: the system and packages, the model's weights, and the guard's
-checkpoints (training), so that a SkyPilot task asks for it (``resources.disk_size``) instead of SkyPilot's
-default, which a large model's checkpoints outgrow: one checkpoint of a 70B full fine-tune (float32 weights and
-Adam's two states) is 0.85 TB, and the guard keeps three and writes a fourth before it prunes.
+"""The disk a launched job needs on each node (a server's: each replica): the system and packages, the model's
+weights, and the guard's checkpoints (training), so that a SkyPilot task asks for it (``resources.disk_size``)
+instead of SkyPilot's default, which a large model's checkpoints outgrow: one checkpoint of a 70B full fine-tune
+(float32 weights and Adam's two states) is 0.85 TB, and the guard keeps three and writes a fourth before it prunes.
 
 The model is counted as the larger of the weights the job holds and the checkpoint it downloads: a QLoRA base
 holds its block weights in nf4 (8B: 5.9 GB) but downloads the 16-bit checkpoint they are quantized from as they
@@ -60,15 +60,16 @@ class DiskNeed:
         need_gb = math.ceil(self.total_bytes / GB / DISK_STEP_GB) * DISK_STEP_GB
         return max(SKYPILOT_DEFAULT_DISK_GB, need_gb)
 
-    def note(self) -> str:
-        """The size in words, with what it is made of, for the launch's header and ``launch.notes``."""
+    def note(self, *, machine: str) -> str:
+        """The size in words, with what it is made of, for the launch's header and ``launch.notes``; ``machine``:
+        what one of the launch's machines is called (``plan.machine_word``: a node, a server's replica)."""
         parts = [f"~{_gb(SYSTEM_BYTES)} for the system and packages", f"{_gb(self.model_bytes)} of model weights"]
         if self.checkpoint_bytes:
             parts.append(f"{CHECKPOINTS_ON_DISK} checkpoints of {_gb(self.checkpoint_bytes)} of weights and "
                          f"optimizer state (the guard keeps 3 and writes the next before it prunes)")
         where = ("; less where the checkpoint directory is on other storage (a bucket, a shared file system)"
                  if self.checkpoint_bytes else "")
-        return (f"each node needs ~{_gb(self.total_bytes)} of disk: {', '.join(parts)}; not the dataset{where}; "
+        return (f"each {machine} needs ~{_gb(self.total_bytes)} of disk: {', '.join(parts)}; not the dataset{where}; "
                 f"a SkyPilot task asks for disk_size {self.disk_size_gb} GB")
 
 

@@ -120,10 +120,12 @@ class LaunchPlan:
     assumptions: JobAssumptions | None = None
     # the network the nodes are timed over (``Topology.network``: efa, infiniband, roce, ethernet); None on one node
     network: Link | None = None
-    # the disk each node needs: the model, the guard's checkpoints (None: not known; SkyPilot's default disk)
+    # the disk each node (a server's replica) needs: the model, the guard's checkpoints (None: not known; SkyPilot's
+    # default disk)
     disk: DiskNeed | None = None
     # copies of a server behind a load balancer (a serving option at --request-rate); 1 for any other job
     replicas: int = 1
+    server: bool = False            # a server (``vllm serve``) under SkyServe: its machines are replicas (machine_word)
 
     @property
     def env(self) -> dict[str, str]:
@@ -151,6 +153,12 @@ class LaunchPlan:
         return self.command.torchrun_args
 
 
+def machine_word(server: bool) -> str:
+    """What one machine of a launch is called: a replica for a server (SkyServe starts copies of it behind a load
+    balancer), a node for any other job (one of torchrun's)."""
+    return "replica" if server else "node"
+
+
 def node_layout_refusal(count: int, topo: Topology) -> str | None:
     """Why ``count`` GPUs cannot run as the machines the estimate times them on (None: they can). Those are
     ``topo``'s (``Topology.nodes``, what estimate and recommend time and describe): up to a machine's GPUs on one,
@@ -175,7 +183,8 @@ def node_layout(count: int, topo: Topology) -> tuple[int, int]:
 
 def plan_launch(option, gpu: GPU, command: str, *, batch: BatchSplit | None = None,
                 sharding: ShardingSetup | None = None, one_process: bool = False,
-                assumptions: JobAssumptions | None = None, disk: DiskNeed | None = None) -> LaunchPlan:
+                assumptions: JobAssumptions | None = None, disk: DiskNeed | None = None,
+                server: bool = False) -> LaunchPlan:
     """The launch of ``option`` (a :class:`gpuwise.plan.Option`) running ``command`` on every GPU.
     ``batch``: the split the option is priced on (``BatchSplit.of``), said first in the notes and set in
     the environment: gpuwise cannot rewrite the command's flags. ``sharding``: the ZeRO stage / FSDP /
@@ -187,7 +196,8 @@ def plan_launch(option, gpu: GPU, command: str, *, batch: BatchSplit | None = No
     command runs once, not under torchrun (whose N processes would each load the whole model). ``gpu``: the
     option's catalog GPU (``catalog.gpu(option.gpu)``); a name, or another GPU than the option's, is refused
     (LaunchError): the option is priced and timed on its own GPU. A serving option's ``replicas`` (at a request
-    rate) become the plan's: that many copies of these machines, each running ``command`` (a server)."""
+    rate) become the plan's: that many copies of these machines, each running ``command`` (a server). ``server``:
+    ``command`` is a server's (``vllm serve``) that SkyServe runs, its machines replicas (``machine_word``)."""
     if option is None:
         raise LaunchError("nothing to launch: no option meets the request")
     priced_on = getattr(option, "gpu", None)     # a recommendation's option names its GPU by id
@@ -206,7 +216,7 @@ def plan_launch(option, gpu: GPU, command: str, *, batch: BatchSplit | None = No
     if assumptions is not None:
         notes.append(assumptions.note())
     if disk is not None:
-        notes.append(disk.note())
+        notes.append(disk.note(machine=machine_word(server)))
     if one_process and nodes > 1:
         raise LaunchError(f"HF generate's layer split runs in one process on one machine: {option.count} GPUs are "
                           f"more than a node of {topo.gpus_per_node} at {option.provider}")
@@ -227,4 +237,4 @@ def plan_launch(option, gpu: GPU, command: str, *, batch: BatchSplit | None = No
                       spot=option.spot, skypilot_cloud=cloud, region=entry.get("region"), command=parsed,
                       notes=tuple(notes), batch=batch, sharding=sharding, one_process=one_process,
                       assumptions=assumptions, network=topo.network if nodes > 1 else None, disk=disk,
-                      replicas=getattr(option, "replicas", None) or 1)
+                      replicas=getattr(option, "replicas", None) or 1, server=server)

@@ -1,36 +1,66 @@
 """A SkyServe service for a serving plan (https://docs.skypilot.co/en/latest/serving/service-yaml-spec.html):
 ``sky serve up`` starts the plan's replicas and a load balancer in front of them.
 
-``service`` probes each replica at vLLM's ``/health`` (200 once its engine serves) and keeps the plan's replica
-count (``replicas``: the fewest that carry the request rate); ``resources`` are one replica's machine as a training
-task's are one node's (``skypilot_resources``: the accelerator and its count, spot, ``infra``, the disk for the
-model: ``LaunchPlan.disk``) and open the port vLLM listens on, which SkyServe's load balancer forwards to;
-``setup`` installs vLLM; ``run`` is the ``vllm serve`` line the plan is priced with (``vllm_serve_line``).
+``service`` probes each replica at vLLM's ``/health`` (200 once its engine serves), allowing a new replica the
+time to download and load its checkpoint before a failed probe counts (``readiness_initial_delay_s``), and keeps
+the plan's replica count (``replicas``: the fewest that carry the request rate); ``resources`` are one replica's
+machine as a training task's are one node's (``skypilot_resources``: the accelerator and its count, spot,
+``infra``, the disk for the model: ``LaunchPlan.disk``) and open the port vLLM listens on, which SkyServe's load
+balancer forwards to; ``setup`` installs the vLLM series the plan models (``VLLM_VERSION``); ``run`` is the
+``vllm serve`` line the plan is priced with (``vllm_serve_line``).
 ``secrets`` passes a Hugging Face token (``HF_TOKEN``, empty unless ``sky serve up --secret HF_TOKEN``) for a
 gated model's download. Neither gpuwise nor torchrun runs on the replicas.
 """
 
 from __future__ import annotations
 
+import math
 import shlex
 
 from gpuwise.launch.plan import LaunchPlan
 from gpuwise.launch.server import VLLM_PORT, VLLM_READINESS_PATH
 from gpuwise.launch.skypilot import dump_task, skypilot_resources
+from gpuwise.workload.model import VLLM_VERSION
 
 HF_TOKEN = "HF_TOKEN"        # what huggingface_hub (and so vLLM's download) reads the token from; empty: none
 SERVE_UP = "sky serve up"    # SkyPilot's command that starts a service
+# pip's requirement for the vLLM the plan's defaults are modelled on: its release series (bug-fix releases only)
+VLLM_REQUIREMENT = f"vllm=={VLLM_VERSION}.*"
+
+# SkyServe tears down a replica whose probe has not passed this long after it started (sky/serve/constants.py
+# DEFAULT_INITIAL_DELAY_SECONDS, SkyPilot 0.14): a service never asks for less
+SKYSERVE_DEFAULT_INITIAL_DELAY_S = 1200
+# An assumption without a measurement: a cloud machine downloads from the Hugging Face Hub at 100 MB/s (800 Mbit/s),
+# below what the disk it writes to takes (DISK_READ_BYTES_PER_S)
+DOWNLOAD_BYTES_PER_S = 100 * 10**6
+# vLLM loads the weights from the replica's disk: SkyPilot's default disk tier (medium) on AWS is gp3 at 3500 IOPS
+# and 3500 // 16 = 218 MiB/s (sky/clouds/aws.py ``_get_disk_specs``); PCIe to the GPUs (~25 GB/s a link) is faster
+DISK_READ_BYTES_PER_S = (3500 // 16) * 2**20
+
+
+def readiness_initial_delay_s(model_bytes: int) -> int:
+    """Seconds SkyServe lets a new replica fail its readiness probe (``readiness_probe.initial_delay_seconds``):
+    the download of its ``model_bytes`` (``DOWNLOAD_BYTES_PER_S``) and their load from the disk
+    (``DISK_READ_BYTES_PER_S``), rounded up; never below SkyServe's default (``SKYSERVE_DEFAULT_INITIAL_DELAY_S``)."""
+    start_s = model_bytes / DOWNLOAD_BYTES_PER_S + model_bytes / DISK_READ_BYTES_PER_S
+    return max(SKYSERVE_DEFAULT_INITIAL_DELAY_S, math.ceil(start_s))
+
+
+def _initial_delay_s(plan: LaunchPlan) -> int:
+    """``readiness_initial_delay_s`` of the plan's model (``LaunchPlan.disk``; not known: SkyServe's default)."""
+    return readiness_initial_delay_s(plan.disk.model_bytes if plan.disk is not None else 0)
 
 
 def skyserve_task(plan: LaunchPlan, *, name: str | None = None) -> dict:
     """The service as a task mapping, in SkyPilot's YAML schema: ``plan.command`` (a ``vllm serve`` line that
     listens on ``VLLM_PORT``) on each of ``plan.replicas``."""
+    probe = {"path": VLLM_READINESS_PATH, "initial_delay_seconds": _initial_delay_s(plan)}
     return {
         "name": name or f"gpuwise-serve-{plan.gpu.id}-x{plan.count}",
-        "service": {"readiness_probe": VLLM_READINESS_PATH, "replicas": plan.replicas},
+        "service": {"readiness_probe": probe, "replicas": plan.replicas},
         "resources": {**skypilot_resources(plan), "ports": VLLM_PORT},
         "secrets": {HF_TOKEN: ""},
-        "setup": "pip install vllm",
+        "setup": f"pip install {shlex.quote(VLLM_REQUIREMENT)}",
         "run": shlex.join(plan.command.process_argv) + "\n",     # a literal block, as a training task's run
     }
 
@@ -44,4 +74,14 @@ def render_skyserve(plan: LaunchPlan) -> str:
                 f"endpoint, which forwards to vLLM's OpenAI-compatible API on port {VLLM_PORT} (/v1/completions)")
     head.append(f"# note: vLLM downloads the model on each replica; a gated one downloads only with your Hugging Face "
                 f"token: {SERVE_UP} --secret {HF_TOKEN} <this file> (from ${HF_TOKEN} here)")
+    head.append(f"# note: {_start_note(plan)}")
     return "\n".join(head) + "\n" + dump_task(skyserve_task(plan))
+
+
+def _start_note(plan: LaunchPlan) -> str:
+    """How long a replica may take to serve (``readiness_initial_delay_s``), and the vLLM that setup installs."""
+    return (f"a replica whose {VLLM_READINESS_PATH} has not answered {_initial_delay_s(plan)} s after its setup is "
+            f"replaced (initial_delay_seconds: the model's download at an assumed {DOWNLOAD_BYTES_PER_S / 10**6:g} "
+            f"MB/s and its load from disk at {DISK_READ_BYTES_PER_S / 2**20:g} MiB/s, SkyPilot's default disk on "
+            f"AWS; never less than SkyServe's {SKYSERVE_DEFAULT_INITIAL_DELAY_S} s); setup installs vLLM "
+            f"{VLLM_VERSION}, whose defaults the plan models")

@@ -31,6 +31,9 @@ ENGINES = ("hf", "vllm")                         # what runs LLM inference: HF g
 LOGITS = ("fp32", "chunked", "fused")              # how an LLM's loss holds the logits (see memory/llm_activations.py)
 KV_CACHE_DTYPES = tuple(KV_CACHE_BYTES)            # --kv-cache-dtype (workload/storage.py: bytes an element)
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.9               # vLLM's default share of GPU memory it pre-allocates
+# The vLLM release serving plans model (its defaults: memory/llm.py's vllm_batch_defaults, checkpoint.py's
+# kernels), and so the series a launched server installs (launch/skyserve.py's setup)
+VLLM_VERSION = "0.34"
 
 # Sanity bounds: beyond these an input is a typo, not a job.
 MAX_BATCH_SIZE = 1 << 20
