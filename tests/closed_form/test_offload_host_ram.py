@@ -1,5 +1,5 @@
 """Host RAM of ``--offload`` (``cpu_offload_bytes``) against what the runtimes hold on the CPU: DeepSpeed ZeRO-Offload
-keeps float32 partitions (its estimators: 16 bytes a parameter with cpu_offload, 18 with cpu_offload_params too),
+keeps float32 partitions (16 bytes a parameter with cpu_offload, 18 with cpu_offload_params too, once training runs),
 FSDP's CPUOffload the parameters in their own dtype, their gradients and torch's optimizer states."""
 
 from __future__ import annotations
@@ -29,9 +29,10 @@ def _host_bytes(arch, **kw) -> int:
 
 
 def deepspeed_cpu_bytes_per_param(cpu_offload_params: bool) -> int:
-    """DeepSpeed's estimate_zero2/3_model_states_mem_needs with cpu_offload, one node, zero_init, before the 1.5
-    buffer factor: float32 master + float32 gradients + two float32 Adam states; the 16-bit parameters with
-    cpu_offload_params (ZeRO-3)."""
+    """What DeepSpeed's CPU partitions hold once training runs: float32 master + float32 gradients + two float32
+    Adam states; the 16-bit parameters with cpu_offload_params (ZeRO-3). Its estimators' 16/18 term, before the
+    1.5 buffer factor; their other term, 4 x GPUs, is each rank's float32 copy while the model loads (not counted:
+    the steady state is, whatever the GPU count)."""
     return 4 + 4 + 8 + (2 if cpu_offload_params else 0)
 
 

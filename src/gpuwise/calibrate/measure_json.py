@@ -87,7 +87,7 @@ def row_figures(row: dict, where: str) -> dict:
     """A measure.py row's figures under ``Measurement``'s names, checked as an exported row's are
     (``export.checked_figures``), its step times as a run log's are (``timed_steps``); CalibrateError naming
     ``where`` and the figure out of its range."""
-    figures = {name: row.get(key) for name, key in MEASURE_KEYS.items() if key != "step_time_s"}
+    figures = {name: row.get(key) for name, key in MEASURE_KEYS.items() if name != "timed_steps"}
     try:
         return checked_figures({**figures, "timed_steps": timed_steps(row)}, said=MEASURE_KEYS)
     except ValueError as exc:

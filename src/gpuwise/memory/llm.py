@@ -306,9 +306,12 @@ def offloaded_host_bytes(w: Workload, sharding: str, trained_params: int, weight
 
     DeepSpeed ZeRO-Offload keeps its partitions in float32 whatever the training precision: the master weights
     (stage_1_and_2's single_partition_of_fp32_groups, stage3's fp32_partitioned_groups_flat), their float32
-    gradients and the states its CPU kernels update; ``--offload params`` adds the working 16-bit weights. Its
-    estimators count 16 bytes a parameter of CPU RAM for Adam with cpu_offload, 18 with cpu_offload_params
-    (estimate_zero2_model_states_mem_needs, estimate_zero3_model_states_mem_needs, before their 1.5 buffer factor).
+    gradients and the states its CPU kernels update; ``--offload params`` adds the working 16-bit weights: 16
+    bytes a parameter for Adam, 18 with the parameters, once training runs. That is the steady state, not the load:
+    DeepSpeed's estimators (estimate_zero2_model_states_mem_needs, and ZeRO-3's without zero_init) take
+    ``max(4 x GPUs, 16 or 18)`` bytes a parameter before their 1.5 buffer factor, the larger term being every rank
+    loading its own float32 copy of the model before it is partitioned (32 bytes a parameter on 8 GPUs); a model
+    loaded in its 16-bit dtype, or under zero.Init, does not. The load's peak is not counted here.
     FSDP has one offload, CPUOffload(offload_params=True), whichever ``--offload`` said (``launch.sharding``): the
     sharded parameters themselves (float32 under AMP: they are the masters) and the frozen weights, the gradients in
     the parameters' dtype and torch's optimizer states like them."""
