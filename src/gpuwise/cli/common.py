@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 
 from gpuwise.errors import GpuwiseError
+from gpuwise.units import format_bytes
 from gpuwise.workload import Workload, WorkloadError
 
 # Human output goes to stdout through rich; with --json, stdout carries one JSON object and nothing else.
@@ -113,6 +114,20 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on 
 HeadroomOpt = Annotated[Optional[str], typer.Option(
     "--headroom", help="Share of the GPU's memory (as nvidia-smi reports it) kept free: 5% or 0.05 (default 5%).")]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Trace again instead of reusing a cached trace (the cache: $GPUWISE_CACHE_DIR or ~/.cache/gpuwise; safe to delete).")]
+
+
+def kept_free_words(headroom_fraction: float, memory: str = "its memory") -> str:
+    """'5% of its memory kept free': --headroom in the words every fit line shares."""
+    return f"{headroom_fraction:.0%} of {memory} kept free"
+
+
+def usable_words(gpu_memory_bytes: int, headroom_fraction: float) -> str:
+    """'12.0 GiB usable with 50% of its 24.0 GiB kept free': the memory a need on a GPU of ``gpu_memory_bytes`` (as
+    the driver reports it) is judged against (``plan.fit.usable_of``), not the whole card."""
+    from gpuwise.plan.fit import usable_of
+
+    return (f"{format_bytes(usable_of(gpu_memory_bytes, headroom_fraction))} usable with "
+            f"{kept_free_words(headroom_fraction, f'its {format_bytes(gpu_memory_bytes)}')}")
 
 
 def use_trace_cache(enabled: bool) -> None:

@@ -193,7 +193,7 @@ def _render(out: dict, est, *, batch_defaulted: bool = False) -> None:
             f"{m['module'] or '(top)'} {format_bytes(m['bytes'])}" for m in mem["top_modules"][:5]))
     # vLLM's fit is its own reservation (gpu_memory_utilization, said in the line), not the headroom
     kept_free = ("" if (out["inference"] or {}).get("vllm") else
-                 f"({out['headroom_fraction']:.0%} of its memory kept free)")
+                 f"({c.kept_free_words(out['headroom_fraction'])})")
     where = f" at {out['provider']}" if out.get("provider") else ""
     if out.get("cannot_run"):
         # `fits` is memory only: here the memory is a side note to why the job cannot run at all

@@ -176,7 +176,7 @@ def recommend(
         if plot:      # after the answer: a plot that fails (nothing to draw, a full disk) leaves it printed
             plot_recommendation(rec, plot, constraints.deadline_s)
         return
-    _render(rec, show_all, constraints.deadline_s)
+    _render(rec, show_all, constraints.deadline_s, constraints.headroom_fraction)
     if stale:
         c.console.print(f"[yellow]note: {escape(stale)}[/]")
     if per_million and not at_rate:
@@ -230,7 +230,7 @@ def _duration(option: str, text: str | None, units: tuple[str, str] = ("ms", "s"
     return c.duration_option(option, text, examples=examples)
 
 
-def _render(rec, show_all: bool, deadline_s: float | None = None) -> None:
+def _render(rec, show_all: bool, deadline_s: float | None, headroom_fraction: float) -> None:
     con = c.console
     w = rec.workload
     optimizer = f", optimizer {w.optimizer_described()}" if w.is_training else ""
@@ -271,7 +271,8 @@ def _render(rec, show_all: bool, deadline_s: float | None = None) -> None:
                   f"{_cost(b)} ("
                   + (f"micro-batch {b.batch_size}, {b.grad_accum_steps} accumulation step(s), " if w.is_training
                      else f"{b.batch_size} requests at a time, ")
-                  + f"needs {format_bytes(b.peak_total_bytes)} of {format_bytes(b.gpu_memory_bytes)})")
+                  + f"needs {format_bytes(b.peak_total_bytes)} of "
+                    f"{_judged_against(rec, b.gpu_memory_bytes, headroom_fraction)})")
         if b.ttft_s is not None and b.tpot_s is not None:
             con.print(f"  each request: first token after {format_duration(b.ttft_s)} (the batch's prefill), then "
                       f"{format_duration(b.tpot_s)} a token ({1 / b.tpot_s:,.0f} tokens/s)")
@@ -296,13 +297,21 @@ def _render(rec, show_all: bool, deadline_s: float | None = None) -> None:
         ram = f" and {format_bytes(r['cpu_offload_bytes'])} of host RAM" if r.get("cpu_offload_bytes") else ""
         gpus = f"{r['count']}× {r['gpu_name']}" if r.get("count", 1) > 1 else r["gpu_name"]
         each = " each" if r.get("count", 1) > 1 else ""
-        con.print(f"[cyan]{lead}:[/] {r['change']} → {gpus} needs "
-                  f"{format_bytes(r['peak_total_bytes'])} of {format_bytes(r['gpu_memory_bytes'])}{each}{ram}, "
+        con.print(f"[cyan]{lead}:[/] {r['change']} → {gpus} needs {format_bytes(r['peak_total_bytes'])}{each} of "
+                  f"{_judged_against(rec, r['gpu_memory_bytes'], headroom_fraction)}{ram}, "
                   f"{format_duration(r['total_time_s'])}, {format_money(r['total_cost_ranked'], r['ranking_currency'])} "
                   f"({_seller(r['provider'], r.get('spot', False))})"
                   + (f" ({r['why_faster']})" if r.get("why_faster") else ""))
     for note in rec.notes:
         con.print(f"[dim]note: {note}[/]")
+
+
+def _judged_against(rec, gpu_memory_bytes: int, headroom_fraction: float) -> str:
+    """The memory a need was judged against, as estimate's fit line says it: the GPU's usable memory (less
+    --headroom); served by vLLM, the whole GPU (vLLM's own reservation decides the fit, not the headroom)."""
+    if rec.workload.engine == "vllm" and not rec.workload.is_training:
+        return format_bytes(gpu_memory_bytes)
+    return c.usable_words(gpu_memory_bytes, headroom_fraction)
 
 
 def _seller(provider: str | None, spot: bool) -> str:
