@@ -264,7 +264,7 @@ def detect_phases(steps: np.ndarray, loss: np.ndarray, th: PhaseThresholds = Pha
     sure = np.array([k is not None for k in classified])
     kinds = fill_unsure(classified)
     span = float(steps[-1] - steps[0]) or 1.0
-    plunge = _leading_plunge(log_y, firsts, float(np.median(point_noise_log(loss))), span, th)
+    plunge = _leading_plunge(log_y, firsts, float(np.median(point_noise_log(loss))), span, sure, kinds, th)
     kinds[:plunge] = [FAST] * plunge
     if plunge:   # its rate is the whole fall over its ln-steps, not the noisy windows' median
         fall_slope = (log_y[plunge] - np.max(log_y[:plunge])) / max(centres[plunge] - centres[0], 1e-9)
@@ -430,12 +430,17 @@ def _label(i0: int, i1: int, drop: np.ndarray, sure: np.ndarray, measured, kept,
     return PLATEAU, float(max(change, np.nextafter(-th.rise_per_doubling, 0.0))), True
 
 
-def _leading_plunge(log_y: np.ndarray, firsts: np.ndarray, noise_log: float, span: float,
-                    th: PhaseThresholds) -> int:
-    """The bins of a fall at the start too quick and too noisy for the slope windows: a few points that
-    carry the run's fall in ln-loss, far above the noise, to within a tenth of it of the level the run
-    then keeps (the loss never climbs half-way back). 0 where there is none, or where the fall spans
-    enough steps to be read from its slopes."""
+def _leading_plunge(log_y: np.ndarray, firsts: np.ndarray, noise_log: float, span: float, sure: np.ndarray,
+                    kinds: list[str], th: PhaseThresholds) -> int:
+    """The bins of a fall at the start too quick, too sparsely logged or too noisy for the slope windows: a few
+    points that carry the run's fall in ln-loss, far above the noise, to within a tenth of it of the level the run
+    then keeps (the loss never climbs half-way back). 0 where there is none, or where the fall can be read from its
+    slopes: it spans ``th.min_phase_step_fraction`` of the steps or more, and some window over it is ``sure`` or
+    its bins' ``kinds`` (the unsure ones filled from their neighbours) are not all plateau. Steps alone were the
+    wrong measure: a fall from 2.8 to 0.8 logged every 10 steps, 10 points over the first 5 % of the steps, had no
+    window of ``th.min_window_points`` points, each took the kind of the plateau after it, and the table said
+    "plateau from step 0". (A fall filled as a rise is left to ``_split_at_turn``, which ends it at its lowest
+    point, not a tenth above the level after it.)"""
     if len(log_y) < 4:
         return 0
     floor = float(np.median(log_y[len(log_y) // 2:]))
@@ -447,7 +452,9 @@ def _leading_plunge(log_y: np.ndarray, firsts: np.ndarray, noise_log: float, spa
     if not len(flat) or flat[0] == 0:
         return 0
     b = int(flat[0])
-    return b if (firsts[b] - firsts[0]) / span < th.min_phase_step_fraction else 0
+    quick = (firsts[b] - firsts[0]) / span < th.min_phase_step_fraction
+    read_as_flat = not sure[:b].any() and all(k == PLATEAU for k in kinds[:b])
+    return b if quick or read_as_flat else 0
 
 
 def phase_drop(drop: np.ndarray, sure: np.ndarray) -> float:

@@ -32,10 +32,10 @@ from gpuwise.advise.failures import NonFiniteCounter
 from gpuwise.advise.names import (BATCH_NAMES, LR_NAMES, TIME_NAMES, loss_like, pick_eval_loss, pick_loss,
                                   pick_name, pick_step)
 from gpuwise.advise.tensorboard_events import read_tensorboard
-from gpuwise.monitor.sample import sample_from_row
-from gpuwise.monitor.sample_checks import sample_problem
+from gpuwise.advise.wall_times import MS_PER_S, is_epoch_ms
+from gpuwise.monitor.sample_checks import row_problem, suspect_row_sql
 from gpuwise.plan.constraints import MAX_STEPS, MAX_STEPS_TEXT
-from gpuwise.runlog import is_run_log, read_gpu_samples, read_meta, read_train_metrics
+from gpuwise.runlog import is_run_log, read_gpu_samples, read_gpu_samples_where, read_meta, read_train_metrics
 from gpuwise.text import printable, printable_or_none
 
 logger = logging.getLogger(__name__)
@@ -131,7 +131,8 @@ def read_runlog(path: Path, loss_name: str | None = None) -> TrainingLog:
         eval_curve = Curve(steps=np.array([r[0] for r in rows], dtype=np.int64),
                            loss=np.array([r[2] for r in rows], dtype=float), source=str(path)) if rows else None
     noise = _noise_from_metrics(metrics)
-    samples = _checked_samples(path, read_gpu_samples(path))
+    _check_gpu_samples(path)
+    samples = read_gpu_samples(path)
     # the monitor samples every GPU of the machine: the run's GPUs are those its processes held memory on
     used = [s for s in samples if s.get("process_memory_bytes")] or samples
     gpu_name = printable_or_none(meta.get("gpu") or meta.get("gpu_name") or next((s["name"] for s in used if s.get("name")), None))
@@ -166,16 +167,15 @@ def _check_metric_types(path: Path, metrics: Mapping[str, list]) -> None:
                 raise AdviseError(f"{path}: train_metrics {str(name)[:40]!r} step {step}: value {str(value)[:40]!r} is not a number")
 
 
-def _checked_samples(path: Path, rows: list[dict]) -> list[dict]:
-    """The gpu_samples rows, each within its physical range (the peak memory read from them must be real)."""
-    for i, row in enumerate(rows, start=1):
-        try:
-            problem = sample_problem(sample_from_row(row))
-        except (TypeError, ValueError) as exc:
-            problem = str(exc)[:100]
+def _check_gpu_samples(path: Path) -> None:
+    """AdviseError naming the first gpu_samples row of the run log at ``path`` with a value of the wrong type or
+    outside its physical range (the peak memory read from them must be real), in report's words for the same row:
+    SQLite picks the suspect rows in one pass (``suspect_row_sql``), ``row_problem`` judges and words them."""
+    for row in read_gpu_samples_where(path, suspect_row_sql()):
+        problem = row_problem(row)
         if problem:
-            raise AdviseError(f"{path}: gpu_samples row {i}: {problem}")
-    return rows
+            raise AdviseError(f"{path}: gpu_samples row {row['_row_no']} (gpu {row.get('gpu_index')!r}, "
+                              f"t_s {row.get('t_s')!r}): {problem}")
 
 
 def _is_int(v: object) -> bool:
@@ -431,8 +431,8 @@ def _from_records(path: Path, names: list[str], rows: Iterable[tuple[Where, Mapp
             return None
         return np.array([math.nan if v is None else v for v in vals], dtype=float)
 
-    curve = Curve(steps=np.array([r[0] for r in records]), loss=col(2), t_s=col(1), lr=col(3), batch_size=col(4),
-                  source=str(path), nonfinite=tally)
+    curve = Curve(steps=np.array([r[0] for r in records]), loss=col(2), t_s=_seconds(path, time_col, col(1)), lr=col(3),
+                  batch_size=col(4), source=str(path), nonfinite=tally)
     evals = eval_bins.rows()
     eval_curve = (Curve(steps=np.array([r[0] for r in evals], dtype=np.int64), loss=np.array([r[1] for r in evals]),
                         source=str(path)) if evals else None)
@@ -440,6 +440,16 @@ def _from_records(path: Path, names: list[str], rows: Iterable[tuple[Where, Mapp
                        eval_name=printable(eval_col) if eval_curve is not None else None,
                        noise=_noise_samples(noise_bins.rows()) if noise_bins is not None else None,
                        rows_read=bins.rows_read, thinned_bin_steps=bins.width)
+
+
+def _seconds(path: Path, time_col: str | None, times: np.ndarray | None) -> np.ndarray | None:
+    """``times`` (column ``time_col``, as written) in seconds: Unix milliseconds (MLflow's ``timestamp``) divided,
+    and said once; any other times as they are (seconds from any origin, ISO times already read as seconds)."""
+    if times is None or not is_epoch_ms(times):
+        return times
+    logger.warning("%s: column %r holds Unix times in milliseconds (as MLflow's 'timestamp'): read as seconds",
+                   path, printable(str(time_col))[:40])
+    return times / MS_PER_S
 
 
 def _eval_point(path: Path, line_no: Where, row: Mapping[str, object], index: int, step_col: str | None,
