@@ -52,6 +52,16 @@ TRAIN_END_DETAIL_CHARS = 300                # the detail is clipped to this
 TRAIN_END_EVENT = "train_end"               # event, one per attempt: "<outcome> at step N[: detail]"
 TRAIN_END_OUTCOMES = ("finished", "preempted", "crashed", "interrupted", "stopped")
 
+# Names one part writes and another reads (docs/runlog.md). The torch hook (gpuwise.monitor.hook.sitecustomize)
+# imports only the standard library and keeps its own copy of TORCH_MEMORY_EVENT.
+PREEMPTED_EVENT = "preempted"         # event: the guard's, before it checkpoints and exits with EXIT_RESTART (report)
+TORCH_MEMORY_EVENT = "torch_memory"   # event: JSON peak allocated/reserved per device, the guard's or the torch hook's
+GPU_LOST_EVENT = "gpu_lost"           # event: the monitor's, once per GPU that fell off the bus
+WORKLOAD_KEY = "workload"             # meta: the Workload JSON (`gpuwise run --model`, the guard's workload=)
+TORCH_VERSION_KEY = "torch_version"   # meta: the guard's torch version (report, calibrate)
+CUDA_VERSION_KEY = "cuda_version"     # meta: the guard's torch's CUDA version, "" for a CPU build
+STEP_TIME_METRIC = "step_time_s"      # train metric: the wall time of each optimizer step, the guard's
+
 # (name, SQL type). Units in names; NULL = not supported / not reported.
 GPU_SAMPLE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("t_s", "REAL NOT NULL"),

@@ -23,6 +23,7 @@ import logging
 
 import atexit
 import collections
+import json
 import numbers
 import os
 import sys
@@ -54,7 +55,8 @@ from gpuwise.guard.state_file import nonfinite_names
 from gpuwise.guard.storage import is_network_fs, low_space_warning
 from gpuwise.guard.train_end import (CRASHED, FINISHED, PREEMPTED, STOPPED, TrainEnd, end_of_exception,
                                      record_train_end)
-from gpuwise.runlog import RunLog
+from gpuwise.runlog import (CUDA_VERSION_KEY, PREEMPTED_EVENT, STEP_TIME_METRIC, TORCH_MEMORY_EVENT,
+                            TORCH_VERSION_KEY, WORKLOAD_KEY, RunLog)
 from gpuwise.text import clipped
 from gpuwise.workload import Workload
 
@@ -380,7 +382,7 @@ class Guard:
         metrics: dict[str, float | None] = {"loss": loss, "lr": self._lr_used,
                                             "batch_size": total * self.info.world_size,
                                             "micro_batch_size": micro, "grad_norm": grad_norm,
-                                            "epoch": self.epoch, "step_time_s": step_time_s}
+                                            "epoch": self.epoch, STEP_TIME_METRIC: step_time_s}
         if noise is not None:
             metrics.update(noise.as_metrics())
         self.run_log.log_train(self.step_count, **metrics)
@@ -699,7 +701,7 @@ class Guard:
 
     # -- preemption and shutdown -----------------------------------------------------------------
     def _preempted(self, *, exit_now: bool = True) -> None:
-        self._event("preempted", messages.preempted(self.step_count, self.preemption))
+        self._event(PREEMPTED_EVENT, messages.preempted(self.step_count, self.preemption))
         self._save(reason="preempted", wait=True)
         self.stop_requested = True
         if self.exit_on_preempt and exit_now:
@@ -951,9 +953,7 @@ def _record_stack(run_log: RunLog, workload: Mapping[str, Any] | None) -> None:
     workload already (``gpuwise run --model …`` around this script, or an earlier run of it) keeps that one: the
     first written wins, and a different one here is warned about, never silently written over it."""
     if workload is not None:
-        import json
-
-        held_text = run_log.set_meta_first("workload", workload)
+        held_text = run_log.set_meta_first(WORKLOAD_KEY, workload)
         if held_text != json.dumps(workload):
             try:
                 held = json.loads(held_text)
@@ -965,21 +965,19 @@ def _record_stack(run_log: RunLog, workload: Mapping[str, Any] | None) -> None:
                 log.warning("%s holds a workload already (written first, e.g. by `gpuwise run --model …`) that is not "
                             "the guard's workload=: %s. The log keeps the first; report and calibrate read it: make "
                             "the two describe the job that runs", run_log.path, said[:400])
-    run_log.set_meta("torch_version", torch.__version__)
-    run_log.set_meta("cuda_version", torch.version.cuda or "")
+    run_log.set_meta(TORCH_VERSION_KEY, torch.__version__)
+    run_log.set_meta(CUDA_VERSION_KEY, torch.version.cuda or "")
 
 
 def _record_torch_memory(run_log: RunLog) -> None:
     """PyTorch's peak allocated/reserved memory per device, as the ``gpuwise run --torch-hook`` event."""
     if not torch.cuda.is_available() or not torch.cuda.is_initialized():
         return
-    import json
-
     devices = [{"device": d, "max_allocated_bytes": int(torch.cuda.max_memory_allocated(d)),
                 "max_reserved_bytes": int(torch.cuda.max_memory_reserved(d))}
                for d in range(torch.cuda.device_count()) if torch.cuda.max_memory_reserved(d) > 0]
     if devices:
-        run_log.log_event("torch_memory", json.dumps({
+        run_log.log_event(TORCH_MEMORY_EVENT, json.dumps({
             "pid": os.getpid(), "devices": devices, "torch_version": torch.__version__,
             "cuda_version": torch.version.cuda, "gpu_name": torch.cuda.get_device_name(devices[0]["device"])}))
 

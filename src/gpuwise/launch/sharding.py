@@ -110,8 +110,8 @@ class ShardingSetup:
             return (f"the plan is priced on PyTorch FSDP full sharding{over(_PARTITIONED[3])}{offload}, not on "
                     f"plain DDP: your command must wrap its model in FSDP (FULL_SHARD, or fully_shard in FSDP2); "
                     f"torchrun only starts the processes (gpuwise sets ${ENV_SHARDING}=fsdp for the script to read)")
-        offload = {"optimizer": " and ZeRO-Offload (optimizer state, float32 master weights and gradient partitions "
-                                "in CPU RAM)",
+        offload = {"optimizer": " and ZeRO-Offload (optimizer state, float32 master weights and float32 gradient "
+                                "partitions in CPU RAM)",
                    "params": " and ZeRO-Offload of optimizer and parameters (weights too in CPU RAM)"}.get(
                        self.offload, "")
         return (f"the plan is priced on DeepSpeed ZeRO-{self.zero_stage}{over(_PARTITIONED[self.zero_stage])}"

@@ -29,7 +29,7 @@ from gpuwise.monitor.log_meta import end_meta, start_meta, write_meta
 from gpuwise.monitor.new_log import NewLog, create_new_log, discard_log
 from gpuwise.monitor.procs import process_tree
 from gpuwise.monitor.sample import GpuSample
-from gpuwise.runlog import RunLog
+from gpuwise.runlog import GPU_LOST_EVENT, RunLog
 
 log = logging.getLogger(__name__)
 
@@ -176,7 +176,7 @@ class Sampler:
             for s in samples:
                 if s.lost and s.key not in self._lost:
                     self._lost.add(s.key)
-                    self.runlog.log_event("gpu_lost", f"GPU {s.label} ({s.name}) fell off the bus", t_s=s.t_s)
+                    self.runlog.log_event(GPU_LOST_EVENT, f"GPU {s.label} ({s.name}) fell off the bus", t_s=s.t_s)
             self.runlog.write_gpu_samples(s.to_row() for s in samples)
             if time.monotonic() - self._committed_at_s >= self.commit_period_s:
                 self.runlog.flush()

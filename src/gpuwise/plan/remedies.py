@@ -186,8 +186,8 @@ def sharding_remedies(w: Workload) -> list[Remedy]:
 
 def offload_remedies(w: Workload) -> list[Remedy]:
     """DeepSpeed ZeRO-Offload (decoder LLMs, the closed form; training with an optimizer): the optimizer state,
-    float32 master weights and gradient partitions in CPU RAM, then the weights too. The same method and result,
-    at the cost of a CPU optimizer step and PCIe copies (the step time says how much): after the changes
+    float32 master weights and float32 gradient partitions in CPU RAM, then the weights too. The same method and
+    result, at the cost of a CPU optimizer step and PCIe copies (the step time says how much): after the changes
     that keep the step on the GPU."""
     if w.optimizer == "none" or w.offload == "params" or offload_optimizer_refusal(w, "optimizer"):
         return []       # nothing to offload, or an optimizer ZeRO-Offload has no CPU kernel for

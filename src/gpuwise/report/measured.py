@@ -20,11 +20,11 @@ from pathlib import Path
 from gpuwise.report.errors import ReportError
 from gpuwise.report.sources import UsageLog, load_usage_log
 from gpuwise.report.usage import UsageSummary, summarize
-from gpuwise.runlog import RunLogError, read_train_metrics
+from gpuwise.runlog import (CUDA_VERSION_KEY, STEP_TIME_METRIC, TORCH_MEMORY_EVENT, TORCH_VERSION_KEY, WORKLOAD_KEY,
+                            RunLogError, read_train_metrics)
 
 WARMUP_STEPS = 5        # the first optimizer steps (allocator growth, cuDNN autotuning, lazy init) are not timed
 MIN_TIMED_STEPS = 3     # fewer timed steps than this: no step time
-STEP_TIME_METRIC = "step_time_s"
 PRIVATE_MODEL = "private"
 _PUBLIC = re.compile(r"^(torchvision|timm):[A-Za-z0-9_.-]+$|^hf:[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9_.-]+)?$")
 
@@ -112,7 +112,7 @@ def measurement_from(log: UsageLog, usage: UsageSummary | None) -> Measurement:
         raise ReportError(str(exc)) from None
     step_times_s = [v for _step, _t, v in sorted(rows, key=lambda r: r[1])]
     step_s, timed = median_step_time_s(step_times_s)
-    workload = _json(meta.get("workload"))
+    workload = _json(meta.get(WORKLOAD_KEY))
     process_bytes = None
     if usage is not None:
         job = [d for d in usage.job_devices if d.memory_basis == "process" and d.peak_memory_bytes]
@@ -120,7 +120,7 @@ def measurement_from(log: UsageLog, usage: UsageSummary | None) -> Measurement:
     peaks = log.torch_peaks
     versions = {}
     for e in log.events:
-        data = _json(e.get("message")) if e.get("kind") == "torch_memory" else None
+        data = _json(e.get("message")) if e.get("kind") == TORCH_MEMORY_EVENT else None
         if isinstance(data, dict):
             versions.update({k: data[k] for k in ("torch_version", "cuda_version", "gpu_name") if data.get(k)})
     return Measurement(
@@ -131,8 +131,8 @@ def measurement_from(log: UsageLog, usage: UsageSummary | None) -> Measurement:
         peak_reserved_bytes=max((p.max_reserved_bytes for p in peaks), default=None),
         process_memory_bytes=process_bytes,
         driver_version=meta.get("driver_version") or None,
-        cuda_version=meta.get("cuda_version") or versions.get("cuda_version"),
-        torch_version=meta.get("torch_version") or versions.get("torch_version"),
+        cuda_version=meta.get(CUDA_VERSION_KEY) or versions.get("cuda_version"),
+        torch_version=meta.get(TORCH_VERSION_KEY) or versions.get("torch_version"),
         source=str(path),
         logged_steps=len(step_times_s),
     )

@@ -16,10 +16,9 @@ from dataclasses import dataclass
 from gpuwise.errors import EXIT_RESTART
 from gpuwise.monitor.runner import KILL_EVENT, SIGNALS_EVENT, STOPPING, signal_name
 from gpuwise.report.sources import RUN_LOG_SOURCE, UsageLog
-from gpuwise.runlog import RunLogError, read_train_metrics
+from gpuwise.runlog import PREEMPTED_EVENT, RunLogError, read_train_metrics
 
 _SIGNAL_NAME = re.compile(r"^(SIG[A-Z0-9+]{1,16}|\d{1,3})$")   # what runner.signal_name writes
-PREEMPTED_EVENT = "preempted"   # the guard's event before it checkpoints and exits with EXIT_RESTART
 STOP_SIGNAL_NAMES = frozenset(signal_name(s) for s in STOPPING)   # those after which the grace period runs
 
 

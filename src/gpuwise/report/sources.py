@@ -19,7 +19,8 @@ from gpuwise.monitor.sample_checks import row_problem, suspect_row_sql
 from gpuwise.report.dmon import looks_like_dmon, parse_dmon
 from gpuwise.report.errors import ReportError
 from gpuwise.report.smi_csv import parse_smi_csv
-from gpuwise.runlog import RunLogError, is_run_log, read_events, read_gpu_samples, read_gpu_samples_where, read_meta
+from gpuwise.runlog import (TORCH_MEMORY_EVENT, RunLogError, is_run_log, read_events, read_gpu_samples,
+                            read_gpu_samples_where, read_meta)
 from gpuwise.text import printable, printable_or_none
 
 
@@ -84,7 +85,7 @@ def _load_run_log(p: Path) -> UsageLog:
         raise ReportError(str(exc)) from None
     peaks = []
     for e in events:
-        if e["kind"] != "torch_memory":
+        if e["kind"] != TORCH_MEMORY_EVENT:
             continue
         try:
             data = json.loads(e["message"])

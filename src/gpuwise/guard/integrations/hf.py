@@ -34,7 +34,7 @@ from gpuwise.guard.checkpoint import MANIFEST_FILE, CheckpointStore, latest_seal
 from gpuwise.guard.errors import GuardError
 from gpuwise.guard.guard import check_exit_code, refuse_fresh_start, supersede_redone
 from gpuwise.guard.preemption import EXIT_RESTART, PreemptionHandler
-from gpuwise.runlog import RunLog
+from gpuwise.runlog import PREEMPTED_EVENT, RunLog
 
 log = logging.getLogger(__name__)    # under gpuwise.guard: "gpuwise.guard: …" on stderr where nothing is configured
 
@@ -196,7 +196,8 @@ class GuardCallback(TrainerCallback):
             self.run_log.flush()
         if self.preemption.requested and self.exit_on_preempt:
             if self.run_log is not None:
-                self.run_log.log_event("preempted", f"checkpoint-{state.global_step} saved; exiting {self.preemption.exit_code}")
+                self.run_log.log_event(PREEMPTED_EVENT, f"checkpoint-{state.global_step} saved; exiting "
+                                                        f"{self.preemption.exit_code}")
                 self.run_log.close()
             if state.is_world_process_zero:
                 log.warning("%s", messages.exiting(self.preemption.exit_code))

@@ -35,7 +35,7 @@ from gpuwise.guard.checkpoint import CheckpointStore
 from gpuwise.guard.errors import GuardError, check_number
 from gpuwise.guard.guard import check_exit_code, refuse_fresh_start, supersede_redone
 from gpuwise.guard.preemption import EXIT_RESTART, PreemptionHandler
-from gpuwise.runlog import RunLog
+from gpuwise.runlog import PREEMPTED_EVENT, RunLog
 
 log = logging.getLogger("gpuwise.guard")
 
@@ -108,10 +108,14 @@ class GuardLightningCallback(_Base):  # type: ignore[misc,valid-type]
 
     def on_train_end(self, trainer: Any, pl_module: Any) -> None:
         self.preemption.uninstall()
+        exiting = self.preemption.requested and self.exit_on_preempt
         if self.run_log is not None:
+            if exiting:   # with the exit code, what makes `gpuwise report` say preempted rather than failed
+                self.run_log.log_event(PREEMPTED_EVENT, f"step {self._saved_step} saved; exiting "
+                                                        f"{self.preemption.exit_code}")
             self.run_log.close()
             self.run_log = None
-        if self.preemption.requested and self.exit_on_preempt:
+        if exiting:
             if trainer.is_global_zero:
                 log.warning("%s", messages.exiting(self.preemption.exit_code))
             sys.exit(self.preemption.exit_code)

@@ -14,6 +14,8 @@ import os
 import sys
 import time
 
+TORCH_MEMORY_EVENT = "torch_memory"   # gpuwise.runlog.TORCH_MEMORY_EVENT's copy: this hook imports no gpuwise
+
 
 def _record() -> None:
     path = os.environ.get("GPUWISE_RUNLOG")
@@ -37,8 +39,8 @@ def _record() -> None:
         conn = sqlite3.connect(path, timeout=10.0)
         try:
             conn.execute("INSERT INTO events VALUES (?, ?, ?)",
-                         (time.time(), "torch_memory", json.dumps({"pid": os.getpid(), "devices": devices,
-                                                                   **_stack(torch, devices[0]["device"])})))
+                         (time.time(), TORCH_MEMORY_EVENT, json.dumps({"pid": os.getpid(), "devices": devices,
+                                                                       **_stack(torch, devices[0]["device"])})))
             conn.commit()
         finally:
             conn.close()
