@@ -14,7 +14,8 @@ from gpuwise.launch.assumptions import JobAssumptions
 from gpuwise.launch.command import Command, parse_command
 from gpuwise.launch.disk import DiskNeed, checkpoint_bytes_per_param
 from gpuwise.launch.plan import BatchSplit, LaunchError, LaunchPlan, plan_launch
-from gpuwise.launch.server import is_server, server_emit_refusal, vllm_serve_line
+from gpuwise.launch.server import (REMOTE_MODEL_DIR, is_server, local_model_dir, missing_weights_refusal,
+                                   server_emit_refusal, skyserve_refusal, vllm_serve_line)
 from gpuwise.launch.sharding import ShardingSetup
 from gpuwise.launch.skypilot import render_skypilot
 from gpuwise.launch.skyserve import render_skyserve
@@ -76,21 +77,23 @@ def launch_best(rec, catalog, emit: str, command: str) -> dict:
 def serve_best(rec, catalog, emit: str) -> dict:
     """The launch of a server's best option (``is_server``), as ``launch_best``'s, with ``"replicas"``: for
     ``emit`` "skypilot" a SkyServe service (``render_skyserve``) that runs the option's ``vllm serve`` line
-    (``vllm_serve_line``) on each of its replicas. Refused in one line (LaunchError) naming what to run instead
-    (``server_emit_refusal``): torchrun (it starts training jobs), an engine other than vLLM (HF generate has no
-    server to start), a provider SkyPilot does not know; and where nothing meets the request."""
+    (``vllm_serve_line``) on each of its replicas; a local checkpoint's folder (``local_model_dir``) uploaded to
+    each and served from ``REMOTE_MODEL_DIR``. Refused in one line (LaunchError) naming what to run instead
+    (``server_emit_refusal``): torchrun (it starts training jobs), and what ``skyserve_refusal`` says no service
+    can run (an engine other than vLLM, a provider SkyPilot does not know); and where nothing meets the request.
+    A local config without weights is refused in one line saying to serve a Hub id (``missing_weights_refusal``)."""
     emit = emit.lower()
     if emit != "skypilot":
         raise LaunchError(server_emit_refusal(rec, emit))
     best = _best_to_launch(rec)
-    if rec.workload.engine != "vllm":
-        raise LaunchError(server_emit_refusal(rec, emit, "a SkyServe service runs vLLM's server, and HF generate has "
-                                                         "none gpuwise can start (serve with --engine vllm)"))
+    if (why := missing_weights_refusal(rec.workload)) is not None:     # no `vllm serve` line to name: none loads it
+        raise LaunchError(f"--emit {emit}: {why}")
+    if (why := skyserve_refusal(rec.workload, best.provider)) is not None:
+        raise LaunchError(server_emit_refusal(rec, emit, why))
     gpu = catalog.gpu(best.gpu)
-    plan = plan_launch(best, gpu, vllm_serve_line(rec, listen=True), disk=disk_need(rec.workload, best, gpu),
-                       server=True)
-    if plan.skypilot_cloud is None:
-        raise LaunchError(server_emit_refusal(rec, emit, f"SkyPilot does not know the provider {plan.provider!r}"))
+    model_dir = local_model_dir(rec.workload)
+    line = vllm_serve_line(rec, listen=True, model=REMOTE_MODEL_DIR if model_dir is not None else None)
+    plan = plan_launch(best, gpu, line, disk=disk_need(rec.workload, best, gpu), server=True, model_dir=model_dir)
     return _launch_dict(plan, emit, render_skyserve(plan), None)
 
 

@@ -7,7 +7,8 @@ The model is counted as the larger of the weights the job holds and the checkpoi
 holds its block weights in nf4 (8B: 5.9 GB) but downloads the 16-bit checkpoint they are quantized from as they
 load (16 GB; 70B: 141 GB).
 
-The dataset is not counted: gpuwise knows how many samples the job reads, not their bytes on disk.
+The dataset is not counted: gpuwise knows how many samples the job reads, not their bytes on disk (a server
+reads none, and its note does not mention one).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import math
 from dataclasses import dataclass
 
 GB = 10**9                       # SkyPilot's disk_size is in GB
+MB = 10**6                       # a small model's weights are said in MB (ResNet-18: 47 MB, not 0.0 GB)
 SKYPILOT_DEFAULT_DISK_GB = 256   # sky/resources.py DEFAULT_DISK_SIZE_GB (SkyPilot 0.14): never asked below it
 SYSTEM_BYTES = 100 * GB          # the image, CUDA, torch and the job's packages, pip's and HF's caches
 # checkpoints on disk at once: the guard's default keep (3, gpuwise.guard.checkpoint.CheckpointStore) plus the
@@ -60,19 +62,23 @@ class DiskNeed:
         need_gb = math.ceil(self.total_bytes / GB / DISK_STEP_GB) * DISK_STEP_GB
         return max(SKYPILOT_DEFAULT_DISK_GB, need_gb)
 
-    def note(self, *, machine: str) -> str:
+    def note(self, *, machine: str, reads_dataset: bool = True) -> str:
         """The size in words, with what it is made of, for the launch's header and ``launch.notes``; ``machine``:
-        what one of the launch's machines is called (``plan.machine_word``: a node, a server's replica)."""
-        parts = [f"~{_gb(SYSTEM_BYTES)} for the system and packages", f"{_gb(self.model_bytes)} of model weights"]
+        what one of the launch's machines is called (``plan.machine_word``: a node, a server's replica);
+        ``reads_dataset``: the job reads a dataset, which the size leaves out and says so (a server reads none)."""
+        parts = [f"~{_size(SYSTEM_BYTES)} for the system and packages", f"{_size(self.model_bytes)} of model weights"]
         if self.checkpoint_bytes:
-            parts.append(f"{CHECKPOINTS_ON_DISK} checkpoints of {_gb(self.checkpoint_bytes)} of weights and "
+            parts.append(f"{CHECKPOINTS_ON_DISK} checkpoints of {_size(self.checkpoint_bytes)} of weights and "
                          f"optimizer state (the guard keeps 3 and writes the next before it prunes)")
-        where = ("; less where the checkpoint directory is on other storage (a bucket, a shared file system)"
-                 if self.checkpoint_bytes else "")
-        return (f"each {machine} needs ~{_gb(self.total_bytes)} of disk: {', '.join(parts)}; not the dataset{where}; "
-                f"a SkyPilot task asks for disk_size {self.disk_size_gb} GB")
+        left_out = ["not the dataset"] if reads_dataset else []
+        if self.checkpoint_bytes:
+            left_out.append("less where the checkpoint directory is on other storage (a bucket, a shared file system)")
+        return "; ".join([f"each {machine} needs ~{_size(self.total_bytes)} of disk: {', '.join(parts)}", *left_out,
+                          f"a SkyPilot task asks for disk_size {self.disk_size_gb} GB"])
 
 
-def _gb(n_bytes: int) -> str:
-    """Disk in SkyPilot's unit (GB, 10**9 bytes), not memory's GiB."""
+def _size(n_bytes: int) -> str:
+    """Disk in SkyPilot's units (GB, 10**9 bytes; MB below one GB), not memory's GiB."""
+    if n_bytes < GB:
+        return f"{n_bytes / MB:,.0f} MB"
     return f"{n_bytes / GB:,.1f} GB" if n_bytes < 10 * GB else f"{n_bytes / GB:,.0f} GB"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from gpuwise.catalog.model import GPU, not_a_gpu
 from gpuwise.catalog.topology import Link, Topology, provider_entry, topology_for
@@ -126,6 +127,9 @@ class LaunchPlan:
     # copies of a server behind a load balancer (a serving option at --request-rate); 1 for any other job
     replicas: int = 1
     server: bool = False            # a server (``vllm serve``) under SkyServe: its machines are replicas (machine_word)
+    # a server's local model folder (with its weights) that its service uploads to each replica; None: vLLM
+    # downloads the model by its Hub id
+    model_dir: Path | None = None
 
     @property
     def env(self) -> dict[str, str]:
@@ -151,6 +155,12 @@ class LaunchPlan:
         """The command as torchrun takes it after its own options: a script (or --module, or --no-python and
         a program) and its arguments (``Command.torchrun_args``)."""
         return self.command.torchrun_args
+
+
+def skypilot_cloud(provider: str | None) -> str | None:
+    """The SkyPilot cloud that rents ``provider``'s machines (its ``skypilot_cloud`` in the topology data); None
+    where SkyPilot does not know the provider (AutoDL): no SkyPilot task or SkyServe service can launch there."""
+    return (provider_entry(provider) or {}).get("skypilot_cloud")
 
 
 def machine_word(server: bool) -> str:
@@ -184,7 +194,7 @@ def node_layout(count: int, topo: Topology) -> tuple[int, int]:
 def plan_launch(option, gpu: GPU, command: str, *, batch: BatchSplit | None = None,
                 sharding: ShardingSetup | None = None, one_process: bool = False,
                 assumptions: JobAssumptions | None = None, disk: DiskNeed | None = None,
-                server: bool = False) -> LaunchPlan:
+                server: bool = False, model_dir: Path | None = None) -> LaunchPlan:
     """The launch of ``option`` (a :class:`gpuwise.plan.Option`) running ``command`` on every GPU.
     ``batch``: the split the option is priced on (``BatchSplit.of``), said first in the notes and set in
     the environment: gpuwise cannot rewrite the command's flags. ``sharding``: the ZeRO stage / FSDP /
@@ -197,7 +207,8 @@ def plan_launch(option, gpu: GPU, command: str, *, batch: BatchSplit | None = No
     option's catalog GPU (``catalog.gpu(option.gpu)``); a name, or another GPU than the option's, is refused
     (LaunchError): the option is priced and timed on its own GPU. A serving option's ``replicas`` (at a request
     rate) become the plan's: that many copies of these machines, each running ``command`` (a server). ``server``:
-    ``command`` is a server's (``vllm serve``) that SkyServe runs, its machines replicas (``machine_word``)."""
+    ``command`` is a server's (``vllm serve``) that SkyServe runs, its machines replicas (``machine_word``), which read
+    no dataset; ``model_dir``: its local model folder, which the service uploads (``LaunchPlan.model_dir``)."""
     if option is None:
         raise LaunchError("nothing to launch: no option meets the request")
     priced_on = getattr(option, "gpu", None)     # a recommendation's option names its GPU by id
@@ -216,7 +227,7 @@ def plan_launch(option, gpu: GPU, command: str, *, batch: BatchSplit | None = No
     if assumptions is not None:
         notes.append(assumptions.note())
     if disk is not None:
-        notes.append(disk.note(machine=machine_word(server)))
+        notes.append(disk.note(machine=machine_word(server), reads_dataset=not server))
     if one_process and nodes > 1:
         raise LaunchError(f"HF generate's layer split runs in one process on one machine: {option.count} GPUs are "
                           f"more than a node of {topo.gpus_per_node} at {option.provider}")
@@ -228,13 +239,13 @@ def plan_launch(option, gpu: GPU, command: str, *, batch: BatchSplit | None = No
     if nodes > 1 and not topo.multi_node:
         notes.append(f"{option.provider} does not rent several machines as one cluster ({topo.note}); "
                      f"the {nodes} nodes must reach each other (node 0 on port {RDZV_PORT})")
-    entry = provider_entry(option.provider) or {}
-    cloud = entry.get("skypilot_cloud")
+    cloud = skypilot_cloud(option.provider)
     if cloud is None:
         notes.append(f"SkyPilot does not know the provider {option.provider!r}: rent the machine there and "
                      f"run the torchrun lines on it")
+    region = (provider_entry(option.provider) or {}).get("region")
     return LaunchPlan(gpu=gpu, count=option.count, nodes=nodes, gpus_per_node=per_node, provider=option.provider,
-                      spot=option.spot, skypilot_cloud=cloud, region=entry.get("region"), command=parsed,
+                      spot=option.spot, skypilot_cloud=cloud, region=region, command=parsed,
                       notes=tuple(notes), batch=batch, sharding=sharding, one_process=one_process,
                       assumptions=assumptions, network=topo.network if nodes > 1 else None, disk=disk,
-                      replicas=getattr(option, "replicas", None) or 1, server=server)
+                      replicas=getattr(option, "replicas", None) or 1, server=server, model_dir=model_dir)

@@ -1,6 +1,11 @@
 """What runs a serving job: a server (vLLM's ``vllm serve``), not torchrun. ``--emit skypilot`` gives it as a
 SkyServe service (:mod:`gpuwise.launch.skyserve`) that runs the ``vllm serve`` line built here on each replica;
-``--emit torchrun``, which starts training jobs, is refused, naming that line and ``--emit skypilot``.
+``--emit torchrun``, which starts training jobs, is refused, naming that line (and ``--emit skypilot`` where it gives
+the service: ``skyserve_refusal``).
+
+A model given as a local checkpoint (``hf:dir/config.json``) is not on a replica, and ``vllm serve dir`` there takes
+``dir`` for a Hub id: the service uploads the folder (``file_mounts``) and serves ``REMOTE_MODEL_DIR`` where it holds
+the weights, and is refused where it holds only a config.
 
 vLLM reads a quantized checkpoint's own ``quantization_config``; a 16-bit checkpoint is quantized as it loads
 only where ``--quantization`` says how (``VLLM_QUANTIZATION``, from vLLM 0.10's
@@ -18,12 +23,15 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from gpuwise.launch.plan import LaunchError
+from gpuwise.launch.plan import LaunchError, skypilot_cloud
 from gpuwise.workload.checkpoint import stored_quant
 from gpuwise.workload.precision import parse as parse_precision
+from gpuwise.workload.specs import as_config_file
 
 VLLM_PORT = 8000                   # vllm serve's default --port
 VLLM_READINESS_PATH = "/health"    # vLLM's route that answers 200 once the engine serves
+REMOTE_MODEL_DIR = "/model"        # where a SkyServe service uploads a local model's folder on each replica
+WEIGHT_FILE_PATTERNS = ("*.safetensors", "*.bin")   # the weight files vLLM loads from a model folder
 
 # --quant -> vLLM's --quantization for a 16-bit checkpoint; None: vLLM cannot quantize it so as it loads
 VLLM_QUANTIZATION: dict[str, str | None] = {"nf4": "bitsandbytes", "fp8": "fp8", "int8": None}
@@ -73,10 +81,11 @@ def vllm_dtype_flags(workload, served_precision: str) -> list[str]:
     return [f"--dtype {parse_precision(served_precision).compute_dtype}"]
 
 
-def vllm_serve_line(rec, *, listen: bool = False) -> str:
+def vllm_serve_line(rec, *, listen: bool = False, model: str | None = None) -> str:
     """The ``vllm serve`` line of a recommendation's best option (``rec.best``; engine vllm): the model, its tensor
     parallelism over the option's GPUs, the context, dtype, quantization and memory flags it was priced with;
-    ``listen``: and the address it listens on (every interface, ``VLLM_PORT``), as a load balancer reaches it.
+    ``listen``: and the address it listens on (every interface, ``VLLM_PORT``), as a load balancer reaches it;
+    ``model``: where the server loads the model from (default: the Hub id, or a local checkpoint's folder as given).
     LaunchError where vLLM cannot load the weights so (``vllm_quantization_flags``)."""
     w, b = rec.workload, rec.best
     quantization = vllm_quantization_flags(w)
@@ -86,7 +95,7 @@ def vllm_serve_line(rec, *, listen: bool = False) -> str:
     flags = ([f"--tensor-parallel-size {b.count}"] if b.count > 1 else []) + [
         f"--max-model-len {w.tokens_per_sequence + w.max_new_tokens}"] + vllm_dtype_flags(w, served_precision) + (
         quantization + vllm_memory_flags(w)) + ([f"--host 0.0.0.0 --port {VLLM_PORT}"] if listen else [])
-    return f"vllm serve {shlex.quote(_served_id(w))} {' '.join(flags)}"
+    return f"vllm serve {shlex.quote(model or _served_id(w))} {' '.join(flags)}"
 
 
 def serving_instructions(rec) -> str:
@@ -105,7 +114,7 @@ def serving_instructions(rec) -> str:
 def server_emit_refusal(rec, emit: str, why: str | None = None) -> str:
     """The one line that refuses ``--emit`` for a server (``is_server``) and names what to run instead
     (``serving_instructions``). ``why``: why ``emit`` cannot give it (default: torchrun starts training jobs, not a
-    server; then ``--emit skypilot`` is named where it gives a SkyServe task, engine vllm)."""
+    server; then ``--emit skypilot`` is named where it gives a SkyServe service: ``skyserve_refusal``)."""
     w, b = rec.workload, rec.best
     head = f"--emit {emit}: {why}" if why else f"--emit {emit} starts jobs under torchrun, not a server"
     if b is None:
@@ -114,9 +123,45 @@ def server_emit_refusal(rec, emit: str, why: str | None = None) -> str:
         said = f"{head}: {serving_instructions(rec)}"
     except LaunchError as e:
         return f"{head}; and {e}"
-    if why is None and w.engine == "vllm":
+    if why is None and skyserve_refusal(w, b.provider) is None:
         said += "; --emit skypilot gives it as a SkyServe service (sky serve up)"
     return said
+
+
+def skyserve_refusal(workload, provider: str) -> str | None:
+    """Why ``--emit skypilot`` cannot give a server of ``workload`` at ``provider`` as a SkyServe service (None: it
+    can): an engine other than vLLM (HF generate has no server to start), a provider SkyPilot does not know
+    (``skypilot_cloud``), a local checkpoint without weights (a replica has nothing to load)."""
+    if workload.engine != "vllm":
+        return ("a SkyServe service runs vLLM's server, and HF generate has none gpuwise can start "
+                "(serve with --engine vllm)")
+    if skypilot_cloud(provider) is None:
+        return f"SkyPilot does not know the provider {provider!r}"
+    return missing_weights_refusal(workload)
+
+
+def missing_weights_refusal(workload) -> str | None:
+    """Why a SkyServe service cannot serve a model given as a local checkpoint that holds a config but no weights
+    (None: a Hub id, or a folder with weights): a replica has nothing to load, and ``vllm serve`` there would take
+    the folder's name for a Hub id."""
+    folder = local_model_dir(workload)
+    if folder is None or has_weights(folder):
+        return None
+    return (f"{folder} holds a config but no weights ({', '.join(WEIGHT_FILE_PATTERNS)}), and vLLM on a replica "
+            f"would take {_served_id(workload)!r} for a Hub id: serve the model by its Hub id (hf:ORG/NAME), or put "
+            f"its weights in the folder, which the service then uploads")
+
+
+def local_model_dir(workload) -> Path | None:
+    """The folder of a model given as a local checkpoint (``hf:dir/config.json``, ``hf:dir``), absolute; None for a
+    Hub id, which vLLM downloads."""
+    path = as_config_file(Path(workload.model.removeprefix("hf:")).expanduser())
+    return path.parent.resolve() if path.suffix == ".json" else None
+
+
+def has_weights(folder: Path) -> bool:
+    """Does a model folder hold weight files vLLM loads (``WEIGHT_FILE_PATTERNS``), not only a config?"""
+    return any(next(folder.glob(pattern), None) is not None for pattern in WEIGHT_FILE_PATTERNS)
 
 
 def _served_id(workload) -> str:

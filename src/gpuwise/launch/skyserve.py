@@ -9,7 +9,8 @@ machine as a training task's are one node's (``skypilot_resources``: the acceler
 balancer forwards to; ``setup`` installs the vLLM series the plan models (``VLLM_VERSION``); ``run`` is the
 ``vllm serve`` line the plan is priced with (``vllm_serve_line``).
 ``secrets`` passes a Hugging Face token (``HF_TOKEN``, empty unless ``sky serve up --secret HF_TOKEN``) for a
-gated model's download. Neither gpuwise nor torchrun runs on the replicas.
+gated model's download; a local checkpoint (``LaunchPlan.model_dir``) is uploaded instead (``file_mounts``, to
+``REMOTE_MODEL_DIR``, which ``run`` serves). Neither gpuwise nor torchrun runs on the replicas.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import math
 import shlex
 
 from gpuwise.launch.plan import LaunchPlan
-from gpuwise.launch.server import VLLM_PORT, VLLM_READINESS_PATH
+from gpuwise.launch.server import REMOTE_MODEL_DIR, VLLM_PORT, VLLM_READINESS_PATH
 from gpuwise.launch.skypilot import dump_task, skypilot_resources
 from gpuwise.workload.model import VLLM_VERSION
 
@@ -53,16 +54,34 @@ def _initial_delay_s(plan: LaunchPlan) -> int:
 
 def skyserve_task(plan: LaunchPlan, *, name: str | None = None) -> dict:
     """The service as a task mapping, in SkyPilot's YAML schema: ``plan.command`` (a ``vllm serve`` line that
-    listens on ``VLLM_PORT``) on each of ``plan.replicas``."""
+    listens on ``VLLM_PORT``) on each of ``plan.replicas``; the model downloaded with ``HF_TOKEN``, or a local
+    checkpoint's folder uploaded (``_model_source``)."""
     probe = {"path": VLLM_READINESS_PATH, "initial_delay_seconds": _initial_delay_s(plan)}
     return {
         "name": name or f"gpuwise-serve-{plan.gpu.id}-x{plan.count}",
         "service": {"readiness_probe": probe, "replicas": plan.replicas},
         "resources": {**skypilot_resources(plan), "ports": VLLM_PORT},
-        "secrets": {HF_TOKEN: ""},
+        **_model_source(plan),
         "setup": f"pip install {shlex.quote(VLLM_REQUIREMENT)}",
         "run": shlex.join(plan.command.process_argv) + "\n",     # a literal block, as a training task's run
     }
+
+
+def _model_source(plan: LaunchPlan) -> dict:
+    """Where a replica gets the model: a local checkpoint's folder uploaded to ``REMOTE_MODEL_DIR`` (``file_mounts``:
+    remote path -> local path), else the Hub, with a token for a gated model (``secrets``)."""
+    if plan.model_dir is not None:
+        return {"file_mounts": {REMOTE_MODEL_DIR: str(plan.model_dir)}}
+    return {"secrets": {HF_TOKEN: ""}}
+
+
+def _model_note(plan: LaunchPlan) -> str:
+    """Where a replica gets the model, in words (``_model_source``)."""
+    if plan.model_dir is not None:
+        return (f"{SERVE_UP} uploads {plan.model_dir} to {REMOTE_MODEL_DIR} on each replica (file_mounts), and vLLM "
+                f"serves it from there")
+    return (f"vLLM downloads the model on each replica; a gated one downloads only with your Hugging Face token: "
+            f"{SERVE_UP} --secret {HF_TOKEN} <this file> (from ${HF_TOKEN} here)")
 
 
 def render_skyserve(plan: LaunchPlan) -> str:
@@ -72,8 +91,7 @@ def render_skyserve(plan: LaunchPlan) -> str:
     head += [f"# note: {n}" for n in plan.notes]
     head.append(f"# note: {SERVE_UP} starts the replicas and a load balancer; `sky serve status` names its "
                 f"endpoint, which forwards to vLLM's OpenAI-compatible API on port {VLLM_PORT} (/v1/completions)")
-    head.append(f"# note: vLLM downloads the model on each replica; a gated one downloads only with your Hugging Face "
-                f"token: {SERVE_UP} --secret {HF_TOKEN} <this file> (from ${HF_TOKEN} here)")
+    head.append(f"# note: {_model_note(plan)}")
     head.append(f"# note: {_start_note(plan)}")
     return "\n".join(head) + "\n" + dump_task(skyserve_task(plan))
 
