@@ -24,8 +24,9 @@ FAMILY = textwrap.dedent("""
     out = sys.argv[1]; stubborn = "stubborn" in sys.argv
     if stubborn:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    if "grand" in sys.argv:
-        open(out + ".grandchild", "w").write(str(os.getpid()))
+    if "grand" in sys.argv:   # written whole, then renamed: the child waits for the name, never reads it empty
+        open(out + ".grandchild.tmp", "w").write(str(os.getpid()))
+        os.replace(out + ".grandchild.tmp", out + ".grandchild")
         time.sleep(120)
     else:
         subprocess.Popen([sys.executable, __file__, out, "grand"] + (["stubborn"] if stubborn else []))
