@@ -54,7 +54,7 @@ from gpuwise.guard.sharded import load_sharded, save_sharded
 from gpuwise.guard.state_file import nonfinite_names
 from gpuwise.guard.storage import is_network_fs, low_space_warning
 from gpuwise.guard.train_end import (CRASHED, FINISHED, PREEMPTED, STOPPED, TrainEnd, end_of_exception,
-                                     record_train_end)
+                                     is_clean_exit, record_train_end)
 from gpuwise.runlog import (CUDA_VERSION_KEY, PREEMPTED_EVENT, STEP_TIME_METRIC, TORCH_MEMORY_EVENT,
                             TORCH_VERSION_KEY, WORKLOAD_KEY, RunLog)
 from gpuwise.text import clipped
@@ -168,6 +168,9 @@ class Guard:
         self._saved_step: int | None = None      # the step last saved (or attempted) or resumed
         self._step_failed = False                # the last step() raised
         self._failure: TrainEnd | None = None     # how the run ends if the last step's exception ends it
+        # That exception itself, until the next step() or close(): a with block it leaves records _failure (which
+        # says which step raised). Dropped then, as its traceback holds the failed step's tensors.
+        self._failed_exc: BaseException | None = None
         self._end: TrainEnd | None = None         # known before close(): a preemption's exit, a with block's error
         self._end_recorded = False                # in the run log (once, at close or at interpreter exit)
         self._pid = os.getpid()
@@ -266,6 +269,7 @@ class Guard:
         ``batches()`` iteration, ``step``, ``wait_for_save`` or ``close``."""
         self._save_due()  # the previous step's, in a loop that does not use batches()
         self._step_failed = False
+        self._failed_exc = None
         if not self.info.is_distributed:
             self._surface_async_error()  # under torchrun, the next save reports it on every rank
         self._warn_deferred()
@@ -306,6 +310,7 @@ class Guard:
         except BaseException as exc:  # KeyboardInterrupt (Ctrl-C) and a collective's RuntimeError too
             self._step_failed = True
             self._failure = end_of_exception(exc, self.step_count, f"step {self.step_count + 1} raised ")
+            self._failed_exc = exc
             try:
                 # Only before the optimizer step (a half-applied update must not be saved), and not under
                 # torchrun: the other ranks would wait in the save's collectives for a rank that is gone.
@@ -729,6 +734,7 @@ class Guard:
             self._end = self._end or end_of_exception(exc, self.step_count)
             raise
         finally:
+            self._failed_exc = None
             unresumable = self._unresumable() if check else None
             self.preemption.uninstall()
             if self.run_log is not None:
@@ -756,11 +762,24 @@ class Guard:
         return self
 
     def __exit__(self, exc_type: object, exc: BaseException | None, *tb: object) -> None:
+        """``close()``: saving the last step when the block ends as the program meant it to (its end, or
+        ``sys.exit`` with code 0 or None: the program's chosen end, as complete as the block's end), not after an
+        exception or another exit code (the state may be mid-change, and the exit tells a supervisor it failed:
+        a restart resumes from the last checkpoint). The exception's end is recorded (``_end_of_block``)."""
         if exc is not None and self._end is None:
-            self._end = end_of_exception(exc, self.step_count)
-        self.close(check=exc_type is None, save=exc_type is None)
+            self._end = self._end_of_block(exc)
+        ended_as_meant = exc is None or is_clean_exit(exc)
+        self.close(check=ended_as_meant, save=ended_as_meant)
 
     # -- how the run ended (train_end) -----------------------------------------------------------
+    def _end_of_block(self, exc: BaseException) -> TrainEnd:
+        """The end ``exc``, leaving a ``with`` block, makes: the last step's own exception (the same object)
+        records as the step recorded it (``step N raised …``); any other (the caller's code, or a step's error it
+        caught and raised anew) as itself."""
+        if self._failure is not None and exc is self._failed_exc:
+            return self._failure
+        return end_of_exception(exc, self.step_count)
+
     def _end_at_close(self, save: bool) -> TrainEnd:
         """The end ``close()`` records: one already known (a preemption's exit, the exception of a ``with``
         block), the last step's exception if nothing succeeded since, a preemption caught by the loop
@@ -776,8 +795,9 @@ class Guard:
 
     def _end_at_exit(self, uncaught: BaseException | None) -> TrainEnd:
         """The end of a process that exits without ``close()``: the last step's exception (nothing succeeded
-        since), else the uncaught exception Python printed, else stopped (``sys.exit``, no ``close()``)."""
-        if self._failure is not None:
+        since), else the uncaught exception Python printed, else stopped (``sys.exit``, no ``close()``). A run
+        never finished without ``close()``: a step's ``sys.exit(0)`` is stopped too, as one after the loop is."""
+        if self._failure is not None and self._failure.outcome != FINISHED:
             return self._failure
         if uncaught is not None:
             return end_of_exception(uncaught, self.step_count)

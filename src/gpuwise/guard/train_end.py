@@ -3,10 +3,11 @@
 A run without ``gpuwise run`` around it has nobody else to write its end: its log otherwise read the same
 whether the loop finished, was preempted, crashed or was interrupted. The guard knows: ``close()`` after the
 loop (``finished``), a preemption's save and exit (``preempted``, with the exit code it exits with), an
-exception out of ``step`` or out of a ``with Guard(...)`` block (``crashed``; ``interrupted`` for Ctrl-C), and,
-at interpreter exit, a run that never reached ``close()`` (the uncaught exception Python printed, else
-``stopped``: ``sys.exit`` or a script without ``close()``). A process killed outright (``kill -9``, the grace
-watchdog's ``os._exit``) records nothing: its log has no ``train_end``.
+exception out of ``step`` or out of a ``with Guard(...)`` block (``crashed``; ``interrupted`` for Ctrl-C; a
+``sys.exit`` there is the program's chosen end: ``finished`` for code 0 or None, else ``stopped`` with the
+code), and, at interpreter exit, a run that never reached ``close()`` (the uncaught exception Python printed,
+else ``stopped``: ``sys.exit`` or a script without ``close()``). A process killed outright (``kill -9``, the
+grace watchdog's ``os._exit``) records nothing: its log has no ``train_end``.
 
 Meta keys (of the log's last attempt: a restart writing the same log replaces them): ``train_end`` (the
 outcome), ``train_end_step`` (steps completed), ``train_end_t_s``, ``train_end_detail``; and one
@@ -45,8 +46,24 @@ def exception_text(exc: BaseException) -> str:
     return clipped(f"{type(exc).__name__}{': ' + text if text else ''}", TRAIN_END_DETAIL_CHARS)
 
 
+def is_clean_exit(exc: BaseException | None) -> bool:
+    """Whether ``exc`` is ``sys.exit`` with the code a process exits 0 with (0, None, False): the program's chosen,
+    successful end, not a failure. ``sys.exit(0.0)`` or ``sys.exit("done")`` exit 1, so they are not."""
+    return isinstance(exc, SystemExit) and (exc.code is None or (isinstance(exc.code, int) and exc.code == 0))
+
+
+def exit_text(exc: SystemExit) -> str:
+    """``sys.exit(3)``, ``sys.exit('bad config')``, ``sys.exit()``: the call with its code, on one line, clipped."""
+    code = "" if exc.code is None else " ".join(repr(exc.code).split())
+    return clipped(f"sys.exit({code})", TRAIN_END_DETAIL_CHARS)
+
+
 def end_of_exception(exc: BaseException, step: int, prefix: str = "") -> TrainEnd:
-    """The end ``exc`` makes: ``interrupted`` for Ctrl-C, else ``crashed``; ``prefix`` says where it came from."""
+    """The end ``exc`` makes: ``interrupted`` for Ctrl-C; for ``sys.exit`` (the program chose to end) ``finished``
+    with a clean code (``is_clean_exit``), else ``stopped``, the call in the detail; else ``crashed``. ``prefix``
+    says where it came from."""
+    if isinstance(exc, SystemExit):
+        return TrainEnd(FINISHED if is_clean_exit(exc) else STOPPED, step, prefix + exit_text(exc))
     outcome = INTERRUPTED if isinstance(exc, KeyboardInterrupt) else CRASHED
     return TrainEnd(outcome, step, prefix + exception_text(exc))
 
