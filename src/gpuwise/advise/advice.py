@@ -15,7 +15,8 @@ from typing import Any, Mapping
 import numpy as np
 
 from gpuwise.advise.analysis import CurveAnalysis
-from gpuwise.advise.gpu_options import with_count
+from gpuwise.advise.gpu_options import (expected_cost_for, expected_hours_for, preemption_hours_for, spot_note,
+                                        with_count)
 from gpuwise.plan.fit import DEFAULT_HEADROOM_FRACTION, usable_of
 from gpuwise.plan.quote import Quote
 from gpuwise.advise.gpu_plan import GpuPlan, SwitchCost, switch_saving
@@ -56,6 +57,11 @@ class Pricing:
     def currency(self) -> str | None:
         """The ranking currency: every cost the advice compares is in it."""
         return self.current.ranking_currency if self.current is not None else None
+
+    @property
+    def spot_note(self) -> str:
+        """The preemptions the spot offers priced here are assumed to take ("" when none is spot)."""
+        return spot_note(q for q in (self.current, *self.options) if q is not None)
 
 
 def diverged_advice(a: CurveAnalysis, lr_at: float | None) -> list[Advice]:
@@ -150,7 +156,7 @@ def _batch_advice(ns: NoiseScaleSummary, pricing: Pricing) -> Advice:
             else:
                 bigger = [o for o in pricing.options if o.gpu != cur.gpu and usable_of(o.gpu_memory_bytes, h) >= 2 * need]
                 if bigger:
-                    best = min(bigger, key=lambda o: o.cost_per_step_ranked)
+                    best = min(bigger, key=lambda o: expected_cost_for(o, 1))
                     ways.append(f"a GPU with room for batch {2 * b:g} in one step: {best.gpu} "
                                 f"({format_bytes(best.gpu_memory_bytes)}: twice the run's peak of {format_bytes(need)} "
                                 f"fits) at {format_money(best.price_per_hour_ranked, currency)}/h")
@@ -264,28 +270,50 @@ def switch_advice(pricing: Pricing, remaining_steps: int, end_reason: str) -> li
         saving = switch_saving(cur, o, remaining_steps, pricing.switch)
         if saving <= 0:
             continue
-        rows.append({"gpu": o.gpu, "provider": o.provider, "hours": o.hours_for(remaining_steps),
-                     "cost": o.ranked_cost_for(remaining_steps) + pricing.switch.cost(o), "saving": saving,
-                     "fits_memory": o.fits})
+        rows.append({**_remaining_on(o, remaining_steps, pricing.switch), "saving": saving, "fits_memory": o.fits})
     rows.sort(key=lambda r: -r["saving"])
-    stay_cost, stay_h = cur.ranked_cost_for(remaining_steps), cur.hours_for(remaining_steps)
+    stay = _remaining_on(cur, remaining_steps)
+    stay_cost = stay["cost"]
     currency = pricing.currency
-    numbers = {"remaining_steps": remaining_steps, "end": end_reason, "stay": {"gpu": cur.gpu, "hours": stay_h,
-               "cost": stay_cost}, "options": rows[:8], "currency": currency}
+    numbers = {"remaining_steps": remaining_steps, "end": end_reason, "stay": stay, "options": rows[:8],
+               "currency": currency}
     if not rows:
         text = (f"No GPU in the catalog finishes the remaining {remaining_steps:,} steps ({end_reason}) for less than "
-                f"staying on {cur.gpu} ({format_duration(stay_h * 3600)}, {format_money(stay_cost, currency)}), "
+                f"staying on {cur.gpu} ({_hours_text(stay)}, {format_money(stay_cost, currency)}), "
                 f"counting {format_duration(pricing.switch.overhead_s)} of switching.")
         return [Advice("switch_gpu", "Stay on this GPU", text, numbers)]
     best = rows[0]
-    listed = "; ".join(f"{r['gpu']} ({r['provider']}): {format_duration(r['hours'] * 3600)}, "
+    listed = "; ".join(f"{r['gpu']} ({_seller(r['provider'], r['spot'])}): {_hours_text(r)}, "
                        f"{format_money(r['cost'], currency)}, saves {format_money(r['saving'], currency)}"
                        + (" (memory fit not checked)" if r["fits_memory"] is None else "") for r in rows[:4])
     text = (f"The remaining {remaining_steps:,} steps ({end_reason}) cost {format_money(stay_cost, currency)} and "
-            f"take {format_duration(stay_h * 3600)} on {cur.gpu}. Cheaper per step, after "
+            f"take {_hours_text(stay)} on {cur.gpu}. Cheaper per step, after "
             f"{format_duration(pricing.switch.overhead_s)} of switching (save, move the checkpoint, restart) at the "
             f"new price: {listed}. Best: {best['gpu']}, saving {format_money(best['saving'], currency)}.")
     return [Advice("switch_gpu", f"Finish on {best['gpu']}", text, numbers)]
+
+
+def _remaining_on(o: Quote, steps: int, switch: SwitchCost | None = None) -> dict:
+    """The rest of the run on ``o``: its time and cost (a spot offer's expected preemptions included, and their
+    hours apart), with a switch to it where ``switch`` is given."""
+    return {"gpu": o.gpu, "provider": o.provider, "spot": o.spot, "hours": expected_hours_for(o, steps),
+            "preemption_hours": preemption_hours_for(o, steps),
+            "cost": expected_cost_for(o, steps) + (switch.cost(o) if switch is not None else 0.0)}
+
+
+def _seller(provider: str | None, spot: bool) -> str:
+    """'gcp, spot' for a spot offer (as recommend marks one), 'gcp' otherwise."""
+    return f"{provider}, spot" if spot else str(provider)
+
+
+def _hours_text(row: Mapping[str, Any]) -> str:
+    """'17.6 h (21.5 min of it expected preemptions)' for a spot offer's row; '3.1 h' otherwise."""
+    return format_duration(row["hours"] * 3600) + _preempted(row["preemption_hours"])
+
+
+def _preempted(hours: float) -> str:
+    """' (21.5 min of it expected preemptions)' after a time that includes a spot offer's, as recommend says it."""
+    return f" ({format_duration(hours * 3600)} of it expected preemptions)" if hours else ""
 
 
 def memory_advice(pricing: Pricing, remaining_steps: int, end_reason: str) -> list[Advice]:
@@ -297,8 +325,7 @@ def memory_advice(pricing: Pricing, remaining_steps: int, end_reason: str) -> li
     text = (f"The run needs {format_bytes(need)} of GPU memory per GPU (--peak-memory or the log's samples): it does "
             f"not fit {cur.gpu} ({format_bytes(cur.gpu_memory_bytes)}, {format_bytes(usable_of(cur.gpu_memory_bytes, h))} "
             f"usable after the {h:.0%} headroom)")
-    rows = [{"gpu": o.gpu, "provider": o.provider, "gpu_memory_bytes": o.gpu_memory_bytes,
-             "hours": o.hours_for(remaining_steps), "cost": o.ranked_cost_for(remaining_steps) + pricing.switch.cost(o)}
+    rows = [{**_remaining_on(o, remaining_steps, pricing.switch), "gpu_memory_bytes": o.gpu_memory_bytes}
             for o in fitting]
     rows.sort(key=lambda r: (r["cost"], r["hours"]))   # by the totals listed (switching included), cheapest first
     if not rows:
@@ -309,8 +336,8 @@ def memory_advice(pricing: Pricing, remaining_steps: int, end_reason: str) -> li
                  "(a smaller micro-batch with gradient accumulation, activation checkpointing, an 8-bit optimizer).")
         title = f"Does not fit {cur.gpu} nor any offered GPU"
     else:
-        listed = "; ".join(f"{r['gpu']} ({r['provider']}, {format_bytes(r['gpu_memory_bytes'])}): "
-                           f"{format_duration(r['hours'] * 3600)}, {format_money(r['cost'], pricing.currency)}"
+        listed = "; ".join(f"{r['gpu']} ({_seller(r['provider'], r['spot'])}, {format_bytes(r['gpu_memory_bytes'])}): "
+                           f"{_hours_text(r)}, {format_money(r['cost'], pricing.currency)}"
                            for r in rows[:4])
         text += (f". The {gpus} options it fits, for the remaining {remaining_steps:,} steps ({end_reason}) with "
                  f"{format_duration(pricing.switch.overhead_s)} of switching: {listed}.")
@@ -420,17 +447,22 @@ def plan_advice(plan: GpuPlan) -> list[Advice]:
     cur = plan.stay
     if len(plan.phases) == 1 and plan.phases[0].gpu_id == cur.gpu_id:
         return [Advice("plan", "Plan: stay", f"Staying on {cur.gpu_id} to step {plan.end_step:,} ({plan.end_reason}) "
-                       f"is the cheapest plan found: {format_money(cur.cost, plan.currency)}.",
-                       {"cost": cur.cost, "saving": 0.0})]
+                       f"is the cheapest plan found: {format_money(cur.cost, plan.currency)}"
+                       + (f", {format_duration(cur.hours * 3600)}{_preempted(cur.preemption_hours)}."
+                          if cur.preemption_hours else "."),
+                       {"cost": cur.cost, "saving": 0.0, "preemption_hours": cur.preemption_hours})]
     moved = plan.phases[-1]
     when = "now" if moved.from_step <= cur.from_step else f"after step {moved.from_step:,}"
     return [Advice("plan", f"Plan: move to {moved.gpu_id} {when}",
-                   f"{when.capitalize()}, move to {moved.gpu_id} ({moved.provider}) for the steps to {plan.end_step:,} "
+                   f"{when.capitalize()}, move to {moved.gpu_id} ({_seller(moved.provider, moved.spot)}) for the steps "
+                   f"to {plan.end_step:,} "
                    f"({plan.end_reason}): {format_money(plan.cost, plan.currency)} in all against "
                    f"{format_money(cur.cost, plan.currency)} staying on {cur.gpu_id}; saves "
                    f"{format_money(plan.saving, plan.currency)} (switching included), "
-                   f"{format_duration(plan.hours * 3600)} against {format_duration(cur.hours * 3600)}.",
-                   {"cost": plan.cost, "stay_cost": cur.cost, "saving": plan.saving, "switch_step": moved.from_step})]
+                   f"{format_duration(plan.hours * 3600)}{_preempted(plan.preemption_hours)} against "
+                   f"{format_duration(cur.hours * 3600)}{_preempted(cur.preemption_hours)}.",
+                   {"cost": plan.cost, "stay_cost": cur.cost, "saving": plan.saving, "switch_step": moved.from_step,
+                    "preemption_hours": plan.preemption_hours, "stay_preemption_hours": cur.preemption_hours})]
 
 
 def level_off(a: CurveAnalysis) -> tuple[int | None, str]:
@@ -463,7 +495,7 @@ def stop_advice(a: CurveAnalysis, pricing: "Pricing", end_step: int, end_reason:
     if cur is None or stop is None or stop >= end_step:
         return []
     steps = end_step - stop
-    cost, hours = cur.ranked_cost_for(steps), cur.hours_for(steps)
+    cost, hours = expected_cost_for(cur, steps), expected_hours_for(cur, steps)
     when = "now" if stop <= a.last_step else f"at step {stop:,}"
     text = f"Stopping {when} ({why}) instead of at step {end_step:,} ({end_reason}) saves {steps:,} steps: " \
            f"{format_duration(hours * 3600)} and {format_money(cost, pricing.currency)} on {cur.gpu}."

@@ -3,20 +3,27 @@
 Everything comes from ``gpuwise.plan``: the offer picker and ranking currency, the fit rule (the run's
 peak against each GPU's memory as the driver reports it, less the headroom), and the time on another
 GPU (``plan.scaling``: the time predictor's ratio when the run's workload is known, else the one
-datasheet ratio). Costs compare in the ranking currency.
+datasheet ratio). Costs compare in the ranking currency. A spot offer's time and cost for some steps include
+its expected preemptions, by recommend's rule (``plan.spot.SpotRisk`` over the offer's machines) at its
+defaults: advise has no --preemptions-per-hour or --checkpoint-every, and ``spot_note`` says so.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
 
 from gpuwise.catalog.model import GPU, Catalog, Offer
+from gpuwise.catalog.topology import topology_for
 from gpuwise.plan.fit import DEFAULT_HEADROOM_FRACTION
 from gpuwise.plan.offers import candidate_offers, cheapest_offer, ranking_currency, spot_policy
 from gpuwise.plan.quote import Quote, make_quote
 from gpuwise.plan.scaling import TimeScaling
+from gpuwise.plan.spot import SpotRisk
 
 YOUR_PRICE = "(your price)"
+# recommend's defaults (its --preemptions-per-hour and --checkpoint-every): advise has neither option
+SPOT_RISK = SpotRisk()
 
 
 def gpu_options(
@@ -44,14 +51,45 @@ def gpu_options(
         factor = scaling.run_time_factor(busy_share, current, gpu)
         if factor is None:
             continue  # the workload cannot run there (amp-bf16 without bf16)
+        # the machines the count is rented on at the offer's provider, as recommend counts them (spot: each preempted)
+        nodes = topology_for(gpu, offer.provider if offer else None).nodes(count)
         quote = make_quote(gpu, count, offer, peak_total_bytes=memory_need_bytes, step_time_s=step_time_s * factor,
-                           headroom_fraction=headroom_fraction, ranking_currency=rank_in)
+                           headroom_fraction=headroom_fraction, ranking_currency=rank_in, nodes=nodes)
         if is_current:
             mine = quote if offer is not None else None
         if offer is not None:
             quotes.append(quote)
-    quotes.sort(key=lambda q: (q.cost_per_step_ranked, q.step_time_s))
+    quotes.sort(key=lambda q: (expected_cost_for(q, 1), q.step_time_s))
     return mine, quotes
+
+
+def preemption_hours_for(quote: Quote, steps: float, risk: SpotRisk = SPOT_RISK) -> float:
+    """The hours expected preemptions add to ``steps`` on ``quote``: none on demand; on a spot offer,
+    recommend's rule (``SpotRisk.expected_time_s`` over the quote's machines)."""
+    if not quote.spot:
+        return 0.0
+    run_s = quote.hours_for(steps) * 3600.0
+    return (risk.expected_time_s(run_s, machines=quote.nodes) - run_s) / 3600.0
+
+
+def expected_hours_for(quote: Quote, steps: float, risk: SpotRisk = SPOT_RISK) -> float:
+    """Wall hours for ``steps`` on ``quote``, a spot offer's expected preemptions included."""
+    return quote.hours_for(steps) + preemption_hours_for(quote, steps, risk)
+
+
+def expected_cost_for(quote: Quote, steps: float, risk: SpotRisk = SPOT_RISK) -> float:
+    """Money for ``steps`` on ``quote`` in the ranking currency: its price for the expected hours, as recommend
+    bills a spot job the time its preemptions add."""
+    return expected_hours_for(quote, steps, risk) * (quote.price_per_hour_ranked or 0.0)
+
+
+def spot_note(quotes: Iterable[Quote], risk: SpotRisk = SPOT_RISK) -> str:
+    """The preemptions assumed for the spot offers among ``quotes``, in recommend's words ("" when none is spot)."""
+    machines = tuple(q.nodes for q in quotes if q.spot)
+    if not machines:
+        return ""
+    return (f"{risk.describe(machines)}; recommend's defaults, as advise has no --preemptions-per-hour or "
+            "--checkpoint-every")
 
 
 def with_count(quote: Quote, count: int) -> Quote:

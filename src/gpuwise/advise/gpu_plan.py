@@ -3,13 +3,15 @@
 Why switch at all: while the loss falls fast, wall time buys progress and a fast GPU earns its
 price; once progress per hour is small, only the price per step matters, and a cheaper GPU finishes
 the tail for less. A switch costs time on the new GPU before the first useful step (save, move the
-checkpoint, restart, warm up), billed at the new GPU's price.
+checkpoint, restart, warm up), billed at the new GPU's price. A spot offer's phase takes (and is billed) its
+expected preemptions too, by recommend's rule (``gpu_options.expected_hours_for``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from gpuwise.advise.gpu_options import expected_cost_for, expected_hours_for, preemption_hours_for
 from gpuwise.plan.quote import Quote
 
 
@@ -39,10 +41,13 @@ class PlanPhase:
     hours: float
     cost: float
     switch_cost: float = 0.0   # included in ``cost``
+    spot: bool = False
+    preemption_hours: float = 0.0   # a spot offer's expected preemptions, included in ``hours`` (and ``cost``)
 
     def to_dict(self) -> dict:
         return {"from_step": self.from_step, "to_step": self.to_step, "gpu": self.gpu_id, "provider": self.provider,
-                "hours": round(self.hours, 3), "cost": round(self.cost, 2), "switch_cost": round(self.switch_cost, 2)}
+                "hours": round(self.hours, 3), "cost": round(self.cost, 2), "switch_cost": round(self.switch_cost, 2),
+                "spot": self.spot, "preemption_hours": round(self.preemption_hours, 3)}
 
 
 @dataclass(frozen=True)
@@ -62,13 +67,18 @@ class GpuPlan:
         return sum(p.hours for p in self.phases)
 
     @property
+    def preemption_hours(self) -> float:
+        """The spot phases' expected preemptions, included in ``hours``."""
+        return sum(p.preemption_hours for p in self.phases)
+
+    @property
     def saving(self) -> float:
         return self.stay.cost - self.cost
 
 
 def switch_saving(current: Quote, other: Quote, remaining_steps: float, switch: SwitchCost) -> float:
     """Money saved by finishing ``remaining_steps`` on ``other`` instead of ``current`` (negative: it costs)."""
-    return current.ranked_cost_for(remaining_steps) - other.ranked_cost_for(remaining_steps) - switch.cost(other)
+    return expected_cost_for(current, remaining_steps) - expected_cost_for(other, remaining_steps) - switch.cost(other)
 
 
 def plan_run(current: Quote, options: list[Quote], *, now_step: int, switch_step: int, end_step: int,
@@ -87,13 +97,13 @@ def plan_run(current: Quote, options: list[Quote], *, now_step: int, switch_step
     if switch_step > now_step:
         phases.append(_phase(current, now_step, switch_step))
     moved = _phase(best, switch_step, end_step)
-    extra_s = switch.overhead_s
-    phases.append(PlanPhase(moved.from_step, moved.to_step, moved.gpu_id, moved.provider,
-                            moved.hours + extra_s / 3600.0, moved.cost + switch.cost(best), switch.cost(best)))
+    phases.append(replace(moved, hours=moved.hours + switch.overhead_s / 3600.0, cost=moved.cost + switch.cost(best),
+                          switch_cost=switch.cost(best)))
     return GpuPlan(tuple(phases), stay, current.ranking_currency, end_step, end_reason)
 
 
 def _phase(option: Quote, from_step: int, to_step: int) -> PlanPhase:
     steps = to_step - from_step
-    return PlanPhase(from_step, to_step, option.gpu, option.provider, option.hours_for(steps),
-                     option.ranked_cost_for(steps))
+    return PlanPhase(from_step, to_step, option.gpu, option.provider, expected_hours_for(option, steps),
+                     expected_cost_for(option, steps), spot=option.spot,
+                     preemption_hours=preemption_hours_for(option, steps))

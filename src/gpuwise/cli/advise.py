@@ -244,14 +244,15 @@ def _render(report, plot_path: str | None, scaled_by: str | None = None) -> None
             plan.add_column(col, justify="right" if col in ("time", "cost") else "left")
         cur = report.plan.currency
         for p in report.plan.phases:
-            plan.add_row(f"{p.from_step:,}–{p.to_step:,}", for_console(p.gpu_id), for_console(p.provider), format_duration(p.hours * 3600),
+            plan.add_row(f"{p.from_step:,}–{p.to_step:,}", for_console(p.gpu_id), _seller(p), format_duration(p.hours * 3600),
                          format_money(p.cost, cur))
         s = report.plan.stay
-        plan.add_row(f"stay: {s.from_step:,}–{s.to_step:,}", for_console(s.gpu_id), for_console(s.provider), format_duration(s.hours * 3600),
+        plan.add_row(f"stay: {s.from_step:,}–{s.to_step:,}", for_console(s.gpu_id), _seller(s), format_duration(s.hours * 3600),
                      format_money(s.cost, cur), style="dim")
         c.console.print(plan)
-    if d["pricing_note"]:
-        c.console.print(f"[dim]Prices: {d['pricing_note']}.[/dim]")
+    prices = "; ".join(filter(None, (d["pricing_note"], report.pricing.spot_note)))
+    if prices:
+        c.console.print(f"[dim]Prices: {for_console(prices)}.[/dim]")
     from gpuwise.runtime.rates import DATASHEET_METHOD
 
     scaled_by = scaled_by or f"the {DATASHEET_METHOD} (--model uses the time predictor)"
@@ -262,6 +263,11 @@ def _render(report, plot_path: str | None, scaled_by: str | None = None) -> None
                     f"{checked}.{rates}[/dim]")
     if plot_path:
         c.console.print(f"Plot: {plot_path}")
+
+
+def _seller(phase) -> str:
+    """A plan phase's provider, 'gcp (spot)' for a spot offer as recommend's table marks one."""
+    return for_console(phase.provider) + (" (spot)" if phase.spot else "")
 
 
 def _advice_colour(kind: str) -> str:
