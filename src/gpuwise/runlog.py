@@ -390,16 +390,16 @@ def _unreadable(path: str | Path, exc: sqlite3.Error, otherwise: str) -> str:
 OPTIONAL_TABLES = ("gpu_samples", "train_metrics", "events")
 
 
-def _rows(path: str | Path, sql: str, table: str | None = None) -> list[sqlite3.Row]:
-    """All rows of ``sql``; RunLogError (exit 2) when the file's content cannot be read (text that is not
-    UTF-8, a damaged page). ``table``: the table ``sql`` reads, when the log may lack it (OPTIONAL_TABLES):
-    no rows then, not an error."""
+def _rows(path: str | Path, sql: str, table: str | None = None, params: tuple = ()) -> list[sqlite3.Row]:
+    """All rows of ``sql`` (with ``params``); RunLogError (exit 2) when the file's content cannot be read (text
+    that is not UTF-8, a damaged page). ``table``: the table ``sql`` reads, when the log may lack it
+    (OPTIONAL_TABLES): no rows then, not an error."""
     conn = open_for_reading(path)
     try:
         if table is not None and not conn.execute(
                 "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (table,)).fetchone():
             return []
-        return conn.execute(sql).fetchall()
+        return conn.execute(sql, params).fetchall()
     except sqlite3.Error as exc:
         raise RunLogError(_unreadable(path, exc, "unreadable run log")) from None
     finally:
@@ -412,6 +412,23 @@ def read_meta(path: str | Path) -> dict[str, str]:
 
 # The order rows are read in, and numbered in (a reader's "gpu_samples row N"): by time, then GPU, then as written.
 SAMPLE_ORDER = "t_s, gpu_index, rowid"
+
+
+# A log may still be written while it is read (docs/runlog.md): a reader that checks the rows and then reads them,
+# two connections, gives both the rowid of the last row written when it began (``last_gpu_sample_rowid``), so
+# that both see the same rows. The writer only appends to ``gpu_samples``: a later row has a greater rowid.
+EVERY_ROW = 2**63 - 1   # ``up_to_rowid`` None: no bound (SQLite's largest rowid)
+
+
+def last_gpu_sample_rowid(path: str | Path) -> int:
+    """The rowid of the last ``gpu_samples`` row written (0: none yet): the ``up_to_rowid`` that makes the readers
+    below read the same rows however many a live writer appends meanwhile."""
+    rows = _rows(path, "SELECT COALESCE(MAX(rowid), 0) AS last FROM gpu_samples", "gpu_samples")
+    return rows[0]["last"] if rows else 0
+
+
+def _bound(up_to_rowid: int | None) -> int:
+    return EVERY_ROW if up_to_rowid is None else up_to_rowid
 
 
 def _sample_columns(conn: sqlite3.Connection) -> str:
@@ -438,35 +455,54 @@ def _sample_dicts(path: str | Path, sql: str, params: tuple = ()) -> list[dict]:
         conn.close()
 
 
-def read_gpu_samples(path: str | Path) -> list[dict]:
-    """Every row (``SAMPLE_ORDER``), with every column of ``GPU_SAMPLE_COLUMNS``: one a log written before it
-    existed lacks is None (columns this gpuwise does not know, from a newer one, are kept as they are)."""
-    return _sample_dicts(path, f"SELECT {{columns}} FROM gpu_samples ORDER BY {SAMPLE_ORDER}")
+def read_gpu_samples(path: str | Path, *, up_to_rowid: int | None = None) -> list[dict]:
+    """Every row (``SAMPLE_ORDER``; ``up_to_rowid``: those written up to it), with every column of
+    ``GPU_SAMPLE_COLUMNS``: one a log written before it existed lacks is None (columns this gpuwise does not
+    know, from a newer one, are kept as they are)."""
+    return _sample_dicts(path, f"SELECT {{columns}} FROM gpu_samples WHERE rowid <= ? ORDER BY {SAMPLE_ORDER}",
+                         (_bound(up_to_rowid),))
 
 
-def read_gpu_sample_times(path: str | Path) -> list[float]:
+def read_gpu_usage(path: str | Path, *, up_to_rowid: int | None = None) -> list[dict]:
+    """The GPUs of the log in one grouped pass, not a dict per row: one group per ``held_memory`` (whether
+    ``process_memory_bytes`` is set and not 0), ``gpu_index`` and ``name``, with ``peak_bytes`` (the largest
+    ``process_memory_bytes`` of a group that held memory, else of ``memory_used_bytes``; zeros left out, None
+    where none) and ``first_t_s``; in the order of each group's first row (``SAMPLE_ORDER``)."""
+    held = "COALESCE(process_memory_bytes, 0) != 0"
+    return _sample_dicts(path, f"""
+        SELECT {held} AS held_memory, gpu_index, name, MIN(t_s) AS first_t_s,
+               MAX(CASE WHEN {held} THEN process_memory_bytes ELSE NULLIF(memory_used_bytes, 0) END) AS peak_bytes
+        FROM (SELECT rowid AS row_id, {{columns}} FROM gpu_samples WHERE rowid <= ?)
+        GROUP BY held_memory, gpu_index, name ORDER BY first_t_s, gpu_index, MIN(row_id)""", (_bound(up_to_rowid),))
+
+
+def read_gpu_sample_times(path: str | Path, *, up_to_rowid: int | None = None) -> list[float]:
     """The distinct sample times ``t_s`` of the log, in order: one per frame the monitor sampled."""
-    return [r["t_s"] for r in _rows(path, "SELECT DISTINCT t_s FROM gpu_samples ORDER BY t_s", "gpu_samples")]
+    return [r["t_s"] for r in _rows(path, "SELECT DISTINCT t_s FROM gpu_samples WHERE rowid <= ? ORDER BY t_s",
+                                    "gpu_samples", (_bound(up_to_rowid),))]
 
 
-def read_gpu_samples_at(path: str | Path, t_s: float) -> list[dict]:
+def read_gpu_samples_at(path: str | Path, t_s: float, *, up_to_rowid: int | None = None) -> list[dict]:
     """The rows sampled at ``t_s`` (one frame), as ``read_gpu_samples`` gives them."""
-    return _sample_dicts(path, f"SELECT {{columns}} FROM gpu_samples WHERE t_s = ? ORDER BY {SAMPLE_ORDER}", (t_s,))
+    return _sample_dicts(path, f"SELECT {{columns}} FROM gpu_samples WHERE t_s = ? AND rowid <= ? ORDER BY {SAMPLE_ORDER}",
+                         (t_s, _bound(up_to_rowid)))
 
 
-def read_gpu_samples_where(path: str | Path, condition_sql: str) -> list[dict]:
+def read_gpu_samples_where(path: str | Path, condition_sql: str, *, up_to_rowid: int | None = None) -> list[dict]:
     """The rows meeting ``condition_sql`` (over the columns of ``GPU_SAMPLE_COLUMNS``) as ``read_gpu_samples``
     gives them, each with its place: ``_row_no`` (1-based, in ``SAMPLE_ORDER``), ``_frame_no`` (1-based among
-    the distinct times) and ``_frame_row_no`` (1-based within its time). SQLite scans the log once; the places
-    are worked out only when some row meets the condition."""
-    if not _sample_dicts(path, f"SELECT 1 AS hit FROM (SELECT {{columns}} FROM gpu_samples) WHERE {condition_sql} LIMIT 1"):
+    the distinct times) and ``_frame_row_no`` (1-based within its time), among the rows up to ``up_to_rowid``.
+    SQLite scans the log once; the places are worked out only when some row meets the condition."""
+    bound = (_bound(up_to_rowid),)
+    if not _sample_dicts(path, f"SELECT 1 AS hit FROM (SELECT {{columns}} FROM gpu_samples WHERE rowid <= ?) "
+                               f"WHERE {condition_sql} LIMIT 1", bound):
         return []
     return _sample_dicts(path, f"""
         SELECT * FROM (SELECT {{columns}}, row_number() OVER (ORDER BY {SAMPLE_ORDER}) AS _row_no,
                               dense_rank() OVER (ORDER BY t_s) AS _frame_no,
                               row_number() OVER (PARTITION BY t_s ORDER BY gpu_index, rowid) AS _frame_row_no
-                       FROM gpu_samples)
-        WHERE {condition_sql} ORDER BY _row_no""")
+                       FROM gpu_samples WHERE rowid <= ?)
+        WHERE {condition_sql} ORDER BY _row_no""", bound)
 
 
 def read_train_metrics(path: str | Path) -> dict[str, list[tuple[int, float, float | None]]]:

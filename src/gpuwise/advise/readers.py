@@ -33,9 +33,10 @@ from gpuwise.advise.names import (BATCH_NAMES, LR_NAMES, TIME_NAMES, loss_like, 
                                   pick_name, pick_step)
 from gpuwise.advise.tensorboard_events import read_tensorboard
 from gpuwise.advise.wall_times import MS_PER_S, is_epoch_ms
-from gpuwise.monitor.sample_checks import row_problem, suspect_row_sql
+from gpuwise.monitor.sample_checks import bad_row_message
 from gpuwise.plan.constraints import MAX_STEPS, MAX_STEPS_TEXT
-from gpuwise.runlog import is_run_log, read_gpu_samples, read_gpu_samples_where, read_meta, read_train_metrics
+from gpuwise.runlog import (WORKLOAD_KEY, is_run_log, last_gpu_sample_rowid, read_gpu_usage, read_meta,
+                            read_train_metrics)
 from gpuwise.text import printable, printable_or_none
 
 logger = logging.getLogger(__name__)
@@ -131,18 +132,12 @@ def read_runlog(path: Path, loss_name: str | None = None) -> TrainingLog:
         eval_curve = Curve(steps=np.array([r[0] for r in rows], dtype=np.int64),
                            loss=np.array([r[2] for r in rows], dtype=float), source=str(path)) if rows else None
     noise = _noise_from_metrics(metrics)
-    _check_gpu_samples(path)
-    samples = read_gpu_samples(path)
-    # the monitor samples every GPU of the machine: the run's GPUs are those its processes held memory on
-    used = [s for s in samples if s.get("process_memory_bytes")] or samples
-    gpu_name = printable_or_none(meta.get("gpu") or meta.get("gpu_name") or next((s["name"] for s in used if s.get("name")), None))
-    indices = {s["gpu_index"] for s in used}
-    mem = [s.get("process_memory_bytes") or s.get("memory_used_bytes") for s in used]
-    mem = [m for m in mem if m]
-    workload = _json_or_none(meta.get("workload"))
+    sampled_name, gpu_count, peak_memory_bytes = _run_gpus(_checked_gpu_usage(path))
+    gpu_name = printable_or_none(meta.get("gpu") or meta.get("gpu_name") or sampled_name)
+    workload = _json_or_none(meta.get(WORKLOAD_KEY))
     precision = meta.get("precision") or (workload.get("precision") if isinstance(workload, dict) else None)
-    return TrainingLog(curve=curve, noise=noise, gpu_name=gpu_name, gpu_count=max(1, len(indices)),
-                       peak_memory_bytes=max(mem) if mem else None, precision=precision, meta=meta,
+    return TrainingLog(curve=curve, noise=noise, gpu_name=gpu_name, gpu_count=gpu_count,
+                       peak_memory_bytes=peak_memory_bytes, precision=precision, meta=meta,
                        loss_name=printable(loss_metric), other_loss_names=others, eval_curve=eval_curve,
                        eval_name=printable(eval_metric) if eval_curve is not None else None,
                        workload=workload if isinstance(workload, dict) else None)
@@ -167,15 +162,26 @@ def _check_metric_types(path: Path, metrics: Mapping[str, list]) -> None:
                 raise AdviseError(f"{path}: train_metrics {str(name)[:40]!r} step {step}: value {str(value)[:40]!r} is not a number")
 
 
-def _check_gpu_samples(path: Path) -> None:
-    """AdviseError naming the first gpu_samples row of the run log at ``path`` with a value of the wrong type or
-    outside its physical range (the peak memory read from them must be real), in report's words for the same row:
-    SQLite picks the suspect rows in one pass (``suspect_row_sql``), ``row_problem`` judges and words them."""
-    for row in read_gpu_samples_where(path, suspect_row_sql()):
-        problem = row_problem(row)
-        if problem:
-            raise AdviseError(f"{path}: gpu_samples row {row['_row_no']} (gpu {row.get('gpu_index')!r}, "
-                              f"t_s {row.get('t_s')!r}): {problem}")
+def _checked_gpu_usage(path: Path) -> list[dict]:
+    """``read_gpu_usage`` of the run log at ``path``, of rows checked first: AdviseError, in report's words
+    (``bad_row_message``), naming the first with a value of the wrong type or outside its physical range (the
+    peak memory read from them must be real). Both see the rows written when the check began (a run still
+    being written appends more)."""
+    last_rowid = last_gpu_sample_rowid(path)
+    bad = bad_row_message(path, up_to_rowid=last_rowid)
+    if bad:
+        raise AdviseError(bad)
+    return read_gpu_usage(path, up_to_rowid=last_rowid)
+
+
+def _run_gpus(usage: list[dict]) -> tuple[str | None, int, int | None]:
+    """(GPU name, GPU count, peak memory in bytes) of the run from ``read_gpu_usage``'s groups. The monitor samples
+    every GPU of the machine: the run's GPUs are those its processes held memory on, else all; the name is the
+    first they record, the peak their processes' memory (the GPUs' used memory where no process held any)."""
+    used = [g for g in usage if g["held_memory"]] or usage
+    peaks = [g["peak_bytes"] for g in used if g["peak_bytes"]]
+    return (next((g["name"] for g in used if g["name"]), None), max(1, len({g["gpu_index"] for g in used})),
+            max(peaks) if peaks else None)
 
 
 def _is_int(v: object) -> bool:

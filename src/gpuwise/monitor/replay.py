@@ -13,7 +13,8 @@ sampled (a day's log on 8 GPUs is 86,400 frames).
 Frames are checked when the backend is made, as readers check a run log (``sample_checks``): a sample
 without ``gpu_index``, text where a number belongs, 500 % or NaN W is a MonitorError (exit 2, one line
 naming the frame, the sample and the field) before anything is sampled or written. A run log's rows are
-checked in one pass of SQLite (``suspect_row_sql``), the rows it picks judged by ``row_problem``.
+checked in one pass of SQLite (``first_bad_row``), and the frames replayed are those rows, however many a run
+still being written appends meanwhile.
 """
 
 from __future__ import annotations
@@ -28,9 +29,8 @@ from typing import Any
 from gpuwise.monitor.errors import MonitorError
 from gpuwise.monitor.procs import GpuProcess, ProcessRow, attribute_memory, pid_exists, process_rows
 from gpuwise.monitor.sample import GpuSample, sample_from_row
-from gpuwise.monitor.sample_checks import row_problem, sample_problem, suspect_row_sql
-from gpuwise.runlog import (is_run_log, read_gpu_sample_times, read_gpu_samples_at, read_gpu_samples_where,
-                            read_meta)
+from gpuwise.monitor.sample_checks import first_bad_row, row_problem, sample_problem
+from gpuwise.runlog import is_run_log, last_gpu_sample_rowid, read_gpu_sample_times, read_gpu_samples_at, read_meta
 
 Frame = Sequence[Mapping[str, Any] | GpuSample]
 
@@ -67,10 +67,11 @@ class ReplayBackend:
     def from_file(cls, path: str | Path, **kwargs: Any) -> "ReplayBackend":
         p = Path(path)
         if is_run_log(p):
-            check_run_log_frames(p)
+            last_rowid = last_gpu_sample_rowid(p)
+            check_run_log_frames(p, up_to_rowid=last_rowid)
             # the driver the log was recorded on; a run log records no process list (only the counts)
             kwargs.setdefault("driver_version", read_meta(p).get("driver_version") or "replay")
-            return cls(RunLogFrames(p), **{"source": str(p), "lists_processes": False, "frames_checked": True,
+            return cls(RunLogFrames(p, up_to_rowid=last_rowid), **{"source": str(p), "lists_processes": False, "frames_checked": True,
                                            **kwargs})
         try:
             text = p.read_text()
@@ -143,26 +144,28 @@ def frame_problem(frame: object) -> str | None:
 
 class RunLogFrames(Sequence[list[dict]]):
     """A run log's samples as frames (one per distinct ``t_s``, in time order), each read from the log when
-    asked for: a long log is not held in memory, and the first frame comes at once."""
+    asked for: a long log is not held in memory, and the first frame comes at once. ``up_to_rowid``: of the rows
+    written up to it (those checked), not those a run still being written appends."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, up_to_rowid: int | None = None) -> None:
         self._path = path
-        self._times_s = read_gpu_sample_times(path)
+        self._up_to_rowid = up_to_rowid
+        self._times_s = read_gpu_sample_times(path, up_to_rowid=up_to_rowid)
 
     def __len__(self) -> int:
         return len(self._times_s)
 
     def __getitem__(self, i: int) -> list[dict]:   # type: ignore[override]  (no slices: a frame at a time)
-        return read_gpu_samples_at(self._path, self._times_s[i])
+        return read_gpu_samples_at(self._path, self._times_s[i], up_to_rowid=self._up_to_rowid)
 
 
-def check_run_log_frames(path: Path) -> None:
-    """MonitorError naming the frame, the sample and the field of the first row of the run log at ``path`` that
-    ``frame_problem`` would refuse, in the order the frames replay."""
-    for row in read_gpu_samples_where(path, suspect_row_sql()):
-        problem = row_problem(row)
-        if problem:
-            raise MonitorError(f"{path}: frame {row['_frame_no']}: sample {row['_frame_row_no']}: {problem}")
+def check_run_log_frames(path: Path, *, up_to_rowid: int | None = None) -> None:
+    """MonitorError naming the frame, the sample and the field of the first row of the run log at ``path`` (of
+    those written up to ``up_to_rowid``) that ``frame_problem`` would refuse, in the order the frames replay."""
+    bad = first_bad_row(path, up_to_rowid=up_to_rowid)
+    if bad is not None:
+        row, problem = bad
+        raise MonitorError(f"{path}: frame {row['_frame_no']}: sample {row['_frame_row_no']}: {problem}")
 
 
 def _processes_problem(entries: object) -> str | None:

@@ -63,6 +63,7 @@ from gpuwise.monitor.log_meta import end_meta, start_meta, write_meta
 from gpuwise.monitor.new_log import RUN_HINT, NewLog, create_new_log, default_log_path, discard_log, hold  # noqa: F401
 from gpuwise.monitor.orphan_watch import POLL_S, group_alive, running_members
 from gpuwise.monitor.sampler import Sampler, check_interval_s, open_run_log
+from gpuwise.runlog import WORKLOAD_KEY
 
 logger = logging.getLogger(__name__)
 
@@ -163,7 +164,7 @@ def run_command(
     meta = start_meta(backend, interval_s, on_error=lambda exc: _warn(announce, "driver version not read", exc))
     meta["command"] = cmd
     if workload is not None:
-        meta["workload"] = workload
+        meta[WORKLOAD_KEY] = workload
     _best_effort(announce, "run log meta not written", lambda: write_meta(runlog, meta))
     env = dict(os.environ)
     if torch_hook:

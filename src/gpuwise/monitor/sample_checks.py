@@ -6,7 +6,8 @@ nonsense costs downstream. Readers call :func:`sample_problem` on every sample a
 
 A run log of a day on 8 GPUs holds 691,200 rows: its readers let SQLite pick out, in C, the rows these checks
 might refuse (:func:`suspect_row_sql`, a superset of them) and judge only those with :func:`row_problem`, which
-keeps one rule and one wording.
+keeps one rule and one wording: :func:`first_bad_row` does both, and :func:`bad_row_message` names the row as
+report and advise refuse it.
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import fields
+from pathlib import Path
 
 from gpuwise.monitor.sample import GpuSample, sample_from_row
+from gpuwise.runlog import read_gpu_samples_where
 from gpuwise.units import format_bytes
 
 MAX_GPU_MEMORY_BYTES = 2**44      # 16 TiB: far above any GPU (B300: 288 GB), far below a typo's 1e20
@@ -107,3 +110,24 @@ def suspect_row_sql() -> str:
     terms += [f"{name} < '' OR {name} >= x''" for name in _TEXT]
     terms += [f"{name} > memory_total_bytes" for name in ("memory_used_bytes", "process_memory_bytes")]
     return " OR ".join(terms)
+
+
+def first_bad_row(path: str | Path, *, up_to_rowid: int | None = None) -> tuple[dict, str] | None:
+    """The first ``gpu_samples`` row of the run log at ``path`` (in ``SAMPLE_ORDER``; ``up_to_rowid``: among the
+    rows written up to it) that ``row_problem`` refuses, with its place (``read_gpu_samples_where``) and the
+    problem; None when every row is plausible. RunLogError where the log cannot be read."""
+    for row in read_gpu_samples_where(path, suspect_row_sql(), up_to_rowid=up_to_rowid):
+        problem = row_problem(row)
+        if problem:
+            return row, problem
+    return None
+
+
+def bad_row_message(path: str | Path, *, up_to_rowid: int | None = None) -> str | None:
+    """The one line a reader refuses the run log at ``path`` with, naming its first bad row
+    ('FILE: gpu_samples row N (gpu G, t_s T): PROBLEM', ``first_bad_row``), or None when there is none."""
+    bad = first_bad_row(path, up_to_rowid=up_to_rowid)
+    if bad is None:
+        return None
+    row, problem = bad
+    return f"{path}: gpu_samples row {row['_row_no']} (gpu {row.get('gpu_index')!r}, t_s {row.get('t_s')!r}): {problem}"

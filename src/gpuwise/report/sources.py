@@ -2,7 +2,8 @@
 ``nvidia-smi --query-gpu ... --format=csv`` log, or an ``nvidia-smi dmon`` log.
 
 Every sample is checked against its physical range (``sample_problem``) whatever the source (a run log's in one
-pass of SQLite over its rows, ``suspect_row_sql``, the rows it picks judged by ``row_problem``), and text
+pass of SQLite over its rows, ``bad_row_message``; the rows checked are the rows read, however many a run still
+being written appends meanwhile), and text
 from the file (GPU names, meta, event messages) loses control characters before it can reach a terminal.
 """
 
@@ -15,12 +16,12 @@ from pathlib import Path
 from typing import Mapping
 
 from gpuwise.monitor.sample import GpuSample, sample_from_row
-from gpuwise.monitor.sample_checks import row_problem, suspect_row_sql
+from gpuwise.monitor.sample_checks import bad_row_message
 from gpuwise.report.dmon import looks_like_dmon, parse_dmon
 from gpuwise.report.errors import ReportError
 from gpuwise.report.smi_csv import parse_smi_csv
-from gpuwise.runlog import (TORCH_MEMORY_EVENT, RunLogError, is_run_log, read_events, read_gpu_samples,
-                            read_gpu_samples_where, read_meta)
+from gpuwise.runlog import (TORCH_MEMORY_EVENT, RunLogError, is_run_log, last_gpu_sample_rowid, read_events,
+                            read_gpu_samples, read_meta)
 from gpuwise.text import printable, printable_or_none
 
 
@@ -77,8 +78,11 @@ def load_usage_log(path: str | Path, *, columns: list[str] | None = None) -> Usa
 
 def _load_run_log(p: Path) -> UsageLog:
     try:
-        _check_rows(p, read_gpu_samples_where(p, suspect_row_sql()))
-        rows = read_gpu_samples(p)
+        last_rowid = last_gpu_sample_rowid(p)
+        bad = bad_row_message(p, up_to_rowid=last_rowid)
+        if bad:
+            raise ReportError(bad)
+        rows = read_gpu_samples(p, up_to_rowid=last_rowid)
         meta = read_meta(p)
         events = read_events(p)
     except RunLogError as exc:
@@ -110,16 +114,6 @@ def log_ended(log: UsageLog) -> bool | None:
     if not log.meta.get("end_t_s"):
         return False
     return "command" not in log.meta or log.meta.get("exit_code") not in (None, "")
-
-
-def _check_rows(p: Path, suspects: list[Mapping[str, object]]) -> None:
-    """ReportError naming the first of ``suspects`` (rows ``read_gpu_samples_where`` picked, with their
-    ``_row_no``) whose value is of the wrong type or outside its physical range (``row_problem``)."""
-    for row in suspects:
-        problem = row_problem(row)
-        if problem:
-            raise ReportError(f"{p}: gpu_samples row {row['_row_no']} (gpu {row.get('gpu_index')!r}, "
-                              f"t_s {row.get('t_s')!r}): {problem}")
 
 
 # A log names a few GPUs over and over: each distinct name (and uuid) is made printable once.
