@@ -49,6 +49,9 @@ class PhaseThresholds:
     gain_share_below_drop: float = 0.5
 
 
+NOT_FLAT_MARGIN = 1.0 + 1e-9   # a drop scaled to the plateau threshold itself reads as not flat, rounding aside
+
+
 @dataclass(frozen=True)
 class Phase:
     kind: str
@@ -161,14 +164,19 @@ def progress_factor(level: np.ndarray, head: np.ndarray | float, drop: np.ndarra
     steps, as a share of the loss ``level``) into a share of what the run has gained so far (``head - level``,
     ``head`` the highest level the run started from) where that is the smaller share, unless the loss itself surely
     falls by ``below_drop`` or more per doubling (``sure_drop``, the drop's low end; ``drop`` itself when None);
-    1 for a rise, no gain, or a loss still falling that fast.
+    1 for a rise or no gain; for a loss still falling that fast, the share of the gain where that still reads as a
+    descent, else just enough not to read as flat (a slow descent: the two measures disagree, neither says flat).
     The phases (``progress_scale``) and the forecast (``analysis.plateau_forecast_step``) both call it flat
     when the drop so measured is under ``PhaseThresholds.plateau_drop_per_doubling``."""
     level, drop = np.asarray(level, dtype=float), np.asarray(drop, dtype=float)
     sure = drop if sure_drop is None else np.asarray(sure_drop, dtype=float)
     gained = np.asarray(head, dtype=float) - level
-    with np.errstate(divide="ignore", invalid="ignore"):
-        factor = np.where((gained > 0) & (drop > 0) & (sure < below_drop), level / gained, 1.0)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        share = np.where((gained > 0) & (drop > 0), level / gained, 1.0)
+        # a loss sure to halve per doubling is never flat, whatever share of the gain it buys: at least a slow
+        # descent (its drop scaled no lower than the plateau threshold), not a fast one by its own log-slope
+        not_flat = np.minimum(1.0, PhaseThresholds.plateau_drop_per_doubling * NOT_FLAT_MARGIN / drop)
+        factor = np.where(sure < below_drop, share, np.maximum(share, not_flat))
     return np.clip(np.nan_to_num(factor, nan=1.0, posinf=1.0), 0.0, 1.0)
 
 
