@@ -7,7 +7,6 @@ import pytest
 
 from gpuwise.advise import AdviseSettings, Curve, PricingRequest, SwitchCost, TrainingLog, advise
 from gpuwise.catalog.model import GPU, Catalog, Offer
-from gpuwise.cli.app import main
 from gpuwise.plan.quote import make_quote
 from gpuwise.plan.spot import SpotRisk
 
@@ -86,27 +85,22 @@ def test_on_demand_options_carry_no_preemptions():
                                                                        - report.plan.stay.from_step))
 
 
-def _run(argv, capsys) -> str:
-    """stdout of ``gpuwise ARGV`` run in this process, asserting it exits 0."""
-    try:
-        main(argv)
-        code = 0
-    except SystemExit as exc:
-        code = exc.code or 0
-    out = capsys.readouterr()
-    assert code == 0, out.err
-    return out.out
+def _run(cli_run, argv) -> str:
+    """stdout of ``gpuwise ARGV`` (the shared ``cli_run`` fixture), asserting it exits 0."""
+    code, out, err = cli_run(*argv)
+    assert code == 0, err
+    return out
 
 
-def test_advise_cli_says_the_preemption_time_and_the_assumed_rate(tmp_path, capsys):
+def test_advise_cli_says_the_preemption_time_and_the_assumed_rate(tmp_path, cli_run):
     s, y = plateau_after(300, n=1000)
     csv = tmp_path / "plateau.csv"
     csv.write_text("step,loss,t_s\n" + "".join(f"{i},{v:.6g},{1.7e9 + 0.8 * i}\n" for i, v in zip(s, y)))
     argv = ["advise", str(csv), "--gpu", "a100-80gb-sxm4", "--provider", "gcp", "--spot", "--peak-memory", "10GB",
             "--total-steps", "20000"]
-    plan = json.loads(_run(argv + ["--json"], capsys))["plan"]
+    plan = json.loads(_run(cli_run, argv + ["--json"]))["plan"]
     spot_phases = [p for p in plan if p["spot"]]
     assert spot_phases and all(p["preemption_hours"] > 0 for p in spot_phases)
-    out = " ".join(_run(argv, capsys).split())
+    out = " ".join(_run(cli_run, argv).split())
     assert "of it expected preemptions" in out
     assert "0.05 per hour assumed on each machine" in out and "(spot)" in out

@@ -92,3 +92,14 @@ def synthetic_log(path: Path, *, workload: dict | None, step_time_s: float | Non
             log.log_event("torch_memory", json.dumps({"pid": 1, "devices": [
                 {"device": 0, "max_allocated_bytes": allocated_bytes, "max_reserved_bytes": reserved_bytes}]}))
     return path
+
+
+# A measure.py result file's GPU and one measured row, as benchmarks/gpu/measure.py writes them (tests of the
+# measure-JSON reader change one figure at a time).
+GIB = 2**30
+MEASURED_GPU = {"name": "NVIDIA H100 80GB HBM3", "nvml_name": "NVIDIA H100 80GB HBM3", "driver": "550.54.15",
+                "cuda": "12.4", "torch": "2.5.1", "dry_run": False}
+MEASURED_ROW = {"id": "r18", "workload": {"model": "torchvision:resnet18", "batch_size": 256, "optimizer": "momentum"},
+                "status": "ok", "median_step_time_s": 0.05, "step_times_s": [0.05] * 10,
+                "max_memory_allocated_bytes": 5 * GIB, "max_memory_reserved_bytes": 6 * GIB,
+                "nvml_process_bytes": 7 * GIB}

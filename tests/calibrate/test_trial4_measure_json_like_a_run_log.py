@@ -15,12 +15,7 @@ import pytest
 from gpuwise.calibrate import CalibrateError, measure_json, read_measurements
 from gpuwise.report.measured import MIN_TIMED_STEPS, WARMUP_STEPS, median_step_time_s
 
-GIB = 2**30
-GPU = {"name": "NVIDIA H100 80GB HBM3", "nvml_name": "NVIDIA H100 80GB HBM3", "driver": "550.54.15", "cuda": "12.4",
-       "torch": "2.5.1", "dry_run": False}
-OK = {"id": "r18", "workload": {"model": "torchvision:resnet18", "batch_size": 256, "optimizer": "momentum"},
-      "status": "ok", "median_step_time_s": 0.05, "step_times_s": [0.05] * 10, "max_memory_allocated_bytes": 5 * GIB,
-      "max_memory_reserved_bytes": 6 * GIB, "nvml_process_bytes": 7 * GIB}
+from tests.calibrate.helpers import MEASURED_GPU as GPU, MEASURED_ROW as OK
 
 
 def measure_file(tmp_path, results, gpu=GPU):
