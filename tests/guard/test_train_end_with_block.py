@@ -35,7 +35,7 @@ CHILD = textwrap.dedent("""
     def loss_fn(b):
         if how == "step_error" and guard.step_count == 3:
             raise ValueError("bad\\nsample")
-        if how == "step_exit_0_without_with" and guard.step_count == 3:
+        if how in ("step_exit_0", "step_exit_0_without_with") and guard.step_count == 3:
             sys.exit(0)
         return model(b).pow(2).mean()
 
@@ -77,8 +77,11 @@ def _saved_step(directory: Path) -> int | None:
     ("exit_3", 3, "stopped", "5", "sys.exit(3)", None),
     # the step's own exception: the step that raised it, as docs/guard.md shows
     ("step_error", 1, "crashed", "3", "step 4 raised ValueError: bad sample", None),
-    # no with block, nothing calls close(): stopped, as a sys.exit(0) after the loop is
-    ("step_exit_0_without_with", 0, "stopped", "3", "the process ended without guard.close()", None),
+    # a clean exit raised inside a step left it incomplete: stopped, no final save (it recorded finished and exited
+    # 0 with nothing saved, so a supervisor would not restart it and the steps were lost)
+    ("step_exit_0", 0, "stopped", "3", "step 4 raised sys.exit(0)", None),
+    # no with block, nothing calls close(): stopped, the step that raised the exit named
+    ("step_exit_0_without_with", 0, "stopped", "3", "step 4 raised sys.exit(0)", None),
 ])
 def test_with_block_records_sys_exit_as_chosen_end_and_step_error_with_its_step(
         tmp_path: Path, how: str, exit_code: int, outcome: str, step: str, detail: str, saved_step: int | None) -> None:

@@ -8,6 +8,7 @@ saying to serve the model by its Hub id."""
 from __future__ import annotations
 
 import json
+import math
 import shlex
 import subprocess
 import sys
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from gpuwise.launch import skyserve
 from gpuwise.workload.specs import CONFIG_DIR
 
 L8_CONFIG = CONFIG_DIR / "meta-llama--Llama-3.1-8B.json"
@@ -60,6 +62,16 @@ def test_a_local_checkpoint_with_weights_is_uploaded_and_served_from_model(sky, 
     assert task.file_mounts == {"/model": str(model_dir)}      # the absolute folder, whatever the working directory
     assert shlex.split(task.run)[:3] == ["vllm", "serve", "/model"]
     assert "vLLM downloads the model" not in text and f"uploads {model_dir} to /model" in text
+    # nothing is downloaded, so the readiness delay and its note count the load alone
+    assert "download at an assumed" not in text and "uploaded before setup" in text
+
+
+def test_an_uploaded_checkpoint_waits_for_its_load_alone():
+    large_bytes = 400 * 10**9
+    uploaded = skyserve.readiness_initial_delay_s(large_bytes, downloaded=False)
+    assert uploaded == max(skyserve.SKYSERVE_DEFAULT_INITIAL_DELAY_S,
+                           math.ceil(large_bytes / skyserve.DISK_READ_BYTES_PER_S))
+    assert uploaded < skyserve.readiness_initial_delay_s(large_bytes)
 
 
 def test_a_hub_id_is_still_downloaded_with_the_token(tmp_path):

@@ -309,7 +309,7 @@ class Guard:
                                                     scaler=self.scaler, clip_grad_norm=self.clip_grad_norm)
         except BaseException as exc:  # KeyboardInterrupt (Ctrl-C) and a collective's RuntimeError too
             self._step_failed = True
-            self._failure = end_of_exception(exc, self.step_count, f"step {self.step_count + 1} raised ")
+            self._failure = end_of_exception(exc, self.step_count, f"step {self.step_count + 1} raised ", in_step=True)
             self._failed_exc = exc
             try:
                 # Only before the optimizer step (a half-applied update must not be saved), and not under
@@ -768,7 +768,8 @@ class Guard:
         a restart resumes from the last checkpoint). The exception's end is recorded (``_end_of_block``)."""
         if exc is not None and self._end is None:
             self._end = self._end_of_block(exc)
-        ended_as_meant = exc is None or is_clean_exit(exc)
+        # a clean exit raised inside a step left it incomplete: no final save, a restart resumes (as for an error)
+        ended_as_meant = exc is None or (is_clean_exit(exc) and exc is not self._failed_exc)
         self.close(check=ended_as_meant, save=ended_as_meant)
 
     # -- how the run ended (train_end) -----------------------------------------------------------

@@ -58,12 +58,14 @@ def exit_text(exc: SystemExit) -> str:
     return clipped(f"sys.exit({code})", TRAIN_END_DETAIL_CHARS)
 
 
-def end_of_exception(exc: BaseException, step: int, prefix: str = "") -> TrainEnd:
+def end_of_exception(exc: BaseException, step: int, prefix: str = "", *, in_step: bool = False) -> TrainEnd:
     """The end ``exc`` makes: ``interrupted`` for Ctrl-C; for ``sys.exit`` (the program chose to end) ``finished``
     with a clean code (``is_clean_exit``), else ``stopped``, the call in the detail; else ``crashed``. ``prefix``
-    says where it came from."""
+    says where it came from; ``in_step``: raised inside a step, which it left incomplete (a clean ``sys.exit``
+    there is ``stopped``: nothing after the last whole step is saved, so the run did not finish)."""
     if isinstance(exc, SystemExit):
-        return TrainEnd(FINISHED if is_clean_exit(exc) else STOPPED, step, prefix + exit_text(exc))
+        finished = is_clean_exit(exc) and not in_step
+        return TrainEnd(FINISHED if finished else STOPPED, step, prefix + exit_text(exc))
     outcome = INTERRUPTED if isinstance(exc, KeyboardInterrupt) else CRASHED
     return TrainEnd(outcome, step, prefix + exception_text(exc))
 

@@ -39,17 +39,20 @@ DOWNLOAD_BYTES_PER_S = 100 * 10**6
 DISK_READ_BYTES_PER_S = (3500 // 16) * 2**20
 
 
-def readiness_initial_delay_s(model_bytes: int) -> int:
+def readiness_initial_delay_s(model_bytes: int, *, downloaded: bool = True) -> int:
     """Seconds SkyServe lets a new replica fail its readiness probe (``readiness_probe.initial_delay_seconds``):
-    the download of its ``model_bytes`` (``DOWNLOAD_BYTES_PER_S``) and their load from the disk
-    (``DISK_READ_BYTES_PER_S``), rounded up; never below SkyServe's default (``SKYSERVE_DEFAULT_INITIAL_DELAY_S``)."""
-    start_s = model_bytes / DOWNLOAD_BYTES_PER_S + model_bytes / DISK_READ_BYTES_PER_S
+    the download of its ``model_bytes`` (``DOWNLOAD_BYTES_PER_S``; none where ``downloaded`` is False: a local
+    checkpoint is uploaded before setup) and their load from the disk (``DISK_READ_BYTES_PER_S``), rounded up;
+    never below SkyServe's default (``SKYSERVE_DEFAULT_INITIAL_DELAY_S``)."""
+    start_s = (model_bytes / DOWNLOAD_BYTES_PER_S if downloaded else 0.0) + model_bytes / DISK_READ_BYTES_PER_S
     return max(SKYSERVE_DEFAULT_INITIAL_DELAY_S, math.ceil(start_s))
 
 
 def _initial_delay_s(plan: LaunchPlan) -> int:
-    """``readiness_initial_delay_s`` of the plan's model (``LaunchPlan.disk``; not known: SkyServe's default)."""
-    return readiness_initial_delay_s(plan.disk.model_bytes if plan.disk is not None else 0)
+    """``readiness_initial_delay_s`` of the plan's model (``LaunchPlan.disk``; not known: SkyServe's default),
+    downloaded unless the plan uploads a local checkpoint (``LaunchPlan.model_dir``)."""
+    return readiness_initial_delay_s(plan.disk.model_bytes if plan.disk is not None else 0,
+                                     downloaded=plan.model_dir is None)
 
 
 def skyserve_task(plan: LaunchPlan, *, name: str | None = None) -> dict:
@@ -96,10 +99,17 @@ def render_skyserve(plan: LaunchPlan) -> str:
     return "\n".join(head) + "\n" + dump_task(skyserve_task(plan))
 
 
+def _download_words(plan: LaunchPlan) -> str:
+    """The download part of the start note: none for an uploaded local checkpoint."""
+    if plan.model_dir is not None:
+        return "the local checkpoint uploaded before setup, then "
+    return f"the model's download at an assumed {DOWNLOAD_BYTES_PER_S / 10**6:g} MB/s and "
+
+
 def _start_note(plan: LaunchPlan) -> str:
     """How long a replica may take to serve (``readiness_initial_delay_s``), and the vLLM that setup installs."""
     return (f"a replica whose {VLLM_READINESS_PATH} has not answered {_initial_delay_s(plan)} s after its setup is "
-            f"replaced (initial_delay_seconds: the model's download at an assumed {DOWNLOAD_BYTES_PER_S / 10**6:g} "
-            f"MB/s and its load from disk at {DISK_READ_BYTES_PER_S / 2**20:g} MiB/s, SkyPilot's default disk on "
+            f"replaced (initial_delay_seconds: {_download_words(plan)}its load from disk at "
+            f"{DISK_READ_BYTES_PER_S / 2**20:g} MiB/s, SkyPilot's default disk on "
             f"AWS; never less than SkyServe's {SKYSERVE_DEFAULT_INITIAL_DELAY_S} s); setup installs vLLM "
             f"{VLLM_VERSION}, whose defaults the plan models")

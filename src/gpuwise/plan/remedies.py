@@ -21,7 +21,7 @@ from gpuwise.plan.profile import Correction, cannot_run, estimate_fit, largest_d
 from gpuwise.plan.quote import Quote
 from gpuwise.units import format_duration
 from gpuwise.workload import Workload, WorkloadError
-from gpuwise.workload.parallelism import effective_sharding, offload_optimizer_refusal
+from gpuwise.workload.parallelism import effective_sharding, offload_optimizer_refusal, params_offloaded
 
 if TYPE_CHECKING:   # the recommendation whose excluded options a remedy rescues (recommend calls find_remedies)
     from gpuwise.plan.recommend import Recommendation
@@ -188,11 +188,13 @@ def offload_remedies(w: Workload) -> list[Remedy]:
     """DeepSpeed ZeRO-Offload (decoder LLMs, the closed form; training with an optimizer): the optimizer state,
     float32 master weights and float32 gradient partitions in CPU RAM, then the weights too. The same method and
     result, at the cost of a CPU optimizer step and PCIe copies (the step time says how much): after the changes
-    that keep the step on the GPU."""
-    if w.optimizer == "none" or w.offload == "params" or offload_optimizer_refusal(w, "optimizer"):
-        return []       # nothing to offload, or an optimizer ZeRO-Offload has no CPU kernel for
+    that keep the step on the GPU. Under FSDP, whose one CPU offload moves the weights too whichever ``--offload``
+    says (``params_offloaded``), one remedy: the two would be the same job."""
+    if (w.optimizer == "none" or params_offloaded(w, effective_sharding(w))
+            or offload_optimizer_refusal(w, "optimizer")):
+        return []       # nothing (more) to offload, or an optimizer ZeRO-Offload has no CPU kernel for
     out = [] if w.offload == "optimizer" else [_remedy("--offload optimizer", offload="optimizer")]
-    return out + [_remedy("--offload params", offload="params")]
+    return out if effective_sharding(w) == "fsdp" else out + [_remedy("--offload params", offload="params")]
 
 
 def why_faster(job: Workload, remedied: Workload, step_s: float | None,
