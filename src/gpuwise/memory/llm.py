@@ -17,7 +17,7 @@ from gpuwise.workload.parallelism import (effective_sharding, effective_sharding
                                          layer_split_weight_bytes, params_offloaded, serving_split_words,
                                          splits_layers)
 from gpuwise.workload.storage import (
-    compute_bytes, frozen_bytes, is_paged, optimizer_state_bytes, optimizer_temp_bytes,
+    ZERO_OFFLOAD_ELEMENT_BYTES, compute_bytes, frozen_bytes, is_paged, offloaded_element_bytes, optimizer_state_bytes, optimizer_temp_bytes,
     quant_bytes_per_param, trainable_bytes,
 )
 from gpuwise.memory.cuda import CudaStack, embedding_backward_scratch_bytes
@@ -37,7 +37,6 @@ DYNAMIC_RESERVE = 0.15
 SHARDED = ("zero1", "zero2", "zero3", "fsdp")
 GIB = 1 << 30
 ZERO3_GRADIENT_BYTES = 4.0   # per trained parameter, before sharding: DeepSpeed ZeRO-3's 18 - 2 - 12 (below)
-ZERO_OFFLOAD_ELEMENT_BYTES = 4   # DeepSpeed ZeRO-Offload's CPU partitions are float32 (offloaded_host_bytes)
 VLLM_MAX_NUM_SEQS = 256                 # vLLM's default max_num_seqs below its large-GPU tier (vllm_batch_defaults)
 
 
@@ -181,6 +180,7 @@ class TrainMemory:
     spillable_bytes: int = 0        # paged optimizer state that may move to CPU under pressure
     grad_sync_bytes: int = 0        # bytes of gradients each GPU contributes to the reduction
     param_gather_bytes: int = 0     # bytes of parameters all-gathered per forward (ZeRO-3/FSDP)
+    offloaded_weights_bytes: int = 0    # parameters --offload keeps in host RAM, all GPUs' (host_weights_bytes)
     notes: tuple[str, ...] = field(default=())
 
 
@@ -239,6 +239,8 @@ def train_memory(arch: DecoderArch, w: Workload, gpu=None, *, double_quant: bool
         weights = 0.0
     if cpu:
         notes.append(offload_note(w, shard, cpu))
+    if (load := offload_load_host_bytes(w, shard, split.total)) > cpu:
+        notes.append(offload_load_note(w, load))
     if params_offloaded(w, shard):
         notes.append("parameters offloaded: each GPU holds only the gathered working blocks")
     seq = w.tokens_per_sequence
@@ -294,8 +296,24 @@ def train_memory(arch: DecoderArch, w: Workload, gpu=None, *, double_quant: bool
     est = _finish(parts, static, gpu, notes, workspace_label, outside_allocator_bytes=parallel.nccl_buffer_bytes)
     sync = t * (2 if (mixed or cb == 2) else 4)
     gather = full_weights if shard in ("zero3", "fsdp") else 0.0
+    host_weights = host_weights_bytes(w, shard, t, full_weights, frozen)
     return TrainMemory(memory=est, split=split, cpu_offload_bytes=int(cpu), spillable_bytes=int(spill),
-                       grad_sync_bytes=int(sync), param_gather_bytes=int(gather), notes=tuple(notes))
+                       grad_sync_bytes=int(sync), param_gather_bytes=int(gather),
+                       offloaded_weights_bytes=int(host_weights), notes=tuple(notes))
+
+
+def host_weights_bytes(w: Workload, sharding: str, trained_params: int, weights_bytes: float,
+                       frozen_weights_bytes: float) -> float:
+    """The parameters ``--offload`` keeps in host RAM, all GPUs' together (0 where they stay on the GPUs,
+    ``params_offloaded``): each pass copies a GPU's shard of them in over PCIe to be gathered. FSDP's CPUOffload
+    keeps the sharded trained parameters in their own dtype (``offloaded_element_bytes``: the float32 masters under
+    AMP) and the frozen weights as loaded; DeepSpeed's ``offload_param`` the 16-bit working weights
+    (``weights_bytes``, as one GPU would hold them unsharded)."""
+    if not params_offloaded(w, sharding):
+        return 0.0
+    if sharding == "fsdp":
+        return trained_params * offloaded_element_bytes(w.precision, sharding) + frozen_weights_bytes
+    return weights_bytes
 
 
 def offloaded_host_bytes(w: Workload, sharding: str, trained_params: int, weights_bytes: float,
@@ -317,13 +335,12 @@ def offloaded_host_bytes(w: Workload, sharding: str, trained_params: int, weight
     the parameters' dtype and torch's optimizer states like them."""
     if w.offload not in ("optimizer", "params"):
         return 0.0
-    if sharding == "fsdp":
-        element_bytes = trainable_bytes(w.precision)
-        return (trained_params * (2 * element_bytes + optimizer_state_bytes(w.optimizer, element_bytes))
-                + frozen_weights_bytes)
-    element_bytes = ZERO_OFFLOAD_ELEMENT_BYTES
+    element_bytes = offloaded_element_bytes(w.precision, sharding)
+    host_weights = host_weights_bytes(w, sharding, trained_params, weights_bytes, frozen_weights_bytes)
+    if sharding == "fsdp":      # the parameters are the masters: their gradients and states beside them
+        return trained_params * (element_bytes + optimizer_state_bytes(w.optimizer, element_bytes)) + host_weights
     cpu = trained_params * (2 * element_bytes + optimizer_state_bytes(w.optimizer, element_bytes))
-    return cpu + (weights_bytes if params_offloaded(w, sharding) else 0.0)
+    return cpu + host_weights
 
 
 def offload_note(w: Workload, sharding: str, cpu_bytes: float) -> str:
@@ -340,6 +357,24 @@ def offload_note(w: Workload, sharding: str, cpu_bytes: float) -> str:
             what += " and the weights"
     over = f" of the {w.num_gpus} GPUs' machines" if w.num_gpus > 1 else ""
     return f"offload: {what} live in CPU RAM: {cpu_bytes / 2**30:.1f} GiB of host RAM{over} (cpu_offload_bytes)"
+
+
+def offload_load_host_bytes(w: Workload, sharding: str, total_params: int) -> float:
+    """Host RAM a DeepSpeed ``--offload`` job may take while it loads, all GPUs' together: every rank building its
+    own float32 copy of the model before it is partitioned (``ZERO_OFFLOAD_ELEMENT_BYTES`` a parameter a GPU, the
+    ``4 x GPUs`` term of DeepSpeed's estimate_zero2_model_states_mem_needs). A model loaded in 16-bit or under
+    zero.Init takes less; FSDP (its own loading) and a job without offload: 0."""
+    if w.offload not in ("optimizer", "params") or sharding == "fsdp":
+        return 0.0
+    return float(ZERO_OFFLOAD_ELEMENT_BYTES * total_params * w.num_gpus)
+
+
+def offload_load_note(w: Workload, load_bytes: float) -> str:
+    """The load's host RAM (``offload_load_host_bytes``) where it exceeds the steady state's."""
+    over = f" of the {w.num_gpus} GPUs' machines" if w.num_gpus > 1 else ""
+    return (f"offload: while loading, each rank may hold its own float32 copy of the model before DeepSpeed "
+            f"partitions it: up to {load_bytes / 2**30:.1f} GiB of host RAM{over}, more than in training (load in "
+            "16-bit or under deepspeed.zero.Init to avoid it)")
 
 
 def inference_weight_bytes(arch: DecoderArch, w: Workload, *, double_quant: bool = True) -> float:

@@ -57,8 +57,8 @@ from gpuwise.workload.decoder import DecoderArch, engine_caches_mla_latent
 from gpuwise.workload.parallelism import (ZERO_OFFLOAD_CPU_OPTIMIZERS, effective_sharding, layer_split_total_bytes,
                                           params_offloaded, splits_layers)
 from gpuwise.workload.precision import parse
-from gpuwise.workload.storage import (compute_bytes, frozen_bytes, optimizer_state_bytes, optimizer_step_bytes,
-                                     quant_bytes_per_param, trainable_bytes)
+from gpuwise.workload.storage import (compute_bytes, frozen_bytes, offloaded_element_bytes, optimizer_state_bytes,
+                                      optimizer_step_bytes, quant_bytes_per_param, trainable_bytes)
 
 MEM_EFF = 0.75                 # streaming kernels (dequantise, optimizer): share of datasheet bandwidth
 DECODE_BW_EFF = 0.80
@@ -214,11 +214,15 @@ def train_step_time(arch: DecoderArch, w: Workload, gpu, mem, *, double_quant: b
     sharded = sharding in ("zero1", "zero2", "zero3", "fsdp") and n > 1
     t_local = t / n if sharded else t
 
+    copies = offload_copies(w, sharding, mem)
+
     def optimizer_s(params: float) -> float:
         if w.optimizer == "none":
             return 0.0
         if w.offload != "none":
-            return cpu_optimizer_s(w.optimizer, params) + params * (2 + 2) / _pcie_bytes_per_s(gpu)
+            return (cpu_optimizer_s(w.optimizer, params) + params * (copies.gradients_out_bytes_per_param
+                                                                     + copies.weights_back_bytes_per_param)
+                    / _pcie_bytes_per_s(gpu))
         step_bytes = optimizer_step_bytes(w.optimizer, tb, w.optimizer_impl,
                                           grad_scaler=parse(w.precision).needs_grad_scaler)
         return params * step_bytes / (bw * MEM_EFF)
@@ -228,9 +232,8 @@ def train_step_time(arch: DecoderArch, w: Workload, gpu, mem, *, double_quant: b
         warnings.append(cpu_optimizer_warning(w.optimizer, sharding))
     # offloaded parameters (--offload params; any offload under FSDP): the weights cross PCIe from the host in
     # every pass (the offload part, not the GPU's)
-    weights_in_s = (passes * mem.param_gather_bytes / n / _pcie_bytes_per_s(gpu) if params_offloaded(w, sharding)
-                    else 0.0)
-    micro_s += weights_in_s
+    micro_copies_s = passes * copies.weights_in_bytes_per_pass / _pcie_bytes_per_s(gpu)
+    micro_s += micro_copies_s
 
     # communication: the one data-parallel model (gpuwise.runtime.comm), as for traced models
     comm_exposed = overhead_s = 0.0
@@ -250,10 +253,10 @@ def train_step_time(arch: DecoderArch, w: Workload, gpu, mem, *, double_quant: b
     step_s = accum * micro_s + opt_s + comm_exposed + overhead_s
     by_class = {c: accum * s for c, s in micro.by_class_s.items()}
     # offloaded: the CPU's optimizer step and the PCIe copies are their own part, not the GPU's bandwidth
-    offload_s = accum * weights_in_s + opt_s if w.offload != "none" else 0.0
+    offload_s = accum * micro_copies_s + opt_s if w.offload != "none" else 0.0
     by_class["memory"] = accum * (dequant_s + max(weights_s - micro_compute, 0.0)) + (0.0 if w.offload != "none"
                                                                                        else opt_s)
-    by_class["launch"] = accum * (micro_s - weights_in_s - micro_device_s)      # the GPU waiting for the host
+    by_class["launch"] = accum * (micro_s - micro_copies_s - micro_device_s)      # the GPU waiting for the host
     if w.offload != "none":
         by_class[OFFLOAD_CLASS] = offload_s
     cpu_s = cpu_optimizer_s(w.optimizer, t_local) if w.offload != "none" else 0.0
@@ -281,6 +284,31 @@ def train_step_time(arch: DecoderArch, w: Workload, gpu, mem, *, double_quant: b
                     micro_step_s=micro_s, optimizer_s=opt_s,
                     kernel_launches=accum * micro.kernels, device_s=pace.device_s,
                     host_s=pace.host_s, regime=train_regime(arch, w, gpu), pace=pace)
+
+
+@dataclass(frozen=True)
+class OffloadCopies:
+    """What one GPU copies over PCIe between itself and the host under ``--offload``, in bytes."""
+
+    weights_in_bytes_per_pass: float = 0.0      # offloaded parameters: its shard, copied in to be gathered
+    gradients_out_bytes_per_param: float = 0.0  # per trained parameter it updates: its gradient, to the host's buffer
+    weights_back_bytes_per_param: float = 0.0   # and its updated working weight, back after the CPU's step
+
+
+def offload_copies(w: Workload, sharding: str, mem) -> OffloadCopies:
+    """The PCIe copies of an offloaded step, per GPU (``sharding``: ``effective_sharding``; ``mem``: the step's
+    TrainMemory). The parameters held in host RAM (``mem.offloaded_weights_bytes``: FSDP's float32 masters under AMP)
+    come in each pass; the gradient shard goes out in the host copy's dtype (``offloaded_element_bytes``: DeepSpeed
+    casts to float32 on the GPU first, FSDP in the parameters' dtype), counted once an optimizer step (with
+    accumulation both copy every micro-batch's: a lower bound there); DeepSpeed, whose working weights stay on the
+    GPU unless ``--offload params``, copies the updated 16-bit partition back after the CPU step (FSDP and ZeRO-3's
+    ``offload_param`` update them in host RAM)."""
+    if w.offload == "none":
+        return OffloadCopies()
+    back = 0.0 if params_offloaded(w, sharding) else float(compute_bytes(w.precision))
+    return OffloadCopies(weights_in_bytes_per_pass=mem.offloaded_weights_bytes / w.num_gpus,
+                         gradients_out_bytes_per_param=float(offloaded_element_bytes(w.precision, sharding)),
+                         weights_back_bytes_per_param=back)
 
 
 def train_regime(arch: DecoderArch, w: Workload, gpu=None) -> str:

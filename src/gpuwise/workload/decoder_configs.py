@@ -30,6 +30,22 @@ def text_config(cfg: dict) -> dict:
     return cfg
 
 
+CAUSAL_ARCH_SUFFIXES = ("ForCausalLM", "LMHeadModel")
+# The sizes every causal LM's config states (under one of their keys): a missing one is never guessed, whether the
+# closed form or the tracer (which would take transformers' class default, LlamaConfig's 32 layers) reads it
+_REQUIRED_DECODER_SIZES = {"hidden_size": HIDDEN_KEYS, "num_hidden_layers": LAYER_KEYS}
+
+
+def missing_decoder_sizes(cfg: dict) -> tuple[str, ...]:
+    """The sizes (``_REQUIRED_DECODER_SIZES``) a causal language model's config leaves out; () for a config that
+    gives them all or names no causal-LM architecture."""
+    archs = [str(a) for a in (cfg.get("architectures") or [])]
+    if not any(a.endswith(CAUSAL_ARCH_SUFFIXES) for a in archs):
+        return ()
+    text = text_config(cfg)
+    return tuple(name for name, keys in _REQUIRED_DECODER_SIZES.items() if not any(text.get(k) for k in keys))
+
+
 def is_decoder_config(cfg: dict) -> bool:
     """True for configs of decoder-only (causal) language models that the closed form can describe."""
     text = text_config(cfg)

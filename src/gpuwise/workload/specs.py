@@ -28,7 +28,7 @@ from typing import Any, Mapping
 
 from gpuwise.errors import did_you_mean
 from gpuwise.workload.config_checks import check_config
-from gpuwise.workload.decoder_configs import is_decoder_config
+from gpuwise.workload.decoder_configs import is_decoder_config, missing_decoder_sizes
 from gpuwise.workload.errors import WorkloadError
 from gpuwise.workload.hub import NOT_ON_HUB, hub_config
 from gpuwise.workload.timm_index import timm_models
@@ -392,6 +392,9 @@ def _hf_from_file(spec: str, path: Path, canonical: str | None = None) -> ModelS
         raise WorkloadError(f"cannot read transformers config {path}: {str(exc)[:100]}") from None
     if not isinstance(config, dict) or "model_type" not in config:
         raise WorkloadError(f"{path}: not a transformers config (no 'model_type')")
+    if missing := missing_decoder_sizes(config):
+        raise WorkloadError(f"{path}: a decoder LM config must state its {' and '.join(missing)} "
+                            "(gpuwise does not guess a model's size)")
     repo = path.stem.replace("--", "/")
     name = canonical or f"hf:{repo}"
     return ModelSpec(spec, "hf", name, _hf_task(config, name), str(path), config)

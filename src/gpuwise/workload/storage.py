@@ -43,6 +43,19 @@ def trainable_bytes(precision) -> int:
     return parse(precision).master_bytes
 
 
+# DeepSpeed ZeRO-Offload keeps its CPU partitions (masters, gradients, states) in float32 whatever the training
+# precision (stage_1_and_2's single_partition_of_fp32_groups, stage3's fp32_partitioned_groups_flat)
+ZERO_OFFLOAD_ELEMENT_BYTES = 4
+
+
+def offloaded_element_bytes(precision, sharding: str) -> int:
+    """Bytes an element of the trained model state ``--offload`` keeps in host RAM, and so of each gradient copied
+    out to it: float32 under DeepSpeed ZeRO-Offload (``ZERO_OFFLOAD_ELEMENT_BYTES``); the parameters' own dtype under
+    FSDP's CPUOffload (``sharding`` "fsdp"), whose pinned CPU gradient buffer matches the sharded parameter
+    (``trainable_bytes``: float32 masters under AMP)."""
+    return trainable_bytes(precision) if sharding == "fsdp" else ZERO_OFFLOAD_ELEMENT_BYTES
+
+
 def frozen_bytes(precision) -> int:
     """Storage of frozen, unquantized weights: fine-tuning recipes load the base model in 16-bit
     (``torch_dtype=bfloat16``) whenever the step computes in 16-bit."""
