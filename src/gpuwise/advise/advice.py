@@ -15,10 +15,11 @@ from typing import Any, Mapping
 import numpy as np
 
 from gpuwise.advise.analysis import CurveAnalysis
-from gpuwise.advise.gpu_options import (expected_cost_for, expected_hours_for, preemption_hours_for, spot_note,
-                                        with_count)
+from gpuwise.advise.gpu_options import (SPOT_RISK, expected_cost_for, expected_hours_for, preemption_hours_for,
+                                        spot_note, with_count)
 from gpuwise.plan.fit import DEFAULT_HEADROOM_FRACTION, usable_of
 from gpuwise.plan.quote import Quote
+from gpuwise.plan.spot import SpotRisk
 from gpuwise.advise.gpu_plan import GpuPlan, SwitchCost, switch_saving
 from gpuwise.advise.noise_scale import NoiseScaleSummary, pollux_efficiency, steps_ratio
 from gpuwise.advise.overfitting import MEDIAN_EVALS, EvalRise
@@ -44,7 +45,8 @@ class Advice:
 class Pricing:
     """What the cost advice needs: the current GPU as an option, the others, and the switching cost.
 
-    ``current`` is None when the GPU, its price or the step time is unknown; ``note`` then says which."""
+    ``current`` is None when the GPU, its price or the step time is unknown; ``note`` then says which. ``spot_risk``:
+    the preemptions a spot offer's time and cost include (--preemptions-per-hour, --checkpoint-every)."""
 
     current: Quote | None
     options: tuple[Quote, ...] = ()
@@ -52,6 +54,7 @@ class Pricing:
     note: str = ""
     memory_need_bytes: int | None = None   # the run's peak GPU memory, when known
     headroom_fraction: float = DEFAULT_HEADROOM_FRACTION
+    spot_risk: SpotRisk = SPOT_RISK
 
     @property
     def currency(self) -> str | None:
@@ -61,7 +64,7 @@ class Pricing:
     @property
     def spot_note(self) -> str:
         """The preemptions the spot offers priced here are assumed to take ("" when none is spot)."""
-        return spot_note(q for q in (self.current, *self.options) if q is not None)
+        return spot_note((q for q in (self.current, *self.options) if q is not None), self.spot_risk)
 
 
 def diverged_advice(a: CurveAnalysis, lr_at: float | None) -> list[Advice]:
@@ -156,7 +159,7 @@ def _batch_advice(ns: NoiseScaleSummary, pricing: Pricing) -> Advice:
             else:
                 bigger = [o for o in pricing.options if o.gpu != cur.gpu and usable_of(o.gpu_memory_bytes, h) >= 2 * need]
                 if bigger:
-                    best = min(bigger, key=lambda o: expected_cost_for(o, 1))
+                    best = min(bigger, key=lambda o: expected_cost_for(o, 1, pricing.spot_risk))
                     ways.append(f"a GPU with room for batch {2 * b:g} in one step: {best.gpu} "
                                 f"({format_bytes(best.gpu_memory_bytes)}: twice the run's peak of {format_bytes(need)} "
                                 f"fits) at {format_money(best.price_per_hour_ranked, currency)}/h")
@@ -267,12 +270,13 @@ def switch_advice(pricing: Pricing, remaining_steps: int, end_reason: str) -> li
     for o in pricing.options:
         if o.gpu == cur.gpu or o.fits is False:
             continue
-        saving = switch_saving(cur, o, remaining_steps, pricing.switch)
+        saving = switch_saving(cur, o, remaining_steps, pricing.switch, pricing.spot_risk)
         if saving <= 0:
             continue
-        rows.append({**_remaining_on(o, remaining_steps, pricing.switch), "saving": saving, "fits_memory": o.fits})
+        rows.append({**_remaining_on(o, remaining_steps, pricing.spot_risk, pricing.switch), "saving": saving,
+                     "fits_memory": o.fits})
     rows.sort(key=lambda r: -r["saving"])
-    stay = _remaining_on(cur, remaining_steps)
+    stay = _remaining_on(cur, remaining_steps, pricing.spot_risk)
     stay_cost = stay["cost"]
     currency = pricing.currency
     numbers = {"remaining_steps": remaining_steps, "end": end_reason, "stay": stay, "options": rows[:8],
@@ -293,12 +297,15 @@ def switch_advice(pricing: Pricing, remaining_steps: int, end_reason: str) -> li
     return [Advice("switch_gpu", f"Finish on {best['gpu']}", text, numbers)]
 
 
-def _remaining_on(o: Quote, steps: int, switch: SwitchCost | None = None) -> dict:
-    """The rest of the run on ``o``: its time and cost (a spot offer's expected preemptions included, and their
-    hours apart), with a switch to it where ``switch`` is given."""
-    return {"gpu": o.gpu, "provider": o.provider, "spot": o.spot, "hours": expected_hours_for(o, steps),
-            "preemption_hours": preemption_hours_for(o, steps),
-            "cost": expected_cost_for(o, steps) + (switch.cost(o) if switch is not None else 0.0)}
+def _remaining_on(o: Quote, steps: int, risk: SpotRisk, switch: SwitchCost | None = None) -> dict:
+    """The rest of the run on ``o``: its time and cost (a spot offer's expected preemptions under ``risk``
+    included, and their hours apart), with a switch to it where ``switch`` is given: its time and its cost both,
+    as the plan's phase on ``o`` counts them (``gpu_plan.plan_run``)."""
+    switch_s = switch.overhead_s if switch is not None else 0.0
+    return {"gpu": o.gpu, "provider": o.provider, "spot": o.spot,
+            "hours": expected_hours_for(o, steps, risk) + switch_s / 3600.0,
+            "preemption_hours": preemption_hours_for(o, steps, risk),
+            "cost": expected_cost_for(o, steps, risk) + (switch.cost(o) if switch is not None else 0.0)}
 
 
 def _seller(provider: str | None, spot: bool) -> str:
@@ -325,7 +332,7 @@ def memory_advice(pricing: Pricing, remaining_steps: int, end_reason: str) -> li
     text = (f"The run needs {format_bytes(need)} of GPU memory per GPU (--peak-memory or the log's samples): it does "
             f"not fit {cur.gpu} ({format_bytes(cur.gpu_memory_bytes)}, {format_bytes(usable_of(cur.gpu_memory_bytes, h))} "
             f"usable after the {h:.0%} headroom)")
-    rows = [{**_remaining_on(o, remaining_steps, pricing.switch), "gpu_memory_bytes": o.gpu_memory_bytes}
+    rows = [{**_remaining_on(o, remaining_steps, pricing.spot_risk, pricing.switch), "gpu_memory_bytes": o.gpu_memory_bytes}
             for o in fitting]
     rows.sort(key=lambda r: (r["cost"], r["hours"]))   # by the totals listed (switching included), cheapest first
     if not rows:
@@ -495,7 +502,7 @@ def stop_advice(a: CurveAnalysis, pricing: "Pricing", end_step: int, end_reason:
     if cur is None or stop is None or stop >= end_step:
         return []
     steps = end_step - stop
-    cost, hours = expected_cost_for(cur, steps), expected_hours_for(cur, steps)
+    cost, hours = expected_cost_for(cur, steps, pricing.spot_risk), expected_hours_for(cur, steps, pricing.spot_risk)
     when = "now" if stop <= a.last_step else f"at step {stop:,}"
     text = f"Stopping {when} ({why}) instead of at step {end_step:,} ({end_reason}) saves {steps:,} steps: " \
            f"{format_duration(hours * 3600)} and {format_money(cost, pricing.currency)} on {cur.gpu}."

@@ -132,7 +132,7 @@ def analyze_curve(curve: Curve, settings: AdviseSettings = AdviseSettings()) -> 
 
     fit, fit_from = None, None
     if not diverged and phases[-1].kind != RISING:   # the families fitted are of a falling loss: none forecasts a rise
-        fit_from = fit_start_step(phases, steps)
+        fit_from = fit_start_step(phases, steps, warmup_end_step(steps, _finite_lr(curve, ok)))
         sel = steps >= fit_from
         fit = fit_trend(steps[sel], loss[sel], n_boot=settings.n_boot)
         if fit is not None:
@@ -172,13 +172,39 @@ def _reached_step(steps: np.ndarray, trend: np.ndarray, fit: TrendFit, fit_from:
     return int(steps[in_fit][below[0]]) if len(below) else None
 
 
-def fit_start_step(phases, steps: np.ndarray, skip_fraction: float = 0.1) -> int:
-    """Where the trend fit starts: the current regime, and not before the first 10 % of the steps. The first
-    steps of a run (warm-up, the initial transient) follow other laws than its tail; fitted along, they
-    bend the forecast (measured in benchmarks/results/advise.md)."""
+WARMUP_PEAK_SHARE = 0.99      # the learning rate's peak: within 1 % of its largest logged value (float rounding)
+MIN_POINTS_AFTER_WARMUP = 20  # a fit needs points past the warm-up; with fewer, the warm-up is not skipped
+
+
+def fit_start_step(phases, steps: np.ndarray, warmup_end: int | None = None, skip_fraction: float = 0.1) -> int:
+    """Where the trend fit starts: the current regime, not before the first 10 % of the steps, and not before the
+    end of a learning-rate warm-up (``warmup_end_step``) where at least ``MIN_POINTS_AFTER_WARMUP`` points follow it.
+    The first steps of a run (warm-up, the initial transient) follow other laws than its tail; fitted along, they
+    bend the forecast (measured in benchmarks/results/advise.md): a linear warm-up over a third of a 300-step run,
+    fitted from step 30, read the loss levelling off 10-15 % above where it went."""
     skip = int(steps[0] + skip_fraction * (steps[-1] - steps[0]))
     start = max(regime_start_step(phases), skip)
+    if warmup_end is not None and np.count_nonzero(steps >= warmup_end) >= MIN_POINTS_AFTER_WARMUP:
+        start = max(start, warmup_end)
     return int(steps[np.searchsorted(steps, start)])
+
+
+def warmup_end_step(steps: np.ndarray, lr: np.ndarray | None) -> int | None:
+    """The first step where the logged learning rate reaches its peak (``WARMUP_PEAK_SHARE`` of its largest
+    value): the end of a warm-up, the first step where there is none. None where no finite, positive rate is
+    logged. ``lr``: per point of ``steps``, NaN where not logged."""
+    if lr is None:
+        return None
+    ok = np.isfinite(lr) & (lr > 0)
+    if not ok.any():
+        return None
+    at_peak = np.nonzero(ok & (lr >= WARMUP_PEAK_SHARE * np.max(lr[ok])))[0]
+    return int(steps[at_peak[0]])
+
+
+def _finite_lr(curve: Curve, finite_loss: np.ndarray) -> np.ndarray | None:
+    """The curve's learning rate at its finite-loss points (None where it logs none)."""
+    return None if curve.lr is None else curve.lr[finite_loss]
 
 
 def regime_start_step(phases: tuple[Phase, ...] | list[Phase]) -> int:

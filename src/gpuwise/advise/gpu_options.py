@@ -4,8 +4,9 @@ Everything comes from ``gpuwise.plan``: the offer picker and ranking currency, t
 peak against each GPU's memory as the driver reports it, less the headroom), and the time on another
 GPU (``plan.scaling``: the time predictor's ratio when the run's workload is known, else the one
 datasheet ratio). Costs compare in the ranking currency. A spot offer's time and cost for some steps include
-its expected preemptions, by recommend's rule (``plan.spot.SpotRisk`` over the offer's machines) at its
-defaults: advise has no --preemptions-per-hour or --checkpoint-every, and ``spot_note`` says so.
+its expected preemptions, by recommend's rule (``plan.spot.SpotRisk`` over the offer's machines), at the rate
+and checkpoint interval the caller gives (advise's --preemptions-per-hour and --checkpoint-every, as recommend's);
+``spot_note`` says which.
 """
 
 from __future__ import annotations
@@ -22,20 +23,20 @@ from gpuwise.plan.scaling import TimeScaling
 from gpuwise.plan.spot import SpotRisk
 
 YOUR_PRICE = "(your price)"
-# recommend's defaults (its --preemptions-per-hour and --checkpoint-every): advise has neither option
-SPOT_RISK = SpotRisk()
+SPOT_RISK = SpotRisk()     # recommend's defaults of --preemptions-per-hour and --checkpoint-every
 
 
 def gpu_options(
     catalog: Catalog, current: GPU, step_time_s: float, *, scaling: TimeScaling, count: int = 1,
     provider: str | None = None, spot: bool = False, currency: str | None = None,
     memory_need_bytes: int | None = None, current_price: tuple[float, str] | None = None,
-    busy_share: float = 1.0, headroom_fraction: float = DEFAULT_HEADROOM_FRACTION,
+    busy_share: float = 1.0, headroom_fraction: float = DEFAULT_HEADROOM_FRACTION, spot_risk: SpotRisk = SPOT_RISK,
 ) -> tuple[Quote | None, list[Quote]]:
     """(the current GPU's quote or None when it has no price, every GPU's quote cheapest per step first).
 
     ``step_time_s``: the measured seconds per step on ``current``; ``current_price``: (per hour for all
-    ``count`` GPUs, currency) when the user says what they pay, else the catalog's cheapest offer.
+    ``count`` GPUs, currency) when the user says what they pay, else the catalog's cheapest offer; ``spot_risk``:
+    the preemptions a spot offer's cost per step includes (the order).
     """
     offers = candidate_offers(catalog, provider=provider, spot=spot_policy(spot))
     rank_in = ranking_currency(offers, currency or (current_price[1] if current_price else None))
@@ -59,7 +60,7 @@ def gpu_options(
             mine = quote if offer is not None else None
         if offer is not None:
             quotes.append(quote)
-    quotes.sort(key=lambda q: (expected_cost_for(q, 1), q.step_time_s))
+    quotes.sort(key=lambda q: (expected_cost_for(q, 1, spot_risk), q.step_time_s))
     return mine, quotes
 
 
@@ -88,8 +89,7 @@ def spot_note(quotes: Iterable[Quote], risk: SpotRisk = SPOT_RISK) -> str:
     machines = tuple(q.nodes for q in quotes if q.spot)
     if not machines:
         return ""
-    return (f"{risk.describe(machines)}; recommend's defaults, as advise has no --preemptions-per-hour or "
-            "--checkpoint-every")
+    return risk.describe(machines)
 
 
 def with_count(quote: Quote, count: int) -> Quote:

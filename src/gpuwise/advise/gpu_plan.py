@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from gpuwise.advise.gpu_options import expected_cost_for, expected_hours_for, preemption_hours_for
+from gpuwise.advise.gpu_options import SPOT_RISK, expected_cost_for, expected_hours_for, preemption_hours_for
 from gpuwise.plan.quote import Quote
+from gpuwise.plan.spot import SpotRisk
 
 
 @dataclass(frozen=True)
@@ -76,34 +77,38 @@ class GpuPlan:
         return self.stay.cost - self.cost
 
 
-def switch_saving(current: Quote, other: Quote, remaining_steps: float, switch: SwitchCost) -> float:
-    """Money saved by finishing ``remaining_steps`` on ``other`` instead of ``current`` (negative: it costs)."""
-    return expected_cost_for(current, remaining_steps) - expected_cost_for(other, remaining_steps) - switch.cost(other)
+def switch_saving(current: Quote, other: Quote, remaining_steps: float, switch: SwitchCost,
+                  risk: SpotRisk = SPOT_RISK) -> float:
+    """Money saved by finishing ``remaining_steps`` on ``other`` instead of ``current`` (negative: it costs); a spot
+    offer's steps with the preemptions ``risk`` expects."""
+    return (expected_cost_for(current, remaining_steps, risk) - expected_cost_for(other, remaining_steps, risk)
+            - switch.cost(other))
 
 
 def plan_run(current: Quote, options: list[Quote], *, now_step: int, switch_step: int, end_step: int,
-             end_reason: str, switch: SwitchCost = SwitchCost()) -> GpuPlan:
-    """Stay on ``current`` until ``switch_step``, then move to the option that saves most on the rest (if any saves)."""
+             end_reason: str, switch: SwitchCost = SwitchCost(), risk: SpotRisk = SPOT_RISK) -> GpuPlan:
+    """Stay on ``current`` until ``switch_step``, then move to the option that saves most on the rest (if any saves);
+    a spot offer's phase takes the preemptions ``risk`` expects."""
     now_step = int(now_step)
     end_step = max(int(end_step), now_step)
     switch_step = min(max(int(switch_step), now_step), end_step)
-    stay = _phase(current, now_step, end_step)
+    stay = _phase(current, now_step, end_step, risk)
     tail = end_step - switch_step
     candidates = [o for o in options if o.gpu != current.gpu and o.fits is not False]
-    best = max(candidates, key=lambda o: switch_saving(current, o, tail, switch), default=None)
-    if best is None or tail <= 0 or switch_saving(current, best, tail, switch) <= 0:
+    best = max(candidates, key=lambda o: switch_saving(current, o, tail, switch, risk), default=None)
+    if best is None or tail <= 0 or switch_saving(current, best, tail, switch, risk) <= 0:
         return GpuPlan((stay,), stay, current.ranking_currency, end_step, end_reason)
     phases = []
     if switch_step > now_step:
-        phases.append(_phase(current, now_step, switch_step))
-    moved = _phase(best, switch_step, end_step)
+        phases.append(_phase(current, now_step, switch_step, risk))
+    moved = _phase(best, switch_step, end_step, risk)
     phases.append(replace(moved, hours=moved.hours + switch.overhead_s / 3600.0, cost=moved.cost + switch.cost(best),
                           switch_cost=switch.cost(best)))
     return GpuPlan(tuple(phases), stay, current.ranking_currency, end_step, end_reason)
 
 
-def _phase(option: Quote, from_step: int, to_step: int) -> PlanPhase:
+def _phase(option: Quote, from_step: int, to_step: int, risk: SpotRisk) -> PlanPhase:
     steps = to_step - from_step
-    return PlanPhase(from_step, to_step, option.gpu, option.provider, expected_hours_for(option, steps),
-                     expected_cost_for(option, steps), spot=option.spot,
-                     preemption_hours=preemption_hours_for(option, steps))
+    return PlanPhase(from_step, to_step, option.gpu, option.provider, expected_hours_for(option, steps, risk),
+                     expected_cost_for(option, steps, risk), spot=option.spot,
+                     preemption_hours=preemption_hours_for(option, steps, risk))

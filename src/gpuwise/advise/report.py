@@ -17,7 +17,7 @@ from gpuwise.advise.analysis import AdviseSettings, CurveAnalysis, analyze_curve
 from gpuwise.advise.data import TrainingLog
 from gpuwise.advise.errors import AdviseError
 from gpuwise.advise.fit import forecast_points
-from gpuwise.advise.gpu_options import gpu_options
+from gpuwise.advise.gpu_options import SPOT_RISK, gpu_options
 from gpuwise.advise.gpu_plan import GpuPlan, SwitchCost, plan_run
 from gpuwise.advise.noise_scale import NoiseScaleSummary, summarise
 from gpuwise.advise.phases import RISING
@@ -29,6 +29,7 @@ from gpuwise.plan.fit import DEFAULT_HEADROOM_FRACTION
 from gpuwise.plan.money import RATES_CHECKED, rates_in
 from gpuwise.plan.quote import Quote
 from gpuwise.plan.scaling import TimeScaling, time_scaling
+from gpuwise.plan.spot import SpotRisk
 from gpuwise.workload.precision import UNKNOWN_JOB_PRECISION
 
 
@@ -49,6 +50,7 @@ class PricingRequest:
     headroom_fraction: float = DEFAULT_HEADROOM_FRACTION
     switch: SwitchCost = field(default_factory=SwitchCost)
     scaling: TimeScaling | None = None      # default: the datasheet ratio at the run's precision
+    spot_risk: SpotRisk = SPOT_RISK          # how spot offers are priced (--preemptions-per-hour, --checkpoint-every)
 
 
 @dataclass(frozen=True, eq=False)
@@ -175,19 +177,19 @@ def build_pricing(catalog: Catalog | None, log: TrainingLog, req: PricingRequest
         price = (req.price_per_hour, req.price_currency)
     cur, options = gpu_options(catalog, current, step_time_s, scaling=scaling, count=count, provider=req.provider,
                                spot=req.spot, currency=req.currency, memory_need_bytes=need, current_price=price,
-                               headroom_fraction=req.headroom_fraction)
+                               headroom_fraction=req.headroom_fraction, spot_risk=req.spot_risk)
     if cur is None:
         where = f" from {req.provider}" if req.provider else ""
         return Pricing(None, tuple(options), req.switch,
                        note=f"no price for {current.id}{where} in the catalog; pass --gpu-price",
-                       headroom_fraction=req.headroom_fraction)
+                       headroom_fraction=req.headroom_fraction, spot_risk=req.spot_risk)
     # how step times scale to other GPUs is said once, by the caller's footer (the CLI's "Step times on other
     # GPUs are scaled by ..."), not again in this note
     note = "" if need else "memory fit not checked (the log has no memory samples; pass --peak-memory)"
     if req.scaling is not None and scaling.step_time_s is None:   # a requested predictor fell back
         note = "; ".join(x for x in (note, f"step times on other GPUs: {scaling.method}") if x)
     note = "; ".join(x for x in (note, conversion_note(cur, options)) if x)
-    return Pricing(cur, tuple(options), req.switch, note, need, req.headroom_fraction)
+    return Pricing(cur, tuple(options), req.switch, note, need, req.headroom_fraction, req.spot_risk)
 
 
 def conversion_note(current: Quote, options: list[Quote]) -> str:
@@ -286,7 +288,7 @@ def advise(log: TrainingLog, settings: AdviseSettings = AdviseSettings(), catalo
     if fits and a.diagnosis not in ("diverged", "not_learning") and remaining > 0:
         plan = plan_run(pricing.current, list(pricing.options), now_step=a.last_step,
                         switch_step=_switch_step(a, end_step), end_step=end_step, end_reason=end_reason,
-                        switch=pricing.switch)
+                        switch=pricing.switch, risk=pricing.spot_risk)
         if len(plan.phases) > 1 or plan.phases[0].gpu_id != pricing.current.gpu \
                 or not any(x.kind == "switch_gpu" for x in items):
             items += plan_advice(plan)  # a "stay" plan says nothing a "stay on this GPU" item has not
