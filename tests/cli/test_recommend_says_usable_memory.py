@@ -48,8 +48,8 @@ def test_best_line_says_the_usable_memory_at_a_large_headroom_as_estimate_does(c
     assert_judged_against_usable(best, gpu, 0.5)
     code, out, err = cli_run("estimate", *job, "--gpu", "rtx-4090")
     assert code == 0, err
-    usable = format_bytes(usable_of(gpu.visible_memory_bytes, 0.5))
-    assert f"of {usable} usable" in words(out) and "50% of its memory kept free" in words(out)
+    usable, whole = (format_bytes(usable_of(gpu.visible_memory_bytes, 0.5)), format_bytes(gpu.visible_memory_bytes))
+    assert f"of {usable} usable with 50% of its {whole} kept free" in words(out)
 
 
 def test_remedies_say_the_usable_memory_they_were_judged_against(cli_run, catalog):

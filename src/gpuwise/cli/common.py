@@ -116,18 +116,14 @@ HeadroomOpt = Annotated[Optional[str], typer.Option(
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Trace again instead of reusing a cached trace (the cache: $GPUWISE_CACHE_DIR or ~/.cache/gpuwise; safe to delete).")]
 
 
-def kept_free_words(headroom_fraction: float, memory: str = "its memory") -> str:
-    """'5% of its memory kept free': --headroom in the words every fit line shares."""
-    return f"{headroom_fraction:.0%} of {memory} kept free"
-
-
 def usable_words(gpu_memory_bytes: int, headroom_fraction: float) -> str:
     """'12.0 GiB usable with 50% of its 24.0 GiB kept free': the memory a need on a GPU of ``gpu_memory_bytes`` (as
-    the driver reports it) is judged against (``plan.fit.usable_of``), not the whole card."""
+    the driver reports it) is judged against (``plan.fit.usable_of``), not the whole card, in the words every fit
+    line shares (``memory.uncertainty.usable_words``)."""
+    from gpuwise.memory.uncertainty import usable_words as words
     from gpuwise.plan.fit import usable_of
 
-    return (f"{format_bytes(usable_of(gpu_memory_bytes, headroom_fraction))} usable with "
-            f"{kept_free_words(headroom_fraction, f'its {format_bytes(gpu_memory_bytes)}')}")
+    return words(usable_of(gpu_memory_bytes, headroom_fraction), gpu_memory_bytes, headroom_fraction)
 
 
 def use_trace_cache(enabled: bool) -> None:

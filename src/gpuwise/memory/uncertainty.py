@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from gpuwise.memory.cuda import CONV_WORKSPACE_CAP_BYTES
 from gpuwise.memory.model import MemoryEstimate
+from gpuwise.units import format_bytes
 
 GIB = 1 << 30
 
@@ -56,11 +57,23 @@ def fit_verdict(memory: MemoryEstimate, usable_bytes: int) -> str:
     return "tight" if memory.total_bytes <= usable_bytes else "no"
 
 
-def fit_wording(memory: MemoryEstimate, usable_bytes: int) -> str:
+def usable_words(usable_bytes: int, gpu_memory_bytes: int | None = None, headroom_fraction: float | None = None) -> str:
+    """'22.8 GiB usable with 5% of its 24.0 GiB kept free': the one phrase for the memory a need is judged against,
+    said by estimate's fit line, recommend's Best line and remedies. ``usable_bytes`` is ``plan.fit.usable_of`` of
+    ``gpu_memory_bytes`` (as the driver reports it) at ``headroom_fraction``; without those two, '22.8 GiB usable'."""
+    usable = f"{format_bytes(usable_bytes)} usable"
+    if gpu_memory_bytes is None or headroom_fraction is None:
+        return usable
+    return f"{usable} with {headroom_fraction * 100:g}% of its {format_bytes(gpu_memory_bytes)} kept free"
+
+
+def fit_wording(memory: MemoryEstimate, usable_bytes: int, gpu_memory_bytes: int | None = None,
+                headroom_fraction: float | None = None) -> str:
     """One line for a renter: "fits with X GiB to spare", "tight: within the uncertainty …" or
-    "does not fit …", against ``usable_bytes`` (the GPU's memory less the headroom: plan.fit)."""
+    "does not fit …", against ``usable_bytes`` (the GPU's memory less the headroom: plan.fit), said as
+    :func:`usable_words` says it (with the GPU's memory and the headroom where they are given)."""
     low, high = memory.total_bytes, memory.total_upper_bytes
-    usable = f"{usable_bytes / GIB:.1f} GiB usable"
+    usable = usable_words(usable_bytes, gpu_memory_bytes, headroom_fraction)
     verdict = fit_verdict(memory, usable_bytes)
     if verdict == "fits":
         # the low end is the estimate's total (the number its table shows), the high end adds what is guessed
