@@ -53,6 +53,14 @@ def _scaled(attr: str, factor: float) -> Callable[[GpuSample], float | None]:
     return get
 
 
+def _ratio(attr: str) -> Callable[[GpuSample], float | None]:
+    """A percentage as DCGM's ratio 0..1: divided by 100, so 70 % is 0.7 (times 0.01 gives 0.7000000000000001)."""
+    def get(s: GpuSample) -> float | None:
+        v = getattr(s, attr)
+        return None if v is None else v / 100
+    return get
+
+
 def _whole_gpu(get: Callable[[GpuSample], float | None]) -> Callable[[GpuSample], float | None]:
     """``get`` for a whole GPU, None (no series) for a MIG instance."""
     return lambda s: None if s.mig_index is not None else get(s)
@@ -77,7 +85,7 @@ METRICS: tuple[tuple[str, str, Callable[[GpuSample], float | None]], ...] = (
     ("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %): share of time any kernel ran.",
      _whole_gpu(_scaled("utilization_pct", 1))),
     ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "Ratio of time the graphics engine is active (MIG instances, GPM).",
-     _mig_instance(_scaled("utilization_pct", 0.01))),
+     _mig_instance(_ratio("utilization_pct"))),
     ("DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (in %).", _scaled("memory_util_pct", 1)),
     ("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", _whole_mib(lambda s: s.memory_used_bytes)),
     ("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", _whole_mib(lambda s: s.memory_free_bytes)),
@@ -85,8 +93,8 @@ METRICS: tuple[tuple[str, str, Callable[[GpuSample], float | None]], ...] = (
     ("DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", _scaled("temperature_c", 1)),
     ("DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz).", _scaled("sm_clock_mhz", 1)),
     ("DCGM_FI_DEV_MEM_CLOCK", "Memory clock frequency (in MHz).", _scaled("mem_clock_mhz", 1)),
-    ("DCGM_FI_PROF_SM_ACTIVE", "Ratio of cycles an SM has at least 1 warp assigned (GPM).", _scaled("sm_activity_pct", 0.01)),
-    ("DCGM_FI_PROF_SM_OCCUPANCY", "Ratio of resident warps to the maximum (GPM).", _scaled("sm_occupancy_pct", 0.01)),
+    ("DCGM_FI_PROF_SM_ACTIVE", "Ratio of cycles an SM has at least 1 warp assigned (GPM).", _ratio("sm_activity_pct")),
+    ("DCGM_FI_PROF_SM_OCCUPANCY", "Ratio of resident warps to the maximum (GPM).", _ratio("sm_occupancy_pct")),
     ("DCGM_FI_PROF_PCIE_TX_BYTES", "PCIe bytes transmitted per second.", _scaled("pcie_tx_bytes_per_s", 1)),
     ("DCGM_FI_PROF_PCIE_RX_BYTES", "PCIe bytes received per second.", _scaled("pcie_rx_bytes_per_s", 1)),
     ("gpuwise_process_memory_bytes", "GPU memory of the watched processes (bytes).", _scaled("process_memory_bytes", 1)),

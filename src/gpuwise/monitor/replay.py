@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuwise.monitor.errors import MonitorError
+from gpuwise.monitor.log_meta import DRIVER_VERSION_KEY
 from gpuwise.monitor.procs import GpuProcess, ProcessRow, attribute_memory, pid_exists, process_rows
 from gpuwise.monitor.sample import GpuSample, sample_from_row
 from gpuwise.monitor.sample_checks import first_bad_row, row_problem, sample_problem
@@ -70,7 +71,7 @@ class ReplayBackend:
             last_rowid = last_gpu_sample_rowid(p)
             check_run_log_frames(p, up_to_rowid=last_rowid)
             # the driver the log was recorded on; a run log records no process list (only the counts)
-            kwargs.setdefault("driver_version", read_meta(p).get("driver_version") or "replay")
+            kwargs.setdefault("driver_version", read_meta(p).get(DRIVER_VERSION_KEY) or "replay")
             return cls(RunLogFrames(p, up_to_rowid=last_rowid), **{"source": str(p), "lists_processes": False, "frames_checked": True,
                                            **kwargs})
         try:

@@ -59,7 +59,8 @@ from typing import IO, Any
 
 from gpuwise.monitor.backend import Backend, MonitorError, NoDriverError, open_backend
 from gpuwise.monitor.hook import HOOK_DIR, RUNLOG_ENV
-from gpuwise.monitor.log_meta import end_meta, start_meta, write_meta
+from gpuwise.monitor.log_meta import (COMMAND_KEY, EXIT_CODE_KEY, PID_KEY, SIGNAL_KEY, START_ERROR_KEY, end_meta,
+                                      start_meta, write_meta)
 from gpuwise.monitor.new_log import RUN_HINT, NewLog, create_new_log, default_log_path, discard_log, hold  # noqa: F401
 from gpuwise.monitor.orphan_watch import POLL_S, group_alive, running_members
 from gpuwise.monitor.sampler import Sampler, check_interval_s, open_run_log
@@ -162,7 +163,7 @@ def run_command(
         discard_log(claim)
         raise
     meta = start_meta(backend, interval_s, on_error=lambda exc: _warn(announce, "driver version not read", exc))
-    meta["command"] = cmd
+    meta[COMMAND_KEY] = cmd
     if workload is not None:
         meta[WORKLOAD_KEY] = workload
     _best_effort(announce, "run log meta not written", lambda: write_meta(runlog, meta))
@@ -187,7 +188,7 @@ def run_command(
         if backend is not None:
             _best_effort(announce, "GPU backend not closed", backend.close)
         _best_effort(announce, "run log meta not written",
-                     lambda: write_meta(runlog, end_meta(exit_code=exit_code, start_error=str(exc))))
+                     lambda: write_meta(runlog, end_meta({EXIT_CODE_KEY: exit_code, START_ERROR_KEY: str(exc)})))
         _best_effort(announce, "run log not written", lambda: runlog.log_event(EXIT_EVENT, message))
         _best_effort(announce, "run log not closed", runlog.close)
         claim.release()
@@ -196,7 +197,7 @@ def run_command(
         return RunResult(exit_code, log, False, no_driver, duration_s=time.monotonic() - start)
     forwarder.started(child.pid)
     watchdog = _start_watchdog(child.pid, kill_after_s, announce)
-    _best_effort(announce, "run log meta not written", lambda: runlog.set_meta("pid", child.pid))
+    _best_effort(announce, "run log meta not written", lambda: runlog.set_meta(PID_KEY, child.pid))
     sampler = None
     if backend is not None:
         try:
@@ -223,10 +224,10 @@ def run_command(
         _best_effort(announce, "GPU backend not closed", backend.close)
     result.duration_s = time.monotonic() - start
     status = exit_status(returncode)
-    result.exit_code = status["exit_code"]
-    result.signal = status.get("signal")
+    result.exit_code = status[EXIT_CODE_KEY]
+    result.signal = status.get(SIGNAL_KEY)
     ended = sampler.end_meta if sampler is not None else end_meta
-    _best_effort(announce, "run log meta not written", lambda: write_meta(runlog, ended(**status)))
+    _best_effort(announce, "run log meta not written", lambda: write_meta(runlog, ended(status)))
     if result.forwarded:
         forwarded_json = json.dumps(result.forwarded)
         _best_effort(announce, "run log not written", lambda: runlog.log_event(SIGNALS_EVENT, forwarded_json))
@@ -243,8 +244,8 @@ def exit_status(returncode: int) -> dict[str, object]:
     (128 + the signal's number for a command a signal ended), and ``signal`` (its name, "SIGKILL") only then, so a
     log tells a command killed by SIGKILL from one that exited with code 137 itself."""
     if returncode >= 0:
-        return {"exit_code": returncode}
-    return {"exit_code": 128 - returncode, "signal": signal_name(-returncode)}
+        return {EXIT_CODE_KEY: returncode}
+    return {EXIT_CODE_KEY: 128 - returncode, SIGNAL_KEY: signal_name(-returncode)}
 
 
 def left_running(pgid: int, settle_s: float = LEFT_RUNNING_SETTLE_S) -> list[int]:

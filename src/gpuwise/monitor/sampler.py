@@ -21,11 +21,11 @@ import sqlite3
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from gpuwise.monitor.backend import Backend, MonitorError
-from gpuwise.monitor.log_meta import end_meta, start_meta, write_meta
+from gpuwise.monitor.log_meta import INTERVAL_S_KEY, REQUESTED_INTERVAL_S_KEY, end_meta, start_meta, write_meta
 from gpuwise.monitor.new_log import NewLog, create_new_log, discard_log
 from gpuwise.monitor.procs import process_tree
 from gpuwise.monitor.sample import GpuSample
@@ -69,7 +69,7 @@ def interval_meta(requested_s: float, kept_s: float | None) -> dict[str, float]:
     nothing when the requested interval was kept (already recorded at the start) or is unknown."""
     if kept_s is None or kept_s <= requested_s * KEPT_INTERVAL_SLACK:
         return {}
-    return {"interval_s": round(kept_s, 6), "requested_interval_s": requested_s}
+    return {INTERVAL_S_KEY: round(kept_s, 6), REQUESTED_INTERVAL_S_KEY: requested_s}
 
 
 class MedianGap:
@@ -216,10 +216,10 @@ class Sampler:
         count as a slower interval."""
         return self._gaps.median_s()
 
-    def end_meta(self, **extra: object) -> dict[str, object]:
+    def end_meta(self, extra: Mapping[str, object] | None = None) -> dict[str, object]:
         """The run-log meta written when sampling ends: ``end_t_s``, the interval kept where it was not the
         one asked for (``interval_meta``), and ``extra``."""
-        return end_meta(**interval_meta(self.interval_s, self.kept_interval_s), **extra)
+        return end_meta({**interval_meta(self.interval_s, self.kept_interval_s), **(extra or {})})
 
     def stop(self, final_sample: bool = True) -> None:
         """Stops the thread, takes one last sample, and commits the log (the log stays open)."""
