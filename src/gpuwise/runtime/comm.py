@@ -44,6 +44,9 @@ DEEPSPEED_GRAD_BYTES = 2                 # DeepSpeed reduces fp16/bf16 gradients
 DEFAULT_LAYERS = 24                      # units when a caller knows neither gradients nor layers
 # DDP's gradient copies: into the bucket, the 1/world division, back into .grad (read + write each).
 DDP_COPY_PASSES = 6
+# autograd's AccumulateGrad where the parameter's .grad exists already: ``grad += new`` (torch/csrc/autograd/functions/
+# accumulate_grad.h), the op that completes each gradient of a micro-step after the first.
+ACCUMULATE_GRAD_OP = "aten.add_.Tensor"
 STREAM_BANDWIDTH_EFF = 0.75              # memory-bound copy kernels reach ~75% of datasheet bandwidth
 # Contention (fitted by benchmarks/multi_gpu_accuracy.py with the link efficiencies, 2026-12-03).
 COMPUTE_SLOWDOWN = 0.20
@@ -160,10 +163,11 @@ def topology_notes(count: int, topology: Topology) -> list[str]:
 
 # -- gradients and buckets -----------------------------------------------------------------------------
 def gradients_from_trace(trace, backward_times_s: Sequence[float]) -> tuple[GradReady, ...] | None:
-    """When each gradient of the traced step is ready: the allocation of every gradient storage in the
-    measured backward, at the predicted time of the backward ops before it. ``backward_times_s`` are
-    the predicted times of ``trace``'s backward ops, in trace order. None when the trace has no such
-    allocations (gradients kept across steps, accumulation micro-steps, traces without events)."""
+    """When each gradient of the traced step is ready, at the predicted time of the backward ops up to it:
+    the allocation of every gradient storage in the measured backward; where the gradients were allocated
+    before it (accumulation micro-steps, ``keep_grads``), AccumulateGrad's in-place add into each
+    (``accumulated_gradients``), which is where DDP's hook fires then. ``backward_times_s`` are the predicted
+    times of ``trace``'s backward ops, in trace order. None when the trace shows neither (no events)."""
     ends: dict[int, float] = {}
     elapsed, times = 0.0, iter(backward_times_s)
     for position, op in enumerate(trace.ops):
@@ -176,7 +180,18 @@ def gradients_from_trace(trace, backward_times_s: Sequence[float]) -> tuple[Grad
     for e in trace.events:
         if e.kind == "alloc" and e.category == "gradients" and e.op_index >= 0 and e.op_index in ends:
             ready.append(GradReady(min(1.0, ends[e.op_index] / elapsed), float(e.size_bytes)))
+    if not ready:
+        ready = [GradReady(min(1.0, ends[position] / elapsed), float(op.bytes_written))
+                 for position, op in accumulated_gradients(trace)]
     return tuple(sorted(ready, key=lambda g: g.at_fraction)) or None
+
+
+def accumulated_gradients(trace) -> list[tuple[int, object]]:
+    """(position, op) of each AccumulateGrad into a gradient that is already allocated: an in-place add of two
+    tensors of one shape in backward (``ACCUMULATE_GRAD_OP``), as autograd runs it from the second micro-step of
+    an accumulation on (a first gradient is a detach of the new one instead, with its own allocation)."""
+    return [(position, op) for position, op in enumerate(trace.ops)
+            if op.phase == "backward" and op.op == ACCUMULATE_GRAD_OP and len(set(op.input_shapes)) == 1]
 
 
 def even_gradients(grad_bytes: float, layers: int) -> tuple[GradReady, ...]:
