@@ -1,6 +1,7 @@
 """A calibrated offloaded LLM step's phases (``micro_step_s``, ``optimizer_s`` in estimate's JSON) follow the part
 each runs on: the optimizer step, the CPU's under ``--offload optimizer``, the ``offload`` factor; the micro-steps,
-the GPU's, its classes' factors.
+the GPU's kernels by its classes' factors and their gradients' PCIe copy to the host (every micro-batch's:
+``runtime.llm.offload_copies``) by the ``offload`` factor.
 
 Before: ``apply.corrected_time`` scaled both by the step's one overall ratio. An offloaded run whose CPU Adam was
 slower than assumed (``offload`` ×1.25, the GPU's classes as shipped) gave its optimizer step only ×1.18, and its
@@ -36,6 +37,11 @@ def _gpu_part_s(by_class_s) -> float:
     return sum(s for c, s in by_class_s.items() if c != OFFLOAD)
 
 
+def _micro_copies_s(step, grad_accum_steps: int) -> float:
+    """One micro-step's share of the offload part: the offload part less the CPU's optimizer step."""
+    return (step.by_class_s[OFFLOAD] - step.optimizer_s) / grad_accum_steps
+
+
 @pytest.mark.parametrize("grad_accum_steps", [1, 4])
 def test_an_offloaded_step_s_optimizer_follows_the_offload_factor_and_its_micro_step_the_gpu_s(h100,
                                                                                                grad_accum_steps):
@@ -44,7 +50,10 @@ def test_an_offloaded_step_s_optimizer_follows_the_offload_factor_and_its_micro_
     assert after.optimizer_s == pytest.approx(step.optimizer_s * cal.factor(OFFLOAD), rel=1e-9)
     gpu_ratio = _gpu_part_s(after.by_class_s) / _gpu_part_s(step.by_class_s)
     assert gpu_ratio == pytest.approx(1.0, abs=0.03)                      # the GPU's kernels were as shipped
-    assert after.micro_step_s == pytest.approx(step.micro_step_s * gpu_ratio, rel=1e-9)
+    copies_s = _micro_copies_s(step, grad_accum_steps)
+    assert copies_s > 0                                                   # each micro-batch's gradients go out
+    assert after.micro_step_s == pytest.approx((step.micro_step_s - copies_s) * gpu_ratio
+                                               + copies_s * cal.factor(OFFLOAD), rel=1e-9)
 
 
 @pytest.mark.parametrize("grad_accum_steps", [1, 4])

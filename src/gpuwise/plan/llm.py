@@ -204,6 +204,8 @@ def estimate_llm(workload: Workload, gpu: GPU | None = None, *, double_quant: bo
         notes.append("--seq-len not given: 128 tokens assumed (the default for text models)")
     if (defaulted := defaulted_note(workload.model)) is not None:
         notes.append(defaulted)
+    if (refusal := vllm_context_refusal(workload, arch)) is not None:
+        raise PlanError(refusal)
     context = workload.tokens_per_sequence + (0 if workload.is_training else workload.max_new_tokens)
     if arch.max_position_embeddings and context > arch.max_position_embeddings:
         notes.append(f"{context:,} tokens per sequence is past {workload.model}'s context of "
@@ -214,6 +216,22 @@ def estimate_llm(workload: Workload, gpu: GPU | None = None, *, double_quant: bo
     if workload.is_training:
         return _train(arch, workload, gpu, double_quant, notes, topology, bitsandbytes_before_0_43)
     return _infer(arch, workload, gpu, double_quant, headroom_fraction, notes, topology)
+
+
+def vllm_context_refusal(w: Workload, arch: DecoderArch) -> str | None:
+    """Why vLLM would not start for ``w`` (None: it would, or ``w`` is not served by vLLM): its max_model_len,
+    prompt + new tokens, past the length vLLM derives from the config (``arch.vllm_max_model_len``: the
+    positions times a rope scaling factor), which it refuses (``_get_and_verify_max_len``) unless
+    VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 is set. HF generate runs it: its estimate says so in a note instead."""
+    limit = arch.vllm_max_model_len
+    context = w.tokens_per_sequence + w.max_new_tokens
+    if w.is_training or w.engine != "vllm" or not limit or context <= limit:
+        return None
+    engine = "vLLM (the engine of --request-rate)" if w.engine_default else "--engine vllm"
+    return (f"{engine}: --seq-len {w.tokens_per_sequence:,} + --max-new-tokens {w.max_new_tokens:,} = "
+            f"{context:,} tokens (max_model_len) is past the {limit:,} vLLM derives from {w.model}'s config, and it "
+            f"refuses to start so (unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1); keep prompt + new tokens within "
+            f"{limit:,}, or estimate HF generate (--engine hf), which runs past it")
 
 
 def _train(arch: DecoderArch, w: Workload, gpu, double_quant: bool, notes: list[str],

@@ -220,9 +220,8 @@ def train_step_time(arch: DecoderArch, w: Workload, gpu, mem, *, double_quant: b
         if w.optimizer == "none":
             return 0.0
         if w.offload != "none":
-            return (cpu_optimizer_s(w.optimizer, params) + params * (copies.gradients_out_bytes_per_param
-                                                                     + copies.weights_back_bytes_per_param)
-                    / _pcie_bytes_per_s(gpu))
+            return (cpu_optimizer_s(w.optimizer, params)
+                    + params * copies.weights_back_bytes_per_param / _pcie_bytes_per_s(gpu))
         step_bytes = optimizer_step_bytes(w.optimizer, tb, w.optimizer_impl,
                                           grad_scaler=parse(w.precision).needs_grad_scaler)
         return params * step_bytes / (bw * MEM_EFF)
@@ -231,8 +230,11 @@ def train_step_time(arch: DecoderArch, w: Workload, gpu, mem, *, double_quant: b
     if w.optimizer != "none" and w.offload != "none":
         warnings.append(cpu_optimizer_warning(w.optimizer, sharding))
     # offloaded parameters (--offload params; any offload under FSDP): the weights cross PCIe from the host in
-    # every pass (the offload part, not the GPU's)
-    micro_copies_s = passes * copies.weights_in_bytes_per_pass / _pcie_bytes_per_s(gpu)
+    # every pass, and every micro-batch's gradients go out to the host (the offload part, not the GPU's)
+    def gradients_out_s(params: float) -> float:
+        return params * copies.gradients_out_bytes_per_param / _pcie_bytes_per_s(gpu)
+
+    micro_copies_s = passes * copies.weights_in_bytes_per_pass / _pcie_bytes_per_s(gpu) + gradients_out_s(t_local)
     micro_s += micro_copies_s
 
     # communication: the one data-parallel model (gpuwise.runtime.comm), as for traced models
@@ -245,7 +247,8 @@ def train_step_time(arch: DecoderArch, w: Workload, gpu, mem, *, double_quant: b
             layers=arch.num_layers, micro_steps=w.grad_accum_steps, topology=topology,
         )
         accum = w.grad_accum_steps
-        one_gpu_s = accum * (micro_s + dequant_one_gpu_s - dequant_s) + optimizer_s(t)
+        one_gpu_s = (accum * (micro_s + dequant_one_gpu_s - dequant_s + gradients_out_s(t) - gradients_out_s(t_local))
+                     + optimizer_s(t))
         parts = weak_scaling_parts(comm.exposed_s, accum * micro_s + opt_s, one_gpu_s)
         comm_exposed, overhead_s = parts.communication_s, parts.sharding_overhead_s
         warnings.extend(comm.notes)
@@ -291,7 +294,7 @@ class OffloadCopies:
     """What one GPU copies over PCIe between itself and the host under ``--offload``, in bytes."""
 
     weights_in_bytes_per_pass: float = 0.0      # offloaded parameters: its shard, copied in to be gathered
-    gradients_out_bytes_per_param: float = 0.0  # per trained parameter it updates: its gradient, to the host's buffer
+    gradients_out_bytes_per_param: float = 0.0  # per trained parameter it updates: its gradient out, each micro-batch
     weights_back_bytes_per_param: float = 0.0   # and its updated working weight, back after the CPU's step
 
 
@@ -299,16 +302,19 @@ def offload_copies(w: Workload, sharding: str, mem) -> OffloadCopies:
     """The PCIe copies of an offloaded step, per GPU (``sharding``: ``effective_sharding``; ``mem``: the step's
     TrainMemory). The parameters held in host RAM (``mem.offloaded_weights_bytes``: FSDP's float32 masters under AMP)
     come in each pass; the gradient shard goes out in the host copy's dtype (``offloaded_element_bytes``: DeepSpeed
-    casts to float32 on the GPU first, FSDP in the parameters' dtype), counted once an optimizer step (with
-    accumulation both copy every micro-batch's: a lower bound there); DeepSpeed, whose working weights stay on the
-    GPU unless ``--offload params``, copies the updated 16-bit partition back after the CPU step (FSDP and ZeRO-3's
-    ``offload_param`` update them in host RAM)."""
+    casts to float32 on the GPU first, FSDP in the parameters' dtype) after every micro-batch's backward, as both
+    copy it under accumulation (FSDP's CPUOffload outside ``no_sync``; DeepSpeed's 16-bit partition out and back
+    between micro-batches, ``async_accumulate_grad_in_cpu_via_gpu``, and float32 out at the boundary: as many bytes
+    for 16-bit weights); DeepSpeed, whose working weights stay on the GPU unless ``--offload params``, copies the
+    updated 16-bit partition back once, after the CPU step (FSDP and ZeRO-3's ``offload_param`` update them in host
+    RAM)."""
     if w.offload == "none":
         return OffloadCopies()
     back = 0.0 if params_offloaded(w, sharding) else float(compute_bytes(w.precision))
+    # --optimizer none: no CPU step for the gradients to go out to
+    out = float(offloaded_element_bytes(w.precision, sharding)) if w.optimizer != "none" else 0.0
     return OffloadCopies(weights_in_bytes_per_pass=mem.offloaded_weights_bytes / w.num_gpus,
-                         gradients_out_bytes_per_param=float(offloaded_element_bytes(w.precision, sharding)),
-                         weights_back_bytes_per_param=back)
+                         gradients_out_bytes_per_param=out, weights_back_bytes_per_param=back)
 
 
 def train_regime(arch: DecoderArch, w: Workload, gpu=None) -> str:

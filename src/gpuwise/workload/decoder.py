@@ -15,7 +15,7 @@ from functools import lru_cache
 from importlib.metadata import PackageNotFoundError, version
 
 from gpuwise.workload.config_checks import HEAD_KEYS, HIDDEN_KEYS, LAYER_KEYS
-from gpuwise.workload.decoder_configs import sliding_window_layers, text_config
+from gpuwise.workload.decoder_configs import sliding_window_layers, text_config, vllm_max_model_len
 from gpuwise.workload.errors import WorkloadError
 from gpuwise.workload.llm_config import load_config, transformers_defaults, try_load_decoder_config
 
@@ -133,6 +133,7 @@ class DecoderArch:
     sliding_layers: int = 0         # layers whose KV cache the window bounds
     lm_head_bias: bool = False
     max_position_embeddings: int = 0
+    vllm_max_model_len: int = 0     # the longest prompt + new tokens vLLM starts with (rope scaling counted); 0: unknown
     name: str = field(default="", compare=False)   # the model spec it was loaded for (load_arch), for messages
 
     # ---- shapes -----------------------------------------------------------------------------
@@ -458,6 +459,7 @@ def arch_from_config(cfg: dict) -> DecoderArch:
         sliding_window=window, sliding_layers=sliding, lm_head_bias=mt == "phi",
         max_position_embeddings=int(_get(c, "max_position_embeddings", "n_positions", "seq_length",
                                          "model_max_length", "max_seq_len", default=0)),
+        vllm_max_model_len=vllm_max_model_len(cfg),
     )
 
 

@@ -46,6 +46,33 @@ def missing_decoder_sizes(cfg: dict) -> tuple[str, ...]:
     return tuple(name for name, keys in _REQUIRED_DECODER_SIZES.items() if not any(text.get(k) for k in keys))
 
 
+# vLLM's length keys (config.py's _get_and_verify_max_len): the smallest one a config gives is its limit
+VLLM_LENGTH_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length",
+                    "max_sequence_length", "max_seq_length", "seq_len")
+# rope types whose factor vLLM does not multiply into the length (the config's length already includes it)
+_ROPE_TYPES_UNSCALED = ("su", "longrope", "llama3")
+
+
+def vllm_max_model_len(cfg: dict) -> int:
+    """The longest prompt + new tokens vLLM starts with for this config (0: it states no length), as its
+    _get_and_verify_max_len derives it: the smallest of the length keys, times a rope scaling factor (from
+    ``original_max_position_embeddings`` for yarn) except for the rope types that already count it and Gemma 3."""
+    text = text_config(cfg)
+    lengths = [int(text[k]) for k in VLLM_LENGTH_KEYS if isinstance(text.get(k), (int, float)) and text[k] > 0]
+    if not lengths:
+        return 0
+    length = float(min(lengths))
+    rope = text.get("rope_scaling")
+    model_type = str(text.get("model_type") or cfg.get("model_type") or "")
+    if isinstance(rope, dict) and "gemma3" not in model_type:
+        rope_type = rope.get("rope_type", rope.get("type"))
+        if rope_type not in _ROPE_TYPES_UNSCALED and "factor" in rope:
+            if rope_type == "yarn":
+                length = float(rope.get("original_max_position_embeddings", length))
+            length *= float(rope["factor"])
+    return int(length)
+
+
 def is_decoder_config(cfg: dict) -> bool:
     """True for configs of decoder-only (causal) language models that the closed form can describe."""
     text = text_config(cfg)
