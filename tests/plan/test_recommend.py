@@ -72,8 +72,9 @@ def test_cheapest_fitting_option_is_best_and_oom_is_explained(catalog):
     rec = recommend(model, cat, job=JobSize(samples=100_000), max_gpus=1)
     t4 = next(o for o in rec.options if o.gpu == "t4")
     assert not t4.fits          # 16 GB before the first sample: no micro-batch fits a T4
-    # the fit line's words: the estimate's total to its upper side (it said "needs up to" the upper side alone)
-    assert re.match(r"OOM at batch 1: needs \d+\.\d GiB–15\.4 GiB, 14\.2 GiB usable with 5% kept free",
+    # the fit line's words: the estimate's total to its upper side (it said "needs up to" the upper side alone), then
+    # the usable memory as every fit line says it (memory.uncertainty.usable_words; was "… usable with 5% kept free")
+    assert re.match(r"OOM at batch 1: needs \d+\.\d GiB–15\.4 GiB, 14\.2 GiB usable with 5% of its 15\.0 GiB kept free",
                     t4.excluded_because), t4.excluded_because
     assert rec.best.gpu == "rtx-4090"
     assert rec.fastest.gpu in {"rtx-4090", "a100-40gb-sxm4"}
@@ -448,7 +449,7 @@ def test_an_oom_risk_is_its_own_kind():
     """Where the estimate's total fits and only its upper side does not, scripts can tell it from an OOM."""
     from gpuwise.plan import reasons
 
-    risk = reasons.out_of_memory(4, "21.0 GiB–24.5 GiB", "23.2 GiB", "", risk=True)
-    sure = reasons.out_of_memory(4, "30.0 GiB–33.1 GiB", "23.2 GiB", "", risk=False)
+    risk = reasons.out_of_memory(4, "21.0 GiB–24.5 GiB", "23.2 GiB usable", risk=True)
+    sure = reasons.out_of_memory(4, "30.0 GiB–33.1 GiB", "23.2 GiB usable", risk=False)
     assert (risk.kind, sure.kind) == (reasons.OOM_RISK, reasons.OOM)
     assert risk.text.startswith("OOM risk at batch 4") and sure.text.startswith("OOM at batch 4")

@@ -63,8 +63,9 @@ def test_a_batch_the_gpus_cannot_split_is_said_and_ranked_after_the_changes_that
     sharded = _as_typed(job, shard["change"])
     assert sharded.effective_batch_size > job.effective_batch_size
     note = shard["batch_note"]
-    assert f"effective batch {sharded.effective_batch_size} instead of {job.effective_batch_size}" in note
-    assert f"over {sharded.num_gpus} GPUs" in note
+    assert (f"effective batch {sharded.effective_batch_size} samples per optimizer step instead of "
+            f"{job.effective_batch_size}") in note
+    assert f"× {sharded.num_gpus} GPUs" in note
     # the same training first (effective batch kept), then this one, then the changes of method
     order = [("--finetune" in c["change"], c["batch_note"] is not None) for c in changes]
     assert order == sorted(order) and (False, False) in order and (True, False) in order

@@ -7,7 +7,7 @@ import json
 import logging
 import math
 import sys
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.console import Console
@@ -15,6 +15,9 @@ from rich.console import Console
 from gpuwise.errors import GpuwiseError
 from gpuwise.units import format_bytes
 from gpuwise.workload import Workload, WorkloadError
+
+if TYPE_CHECKING:
+    from gpuwise.plan.spot import SpotRisk
 
 # Human output goes to stdout through rich; with --json, stdout carries one JSON object and nothing else.
 console = Console(highlight=False)
@@ -124,6 +127,26 @@ def usable_words(gpu_memory_bytes: int, headroom_fraction: float) -> str:
     from gpuwise.plan.fit import usable_of
 
     return words(usable_of(gpu_memory_bytes, headroom_fraction), gpu_memory_bytes, headroom_fraction)
+
+
+# Spot (recommend, advise): the assumption a spot price is read with. Left out (None), each is plan.spot's default
+# (``spot_risk``), which the help states: gpuwise.plan is not imported to say it (every command reads this module).
+PreemptionsPerHourOpt = Annotated[Optional[float], typer.Option(
+    "--preemptions-per-hour", help="Spot: preemptions assumed per hour of running, on each machine (default 0.05, "
+    "one in 20 h).")]
+CheckpointEveryOpt = Annotated[Optional[str], typer.Option(
+    "--checkpoint-every", help="Spot: the run's checkpoint interval; a preemption loses half of it (default 30m).")]
+
+
+def spot_risk(preemptions_per_hour: float | None, checkpoint_every: str | None) -> SpotRisk:
+    """The ``plan.spot.SpotRisk`` of ``--preemptions-per-hour`` and ``--checkpoint-every`` (each None: its default
+    there); a value out of range is refused in one line naming its option."""
+    from gpuwise.plan.spot import DEFAULT_CHECKPOINT_INTERVAL_S, DEFAULT_PREEMPTIONS_PER_HOUR, SpotRisk
+
+    return SpotRisk(
+        DEFAULT_PREEMPTIONS_PER_HOUR if preemptions_per_hour is None else preemptions_per_hour,
+        DEFAULT_CHECKPOINT_INTERVAL_S if checkpoint_every is None else duration_option("--checkpoint-every",
+                                                                                       checkpoint_every))
 
 
 def use_trace_cache(enabled: bool) -> None:
@@ -316,13 +339,18 @@ def currency_option(option: str, text: str) -> str:
     return code
 
 
-def duration_option(option: str, text: str, **kwargs: Any) -> float:
-    """Seconds of a duration option (``--restart-time 15m``), > 0 and finite; one line naming the option if not.
-    ``kwargs``: ``parse_duration_s``'s (the examples a refusal gives)."""
+# What a refused duration option gives as examples: each with its unit, as every duration option's refusal does
+# (recommend refuses a bare --deadline 12: which unit was meant is a guess), never a bare number such as 3600.
+DURATION_EXAMPLES = "30m, 12h, 1d12h"
+
+
+def duration_option(option: str, text: str, *, examples: str = DURATION_EXAMPLES) -> float:
+    """Seconds of a duration option (``--restart-time 15m``), > 0 and finite; one line naming the option, with
+    ``examples`` (each with a unit), if not."""
     from gpuwise.units import UnitError, parse_duration_s
 
     try:
-        return parse_duration_s(text, **kwargs)
+        return parse_duration_s(text, examples=examples)
     except UnitError as e:
         raise UnitError(f"{option}: {e}") from None
 

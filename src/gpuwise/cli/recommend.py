@@ -45,8 +45,8 @@ def recommend(
     max_gpus: Annotated[int, typer.Option("--max-gpus", help="Largest GPU count to quote: 1, 2, 4, 8 (one machine), then 16, 32 … (whole machines, at most 1024), up to N: 3 quotes 1 and 2. Past one machine only from providers that rent clusters (AWS, GCP, Aliyun); a note names the others.")] = 8,
     spot: Annotated[bool, typer.Option("--spot", help="Include spot/interruptible offers, priced with expected preemptions.")] = False,
     live: c.LiveOpt = False,
-    preemptions_per_hour: Annotated[float, typer.Option("--preemptions-per-hour", help="Spot: preemptions assumed per hour of running (default 0.05, one in 20 h).")] = 0.05,
-    checkpoint_every: Annotated[str, typer.Option("--checkpoint-every", help="Spot: the guard's checkpoint interval; a preemption loses half of it (default 30m).")] = "30m",
+    preemptions_per_hour: c.PreemptionsPerHourOpt = None,
+    checkpoint_every: c.CheckpointEveryOpt = None,
     effective_batch: Annotated[Optional[int], typer.Option("--effective-batch", help="Samples per optimizer step, kept on every option (default: batch × grad-accum).")] = None,
     per_gpu_batch: Annotated[bool, typer.Option("--per-gpu-batch", help="Run --batch-size on every GPU instead: the effective batch grows with the GPU count.")] = False,
     currency: Annotated[Optional[str], typer.Option("--currency", help=f"Rank costs in this currency ({', '.join(sorted(CNY_PER_UNIT))}).")] = None,
@@ -72,7 +72,6 @@ def recommend(
     from gpuwise.plan import Constraints, JobSize, PlanError, model_for, parse_headroom, recommend as plan_recommend
     from gpuwise.plan.recommend import resolve_gpu_ids
     from gpuwise.plan.recommend import auto_micro_batch
-    from gpuwise.plan.spot import SpotRisk
     from gpuwise.plan.plot import plot_recommendation
     from gpuwise.launch import check_emit, is_server, launch_best, serve_best
 
@@ -123,7 +122,7 @@ def recommend(
         budget_currency=budget_currency, headroom_fraction=headroom_fraction,
         max_ttft_s=_duration("--ttft", ttft), max_tpot_s=_duration("--tpot", tpot),
     )
-    spot_risk = SpotRisk(preemptions_per_hour, c.duration_option("--checkpoint-every", checkpoint_every))
+    spot_risk = c.spot_risk(preemptions_per_hour, checkpoint_every)
     cat = c.load_catalog_for(catalog, live)
     c.text_option("--gpus", gpus, names="GPU", give="names, e.g. --gpus rtx-4090,a100-80gb-sxm4", unset="every GPU")
     gpu_ids = resolve_gpu_ids(cat, [g for g in gpus.split(",") if g.strip()]) if gpus else None   # before tracing
@@ -164,6 +163,7 @@ def recommend(
         for quotes, dicts in picked:
             for o, d in zip(quotes, dicts):
                 d["likely_time_range_s"] = likely_job_time_range_s(o, rec.method)
+                d["deadline_at_risk_s"] = deadline_at_risk_s(o, rec.method, constraints.deadline_s)
         if stale:
             answer["notes"] = [*answer["notes"], stale]
         c.print_json({**answer, "user_calibration": [cal.summary for cal in calibrated],
@@ -416,16 +416,26 @@ def _limits(left_out) -> str:
     return "budget" if left_out.exclusion.kinds == (BUDGET,) else "the constraints"
 
 
+def deadline_at_risk_s(option, method: str, deadline_s: float | None) -> float | None:
+    """The job's time at the slow end of its likely range (plan/accuracy.py) where the prediction meets
+    ``deadline_s`` and that slow end does not: the "at risk" line, and each option's ``deadline_at_risk_s`` in
+    --json. None: no deadline, no likely range, the slow end within it, or the deadline missed outright (the
+    option is left out for it)."""
+    from gpuwise.plan.accuracy import likely_job_time_range_s
+
+    if deadline_s is None or option.total_time_s is None or option.total_time_s > deadline_s:
+        return None
+    likely = likely_job_time_range_s(option, method)
+    return likely[1] if likely and likely[1] > deadline_s else None
+
+
 def _risks(best, deadline_s: float | None, method: str) -> None:
     """What the table cannot show about the pick: its warnings (real JPEGs needing more CPU cores than the
     GPU comes with, in full), and a deadline met by the prediction but not at the slow end of its likely
-    range (plan/accuracy.py)."""
-    from gpuwise.plan.accuracy import likely_job_time_range_s
-
+    range (``deadline_at_risk_s``)."""
     _warnings(best, full_decoding=True)
-    likely = likely_job_time_range_s(best, method) if deadline_s else None
-    if likely and likely[1] > deadline_s:
-        slow = likely[1]
+    slow = deadline_at_risk_s(best, method, deadline_s)
+    if slow is not None:
         c.console.print(f"  [yellow]at risk:[/] at the slow end of the likely range "
                         f"({slow / best.total_time_s:.2f}x the prediction) it would take {format_duration(slow)}, "
                         f"past the {format_duration(deadline_s)} deadline")

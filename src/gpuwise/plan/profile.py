@@ -17,7 +17,7 @@ from gpuwise.catalog.resolve import mig_count_refusal
 from gpuwise.catalog.topology import Topology, topology_for
 from gpuwise.memory import estimate_memory
 from gpuwise.memory.model import MemoryEstimate
-from gpuwise.memory.uncertainty import fit_verdict, fit_wording
+from gpuwise.memory.uncertainty import fit_verdict, fit_wording, usable_words
 from gpuwise.memory.parallel import ModelState, data_parallel_memory, held_throughout, ring_of, with_data_parallel
 from gpuwise.plan.errors import PlanError
 from gpuwise.plan import reasons
@@ -146,11 +146,12 @@ def estimate_fit(est: Estimate, headroom_fraction: float = DEFAULT_HEADROOM_FRAC
             exclusion=reasons.no_kv_room(capacity.shortfall(context, batch)
                                          or "no room for one sequence's KV cache in vLLM's reservation"))
     peak, usable = est.memory.total_upper_bytes, usable_bytes(est.gpu, headroom_fraction)
-    kept = f" with {headroom_fraction:.0%} kept free" if headroom_fraction else ""
+    judged = (est.gpu.visible_memory_bytes, headroom_fraction)     # said as every fit line says it (usable_words)
     # the upper side decides (one fit rule); where the estimate's total itself fits, it is a risk, not a certainty
-    oom = reasons.out_of_memory(est.workload.batch_size, f"{format_bytes(est.memory.total_bytes)}–{format_bytes(peak)}",
-                                format_bytes(usable), kept, risk=fit_verdict(est.memory, usable) == "tight")
-    return EstimateFit(fits=fits(peak, est.gpu, headroom_fraction), summary=fit_wording(est.memory, usable),
+    needs = f"{format_bytes(est.memory.total_bytes)}–{format_bytes(peak)}"
+    oom = reasons.out_of_memory(est.workload.batch_size, needs, usable_words(usable, *judged),
+                                risk=fit_verdict(est.memory, usable) == "tight")
+    return EstimateFit(fits=fits(peak, est.gpu, headroom_fraction), summary=fit_wording(est.memory, usable, *judged),
                        spare_bytes=spare_bytes(peak, est.gpu, headroom_fraction), exclusion=oom)
 
 

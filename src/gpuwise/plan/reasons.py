@@ -60,11 +60,12 @@ def batch_does_not_split(effective: int, count: int, micro_batch: int) -> Exclus
                             f"--per-gpu-batch runs micro-batch {micro_batch} on each)")
 
 
-def out_of_memory(batch: int, needs: str, usable: str, kept: str, *, risk: bool) -> Exclusion:
-    """The fit line's words: ``needs`` the estimate's total to its upper side; ``risk`` where the total
-    itself fits and only the upper side does not."""
+def out_of_memory(batch: int, needs: str, usable: str, *, risk: bool) -> Exclusion:
+    """The fit line's words: ``needs`` the estimate's total to its upper side, ``usable`` the memory it was judged
+    against as every fit line says it (``memory.uncertainty.usable_words``: '14.2 GiB usable with 5% of its 15.0 GiB
+    kept free'); ``risk`` where the total itself fits and only the upper side does not."""
     return Exclusion(OOM_RISK if risk else OOM,
-                     f"{'OOM risk' if risk else 'OOM'} at batch {batch}: needs {needs}, {usable} usable{kept}")
+                     f"{'OOM risk' if risk else 'OOM'} at batch {batch}: needs {needs}, {usable}")
 
 
 def no_kv_room(shortfall: str) -> Exclusion:

@@ -134,13 +134,15 @@ def changes_method(remedy: Remedy) -> bool:
 def batch_change_note(job: Workload, changed: Workload) -> str | None:
     """What a change does to the job's effective batch (samples per optimizer step), in words; None where it keeps
     it, as every remedy does that can: a smaller micro-batch adds accumulation steps, sharding over N GPUs splits
-    the batch over them (``per_gpu_layout``). Only a batch that does not split evenly over the GPUs grows."""
+    the batch over them (``per_gpu_layout``). Only a batch that does not split evenly over the GPUs grows: "effective
+    batch 4 samples per optimizer step instead of 1 (batch 1 per GPU × 4 GPUs, as 1 does not split evenly over 4)"."""
     old, new = job.effective_batch_size, changed.effective_batch_size
     if not job.is_training or new == old:
         return None
-    why = (f": {old} do not split evenly over {changed.num_gpus} GPUs"
-           if changed.num_gpus != job.num_gpus and old % changed.num_gpus else "")
-    return f"effective batch {new} instead of {old} samples per optimizer step{why}"
+    count = changed.num_gpus
+    why = f", as {old} does not split evenly over {count}" if count != job.num_gpus and old % count else ""
+    layout = f" (batch {new // count} per GPU × {count} GPUs{why})" if count > 1 else ""
+    return f"effective batch {new} samples per optimizer step instead of {old}{layout}"
 
 
 def per_gpu_layout(effective_batch: int, count: int, micro_batch_limit: int) -> tuple[int, int]:
