@@ -20,7 +20,8 @@ from gpuwise.advise.gpu_options import (SPOT_RISK, expected_cost_for, expected_h
 from gpuwise.plan.fit import DEFAULT_HEADROOM_FRACTION, usable_of
 from gpuwise.plan.quote import Quote
 from gpuwise.plan.spot import SpotRisk
-from gpuwise.advise.gpu_plan import GpuPlan, SwitchCost, switch_saving
+from gpuwise.advise.gpu_plan import (MIN_SAVING_AMOUNT, MIN_SAVING_CURRENCY, MIN_SAVING_SHARE, GpuPlan, SwitchCost,
+                                     min_switch_saving, switch_saving, worth_switching)
 from gpuwise.advise.noise_scale import NoiseScaleSummary, pollux_efficiency, steps_ratio
 from gpuwise.advise.overfitting import MEDIAN_EVALS, EvalRise
 from gpuwise.advise.phases import PLATEAU, RISING, loss_drop_per_doubling
@@ -256,8 +257,9 @@ def eval_rising_advice(o: EvalRise) -> list[Advice]:
 
 
 def switch_advice(pricing: Pricing, remaining_steps: int, end_reason: str) -> list[Advice]:
-    """The remaining steps on each GPU cheaper per step than the current one, with the saving after switching;
-    nothing where no step remains (the run ends at its last logged step)."""
+    """The remaining steps on each GPU cheaper per step than the current one, with the saving after switching, where
+    that saving is worth a switch (``gpu_plan.worth_switching``, as the plan judges it); else why staying is the
+    answer (``no_switch_reason``); nothing where no step remains (the run ends at its last logged step)."""
     if remaining_steps <= 0:
         return []
     cur = pricing.current
@@ -266,26 +268,18 @@ def switch_advice(pricing: Pricing, remaining_steps: int, end_reason: str) -> li
                        + (pricing.note or "pass --gpu and --step-time-s (or a log with wall times)."), {})]
     if cur.fits is False:
         return memory_advice(pricing, remaining_steps, end_reason)   # never "stay on" a GPU the run does not fit
-    rows = []
-    for o in pricing.options:
-        if o.gpu == cur.gpu or o.fits is False:
-            continue
-        saving = switch_saving(cur, o, remaining_steps, pricing.switch, pricing.spot_risk)
-        if saving <= 0:
-            continue
-        rows.append({**_remaining_on(o, remaining_steps, pricing.spot_risk, pricing.switch), "saving": saving,
-                     "fits_memory": o.fits})
-    rows.sort(key=lambda r: -r["saving"])
     stay = _remaining_on(cur, remaining_steps, pricing.spot_risk)
-    stay_cost = stay["cost"]
-    currency = pricing.currency
+    stay_cost, currency = stay["cost"], pricing.currency
+    minimum = min_switch_saving(stay_cost, currency)
+    saving_rows = _saving_rows(pricing, remaining_steps)
+    rows = [r for r in saving_rows if worth_switching(r["saving"], stay_cost, currency)]
     numbers = {"remaining_steps": remaining_steps, "end": end_reason, "stay": stay, "options": rows[:8],
-               "currency": currency}
+               "min_saving": minimum, "currency": currency}
     if not rows:
-        text = (f"No GPU in the catalog finishes the remaining {remaining_steps:,} steps ({end_reason}) for less than "
-                f"staying on {cur.gpu} ({_hours_text(stay)}, {format_money(stay_cost, currency)}), "
-                f"counting {format_duration(pricing.switch.overhead_s)} of switching.")
-        return [Advice("switch_gpu", "Stay on this GPU", text, numbers)]
+        why = no_switch_reason(pricing, remaining_steps)
+        return [Advice("switch_gpu", "Stay on this GPU", f"Stay on {cur.gpu} for the rest of the run "
+                       f"({end_reason}): {why}.",
+                       {**numbers, "no_switch": why, "best_below_min": saving_rows[0] if saving_rows else None})]
     best = rows[0]
     listed = "; ".join(f"{r['gpu']} ({_seller(r['provider'], r['spot'])}): {_hours_text(r)}, "
                        f"{format_money(r['cost'], currency)}, saves {format_money(r['saving'], currency)}"
@@ -295,6 +289,45 @@ def switch_advice(pricing: Pricing, remaining_steps: int, end_reason: str) -> li
             f"{format_duration(pricing.switch.overhead_s)} of switching (save, move the checkpoint, restart) at the "
             f"new price: {listed}. Best: {best['gpu']}, saving {format_money(best['saving'], currency)}.")
     return [Advice("switch_gpu", f"Finish on {best['gpu']}", text, numbers)]
+
+
+def _saving_rows(pricing: Pricing, remaining_steps: int) -> list[dict]:
+    """The remaining steps on each other GPU the run may fit that costs less than staying, switching counted:
+    time, cost and saving, biggest saving first."""
+    cur, rows = pricing.current, []
+    for o in pricing.options:
+        if o.gpu == cur.gpu or o.fits is False:
+            continue
+        saving = switch_saving(cur, o, remaining_steps, pricing.switch, pricing.spot_risk)
+        if saving > 0:
+            rows.append({**_remaining_on(o, remaining_steps, pricing.spot_risk, pricing.switch), "saving": saving,
+                         "fits_memory": o.fits})
+    return sorted(rows, key=lambda r: -r["saving"])
+
+
+def no_switch_reason(pricing: Pricing, remaining_steps: int) -> str | None:
+    """Why no switch is advised for the remaining steps, in words (None where one is: a switch now saves at least
+    ``min_switch_saving``): no GPU finishes them for less, or the most a switch saves is less than a switch must.
+    A switch now saves the most any switch can (a later one moves fewer steps, for the same switching cost), so
+    this is also why the plan stays."""
+    cur, currency = pricing.current, pricing.currency
+    stay = _remaining_on(cur, remaining_steps, pricing.spot_risk)
+    minimum = min_switch_saving(stay["cost"], currency)
+    rows = _saving_rows(pricing, remaining_steps)
+    if rows and worth_switching(rows[0]["saving"], stay["cost"], currency):
+        return None
+    staying = f"staying on {cur.gpu} ({_hours_text(stay)}, {format_money(stay['cost'], currency)})"
+    if not rows:
+        return (f"no GPU in the catalog finishes the remaining {remaining_steps:,} steps for less than {staying}, "
+                f"counting {format_duration(pricing.switch.overhead_s)} of switching")
+    best = rows[0]
+    return (f"the most a switch saves on the remaining {remaining_steps:,} steps is "
+            f"{format_money(best['saving'], currency, nonzero=True)}, finishing on {best['gpu']} "
+            f"({_seller(best['provider'], best['spot'])}: {_hours_text(best)}, "
+            f"{format_money(best['cost'], currency)}) "
+            f"against {staying}, less than the {format_money(minimum, currency, nonzero=True)} a switch must save to "
+            f"be worth it ({MIN_SAVING_SHARE:.0%} of staying, or "
+            f"{format_money(MIN_SAVING_AMOUNT, MIN_SAVING_CURRENCY)} where that is less)")
 
 
 def _remaining_on(o: Quote, steps: int, risk: SpotRisk, switch: SwitchCost | None = None) -> dict:
@@ -450,14 +483,17 @@ def healthy_advice(a: CurveAnalysis) -> list[Advice]:
                    {"phase": last.kind, "drop_per_doubling": last.drop_per_doubling})]
 
 
-def plan_advice(plan: GpuPlan) -> list[Advice]:
+def plan_advice(plan: GpuPlan, no_switch: str | None = None) -> list[Advice]:
+    """The plan in words; a "stay" plan says why no switch is advised where ``no_switch`` (``no_switch_reason``)
+    does."""
     cur = plan.stay
     if len(plan.phases) == 1 and plan.phases[0].gpu_id == cur.gpu_id:
         return [Advice("plan", "Plan: stay", f"Staying on {cur.gpu_id} to step {plan.end_step:,} ({plan.end_reason}) "
-                       f"is the cheapest plan found: {format_money(cur.cost, plan.currency)}"
-                       + (f", {format_duration(cur.hours * 3600)}{_preempted(cur.preemption_hours)}."
-                          if cur.preemption_hours else "."),
-                       {"cost": cur.cost, "saving": 0.0, "preemption_hours": cur.preemption_hours})]
+                       f"is the plan: {format_money(cur.cost, plan.currency)}"
+                       + (f", {format_duration(cur.hours * 3600)}{_preempted(cur.preemption_hours)}"
+                          if cur.preemption_hours else "") + (f"; {no_switch}." if no_switch else "."),
+                       {"cost": cur.cost, "saving": 0.0, "preemption_hours": cur.preemption_hours,
+                        "no_switch": no_switch})]
     moved = plan.phases[-1]
     when = "now" if moved.from_step <= cur.from_step else f"after step {moved.from_step:,}"
     return [Advice("plan", f"Plan: move to {moved.gpu_id} {when}",

@@ -4,7 +4,8 @@ Why switch at all: while the loss falls fast, wall time buys progress and a fast
 price; once progress per hour is small, only the price per step matters, and a cheaper GPU finishes
 the tail for less. A switch costs time on the new GPU before the first useful step (save, move the
 checkpoint, restart, warm up), billed at the new GPU's price. A spot offer's phase takes (and is billed) its
-expected preemptions too, by recommend's rule (``gpu_options.expected_hours_for``).
+expected preemptions too, by recommend's rule (``gpu_options.expected_hours_for``). A switch is advised only
+where it saves what it is worth (``worth_switching``): a few cents for half an hour more of wall time is no saving.
 """
 
 from __future__ import annotations
@@ -12,8 +13,28 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from gpuwise.advise.gpu_options import SPOT_RISK, expected_cost_for, expected_hours_for, preemption_hours_for
+from gpuwise.plan.money import convert
 from gpuwise.plan.quote import Quote
 from gpuwise.plan.spot import SpotRisk
+
+
+# A switch is worth advising where it saves at least this share of what staying costs ...
+MIN_SAVING_SHARE = 0.05
+# ... or at least this amount (converted to the ranking currency): a saving under both is no saving, only a restart,
+# a moved checkpoint and more wall time (an rtx-4090 run "saved ¥0.00" finishing on an rtx-3080-ti, 43 min slower).
+MIN_SAVING_AMOUNT, MIN_SAVING_CURRENCY = 1.0, "USD"
+
+
+def min_switch_saving(stay_cost: float, currency: str) -> float:
+    """The least a switch must save, in ``currency``, where staying costs ``stay_cost``: ``MIN_SAVING_SHARE`` of
+    that, or ``MIN_SAVING_AMOUNT`` ``MIN_SAVING_CURRENCY`` where that is less."""
+    return min(MIN_SAVING_SHARE * stay_cost, convert(MIN_SAVING_AMOUNT, MIN_SAVING_CURRENCY, currency))
+
+
+def worth_switching(saving: float, stay_cost: float, currency: str) -> bool:
+    """Whether a switch saving ``saving`` (switching counted) against ``stay_cost`` is worth advising: the one rule
+    for the switch advice, its "Best:" and the plan."""
+    return saving > 0 and saving >= min_switch_saving(stay_cost, currency)
 
 
 @dataclass(frozen=True)
@@ -87,8 +108,9 @@ def switch_saving(current: Quote, other: Quote, remaining_steps: float, switch: 
 
 def plan_run(current: Quote, options: list[Quote], *, now_step: int, switch_step: int, end_step: int,
              end_reason: str, switch: SwitchCost = SwitchCost(), risk: SpotRisk = SPOT_RISK) -> GpuPlan:
-    """Stay on ``current`` until ``switch_step``, then move to the option that saves most on the rest (if any saves);
-    a spot offer's phase takes the preemptions ``risk`` expects."""
+    """Stay on ``current`` until ``switch_step``, then move to the option that saves most on the rest, where that
+    saving is worth a switch (``worth_switching``, against staying to ``end_step``); a spot offer's phase takes the
+    preemptions ``risk`` expects."""
     now_step = int(now_step)
     end_step = max(int(end_step), now_step)
     switch_step = min(max(int(switch_step), now_step), end_step)
@@ -96,7 +118,8 @@ def plan_run(current: Quote, options: list[Quote], *, now_step: int, switch_step
     tail = end_step - switch_step
     candidates = [o for o in options if o.gpu != current.gpu and o.fits is not False]
     best = max(candidates, key=lambda o: switch_saving(current, o, tail, switch, risk), default=None)
-    if best is None or tail <= 0 or switch_saving(current, best, tail, switch, risk) <= 0:
+    saving = switch_saving(current, best, tail, switch, risk) if best is not None else 0.0
+    if tail <= 0 or not worth_switching(saving, stay.cost, current.ranking_currency):
         return GpuPlan((stay,), stay, current.ranking_currency, end_step, end_reason)
     phases = []
     if switch_step > now_step:

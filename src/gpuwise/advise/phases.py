@@ -279,19 +279,24 @@ def detect_phases(steps: np.ndarray, loss: np.ndarray, th: PhaseThresholds = Pha
         drop[:plunge] = 1.0 - np.exp(fall_slope * np.log(2.0))
         sure[:plunge] = True
     runs = _runs(kinds)
-    # a run's extent, in ln-steps and as a share of all steps, up to where the next run begins
-    bounds_lt = np.append(centres, log_time(steps)[-1])
+    # a run's extent, in ln-steps and as a share of all steps, up to where the next run begins: both from the
+    # steps the table prints (each bin's first step; the first shifts log_time as all the steps do), not from the
+    # bins' mean ln-step, which lies inside a bin of many points (41-47 read as x1.17, printed x1.15)
     bounds_step = np.append(firsts, steps[-1]).astype(float)
+    bounds_lt = log_time(bounds_step)
 
     # How far the ln-loss fell over the whole run: a descent that carries most of it is the run's
     # learning however few steps it took, and must not fold into the plateau after it.
     whole_fall = float(np.max(log_y[:3]) - np.min(log_y))
 
     def carries_the_fall(kind: str, i0: int, i1: int) -> bool:
+        # the fall across the run itself: from its first bin (or the one before, where it starts falling) to its
+        # last (or the one after). Measured from the run's highest point before to its lowest after, a one-bin
+        # "fast descent" half-way down a noisy decay "carried" the fall of the whole curve and kept a 4-step phase.
         if kind != FAST or whole_fall <= 0:
             return False
-        before = float(np.max(log_y[: i0 + 1]))
-        after = float(np.min(log_y[i1 + 1:])) if i1 + 1 < len(log_y) else float(log_y[i1])
+        before = float(np.max(log_y[max(i0 - 1, 0): i0 + 1]))
+        after = float(np.min(log_y[i1: i1 + 2]))
         return before - after >= FALL_SHARE_KEPT * whole_fall
 
     def wide_enough(kind: str, i0: int, i1: int) -> bool:

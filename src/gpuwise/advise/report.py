@@ -12,13 +12,14 @@ import numpy as np
 
 from gpuwise.advise.advice import (Advice, Pricing, diverged_advice, forecast_advice, healthy_advice,
                                    eval_rising_advice, implausible_advice, is_flat, noise_advice, not_learning_advice, overfitting_advice,
-                                   plan_advice, plateau_advice, stop_advice, switch_advice)
+                                   no_switch_reason, plan_advice, plateau_advice, stop_advice,
+                                   switch_advice)
 from gpuwise.advise.analysis import AdviseSettings, CurveAnalysis, analyze_curve
 from gpuwise.advise.data import TrainingLog
 from gpuwise.advise.errors import AdviseError
 from gpuwise.advise.fit import forecast_points
 from gpuwise.advise.gpu_options import SPOT_RISK, gpu_options
-from gpuwise.advise.gpu_plan import GpuPlan, SwitchCost, plan_run
+from gpuwise.advise.gpu_plan import GpuPlan, SwitchCost, min_switch_saving, plan_run
 from gpuwise.advise.noise_scale import NoiseScaleSummary, summarise
 from gpuwise.advise.phases import RISING
 from gpuwise.advise.run_end import RunEnd, recorded_run_end, run_end_advice
@@ -77,6 +78,7 @@ class AdviceReport:
     thinned: Mapping[str, int] | None = None   # the log thinned on read: rows_read, points, bin_steps (None: not)
     run_end: RunEnd | None = None           # how a guarded run ended, as its run log records it (None: not recorded)
     eval_rising: EvalRise | None = None     # an eval loss rising while the training loss does not fall
+    no_switch: str | None = None            # why the plan stays on the current GPU (None: it moves, or no plan)
 
     @property
     def diagnosis(self) -> str:
@@ -110,7 +112,9 @@ class AdviceReport:
             "plan_summary": None if self.plan is None else {
                 "end_step": self.plan.end_step, "end_reason": self.plan.end_reason, "currency": self.plan.currency,
                 "cost": round(self.plan.cost, 2), "hours": round(self.plan.hours, 3),
-                "stay": self.plan.stay.to_dict(), "saving": round(self.plan.saving, 2)},
+                "stay": self.plan.stay.to_dict(), "saving": round(self.plan.saving, 2),
+                "min_switch_saving": round(min_switch_saving(self.plan.stay.cost, self.plan.currency), 2),
+                "no_switch": self.no_switch},
             "ranking_currency": self.pricing.currency,
             "exchange_rates": None if self.pricing.currency is None else {
                 "units_of_ranking_currency_per_unit": rates_in(self.pricing.currency), "checked": RATES_CHECKED,
@@ -280,7 +284,7 @@ def advise(log: TrainingLog, settings: AdviseSettings = AdviseSettings(), catalo
     if a.diagnosis in ("diverged", "not_learning") and ns is not None:
         items += [x for x in noise_advice(a, ns, pricing) if x.kind == "batch_size"]
 
-    plan = None
+    plan, no_switch = None, None
     fits = pricing.current is not None and pricing.current.fits is not False
     if not fits and pricing.current is not None and a.diagnosis not in ("diverged", "not_learning") \
             and not any(x.kind == "memory" for x in items):
@@ -289,9 +293,10 @@ def advise(log: TrainingLog, settings: AdviseSettings = AdviseSettings(), catalo
         plan = plan_run(pricing.current, list(pricing.options), now_step=a.last_step,
                         switch_step=_switch_step(a, end_step), end_step=end_step, end_reason=end_reason,
                         switch=pricing.switch, risk=pricing.spot_risk)
-        if len(plan.phases) > 1 or plan.phases[0].gpu_id != pricing.current.gpu \
-                or not any(x.kind == "switch_gpu" for x in items):
-            items += plan_advice(plan)  # a "stay" plan says nothing a "stay on this GPU" item has not
+        stays = len(plan.phases) == 1 and plan.phases[0].gpu_id == pricing.current.gpu
+        no_switch = no_switch_reason(pricing, remaining) if stays else None
+        if not stays or not any(x.kind == "switch_gpu" for x in items):
+            items += plan_advice(plan, no_switch)  # a "stay" plan says nothing a "stay on this GPU" item has not
         if not is_flat(a) and not any(x.kind == "switch_gpu" for x in items) and len(plan.phases) == 1:
             items += [x for x in switch_advice(pricing, remaining, end_reason) if x.numbers.get("options")]
     thinned = None
@@ -299,7 +304,7 @@ def advise(log: TrainingLog, settings: AdviseSettings = AdviseSettings(), catalo
         thinned = {"rows_read": log.rows_read, "points": len(log.curve), "bin_steps": log.thinned_bin_steps}
     return AdviceReport(a, ns, tuple(items), plan, pricing, log.curve.source, settings.target_loss, end_step, end_reason,
                         log.loss_name, log.other_loss_names, overfit, log.eval_name, thinned, run_end=run_end,
-                        eval_rising=eval_rising)
+                        eval_rising=eval_rising, no_switch=no_switch)
 
 
 def _switch_step(a: CurveAnalysis, end_step: int) -> int:
