@@ -12,7 +12,6 @@ from rich.table import Table
 from gpuwise.cli import common as c
 from gpuwise.cli.calibrate import NoUserCalibrationOpt, user_correction
 from gpuwise.cli.workload_options import workload_options, workload_or_checked
-from gpuwise.plan.spot import DEFAULT_PREEMPTIONS_PER_HOUR, SpotRisk
 from gpuwise.workload.model import check_precision
 from gpuwise.text import clipped, for_console
 
@@ -41,8 +40,8 @@ def advise(
     plot: Annotated[Optional[str], typer.Option("--plot", help="Write a PNG: raw and smoothed loss, phases, forecast band.")] = None,
     model: Annotated[Optional[str], typer.Option("--model", help="The run's model (as for estimate, with the same workload options): step times on other GPUs then come from the time predictor.")] = None,
     spot: Annotated[bool, typer.Option("--spot", help="Let spot/interruptible offers compete, priced with expected preemptions as recommend prices them.")] = False,
-    preemptions_per_hour: Annotated[float, typer.Option("--preemptions-per-hour", help="Spot: preemptions assumed per hour of running, on each machine (default 0.05, one in 20 h; as recommend).")] = DEFAULT_PREEMPTIONS_PER_HOUR,
-    checkpoint_every: Annotated[str, typer.Option("--checkpoint-every", help="Spot: the run's checkpoint interval; a preemption loses half of it (default 30m; as recommend).")] = "30m",
+    preemptions_per_hour: c.PreemptionsPerHourOpt = None,
+    checkpoint_every: c.CheckpointEveryOpt = None,
     currency: Annotated[Optional[str], typer.Option("--currency", help="Compare costs in this currency (default: as recommend).")] = None,
     headroom: c.HeadroomOpt = None,
     loss_tag: Annotated[Optional[str], typer.Option("--loss-tag", help="The loss series to read: a CSV/JSONL column, TensorBoard tag or run-log metric (default: the first loss-like name; the output names the others).")] = None,
@@ -85,7 +84,7 @@ def advise(
     need_bytes = c.size_option("--peak-memory", peak_memory) if peak_memory is not None else None
     switch = SwitchCost(restart_s=c.duration_option("--restart-time", restart_time),
                         checkpoint_bytes=c.size_option("--checkpoint-size", checkpoint_size))
-    spot_risk = SpotRisk(preemptions_per_hour, c.duration_option("--checkpoint-every", checkpoint_every))  # recommend's rule
+    spot_risk = c.spot_risk(preemptions_per_hour, checkpoint_every)     # recommend's options and rule
     c.text_option("--gpu", gpu, names="GPU", give="a GPU's name", unset="the run log's GPU")
     cat = load_catalog(catalog)
     provider = check_provider(cat, provider)     # with or without --gpu: an unknown one is refused, not ignored
