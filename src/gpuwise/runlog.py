@@ -33,7 +33,7 @@ import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from gpuwise.errors import GpuwiseError
@@ -461,6 +461,35 @@ def read_gpu_samples(path: str | Path, *, up_to_rowid: int | None = None) -> lis
     know, from a newer one, are kept as they are)."""
     return _sample_dicts(path, f"SELECT {{columns}} FROM gpu_samples WHERE rowid <= ? ORDER BY {SAMPLE_ORDER}",
                          (_bound(up_to_rowid),))
+
+
+ROWS_PER_CHUNK = 16_384   # iter_gpu_sample_rows: a few MB of Python objects at a time, however long the log
+
+
+def iter_gpu_sample_rows(path: str | Path, names: Sequence[str], *, up_to_rowid: int | None = None,
+                         rows_per_chunk: int = ROWS_PER_CHUNK) -> Iterator[list[tuple]]:
+    """The ``gpu_samples`` rows written up to ``up_to_rowid`` (all: None), in the order written (rowid), as tuples
+    of the columns ``names`` (of ``GPU_SAMPLE_NAMES``; NULL where a log written before one existed lacks it), in
+    lists of at most ``rows_per_chunk``: a long log is read without holding every row at once. No rows where the
+    log has no ``gpu_samples``; RunLogError as ``_rows``."""
+    unknown = [n for n in names if n not in GPU_SAMPLE_NAMES]
+    if unknown:
+        raise ValueError(f"not gpu_samples columns: {', '.join(unknown)}")
+    conn = open_for_reading(path)
+    try:
+        if not conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='gpu_samples'").fetchone():
+            return
+        conn.row_factory = None
+        present = {row[1] for row in conn.execute("PRAGMA table_info(gpu_samples)")}
+        select = ", ".join(n if n in present else f"NULL AS {n}" for n in names)
+        cursor = conn.execute(f"SELECT {select} FROM gpu_samples WHERE rowid <= ? ORDER BY rowid",
+                              (_bound(up_to_rowid),))
+        while rows := cursor.fetchmany(rows_per_chunk):
+            yield rows
+    except sqlite3.Error as exc:
+        raise RunLogError(_unreadable(path, exc, "unreadable run log")) from None
+    finally:
+        conn.close()
 
 
 def read_gpu_usage(path: str | Path, *, up_to_rowid: int | None = None) -> list[dict]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,7 +40,7 @@ class Report:
     usage: UsageSummary
     right_sizing: RightSizing | None
     notes: tuple[str, ...]
-    samples: tuple[GpuSample, ...] = ()   # the log's samples, for plots (not in to_dict)
+    samples: Sequence[GpuSample] = ()     # the log's samples (a SampleTable for a run log), for plots (not in to_dict)
     predicted_vs_measured: PredictedVsMeasured | None = None   # when the log records its workload
     warnings: tuple[str, ...] = ()        # what makes the figures doubtful (a --gpu the job cannot have run on)
     compared_as: str | None = None        # the GPU --gpu named, when it is not the one the log names

@@ -7,12 +7,15 @@ import html
 import io
 from pathlib import Path
 
+import numpy as np
+
 from gpuwise.atomic import write_text_atomic
 from gpuwise.plan.fit import usable_of
 from gpuwise.report.build import Report
 from gpuwise.report.errors import ReportError
 from gpuwise.report.predicted_vs_measured import comparison_lines
 from gpuwise.report.run_end import run_end_line
+from gpuwise.report.sample_table import sample_table
 from gpuwise.report.text import kind_line
 from gpuwise.report.usage import gpu_labels, spans
 from gpuwise.units import format_bytes, format_duration, format_money
@@ -41,28 +44,29 @@ def _timeline_png(report: Report) -> str:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    u, r, samples = report.usage, report.right_sizing, report.samples
+    u, r = report.usage, report.right_sizing
     fig, (ax_mem, ax_busy) = plt.subplots(2, 1, figsize=(9, 5.2), sharex=True)
-    last_s = max((s.t_s - u.start_t_s for s in samples if s.label in u.job_labels), default=0.0)
+    table = sample_table(report.samples)
+    devices = {d.label: d for d in table.devices() if d.label in u.job_labels}
+    last_s = max((d.last_t_s - u.start_t_s for d in devices.values()), default=0.0)
     unit_s, unit_name = time_axis(last_s)
     for label in u.job_labels:
-        own = sorted((s for s in samples if s.label == label and not s.lost), key=lambda s: s.t_s)
-        runs = spans([s.t_s for s in own])
+        own = devices[label]
+        runs = spans(own.t_s)
         # A gap (usage.spans) breaks the line; a sample alone between gaps is drawn as a dot.
         dots = {"marker": "o", "markersize": 3} if any(b - a == 1 for a, b in runs) else {}
+        breaks = [b for _, b in runs]
 
-        def line(attr: str, unit: float = 1.0) -> tuple[list[float], list[float]]:
-            t, y = [], []
-            for a, b in runs:
-                t += [(s.t_s - u.start_t_s) / unit_s for s in own[a:b]] + [NAN]
-                y += [NAN if getattr(s, attr) is None else getattr(s, attr) / unit for s in own[a:b]] + [NAN]
-            return t, y
+        def line(column: str, unit: float = 1.0) -> tuple[list[float], list[float]]:
+            t = np.insert((own.t_s - u.start_t_s) / unit_s, breaks, NAN)
+            y = np.insert(own.values[column] / unit, breaks, NAN)
+            return t.tolist(), y.tolist()
 
-        if any(s.memory_used_bytes is not None for s in own):
+        if own.reported("memory_used_bytes").size:
             ax_mem.plot(*line("memory_used_bytes", GIB), lw=1, label=f"GPU {label} memory used", **dots)
-        if any(s.process_memory_bytes for s in own):
+        if own.reported("process_memory_bytes").any():
             ax_mem.plot(*line("process_memory_bytes", GIB), lw=1, label=f"GPU {label} job's processes", **dots)
-        if any(s.utilization_pct is not None for s in own):
+        if own.reported("utilization_pct").size:
             ax_busy.plot(*line("utilization_pct"), lw=0.8, label=f"GPU {label}", **dots)
     for ax, what in ((ax_mem, "memory use"), (ax_busy, "utilisation")):
         if not ax.lines:

@@ -11,17 +11,16 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, Sequence
 
-from gpuwise.monitor.sample import GpuSample, sample_from_row
+from gpuwise.monitor.sample import GpuSample
 from gpuwise.monitor.sample_checks import bad_row_message
 from gpuwise.report.dmon import looks_like_dmon, parse_dmon
 from gpuwise.report.errors import ReportError
+from gpuwise.report.sample_table import read_sample_table
 from gpuwise.report.smi_csv import parse_smi_csv
-from gpuwise.runlog import (TORCH_MEMORY_EVENT, RunLogError, is_run_log, last_gpu_sample_rowid, read_events,
-                            read_gpu_samples, read_meta)
+from gpuwise.runlog import TORCH_MEMORY_EVENT, RunLogError, is_run_log, last_gpu_sample_rowid, read_events, read_meta
 from gpuwise.text import printable, printable_or_none
 
 
@@ -42,7 +41,7 @@ class TorchPeak:
 class UsageLog:
     path: str
     source: str                       # "gpuwise run log", "nvidia-smi csv", "nvidia-smi dmon"
-    samples: tuple[GpuSample, ...]
+    samples: Sequence[GpuSample]      # a tuple; a run log's: a SampleTable (columns, its samples made on demand)
     meta: Mapping[str, str] = field(default_factory=dict)
     events: tuple[Mapping[str, object], ...] = ()
     torch_peaks: tuple[TorchPeak, ...] = ()
@@ -82,7 +81,7 @@ def _load_run_log(p: Path) -> UsageLog:
         bad = bad_row_message(p, up_to_rowid=last_rowid)
         if bad:
             raise ReportError(bad)
-        rows = read_gpu_samples(p, up_to_rowid=last_rowid)
+        table = read_sample_table(p, up_to_rowid=last_rowid)
         meta = read_meta(p)
         events = read_events(p)
     except RunLogError as exc:
@@ -98,11 +97,10 @@ def _load_run_log(p: Path) -> UsageLog:
                                        int(dev["max_reserved_bytes"])))
         except (ValueError, KeyError, TypeError):
             continue  # a hook from another version: the samples still tell the story
-    notes = () if rows else (f"{p}: no GPU samples in this run log (no NVIDIA driver while it ran?)",)
-    samples = tuple(_printable_sample(r) for r in rows)
+    notes = () if len(table) else (f"{p}: no GPU samples in this run log (no NVIDIA driver while it ran?)",)
     meta = {printable(str(k)): printable_or_none(v) for k, v in meta.items()}
     events = [{k: printable(v) if isinstance(v, str) else v for k, v in e.items()} for e in events]
-    return UsageLog(str(p), RUN_LOG_SOURCE, samples, meta, tuple(events), tuple(peaks), notes)
+    return UsageLog(str(p), RUN_LOG_SOURCE, table, meta, tuple(events), tuple(peaks), notes)
 
 
 def log_ended(log: UsageLog) -> bool | None:
@@ -114,13 +112,3 @@ def log_ended(log: UsageLog) -> bool | None:
     if not log.meta.get("end_t_s"):
         return False
     return "command" not in log.meta or log.meta.get("exit_code") not in (None, "")
-
-
-# A log names a few GPUs over and over: each distinct name (and uuid) is made printable once.
-_printable_text = lru_cache(maxsize=4096)(printable_or_none)
-
-
-def _printable_sample(row: dict) -> GpuSample:
-    """The sample of one checked gpu_samples row, its GPU name and uuid without control characters."""
-    row["name"], row["uuid"] = _printable_text(row.get("name")), _printable_text(row.get("uuid"))
-    return sample_from_row(row)

@@ -26,12 +26,12 @@ the GPU the kernels filled (GPM SM activity tells that, on Hopper and newer).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from itertools import groupby
 
 import numpy as np
 
-from gpuwise.monitor.sample import GpuSample
+from gpuwise.report.sample_table import DeviceColumns, sample_table
 from gpuwise.report.sources import RUN_LOG_SOURCE, TorchPeak, UsageLog
 from gpuwise.units import format_bytes, format_duration
 
@@ -290,7 +290,7 @@ def power_summary(devices: list[DeviceUsage]) -> PowerSummary | None:
                         mig_gpu_labels=tuple(str(i) for i in mig_parents))
 
 
-def missed_steps_s(times_s: list[float]) -> float | None:
+def missed_steps_s(times_s: Sequence[float] | np.ndarray) -> float | None:
     """GAP_OVER_MEDIAN × the median step of ``times_s`` (sorted): longer without a sample, the logger missed
     samples; None with fewer than two distinct times."""
     steps = np.diff(np.asarray(times_s, dtype=float))
@@ -298,88 +298,83 @@ def missed_steps_s(times_s: list[float]) -> float | None:
     return float(np.median(steps)) * GAP_OVER_MEDIAN if steps.size else None
 
 
-def gap_limit_s(times_s: list[float]) -> float | None:
+def gap_limit_s(times_s: Sequence[float] | np.ndarray) -> float | None:
     """The longest step between samples that is still run time: ``missed_steps_s``, at least GAP_MIN_S;
     None with fewer than two distinct times."""
     missed = missed_steps_s(times_s)
     return None if missed is None else max(missed, GAP_MIN_S)
 
 
-def spans(times_s: list[float]) -> list[tuple[int, int]]:
+def spans(times_s: Sequence[float] | np.ndarray) -> list[tuple[int, int]]:
     """The stretches of ``times_s`` (sorted) with no gap inside, as index ranges [first, end)."""
-    limit = gap_limit_s(times_s)
+    times = np.asarray(times_s, dtype=float)
+    limit = gap_limit_s(times)
     if limit is None:
-        return [(0, len(times_s))] if times_s else []
-    cuts = [k + 1 for k in range(len(times_s) - 1) if times_s[k + 1] - times_s[k] > limit]
-    edges = [0, *cuts, len(times_s)]
+        return [(0, times.size)] if times.size else []
+    cuts = (np.flatnonzero(np.diff(times) > limit) + 1).tolist()
+    edges = [0, *cuts, times.size]
     return list(zip(edges[:-1], edges[1:]))
 
 
-def _energy_kwh(times_s: list[float], power_w: list[float | None], stretches: list[tuple[int, int]]) -> float | None:
-    """Energy over the run time: trapezoids between power readings, the first and last reading of each
-    stretch held to its edges; None where a stretch of run time longer than a gap has no reading."""
+def _energy_kwh(times_s: np.ndarray, power_w: np.ndarray, stretches: list[tuple[int, int]]) -> float | None:
+    """Energy over the run time: trapezoids between power readings (``power_w`` NaN: none), the first and last
+    reading of each stretch held to its edges; None where a stretch of run time longer than a gap has no reading."""
     limit = gap_limit_s(times_s)
     if limit is None:
         return None
     joules = 0.0
     for first, end in stretches:
-        t0, t1 = times_s[first], times_s[end - 1]
-        known = [(times_s[k], p) for k in range(first, end) if (p := power_w[k]) is not None]
-        if not known:
-            if t1 > t0:
+        t, p = times_s[first:end], power_w[first:end]
+        known = ~np.isnan(p)
+        known_t, known_w = t[known], p[known]
+        if not known_t.size:
+            if t[-1] > t[0]:
                 return None
             continue
-        edges = [known[0][0] - t0, t1 - known[-1][0]]
-        steps = [b[0] - a[0] for a, b in zip(known, known[1:])]
-        if max(edges + steps) > limit:
+        edges = [float(known_t[0] - t[0]), float(t[-1] - known_t[-1])]
+        steps = np.diff(known_t)
+        if max(edges + steps.tolist()) > limit:
             return None
-        joules += known[0][1] * edges[0] + known[-1][1] * edges[1]
-        joules += sum((a[1] + b[1]) * (b[0] - a[0]) / 2 for a, b in zip(known, known[1:]))
+        joules += float(known_w[0]) * edges[0] + float(known_w[-1]) * edges[1]
+        # summed in time order, one trapezoid after another (a pairwise sum differs in the last digits)
+        joules += sum(((known_w[:-1] + known_w[1:]) * steps / 2).tolist())
     return joules / 3.6e6
 
 
-def _values(samples: list[GpuSample], attr: str) -> np.ndarray:
-    return np.array([getattr(s, attr) for s in samples if getattr(s, attr) is not None], dtype=float)
+def idle_stretches(times_s: np.ndarray, busy_pct: np.ndarray, start_t_s: float) -> tuple[IdleStretch, ...]:
+    """Runs of samples at or under IDLE_BELOW_PCT (``busy_pct`` NaN: not reported, ends a run) lasting at least
+    MIN_IDLE_STRETCH_S; a stretch lasts until the next sample shows activity (the last sample: to itself)."""
+    idle = np.r_[False, busy_pct <= IDLE_BELOW_PCT, False].astype(np.int8)
+    changes = np.flatnonzero(np.diff(idle))
+    firsts, lasts = changes[0::2], changes[1::2] - 1
+    ends_t = times_s[np.minimum(lasts + 1, times_s.size - 1)]
+    durations = ends_t - times_s[firsts]
+    kept = durations >= MIN_IDLE_STRETCH_S
+    return tuple(IdleStretch(float(t0 - start_t_s), float(d))
+                 for t0, d in zip(times_s[firsts][kept].tolist(), durations[kept].tolist()))
 
 
-def idle_stretches(times_s: list[float], busy_pct: list[float | None], start_t_s: float) -> tuple[IdleStretch, ...]:
-    """Runs of samples at or under IDLE_BELOW_PCT lasting at least MIN_IDLE_STRETCH_S (None ends a run)."""
-    out = []
-    flags = [b is not None and b <= IDLE_BELOW_PCT for b in busy_pct]
-    for idle, run in groupby(range(len(flags)), key=lambda k: flags[k]):
-        run = list(run)
-        if idle:
-            first, last = run[0], run[-1]
-            # A stretch lasts until the next sample shows activity.
-            end = times_s[last + 1] if last + 1 < len(times_s) else times_s[last]
-            if end - times_s[first] >= MIN_IDLE_STRETCH_S:
-                out.append(IdleStretch(times_s[first] - start_t_s, end - times_s[first]))
-    return tuple(out)
-
-
-def device_usage(samples: list[GpuSample], start_t_s: float, *, one_run: bool = False) -> DeviceUsage:
-    """``one_run``: the samples are of one run (a gpuwise run log): a gap is run time too (duration, energy)."""
-    first = samples[0]
-    live = [s for s in samples if not s.lost]
-    times = [s.t_s for s in live]
-    process = _values(live, "process_memory_bytes")
-    used = _values(live, "memory_used_bytes")
+def device_usage(device: DeviceColumns, start_t_s: float, *, one_run: bool = False) -> DeviceUsage:
+    """What ``device`` (``SampleTable.devices``) used. ``one_run``: the samples are of one run (a gpuwise run log):
+    a gap is run time too (duration, energy)."""
+    times = device.t_s
+    process, used = device.reported("process_memory_bytes"), device.reported("memory_used_bytes")
     basis, memory = ("process", process) if process.size and process.max() > 0 else ("used", used)
-    util = _values(live, "utilization_pct")
-    sm_act = _values(live, "sm_activity_pct")
+    util, sm_act = device.reported("utilization_pct"), device.reported("sm_activity_pct")
     busy_basis, busy = ("utilization", util) if util.size else (("sm_activity", sm_act) if sm_act.size else (None, util))
-    busy_series = [s.utilization_pct if busy_basis == "utilization" else s.sm_activity_pct for s in live]
     runs = spans(times)
-    stretches = tuple(x for a, b in runs for x in idle_stretches(times[a:b], busy_series[a:b], start_t_s)
-                      ) if busy_basis else ()
-    counted = [(0, len(times))] if one_run and times else runs
-    duration_s = sum(times[b - 1] - times[a] for a, b in counted)
-    power = _values(live, "power_w")
-    energy_kwh = _energy_kwh(times, [s.power_w for s in live], counted) if power.size else None
-    totals = _values(live, "memory_total_bytes")
+    stretches = ()
+    if busy_basis:
+        busy_series = device.values["utilization_pct" if busy_basis == "utilization" else "sm_activity_pct"]
+        stretches = tuple(x for a, b in runs for x in idle_stretches(times[a:b], busy_series[a:b], start_t_s))
+    counted = [(0, times.size)] if one_run and times.size else runs
+    duration_s = sum(float(times[b - 1] - times[a]) for a, b in counted)
+    power = device.reported("power_w")
+    energy_kwh = _energy_kwh(times, device.values["power_w"], counted) if power.size else None
+    totals = device.reported("memory_total_bytes")
     return DeviceUsage(
-        label=first.label, gpu_index=first.gpu_index, mig_index=first.mig_index, uuid=first.uuid,
-        name=next((s.name for s in samples if s.name), None), samples=len(live), duration_s=duration_s,
+        label=device.label, gpu_index=device.gpu_index, mig_index=device.mig_index, uuid=device.uuid,
+        name=device.name, samples=int(times.size), duration_s=duration_s,
         memory_total_bytes=int(totals.max()) if totals.size else None,
         peak_memory_bytes=int(memory.max()) if memory.size else None,
         p95_memory_bytes=int(np.percentile(memory, 95)) if memory.size else None,
@@ -390,7 +385,7 @@ def device_usage(samples: list[GpuSample], start_t_s: float, *, one_run: bool = 
         idle_stretches=stretches,
         mean_power_w=float(power.mean()) if power.size else None,
         peak_power_w=float(power.max()) if power.size else None,
-        energy_kwh=energy_kwh, lost=any(s.lost for s in samples),
+        energy_kwh=energy_kwh, lost=device.lost,
     )
 
 
@@ -428,10 +423,10 @@ def gpu_labels(labels: list[str] | tuple[str, ...]) -> str:
     return "GPUs " + ", ".join(labels)
 
 
-def _covered(times: dict[str, list[float]], start_s: float) -> tuple[float, tuple[Gap, ...]]:
+def _covered(times: dict[str, np.ndarray], start_s: float) -> tuple[float, tuple[Gap, ...]]:
     """(run time, gaps) of the GPUs' sample times: the time some GPU's stretches without a gap (``spans``)
     cover; a gap is time none covers."""
-    stretches = sorted((t[a], t[b - 1]) for t in times.values() for a, b in spans(t))
+    stretches = sorted((float(t[a]), float(t[b - 1])) for t in times.values() for a, b in spans(t))
     run_s, gaps, end = 0.0, [], None
     for a, b in stretches:
         if end is not None and a > end:
@@ -454,10 +449,10 @@ def _gap_note(gaps: tuple[Gap, ...], log_s: float) -> str:
             f"{'it' if len(gaps) == 1 else 'them'}, the saving is per hour of log ({format_duration(log_s)})")
 
 
-def _stopped_note(times: dict[str, list[float]], devices: list[DeviceUsage], start_s: float) -> str | None:
+def _stopped_note(times: dict[str, np.ndarray], devices: list[DeviceUsage], start_s: float) -> str | None:
     """Says which GPUs' samples stop before the log ends by more than ``missed_steps_s``, though not lost."""
-    last = max((t[-1] for t in times.values() if t), default=0.0)
-    stopped = [(d.label, times[d.label][-1]) for d in devices if not d.lost
+    last = max((float(t[-1]) for t in times.values() if t.size), default=0.0)
+    stopped = [(d.label, float(times[d.label][-1])) for d in devices if not d.lost
                and (limit := missed_steps_s(times[d.label])) is not None and last - times[d.label][-1] > limit]
     if not stopped:
         return None
@@ -479,20 +474,17 @@ def _lost_note(devices: list[DeviceUsage], job: tuple[str, ...]) -> str | None:
 
 
 def summarize(log: UsageLog) -> UsageSummary:
-    samples = sorted(log.samples, key=lambda s: (s.key[0], -1 if s.key[1] is None else s.key[1], s.t_s))
-    by_label: dict[str, list[GpuSample]] = {}
-    for s in samples:
-        by_label.setdefault(s.label, []).append(s)
+    table = sample_table(log.samples)
+    by_label = {d.label: d for d in table.devices()}
     # Under MIG the instances are the devices; the parent row only repeats their sum.
-    mig_parents = {s.gpu_index for s in samples if s.mig_index is not None}
-    by_label = {k: v for k, v in by_label.items() if not (v[0].mig_index is None and v[0].gpu_index in mig_parents)}
-    start = min((s.t_s for s in samples), default=0.0)
-    by_label = {k: v for k, v in by_label.items() if v}
+    mig_parents = {d.gpu_index for d in by_label.values() if d.mig_index is not None}
+    by_label = {k: d for k, d in by_label.items() if not (d.mig_index is None and d.gpu_index in mig_parents)}
+    start = float(table.t_s.min()) if len(table) else 0.0
     one_run = _run_log_start_s(log)
-    devices = [device_usage(v, start, one_run=one_run is not None) for v in by_label.values()]
-    live_times = {label: [s.t_s for s in v if not s.lost] for label, v in by_label.items()}
+    devices = [device_usage(d, start, one_run=one_run is not None) for d in by_label.values()]
+    live_times = {label: d.t_s for label, d in by_label.items()}
     run_s, gaps = _covered(live_times, start)
-    last = max((t[-1] for t in live_times.values() if t), default=start)
+    last = max((float(t[-1]) for t in live_times.values() if t.size), default=start)
     if one_run is not None:      # one run: its meta's start to end is rented time, a logger stall included
         run_s, gaps = max(0.0, _float(log.meta.get("end_t_s"), last) - one_run), ()
     job, idle = _job_devices(devices)
