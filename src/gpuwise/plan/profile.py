@@ -240,7 +240,8 @@ class TracedModel:
         inference = None
         if self._generation is not None:    # the forward is the prefill: HF generate's KV cache and decode steps
             memory, step, inference = traced_generation(self._generation, job, memory, step, gpu)
-        return _corrected(Estimate(job, gpu, count, memory, step, inference), self.correction)
+        # the job recorded has the sizes a factory's guessed inputs had (the trace knows them)
+        return _corrected(Estimate(trace.sized_job(job), gpu, count, memory, step, inference), self.correction)
 
 
 def _data_parallel(memory, trace: Trace, topology: Topology | None, count: int):

@@ -98,7 +98,15 @@ class Trace:
     # True / 1 on fake data: the step traced is the one those answers take, which real data may not (an early
     # exit, a loop until convergence): memory and time may be far off, lower or higher
     control_flow_reads: int = 0
+    # (size, value) where the inputs' size was gpuwise's choice, not the job's: a factory's input guessed from its
+    # first layer (images at 224 px: ("image_size", 224); a size the guessed input does not have: None)
+    input_sizes: tuple[tuple[str, int | None], ...] = ()
 
     @property
     def flops(self) -> int:
         return sum(op.flops for op in self.ops)
+
+    def sized_job(self, workload: Workload) -> Workload:
+        """``workload`` (a job this trace stands for) with the sizes its inputs had written in (``input_sizes``):
+        the job recorded is the job traced, as ``Workload.with_factory_sizes`` makes it before tracing."""
+        return workload.with_(**dict(self.input_sizes)) if self.input_sizes else workload

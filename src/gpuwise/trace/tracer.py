@@ -109,13 +109,15 @@ def trace_workload(workload: Workload) -> Trace:
             caller = (__name__, _step.__name__) if recorder.phase == "forward" else None   # _step calls the model
             if (limit := _fake_tensor_limit(exc)) is not None:
                 raise TraceError(f"{spec.name}: in module '{where}' during {recorder.phase}, {limit}") from exc
+            guessed = (built.guessed_inputs.failure_hint()    # the forward ran on an input gpuwise made up
+                       if built.guessed_inputs is not None and recorder.phase == "forward" else "")
             if isinstance(exc, spec_builders.MODEL_ERRORS) and spec_builders.raised_by_model(exc, caller):
                 suffix = (f" (in module '{where}' during {recorder.phase}, batch size {workload.batch_size})"
                           + _answered_before(recorder))
                 raise ModelCodeError(spec_builders.model_failure(spec, workload, exc, suffix,
-                                                                 built.resized_inputs)) from exc
+                                                                 built.resized_inputs) + guessed) from exc
             raise TraceError(f"tracing {spec.name} failed in module '{where}' during {recorder.phase}: "
-                             f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:240]}") from exc
+                             f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:240]}{guessed}") from exc
         finally:
             recorder.closed = True
     if built.loss_note:
@@ -165,6 +167,7 @@ def trace_workload(workload: Workload) -> Trace:
         control_flow_reads=sum(reads.values()),
         trace_time_s=time.perf_counter() - start_s,
         notes=tuple(notes),
+        input_sizes=built.input_sizes,
     )
 
 
@@ -319,7 +322,7 @@ def _step(module, built, recorder: Recorder, optimizer, scaler, training: bool, 
     grad_mode = torch.enable_grad() if training else torch.no_grad()
     autocast = torch.autocast("cpu", dtype=amp_dtype) if amp_dtype else contextlib.nullcontext()
     model_kwargs = {k: v for k, v in kwargs.items() if not k.startswith("_")}
-    _refuse_inputs_forward_cannot_take(module, args, model_kwargs)
+    _refuse_inputs_forward_cannot_take(module, args, model_kwargs, built.guessed_inputs)
     with grad_mode:
         with autocast:
             outputs = module(*args, **model_kwargs)
@@ -355,10 +358,11 @@ def _step(module, built, recorder: Recorder, optimizer, scaler, training: bool, 
     recorder.recording_ops = False
 
 
-def _refuse_inputs_forward_cannot_take(module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
+def _refuse_inputs_forward_cannot_take(module: torch.nn.Module, args: tuple, kwargs: dict,
+                                      guessed: spec_builders.GuessedInputs | None = None) -> None:
     """A forward whose parameters cannot take ``args`` and ``kwargs`` (an input too few, a keyword it has no
-    parameter for: a factory's example inputs, or the one gpuwise guessed from the first layer) is the user's to
-    fix: a WorkloadError naming forward's parameters, not a failure of tracing."""
+    parameter for: a factory's example inputs, or the one gpuwise ``guessed`` from the first layer) is the user's
+    to fix: a WorkloadError naming forward's parameters, not a failure of tracing."""
     if type(module).__call__ is not torch.nn.Module.__call__:
         return   # a module with its own __call__ need not take what forward takes
     try:
@@ -369,9 +373,10 @@ def _refuse_inputs_forward_cannot_take(module: torch.nn.Module, args: tuple, kwa
         signature.bind(*args, **kwargs)
     except TypeError as exc:
         given = f"{len(args)} positional" + (f" and keyword(s) {', '.join(kwargs)}" if kwargs else "")
+        remedy = (guessed.failure_hint() if guessed is not None else "; return (module, example_inputs) from a "
+                  "factory: a tuple of forward's positional inputs or a dict of its keyword inputs")
         raise WorkloadError(f"{type(module).__name__}.forward{signature} cannot take the inputs it was given "
-                            f"({given}): {exc}; return (module, example_inputs) from a factory: a tuple of "
-                            "forward's positional inputs or a dict of its keyword inputs") from None
+                            f"({given}): {exc}{remedy}") from None
 
 
 def _input(value, pure_dtype, channels_last: bool):

@@ -237,7 +237,9 @@ class Workload:
     def inputs_it_ignores(self) -> dict[str, str]:
         """``seq_len`` given to a model that takes images, ``image_size`` to one that takes tokens: field -> what
         the warning says (the CLI drops the field from the job it records). A model file takes either, unless
-        its factory has no such parameter and returns its own example inputs (workload/factory_signature.py)."""
+        its factory has no such parameter and returns its own example inputs (workload/factory_signature.py); where
+        it returns none, the input guessed from its first layer decides, which only the trace knows (a note, and
+        ``Trace.sized_job`` for the job recorded)."""
         spec = input_kind(self.model)
         out = {}
         sig = factory_signature(self.model) if spec is None else None

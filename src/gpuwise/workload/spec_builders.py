@@ -39,6 +39,25 @@ Batch = tuple[tuple, dict]
 LossFn = Callable[[Any, Batch], torch.Tensor]
 
 
+@dataclass(frozen=True)
+class GuessedInputs:
+    """The input gpuwise made for a factory that returned no example inputs, from the model's first layer."""
+
+    shape: tuple[int, ...]
+    dtype: str                 # "float32", "int64"
+    layer: str                 # the first layer's class: "Conv2d", "Linear", "Embedding"
+    size_name: str | None      # the job's size the last dimension is: "image_size", "seq_len"; None (features)
+
+    def described(self) -> str:
+        return f"{self.shape} {self.dtype} from its first layer ({self.layer})"
+
+    def failure_hint(self) -> str:
+        """What a failed trace adds where its input was guessed (a suffix): the guess, and how to give real ones."""
+        return (f"; the factory returned no example inputs, so gpuwise guessed its input as {self.described()}: "
+                "return (module, example_inputs) from the factory to give real ones, a tuple of forward's "
+                "positional arguments (a dict inside it is one argument) or a dict of its keyword arguments")
+
+
 @dataclass
 class BuiltModel:
     """``module`` lives on ``meta``; ``make_batch(training)`` returns fresh (args, kwargs) each call;
@@ -50,6 +69,9 @@ class BuiltModel:
     is_hf: bool = False
     notes: tuple[str, ...] = ()
     resized_inputs: str = ""     # a factory without batch_size: how gpuwise resized its example inputs, in words
+    guessed_inputs: GuessedInputs | None = None   # a factory that returned no example inputs: what gpuwise made
+    # the sizes the inputs had where gpuwise, not the job, chose them (``guessed_sizes``); recorded as the job's
+    input_sizes: tuple[tuple[str, int | None], ...] = ()
 
     @property
     def loss_note(self) -> str:
@@ -403,11 +425,14 @@ def _built_from(result, path: Path, func_name: str, params, kwargs: dict, worklo
     module, compiled = _uncompiled(module)
     if compiled:
         notes.append(compiled)
-    resized = ""
+    resized, guessed, sizes = "", None, ()
     if example is None:
-        example, note = _guess_inputs(module, workload.batch_size, workload.tokens_per_sequence,
-                                      workload.image_size or DEFAULT_IMAGE_SIZE)
-        notes.append(note)
+        example, guessed = _guess_inputs(module, workload.batch_size, workload.tokens_per_sequence,
+                                         workload.image_size or DEFAULT_IMAGE_SIZE)
+        sizes = guessed_sizes(guessed, params)
+        notes.append(f"factory gave no inputs: guessed {guessed.described()}")
+        notes += [ignored_size_note(name, func_name, guessed) for name, value in sizes
+                  if value is None and getattr(workload, name) is not None]
     elif "batch_size" not in kwargs:
         example, resized = _with_batch(example, workload.batch_size)
         if resized:
@@ -424,7 +449,22 @@ def _built_from(result, path: Path, func_name: str, params, kwargs: dict, worklo
             return tuple(_fresh_like(x) for x in template), {}
 
     return BuiltModel(module, make_batch, _user_loss(loss_fn) if loss_fn else DefaultLoss(), notes=tuple(notes),
-                      resized_inputs=resized)
+                      resized_inputs=resized, guessed_inputs=guessed, input_sizes=sizes)
+
+
+def guessed_sizes(guessed: GuessedInputs, params) -> tuple[tuple[str, int | None], ...]:
+    """(size, value) for each of ``seq_len``/``image_size`` the factory takes no parameter for: the value the guessed
+    input's last dimension took where it is that size, None where it is not (the size changed nothing)."""
+    return tuple((name, guessed.shape[-1] if name == guessed.size_name else None)
+                 for name in ("seq_len", "image_size") if name not in params)
+
+
+def ignored_size_note(name: str, func_name: str, guessed: GuessedInputs) -> str:
+    """What is said of a ``--seq-len``/``--image-size`` given to a factory whose guessed input does not take it."""
+    flag = "--" + name.replace("_", "-")
+    return (f"{flag} has no effect: {func_name} takes no {name} parameter and its input was guessed as "
+            f"{guessed.described()}, which has no {name}; return (module, example_inputs) from the factory to "
+            "size its inputs")
 
 
 def _uncompiled(module: nn.Module) -> tuple[nn.Module, str]:
@@ -563,20 +603,22 @@ def _fresh_tensor(x):
 
 
 def _guess_inputs(module: nn.Module, batch_size: int, seq_len: int, image_size: int):
+    """(the example inputs, what was guessed) for a factory that returned none, from the model's first layer."""
     first = next((m for m in module.modules() if isinstance(m, (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.Linear,
                                                                    nn.Embedding))), None)
+    size_name = None
     if isinstance(first, nn.Conv2d):
-        x = torch.empty(batch_size, first.in_channels, image_size, image_size, device="meta")
+        x, size_name = torch.empty(batch_size, first.in_channels, image_size, image_size, device="meta"), "image_size"
     elif isinstance(first, nn.Conv1d):
-        x = torch.empty(batch_size, first.in_channels, seq_len, device="meta")
+        x, size_name = torch.empty(batch_size, first.in_channels, seq_len, device="meta"), "seq_len"
     elif isinstance(first, nn.Linear):
         x = torch.empty(batch_size, first.in_features, device="meta")
     elif isinstance(first, nn.Embedding):
-        x = torch.zeros(batch_size, seq_len, dtype=torch.long, device="meta")
+        x, size_name = torch.zeros(batch_size, seq_len, dtype=torch.long, device="meta"), "seq_len"
     else:
         raise WorkloadError("the model factory returned no example inputs and gpuwise cannot guess them; "
                             "return (module, example_inputs)")
-    return (x,), f"factory gave no inputs: guessed {tuple(x.shape)} {str(x.dtype)[6:]} from its first layer"
+    return (x,), GuessedInputs(tuple(x.shape), str(x.dtype).removeprefix("torch."), type(first).__name__, size_name)
 
 
 def _one_argument_refusal(fn) -> str | None:
