@@ -155,20 +155,6 @@ def _check_plot(path: str, workload) -> None:
                         "prefill (no file written)")
 
 
-def fit_line(out: dict, est) -> str:
-    """The fit verdict on the one GPU, judged against its usable memory said as recommend says it
-    (``memory.uncertainty.usable_words``: '22.8 GiB usable with 5% of its 24.0 GiB kept free'). Served by vLLM, the
-    answer's own words: its reservation (gpu_memory_utilization, said there) decides the fit, not the headroom."""
-    from gpuwise.memory.uncertainty import fit_wording
-    from gpuwise.plan.fit import usable_bytes
-
-    if (out["inference"] or {}).get("vllm"):
-        return out["fit_summary"]
-    headroom_fraction = out["headroom_fraction"]
-    return fit_wording(est.memory, usable_bytes(est.gpu, headroom_fraction), est.gpu.visible_memory_bytes,
-                       headroom_fraction)
-
-
 def _render(out: dict, est, *, batch_defaulted: bool = False) -> None:
     con = c.console
     w = est.workload
@@ -209,10 +195,10 @@ def _render(out: dict, est, *, batch_defaulted: bool = False) -> None:
     if out.get("cannot_run"):
         # `fits` is memory only: here the memory is a side note to why the job cannot run at all
         con.print(f"On {out['gpu']}{where}: [red]cannot run: {out['cannot_run']}[/]")
-        con.print(f"  in memory alone: {fit_line(out, est)}")
+        con.print(f"  in memory alone: {out['fit_summary']}")
     elif out["gpu"]:
         colour = "green" if out["fits"] else ("yellow" if out["fit_summary"].startswith("tight") else "red")
-        con.print(f"On {out['gpu']}{where}: [{colour}]{fit_line(out, est)}[/]")
+        con.print(f"On {out['gpu']}{where}: [{colour}]{out['fit_summary']}[/]")
         if not out["fits"]:
             for ch in out["changes_that_fit"]:
                 step = f", step {format_duration(ch['step_time_s'])}" if ch.get("step_time_s") else ""
