@@ -62,6 +62,28 @@ TORCH_VERSION_KEY = "torch_version"   # meta: the guard's torch version (report,
 CUDA_VERSION_KEY = "cuda_version"     # meta: the guard's torch's CUDA version, "" for a CPU build
 STEP_TIME_METRIC = "step_time_s"      # train metric: the wall time of each optimizer step, the guard's
 
+# The meta keys the monitor writes (gpuwise.monitor.log_meta: `gpuwise run`, `watch --log`, `exporter --log`), which
+# report (and whoever reads a run log) reads.
+# meta keys written when sampling starts (start_meta): where and how the samples were taken
+HOST_KEY = "host"                          # socket.gethostname()
+START_T_S_KEY = "start_t_s"                # Unix seconds
+GPUWISE_VERSION_KEY = "gpuwise_version"
+INTERVAL_S_KEY = "interval_s"              # seconds between samples: asked for, or kept (interval_meta)
+BACKEND_KEY = "backend"                    # the backend's name ("nvml", "replay"); "none" without a driver
+DRIVER_VERSION_KEY = "driver_version"
+# meta keys written when sampling ends (end_meta)
+END_T_S_KEY = "end_t_s"                    # Unix seconds; absent: killed, or still running
+REQUESTED_INTERVAL_S_KEY = "requested_interval_s"   # only when the interval kept was slower than asked for
+# meta keys only `gpuwise run` writes (monitor.runner)
+COMMAND_KEY = "command"                    # the command, a JSON list
+PID_KEY = "pid"                            # the command's pid
+EXIT_CODE_KEY = "exit_code"                # as a shell gives it: 128 + N when signal N ended the command
+SIGNAL_KEY = "signal"                      # the signal's name ("SIGKILL"), only when a signal ended the command
+START_ERROR_KEY = "start_error"            # why the command could not start (exit code 127 or 126)
+MONITOR_META_KEYS = (HOST_KEY, START_T_S_KEY, GPUWISE_VERSION_KEY, INTERVAL_S_KEY, BACKEND_KEY, DRIVER_VERSION_KEY,
+                     END_T_S_KEY, REQUESTED_INTERVAL_S_KEY, COMMAND_KEY, PID_KEY, EXIT_CODE_KEY, SIGNAL_KEY,
+                     START_ERROR_KEY)
+
 # (name, SQL type). Units in names; NULL = not supported / not reported.
 GPU_SAMPLE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("t_s", "REAL NOT NULL"),

@@ -1,7 +1,8 @@
-"""The run log's meta keys the monitor writes are named once, in ``gpuwise.monitor.log_meta`` (trial: ``exit_code``,
-``signal``, ``start_t_s`` … were bare strings spread over runner, sampler and log_meta, free to drift from one
-another and from the readers). A real ``run_command`` over a replay writes exactly those names, and each is
-documented in docs/runlog.md."""
+"""The run log's meta keys the monitor writes are named once, in ``gpuwise.runlog`` beside ``WORKLOAD_KEY`` (the
+run log's schema, which every part reads; ``gpuwise.monitor.log_meta`` imports them, and keeps its names working)
+(trial: ``exit_code``, ``signal``, ``start_t_s`` … were bare strings spread over runner, sampler and log_meta, and
+the report's readers spelled them again, free to drift from one another). A real ``run_command`` over a replay
+writes exactly those names, each is documented in docs/runlog.md, and no reader of a log's meta spells one."""
 
 from __future__ import annotations
 
@@ -10,17 +11,18 @@ import signal
 import sys
 from pathlib import Path
 
-from gpuwise.monitor import ReplayBackend
-from gpuwise.monitor.log_meta import (
-    COMMAND_KEY, DRIVER_VERSION_KEY, END_T_S_KEY, EXIT_CODE_KEY, MONITOR_META_KEYS, PID_KEY, SIGNAL_KEY,
-    START_ERROR_KEY, START_T_S_KEY,
-)
+import gpuwise
+from gpuwise.monitor import ReplayBackend, log_meta
 from gpuwise.monitor.runner import exit_status, run_command
-from gpuwise.runlog import WORKLOAD_KEY, read_meta
+from gpuwise.runlog import (
+    COMMAND_KEY, DRIVER_VERSION_KEY, END_T_S_KEY, EXIT_CODE_KEY, MONITOR_META_KEYS, PID_KEY, SIGNAL_KEY,
+    START_ERROR_KEY, START_T_S_KEY, WORKLOAD_KEY, read_meta,
+)
 
 from monitor_fakes import two_gpu_frames
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "runlog.md"
+SRC = Path(gpuwise.__file__).resolve().parent
 NOT_THE_MONITORS = {"schema_version", WORKLOAD_KEY}   # the run log's own, and the workload (runlog.py names it)
 
 
@@ -54,3 +56,18 @@ def test_exit_status_speaks_in_the_named_keys():
 def test_each_named_meta_key_is_documented_in_the_run_log_docs():
     documented = set(re.findall(r"`([a-z_]+)`", DOCS.read_text()))
     assert sorted(set(MONITOR_META_KEYS) - documented) == []
+
+
+def test_log_meta_names_the_keys_runlog_holds():
+    assert log_meta.MONITOR_META_KEYS is MONITOR_META_KEYS
+    assert (log_meta.START_T_S_KEY, log_meta.EXIT_CODE_KEY, log_meta.START_ERROR_KEY) == (
+        START_T_S_KEY, EXIT_CODE_KEY, START_ERROR_KEY)
+
+
+def test_no_reader_of_a_logs_meta_spells_a_key_again():
+    # the defect: report/usage.py read meta.get("end_t_s"), run_end.py meta.get("exit_code"), ...
+    keys = "|".join(MONITOR_META_KEYS)
+    spelled = re.compile(rf"""meta(?:\.get\(|\[)\s*['"]({keys})['"]""")
+    found = [f"{path.relative_to(SRC)}: {m.group(0)}" for path in sorted(SRC.rglob("*.py"))
+             for m in spelled.finditer(path.read_text())]
+    assert found == []

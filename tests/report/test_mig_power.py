@@ -63,7 +63,7 @@ def test_two_mig_profiles_of_one_gpu_say_the_whole_gpus_power_alike_in_text_html
     assert said.startswith(f"mean {p.mean_per_gpu_w:.0f} W, peak {p.peak_per_gpu_w:.0f} W, {p.energy_kwh:.2f} kWh")
     assert f"the whole of GPU 0, shared by its MIG instances: {usage_rules.MIG_POWER_BASIS}" in said
     d = report.to_dict()
-    assert d["gpu_count"] == 2                     # two MIG instances...
+    assert d["device_count"] == 2 and d["gpu_count"] == 1   # two MIG instances of one GPU...
     assert d["usage"]["power"]["gpu_count"] == 1 and d["usage"]["power"]["mig_gpu_labels"] == ["0"]   # ...one GPU
     a100_w = watts_of(frames, (0, 0))
     assert d["usage"]["power"]["mean_total_w"] == pytest.approx(sum(a100_w) / len(a100_w))

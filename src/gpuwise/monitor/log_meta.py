@@ -4,8 +4,9 @@
 stop, ``end_t_s`` (``run`` adds its command, workload, pid and exit code). A log without ``end_t_s`` was
 written by a sampler that was killed, or is still running: the report says so.
 
-The keys are named here, once (``*_KEY``): the monitor's writers use these names, and a reader (``report``)
-should import them rather than spell the strings again."""
+The keys are named once, in ``gpuwise.runlog`` (``*_KEY``, ``MONITOR_META_KEYS``), and imported here: the
+monitor's writers use these names, and a reader (``report``) imports them from ``gpuwise.runlog`` rather than spell
+the strings again."""
 
 from __future__ import annotations
 
@@ -16,25 +17,12 @@ from typing import Any
 
 from gpuwise import __version__
 
-# meta keys written when sampling starts (start_meta): where and how the samples were taken
-HOST_KEY = "host"                          # socket.gethostname()
-START_T_S_KEY = "start_t_s"                # Unix seconds
-GPUWISE_VERSION_KEY = "gpuwise_version"
-INTERVAL_S_KEY = "interval_s"              # seconds between samples: asked for, or kept (interval_meta)
-BACKEND_KEY = "backend"                    # the backend's name ("nvml", "replay"), NO_BACKEND without a driver
-DRIVER_VERSION_KEY = "driver_version"
-# meta keys written when sampling ends (end_meta)
-END_T_S_KEY = "end_t_s"                    # Unix seconds; absent: killed, or still running
-REQUESTED_INTERVAL_S_KEY = "requested_interval_s"   # only when the interval kept was slower than asked for
-# meta keys only `gpuwise run` writes (monitor.runner)
-COMMAND_KEY = "command"                    # the command, a JSON list
-PID_KEY = "pid"                            # the command's pid
-EXIT_CODE_KEY = "exit_code"                # as a shell gives it: 128 + N when signal N ended the command
-SIGNAL_KEY = "signal"                      # the signal's name ("SIGKILL"), only when a signal ended the command
-START_ERROR_KEY = "start_error"            # why the command could not start (exit code 127 or 126)
-MONITOR_META_KEYS = (HOST_KEY, START_T_S_KEY, GPUWISE_VERSION_KEY, INTERVAL_S_KEY, BACKEND_KEY, DRIVER_VERSION_KEY,
-                     END_T_S_KEY, REQUESTED_INTERVAL_S_KEY, COMMAND_KEY, PID_KEY, EXIT_CODE_KEY, SIGNAL_KEY,
-                     START_ERROR_KEY)
+# The keys' one home is gpuwise.runlog (the run log's schema, which every reader imports); named here too, for the
+# monitor's writers and for code that imported them from here.
+from gpuwise.runlog import (BACKEND_KEY, COMMAND_KEY, DRIVER_VERSION_KEY, END_T_S_KEY, EXIT_CODE_KEY,  # noqa: F401
+                            GPUWISE_VERSION_KEY, HOST_KEY, INTERVAL_S_KEY, MONITOR_META_KEYS, PID_KEY,
+                            REQUESTED_INTERVAL_S_KEY, SIGNAL_KEY, START_ERROR_KEY, START_T_S_KEY)
+
 NO_BACKEND = "none"                        # the backend recorded when no driver was found
 
 

@@ -21,7 +21,7 @@ from gpuwise.report.run_end import RunEnd, run_end
 from gpuwise.report.smi_csv import check_columns
 from gpuwise.report.sources import load_usage_log, log_ended
 from gpuwise.report.usage import UsageSummary, summarize
-from gpuwise.runlog import RunLogError, read_train_metrics
+from gpuwise.runlog import EXIT_CODE_KEY, START_ERROR_KEY, RunLogError, read_train_metrics
 from gpuwise.units import UnitError, format_bytes
 from gpuwise.workload import Workload
 
@@ -57,7 +57,8 @@ class Report:
             "gpu_name": u.gpu_name,
             "gpu_kinds": [k.to_dict() for k in u.gpu_kinds],
             "compared_as": self.compared_as,
-            "gpu_count": len(job),
+            "gpu_count": len(u.job_gpus),        # physical GPUs: a GPU's MIG instances are that one GPU
+            "device_count": len(job),            # the job's devices: each MIG instance one
             "run_ended": self.run_ended,
             "exit_code": self.run_end.exit_code if self.run_end else None,
             "signal": self.run_end.signal if self.run_end else None,
@@ -106,9 +107,9 @@ def build_report(
         check_columns(columns)      # a typo in --columns: refused whatever the log (one line, exit 2)
     log = load_usage_log(path, columns=columns)
     if not log.samples:
-        if log.meta.get("start_error"):     # gpuwise run's command never started (runner.py)
-            raise ReportError(f"{path}: the command never started ({log.meta['start_error']}; exit code "
-                              f"{log.meta.get('exit_code', '?')}): nothing to report")
+        if log.meta.get(START_ERROR_KEY):     # gpuwise run's command never started (runner.py)
+            raise ReportError(f"{path}: the command never started ({log.meta[START_ERROR_KEY]}; exit code "
+                              f"{log.meta.get(EXIT_CODE_KEY, '?')}): nothing to report")
         why = ("no NVIDIA driver or GPU was found while the job ran" if log.source == "gpuwise run log"
                else "was nvidia-smi logging while the job ran?")
         steps = _train_steps(path) if log.source == "gpuwise run log" else 0
@@ -165,7 +166,7 @@ def build_report(
 
 def mixed_gpus_note(usage: UsageSummary) -> str:
     """Why a job on GPUs of different kinds gets no cheaper-GPU comparison."""
-    n = len(usage.job_labels)
+    n = len(usage.job_gpus)
     return (f"the job's GPUs differ in kind ({usage.gpu_kinds_words}): no cheaper-GPU comparison, since it "
             f"prices the run as {n} GPUs of one kind; --gpu NAME compares them as {n} × that GPU")
 

@@ -155,8 +155,7 @@ def render_html(report: Report) -> str:
     e = html.escape
     facts = [
         ("Log", f"{u.path} ({u.source})"),
-        ("GPU", (f"{u.gpu_count_words} GPUs of {len(u.gpu_kinds)} kinds" if u.mixed_gpus
-                 else f"{u.gpu_count_words} × {u.gpu_name or 'unknown'}")
+        ("GPU", u.gpus_words(u.gpu_name or "unknown")
                 + (f"; compared as {report.compared_as} (--gpu)" if report.compared_as else "")),
         ("Duration", format_duration(u.duration_s)),
     ]

@@ -20,8 +20,8 @@ from pathlib import Path
 from gpuwise.report.errors import ReportError
 from gpuwise.report.sources import UsageLog, load_usage_log
 from gpuwise.report.usage import UsageSummary, summarize
-from gpuwise.runlog import (CUDA_VERSION_KEY, STEP_TIME_METRIC, TORCH_MEMORY_EVENT, TORCH_VERSION_KEY, WORKLOAD_KEY,
-                            RunLogError, read_train_metrics)
+from gpuwise.runlog import (CUDA_VERSION_KEY, DRIVER_VERSION_KEY, STEP_TIME_METRIC, TORCH_MEMORY_EVENT,
+                            TORCH_VERSION_KEY, WORKLOAD_KEY, RunLogError, read_train_metrics)
 
 WARMUP_STEPS = 5        # the first optimizer steps (allocator growth, cuDNN autotuning, lazy init) are not timed
 MIN_TIMED_STEPS = 3     # fewer timed steps than this: no step time
@@ -130,7 +130,7 @@ def measurement_from(log: UsageLog, usage: UsageSummary | None) -> Measurement:
         peak_allocated_bytes=max((p.max_allocated_bytes for p in peaks), default=None),
         peak_reserved_bytes=max((p.max_reserved_bytes for p in peaks), default=None),
         process_memory_bytes=process_bytes,
-        driver_version=meta.get("driver_version") or None,
+        driver_version=meta.get(DRIVER_VERSION_KEY) or None,
         cuda_version=meta.get(CUDA_VERSION_KEY) or versions.get("cuda_version"),
         torch_version=meta.get(TORCH_VERSION_KEY) or versions.get("torch_version"),
         source=str(path),

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from gpuwise.catalog import GPU, Catalog, CatalogError
 from gpuwise.catalog.model import Offer, stale_price_note
-from gpuwise.catalog.resolve import resolve_mig, slice_gpu
+from gpuwise.catalog.resolve import is_mig_slice, resolve_mig, slice_gpu
 from gpuwise.plan.fit import DEFAULT_HEADROOM_FRACTION
 from gpuwise.plan.money import convert
 from gpuwise.plan.offers import candidate_offers, cheapest_offer, ranking_currency, spot_policy
@@ -146,6 +146,14 @@ def resolve_rented(catalog: Catalog, name: str | None) -> tuple[GPU | None, str 
         return None, f"{exc}: pass --gpu NAME to compare GPUs"
 
 
+def priced_gpu_count(usage: UsageSummary, rented: GPU | None) -> int:
+    """How many of ``rented`` the run paid for, at least 1: its physical GPUs (``UsageSummary.job_gpus``: MIG
+    instances of one GPU are that GPU, rented whole), or its MIG instances where ``rented`` is a slice, each rented
+    as such (``rented_gpu``)."""
+    by_slice = rented is not None and is_mig_slice(rented)
+    return max(1, len(usage.job_labels) if by_slice else len(usage.job_gpus))
+
+
 def right_size(
     usage: UsageSummary,
     catalog: Catalog,
@@ -165,7 +173,7 @@ def right_size(
         raise ReportError(f"{usage.path}: the log has no memory figures: nothing to right-size")
     scaling = scaling or time_scaling(UNKNOWN_JOB_PRECISION)
     notes: list[str] = []
-    count = max(1, len(usage.job_labels))
+    count = priced_gpu_count(usage, rented)
     needed = usage.needed_peak_bytes
     # GPUs of different kinds compared as one (--gpu): the mean over all of them
     busy = usage.busy_share if usage.busy_share is not None else usage.busy_share_any_kind

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from gpuwise.errors import EXIT_RESTART
 from gpuwise.monitor.runner import KILL_EVENT, SIGNALS_EVENT, STOPPING, signal_name
 from gpuwise.report.sources import RUN_LOG_SOURCE, UsageLog
-from gpuwise.runlog import PREEMPTED_EVENT, RunLogError, read_train_metrics
+from gpuwise.runlog import EXIT_CODE_KEY, PREEMPTED_EVENT, SIGNAL_KEY, RunLogError, read_train_metrics
 
 _SIGNAL_NAME = re.compile(r"^(SIG[A-Z0-9+]{1,16}|\d{1,3})$")   # what runner.signal_name writes
 STOP_SIGNAL_NAMES = frozenset(signal_name(s) for s in STOPPING)   # those after which the grace period runs
@@ -71,10 +71,10 @@ def recorded_exit(meta: Mapping[str, str | None]) -> tuple[int | None, str | Non
     """(exit code, signal name) as the meta records them; None for what it lacks or holds in another form (a log
     edited by hand, written by another tool)."""
     try:
-        code = int(str(meta.get("exit_code")))
+        code = int(str(meta.get(EXIT_CODE_KEY)))
     except ValueError:
         code = None
-    name = meta.get("signal")
+    name = meta.get(SIGNAL_KEY)
     return code, (name if code is not None and name and _SIGNAL_NAME.match(name) else None)
 
 

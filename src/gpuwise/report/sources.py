@@ -20,7 +20,8 @@ from gpuwise.report.dmon import looks_like_dmon, parse_dmon
 from gpuwise.report.errors import ReportError
 from gpuwise.report.sample_table import read_sample_table
 from gpuwise.report.smi_csv import parse_smi_csv
-from gpuwise.runlog import TORCH_MEMORY_EVENT, RunLogError, is_run_log, last_gpu_sample_rowid, read_events, read_meta
+from gpuwise.runlog import (COMMAND_KEY, END_T_S_KEY, EXIT_CODE_KEY, START_T_S_KEY, TORCH_MEMORY_EVENT, RunLogError,
+                            is_run_log, last_gpu_sample_rowid, read_events, read_meta)
 from gpuwise.text import printable, printable_or_none
 
 
@@ -107,8 +108,8 @@ def log_ended(log: UsageLog) -> bool | None:
     """Whether a gpuwise run log records its end (``end_t_s``, and ``exit_code`` where it records a command:
     a ``gpuwise run``); None for the other logs and for a run log without its start meta, which record no end. A run log without its end was
     written by a gpuwise killed outright (SIGKILL, the OOM killer, a lost machine) or still running."""
-    if log.source != RUN_LOG_SOURCE or not log.meta.get("start_t_s"):
+    if log.source != RUN_LOG_SOURCE or not log.meta.get(START_T_S_KEY):
         return None       # a log without its start meta (the library's Sampler, an older log) says nothing of its end
-    if not log.meta.get("end_t_s"):
+    if not log.meta.get(END_T_S_KEY):
         return False
-    return "command" not in log.meta or log.meta.get("exit_code") not in (None, "")
+    return COMMAND_KEY not in log.meta or log.meta.get(EXIT_CODE_KEY) not in (None, "")

@@ -84,13 +84,8 @@ def render_report(report: Report) -> Group:
     if report.predicted_vs_measured is not None:
         parts.extend(_comparison(report.predicted_vs_measured))
     if u.busy_share is not None:
-        stretches = [s for d in job for s in d.idle_stretches]
-        idle = ""
-        if stretches:
-            longest = max(stretches, key=lambda s: s.duration_s)
-            idle = (f"; {len(stretches)} idle stretch(es), {format_duration(sum(s.duration_s for s in stretches))} "
-                    f"in all, longest {format_duration(longest.duration_s)} {_from(longest.start_s)}")
-        parts.append(Text(f"Busy           {u.busy_share:.0%} of the time (share of time any kernel ran){idle}"))
+        parts.append(Text(f"Busy           {u.busy_share:.0%} of the time (share of time any kernel ran)"
+                          f"{_idle_words(u)}"))
     if u.power_words is not None:
         parts.append(Text(f"Power          {u.power_words}"))
     for warning in report.warnings:
@@ -163,17 +158,32 @@ def kind_line(kind) -> str:
 def _gpus(report: Report) -> str:
     """The header's GPUs: the count and the name the log gives, and the GPU --gpu named when it is another."""
     u = report.usage
-    n = u.gpu_count_words
     if u.mixed_gpus:
         compared = f"; compared as {report.compared_as} (--gpu)" if report.compared_as else ""
         names = ", ".join(for_console(k.name or "unknown GPU") for k in u.gpu_kinds)
-        return f"{n} GPUs of {len(u.gpu_kinds)} kinds: {names}{compared}"
+        return f"{u.gpus_words()}: {names}{compared}"
     logged = u.gpu_name
     if report.compared_as is None:
-        return f"{n} × {logged or 'unknown GPU'}"
+        return u.gpus_words(logged)
     if logged is None:
-        return f"{n} × {report.compared_as} (--gpu)"
-    return f"{n} × {logged} in the log; compared as {report.compared_as} (--gpu)"
+        return u.gpus_words(f"{report.compared_as} (--gpu)")
+    return f"{u.gpus_words(logged)} in the log; compared as {report.compared_as} (--gpu)"
+
+
+def _idle_words(u) -> str:
+    """The job's idle stretches: "; 2 idle stretch(es), 23.2 min in all, longest …" on one GPU; on several, in GPU
+    time and per GPU (a sum over 8 GPUs is not the job's time): "; 72 idle stretch(es) on 8 GPUs, 12.0 h of GPU time
+    in all (1.5 h per GPU on average), longest …"; "" without any."""
+    stretches = u.idle_stretches
+    if not stretches:
+        return ""
+    longest = max(stretches, key=lambda s: s.duration_s)
+    gpus = u.idle_judged_count
+    total = (f"{format_duration(u.idle_gpu_s)} in all" if gpus <= 1 else
+             f"on {gpus} GPUs, {format_duration(u.idle_gpu_s)} of GPU time in all "
+             f"({format_duration(u.idle_s_per_gpu)} per GPU on average)")
+    return (f"; {len(stretches)} idle stretch(es){',' if gpus <= 1 else ''} {total}, longest "
+            f"{format_duration(longest.duration_s)} {_from(longest.start_s)}")
 
 
 def _from(start_s: float) -> str:

@@ -33,6 +33,7 @@ import numpy as np
 
 from gpuwise.report.sample_table import DeviceColumns, sample_table
 from gpuwise.report.sources import RUN_LOG_SOURCE, TorchPeak, UsageLog
+from gpuwise.runlog import END_T_S_KEY, START_T_S_KEY
 from gpuwise.units import format_bytes, format_duration
 
 IDLE_BELOW_PCT = 5.0         # utilisation at or under this is idle
@@ -172,15 +173,39 @@ class UsageSummary:
         return bool(self.devices) and all(not ran(d) and d.mean_busy_pct is not None for d in self.devices)
 
     @property
+    def job_gpus(self) -> tuple[str, ...]:
+        """The physical GPUs the job used (``physical_gpus``): MIG instances of one GPU are that one GPU."""
+        return physical_gpus(self.job_devices)
+
+    @property
     def gpus_rented(self) -> int:
-        """The GPUs of the log that were paid for: those the job used and the idle ones beside them."""
-        return len(self.job_labels) + len(self.idle_labels)
+        """The GPUs of the log that were paid for: the physical GPUs the job used and the idle ones beside them."""
+        return len(self.job_gpus) + len(self.idle_labels)
+
+    @property
+    def mig_words(self) -> str | None:
+        """The job's MIG instances under their GPUs: "GPU 7 as 2 MIG instances"; None when it used none."""
+        instances = [d for d in self.job_devices if d.mig_index is not None]
+        if not instances:
+            return None
+        parents = physical_gpus(instances)
+        return f"{gpu_labels(parents)} as {len(instances)} MIG instance{'s' if len(instances) > 1 else ''}"
 
     @property
     def gpu_count_words(self) -> str:
-        """The job's GPU count, with the rented and idle ones when some were idle: "4 (of 8; 4 idle)"."""
+        """The job's physical GPU count, with the rented and idle ones when some were idle: "4 (of 8; 4 idle)"."""
         idle = len(self.idle_labels)
-        return f"{len(self.job_labels)}" + (f" (of {self.gpus_rented}; {idle} idle)" if idle else "")
+        return f"{len(self.job_gpus)}" + (f" (of {self.gpus_rented}; {idle} idle)" if idle else "")
+
+    def gpus_words(self, name: str | None = None) -> str:
+        """The job's GPUs as a report's header says them: "8 GPUs of 2 kinds (GPU 7 as 2 MIG instances)" when they
+        differ in kind (``name`` unused: each kind is said apart); else "4 (of 8; 4 idle) × ``name``", where a
+        MIG profile's ``name`` counts its instances: "2 × … MIG 3g.40gb (GPU 0 as 2 MIG instances)"."""
+        mig = f" ({self.mig_words})" if self.mig_words else ""
+        if self.mixed_gpus:
+            return f"{self.gpu_count_words} GPUs of {len(self.gpu_kinds)} kinds{mig}"
+        count = str(len(self.job_labels)) if mig else self.gpu_count_words
+        return f"{count} × {name or 'unknown GPU'}{mig}"
 
     @property
     def busy_share_any_kind(self) -> float | None:
@@ -212,6 +237,27 @@ class UsageSummary:
         return ", ".join(f"{k.count} × {k.name or 'unknown GPU'} ({gpu_labels(k.labels)})" for k in self.gpu_kinds)
 
     @property
+    def idle_stretches(self) -> tuple[IdleStretch, ...]:
+        """The idle stretches of every job GPU: each GPU's own, so stretches of GPUs idle at once overlap."""
+        return tuple(s for d in self.job_devices for s in d.idle_stretches)
+
+    @property
+    def idle_gpu_s(self) -> float:
+        """GPU-seconds idle: the idle stretches' durations summed over the job's GPUs (8 GPUs idle 1 h each: 8 h)."""
+        return sum(s.duration_s for s in self.idle_stretches)
+
+    @property
+    def idle_judged_count(self) -> int:
+        """The job's GPUs whose busy share is known: those that can have idle stretches."""
+        return sum(d.busy_basis is not None for d in self.job_devices)
+
+    @property
+    def idle_s_per_gpu(self) -> float | None:
+        """``idle_gpu_s`` over ``idle_judged_count``: the time one GPU of the job idled, on average; None where none
+        of them reports its busy share."""
+        return self.idle_gpu_s / self.idle_judged_count if self.idle_judged_count else None
+
+    @property
     def power_words(self) -> str | None:
         """The job's power in words (``PowerSummary.words``), as the text and the HTML say it; None without power."""
         return None if self.power is None else self.power.words(mixed=self.mixed_gpus)
@@ -222,8 +268,12 @@ class UsageSummary:
         d["torch_peaks"] = [p.__dict__ for p in self.torch_peaks]
         d["power"] = self.power.to_dict() if self.power is not None else None
         d["job_labels"] = list(self.job_labels)
+        d["job_gpus"] = list(self.job_gpus)
         d["idle_labels"] = list(self.idle_labels)
         d["gaps"] = [g.__dict__ for g in self.gaps]
+        d["idle_stretch_count"] = len(self.idle_stretches)
+        d["idle_gpu_s"] = self.idle_gpu_s
+        d["idle_s_per_gpu"] = self.idle_s_per_gpu
         d["notes"] = list(self.notes)
         d["gpu_kinds"] = [k.to_dict() for k in self.gpu_kinds]
         d["mixed_gpus"] = self.mixed_gpus
@@ -270,24 +320,31 @@ class PowerSummary:
         return d
 
 
+def physical_gpu(d: DeviceUsage) -> str:
+    """The label of the physical GPU ``d`` is: its own, or its parent GPU's for a MIG instance ("7" for "7/mig0")."""
+    return str(d.gpu_index) if d.mig_index is not None else d.label
+
+
+def physical_gpus(devices: Sequence[DeviceUsage]) -> tuple[str, ...]:
+    """The physical GPUs of ``devices`` (``physical_gpu``), each once, in order of first appearance: what a GPU
+    count counts and a price per GPU is paid for (a MIG instance is a slice of its GPU, not a GPU)."""
+    return tuple(dict.fromkeys(physical_gpu(d) for d in devices))
+
+
 def power_summary(devices: list[DeviceUsage]) -> PowerSummary | None:
     """The MIG instances of one GPU report that GPU's power (MIG_POWER_BASIS): counted once, as the GPU."""
-    mig_parents: list[int] = []
-    with_power = []
-    for d in devices:
-        if d.mean_power_w is None or (d.mig_index is not None and d.gpu_index in mig_parents):
-            continue
-        if d.mig_index is not None:
-            mig_parents.append(d.gpu_index)
-        with_power.append(d)
+    measured = [d for d in devices if d.mean_power_w is not None]
+    first_of_gpu = {physical_gpu(d): d for d in reversed(measured)}
+    with_power = [first_of_gpu[g] for g in physical_gpus(measured)]
     if not with_power:
         return None
+    mig_parents = physical_gpus([d for d in with_power if d.mig_index is not None])
     total_w = sum(d.mean_power_w for d in with_power)
     return PowerSummary(gpu_count=len(with_power), mean_per_gpu_w=total_w / len(with_power),
                         peak_per_gpu_w=max(d.peak_power_w or 0.0 for d in with_power), mean_total_w=total_w,
                         energy_kwh=None if any(d.energy_kwh is None for d in with_power)
                         else sum(d.energy_kwh for d in with_power),
-                        mig_gpu_labels=tuple(str(i) for i in mig_parents))
+                        mig_gpu_labels=mig_parents)
 
 
 def missed_steps_s(times_s: Sequence[float] | np.ndarray) -> float | None:
@@ -486,7 +543,7 @@ def summarize(log: UsageLog) -> UsageSummary:
     run_s, gaps = _covered(live_times, start)
     last = max((float(t[-1]) for t in live_times.values() if t.size), default=start)
     if one_run is not None:      # one run: its meta's start to end is rented time, a logger stall included
-        run_s, gaps = max(0.0, _float(log.meta.get("end_t_s"), last) - one_run), ()
+        run_s, gaps = max(0.0, _float(log.meta.get(END_T_S_KEY), last) - one_run), ()
     job, idle = _job_devices(devices)
     job_devs = [d for d in devices if d.label in job]
     peaks = [d.peak_memory_bytes for d in job_devs if d.peak_memory_bytes is not None]
@@ -548,5 +605,5 @@ def _run_log_start_s(log: UsageLog) -> float | None:
     (nvidia-smi's, which may be appended, and run logs without a start: the library's Sampler, older logs)."""
     if log.source != RUN_LOG_SOURCE:
         return None
-    start = _float(log.meta.get("start_t_s"), float("nan"))
+    start = _float(log.meta.get(START_T_S_KEY), float("nan"))
     return start if np.isfinite(start) else None
