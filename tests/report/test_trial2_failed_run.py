@@ -25,13 +25,19 @@ REPLAY = REPO / "tests" / "fixtures" / "replay_two_a100.json"
 PY = sys.executable
 GIB = 2**30
 
-# logs steps 1-3 into the run log (as the guard does), then raises at step 4
+# logs steps 1-3 into the run log (as the guard does), then raises at step 4 once the sampler has recorded enough
+# samples of each GPU to judge (on a loaded machine a fixed sleep left too few: "too short to judge", not the verdict)
 CRASHES_AT_STEP_4 = textwrap.dedent("""
     import sys, time
-    from gpuwise.runlog import RunLog
+    from gpuwise.report.usage import MIN_SAMPLES_TO_JUDGE
+    from gpuwise.runlog import RunLog, read_gpu_sample_times
     log = RunLog(sys.argv[1])
     for step in range(1, 5):
         if step == 4:
+            deadline = time.monotonic() + 60
+            while (len(read_gpu_sample_times(sys.argv[1])) < 2 * (MIN_SAMPLES_TO_JUDGE + 2)
+                   and time.monotonic() < deadline):
+                time.sleep(0.1)
             raise RuntimeError("boom at step 4")
         log.log_train(step, loss=1.0, step_time_s=0.05)
         time.sleep(0.1)
