@@ -98,11 +98,20 @@ class GpuCalibration:
         fastest first."""
         return same_workload_disagreements(self.runs)
 
+    def run_step_times(self) -> list[dict]:
+        """Per run, oldest first, what ``gpuwise calibrate`` lists of it: its fingerprint, measured, calibrated and
+        shipped step time (seconds), and the calibrated one's error ((calibrated − measured) / measured)."""
+        errors, off = self.residuals, self.unreproduced
+        return [{"fingerprint": r.fingerprint, "measured_step_time_s": r.measured_step_time_s,
+                 "calibrated_step_time_s": self.step_time_s(r), "shipped_step_time_s": r.predicted_step_time_s,
+                 "error": errors[r.fingerprint], "reproduced": r.fingerprint not in off} for r in self.runs]
+
     def to_dict(self) -> dict:
         return {"gpu": self.gpu, "label": self.label, "class_factors": dict(self.class_factors),
                 "global_factor": self.global_factor, "host_s": self.host_s,
                 "memory_offset_bytes": self.memory_offset_bytes, "runs": len(self.runs), "at_bounds": self.at_bounds,
-                "run_fingerprints": [r.fingerprint for r in self.runs], "unreproduced": self.unreproduced,
+                "run_fingerprints": [r.fingerprint for r in self.runs], "run_step_times": self.run_step_times(),
+                "unreproduced": self.unreproduced,
                 "disagreeing": [[r.fingerprint for r in group] for group in self.disagreeing],
                 "stack": dict(self.stack), "fitted": self.fitted}
 

@@ -65,11 +65,7 @@ def describe(cal: GpuCalibration) -> str:
 
 def describe_runs(cal: GpuCalibration) -> list[str]:
     """One line per run, newest last: fingerprint, measured, calibrated and shipped step time."""
-    out, errors, off = [], cal.residuals, cal.unreproduced
-    for r in cal.runs:
-        error = error_text(errors[r.fingerprint])
-        mark = ", not reproduced" if r.fingerprint in off else ""
-        out.append(f"  run {r.fingerprint}: measured {duration_text(r.measured_step_time_s)}, calibrated "
-                   f"{duration_text(cal.step_time_s(r))} ({error}{mark}), shipped "
-                   f"{duration_text(r.predicted_step_time_s)}")
-    return out
+    return [f"  run {r['fingerprint']}: measured {duration_text(r['measured_step_time_s'])}, calibrated "
+            f"{duration_text(r['calibrated_step_time_s'])} ({error_text(r['error'])}"
+            f"{'' if r['reproduced'] else ', not reproduced'}), shipped {duration_text(r['shipped_step_time_s'])}"
+            for r in cal.run_step_times()]

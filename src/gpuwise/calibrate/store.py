@@ -156,7 +156,8 @@ def from_toml(text: str, source: str = FILE_NAME) -> dict[str, GpuCalibration]:
 def unknown_gpus(calibrations: Mapping[str, GpuCalibration], catalog: Catalog) -> dict[str, str]:
     """GPU table -> why it applies to no GPU of ``catalog``: estimates look a calibration up by the GPU's catalog
     id, so a table under another name (a hand-edited file, a GPU of a ``--catalog`` file not given now) is never
-    applied. An alias says which id it names."""
+    applied. An alias says which id it names. A MIG slice's id (``a100-40gb-sxm4-mig-3g.20gb``: what a run on a
+    slice calibrates) is known though no table of the catalog lists it: the resolver makes the slice, under that id."""
     ids = {g.id for g in catalog.gpus}
     out = {}
     for gpu in calibrations:
@@ -164,6 +165,8 @@ def unknown_gpus(calibrations: Mapping[str, GpuCalibration], catalog: Catalog) -
             continue
         try:
             named = resolve_gpu(catalog, gpu).id
+            if named == gpu:
+                continue
             out[gpu] = f"names {named} by another name than its id: the table must be [gpu.{named}]"
         except CatalogError as exc:
             out[gpu] = str(exc)

@@ -20,6 +20,7 @@ from typing import Any
 
 from gpuwise.catalog.model import GPU, PRECISIONS, Catalog, CatalogError, Offer, today_date
 from gpuwise.catalog.resolve import gpu_by_name, name_index, provider_key
+from gpuwise.catalog.topology import provider_name
 from gpuwise.catalog.validate import gpu_problems, offer_problems
 from gpuwise.units import UnitError, parse_bytes
 
@@ -319,8 +320,8 @@ def _parse_offer(table: dict[str, Any], where: str, index: dict[str, GPU], indic
         gpu = gpu_by_name(index, gpu_name, otherwise=" (add it as a [[gpu]] table)")
     except CatalogError as exc:
         raise CatalogError(f"{where}: key 'gpu': {exc}") from None
-    offer = Offer(
-        provider=table["provider"], gpu_id=gpu.id, count=table.get("count", 1),
+    offer = Offer(  # a provider the topology data names, as the catalog spells it ("AutoDL", "lambdalabs": live's rule)
+        provider=provider_name(table["provider"]), gpu_id=gpu.id, count=table.get("count", 1),
         price_per_hour=float(table["price_per_hour"]),
         currency=table["currency"].strip().upper(), spot=table.get("spot", False), source=table["source"],
         checked=table["checked"], indicative=table.get("indicative", indicative),
