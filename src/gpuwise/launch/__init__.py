@@ -71,7 +71,7 @@ def launch_best(rec, catalog, emit: str, command: str) -> dict:
     plan = plan_launch(best, gpu, command, batch=split, sharding=sharding, one_process=one_process,
                        assumptions=assumptions, disk=disk_need(rec.workload, best, gpu))
     wheel = launch_wheel()     # the SkyPilot task uploads it; torchrun lines install it where it is copied
-    return _launch_dict(plan, emit.lower(), render(plan, emit.lower(), wheel=wheel), wheel)
+    return _launch_dict(plan, emitted_target(plan, emit.lower()), render(plan, emit.lower(), wheel=wheel), wheel)
 
 
 def serve_best(rec, catalog, emit: str) -> dict:
@@ -153,10 +153,17 @@ def render(plan: LaunchPlan, emit: str, *, wheel: Path | None = None) -> str:
     check for gpuwise and say how to install it)."""
     if emit not in EMITTERS:
         raise LaunchError(f"--emit: unknown target {emit!r} (known: {', '.join(EMITTERS)})")
-    if emit == "skypilot" and plan.skypilot_cloud is not None:
+    if emitted_target(plan, emit) == "skypilot":
         return render_skypilot(plan, wheel or build_wheel())
     return render_torchrun(plan, wheel)
 
 
-__all__ = ["EMITTERS", "BatchSplit", "Command", "DiskNeed", "JobAssumptions", "LaunchError", "LaunchPlan", "ShardingSetup", "check_emit", "is_server",
+def emitted_target(plan: LaunchPlan, emit: str) -> str:
+    """What ``render`` gives for ``emit``, and so ``--json``'s ``launch.emit``: "skypilot" is torchrun lines where
+    SkyPilot does not know the provider (AutoDL), so a script that feeds ``launch.text`` to ``sky launch`` only
+    where ``launch.emit`` says skypilot does not hand it shell lines."""
+    return "torchrun" if emit == "skypilot" and plan.skypilot_cloud is None else emit
+
+
+__all__ = ["EMITTERS", "BatchSplit", "Command", "DiskNeed", "JobAssumptions", "LaunchError", "LaunchPlan", "ShardingSetup", "check_emit", "emitted_target", "is_server",
            "launch_best", "parse_command", "plan_launch", "render", "serve_best", "server_emit_refusal"]

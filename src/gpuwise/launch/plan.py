@@ -14,6 +14,7 @@ from gpuwise.launch.errors import LaunchError
 from gpuwise.launch.assumptions import JobAssumptions
 from gpuwise.launch.disk import DiskNeed
 from gpuwise.launch.sharding import ShardingSetup
+from gpuwise.units import format_duration, format_money, format_request_rate
 
 RDZV_PORT = 29500         # node 0's port for torchrun's c10d rendezvous (several nodes)
 MAX_RESTARTS = 3          # torchrun restarts every node's workers when one dies; the guard resumes them
@@ -130,6 +131,14 @@ class LaunchPlan:
     # a server's local model folder (with its weights) that its service uploads to each replica; None: vLLM
     # downloads the model by its Hub id
     model_dir: Path | None = None
+    # what recommend priced the option at, as its "Best:" line says it (``priced_words``); None: not known
+    priced: str | None = None
+
+    @property
+    def priced_lines(self) -> list[str]:
+        """The header's comment with what the launch was priced at (none where not known): what the emitted text
+        is about to spend, which the table it replaces said."""
+        return [f"# priced: {self.priced} (gpuwise's estimate for this option)"] if self.priced else []
 
     @property
     def env(self) -> dict[str, str]:
@@ -155,6 +164,21 @@ class LaunchPlan:
         """The command as torchrun takes it after its own options: a script (or --module, or --no-python and
         a program) and its arguments (``Command.torchrun_args``)."""
         return self.command.torchrun_args
+
+
+def priced_words(option) -> str | None:
+    """What recommend priced ``option`` (a ``Quote``) at, in the words of its "Best:" line: the job's time and cost
+    in the ranking currency (with a spot option's expected preemptions); a server at a request rate costs by the
+    hour (its quote is of one hour). None where the option carries no price."""
+    cost, currency = getattr(option, "total_cost_ranked", None), getattr(option, "ranking_currency", None)
+    if cost is None or currency is None:
+        return None
+    money = format_money(cost, currency)
+    if rate := getattr(option, "request_rate_per_s", None):
+        replicas = getattr(option, "replicas", None) or 1
+        return f"{money} an hour for {replicas} replica{'s' if replicas > 1 else ''} at {format_request_rate(rate)}"
+    time_s = getattr(option, "total_time_s", None)
+    return f"{format_duration(time_s)}, {money}" if time_s else money
 
 
 def skypilot_cloud(provider: str | None) -> str | None:
@@ -248,4 +272,5 @@ def plan_launch(option, gpu: GPU, command: str, *, batch: BatchSplit | None = No
                       spot=option.spot, skypilot_cloud=cloud, region=region, command=parsed,
                       notes=tuple(notes), batch=batch, sharding=sharding, one_process=one_process,
                       assumptions=assumptions, network=topo.network if nodes > 1 else None, disk=disk,
-                      replicas=getattr(option, "replicas", None) or 1, server=server, model_dir=model_dir)
+                      replicas=getattr(option, "replicas", None) or 1, server=server, model_dir=model_dir,
+                      priced=priced_words(option))

@@ -169,13 +169,16 @@ _Dumper.add_representer(str, _str)
 
 
 def dump_task(task: dict) -> str:
-    """A task mapping as SkyPilot's YAML, in the order given, multi-line scripts as literal blocks."""
-    return yaml.dump(task, Dumper=_Dumper, sort_keys=False)
+    """A task mapping as SkyPilot's YAML, in the order given, multi-line scripts as literal blocks, and text as
+    written: a script or path named in Chinese (``python 训练.py``) stays readable, where PyYAML's default escapes
+    every non-ASCII character and turns the whole ``run`` into one double-quoted line of ``\\uXXXX``."""
+    return yaml.dump(task, Dumper=_Dumper, sort_keys=False, allow_unicode=True)
 
 
 def render_skypilot(plan: LaunchPlan, wheel: Path) -> str:
     """What ``gpuwise recommend --emit skypilot`` prints: the notes as comments, then the YAML."""
-    head = [f"# {plan.count}x {plan.gpu.name} from {plan.provider}: {launch_command(plan)} <this file>"]
+    head = [f"# {plan.count}x {plan.gpu.name} from {plan.provider}: {launch_command(plan)} <this file>",
+            *plan.priced_lines]
     head += [f"# note: {n}" for n in plan.notes]
     if (efa := efa_interfaces_note(plan)) is not None:
         head.append(f"# note: {efa}")

@@ -90,7 +90,8 @@ def _model_note(plan: LaunchPlan) -> str:
 def render_skyserve(plan: LaunchPlan) -> str:
     """What ``gpuwise recommend --emit skypilot`` prints for a server: the notes as comments, then the YAML."""
     replicas = f"{plan.replicas} replica{'s' if plan.replicas > 1 else ''} of "
-    head = [f"# {replicas}{plan.count}x {plan.gpu.name} from {plan.provider}: {SERVE_UP} <this file>"]
+    head = [f"# {replicas}{plan.count}x {plan.gpu.name} from {plan.provider}: {SERVE_UP} <this file>",
+            *plan.priced_lines]
     head += [f"# note: {n}" for n in plan.notes]
     head.append(f"# note: {SERVE_UP} starts the replicas and a load balancer; `sky serve status` names its "
                 f"endpoint, which forwards to vLLM's OpenAI-compatible API on port {VLLM_PORT} (/v1/completions)")

@@ -157,7 +157,8 @@ def install_line(wheel: Path | None, python: str = DEFAULT_PYTHON) -> str:
 def render_torchrun(plan: LaunchPlan, wheel: Path | None = None) -> str:
     """What ``gpuwise recommend --emit torchrun`` prints: a comment per node, then its lines: gpuwise installed
     from ``wheel`` where the node lacks it (``install_line``), the plan's environment and files, the command."""
-    out = [f"# {plan.count}x {plan.gpu.name} from {plan.provider}: {plan.nodes} node(s) x {plan.gpus_per_node} GPU(s)"]
+    out = [f"# {plan.count}x {plan.gpu.name} from {plan.provider}: {plan.nodes} node(s) x {plan.gpus_per_node} GPU(s)",
+           *plan.priced_lines]
     out += [f"# note: {n}" for n in plan.notes]
     needs_gpuwise = not plan.one_process      # a layer split runs the command itself, not the guard's torchrun
     python = launch_python(plan)
