@@ -337,11 +337,13 @@ class CheckpointStore:
                 self.abort(tmp)
             raise self.save_failed(step, exc) from exc
 
-    def save_failed(self, step: int, exc: OSError) -> GuardError:
+    def save_failed(self, step: int, cause: OSError | str) -> GuardError:
+        """The one line of a save of ``step`` that did not happen (``cause``: the OSError, or why it was not
+        attempted), naming the intact previous checkpoint."""
         previous = self.step_dirs()
         kept = f"previous checkpoint {previous[0].name} is intact" if previous else "no previous checkpoint exists"
-        return GuardError(f"checkpoint of step {step} not written to {self.directory}: "
-                          f"{exc.strerror or exc}; {kept}")
+        detail = cause if isinstance(cause, str) else cause.strerror or cause
+        return GuardError(f"checkpoint of step {step} not written to {self.directory}: {detail}; {kept}")
 
     def prune(self) -> list[Path]:
         """Keep the newest ``keep`` checkpoints that verify; delete older ones, corrupt ones older than a

@@ -23,6 +23,7 @@ import logging
 
 import atexit
 import collections
+import inspect
 import json
 import numbers
 import os
@@ -113,6 +114,7 @@ class Guard:
         check_number("min_free_checkpoints", min_free_checkpoints, 0, whole=True)
         check_exit_code(exit_code)
         check_flag("lock_directory", lock_directory)
+        check_scheduler(scheduler)
         gdist.require_process_group()  # else every rank would take itself for rank 0
         workload_record = _checked_workload(workload)
         self.preemption = PreemptionHandler(preempt_signals, grace_s=grace_s, exit_code=exit_code,
@@ -223,6 +225,10 @@ class Guard:
 
     def attach_loader(self, loader: ResumableDataLoader) -> ResumableDataLoader:
         """Checkpoint ``loader``'s position; a position ``resume()`` read before it was attached applies now."""
+        if not isinstance(loader, ResumableDataLoader):
+            raise GuardError(f"attach_loader takes a gpuwise ResumableDataLoader, got {type(loader).__name__}: a "
+                             "plain DataLoader cannot resume mid-epoch; build it with guard.loader(dataset, "
+                             "batch_size, seed=..., num_workers=...)")
         self._loader = loader
         if self._pending_loader_state is not None:
             loader.load_state_dict(self._pending_loader_state)
@@ -470,7 +476,11 @@ class Guard:
             except GuardError as exc:  # the previous background save failed: report it, still save now
                 errors.append(str(exc))
             self._warn_deferred()
+            diverged = state_nonfinite(self.model, state)
             try:
+                if diverged:  # saved, it would prune the finite checkpoints a resume falls back to
+                    raise self.store.save_failed(step, f"the state holds NaN/Inf values ({', '.join(diverged)}), "
+                                                       "the run diverged")
                 if self.async_save and not wait:
                     snapshot = self._staging.copy(state)  # the only part that blocks training
                     blocked_s = time.perf_counter() - t0
@@ -644,7 +654,6 @@ class Guard:
         """The state in ``ckpt`` (model and optimizer applied unless they hold non-finite values) and the
         names of those values."""
         model = gdist.unwrap(self.model)
-        buffers = [f"model.{name}" for name, _ in model.named_buffers()]
         if self.sharded:
             state = load_sharded(self.store, ckpt, self.model, self.optimizer)
             # This rank's shards as loaded (parameters and optimizer state, no state_dict(): under FSDP
@@ -655,7 +664,7 @@ class Guard:
         state = self.store.load_state(ckpt, map_location=map_location, trust_pickle=self.trust_pickle)
         if not isinstance(state, Mapping) or not isinstance(state.get("model"), Mapping):
             raise GuardError(f"{ckpt.path.name}: state.pt holds no model state of a Guard")
-        nonfinite = nonfinite_names({"model": state["model"], "optimizer": state.get("optimizer")}, nan_only=buffers)
+        nonfinite = state_nonfinite(model, state)
         if not nonfinite:
             try:
                 model.load_state_dict(state["model"])
@@ -920,6 +929,31 @@ def refuse_fresh_start(directory: str | os.PathLike, skipped_reasons: list[str],
         reasons = "; ".join(clipped(r, SKIPPED_REASON_CHARS) for r in skipped_reasons[:3])
         raise GuardError(f"{len(skipped_reasons)} checkpoint(s) in {directory} and none verifies ({reasons}): refusing "
                          f"to start from step 0 over them; pass {how} to start over")
+
+
+def state_nonfinite(model: torch.nn.Module, state: Mapping[str, Any]) -> list[str]:
+    """Names of the values in a Guard ``state``'s model and optimizer that hold NaN or ±Inf (a model's buffers:
+    NaN only, as a causal mask of -inf is legitimate): the one rule for refusing to save or load a diverged state."""
+    buffers = [f"model.{name}" for name, _ in gdist.unwrap(model).named_buffers()]
+    return nonfinite_names({"model": state["model"], "optimizer": state.get("optimizer")}, nan_only=buffers)
+
+
+def check_scheduler(scheduler: Any) -> None:
+    """GuardError, one line, unless ``scheduler`` (None: none) has a ``step()`` the guard can call with no
+    argument once per optimizer step: ``ReduceLROnPlateau.step(metrics)`` steps on a validation metric, and
+    called so it would raise after the optimizer step, half-way through the guard's step."""
+    if scheduler is None:
+        return
+    step = getattr(scheduler, "step", None)
+    if not callable(step):
+        raise GuardError(f"scheduler must have a step() method (an LR scheduler), got {type(scheduler).__name__}")
+    required = [p.name for p in inspect.signature(step).parameters.values()
+                if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    if required:
+        name = type(scheduler).__name__
+        raise GuardError(f"scheduler={name}: its step() needs {', '.join(required)}, and the guard steps the "
+                         f"scheduler once per optimizer step with no argument; call {name}.step(...) yourself "
+                         "(after validation) and checkpoint it with extra_state={'plateau': scheduler}")
 
 
 def check_exit_code(value: object, name: str = "exit_code") -> None:

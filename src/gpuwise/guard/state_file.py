@@ -90,19 +90,25 @@ def _load(f: IO[bytes], label: str, map_location: Any, trust_pickle: bool) -> An
 def nonfinite_names(groups: Mapping[str, Any], *, nan_only: Iterable[str] = (), limit: int = 3) -> list[str]:
     """Up to ``limit`` dotted names of floating tensors in ``groups`` holding NaN or ±Inf.
 
-    Names listed in ``nan_only`` (a model's buffers: a causal mask of -inf is legitimate) count only NaN."""
+    Names listed in ``nan_only`` (a model's buffers: a causal mask of -inf is legitimate) count only NaN. The checks
+    run on each tensor's device and are read back once a device (one wait on a GPU, not one a tensor: the guard runs
+    this at every save)."""
     nan_only = set(nan_only)
-    found: list[str] = []
+    names_by_device: dict[torch.device, list[str]] = {}
+    flags_by_device: dict[torch.device, list[torch.Tensor]] = {}
     for group, value in groups.items():
         for name, tensor in _tensors(value, group):
-            if not (tensor.is_floating_point() or tensor.is_complex()):
+            if not (tensor.is_floating_point() or tensor.is_complex()) or tensor.numel() == 0:
                 continue
             bad = torch.isnan(tensor).any() if name in nan_only else ~torch.isfinite(tensor).all()
-            if bool(bad):
-                found.append(name)
-                if len(found) >= limit:
-                    return found
-    return found
+            names_by_device.setdefault(tensor.device, []).append(name)
+            flags_by_device.setdefault(tensor.device, []).append(bad)
+    bad_names = set()
+    for device, flags in flags_by_device.items():
+        read = torch.stack(flags).cpu().tolist()
+        bad_names.update(name for name, is_bad in zip(names_by_device[device], read) if is_bad)
+    ordered = [name for names in names_by_device.values() for name in names if name in bad_names]
+    return ordered[:limit]
 
 
 def _tensors(value: Any, prefix: str) -> Iterable[tuple[str, torch.Tensor]]:
