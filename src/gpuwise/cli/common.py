@@ -13,7 +13,6 @@ import typer
 from rich.console import Console
 
 from gpuwise.errors import GpuwiseError
-from gpuwise.units import format_bytes
 from gpuwise.workload import Workload, WorkloadError
 
 if TYPE_CHECKING:
@@ -68,6 +67,23 @@ def job_words(workload: Workload) -> str:
         words += (", engine vllm (the default at --request-rate: a rate is served by a server; --engine hf for "
                   "HF generate's static batches)" if workload.engine_default else f", engine {workload.engine}")
     return words
+
+
+def batch_words(workload: Workload, *, defaulted: bool = False) -> str:
+    """What a header says of a job's batch: the micro-batch, per GPU where a training job has several, and, where
+    accumulation or GPUs multiply it, the effective batch (samples per optimizer step, ``effective_batch_size``):
+    ``batch 32 per GPU × 8 GPUs = effective batch 256``. Serving's batch is said as it is. ``defaulted``: the batch
+    size was not given (said beside it, as a precision's default is)."""
+    per_gpu = " per GPU" if workload.is_training and workload.num_gpus > 1 else ""
+    batch = f"batch {workload.batch_size}{per_gpu}" + (" (the default; --batch-size to choose)" if defaulted else "")
+    if not workload.is_training or workload.effective_batch_size == workload.batch_size:
+        return batch
+    factors = [batch]
+    if workload.grad_accum_steps > 1:
+        factors.append(f"{workload.grad_accum_steps} accumulation steps")
+    if workload.num_gpus > 1:
+        factors.append(f"{workload.num_gpus} GPUs")
+    return f"{' × '.join(factors)} = effective batch {workload.effective_batch_size}"
 
 
 def print_json(obj: Any) -> None:

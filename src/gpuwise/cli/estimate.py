@@ -90,12 +90,9 @@ def estimate(
                                        provider=provider)
     out["calibrated_gpus"] = calibrated_gpus(out)
     if out.get("time") and len(gpus) == 1 and workload.num_gpus > 1:
-        from gpuwise.catalog.topology import topology_for
-        from gpuwise.launch.plan import node_layout_refusal   # launch's rule for a count's machines, said here too
-
-        why = node_layout_refusal(workload.num_gpus, topology_for(gpus[0], provider))
+        why = _count_warning(cat, gpus[0], workload.num_gpus, provider)
         if why:
-            out["time"]["warnings"] = [*out["time"]["warnings"], f"gpuwise does not launch this: {why}"]
+            out["time"]["warnings"] = [*out["time"]["warnings"], why]
     if json_out:
         c.print_json(out)
     else:
@@ -106,6 +103,23 @@ def estimate(
         plot_timeline(est, plot)
         if not json_out:
             c.console.print(f"[dim]plot written to {escape(plot)}[/]")
+
+
+def _count_warning(cat, gpu, count: int, provider: str | None) -> str | None:
+    """What is said of ``count`` GPUs that are timed but cannot be had as timed: not whole machines (launch's rule,
+    said here too), or, at ``provider``, a count none of its offers rents (recommend's offer rule); None: they can."""
+    from gpuwise.catalog.topology import topology_for
+    from gpuwise.launch.plan import node_layout_refusal
+    from gpuwise.plan.answer import unrented_count_note
+    from gpuwise.plan.offers import candidate_offers
+
+    why = node_layout_refusal(count, topology_for(gpu, provider))
+    if why:
+        return f"gpuwise does not launch this: {why}"
+    if provider is None:
+        return None
+    return unrented_count_note(candidate_offers(cat, provider=provider, gpu_ids=[gpu.id], spot="include"), gpu, count,
+                               provider)
 
 
 def _whole_gpus_for(gpus: list, count: int, *, every_gpu: bool) -> list:
@@ -168,8 +182,7 @@ def _render(out: dict, est, *, batch_defaulted: bool = False) -> None:
         con.print(f"[red]Not even batch 1 fits {out['gpu']}[/]: the changes below would make batch "
                   f"{out['requested_batch_size']} fit")
     size = (format_request_rate(w.request_rate_per_s) if w.request_rate_per_s is not None and out["gpu"]
-            else f"batch {w.batch_size}" + (" (the default; --batch-size to choose)"
-                                            if batch_defaulted and not searched else ""))
+            else c.batch_words(w, defaulted=batch_defaulted and not searched))
     con.print(f"[bold]{w.model}[/]  {w.mode}, {size}, {c.job_words(w)}{optimizer}"
               f"  [dim]({out['method']})[/]")
     if out.get("calibration"):

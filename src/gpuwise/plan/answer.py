@@ -22,15 +22,21 @@ where none is, ``time.likely_range_note`` says why (plan/accuracy.py's ``why_no_
 measures this (...)", or how few were scored). ``time_accuracy`` is the shipped model's
 measured error on that regime's held-out runs (None without any). Each ``per_gpu``
 row carries its ``warnings`` (e.g. the CPU cores real JPEGs would need).
+
+``workload.batch_size`` is the micro-batch of each GPU; ``effective_batch_size`` the samples of one optimizer step
+(``Workload.effective_batch_size``: × ``grad_accum_steps`` × ``num_gpus``, every sharding being data-parallel), the
+figure recommend's options keep; None in serving, which has no optimizer step.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from gpuwise.catalog.model import Offer
 from gpuwise.plan.errors import PlanError
+from gpuwise.plan.offers import cheapest_offer, clusters_refused, node_size, ranking_currency
 from gpuwise.plan.profile import WorkloadModel, cannot_run, estimate_fit, largest_fitting_batch, model_for, workload_on
-from gpuwise.plan.recommend import JobSize
+from gpuwise.plan.recommend import JobSize, counts_words   # recommend's words for counts
 from gpuwise.plan.remedies import changes_that_fit
 from gpuwise.plan.accuracy import likely_step_time_range_s, load_accuracy, no_range_note, regime_of
 from gpuwise.workload.precision import runs_on, why_not_on
@@ -64,6 +70,20 @@ def _row(e, headroom_fraction: float, method: str) -> dict:
             "cannot_run": cannot_run(e.workload, e.gpu), "calibration": e.calibration,
             "calibration_carried_from": e.calibration_carried_from,
             "precision": e.workload.precision, **_timed(e, method)}
+
+
+def unrented_count_note(offers: list[Offer], gpu, count: int, provider: str) -> str | None:
+    """Why none of ``provider``'s ``offers`` rents ``count`` of ``gpu`` together, by the rule recommend prices by
+    (``plan.offers.cheapest_offer``: a cloud's instance shapes, a marketplace's GPUs one by one, whole machines as a
+    cluster): the counts its offers have; None where one does (on-demand or spot)."""
+    mine = [o for o in offers if o.gpu_id == gpu.id]
+    if cheapest_offer(mine, gpu, count, ranking_currency(mine)) is not None:
+        return None
+    if not mine:
+        return f"{provider} has no offer of {gpu.id} in the catalog, of {count} or any other count"
+    clusters = clusters_refused(provider) if count > node_size(gpu, provider) else None
+    return (f"{provider} has no offer of {count} {gpu.id}: it rents {counts_words(o.count for o in mine)} at a time"
+            + (f" ({clusters})" if clusters else ""))
 
 
 def refuse_if_cannot_run(workload, gpu) -> None:
@@ -123,6 +143,8 @@ def estimate_answer(
     per_gpu = [model.estimate(g, count=count, provider=provider) for g in gpus] if len(gpus) > 1 else []
     answer = {
         "workload": est.workload.to_dict(),
+        # samples per optimizer step: the micro-batch × accumulation × data-parallel GPUs (None: serving steps none)
+        "effective_batch_size": est.workload.effective_batch_size if est.workload.is_training else None,
         "method": model.method,
         "calibration": est.calibration,
         "calibration_carried_from": est.calibration_carried_from,

@@ -309,7 +309,7 @@ def _quotable_words() -> str:
     return f"{', '.join(map(str, quoted_counts(32)))} …"
 
 
-def _counts_words(counts: Iterable[int], conjunction: str = "or") -> str:
+def counts_words(counts: Iterable[int], conjunction: str = "or") -> str:
     """Counts in words: ``1, 2 or 4``."""
     counts = [str(c) for c in sorted(set(counts))]
     return counts[0] if len(counts) == 1 else f"{', '.join(counts[:-1])} {conjunction} {counts[-1]}"
@@ -323,14 +323,14 @@ def no_offer_at_counts(offers: list[Offer], max_gpus: int, *, suggest_offer: boo
     by_rental: dict[tuple[str, str], set[int]] = {}
     for o in offers:
         by_rental.setdefault((o.provider, o.gpu_id), set()).add(o.count)
-    rentals = "; ".join(f"{provider} rents {gpu} {_counts_words(counts)} at a time"
+    rentals = "; ".join(f"{provider} rents {gpu} {counts_words(counts)} at a time"
                         for (provider, gpu), counts in sorted(by_rental.items()))
     quotable = quoted_counts(MAX_GPUS)
     larger = sorted({o.count for o in offers if o.count in quotable and o.count > max_gpus})
     hint = (f"; raise --max-gpus to {larger[0]}" if larger else
             f"; recommend quotes {_quotable_words()} GPUs: add an [[offer]] for one of those counts (docs/catalog.md)"
             if suggest_offer else "")
-    return f"no offer at {_counts_words(quoted)} GPU{'s' if quoted != (1,) else ''} (--max-gpus {max_gpus}): " \
+    return f"no offer at {counts_words(quoted)} GPU{'s' if quoted != (1,) else ''} (--max-gpus {max_gpus}): " \
            f"{rentals}{hint}"
 
 

@@ -15,11 +15,13 @@ import sys
 import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import torch
 from torch import nn
+from torch.nn.parameter import is_lazy
 
 from gpuwise.errors import did_you_mean
 from gpuwise.workload.deadline import deadline
@@ -37,6 +39,9 @@ from gpuwise.workload.specs import (
 
 Batch = tuple[tuple, dict]
 LossFn = Callable[[Any, Batch], torch.Tensor]
+# The frames of the clip guessed for a factory whose first layer is a Conv3d and which returns no inputs: what video
+# classifiers are commonly trained on (torchvision's R3D/MViT, X3D-M, VideoMAE); said in the note with the guess.
+GUESSED_CLIP_FRAMES = 16
 
 
 @dataclass(frozen=True)
@@ -47,9 +52,11 @@ class GuessedInputs:
     dtype: str                 # "float32", "int64"
     layer: str                 # the first layer's class: "Conv2d", "Linear", "Embedding"
     size_name: str | None      # the job's size the last dimension is: "image_size", "seq_len"; None (features)
+    assumed: str = ""          # a size no layer and no option gives, in words: "16 frames of 224x224 px (...)"
 
     def described(self) -> str:
-        return f"{self.shape} {self.dtype} from its first layer ({self.layer})"
+        return f"{self.shape} {self.dtype} from its first layer ({self.layer})" + (
+            f", {self.assumed}" if self.assumed else "")
 
     def failure_hint(self) -> str:
         """What a failed trace adds where its input was guessed (a suffix): the guess, and how to give real ones."""
@@ -448,8 +455,42 @@ def _built_from(result, path: Path, func_name: str, params, kwargs: dict, worklo
         def make_batch(training: bool) -> Batch:
             return tuple(_fresh_like(x) for x in template), {}
 
+    materialised = _materialise_lazy(module, make_batch, f"{path.name}:{func_name}")
+    if materialised:
+        notes.append(materialised)
     return BuiltModel(module, make_batch, _user_loss(loss_fn) if loss_fn else DefaultLoss(), notes=tuple(notes),
                       resized_inputs=resized, guessed_inputs=guessed, input_sizes=sizes)
+
+
+def lazy_modules(module: nn.Module) -> list[str]:
+    """The names of ``module``'s modules whose own parameters or buffers have no shape yet (nn.LazyLinear,
+    nn.LazyConv2d …: a first forward gives them one); '<top>' for ``module`` itself."""
+    return [name or "<top>" for name, sub in module.named_modules()
+            if any(is_lazy(t) for t in chain(sub.parameters(recurse=False), sub.buffers(recurse=False)))]
+
+
+def _materialise_lazy(module: nn.Module, make_batch: Callable[[bool], Batch], factory: str) -> str:
+    """Shapes a model's lazy modules as PyTorch does, by one forward of the example inputs, here on ``meta`` (no
+    values computed; the tracer's fake tensors cannot hold an uninitialized parameter). A note ('' where nothing is
+    lazy); WorkloadError where that forward fails or leaves one lazy (a module the forward does not reach)."""
+    lazy = lazy_modules(module)
+    if not lazy:
+        return ""
+    remedy = "; run one forward on an example input in the factory before returning the model"
+    try:
+        with torch.device("meta"), torch.no_grad():
+            args, kwargs = make_batch(False)
+            module(*args, **kwargs)
+    except Exception as exc:  # the user's code on meta tensors: any error is theirs to work around
+        first_line = (str(exc).strip().splitlines() or [""])[0][:200]
+        raise WorkloadError(f"model factory {factory}: its lazy modules take their sizes from a first forward, which "
+                            f"failed on shape-only (meta) inputs ({type(exc).__name__}: {first_line}){remedy}") from None
+    left = lazy_modules(module)
+    if left:
+        raise WorkloadError(f"model factory {factory}: lazy modules the forward of the example inputs does not reach "
+                            f"have no shape ({', '.join(left[:3])}{', ...' if len(left) > 3 else ''}){remedy}")
+    return (f"lazy modules ({', '.join(lazy[:3])}{', ...' if len(lazy) > 3 else ''}) shaped by one forward of the "
+            "example inputs on meta tensors, as their first real forward would")
 
 
 def guessed_sizes(guessed: GuessedInputs, params) -> tuple[tuple[str, int | None], ...]:
@@ -603,22 +644,32 @@ def _fresh_tensor(x):
 
 
 def _guess_inputs(module: nn.Module, batch_size: int, seq_len: int, image_size: int):
-    """(the example inputs, what was guessed) for a factory that returned none, from the model's first layer."""
+    """(the example inputs, what was guessed) for a factory that returned none, from the model's first layer: images
+    (Conv2d) and clips of ``GUESSED_CLIP_FRAMES`` frames (Conv3d) at ``image_size`` px square, tokens (Embedding) and
+    sequences (Conv1d) of ``seq_len``, features (Linear). A lazy first layer (nn.LazyLinear) learns its input's size
+    from the first forward, so there is nothing to guess from."""
     first = next((m for m in module.modules() if isinstance(m, (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.Linear,
                                                                    nn.Embedding))), None)
-    size_name = None
-    if isinstance(first, nn.Conv2d):
+    size_name, assumed = None, ""
+    if first is None or lazy_modules(first):
+        why = f": its first layer, {type(first).__name__}, takes its input's size from the first forward" if first \
+            else ""
+        raise WorkloadError(f"the model factory returned no example inputs and gpuwise cannot guess them{why}; "
+                            "return (module, example_inputs)")
+    if isinstance(first, nn.Conv3d):
+        x = torch.empty(batch_size, first.in_channels, GUESSED_CLIP_FRAMES, image_size, image_size, device="meta")
+        size_name, assumed = "image_size", (f"{GUESSED_CLIP_FRAMES} frames of {image_size}x{image_size} px (the frame "
+                                            "count assumed)")
+    elif isinstance(first, nn.Conv2d):
         x, size_name = torch.empty(batch_size, first.in_channels, image_size, image_size, device="meta"), "image_size"
     elif isinstance(first, nn.Conv1d):
         x, size_name = torch.empty(batch_size, first.in_channels, seq_len, device="meta"), "seq_len"
     elif isinstance(first, nn.Linear):
         x = torch.empty(batch_size, first.in_features, device="meta")
-    elif isinstance(first, nn.Embedding):
-        x, size_name = torch.zeros(batch_size, seq_len, dtype=torch.long, device="meta"), "seq_len"
     else:
-        raise WorkloadError("the model factory returned no example inputs and gpuwise cannot guess them; "
-                            "return (module, example_inputs)")
-    return (x,), GuessedInputs(tuple(x.shape), str(x.dtype).removeprefix("torch."), type(first).__name__, size_name)
+        x, size_name = torch.zeros(batch_size, seq_len, dtype=torch.long, device="meta"), "seq_len"
+    return (x,), GuessedInputs(tuple(x.shape), str(x.dtype).removeprefix("torch."), type(first).__name__, size_name,
+                               assumed)
 
 
 def _one_argument_refusal(fn) -> str | None:
