@@ -13,6 +13,7 @@ import pytest
 
 from gpuwise.monitor.sample import GpuSample
 from gpuwise.report.sources import load_usage_log
+from gpuwise.report.sample_table import sample_table
 from gpuwise.report.usage import Gap, IdleStretch, summarize
 from gpuwise.runlog import RunLog, iter_gpu_sample_rows
 
@@ -121,3 +122,7 @@ def test_rows_are_read_in_chunks_in_the_order_written_with_null_for_a_column_an_
     chunks = list(iter_gpu_sample_rows(path, ("t_s", "gpu_index", "memory_reserved_bytes"), rows_per_chunk=4))
     assert [len(c) for c in chunks] == [4, 4, 2]
     assert [row for c in chunks for row in c] == [(T0 + t + 0.001 * g, g, None) for t in range(5) for g in range(2)]
+
+
+def test_an_empty_sample_table_has_no_devices():
+    assert sample_table([]).devices() == []

@@ -102,13 +102,13 @@ def test_a_lazy_model_whose_forward_cannot_run_shape_only_is_told_to_materialise
     with pytest.raises(WorkloadError, match="its lazy modules take their sizes from a first forward") as info:
         _trace(models, "make_reads_values")
     message = str(info.value)
-    assert "run one forward on an example input in the factory before returning the model" in message
+    assert "give the lazy layers their sizes (nn.Linear(in, out) for nn.LazyLinear)" in message
     assert "\n" not in message
 
 
 def test_a_lazy_module_the_forward_never_reaches_is_refused(models):
     with pytest.raises(WorkloadError, match=r"lazy modules the forward of the example inputs does not reach have no "
-                                            r"shape \(spare\); run one forward"):
+                                            r"shape \(spare\); give the lazy layers their sizes"):
         _trace(models, "make_unreached")
 
 

@@ -40,6 +40,8 @@ def test_the_smallest_length_key_and_gemma3_unscaled():
               "rope_scaling": {"rope_type": "linear", "factor": 8.0}}
     assert vllm_max_model_len(gemma3) == 131072
     assert vllm_max_model_len({"model_type": "llama"}) == 0
+    cohere = {"model_type": "cohere", "max_position_embeddings": 8192, "model_max_length": 131072}
+    assert vllm_max_model_len(cohere) == 131072       # vLLM's case for Command-R: model_max_length decides
 
 
 def test_a_dynamically_scaled_model_is_served_past_its_positions_up_to_the_scaled_length():

@@ -476,9 +476,8 @@ class Guard:
             except GuardError as exc:  # the previous background save failed: report it, still save now
                 errors.append(str(exc))
             self._warn_deferred()
-            diverged = state_nonfinite(self.model, state)
             try:
-                if diverged:  # saved, it would prune the finite checkpoints a resume falls back to
+                if diverged := state_nonfinite(self.model, state):  # saved, it would prune the finite checkpoints a resume falls back to
                     raise self.store.save_failed(step, f"the state holds NaN/Inf values ({', '.join(diverged)}), "
                                                        "the run diverged")
                 if self.async_save and not wait:
@@ -934,8 +933,13 @@ def refuse_fresh_start(directory: str | os.PathLike, skipped_reasons: list[str],
 def state_nonfinite(model: torch.nn.Module, state: Mapping[str, Any]) -> list[str]:
     """Names of the values in a Guard ``state``'s model and optimizer that hold NaN or ±Inf (a model's buffers:
     NaN only, as a causal mask of -inf is legitimate): the one rule for refusing to save or load a diverged state."""
-    buffers = [f"model.{name}" for name, _ in gdist.unwrap(model).named_buffers()]
-    return nonfinite_names({"model": state["model"], "optimizer": state.get("optimizer")}, nan_only=buffers)
+    # every name of a buffer shared by several modules (state_dict lists each; named_buffers only the first)
+    buffers = [f"model.{name}" for name, _ in gdist.unwrap(model).named_buffers(remove_duplicate=False)]
+    try:
+        return nonfinite_names({"model": state["model"], "optimizer": state.get("optimizer")}, nan_only=buffers)
+    except (RuntimeError, NotImplementedError, TypeError) as exc:    # a tensor type torch cannot check
+        log.warning("could not check the state for NaN/Inf values (%s): saved or loaded unchecked", exc)
+        return []
 
 
 def check_scheduler(scheduler: Any) -> None:
@@ -947,7 +951,11 @@ def check_scheduler(scheduler: Any) -> None:
     step = getattr(scheduler, "step", None)
     if not callable(step):
         raise GuardError(f"scheduler must have a step() method (an LR scheduler), got {type(scheduler).__name__}")
-    required = [p.name for p in inspect.signature(step).parameters.values()
+    try:
+        parameters = inspect.signature(step).parameters.values()
+    except (TypeError, ValueError):     # a built-in without a signature: nothing to check before the first step
+        return
+    required = [p.name for p in parameters
                 if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
     if required:
         name = type(scheduler).__name__

@@ -98,9 +98,10 @@ def nonfinite_names(groups: Mapping[str, Any], *, nan_only: Iterable[str] = (), 
     flags_by_device: dict[torch.device, list[torch.Tensor]] = {}
     for group, value in groups.items():
         for name, tensor in _tensors(value, group):
-            if not (tensor.is_floating_point() or tensor.is_complex()) or tensor.numel() == 0:
-                continue
-            bad = torch.isnan(tensor).any() if name in nan_only else ~torch.isfinite(tensor).all()
+            if (not (tensor.is_floating_point() or tensor.is_complex()) or tensor.numel() == 0
+                    or tensor.layout != torch.strided or tensor.is_meta):
+                continue        # integers, sparse and meta tensors hold no NaN a save could carry
+            bad = _holds_nonfinite(tensor, nan_only=name in nan_only)
             names_by_device.setdefault(tensor.device, []).append(name)
             flags_by_device.setdefault(tensor.device, []).append(bad)
     bad_names = set()
@@ -109,6 +110,22 @@ def nonfinite_names(groups: Mapping[str, Any], *, nan_only: Iterable[str] = (), 
         bad_names.update(name for name, is_bad in zip(names_by_device[device], read) if is_bad)
     ordered = [name for names in names_by_device.values() for name in names if name in bad_names]
     return ordered[:limit]
+
+
+CHECK_CHUNK_ELEMENTS = 1 << 26     # elements checked at once: the check's own flags stay under 64 MiB a tensor
+
+
+def _holds_nonfinite(tensor: torch.Tensor, *, nan_only: bool) -> torch.Tensor:
+    """A 0-d bool tensor on ``tensor``'s device (no wait for it): True where it holds NaN (or ±Inf unless
+    ``nan_only``), checked a chunk at a time so a save near full GPU memory does not allocate a tensor-sized mask;
+    float8 (which isfinite does not take) widened a chunk at a time."""
+    pieces = tensor.view(-1).split(CHECK_CHUNK_ELEMENTS) if tensor.is_contiguous() else (tensor,)
+    flags = []
+    for piece in pieces:
+        if piece.element_size() == 1:       # float8: widened (NaN and Inf kept) for the checks
+            piece = piece.to(torch.float16)
+        flags.append(torch.isnan(piece).any() if nan_only else ~torch.isfinite(piece).all())
+    return flags[0] if len(flags) == 1 else torch.stack(flags).any()
 
 
 def _tensors(value: Any, prefix: str) -> Iterable[tuple[str, torch.Tensor]]:

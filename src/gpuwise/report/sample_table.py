@@ -93,6 +93,8 @@ class SampleTable(Sequence):
         """Each device's samples, ordered by GPU index then MIG index (a whole GPU first), each by time (ties in
         the log's order)."""
         order = np.lexsort((self.t_s, self.mig_index, self.gpu_index))   # stable: ties keep the log's order
+        if not order.size:
+            return []
         keys = np.stack((self.gpu_index[order], self.mig_index[order]))
         starts = np.flatnonzero(np.r_[True, np.any(keys[:, 1:] != keys[:, :-1], axis=0)])
         ends = np.r_[starts[1:], order.size]

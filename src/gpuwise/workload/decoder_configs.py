@@ -55,13 +55,18 @@ _ROPE_TYPES_UNSCALED = ("su", "longrope", "llama3")
 
 def vllm_max_model_len(cfg: dict) -> int:
     """The longest prompt + new tokens vLLM starts with for this config (0: it states no length), as its
-    _get_and_verify_max_len derives it: the smallest of the length keys, times a rope scaling factor (from
-    ``original_max_position_embeddings`` for yarn) except for the rope types that already count it and Gemma 3."""
+    _get_and_verify_max_len derives it: the smallest of the length keys (``model_max_length`` where given), times
+    a rope scaling factor (from ``original_max_position_embeddings`` for yarn) except for the rope types that already
+    count it and Gemma 3."""
     text = text_config(cfg)
     lengths = [int(text[k]) for k in VLLM_LENGTH_KEYS if isinstance(text.get(k), (int, float)) and text[k] > 0]
     if not lengths:
         return 0
     length = float(min(lengths))
+    if isinstance(text.get("model_max_length"), (int, float)) and text["model_max_length"] > 0:
+        # vLLM then takes model_max_length where a config states it (its case for Command-R / Cohere / Aya, written
+        # for any config), even above the positions
+        length = float(text["model_max_length"])
     rope = text.get("rope_scaling")
     model_type = str(text.get("model_type") or cfg.get("model_type") or "")
     if isinstance(rope, dict) and "gemma3" not in model_type:

@@ -476,7 +476,8 @@ def _materialise_lazy(module: nn.Module, make_batch: Callable[[bool], Batch], fa
     lazy = lazy_modules(module)
     if not lazy:
         return ""
-    remedy = "; run one forward on an example input in the factory before returning the model"
+    remedy = ("; give the lazy layers their sizes (nn.Linear(in, out) for nn.LazyLinear): the factory runs on the "
+              "meta device, where a forward that reads values cannot run either")
     try:
         with torch.device("meta"), torch.no_grad():
             args, kwargs = make_batch(False)
