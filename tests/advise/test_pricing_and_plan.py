@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from gpuwise.advise import AdviseSettings, Curve, PricingRequest, SwitchCost, TrainingLog, advise
+from gpuwise.advise.gpu_plan import switch_saving
 from gpuwise.plan.scaling import TimeScaling, time_scaling
 from gpuwise.catalog.model import GPU, Catalog, Offer
 
@@ -60,17 +61,19 @@ def test_plateau_lists_cheaper_gpus_with_the_saving_after_switching():
     assert report.to_dict()["plan"][0]["gpu"] == "half"
 
 
-def test_a_descending_run_is_planned_to_switch_when_progress_gets_small():
+def test_a_descending_run_is_planned_to_switch_now_not_only_when_progress_gets_small():
     s, y = power_law(n=1000, noise=0.01)
     log = TrainingLog(Curve(s, y), gpu_name="big", peak_memory_bytes=10 * 10**9)
-    report = advise(log, AdviseSettings(step_time_s=1.0, total_steps=200_000), CATALOG,
-                    PricingRequest(switch=SwitchCost(restart_s=900, checkpoint_bytes=0)))
+    switch = SwitchCost(restart_s=900, checkpoint_bytes=0)
+    report = advise(log, AdviseSettings(step_time_s=1.0, total_steps=200_000), CATALOG, PricingRequest(switch=switch))
     assert report.diagnosis == "healthy"
-    first, second = report.plan.phases
-    assert first.gpu_id == "big" and second.gpu_id in ("half", "small")
-    assert 999 < second.from_step < 200_000
-    assert report.plan.saving > 0
-    assert any(x.kind == "plan" and f"after step {second.from_step:,}" in x.text.lower() for x in report.advice)
+    slows = min(x for x in (report.analysis.plateau_forecast_step, report.analysis.diminishing_returns_step) if x)
+    assert 999 < slows < 200_000           # where the plan used to move, and the only move it priced
+    (moved,) = report.plan.phases
+    assert moved.gpu_id in ("half", "small") and moved.from_step == 999 == report.plan.switch_step
+    cur, to = report.pricing.current, next(o for o in report.pricing.options if o.gpu == moved.gpu_id)
+    assert report.plan.saving > switch_saving(cur, to, 200_000 - slows, switch) > 0   # now saves more than then
+    assert any(x.kind == "plan" and x.title.endswith(" now") for x in report.advice)
 
 
 def test_without_a_gpu_the_advice_says_what_to_pass():

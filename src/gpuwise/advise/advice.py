@@ -15,13 +15,13 @@ from typing import Any, Mapping
 import numpy as np
 
 from gpuwise.advise.analysis import CurveAnalysis
-from gpuwise.advise.gpu_options import (SPOT_RISK, expected_cost_for, expected_hours_for, preemption_hours_for,
+from gpuwise.advise.gpu_options import (SPOT_RISK, expected_cost_for, expected_hours_for,
                                         spot_note, with_count)
 from gpuwise.plan.fit import DEFAULT_HEADROOM_FRACTION, usable_of
 from gpuwise.plan.quote import Quote
 from gpuwise.plan.spot import SpotRisk
 from gpuwise.advise.gpu_plan import (MIN_SAVING_AMOUNT, MIN_SAVING_CURRENCY, MIN_SAVING_SHARE, GpuPlan, SwitchCost,
-                                     min_switch_saving, switch_saving, worth_switching)
+                                     finish_on, min_switch_saving, switch_saving, worth_switching)
 from gpuwise.advise.noise_scale import NoiseScaleSummary, pollux_efficiency, steps_ratio
 from gpuwise.advise.overfitting import MEDIAN_EVALS, EvalRise
 from gpuwise.advise.phases import PLATEAU, RISING, loss_drop_per_doubling
@@ -332,13 +332,11 @@ def no_switch_reason(pricing: Pricing, remaining_steps: int) -> str | None:
 
 def _remaining_on(o: Quote, steps: int, risk: SpotRisk, switch: SwitchCost | None = None) -> dict:
     """The rest of the run on ``o``: its time and cost (a spot offer's expected preemptions under ``risk``
-    included, and their hours apart), with a switch to it where ``switch`` is given: its time and its cost both,
-    as the plan's phase on ``o`` counts them (``gpu_plan.plan_run``)."""
-    switch_s = switch.overhead_s if switch is not None else 0.0
-    return {"gpu": o.gpu, "provider": o.provider, "spot": o.spot,
-            "hours": expected_hours_for(o, steps, risk) + switch_s / 3600.0,
-            "preemption_hours": preemption_hours_for(o, steps, risk),
-            "cost": expected_cost_for(o, steps, risk) + (switch.cost(o) if switch is not None else 0.0)}
+    included, and their hours apart), with a switch to it where ``switch`` is given, priced as the plan's phase on
+    ``o`` is (``gpu_plan.finish_on``)."""
+    p = finish_on(o, 0, steps, risk, switch)
+    return {"gpu": p.gpu_id, "provider": p.provider, "spot": p.spot, "hours": p.hours,
+            "preemption_hours": p.preemption_hours, "cost": p.cost}
 
 
 def _seller(provider: str | None, spot: bool) -> str:
@@ -487,7 +485,7 @@ def plan_advice(plan: GpuPlan, no_switch: str | None = None) -> list[Advice]:
     """The plan in words; a "stay" plan says why no switch is advised where ``no_switch`` (``no_switch_reason``)
     does."""
     cur = plan.stay
-    if len(plan.phases) == 1 and plan.phases[0].gpu_id == cur.gpu_id:
+    if plan.switch_step is None:
         return [Advice("plan", "Plan: stay", f"Staying on {cur.gpu_id} to step {plan.end_step:,} ({plan.end_reason}) "
                        f"is the plan: {format_money(cur.cost, plan.currency)}"
                        + (f", {format_duration(cur.hours * 3600)}{_preempted(cur.preemption_hours)}"

@@ -1,11 +1,12 @@
 """A GPU plan for the rest of a run: which GPU for which steps, with the cost against staying put.
 
-Why switch at all: while the loss falls fast, wall time buys progress and a fast GPU earns its
-price; once progress per hour is small, only the price per step matters, and a cheaper GPU finishes
-the tail for less. A switch costs time on the new GPU before the first useful step (save, move the
-checkpoint, restart, warm up), billed at the new GPU's price. A spot offer's phase takes (and is billed) its
-expected preemptions too, by recommend's rule (``gpu_options.expected_hours_for``). A switch is advised only
-where it saves what it is worth (``worth_switching``): a few cents for half an hour more of wall time is no saving.
+Why switch at all: a cheaper GPU finishes steps for less. A switch costs time on the new GPU before the first useful
+step (save, move the checkpoint, restart, warm up), billed at the new GPU's price. A spot offer's phase takes (and
+is billed) its expected preemptions too, by recommend's rule (``gpu_options.expected_hours_for``). The plan is the
+cheapest of staying, moving now and moving where the forecast says progress slows, each move priced as the
+``switch_gpu`` item prices finishing on that GPU (``finish_on``, one pricing path), so the plan and that item never
+name two answers. A switch is advised only where it saves what it is worth (``worth_switching``): a few cents for
+half an hour more of wall time is no saving.
 """
 
 from __future__ import annotations
@@ -97,41 +98,59 @@ class GpuPlan:
     def saving(self) -> float:
         return self.stay.cost - self.cost
 
+    @property
+    def switch_step(self) -> int | None:
+        """The step the plan moves to another GPU at (None: it stays)."""
+        moved = [p.from_step for p in self.phases if p.gpu_id != self.stay.gpu_id]
+        return moved[0] if moved else None
+
+
+def finish_on(option: Quote, from_step: float, to_step: float, risk: SpotRisk = SPOT_RISK,
+              switch: SwitchCost | None = None) -> PlanPhase:
+    """The steps from ``from_step`` to ``to_step`` on ``option``: wall hours and cost in the ranking currency (a
+    spot offer's expected preemptions under ``risk`` included, their hours apart), with a switch to it where
+    ``switch`` is given, its time and cost both (at ``option``'s price). The one price of a plan's phase and of a
+    ``switch_gpu`` row."""
+    steps = to_step - from_step
+    switch_s = switch.overhead_s if switch is not None else 0.0
+    switch_cost = switch.cost(option) if switch is not None else 0.0
+    return PlanPhase(from_step, to_step, option.gpu, option.provider,
+                     expected_hours_for(option, steps, risk) + switch_s / 3600.0,
+                     expected_cost_for(option, steps, risk) + switch_cost, switch_cost=switch_cost, spot=option.spot,
+                     preemption_hours=preemption_hours_for(option, steps, risk))
+
 
 def switch_saving(current: Quote, other: Quote, remaining_steps: float, switch: SwitchCost,
                   risk: SpotRisk = SPOT_RISK) -> float:
     """Money saved by finishing ``remaining_steps`` on ``other`` instead of ``current`` (negative: it costs); a spot
-    offer's steps with the preemptions ``risk`` expects."""
-    return (expected_cost_for(current, remaining_steps, risk) - expected_cost_for(other, remaining_steps, risk)
-            - switch.cost(other))
+    offer's steps with the preemptions ``risk`` expects. The saving of the plan that moves to ``other`` now."""
+    return finish_on(current, 0, remaining_steps, risk).cost - finish_on(other, 0, remaining_steps, risk, switch).cost
 
 
 def plan_run(current: Quote, options: list[Quote], *, now_step: int, switch_step: int, end_step: int,
              end_reason: str, switch: SwitchCost = SwitchCost(), risk: SpotRisk = SPOT_RISK) -> GpuPlan:
-    """Stay on ``current`` until ``switch_step``, then move to the option that saves most on the rest, where that
-    saving is worth a switch (``worth_switching``, against staying to ``end_step``); a spot offer's phase takes the
-    preemptions ``risk`` expects."""
+    """The cheapest plan to ``end_step``: staying on ``current``, or moving to another option the run may fit, now
+    or at ``switch_step`` (where the forecast says progress slows); a move only where its saving against staying is
+    worth a switch (``worth_switching``). On equal savings the earlier move and the option listed first win, as the
+    ``switch_gpu`` item's "Best:" picks; a spot offer's phase takes the preemptions ``risk`` expects."""
     now_step = int(now_step)
     end_step = max(int(end_step), now_step)
     switch_step = min(max(int(switch_step), now_step), end_step)
-    stay = _phase(current, now_step, end_step, risk)
-    tail = end_step - switch_step
-    candidates = [o for o in options if o.gpu != current.gpu and o.fits is not False]
-    best = max(candidates, key=lambda o: switch_saving(current, o, tail, switch, risk), default=None)
-    saving = switch_saving(current, best, tail, switch, risk) if best is not None else 0.0
-    if tail <= 0 or not worth_switching(saving, stay.cost, current.ranking_currency):
-        return GpuPlan((stay,), stay, current.ranking_currency, end_step, end_reason)
-    phases = []
-    if switch_step > now_step:
-        phases.append(_phase(current, now_step, switch_step, risk))
-    moved = _phase(best, switch_step, end_step, risk)
-    phases.append(replace(moved, hours=moved.hours + switch.overhead_s / 3600.0, cost=moved.cost + switch.cost(best),
-                          switch_cost=switch.cost(best)))
-    return GpuPlan(tuple(phases), stay, current.ranking_currency, end_step, end_reason)
+    stay_phase = finish_on(current, now_step, end_step, risk)
+    stay = GpuPlan((stay_phase,), stay_phase, current.ranking_currency, end_step, end_reason)
+    moves = [_moved_plan(stay, current, o, at, switch, risk)
+             for at in sorted({now_step, switch_step}) if at < end_step
+             for o in options if o.gpu != current.gpu and o.fits is not False]
+    best = max(moves, key=lambda p: p.saving, default=None)
+    if best is None or not worth_switching(best.saving, stay_phase.cost, current.ranking_currency):
+        return stay
+    return best
 
 
-def _phase(option: Quote, from_step: int, to_step: int, risk: SpotRisk) -> PlanPhase:
-    steps = to_step - from_step
-    return PlanPhase(from_step, to_step, option.gpu, option.provider, expected_hours_for(option, steps, risk),
-                     expected_cost_for(option, steps, risk), spot=option.spot,
-                     preemption_hours=preemption_hours_for(option, steps, risk))
+def _moved_plan(stay: GpuPlan, current: Quote, option: Quote, at_step: int, switch: SwitchCost,
+                risk: SpotRisk) -> GpuPlan:
+    """``stay`` changed to move to ``option`` at ``at_step``: ``current`` until then, ``option`` (switch counted)
+    after."""
+    head = (finish_on(current, stay.stay.from_step, at_step, risk),) if at_step > stay.stay.from_step else ()
+    phases = (*head, finish_on(option, at_step, stay.end_step, risk, switch))
+    return replace(stay, phases=phases)

@@ -113,6 +113,7 @@ class AdviceReport:
                 "end_step": self.plan.end_step, "end_reason": self.plan.end_reason, "currency": self.plan.currency,
                 "cost": round(self.plan.cost, 2), "hours": round(self.plan.hours, 3),
                 "stay": self.plan.stay.to_dict(), "saving": round(self.plan.saving, 2),
+                "switch_step": self.plan.switch_step,   # where the plan moves: last_step for now; null: it stays
                 "min_switch_saving": round(min_switch_saving(self.plan.stay.cost, self.plan.currency), 2),
                 "no_switch": self.no_switch},
             "ranking_currency": self.pricing.currency,
@@ -293,12 +294,12 @@ def advise(log: TrainingLog, settings: AdviseSettings = AdviseSettings(), catalo
         plan = plan_run(pricing.current, list(pricing.options), now_step=a.last_step,
                         switch_step=_switch_step(a, end_step), end_step=end_step, end_reason=end_reason,
                         switch=pricing.switch, risk=pricing.spot_risk)
-        stays = len(plan.phases) == 1 and plan.phases[0].gpu_id == pricing.current.gpu
+        stays = plan.switch_step is None
         no_switch = no_switch_reason(pricing, remaining) if stays else None
+        if plan.switch_step == a.last_step and not any(x.kind == "switch_gpu" for x in items):
+            items += switch_advice(pricing, remaining, end_reason)   # the plan's move now, and the GPUs it beat
         if not stays or not any(x.kind == "switch_gpu" for x in items):
             items += plan_advice(plan, no_switch)  # a "stay" plan says nothing a "stay on this GPU" item has not
-        if not is_flat(a) and not any(x.kind == "switch_gpu" for x in items) and len(plan.phases) == 1:
-            items += [x for x in switch_advice(pricing, remaining, end_reason) if x.numbers.get("options")]
     thinned = None
     if log.thinned_bin_steps > 1:
         thinned = {"rows_read": log.rows_read, "points": len(log.curve), "bin_steps": log.thinned_bin_steps}
