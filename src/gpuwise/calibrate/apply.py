@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
-from gpuwise.calibrate.calibration import SHOWN_HOST_S, GpuCalibration, duration_text
+from gpuwise.calibrate.calibration import SHOWN_HOST_S, GpuCalibration, duration_text, factor_text
 from gpuwise.calibrate.evidence import MIN_CLASS_SHARE
 from gpuwise.calibrate.step import HOST, OFFLOAD, CalibratedStep, class_key, on_device
 from gpuwise.catalog import GPU, Catalog, load_catalog
@@ -119,13 +119,13 @@ def describe(step: StepTime | None, cal: GpuCalibration, precision, gpu) -> str:
         return cal.label
     total = sum(step.by_class_s.values())
     keyed = {class_key(c, precision, gpu): s for c, s in step.by_class_s.items() if s > 0}
-    scaled = {k: s for k, s in keyed.items() if k in cal.class_factors}
+    scaled = {k: s for k, s in keyed.items() if k in cal.scaled_factors}      # one fitted at ×1.00 is as shipped
     unseen = {k: s for k, s in keyed.items() if k not in cal.class_factors}
     def share(d: dict) -> str:
         x = sum(d.values()) / total if total > 0 else 0.0
         return "<1%" if 0 < x < 0.005 else f"{x:.0%}"
 
-    parts = [f"{k} ×{cal.factor(k):.2f}" for k in sorted(scaled, key=lambda k: -scaled[k])]
+    parts = [f"{k} {factor_text(cal.factor(k))}" for k in sorted(scaled, key=lambda k: -scaled[k])]
     text = f"{cal.label}: scaled " + (", ".join(parts) + f" ({share(scaled)} of this step)" if parts else "no class of this job")
     # the host term is said where what it adds to this step shows at the printed precision (0.01 ms and up): a
     # 5 µs term read "host +0.01 ms … (adds 0.00 ms to this step …)", noise in both figures

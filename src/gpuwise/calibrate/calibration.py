@@ -17,6 +17,17 @@ BOUND_TOLERANCE = 1e-3         # a factor this close (relatively) to MIN_FACTOR 
 # fit cannot follow it with the others (one run alone lands within 1 %), so it is warned about and listed.
 UNREPRODUCED_RATIO = 1.5
 SHOWN_HOST_S = 5e-6            # a host term under this is said as none (printed as +0.01 ms and up)
+FACTOR_DECIMALS = 2            # a factor is printed ×1.23: one within the rounding of 1 (×1.00) changes nothing
+
+
+def factor_text(factor: float) -> str:
+    """A class's factor as every calibration line prints it: "×1.66"."""
+    return f"×{factor:.{FACTOR_DECIMALS}f}"
+
+
+def scales(factor: float) -> bool:
+    """Whether a fitted factor is a change: not one that prints as ×1.00 (the shipped model, within rounding)."""
+    return factor_text(factor) != factor_text(1.0)
 
 
 @dataclass(frozen=True)
@@ -42,17 +53,30 @@ class GpuCalibration:
         return "step times" if self.memory_offset_bytes is None else "step times and memory"
 
     @property
+    def scaled_factors(self) -> dict[str, float]:
+        """The fitted factors that change a step (``scales``), exact, the farthest from 1 first."""
+        return {c: f for c, f in sorted(self.class_factors.items(), key=lambda kv: -abs(kv[1] - 1)) if scales(f)}
+
+    @property
+    def unchanged_classes(self) -> list[str]:
+        """The classes fitted at ×1.00 (within rounding): the runs confirmed the shipped model there."""
+        return sorted(c for c, f in self.class_factors.items() if not scales(f))
+
+    @property
+    def scaled_text(self) -> str:
+        """"conv/fp16 ×1.66, norm/fp16 ×1.62", or "" where no factor changes a step."""
+        return ", ".join(f"{c} {factor_text(f)}" for c, f in self.scaled_factors.items())
+
+    @property
     def summary(self) -> str:
         """The label with what it scales and adds: "calibrated with 1 of your runs on X (scaled: launch ×1.02, …;
         host +6.99 ms per step beside the kernels' issue; every other class as shipped; memory not measured: as
-        shipped)"; what recommend prints per GPU."""
-        scaled = ", ".join(f"{c} ×{f:.2f}"
-                           for c, f in sorted(self.class_factors.items(), key=lambda kv: -abs(kv[1] - 1)))
+        shipped)"; what recommend prints per GPU. A class fitted at ×1.00 is one of the others."""
         host = (f"; host +{self.host_s * 1e3:.2f} ms per step beside the kernels' issue"
                 if self.host_s >= SHOWN_HOST_S else "")
         memory = ("memory not measured: as shipped" if self.memory_offset_bytes is None else
                   f"memory outside the allocator {self.memory_offset_bytes / 2**20:+.0f} MiB")
-        return f"{self.label} (scaled: {scaled or 'nothing'}{host}; every other class as shipped; {memory})"
+        return f"{self.label} (scaled: {self.scaled_text or 'nothing'}{host}; every other class as shipped; {memory})"
 
     @property
     def at_bounds(self) -> dict[str, str]:
@@ -108,6 +132,7 @@ class GpuCalibration:
 
     def to_dict(self) -> dict:
         return {"gpu": self.gpu, "label": self.label, "class_factors": dict(self.class_factors),
+                "scaled_factors": self.scaled_factors, "unchanged_classes": self.unchanged_classes,
                 "global_factor": self.global_factor, "host_s": self.host_s,
                 "memory_offset_bytes": self.memory_offset_bytes, "runs": len(self.runs), "at_bounds": self.at_bounds,
                 "run_fingerprints": [r.fingerprint for r in self.runs], "run_step_times": self.run_step_times(),

@@ -10,6 +10,7 @@ from gpuwise.calibrate.calibration import (
     GpuCalibration,
     duration_text,
     error_text,
+    factor_text,
 )
 from gpuwise.calibrate.evidence import MIN_CLASS_SHARE
 from gpuwise.calibrate.step import MEMORY_FIGURES
@@ -52,15 +53,15 @@ def memory_text(cal: GpuCalibration) -> str:
 
 def describe(cal: GpuCalibration) -> str:
     """One paragraph: the factors, the host term, the memory offset, and the runs the fit does not reproduce."""
-    factors = ", ".join(f"{k} ×{v:.2f}"
-                        for k, v in sorted(cal.class_factors.items(), key=lambda kv: -abs(kv[1] - 1)))
     memory = memory_text(cal)
     off = cal.unreproduced
     caveat = (f"; {len(off)} of its runs not reproduced (calibrated more than {UNREPRODUCED_RATIO:g}x off): "
               f"{', '.join(off)}" if off else "")
-    return (f"{cal.label}: step time factors {factors or 'none'} (classes under {MIN_CLASS_SHARE:.0%} of every run's "
-            f"predicted step, and classes no run exercised: the shipped model), {host_text(cal)}, "
-            f"memory outside the allocator {memory}{caveat}")
+    unchanged = (f"{', '.join(cal.unchanged_classes)} fitted at {factor_text(1.0)}: as shipped; "
+                 if cal.unchanged_classes else "")
+    return (f"{cal.label}: step time factors {cal.scaled_text or 'none'} ({unchanged}classes under "
+            f"{MIN_CLASS_SHARE:.0%} of every run's predicted step, and classes no run exercised: the shipped model), "
+            f"{host_text(cal)}, memory outside the allocator {memory}{caveat}")
 
 
 def describe_runs(cal: GpuCalibration) -> list[str]:

@@ -28,6 +28,9 @@ from gpuwise.report.measured import PRIVATE_MODEL, Measurement, public_model
 from gpuwise.workload import Workload
 
 ROW_FORMAT = "gpuwise-measurement/1"
+# What `gpuwise calibrate` reads (``learn.read_measurements``), said where a file is none of them
+JSON_INPUTS = f"a measure.py result (JSON) or exported rows (JSON lines, one {ROW_FORMAT} object a line)"
+INPUTS = f"a run log (SQLite, from `gpuwise run` or the guard), {JSON_INPUTS}"
 FIGURES = ("step_time_s", "timed_steps", "peak_allocated_bytes", "peak_reserved_bytes", "process_memory_bytes")
 
 
@@ -147,21 +150,34 @@ def parse_row(row: Mapping, source: str) -> Measurement:
 
 
 def read_rows(path: str | Path) -> list[Measurement]:
-    """Rows of a JSON-lines file (blank lines and lines starting with # skipped)."""
+    """Rows of a JSON-lines file (blank lines and lines starting with # skipped). The last reader ``gpuwise
+    calibrate`` tries: a file whose first row is not JSON is none of its ``INPUTS`` (``not_an_input``)."""
     p = Path(path)
     try:
-        lines = p.read_text(encoding="utf-8").splitlines()
+        text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise CalibrateError(f"{p}: cannot read ({exc})") from None
     out = []
-    for no, line in enumerate(lines, start=1):
+    for no, line in enumerate(text.splitlines(), start=1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         try:
             row = json.loads(line)
         except ValueError as exc:
+            if not out:
+                raise not_an_input(p, text, no) from None
             raise CalibrateError(f"{p}:{no}: not JSON ({str(exc)[:100]})") from None
         if not isinstance(row, Mapping):
             raise CalibrateError(f"{p}:{no}: not a {ROW_FORMAT} row (not an object)")
         out.append(parse_row(row, f"{p}:{no}"))
     return out
+
+
+def not_an_input(path: Path, text: str, line_no: int) -> CalibrateError:
+    """The error of a file none of whose rows reads (its first, at ``line_no``, is not JSON): one of none of the
+    ``INPUTS``, not a damaged rows file (whose later bad line is named as such)."""
+    try:
+        json.loads(text)
+    except ValueError:
+        return CalibrateError(f"{path}: not {INPUTS}: line {line_no} is not JSON")
+    return CalibrateError(f"{path}: JSON, but not {JSON_INPUTS}")

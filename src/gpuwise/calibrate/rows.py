@@ -11,7 +11,8 @@ from collections.abc import Callable
 from gpuwise.calibrate.errors import CalibrateError
 from gpuwise.calibrate.export import PRIVATE_ROW_NOTE, RowMeasurement
 from gpuwise.calibrate.step import MEMORY_FIGURES, FitRow, class_key
-from gpuwise.catalog import GPU, Catalog, CatalogError, resolve_gpu
+from gpuwise.catalog import GPU, Catalog, CatalogError, missing_gpu_remedy, resolve_gpu
+from gpuwise.catalog.resolve import AmbiguousGpuName
 from gpuwise.errors import GpuwiseError
 from gpuwise.plan.llm import estimate_llm
 from gpuwise.plan.profile import WorkloadModel, model_for
@@ -19,7 +20,7 @@ from gpuwise.runtime.predict import roofline_step_s
 from gpuwise.runtime.rates import peak_flops_per_s
 from gpuwise.runtime.stack import Stack
 from gpuwise.report.measured import MIN_TIMED_STEPS, PRIVATE_MODEL, WARMUP_STEPS, Measurement
-from gpuwise.report.rightsize import resolve_rented
+from gpuwise.report.rightsize import rented_gpu, resolve_rented
 from gpuwise.workload import Workload
 
 # A measured step under this share of its job's roofline on the GPU is refused (``check_reachable``). Not 1:
@@ -63,9 +64,13 @@ def measured_gpu(m: Measurement, catalog: Catalog) -> GPU:
     if not m.gpu_name:
         raise CalibrateError(f"{m.source}: the run names no GPU (no GPU samples, no torch record): "
                              "nothing to calibrate")
-    gpu, note = resolve_rented(catalog, m.gpu_name)
-    if gpu is None:
-        raise CalibrateError(f"{m.source}: {note.split(': pass')[0]}")
+    try:
+        gpu, _note = rented_gpu(catalog, m.gpu_name)
+    except AmbiguousGpuName as exc:
+        raise CalibrateError(f"{m.source}: {exc}") from None
+    except CatalogError:
+        raise CalibrateError(f"{m.source}: its GPU, {m.gpu_name!r}, is not in the catalog: "
+                             f"{missing_gpu_remedy(m.gpu_name)}") from None
     return gpu
 
 

@@ -6,11 +6,12 @@
     offers_for(catalog, gpu.id, provider="autodl") # cheapest per GPU-hour first
 """
 
-from gpuwise.catalog.loader import builtin_catalog, load_catalog, user_catalog_path
+from gpuwise.catalog.loader import builtin_catalog, load_catalog, missing_gpu_remedy, user_catalog_path
 from gpuwise.catalog.model import GPU, PRECISIONS, Catalog, CatalogError, Offer
 from gpuwise.catalog.resolve import name_key, offers_for, resolve_gpu
 
 __all__ = [
     "GPU", "PRECISIONS", "Catalog", "CatalogError", "Offer",
-    "builtin_catalog", "load_catalog", "name_key", "offers_for", "resolve_gpu", "user_catalog_path",
+    "builtin_catalog", "load_catalog", "missing_gpu_remedy", "name_key", "offers_for", "resolve_gpu",
+    "user_catalog_path",
 ]

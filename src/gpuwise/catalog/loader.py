@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import difflib
+import json
 import os
 import sys
 from functools import lru_cache
@@ -22,6 +23,7 @@ from gpuwise.catalog.model import GPU, PRECISIONS, Catalog, CatalogError, Offer,
 from gpuwise.catalog.resolve import gpu_by_name, name_index, provider_key
 from gpuwise.catalog.topology import provider_name
 from gpuwise.catalog.validate import gpu_problems, offer_problems
+from gpuwise.units import _CURRENCY_WORDS as CURRENCY_WORDS  # the one table of currency words ("RMB" is CNY)
 from gpuwise.units import UnitError, parse_bytes
 
 if sys.version_info >= (3, 11):
@@ -50,6 +52,8 @@ _GPU_KEYS: dict[str, str] = {
 _NOT_FIELDS = ("memory", "l2", "nvml_memory", "based_on", "peak_tflops")  # converted before they become fields
 _GPU_REQUIRED = ("id", "name", "arch", "compute_capability", "sm_count", "cuda_cores", "tensor_cores",
                  "memory_bandwidth_gbs", "peak_tflops", "tdp_w", "pcie_gen", "source")
+# Every key a full [[gpu]] table needs, in the order the docs' example gives them: a size as `memory` or `memory_bytes`
+_GPU_NEEDED = (*_GPU_REQUIRED[:8], "memory", "l2", *_GPU_REQUIRED[8:])
 _OFFER_KEYS: dict[str, str] = {
     "provider": _STR, "gpu": _STR, "gpu_id": _STR, "count": _INT, "price_per_hour": _NUM, "currency": _STR,
     "spot": _BOOL, "source": _STR, "checked": _DATE, "indicative": _BOOL,
@@ -71,6 +75,15 @@ def user_catalog_path() -> Path:
     return user_config_dir() / "catalog.toml"
 
 
+def missing_gpu_remedy(name: str) -> str:
+    """How to go on with a GPU the catalog lacks, called ``name`` (as the driver names it): the [[gpu]] table to
+    add, with every key it needs, and the two files gpuwise reads it from (docs/catalog.md)."""
+    keys = ", ".join(k for k in _GPU_NEEDED if k != "name")
+    return (f"add it as a [[gpu]] table with name = {json.dumps(name)} and {keys} (or based_on = a known GPU and "
+            f"what differs; docs/catalog.md, \"Adding your own GPUs and prices\") to {user_catalog_path()} "
+            "(read by default) or to a file passed with --catalog FILE")
+
+
 def load_catalog(path: str | Path | None = None, *, user_file: bool = True) -> Catalog:
     """The built-in catalog, then the user's file (when ``user_file`` and it exists), then ``path``."""
     catalog = builtin_catalog()
@@ -80,6 +93,9 @@ def load_catalog(path: str | Path | None = None, *, user_file: bool = True) -> C
             catalog = merge_file(catalog, user)
     if path is not None:
         p = Path(path).expanduser()
+        if p.is_dir():
+            raise CatalogError(f"catalog file {str(path)!r} is a directory, not a TOML file: give the catalog file "
+                               "([[gpu]] and [[offer]] tables) with --catalog FILE")
         if not p.is_file():
             raise CatalogError(f"catalog file not found: {str(path)!r}")
         catalog = merge_file(catalog, p)
@@ -260,8 +276,8 @@ def _parse_gpu(table: dict[str, Any], where: str, known: dict[str, GPU]) -> GPU:
         if table.get("id", parent.id) != parent.id:  # a new GPU must not steal the parent's names
             base.update(aliases=(), nvml_names=(), name=table.get("id"), based_on=parent.based_on or parent.id)
     else:
-        sizes = tuple(k for k in ("memory", "l2") if k not in table and f"{k}_bytes" not in table)
-        _check_required(table, where, _GPU_REQUIRED[:8] + sizes + _GPU_REQUIRED[8:])
+        given_size = {k for k in ("memory", "l2") if k in table or f"{k}_bytes" in table}
+        _check_required(table, where, tuple(k for k in _GPU_NEEDED if k not in given_size))
     _check_required(table, where, ("id",))
     memory = _size(table, "memory", where)
     l2 = _size(table, "l2", where)
@@ -308,6 +324,14 @@ def _parse_gpu(table: dict[str, Any], where: str, known: dict[str, GPU]) -> GPU:
     return gpu
 
 
+def currency_code(written: str) -> str:
+    """An offer's currency as the catalog stores and prints it: the ISO code, any case ("cny" is CNY), and a word
+    people write for one as its code ("RMB", "yuan": CNY, as AutoDL prices are written; ``units``' table, the one
+    ``parse_money`` reads "300 RMB" by). Anything else upper-cased, for ``offer_problems`` to judge."""
+    word = written.strip()
+    return CURRENCY_WORDS.get(word.lower(), word.upper())
+
+
 def _parse_offer(table: dict[str, Any], where: str, index: dict[str, GPU], indicative: bool) -> tuple[Offer, GPU]:
     """The offer and its GPU (a MIG slice's name: the slice as a GPU). ``indicative``: the file's default, True for
     the shipped list only (whose dates are not checked against this machine's clock)."""
@@ -323,7 +347,7 @@ def _parse_offer(table: dict[str, Any], where: str, index: dict[str, GPU], indic
     offer = Offer(  # a provider the topology data names, as the catalog spells it ("AutoDL", "lambdalabs": live's rule)
         provider=provider_name(table["provider"]), gpu_id=gpu.id, count=table.get("count", 1),
         price_per_hour=float(table["price_per_hour"]),
-        currency=table["currency"].strip().upper(), spot=table.get("spot", False), source=table["source"],
+        currency=currency_code(table["currency"]), spot=table.get("spot", False), source=table["source"],
         checked=table["checked"], indicative=table.get("indicative", indicative),
     )
     problems = offer_problems(offer, today=None if indicative else today_date())
