@@ -26,6 +26,14 @@ _CURRENCY_SYMBOLS = {"¥": "CNY", "￥": "CNY", "$": "USD", "€": "EUR"}
 # What people write after an amount for the same currencies ("100元" on AutoDL, "100 RMB")
 _CURRENCY_WORDS = {"元": "CNY", "rmb": "CNY", "yuan": "CNY", "usd": "USD", "eur": "EUR"}
 
+
+def currency_code(written: str) -> str:
+    """A currency as gpuwise stores and prints it: the ISO code, any case ("cny" is CNY), and a word people write for
+    one as its code ("RMB", "yuan", "元": CNY, as AutoDL prices are written). Anything else upper-cased, for the
+    caller to judge (an exchange rate, an offer's check)."""
+    word = str(written).strip()
+    return _CURRENCY_WORDS.get(word.lower(), word.upper())
+
 # Units of CNY per unit of each currency (indicative mid-market rates), used to rank prices in one currency.
 # Its keys are the currencies gpuwise knows: a catalog offer in any other is refused when the catalog loads.
 RATES_CHECKED = "2026-11-20"
@@ -82,8 +90,7 @@ def parse_money(text: str) -> tuple[float, str | None]:
     if not m:
         raise UnitError(f"not an amount of money: {text!r} (examples: 300, ¥300, 300元, 25USD)")
     if m.group(2):
-        word = m.group(2)
-        currency = _CURRENCY_WORDS.get(word.lower(), word.upper())
+        currency = currency_code(m.group(2))
     amount = float(m.group(1))
     if amount <= 0 or negative:
         raise UnitError(f"amount must be positive: {text!r}")

@@ -61,3 +61,11 @@ def test_a_directory_given_as_the_catalog_is_said_to_be_one(tmp_path, cli_run):
 def test_a_missing_catalog_file_is_still_not_found(tmp_path):
     with pytest.raises(CatalogError, match="catalog file not found"):
         load_catalog(tmp_path / "nope.toml", user_file=False)
+
+
+def test_recommend_takes_rmb_as_its_currency(cli_run):
+    """Was: `recommend --currency RMB` refused ("no exchange rate for 'RMB'") while prices read "300 RMB" as CNY."""
+    code, out, err = cli_run("recommend", "hf:Qwen/Qwen2.5-0.5B", "--seq-len", "512", "--steps", "100",
+                             "--gpus", "rtx-4090", "--max-gpus", "1", "--currency", "RMB", "--json")
+    assert code == 0, err
+    assert json.loads(out)["ranking_currency"] == "CNY"

@@ -23,8 +23,7 @@ from gpuwise.catalog.model import GPU, PRECISIONS, Catalog, CatalogError, Offer,
 from gpuwise.catalog.resolve import gpu_by_name, name_index, provider_key
 from gpuwise.catalog.topology import provider_name
 from gpuwise.catalog.validate import gpu_problems, offer_problems
-from gpuwise.units import _CURRENCY_WORDS as CURRENCY_WORDS  # the one table of currency words ("RMB" is CNY)
-from gpuwise.units import UnitError, parse_bytes
+from gpuwise.units import UnitError, currency_code, parse_bytes
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -322,14 +321,6 @@ def _parse_gpu(table: dict[str, Any], where: str, known: dict[str, GPU]) -> GPU:
             key = written_as
         raise CatalogError(f"{where}: key {key!r}: {what}")
     return gpu
-
-
-def currency_code(written: str) -> str:
-    """An offer's currency as the catalog stores and prints it: the ISO code, any case ("cny" is CNY), and a word
-    people write for one as its code ("RMB", "yuan": CNY, as AutoDL prices are written; ``units``' table, the one
-    ``parse_money`` reads "300 RMB" by). Anything else upper-cased, for ``offer_problems`` to judge."""
-    word = written.strip()
-    return CURRENCY_WORDS.get(word.lower(), word.upper())
 
 
 def _parse_offer(table: dict[str, Any], where: str, index: dict[str, GPU], indicative: bool) -> tuple[Offer, GPU]:

@@ -346,8 +346,9 @@ def currency_option(option: str, text: str) -> str:
     """The ISO code of a currency option (``--currency usd`` -> USD), one gpuwise has an exchange rate for; one
     line naming the option, with the known ones, if not."""
     from gpuwise.plan.money import MoneyError, rates_in
+    from gpuwise.units import currency_code
 
-    code = text.strip().upper()
+    code = currency_code(text)      # "RMB" is CNY, as in prices
     try:
         rates_in(code)
     except MoneyError as e:
