@@ -26,6 +26,7 @@ import math
 import os
 import re
 import shutil
+import errno
 import stat
 import time
 import uuid
@@ -54,6 +55,8 @@ _LEFTOVER_DIR = re.compile(r"^\.(?:tmp|old)-step-(\d{9,})-[^/]+$")
 # The files a resume loads, by format: each must be listed (and so verified) in the manifest.
 REQUIRED_FILES = {"torch.save": (STATE_FILE,), "torch.distributed.checkpoint": (DCP_METADATA_FILE, DCP_EXTRA_FILE),
                   "lightning": ("state.ckpt",)}
+# A save failing with one of these is out of room: deleting the oldest checkpoint may let it through.
+DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 # The files gpuwise writes with torch.save: zip archives of stored entries, checked as such before loading.
 TORCH_SAVE_FILES = (STATE_FILE, DCP_EXTRA_FILE)
 
@@ -93,6 +96,7 @@ class CheckpointStore:
         self.directory = Path(directory)
         self.keep = keep
         self._verified: dict[str, tuple[int, int, int]] = {}  # checkpoint name -> manifest identity
+        self._made_room = False  # a full disk made a save delete an old checkpoint (warned once)
 
     # -- reading ---------------------------------------------------------------------------------
     def step_dirs(self) -> list[Path]:
@@ -326,16 +330,55 @@ class CheckpointStore:
     def save(self, state: Any, step: int, epoch: int, *, meta: dict[str, Any] | None = None,
              world_size: int = 1) -> Checkpoint:
         """Write ``state`` as the checkpoint of ``step`` atomically. On any OSError (ENOSPC, EIO, a lost
-        network mount) nothing of the new checkpoint remains and GuardError names the intact previous one."""
+        network mount) nothing of the new checkpoint remains and GuardError names the intact previous one.
+
+        A full disk (ENOSPC, EDQUOT) with more than one verified checkpoint kept is met once by deleting the
+        oldest ones beyond one less than are kept (``make_room``, said in a warning) and saving again: a disk
+        that holds ``keep`` checkpoints, and no more, would otherwise refuse every save after the ``keep``-th,
+        as the new one is written before the oldest is pruned."""
+        try:
+            return self._save_once(state, step, epoch, meta=meta, world_size=world_size)
+        except OSError as exc:
+            freed = self.make_room() if exc.errno in DISK_FULL_ERRNOS else []
+            if not freed:
+                raise self.save_failed(step, exc) from exc
+            # once a warning, then quieter: on such a disk every later save does the same
+            log.log(logging.INFO if self._made_room else logging.WARNING,
+                    "checkpoint of step %d: %s in %s; deleted the oldest checkpoint(s) %s to make room (keep=%d "
+                    "checkpoints and a new one do not fit) and saved again", step, exc.strerror or exc,
+                    self.directory, ", ".join(p.name for p in freed), self.keep)
+            self._made_room = True
+        try:
+            return self._save_once(state, step, epoch, meta=meta, world_size=world_size)
+        except OSError as exc:
+            raise self.save_failed(step, exc) from exc
+
+    def _save_once(self, state: Any, step: int, epoch: int, *, meta: dict[str, Any] | None,
+                   world_size: int) -> Checkpoint:
+        """One attempt of :meth:`save`: what it wrote is removed before its OSError is raised."""
         tmp: Path | None = None
         try:
             tmp = self.begin(step)
             files = self.write_state(tmp, state)
             return self.commit(tmp, step, epoch, files=files, world_size=world_size, meta=meta)
-        except OSError as exc:
+        except OSError:
             if tmp is not None:
                 self.abort(tmp)
-            raise self.save_failed(step, exc) from exc
+            raise
+
+    def make_room(self) -> list[Path]:
+        """Delete the oldest verified checkpoints so that one fewer than now (at most ``keep - 1``, at least one)
+        remain, making room for one more; never the newest verified one, never the only one. Returns those
+        deleted (none when a single one verifies)."""
+        verified = [path for path in self.step_dirs() if self._verifies(path)]
+        remaining = max(1, min(len(verified), self.keep) - 1)
+        removed = verified[remaining:]
+        for path in removed:
+            shutil.rmtree(path, ignore_errors=True)
+            self._verified.pop(path.name, None)
+        if removed:
+            fsync_dir(self.directory)
+        return removed
 
     def save_failed(self, step: int, cause: OSError | str) -> GuardError:
         """The one line of a save of ``step`` that did not happen (``cause``: the OSError, or why it was not

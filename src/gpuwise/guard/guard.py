@@ -74,7 +74,8 @@ class Guard:
     or ``"raise"``; with ``"warn"``, ``max_save_failures`` saves failing in a row end the run (GuardError),
     and so does ``close()`` when every save of the run failed. ``allow_fresh``: start from step 0 even
     though checkpoints exist and none verifies (otherwise ``resume`` refuses, naming them). ``micro_batch_size``: start with micro-batches of this size (None: whole batch); it
-    shrinks on OOM and is remembered in checkpoints. ``on_micro_grads``: called with a
+    shrinks on OOM and is remembered in checkpoints (the attribute reads the micro-batch a full batch is split
+    into, see ``micro_batch_size``). ``on_micro_grads``: called with a
     :class:`GradNoiseSample` each step that has two batch sizes to compare (``measure_grad_noise``).
     ``workload``: the job as gpuwise describes it (a ``Workload`` or its ``to_dict()``; one that
     ``Workload.from_dict`` refuses raises GuardError), recorded in the run log with each step's wall time and
@@ -139,7 +140,7 @@ class Guard:
         self.saves_ok = 0
         self.save_on_crash = save_on_crash
         self.exit_on_preempt = exit_on_preempt
-        self.micro_batch_size = micro_batch_size
+        self._micro_batch_cap = micro_batch_size  # None: the whole batch; halved on OOM, saved in checkpoints
         self.clip_grad_norm = clip_grad_norm
         self.measure_grad_noise = measure_grad_noise
         self.on_micro_grads = on_micro_grads
@@ -281,7 +282,7 @@ class Guard:
         self._warn_deferred()
         self._drain_events()
         total = batch_size_of(batch)
-        micro = min(self.micro_batch_size or total, total)
+        micro = min(self._micro_batch_cap or total, total)
         step_start_s = self._last_step_end_s or time.perf_counter()   # wall time per step: data loading too
         optimizer_started = False
         crash_save = self.save_on_crash and not self.info.is_distributed
@@ -306,7 +307,7 @@ class Guard:
                 self._event("oom_recovered", f"step {self.step_count + 1}: out of memory with micro-batch {micro}"
                                              f"{where}; retrying the same batch of {total} as micro-batches of "
                                              f"{agreed}")
-                micro = self.micro_batch_size = agreed
+                micro = self._micro_batch_cap = agreed
                 # The failed attempt's forwards drew random numbers (dropout): drawing on from there would
                 # make the retried step, and every later random number, depend on where the OOM hit.
                 restore_rng(rng_at_start)
@@ -351,10 +352,9 @@ class Guard:
         trained with another one, say so once: at the first step, unless that step's batch is smaller and there
         is no loader to tell a full batch from an epoch's short last one; then at the second (epochs of more than
         one step never end twice in a row), and not at all if the larger of the two is the checkpoint's."""
-        if self._loader is not None:
-            per_rank = self._loader.batch_size
-        else:
-            per_rank = self._largest_batch_per_rank = max(self._largest_batch_per_rank, batch_this_rank)
+        if self._loader is None:
+            self._largest_batch_per_rank = max(self._largest_batch_per_rank, batch_this_rank)
+        per_rank = self._full_batch_per_rank()
         new, old = per_rank * self.info.world_size, self._effective_batch_at_resume
         if old is not None and new < old and self._loader is None and not self._short_batch_after_resume:
             self._short_batch_after_resume = True   # the checkpoint's batch stays recorded until the next step
@@ -366,6 +366,30 @@ class Guard:
                         f"optimizer step, this run takes {self.effective_batch_size} ({per_rank} per rank x "
                         f"{self.info.world_size} rank(s)); the learning-rate schedule was fitted to {old}: scale the "
                         "learning rate or the per-rank batch if that was not intended")
+
+    def _full_batch_per_rank(self) -> int | None:
+        """Samples of a full batch on this rank: the loader's batch size, else the largest batch of this run's steps
+        (an epoch's short last batch is not one); None before the first step of a loop without a loader."""
+        if self._loader is not None:
+            return self._loader.batch_size
+        return self._largest_batch_per_rank or None
+
+    @property
+    def micro_batch_size(self) -> int | None:
+        """Samples per micro-batch of a full batch (``_full_batch_per_rank``): the whole batch until an OOM (or
+        ``Guard(micro_batch_size=...)``) splits it, then the smaller size, which later steps keep. Before the first
+        step of a loop without a loader, the batch is not known yet: the size given (or remembered in the
+        checkpoint resumed from), None when there is none."""
+        full = self._full_batch_per_rank()
+        if full is None:
+            return self._micro_batch_cap
+        return min(self._micro_batch_cap or full, full)
+
+    @micro_batch_size.setter
+    def micro_batch_size(self, value: int | None) -> None:
+        """Split later steps' batches into micro-batches of ``value`` samples (None: the whole batch)."""
+        check_number("micro_batch_size", value, 1, whole=True, none="the whole batch")
+        self._micro_batch_cap = value
 
     def _oom_ranks(self, ran_out_here: bool) -> str:
         """`` on rank 1 (of 2)`` under torchrun: the ranks whose own micro-batch ran out of memory (every rank
@@ -407,7 +431,7 @@ class Guard:
         state: dict[str, Any] = {
             "format_version": 1,
             "progress": {"step": self.step_count, "epoch": self.epoch, "samples_seen": self.samples_seen,
-                         "micro_batch_size": self.micro_batch_size, "world_size": self.info.world_size,
+                         "micro_batch_size": self._micro_batch_cap, "world_size": self.info.world_size,
                          "effective_batch_size": self.effective_batch_size},
             "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
             "scaler": self.scaler.state_dict() if self.scaler is not None else None,
@@ -682,7 +706,7 @@ class Guard:
         self.step_count = int(progress["step"])
         self.samples_seen = int(progress.get("samples_seen", 0))
         if progress.get("micro_batch_size") is not None:
-            self.micro_batch_size = int(progress["micro_batch_size"])
+            self._micro_batch_cap = int(progress["micro_batch_size"])
         if progress.get("effective_batch_size") is not None:  # absent from checkpoints of older gpuwise: silent
             self.effective_batch_size = self._effective_batch_at_resume = int(progress["effective_batch_size"])
             self._short_batch_after_resume = False

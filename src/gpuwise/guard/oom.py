@@ -17,6 +17,11 @@ from typing import Any
 
 import torch
 
+from gpuwise.guard.errors import GuardError
+
+# Items named in the one line that refuses to split a batch whose items disagree on its size.
+SHOWN_ITEMS = 6
+
 
 def batch_size_of(batch: Any) -> int:
     """Samples in a batch: dim 0 of the first tensor found (tensor, dict, list/tuple, nested), else len()."""
@@ -46,7 +51,7 @@ def _maybe_size(v: Any) -> int | None:
 def slice_batch(batch: Any, start: int, stop: int) -> Any:
     """Samples ``start:stop`` of every tensor (and list) in the batch, keeping its structure."""
     if isinstance(batch, torch.Tensor):
-        return batch[start:stop]
+        return batch[start:stop] if batch.dim() else batch  # a 0-dim tensor is one value for the whole batch
     if isinstance(batch, Mapping):
         return type(batch)({k: slice_batch(v, start, stop) for k, v in batch.items()}) if type(batch) is not dict \
             else {k: slice_batch(v, start, stop) for k, v in batch.items()}
@@ -59,11 +64,41 @@ def slice_batch(batch: Any, start: int, stop: int) -> Any:
     return batch  # scalars and other per-batch values are shared by every micro-batch
 
 
+def sample_counts(batch: Any, name: str = "batch") -> list[tuple[str, int]]:
+    """(item, samples) for every part of ``batch`` that ``slice_batch`` slices, in order: a tensor's dim 0, a
+    list of samples' length; ``batch[0]``, ``batch['labels']``, ``batch.x`` name them."""
+    if isinstance(batch, torch.Tensor):
+        return [(name, int(batch.shape[0]))] if batch.dim() else []
+    if isinstance(batch, Mapping):
+        return [c for k, v in batch.items() for c in sample_counts(v, f"{name}[{k!r}]")]
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # namedtuple
+        return [c for field, v in zip(batch._fields, batch) for c in sample_counts(v, f"{name}.{field}")]
+    if isinstance(batch, (list, tuple)):
+        if batch and all(isinstance(v, (torch.Tensor, Mapping, list, tuple)) for v in batch):
+            return [c for i, v in enumerate(batch) for c in sample_counts(v, f"{name}[{i}]")]
+        return [(name, len(batch))]
+    return []
+
+
+def check_splittable(batch: Any, micro_batch_size: int) -> None:
+    """GuardError, one line naming the items and their sizes, when the items of ``batch`` hold different numbers of
+    samples: split, their micro-batches would pair the wrong samples (or fail deep inside torch)."""
+    counts = sample_counts(batch)
+    if len({n for _, n in counts}) > 1:
+        shown = ", ".join(f"{item}: {n}" for item, n in counts[:SHOWN_ITEMS])
+        more = f", … {len(counts) - SHOWN_ITEMS} more" if len(counts) > SHOWN_ITEMS else ""
+        raise GuardError(f"cannot split the batch into micro-batches of {micro_batch_size}: its items hold different "
+                         f"numbers of samples ({shown}{more}); every tensor and list in a batch needs one entry per "
+                         "sample along dim 0")
+
+
 def split_batch(batch: Any, micro_batch_size: int) -> list[tuple[Any, int]]:
-    """[(micro_batch, n_samples)] covering the batch once, in order."""
+    """[(micro_batch, n_samples)] covering the batch once, in order (GuardError when its items disagree on the
+    number of samples, ``check_splittable``)."""
     total = batch_size_of(batch)
     if micro_batch_size >= total:
         return [(batch, total)]
+    check_splittable(batch, micro_batch_size)
     return [(slice_batch(batch, s, min(s + micro_batch_size, total)), min(s + micro_batch_size, total) - s)
             for s in range(0, total, micro_batch_size)]
 

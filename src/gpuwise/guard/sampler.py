@@ -9,6 +9,7 @@ repeated, however often the job is killed. With worker processes, the random num
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
 from collections.abc import Iterator
 from typing import Any
@@ -16,7 +17,18 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, Sampler
 
+from gpuwise.guard.errors import GuardError
 from gpuwise.guard.rng import seed_all
+
+log = logging.getLogger(__name__)
+
+# DataLoader arguments the loader sets itself, and what to pass instead.
+_RESERVED_ARGUMENTS = {
+    "sampler": "pass seed= and shuffle= (for weighted sampling, a torch.utils.data.Subset of indices drawn once "
+               "from the weights)",
+    "batch_sampler": "pass batch_size=, drop_last=, seed= and shuffle=",
+    "generator": "pass seed=: the loader seeds its own generator from it, per epoch",
+}
 
 
 class ResumableSampler(Sampler[int]):
@@ -130,9 +142,11 @@ class ResumableDataLoader:
 
     def __init__(self, dataset: Dataset, batch_size: int, *, seed: int = 0, shuffle: bool = True,
                  rank: int = 0, world_size: int = 1, drop_last: bool = False, **loader_kwargs: Any) -> None:
-        for reserved in ("sampler", "batch_sampler", "shuffle", "generator"):
+        for reserved, instead in _RESERVED_ARGUMENTS.items():
             if reserved in loader_kwargs:
-                raise ValueError(f"ResumableDataLoader sets {reserved!r} itself")
+                raise GuardError(f"{reserved}= is not taken by the resumable loader: it orders samples itself, by "
+                                 "(seed, epoch, rank, world size), so that a resume continues mid-epoch, which a "
+                                 f"{reserved} of your own would not; {instead}")
         if isinstance(dataset, IterableDataset):
             raise ValueError("ResumableDataLoader needs a map-style dataset (len and indexing): an IterableDataset "
                              "has no sample order to resume from")
@@ -141,6 +155,7 @@ class ResumableDataLoader:
                              "consumed prefix to resume from (samples would be skipped and repeated)")
         self.dataset = dataset
         self.batch_size = batch_size
+        self.seed = seed  # of every epoch this loader starts (the sampler's is the current epoch's: see load_state_dict)
         self.sampler = ResumableSampler(len(dataset), seed=seed, shuffle=shuffle, rank=rank,
                                         world_size=world_size, drop_last=drop_last)
         self._loader_kwargs = loader_kwargs
@@ -179,6 +194,7 @@ class ResumableDataLoader:
 
     def _next_epoch(self) -> None:
         self.sampler.epoch += 1
+        self.sampler.seed = self.seed
         self.consumed = 0
         self.last_batch_samples = 0
 
@@ -186,12 +202,16 @@ class ResumableDataLoader:
         """Position; ``exclude_last_batch`` for a crash inside the step that drew the last batch."""
         consumed = self.consumed - (self.last_batch_samples if exclude_last_batch else 0)
         epoch = self.epoch
+        seed = self.sampler.seed
         if consumed >= self.sampler.shard_len:   # the epoch was all handed out: the position is the next one's start
             epoch, consumed = epoch + 1, 0       # (a checkpoint at an epoch's last step resumes past that epoch)
-        return {"epoch": epoch, "consumed": consumed, "seed": self.sampler.seed,
-                "world_size": self.sampler.world_size}
+            seed = self.seed
+        return {"epoch": epoch, "consumed": consumed, "seed": seed, "world_size": self.sampler.world_size}
 
     def load_state_dict(self, state: dict[str, int]) -> None:
+        """Continue at the saved position. An epoch begun with another seed than this loader's ends in that seed's
+        order (a new order mid-epoch would skip some samples and repeat others), as the uninterrupted run does;
+        this loader's seed applies from the next epoch, said in one warning (rank 0)."""
         self.sampler.epoch = int(state["epoch"])
         consumed = int(state["consumed"])
         old_world = int(state.get("world_size", self.sampler.world_size))
@@ -201,5 +221,19 @@ class ResumableDataLoader:
             consumed = consumed * old_world // self.sampler.world_size
         self.consumed = min(consumed, self.sampler.shard_len)
         self.last_batch_samples = 0
+        saved_seed = int(state.get("seed", self.seed))
+        mid_epoch = 0 < self.consumed < self.sampler.shard_len
+        self.sampler.seed = saved_seed if mid_epoch else self.seed
+        if saved_seed != self.seed and self.sampler.rank == 0:
+            log.warning("%s", seed_change_message(saved_seed, self.seed, self.sampler.epoch, mid_epoch))
         if self.consumed >= self.sampler.shard_len:   # a state saved as "all of epoch e handed out"
             self._next_epoch()
+
+
+def seed_change_message(saved_seed: int, seed: int, epoch: int, mid_epoch: bool) -> str:
+    """The one line a resume says when the loader's ``seed`` is not the checkpoint's ``saved_seed``."""
+    if mid_epoch:
+        return (f"the checkpoint's epoch {epoch} was ordered by seed={saved_seed}, this loader has seed={seed}: epoch "
+                f"{epoch} ends in seed={saved_seed}'s order (no sample skipped or repeated), seed={seed} applies from "
+                f"epoch {epoch + 1}")
+    return f"the checkpoint was ordered by seed={saved_seed}, this loader has seed={seed}: it applies from this epoch on"
