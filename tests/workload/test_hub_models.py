@@ -76,7 +76,7 @@ def test_a_gated_model_says_how_to_log_in(tmp_path, monkeypatch):
     hub._hub_config.cache_clear()
     with pytest.raises(WorkloadError) as info:
         resolve_model_spec("hf:meta-llama/Llama-Guard-3-8B")
-    assert "gated" in str(info.value) and "huggingface-cli login" in str(info.value) and "HF_TOKEN" in str(info.value)
+    assert "gated" in str(info.value) and "hf auth login" in str(info.value) and "HF_TOKEN" in str(info.value)
     hub._hub_config.cache_clear()
 
 

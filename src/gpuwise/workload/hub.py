@@ -25,8 +25,8 @@ CONFIG_FILE = "config.json"
 _REPO_ID = re.compile(r"[A-Za-z0-9][\w.\-]*/[\w.\-]+")
 _PROBE_TIMEOUT_S = 5.0
 NOT_ON_HUB = "not found on the Hub"   # the Hub answered: no such repo (hub_config's why)
-LOGIN_HINT = ("accept its licence on the model's Hub page, then log in with `huggingface-cli login` "
-              "(or set HF_TOKEN to an access token)")
+LOGIN_HINT = ("accept its licence on the model's Hub page, then log in with `hf auth login` "
+              "(`huggingface-cli login` before huggingface_hub 0.34; or set HF_TOKEN to an access token)")
 
 
 def looks_like_repo_id(name: str) -> bool:
