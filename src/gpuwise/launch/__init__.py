@@ -12,7 +12,7 @@ from pathlib import Path
 
 from gpuwise.launch.assumptions import JobAssumptions
 from gpuwise.launch.command import Command, parse_command
-from gpuwise.launch.disk import DiskNeed, checkpoint_bytes_per_param
+from gpuwise.launch.disk import DiskNeed, checkpoint_bytes_per_param, checkpoint_optimizer_bytes
 from gpuwise.launch.plan import BatchSplit, LaunchError, LaunchPlan, plan_launch
 from gpuwise.launch.server import (REMOTE_MODEL_DIR, is_server, local_model_dir, missing_weights_refusal,
                                    server_emit_refusal, skyserve_refusal, vllm_serve_line)
@@ -21,6 +21,7 @@ from gpuwise.launch.skypilot import render_skypilot
 from gpuwise.launch.skyserve import render_skyserve
 from gpuwise.launch.torchrun import render_torchrun
 from gpuwise.launch.wheel import build_wheel
+from gpuwise.plan.llm import estimate_llm
 from gpuwise.plan.profile import model_for, workload_on
 from gpuwise.workload.checkpoint import stored_quant
 from gpuwise.workload.decoder import load_arch
@@ -115,14 +116,28 @@ def _launch_dict(plan: LaunchPlan, emit: str, text: str, wheel: Path | None) -> 
 
 
 def disk_need(workload, option, gpu) -> DiskNeed:
-    """The disk each node (a server's replica) of ``option`` needs for ``workload``: the whole model's weights and
-    optimizer state as one unsharded GPU holds them (a checkpoint gathers the shards), from the same estimate as the
-    plan (a traced model's trace is cached by then), and the checkpoint it downloads (``downloaded_weights_bytes``)."""
+    """The disk each node (a server's replica) of ``option`` needs for ``workload``: the whole model's weights as one
+    unsharded GPU holds them (a checkpoint gathers the shards), from the same estimate as the plan (a traced model's
+    trace is cached by then), the optimizer state a checkpoint holds for the parameters it trains
+    (``checkpoint_optimizer_bytes``, whatever the GPU and batch), and the checkpoint it downloads
+    (``downloaded_weights_bytes``)."""
     whole = workload.with_(num_gpus=1, sharding="ddp", offload="none")
-    memory = model_for(whole).estimate(gpu, count=1, batch_size=option.batch_size, with_time=False,
-                                       grad_accum_steps=option.grad_accum_steps).memory
-    return DiskNeed.of(memory.weights_bytes, memory.optimizer_bytes, training=workload.is_training,
+    model = model_for(whole)
+    estimate = model.estimate(gpu, count=1, batch_size=option.batch_size, with_time=False,
+                              grad_accum_steps=option.grad_accum_steps)
+    optimizer_bytes = (checkpoint_optimizer_bytes(estimate.workload, trained_param_count(model, estimate))
+                       if workload.is_training else 0)
+    return DiskNeed.of(estimate.memory.weights_bytes, optimizer_bytes, training=workload.is_training,
                        downloaded_bytes=downloaded_weights_bytes(workload))
+
+
+def trained_param_count(model, estimate) -> int:
+    """The parameters ``estimate``'s job trains (whose optimizer state its checkpoint holds): its trace's count for a
+    traced model (the trace the estimate used, cached), the closed form's split for a decoder LLM."""
+    job = estimate.workload
+    if model.method == "traced":
+        return model.trace(job.batch_size, job.grad_accum_steps, job.precision).trainable_param_count
+    return estimate_llm(job, estimate.gpu).trainable_params
 
 
 def downloaded_weights_bytes(workload) -> int:

@@ -9,12 +9,19 @@ load (16 GB; 70B: 141 GB).
 
 The dataset is not counted: gpuwise knows how many samples the job reads, not their bytes on disk (a server
 reads none, and its note does not mention one).
+
+The note is worded by the kind of provider (``DiskNeed.note``'s ``rented_at``): a SkyPilot task's disk holds the
+system too, and the task asks for ``disk_size``; a machine rented by hand from a provider SkyPilot does not know
+comes with its own disks, and the note says what the job's files need and where they go (``DATA_DISKS``: AutoDL's
+data disk), not a ``disk_size`` no one asks for.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+
+from gpuwise.workload.storage import optimizer_state_bytes, trainable_bytes
 
 GB = 10**9                       # SkyPilot's disk_size is in GB
 MB = 10**6                       # a small model's weights are said in MB (ResNet-18: 47 MB, not 0.0 GB)
@@ -28,6 +35,29 @@ DISK_STEP_GB = 50                # disk_size is rounded up to a multiple of this
 # dtype a decoder LLM's default precision assumes (gpuwise.workload.precision.default_precision)
 CHECKPOINT_DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 UNNAMED_CHECKPOINT_BYTES = 2
+
+
+@dataclass(frozen=True)
+class DataDisk:
+    """A provider's disk for a job's files (``path``; ``included_bytes`` come with the machine, more at a price),
+    beside a system disk of ``system_bytes`` that holds the image and packages and is too small for a model."""
+
+    path: str
+    included_bytes: int
+    system_bytes: int
+
+
+# Providers SkyPilot does not know whose machines come with a data disk (autodl.com docs: a 30 GB system disk and a
+# 50 GB data disk at /root/autodl-tmp, expandable for a fee)
+DATA_DISKS = {"autodl": DataDisk("/root/autodl-tmp", 50 * GB, 30 * GB)}
+
+
+def checkpoint_optimizer_bytes(workload, trained_params: int) -> int:
+    """The optimizer state one checkpoint of ``workload`` holds for its ``trained_params``: each state at the
+    trained weights' dtype (``optimizer_state_bytes`` of ``trainable_bytes``: float32 under AMP), as an unsharded job
+    holds it between steps. Not the estimate's optimizer bytes at its peak, which add the optimizer step's
+    temporaries and so vary with the GPU and the batch."""
+    return int(trained_params * optimizer_state_bytes(workload.optimizer, trainable_bytes(workload.precision)))
 
 
 def checkpoint_bytes_per_param(dtype: str | None) -> int:
@@ -52,8 +82,13 @@ class DiskNeed:
         return cls(int(max(weights_bytes, downloaded_bytes)), int(weights_bytes + optimizer_bytes) if training else 0)
 
     @property
+    def job_bytes(self) -> int:
+        """The job's own files: the model and the checkpoints on disk at once, without the system."""
+        return self.model_bytes + CHECKPOINTS_ON_DISK * self.checkpoint_bytes
+
+    @property
     def total_bytes(self) -> int:
-        return SYSTEM_BYTES + self.model_bytes + CHECKPOINTS_ON_DISK * self.checkpoint_bytes
+        return SYSTEM_BYTES + self.job_bytes
 
     @property
     def disk_size_gb(self) -> int:
@@ -62,19 +97,39 @@ class DiskNeed:
         need_gb = math.ceil(self.total_bytes / GB / DISK_STEP_GB) * DISK_STEP_GB
         return max(SKYPILOT_DEFAULT_DISK_GB, need_gb)
 
-    def note(self, *, machine: str, reads_dataset: bool = True) -> str:
+    def note(self, *, machine: str, reads_dataset: bool = True, rented_at: str | None = None) -> str:
         """The size in words, with what it is made of, for the launch's header and ``launch.notes``; ``machine``:
         what one of the launch's machines is called (``plan.machine_word``: a node, a server's replica);
-        ``reads_dataset``: the job reads a dataset, which the size leaves out and says so (a server reads none)."""
-        parts = [f"~{_size(SYSTEM_BYTES)} for the system and packages", f"{_size(self.model_bytes)} of model weights"]
+        ``reads_dataset``: the job reads a dataset, which the size leaves out and says so (a server reads none);
+        ``rented_at``: a provider SkyPilot does not know, whose machine is rented by hand: the job's files and where
+        they go (``_placement``), not a SkyPilot task's disk (None: a SkyPilot provider's words)."""
+        parts = [f"{_size(self.model_bytes)} of model weights"]
         if self.checkpoint_bytes:
             parts.append(f"{CHECKPOINTS_ON_DISK} checkpoints of {_size(self.checkpoint_bytes)} of weights and "
                          f"optimizer state (the guard keeps 3 and writes the next before it prunes)")
         left_out = ["not the dataset"] if reads_dataset else []
         if self.checkpoint_bytes:
             left_out.append("less where the checkpoint directory is on other storage (a bucket, a shared file system)")
+        if rented_at is not None:
+            return "; ".join([f"each {machine} needs ~{_size(self.job_bytes)} of disk for the job's files, beside "
+                              f"the system and packages: {', '.join(parts)}", *left_out, self._placement(rented_at)])
+        parts.insert(0, f"~{_size(SYSTEM_BYTES)} for the system and packages")
         return "; ".join([f"each {machine} needs ~{_size(self.total_bytes)} of disk: {', '.join(parts)}", *left_out,
                           f"a SkyPilot task asks for disk_size {self.disk_size_gb} GB"])
+
+    def _placement(self, provider: str) -> str:
+        """Where the job's files go on a machine of ``provider`` rented by hand: its data disk (``DATA_DISKS``),
+        grown where the job needs more than it comes with; a disk with that much free where gpuwise knows none."""
+        disk = DATA_DISKS.get(provider)
+        if disk is None:
+            return (f"rent the {provider} machine with that much disk free beside its system, and keep the checkpoint "
+                    f"directory and the model's download cache (HF_HOME, TORCH_HOME) there")
+        said = (f"on {provider}, keep the checkpoint directory and the model's download cache (HF_HOME, TORCH_HOME) "
+                f"on the data disk, {disk.path} ({_size(disk.included_bytes)} included), not on the "
+                f"{_size(disk.system_bytes)} system disk, which holds the image and packages")
+        if self.job_bytes > disk.included_bytes:
+            said += f"; expand the data disk (for a fee) to at least {math.ceil(self.job_bytes / GB)} GB"
+        return said
 
 
 def _size(n_bytes: int) -> str:

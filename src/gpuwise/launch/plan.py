@@ -250,8 +250,10 @@ def plan_launch(option, gpu: GPU, command: str, *, batch: BatchSplit | None = No
         notes.append(sharding.note())
     if assumptions is not None:
         notes.append(assumptions.note())
+    cloud = skypilot_cloud(option.provider)
     if disk is not None:
-        notes.append(disk.note(machine=machine_word(server), reads_dataset=not server))
+        notes.append(disk.note(machine=machine_word(server), reads_dataset=not server,
+                               rented_at=option.provider if cloud is None else None))
     if one_process and nodes > 1:
         raise LaunchError(f"HF generate's layer split runs in one process on one machine: {option.count} GPUs are "
                           f"more than a node of {topo.gpus_per_node} at {option.provider}")
@@ -263,7 +265,6 @@ def plan_launch(option, gpu: GPU, command: str, *, batch: BatchSplit | None = No
     if nodes > 1 and not topo.multi_node:
         notes.append(f"{option.provider} does not rent several machines as one cluster ({topo.note}); "
                      f"the {nodes} nodes must reach each other (node 0 on port {RDZV_PORT})")
-    cloud = skypilot_cloud(option.provider)
     if cloud is None:
         notes.append(f"SkyPilot does not know the provider {option.provider!r}: rent the machine there and "
                      f"run the torchrun lines on it")

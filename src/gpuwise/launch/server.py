@@ -16,6 +16,10 @@ only where ``--quantization`` says how (``VLLM_QUANTIZATION``, from vLLM 0.10's
 vLLM's OpenAI-compatible server (``vllm/entrypoints/openai/api_server.py``) listens on port 8000 unless told
 ``--port``, and answers ``GET /health`` with 200 once its engine is up (503 while it is not): the readiness probe
 a load balancer needs.
+
+Where no service can be emitted, the refusal names what to run by hand (``serving_instructions``): the vLLM series
+the plan models (``VLLM_REQUIREMENT``), then the ``vllm serve`` line, listening where the provider's convention
+says a server is reached (``SERVICE_PORTS``: AutoDL's custom service on 6006).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from pathlib import Path
 
 from gpuwise.launch.plan import LaunchError, skypilot_cloud
 from gpuwise.workload.checkpoint import stored_quant
+from gpuwise.workload.model import VLLM_VERSION
 from gpuwise.workload.precision import parse as parse_precision
 from gpuwise.workload.specs import as_config_file
 
@@ -32,6 +37,14 @@ VLLM_PORT = 8000                   # vllm serve's default --port
 VLLM_READINESS_PATH = "/health"    # vLLM's route that answers 200 once the engine serves
 REMOTE_MODEL_DIR = "/model"        # where a SkyServe service uploads a local model's folder on each replica
 WEIGHT_FILE_PATTERNS = ("*.safetensors", "*.bin")   # the weight files vLLM loads from a model folder
+LISTEN_HOST = "0.0.0.0"            # every interface: a load balancer or a provider's proxy reaches the server
+# pip's requirement for the vLLM the plan's defaults are modelled on: its release series (bug-fix releases only)
+VLLM_REQUIREMENT = f"vllm=={VLLM_VERSION}.*"
+# provider -> (port, why): where a provider's convention says a server on its machine is reached from outside.
+# AutoDL forwards its "custom service" (自定义服务) link to port 6006 of the instance.
+SERVICE_PORTS: dict[str, tuple[int, str]] = {
+    "autodl": (6006, "AutoDL's convention: its custom service (自定义服务) exposes port 6006 of the instance"),
+}
 
 # --quant -> vLLM's --quantization for a 16-bit checkpoint; None: vLLM cannot quantize it so as it loads
 VLLM_QUANTIZATION: dict[str, str | None] = {"nf4": "bitsandbytes", "fp8": "fp8", "int8": None}
@@ -81,10 +94,10 @@ def vllm_dtype_flags(workload, served_precision: str) -> list[str]:
     return [f"--dtype {parse_precision(served_precision).compute_dtype}"]
 
 
-def vllm_serve_line(rec, *, listen: bool = False, model: str | None = None) -> str:
+def vllm_serve_line(rec, *, listen: bool = False, port: int = VLLM_PORT, model: str | None = None) -> str:
     """The ``vllm serve`` line of a recommendation's best option (``rec.best``; engine vllm): the model, its tensor
     parallelism over the option's GPUs, the context, dtype, quantization and memory flags it was priced with;
-    ``listen``: and the address it listens on (every interface, ``VLLM_PORT``), as a load balancer reaches it;
+    ``listen``: and the address it listens on (every interface, ``port``), as a load balancer reaches it;
     ``model``: where the server loads the model from (default: the Hub id, or a local checkpoint's folder as given).
     LaunchError where vLLM cannot load the weights so (``vllm_quantization_flags``)."""
     w, b = rec.workload, rec.best
@@ -94,21 +107,28 @@ def vllm_serve_line(rec, *, listen: bool = False, model: str | None = None) -> s
     # --max-model-len: vLLM refuses to start where the model's whole context does not fit its KV cache
     flags = ([f"--tensor-parallel-size {b.count}"] if b.count > 1 else []) + [
         f"--max-model-len {w.tokens_per_sequence + w.max_new_tokens}"] + vllm_dtype_flags(w, served_precision) + (
-        quantization + vllm_memory_flags(w)) + ([f"--host 0.0.0.0 --port {VLLM_PORT}"] if listen else [])
+        quantization + vllm_memory_flags(w)) + ([f"--host {LISTEN_HOST} --port {port}"] if listen else [])
     return f"vllm serve {shlex.quote(model or _served_id(w))} {' '.join(flags)}"
 
 
 def serving_instructions(rec) -> str:
     """What to run for a recommendation's best option, in words: its ``vllm serve`` line (or "your server" for
-    another engine) on the option's GPUs, on each of its replicas behind a load balancer. LaunchError where vLLM
-    cannot load the weights so."""
+    another engine) on the option's GPUs, on each of its replicas behind a load balancer, after installing the
+    vLLM series the plan models (``VLLM_REQUIREMENT``); where the provider's convention names the port a server is
+    reached on (``SERVICE_PORTS``), the line listens there and says why. LaunchError where vLLM cannot load the
+    weights so."""
     w, b = rec.workload, rec.best
-    run = f"`{vllm_serve_line(rec)}`" if w.engine == "vllm" else "your server"
     where = f"{b.count}× {b.gpu} from {b.provider}"
     replicas = b.replicas or 1
     spread = (f"on each of {replicas} replicas ({where} each) behind a load balancer" if replicas > 1 else
               f"on {where}")
-    return f"run {run} {spread}"
+    if w.engine != "vllm":
+        return f"run your server {spread}"
+    port, why = SERVICE_PORTS.get(b.provider, (None, None))
+    line = vllm_serve_line(rec, listen=port is not None, port=port or VLLM_PORT)
+    said = (f"run `{line}` {spread}, after `pip install {shlex.quote(VLLM_REQUIREMENT)}` (the vLLM series whose "
+            f"defaults the plan models)")
+    return f"{said}; {why}" if why else said
 
 
 def server_emit_refusal(rec, emit: str, why: str | None = None) -> str:

@@ -1,18 +1,19 @@
 """A SkyPilot task YAML for a launch plan (https://docs.skypilot.co/en/latest/reference/yaml-spec.html).
 
 ``resources`` names the accelerator as SkyPilot's catalog of that cloud does, with the count per node,
-``use_spot``, ``infra: cloud/region``, and ``disk_size`` where the plan knows the disk its job needs (the model
-and the guard's checkpoints: ``LaunchPlan.disk``); ``num_nodes`` the nodes; ``envs`` the batch split and sharding the
-plan is priced on (``LaunchPlan.env``: GPUWISE_MICRO_BATCH …, GPUWISE_SHARDING …, exported to ``setup`` and
+``use_spot``, ``infra: cloud/region`` (the region the catalog's prices are for; a spot launch's header says its
+recovery is bound to it: ``region_note``), and ``disk_size`` where the plan knows the disk its job needs (the model
+and the guard's checkpoints: ``LaunchPlan.disk``); ``num_nodes`` the nodes; ``envs`` the batch split and sharding
+the plan is priced on (``LaunchPlan.env``: GPUWISE_MICRO_BATCH …, GPUWISE_SHARDING …, exported to ``setup`` and
 ``run``, and overridable by ``sky launch --env``); ``run`` writes the plan's DeepSpeed config (a ZeRO plan,
-``LaunchPlan.files``), then starts the user's command under torchrun on every node (several nodes: torchrun's
-c10d rendezvous on the first of ``SKYPILOT_NODE_IPS``, hosted by node 0, its id ``SKYPILOT_TASK_ID``, the same on
-every node and after a managed job's recovery), sampled by ``gpuwise run`` (a new run log per start, named by node
-rank and start: ``run_log_name``) and restarted while the guard exits with its restart code. gpuwise itself
-comes as a wheel of the running version (:mod:`gpuwise.launch.wheel`) that the task uploads (``file_mounts``)
-and ``setup`` installs: no package registry serves gpuwise. Where the command names its interpreter
-(``/usr/bin/python3 train.py``), torchrun runs under it, and ``setup`` installs the job's requirements and the
-wheel with that interpreter's pip too.
+``LaunchPlan.files``), then starts the user's command under torchrun on every node (several nodes: torchrun's c10d
+rendezvous on the first of ``SKYPILOT_NODE_IPS``, hosted by node 0, its id ``SKYPILOT_TASK_ID``, the same on every
+node and after a managed job's recovery), sampled by ``gpuwise run`` (a new run log per start, named by node rank
+and start: ``run_log_name``) and restarted while the guard exits with its restart code. gpuwise itself comes as a
+wheel of the running version (:mod:`gpuwise.launch.wheel`) that the task uploads (``file_mounts``) and ``setup``
+installs: no package registry serves gpuwise. Where the command names its interpreter (``/usr/bin/python3
+train.py``), torchrun runs under it, and ``setup`` installs the job's requirements and the wheel with that
+interpreter's pip too.
 
 A spot option is launched as a managed job (``sky jobs launch``), which SkyPilot relaunches after a
 preemption; ``sky launch`` on a spot cluster does not recover it.
@@ -102,6 +103,18 @@ def efa_interfaces_note(plan: LaunchPlan) -> str | None:
             f"(~/.sky/config.yaml) sets aws: use_internal_ips: true (with use_ssm: true or an ssh_proxy_command)")
 
 
+def region_note(plan: LaunchPlan) -> str | None:
+    """Why ``infra`` names a region, where a spot launch's recovery is bound by it (None elsewhere): the plan is
+    priced at that region's offers (the catalog's prices are one region's: ``region`` in its topology data), and a
+    managed job (a spot replica) is recovered only there; naming the cloud alone lets recovery use other regions,
+    at their prices."""
+    if not plan.spot or not plan.region or plan.skypilot_cloud is None:
+        return None
+    return (f"infra: {plan.skypilot_cloud}/{plan.region} names the region whose prices the plan is quoted at, and a "
+            f"preempted spot machine is relaunched only there; infra: {plan.skypilot_cloud} lets SkyPilot relaunch it "
+            f"in the cloud's other regions, at their prices")
+
+
 def run_log_name() -> str:
     """The run log of one start on one node, as the task's shell expands it: the node rank, the start's number
     on that node (``$((start += 1))`` counts the loop's restarts in its shell) and the time, as ``gpuwise run``
@@ -185,6 +198,8 @@ def render_skypilot(plan: LaunchPlan, wheel: Path) -> str:
     if plan.spot:
         head.append("# note: a managed job is relaunched on a new machine after a preemption: keep the "
                     "checkpoint directory on storage that outlives it (a bucket in file_mounts)")
+    if (region := region_note(plan)) is not None:
+        head.append(f"# note: {region}")
     head.append(f"# note: setup installs the workdir's requirements.txt and gpuwise from {wheel} "
                 f"(a wheel of this gpuwise, uploaded by file_mounts)")
     return "\n".join(head) + "\n" + dump_task(skypilot_task(plan, wheel))

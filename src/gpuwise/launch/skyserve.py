@@ -19,14 +19,12 @@ import math
 import shlex
 
 from gpuwise.launch.plan import LaunchPlan
-from gpuwise.launch.server import REMOTE_MODEL_DIR, VLLM_PORT, VLLM_READINESS_PATH
-from gpuwise.launch.skypilot import dump_task, skypilot_resources
+from gpuwise.launch.server import REMOTE_MODEL_DIR, VLLM_PORT, VLLM_READINESS_PATH, VLLM_REQUIREMENT
+from gpuwise.launch.skypilot import dump_task, region_note, skypilot_resources
 from gpuwise.workload.model import VLLM_VERSION
 
 HF_TOKEN = "HF_TOKEN"        # what huggingface_hub (and so vLLM's download) reads the token from; empty: none
 SERVE_UP = "sky serve up"    # SkyPilot's command that starts a service
-# pip's requirement for the vLLM the plan's defaults are modelled on: its release series (bug-fix releases only)
-VLLM_REQUIREMENT = f"vllm=={VLLM_VERSION}.*"
 
 # SkyServe tears down a replica whose probe has not passed this long after it started (sky/serve/constants.py
 # DEFAULT_INITIAL_DELAY_SECONDS, SkyPilot 0.14): a service never asks for less
@@ -37,6 +35,7 @@ DOWNLOAD_BYTES_PER_S = 100 * 10**6
 # vLLM loads the weights from the replica's disk: SkyPilot's default disk tier (medium) on AWS is gp3 at 3500 IOPS
 # and 3500 // 16 = 218 MiB/s (sky/clouds/aws.py ``_get_disk_specs``); PCIe to the GPUs (~25 GB/s a link) is faster
 DISK_READ_BYTES_PER_S = (3500 // 16) * 2**20
+DISK_READ_CLOUD = "aws"     # the SkyPilot cloud whose default disk DISK_READ_BYTES_PER_S is; elsewhere it is assumed
 
 
 def readiness_initial_delay_s(model_bytes: int, *, downloaded: bool = True) -> int:
@@ -97,6 +96,8 @@ def render_skyserve(plan: LaunchPlan) -> str:
                 f"endpoint, which forwards to vLLM's OpenAI-compatible API on port {VLLM_PORT} (/v1/completions)")
     head.append(f"# note: {_model_note(plan)}")
     head.append(f"# note: {_start_note(plan)}")
+    if (region := region_note(plan)) is not None:
+        head.append(f"# note: {region}")
     return "\n".join(head) + "\n" + dump_task(skyserve_task(plan))
 
 
@@ -107,10 +108,20 @@ def _download_words(plan: LaunchPlan) -> str:
     return f"the model's download at an assumed {DOWNLOAD_BYTES_PER_S / 10**6:g} MB/s and "
 
 
+def disk_read_words(cloud: str | None, provider: str) -> str:
+    """The disk read speed a replica's load is timed at, in words for the provider the plan rents from: SkyPilot's
+    default disk where that is ``DISK_READ_CLOUD``'s (AWS), else the same speed said to be assumed for
+    ``provider``'s disk, which gpuwise has no figure for."""
+    speed = f"{DISK_READ_BYTES_PER_S / 2**20:g} MiB/s"
+    if cloud == DISK_READ_CLOUD:
+        return f"{speed}, SkyPilot's default disk on AWS"
+    return f"an assumed {speed} for {provider}'s disk, the speed of SkyPilot's default disk on AWS"
+
+
 def _start_note(plan: LaunchPlan) -> str:
     """How long a replica may take to serve (``readiness_initial_delay_s``), and the vLLM that setup installs."""
     return (f"a replica whose {VLLM_READINESS_PATH} has not answered {_initial_delay_s(plan)} s after its setup is "
             f"replaced (initial_delay_seconds: {_download_words(plan)}its load from disk at "
-            f"{DISK_READ_BYTES_PER_S / 2**20:g} MiB/s, SkyPilot's default disk on "
-            f"AWS; never less than SkyServe's {SKYSERVE_DEFAULT_INITIAL_DELAY_S} s); setup installs vLLM "
-            f"{VLLM_VERSION}, whose defaults the plan models")
+            f"{disk_read_words(plan.skypilot_cloud, plan.provider)}; never less than SkyServe's "
+            f"{SKYSERVE_DEFAULT_INITIAL_DELAY_S} s); setup installs vLLM {VLLM_VERSION}, whose defaults the plan "
+            f"models")
