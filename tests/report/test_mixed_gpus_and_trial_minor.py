@@ -72,7 +72,7 @@ def test_mig_instances_of_two_profiles_and_an_h100_are_three_kinds(catalog, tmp_
     assert d["busy_share"] is None and d["right_sizing"] is None and d["gpu_name"] is None
     text = one_line(text_of(report))
     assert "3 × NVIDIA A100" not in text and "2 GPUs of 3 kinds (GPU 0 as 2 MIG instances)" in text
-    assert "(GPU 0/mig0): peak 3.9 GiB" in text and "busy unknown" in text and "(GPU 1): peak 11.5 GiB" in text
+    assert "(GPU 0's MIG instance 0): peak 3.9 GiB" in text and "busy unknown" in text and "(GPU 1): peak 11.5 GiB" in text
     # the two instances report their GPU's power: counted once (210 W + the H100's 300 W)
     assert d["usage"]["power"]["gpu_count"] == 2
     assert d["usage"]["power"]["mean_total_w"] == pytest.approx(300.0 + sum(210.0 + i for i in range(8)) / 8)

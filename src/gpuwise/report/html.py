@@ -12,6 +12,7 @@ import numpy as np
 from gpuwise.atomic import write_text_atomic
 from gpuwise.plan.fit import usable_of
 from gpuwise.report.build import Report
+from gpuwise.report.decimate import min_max_decimate
 from gpuwise.report.errors import ReportError
 from gpuwise.report.predicted_vs_measured import comparison_lines
 from gpuwise.report.run_end import run_end_line
@@ -60,14 +61,16 @@ def _timeline_png(report: Report) -> str:
         def line(column: str, unit: float = 1.0) -> tuple[list[float], list[float]]:
             t = np.insert((own.t_s - u.start_t_s) / unit_s, breaks, NAN)
             y = np.insert(own.values[column] / unit, breaks, NAN)
+            t, y = min_max_decimate(t, y)     # a long log: what a pixel column shows, not every sample
             return t.tolist(), y.tolist()
 
+        name = gpu_labels([label])
         if own.reported("memory_used_bytes").size:
-            ax_mem.plot(*line("memory_used_bytes", GIB), lw=1, label=f"GPU {label} memory used", **dots)
+            ax_mem.plot(*line("memory_used_bytes", GIB), lw=1, label=f"{name} memory used", **dots)
         if own.reported("process_memory_bytes").any():
-            ax_mem.plot(*line("process_memory_bytes", GIB), lw=1, label=f"GPU {label} job's processes", **dots)
+            ax_mem.plot(*line("process_memory_bytes", GIB), lw=1, label=f"{name} job's processes", **dots)
         if own.reported("utilization_pct").size:
-            ax_busy.plot(*line("utilization_pct"), lw=0.8, label=f"GPU {label}", **dots)
+            ax_busy.plot(*line("utilization_pct"), lw=0.8, label=name, **dots)
     for ax, what in ((ax_mem, "memory use"), (ax_busy, "utilisation")):
         if not ax.lines:
             ax.text(0.5, 0.5, f"no {what} in the log", transform=ax.transAxes, ha="center", va="center", color="grey")

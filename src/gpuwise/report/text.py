@@ -18,14 +18,9 @@ MAX_ROWS = 10
 
 
 def _money(x: float | None, currency: str | None) -> str:
+    """Every amount of the report, table and verdict alike, by the one money rule (``format_money``), so that a
+    saving reads the same wherever it is said; a table too wide for the terminal gives way column by column."""
     return "-" if x is None or currency is None else format_money(x, currency)
-
-
-def _short(x: float | None, currency: str | None) -> str:
-    """Whole units from 100 up: keeps the table inside 80 columns."""
-    if x is None or currency is None:
-        return "-"
-    return format_money(round(x), currency).replace(".00", "", 1) if abs(x) >= 100 else format_money(x, currency)
 
 
 def rows_shown(r) -> list:
@@ -243,9 +238,9 @@ def _table(r, rows, left_out: tuple[str, ...] = (), compact: bool = False) -> Ta
         cells = {
             "GPU": for_console(o.gpu_id) + times + (" *" if o.rented else ""), "GiB": f"{o.memory_bytes / 2**30:.0f}",
             "time×": f"{o.time_factor:.2f}" if o.time_factor is not None else "-",
-            "price/h": _short(o.price_per_hour_all_gpus, r.currency), "work/h": _short(o.cost_per_job_hour, r.currency),
-            "save/h": _short(o.saving_per_hour, r.currency), "save/month": _short(o.saving_per_month, r.currency),
-            "save/run": _short(o.saving_for_run, r.currency),
+            "price/h": _money(o.price_per_hour_all_gpus, r.currency), "work/h": _money(o.cost_per_job_hour, r.currency),
+            "save/h": _money(o.saving_per_hour, r.currency), "save/month": _money(o.saving_per_month, r.currency),
+            "save/run": _money(o.saving_for_run, r.currency),
         }
         t.add_row(*(cells[c] for c in columns), style=style)
     return t

@@ -26,6 +26,7 @@ the GPU the kernels filled (GPM SM activity tells that, on Hopper and newer).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -42,6 +43,7 @@ ACTIVE_ABOVE_PCT = 1.0       # a GPU busier than this on average ran the job; at
 GAP_OVER_MEDIAN = 10.0       # a step between samples over this many median steps (and GAP_MIN_S) is a gap
 GAP_MIN_S = 300.0            # a step between samples of 5 min or less is never a gap (see gap_limit_s)
 MIN_SAMPLES_TO_JUDGE = 10    # fewer samples on every job GPU: too short to judge (the peak may fall between them)
+MIG_LABEL = re.compile(r"(?P<gpu>\d+)/mig(?P<instance>\d+)")   # GpuSample.label of a MIG instance: "7/mig0"
 CUDA_CONTEXT_MAX_BYTES = 2**30   # memory used over this is more than a CUDA context: something ran and held it
 
 
@@ -470,6 +472,19 @@ def _job_devices(devices: list[DeviceUsage]) -> tuple[tuple[str, ...], tuple[str
 
 
 def gpu_labels(labels: list[str] | tuple[str, ...]) -> str:
+    """Devices by their labels, in words: "GPU 3", "GPUs 4-7", "GPUs 0, 2, 5" (consecutive whole-GPU indices as a
+    range); MIG instances under their GPU, "GPU 7's MIG instances 0, 1"; both, "GPUs 0-6 and GPU 7's MIG
+    instance 0"."""
+    whole = [x for x in labels if not MIG_LABEL.fullmatch(x)]
+    instances: dict[str, list[str]] = {}
+    for match in filter(None, map(MIG_LABEL.fullmatch, labels)):
+        instances.setdefault(match["gpu"], []).append(match["instance"])
+    parts = [_whole_gpu_labels(whole)] if whole else []
+    parts += [f"GPU {gpu}'s MIG instance{'s' if len(own) > 1 else ''} {', '.join(own)}" for gpu, own in instances.items()]
+    return " and ".join(parts)
+
+
+def _whole_gpu_labels(labels: list[str]) -> str:
     """"GPU 3", "GPUs 4-7", "GPUs 0, 2, 5": consecutive whole-GPU indices as a range."""
     if len(labels) == 1:
         return f"GPU {labels[0]}"
