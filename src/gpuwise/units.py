@@ -29,10 +29,10 @@ _CURRENCY_WORDS = {"元": "CNY", "rmb": "CNY", "yuan": "CNY", "usd": "USD", "eur
 
 def currency_code(written: str) -> str:
     """A currency as gpuwise stores and prints it: the ISO code, any case ("cny" is CNY), and a word people write for
-    one as its code ("RMB", "yuan", "元": CNY, as AutoDL prices are written). Anything else upper-cased, for the
+    one as its code ("RMB", "yuan", "元", "¥": CNY, as AutoDL prices are written). Anything else upper-cased, for the
     caller to judge (an exchange rate, an offer's check)."""
     word = str(written).strip()
-    return _CURRENCY_WORDS.get(word.lower(), word.upper())
+    return _CURRENCY_SYMBOLS.get(word) or _CURRENCY_WORDS.get(word.lower(), word.upper())
 
 # Units of CNY per unit of each currency (indicative mid-market rates), used to rank prices in one currency.
 # Its keys are the currencies gpuwise knows: a catalog offer in any other is refused when the catalog loads.

@@ -12,7 +12,7 @@ from gpuwise.calibrate.errors import CalibrateError
 from gpuwise.calibrate.export import PRIVATE_ROW_NOTE, RowMeasurement
 from gpuwise.calibrate.step import MEMORY_FIGURES, FitRow, class_key
 from gpuwise.catalog import GPU, Catalog, CatalogError, missing_gpu_remedy, resolve_gpu
-from gpuwise.catalog.resolve import AmbiguousGpuName
+from gpuwise.catalog.resolve import AmbiguousGpuName, UnknownGpuName
 from gpuwise.errors import GpuwiseError
 from gpuwise.plan.llm import estimate_llm
 from gpuwise.plan.profile import WorkloadModel, model_for
@@ -68,9 +68,14 @@ def measured_gpu(m: Measurement, catalog: Catalog) -> GPU:
         gpu, _note = rented_gpu(catalog, m.gpu_name)
     except AmbiguousGpuName as exc:
         raise CalibrateError(f"{m.source}: {exc}") from None
-    except CatalogError:
+    except UnknownGpuName as exc:
+        if exc.resembles:       # a near miss: the known names it resembles
+            raise CalibrateError(f"{m.source}: {exc}; or, if it is a GPU the catalog lacks, "
+                                 f"{missing_gpu_remedy(m.gpu_name)}") from None
         raise CalibrateError(f"{m.source}: its GPU, {m.gpu_name!r}, is not in the catalog: "
                              f"{missing_gpu_remedy(m.gpu_name)}") from None
+    except CatalogError as exc:     # a known GPU with a bad MIG profile, say
+        raise CalibrateError(f"{m.source}: {exc}") from None
     return gpu
 
 

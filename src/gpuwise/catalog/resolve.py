@@ -70,6 +70,14 @@ class AmbiguousGpuName(CatalogError):
         super().__init__(f"GPU name {name!r} is ambiguous: it could be {', '.join(candidates)} (name one of them)")
 
 
+class UnknownGpuName(CatalogError):
+    """A name no GPU of the catalog answers to; ``resembles``: whether the message suggests known ones."""
+
+    def __init__(self, name: str, hint: str, *, resembles: bool):
+        self.name, self.resembles = name, resembles
+        super().__init__(f"unknown GPU {name!r}{hint}")
+
+
 def resolve_gpu(catalog: Catalog, name: str) -> GPU:
     """The GPU called ``name`` exactly (id, alias, NVML name); a MIG slice's name gives the slice as a GPU
     (:func:`slice_gpu`: the slice's memory, its share of the parent's compute).
@@ -222,7 +230,7 @@ def lookup_gpu(index: dict[str, GPU], name: str, *, otherwise: str | None = None
     if len(family) == 1 and len(key) >= 3 and not names_another_model(key, index):
         return family[0]
     hint = suggest_gpus(name, index) if otherwise is None else suggest_gpus(name, index, otherwise=otherwise)
-    raise CatalogError(f"unknown GPU {name!r}{hint}")
+    raise UnknownGpuName(name, hint, resembles=bool(suggest_gpus(name, index, otherwise="")))
 
 
 def family_members(key: str, index: dict[str, GPU]) -> list[GPU]:
