@@ -21,6 +21,7 @@ from gpuwise.advise.failures import divergence_step, made_progress, nonfinite_of
 from gpuwise.advise.phases import (FAST, PLATEAU, RISING, SLOW, Phase, PhaseThresholds, detect_phases, head_level,
                                    progress_factor)
 from gpuwise.advise.smoothing import NoiseLevel, auto_weight, ema_zero_phase, noise_level, noise_trend
+from gpuwise.advise.wall_times import burst_note
 from gpuwise.plan.constraints import MAX_STEPS, MAX_STEPS_TEXT
 
 DIAGNOSES = ("healthy", "plateau", "noisy", "not_learning", "diverged")
@@ -77,6 +78,7 @@ class CurveAnalysis:
     min_progress_per_hour: float | None
     plateau_forecast_step: int | None
     thresholds: PhaseThresholds = PhaseThresholds()
+    wall_times_unused: str | None = None   # why the log's wall times gave no step time (written in a burst)
 
     @property
     def restart_step(self) -> int | None:
@@ -101,7 +103,7 @@ def analyze_curve(curve: Curve, settings: AdviseSettings = AdviseSettings()) -> 
     """The loss curve read: its smoothed trend and noise, phases, the NaN/inf steps, a trend fit and forecast
     (steps to ``settings.target_loss``, where returns diminish), and one ``diagnosis`` (``DIAGNOSES``).
     ``CurveAnalysis.step_time_s``: ``settings.step_time_s``, else the curve's median wall time per step (None
-    where it has no times). AdviseError for a
+    where it has no times, or where they were written in a burst: ``wall_times_unused`` says so). AdviseError for a
     curve too short to read (fewer than 5 finite points)."""
     nonfinite = nonfinite_of(curve)
     nan_step = nonfinite.nan_step
@@ -139,7 +141,7 @@ def analyze_curve(curve: Curve, settings: AdviseSettings = AdviseSettings()) -> 
             fit = prefer_floor(fit, flat)   # a plateau is forecast by the fits that level off
         if fit is not None and phases[-1].kind != RISING:
             fit = capped_at(fit, float(trend[-1]))   # never forecast above the trend already reached
-    step_time_s = settings.step_time_s or curve.step_time_s()
+    step_time_s, wall_times_unused = _step_time_s(curve, settings.step_time_s)
     target_est, reached, dim_step, min_pph, plateau_at = None, None, None, None, None
     if fit is not None:
         if settings.target_loss is not None:
@@ -158,7 +160,20 @@ def analyze_curve(curve: Curve, settings: AdviseSettings = AdviseSettings()) -> 
         skipped_count=nonfinite.skipped_count, divergence_step=div_step, progressed=progressed, fit=fit,
         fit_from_step=fit_from, diagnosis=diagnosis, step_time_s=step_time_s, steps_to_target=target_est,
         target_reached_step=reached, diminishing_returns_step=dim_step, min_progress_per_hour=min_pph,
-        plateau_forecast_step=plateau_at, thresholds=settings.phases)
+        plateau_forecast_step=plateau_at, thresholds=settings.phases, wall_times_unused=wall_times_unused)
+
+
+def _step_time_s(curve: Curve, given_s: float | None) -> tuple[float | None, str | None]:
+    """(seconds per step, why the log's wall times were not used): ``given_s`` (--step-time-s) where given, else
+    the curve's median wall time per step; (None, why) where that is no training pace (``wall_times.burst_note``),
+    (None, None) where the curve has no times."""
+    if given_s:
+        return given_s, None
+    measured_s = curve.step_time_s()
+    if measured_s is None:
+        return None, None
+    burst = burst_note(curve.steps, curve.t_s, measured_s)
+    return (None, burst) if burst else (measured_s, None)
 
 
 def _reached_step(steps: np.ndarray, trend: np.ndarray, fit: TrendFit, fit_from: int, target: float) -> int | None:

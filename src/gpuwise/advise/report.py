@@ -94,6 +94,7 @@ class AdviceReport:
             "last_step": a.last_step,
             "current_trend_loss": _r(a.current_trend_loss),  # the fit's value at the last step when there is a fit
             "step_time_s": a.step_time_s,
+            "wall_times_unused": a.wall_times_unused,   # why the log's wall times gave no step time (null: used, or none)
             "noise": {"relative_std": _r(a.noise.relative_std), "absolute_std": _r(a.noise.absolute_std),
                       "since_step": a.noise.window_start_step, "ema_weight": round(a.ema_weight, 5)},
             "loss_series": {"name": self.loss_name, "ignored": list(self.other_loss_names)},
@@ -158,7 +159,10 @@ def _r(x: float) -> float:
     return float(f"{x:.6g}")
 
 
-def build_pricing(catalog: Catalog | None, log: TrainingLog, req: PricingRequest, step_time_s: float | None) -> Pricing:
+def build_pricing(catalog: Catalog | None, log: TrainingLog, req: PricingRequest, step_time_s: float | None,
+                  wall_times_unused: str | None = None) -> Pricing:
+    """The current GPU's quote and every other GPU's at ``step_time_s``; without one, no prices and a note why
+    (``wall_times_unused``: why the log's wall times gave none, else the log has none)."""
     gpu_name = req.gpu_name or log.gpu_name
     if catalog is None:
         return Pricing(None, note="no GPU catalog")
@@ -171,7 +175,7 @@ def build_pricing(catalog: Catalog | None, log: TrainingLog, req: PricingRequest
             raise
         return Pricing(None, note=f"the log's GPU {gpu_name!r} is not in the catalog; pass --gpu NAME")
     if not step_time_s:
-        return Pricing(None, note="pass --step-time-s (the log has no wall times)")
+        return Pricing(None, note=wall_times_unused or "pass --step-time-s (the log has no wall times)")
     count = req.count or log.gpu_count or 1
     scaling = req.scaling or time_scaling(req.precision or log.precision or UNKNOWN_JOB_PRECISION)
     need = req.memory_need_bytes or log.peak_memory_bytes
@@ -252,7 +256,7 @@ def advise(log: TrainingLog, settings: AdviseSettings = AdviseSettings(), catalo
     a = analyze_curve(log.curve, settings)
     batch = log.curve.last_batch_size()
     ns = summarise(log.noise, batch) if log.noise is not None and len(log.noise) >= 2 else None
-    pricing = build_pricing(catalog, log, request, a.step_time_s)
+    pricing = build_pricing(catalog, log, request, a.step_time_s, a.wall_times_unused)
     run_end = recorded_run_end(log.meta, log.curve)
     end_step, end_reason = end_of_run(a, settings, log, run_end)
     remaining = max(0, end_step - a.last_step)

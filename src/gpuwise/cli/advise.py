@@ -203,6 +203,8 @@ def _render(report, plot_path: str | None, scaled_by: str | None = None) -> None
     c.console.print(f"[bold]{for_console(report.source)}[/bold]: {d['points']:,} points{series}{thinned} to step "
                     f"{d['last_step']:,}{step_time}; loss trend {d['current_trend_loss']:.4g}, "
                     f"noise ±{d['noise']['relative_std']:.1%}")
+    if d["wall_times_unused"] and d["wall_times_unused"] != d["pricing_note"]:   # else the prices line says it
+        c.console.print(f"[yellow]No step time[/yellow]: {for_console(d['wall_times_unused'])}.")
     if report.other_loss_names:
         c.console.print(f"Also loss-like, not used: {', '.join(repr(for_console(n)) for n in report.other_loss_names)} "
                         "(--loss-tag NAME reads another).")
