@@ -6,9 +6,11 @@ import re
 import pytest
 
 from gpuwise.catalog import load_catalog, resolve_gpu
+from gpuwise.memory import estimate_memory
 from gpuwise.memory.llm_activations import decode_logits_bytes
 from gpuwise.plan import JobSize, PlanError, model_for, recommend
 from gpuwise.plan.generation import generation_arch
+from gpuwise.runtime import predict_step_time
 from gpuwise.runtime.llm import decode_step
 from gpuwise.workload import Workload, WorkloadError
 from test_recommend import offer, small_catalog   # tests/plan is on sys.path (rootdir-relative imports)
@@ -55,11 +57,17 @@ def test_the_kv_cache_of_the_whole_answer_is_at_the_peak_as_other_bytes(catalog,
 
 def test_a_short_answer_peaks_at_the_prefill_with_the_prompts_cache(catalog):
     w = Workload("hf:gpt2", mode="infer", seq_len=256, max_new_tokens=1, batch_size=8)
-    est = model_for(w).estimate(resolve_gpu(catalog, "t4"))
-    forward = model_for(w.with_(max_new_tokens=0)).estimate(resolve_gpu(catalog, "t4"))
+    t4 = resolve_gpu(catalog, "t4")
+    model = model_for(w)
+    est = model.estimate(t4)
+    # the prefill is generate's own forward (logits_to_keep=1: the last position's logits), smaller than a
+    # scoring forward of the same prompts, which keeps every position's
+    prefill = estimate_memory(model.trace(), t4)
+    scoring = model_for(w.with_(max_new_tokens=0)).estimate(t4)
+    assert prefill.peak_allocated_bytes < scoring.memory.peak_allocated_bytes
     prompt_kv = 2 * 12 * 768 * 4 * 8 * 256
-    assert est.memory.peak_allocated_bytes == forward.memory.peak_allocated_bytes + prompt_kv
-    assert est.memory.other_bytes == forward.memory.other_bytes + prompt_kv
+    assert est.memory.peak_allocated_bytes == prefill.peak_allocated_bytes + prompt_kv
+    assert est.memory.other_bytes == prefill.other_bytes + prompt_kv
 
 
 def test_decode_steps_are_the_closed_forms_on_the_traced_weights(catalog, generating, scoring):
@@ -68,7 +76,9 @@ def test_decode_steps_are_the_closed_forms_on_the_traced_weights(catalog, genera
     est, forward = generating.estimate(gpu), scoring.estimate(gpu)
     inf = est.inference
     assert inf is not None and inf.kv_cache_bytes == KV_BYTES and inf.kv_cache_bytes_per_token == 2 * 12 * 768 * 4
-    assert inf.ttft_s == pytest.approx(forward.time.step_time_s)          # the traced forward is the prefill
+    # the traced prefill is the time to first token: generate's forward, one position's logits (less than scoring's)
+    prefill_s = predict_step_time(generating.trace(), gpu, workload=generating.workload).step_time_s
+    assert inf.ttft_s == pytest.approx(prefill_s) and inf.ttft_s < forward.time.step_time_s
     d = decode_step(generation_arch(generating.workload), generating.workload, gpu,
                     weights_bytes=forward.memory.weights_bytes, context_tokens=PROMPT + NEW / 2, batch=BATCH,
                     kv_bytes_per_element=4.0)

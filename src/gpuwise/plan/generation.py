@@ -1,7 +1,8 @@
 """Generation (``--mode infer --max-new-tokens N``) by the decoders gpuwise traces rather than describes in
 closed form (GPT-2, OPT, BLOOM, Falcon, GPT-J, GPT-Neo, CodeGen …: ``decoder_configs._NOT_DECODERS``).
 
-The tracer runs one forward of the prompts. HF ``generate`` then decodes N tokens, one forward each, against
+The tracer runs one forward of the prompts, as HF ``generate``'s prefill runs it (``trace.prefill``: one position's
+logits where the model takes ``logits_to_keep``). HF ``generate`` then decodes N tokens, one forward each, against
 a KV cache of every layer's K and V. Both are modelled with the closed form's own pieces, on the shape read from
 the model's config (``decoder.arch_from_config``: layers, KV heads, head width; its activation and training
 rules do not apply to these models and are not used):
@@ -31,6 +32,7 @@ from gpuwise.plan.errors import PlanError
 from gpuwise.plan.llm import InferenceEstimate, kv_bytes_per_element
 from gpuwise.runtime.llm import decode_step, generation_time
 from gpuwise.runtime.model import StepTime
+from gpuwise.trace.prefill import generates
 from gpuwise.units import format_bytes
 from gpuwise.workload import Workload, WorkloadError
 from gpuwise.workload.decoder import DecoderArch, arch_from_config, engine_caches_mla_latent, is_llm
@@ -38,11 +40,6 @@ from gpuwise.workload.specs import CAUSAL_LM, SEQ2SEQ_LM, resolve_model_spec
 
 GENERATION_REGIME = "generation"     # runtime.accuracy.REGIMES: no held-out run measures it yet
 _INSTEAD = "without it, --mode infer estimates one forward of the batch"
-
-
-def generates(workload: Workload) -> bool:
-    """Whether the job generates tokens: serving with ``--max-new-tokens`` N > 0."""
-    return not workload.is_training and workload.max_new_tokens > 0
 
 
 def generation_arch(workload: Workload) -> DecoderArch:
@@ -92,8 +89,8 @@ def kv_cache_note(arch: DecoderArch, bytes_per_element: float, mla_latent: bool)
     per_token = arch.kv_cache_bytes_per_token(bytes_per_element, mla_latent=mla_latent)
     return (f"generation (HF generate): KV cache from the config, {arch.num_layers} layers × K and V × "
             f"{arch.num_kv_heads} heads × {arch.head_dim} × {bytes_per_element:g} B = {format_bytes(per_token)} a "
-            "token; the prefill is the traced forward (every position's logits: HF generate keeps the last), the "
-            "decode steps the closed form's (docs/llm.md)")
+            "token; the prefill is the traced forward (the last position's logits where the model takes HF generate's "
+            "logits_to_keep, else every position's), the decode steps the closed form's (docs/llm.md)")
 
 
 def traced_generation(arch: DecoderArch, w: Workload, forward: MemoryEstimate, prefill: StepTime | None,

@@ -51,14 +51,24 @@ def measured_on() -> str:
     return str(_costs().get("cpu", "unknown"))
 
 
-def workers_rate(cpu_workers: int, side_px: int | None, training: bool) -> float:
-    """Images/s that ``cpu_workers`` loader processes decode and transform."""
-    return cpu_workers / decode_cost(training).per_image_s(side_px or DEFAULT_IMAGE_SIDE)
+def workers_rate(cpu_workers: int, side_px: int | None, training: bool, frames_per_sample: int = 1) -> float:
+    """Samples/s that ``cpu_workers`` loader processes decode and transform: images, or clips of
+    ``frames_per_sample`` decoded frames each (a video model's sample)."""
+    return cpu_workers / (decode_cost(training).per_image_s(side_px or DEFAULT_IMAGE_SIDE) * frames_per_sample)
 
 
-def cores_to_feed(samples_per_s: float, side_px: int | None, training: bool) -> float:
-    """Cores of JPEG decoding that keep ``samples_per_s`` images/s coming."""
-    return samples_per_s * decode_cost(training).per_image_s(side_px or DEFAULT_IMAGE_SIDE)
+def cores_to_feed(samples_per_s: float, side_px: int | None, training: bool, frames_per_sample: int = 1) -> float:
+    """Cores of JPEG decoding that keep ``samples_per_s`` samples/s (images, or clips of ``frames_per_sample``
+    frames) coming."""
+    return samples_per_s * frames_per_sample * decode_cost(training).per_image_s(side_px or DEFAULT_IMAGE_SIDE)
+
+
+def _samples_words(samples_per_s: float, frames_per_sample: int) -> str:
+    """"3,758 images/s", or for clips "3,758 clips/s (60,128 frames/s)": what the warning says is fed."""
+    if frames_per_sample == 1:
+        return f"{samples_per_s:,.0f} images/s"
+    return (f"{samples_per_s:,.0f} clips/s of {frames_per_sample} frames ({samples_per_s * frames_per_sample:,.0f} "
+            "frames/s)")
 
 
 def source_images() -> str:
@@ -67,19 +77,21 @@ def source_images() -> str:
     return source.split()[0] if source[:1].isdigit() else "ImageNet's size"
 
 
-def decoding_warning(samples_per_s: float, side_px: int | None) -> Note | None:
+def decoding_warning(samples_per_s: float, side_px: int | None, frames_per_sample: int = 1) -> Note | None:
     """What a vision training job on synthetic data would need from real JPEGs, when that is more decoding
     cores than a rented GPU usually comes with; None otherwise. It says what it assumes: the times are for
     synthetic data (no loader), the cores for ImageNet-size JPEGs decoded and cropped to the model's side
     (a model file's --image-size too), whose decode is most of the cost at a small side: images stored small,
-    or not as JPEGs, cost less (--input-rate N takes the pipeline's measured rate)."""
+    or not as JPEGs, cost less (--input-rate N takes the pipeline's measured rate). A video model's sample is a clip
+    of ``frames_per_sample`` frames, each decoded as one JPEG."""
     side = side_px or DEFAULT_IMAGE_SIDE
-    cores = cores_to_feed(samples_per_s, side, training=True)
+    cores = cores_to_feed(samples_per_s, side, training=True, frames_per_sample=frames_per_sample)
     if round(cores) <= CORES_PER_RENTED_GPU:      # said as a whole number: "~8 cores" is no warning
         return None
     small = f"; images stored near {side} px, or not as JPEGs, cost less" if side < DEFAULT_IMAGE_SIDE else ""
     return Note(Note.DECODING_CORES,
-                f"the times assume synthetic data: feeding {samples_per_s:,.0f} images/s per GPU from JPEGs would "
+                f"the times assume synthetic data: feeding {_samples_words(samples_per_s, frames_per_sample)} per GPU "
+                f"from JPEGs would "
                 f"take ~{cores:.0f} CPU cores of decoding (JPEGs of {source_images()} decoded to {side} px by "
                 f"torchvision's transforms, measured on one core of {measured_on()}){small}; rented machines often "
                 f"have {CORES_PER_RENTED_GPU} or so per GPU: --cpu-workers N or --input-rate N models the pipeline")

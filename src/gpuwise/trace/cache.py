@@ -41,6 +41,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import gpuwise
+from gpuwise.trace.prefill import generates
 from gpuwise.trace.records import Trace
 
 log = logging.getLogger(__name__)
@@ -56,7 +57,11 @@ _TRACING_SOURCES = ("trace", "workload")   # gpuwise subpackages whose code deci
 # first step towards the issue-23 ``Step`` value (micro-batch, lengths, precision, optimizer, mode, PEFT).
 TRACED_FIELDS = ("model", "batch_size", "seq_len", "image_size", "precision", "optimizer", "mode",
                  "grad_checkpointing", "channels_last", "grad_accum_steps", "finetune", "lora_rank",
-                 "lora_targets", "quant", "attention", "optimizer_impl", "keep_grads", "lora_dropout")
+                 "lora_targets", "quant", "attention", "optimizer_impl", "keep_grads", "lora_dropout",
+                 "max_new_tokens")
+# Fields the tracer reads only through a rule, keyed by what the rule says: the number of new tokens only decides
+# whether the forward is HF generate's prefill (trace/prefill.py), so every N > 0 shares one trace
+_KEYED_BY_RULE = {"max_new_tokens": generates}
 
 
 def set_enabled(enabled: bool) -> None:
@@ -79,7 +84,8 @@ def trace_key(workload, spec) -> str:
     """A hex digest naming the trace of ``workload`` (its model resolved to ``spec``)."""
     parts = {
         "format": FORMAT,
-        "workload": {name: getattr(workload, name) for name in TRACED_FIELDS},
+        "workload": {name: _KEYED_BY_RULE[name](workload) if name in _KEYED_BY_RULE else getattr(workload, name)
+                     for name in TRACED_FIELDS},
         "model": _model_source(spec),
         "torch": _version("torch"),
         "gpuwise": _code_digest(),

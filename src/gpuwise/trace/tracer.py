@@ -26,6 +26,7 @@ from gpuwise.trace.rnn import cuda_rnns
 from gpuwise.trace.autocast import autocast_dtype, cuda_autocast_lists, pure_dtype
 from gpuwise.trace.optimizers import build_optimizer, host_step_tensors, state_tensors
 from gpuwise.trace.peft import apply_finetune
+from gpuwise.trace.prefill import prefill_kwargs
 from gpuwise.trace.recorder import Recorder
 from gpuwise.trace.records import ModelCodeError, Trace, TraceError
 from gpuwise.workload import Workload, WorkloadError, spec_builders
@@ -273,6 +274,7 @@ def _run(module, built, workload: Workload, recorder: Recorder) -> tuple[int, in
         attention = stack.enter_context(cuda_attention(recorder, workload.attention))
         stack.enter_context(cuda_rnns(recorder))
         counts = fake.register_state(module, recorder)
+        prefill = prefill_kwargs(module, workload, built.is_hf)     # generating: HF generate's prompts' forward
         handles = fake.watch_modules(module, recorder)
         trainable = [p for p in module.parameters() if p.requires_grad]
         optimizer = build_optimizer(workload.optimizer, trainable, workload.optimizer_impl) if training else None
@@ -290,7 +292,7 @@ def _run(module, built, workload: Workload, recorder: Recorder) -> tuple[int, in
                 else:
                     grads_after = "zero" if workload.keep_grads else "none"
                 _step(module, built, recorder, optimizer, scaler, training, amp_dtype, pure,
-                      workload.channels_last, measured, grads_after)
+                      workload.channels_last, measured, grads_after, prefill)
                 if optimizer is not None and step == 0:
                     for t in host_step_tensors(optimizer):
                         block = recorder.block_of(t)
@@ -305,9 +307,10 @@ def _run(module, built, workload: Workload, recorder: Recorder) -> tuple[int, in
 
 
 def _step(module, built, recorder: Recorder, optimizer, scaler, training: bool, amp_dtype, pure_dtype,
-          channels_last: bool, measured: bool, grads_after: str = "none") -> None:
+          channels_last: bool, measured: bool, grads_after: str = "none", prefill: dict | None = None) -> None:
     """One step; ``grads_after``: "none" (zero_grad(set_to_none=True), torch's default), "zero"
-    (set_to_none=False: zeroed in place, still allocated) or "keep" (accumulating)."""
+    (set_to_none=False: zeroed in place, still allocated) or "keep" (accumulating); ``prefill``: the keyword
+    arguments HF generate adds to the forward of a generating job (``trace.prefill.prefill_kwargs``)."""
     recorder.measured = measured
     recorder.category = "inputs"
     recorder.phase = "other"
@@ -321,7 +324,7 @@ def _step(module, built, recorder: Recorder, optimizer, scaler, training: bool, 
     # the recorder undecomposed; the kernels and memory are the same.
     grad_mode = torch.enable_grad() if training else torch.no_grad()
     autocast = torch.autocast("cpu", dtype=amp_dtype) if amp_dtype else contextlib.nullcontext()
-    model_kwargs = {k: v for k, v in kwargs.items() if not k.startswith("_")}
+    model_kwargs = {k: v for k, v in kwargs.items() if not k.startswith("_")} | (prefill or {})
     _refuse_inputs_forward_cannot_take(module, args, model_kwargs, built.guessed_inputs)
     with grad_mode:
         with autocast:
