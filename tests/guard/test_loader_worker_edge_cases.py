@@ -14,7 +14,7 @@ import pytest
 import torch
 from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
-from gpuwise.guard import ResumableDataLoader
+from gpuwise.guard import GuardError, ResumableDataLoader
 from gpuwise.guard.sampler import _WorkerSeededDataset
 
 
@@ -64,12 +64,12 @@ class Stream(IterableDataset):
 
 @pytest.mark.parametrize("num_workers", [0, 2])
 def test_an_iterable_dataset_is_refused_when_the_loader_is_built(num_workers):
-    with pytest.raises(ValueError, match="map-style dataset"):
+    with pytest.raises(GuardError, match="map-style dataset"):
         ResumableDataLoader(Stream(), batch_size=4, num_workers=num_workers)
 
 
 def test_out_of_order_batches_are_refused_when_the_loader_is_built():
-    with pytest.raises(ValueError, match="in_order=True"):
+    with pytest.raises(GuardError, match="in_order=False"):
         ResumableDataLoader(NeedsOpening(), batch_size=4, num_workers=2, in_order=False)
 
 

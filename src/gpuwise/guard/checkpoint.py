@@ -230,7 +230,7 @@ class CheckpointStore:
             except RuntimeError as exc:
                 # torch's zip writer turns a failed write into "unexpected pos" when it closes the archive;
                 # the OSError underneath (ENOSPC, EIO) is the cause worth reporting.
-                cause = _os_error_in(exc)
+                cause = os_error_in(exc)
                 if cause is None:
                     raise
                 raise cause from None
@@ -342,12 +342,7 @@ class CheckpointStore:
             freed = self.make_room() if exc.errno in DISK_FULL_ERRNOS else []
             if not freed:
                 raise self.save_failed(step, exc) from exc
-            # once a warning, then quieter: on such a disk every later save does the same
-            log.log(logging.INFO if self._made_room else logging.WARNING,
-                    "checkpoint of step %d: %s in %s; deleted the oldest checkpoint(s) %s to make room (keep=%d "
-                    "checkpoints and a new one do not fit) and saved again", step, exc.strerror or exc,
-                    self.directory, ", ".join(p.name for p in freed), self.keep)
-            self._made_room = True
+            self.note_made_room(step, exc, freed)
         try:
             return self._save_once(state, step, epoch, meta=meta, world_size=world_size)
         except OSError as exc:
@@ -379,6 +374,15 @@ class CheckpointStore:
         if removed:
             fsync_dir(self.directory)
         return removed
+
+    def note_made_room(self, step: int, cause: OSError, freed: list[Path]) -> None:
+        """Say that the save of ``step`` met a full disk (``cause``) and ``make_room`` deleted ``freed`` before saving
+        again: once a warning, then quieter (on such a disk every later save does the same)."""
+        log.log(logging.INFO if self._made_room else logging.WARNING,
+                "checkpoint of step %d: %s in %s; deleted the oldest checkpoint(s) %s to make room (keep=%d "
+                "checkpoints and a new one do not fit) and saved again", step, cause.strerror or cause,
+                self.directory, ", ".join(p.name for p in freed), self.keep)
+        self._made_room = True
 
     def save_failed(self, step: int, cause: OSError | str) -> GuardError:
         """The one line of a save of ``step`` that did not happen (``cause``: the OSError, or why it was not
@@ -474,7 +478,8 @@ def _fsync_file(path: Path) -> None:
         os.close(fd)
 
 
-def _os_error_in(exc: BaseException) -> OSError | None:
+def os_error_in(exc: BaseException) -> OSError | None:
+    """The OSError ``exc`` is, or was raised from (its chain of causes), if any."""
     seen = 0
     e: BaseException | None = exc
     while e is not None and seen < 10:

@@ -52,7 +52,7 @@ from gpuwise.guard.rng import (capture_rng_state, restore_rng, restore_rng_state
                                snapshot_rng)
 from gpuwise.guard.sampler import ResumableDataLoader
 from gpuwise.guard.sharded import load_sharded, save_sharded
-from gpuwise.guard.state_file import nonfinite_names
+from gpuwise.guard.state_file import diverged_reason, nonfinite_names, state_nonfinite
 from gpuwise.guard.storage import is_network_fs, low_space_warning
 from gpuwise.guard.train_end import (CRASHED, FINISHED, PREEMPTED, STOPPED, TrainEnd, end_of_exception,
                                      is_clean_exit, record_train_end)
@@ -502,8 +502,7 @@ class Guard:
             self._warn_deferred()
             try:
                 if diverged := state_nonfinite(self.model, state):  # saved, it would prune the finite checkpoints a resume falls back to
-                    raise self.store.save_failed(step, f"the state holds NaN/Inf values ({', '.join(diverged)}), "
-                                                       "the run diverged")
+                    raise self.store.save_failed(step, diverged_reason(diverged))
                 if self.async_save and not wait:
                     snapshot = self._staging.copy(state)  # the only part that blocks training
                     blocked_s = time.perf_counter() - t0
@@ -952,18 +951,6 @@ def refuse_fresh_start(directory: str | os.PathLike, skipped_reasons: list[str],
         reasons = "; ".join(clipped(r, SKIPPED_REASON_CHARS) for r in skipped_reasons[:3])
         raise GuardError(f"{len(skipped_reasons)} checkpoint(s) in {directory} and none verifies ({reasons}): refusing "
                          f"to start from step 0 over them; pass {how} to start over")
-
-
-def state_nonfinite(model: torch.nn.Module, state: Mapping[str, Any]) -> list[str]:
-    """Names of the values in a Guard ``state``'s model and optimizer that hold NaN or ±Inf (a model's buffers:
-    NaN only, as a causal mask of -inf is legitimate): the one rule for refusing to save or load a diverged state."""
-    # every name of a buffer shared by several modules (state_dict lists each; named_buffers only the first)
-    buffers = [f"model.{name}" for name, _ in gdist.unwrap(model).named_buffers(remove_duplicate=False)]
-    try:
-        return nonfinite_names({"model": state["model"], "optimizer": state.get("optimizer")}, nan_only=buffers)
-    except (RuntimeError, NotImplementedError, TypeError) as exc:    # a tensor type torch cannot check
-        log.warning("could not check the state for NaN/Inf values (%s): saved or loaded unchecked", exc)
-        return []
 
 
 def check_scheduler(scheduler: Any) -> None:

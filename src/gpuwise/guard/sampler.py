@@ -42,7 +42,8 @@ class ResumableSampler(Sampler[int]):
     def __init__(self, data_len: int, *, seed: int = 0, shuffle: bool = True, rank: int = 0,
                  world_size: int = 1, drop_last: bool = False) -> None:
         if data_len <= 0:
-            raise ValueError("ResumableSampler needs a non-empty dataset")
+            raise GuardError(f"the dataset is empty (len {data_len}): the resumable loader needs at least one sample; "
+                             "check the dataset's path or filter")
         self.data_len = data_len
         self.seed = seed
         self.shuffle = shuffle
@@ -148,11 +149,14 @@ class ResumableDataLoader:
                                  "(seed, epoch, rank, world size), so that a resume continues mid-epoch, which a "
                                  f"{reserved} of your own would not; {instead}")
         if isinstance(dataset, IterableDataset):
-            raise ValueError("ResumableDataLoader needs a map-style dataset (len and indexing): an IterableDataset "
-                             "has no sample order to resume from")
+            raise GuardError(f"{type(dataset).__name__} is an IterableDataset: the guard cannot resume mid-stream (it "
+                             "has no sample order to skip into); use a map-style dataset (len and indexing), or "
+                             "checkpoint the stream's position yourself in extra_state= and iterate it without "
+                             "guard.loader")
         if not loader_kwargs.get("in_order", True):
-            raise ValueError("ResumableDataLoader needs in_order=True: batches handed out of order leave no "
-                             "consumed prefix to resume from (samples would be skipped and repeated)")
+            raise GuardError("in_order=False is not taken by the resumable loader: batches handed out of order leave "
+                             "no consumed prefix to resume from (samples would be skipped and repeated); leave "
+                             "in_order at True")
         self.dataset = dataset
         self.batch_size = batch_size
         self.seed = seed  # of every epoch this loader starts (the sampler's is the current epoch's: see load_state_dict)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import logging
 import pickle
 import zipfile
 from collections.abc import Iterable, Mapping
@@ -26,7 +27,10 @@ from typing import IO, Any
 
 import torch
 
+from gpuwise.guard import distributed as gdist
 from gpuwise.guard.errors import GuardError
+
+log = logging.getLogger(__name__)
 
 _METHODS = {zipfile.ZIP_DEFLATED: "deflate", zipfile.ZIP_BZIP2: "bzip2", zipfile.ZIP_LZMA: "lzma"}
 
@@ -110,6 +114,25 @@ def nonfinite_names(groups: Mapping[str, Any], *, nan_only: Iterable[str] = (), 
         bad_names.update(name for name, is_bad in zip(names_by_device[device], read) if is_bad)
     ordered = [name for names in names_by_device.values() for name in names if name in bad_names]
     return ordered[:limit]
+
+
+def state_nonfinite(model: torch.nn.Module, state: Mapping[str, Any]) -> list[str]:
+    """Names of the values in a Guard ``state``'s model and optimizer that hold NaN or ±Inf (a model's buffers:
+    NaN only, as a causal mask of -inf is legitimate): the one rule for refusing to save or load a diverged state.
+    A sharded state (DTensors) is checked in this rank's shards: the caller gathers every rank's names."""
+    # every name of a buffer shared by several modules (state_dict lists each; named_buffers only the first)
+    buffers = [f"model.{name}" for name, _ in gdist.unwrap(model).named_buffers(remove_duplicate=False)]
+    try:
+        return nonfinite_names({"model": state["model"], "optimizer": state.get("optimizer")}, nan_only=buffers)
+    except (RuntimeError, NotImplementedError, TypeError) as exc:    # a tensor type torch cannot check
+        log.warning("could not check the state for NaN/Inf values (%s): saved or loaded unchecked", exc)
+        return []
+
+
+def diverged_reason(names: list[str], shown: int = 3) -> str:
+    """Why a save of a state whose values ``names`` hold NaN/Inf is not written (``CheckpointStore.save_failed``'s
+    cause)."""
+    return f"the state holds NaN/Inf values ({', '.join(names[:shown])}), the run diverged"
 
 
 CHECK_CHUNK_ELEMENTS = 1 << 26     # elements checked at once: the check's own flags stay under 64 MiB a tensor

@@ -1,0 +1,118 @@
+"""A sharded (DCP) save keeps the rules of an unsharded one, decided alike on every rank, with two real rank processes
+(gloo, CPU) writing one checkpoint:
+
+- a NaN in one rank's shards is a failed save on every rank (the same one line), nothing written: before, the
+  diverged state was saved, and such checkpoints pushed the finite ones out of ``keep``;
+- a full disk (ENOSPC) on one rank, with two checkpoints kept, makes room (the oldest deleted) and saves again, on
+  every rank; a disk that stays full is one ``GuardError`` line on every rank, nothing of the save left behind.
+  Before, DCP's ``CheckpointException`` (a BaseException, which ``except Exception`` misses) came out of the save on
+  both ranks, with the half-written temporary directory left behind.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from .helpers import example_env
+
+JOB = textwrap.dedent("""
+    import datetime, errno, os, sys, torch
+    import torch.distributed as dist
+    import torch.distributed.checkpoint.filesystem as dcp_files
+    from gpuwise.guard import CheckpointStore, GuardError
+    from gpuwise.guard.sharded import save_sharded
+    directory, init, scenario = sys.argv[1], sys.argv[2], sys.argv[3]
+
+    def fill_disk(times):
+        # this rank's shard writes fail with ENOSPC, the first ``times`` of them
+        write, failed = dcp_files._write_item, [0]
+        def full(*args, **kwargs):
+            if failed[0] < times:
+                failed[0] += 1
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return write(*args, **kwargs)
+        dcp_files._write_item = full
+
+    def rank(r):
+        dist.init_process_group("gloo", init_method=f"file://{init}", rank=r, world_size=2,
+                                timeout=datetime.timedelta(seconds=20))
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(*(torch.nn.Linear(4, 4) for _ in range(4)))
+        store = CheckpointStore(directory, keep=2)
+        for step in (1, 2):
+            save_sharded(store, step, 0, model, None, {"step": step})
+        if r == 1 and scenario == "nan":
+            with torch.no_grad():
+                model[3].weight[0, 0] = float("nan")
+        if r == 1 and scenario.startswith("full"):
+            fill_disk(1 if scenario == "full-once" else 10**9)
+        try:
+            said = "saved" if (save_sharded(store, 3, 0, model, None, {"step": 3}) is not None) == (r == 0) else "?"
+        except GuardError as exc:
+            said = f"GuardError {exc}"
+        except BaseException as exc:   # DCP's CheckpointException is one
+            said = type(exc).__name__
+        dist.barrier()
+        return said
+
+    children = []
+    for r in range(2):
+        pid = os.fork()
+        if pid == 0:
+            os.write(1, f"{r} {rank(r)}\\n".encode())
+            os._exit(0)
+        children.append(pid)
+    for pid in children:
+        os.waitpid(pid, 0)
+""")
+
+
+def _ranks(directory: Path, scenario: str) -> tuple[list[str], str]:
+    """What each of two ranks said of the save of step 3 (rank 0's first), after saves of steps 1 and 2; stderr."""
+    proc = subprocess.Popen([sys.executable, "-c", JOB, str(directory), str(directory.parent / "init"), scenario],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=example_env(),
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise AssertionError("a rank hung") from None
+    said = sorted(line for line in out.splitlines() if line[:2] in ("0 ", "1 "))
+    assert len(said) == 2, err[-3000:]
+    return [line[2:] for line in said], err
+
+
+def _entries(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir() if p.name.startswith(("step-", ".tmp-", ".old-")))
+
+
+def test_a_nan_in_one_ranks_shards_fails_the_save_on_every_rank(tmp_path):
+    directory = tmp_path / "ck"
+    said, _ = _ranks(directory, "nan")
+    expected = (f"GuardError checkpoint of step 3 not written to {directory}: the state holds NaN/Inf values "
+                "(model.3.weight), the run diverged; previous checkpoint step-000000002 is intact")
+    assert said == [expected, expected]
+    assert _entries(directory) == ["step-000000001", "step-000000002"]
+
+
+def test_a_full_disk_on_one_rank_makes_room_and_every_rank_saves_again(tmp_path):
+    directory = tmp_path / "ck"
+    said, err = _ranks(directory, "full-once")
+    assert said == ["saved", "saved"]
+    assert _entries(directory) == ["step-000000002", "step-000000003"]
+    assert err.count("deleted the oldest checkpoint(s) step-000000001 to make room") == 1   # rank 0 did, and said so
+
+
+def test_a_disk_that_stays_full_is_one_guard_error_on_every_rank_and_leaves_nothing(tmp_path):
+    directory = tmp_path / "ck"
+    said, _ = _ranks(directory, "full")
+    expected = (f"GuardError checkpoint of step 3 not written to {directory}: No space left on device; previous "
+                "checkpoint step-000000002 is intact")
+    assert said == [expected, expected]
+    assert _entries(directory) == ["step-000000002"]   # the oldest made room; the retry failed too
