@@ -301,7 +301,8 @@ def _render(rec, show_all: bool, deadline_s: float | None, headroom_fraction: fl
                   f"{_judged_against(rec, r['gpu_memory_bytes'], headroom_fraction)}{ram}, "
                   f"{format_duration(r['total_time_s'])}, {format_money(r['total_cost_ranked'], r['ranking_currency'])} "
                   f"({_seller(r['provider'], r.get('spot', False))})"
-                  + (f" ({r['why_faster']})" if r.get("why_faster") else ""))
+                  + (f" ({r['why_faster']})" if r.get("why_faster") else "")
+                  + (f"; {r['batch_note']}" if r.get("batch_note") else ""))
     for note in rec.notes:
         con.print(f"[dim]note: {note}[/]")
 

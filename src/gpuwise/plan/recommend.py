@@ -255,7 +255,8 @@ def recommend(
             return _evaluate(remedied, gpu, offer, count, job, constraints, target, auto_batch, rank_in, spot_risk)
 
         rec = replace(rec, remedies=find_remedies(rec, catalog, job, constraints, progress=progress,
-                                                   correction=model.correction, price_option=price_option))
+                                                   correction=model.correction, price_option=price_option,
+                                                   job_model=model))
     return rec
 
 

@@ -5,7 +5,9 @@ checkpointing, AMP, an 8-bit optimizer, a ZeRO stage on several GPUs, a one-GPU 
 fewest GPUs it fits (its effective batch split over them), LoRA and CPU offload for LLMs; in serving, a smaller
 batch); every one keeps the job's effective batch where it can and says so where it cannot; those that keep the training
 the same are offered before those that change the method (LoRA, QLoRA); it is estimated on the GPUs that were excluded for memory and are cheaper than the
-best option. One trace per remedy.
+best option. Where every multi-GPU option was left out because the effective batch does not split over it, the
+smallest effective batch that a fitting one splits (``--effective-batch N``, with ``--sharding zero3`` where the
+job needs it too), priced as that recommendation's row. One trace per remedy.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from gpuwise.catalog.model import GPU, Catalog, Offer
 from gpuwise.plan.constraints import Constraints, JobSize, apply_constraints
 from gpuwise.plan.profile import Correction, cannot_run, estimate_fit, largest_divisor_at_most, model_for
 from gpuwise.plan.quote import Quote
+from gpuwise.plan.reasons import CANNOT_RUN, COUNT, SPLIT
 from gpuwise.units import format_duration
 from gpuwise.workload import Workload, WorkloadError
 from gpuwise.workload.parallelism import effective_sharding, offload_optimizer_refusal, params_offloaded
@@ -136,11 +139,18 @@ def batch_change_note(job: Workload, changed: Workload) -> str | None:
     it, as every remedy does that can: a smaller micro-batch adds accumulation steps, sharding over N GPUs splits
     the batch over them (``per_gpu_layout``). Only a batch that does not split evenly over the GPUs grows: "effective
     batch 4 samples per optimizer step instead of 1 (batch 1 per GPU × 4 GPUs, as 1 does not split evenly over 4)"."""
-    old, new = job.effective_batch_size, changed.effective_batch_size
-    if not job.is_training or new == old:
+    if not job.is_training:
         return None
-    count = changed.num_gpus
-    why = f", as {old} does not split evenly over {count}" if count != job.num_gpus and old % count else ""
+    return grown_batch_note(job.effective_batch_size, changed.effective_batch_size, changed.num_gpus,
+                            old_count=job.num_gpus)
+
+
+def grown_batch_note(old: int, new: int, count: int, *, old_count: int = 1) -> str | None:
+    """``batch_change_note`` in numbers: a training job's effective batch ``old`` on ``old_count`` GPUs, run as
+    ``new`` on ``count`` (None where ``new`` is ``old``)."""
+    if new == old:
+        return None
+    why = f", as {old} does not split evenly over {count}" if count != old_count and old % count else ""
     layout = f" (batch {new // count} per GPU × {count} GPUs{why})" if count > 1 else ""
     return f"effective batch {new} samples per optimizer step instead of {old}{layout}"
 
@@ -150,9 +160,15 @@ def per_gpu_layout(effective_batch: int, count: int, micro_batch_limit: int) -> 
     batch split evenly over them, run as the largest micro-batch that divides each GPU's share and is at most
     ``micro_batch_limit`` (the job's own micro-batch), accumulation making up the rest, as recommend splits a
     row's batch. A batch that does not split evenly grows to the next one that does (``batch_change_note``)."""
-    per_gpu = -(-effective_batch // count)
+    per_gpu = splitting_batch(effective_batch, count) // count
     micro = largest_divisor_at_most(per_gpu, micro_batch_limit)
     return micro, per_gpu // micro
+
+
+def splitting_batch(effective_batch: int, count: int) -> int:
+    """The smallest effective batch (samples per optimizer step) at or above ``effective_batch`` that splits
+    evenly over ``count`` GPUs: the batch a job grows to where its own does not split (1 over 2 GPUs: 2)."""
+    return -(-effective_batch // count) * count
 
 
 def shard_over_gpus_remedy(w: Workload, count: int | None = None) -> Remedy | None:
@@ -229,7 +245,7 @@ def find_remedies(
     rec: Recommendation, catalog: Catalog, job: JobSize, constraints: Constraints | None = None, *,
     progress: Callable[[str], None] | None = None, max_remedies: int = 4,
     model_factory: Callable[[Workload], object] | None = None, correction: Correction | None = None,
-    price_option: PriceOption | None = None,
+    price_option: PriceOption | None = None, job_model: object | None = None,
 ) -> tuple[dict, ...]:
     """For the GPU × count options excluded for memory that are cheaper per hour than the best option,
     the changes that make the job fit there, quoted for the whole job exactly as a row of the table is:
@@ -240,8 +256,13 @@ def find_remedies(
     as it is. For a training job (one GPU's, not yet fully sharded) the options of several GPUs excluded for
     memory are also tried under ``--sharding zero3`` (``shard_over_gpus_remedy``): on each GPU the fewest that
     fit, the cheapest of them offered. Remedies that keep the training the same come first, those that change
-    the method (``changes_method``: LoRA, QLoRA) after, each group cheapest first. ``model_factory``: workload -> workload model (default: ``model_for``, which traces, with
-    ``correction``: the user's calibration the recommendation used)."""
+    the method (``changes_method``: LoRA, QLoRA) after, each group cheapest first. Where every multi-GPU option
+    that runs the job was left out because its effective batch does not split over it (``unsplit_options``), the
+    job at the smallest effective batch a fitting one splits (``split_batch_remedy``): ``--effective-batch N``,
+    priced as the row of ``recommend(..., effective_batch=N)``. Each remedy's ``batch_note`` says how it changes the
+    effective batch (``grown_batch_note``; None where it keeps it). ``model_factory``: workload -> workload model
+    (default: ``model_for``, which traces, with ``correction``: the user's calibration the recommendation used);
+    ``job_model``: the recommendation's own model of the job (default: made by ``model_factory``)."""
     constraints = constraints or Constraints()
     out_of_memory = [o for o in rec.options if o.fits is False and o.peak_total_bytes is not None]
     oom = [o for o in out_of_memory if o.count == 1]
@@ -249,7 +270,8 @@ def find_remedies(
         oom = [o for o in oom if o.price_per_hour_ranked < rec.best.price_per_hour_ranked]
     shard = shard_over_gpus_remedy(rec.workload)
     sharded_oom = [o for o in out_of_memory if o.count > 1] if shard is not None else []
-    if not oom and not sharded_oom:
+    unsplit = unsplit_options(rec.options)
+    if not oom and not sharded_oom and not unsplit:
         return ()
     if price_option is None:
         logger.warning("remedies are priced as the recommendation's rows are: no price_option given, none offered")
@@ -258,13 +280,13 @@ def find_remedies(
     gpus = {g.id: g for g in catalog.gpus}
     make = model_factory or (lambda w: model_for(w, progress, correction=correction))
 
-    def priced(remedy: Remedy, w: Workload, model, target) -> Quote | None:
-        """``target``'s row for the changed job ``w``, if it fits and meets the constraints (None: not)."""
+    def priced(w: Workload, model, target, effective_batch: int | None = None) -> Quote | None:
+        """``target``'s row for the changed job ``w``, if it fits and meets the constraints (None: not), at
+        ``effective_batch`` (default: the row's, the recommendation's effective batch, not the workload's own)."""
         gpu = gpus[target.gpu]
         if cannot_run(w, gpu):      # e.g. --precision amp-bf16 on a GPU without bf16
             return None
-        # the effective batch of the row it replaces: the recommendation's, not the workload's own
-        quote = price_option(model, gpu, target.offer, target.count, target.effective_batch_size)
+        quote = price_option(model, gpu, target.offer, target.count, effective_batch or target.effective_batch_size)
         if not quote.fits or quote.total_time_s is None:
             return None
         (quote,) = apply_constraints([quote], constraints, rec.ranking_currency)
@@ -283,12 +305,12 @@ def find_remedies(
         model = make(w)
         fewest: dict[str, Quote] = {}
         for target in sorted(sharded_oom, key=lambda o: (o.gpu, o.count, o.price_per_hour_ranked)):
-            if target.gpu in fewest or (quote := priced(shard, w, model, target)) is None:
+            if target.gpu in fewest or (quote := priced(w, model, target)) is None:
                 continue
             fewest[target.gpu] = quote
         if fewest:
             quote = min(fewest.values(), key=lambda q: (q.total_cost_ranked, q.count))
-            results.append({"change": shard.change, **quote.to_dict()})
+            results.append(_remedy_row(shard.change, quote, quote.effective_batch_size))
     # the changes of one GPU's job, for the single GPUs (sharding over several is the one above)
     remedies = [r for r in candidate_remedies(rec.workload, rec.method == "closed-form", micro_batch=False)
                 if "sharding" not in r.workload_fields]
@@ -298,14 +320,64 @@ def find_remedies(
         model = make(w)
         method_of[remedy.change] = changes_method(remedy)
         for target in oom:   # cheapest first: the cheapest GPU this remedy rescues is the news
-            if (quote := priced(remedy, w, model, target)) is not None:
-                results.append({"change": remedy.change, **quote.to_dict()})
+            if (quote := priced(w, model, target)) is not None:
+                results.append(_remedy_row(remedy.change, quote, quote.effective_batch_size))
                 break
+    if unsplit:
+        variants = [(None, rec.workload)] + ([(shard, shard.apply(rec.workload))] if shard is not None else [])
+        models = {None: job_model} if job_model is not None else {}
+
+        def quote_at(remedy: Remedy | None, w: Workload, target, effective_batch: int) -> Quote | None:
+            if remedy not in models:    # one model per variant, made only where a count reaches it
+                models[remedy] = make(w)
+            return priced(w, models[remedy], target, effective_batch)
+
+        if (found := split_batch_remedy(unsplit, variants, quote_at)) is not None:
+            change, quote = found
+            method_of[change] = False      # the same training, on more GPUs
+            results.append(_remedy_row(change, quote, unsplit[0].effective_batch_size))
     if rec.best is not None:  # a remedy that costs more than the best option as it is, is no remedy
         results = [r for r in results if r["total_cost_ranked"] < (1.0 - REMEDY_MIN_SAVING) * rec.best.total_cost_ranked]
     # those that keep the training the same first (``changes_method``), each group cheapest first
     results.sort(key=lambda r: (method_of[r["change"]], r["total_cost_ranked"]))
     return tuple(results)
+
+
+def _remedy_row(change: str, quote: Quote, replaced_batch: int) -> dict:
+    """A remedy as ``--json`` lists it: the change as typed, its row's fields, and ``batch_note``: how it changes
+    the effective batch of the row it replaces, ``replaced_batch`` (``grown_batch_note``; None where it keeps it)."""
+    return {"change": change, **quote.to_dict(),
+            "batch_note": grown_batch_note(replaced_batch, quote.effective_batch_size, quote.count)}
+
+
+def unsplit_options(options) -> list[Quote]:
+    """The multi-GPU options left out because the effective batch does not split evenly over their GPUs, where that
+    left out every multi-GPU option that runs the job (none refused before it, for bf16 or the count, was priced);
+    empty otherwise (some count splits it: the table prices that one)."""
+    runs = [o for o in options if o.count > 1 and (o.exclusion is None or o.exclusion.kind not in (CANNOT_RUN, COUNT))]
+    unsplit = [o for o in runs if o.exclusion is not None and o.exclusion.kind == SPLIT]
+    return unsplit if len(unsplit) == len(runs) else []
+
+
+def split_batch_remedy(
+    unsplit: list[Quote], variants: list[tuple[Remedy | None, Workload]],
+    quote_at: Callable[[Remedy | None, Workload, Quote, int], Quote | None],
+) -> tuple[str, Quote] | None:
+    """For the options ``unsplit`` left out (``unsplit_options``): the change as typed and its row, at the smallest
+    effective batch that some of them fit at, the cheapest of those. Counts are tried fewest first, each at
+    ``splitting_batch`` of the job's effective batch over it (the fewest GPUs grow the batch least), each count
+    with ``variants`` in order ((None, the job as it is), then (the shard remedy, the job under it)), the first
+    that fits any GPU of that count wins. ``quote_at(remedy, workload, option, effective_batch)``: the option's
+    row for that variant at that batch, None where it does not fit or meets no constraint."""
+    effective = unsplit[0].effective_batch_size
+    for count in sorted({o.count for o in unsplit}):
+        batch = splitting_batch(effective, count)
+        for remedy, w in variants:
+            quotes = [q for o in unsplit if o.count == count and (q := quote_at(remedy, w, o, batch)) is not None]
+            if quotes:
+                change = " ".join([f"--effective-batch {batch}", *([remedy.change] if remedy is not None else [])])
+                return change, min(quotes, key=lambda q: q.total_cost_ranked)
+    return None
 
 
 def changes_that_fit(
