@@ -339,7 +339,7 @@ class CheckpointStore:
         try:
             return self._save_once(state, step, epoch, meta=meta, world_size=world_size)
         except OSError as exc:
-            freed = self.make_room() if exc.errno in DISK_FULL_ERRNOS else []
+            freed = self.make_room(step) if exc.errno in DISK_FULL_ERRNOS else []
             if not freed:
                 raise self.save_failed(step, exc) from exc
             self.note_made_room(step, exc, freed)
@@ -361,11 +361,14 @@ class CheckpointStore:
                 self.abort(tmp)
             raise
 
-    def make_room(self) -> list[Path]:
-        """Delete the oldest verified checkpoints so that one fewer than now (at most ``keep - 1``, at least one)
-        remain, making room for one more; never the newest verified one, never the only one. Returns those
-        deleted (none when a single one verifies)."""
-        verified = [path for path in self.step_dirs() if self._verifies(path)]
+    def make_room(self, below_step: int) -> list[Path]:
+        """Delete the oldest verified checkpoints of steps before ``below_step`` (the step about to be saved) so that
+        one fewer than now (at most ``keep - 1``, at least one) remain, making room for one more; never the newest
+        verified one, never the only one. A checkpoint at or past ``below_step`` is none of this run's past (a
+        newer one a resume refused, NaN, say) and neither counts nor is deleted: the one the run resumed from is
+        kept. Returns those deleted (none when a single one verifies)."""
+        verified = [path for step, path in self._entries(_STEP_DIR)
+                    if step < below_step and not path.is_symlink() and self._verifies(path)]
         remaining = max(1, min(len(verified), self.keep) - 1)
         removed = verified[remaining:]
         for path in removed:
@@ -380,7 +383,7 @@ class CheckpointStore:
         again: once a warning, then quieter (on such a disk every later save does the same)."""
         log.log(logging.INFO if self._made_room else logging.WARNING,
                 "checkpoint of step %d: %s in %s; deleted the oldest checkpoint(s) %s to make room (keep=%d "
-                "checkpoints and a new one do not fit) and saved again", step, cause.strerror or cause,
+                "checkpoints and a new one do not fit); saving again", step, cause.strerror or cause,
                 self.directory, ", ".join(p.name for p in freed), self.keep)
         self._made_room = True
 

@@ -42,6 +42,8 @@ def batch_size_of(batch: Any) -> int:
 
 
 def _maybe_size(v: Any) -> int | None:
+    if isinstance(v, torch.Tensor) and not v.dim():
+        return None     # a 0-dim tensor is one value for the whole batch, not a size
     try:
         return batch_size_of(v)
     except TypeError:
@@ -58,10 +60,18 @@ def slice_batch(batch: Any, start: int, stop: int) -> Any:
     if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # namedtuple
         return type(batch)(*(slice_batch(v, start, stop) for v in batch))
     if isinstance(batch, (list, tuple)):
-        if batch and all(isinstance(v, (torch.Tensor, Mapping, list, tuple)) for v in batch):
+        if _is_structure(batch):     # its tensors and lists sliced, any other item shared
             return type(batch)(slice_batch(v, start, stop) for v in batch)
         return batch[start:stop]  # a list of samples (strings, ids): slice the list itself
     return batch  # scalars and other per-batch values are shared by every micro-batch
+
+
+def _is_structure(items: Sequence) -> bool:
+    """A list or tuple that is the batch's structure, not a list of samples: every item a tensor, mapping, list or
+    tuple, or one tensor or mapping among items such as None or a tag (``(x, y, None)``, ``(x, y, "train")``),
+    which are then one value for the whole batch."""
+    return bool(items) and (all(isinstance(v, (torch.Tensor, Mapping, list, tuple)) for v in items)
+                            or any(isinstance(v, (torch.Tensor, Mapping)) for v in items))
 
 
 def sample_counts(batch: Any, name: str = "batch") -> list[tuple[str, int]]:
@@ -74,7 +84,7 @@ def sample_counts(batch: Any, name: str = "batch") -> list[tuple[str, int]]:
     if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # namedtuple
         return [c for field, v in zip(batch._fields, batch) for c in sample_counts(v, f"{name}.{field}")]
     if isinstance(batch, (list, tuple)):
-        if batch and all(isinstance(v, (torch.Tensor, Mapping, list, tuple)) for v in batch):
+        if _is_structure(batch):
             return [c for i, v in enumerate(batch) for c in sample_counts(v, f"{name}[{i}]")]
         return [(name, len(batch))]
     return []

@@ -52,7 +52,7 @@ def save_sharded(store: CheckpointStore, step: int, epoch: int, model: torch.nn.
         raise store.save_failed(step, diverged_reason(diverged))
     ckpt, failed = _save_once(store, step, epoch, shards, extra, meta)
     if failed is not None and failed.errno in DISK_FULL_ERRNOS:
-        freed = _make_room(store)
+        freed = _make_room(store, step)
         if freed:
             if dist_info().is_writer:
                 store.note_made_room(step, failed, freed)
@@ -113,13 +113,13 @@ def _dcp_save(shards: tuple[dict, dict], checkpoint_id: str) -> OSError | None:
     return None
 
 
-def _make_room(store: CheckpointStore) -> list[Path]:
-    """``store.make_room()`` on rank 0 (which creates, renames and deletes checkpoints), after every rank's writes
+def _make_room(store: CheckpointStore, step: int) -> list[Path]:
+    """``store.make_room(step)`` on rank 0 (which creates, renames and deletes checkpoints), after every rank's writes
     ended; what it deleted, on every rank (none where deleting failed)."""
     freed: list[Path] = []
     if dist_info().is_writer:
         try:
-            freed = store.make_room()
+            freed = store.make_room(step)
         except OSError as exc:
             log.warning("could not make room for a checkpoint in %s: %s", store.directory, exc.strerror or exc)
     return broadcast_object(freed)
