@@ -705,7 +705,8 @@ def generation_time(prefill: StepTime, d: DecodeStep, *, new_tokens: int, batch:
     """A batch's prefill timed elsewhere (``prefill``: a traced forward of the prompts on ``prefill.count`` GPUs,
     each serving its own ``batch``), then ``new_tokens`` decode steps ``d`` (``decode_step``, one GPU's): the
     request batch as ``serve_time`` composes it, by phase. ``regime``: whose held-out error applies
-    (``runtime.accuracy.REGIMES``)."""
+    (``runtime.accuracy.REGIMES``). Its ``micro_step_s`` and ``kernel_launches`` are the prefill's: the traced forward
+    whose issue time the prefill's launch warning counts (the decode steps are the closed form's, no traced kernels)."""
     ttft = prefill.step_time_s
     decode_s = d.step_s * new_tokens
     total = ttft + decode_s
@@ -714,8 +715,9 @@ def generation_time(prefill: StepTime, d: DecodeStep, *, new_tokens: int, batch:
         gpu=prefill.gpu, count=prefill.count, step_time_s=total, samples_per_s=batch * prefill.count / total,
         by_class_s={"prefill": ttft, "decode": decode_s},
         bound=serving_bound(d, prefill_s=ttft, prefill_bound=prefill.bound, decode_s=decode_s),
-        compute_s=total, warnings=warnings, stack=prefill.stack,
-        host_s=prefill.host_s + d.host_s * new_tokens, device_s=prefill.device_s + d.gpu_s * new_tokens,
+        compute_s=total, warnings=warnings, stack=prefill.stack, micro_step_s=prefill.micro_step_s,
+        kernel_launches=prefill.kernel_launches, host_s=prefill.host_s + d.host_s * new_tokens,
+        device_s=prefill.device_s + d.gpu_s * new_tokens,
         regime=regime)
     return ServeTime(ttft_s=ttft, decode_step_s=d.step_s, decode_tokens_per_s=batch / d.step_s, decode_s=decode_s,
                      step=step)

@@ -74,6 +74,7 @@ class StepPace:
     input_words: str = ""                 # the loader, as the data-bound warning names it
     samples_per_step: float = 0.0         # one GPU's samples per optimizer step
     image_side_px: int | None = None      # a vision training job on synthetic data: the decoding warning's side
+    frames_per_sample: int = 1            # frames the decoding warning counts per sample (a video clip's)
 
 
 @dataclass(frozen=True)
@@ -92,9 +93,13 @@ class StepTime:
     # compute_s + communication_s + sharding_overhead_s (+ an input wait)
     sharding_overhead_s: float = 0.0
     warnings: tuple[str, ...] = ()
-    micro_step_s: float = 0.0             # one forward+backward of the micro-batch (one GPU)
+    # one forward+backward of the micro-batch (one GPU); a traced decoder's generation: its prefill (the prompts'
+    # forward)
+    micro_step_s: float = 0.0
     optimizer_s: float = 0.0              # the optimizer update, once per step
-    kernel_launches: int = 0              # CUDA kernels issued per step (one GPU)
+    # CUDA kernels issued per step (one GPU), as the launch warning counts them; a traced decoder's generation: its
+    # prefill's (runtime.llm.generation_time); 0 where nothing was traced (the closed form)
+    kernel_launches: int = 0
     stack: str = ""                       # the software stack the prediction assumes
     host_s: float = 0.0                   # eager host time to issue the step's kernels (one GPU)
     device_s: float = 0.0                 # GPU busy time of the step (one GPU), launch waits excluded

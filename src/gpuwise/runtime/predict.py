@@ -70,7 +70,7 @@ def roofline_step_s(trace: Trace, gpu, *, stack: Stack | None = None, accum_step
     no efficiency, latency or host time; the micro-step's ops ``accum_steps`` times, the optimizer's over
     ``optimizer_shards`` ranks. ``compiled_fusion``: under torch.compile only matmul, convolution and attention
     count (their FLOPs stay; fusion removes the other kernels' bytes); False sums every traced op as traced."""
-    stack = stack or Stack.from_workload(trace.workload)
+    stack = stack or Stack.from_workload(trace.workload, trace.frames_per_sample)
     precision = trace.workload.precision
     micro_s = optimizer_s = 0.0
     for op in trace.ops:
@@ -161,7 +161,7 @@ def predict_step_time(
     wl = workload or trace.workload
     precision = wl.precision
     warnings: list[str] = []
-    stack = Stack.from_workload(wl)
+    stack = Stack.from_workload(wl, trace.frames_per_sample)
 
     phases: dict[str, list[OpTime]] = defaultdict(list)
     for op, t in zip(trace.ops, op_times(trace.ops, gpu, precision, cal, stack)):
@@ -227,6 +227,7 @@ def predict_step_time(
         input_words=stack.describe_input() if stack.input_rate else "",
         samples_per_step=trace.samples_per_step * accum,
         image_side_px=image_side(wl) if wl.is_training and not stack.input_rate else None,
+        frames_per_sample=trace.frames_per_sample,
     )
     bound, step_s, pace_warnings = step_pace(pace)
     warnings.extend(pace_warnings)
@@ -274,7 +275,7 @@ def step_pace(pace: StepPace) -> tuple[str, float, list[str]]:
             f"{pace.gpus_s * 1e3:.1f} ms; more loader workers or faster decoding would help more than a faster GPU")
         step_s = pace.data_s
     elif pace.image_side_px is not None and pace.data_s is None and step_s > 0:
-        warning = decoding_warning(pace.samples_per_step / step_s, pace.image_side_px)
+        warning = decoding_warning(pace.samples_per_step / step_s, pace.image_side_px, pace.frames_per_sample)
         if warning:
             warnings.append(warning)
     issue_s = pace.host_s - pace.host_term_s

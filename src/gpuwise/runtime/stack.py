@@ -22,18 +22,22 @@ class Stack:
     optimizer_impl: str = "foreach"
     input_rate: float | None = None   # samples/s the input pipeline delivers; None: synthetic data
     cpu_workers: int | None = None    # where the rate comes from JPEG-decoding workers (None: given or none)
+    frames_per_sample: int = 1        # JPEGs decoded per sample: a video clip's frames (Trace.frames_per_sample)
 
     @classmethod
-    def from_workload(cls, wl) -> "Stack":
+    def from_workload(cls, wl, frames_per_sample: int = 1) -> "Stack":
+        """The stack of job ``wl``; ``frames_per_sample``: the frames of one sample as traced (a video model's clip,
+        ``Trace.frames_per_sample``), which ``--cpu-workers`` decode each as one JPEG."""
         rate, workers = getattr(wl, "input_rate", None), getattr(wl, "cpu_workers", None)
         side = image_side(wl) if rate is None and workers else None
         if side is not None:    # else said to be inert (Workload.inert_settings)
-            rate = workers_rate(workers, side, wl.is_training)
+            rate = workers_rate(workers, side, wl.is_training, frames_per_sample)
         return cls(
             training=wl.is_training, channels_last=bool(getattr(wl, "channels_last", False)),
             attention=getattr(wl, "attention", "sdpa"), compile=bool(getattr(wl, "compile", False)),
             optimizer_impl=getattr(wl, "optimizer_impl", "foreach"), input_rate=rate,
             cpu_workers=workers if rate is not None and getattr(wl, "input_rate", None) is None else None,
+            frames_per_sample=frames_per_sample,
         )
 
     def describe(self) -> str:
@@ -50,7 +54,8 @@ class Stack:
         if not self.input_rate:
             return "synthetic data (no input pipeline)"
         plural = "s" if self.cpu_workers != 1 else ""
-        workers = f" ({self.cpu_workers} CPU worker{plural} decoding JPEGs)" if self.cpu_workers else ""
+        frames = f", {self.frames_per_sample} frames a clip" if self.frames_per_sample > 1 else ""
+        workers = f" ({self.cpu_workers} CPU worker{plural} decoding JPEGs{frames})" if self.cpu_workers else ""
         return f"input pipeline{workers} delivers {self.input_rate:,.0f} samples/s"
 
 

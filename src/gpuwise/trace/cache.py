@@ -46,7 +46,7 @@ from gpuwise.trace.records import Trace
 
 log = logging.getLogger(__name__)
 
-FORMAT = 4   # bump when Trace's fields or an entry's shape change
+FORMAT = 5   # bump when Trace's fields or an entry's shape change
 HASHED_FILE_MAX_BYTES = 64 * 2**20   # a larger user file is compared by size and modification time
 _PSEUDO_FILE_ROOTS = ("/proc/", "/sys/", "/dev/", "/run/")   # read, but not sources: they change by themselves
 _enabled: contextvars.ContextVar[bool] = contextvars.ContextVar("gpuwise_trace_cache", default=True)

@@ -101,6 +101,9 @@ class Trace:
     # (size, value) where the inputs' size was gpuwise's choice, not the job's: a factory's input guessed from its
     # first layer (images at 224 px: ("image_size", 224); a size the guessed input does not have: None)
     input_sizes: tuple[tuple[str, int | None], ...] = ()
+    # decoded frames in one sample: T of a video model's (N, C, T, H, W) clips (a Conv3d's input), 1 for anything else;
+    # what the input pipeline decodes per sample (runtime.input_pipeline)
+    frames_per_sample: int = 1
 
     @property
     def flops(self) -> int:

@@ -102,7 +102,7 @@ def trace_workload(workload: Workload) -> Trace:
             with deadline(f"tracing {spec.name}", trace_timeout_s(), TRACE_TIMEOUT_ENV):
                 module, prepared, checkpointed = _prepare(module, workload, built.is_hf)
                 notes += prepared
-                counts = _run(module, built, workload, recorder)
+                counts, frames = _run(module, built, workload, recorder)
         except (TraceError, WorkloadError):
             raise
         except Exception as exc:   # the model's own code failed on fake tensors, or gpuwise's
@@ -169,6 +169,7 @@ def trace_workload(workload: Workload) -> Trace:
         trace_time_s=time.perf_counter() - start_s,
         notes=tuple(notes),
         input_sizes=built.input_sizes,
+        frames_per_sample=frames,
     )
 
 
@@ -260,7 +261,8 @@ def _refuse_sparse_gradients(module: torch.nn.Module) -> None:
                              "table, an upper bound; --mode infer has no gradient)")
 
 
-def _run(module, built, workload: Workload, recorder: Recorder) -> tuple[int, int]:
+def _run(module, built, workload: Workload, recorder: Recorder) -> tuple[tuple[int, int], int]:
+    """The traced steps: ((parameters, trainable parameters), the frames per sample of the measured step's batch)."""
     fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
     amp_dtype = autocast_dtype(workload.precision_value)
     pure = pure_dtype(workload.precision_value)
@@ -291,8 +293,8 @@ def _run(module, built, workload: Workload, recorder: Recorder) -> tuple[int, in
                     grads_after = "keep"
                 else:
                     grads_after = "zero" if workload.keep_grads else "none"
-                _step(module, built, recorder, optimizer, scaler, training, amp_dtype, pure,
-                      workload.channels_last, measured, grads_after, prefill)
+                frames = _step(module, built, recorder, optimizer, scaler, training, amp_dtype, pure,
+                               workload.channels_last, measured, grads_after, prefill)
                 if optimizer is not None and step == 0:
                     for t in host_step_tensors(optimizer):
                         block = recorder.block_of(t)
@@ -303,18 +305,20 @@ def _run(module, built, workload: Workload, recorder: Recorder) -> tuple[int, in
             recorder.attention_calls = attention.calls
             for h in handles:
                 h.remove()
-    return counts
+    return counts, frames
 
 
 def _step(module, built, recorder: Recorder, optimizer, scaler, training: bool, amp_dtype, pure_dtype,
-          channels_last: bool, measured: bool, grads_after: str = "none", prefill: dict | None = None) -> None:
+          channels_last: bool, measured: bool, grads_after: str = "none", prefill: dict | None = None) -> int:
     """One step; ``grads_after``: "none" (zero_grad(set_to_none=True), torch's default), "zero"
     (set_to_none=False: zeroed in place, still allocated) or "keep" (accumulating); ``prefill``: the keyword
-    arguments HF generate adds to the forward of a generating job (``trace.prefill.prefill_kwargs``)."""
+    arguments HF generate adds to the forward of a generating job (``trace.prefill.prefill_kwargs``). Returns the
+    frames per sample of the step's batch (``frames_per_sample``)."""
     recorder.measured = measured
     recorder.category = "inputs"
     recorder.phase = "other"
     args, kwargs = built.make_batch(training)
+    frames = frames_per_sample(args, kwargs)
     args = tuple(_input(a, pure_dtype, channels_last) for a in args)
     kwargs = {k: _input(v, pure_dtype, channels_last) for k, v in kwargs.items()}
     recorder.category = None
@@ -359,6 +363,17 @@ def _step(module, built, recorder: Recorder, optimizer, scaler, training: bool, 
     recorder.phase = "other"
     del args, kwargs, model_kwargs
     recorder.recording_ops = False
+    return frames
+
+
+def frames_per_sample(args: tuple, kwargs: dict) -> int:
+    """The frames one sample of a batch holds: T of its first 5-D floating input, a video model's (N, C, T, H, W)
+    clips as nn.Conv3d takes them (a factory's own example inputs, or the clip gpuwise guessed); 1 for a batch of
+    images, tokens or features."""
+    for value in (*args, *kwargs.values()):
+        if isinstance(value, torch.Tensor) and value.is_floating_point() and value.dim() == 5:
+            return int(value.shape[2])
+    return 1
 
 
 def _refuse_inputs_forward_cannot_take(module: torch.nn.Module, args: tuple, kwargs: dict,
