@@ -26,6 +26,7 @@ class ScriptedModel:
     between micro-batches); step time = work / fp16 peak, split over GPUs."""
 
     method = "scripted"
+    frames_per_sample = 1       # images (WorkloadModel.frames_per_sample)
 
     def __init__(self, workload, fixed_bytes=4 * GB, per_sample_bytes=0.5 * GB, work=2000.0, accumulating_bytes=0):
         self.workload = workload

@@ -174,6 +174,11 @@ class WorkloadModel(Protocol):
         """Why the job cannot be split over ``count`` GPUs at all (None: it can), whatever the GPU."""
         ...
 
+    @property
+    def frames_per_sample(self) -> int:
+        """JPEGs a sample decodes as the input pipeline counts them (a video clip's frames; 1 for images)."""
+        ...
+
 
 def _check_gpu(gpu: object) -> None:
     """PlanError unless ``gpu`` is a catalog GPU or None (a name, say, before anything is estimated)."""
@@ -218,6 +223,13 @@ class TracedModel:
             self._traces[key] = trace_workload(self.workload.with_(
                 precision=key[0], batch_size=b, grad_accum_steps=key[2], num_gpus=1))
         return self._traces[key]
+
+    @property
+    def frames_per_sample(self) -> int:
+        """A video clip's frames (``Trace.frames_per_sample``, the same at every batch: read from any trace made,
+        else the job's), 1 for images."""
+        traces = list(self._traces.values()) or [self.trace()]
+        return traces[0].frames_per_sample
 
     def count_refusal(self, count: int) -> str | None:
         return None     # data parallelism: any count (the batch split is recommend's rule)
@@ -271,6 +283,8 @@ class ClosedFormLlmModel:
     def __init__(self, workload: Workload, correction: Correction | None = None) -> None:
         self.workload = workload
         self.correction = correction
+
+    frames_per_sample = 1       # no images: the input pipeline is not costed
 
     def count_refusal(self, count: int) -> str | None:
         """Serving on ``count`` GPUs shards the model by tensor parallelism: only where the heads split; HF

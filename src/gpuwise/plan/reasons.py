@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpuwise.plan.batch_split import splitting_batch
 from gpuwise.plan.money import convert
 from gpuwise.units import format_duration, format_money
 
@@ -53,8 +54,8 @@ def count_refused(reason: str) -> Exclusion:
 
 def batch_does_not_split(effective: int, count: int, micro_batch: int) -> Exclusion:
     """--batch-size is the micro-batch; the effective batch is what every option keeps: say which flag
-    runs the job on this count."""
-    over = -(-effective // count) * count      # the nearest effective batch at or above that splits
+    runs the job on this count: ``splitting_batch``'s, the batch the split-batch remedy prices too."""
+    over = splitting_batch(effective, count)
     return Exclusion(SPLIT, f"effective batch {effective} does not split evenly over {count} GPUs "
                             f"(--effective-batch {over} splits {over // count} per GPU, "
                             f"--per-gpu-batch runs micro-batch {micro_batch} on each)")

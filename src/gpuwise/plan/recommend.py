@@ -240,7 +240,7 @@ def recommend(
         *(((describe_serving(spot_risk) if at_rate else spot_risk.describe(spot_machines)),) if spot_machines
           else ()),
         *((spot_outcome(options, best, provider),) if spot else ()),
-        *((input_note,) if (input_note := _input_outcome(workload, options)) else ()),
+        *((input_note,) if (input_note := _input_outcome(workload, options, model)) else ()),
         *((ram_note,) if (ram_note := host_ram_note(workload, options)) else ()),
         f"costs ranked in {rank_in}; exchange rates indicative as of {RATES_CHECKED}",
         f"times are for {assumed_stack(workload, closed_form_llm=is_llm(workload))} (DESIGN.md: the software "
@@ -441,12 +441,13 @@ def host_ram_note(workload: Workload, options) -> str | None:
             "before renting")
 
 
-def _input_outcome(workload: Workload, options) -> str | None:
-    """What a given input rate (--input-rate, or --cpu-workers on images) did to the options, said even
-    when it limits none of them (a flag that changes nothing reads as ignored)."""
-    stack = Stack.from_workload(workload)
-    if not stack.input_rate:
+def _input_outcome(workload: Workload, options, model) -> str | None:
+    """What a given input rate (--input-rate, or --cpu-workers on images: ``model.frames_per_sample`` JPEGs a
+    sample) did to the options, said even when it limits none of them (a flag that changes nothing reads as
+    ignored)."""
+    if not Stack.from_workload(workload).input_rate:
         return None
+    stack = Stack.from_workload(workload, model.frames_per_sample)
     timed = [o for o in options if o.fits and o.bound is not None]
     waiting = sum(1 for o in timed if o.bound == "input")
     said = f"the {stack.describe_input()} per GPU: "

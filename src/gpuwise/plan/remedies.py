@@ -1,30 +1,33 @@
 """When the job does not fit on the cheap GPUs: which change would make it fit, and what that costs.
 
-Each remedy is a changed workload (a smaller micro-batch with more accumulation steps, gradient
+Each remedy is a changed workload (``plan.changes``: a smaller micro-batch with more accumulation steps, gradient
 checkpointing, AMP, an 8-bit optimizer, a ZeRO stage on several GPUs, a one-GPU job sharded by ZeRO-3 over the
 fewest GPUs it fits (its effective batch split over them), LoRA and CPU offload for LLMs; in serving, a smaller
-batch); every one keeps the job's effective batch where it can and says so where it cannot; those that keep the training
-the same are offered before those that change the method (LoRA, QLoRA); it is estimated on the GPUs that were excluded for memory and are cheaper than the
-best option. Where every multi-GPU option was left out because the effective batch does not split over it, the
-smallest effective batch that a fitting one splits (``--effective-batch N``, with ``--sharding zero3`` where the
-job needs it too), priced as that recommendation's row. One trace per remedy.
+batch); every one keeps the job's effective batch where it can and says so where it cannot (``plan.batch_remedy``);
+those that keep the training the same are offered before those that change the method (LoRA, QLoRA); it is estimated
+on the GPUs that were excluded for memory and are cheaper than the best option. Where every multi-GPU option was left
+out because the effective batch does not split over it, the smallest effective batch that a fitting one splits
+(``--effective-batch N``, with ``--sharding zero3`` where the job needs it too), priced as that recommendation's row.
+One trace per remedy.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from gpuwise.catalog.model import GPU, Catalog, Offer
+from gpuwise.plan.batch_remedy import batch_change_note, remedy_row, split_batch_remedy, unsplit_options
+from gpuwise.plan.changes import (SHARD_GPU_COUNTS, SHARD_STAGE, Remedy, candidate_remedies, changes_method, makes_a_job,
+                                  micro_batch_remedy, offload_remedies, per_gpu_layout, shard_over_gpus_remedy)
 from gpuwise.plan.constraints import Constraints, JobSize, apply_constraints
-from gpuwise.plan.profile import Correction, cannot_run, estimate_fit, largest_divisor_at_most, model_for
+from gpuwise.plan.profile import Correction, cannot_run, estimate_fit, model_for
 from gpuwise.plan.quote import Quote
-from gpuwise.plan.reasons import CANNOT_RUN, COUNT, SPLIT
 from gpuwise.units import format_duration
-from gpuwise.workload import Workload, WorkloadError
-from gpuwise.workload.parallelism import effective_sharding, offload_optimizer_refusal, params_offloaded
+from gpuwise.workload import Workload
+from gpuwise.workload.parallelism import effective_sharding
 
 if TYPE_CHECKING:   # the recommendation whose excluded options a remedy rescues (recommend calls find_remedies)
     from gpuwise.plan.recommend import Recommendation
@@ -33,186 +36,6 @@ if TYPE_CHECKING:   # the recommendation whose excluded options a remedy rescues
 logger = logging.getLogger(__name__)
 
 REMEDY_MIN_SAVING = 0.02    # a remedy must save at least 2% of the best option's cost to be news
-
-
-@dataclass(frozen=True)
-class Remedy:
-    change: str              # what to change, as the user would type it
-    fields: tuple[tuple[str, object], ...]   # the Workload fields it sets
-
-    def apply(self, w: Workload) -> Workload:
-        return w.with_(**dict(self.fields))
-
-    @property
-    def workload_fields(self) -> dict:
-        return dict(self.fields)
-
-
-def _remedy(change: str, **fields) -> Remedy:
-    return Remedy(change, tuple(fields.items()))
-
-
-def _precision_remedy(name: str) -> Remedy:
-    # the user's choice now, not the default rule's: a GPU without bf16 refuses it rather than running fp16
-    return _remedy(f"--precision {name}", precision=name, precision_default=False)
-
-
-def micro_batch_remedy(w: Workload) -> Remedy | None:
-    """Half the micro-batch, twice the accumulation steps: the same effective batch and method, the first
-    change people make when a step does not fit."""
-    if w.batch_size < 2 or w.batch_size % 2:   # an odd micro-batch cannot be halved keeping the effective batch
-        return None
-    half, accum = w.batch_size // 2, w.grad_accum_steps * 2
-    return _remedy(f"--batch-size {half} --grad-accum {accum}", batch_size=half, grad_accum_steps=accum)
-
-
-def candidate_remedies(w: Workload, closed_form: bool, *, micro_batch: bool = True) -> list[Remedy]:
-    """The changes that lower a step's memory, in the order a practitioner tries them; only those that make a
-    job the workload accepts (an 8-bit AdamW under ZeRO-Offload, which steps on DeepSpeed's CPU optimizer, is
-    none). ``micro_batch``: include the smaller micro-batch with more accumulation steps (recommend does not:
-    it already splits the effective batch wherever the micro-batch does not fit)."""
-    return [r for r in _candidates(w, closed_form, micro_batch) if _makes_a_job(r, w)]
-
-
-def _makes_a_job(remedy: Remedy, w: Workload) -> bool:
-    try:
-        remedy.apply(w)
-    except WorkloadError as exc:
-        logger.debug("not suggested: %s (%s)", remedy.change, exc)
-        return False
-    return True
-
-
-def _candidates(w: Workload, closed_form: bool, micro_batch: bool) -> list[Remedy]:
-    out = []
-    if not w.is_training:
-        # serving: half-precision weights, quantized weights (closed form), fewer sequences at once
-        if w.precision_value.half is None:
-            out.extend(_precision_remedy(name) for name in ("bf16", "fp16"))
-        if closed_form and w.quant == "none":
-            out.append(_remedy("--quant int8", quant="int8"))
-        if closed_form and w.quant in ("none", "int8"):
-            out.append(_remedy("--quant nf4", quant="nf4"))
-        if w.batch_size > 1:
-            out.append(_remedy(f"--batch-size {w.batch_size // 2}", batch_size=w.batch_size // 2))
-        return out
-    if micro_batch and (smaller := micro_batch_remedy(w)) is not None:
-        out.append(smaller)
-    if w.precision_value.half is None:
-        out.extend(_precision_remedy(name) for name in ("amp-bf16", "amp-fp16"))
-    if not w.grad_checkpointing:
-        out.append(_remedy("--grad-checkpointing", grad_checkpointing=True))
-    if closed_form and w.logits == "fp32":
-        # a chunked/fused cross-entropy (Liger, torchtune, LitGPT's chunked loss) never holds the float32
-        # logits of the whole vocabulary: for 150k-vocabulary models the biggest single saving
-        out.append(_remedy("--logits chunked", logits="chunked"))
-    if w.optimizer in ("adam", "adamw"):
-        out.append(_remedy("--optimizer adamw-8bit", optimizer="adamw-8bit", optimizer_default=False))
-    out.extend(sharding_remedies(w))
-    if closed_form and w.finetune == "full":
-        out.append(_remedy("--finetune lora", finetune="lora"))
-        out.append(_remedy("--finetune qlora", finetune="qlora"))
-    if closed_form and w.finetune == "lora" and w.quant == "none":
-        out.append(_remedy("--finetune qlora", finetune="qlora", quant="nf4"))
-    if closed_form:
-        out.extend(offload_remedies(w))
-    return out
-
-
-# ZeRO stages in the order they cost communication; each also partitions what the one before did
-ZERO_STAGES = ("zero1", "zero2", "zero3")
-
-# The GPU counts a job is sharded over when it fits no single GPU: one node, the counts recommend quotes
-SHARD_GPU_COUNTS = (2, 4, 8)
-SHARD_STAGE = "zero3"    # everything partitioned (weights, gradients, optimizer state): FSDP's full shard alike
-
-
-def changes_method(remedy: Remedy) -> bool:
-    """Whether a remedy trains something else (LoRA or QLoRA adapters, 4-bit base weights instead of the
-    job's own): the one rule that ranks such changes after those that keep the training the same (a smaller
-    micro-batch, checkpointing, AMP, an 8-bit optimizer, sharding over GPUs, offload)."""
-    return any(name in ("finetune", "quant") for name in remedy.workload_fields)
-
-
-def batch_change_note(job: Workload, changed: Workload) -> str | None:
-    """What a change does to the job's effective batch (samples per optimizer step), in words; None where it keeps
-    it, as every remedy does that can: a smaller micro-batch adds accumulation steps, sharding over N GPUs splits
-    the batch over them (``per_gpu_layout``). Only a batch that does not split evenly over the GPUs grows: "effective
-    batch 4 samples per optimizer step instead of 1 (batch 1 per GPU × 4 GPUs, as 1 does not split evenly over 4)"."""
-    if not job.is_training:
-        return None
-    return grown_batch_note(job.effective_batch_size, changed.effective_batch_size, changed.num_gpus,
-                            old_count=job.num_gpus)
-
-
-def grown_batch_note(old: int, new: int, count: int, *, old_count: int = 1) -> str | None:
-    """``batch_change_note`` in numbers: a training job's effective batch ``old`` on ``old_count`` GPUs, run as
-    ``new`` on ``count`` (None where ``new`` is ``old``)."""
-    if new == old:
-        return None
-    why = f", as {old} does not split evenly over {count}" if count != old_count and old % count else ""
-    layout = f" (batch {new // count} per GPU × {count} GPUs{why})" if count > 1 else ""
-    return f"effective batch {new} samples per optimizer step instead of {old}{layout}"
-
-
-def per_gpu_layout(effective_batch: int, count: int, micro_batch_limit: int) -> tuple[int, int]:
-    """(micro-batch, accumulation steps) of each of ``count`` GPUs that together keep ``effective_batch``: the
-    batch split evenly over them, run as the largest micro-batch that divides each GPU's share and is at most
-    ``micro_batch_limit`` (the job's own micro-batch), accumulation making up the rest, as recommend splits a
-    row's batch. A batch that does not split evenly grows to the next one that does (``batch_change_note``)."""
-    per_gpu = splitting_batch(effective_batch, count) // count
-    micro = largest_divisor_at_most(per_gpu, micro_batch_limit)
-    return micro, per_gpu // micro
-
-
-def splitting_batch(effective_batch: int, count: int) -> int:
-    """The smallest effective batch (samples per optimizer step) at or above ``effective_batch`` that splits
-    evenly over ``count`` GPUs: the batch a job grows to where its own does not split (1 over 2 GPUs: 2)."""
-    return -(-effective_batch // count) * count
-
-
-def shard_over_gpus_remedy(w: Workload, count: int | None = None) -> Remedy | None:
-    """For a training job that fits no single GPU: its state partitioned over ``count`` GPUs by ZeRO-3 (FSDP's
-    full shard alike), the same method and result (None: serving, already fully sharded or offloading, or on
-    several GPUs already, where ``sharding_remedies`` offers the next stages). ``count`` None: the change
-    ``recommend`` names (its rows are the counts, each priced at the row's effective batch); a count: the one
-    ``estimate`` names (``--num-gpus N``), the job's effective batch split over the N GPUs (``per_gpu_layout``:
-    ``--batch-size`` and ``--grad-accum`` named where they change), never N times the job's batch.
-    ZeRO-3 partitions no activations: where they are the need, it helps little (``changes_that_fit`` and
-    ``find_remedies`` quote it, so it is offered only where it fits)."""
-    if not w.is_training or w.num_gpus > 1 or w.offload != "none" or effective_sharding(w) in (SHARD_STAGE, "fsdp"):
-        return None
-    if count is None:
-        return _remedy(f"--sharding {SHARD_STAGE}", sharding=SHARD_STAGE)
-    micro, accum = per_gpu_layout(w.effective_batch_size, count, w.batch_size)
-    layout = {k: v for k, v in (("batch_size", micro), ("grad_accum_steps", accum)) if v != getattr(w, k)}
-    flags = {"batch_size": "--batch-size", "grad_accum_steps": "--grad-accum"}
-    change = " ".join([f"--num-gpus {count}", *(f"{flags[k]} {v}" for k, v in layout.items()),
-                       f"--sharding {SHARD_STAGE}"])
-    return _remedy(change, num_gpus=count, **layout, sharding=SHARD_STAGE)
-
-
-def sharding_remedies(w: Workload) -> list[Remedy]:
-    """On several GPUs, the ZeRO stages past the job's own: the same method, its state partitioned over the
-    GPUs (zero1 the optimizer state, zero2 also the gradients, zero3 also the weights), lightest first. None on
-    one GPU (nothing to partition over) or under zero3/FSDP (everything already is)."""
-    if w.num_gpus < 2 or w.sharding not in ("ddp", *ZERO_STAGES):
-        return []
-    done = ZERO_STAGES.index(w.sharding) + 1 if w.sharding in ZERO_STAGES else 0
-    return [_remedy(f"--sharding {stage}", sharding=stage) for stage in ZERO_STAGES[done:]]
-
-
-def offload_remedies(w: Workload) -> list[Remedy]:
-    """DeepSpeed ZeRO-Offload (decoder LLMs, the closed form; training with an optimizer): the optimizer state,
-    float32 master weights and float32 gradient partitions in CPU RAM, then the weights too. The same method and
-    result, at the cost of a CPU optimizer step and PCIe copies (the step time says how much): after the changes
-    that keep the step on the GPU. Under FSDP, whose one CPU offload moves the weights too whichever ``--offload``
-    says (``params_offloaded``), one remedy: the two would be the same job."""
-    if (w.optimizer == "none" or params_offloaded(w, effective_sharding(w))
-            or offload_optimizer_refusal(w, "optimizer")):
-        return []       # nothing (more) to offload, or an optimizer ZeRO-Offload has no CPU kernel for
-    out = [] if w.offload == "optimizer" else [_remedy("--offload optimizer", offload="optimizer")]
-    return out if effective_sharding(w) == "fsdp" else out + [_remedy("--offload params", offload="params")]
 
 
 def why_faster(job: Workload, remedied: Workload, step_s: float | None,
@@ -310,7 +133,7 @@ def find_remedies(
             fewest[target.gpu] = quote
         if fewest:
             quote = min(fewest.values(), key=lambda q: (q.total_cost_ranked, q.count))
-            results.append(_remedy_row(shard.change, quote, quote.effective_batch_size))
+            results.append(remedy_row(shard.change, quote, quote.effective_batch_size))
     # the changes of one GPU's job, for the single GPUs (sharding over several is the one above)
     remedies = [r for r in candidate_remedies(rec.workload, rec.method == "closed-form", micro_batch=False)
                 if "sharding" not in r.workload_fields]
@@ -321,7 +144,7 @@ def find_remedies(
         method_of[remedy.change] = changes_method(remedy)
         for target in oom:   # cheapest first: the cheapest GPU this remedy rescues is the news
             if (quote := priced(w, model, target)) is not None:
-                results.append(_remedy_row(remedy.change, quote, quote.effective_batch_size))
+                results.append(remedy_row(remedy.change, quote, quote.effective_batch_size))
                 break
     if unsplit:
         variants = [(None, rec.workload)] + ([(shard, shard.apply(rec.workload))] if shard is not None else [])
@@ -335,49 +158,12 @@ def find_remedies(
         if (found := split_batch_remedy(unsplit, variants, quote_at)) is not None:
             change, quote = found
             method_of[change] = False      # the same training, on more GPUs
-            results.append(_remedy_row(change, quote, unsplit[0].effective_batch_size))
+            results.append(remedy_row(change, quote, unsplit[0].effective_batch_size))
     if rec.best is not None:  # a remedy that costs more than the best option as it is, is no remedy
         results = [r for r in results if r["total_cost_ranked"] < (1.0 - REMEDY_MIN_SAVING) * rec.best.total_cost_ranked]
     # those that keep the training the same first (``changes_method``), each group cheapest first
     results.sort(key=lambda r: (method_of[r["change"]], r["total_cost_ranked"]))
     return tuple(results)
-
-
-def _remedy_row(change: str, quote: Quote, replaced_batch: int) -> dict:
-    """A remedy as ``--json`` lists it: the change as typed, its row's fields, and ``batch_note``: how it changes
-    the effective batch of the row it replaces, ``replaced_batch`` (``grown_batch_note``; None where it keeps it)."""
-    return {"change": change, **quote.to_dict(),
-            "batch_note": grown_batch_note(replaced_batch, quote.effective_batch_size, quote.count)}
-
-
-def unsplit_options(options) -> list[Quote]:
-    """The multi-GPU options left out because the effective batch does not split evenly over their GPUs, where that
-    left out every multi-GPU option that runs the job (none refused before it, for bf16 or the count, was priced);
-    empty otherwise (some count splits it: the table prices that one)."""
-    runs = [o for o in options if o.count > 1 and (o.exclusion is None or o.exclusion.kind not in (CANNOT_RUN, COUNT))]
-    unsplit = [o for o in runs if o.exclusion is not None and o.exclusion.kind == SPLIT]
-    return unsplit if len(unsplit) == len(runs) else []
-
-
-def split_batch_remedy(
-    unsplit: list[Quote], variants: list[tuple[Remedy | None, Workload]],
-    quote_at: Callable[[Remedy | None, Workload, Quote, int], Quote | None],
-) -> tuple[str, Quote] | None:
-    """For the options ``unsplit`` left out (``unsplit_options``): the change as typed and its row, at the smallest
-    effective batch that some of them fit at, the cheapest of those. Counts are tried fewest first, each at
-    ``splitting_batch`` of the job's effective batch over it (the fewest GPUs grow the batch least), each count
-    with ``variants`` in order ((None, the job as it is), then (the shard remedy, the job under it)), the first
-    that fits any GPU of that count wins. ``quote_at(remedy, workload, option, effective_batch)``: the option's
-    row for that variant at that batch, None where it does not fit or meets no constraint."""
-    effective = unsplit[0].effective_batch_size
-    for count in sorted({o.count for o in unsplit}):
-        batch = splitting_batch(effective, count)
-        for remedy, w in variants:
-            quotes = [q for o in unsplit if o.count == count and (q := quote_at(remedy, w, o, batch)) is not None]
-            if quotes:
-                change = " ".join([f"--effective-batch {batch}", *([remedy.change] if remedy is not None else [])])
-                return change, min(quotes, key=lambda q: q.total_cost_ranked)
-    return None
 
 
 def changes_that_fit(
@@ -417,7 +203,7 @@ def changes_that_fit(
     # the job as it is, sharded over the fewest GPUs of this kind it fits (ZeRO-3): the same training
     for count in SHARD_GPU_COUNTS:
         shard = shard_over_gpus_remedy(workload, count)
-        if shard is None or not _makes_a_job(shard, workload):
+        if shard is None or not makes_a_job(shard, workload):
             continue
         if found := quote(shard.change, shard.apply(workload)):
             singles.append((shard, found))
@@ -489,3 +275,10 @@ def _flags(remedies: list[Remedy]) -> str:
     for r in remedies:
         merged[r.change.split()[0]] = r.change
     return " ".join(merged.values())
+
+
+
+# the changes themselves (plan.changes) and their batch note (plan.batch_remedy), where callers import them from
+__all__ = ["REMEDY_MIN_SAVING", "PriceOption", "batch_change_note", "candidate_remedies", "changes_method",
+           "changes_that_fit", "find_remedies", "micro_batch_remedy", "no_change_fits_advice", "offload_remedies",
+           "per_gpu_layout", "shard_over_gpus_remedy", "why_faster"]
