@@ -52,7 +52,7 @@ from gpuwise.guard.rng import (capture_rng_state, restore_rng, restore_rng_state
                                snapshot_rng)
 from gpuwise.guard.sampler import ResumableDataLoader
 from gpuwise.guard.sharded import load_sharded, save_sharded
-from gpuwise.guard.state_file import diverged_reason, nonfinite_names, state_nonfinite
+from gpuwise.guard.state_file import diverged_reason, state_nonfinite
 from gpuwise.guard.storage import is_network_fs, low_space_warning
 from gpuwise.guard.train_end import (CRASHED, FINISHED, PREEMPTED, STOPPED, TrainEnd, end_of_exception,
                                      is_clean_exit, record_train_end)
@@ -265,8 +265,8 @@ class Guard:
                 self._save_due()
                 if self.stop_requested or (max_steps is not None and self.step_count >= max_steps):
                     return
-            if not yielded and len(self._loader.dataset) == 0:
-                raise GuardError("the dataset is empty")
+            if not yielded:  # an empty epoch is no progress: the next one would be empty too, forever
+                raise GuardError(self._loader.no_batch_message())
 
     # -- one training step -----------------------------------------------------------------------
     def step(self, batch: Any, loss_fn: LossFn) -> float:
@@ -673,16 +673,11 @@ class Guard:
         return None
 
     def _load(self, ckpt: Checkpoint, map_location: Any) -> tuple[Mapping[str, Any], list[str]]:
-        """The state in ``ckpt`` (model and optimizer applied unless they hold non-finite values) and the
-        names of those values."""
-        model = gdist.unwrap(self.model)
+        """The state in ``ckpt`` (model and optimizer applied unless they hold non-finite values; sharded ones, which
+        DCP loads in place, always) and the names of those values (``state_nonfinite``, the rule of the save)."""
         if self.sharded:
-            state = load_sharded(self.store, ckpt, self.model, self.optimizer)
-            # This rank's shards as loaded (parameters and optimizer state, no state_dict(): under FSDP
-            # that would gather the full tensors).
-            groups = {"model": dict(model.named_parameters()),
-                      "optimizer": list(self.optimizer.state.values()) if self.optimizer is not None else None}
-            return state, nonfinite_names(groups)
+            return load_sharded(self.store, ckpt, self.model, self.optimizer)
+        model = gdist.unwrap(self.model)
         state = self.store.load_state(ckpt, map_location=map_location, trust_pickle=self.trust_pickle)
         if not isinstance(state, Mapping) or not isinstance(state.get("model"), Mapping):
             raise GuardError(f"{ckpt.path.name}: state.pt holds no model state of a Guard")

@@ -55,9 +55,7 @@ class ResumableSampler(Sampler[int]):
 
     @property
     def shard_len(self) -> int:
-        if self.drop_last:
-            return self.data_len // self.world_size
-        return math.ceil(self.data_len / self.world_size)
+        return samples_per_rank(self.data_len, self.world_size, self.drop_last)
 
     def shard_indices(self) -> list[int]:
         if self.shuffle:
@@ -75,6 +73,25 @@ class ResumableSampler(Sampler[int]):
 
     def __len__(self) -> int:
         return self.shard_len - self.start
+
+
+def samples_per_rank(data_len: int, world_size: int, drop_last: bool) -> int:
+    """Samples of each rank's shard of an epoch: the order padded to a multiple of ``world_size``, or with
+    ``drop_last`` its tail dropped (0 when there are fewer samples than ranks)."""
+    return data_len // world_size if drop_last else math.ceil(data_len / world_size)
+
+
+def no_batch_message(data_len: int, world_size: int, batch_size: int, drop_last: bool) -> str:
+    """The one line that refuses an epoch of the resumable loader that yielded no batch (a loop over it would go on
+    through empty epochs forever)."""
+    per_rank = samples_per_rank(data_len, world_size, drop_last)
+    setup = f"{data_len} samples, {world_size} ranks, batch size {batch_size}, drop_last={drop_last}"
+    if per_rank == 0:
+        why = ("drop_last leaves each rank 0 samples (fewer samples than ranks); use more samples, fewer ranks or "
+               "drop_last=False")
+    else:
+        why = f"each rank's {per_rank} samples should make a batch, but the loader handed out none"
+    return f"an epoch of the resumable loader yielded no batch ({setup}): {why}"
 
 
 def sample_seed(seed: int, epoch: int, position: int) -> int:
@@ -196,6 +213,11 @@ class ResumableDataLoader:
             yield batch
         self._next_epoch()
 
+    def no_batch_message(self) -> str:
+        """Why an epoch of this loader yielded no batch (:func:`no_batch_message`)."""
+        return no_batch_message(self.sampler.data_len, self.sampler.world_size, self.batch_size,
+                                self.sampler.drop_last)
+
     def _next_epoch(self) -> None:
         self.sampler.epoch += 1
         self.sampler.seed = self.seed
@@ -217,7 +239,7 @@ class ResumableDataLoader:
         order (a new order mid-epoch would skip some samples and repeat others), as the uninterrupted run does;
         this loader's seed applies from the next epoch, said in one warning (rank 0)."""
         self.sampler.epoch = int(state["epoch"])
-        consumed = int(state["consumed"])
+        saved_consumed = consumed = int(state["consumed"])
         old_world = int(state.get("world_size", self.sampler.world_size))
         if old_world != self.sampler.world_size:
             # Elastic restart with another world size: rank r's i-th sample is the (i*world + r)-th of the
@@ -226,7 +248,9 @@ class ResumableDataLoader:
         self.consumed = min(consumed, self.sampler.shard_len)
         self.last_batch_samples = 0
         saved_seed = int(state.get("seed", self.seed))
-        mid_epoch = 0 < self.consumed < self.sampler.shard_len
+        # Begun is judged on the saved position: converted to more ranks it can round down to 0, and the epoch's
+        # first samples, trained already, must still end it in the saved seed's order.
+        mid_epoch = saved_consumed > 0 and self.consumed < self.sampler.shard_len
         self.sampler.seed = saved_seed if mid_epoch else self.seed
         if saved_seed != self.seed and self.sampler.rank == 0:
             log.warning("%s", seed_change_message(saved_seed, self.seed, self.sampler.epoch, mid_epoch))

@@ -125,8 +125,11 @@ def _make_room(store: CheckpointStore, step: int) -> list[Path]:
     return broadcast_object(freed)
 
 
-def load_sharded(store: CheckpointStore, ckpt: Checkpoint, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None) -> dict[str, Any]:
-    """Collective: loads this rank's shards into model/optimizer; returns the replicated extra state."""
+def load_sharded(store: CheckpointStore, ckpt: Checkpoint, model: torch.nn.Module,
+                 optimizer: torch.optim.Optimizer | None) -> tuple[dict[str, Any], list[str]]:
+    """Collective: loads this rank's shards into model/optimizer; returns the replicated extra state, and the names
+    of the loaded values of this rank's shards that hold NaN/Inf by the rule ``save_sharded`` refuses a save by
+    (``state_nonfinite``: buffers too, NaN only). The caller gathers every rank's names."""
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import set_model_state_dict, set_state_dict
 
@@ -134,11 +137,12 @@ def load_sharded(store: CheckpointStore, ckpt: Checkpoint, model: torch.nn.Modul
     state = {"model": model_sd, "optim": optim_sd}
     with _single_process_quiet():
         dcp.load(state, storage_reader=safe_reader(ckpt), planner=safe_load_planner())
+    nonfinite = state_nonfinite(model, {"model": state["model"], "optimizer": state["optim"]})
     if optimizer is not None:
         set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
     else:
         set_model_state_dict(model, state["model"])
-    return store.load_file(ckpt, EXTRA_FILE)
+    return store.load_file(ckpt, EXTRA_FILE), nonfinite
 
 
 def _get(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None) -> tuple[dict, dict]:
