@@ -44,10 +44,11 @@ def test_a_70b_full_fine_tune_asks_for_its_checkpoints_far_above_skypilots_defau
     assert any(f"disk_size {launch['disk_size_gb']} GB" in note for note in launch["notes"])
 
 
-def test_a_small_job_keeps_skypilots_default_disk_and_torchrun_says_the_need():
+def test_a_small_job_asks_no_skypilot_disk_off_skypilot_and_torchrun_says_the_need():
     launch = _emit("hf:meta-llama/Llama-3.1-8B", "--seq-len", "2048", "--steps", "500", "--finetune", "qlora",
                    "--grad-checkpointing", "--provider", "autodl", "--emit", "torchrun", "--command", "python train.py")
-    assert launch["disk_size_gb"] == SKYPILOT_DEFAULT_DISK_GB
+    assert launch["disk_size_gb"] is None     # AutoDL: no SkyPilot task; the job's own need is job_disk_gb
+    assert 0 < launch["job_disk_gb"] < SKYPILOT_DEFAULT_DISK_GB
     (note,) = [n for n in launch["notes"] if "of disk" in n]
     assert note in launch["text"]
 

@@ -54,14 +54,15 @@ def check_emit(emit: str | None, command: str | None, *, server: bool = False) -
 
 
 def launch_best(rec, catalog, emit: str, command: str) -> dict:
-    """The launch of a recommendation's best option: ``{"emit", "gpu", "count", "provider", "nodes",
-    "notes", "env", "files", "disk_size_gb", "wheel", "text"}``, where ``text`` is the YAML or the torchrun lines. The notes say
-    first the batch split the option is priced on, which ``env`` carries to the command (``BatchSplit``), then
+    """The launch of a recommendation's best option: ``{"emit", "gpu", "count", "provider", "nodes", "replicas",
+    "notes", "env", "files", "disk_size_gb", "job_disk_gb", "wheel", "text"}``, where ``text`` is the YAML or the
+    torchrun lines. The notes say first the batch split the option is priced on, which ``env`` carries to the command (``BatchSplit``), then
     the ZeRO/FSDP sharding and offload it is priced on (``ShardingSetup``), whose DeepSpeed config is in
     ``files`` (name -> text) and written by ``text`` beside the command, then the job's assumptions it fits and
     is priced only with (``JobAssumptions``: precision, gradient checkpointing, LoRA/QLoRA, sequence length),
     which ``env`` carries too, then the disk each node needs (``DiskNeed``: ``disk_size_gb``, a SkyPilot task's
-    ``disk_size``)."""
+    ``disk_size``, None where SkyPilot does not know the provider; ``job_disk_gb``, the job's own files beside the
+    system, on any provider)."""
     best = _best_to_launch(rec)
     split = BatchSplit.of(best, training=rec.workload.is_training, per_gpu=rec.method != "closed-form")
     sharding = ShardingSetup.of(rec.workload, best.count, closed_form=rec.method == "closed-form")
@@ -108,10 +109,13 @@ def _best_to_launch(rec):
 
 
 def _launch_dict(plan: LaunchPlan, emit: str, text: str, wheel: Path | None) -> dict:
-    """``--json``'s ``launch``: the plan's machines, notes, environment, files and disk, and the emitted text."""
+    """``--json``'s ``launch``: the plan's machines, notes, environment, files and disk (``disk_size_gb``: a SkyPilot
+    task's, ``LaunchPlan.disk_size_gb``; ``job_disk_gb``: the job's own files, ``DiskNeed.job_disk_gb``), and the
+    emitted text."""
     return {"emit": emit, "gpu": plan.gpu.id, "count": plan.count, "provider": plan.provider,
             "nodes": plan.nodes, "replicas": plan.replicas, "notes": list(plan.notes), "env": dict(plan.env),
-            "files": dict(plan.files), "disk_size_gb": plan.disk.disk_size_gb if plan.disk is not None else None,
+            "files": dict(plan.files), "disk_size_gb": plan.disk_size_gb,
+            "job_disk_gb": plan.disk.job_disk_gb if plan.disk is not None else None,
             "wheel": str(wheel) if wheel else None, "text": text}
 
 

@@ -87,6 +87,12 @@ class DiskNeed:
         return self.model_bytes + CHECKPOINTS_ON_DISK * self.checkpoint_bytes
 
     @property
+    def job_disk_gb(self) -> int:
+        """The job's own files (``job_bytes``) in whole GB, rounded up: the disk they need beside the system, on any
+        provider (``--json``'s ``launch.job_disk_gb``; the size a data disk is grown to where it holds less)."""
+        return math.ceil(self.job_bytes / GB)
+
+    @property
     def total_bytes(self) -> int:
         return SYSTEM_BYTES + self.job_bytes
 
@@ -122,14 +128,20 @@ class DiskNeed:
         grown where the job needs more than it comes with; a disk with that much free where gpuwise knows none."""
         disk = DATA_DISKS.get(provider)
         if disk is None:
-            return (f"rent the {provider} machine with that much disk free beside its system, and keep the checkpoint "
-                    f"directory and the model's download cache (HF_HOME, TORCH_HOME) there")
-        said = (f"on {provider}, keep the checkpoint directory and the model's download cache (HF_HOME, TORCH_HOME) "
-                f"on the data disk, {disk.path} ({_size(disk.included_bytes)} included), not on the "
-                f"{_size(disk.system_bytes)} system disk, which holds the image and packages")
+            return (f"rent the {provider} machine with that much disk free beside its system, and keep "
+                    f"{self._written_dirs()} there")
+        said = (f"on {provider}, keep {self._written_dirs()} on the data disk, {disk.path} "
+                f"({_size(disk.included_bytes)} included), not on the {_size(disk.system_bytes)} system disk, which "
+                f"holds the image and packages")
         if self.job_bytes > disk.included_bytes:
-            said += f"; expand the data disk (for a fee) to at least {math.ceil(self.job_bytes / GB)} GB"
+            said += f"; expand the data disk (for a fee) to at least {self.job_disk_gb} GB"
         return said
+
+    def _written_dirs(self) -> str:
+        """The directories the job writes its files to, in words: the model's download cache, and the checkpoint
+        directory where it checkpoints (training); a server or an inference job writes none."""
+        cache = "the model's download cache (HF_HOME, TORCH_HOME)"
+        return f"the checkpoint directory and {cache}" if self.checkpoint_bytes else cache
 
 
 def _size(n_bytes: int) -> str:

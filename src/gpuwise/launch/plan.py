@@ -154,6 +154,13 @@ class LaunchPlan:
         return {**env, **dict(self.command.env)}
 
     @property
+    def disk_size_gb(self) -> int | None:
+        """The disk a SkyPilot task asks for on each node (``DiskNeed.disk_size_gb``: the system's share included);
+        None where no task asks for one: SkyPilot does not know the provider (its machine, rented by hand, comes with
+        its own disks: ``DiskNeed.job_disk_gb`` is the job's share), or the disk is not known."""
+        return self.disk.disk_size_gb if self.disk is not None and self.skypilot_cloud is not None else None
+
+    @property
     def files(self) -> dict[str, str]:
         """Files the launch writes beside the command before it starts (name -> text): the DeepSpeed config
         of a ZeRO plan."""

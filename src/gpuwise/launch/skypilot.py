@@ -132,8 +132,8 @@ def skypilot_resources(plan: LaunchPlan) -> dict:
     resources = {"accelerators": f"{accelerator_name(plan.gpu.id, plan.skypilot_cloud, plan.gpu.based_on)}:{plan.gpus_per_node}",
                  "use_spot": plan.spot,
                  "infra": "/".join(p for p in (plan.skypilot_cloud, plan.region) if p)}
-    if plan.disk is not None:
-        resources["disk_size"] = plan.disk.disk_size_gb
+    if plan.disk_size_gb is not None:
+        resources["disk_size"] = plan.disk_size_gb
     if needs_best_network(plan):
         resources["network_tier"] = "best"
     return resources
