@@ -1,6 +1,6 @@
 """A log written in one burst (converted, replayed, logged after the fact) carries wall times but no step time:
 read as a pace (a ``SummaryWriter`` writes a scalar in about 10 µs), it priced the rest of a run at ¥0.00 with no
-caveat. A pace under ``MIN_TRAINING_STEP_S`` is not used, said once, and the plan is priced as for a log without
+caveat. Rows under ``MIN_LOGGED_ROW_GAP_S`` apart are not used, said once, and the plan is priced as for a log without
 wall times; a log with a real pace (0.2 s a step) is read as before."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from torch.utils.tensorboard import SummaryWriter
 
 from gpuwise.advise import AdviseSettings, PricingRequest, advise, read_log
-from gpuwise.advise.wall_times import MIN_TRAINING_STEP_S, burst_note
+from gpuwise.advise.wall_times import MIN_LOGGED_ROW_GAP_S, burst_note
 from gpuwise.catalog import load_catalog
 from gpuwise.cli.app import main
 
@@ -99,20 +99,26 @@ def test_advise_reads_the_burst_from_the_curve_as_read(tmp_path):
     assert report.analysis.wall_times_unused == report.pricing.note
 
 
-@pytest.mark.parametrize("step_s, burst", [
-    (MIN_TRAINING_STEP_S, False),          # the least a training step takes: a pace
-    (MIN_TRAINING_STEP_S * 0.99, True),
+@pytest.mark.parametrize("row_gap_s, burst", [
+    (MIN_LOGGED_ROW_GAP_S * 1.01, False),  # about the least a training loop logs rows apart: a pace
+    (MIN_LOGGED_ROW_GAP_S * 0.99, True),
     (1.2e-5, True),                        # a SummaryWriter's own pace
-    (REAL_STEP_S, False),
+    (REAL_STEP_S * 10, False),
 ])
-def test_a_pace_under_a_millisecond_a_step_is_a_burst(step_s, burst):
+def test_rows_under_the_least_gap_a_loop_logs_are_a_burst(row_gap_s, burst):
     steps = np.arange(0, 1000, 10)
-    note = burst_note(steps, UNIX_START_S + step_s * steps, step_s)
+    note = burst_note(steps, UNIX_START_S + row_gap_s * np.arange(len(steps)))
     assert (note is not None) is burst
+
+
+def test_a_fast_run_logging_every_hundredth_step_is_a_pace():
+    """0.5 ms a step logged every 100 steps: rows 50 ms apart (was: refused, 0.5 ms a step under 1 ms)."""
+    steps = np.arange(0, 100_000, 100)
+    assert burst_note(steps, UNIX_START_S + 5e-4 * steps) is None
 
 
 def test_the_burst_note_names_the_span_and_the_steps_it_covers():
     steps = np.array([10, 20, 30, 40])
-    times = np.array([np.nan, 100.0, 100.0002, 100.0004])   # a step without a time left out of the span
-    note = burst_note(steps, times, 2e-5)
-    assert "span 400 µs for 20 steps (20 µs a step, the median)" in note
+    times = np.array([np.nan, 100.0, 100.00002, 100.00004])   # a step without a time left out of the span
+    note = burst_note(steps, times)
+    assert "span 40 µs for 20 steps (20 µs between logged rows, the median)" in note

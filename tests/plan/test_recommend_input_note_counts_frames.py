@@ -19,6 +19,7 @@ def test_the_input_note_decodes_every_frame_of_a_clip(tmp_path):
     """))
     job = Workload(f"{tmp_path / 'video.py'}:video", batch_size=4, image_size=32, cpu_workers=8)
     model = model_for(job)
+    model.trace()       # as recommend's options do before its notes
     frames = model.frames_per_sample
     assert frames == 16
     note = _input_outcome(job, [], model)

@@ -5,11 +5,13 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 from gpuwise.catalog import load_catalog, resolve_gpu
 from gpuwise.runtime import predict_step_time
 from gpuwise.runtime.input_pipeline import decode_cost, is_decoding_warning
 from gpuwise.trace import trace_workload
+from gpuwise.trace.tracer import frames_per_sample
 from gpuwise.workload import Workload
 from gpuwise.workload.spec_builders import GUESSED_CLIP_FRAMES
 
@@ -87,3 +89,11 @@ def test_cpu_workers_deliver_clips_at_one_decode_per_frame(models, traces, h100,
     assert step.bound == "input"
     per_sample_s = decode_cost(training=True).per_image_s(SIDE_PX) * frames
     assert step.samples_per_s == pytest.approx(WORKERS / per_sample_s)
+
+
+def test_a_volume_or_a_time_first_clip_is_not_charged_as_frames():
+    """A CT/MRI volume (N, 1, D, H, W) is no D JPEGs, and (N, T, C, H, W) is not told from one: 1 frame each
+    (was: D and C JPEGs a sample)."""
+    volume, time_first = torch.empty(2, 1, 128, 96, 96), torch.empty(2, 16, 3, 64, 64)
+    assert frames_per_sample((volume,), {}) == 1 and frames_per_sample((time_first,), {}) == 1
+    assert frames_per_sample((), {"clip": torch.empty(2, 3, 16, 64, 64)}) == 16

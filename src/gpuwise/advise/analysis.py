@@ -172,7 +172,7 @@ def _step_time_s(curve: Curve, given_s: float | None) -> tuple[float | None, str
     measured_s = curve.step_time_s()
     if measured_s is None:
         return None, None
-    burst = burst_note(curve.steps, curve.t_s, measured_s)
+    burst = burst_note(curve.steps, curve.t_s)
     return (None, burst) if burst else (measured_s, None)
 
 

@@ -226,10 +226,10 @@ class TracedModel:
 
     @property
     def frames_per_sample(self) -> int:
-        """A video clip's frames (``Trace.frames_per_sample``, the same at every batch: read from any trace made,
-        else the job's), 1 for images."""
-        traces = list(self._traces.values()) or [self.trace()]
-        return traces[0].frames_per_sample
+        """A video clip's frames (``Trace.frames_per_sample``, the same at every batch: read from any trace made;
+        no trace is made for it), 1 for images and where no --cpu-workers decode JPEGs (the only reader)."""
+        traces = list(self._traces.values())
+        return traces[0].frames_per_sample if traces and self.workload.cpu_workers else 1
 
     def count_refusal(self, count: int) -> str | None:
         return None     # data parallelism: any count (the batch split is recommend's rule)

@@ -366,13 +366,17 @@ def _step(module, built, recorder: Recorder, optimizer, scaler, training: bool, 
     return frames
 
 
+RGB_CHANNELS = 3     # a clip's frames decode as JPEGs: colour images
+
+
 def frames_per_sample(args: tuple, kwargs: dict) -> int:
-    """The frames one sample of a batch holds: T of its first 5-D floating input, a video model's (N, C, T, H, W)
-    clips as nn.Conv3d takes them (a factory's own example inputs, or the clip gpuwise guessed); 1 for a batch of
-    images, tokens or features."""
+    """The frames one sample of a batch holds: T of its first 5-D floating input of RGB clips, a video model's
+    (N, 3, T, H, W) as nn.Conv3d takes them (a factory's own example inputs, or the clip gpuwise guessed); 1 for a
+    batch of images, tokens or features, and for other 5-D inputs: a volume (N, 1, D, H, W: CT, MRI) is no D JPEGs,
+    and (N, T, C, H, W) clips are not told apart from volumes."""
     for value in (*args, *kwargs.values()):
         if isinstance(value, torch.Tensor) and value.is_floating_point() and value.dim() == 5:
-            return int(value.shape[2])
+            return int(value.shape[2]) if value.shape[1] == RGB_CHANNELS else 1
     return 1
 
 
