@@ -83,6 +83,24 @@ def test_the_retry_happens_once_and_keeps_the_newest_checkpoint(tmp_path, disk_f
     assert _steps(store) == [3, 2]
 
 
+def test_room_made_in_vain_deletes_nothing_more_until_a_save_is_written(tmp_path, disk_full_once):
+    """A disk too small for one new checkpoint: the first full-disk save deletes the oldest and still fails; the
+    next deleted the next oldest (was: one old checkpoint lost at every save, down to the last). Once a save is
+    written, room is made again."""
+    store = CheckpointStore(tmp_path, keep=3)
+    for step in (1, 2, 3):
+        store.save({"w": torch.ones(10)}, step, 0)
+    disk_full_once(times=3)   # step 4, its retry, and step 5 meet the full disk
+    with pytest.raises(GuardError, match="checkpoint of step 4 not written"):
+        store.save({"w": torch.zeros(10)}, 4, 0)
+    assert _steps(store) == [3, 2]
+    with pytest.raises(GuardError, match=r"checkpoint of step 5 not written.*step-000000003 is intact"):
+        store.save({"w": torch.zeros(10)}, 5, 0)
+    assert _steps(store) == [3, 2], "room made in vain: nothing more deleted"
+    assert store.save({"w": torch.zeros(10)}, 6, 0).step == 6
+    assert store.make_room(7) == [tmp_path / "step-000000002"], "a written save lets room be made again"
+
+
 def test_other_write_errors_delete_nothing(tmp_path, disk_full_once):
     store = CheckpointStore(tmp_path, keep=2)
     for step in (1, 2):

@@ -6,7 +6,8 @@
 - a full disk (ENOSPC) on one rank, with two checkpoints kept, makes room (the oldest deleted) and saves again, on
   every rank; a disk that stays full is one ``GuardError`` line on every rank, nothing of the save left behind.
   Before, DCP's ``CheckpointException`` (a BaseException, which ``except Exception`` misses) came out of the save on
-  both ranks, with the half-written temporary directory left behind.
+  both ranks, with the half-written temporary directory left behind. Once room made did not let a save through,
+  no more is made until one is written.
 """
 
 from __future__ import annotations
@@ -43,21 +44,24 @@ JOB = textwrap.dedent("""
                                 timeout=datetime.timedelta(seconds=20))
         torch.manual_seed(0)
         model = torch.nn.Sequential(*(torch.nn.Linear(4, 4) for _ in range(4)))
-        store = CheckpointStore(directory, keep=2)
-        for step in (1, 2):
+        kept = 3 if scenario == "full-keep-3" else 2
+        store = CheckpointStore(directory, keep=kept)
+        for step in range(1, kept + 1):
             save_sharded(store, step, 0, model, None, {"step": step})
         if r == 1 and scenario == "nan":
             with torch.no_grad():
                 model[3].weight[0, 0] = float("nan")
         if r == 1 and scenario.startswith("full"):
             fill_disk(1 if scenario == "full-once" else 10**9)
-        try:
-            said = "saved" if (save_sharded(store, 3, 0, model, None, {"step": 3}) is not None) == (r == 0) else "?"
-        except GuardError as exc:
-            said = f"GuardError {exc}"
-        except BaseException as exc:   # DCP's CheckpointException is one
-            said = type(exc).__name__
-        dist.barrier()
+        for step in range(kept + 1, 2 * kept):   # one save, or two where three are kept
+            try:
+                saved = save_sharded(store, step, 0, model, None, {"step": step}) is not None
+                said = "saved" if saved == (r == 0) else "?"
+            except GuardError as exc:
+                said = f"GuardError {exc}"
+            except BaseException as exc:   # DCP's CheckpointException is one
+                said = type(exc).__name__
+            dist.barrier()
         return said
 
     children = []
@@ -73,7 +77,8 @@ JOB = textwrap.dedent("""
 
 
 def _ranks(directory: Path, scenario: str) -> tuple[list[str], str]:
-    """What each of two ranks said of the save of step 3 (rank 0's first), after saves of steps 1 and 2; stderr."""
+    """What each of two ranks said of the last save (rank 0's first): of step 3 after steps 1 and 2, or of step 5
+    after steps 1 to 4 with three kept (``full-keep-3``); stderr."""
     proc = subprocess.Popen([sys.executable, "-c", JOB, str(directory), str(directory.parent / "init"), scenario],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=example_env(),
                             start_new_session=True)
@@ -116,3 +121,14 @@ def test_a_disk_that_stays_full_is_one_guard_error_on_every_rank_and_leaves_noth
                 "checkpoint step-000000002 is intact")
     assert said == [expected, expected]
     assert _entries(directory) == ["step-000000002"]   # the oldest made room; the retry failed too
+
+
+def test_room_made_in_vain_on_a_disk_that_stays_full_deletes_nothing_more(tmp_path):
+    """Three kept, the disk full from step 4 on: step 4 deletes step 1 and still fails; step 5 deletes nothing more
+    (was: step 2 too, one checkpoint lost at every save down to the last)."""
+    directory = tmp_path / "ck"
+    said, _ = _ranks(directory, "full-keep-3")
+    expected = (f"GuardError checkpoint of step 5 not written to {directory}: No space left on device; previous "
+                "checkpoint step-000000003 is intact")
+    assert said == [expected, expected]
+    assert _entries(directory) == ["step-000000002", "step-000000003"]

@@ -97,6 +97,7 @@ class CheckpointStore:
         self.keep = keep
         self._verified: dict[str, tuple[int, int, int]] = {}  # checkpoint name -> manifest identity
         self._made_room = False  # a full disk made a save delete an old checkpoint (warned once)
+        self._room_in_vain = False  # the last save after make_room failed all the same; none written since
 
     # -- reading ---------------------------------------------------------------------------------
     def step_dirs(self) -> list[Path]:
@@ -254,6 +255,7 @@ class CheckpointStore:
         final = self.directory / f"step-{step:09d}"
         self._place(tmp, final)
         self._remember_verified(final)  # hashed while written: no second read
+        self._room_in_vain = False
         self.prune()
         return Checkpoint(final, manifest)
 
@@ -346,6 +348,7 @@ class CheckpointStore:
         try:
             return self._save_once(state, step, epoch, meta=meta, world_size=world_size)
         except OSError as exc:
+            self.made_room_in_vain()
             raise self.save_failed(step, exc) from exc
 
     def _save_once(self, state: Any, step: int, epoch: int, *, meta: dict[str, Any] | None,
@@ -366,7 +369,13 @@ class CheckpointStore:
         one fewer than now (at most ``keep - 1``, at least one) remain, making room for one more; never the newest
         verified one, never the only one. A checkpoint at or past ``below_step`` is none of this run's past (a
         newer one a resume refused, NaN, say) and neither counts nor is deleted: the one the run resumed from is
-        kept. Returns those deleted (none when a single one verifies)."""
+        kept. Returns those deleted (none when a single one verifies, and none after ``made_room_in_vain`` until a
+        checkpoint is written: a disk too small for one new checkpoint would otherwise lose an old one at every
+        save, down to the last)."""
+        if self._room_in_vain:
+            log.info("no checkpoint deleted to make room in %s: the last room made did not let a save through",
+                     self.directory)
+            return []
         verified = [path for step, path in self._entries(_STEP_DIR)
                     if step < below_step and not path.is_symlink() and self._verifies(path)]
         remaining = max(1, min(len(verified), self.keep) - 1)
@@ -377,6 +386,11 @@ class CheckpointStore:
         if removed:
             fsync_dir(self.directory)
         return removed
+
+    def made_room_in_vain(self) -> None:
+        """Say that a save after ``make_room`` failed all the same: ``make_room`` deletes nothing more until a
+        checkpoint is written (``commit``)."""
+        self._room_in_vain = True
 
     def note_made_room(self, step: int, cause: OSError, freed: list[Path]) -> None:
         """Say that the save of ``step`` met a full disk (``cause``) and ``make_room`` deleted ``freed`` before saving

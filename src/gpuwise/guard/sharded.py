@@ -44,7 +44,7 @@ def save_sharded(store: CheckpointStore, step: int, epoch: int, model: torch.nn.
 
     The rules of ``CheckpointStore.save``, decided alike on every rank: a state whose shards hold NaN/Inf on any rank
     (``state_nonfinite``) is not written; a full disk (ENOSPC, EDQUOT) on any rank has rank 0 delete the oldest
-    checkpoints (``make_room``) and every rank save again, once."""
+    checkpoints (``make_room``) and every rank save again, once (``made_room_in_vain`` where that failed too)."""
     shards = _get(model, optimizer)
     local = state_nonfinite(model, {"model": shards[0], "optimizer": shards[1]})
     diverged = [name for names in all_gather_object(local) for name in names]
@@ -57,6 +57,8 @@ def save_sharded(store: CheckpointStore, step: int, epoch: int, model: torch.nn.
             if dist_info().is_writer:
                 store.note_made_room(step, failed, freed)
             ckpt, failed = _save_once(store, step, epoch, shards, extra, meta)
+            if failed is not None and dist_info().is_writer:
+                store.made_room_in_vain()
     barrier()
     if failed is not None:
         raise store.save_failed(step, failed) from failed
