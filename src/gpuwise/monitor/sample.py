@@ -7,10 +7,13 @@ supported on this GPU, under MIG, or no permission), never zero.
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Mapping
 
 from gpuwise.catalog.resolve import split_mig_name
+
+MIG_LABEL = re.compile(r"(?P<gpu>\d+)/mig(?P<instance>\d+)")   # GpuSample.label of a MIG instance: "7/mig0"
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,7 @@ class GpuSample:
 
     @property
     def label(self) -> str:
+        """"3" for a whole GPU, "7/mig0" for a MIG instance (``MIG_LABEL`` reads it back)."""
         return f"{self.gpu_index}" if self.mig_index is None else f"{self.gpu_index}/mig{self.mig_index}"
 
     @property

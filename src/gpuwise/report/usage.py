@@ -26,12 +26,12 @@ the GPU the kernels filled (GPM SM activity tells that, on Hopper and newer).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 
+from gpuwise.monitor.sample import MIG_LABEL
 from gpuwise.report.sample_table import DeviceColumns, sample_table
 from gpuwise.report.sources import RUN_LOG_SOURCE, TorchPeak, UsageLog
 from gpuwise.runlog import END_T_S_KEY, START_T_S_KEY
@@ -43,7 +43,6 @@ ACTIVE_ABOVE_PCT = 1.0       # a GPU busier than this on average ran the job; at
 GAP_OVER_MEDIAN = 10.0       # a step between samples over this many median steps (and GAP_MIN_S) is a gap
 GAP_MIN_S = 300.0            # a step between samples of 5 min or less is never a gap (see gap_limit_s)
 MIN_SAMPLES_TO_JUDGE = 10    # fewer samples on every job GPU: too short to judge (the peak may fall between them)
-MIG_LABEL = re.compile(r"(?P<gpu>\d+)/mig(?P<instance>\d+)")   # GpuSample.label of a MIG instance: "7/mig0"
 CUDA_CONTEXT_MAX_BYTES = 2**30   # memory used over this is more than a CUDA context: something ran and held it
 
 
