@@ -69,6 +69,8 @@ class ResumableSampler(Sampler[int]):
         return order[:total][self.rank :: self.world_size]
 
     def __iter__(self) -> Iterator[int]:
+        if self.shard_len == 0:   # a loop of the user's own would train this rank on nothing, epoch after epoch
+            raise GuardError(empty_shard_message(self.data_len, self.world_size))
         return iter(self.shard_indices()[self.start :])
 
     def __len__(self) -> int:
@@ -81,14 +83,35 @@ def samples_per_rank(data_len: int, world_size: int, drop_last: bool) -> int:
     return data_len // world_size if drop_last else math.ceil(data_len / world_size)
 
 
+def position_in_world(consumed: int, saved_world_size: int, world_size: int, data_len: int,
+                      drop_last: bool) -> int:
+    """Samples of a rank's shard done in a world of ``world_size``, for ``consumed`` samples of each rank's shard
+    done in a world of ``saved_world_size``: rank r's i-th sample is the (i*world + r)-th of the epoch's global
+    order, so the first ``consumed * saved_world_size`` of that order are done. An epoch all handed out in the
+    saved world (``consumed`` = the shard's length: what older gpuwise saved at an epoch's last step) is all
+    handed out in the new one too, not its tail trained again."""
+    if consumed >= samples_per_rank(data_len, saved_world_size, drop_last):
+        return samples_per_rank(data_len, world_size, drop_last)
+    return consumed * saved_world_size // world_size
+
+
+_EMPTY_SHARD_WHY = ("drop_last leaves each rank 0 samples (fewer samples than ranks); use more samples, fewer ranks "
+                    "or drop_last=False")
+
+
+def empty_shard_message(data_len: int, world_size: int) -> str:
+    """The one line that refuses iterating a :class:`ResumableSampler` whose shard is empty."""
+    return (f"the resumable sampler has no sample for this rank ({data_len} samples, {world_size} ranks, "
+            f"drop_last=True): {_EMPTY_SHARD_WHY}")
+
+
 def no_batch_message(data_len: int, world_size: int, batch_size: int, drop_last: bool) -> str:
     """The one line that refuses an epoch of the resumable loader that yielded no batch (a loop over it would go on
     through empty epochs forever)."""
     per_rank = samples_per_rank(data_len, world_size, drop_last)
     setup = f"{data_len} samples, {world_size} ranks, batch size {batch_size}, drop_last={drop_last}"
     if per_rank == 0:
-        why = ("drop_last leaves each rank 0 samples (fewer samples than ranks); use more samples, fewer ranks or "
-               "drop_last=False")
+        why = _EMPTY_SHARD_WHY
     else:
         why = f"each rank's {per_rank} samples should make a batch, but the loader handed out none"
     return f"an epoch of the resumable loader yielded no batch ({setup}): {why}"
@@ -193,6 +216,8 @@ class ResumableDataLoader:
         return math.ceil((left if left > 0 else self.sampler.shard_len) / self.batch_size)
 
     def __iter__(self) -> Iterator[Any]:
+        if self.sampler.shard_len == 0:   # refused here too, in the words that name the batch size
+            raise GuardError(self.no_batch_message())
         if self.consumed >= self.sampler.shard_len:
             # every sample of the epoch was handed out, but the iteration that did it was not run to its end
             # (a loop that stops after len() batches, as Lightning's does): the next epoch, not an empty one
@@ -241,10 +266,9 @@ class ResumableDataLoader:
         self.sampler.epoch = int(state["epoch"])
         saved_consumed = consumed = int(state["consumed"])
         old_world = int(state.get("world_size", self.sampler.world_size))
-        if old_world != self.sampler.world_size:
-            # Elastic restart with another world size: rank r's i-th sample is the (i*world + r)-th of the
-            # epoch's global order, so the first consumed*old_world samples of that order are done.
-            consumed = consumed * old_world // self.sampler.world_size
+        if old_world != self.sampler.world_size:   # an elastic restart with another world size
+            consumed = position_in_world(consumed, old_world, self.sampler.world_size, self.sampler.data_len,
+                                         self.sampler.drop_last)
         self.consumed = min(consumed, self.sampler.shard_len)
         self.last_batch_samples = 0
         saved_seed = int(state.get("seed", self.seed))
