@@ -169,11 +169,11 @@ def _step_time_s(curve: Curve, given_s: float | None) -> tuple[float | None, str
     (None, None) where the curve has no times."""
     if given_s:
         return given_s, None
-    measured_s = curve.step_time_s()
-    if measured_s is None:
+    if curve.t_s is None:
         return None, None
+    # a burst first: its rows are one group, too few for a step time, and that is not "no times"
     burst = burst_note(curve.steps, curve.t_s)
-    return (None, burst) if burst else (measured_s, None)
+    return (None, burst) if burst else (curve.step_time_s(), None)
 
 
 def _reached_step(steps: np.ndarray, trend: np.ndarray, fit: TrendFit, fit_from: int, target: float) -> int | None:

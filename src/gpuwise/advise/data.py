@@ -11,6 +11,8 @@ from typing import Mapping
 
 import numpy as np
 
+from gpuwise.advise.wall_times import paced_rows
+
 
 def _frozen(a: np.ndarray | None, dtype: type) -> np.ndarray | None:
     if a is None:
@@ -74,11 +76,13 @@ class Curve:
         return len(self.steps)
 
     def step_time_s(self) -> float | None:
-        """Median wall seconds per optimizer step from the logged times (robust to pauses and restarts)."""
+        """Median wall seconds per optimizer step from the logged times (robust to pauses and restarts), read
+        between the rows that end a group of rows written together (``wall_times.paced_rows``: a buffered logger
+        stamps a flush's rows with the flush's time)."""
         if self.t_s is None or len(self.steps) < 3:
             return None
-        ok = np.isfinite(self.t_s)
-        steps, t = self.steps[ok].astype(float), self.t_s[ok]
+        paced_steps, t = paced_rows(self.steps, self.t_s)
+        steps = paced_steps.astype(float)
         if len(steps) < 3:
             return None
         dstep, dt = np.diff(steps), np.diff(t)
