@@ -61,7 +61,7 @@ def to_offers(catalog: Catalog, items: Iterable, *, checked: str, version: str) 
         offers.append(Offer(provider=provider_name(str(item.provider)), gpu_id=gpu.id, count=int(item.gpu_count),
                             price_per_hour=float(item.price), currency="USD", spot=bool(item.spot),
                             source=f"gpuhunt {version}: {item.provider} {where}".strip(), checked=checked,
-                            indicative=False, live=True))
+                            indicative=False, live=True, region=str(item.location or "")))
     return offers, left_out
 
 

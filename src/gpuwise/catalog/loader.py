@@ -55,7 +55,7 @@ _GPU_REQUIRED = ("id", "name", "arch", "compute_capability", "sm_count", "cuda_c
 _GPU_NEEDED = (*_GPU_REQUIRED[:8], "memory", "l2", *_GPU_REQUIRED[8:])
 _OFFER_KEYS: dict[str, str] = {
     "provider": _STR, "gpu": _STR, "gpu_id": _STR, "count": _INT, "price_per_hour": _NUM, "currency": _STR,
-    "spot": _BOOL, "source": _STR, "checked": _DATE, "indicative": _BOOL,
+    "spot": _BOOL, "source": _STR, "checked": _DATE, "indicative": _BOOL, "region": _STR,
 }
 _OFFER_REQUIRED = ("provider", "price_per_hour", "currency", "source", "checked")
 _TOP_KEYS = ("gpu", "offer")
@@ -340,6 +340,7 @@ def _parse_offer(table: dict[str, Any], where: str, index: dict[str, GPU], indic
         price_per_hour=float(table["price_per_hour"]),
         currency=currency_code(table["currency"]), spot=table.get("spot", False), source=table["source"],
         checked=table["checked"], indicative=table.get("indicative", indicative),
+        region=table.get("region", "").strip(),
     )
     problems = offer_problems(offer, today=None if indicative else today_date())
     if problems:

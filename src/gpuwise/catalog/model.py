@@ -204,6 +204,9 @@ class Offer:
     checked: str                 # ISO date the price was checked: "2026-11-20"
     indicative: bool = True      # shipped example price, not a live quote
     live: bool = False           # fetched now from a cloud's price list (gpuwise.catalog.live), not the user's own
+    # Where the price holds: a cloud's region ("us-east-1"), whose prices differ from its other regions'; "" where
+    # the provider asks one price everywhere (a marketplace, Lambda) or the offer does not say.
+    region: str = ""
 
     @property
     def price_per_gpu_hour(self) -> float:
@@ -224,7 +227,7 @@ class Offer:
             "provider": self.provider, "price_per_hour": self.price_per_hour, "currency": self.currency,
             "spot": self.spot, "source": self.source, "checked": self.checked,
             "count": self.count, "price_per_gpu_hour": round(self.price_per_gpu_hour, 6),
-            "indicative": self.indicative, "live": self.live,
+            "indicative": self.indicative, "live": self.live, "region": self.region or None,
         }
 
 

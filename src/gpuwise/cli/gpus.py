@@ -85,7 +85,8 @@ def gpus(
     c.console.print(
         "[dim]GiB: memory as the driver reports it (nvidia-smi). Dense peak TFLOPS; fp16 with fp32 accumulate, = bf16 where the GPU has bf16 (not before Ampere). "
         "* = datasheet figures not cross-checked. "
-        "Shipped prices are indicative: --json gives each one's source and date.[/dim]"
+        "Shipped prices are indicative, a cloud's for one region (name GPUs to see each offer's): --json gives each "
+        "one's source.[/dim]"
     )
 
 
@@ -173,18 +174,22 @@ def _offer_table(rows: list[GpuRow]) -> Table:
     # Dates and amounts are read whole ("2026-11-" / "20", and "¥120.0" / "0" misread as ¥120.0): their columns get
     # a fixed width, which ``fit_to_console`` leaves alone, so in a table too wide for the console the provider and
     # the note give way instead.
+    # A cloud's price is one region's (its others' differ): the region column, where any offer shown names one.
+    with_region = any(o.region for row in rows for o in row.offers)
     cells = [
-        (for_console(row.gpu.id), for_console(o.provider), str(o.count),
-         format_money(o.price_per_hour, o.currency), format_money(o.price_per_gpu_hour, o.currency),
-         for_console(o.checked), ", ".join(w for w, on in (("spot", o.spot), ("yours", o.own)) if on))
+        (for_console(row.gpu.id), for_console(o.provider), str(o.count), format_money(o.price_per_hour, o.currency),
+         format_money(o.price_per_gpu_hour, o.currency), for_console(o.checked),
+         *((for_console(o.region),) if with_region else ()),
+         ", ".join(w for w, on in (("spot", o.spot), ("yours", o.own)) if on))
         for row in rows for o in row.offers
     ]
     table = Table(title="offers (shipped ones are indicative)", title_justify="left", box=box.SIMPLE_HEAD,
                   pad_edge=False)
     table.add_column("GPU", min_width=max((len(r.gpu.id) for r in rows), default=3), no_wrap=True)
     whole = ("price/h", "/GPU-h", "checked")
-    for i, (col, just) in enumerate((("provider", "left"), ("n", "right"), ("price/h", "right"), ("/GPU-h", "right"),
-                                     ("checked", "left"), ("", "left")), start=1):
+    columns = (("provider", "left"), ("n", "right"), ("price/h", "right"), ("/GPU-h", "right"), ("checked", "left"),
+               *((("region", "left"),) if with_region else ()), ("", "left"))
+    for i, (col, just) in enumerate(columns, start=1):
         width = max([len(col)] + [len(row[i]) for row in cells]) if col in whole else None
         table.add_column(col, justify=just, no_wrap=True, width=width)
     for row in cells:
