@@ -4,6 +4,7 @@ prices are us-east-1's), and says in a comment that this binds a managed job's r
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import SimpleNamespace
 
 from gpuwise.catalog.topology import provider_entry
@@ -40,3 +41,18 @@ def test_the_widened_infra_the_note_names_is_a_task_skypilot_takes(sky, tmp_path
 
 def test_an_on_demand_task_has_no_recovery_to_speak_of(cat):
     assert "# note: infra:" not in _task_text(cat, spot=False)
+
+
+def test_a_price_of_another_region_launches_in_that_region(sky, tmp_path, cat):
+    """A user's (or a live) price of eu-west-1 was launched in the catalog's us-east-1, at other prices."""
+    offer = replace(cat.offers_for("l4", provider="aws")[0], region="eu-west-1")
+    option = SimpleNamespace(count=1, provider="aws", spot=True, offer=offer)
+    text = render(plan_launch(option, cat.gpu("l4"), "python train.py"), "skypilot")
+    assert _parsed(sky, tmp_path, text).region == "eu-west-1"
+    assert "infra: aws/eu-west-1" in text
+
+
+def test_an_offer_naming_no_region_launches_in_the_providers(cat):
+    offer = replace(cat.offers_for("l4", provider="aws")[0], region="")
+    plan = plan_launch(SimpleNamespace(count=1, provider="aws", spot=False, offer=offer), cat.gpu("l4"), "python x.py")
+    assert plan.region == provider_entry("aws")["region"]

@@ -188,6 +188,15 @@ def priced_words(option) -> str | None:
     return f"{format_duration(time_s)}, {money}" if time_s else money
 
 
+def launch_region(option) -> str | None:
+    """The region ``option`` launches in: its offer's, where the price it is quoted at names one (a user's eu-west-1
+    price, a live offer of us-west-2), else the provider's launch region (``topology.toml``, the shipped prices')."""
+    offer = getattr(option, "offer", None)
+    if offer is not None and offer.region:
+        return offer.region
+    return (provider_entry(option.provider) or {}).get("region")
+
+
 def skypilot_cloud(provider: str | None) -> str | None:
     """The SkyPilot cloud that rents ``provider``'s machines (its ``skypilot_cloud`` in the topology data); None
     where SkyPilot does not know the provider (AutoDL): no SkyPilot task or SkyServe service can launch there."""
@@ -275,7 +284,7 @@ def plan_launch(option, gpu: GPU, command: str, *, batch: BatchSplit | None = No
     if cloud is None:
         notes.append(f"SkyPilot does not know the provider {option.provider!r}: rent the machine there and "
                      f"run the torchrun lines on it")
-    region = (provider_entry(option.provider) or {}).get("region")
+    region = launch_region(option)
     return LaunchPlan(gpu=gpu, count=option.count, nodes=nodes, gpus_per_node=per_node, provider=option.provider,
                       spot=option.spot, skypilot_cloud=cloud, region=region, command=parsed,
                       notes=tuple(notes), batch=batch, sharding=sharding, one_process=one_process,
