@@ -58,23 +58,21 @@ def _quotes():
     return gpu_options(CATALOG, BIG, 1.0, scaling=scaling, memory_need_bytes=20 * 10**9)
 
 
-@pytest.mark.parametrize("switch_step", [2_000, 6_000, 11_000])
-def test_plan_run_takes_the_move_now_where_it_saves_most(switch_step):
+@pytest.mark.parametrize("later_step", [2_000, 6_000, 11_000])
+def test_plan_run_takes_the_move_now_which_saves_more_than_any_later(later_step):
     current, options = _quotes()
     switch = SwitchCost(restart_s=900, checkpoint_bytes=0)
-    plan = plan_run(current, options, now_step=1_000, switch_step=switch_step, end_step=11_000, end_reason="test",
-                    switch=switch)
+    plan = plan_run(current, options, now_step=1_000, end_step=11_000, end_reason="test", switch=switch)
     half = next(o for o in options if o.gpu == "half")
     assert [(p.gpu_id, p.from_step) for p in plan.phases] == [("half", 1_000)] and plan.switch_step == 1_000
     assert plan.saving == switch_saving(current, half, 10_000, switch)   # one pricing path: equal to the last bit
-    assert plan.saving > switch_saving(current, half, 11_000 - switch_step, switch)   # more than moving later
+    assert plan.saving > switch_saving(current, half, 11_000 - later_step, switch)   # more than moving later
 
 
 def test_plan_run_stays_where_no_move_saves_what_a_switch_must():
     current, options = _quotes()
     switch = SwitchCost(restart_s=900, checkpoint_bytes=0)
-    plan = plan_run(current, options, now_step=1_000, switch_step=1_500, end_step=1_200, end_reason="test",
-                    switch=switch)
+    plan = plan_run(current, options, now_step=1_000, end_step=1_200, end_reason="test", switch=switch)
     half = next(o for o in options if o.gpu == "half")
     assert not worth_switching(switch_saving(current, half, 200, switch), plan.stay.cost, current.ranking_currency)
     assert plan.switch_step is None and plan.phases == (plan.stay,) and plan.saving == 0

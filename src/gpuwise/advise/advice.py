@@ -493,9 +493,8 @@ def plan_advice(plan: GpuPlan, no_switch: str | None = None) -> list[Advice]:
                        {"cost": cur.cost, "saving": 0.0, "preemption_hours": cur.preemption_hours,
                         "no_switch": no_switch})]
     moved = plan.phases[-1]
-    when = "now" if moved.from_step <= cur.from_step else f"after step {moved.from_step:,}"
-    return [Advice("plan", f"Plan: move to {moved.gpu_id} {when}",
-                   f"{when.capitalize()}, move to {moved.gpu_id} ({_seller(moved.provider, moved.spot)}) for the steps "
+    return [Advice("plan", f"Plan: move to {moved.gpu_id} now",
+                   f"Now, move to {moved.gpu_id} ({_seller(moved.provider, moved.spot)}) for the steps "
                    f"to {plan.end_step:,} "
                    f"({plan.end_reason}): {format_money(plan.cost, plan.currency)} in all against "
                    f"{format_money(cur.cost, plan.currency)} staying on {cur.gpu_id}; saves "

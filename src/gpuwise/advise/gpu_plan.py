@@ -127,30 +127,23 @@ def switch_saving(current: Quote, other: Quote, remaining_steps: float, switch: 
     return finish_on(current, 0, remaining_steps, risk).cost - finish_on(other, 0, remaining_steps, risk, switch).cost
 
 
-def plan_run(current: Quote, options: list[Quote], *, now_step: int, switch_step: int, end_step: int,
-             end_reason: str, switch: SwitchCost = SwitchCost(), risk: SpotRisk = SPOT_RISK) -> GpuPlan:
-    """The cheapest plan to ``end_step``: staying on ``current``, or moving to another option the run may fit, now
-    or at ``switch_step`` (where the forecast says progress slows); a move only where its saving against staying is
-    worth a switch (``worth_switching``). On equal savings the earlier move and the option listed first win, as the
-    ``switch_gpu`` item's "Best:" picks; a spot offer's phase takes the preemptions ``risk`` expects."""
+def plan_run(current: Quote, options: list[Quote], *, now_step: int, end_step: int, end_reason: str,
+             switch: SwitchCost = SwitchCost(), risk: SpotRisk = SPOT_RISK) -> GpuPlan:
+    """The cheapest plan to ``end_step``: staying on ``current``, or moving now to another option the run may fit; a
+    move only where its saving against staying is worth a switch (``worth_switching``). Prices are per hour, so a
+    move saves the most the sooner it is made (its saving falls by the price difference of every step it waits,
+    spot offers' preemptions included, which are a share of the steps): no later move is a candidate. On equal
+    savings the option listed first wins, as the ``switch_gpu`` item's "Best:" picks; a spot offer's phase takes
+    the preemptions ``risk`` expects."""
     now_step = int(now_step)
     end_step = max(int(end_step), now_step)
-    switch_step = min(max(int(switch_step), now_step), end_step)
     stay_phase = finish_on(current, now_step, end_step, risk)
     stay = GpuPlan((stay_phase,), stay_phase, current.ranking_currency, end_step, end_reason)
-    moves = [_moved_plan(stay, current, o, at, switch, risk)
-             for at in sorted({now_step, switch_step}) if at < end_step
+    if now_step >= end_step:
+        return stay
+    moves = [replace(stay, phases=(finish_on(o, now_step, end_step, risk, switch),))
              for o in options if o.gpu != current.gpu and o.fits is not False]
     best = max(moves, key=lambda p: p.saving, default=None)
     if best is None or not worth_switching(best.saving, stay_phase.cost, current.ranking_currency):
         return stay
     return best
-
-
-def _moved_plan(stay: GpuPlan, current: Quote, option: Quote, at_step: int, switch: SwitchCost,
-                risk: SpotRisk) -> GpuPlan:
-    """``stay`` changed to move to ``option`` at ``at_step``: ``current`` until then, ``option`` (switch counted)
-    after."""
-    head = (finish_on(current, stay.stay.from_step, at_step, risk),) if at_step > stay.stay.from_step else ()
-    phases = (*head, finish_on(option, at_step, stay.end_step, risk, switch))
-    return replace(stay, phases=phases)

@@ -295,12 +295,11 @@ def advise(log: TrainingLog, settings: AdviseSettings = AdviseSettings(), catalo
             and not any(x.kind == "memory" for x in items):
         items += switch_advice(pricing, remaining, end_reason)   # says the run does not fit, and where it does
     if fits and a.diagnosis not in ("diverged", "not_learning") and remaining > 0:
-        plan = plan_run(pricing.current, list(pricing.options), now_step=a.last_step,
-                        switch_step=_switch_step(a, end_step), end_step=end_step, end_reason=end_reason,
-                        switch=pricing.switch, risk=pricing.spot_risk)
+        plan = plan_run(pricing.current, list(pricing.options), now_step=a.last_step, end_step=end_step,
+                        end_reason=end_reason, switch=pricing.switch, risk=pricing.spot_risk)
         stays = plan.switch_step is None
         no_switch = no_switch_reason(pricing, remaining) if stays else None
-        if plan.switch_step == a.last_step and not any(x.kind == "switch_gpu" for x in items):
+        if not stays and not any(x.kind == "switch_gpu" for x in items):
             items += switch_advice(pricing, remaining, end_reason)   # the plan's move now, and the GPUs it beat
         if not stays or not any(x.kind == "switch_gpu" for x in items):
             items += plan_advice(plan, no_switch)  # a "stay" plan says nothing a "stay on this GPU" item has not
@@ -310,14 +309,6 @@ def advise(log: TrainingLog, settings: AdviseSettings = AdviseSettings(), catalo
     return AdviceReport(a, ns, tuple(items), plan, pricing, log.curve.source, settings.target_loss, end_step, end_reason,
                         log.loss_name, log.other_loss_names, overfit, log.eval_name, thinned, run_end=run_end,
                         eval_rising=eval_rising, no_switch=no_switch)
-
-
-def _switch_step(a: CurveAnalysis, end_step: int) -> int:
-    """Now when flat; else where the forecast turns flat or progress per hour gets small, whichever comes first."""
-    if is_flat(a):
-        return a.last_step
-    candidates = [s for s in (a.plateau_forecast_step, a.diminishing_returns_step) if s is not None]
-    return max(a.last_step, min(candidates)) if candidates else end_step
 
 
 def _lr_peak(log: TrainingLog) -> float | None:
