@@ -25,6 +25,7 @@ GIB = 2**30
 MAX_BARS = 20   # GPUs the chart draws (the cheapest for the work, and the rented one); the table lists every one
 NAN = float("nan")
 SECONDS_AXIS_BELOW_S = 120.0   # a shorter run is drawn on an axis of seconds, a longer one of minutes
+LEGEND_MAX_GPUS = 8   # more of the job's GPUs share one colour and one legend entry per line kind
 
 
 def _png(fig) -> str:
@@ -37,6 +38,26 @@ def time_axis(run_s: float) -> tuple[float, str]:
     """(seconds per unit, unit name) of the timeline's axis, scaled to the run: seconds for a run under
     SECONDS_AXIS_BELOW_S, else minutes."""
     return (1.0, "seconds") if run_s < SECONDS_AXIS_BELOW_S else (60.0, "minutes")
+
+
+def has_lone_point(y: np.ndarray) -> bool:
+    """Whether the line ``y`` (NaN a break) has a reading with a break or an end on both sides: a line draws
+    nothing there, so it needs a marker (a sample alone between gaps, readings missing every other sample)."""
+    known = np.r_[False, ~np.isnan(y), False]
+    return bool(np.any(known[1:-1] & ~known[:-2] & ~known[2:]))
+
+
+MANY_GPUS_COLORS = {"memory used": "tab:blue", "job's processes": "tab:orange", "": "tab:blue"}
+
+
+def line_style(label: str, kind: str, job_labels: tuple[str, ...]) -> dict:
+    """The plot keywords of GPU ``label``'s line of ``kind`` ("memory used", "job's processes", "" for its busy
+    share). Up to LEGEND_MAX_GPUS GPUs, each line is its own entry ("GPU 3 memory used"); more would make a legend
+    taller than the plot, so each kind gets one colour and one entry naming every GPU ("GPUs 0-63 memory used")."""
+    if len(job_labels) <= LEGEND_MAX_GPUS:
+        return {"label": f"{gpu_labels([label])} {kind}".strip()}
+    return {"color": MANY_GPUS_COLORS[kind], "alpha": 0.5,
+            "label": f"{gpu_labels(job_labels)} {kind}".strip() if label == job_labels[0] else "_nolegend_"}
 
 
 def _timeline_png(report: Report) -> str:
@@ -53,24 +74,22 @@ def _timeline_png(report: Report) -> str:
     unit_s, unit_name = time_axis(last_s)
     for label in u.job_labels:
         own = devices[label]
-        runs = spans(own.t_s)
-        # A gap (usage.spans) breaks the line; a sample alone between gaps is drawn as a dot.
-        dots = {"marker": "o", "markersize": 3} if any(b - a == 1 for a, b in runs) else {}
-        breaks = [b for _, b in runs]
+        # A gap (usage.spans) breaks the line, as a missing reading does.
+        breaks = [b for _, b in spans(own.t_s)]
 
-        def line(column: str, unit: float = 1.0) -> tuple[list[float], list[float]]:
+        def plot(ax, column: str, kind: str, unit: float = 1.0, lw: float = 1.0) -> None:
             t = np.insert((own.t_s - u.start_t_s) / unit_s, breaks, NAN)
             y = np.insert(own.values[column] / unit, breaks, NAN)
             t, y = min_max_decimate(t, y)     # a long log: what a pixel column shows, not every sample
-            return t.tolist(), y.tolist()
+            dots = {"marker": "o", "markersize": 3} if has_lone_point(y) else {}
+            ax.plot(t.tolist(), y.tolist(), lw=lw, **line_style(label, kind, u.job_labels), **dots)
 
-        name = gpu_labels([label])
         if own.reported("memory_used_bytes").size:
-            ax_mem.plot(*line("memory_used_bytes", GIB), lw=1, label=f"{name} memory used", **dots)
+            plot(ax_mem, "memory_used_bytes", "memory used", GIB)
         if own.reported("process_memory_bytes").any():
-            ax_mem.plot(*line("process_memory_bytes", GIB), lw=1, label=f"{name} job's processes", **dots)
+            plot(ax_mem, "process_memory_bytes", "job's processes", GIB)
         if own.reported("utilization_pct").size:
-            ax_busy.plot(*line("utilization_pct"), lw=0.8, label=name, **dots)
+            plot(ax_busy, "utilization_pct", "", lw=0.8)
     for ax, what in ((ax_mem, "memory use"), (ax_busy, "utilisation")):
         if not ax.lines:
             ax.text(0.5, 0.5, f"no {what} in the log", transform=ax.transAxes, ha="center", va="center", color="grey")
@@ -88,8 +107,8 @@ def _timeline_png(report: Report) -> str:
                            label=f"usable ({r.headroom_fraction:.0%} kept free, as every command)")
     ax_mem.set_ylabel("GiB")
     ax_mem.set_ylim(bottom=0)
-    if ax_mem.get_legend_handles_labels()[0]:
-        ax_mem.legend(fontsize=7, loc="center right")
+    if ax_mem.get_legend_handles_labels()[0]:    # beside the plot, never over its lines
+        ax_mem.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     ax_mem.set_title("Memory")
     ax_busy.set_ylabel("busy %")
     ax_busy.set_ylim(0, 105)

@@ -456,14 +456,12 @@ def ran(d: DeviceUsage) -> bool:
 
 
 def _job_devices(devices: list[DeviceUsage]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(the devices the job touched, the idle GPUs left out): own process memory > 0 (none left out: the
-    others may be another job's), else those something ran on (``ran``; the whole GPUs nothing ran on, their
-    busy share known, are the idle ones; an idle MIG instance is another slice, not one the job rented), else
-    all of them."""
+    """(the devices the job touched, the idle GPUs left out): own process memory > 0, else those something ran on
+    (``ran``), else all of them. Either way the whole GPUs nothing ran on, their busy share known, are the idle
+    ones (paid for beside the job's); a GPU another job ran on (its memory or busy share, no process of this
+    job) is neither, and an idle MIG instance is another slice, not one the job rented."""
     with_process = [d.label for d in devices if d.memory_basis == "process"]
-    if with_process:
-        return tuple(with_process), ()
-    active = [d.label for d in devices if ran(d)]
+    active = with_process or [d.label for d in devices if ran(d)]
     if not active:
         return tuple(d.label for d in devices), ()
     idle = [d.label for d in devices if d.mig_index is None and not ran(d) and d.mean_busy_pct is not None]
