@@ -71,6 +71,16 @@ def all_gather_object(obj: Any) -> list[Any]:
     return out
 
 
+def samples_over_ranks(samples_here: int, fewest: int, most: int) -> int:
+    """Samples every rank stepped together, this rank ``samples_here``; ``fewest`` and ``most``: the smallest and
+    largest of the ranks' counts (from the step's agreement, the same on every rank). Equal everywhere (the usual
+    case: ``guard.loader`` pads an epoch's end) it is the world size times this rank's, with no collective; else
+    (a loop of the user's own whose ranks got different batches) every rank gathers every rank's count alike."""
+    if fewest == most:
+        return samples_here * dist_info().world_size
+    return sum(all_gather_object(samples_here))
+
+
 def is_ddp(model: torch.nn.Module) -> bool:
     return isinstance(model, torch.nn.parallel.DistributedDataParallel)
 

@@ -151,7 +151,7 @@ class Guard:
         self.min_free_checkpoints = min_free_checkpoints
         self.verbose = verbose
         self.step_count = 0        # optimizer steps completed
-        self.samples_seen = 0      # samples of completed steps, this rank
+        self.samples_seen = 0      # samples of completed steps over all ranks (the same on every rank)
         # Samples per optimizer step over all ranks (micro-batch x accumulation x world size): the batch the
         # learning-rate schedule is fitted to. Saved in checkpoints; a resume at another one is said once.
         self.effective_batch_size: int | None = None
@@ -295,10 +295,15 @@ class Guard:
                 loss_sum, ok, ran_out_here = accumulate_gradients(self.model, batch, micro, loss_fn,
                                                                   scaler=self.scaler, tracker=tracker,
                                                                   sharded=self.sharded)
-                proposal = micro if ok else smaller_micro_batch(micro)
-                agreed, not_preempt, not_time = agree_on_micro_batch(
-                    [proposal, 0 if self.preemption.requested else 1, 0 if self._time_save_due() else 1])
-                if ok and agreed == micro:
+                # A rank that succeeded proposes the micro-batch cap in force, not its own micro-batch: a rank whose
+                # batch is smaller (a loop of the user's own) would otherwise read as an OOM to the others. Every rank
+                # holds the same cap, and a failed rank proposes less than it: all break, or all retry.
+                cap_samples = self._micro_batch_cap or UNCAPPED_SAMPLES
+                proposal = cap_samples if ok else smaller_micro_batch(micro)
+                agreed, not_preempt, not_time, fewest, minus_most = agree_on_micro_batch(
+                    [proposal, 0 if self.preemption.requested else 1, 0 if self._time_save_due() else 1,
+                     total, -total])
+                if agreed == cap_samples:
                     break
                 free_failed_step(self.optimizer, model=self.model)
                 if agreed == 0:
@@ -307,10 +312,12 @@ class Guard:
                 self._event("oom_recovered", f"step {self.step_count + 1}: out of memory with micro-batch {micro}"
                                              f"{where}; retrying the same batch of {total} as micro-batches of "
                                              f"{agreed}")
-                micro = self._micro_batch_cap = agreed
+                self._micro_batch_cap = agreed
+                micro = min(agreed, total)
                 # The failed attempt's forwards drew random numbers (dropout): drawing on from there would
                 # make the retried step, and every later random number, depend on where the OOM hit.
                 restore_rng(rng_at_start)
+            step_samples = gdist.samples_over_ranks(total, fewest, -minus_most)
             optimizer_started = True
             grad_norm, self._lr_used = apply_update(self.model, self.optimizer, scheduler=self.scheduler,
                                                     scaler=self.scaler, clip_grad_norm=self.clip_grad_norm)
@@ -332,11 +339,11 @@ class Guard:
             raise
         self.step_count += 1
         self._failure = None  # the caller caught the last step's exception and went on
-        self.samples_seen += total
+        self.samples_seen += step_samples
         self._note_effective_batch(total)
         self.last_loss = loss_sum
         self._last_step_end_s = time.perf_counter()
-        self._log_step(loss_sum, total, micro, grad_norm, tracker, self._last_step_end_s - step_start_s)
+        self._log_step(loss_sum, step_samples, micro, grad_norm, tracker, self._last_step_end_s - step_start_s)
         if self._loader is not None:
             self._loader_at_step_end = (self.step_count, self._loader.state_dict())
         if not_preempt == 0:
@@ -405,17 +412,18 @@ class Guard:
             return None
         return MicroGradTracker([p for p in self.model.parameters() if p.requires_grad])
 
-    def _log_step(self, loss: float, total: int, micro: int, grad_norm: float | None,
+    def _log_step(self, loss: float, step_samples: int, micro: int, grad_norm: float | None,
                   tracker: MicroGradTracker | None, step_time_s: float) -> None:
+        """``step_samples``: the step's samples over all ranks (``samples_over_ranks``)."""
         noise = None
         if tracker is not None and grad_norm is not None:
-            noise = tracker.sample(self.step_count, grad_norm ** 2, total * self.info.world_size)
+            noise = tracker.sample(self.step_count, grad_norm ** 2, step_samples)
             if noise is not None and self.on_micro_grads is not None:
                 self.on_micro_grads(noise)
         if self.run_log is None:
             return
         metrics: dict[str, float | None] = {"loss": loss, "lr": self._lr_used,
-                                            "batch_size": total * self.info.world_size,
+                                            "batch_size": step_samples,
                                             "micro_batch_size": micro, "grad_norm": grad_norm,
                                             "epoch": self.epoch, STEP_TIME_METRIC: step_time_s}
         if noise is not None:
@@ -429,7 +437,7 @@ class Guard:
     def state_dict(self, *, exclude_last_batch: bool = False) -> dict[str, Any]:
         """Everything a resumed run needs to continue as if never stopped (tensors and plain types)."""
         state: dict[str, Any] = {
-            "format_version": 1,
+            "format_version": STATE_FORMAT_VERSION,
             "progress": {"step": self.step_count, "epoch": self.epoch, "samples_seen": self.samples_seen,
                          "micro_batch_size": self._micro_batch_cap, "world_size": self.info.world_size,
                          "effective_batch_size": self.effective_batch_size},
@@ -698,7 +706,7 @@ class Guard:
         """Restore everything but model and optimizer (loaded by ``resume`` according to the format)."""
         progress = state["progress"]
         self.step_count = int(progress["step"])
-        self.samples_seen = int(progress.get("samples_seen", 0))
+        self.samples_seen = samples_seen_of(state)
         if progress.get("micro_batch_size") is not None:
             self._micro_batch_cap = int(progress["micro_batch_size"])
         if progress.get("effective_batch_size") is not None:  # absent from checkpoints of older gpuwise: silent
@@ -900,6 +908,26 @@ class Guard:
             self.run_log.flush()
         except Exception as exc:  # noqa: BLE001 - the exception in flight is the one to report
             log.debug("run log not committed after a failed step: %s", exc)
+
+
+# The micro-batch cap a step proposes to the other ranks when none is in force (the whole batch, whatever its size)
+UNCAPPED_SAMPLES = 2 ** 62
+
+# The version of the state a checkpoint holds (``state_dict``), for what its values mean. 2: ``progress.samples_seen``
+# counts the samples of every rank; 1 (checkpoints of earlier gpuwise): rank 0's samples only.
+STATE_FORMAT_VERSION = 2
+
+
+def samples_seen_of(state: Mapping[str, Any]) -> int:
+    """The samples of every rank a checkpoint's ``state`` says its completed steps trained. A state of format 1 (or
+    without a version) counted rank 0's samples only: times the world size it saved (``progress.world_size``), the
+    count of a run on equal batches per rank (as ``guard.loader``'s are, an epoch's end too) that never changed its
+    world size; nothing more exact can be read from it."""
+    progress = state["progress"]
+    seen = int(progress.get("samples_seen", 0))
+    if int(state.get("format_version", 1)) < 2:
+        seen *= int(progress.get("world_size", 1))
+    return seen
 
 
 # Flags a Workload sets from how it was given (a CLI default or the user's choice), not the job itself
