@@ -24,7 +24,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from gpuwise.calibrate.calibration import SHOWN_HOST_S, GpuCalibration, duration_text, factor_text
-from gpuwise.calibrate.evidence import MIN_CLASS_SHARE
+from gpuwise.calibrate.evidence import MIN_CLASS_SHARE, same_workload, workload_key
+from gpuwise.calibrate.rows import predicted_classes
 from gpuwise.calibrate.step import HOST, OFFLOAD, CalibratedStep, class_key, on_device
 from gpuwise.catalog import GPU, Catalog, load_catalog
 from gpuwise.memory.model import MemoryEstimate
@@ -100,13 +101,30 @@ def _calibrated_pace(step: StepTime, pace: StepPace | None,
     return (step.bound if step.bound != old_bound else bound), step_s, tuple(kept[:at] + fresh + kept[at:])
 
 
-def corrected_memory(memory: MemoryEstimate, cal: GpuCalibration) -> MemoryEstimate:
-    if not cal.memory_offset_bytes:                        # None: not measured; 0: nothing to move
-        return memory
-    offset = cal.memory_offset_bytes
-    total = max(memory.peak_reserved_bytes, memory.total_bytes + offset)
-    note = f"CUDA context and workspaces {offset / 2**20:+.0f} MiB as measured on your stack ({cal.label})"
-    return replace(memory, total_bytes=total, notes=(*memory.notes, note))
+def corrected_memory(memory: MemoryEstimate, cal: GpuCalibration, measured_peak_bytes: int | None = None) -> MemoryEstimate:
+    """The nvidia-smi total moved by the stack's offset (when measured), and never below ``measured_peak_bytes``, the
+    most a run of this very job measured on this GPU (``same_job_peak_bytes``): the offset covers only what the
+    allocator does not hold, so a job whose allocator held more than predicted would otherwise be estimated under
+    what it was seen to take (and a negative offset pushed it further under)."""
+    notes = list(memory.notes)
+    total = memory.total_bytes
+    if cal.memory_offset_bytes:                            # None: not measured; 0: nothing to move
+        offset = cal.memory_offset_bytes
+        total = max(memory.peak_reserved_bytes, total + offset)
+        notes.append(f"CUDA context and workspaces {offset / 2**20:+.0f} MiB as measured on your stack ({cal.label})")
+    if measured_peak_bytes is not None and measured_peak_bytes > total:
+        total = measured_peak_bytes
+        notes.append(f"total raised to {measured_peak_bytes / 2**30:.2f} GiB, the most a run of this job measured on "
+                     f"{cal.gpu} ({cal.label})")
+    return memory if total == memory.total_bytes else replace(memory, total_bytes=total, notes=tuple(notes))
+
+
+def same_job_peak_bytes(step: StepTime, cal: GpuCalibration, precision, gpu) -> int | None:
+    """The most memory a run of ``cal`` measured whose shipped prediction is ``step``'s (``evidence.same_workload``: the
+    same job on that GPU, as far as the prediction tells); None when no such run measured memory."""
+    key = workload_key(*predicted_classes(step, precision, gpu), step.host_s)
+    peaks = [r.measured_peak_bytes for r in cal.runs if r.measured_peak_bytes is not None and same_workload(r) == key]
+    return max(peaks) if peaks else None
 
 
 def describe(step: StepTime | None, cal: GpuCalibration, precision, gpu) -> str:
@@ -135,7 +153,7 @@ def describe(step: StepTime | None, cal: GpuCalibration, precision, gpu) -> str:
         text += f", host +{cal.host_s * 1e3:.2f} ms beside the kernels' issue (adds {visible_s * 1e3:.2f} ms to this step{hidden})"
     dominant = [k for k in sorted(unseen, key=lambda k: -unseen[k]) if total > 0 and unseen[k] >= MIN_CLASS_SHARE * total]
     if dominant:
-        text += (f"; {', '.join(dominant)} ({share(unseen)} of this step) never seen in {runs}: "
+        text += (f"; {', '.join(dominant)} ({share({k: unseen[k] for k in dominant})} of this step) never seen in {runs}: "
                  "the shipped model there")
     return text + disagreement_text(cal)
 
@@ -156,7 +174,9 @@ def disagreement_text(cal: GpuCalibration) -> str:
 def corrected(est: Estimate, cal: GpuCalibration) -> Estimate:
     on = (est.workload.precision, est.gpu)
     time = corrected_time(est.time, cal, *on) if est.time is not None else None
-    return replace(est, time=time, memory=corrected_memory(est.memory, cal), calibration=describe(est.time, cal, *on))
+    peak_bytes = same_job_peak_bytes(est.time, cal, *on) if est.time is not None else None
+    return replace(est, time=time, memory=corrected_memory(est.memory, cal, peak_bytes),
+                   calibration=describe(est.time, cal, *on))
 
 
 def carried(est: Estimate, cal: GpuCalibration) -> Estimate:

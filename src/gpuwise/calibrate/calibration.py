@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from gpuwise.calibrate.evidence import same_workload_disagreements
+from gpuwise.calibrate.evidence import same_workload_disagreements, stack_groups
 from gpuwise.calibrate.step import LAUNCH, OFFLOAD, CalibratedStep, FitRow, compose
 
 MIN_FACTOR = 0.05              # no class gets 20× faster than the shipped model says
@@ -122,6 +122,13 @@ class GpuCalibration:
         fastest first."""
         return same_workload_disagreements(self.runs)
 
+    @property
+    def stacks(self) -> dict[str, tuple[str, ...]]:
+        """Kernel stack ("torch 2.5.1, cuda 12.4") -> the fingerprints of the runs that measured it, oldest first, where
+        the runs measured more than one (the fit mixes them); {} where they measured one."""
+        groups = stack_groups(self.runs)
+        return {k: tuple(r.fingerprint for r in v) for k, v in groups.items()} if len(groups) > 1 else {}
+
     def run_step_times(self) -> list[dict]:
         """Per run, oldest first, what ``gpuwise calibrate`` lists of it: its fingerprint, measured, calibrated and
         shipped step time (seconds), and the calibrated one's error ((calibrated − measured) / measured)."""
@@ -138,6 +145,7 @@ class GpuCalibration:
                 "run_fingerprints": [r.fingerprint for r in self.runs], "run_step_times": self.run_step_times(),
                 "unreproduced": self.unreproduced,
                 "disagreeing": [[r.fingerprint for r in group] for group in self.disagreeing],
+                "mixed_stacks": {k: list(v) for k, v in self.stacks.items()},
                 "stack": dict(self.stack), "fitted": self.fitted}
 
 
@@ -155,3 +163,14 @@ def error_text(error: float) -> str:
     if ratio <= 0.1:
         return f"{ratio:.2g}x the measurement"
     return "±0%" if abs(error) < 0.005 else f"{error:+.0%}"
+
+
+def mixed_stacks_text(cal: GpuCalibration) -> str:
+    """Where ``cal``'s runs measured several kernel stacks (``GpuCalibration.stacks``), in words: which, and how to keep
+    the current one's runs alone; "" where they measured one."""
+    if not cal.stacks:
+        return ""
+    said = "; ".join(f"{stack} ({len(fps)} run(s): {', '.join(fps)})" for stack, fps in cal.stacks.items())
+    return (f"its runs measured {len(cal.stacks)} stacks, {said}, and the fit mixes them: if you have left a stack "
+            f"behind (an upgrade), drop its runs (`gpuwise calibrate --forget FINGERPRINT`, or `gpuwise calibrate "
+            f"--reset --gpu {cal.gpu}` and calibrate the new runs again)")

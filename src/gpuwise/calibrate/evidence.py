@@ -17,11 +17,14 @@ are evidence that one of them measured something else (``same_workload_disagreem
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from gpuwise.calibrate.step import LAUNCH, OFFLOAD, FitRow, shipped_sides
 
 MIN_CLASS_SHARE = 0.05         # a factor needs this share of one run's predicted step (module docstring)
+# The parts of a run's stack that set its kernels' speed: runs that differ in them measured two stacks (a torch upgrade
+# changes kernels and their launch path; the driver alone seldom does)
+KERNEL_STACK = ("torch", "cuda")
 # Runs with the same shipped prediction (the same workload on the same GPU, as far as the fit can see) whose
 # measured steps differ by more than this share of the faster one disagree: measured medians of one job on one
 # GPU are a few % apart run to run; beyond 25 % one of them measured something else, and the fit lands between.
@@ -58,9 +61,14 @@ def supported_classes(rows: Sequence[FitRow]) -> set[str]:
 
 def same_workload(row: FitRow) -> tuple:
     """What tells runs of one workload apart on one GPU without its name (never stored): the shipped prediction,
-    per class and host issue time (4 significant digits). Two workloads that share it are one point to the fit."""
-    return (tuple(sorted((c, f"{s:.4g}") for c, s in row.predicted_by_class_s.items())),
-            f"{row.predicted_other_s:.4g}", f"{row.predicted_host_s or 0.0:.4g}")
+    per class and host issue time (``workload_key``). Two workloads that share it are one point to the fit."""
+    return workload_key(row.predicted_by_class_s, row.predicted_other_s, row.predicted_host_s)
+
+
+def workload_key(by_class_s: Mapping[str, float], other_s: float, host_s: float | None) -> tuple:
+    """A shipped prediction as ``same_workload`` compares them: per class (``class_key``), outside the classes and the
+    host's issue time, each to 4 significant digits."""
+    return (tuple(sorted((c, f"{s:.4g}") for c, s in by_class_s.items())), f"{other_s:.4g}", f"{host_s or 0.0:.4g}")
 
 
 def same_workload_disagreements(rows: Sequence[FitRow]) -> list[tuple[FitRow, ...]]:
@@ -76,3 +84,19 @@ def same_workload_disagreements(rows: Sequence[FitRow]) -> list[tuple[FitRow, ..
         if slowest_s > (1 + SAME_WORKLOAD_TOLERANCE) * fastest_s:
             out.append(tuple(group))
     return out
+
+
+def stack_text(row: FitRow) -> str:
+    """The parts of ``row``'s stack that set its kernels' speed (``KERNEL_STACK``), as said: "torch 2.5.1, cuda 12.4";
+    "" where the run recorded none."""
+    return ", ".join(f"{k} {row.stack[k]}" for k in KERNEL_STACK if row.stack.get(k))
+
+
+def stack_groups(rows: Sequence[FitRow]) -> dict[str, tuple[FitRow, ...]]:
+    """The runs by the kernel stack they measured (``stack_text``), oldest first, in the order first seen; a run that
+    recorded none is in no group. More than one group: the fit mixes stacks (an upgrade's runs with older ones)."""
+    out: dict[str, list[FitRow]] = {}
+    for r in rows:
+        if stack_text(r):
+            out.setdefault(stack_text(r), []).append(r)
+    return {k: tuple(v) for k, v in out.items()}

@@ -59,9 +59,11 @@ def describe(cal: GpuCalibration) -> str:
               f"{', '.join(off)}" if off else "")
     unchanged = (f"{', '.join(cal.unchanged_classes)} fitted at {factor_text(1.0)}: as shipped; "
                  if cal.unchanged_classes else "")
+    mixed = (f"; its runs measured {len(cal.stacks)} stacks ({'; '.join(cal.stacks)}), mixed in one fit: "
+             "--forget the runs of one you left behind" if cal.stacks else "")
     return (f"{cal.label}: step time factors {cal.scaled_text or 'none'} ({unchanged}classes under "
             f"{MIN_CLASS_SHARE:.0%} of every run's predicted step, and classes no run exercised: the shipped model), "
-            f"{host_text(cal)}, memory outside the allocator {memory}{caveat}")
+            f"{host_text(cal)}, memory outside the allocator {memory}{caveat}{mixed}")
 
 
 def describe_runs(cal: GpuCalibration) -> list[str]:

@@ -60,6 +60,7 @@ from gpuwise.calibrate.calibration import (
     GpuCalibration,
     duration_text,
     error_text,
+    mixed_stacks_text,
 )
 from gpuwise.calibrate.errors import CalibrateError
 from gpuwise.calibrate.evidence import (
@@ -225,6 +226,8 @@ def fit_gpu(gpu: str, rows: Sequence[FitRow], *, today: str | None = None,
             "right one (`gpuwise calibrate --forget FINGERPRINT` drops a run)",
             gpu, ", ".join(f"{duration_text(r.measured_step_time_s)} ({name(r)})" for r in group), slow / fast,
             100 * SAME_WORKLOAD_TOLERANCE)
+    if cal.stacks:
+        log.warning("calibration of %s: %s", gpu, mixed_stacks_text(cal))
     off = [r for r in unique if r.fingerprint in cal.unreproduced]
     if off:
         log.warning(

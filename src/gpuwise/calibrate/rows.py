@@ -16,6 +16,7 @@ from gpuwise.catalog.resolve import AmbiguousGpuName, UnknownGpuName
 from gpuwise.errors import GpuwiseError
 from gpuwise.plan.llm import estimate_llm
 from gpuwise.plan.profile import WorkloadModel, model_for
+from gpuwise.runtime.model import StepTime
 from gpuwise.runtime.predict import roofline_step_s
 from gpuwise.runtime.rates import peak_flops_per_s
 from gpuwise.runtime.stack import Stack
@@ -44,6 +45,19 @@ def outside_classes_s(step_time_s: float, classes_s: float) -> float:
     """The step time outside its classes: 0 where the difference is rounding (under ``OTHER_TOLERANCE``)."""
     other = step_time_s - classes_s
     return other if other > OTHER_TOLERANCE * abs(step_time_s) else 0.0
+
+
+def predicted_classes(time: StepTime, precision, gpu: GPU) -> tuple[dict[str, float], float]:
+    """A shipped step as the fit sees it: (seconds per ``class_key`` on ``gpu``, seconds outside the classes)."""
+    by_class = {class_key(c, precision, gpu): float(s) for c, s in time.by_class_s.items()}
+    return by_class, outside_classes_s(float(time.step_time_s), sum(by_class.values()))
+
+
+def measured_peak_bytes(m: Measurement) -> int | None:
+    """The most memory ``m`` measured (``FitRow.measured_peak_bytes``): the larger of its process memory and PyTorch's
+    peak reserved; None when it measured neither."""
+    figures = [b for b in (m.process_memory_bytes, m.peak_reserved_bytes) if b is not None]
+    return int(max(figures)) if figures else None
 
 
 def measured_gpu(m: Measurement, catalog: Catalog) -> GPU:
@@ -156,16 +170,17 @@ def fit_row(m: Measurement, gpu: GPU, progress: Callable[[str], None] | None = N
     if est.time is None:
         raise CalibrateError(f"{m.source}: gpuwise predicts no step time for this workload on {gpu.id}")
     check_reachable(m, model, est.workload, gpu, float(est.time.step_time_s))
-    by_class = {class_key(c, workload.precision, gpu): float(s) for c, s in est.time.by_class_s.items()}
+    by_class, other_s = predicted_classes(est.time, workload.precision, gpu)
     measured_outside = (m.process_memory_bytes - m.peak_reserved_bytes
                         if m.process_memory_bytes is not None and m.peak_reserved_bytes is not None else None)
     return FitRow(
         fingerprint=fingerprint(m, gpu.id), predicted_by_class_s=by_class,
-        predicted_other_s=outside_classes_s(float(est.time.step_time_s), sum(by_class.values())),
+        predicted_other_s=other_s,
         measured_step_time_s=float(m.step_time_s),
         predicted_outside_allocator_bytes=est.memory.total_bytes - est.memory.peak_reserved_bytes,
         measured_outside_allocator_bytes=measured_outside,
         stack={k: str(v) for k, v in m.stack.items() if v},
         predicted_host_s=float(est.time.host_s),
         unmeasured_memory=tuple(k for k in MEMORY_FIGURES if getattr(m, k) is None),
+        measured_peak_bytes=measured_peak_bytes(m),
     )

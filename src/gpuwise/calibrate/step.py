@@ -48,6 +48,9 @@ class FitRow:
     # the memory figures the run lacked (MEMORY_FIGURES' keys), so that "not measured" can say which; () also for a
     # run stored before this was kept
     unmeasured_memory: tuple[str, ...] = ()
+    # the most memory the run measured: its process memory (NVML, what nvidia-smi shows), else PyTorch's peak reserved;
+    # an estimate of the same job on that GPU is never below it (``apply.corrected_memory``). None: not measured
+    measured_peak_bytes: int | None = None
 
     @property
     def predicted_step_time_s(self) -> float:
