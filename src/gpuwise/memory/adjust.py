@@ -55,10 +55,8 @@ def cuda_events(trace: Trace, stack: CudaStack) -> CudaEvents:
                 MemoryEvent(anchor.seq, "free", next_id, nbytes, "workspace", phase, module, op_index),
             ))
             next_id += 1
-    first_step = _WARMUP if _WARMUP in step_positions else 0
     for op_index, nbytes in persistent.items():
-        table = step_positions.get(first_step) or step_positions.get(0) or _Table([])
-        pos = _before_op(table, op_index, len(events))
+        pos = _first_call(step_positions, op_index, len(events))
         anchor = events[min(pos, len(events) - 1)] if events else None
         if anchor is None:
             continue
@@ -170,6 +168,10 @@ class _Table:
     def __bool__(self) -> bool:
         return bool(self.rows)
 
+    def __contains__(self, op_index: int) -> bool:
+        j = bisect.bisect_left(self.keys, op_index)
+        return j < len(self.keys) and self.keys[j] == op_index
+
 
 def _after_op(table: _Table, op_index: int, n: int) -> int:
     """Position just after the op's last event (or before the next op's first one)."""
@@ -177,6 +179,18 @@ def _after_op(table: _Table, op_index: int, n: int) -> int:
     if j < len(table.rows) and table.rows[j][0] == op_index:
         return table.rows[j][2] + 1
     return table.rows[j][1] if j < len(table.rows) else n
+
+
+def _first_call(step_positions: dict[int, _Table], op_index: int, n: int) -> int:
+    """Position just before the op's first run: in the warm-up step where that step lines up with the measured one
+    there, else in the measured step. With gradient accumulation only the warm-up's forward lines up (its backward
+    keeps its gradients): the backward thread's cuBLAS handle is made at the measured backward's first GEMM, not
+    after the last event, where its workspace never counted at the peak."""
+    for step in (_WARMUP, 0):
+        table = step_positions.get(step)
+        if table is not None and op_index in table:
+            return _before_op(table, op_index, n)
+    return _before_op(step_positions.get(0) or _Table([]), op_index, n)
 
 
 def _before_op(table: _Table, op_index: int, n: int) -> int:

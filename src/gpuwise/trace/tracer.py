@@ -234,6 +234,7 @@ def _prepare(module: torch.nn.Module, workload: Workload,
     if workload.channels_last:
         module.to(memory_format=torch.channels_last)
     if workload.is_training:
+        _refuse_training_without_trainable_parameters(module, workload)
         _refuse_sparse_gradients(module)
     if workload.grad_checkpointing and workload.is_training:
         if is_hf and getattr(module, "supports_gradient_checkpointing", False):
@@ -248,6 +249,19 @@ def _prepare(module: torch.nn.Module, workload: Workload,
     if workload.grad_accum_steps > 1 and workload.is_training:
         notes.append("gradient accumulation: the measured micro-step starts with the previous one's gradients")
     return module, notes, checkpointed
+
+
+def _refuse_training_without_trainable_parameters(module: torch.nn.Module, workload: Workload) -> None:
+    """A training step of a model none of whose parameters requires grad (a parameter-free module, a backbone the
+    factory froze whole) has no backward: PyTorch's ``loss.backward()`` refuses it, and so does gpuwise, in one
+    line that says why, not as a failure of tracing."""
+    if any(p.requires_grad for p in module.parameters()):
+        return
+    count = sum(1 for _ in module.parameters())
+    held = f"all {count} of its parameters are frozen" if count else "it has no parameters"
+    raise WorkloadError(f"{workload.model or type(module).__name__} has nothing to train ({held}: no parameter "
+                        "requires grad, so a training step has no backward): --mode infer estimates its forward, "
+                        "or leave the layers to train with requires_grad=True")
 
 
 def _refuse_sparse_gradients(module: torch.nn.Module) -> None:
