@@ -140,3 +140,32 @@ def test_a_size_the_factory_takes_as_a_parameter_is_its_own_not_the_guess(models
     assert "image_size" not in dict(trace.input_sizes)
     assert not any(n.startswith("--image-size") for n in trace.notes)
     assert trace.sized_job(trace.workload).image_size == 64
+
+
+BAG = '''
+import torch
+from torch import nn
+
+
+class Bag(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.EmbeddingBag(5000, 32)
+        self.fc = nn.Linear(32, 2)
+
+    def forward(self, x):
+        return self.fc(self.emb(x))
+
+
+def make_bag():
+    return Bag()
+'''
+
+
+def test_an_embedding_bag_first_is_guessed_tokens(tmp_path):
+    """nn.EmbeddingBag first (a bag-of-words classifier): guessed as float features from the Linear after it,
+    which the bag refused ("expected indices to be long or int"); now tokens of --seq-len, as for nn.Embedding."""
+    path = tmp_path / "bag.py"
+    path.write_text(BAG)
+    trace = _trace(path, "make_bag")
+    assert dict(trace.input_sizes) == {"seq_len": 128, "image_size": None}

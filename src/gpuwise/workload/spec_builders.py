@@ -646,11 +646,11 @@ def _fresh_tensor(x):
 
 def _guess_inputs(module: nn.Module, batch_size: int, seq_len: int, image_size: int):
     """(the example inputs, what was guessed) for a factory that returned none, from the model's first layer: images
-    (Conv2d) and clips of ``GUESSED_CLIP_FRAMES`` frames (Conv3d) at ``image_size`` px square, tokens (Embedding) and
-    sequences (Conv1d) of ``seq_len``, features (Linear). A lazy first layer (nn.LazyLinear) learns its input's size
+    (Conv2d) and clips of ``GUESSED_CLIP_FRAMES`` frames (Conv3d) at ``image_size`` px square, tokens (Embedding,
+    EmbeddingBag) and sequences (Conv1d) of ``seq_len``, features (Linear). A lazy first layer (nn.LazyLinear) learns its input's size
     from the first forward, so there is nothing to guess from."""
     first = next((m for m in module.modules() if isinstance(m, (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.Linear,
-                                                                   nn.Embedding))), None)
+                                                                   nn.Embedding, nn.EmbeddingBag))), None)
     size_name, assumed = None, ""
     if first is None or lazy_modules(first):
         why = f": its first layer, {type(first).__name__}, takes its input's size from the first forward" if first \
