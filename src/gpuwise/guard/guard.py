@@ -45,6 +45,7 @@ from gpuwise.guard.async_save import AsyncSaver, HostStaging
 from gpuwise.guard.checkpoint import Checkpoint, CheckpointStore
 from gpuwise.guard.dirlock import DirectoryLock, lock_directory
 from gpuwise.guard.errors import GuardError, check_flag, check_number
+from gpuwise.guard.frozen import FrozenWeights
 from gpuwise.guard.gradnoise import GradNoiseSample, MicroGradTracker
 from gpuwise.guard.oom import agree_on_micro_batch, batch_size_of, free_failed_step, is_oom, smaller_micro_batch
 from gpuwise.guard.preemption import EXIT_RESTART, PreemptionHandler
@@ -83,6 +84,11 @@ class Guard:
     calibrate`` learns from it (docs/calibrate.md). A log that already holds a workload (``gpuwise run --model
     …`` around the script) keeps it; a different one here is warned about, not written over it.
 
+    A checkpoint holds the model's trained parameters and its buffers, not its frozen parameters
+    (``requires_grad=False``: a LoRA/QLoRA base, a frozen backbone), which the script loads before ``resume()``; it
+    holds their fingerprint, and a resume refuses a model whose frozen weights differ (``frozen``).
+    ``save_frozen=True`` saves them too (a script that does not rebuild them). FSDP's sharded checkpoints hold all.
+
     One run per ``directory``: rank 0 locks it while the Guard lives (until ``close``), and a Guard of another
     live process on it raises GuardError naming that process (``dirlock``), after waiting ``dirlock.WAIT_S`` for
     it to end; a run that died never blocks. ``lock_directory=False`` takes no lock and checks none (for a
@@ -103,7 +109,8 @@ class Guard:
                  extra_state: Mapping[str, Any] | None = None, sharded: bool | None = None,
                  trust_pickle: bool = False, min_free_checkpoints: int = 3, verbose: bool = True,
                  allow_fresh: bool = False, max_save_failures: int = 3,
-                 workload: Mapping[str, Any] | Any = None, lock_directory: bool = True) -> None:
+                 workload: Mapping[str, Any] | Any = None, lock_directory: bool = True,
+                 save_frozen: bool = False) -> None:
         # Every argument checked before anything is created (the directory, the run log, signal handlers).
         if on_save_error not in ("warn", "raise"):
             raise GuardError(f"on_save_error must be 'warn' or 'raise', got {on_save_error!r}")
@@ -115,6 +122,7 @@ class Guard:
         check_number("min_free_checkpoints", min_free_checkpoints, 0, whole=True)
         check_exit_code(exit_code)
         check_flag("lock_directory", lock_directory)
+        check_flag("save_frozen", save_frozen)
         check_scheduler(scheduler)
         gdist.require_process_group()  # else every rank would take itself for rank 0
         workload_record = _checked_workload(workload)
@@ -148,6 +156,8 @@ class Guard:
         self.extras: dict[str, Any] = {}  # the user's own small values (tensors / plain types), saved too
         self.sharded = gdist.is_fsdp(model) if sharded is None else sharded
         self.trust_pickle = trust_pickle
+        self.save_frozen = save_frozen
+        self._frozen = FrozenWeights()   # what of the model a checkpoint leaves out, fingerprinted once
         self.min_free_checkpoints = min_free_checkpoints
         self.verbose = verbose
         self.step_count = 0        # optimizer steps completed
@@ -449,9 +459,21 @@ class Guard:
             "extras": dict(self.extras),
         }
         if not self.sharded:
-            state["model"] = gdist.unwrap(self.model).state_dict()
+            state["model"] = self._model_state(state)
             state["optimizer"] = self.optimizer.state_dict() if self.optimizer is not None else None
         return state
+
+    def _model_state(self, state: dict[str, Any]) -> Mapping[str, Any]:
+        """The model's state a checkpoint holds: its ``state_dict`` less its frozen parameters (the script loads
+        them before ``resume()``), whose fingerprint goes into ``state["frozen"]``; the whole ``state_dict`` where
+        nothing is frozen or ``save_frozen`` (the format of earlier gpuwise, without ``"frozen"``)."""
+        model = gdist.unwrap(self.model)
+        if self.save_frozen:
+            return model.state_dict()
+        kept, fingerprint = self._frozen.split(model)
+        if fingerprint:
+            state["frozen"] = fingerprint
+        return kept
 
     def save(self, reason: str = "manual", *, wait: bool = False) -> Checkpoint | None:
         """Checkpoint now (all ranks must call it). Returns the checkpoint (rank 0, synchronous saves)."""
@@ -689,18 +711,36 @@ class Guard:
         state = self.store.load_state(ckpt, map_location=map_location, trust_pickle=self.trust_pickle)
         if not isinstance(state, Mapping) or not isinstance(state.get("model"), Mapping):
             raise GuardError(f"{ckpt.path.name}: state.pt holds no model state of a Guard")
+        if state.get("frozen") is not None and not isinstance(state["frozen"], Mapping):
+            raise GuardError(f"{ckpt.path.name}: state.pt holds no fingerprint of frozen weights a Guard writes")
         nonfinite = state_nonfinite(model, state)
         if not nonfinite:
-            try:
-                model.load_state_dict(state["model"])
-            except RuntimeError:
-                misfit = _model_misfit(model.state_dict(), state["model"])
-                if misfit:  # else the caller reports PyTorch's own words
-                    raise GuardError(f"{ckpt.path.name} verifies but does not fit this model: {misfit}") from None
-                raise
+            self._load_model(model, state, ckpt.path.name)
             if self.optimizer is not None and state.get("optimizer") is not None:
                 self.optimizer.load_state_dict(state["optimizer"])
         return state, nonfinite
+
+    def _load_model(self, model: torch.nn.Module, state: Mapping[str, Any], label: str) -> None:
+        """Load ``state["model"]`` into ``model``: strictly where it is whole (no ``"frozen"``: nothing was frozen,
+        ``save_frozen``, or a checkpoint of gpuwise before frozen weights were left out); where it holds the trained
+        entries only, after checking the model's frozen ones against their fingerprint, and strictly about the rest."""
+        saved = state["model"]
+        if state.get("frozen") is None:
+            try:
+                model.load_state_dict(saved)
+            except RuntimeError:
+                misfit = _model_misfit(model.state_dict(), saved)
+                if misfit:  # else the caller reports PyTorch's own words
+                    raise GuardError(f"{label} verifies but does not fit this model: {misfit}") from None
+                raise
+            return
+        expected, refused = self._frozen.check(model, state["frozen"], saved.keys())
+        if refused:
+            raise GuardError(f"{label}: {refused}")
+        misfit = _model_misfit(expected, saved)
+        if misfit:
+            raise GuardError(f"{label} verifies but does not fit this model: {misfit}")
+        model.load_state_dict(saved, strict=False)
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore everything but model and optimizer (loaded by ``resume`` according to the format)."""

@@ -119,7 +119,8 @@ def nonfinite_names(groups: Mapping[str, Any], *, nan_only: Iterable[str] = (), 
 def state_nonfinite(model: torch.nn.Module, state: Mapping[str, Any]) -> list[str]:
     """Names of the values in a Guard ``state``'s model and optimizer that hold NaN or ±Inf (a model's buffers:
     NaN only, as a causal mask of -inf is legitimate): the one rule for refusing to save or load a diverged state.
-    A sharded state (DTensors) is checked in this rank's shards: the caller gathers every rank's names."""
+    It checks what the state holds: of a partly frozen model, the trained parameters and buffers (``frozen``: the
+    frozen ones are not saved, so a frozen -inf mask kept as a parameter stops no save). A sharded state (DTensors) is checked in this rank's shards: the caller gathers every rank's names."""
     # every name of a buffer shared by several modules (state_dict lists each; named_buffers only the first)
     buffers = [f"model.{name}" for name, _ in gdist.unwrap(model).named_buffers(remove_duplicate=False)]
     try:

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from gpuwise.launch.assumptions import JobAssumptions
 from gpuwise.launch.command import Command, parse_command
-from gpuwise.launch.disk import DiskNeed, checkpoint_bytes_per_param, checkpoint_optimizer_bytes
+from gpuwise.launch.disk import (DiskNeed, checkpoint_bytes_per_param, checkpoint_optimizer_bytes,
+                                 checkpoint_weights_bytes)
 from gpuwise.launch.plan import BatchSplit, LaunchError, LaunchPlan, plan_launch
 from gpuwise.launch.server import (REMOTE_MODEL_DIR, is_server, local_model_dir, missing_weights_refusal,
                                    server_emit_refusal, skyserve_refusal, vllm_serve_line)
@@ -123,16 +124,21 @@ def disk_need(workload, option, gpu) -> DiskNeed:
     """The disk each node (a server's replica) of ``option`` needs for ``workload``: the whole model's weights as one
     unsharded GPU holds them (a checkpoint gathers the shards), from the same estimate as the plan (a traced model's
     trace is cached by then), the optimizer state a checkpoint holds for the parameters it trains
-    (``checkpoint_optimizer_bytes``, whatever the GPU and batch), and the checkpoint it downloads
+    (``checkpoint_optimizer_bytes``, whatever the GPU and batch) with the weights a checkpoint saves (the trained
+    ones where a base is frozen: ``checkpoint_weights_bytes``), and the checkpoint it downloads
     (``downloaded_weights_bytes``)."""
     whole = workload.with_(num_gpus=1, sharding="ddp", offload="none")
     model = model_for(whole)
     estimate = model.estimate(gpu, count=1, batch_size=option.batch_size, with_time=False,
                               grad_accum_steps=option.grad_accum_steps)
-    optimizer_bytes = (checkpoint_optimizer_bytes(estimate.workload, trained_param_count(model, estimate))
-                       if workload.is_training else 0)
-    return DiskNeed.of(estimate.memory.weights_bytes, optimizer_bytes, training=workload.is_training,
-                       downloaded_bytes=downloaded_weights_bytes(workload))
+    if not workload.is_training:
+        return DiskNeed.of(estimate.memory.weights_bytes, 0, training=False,
+                           downloaded_bytes=downloaded_weights_bytes(workload))
+    trained = trained_param_count(model, estimate)
+    return DiskNeed.of(estimate.memory.weights_bytes, checkpoint_optimizer_bytes(estimate.workload, trained),
+                       training=True, downloaded_bytes=downloaded_weights_bytes(workload),
+                       saved_weights_bytes=checkpoint_weights_bytes(estimate.workload, estimate.memory.weights_bytes,
+                                                                    trained))
 
 
 def trained_param_count(model, estimate) -> int:

@@ -2,6 +2,9 @@
 weights, and the guard's checkpoints (training), so that a SkyPilot task asks for it (``resources.disk_size``)
 instead of SkyPilot's default, which a large model's checkpoints outgrow: one checkpoint of a 70B full fine-tune
 (float32 weights and Adam's two states) is 0.85 TB, and the guard keeps three and writes a fourth before it prunes.
+A job that freezes a base (``--finetune lora``, ``qlora``, ``freeze``) checkpoints its trained parameters only, with
+their optimizer state: the guard does not save frozen parameters (docs/guard.md, "What is saved"), so an 8B LoRA's
+checkpoint is its adapters' ~0.1 GB, not the base's 16 GB; the base is counted once, as the model's weights.
 
 The model is counted as the larger of the weights the job holds and the checkpoint it downloads: a QLoRA base
 holds its block weights in nf4 (8B: 5.9 GB) but downloads the 16-bit checkpoint they are quantized from as they
@@ -60,6 +63,17 @@ def checkpoint_optimizer_bytes(workload, trained_params: int) -> int:
     return int(trained_params * optimizer_state_bytes(workload.optimizer, trainable_bytes(workload.precision)))
 
 
+def checkpoint_weights_bytes(workload, weights_bytes: int, trained_params: int) -> int:
+    """The weights one guard checkpoint of ``workload`` holds: all of the model's ``weights_bytes`` where it trains
+    every parameter (``finetune`` "full"); where it freezes a base (lora, qlora, freeze) its ``trained_params`` only,
+    at the trained weights' dtype (``trainable_bytes``: float32 under AMP), as the guard saves no frozen parameter.
+    A frozen model's buffers, which the guard saves too, are left out: a decoder LLM's are not saved at all
+    (rotary frequencies are non-persistent) and a vision backbone's BatchNorm statistics are a few MB."""
+    if workload.finetune == "full":
+        return int(weights_bytes)
+    return int(trained_params * trainable_bytes(workload.precision))
+
+
 def checkpoint_bytes_per_param(dtype: str | None) -> int:
     """Bytes a parameter of a checkpoint stored in ``dtype`` (a config's ``torch_dtype``, ``torch.`` prefix or not)."""
     return CHECKPOINT_DTYPE_BYTES.get(str(dtype or "").removeprefix("torch."), UNNAMED_CHECKPOINT_BYTES)
@@ -68,18 +82,24 @@ def checkpoint_bytes_per_param(dtype: str | None) -> int:
 @dataclass(frozen=True)
 class DiskNeed:
     """Bytes on one node's disk: ``model_bytes`` (the model's weights: the checkpoint as downloaded, or as the job
-    holds them where that is more) and ``checkpoint_bytes`` (one checkpoint: weights and optimizer state; 0 for
-    serving), beside ``SYSTEM_BYTES``."""
+    holds them where that is more) and ``checkpoint_bytes`` (one checkpoint: the weights it saves and the optimizer
+    state; 0 for serving), beside ``SYSTEM_BYTES``. ``frozen_base``: a checkpoint leaves out a frozen base."""
 
     model_bytes: int
     checkpoint_bytes: int = 0
+    frozen_base: bool = False
 
     @classmethod
-    def of(cls, weights_bytes: int, optimizer_bytes: int, *, training: bool, downloaded_bytes: int = 0) -> "DiskNeed":
+    def of(cls, weights_bytes: int, optimizer_bytes: int, *, training: bool, downloaded_bytes: int = 0,
+           saved_weights_bytes: int | None = None) -> "DiskNeed":
         """The need of a job whose whole model (one GPU's worth, unsharded) holds ``weights_bytes`` of weights
-        and ``optimizer_bytes`` of optimizer state: a checkpoint holds both. ``downloaded_bytes``: the checkpoint
-        it downloads (0: not known), more than it holds where the weights are quantized as they load."""
-        return cls(int(max(weights_bytes, downloaded_bytes)), int(weights_bytes + optimizer_bytes) if training else 0)
+        and ``optimizer_bytes`` of optimizer state. A checkpoint holds the optimizer state and the weights it saves,
+        ``saved_weights_bytes`` (``checkpoint_weights_bytes``: the trained ones where a base is frozen; None: all).
+        ``downloaded_bytes``: the checkpoint it downloads (0: not known), more than it holds where the weights are
+        quantized as they load; it is on disk once, whatever the checkpoints hold."""
+        saved = weights_bytes if saved_weights_bytes is None else saved_weights_bytes
+        return cls(int(max(weights_bytes, downloaded_bytes)), int(saved + optimizer_bytes) if training else 0,
+                   frozen_base=training and saved < weights_bytes)
 
     @property
     def job_bytes(self) -> int:
@@ -111,8 +131,10 @@ class DiskNeed:
         they go (``_placement``), not a SkyPilot task's disk (None: a SkyPilot provider's words)."""
         parts = [f"{_size(self.model_bytes)} of model weights"]
         if self.checkpoint_bytes:
-            parts.append(f"{CHECKPOINTS_ON_DISK} checkpoints of {_size(self.checkpoint_bytes)} of weights and "
-                         f"optimizer state (the guard keeps 3 and writes the next before it prunes)")
+            what = ("trained weights and their optimizer state, without the frozen base" if self.frozen_base
+                    else "weights and optimizer state")
+            parts.append(f"{CHECKPOINTS_ON_DISK} checkpoints of {_size(self.checkpoint_bytes)} of {what} "
+                         f"(the guard keeps 3 and writes the next before it prunes)")
         left_out = ["not the dataset"] if reads_dataset else []
         if self.checkpoint_bytes:
             left_out.append("less where the checkpoint directory is on other storage (a bucket, a shared file system)")
