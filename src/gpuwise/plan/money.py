@@ -13,6 +13,8 @@ from gpuwise.units import CNY_PER_UNIT, RATES_CHECKED, parse_money  # noqa: F401
 
 MoneyError = PlanError   # the plan part's one error type
 
+SHOWN_COST_DECIMALS = 2   # units.format_money's figure: a cost as every table and line reads it
+
 
 def convert(amount: float, from_currency: str, to_currency: str) -> float:
     try:
@@ -21,6 +23,13 @@ def convert(amount: float, from_currency: str, to_currency: str) -> float:
         raise MoneyError(
             f"no exchange rate for {exc.args[0]!r}; known currencies: {', '.join(sorted(CNY_PER_UNIT))}"
         ) from None
+
+
+def shown_cost(amount: float) -> float:
+    """``amount`` as it reads (``units.format_money``: to the hundredth of its currency): the figure options are
+    ranked by, so that two costs that read the same are a tie, which the faster option wins, and not a difference
+    of a thousandth of a cent (how each option's last, short batch rounds its step count)."""
+    return round(amount, SHOWN_COST_DECIMALS)
 
 
 def rates_in(currency: str) -> dict[str, float]:

@@ -47,9 +47,13 @@ def spot_policy(spot: bool) -> str:
 
 def check_provider(catalog: Catalog, provider: str | None) -> str | None:
     """The provider as the catalog spells it (``catalog.query.check_provider``: aliases, a known cloud without
-    offers told where prices come from); PlanError (exit 2), in ``gpus``' words, when no offer is found."""
+    offers told where prices come from); PlanError (exit 2), in ``gpus``' words, when no offer is found, and for
+    a list of several (one provider is asked for)."""
     if provider is None:
         return None
+    if "," in provider:      # "runpod,aws" read as one name gets a misleading "did you mean"
+        raise PlanError(f"--provider takes one provider, not a list: {provider.strip()!r}; leave --provider out to "
+                        "compare every provider's offers, ranked in one currency")
     try:
         return check_catalog_provider(catalog, provider)
     except CatalogError as e:

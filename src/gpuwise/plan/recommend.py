@@ -14,7 +14,7 @@ from gpuwise.catalog.resolve import resolve_gpu
 from gpuwise.catalog.topology import topology_for
 from gpuwise.plan.constraints import Constraints, JobSize, apply_constraints, relative_misses
 from gpuwise.plan.errors import PlanError
-from gpuwise.plan.money import RATES_CHECKED, rates_in
+from gpuwise.plan.money import RATES_CHECKED, rates_in, shown_cost
 from gpuwise.plan.offers import (candidate_offers, cheapest_offers, clusters_refused, larger_than_a_machine,
                                  node_size, ranking_currency, spot_policy)
 from gpuwise.plan import reasons
@@ -198,11 +198,7 @@ def recommend(
         return o.ttft_s + workload.max_new_tokens * o.tpot_s if o.ttft_s is not None and o.tpot_s is not None else None
 
     def rank(o: Option) -> tuple:
-        """The one order of the options, the best first: those that meet every constraint, then those that fit;
-        cheaper first, on a cost tie the faster (so the best is the first row, its marker on it), then by name."""
-        cost = o.total_cost_ranked if o.total_cost_ranked is not None else math.inf
-        took = time_of(o)
-        return (not o.eligible, not o.fits, cost, took if took is not None else math.inf, o.gpu, o.count)
+        return rank_key(o, time_of(o))
 
     best = min(eligible, key=rank, default=None)
     fastest = min(fitting, key=lambda o: (time_of(o), o.total_cost_ranked), default=None)
@@ -258,6 +254,16 @@ def recommend(
                                                    correction=model.correction, price_option=price_option,
                                                    job_model=model))
     return rec
+
+
+def rank_key(option: Option, time_s: float | None) -> tuple:
+    """The one order of the options, the best first: those that meet every constraint, then those that fit;
+    cheaper first as the costs read (``plan.money.shown_cost``), on a tie the faster (``time_s``: the job's time, at
+    a load a request's answer; None: untimed, last), then by GPU and count. So the best is the first row, its
+    marker on it, and 8 GPUs that cost what 1 costs, to the cent, in an eighth of the time are the best."""
+    cost = shown_cost(option.total_cost_ranked) if option.total_cost_ranked is not None else math.inf
+    return (not option.eligible, not option.fits, cost, time_s if time_s is not None else math.inf, option.gpu,
+            option.count)
 
 
 def resolve_gpu_ids(catalog: Catalog, names: Iterable[str]) -> tuple[str, ...]:
