@@ -69,7 +69,7 @@ def main() -> int:
             os.kill(os.getpid(), signal.SIGKILL if step == args.kill_at else signal.SIGTERM)
         if step == args.slow_at:
             print("slow", flush=True)
-            time.sleep(30)
+            time.sleep(300)
         return F.cross_entropy(model(b[0]), b[1])
 
     for batch in guard.batches(max_steps=args.steps):

@@ -69,6 +69,6 @@ class Zygote:
     def close(self) -> None:
         self.proc.stdin.close()
         try:
-            self.proc.wait(timeout=30)
+            self.proc.wait(timeout=120)
         except subprocess.TimeoutExpired:
             self.proc.kill()

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import fcntl
 import json
-import threading
 import logging
 import os
 import signal
@@ -188,7 +187,7 @@ def test_a_run_that_went_on_past_a_held_lock_takes_it_when_it_is_let_go(tmp_path
         os.close(fd)   # the orphan that held it ends
         later = os.open(ck / dirlock.LOCK_FILE, os.O_RDWR)   # a later run's own open file description
         try:
-            deadline = time.monotonic() + 10
+            deadline = time.monotonic() + 120
             while "this run's now" not in caplog.text and time.monotonic() < deadline:
                 time.sleep(0.02)
             with pytest.raises(BlockingIOError):
@@ -235,15 +234,28 @@ def test_a_run_that_is_still_ending_is_waited_for(tmp_path: Path, monkeypatch, c
 
     ck = tmp_path / "ck"
     holder = _start_holder(ck)
-    monkeypatch.setattr(dirlock, "WAIT_S", 20.0, raising=False)
-    threading.Timer(1.0, holder.stdin.close).start()   # the old run ends a second from now
+    monkeypatch.setattr(dirlock, "WAIT_S", 120.0, raising=False)
+
+    class EndTheOldRunOnceWaiting(logging.Handler):
+        """The old run ends once this one has started waiting for it (not after a fixed second, which a loaded
+        machine could spend before the wait began: then there was nothing to wait for)."""
+
+        def emit(self, record: logging.LogRecord) -> None:
+            if "waiting up to" in record.getMessage() and not holder.stdin.closed:
+                holder.stdin.close()
+
+    ending = EndTheOldRunOnceWaiting()
+    logging.getLogger("gpuwise.guard").addHandler(ending)
     try:
         with caplog.at_level(logging.WARNING, logger="gpuwise.guard"):
             guard = _guard(ck, every_steps=1, keep=1)
     finally:
-        holder.wait(timeout=30)
+        logging.getLogger("gpuwise.guard").removeHandler(ending)
+        if not holder.stdin.closed:
+            holder.stdin.close()
+        holder.wait(timeout=120)
     assert holder.returncode == 0, holder.stderr.read()[-2000:]
-    waits = [r.getMessage() for r in caplog.records if "waiting up to 20 s" in r.getMessage()]
+    waits = [r.getMessage() for r in caplog.records if "waiting up to 120 s" in r.getMessage()]
     assert len(waits) == 1 and f"pid {holder.pid}" in waits[0]   # said once, naming whom it waits for
     assert guard.resume().step == 1
     guard.close()

@@ -29,7 +29,7 @@ JOB = textwrap.dedent("""
         os.environ.update(RANK=str(r), LOCAL_RANK=str(r))
         if init != "-":
             dist.init_process_group("gloo", init_method=f"file://{init}", rank=r, world_size=2,
-                                    timeout=datetime.timedelta(seconds=8))
+                                    timeout=datetime.timedelta(seconds=60))
         if fail_on_rank0 and r == 0:
             def no_space(fd, length):
                 raise OSError(errno.ENOSPC, "No space left on device")
@@ -72,7 +72,7 @@ def _ranks(directory: Path, init: str, fail_on_rank0: bool) -> list[str]:
     proc = subprocess.Popen([sys.executable, "-c", JOB, str(directory), init, "1" if fail_on_rank0 else "0"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
     try:
-        out, err = proc.communicate(timeout=60)
+        out, err = proc.communicate(timeout=240)   # past the ranks' 60 s gloo timeout: a hang is said by them
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()

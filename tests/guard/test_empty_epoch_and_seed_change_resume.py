@@ -18,7 +18,7 @@ from gpuwise.guard import Guard, GuardError, ResumableDataLoader
 
 from .helpers import indexed_dataset, tiny_model
 
-DEADLINE_S = 20.0
+DEADLINE_S = 120.0   # an immediate refusal, or a loop that never ends: generous for a loaded machine
 
 
 def _ids(batch) -> list[int]:

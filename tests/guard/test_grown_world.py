@@ -30,7 +30,7 @@ def test_a_rank_without_saved_random_state_is_told_and_seeded_apart_from_rank_0(
     ranks = [subprocess.Popen([PYTHON, JOB, str(ckpt), "2", str(rank), str(tmp_path / "init")],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=example_env())
              for rank in (0, 1)]
-    done = [(*p.communicate(timeout=120), p.returncode) for p in ranks]
+    done = [(*p.communicate(timeout=300), p.returncode) for p in ranks]
     for out, err, code in done:
         assert code == 0, err
     draws = [json.loads(re.search(r"draws=(.*)", out).group(1)) for out, _, _ in done]

@@ -187,7 +187,7 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 def test_every_save_failing_ends_the_run_non_zero(tmp_path):
     done = subprocess.run([PYTHON, "-c", _DISK_FULL, str(EXAMPLE), "--checkpoint-dir", str(tmp_path / "ckpt"),
                            "--steps", "2", "--save-every", "1", "--hidden", "8", "--samples", "64"],
-                          capture_output=True, text=True, env=example_env(), timeout=120)
+                          capture_output=True, text=True, env=example_env(), timeout=300)
     assert done.returncode == 2, done.stderr
     last = done.stderr.strip().splitlines()[-1]
     assert "every checkpoint save of this run failed" in last and "Traceback" not in done.stderr
@@ -200,7 +200,7 @@ def test_an_unusable_checkpoint_directory_ends_the_run_before_it_starts(tmp_path
     blocker.write_text("a file where the checkpoint directory's parent should be")
     done = subprocess.run([PYTHON, str(EXAMPLE), "--checkpoint-dir", str(blocker / "ckpt"), "--steps", "2",
                            "--save-every", "1", "--hidden", "8", "--samples", "64"],
-                          capture_output=True, text=True, env=example_env(), timeout=120)
+                          capture_output=True, text=True, env=example_env(), timeout=300)
     assert done.returncode == 2, done.stderr
     assert done.stderr.splitlines() == [f"gpuwise.guard: error: checkpoint directory {blocker / 'ckpt'} cannot be "
                                         f"created: Not a directory ({blocker} is a file, not a directory)"]

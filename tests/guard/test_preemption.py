@@ -21,7 +21,7 @@ JOB = Path(__file__).with_name("guarded_job.py")
 def test_sigterm_checkpoints_the_current_step_and_exits_with_restart_code(tmp_path, zygote):
     ckpt_dir = tmp_path / "ckpt"
     out, err = tmp_path / "run.out", tmp_path / "run.err"
-    grace_s = 20.0
+    grace_s = 60.0   # far past what the checkpoint and exit take on a loaded machine: "within" is no race
     pid = zygote.start(["--checkpoint-dir", str(ckpt_dir), "--steps", "100000", "--save-every", "100000",
                         "--step-sleep-s", "0.02", "--grace-s", str(grace_s)], out, err)
     assert wait_for(lambda: len(steps_printed(out)) >= 5, 120)
@@ -41,7 +41,7 @@ def test_sigterm_checkpoints_the_current_step_and_exits_with_restart_code(tmp_pa
 
 
 def _stuck_in_a_step(tmp_path, zygote, *args: str) -> tuple[int, str, float]:
-    """The job stuck inside step 3's loss_fn (a 30 s sleep) gets SIGTERM with a grace period of 1 s."""
+    """The job stuck inside step 3's loss_fn (a 300 s sleep) gets SIGTERM with a grace period of 1 s."""
     ckpt_dir = tmp_path / "ckpt"
     out, err = tmp_path / "run.out", tmp_path / "run.err"
     pid = zygote.start([str(ckpt_dir), "100", "--slow-at", "3", "--grace-s", "1", *args], out, err, script=JOB)
@@ -55,7 +55,7 @@ def _stuck_in_a_step(tmp_path, zygote, *args: str) -> tuple[int, str, float]:
 def test_grace_period_expiry_exits_with_restart_code_even_inside_a_slow_step(tmp_path, zygote):
     status, err, elapsed_s = _stuck_in_a_step(tmp_path, zygote, "--every", "1")
     assert status == EXIT_RESTART, err
-    assert elapsed_s < 15
+    assert elapsed_s < 60   # the 1 s grace, with room for a loaded machine; the stuck step would take 300 s
     # step 2's checkpoint was written when step 3's batch was asked for; the stuck step 3 never completed
     assert "grace period of 1s ran out; exiting with 75 (the last complete checkpoint, step-000000002, is " \
            "intact: the restart resumes from it)" in err
@@ -89,7 +89,7 @@ def test_handler_watches_a_configurable_signal_and_restores_the_previous_one():
     handler = PreemptionHandler(["USR1"], grace_s=0).install()
     try:
         os.kill(os.getpid(), signal.SIGUSR1)
-        assert wait_for(lambda: handler.requested, 5)
+        assert wait_for(lambda: handler.requested, 60)
         assert handler.signal_received == signal.SIGUSR1
     finally:
         handler.uninstall()

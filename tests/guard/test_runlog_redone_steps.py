@@ -22,9 +22,12 @@ def _rows(db, table: str = "train_metrics") -> set[tuple]:
 @pytest.mark.slow
 def test_steps_redone_after_a_sigkill_leave_the_run_log_with_each_step_once(tmp_path, zygote):
     db, ckpt = tmp_path / "run.db", tmp_path / "ckpt"
-    # SIGKILLed before step 8: step-4 saved, steps 5-7 logged after it (0.4 s each: the log commits within 1 s)
+    # SIGKILLed before step 8: step-4 saved, steps 5-7 logged after it, 1.1 s apart: a row written a second or more
+    # after the log's oldest uncommitted one commits them both, in the writing thread (with rows 0.4 s apart, steps
+    # 5 and 6 relied on the log's timer thread committing within the 0.2 s left before the kill: a loaded machine
+    # may not run it in time)
     zygote.start(["--checkpoint-dir", str(ckpt), "--run-log", str(db), *ARGS, "--die-at-step", "8",
-                  "--step-sleep-s", "0.4"], tmp_path / "a.out", tmp_path / "a.err")
+                  "--step-sleep-s", "1.1"], tmp_path / "a.out", tmp_path / "a.err")
     assert zygote.wait() == -signal.SIGKILL, (tmp_path / "a.err").read_text()
     killed = _rows(db)
     redone = {row for row in killed if row[1] > 4}

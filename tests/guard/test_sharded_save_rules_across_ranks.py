@@ -41,7 +41,7 @@ JOB = textwrap.dedent("""
 
     def rank(r):
         dist.init_process_group("gloo", init_method=f"file://{init}", rank=r, world_size=2,
-                                timeout=datetime.timedelta(seconds=20))
+                                timeout=datetime.timedelta(seconds=120))
         torch.manual_seed(0)
         model = torch.nn.Sequential(*(torch.nn.Linear(4, 4) for _ in range(4)))
         kept = 3 if scenario == "full-keep-3" else 2
@@ -83,7 +83,7 @@ def _ranks(directory: Path, scenario: str) -> tuple[list[str], str]:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=example_env(),
                             start_new_session=True)
     try:
-        out, err = proc.communicate(timeout=120)
+        out, err = proc.communicate(timeout=400)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()

@@ -64,7 +64,7 @@ def _end(log: Path) -> tuple[dict[str, str], list[str]]:
 
 def _run(tmp_path: Path, how: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", CHILD, str(tmp_path / "ck"), str(tmp_path / "t.db"), how],
-                          capture_output=True, text=True, env=example_env(), timeout=90)
+                          capture_output=True, text=True, env=example_env(), timeout=300)
 
 
 @pytest.mark.parametrize("how, outcome, step, detail", [
@@ -89,7 +89,7 @@ def test_preempted_run_records_its_checkpoint_and_exit_code(tmp_path: Path) -> N
     try:
         assert proc.stdout.readline().strip() == "ready", proc.stderr.read()[-2000:]
         proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=60)
+        _, err = proc.communicate(timeout=300)
     finally:
         proc.kill()
     assert proc.returncode == 75, err[-2000:]

@@ -56,7 +56,7 @@ CHILD = textwrap.dedent("""
 
 def _run(tmp_path: Path, how: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", CHILD, str(tmp_path / "ck"), str(tmp_path / "t.db"), how],
-                          capture_output=True, text=True, env=example_env(), timeout=90)
+                          capture_output=True, text=True, env=example_env(), timeout=300)
 
 
 def _recorded(log: Path) -> tuple[str, str, str, list[str]]:

@@ -28,7 +28,7 @@ def _scrape_values(pct: float) -> dict[str, list[str]]:
     sampler.sample_once()
     server, _ = serve(sampler, port=0, bind="127.0.0.1")
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{server.server_address[1]}/metrics", timeout=10) as resp:
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.server_address[1]}/metrics", timeout=60) as resp:
             text = resp.read().decode()
     finally:
         server.shutdown()

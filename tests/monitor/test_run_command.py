@@ -80,7 +80,7 @@ def _signal_run(tmp_path: Path, sig: int) -> tuple[int, str, dict]:
     try:
         assert proc.stdout.readline().strip() == "ready"
         proc.send_signal(sig)
-        out, _ = proc.communicate(timeout=30)
+        out, _ = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -108,9 +108,9 @@ def test_the_exporter_answers_head_as_get_without_a_body():
     server, _ = serve(sampler, port=0, bind="127.0.0.1")
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/metrics"
-        with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=5) as resp:
+        with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=60) as resp:
             head_status, head_length, head_body = resp.status, resp.headers["Content-Length"], resp.read()
-        with urllib.request.urlopen(url, timeout=5) as resp:
+        with urllib.request.urlopen(url, timeout=60) as resp:
             body = resp.read()
     finally:
         server.shutdown()

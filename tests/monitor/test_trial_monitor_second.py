@@ -26,7 +26,7 @@ from gpuwise.monitor import ReplayBackend, Sampler
 from gpuwise.monitor.exporter import serve
 from gpuwise.monitor.live import short_name
 from gpuwise.monitor.runner import run_command
-from gpuwise.monitor.sampler import interval_meta, next_sample_at
+from gpuwise.monitor.sampler import KEPT_INTERVAL_SLACK, interval_meta, next_sample_at
 from gpuwise.report import ReportError
 from gpuwise.report.build import build_report
 from gpuwise.runlog import read_gpu_samples, read_meta
@@ -62,7 +62,7 @@ def test_a_signal_ignored_by_the_caller_stays_ignored_for_gpuwise_and_the_comman
     try:
         first = proc.stdout.readline()
         proc.send_signal(sig)
-        out, err = proc.communicate(timeout=30)
+        out, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -102,7 +102,7 @@ def test_watch_and_exporter_refuse_a_log_that_holds_a_run_and_leave_it_as_it_was
     r = gpuwise("run", "--log", str(log), "--interval", "0.1", "--", PY, "-c", "pass", env=replay_env)
     assert r.returncode == 0, r.stderr
     before = log.read_bytes()
-    r = gpuwise(argv[0], "--log", str(log), "--interval", "0.1", *argv[1:], env=replay_env, timeout=20)
+    r = gpuwise(argv[0], "--log", str(log), "--interval", "0.1", *argv[1:], env=replay_env, timeout=120)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert "already exists" in r.stderr and str(log) in r.stderr
     assert log.read_bytes() == before
@@ -128,20 +128,26 @@ def test_watch_stops_on_sigterm_and_sighup_with_its_log_complete_and_prints_each
     log = tmp_path / "w.db"
     proc = _start_watch(tmp_path, replay_env, "--interval", "0.1", "--log", str(log))
     try:
-        ready, _, _ = select.select([proc.stdout], [], [], 10)        # printed while watch goes on
-        assert ready, "nothing printed into the pipe within 10 s"
+        ready, _, _ = select.select([proc.stdout], [], [], 120)       # printed while watch goes on
+        assert ready, "nothing printed into the pipe within 120 s"
         first_view = [proc.stdout.readline() for _ in range(5)]   # title, time, header, rule, GPU 0
         assert any(line.startswith("0 ") for line in first_view), first_view
+        while sum(line.startswith("gpuwise watch:") for line in first_view) < 3:   # a few views, then the signal
+            first_view.append(proc.stdout.readline())
+            assert first_view[-1], proc.stderr.read()
         proc.send_signal(sig)
-        out, err = proc.communicate(timeout=15)
+        out, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 0, err
     meta = read_meta(log)
     assert float(meta["end_t_s"]) >= float(meta["start_t_s"])
+    # the last samples kept: every view printed was drawn from a sample taken before it, and each of those is in
+    # the log (counted, not timed: a loaded machine may draw a view long after its sample)
+    views = sum(line.startswith("gpuwise watch:") for line in first_view + out.splitlines())
     samples = read_gpu_samples(log)
-    assert max(s["t_s"] for s in samples) >= float(meta["end_t_s"]) - 0.5   # the last samples kept
+    assert views >= 3 and len({s["t_s"] for s in samples}) >= views, (views, samples)
 
 
 def _many_devices(n_gpus: int = 8, n_mig: int = 3, frames: int = 4) -> list[list[dict]]:
@@ -174,7 +180,10 @@ def test_watch_records_the_interval_its_samples_were_really_taken_at(tmp_path, r
     gaps = sorted(b - a for a, b in zip(times, times[1:]))
     kept_s = gaps[(len(gaps) - 1) // 2]     # the log's contract: the (lower) median gap; one pause of a busy
     recorded_s = float(read_meta(log)["interval_s"])   # machine is one long gap, not a slower interval
-    assert len(times) == 12 and abs(kept_s - recorded_s) <= 0.1 * recorded_s, (kept_s, recorded_s, gaps)
+    # within the 10 % the log allows, and the width of the bins the log's median is counted in (0.1 %): a kept
+    # interval just at the 10 % line is recorded as the one asked for by one measure and not by the other
+    slack = KEPT_INTERVAL_SLACK - 1 + 0.002
+    assert len(times) == 12 and abs(kept_s - recorded_s) <= slack * recorded_s, (kept_s, recorded_s, gaps)
 
 
 def test_the_next_sample_is_due_one_interval_after_the_last_was_due_and_a_late_one_skips():
@@ -213,7 +222,7 @@ def test_short_names_keep_a_mig_profile_whole():
 
 
 def _scrape(server) -> str:
-    with urllib.request.urlopen(f"http://127.0.0.1:{server.server_address[1]}/metrics", timeout=5) as resp:
+    with urllib.request.urlopen(f"http://127.0.0.1:{server.server_address[1]}/metrics", timeout=60) as resp:
         return resp.read().decode()
 
 
@@ -280,12 +289,12 @@ def test_an_ipv6_bind_prints_its_url_in_brackets(replay_env, json_out):
             url = json.loads(head)["url"]
         else:
             url = re.search(r"(http://\S+)", head).group(1)
-        with urllib.request.urlopen(url, timeout=5) as resp:     # the printed URL works as printed
+        with urllib.request.urlopen(url, timeout=60) as resp:    # the printed URL works as printed
             assert b"DCGM_FI_DEV_GPU_UTIL" in resp.read()
         assert url.startswith("http://[::1]:") and url.endswith("/metrics")
     finally:
         proc.terminate()
-        proc.wait(timeout=15)
+        proc.wait(timeout=60)
 
 
 def test_a_client_sending_a_byte_at_a_time_is_dropped_at_the_read_timeout():
@@ -294,7 +303,7 @@ def test_a_client_sending_a_byte_at_a_time_is_dropped_at_the_read_timeout():
     sampler.sample_once()
     server, _ = serve(sampler, port=0, bind="127.0.0.1", read_timeout_s=0.6)
     try:
-        with socket.create_connection(("127.0.0.1", server.server_address[1]), timeout=5) as s:
+        with socket.create_connection(("127.0.0.1", server.server_address[1]), timeout=60) as s:
             start = time.monotonic()
             head = b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 100
             dropped_after_s = None
@@ -308,9 +317,11 @@ def test_a_client_sending_a_byte_at_a_time_is_dropped_at_the_read_timeout():
                 except OSError:            # reset by the server
                     dropped_after_s = time.monotonic() - start
                     break
-                if time.monotonic() - start > 3:
+                if time.monotonic() - start > 8:
                     break
-            assert dropped_after_s is not None and dropped_after_s < 2, dropped_after_s
+            # dropped soon after the 0.6 s (with room for a loaded machine), long before the ~11 s the header
+            # takes at a byte every 0.1 s: a timeout per read would have kept the connection all that time
+            assert dropped_after_s is not None and dropped_after_s < 5, dropped_after_s
     finally:
         server.shutdown()
         server.server_close()
@@ -347,7 +358,7 @@ def test_a_bad_replay_frame_is_refused_at_start_naming_the_frame_and_field(tmp_p
     log = tmp_path / "bad.db"
     for argv in (["watch", "--count", "3"], ["exporter", "--port", "0"],
                  ["run", "--log", str(log), "--", PY, "-c", "open('ran', 'w').write('x')"]):
-        r = gpuwise(*argv, env=env, cwd=tmp_path, timeout=20)
+        r = gpuwise(*argv, env=env, cwd=tmp_path, timeout=120)
         assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, (argv, r.stderr)
         assert "frame 2" in r.stderr and says in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert not log.exists() and not (tmp_path / "ran").exists()

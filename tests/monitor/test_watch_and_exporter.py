@@ -48,7 +48,7 @@ def test_sparkline_scales_to_the_top_and_leaves_gaps_for_unknown_values():
 
 
 def _scrape(port: int) -> str:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=60) as resp:
         return resp.read().decode()
 
 
@@ -83,7 +83,7 @@ def test_exporter_command_serves_until_sigterm(replay_env):
         text = _scrape(port)
         assert "DCGM_FI_DEV_POWER_USAGE" in text and "DCGM_FI_DEV_SM_CLOCK" in text
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=15) == 0
+        assert proc.wait(timeout=60) == 0
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -25,11 +25,14 @@ REPLAY = REPO / "tests" / "fixtures" / "replay_two_a100.json"
 PY = sys.executable
 GIB = 2**30
 
-# sets its SIGTERM disposition (argv[2]), logs steps 1-3 as the guard does, says it is ready (file argv[3]), waits
+# sets its SIGTERM disposition (argv[2]), logs steps 1-3 as the guard does, says it is ready (file argv[3]) once the
+# sampler has recorded enough samples of each GPU to judge (counted, not slept for: a loaded machine samples fewer
+# in a given time, and the verdict turns "too short to judge"), waits
 CHILD = """
 import signal, sys, time
 from pathlib import Path
-from gpuwise.runlog import RunLog
+from gpuwise.report.usage import MIN_SAMPLES_TO_JUDGE
+from gpuwise.runlog import RunLog, read_gpu_sample_times
 how = sys.argv[2]
 if how == "ignore":
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -39,6 +42,9 @@ log = RunLog(sys.argv[1])
 for step in range(1, 4):
     log.log_train(step, loss=1.0, step_time_s=0.05)
 log.close()
+deadline = time.monotonic() + 120
+while len(read_gpu_sample_times(sys.argv[1])) < MIN_SAMPLES_TO_JUDGE + 2 and time.monotonic() < deadline:
+    time.sleep(0.1)
 Path(sys.argv[3]).touch()
 time.sleep(60)
 """
@@ -58,11 +64,11 @@ def _stopped_run(tmp_path: Path, how: str) -> Path:
     run = subprocess.Popen([PY, "-m", "gpuwise.cli.app", "run", "--log", log, "--interval", "0.1", "--kill-after",
                             "0.5" if how == "ignore" else "60", "--", PY, "-c", CHILD, log, how, ready],
                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline_s = time.monotonic() + 60
+    deadline_s = time.monotonic() + 180
     while not ready.exists() and run.poll() is None and time.monotonic() < deadline_s:
         time.sleep(0.05)
     run.send_signal(signal.SIGTERM)
-    run.wait(timeout=60)
+    run.wait(timeout=120)
     return log
 
 

@@ -99,6 +99,20 @@ def test_a_gpu_override_is_said_checked_against_the_peak_and_the_footnote_needs_
     assert same.compared_as is None and not same.warnings and "* the rented GPU" in text_of(same, 80)
 
 
+def _committed_samples(log) -> int:
+    """The samples a reader sees in ``log`` so far (0 before it has its table)."""
+    if not log.exists():
+        return 0
+    try:
+        conn = sqlite3.connect(f"file:{log}?mode=ro", uri=True)
+        try:
+            return conn.execute("SELECT COUNT(DISTINCT t_s) FROM gpu_samples").fetchone()[0]
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return 0
+
+
 def test_a_run_killed_outright_is_reported_as_unfinished(tmp_path, catalog):
     # the defect: a log of a run that never ended was reported as complete
     frames = tmp_path / "frames.json"
@@ -109,10 +123,14 @@ def test_a_run_killed_outright_is_reported_as_unfinished(tmp_path, catalog):
                              PY, "-c", "import time; time.sleep(30)"], env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        time.sleep(3)     # sampled, and committed (the log commits at least once a second)
+        # sampled, and committed (the log commits at least once a second): waited for, not timed
+        deadline = time.monotonic() + 120
+        while _committed_samples(log) < 3:
+            assert time.monotonic() < deadline and proc.poll() is None, "no samples committed"
+            time.sleep(0.1)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)      # gpuwise and its command: nothing can write the end
-        proc.wait(timeout=10)
+        proc.wait(timeout=60)
     assert "exit_code" not in read_meta(log)
     r = subprocess.run([PY, "-m", "gpuwise.cli.app", "report", str(log), "--json"], capture_output=True, text=True,
                        timeout=120)

@@ -30,7 +30,7 @@ def test_a_factory_that_sleeps_is_stopped_at_the_limit(tmp_path, monkeypatch):
     with pytest.raises(WorkloadError, match=r"model factory model.py:make did not finish within 0.5 s; .*"
                                             r"GPUWISE_FACTORY_TIMEOUT_S"):
         resolve_model_spec(spec).build(Workload(model=spec, batch_size=2))
-    assert time.monotonic() - start_s < 10
+    assert time.monotonic() - start_s < 60   # the 0.5 s limit, with room for a loaded machine; the sleep is 600 s
 
 
 def test_a_file_that_hangs_on_import_is_stopped_too(tmp_path, monkeypatch):
