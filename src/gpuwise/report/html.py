@@ -26,6 +26,7 @@ MAX_BARS = 20   # GPUs the chart draws (the cheapest for the work, and the rente
 NAN = float("nan")
 SECONDS_AXIS_BELOW_S = 120.0   # a shorter run is drawn on an axis of seconds, a longer one of minutes
 LEGEND_MAX_GPUS = 8   # more of the job's GPUs share one colour and one legend entry per line kind
+MANY_GPUS_COLORS = {"memory used": "tab:blue", "job's processes": "tab:orange", "": "tab:blue"}
 
 
 def _png(fig) -> str:
@@ -47,17 +48,15 @@ def has_lone_point(y: np.ndarray) -> bool:
     return bool(np.any(known[1:-1] & ~known[:-2] & ~known[2:]))
 
 
-MANY_GPUS_COLORS = {"memory used": "tab:blue", "job's processes": "tab:orange", "": "tab:blue"}
-
-
-def line_style(label: str, kind: str, job_labels: tuple[str, ...]) -> dict:
+def line_style(label: str, kind: str, job_labels: tuple[str, ...], kind_named: bool) -> dict:
     """The plot keywords of GPU ``label``'s line of ``kind`` ("memory used", "job's processes", "" for its busy
     share). Up to LEGEND_MAX_GPUS GPUs, each line is its own entry ("GPU 3 memory used"); more would make a legend
-    taller than the plot, so each kind gets one colour and one entry naming every GPU ("GPUs 0-63 memory used")."""
+    taller than the plot, so each kind gets one colour and one entry naming every GPU ("GPUs 0-63 memory used"), on
+    the first line drawn of that kind (``kind_named``: one was drawn already)."""
     if len(job_labels) <= LEGEND_MAX_GPUS:
         return {"label": f"{gpu_labels([label])} {kind}".strip()}
     return {"color": MANY_GPUS_COLORS[kind], "alpha": 0.5,
-            "label": f"{gpu_labels(job_labels)} {kind}".strip() if label == job_labels[0] else "_nolegend_"}
+            "label": "_nolegend_" if kind_named else f"{gpu_labels(job_labels)} {kind}".strip()}
 
 
 def _timeline_png(report: Report) -> str:
@@ -72,6 +71,7 @@ def _timeline_png(report: Report) -> str:
     devices = {d.label: d for d in table.devices() if d.label in u.job_labels}
     last_s = max((d.last_t_s - u.start_t_s for d in devices.values()), default=0.0)
     unit_s, unit_name = time_axis(last_s)
+    drawn: set[str] = set()   # the kinds of line drawn so far
     for label in u.job_labels:
         own = devices[label]
         # A gap (usage.spans) breaks the line, as a missing reading does.
@@ -82,7 +82,8 @@ def _timeline_png(report: Report) -> str:
             y = np.insert(own.values[column] / unit, breaks, NAN)
             t, y = min_max_decimate(t, y)     # a long log: what a pixel column shows, not every sample
             dots = {"marker": "o", "markersize": 3} if has_lone_point(y) else {}
-            ax.plot(t.tolist(), y.tolist(), lw=lw, **line_style(label, kind, u.job_labels), **dots)
+            ax.plot(t.tolist(), y.tolist(), lw=lw, **line_style(label, kind, u.job_labels, kind in drawn), **dots)
+            drawn.add(kind)
 
         if own.reported("memory_used_bytes").size:
             plot(ax_mem, "memory_used_bytes", "memory used", GIB)
