@@ -47,7 +47,8 @@ from gpuwise.guard.dirlock import DirectoryLock, lock_directory
 from gpuwise.guard.errors import GuardError, check_flag, check_number
 from gpuwise.guard.frozen import FrozenWeights
 from gpuwise.guard.gradnoise import GradNoiseSample, MicroGradTracker
-from gpuwise.guard.oom import agree_on_micro_batch, batch_size_of, free_failed_step, is_oom, smaller_micro_batch
+from gpuwise.guard.oom import (agree_on_micro_batch, batch_size_of, free_failed_step, is_oom, smaller_micro_batch,
+                               uneven_split_refusal)
 from gpuwise.guard.preemption import EXIT_RESTART, PreemptionHandler
 from gpuwise.guard.rng import (capture_rng_state, restore_rng, restore_rng_state, rng_state_dict, seed_rng_for_rank,
                                snapshot_rng)
@@ -305,19 +306,21 @@ class Guard:
                 loss_sum, ok, ran_out_here = accumulate_gradients(self.model, batch, micro, loss_fn,
                                                                   scaler=self.scaler, tracker=tracker,
                                                                   sharded=self.sharded)
-                # A rank that succeeded proposes the micro-batch cap in force, not its own micro-batch: a rank whose
-                # batch is smaller (a loop of the user's own) would otherwise read as an OOM to the others. Every rank
-                # holds the same cap, and a failed rank proposes less than it: all break, or all retry.
-                cap_samples = self._micro_batch_cap or UNCAPPED_SAMPLES
-                proposal = cap_samples if ok else smaller_micro_batch(micro)
-                agreed, not_preempt, not_time, fewest, minus_most = agree_on_micro_batch(
-                    [proposal, 0 if self.preemption.requested else 1, 0 if self._time_save_due() else 1,
-                     total, -total])
-                if agreed == cap_samples:
+                # Whether every rank's micro-batches went through is agreed as such (all_ok), not read off the sizes:
+                # ranks may hold other caps (micro_batch_size= is a rank's own) and other batch sizes (a loop of the
+                # user's own). A rank that succeeded proposes its cap in force, a failed one less than its micro-batch.
+                proposal = (self._micro_batch_cap or UNCAPPED_SAMPLES) if ok else smaller_micro_batch(micro)
+                agreed, all_ok, not_preempt, not_time, fewest, minus_most = agree_on_micro_batch(
+                    [proposal, 1 if ok else 0, 0 if self.preemption.requested else 1,
+                     0 if self._time_save_due() else 1, total, -total])
+                if all_ok:
                     break
                 free_failed_step(self.optimizer, model=self.model)
                 if agreed == 0:
                     raise GuardError(f"out of memory even with micro-batches of 1 sample (batch of {total})")
+                refusal = uneven_split_refusal(fewest, -minus_most, agreed)
+                if refusal:
+                    raise GuardError(f"step {self.step_count + 1}: out of memory, and {refusal}")
                 where = self._oom_ranks(ran_out_here)
                 self._event("oom_recovered", f"step {self.step_count + 1}: out of memory with micro-batch {micro}"
                                              f"{where}; retrying the same batch of {total} as micro-batches of "

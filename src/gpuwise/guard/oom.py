@@ -12,6 +12,7 @@ from the random state the step began with, so the run depends on the seed and wh
 from __future__ import annotations
 
 import gc
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -124,6 +125,19 @@ def is_oom(exc: BaseException) -> bool:
 def smaller_micro_batch(micro_batch_size: int) -> int:
     """The next size to try: half, rounded up (5 -> 3: micro-batches 3+2 rather than 2+2+1); 0: give up."""
     return (micro_batch_size + 1) // 2 if micro_batch_size > 1 else 0
+
+
+def uneven_split_refusal(fewest: int, most: int, micro_batch_size: int) -> str | None:
+    """Why ranks whose batches hold ``fewest`` to ``most`` samples cannot step with micro-batches of
+    ``micro_batch_size``: they would run different numbers of micro-batches, and DDP's forwards (buffers
+    broadcast) and the per-micro-batch agreement are collectives every rank must enter alike. None where every
+    rank runs as many (the same batch size, or batches that all fit one micro-batch)."""
+    runs = (math.ceil(fewest / micro_batch_size), math.ceil(most / micro_batch_size))
+    if runs[0] == runs[1]:
+        return None
+    return (f"the ranks' batches hold {fewest} to {most} samples while micro-batches of {micro_batch_size} are in "
+            f"force: they would run {runs[0]} and {runs[1]} micro-batches, which the ranks' collectives cannot; give "
+            "every rank the same batch size (guard.loader pads an epoch's end to it)")
 
 
 def free_failed_step(*optimizers: torch.optim.Optimizer | None, model: torch.nn.Module | None = None) -> None:
