@@ -21,7 +21,7 @@ from gpuwise.advise.failures import divergence_step, made_progress, nonfinite_of
 from gpuwise.advise.phases import (FAST, PLATEAU, RISING, SLOW, Phase, PhaseThresholds, detect_phases, head_level,
                                    progress_factor)
 from gpuwise.advise.smoothing import NoiseLevel, auto_weight, ema_zero_phase, noise_level, noise_trend
-from gpuwise.advise.wall_times import burst_note
+from gpuwise.advise.wall_times import wall_times_unused
 from gpuwise.plan.constraints import MAX_STEPS, MAX_STEPS_TEXT
 
 DIAGNOSES = ("healthy", "plateau", "noisy", "not_learning", "diverged")
@@ -78,7 +78,7 @@ class CurveAnalysis:
     min_progress_per_hour: float | None
     plateau_forecast_step: int | None
     thresholds: PhaseThresholds = PhaseThresholds()
-    wall_times_unused: str | None = None   # why the log's wall times gave no step time (written in a burst)
+    wall_times_unused: str | None = None   # why the log's wall times gave no step time (a burst, too few)
 
     @property
     def restart_step(self) -> int | None:
@@ -102,9 +102,9 @@ class CurveAnalysis:
 def analyze_curve(curve: Curve, settings: AdviseSettings = AdviseSettings()) -> CurveAnalysis:
     """The loss curve read: its smoothed trend and noise, phases, the NaN/inf steps, a trend fit and forecast
     (steps to ``settings.target_loss``, where returns diminish), and one ``diagnosis`` (``DIAGNOSES``).
-    ``CurveAnalysis.step_time_s``: ``settings.step_time_s``, else the curve's median wall time per step (None
-    where it has no times, or where they were written in a burst: ``wall_times_unused`` says so). AdviseError for a
-    curve too short to read (fewer than 5 finite points)."""
+    ``CurveAnalysis.step_time_s``: ``settings.step_time_s``, else the curve's wall time per step (None where it has
+    no times, or where they give none, written in a burst or too few: ``wall_times_unused`` says why). AdviseError
+    for a curve too short to read (fewer than 5 finite points)."""
     nonfinite = nonfinite_of(curve)
     nan_step = nonfinite.nan_step
     ok = np.isfinite(curve.loss)
@@ -165,15 +165,14 @@ def analyze_curve(curve: Curve, settings: AdviseSettings = AdviseSettings()) -> 
 
 def _step_time_s(curve: Curve, given_s: float | None) -> tuple[float | None, str | None]:
     """(seconds per step, why the log's wall times were not used): ``given_s`` (--step-time-s) where given, else
-    the curve's median wall time per step; (None, why) where that is no training pace (``wall_times.burst_note``),
-    (None, None) where the curve has no times."""
+    the curve's wall time per step; (None, why) where its times give none (``wall_times.wall_times_unused``: written
+    in a burst, too few), (None, None) where the curve has no times."""
     if given_s:
         return given_s, None
     if curve.t_s is None:
         return None, None
-    # a burst first: its rows are one group, too few for a step time, and that is not "no times"
-    burst = burst_note(curve.steps, curve.t_s)
-    return (None, burst) if burst else (curve.step_time_s(), None)
+    unused = wall_times_unused(curve.steps, curve.t_s)
+    return (None, unused) if unused else (curve.step_time_s(), None)
 
 
 def _reached_step(steps: np.ndarray, trend: np.ndarray, fit: TrendFit, fit_from: int, target: float) -> int | None:

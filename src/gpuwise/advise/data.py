@@ -11,7 +11,7 @@ from typing import Mapping
 
 import numpy as np
 
-from gpuwise.advise.wall_times import paced_rows
+from gpuwise.advise import wall_times
 
 
 def _frozen(a: np.ndarray | None, dtype: type) -> np.ndarray | None:
@@ -76,20 +76,9 @@ class Curve:
         return len(self.steps)
 
     def step_time_s(self) -> float | None:
-        """Median wall seconds per optimizer step from the logged times (robust to pauses and restarts), read
-        between the rows that end a group of rows written together (``wall_times.paced_rows``: a buffered logger
-        stamps a flush's rows with the flush's time)."""
-        if self.t_s is None or len(self.steps) < 3:
-            return None
-        paced_steps, t = paced_rows(self.steps, self.t_s)
-        steps = paced_steps.astype(float)
-        if len(steps) < 3:
-            return None
-        dstep, dt = np.diff(steps), np.diff(t)
-        good = (dstep > 0) & (dt > 0)
-        if not good.any():
-            return None
-        return float(np.median(dt[good] / dstep[good]))
+        """Wall seconds per optimizer step from the logged times (``wall_times.step_time_s``: between the rows that
+        end a group written together, at the steady pace, robust to pauses and restarts); None without times."""
+        return None if self.t_s is None else wall_times.step_time_s(self.steps, self.t_s)
 
     def last_batch_size(self) -> float | None:
         if self.batch_size is None:

@@ -22,7 +22,17 @@ previous row, not since the previous flush). A log whose rows are a median gap u
 read as flushed in groups only where its rows are a median ``MIN_FLUSHED_ROW_GAP_S`` apart with each group's time
 shared: a burst has groups too (a ``SummaryWriter`` pauses on its file every 10 or so events, a few of its rows a
 millisecond), and that pause shared among a group's rows must not read as a pace. A loop that stamps each row as it
-logs it is a group per row: read as before.
+logs it is a group per row: read as before. ``MIN_FLUSHED_ROW_GAP_S`` guards only against a writer's short pauses:
+a log written in bursts with pauses of a training pace between them (700 rows 10 µs apart, then 60 s idle, three
+times over) has the times of a logger flushing 700 rows every 60 s, and is read as one (0.0086 s a step): nothing
+in the times tells the two apart, nor does their count (two flushes are a pace, exact between their ends).
+
+The step time (``step_time_s``) is read between the rows that end a group: ``MIN_TIMED_ROWS`` timed rows or more,
+ending ``MIN_PACED_ROWS`` groups or more (two flushes of 100 rows: 1,000 steps between their ends, an exact pace).
+It is the time over the steps of the intervals at a steady pace, within ``PAUSE_RATIO`` of the median interval's
+(the rest are pauses: an eval, a checkpoint, a restart), not the median of the intervals' own paces: where times are
+coarse (whole seconds, a step 0.3 s) an interval is 1 s over 3 or 4 steps, and their median is 1/3 s; their sum
+is the pace. A log whose times give none says why (``wall_times_unused``), never that it has no times.
 """
 
 from __future__ import annotations
@@ -39,6 +49,12 @@ MIN_LOGGED_ROW_GAP_S = 1e-4   # s: the least between two rows a training loop lo
 # among the ten or so rows written before it, stays under it (a run logging a row under 10 ms apart through a
 # buffered logger is refused as a burst, as before: pass --step-time-s)
 MIN_FLUSHED_ROW_GAP_S = 1e-2
+MIN_TIMED_ROWS = 3      # rows with a time: fewer give no step time (two plain rows are one interval, unchecked)
+MIN_PACED_ROWS = 2      # rows ending a group written together: the ends of two flushes are a pace
+# an interval over 3x the median interval's pace (per step) is a pause (an eval, a checkpoint, a restart), one under
+# a third steps without their time; coarse times (whole seconds) spread a steady pace over at most 2x
+PAUSE_RATIO = 3.0
+_PRICE_IT = "pass --step-time-s to price the plan"
 
 
 def is_epoch_ms(times: np.ndarray) -> bool:
@@ -63,8 +79,46 @@ def burst_note(steps: np.ndarray, t_s: np.ndarray) -> str | None:
     span_s, span_steps = float(np.ptp(times)), int(np.ptp(timed_steps))
     return (f"the log's wall times span {_short_duration(span_s)} for {span_steps:,} steps "
             f"({_short_duration(row_gap_s)} between logged rows, the median): written in a burst, not a training "
-            f"pace (a training loop logs a row {_short_duration(MIN_LOGGED_ROW_GAP_S)} or more apart); "
-            "pass --step-time-s to price the plan")
+            f"pace (a training loop logs a row {_short_duration(MIN_LOGGED_ROW_GAP_S)} or more apart); {_PRICE_IT}")
+
+
+def step_time_s(steps: np.ndarray, t_s: np.ndarray) -> float | None:
+    """Wall seconds per optimizer step from a log's times (``t_s`` of its ``steps``, NaN where none), read between
+    the rows that end a group written together (``paced_rows``): the time over the steps of the intervals at a steady
+    pace (``steady_pace_s``). None where the log has under ``MIN_TIMED_ROWS`` timed rows, they end under
+    ``MIN_PACED_ROWS`` groups, or no later row has a later time (``wall_times_unused`` says which)."""
+    if np.count_nonzero(np.isfinite(t_s)) < MIN_TIMED_ROWS:
+        return None
+    paced_steps, times = paced_rows(steps, t_s)
+    if len(times) < MIN_PACED_ROWS:
+        return None
+    dsteps, dt_s = np.diff(paced_steps).astype(float), np.diff(times)
+    forward = (dsteps > 0) & (dt_s > 0)
+    return steady_pace_s(dt_s[forward], dsteps[forward]) if forward.any() else None
+
+
+def steady_pace_s(dt_s: np.ndarray, dsteps: np.ndarray) -> float:
+    """Seconds per step over intervals of ``dt_s`` seconds and ``dsteps`` steps (both positive, at least one): the
+    sum of the times over the sum of the steps of those within ``PAUSE_RATIO`` of the median interval's pace."""
+    pace_s = dt_s / dsteps
+    median_s = np.median(pace_s)
+    steady = (pace_s <= median_s * PAUSE_RATIO) & (pace_s >= median_s / PAUSE_RATIO)
+    return float(dt_s[steady].sum() / dsteps[steady].sum())
+
+
+def wall_times_unused(steps: np.ndarray, t_s: np.ndarray) -> str | None:
+    """Why a log's wall times (``t_s`` of its ``steps``, NaN where none) give no step time, in one line: written in
+    a burst (``burst_note``), too few, or not later at later steps. None where they give one, or there are none."""
+    timed_rows = int(np.count_nonzero(np.isfinite(t_s)))
+    if not timed_rows:
+        return None
+    burst = burst_note(steps, t_s)
+    if burst or step_time_s(steps, t_s) is not None:
+        return burst
+    if timed_rows < MIN_TIMED_ROWS:
+        return (f"the log has wall times on {timed_rows} row{'s' if timed_rows > 1 else ''}: too few for a step time, "
+                f"which takes {MIN_TIMED_ROWS} or more; {_PRICE_IT}")
+    return f"the log's wall times do not advance with its steps: no pace between its rows; {_PRICE_IT}"
 
 
 def paced_rows(steps: np.ndarray, t_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
