@@ -22,7 +22,7 @@ _BYTE_UNITS = {
     "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12,
 }
 _DURATION_UNITS = {"ms": 1e-3, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 86400, "w": 604800}
-_CURRENCY_SYMBOLS = {"¥": "CNY", "￥": "CNY", "$": "USD", "€": "EUR"}
+_CURRENCY_SYMBOLS = {"¥": "CNY", "￥": "CNY", "$": "USD", "€": "EUR", "£": "GBP"}
 # What people write after an amount for the same currencies ("100元" on AutoDL, "100 RMB")
 _CURRENCY_WORDS = {"元": "CNY", "rmb": "CNY", "yuan": "CNY", "usd": "USD", "eur": "EUR"}
 
@@ -76,22 +76,26 @@ def parse_duration_s(text: str, *, examples: str = "12h, 90m, 1d12h, 3600") -> f
     return total
 
 
+# an amount with its currency before it (a sign or a code: $25, USD 25) or after it (a code or a word: 25USD, 300元)
+_MONEY = re.compile(rf"(?P<before>[A-Za-z]{{3,4}}|{'|'.join(map(re.escape, _CURRENCY_SYMBOLS))})?\s*"
+                    r"(?P<amount>[0-9]*\.?[0-9]+)\s*(?P<after>[A-Za-z]{3,4}|元)?")
+
+
 def parse_money(text: str) -> tuple[float, str | None]:
-    """'300' -> (300, None); '¥300', '300元', '300 RMB' -> (300, 'CNY'); '25 USD' -> (25, 'USD').
-    Currency None = any."""
+    """'300' -> (300, None); '¥300', '300元', '300 RMB' -> (300, 'CNY'); '25 USD', 'USD25', 'USD 25', '$25' ->
+    (25, 'USD'); '£20' -> (20, 'GBP'). A currency before or after the amount, a sign or a code, not both unless
+    they agree ('$25 USD'). Currency None = any; a code gpuwise has no rate for is the caller's to refuse."""
     s = str(text).strip()
     negative = s.startswith("-")      # refused below as 0 is, once it reads as an amount
     s = s.removeprefix("-").strip()
-    currency = None
-    for sym, code in _CURRENCY_SYMBOLS.items():
-        if s.startswith(sym):
-            currency, s = code, s[len(sym):].strip()
-    m = re.fullmatch(r"([0-9]*\.?[0-9]+)\s*([A-Za-z]{3,4}|元)?", s)
+    m = _MONEY.fullmatch(s)
     if not m:
         raise UnitError(f"not an amount of money: {text!r} (examples: 300, ¥300, 300元, 25USD)")
-    if m.group(2):
-        currency = currency_code(m.group(2))
-    amount = float(m.group(1))
+    written = {currency_code(w) for w in m.group("before", "after") if w}
+    if len(written) > 1:
+        raise UnitError(f"{text!r} names two currencies ({' and '.join(sorted(written))}): write one")
+    currency = written.pop() if written else None
+    amount = float(m.group("amount"))
     if amount <= 0 or negative:
         raise UnitError(f"amount must be positive: {text!r}")
     if not math.isfinite(amount):     # 400 digits read as a float are infinite

@@ -38,7 +38,7 @@ def test_the_plan_and_the_switch_rows_price_spot_at_the_given_preemption_rate():
     steps = moved.to_step - moved.from_step
     assert moved.cost - moved.switch_cost == pytest.approx(_recommend_cost(HOURLY, steps, half.step_time_s), rel=1e-9)
     run_h = steps * half.step_time_s / 3600
-    assert moved.preemption_hours == pytest.approx(run_h * HOURLY.lost_share(1), rel=1e-9)
+    assert moved.preemption_hours == pytest.approx(HOURLY.expected_time_s(run_h * 3600) / 3600 - run_h, rel=1e-9)
     (switch,) = [x for x in report.advice if x.kind == "switch_gpu"]
     (row,) = switch.numbers["options"]
     remaining = switch.numbers["remaining_steps"]

@@ -187,8 +187,11 @@ def test_spot_options_are_shown_as_such_with_the_expected_cost_of_preemptions(gp
     assert spots, "the catalog has spot offers"
     for o in spots:
         work_s = o["total_time_s"] - o["preemption_time_s"]
-        # 0.5 preemptions an hour, each losing 30 min of work and a 10 min restart
-        assert o["preemption_time_s"] == pytest.approx(work_s * 0.5 * (1800 + 600) / 3600)
+        # 0.5 preemptions an hour, each losing the work since the last checkpoint (30 min on average, half the run
+        # on a run shorter than the hour between checkpoints) and a 10 min restart
+        k, r = divmod(work_s, 3600)   # whole intervals and a part: each loses half of itself on average
+        lost_s = (k * 3600**2 / 2 + r**2 / 2) / work_s
+        assert o["preemption_time_s"] == pytest.approx(work_s * 0.5 * (lost_s + 600) / 3600)
         assert o["total_cost"] == pytest.approx(o["total_time_s"] / 3600 * o["price_per_hour"])
     assert any("0.5 per hour assumed" in n for n in spot["notes"])
 

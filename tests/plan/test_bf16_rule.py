@@ -61,14 +61,20 @@ def test_recommend_refuses_an_asked_for_bf16_on_gpus_without_it_with_any_batch(c
 
 
 def test_nothing_meets_names_the_gpus_without_bf16_next_to_those_out_of_memory(cli_json):
-    rec = cli_json(["recommend", "hf:Qwen/Qwen2.5-7B", "--finetune", "lora", "--seq-len", "4096", "--batch-size", "16",
-                    "--precision", "amp-bf16", "--steps", "100", "--gpus", "rtx-4090,t4", "--max-gpus", "1",
-                    "--no-remedies", "--json"])
+    # a 7B LoRA needing ~27 GB: over the 4090's usable memory, within the 32 GB V100's, far over the 16 GB T4's
+    # (which "amp-fp16 runs there" was also said of, before only the GPUs that could hold it were named)
+    rec = cli_json(["recommend", "hf:Qwen/Qwen2.5-7B", "--finetune", "lora", "--seq-len", "4096", "--batch-size", "1",
+                    "--grad-checkpointing", "--precision", "amp-bf16", "--steps", "100",
+                    "--gpus", "rtx-4090,v100-32gb-sxm2,t4", "--max-gpus", "1", "--no-remedies", "--json"])
     by_gpu = {o["gpu"]: o for o in rec["options"]}
-    assert by_gpu["rtx-4090"]["fits"] is False and by_gpu["t4"]["excluded_because"].startswith("no bf16")
+    assert by_gpu["rtx-4090"]["fits"] is False
+    assert by_gpu["t4"]["excluded_because"].startswith("no bf16")
+    assert by_gpu["v100-32gb-sxm2"]["excluded_because"].startswith("no bf16")
+    need_bytes = by_gpu["rtx-4090"]["peak_total_bytes"]
+    assert by_gpu["t4"]["gpu_memory_bytes"] < need_bytes < by_gpu["v100-32gb-sxm2"]["gpu_memory_bytes"] * 0.95
     assert rec["nothing_meets"].startswith("nothing meets the request: the job does not fit on any GPU on offer "
                                            "with bf16 at this batch size")
-    assert rec["nothing_meets"].endswith("; t4 has no bf16 (--precision amp-fp16 runs there)")
+    assert rec["nothing_meets"].endswith("; v100-32gb-sxm2 has no bf16 (--precision amp-fp16 runs there)")
 
 
 def refusal(*args: str) -> subprocess.CompletedProcess:

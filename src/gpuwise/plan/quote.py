@@ -45,7 +45,7 @@ class Quote:
     # Whole-job fields (recommend): batch layout, time and cost of the job, why an option lost.
     batch_size: int | None = None         # micro-batch per GPU
     grad_accum_steps: int = 1
-    effective_batch_size: int | None = None
+    effective_batch_size: int | None = None   # samples per optimizer step (training; None when serving)
     steps: int | None = None              # the job's optimizer steps (serving: batches), each of step_time_s
     total_time_s: float | None = None     # for a spot offer: expected, preemptions included
     preemption_time_s: float | None = None  # spot: the expected time lost to preemptions (in total_time_s)

@@ -14,6 +14,7 @@ from gpuwise.catalog.resolve import resolve_gpu
 from gpuwise.catalog.topology import topology_for
 from gpuwise.plan.constraints import Constraints, JobSize, apply_constraints, relative_misses
 from gpuwise.plan.errors import PlanError
+from gpuwise.plan.fit import usable_of
 from gpuwise.plan.money import RATES_CHECKED, rates_in, shown_cost
 from gpuwise.plan.offers import (candidate_offers, cheapest_offers, clusters_refused, larger_than_a_machine,
                                  node_size, ranking_currency, spot_policy)
@@ -467,8 +468,9 @@ def _evaluate(model, gpu: GPU, offer: Offer, count: int, job: JobSize, constrain
               effective: int, auto_batch: bool, rank_in: str, spot_risk: SpotRisk) -> Option:
     workload = workload_on(model.workload, gpu)
     nodes = topology_for(gpu, offer.provider).nodes(count)     # the machines the launch asks for, as timed below
+    # serving keeps no effective batch (samples per optimizer step): None there, as in estimate's JSON
     quote = dict(headroom_fraction=constraints.headroom_fraction, ranking_currency=rank_in,
-                 effective_batch_size=effective, nodes=nodes)
+                 effective_batch_size=effective if workload.is_training else None, nodes=nodes)
 
     def excluded(exclusion: reasons.Exclusion, **known) -> Option:
         known.setdefault("peak_total_bytes", None)
@@ -599,7 +601,7 @@ def _nothing_meets(options: list[Option], c: Constraints, currency: str, precisi
         split = any(o.exclusion is not None and o.exclusion.kind == reasons.SPLIT for o in options)
         hint = (" (the multi-GPU options need an effective batch they can split: --effective-batch N, or "
                 "--per-gpu-batch to run the batch on every GPU)" if split else "")
-        refused = sorted({o.gpu for o in options if o.gpu in no_bf16})
+        refused = could_hold_at_fp16(options, no_bf16, c.headroom_fraction)
         if refused:
             hint += (f"; {', '.join(refused)} {'has' if len(refused) == 1 else 'have'} no bf16 "
                      f"(--precision {parse(precision).fp16_twin} runs there)")
@@ -627,6 +629,17 @@ def _nothing_meets(options: list[Option], c: Constraints, currency: str, precisi
         reason += f": {_each_alone(fitting, list(what))}"
         listed += f", the least missed first (% over {' + % over '.join(_CONSTRAINT_WORDS[k] for k in what)})"
     return f"{reason}; {listed}", closest, reason
+
+
+def could_hold_at_fp16(options: list[Option], no_bf16: dict[str, str], headroom_fraction: float) -> list[str]:
+    """The GPUs without bf16 (``no_bf16``) worth naming beside "the job does not fit": those whose usable memory
+    holds the smallest peak any option was sized at. Their options were never sized (refused first), but the fp16
+    twin keeps the same 2-byte tensors as bf16, so a GPU below every option's need holds it at neither; where no
+    option was sized at all, each is named (nothing says it is too small)."""
+    needs_bytes = [o.peak_total_bytes for o in options if o.peak_total_bytes is not None]
+    smallest_need_bytes = min(needs_bytes, default=0)
+    return sorted({o.gpu for o in options
+                   if o.gpu in no_bf16 and usable_of(o.gpu_memory_bytes, headroom_fraction) >= smallest_need_bytes})
 
 
 _CONSTRAINT_WORDS = {reasons.LATENCY: "the latency targets", reasons.DEADLINE: "the deadline",

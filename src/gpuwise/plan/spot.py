@@ -1,12 +1,17 @@
 """What a spot (interruptible) offer really costs: its price plus the time lost to preemptions.
 
-A preemption loses the work since the last checkpoint (on average half the checkpoint interval, with
-gpuwise's guard checkpointing every ``checkpoint_interval_s``) and the time to get a new machine and
-resume (``restart_s``). Preemptions arrive at ``preemptions_per_hour`` on each machine while the job runs,
-and a job over ``m`` spot machines stops when any one of them is reclaimed, so to first order a job of
-``T`` hours takes ``T × (1 + m × rate × (interval / 2 + restart))`` and costs that × the spot price. The rate is an assumption (providers publish ranges, not rates: AWS's Spot Instance
-Advisor buckets GPU instances from "<5 %" to ">20 %" interruptions per month, and community clouds are
-less stable); the output says which rate was assumed, and ``--preemptions-per-hour`` changes it.
+A preemption loses the work since the last checkpoint and the time to get a new machine and resume
+(``restart_s``). Preemptions arrive at ``preemptions_per_hour`` on each machine while the job runs, and a job
+over ``m`` spot machines stops when any one of them is reclaimed. The work lost, with gpuwise's guard
+checkpointing every ``I = checkpoint_interval_s`` of work from the start: a preemption falls anywhere in a run of
+``T = k·I + r`` (``0 <= r < I``) alike, at ``t``, and loses ``t mod I``, so on average
+``(k·I²/2 + r²/2) / T`` (``SpotRisk.lost_work_s``): half an interval on a run of whole intervals or a long one,
+half the run on one shorter than an interval (a 0.14 h run preempted loses 4.2 min, not 15), never more than
+``I/2``. To first order (the redone work is not itself preempted), a job of ``T`` hours takes
+``T + m × rate × (T × restart + k·I²/2 + r²/2)``, which is ``T × (1 + m × rate × (I/2 + restart))`` on a long
+run, and costs that × the spot price. The rate is an assumption (providers publish ranges, not rates: AWS's
+Spot Instance Advisor buckets GPU instances from "<5 %" to ">20 %" interruptions per month, and community clouds
+are less stable); the output says which rate was assumed, and ``--preemptions-per-hour`` changes it.
 """
 
 from __future__ import annotations
@@ -39,20 +44,34 @@ class SpotRisk:
             if value > most:
                 raise PlanError(f"{name} must be at most {most:g}, got {value:g}: no spot job runs at that")
 
-    @property
-    def lost_per_preemption_s(self) -> float:
-        return self.checkpoint_interval_s / 2.0 + self.restart_s
+    def lost_work_s(self, run_time_s: float | None = None) -> float:
+        """The work one preemption loses on average over a run of ``run_time_s`` (None: a run long against the
+        checkpoint interval): what was done since the last checkpoint, ``(k·I²/2 + r²/2) / T`` for a run of
+        ``T = k·I + r`` (module docstring), at most half an interval and at most half the run."""
+        interval_s = self.checkpoint_interval_s
+        if run_time_s is None or interval_s == 0:
+            return interval_s / 2.0
+        if run_time_s <= 0:
+            return 0.0
+        whole_intervals, rest_s = divmod(run_time_s, interval_s)
+        return (whole_intervals * interval_s ** 2 + rest_s ** 2) / (2.0 * run_time_s)
 
-    def lost_share(self, machines: int = 1) -> float:
+    def lost_per_preemption_s(self, run_time_s: float | None = None) -> float:
+        """The time one preemption costs a run of ``run_time_s`` (None: a long one): its lost work and the restart."""
+        return self.lost_work_s(run_time_s) + self.restart_s
+
+    def lost_share(self, machines: int = 1, run_time_s: float | None = None) -> float:
         """The share of the run time that preemptions add on ``machines`` spot machines: each is reclaimed at
-        ``preemptions_per_hour``, and any one's preemption stops the whole job (a multi-node run restarts)."""
+        ``preemptions_per_hour``, and any one's preemption stops the whole job (a multi-node run restarts).
+        ``run_time_s``: the run's own length (a run shorter than a few intervals loses less each time); None: a
+        long run, the most any run adds."""
         if machines < 1:
             raise PlanError(f"a spot job runs on at least one machine, got {machines}")
-        return machines * self.preemptions_per_hour * self.lost_per_preemption_s / 3600.0
+        return machines * self.preemptions_per_hour * self.lost_per_preemption_s(run_time_s) / 3600.0
 
     def expected_time_s(self, run_time_s: float, machines: int = 1) -> float:
         """Expected wall time of ``run_time_s`` of work on ``machines`` spot machines."""
-        return run_time_s * (1.0 + self.lost_share(machines))
+        return run_time_s * (1.0 + self.lost_share(machines, run_time_s))
 
     def describe(self, machines: tuple[int, ...] = (1,)) -> str:
         """The assumption in words; ``machines``: the machine counts of the spot options quoted (2 machines of 8
@@ -61,9 +80,9 @@ class SpotRisk:
         added = ", ".join([f"+{self.lost_share(1):.1%} time and cost"] * (1 in machines or not more)
                           + [f"+{self.lost_share(m):.1%} on {m} machines" for m in more])
         return (f"spot offers are priced with expected preemptions: {self.preemptions_per_hour:g} per hour assumed "
-                f"on each machine, each losing half a checkpoint interval "
-                f"({format_duration(self.checkpoint_interval_s)} between checkpoints) and "
-                f"{format_duration(self.restart_s)} to restart ({added})")
+                f"on each machine, each losing the work since the last checkpoint, half a checkpoint interval on "
+                f"average and half the run on a shorter one ({format_duration(self.checkpoint_interval_s)} between "
+                f"checkpoints), and {format_duration(self.restart_s)} to restart (up to {added})")
 
 
 def describe_serving(risk: SpotRisk) -> str:
