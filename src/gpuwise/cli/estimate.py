@@ -210,7 +210,7 @@ def _render(out: dict, est, *, batch_defaulted: bool = False) -> None:
         con.print(f"On {out['gpu']}{where}: [red]cannot run: {out['cannot_run']}[/]")
         con.print(f"  in memory alone: {out['fit_summary']}")
     elif out["gpu"]:
-        colour = "green" if out["fits"] else ("yellow" if out["fit_summary"].startswith("tight") else "red")
+        colour = "green" if out["fits"] else ("yellow" if _tight(out) else "red")
         con.print(f"On {out['gpu']}{where}: [{colour}]{out['fit_summary']}[/]")
         if not out["fits"]:
             for ch in out["changes_that_fit"]:
@@ -226,7 +226,13 @@ def _render(out: dict, est, *, batch_defaulted: bool = False) -> None:
                 con.print(f"  none of the changes tried makes it fit this GPU (alone or together): "
                           f"{escape(no_change_fits_advice(est.workload, mem))}")
     t = out["time"]
-    if t:
+    if t and _out_of_memory(out):
+        # the JSON keeps the step as if the memory were there; as text it would read as the job's own time
+        gpus = f"{w.num_gpus}× {out['gpu']}" if w.num_gpus > 1 else out["gpu"]
+        con.print(out_of_memory_time_line(gpus + where, bool(out["changes_that_fit"])))
+        for warning in t["warnings"]:
+            con.print(f"  [yellow]warning:[/] {warning}")
+    elif t:
         from gpuwise.runtime.model import SHARDING_OVERHEAD_PART, bound_word
 
         con.print(_serving_time_line(t, out["inference"], w) if out["inference"] else
@@ -257,7 +263,7 @@ def _render(out: dict, est, *, batch_defaulted: bool = False) -> None:
         for warning in t["warnings"]:
             con.print(f"  [yellow]warning:[/] {warning}")
     if out["inference"]:
-        _render_inference(out["inference"])
+        _render_inference(out["inference"], runs=not _out_of_memory(out))
     if out["per_gpu"]:
         from gpuwise.runtime.model import bound_word
 
@@ -365,27 +371,63 @@ def _serving_time_line(t: dict, inf: dict, w) -> str:
             f"{format_request_rate(requests_per_s)}{output}, {bound}")
 
 
-def _render_inference(inf: dict) -> None:
-    """Serving figures in words; the JSON has every field."""
+def _tight(out: dict) -> bool:
+    """Whether the one GPU's fit is "tight" (``memory.uncertainty.fit_wording``'s first word): ``fits`` is false,
+    but the estimate's own total is within the memory, so the job may well run, and is timed as one that does."""
+    return bool(out.get("fit_summary")) and out["fit_summary"].startswith("tight")
+
+
+def _out_of_memory(out: dict) -> bool:
+    """Whether the job does not fit the one GPU asked about, so that it cannot run there as it is: not timed in
+    the text (the JSON's ``time`` is then what the step would take were the memory there). A tight fit may run."""
+    return out["fits"] is False and not _tight(out)
+
+
+def out_of_memory_time_line(where: str, changes_fit: bool) -> str:
+    """What the text says in place of the step time of a job that does not fit the GPU asked about (``where``): it
+    cannot run there, so no time of its own; ``changes_fit``: the changes listed above it each give theirs."""
+    remedy = ("; each change above that makes it fit gives its own step time" if changes_fit else
+              "; the advice above says what would make it fit")
+    return f"No step time: the job as it is does not fit {where}, so it cannot run there{remedy}"
+
+
+def capacity_words(inf: dict, *, prefill_only: bool) -> list[str]:
+    """The serving capacity in words: the longest context that fits this batch and the largest batch of this
+    context, each where it is some; where not one sequence of this context fits, that alone, said once (a 0 of
+    each reads as two figures of a job that runs)."""
+    max_ctx, max_batch = inf.get("max_context_tokens"), inf.get("max_batch_size")
+    if max_batch == 0:
+        tokens = inf["prompt_tokens"] + inf["new_tokens"]
+        return [f"not one sequence of {tokens:,} tokens fits"]
+    parts = []
+    if max_ctx:
+        parts.append(f"longest context that fits {max_ctx:,} tokens " + ("(prompt)" if prefill_only else
+                                                                         "(prompt + answer)"))
+    elif max_ctx == 0:
+        parts.append(f"no context fits a batch of {inf['batch_size']:,}")
+    if max_batch is not None:
+        capped = (inf.get("vllm") or {}).get("max_num_seqs") == max_batch
+        parts.append(f"largest batch that fits {max_batch:,}" + (" (vLLM's max_num_seqs)" if capped else ""))
+    return parts
+
+
+def _render_inference(inf: dict, *, runs: bool = True) -> None:
+    """Serving figures in words; the JSON has every field. ``runs`` False: the job does not fit the GPU, so its
+    times (first token, decode rate) are left out, as its step time is (``out_of_memory_time_line``)."""
     parts = []
     prefill_only = inf.get("new_tokens") == 0
-    if inf.get("ttft_s") is not None:
+    if inf.get("ttft_s") is not None and runs:
         parts.append(f"prefill only (--max-new-tokens 0: prompts scored, nothing generated) "
                      f"{format_duration(inf['ttft_s'])}" if prefill_only else
                      f"time to first token {format_duration(inf['ttft_s'])}")
-    if inf.get("decode_tokens_per_s") is not None:
+    if inf.get("decode_tokens_per_s") is not None and runs:
         per_user = inf.get("decode_tokens_per_s_per_user")
         parts.append(f"decode {inf['decode_tokens_per_s']:.1f} tokens/s (all sequences together"
                      + (f"; {per_user:.1f} per request, {inf['time_per_output_token_s'] * 1e3:.1f} ms per output "
                         f"token)" if per_user else ")"))
     if inf.get("kv_cache_bytes") is not None:
         parts.append(f"KV cache {format_bytes(inf['kv_cache_bytes'])}")
-    if inf.get("max_context_tokens") is not None:
-        parts.append(f"longest context that fits {inf['max_context_tokens']:,} tokens "
-                     + ("(prompt)" if prefill_only else "(prompt + answer)"))
-    if inf.get("max_batch_size") is not None:
-        capped = (inf.get("vllm") or {}).get("max_num_seqs") == inf["max_batch_size"]
-        parts.append(f"largest batch that fits {inf['max_batch_size']:,}" + (" (vLLM's max_num_seqs)" if capped else ""))
+    parts.extend(capacity_words(inf, prefill_only=prefill_only))
     c.console.print("Inference: " + ", ".join(parts))
     load = inf.get("at_load")
     if load:

@@ -63,7 +63,8 @@ class Workload:
         w.precision, w.precision_default    # ("amp-bf16", True)
 
     ``to_dict`` / ``from_dict`` round-trip through JSON: ``Workload.from_dict(json.loads(json.dumps(w.to_dict())))
-    == w``.
+    == w``. An inference job steps no optimizer: its record's ``optimizer`` is null, read back as the field's
+    default (an optimizer named for inference changes nothing and is not kept).
     """
 
     model: str
@@ -302,6 +303,8 @@ class Workload:
         """Every field, JSON-safe (``lora_targets`` a list); ``from_dict`` reads it back."""
         d = asdict(self)
         d["lora_targets"] = list(self.lora_targets)
+        if not self.is_training:
+            d["optimizer"] = None     # serving steps no optimizer: the record says so rather than name one
         return d
 
     @classmethod
@@ -315,7 +318,10 @@ class Workload:
                                                    "num_gpus"):
                 raise WorkloadError(f"the workload record's {key} is {value!r}, not a whole number")
         known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in record.items() if k in known})
+        kwargs = {k: v for k, v in record.items() if k in known}
+        if kwargs.get("optimizer", "") is None and str(kwargs.get("mode", "")).strip().lower() == "infer":
+            del kwargs["optimizer"]   # to_dict's null for a job that steps none: the field's default
+        return cls(**kwargs)
 
 
 class HasBf16(Protocol):
@@ -388,9 +394,8 @@ def check_precision(value: str) -> str:
 
 def _choice(option: str, value: str, choices: tuple[str, ...]) -> None:
     if value not in choices:
-        raise WorkloadError(
-            f"--{option}: unknown value {value!r}{did_you_mean(value, choices)}; valid: {', '.join(choices)}"
-        )
+        hint = did_you_mean(value, choices) if isinstance(value, str) else ""    # a record's null: no spelling
+        raise WorkloadError(f"--{option}: unknown value {value!r}{hint}; valid: {', '.join(choices)}")
 
 
 def _positive(option: str, value: int, maximum: int) -> None:
