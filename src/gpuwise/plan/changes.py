@@ -149,6 +149,23 @@ def shard_over_gpus_remedy(w: Workload, count: int | None = None) -> Remedy | No
     return _remedy(change, num_gpus=count, **layout, sharding=SHARD_STAGE)
 
 
+def serving_split_remedy(w: Workload, count: int, closed_form: bool) -> Remedy | None:
+    """For a decoder LLM served on one GPU (the closed form): the same job over ``count`` GPUs
+    (``--num-gpus N``), its weights and KV cache split over them: vLLM's tensor parallelism, HF generate's layer
+    split; the same batch and answers. None for training (``shard_over_gpus_remedy``), a traced model (several GPUs
+    serve it data-parallel: each holds the whole model) or a job on several GPUs already. Whether the heads split
+    over ``count`` (``count_refusal``) and the GPUs hold it is ``changes_that_fit``'s to estimate."""
+    if w.is_training or not closed_form or w.num_gpus > 1:
+        return None
+    return _remedy(f"--num-gpus {count}", num_gpus=count)
+
+
+def more_gpus_remedy(w: Workload, count: int, closed_form: bool) -> Remedy | None:
+    """The job of one GPU over ``count`` of them, the same method and result: a training job sharded by ZeRO-3
+    (``shard_over_gpus_remedy``), a served LLM split over them (``serving_split_remedy``); None: neither applies."""
+    return shard_over_gpus_remedy(w, count) or serving_split_remedy(w, count, closed_form)
+
+
 def sharding_remedies(w: Workload) -> list[Remedy]:
     """On several GPUs, the ZeRO stages past the job's own: the same method, its state partitioned over the
     GPUs (zero1 the optimizer state, zero2 also the gradients, zero3 also the weights), lightest first. None on

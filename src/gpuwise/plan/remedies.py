@@ -19,14 +19,17 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from gpuwise.catalog.model import GPU, Catalog, Offer
+from gpuwise.catalog.topology import topology_for
 from gpuwise.plan.batch_remedy import batch_change_note, remedy_row, split_batch_remedy, unsplit_options
 from gpuwise.plan.changes import (SHARD_GPU_COUNTS, SHARD_STAGE, Remedy, candidate_remedies, changes_method, makes_a_job,
-                                  micro_batch_remedy, offload_remedies, per_gpu_layout, shard_over_gpus_remedy)
+                                  micro_batch_remedy, more_gpus_remedy, offload_remedies, per_gpu_layout,
+                                  shard_over_gpus_remedy)
 from gpuwise.plan.constraints import Constraints, JobSize, apply_constraints
-from gpuwise.plan.profile import Correction, cannot_run, estimate_fit, model_for
+from gpuwise.plan.profile import Correction, cannot_run, estimate_fit, model_for, serving_nodes_refusal
 from gpuwise.plan.quote import Quote
 from gpuwise.units import format_duration
 from gpuwise.workload import Workload
+from gpuwise.workload.decoder import is_llm
 from gpuwise.workload.parallelism import effective_sharding
 
 if TYPE_CHECKING:   # the recommendation whose excluded options a remedy rescues (recommend calls find_remedies)
@@ -200,13 +203,14 @@ def changes_that_fit(
         return [r for r in candidate_remedies(w, closed_form) if not cannot_run(r.apply(w), gpu)]
 
     singles = [(r, q) for r in runnable(workload) if (q := quote(r.change, r.apply(workload)))]
-    # the job as it is, sharded over the fewest GPUs of this kind it fits (ZeRO-3): the same training
+    # the job as it is over the fewest GPUs of this kind it fits (``more_gpus_remedy``: ZeRO-3 in training, tensor
+    # parallelism or HF's layer split in serving), each count estimated as the job on those GPUs: the same job
     for count in SHARD_GPU_COUNTS:
-        shard = shard_over_gpus_remedy(workload, count)
-        if shard is None or not makes_a_job(shard, workload):
+        more = more_gpus_remedy(workload, count, closed_form)
+        if more is None or not makes_a_job(more, workload) or _count_refused(more.apply(workload), gpu, provider, make):
             continue
-        if found := quote(shard.change, shard.apply(workload)):
-            singles.append((shard, found))
+        if found := quote(more.change, more.apply(workload)):
+            singles.append((more, found))
             break
     if singles:
         # the same training first, then the same method at another effective batch, then another method
@@ -249,11 +253,21 @@ def no_change_fits_advice(workload: Workload, memory) -> str:
                 "and optimizer state, never activations: more GPUs with --sharding zero3 would not make it fit. "
                 "Sequence (context) parallelism splits a sequence's activations over GPUs, which gpuwise does not "
                 "model; a shorter --seq-len (or --image-size), or a GPU with more memory (gpuwise recommend), would")
-    tried = shard_over_gpus_remedy(workload, SHARD_GPU_COUNTS[-1]) is not None    # changes_that_fit tried up to 8
-    more = ("--num-gpus N (tensor parallel)" if not workload.is_training
-            else f"--num-gpus N with --sharding {SHARD_STAGE}"
-            + (f", more than the {SHARD_GPU_COUNTS[-1]} tried" if tried else ""))
+    # changes_that_fit tried up to 8 (``more_gpus_remedy``; the closed form is ``model_for``'s rule, ``is_llm``)
+    tried = more_gpus_remedy(workload, SHARD_GPU_COUNTS[-1], closed_form=is_llm(workload)) is not None
+    beyond = f", more than the {SHARD_GPU_COUNTS[-1]} tried" if tried else ""
+    more = ("--num-gpus N, tensor parallel" if not workload.is_training
+            else f"--num-gpus N with --sharding {SHARD_STAGE}") + beyond
     return f"try more GPUs ({more}) or a larger GPU (gpuwise recommend)"
+
+
+def _count_refused(w: Workload, gpu, provider: str | None, make: Callable[[Workload], object]) -> bool:
+    """Whether ``w`` cannot be split over its GPUs: the heads do not split over them (``count_refusal``, vLLM's
+    rule), or a server's one replica would span machines (``serving_nodes_refusal``), as ``recommend`` excludes
+    such counts."""
+    if w.is_training:
+        return False
+    return bool(make(w).count_refusal(w.num_gpus) or serving_nodes_refusal(w, w.num_gpus, topology_for(gpu, provider)))
 
 
 def _step_s(model, gpu, count: int, provider: str | None, **layout) -> float | None:
