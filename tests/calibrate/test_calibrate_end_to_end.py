@@ -126,8 +126,9 @@ def test_calibrated_estimate_lands_on_the_measurement_and_other_workloads_move_b
     # the memory total moved by the stack's offset: measured (3 GiB − ½ GiB) outside the allocator
     outside_predicted = before["memory"]["total_bytes"] - before["memory"]["peak_reserved_bytes"]
     assert cal.memory_offset_bytes == 3 * GIB - GIB // 2 - outside_predicted
-    # and never under what the run of this very job measured (3 GiB in nvidia-smi: test_trial7_measured_peak_floor)
-    assert after["memory"]["total_bytes"] == max(before["memory"]["total_bytes"] + cal.memory_offset_bytes, 3 * GIB)
+    # no floor here: the replayed samples' process memory is matched as 'all' (their pid is gone), not the job's own
+    # (a floor comes from the job's own memory only: test_trial8_floor_from_the_jobs_own_memory)
+    assert after["memory"]["total_bytes"] == before["memory"]["total_bytes"] + cal.memory_offset_bytes
 
     # another workload on that GPU: exactly the calibration's composition of its shipped classes and host
     # time (fit.compose: device classes × factors, smooth max with the host's side) + what the classes do not cover

@@ -5,7 +5,8 @@ factor, the host term joins the host's side, and the two sides compose as the st
 (``step.compose``: a smooth maximum, so a GPU-bound step hides the host term behind its kernels). The host
 term's visible share is its own class ("host"), the wait for the host is "launch"; step time and
 throughput follow (``by_class_s`` still sums to ``compute_s``). The memory total (what nvidia-smi shows)
-moves by the stack's offset when one was measured. Only classes the runs gave evidence for are scaled
+moves by the stack's offset when one was measured, and is never under what a run of that very job (``job_key``)
+measured of its own memory on that GPU. Only classes the runs gave evidence for are scaled
 (``evidence`` module docstring); ``describe`` says which, from how many runs, and warns when most of the job's
 step lies in classes the runs never carried. ``correction`` is what the CLI passes to
 ``plan.profile.model_for``: every estimate of that model is corrected, no other.
@@ -24,14 +25,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from gpuwise.calibrate.calibration import SHOWN_HOST_S, GpuCalibration, duration_text, factor_text
-from gpuwise.calibrate.evidence import MIN_CLASS_SHARE, same_workload, workload_key
-from gpuwise.calibrate.rows import predicted_classes
+from gpuwise.calibrate.evidence import MIN_CLASS_SHARE, job_key
 from gpuwise.calibrate.step import HOST, OFFLOAD, CalibratedStep, class_key, on_device
 from gpuwise.catalog import GPU, Catalog, load_catalog
 from gpuwise.memory.model import MemoryEstimate
 from gpuwise.plan.profile import Estimate
 from gpuwise.runtime.model import StepPace, StepTime
 from gpuwise.runtime.predict import step_pace
+from gpuwise.workload import Workload
 
 HOST_CLASS = HOST
 
@@ -103,9 +104,9 @@ def _calibrated_pace(step: StepTime, pace: StepPace | None,
 
 def corrected_memory(memory: MemoryEstimate, cal: GpuCalibration, measured_peak_bytes: int | None = None) -> MemoryEstimate:
     """The nvidia-smi total moved by the stack's offset (when measured), and never below ``measured_peak_bytes``, the
-    most a run of this very job measured on this GPU (``same_job_peak_bytes``): the offset covers only what the
-    allocator does not hold, so a job whose allocator held more than predicted would otherwise be estimated under
-    what it was seen to take (and a negative offset pushed it further under)."""
+    most a run of this very job measured of its own memory on this GPU (``same_job_peak_bytes``): the offset covers
+    only what the allocator does not hold, so a job whose allocator held more than predicted would otherwise be
+    estimated under what it was seen to take (and a negative offset pushed it further under)."""
     notes = list(memory.notes)
     total = memory.total_bytes
     if cal.memory_offset_bytes:                            # None: not measured; 0: nothing to move
@@ -119,19 +120,21 @@ def corrected_memory(memory: MemoryEstimate, cal: GpuCalibration, measured_peak_
     return memory if total == memory.total_bytes else replace(memory, total_bytes=total, notes=tuple(notes))
 
 
-def same_job_peak_bytes(step: StepTime, cal: GpuCalibration, precision, gpu) -> int | None:
-    """The most memory a run of ``cal`` measured whose shipped prediction is ``step``'s (``evidence.same_workload``: the
-    same job on that GPU, as far as the prediction tells); None when no such run measured memory."""
-    key = workload_key(*predicted_classes(step, precision, gpu), step.host_s)
-    peaks = [r.measured_peak_bytes for r in cal.runs if r.measured_peak_bytes is not None and same_workload(r) == key]
+def same_job_peak_bytes(workload: Workload, cal: GpuCalibration) -> int | None:
+    """The most memory of its own (``FitRow.measured_peak_bytes``) a run of ``cal`` measured whose job is ``workload``
+    (``evidence.job_key``: the same workload record, memory-only fields included); None when no such run measured
+    memory (a run stored without its job's key is none)."""
+    key = job_key(workload)
+    peaks = [r.measured_peak_bytes for r in cal.runs if r.measured_peak_bytes is not None and r.job_key == key]
     return max(peaks) if peaks else None
 
 
 def describe(step: StepTime | None, cal: GpuCalibration, precision, gpu) -> str:
     """What the calibration did to this job, in words (estimate's and report's calibration line):
-    "calibrated with 1 of your runs on X: scaled launch ×1.02 (1% of this step), host +9.30 ms beside the
-    kernels' issue (adds 0.46 ms to this step: the GPU's work hides the rest); conv/fp16, norm/fp16,
-    elementwise/fp16 (93% of this step) never seen in that run: the shipped model there"."""
+    "calibrated with 1 of your runs on X: scaled launch ×1.03 (<1% of this step), host +2.54 ms beside the
+    kernels' issue (adds 0.17 ms to this step: the GPU's work hides the rest); this step 36.2 ms shipped → 36.4 ms
+    calibrated; conv/fp16, norm/fp16, elementwise/fp16 (91% of this step) never seen in that run: the shipped model
+    there"."""
     runs = "that run" if len(cal.runs) == 1 else f"those {len(cal.runs)} runs"
     if step is None:
         return cal.label
@@ -151,11 +154,17 @@ def describe(step: StepTime | None, cal: GpuCalibration, precision, gpu) -> str:
     if visible_s >= SHOWN_HOST_S:                        # never more than the term itself
         hidden = ": the GPU's work hides the rest" if visible_s < 0.5 * cal.host_s else ""
         text += f", host +{cal.host_s * 1e3:.2f} ms beside the kernels' issue (adds {visible_s * 1e3:.2f} ms to this step{hidden})"
+    text += f"; {net_change_text(step.step_time_s, corrected_time(step, cal, precision, gpu).step_time_s)}"
     dominant = [k for k in sorted(unseen, key=lambda k: -unseen[k]) if total > 0 and unseen[k] >= MIN_CLASS_SHARE * total]
     if dominant:
         text += (f"; {', '.join(dominant)} ({share({k: unseen[k] for k in dominant})} of this step) never seen in {runs}: "
                  "the shipped model there")
     return text + disagreement_text(cal)
+
+
+def net_change_text(shipped_s: float, calibrated_s: float) -> str:
+    """What a calibration did to a step in all, as said: "this step 19.3 ms shipped → 36.1 ms calibrated"."""
+    return f"this step {duration_text(shipped_s)} shipped → {duration_text(calibrated_s)} calibrated"
 
 
 def disagreement_text(cal: GpuCalibration) -> str:
@@ -174,8 +183,7 @@ def disagreement_text(cal: GpuCalibration) -> str:
 def corrected(est: Estimate, cal: GpuCalibration) -> Estimate:
     on = (est.workload.precision, est.gpu)
     time = corrected_time(est.time, cal, *on) if est.time is not None else None
-    peak_bytes = same_job_peak_bytes(est.time, cal, *on) if est.time is not None else None
-    return replace(est, time=time, memory=corrected_memory(est.memory, cal, peak_bytes),
+    return replace(est, time=time, memory=corrected_memory(est.memory, cal, same_job_peak_bytes(est.workload, cal)),
                    calibration=describe(est.time, cal, *on))
 
 

@@ -12,19 +12,27 @@ did carry the runs. ``g`` is reported, never applied to an unseen class: a slow 
 a ResNet's convolutions (it once turned a 36 ms ResNet-50 step into 169 ms).
 
 Runs of one workload (``same_workload``) whose measured steps disagree by more than ``SAME_WORKLOAD_TOLERANCE``
-are evidence that one of them measured something else (``same_workload_disagreements``).
+are evidence that one of them measured something else (``same_workload_disagreements``). Runs of one job for its
+memory are told apart by the job itself (``job_key``), not by the prediction: much that changes memory changes no
+step time (vLLM's ``gpu_memory_utilization``, its KV cache's dtype).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping, Sequence
 
 from gpuwise.calibrate.step import LAUNCH, OFFLOAD, FitRow, shipped_sides
+from gpuwise.workload import Workload
 
 MIN_CLASS_SHARE = 0.05         # a factor needs this share of one run's predicted step (module docstring)
 # The parts of a run's stack that set its kernels' speed: runs that differ in them measured two stacks (a torch upgrade
 # changes kernels and their launch path; the driver alone seldom does)
 KERNEL_STACK = ("torch", "cuda")
+# A workload record's fields that say who chose another field (the default rule or the user: ``precision_default``),
+# not what the job is: left out of ``job_key``
+CHOSEN_BY_SUFFIX = "_default"
 # Runs with the same shipped prediction (the same workload on the same GPU, as far as the fit can see) whose
 # measured steps differ by more than this share of the faster one disagree: measured medians of one job on one
 # GPU are a few % apart run to run; beyond 25 % one of them measured something else, and the fit lands between.
@@ -60,15 +68,20 @@ def supported_classes(rows: Sequence[FitRow]) -> set[str]:
 
 
 def same_workload(row: FitRow) -> tuple:
-    """What tells runs of one workload apart on one GPU without its name (never stored): the shipped prediction,
-    per class and host issue time (``workload_key``). Two workloads that share it are one point to the fit."""
-    return workload_key(row.predicted_by_class_s, row.predicted_other_s, row.predicted_host_s)
+    """What tells runs of one workload apart on one GPU for the fit without its name (never stored): the shipped
+    prediction, per class and host issue time (4 significant digits). Two workloads that share it are one point to
+    the fit."""
+    return (tuple(sorted((c, f"{s:.4g}") for c, s in row.predicted_by_class_s.items())),
+            f"{row.predicted_other_s:.4g}", f"{row.predicted_host_s or 0.0:.4g}")
 
 
-def workload_key(by_class_s: Mapping[str, float], other_s: float, host_s: float | None) -> tuple:
-    """A shipped prediction as ``same_workload`` compares them: per class (``class_key``), outside the classes and the
-    host's issue time, each to 4 significant digits."""
-    return (tuple(sorted((c, f"{s:.4g}") for c, s in by_class_s.items())), f"{other_s:.4g}", f"{host_s or 0.0:.4g}")
+def job_key(workload: Workload) -> str:
+    """What tells one job from another for its memory (``FitRow.job_key``): its workload record (``Workload.to_dict``,
+    every field, those that change memory and not the step time too: ``gpu_memory_utilization``, ``kv_cache_dtype``,
+    ``keep_grads``, ``lora_dropout``) less who chose a field (``CHOSEN_BY_SUFFIX``), hashed (sha256, 16 hex digits:
+    a local model file's path is never stored)."""
+    record = {k: v for k, v in workload.to_dict().items() if not k.endswith(CHOSEN_BY_SUFFIX)}
+    return hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def same_workload_disagreements(rows: Sequence[FitRow]) -> list[tuple[FitRow, ...]]:
@@ -86,17 +99,36 @@ def same_workload_disagreements(rows: Sequence[FitRow]) -> list[tuple[FitRow, ..
     return out
 
 
-def stack_text(row: FitRow) -> str:
-    """The parts of ``row``'s stack that set its kernels' speed (``KERNEL_STACK``), as said: "torch 2.5.1, cuda 12.4";
-    "" where the run recorded none."""
-    return ", ".join(f"{k} {row.stack[k]}" for k in KERNEL_STACK if row.stack.get(k))
+def stack_parts(row: FitRow) -> dict[str, str]:
+    """The parts of ``row``'s stack that set its kernels' speed (``KERNEL_STACK``) that it recorded."""
+    return {k: row.stack[k] for k in KERNEL_STACK if row.stack.get(k)}
+
+
+def stacks_differ(a: Mapping[str, str], b: Mapping[str, str]) -> bool:
+    """Whether two stacks (``stack_parts``) are two: only where both recorded a part, with another version (a run
+    that recorded CUDA 12.4 alone may have measured torch 2.5.1 with it)."""
+    return any(a[k] != b[k] for k in a.keys() & b.keys())
+
+
+def stack_text(parts: Mapping[str, str]) -> str:
+    """A stack (``stack_parts``) as said: "torch 2.5.1, cuda 12.4"; "" where none was recorded."""
+    return ", ".join(f"{k} {parts[k]}" for k in KERNEL_STACK if parts.get(k))
 
 
 def stack_groups(rows: Sequence[FitRow]) -> dict[str, tuple[FitRow, ...]]:
-    """The runs by the kernel stack they measured (``stack_text``), oldest first, in the order first seen; a run that
-    recorded none is in no group. More than one group: the fit mixes stacks (an upgrade's runs with older ones)."""
-    out: dict[str, list[FitRow]] = {}
-    for r in rows:
-        if stack_text(r):
-            out.setdefault(stack_text(r), []).append(r)
-    return {k: tuple(v) for k, v in out.items()}
+    """The runs by the kernel stack they measured (``stack_text`` of the parts its runs recorded), each group's runs
+    oldest first, the groups in the order their first run was seen. The runs that recorded most go first: a run
+    joins the one group it does not differ from (``stacks_differ``) and adds what it recorded, starts a group where
+    it differs from all, and is in none where it recorded none or too little to tell which of several it measured.
+    More than one group: the fit mixes stacks (an upgrade's runs with older ones)."""
+    parts = [stack_parts(r) for r in rows]
+    groups: list[tuple[dict[str, str], list[int]]] = []
+    for i in sorted((i for i, p in enumerate(parts) if p), key=lambda i: -len(parts[i])):   # stable: oldest first
+        fits = [g for g in groups if not stacks_differ(g[0], parts[i])]
+        if not fits:
+            groups.append((dict(parts[i]), [i]))
+        elif len(fits) == 1:
+            fits[0][0].update(parts[i])
+            fits[0][1].append(i)
+    groups.sort(key=lambda g: min(g[1]))
+    return {stack_text(said): tuple(rows[i] for i in sorted(members)) for said, members in groups}

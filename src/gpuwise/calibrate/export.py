@@ -3,7 +3,8 @@ and ``benchmarks/contributed/`` collects. docs/calibrate.md documents it.
 
 What it holds: the GPU (catalog id and driver name), the stack (driver, CUDA, torch versions), the
 workload (gpuwise's fields; a model that is not a public torchvision/timm/Hub name becomes "private"),
-and the figures (median step time, timed steps, peak allocated/reserved, NVML process memory). What it
+the figures (median step time, timed steps, peak allocated/reserved, NVML process memory) and how the process
+memory was matched to the job (``process_match``: ``own_memory``; null: not said). What it
 never holds: paths, host names, user names, process ids, times of day, the command line.
 
 What ``export_rows`` writes, ``gpuwise calibrate`` reads back, with one exception it says at export: a
@@ -22,6 +23,7 @@ from pathlib import Path
 from gpuwise import __version__
 from gpuwise.atomic import write_new_text_atomic
 from gpuwise.calibrate.errors import CalibrateError
+from gpuwise.calibrate.own_memory import MATCHES, MatchedMeasurement, process_match
 from gpuwise.calibrate.ranges import step_time_s
 from gpuwise.errors import GpuwiseError
 from gpuwise.report.measured import PRIVATE_MODEL, Measurement, public_model
@@ -35,7 +37,7 @@ FIGURES = ("step_time_s", "timed_steps", "peak_allocated_bytes", "peak_reserved_
 
 
 @dataclass(frozen=True)
-class RowMeasurement(Measurement):
+class RowMeasurement(MatchedMeasurement):
     """A measurement read from an exported row, which names its GPU twice: ``gpu_id``, the catalog id the row
     was exported for (authoritative: the id its calibration is keyed by, resolved as ``--gpu`` is), and
     ``gpu_name``, the driver's name, checked against it (``rows.measured_gpu``); a row without ``gpu_name`` has
@@ -51,7 +53,7 @@ def export_row(m: Measurement, gpu_id: str) -> dict:
     return {"format": ROW_FORMAT, "gpu": gpu_id, "gpu_name": m.gpu_name,
             "stack": {"driver": m.driver_version, "cuda": m.cuda_version, "torch": m.torch_version},
             "workload": workload, "figures": {k: getattr(m, k) for k in FIGURES},
-            "gpuwise_version": __version__}
+            "process_match": process_match(m), "gpuwise_version": __version__}
 
 
 PRIVATE_ROW_NOTE = ("a local model file (file.py:factory, a local config.json) is exported as \"private\" so that no "
@@ -141,10 +143,13 @@ def parse_row(row: Mapping, source: str) -> Measurement:
         for key, value in (("gpu", gpu_id), ("gpu_name", gpu_name)):
             if value is not None and not isinstance(value, str):
                 raise ValueError(f"{key} {value!r} is not a GPU name")
+        match = row.get("process_match")           # absent (a row exported before it was kept): not said
+        if match is not None and match not in MATCHES:
+            raise ValueError(f"process_match {str(match)[:40]!r}, expected one of {', '.join(MATCHES)} or null")
         return RowMeasurement(
             gpu_id=gpu_id, gpu_name=gpu_name or gpu_id, workload=dict(workload), **checked,
             driver_version=stack.get("driver"), cuda_version=stack.get("cuda"), torch_version=stack.get("torch"),
-            source=source)
+            source=source, process_match=match)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise CalibrateError(f"{source}: not a {ROW_FORMAT} row ({str(exc)[:150]})") from None
 

@@ -18,6 +18,7 @@ from gpuwise.calibrate.export import read_rows
 from gpuwise.calibrate.fit import fit_gpu
 from gpuwise.calibrate.gpu_kind import on_trained_kind
 from gpuwise.calibrate.measure_json import is_measure_json, measurements_from_measure_json
+from gpuwise.calibrate.own_memory import matched, run_log_process_match
 from gpuwise.calibrate.ranges import step_time_s
 from gpuwise.calibrate.rows import check_usable, fit_row, measured_gpu
 from gpuwise.catalog import GPU, Catalog, load_catalog, resolve_gpu
@@ -66,20 +67,21 @@ def unreadable(path: Path, exc: Exception | None) -> NoReturn:
 
 
 def read_run_log(path: Path, catalog: Catalog | None, gpu: GPU | None) -> Measurement:
-    """The measurement of a run log (``report.measured``); where its job's GPUs differ in kind, of the one the job
-    trained on (``gpu_kind.on_trained_kind``: the torch record's GPU, else ``gpu``), its process memory that
-    kind's alone. ``catalog`` None: the default one, read only for such a log."""
+    """The measurement of a run log (``report.measured``), with how its process memory was matched to the job
+    (``own_memory``); where its job's GPUs differ in kind, of the one the job trained on (``gpu_kind.on_trained_kind``:
+    the torch record's GPU, else ``gpu``), its process memory that kind's alone. ``catalog`` None: the default one,
+    read only for such a log."""
     try:
         log = load_usage_log(path)
         usage = summarize(log) if log.samples else None
         found = measurement_from(log, usage)
-        if usage is None or not usage.mixed_gpus:
-            return found
-        # a job on several kinds names no one GPU (usage.gpu_name): the torch record's name is the training's
-        one_kind = on_trained_kind(usage, found.workload, found.gpu_name, gpu,
-                                   catalog if catalog is not None else load_catalog(), str(path))
-        return measurement_from(log, one_kind)
-    except ReportError as exc:
+        if usage is not None and usage.mixed_gpus:
+            # a job on several kinds names no one GPU (usage.gpu_name): the torch record's name is the training's
+            one_kind = on_trained_kind(usage, found.workload, found.gpu_name, gpu,
+                                       catalog if catalog is not None else load_catalog(), str(path))
+            found = measurement_from(log, one_kind)
+        return matched(found, run_log_process_match(path))
+    except (ReportError, RunLogError) as exc:
         raise CalibrateError(str(exc)) from None
 
 

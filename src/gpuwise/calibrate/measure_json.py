@@ -12,6 +12,7 @@ import logging
 
 from gpuwise.calibrate.errors import CalibrateError
 from gpuwise.calibrate.export import checked_figures
+from gpuwise.calibrate.own_memory import OWN, MatchedMeasurement
 from gpuwise.calibrate.ranges import step_time_s
 from gpuwise.errors import GpuwiseError
 from gpuwise.report.measured import MIN_TIMED_STEPS, Measurement
@@ -72,10 +73,10 @@ def measurements_from_measure_json(doc: dict, source: str) -> list[Measurement]:
             workload = Workload.from_dict(row["workload"]).to_dict()
         except (GpuwiseError, KeyError, TypeError) as exc:
             raise CalibrateError(f"{where}: unreadable workload ({str(exc)[:150]})") from None
-        out.append(Measurement(
+        out.append(MatchedMeasurement(
             gpu_name=gpu_name, workload=workload, **row_figures(row, where),
             driver_version=info.get("driver"), cuda_version=info.get("cuda"), torch_version=info.get("torch"),
-            source=where))
+            source=where, process_match=OWN))     # measure.py reads its own pid's memory (nvml_process_bytes)
     if skipped:
         logging.getLogger(__name__).warning("%s: %d of its %d workloads not measured, left out: %s", source,
                                             len(skipped), len(doc["results"]),

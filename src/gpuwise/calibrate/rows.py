@@ -9,7 +9,9 @@ import json
 from collections.abc import Callable
 
 from gpuwise.calibrate.errors import CalibrateError
+from gpuwise.calibrate.evidence import job_key
 from gpuwise.calibrate.export import PRIVATE_ROW_NOTE, RowMeasurement
+from gpuwise.calibrate.own_memory import own_process_memory_bytes
 from gpuwise.calibrate.step import MEMORY_FIGURES, FitRow, class_key
 from gpuwise.catalog import GPU, Catalog, CatalogError, missing_gpu_remedy, resolve_gpu
 from gpuwise.catalog.resolve import AmbiguousGpuName, UnknownGpuName
@@ -53,10 +55,11 @@ def predicted_classes(time: StepTime, precision, gpu: GPU) -> tuple[dict[str, fl
     return by_class, outside_classes_s(float(time.step_time_s), sum(by_class.values()))
 
 
-def measured_peak_bytes(m: Measurement) -> int | None:
-    """The most memory ``m`` measured (``FitRow.measured_peak_bytes``): the larger of its process memory and PyTorch's
-    peak reserved; None when it measured neither."""
-    figures = [b for b in (m.process_memory_bytes, m.peak_reserved_bytes) if b is not None]
+def own_peak_bytes(m: Measurement) -> int | None:
+    """The most memory ``m`` measured that was its job's own (``FitRow.measured_peak_bytes``): the larger of its
+    process memory where NVML matched the job's pids (``own_memory``: one that counted every process on the GPU may
+    hold a co-tenant's) and PyTorch's peak reserved (the job's allocator's alone); None when it measured neither."""
+    figures = [b for b in (own_process_memory_bytes(m), m.peak_reserved_bytes) if b is not None]
     return int(max(figures)) if figures else None
 
 
@@ -182,5 +185,5 @@ def fit_row(m: Measurement, gpu: GPU, progress: Callable[[str], None] | None = N
         stack={k: str(v) for k, v in m.stack.items() if v},
         predicted_host_s=float(est.time.host_s),
         unmeasured_memory=tuple(k for k in MEMORY_FIGURES if getattr(m, k) is None),
-        measured_peak_bytes=measured_peak_bytes(m),
+        measured_peak_bytes=own_peak_bytes(m), job_key=job_key(est.workload),
     )

@@ -48,9 +48,13 @@ class FitRow:
     # the memory figures the run lacked (MEMORY_FIGURES' keys), so that "not measured" can say which; () also for a
     # run stored before this was kept
     unmeasured_memory: tuple[str, ...] = ()
-    # the most memory the run measured: its process memory (NVML, what nvidia-smi shows), else PyTorch's peak reserved;
-    # an estimate of the same job on that GPU is never below it (``apply.corrected_memory``). None: not measured
+    # the most memory the run measured that was the job's own (``rows.own_peak_bytes``): its process memory (NVML, what
+    # nvidia-smi shows) where matched by the job's pids, else PyTorch's peak reserved; an estimate of the same job
+    # (``job_key``) on that GPU is never below it (``apply.corrected_memory``). None: not measured
     measured_peak_bytes: int | None = None
+    # the run's job (``evidence.job_key``: its workload record, hashed), which an estimate's must be for the floor
+    # above; None: a run stored before it was kept (it floors nothing)
+    job_key: str | None = None
 
     @property
     def predicted_step_time_s(self) -> float:

@@ -52,7 +52,7 @@ def _row_to_toml(r: FitRow) -> dict:
          "predicted_other_s": r.predicted_other_s, "measured_step_time_s": r.measured_step_time_s,
          "stack": {k: v for k, v in r.stack.items() if v}}
     for key in ("predicted_outside_allocator_bytes", "measured_outside_allocator_bytes", "predicted_host_s",
-                "measured_peak_bytes"):
+                "measured_peak_bytes", "job_key"):
         if getattr(r, key) is not None:         # TOML has no null: absent means not measured
             d[key] = getattr(r, key)
     if r.unmeasured_memory:
@@ -103,6 +103,7 @@ def _row_from_toml(d: Mapping, where: str) -> FitRow:
         predicted_host_s=seconds("predicted_host_s", d["predicted_host_s"]) if "predicted_host_s" in d else None,
         unmeasured_memory=tuple(str(k) for k in d.get("unmeasured_memory", ()) if k in MEMORY_FIGURES),
         measured_peak_bytes=_whole(d.get("measured_peak_bytes"), f"{where}.measured_peak_bytes"),
+        job_key=str(d["job_key"]) if "job_key" in d else None,
     )
 
 
