@@ -80,9 +80,14 @@ PID_KEY = "pid"                            # the command's pid
 EXIT_CODE_KEY = "exit_code"                # as a shell gives it: 128 + N when signal N ended the command
 SIGNAL_KEY = "signal"                      # the signal's name ("SIGKILL"), only when a signal ended the command
 START_ERROR_KEY = "start_error"            # why the command could not start (exit code 127 or 126)
+# the GPUs the command could see: CUDA_VISIBLE_DEVICES as it got it, JSON: a string ("0,1", "GPU-…,MIG-…") or null
+# (unset: every GPU); absent in a log written before it was recorded (the report then counts no GPU idle beside a
+# job whose processes NVML listed, since the others may be another job's)
+VISIBLE_DEVICES_ENV = "CUDA_VISIBLE_DEVICES"
+VISIBLE_DEVICES_KEY = "cuda_visible_devices"
 MONITOR_META_KEYS = (HOST_KEY, START_T_S_KEY, GPUWISE_VERSION_KEY, INTERVAL_S_KEY, BACKEND_KEY, DRIVER_VERSION_KEY,
                      END_T_S_KEY, REQUESTED_INTERVAL_S_KEY, COMMAND_KEY, PID_KEY, EXIT_CODE_KEY, SIGNAL_KEY,
-                     START_ERROR_KEY)
+                     START_ERROR_KEY, VISIBLE_DEVICES_KEY)
 
 # (name, SQL type). Units in names; NULL = not supported / not reported.
 GPU_SAMPLE_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -430,6 +435,24 @@ def _rows(path: str | Path, sql: str, table: str | None = None, params: tuple = 
 
 def read_meta(path: str | Path) -> dict[str, str]:
     return {r["key"]: r["value"] for r in _rows(path, "SELECT key, value FROM meta")}
+
+
+def visible_devices_meta(value: str | None) -> str:
+    """``VISIBLE_DEVICES_KEY``'s text for a command given CUDA_VISIBLE_DEVICES ``value`` (None: unset)."""
+    return json.dumps(value)
+
+
+def read_visible_devices(meta: Mapping[str, str | None]) -> tuple[bool, str | None]:
+    """(whether ``meta`` records the GPUs the command could see, its CUDA_VISIBLE_DEVICES: None when unset, every GPU
+    visible). A text that is neither a JSON string nor null (written by hand: ``0,1``) is the variable itself."""
+    if VISIBLE_DEVICES_KEY not in meta:
+        return False, None
+    text = meta[VISIBLE_DEVICES_KEY]
+    try:
+        value = json.loads(text) if text is not None else None
+    except ValueError:
+        return True, text
+    return True, value if value is None or isinstance(value, str) else text
 
 
 # The order rows are read in, and numbered in (a reader's "gpu_samples row N"): by time, then GPU, then as written.

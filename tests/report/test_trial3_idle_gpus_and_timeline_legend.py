@@ -15,7 +15,7 @@ import pytest
 
 from gpuwise.report import build_report
 from gpuwise.report.html import render_html
-from gpuwise.runlog import RunLog
+from gpuwise.runlog import VISIBLE_DEVICES_KEY, RunLog, visible_devices_meta
 
 from tests.report.helpers import one_line, text_of
 
@@ -45,10 +45,17 @@ def other_job_gpu(t_s: float, index: int) -> dict:
     return {**idle_gpu(t_s, index), "utilization_pct": 90.0, "memory_used_bytes": 30 * GIB, "process_count": 1}
 
 
-def run_log(path, kinds) -> str:
-    """A finished `gpuwise run` log: one GPU per entry of ``kinds`` (a row maker), SAMPLES samples each."""
+UNSET = None              # CUDA_VISIBLE_DEVICES unset: the job could see every GPU
+NOT_RECORDED = object()   # a log written before `gpuwise run` recorded what the job could see
+
+
+def run_log(path, kinds, visible: str | None | object = UNSET) -> str:
+    """A finished `gpuwise run` log: one GPU per entry of ``kinds`` (a row maker), SAMPLES samples each; the job given
+    CUDA_VISIBLE_DEVICES=``visible`` (UNSET: every GPU; NOT_RECORDED: a log that does not say)."""
     with RunLog(path) as log:
         log.set_meta("command", ["python", "train.py"])
+        if visible is not NOT_RECORDED:
+            log.set_meta(VISIBLE_DEVICES_KEY, visible_devices_meta(visible))
         log.set_meta("start_t_s", T0_S)
         log.write_gpu_samples([kind(T0_S + k * INTERVAL_S, i) for k in range(SAMPLES) for i, kind in enumerate(kinds)])
         log.set_meta("end_t_s", T0_S + (SAMPLES - 1) * INTERVAL_S)

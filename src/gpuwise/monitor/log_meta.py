@@ -1,7 +1,8 @@
 """The ``meta`` keys every monitor command writes into its run log (docs/runlog.md), from one place:
 ``gpuwise run``, ``gpuwise watch --log`` and ``gpuwise exporter --log`` all record where and how they sampled
 (``host``, ``backend``, ``driver_version``, ``interval_s``, ``gpuwise_version``, ``start_t_s``) and, when they
-stop, ``end_t_s`` (``run`` adds its command, workload, pid and exit code). A log without ``end_t_s`` was
+stop, ``end_t_s`` (``run`` adds its command, workload, pid, exit code and the GPUs the command could see,
+``cuda_visible_devices``). A log without ``end_t_s`` was
 written by a sampler that was killed, or is still running: the report says so.
 
 The keys are named once, in ``gpuwise.runlog`` (``*_KEY``, ``MONITOR_META_KEYS``), and imported here: the
@@ -21,7 +22,8 @@ from gpuwise import __version__
 # monitor's writers and for code that imported them from here.
 from gpuwise.runlog import (BACKEND_KEY, COMMAND_KEY, DRIVER_VERSION_KEY, END_T_S_KEY, EXIT_CODE_KEY,  # noqa: F401
                             GPUWISE_VERSION_KEY, HOST_KEY, INTERVAL_S_KEY, MONITOR_META_KEYS, PID_KEY,
-                            REQUESTED_INTERVAL_S_KEY, SIGNAL_KEY, START_ERROR_KEY, START_T_S_KEY)
+                            REQUESTED_INTERVAL_S_KEY, SIGNAL_KEY, START_ERROR_KEY, START_T_S_KEY,
+                            VISIBLE_DEVICES_KEY)
 
 NO_BACKEND = "none"                        # the backend recorded when no driver was found
 

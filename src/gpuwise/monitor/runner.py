@@ -35,6 +35,10 @@ that already holds something is refused (exit 2, the file untouched), so a secon
 one's meta (command, workload, exit code) or mixes its samples and events with them. A run that fails before
 its command starts (exit 2: the log cannot be opened, no such monitor backend) removes the log it created.
 
+The run log's meta records the GPUs the command could see (``cuda_visible_devices``: CUDA_VISIBLE_DEVICES as it got
+it, null when unset): NVML lists, and the sampler samples, every GPU of the node, another user's too, and the report
+counts as idle beside the job only those the job could see.
+
 Exit code: the command's, or 128+N when signal N killed it, as in a shell, whatever happens to sampling,
 the run log or the report: those failures are warnings on stderr. The run log's meta records it as
 ``exit_code``, and the signal's name as ``signal`` when one killed the command (``exit_status``).
@@ -64,7 +68,7 @@ from gpuwise.monitor.log_meta import (COMMAND_KEY, EXIT_CODE_KEY, PID_KEY, SIGNA
 from gpuwise.monitor.new_log import RUN_HINT, NewLog, create_new_log, default_log_path, discard_log, hold  # noqa: F401
 from gpuwise.monitor.orphan_watch import POLL_S, group_alive, running_members
 from gpuwise.monitor.sampler import Sampler, check_interval_s, open_run_log
-from gpuwise.runlog import WORKLOAD_KEY
+from gpuwise.runlog import VISIBLE_DEVICES_ENV, VISIBLE_DEVICES_KEY, WORKLOAD_KEY, visible_devices_meta
 
 logger = logging.getLogger(__name__)
 
@@ -166,8 +170,10 @@ def run_command(
     meta[COMMAND_KEY] = cmd
     if workload is not None:
         meta[WORKLOAD_KEY] = workload
-    _best_effort(announce, "run log meta not written", lambda: write_meta(runlog, meta))
     env = dict(os.environ)
+    # NVML lists every GPU of the node, whatever the command may use: the report counts as idle only those it could see
+    meta[VISIBLE_DEVICES_KEY] = visible_devices_meta(env.get(VISIBLE_DEVICES_ENV))
+    _best_effort(announce, "run log meta not written", lambda: write_meta(runlog, meta))
     if torch_hook:
         env["PYTHONPATH"] = os.pathsep.join([str(HOOK_DIR)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
         env[RUNLOG_ENV] = str(log.resolve())

@@ -34,7 +34,7 @@ import numpy as np
 from gpuwise.monitor.sample import MIG_LABEL
 from gpuwise.report.sample_table import DeviceColumns, sample_table
 from gpuwise.report.sources import RUN_LOG_SOURCE, TorchPeak, UsageLog
-from gpuwise.runlog import END_T_S_KEY, START_T_S_KEY
+from gpuwise.runlog import END_T_S_KEY, START_T_S_KEY, VISIBLE_DEVICES_ENV, read_visible_devices
 from gpuwise.units import format_bytes, format_duration
 
 IDLE_BELOW_PCT = 5.0         # utilisation at or under this is idle
@@ -151,6 +151,7 @@ class UsageSummary:
     power: "PowerSummary | None" = None  # the job's devices' power, one basis (None: no power in the log)
     gaps: tuple[Gap, ...] = ()           # left out of duration_s (run time), energy and savings
     idle_labels: tuple[str, ...] = ()    # GPUs of the log on which nothing ran while the job ran on others
+    unseen_labels: tuple[str, ...] = ()  # devices outside the job's CUDA_VISIBLE_DEVICES: neither its nor idle
 
     @property
     def job_devices(self) -> tuple[DeviceUsage, ...]:
@@ -169,9 +170,10 @@ class UsageSummary:
 
     @property
     def nothing_ran(self) -> bool:
-        """Nothing ran on any GPU of the log (``ran`` false for each, its busy share known): there is no job to
-        right-size."""
-        return bool(self.devices) and all(not ran(d) and d.mean_busy_pct is not None for d in self.devices)
+        """Nothing ran on any GPU of the job (``ran`` false for each, its busy share known: the job's GPUs are then
+        every GPU of the log it could see): there is no job to right-size."""
+        job = self.job_devices
+        return bool(job) and all(not ran(d) and d.mean_busy_pct is not None for d in job)
 
     @property
     def job_gpus(self) -> tuple[str, ...]:
@@ -271,6 +273,7 @@ class UsageSummary:
         d["job_labels"] = list(self.job_labels)
         d["job_gpus"] = list(self.job_gpus)
         d["idle_labels"] = list(self.idle_labels)
+        d["unseen_labels"] = list(self.unseen_labels)
         d["gaps"] = [g.__dict__ for g in self.gaps]
         d["idle_stretch_count"] = len(self.idle_stretches)
         d["idle_gpu_s"] = self.idle_gpu_s
@@ -455,17 +458,76 @@ def ran(d: DeviceUsage) -> bool:
             or (d.peak_used_bytes or 0) > CUDA_CONTEXT_MAX_BYTES)
 
 
-def _job_devices(devices: list[DeviceUsage]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(the devices the job touched, the idle GPUs left out): own process memory > 0, else those something ran on
-    (``ran``), else all of them. Either way the whole GPUs nothing ran on, their busy share known, are the idle
-    ones (paid for beside the job's); a GPU another job ran on (its memory or busy share, no process of this
-    job) is neither, and an idle MIG instance is another slice, not one the job rented."""
+def _job_devices(devices: list[DeviceUsage],
+                 visible: frozenset[str] | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(the devices the job touched, the idle GPUs left out), among the devices the job could see (``visible``, the
+    labels ``cuda_visible_labels`` gives; None: the log does not say, every one): own process memory > 0, else those
+    something ran on (``ran``), else all it could see. The whole GPUs it could see on which nothing ran, their busy
+    share known, are the idle ones (paid for beside the job's); a GPU another job ran on (its memory or busy share,
+    no process of this job) is neither, and an idle MIG instance is another slice, not one the job rented. A run log
+    that lists the job's processes but not what it could see (written before ``cuda_visible_devices``) has none
+    idle: NVML lists every GPU of the node, and on a shared one the others are another user's."""
     with_process = [d.label for d in devices if d.memory_basis == "process"]
-    active = with_process or [d.label for d in devices if ran(d)]
+    seen = [d for d in devices if visible is None or d.label in visible]
+    active = with_process or [d.label for d in seen if ran(d)]
     if not active:
-        return tuple(d.label for d in devices), ()
-    idle = [d.label for d in devices if d.mig_index is None and not ran(d) and d.mean_busy_pct is not None]
+        return tuple(d.label for d in seen), ()
+    if with_process and visible is None:
+        return tuple(active), ()
+    idle = [d.label for d in seen if d.mig_index is None and not ran(d) and d.mean_busy_pct is not None]
     return tuple(active), tuple(idle)
+
+
+def cuda_visible_labels(value: str, devices: Sequence[DeviceColumns]) -> frozenset[str]:
+    """The labels of the devices CUDA_VISIBLE_DEVICES=``value`` shows a job, as CUDA reads it: comma-separated GPU
+    indices (NVML's, which CUDA's match unless CUDA_DEVICE_ORDER=FASTEST_FIRST ranks unlike GPUs apart), GPU and MIG
+    UUIDs, each possibly cut to a prefix naming one device; a GPU brings its MIG instances. The first entry that
+    names no device of ``devices`` ends the list, as CUDA ignores it and those after it."""
+    labels: set[str] = set()
+    for entry in value.split(","):
+        named = _devices_named(entry.strip(), devices)
+        if not named:
+            break
+        labels |= named
+    return frozenset(labels)
+
+
+def _devices_named(entry: str, devices: Sequence[DeviceColumns]) -> frozenset[str]:
+    """The labels of the devices one CUDA_VISIBLE_DEVICES entry names ("3", "GPU-8932f937…", "MIG-…"; the older
+    "MIG-GPU-<uuid>/<gi>/<ci>": its GPU's instances); none when it names no device, or several UUIDs."""
+    if entry.startswith("MIG-GPU-"):
+        entry = entry.removeprefix("MIG-").split("/")[0]
+    if entry.isdigit():
+        gpus = {int(entry)}
+    else:
+        matched = {d.uuid.lower(): d for d in devices if entry and d.uuid and d.uuid.lower().startswith(entry.lower())}
+        if len(matched) != 1:
+            return frozenset()
+        (device,) = matched.values()
+        if device.mig_index is not None:
+            return frozenset({device.label})
+        gpus = {device.gpu_index}
+    return frozenset(d.label for d in devices if d.gpu_index in gpus)
+
+
+def job_visible_labels(log: UsageLog, devices: Sequence[DeviceColumns]) -> frozenset[str] | None:
+    """The labels of the devices of ``devices`` the job of a gpuwise run log could see (its ``cuda_visible_devices``:
+    every one when CUDA_VISIBLE_DEVICES was unset); None where the log does not record it (other logs, older run
+    logs) or the variable names none of them (another machine's UUIDs, an empty value)."""
+    recorded, value = read_visible_devices(log.meta) if log.source == RUN_LOG_SOURCE else (False, None)
+    if not recorded:
+        return None
+    labels = frozenset(d.label for d in devices) if value is None else cuda_visible_labels(value, devices)
+    return labels or None
+
+
+def _unseen_note(unseen: list[DeviceUsage], log: UsageLog) -> str:
+    """Says the log's GPUs outside the job's CUDA_VISIBLE_DEVICES once: neither its own nor idle, and not priced."""
+    n = len(physical_gpus(unseen))
+    _, value = read_visible_devices(log.meta)
+    labels = gpu_labels([d.label for d in unseen])
+    return (f"the log holds {n} GPU{'s' if n > 1 else ''} the job could not see ({labels}: outside "
+            f"{VISIBLE_DEVICES_ENV}={value}): another job's or no one's, neither the job's nor idle, and not priced")
 
 
 def gpu_labels(labels: list[str] | tuple[str, ...]) -> str:
@@ -544,7 +606,8 @@ def _lost_note(devices: list[DeviceUsage], job: tuple[str, ...]) -> str | None:
 
 def summarize(log: UsageLog) -> UsageSummary:
     table = sample_table(log.samples)
-    by_label = {d.label: d for d in table.devices()}
+    columns = list(table.devices())
+    by_label = {d.label: d for d in columns}
     # Under MIG the instances are the devices; the parent row only repeats their sum.
     mig_parents = {d.gpu_index for d in by_label.values() if d.mig_index is not None}
     by_label = {k: d for k, d in by_label.items() if not (d.mig_index is None and d.gpu_index in mig_parents)}
@@ -556,7 +619,9 @@ def summarize(log: UsageLog) -> UsageSummary:
     last = max((float(t[-1]) for t in live_times.values() if t.size), default=start)
     if one_run is not None:      # one run: its meta's start to end is rented time, a logger stall included
         run_s, gaps = max(0.0, _float(log.meta.get(END_T_S_KEY), last) - one_run), ()
-    job, idle = _job_devices(devices)
+    visible = job_visible_labels(log, columns)
+    job, idle = _job_devices(devices, visible)
+    unseen = [d for d in devices if visible is not None and d.label not in visible and d.label not in job]
     job_devs = [d for d in devices if d.label in job]
     peaks = [d.peak_memory_bytes for d in job_devs if d.peak_memory_bytes is not None]
     p95s = [d.p95_memory_bytes for d in job_devs if d.p95_memory_bytes is not None]
@@ -565,7 +630,7 @@ def summarize(log: UsageLog) -> UsageSummary:
         source=log.source, path=log.path, start_t_s=start, duration_s=run_s, devices=tuple(devices),
         job_labels=job, needed_peak_bytes=max(peaks) if peaks else None, needed_p95_bytes=max(p95s) if p95s else None,
         busy_share=None, torch_peaks=log.torch_peaks, notes=(),
-        power=power, gaps=gaps, idle_labels=idle,
+        power=power, gaps=gaps, idle_labels=idle, unseen_labels=tuple(d.label for d in unseen),
     )
     if not summary.mixed_gpus:
         summary = replace(summary, busy_share=summary.busy_share_any_kind)
@@ -587,6 +652,8 @@ def summarize(log: UsageLog) -> UsageSummary:
         notes.append(f"{len(idle)} of the {rented} GPUs in the log {'was' if len(idle) == 1 else 'were'} idle the "
                      f"whole run ({gpu_labels(idle)}: busy ≤ {ACTIVE_ABOVE_PCT:g}% on average, no more memory "
                      f"used than a CUDA context): you paid for {rented}; compared: the {len(job)} the job used")
+    if unseen:
+        notes.append(_unseen_note(unseen, log))
     if lost := _lost_note(devices, job):
         notes.append(lost)
     if stopped := _stopped_note(live_times, devices, start):
