@@ -62,3 +62,14 @@ def test_the_launch_of_an_8b_lora_counts_its_adapters_per_checkpoint_not_the_bas
     _, trained, weights_bytes = need_of(cat, "lora")
     assert need.checkpoint_bytes == trained * (FP32_WEIGHT_BYTES + ADAMW_FP32_STATE_BYTES) and need.frozen_base
     assert need.model_bytes >= weights_bytes > 20 * need.checkpoint_bytes
+
+
+@pytest.mark.parametrize("sharding", ["fsdp", "zero2", "zero3"])
+def test_a_sharded_lora_checkpoint_holds_the_whole_model(cat, sharding):
+    """Sharded saves (FSDP's DCP, DeepSpeed's) hold the frozen base too: a 70B-class LoRA needs FSDP, and its checkpoints were counted as
+    the adapters' (2.5 GB) where the guard writes the whole model (~141 GB): the task's disk ~560 GB short."""
+    job = Workload(MODEL, finetune="lora", seq_len=2048, grad_checkpointing=True, num_gpus=8,
+                   sharding=sharding).with_default_precision()
+    need = disk_need(job, SimpleNamespace(batch_size=1, grad_accum_steps=1), cat.gpu("h100-sxm"))
+    _, trained, weights_bytes = need_of(cat, "lora")
+    assert need.checkpoint_bytes == weights_bytes + trained * ADAMW_FP32_STATE_BYTES and not need.frozen_base

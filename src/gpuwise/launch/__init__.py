@@ -27,7 +27,7 @@ from gpuwise.plan.profile import model_for, workload_on
 from gpuwise.workload.checkpoint import stored_quant
 from gpuwise.workload.decoder import load_arch
 from gpuwise.workload.llm_config import try_load_decoder_config
-from gpuwise.workload.parallelism import splits_layers
+from gpuwise.workload.parallelism import effective_sharding, splits_layers
 from gpuwise.workload.precision import checkpoint_dtype
 
 EMITTERS = ("skypilot", "torchrun")
@@ -120,6 +120,11 @@ def _launch_dict(plan: LaunchPlan, emit: str, text: str, wheel: Path | None) -> 
             "wheel": str(wheel) if wheel else None, "text": text}
 
 
+# shardings whose checkpoints hold every weight, frozen ones too: FSDP's (the guard's DCP save) and DeepSpeed's
+# (save_checkpoint keeps frozen parameters unless told exclude_frozen_parameters)
+WHOLE_MODEL_CHECKPOINTS = ("fsdp", "zero1", "zero2", "zero3")
+
+
 def disk_need(workload, option, gpu) -> DiskNeed:
     """The disk each node (a server's replica) of ``option`` needs for ``workload``: the whole model's weights as one
     unsharded GPU holds them (a checkpoint gathers the shards), from the same estimate as the plan (a traced model's
@@ -137,8 +142,9 @@ def disk_need(workload, option, gpu) -> DiskNeed:
     trained = trained_param_count(model, estimate)
     return DiskNeed.of(estimate.memory.weights_bytes, checkpoint_optimizer_bytes(estimate.workload, trained),
                        training=True, downloaded_bytes=downloaded_weights_bytes(workload),
-                       saved_weights_bytes=checkpoint_weights_bytes(estimate.workload, estimate.memory.weights_bytes,
-                                                                    trained))
+                       saved_weights_bytes=checkpoint_weights_bytes(
+                           estimate.workload, estimate.memory.weights_bytes, trained,
+                           sharded=effective_sharding(workload) in WHOLE_MODEL_CHECKPOINTS))
 
 
 def trained_param_count(model, estimate) -> int:

@@ -3,8 +3,10 @@ weights, and the guard's checkpoints (training), so that a SkyPilot task asks fo
 instead of SkyPilot's default, which a large model's checkpoints outgrow: one checkpoint of a 70B full fine-tune
 (float32 weights and Adam's two states) is 0.85 TB, and the guard keeps three and writes a fourth before it prunes.
 A job that freezes a base (``--finetune lora``, ``qlora``, ``freeze``) checkpoints its trained parameters only, with
-their optimizer state: the guard does not save frozen parameters (docs/guard.md, "What is saved"), so an 8B LoRA's
-checkpoint is its adapters' ~0.1 GB, not the base's 16 GB; the base is counted once, as the model's weights.
+their optimizer state: the guard does not save frozen parameters that never changed (docs/guard.md, "What is
+saved"), so an 8B LoRA's checkpoint is its adapters' ~0.5 GB with AdamW's state, not the base's 16 GB; the base is
+counted once, as the model's weights. Not under FSDP or DeepSpeed (any ZeRO stage), whose checkpoints hold every
+weight: there each checkpoint is counted whole.
 
 The model is counted as the larger of the weights the job holds and the checkpoint it downloads: a QLoRA base
 holds its block weights in nf4 (8B: 5.9 GB) but downloads the 16-bit checkpoint they are quantized from as they
@@ -63,13 +65,14 @@ def checkpoint_optimizer_bytes(workload, trained_params: int) -> int:
     return int(trained_params * optimizer_state_bytes(workload.optimizer, trainable_bytes(workload.precision)))
 
 
-def checkpoint_weights_bytes(workload, weights_bytes: int, trained_params: int) -> int:
+def checkpoint_weights_bytes(workload, weights_bytes: int, trained_params: int, *, sharded: bool = False) -> int:
     """The weights one guard checkpoint of ``workload`` holds: all of the model's ``weights_bytes`` where it trains
-    every parameter (``finetune`` "full"); where it freezes a base (lora, qlora, freeze) its ``trained_params`` only,
-    at the trained weights' dtype (``trainable_bytes``: float32 under AMP), as the guard saves no frozen parameter.
-    A frozen model's buffers, which the guard saves too, are left out: a decoder LLM's are not saved at all
-    (rotary frequencies are non-persistent) and a vision backbone's BatchNorm statistics are a few MB."""
-    if workload.finetune == "full":
+    every parameter (``finetune`` "full") or saves in a sharded job (``sharded``: FSDP's DCP checkpoints and
+    DeepSpeed's hold the frozen parameters too: docs/guard.md); where it freezes a base (lora, qlora, freeze) its ``trained_params`` only,
+    at the trained weights' dtype (``trainable_bytes``: float32 under AMP), as the guard saves no unchanged frozen
+    parameter. A frozen model's buffers, which the guard saves too, are left out: a decoder LLM's are not saved at
+    all (rotary frequencies are non-persistent) and a vision backbone's BatchNorm statistics are a few MB."""
+    if workload.finetune == "full" or sharded:
         return int(weights_bytes)
     return int(trained_params * trainable_bytes(workload.precision))
 
