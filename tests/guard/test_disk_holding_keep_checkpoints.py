@@ -142,3 +142,20 @@ def test_real_disk_holding_keep_checkpoints_keeps_saving(small_tmpfs):
     ckpt, skipped = store.latest()
     assert ckpt.step == 6 and not skipped
     assert torch.equal(store.load_state(ckpt)["w"], torch.full((STATE_FLOATS,), 6.0))
+
+
+def test_room_made_in_vain_holds_across_a_restart(tmp_path, disk_full_once):
+    """A restarted run (torchrun, a preemption) on the same too-full disk deleted another checkpoint at its first save,
+    one per restart down to the last: the mark is in the directory, gone once a checkpoint is written."""
+    first = CheckpointStore(tmp_path, keep=3)
+    for step in (1, 2, 3):
+        first.save({"w": torch.ones(10)}, step, 0)
+    disk_full_once(times=3)
+    with pytest.raises(GuardError):
+        first.save({"w": torch.zeros(10)}, 4, 0)   # deletes step 1, fails all the same
+    restarted = CheckpointStore(tmp_path, keep=3)
+    with pytest.raises(GuardError, match="checkpoint of step 4 not written"):
+        restarted.save({"w": torch.zeros(10)}, 4, 0)
+    assert _steps(restarted) == [3, 2], "the restart made no room in vain again"
+    assert restarted.save({"w": torch.zeros(10)}, 5, 0).step == 5
+    assert CheckpointStore(tmp_path, keep=3).make_room(6) == [tmp_path / "step-000000002"]

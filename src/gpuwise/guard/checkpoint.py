@@ -51,6 +51,9 @@ DCP_METADATA_FILE = ".metadata"
 DCP_EXTRA_FILE = "extra.pt"
 _STEP_DIR = re.compile(r"^step-(\d{9,})$")
 # Leftovers of a save: a temporary directory (complete once its manifest is in), a copy moved aside.
+# Written where room made for a save did not let it through, removed when a checkpoint is written: a restarted run
+# (torchrun, a preemption) reads it, and deletes no more on a disk too small for one new checkpoint
+ROOM_IN_VAIN_FILE = ".room-made-in-vain"
 _LEFTOVER_DIR = re.compile(r"^\.(?:tmp|old)-step-(\d{9,})-[^/]+$")
 # The files a resume loads, by format: each must be listed (and so verified) in the manifest.
 REQUIRED_FILES = {"torch.save": (STATE_FILE,), "torch.distributed.checkpoint": (DCP_METADATA_FILE, DCP_EXTRA_FILE),
@@ -256,6 +259,7 @@ class CheckpointStore:
         self._place(tmp, final)
         self._remember_verified(final)  # hashed while written: no second read
         self._room_in_vain = False
+        (self.directory / ROOM_IN_VAIN_FILE).unlink(missing_ok=True)
         self.prune()
         return Checkpoint(final, manifest)
 
@@ -372,7 +376,7 @@ class CheckpointStore:
         kept. Returns those deleted (none when a single one verifies, and none after ``made_room_in_vain`` until a
         checkpoint is written: a disk too small for one new checkpoint would otherwise lose an old one at every
         save, down to the last)."""
-        if self._room_in_vain:
+        if self._room_in_vain or (self.directory / ROOM_IN_VAIN_FILE).exists():
             log.info("no checkpoint deleted to make room in %s: the last room made did not let a save through",
                      self.directory)
             return []
@@ -389,8 +393,13 @@ class CheckpointStore:
 
     def made_room_in_vain(self) -> None:
         """Say that a save after ``make_room`` failed all the same: ``make_room`` deletes nothing more until a
-        checkpoint is written (``commit``)."""
+        checkpoint is written (``commit``), in this run and in a restarted one (``ROOM_IN_VAIN_FILE``). Where the
+        full disk refuses even that empty file, the next restart may make room once more."""
         self._room_in_vain = True
+        try:
+            (self.directory / ROOM_IN_VAIN_FILE).touch()
+        except OSError as exc:
+            log.warning("could not mark %s as too full to make room in: %s", self.directory, exc.strerror or exc)
 
     def note_made_room(self, step: int, cause: OSError, freed: list[Path]) -> None:
         """Say that the save of ``step`` met a full disk (``cause``) and ``make_room`` deleted ``freed`` before saving
