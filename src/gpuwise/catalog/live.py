@@ -22,7 +22,7 @@ from gpuwise.atomic import write_text_atomic
 from gpuwise.cachedir import user_cache_dir
 from gpuwise.catalog.model import Catalog, CatalogError, Offer
 from gpuwise.catalog.resolve import AmbiguousGpuName, resolve_gpu
-from gpuwise.catalog.topology import provider_name
+from gpuwise.catalog.topology import provider_name, rents_per_gpu
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +47,13 @@ def cache_path():
     return user_cache_dir("offers", "live.json")
 
 
+def _region(item) -> str:
+    """The region a live offer's price holds in: gpuhunt's location at a cloud of fixed instance shapes, whose prices
+    differ by region; none at a marketplace (``rents_per_gpu``: AutoDL, RunPod, Vast), whose locations are hosts and
+    data centres, not regions a task launches in."""
+    return "" if rents_per_gpu(str(item.provider)) else str(item.location or "")
+
+
 def to_offers(catalog: Catalog, items: Iterable, *, checked: str, version: str) -> tuple[list[Offer], int]:
     """gpuhunt's ``CatalogItem``s as catalog offers (NVIDIA GPUs only), and how many were left out. Each offer's
     provider is spelt as the catalog spells it (``provider_name``: gpuhunt's "lambdalabs" is "lambda"), so that
@@ -61,7 +68,7 @@ def to_offers(catalog: Catalog, items: Iterable, *, checked: str, version: str) 
         offers.append(Offer(provider=provider_name(str(item.provider)), gpu_id=gpu.id, count=int(item.gpu_count),
                             price_per_hour=float(item.price), currency="USD", spot=bool(item.spot),
                             source=f"gpuhunt {version}: {item.provider} {where}".strip(), checked=checked,
-                            indicative=False, live=True, region=str(item.location or "")))
+                            indicative=False, live=True, region=_region(item)))
     return offers, left_out
 
 

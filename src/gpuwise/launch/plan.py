@@ -190,11 +190,14 @@ def priced_words(option) -> str | None:
 
 def launch_region(option) -> str | None:
     """The region ``option`` launches in: its offer's, where the price it is quoted at names one (a user's eu-west-1
-    price, a live offer of us-west-2), else the provider's launch region (``topology.toml``, the shipped prices')."""
+    price, a live offer of us-west-2) at a provider SkyPilot launches in a region of (one with a launch region in
+    ``topology.toml``), else that launch region (the shipped prices'). A marketplace's location (RunPod's
+    ``CA-MTL-1`` is a data centre, SkyPilot's zone, not a region) is never the task's region."""
+    launch = (provider_entry(option.provider) or {}).get("region")
     offer = getattr(option, "offer", None)
-    if offer is not None and offer.region:
+    if launch is not None and offer is not None and offer.region:
         return offer.region
-    return (provider_entry(option.provider) or {}).get("region")
+    return launch
 
 
 def skypilot_cloud(provider: str | None) -> str | None:
