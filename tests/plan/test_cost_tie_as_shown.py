@@ -43,3 +43,12 @@ def test_a_cost_a_cent_lower_still_ranks_first_however_slow(a5000):
     fast = _quote(a5000, 8, 2.16 * 1.05, 436.24)      # $0.27: reads dearer
     assert f"{slow.total_cost_ranked:.2f}" != f"{fast.total_cost_ranked:.2f}"
     assert _ranked([fast, slow])[0] is slow
+
+
+def test_sub_cent_costs_that_all_read_nothing_are_still_ranked_by_cost(a5000):
+    """A short inference job: 73 of 120 options read ¥0.00, and the best was the fastest of them (¥0.00077), not the
+    cheapest (¥0.00063): costs under half a cent keep three significant digits."""
+    cheap_slow = _quote(a5000, 1, 0.27, 8.4)       # $0.00063
+    dear_fast = _quote(a5000, 8, 2.16, 1.28)       # $0.00077
+    assert round(cheap_slow.total_cost_ranked, 2) == round(dear_fast.total_cost_ranked, 2) == 0
+    assert _ranked([dear_fast, cheap_slow])[0] is cheap_slow

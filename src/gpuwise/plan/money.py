@@ -6,6 +6,8 @@ only the ranking converts, with these rates, and the output says which rates it 
 
 from __future__ import annotations
 
+import math
+
 from gpuwise.plan.errors import PlanError
 
 from gpuwise.units import CNY_PER_UNIT, RATES_CHECKED, parse_money  # noqa: F401 (the rates live on the ground floor: the catalog checks currencies)
@@ -14,6 +16,7 @@ from gpuwise.units import CNY_PER_UNIT, RATES_CHECKED, parse_money  # noqa: F401
 MoneyError = PlanError   # the plan part's one error type
 
 SHOWN_COST_DECIMALS = 2   # units.format_money's figure: a cost as every table and line reads it
+TIED_COST_DIGITS = 3      # significant digits two costs that read 0.00 share to be a tie
 
 
 def convert(amount: float, from_currency: str, to_currency: str) -> float:
@@ -26,10 +29,16 @@ def convert(amount: float, from_currency: str, to_currency: str) -> float:
 
 
 def shown_cost(amount: float) -> float:
-    """``amount`` as it reads (``units.format_money``: to the hundredth of its currency): the figure options are
-    ranked by, so that two costs that read the same are a tie, which the faster option wins, and not a difference
-    of a thousandth of a cent (how each option's last, short batch rounds its step count)."""
-    return round(amount, SHOWN_COST_DECIMALS)
+    """``amount`` as options are ranked by: as it reads, to the hundredth of its currency (``units.format_money``'s
+    figure), so that two costs that read the same are a tie, which the faster option wins, and not a difference of
+    a thousandth of a cent (how each option's last, short batch rounds its step count: $0.2600067 and $0.26). A cost
+    that reads 0.00 keeps ``TIED_COST_DIGITS`` significant digits: sub-cent costs (a short inference job) are still
+    told apart (¥0.00063 is cheaper than ¥0.00077), not all tied at nothing."""
+    if amount <= 0 or not math.isfinite(amount):
+        return amount
+    if round(amount, SHOWN_COST_DECIMALS) > 0:
+        return round(amount, SHOWN_COST_DECIMALS)
+    return round(amount, TIED_COST_DIGITS - 1 - math.floor(math.log10(amount)))
 
 
 def rates_in(currency: str) -> dict[str, float]:
