@@ -32,3 +32,10 @@ def test_a_cloud_offer_of_another_region_launches_there_a_marketplace_one_at_the
     tagged = SimpleNamespace(count=1, provider="runpod", spot=False, offer=SimpleNamespace(region="CA-MTL-1"))
     plan = plan_launch(tagged, cat.gpu(market.gpu_id), "python x.py")
     assert plan.region == (provider_entry("runpod") or {}).get("region")
+
+
+def test_gpus_refuses_a_provider_list_in_the_one_line_recommend_gives(cli_run):
+    """`gpus --provider runpod,aws` said "unknown provider 'runpod,aws' (did you mean: runpod?)" while recommend and
+    advise refused the list as such: one rule, the catalog's."""
+    code, _, err = cli_run("gpus", "--provider", "runpod,aws")
+    assert code == 2 and "one provider, not a list: 'runpod,aws'" in err and "did you mean" not in err

@@ -109,7 +109,11 @@ def check_provider(catalog: Catalog, provider: str) -> str:
     """``--provider`` as the catalog spells it (``known_provider``; an alias in the topology data, such as gpuhunt's
     "lambdalabs", finds its provider's offers), or CatalogError with the option's prefix, as every option's error
     has: "unknown provider" with suggestions for a name nobody knows; for a provider the topology data knows (Azure,
-    Vast.ai) that no offer names, where its prices come from (--live, or an [[offer]] of yours)."""
+    Vast.ai) that no offer names, where its prices come from (--live, or an [[offer]] of yours); a list of several
+    ("runpod,aws", read as one name, got a misleading "did you mean") is refused as such."""
+    if "," in provider:
+        raise CatalogError(f"--provider takes one provider, not a list: {provider.strip()!r}; leave --provider out to "
+                           "compare every provider's offers")
     try:
         return known_provider(catalog, provider)
     except CatalogError as exc:

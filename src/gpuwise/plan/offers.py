@@ -51,9 +51,6 @@ def check_provider(catalog: Catalog, provider: str | None) -> str | None:
     a list of several (one provider is asked for)."""
     if provider is None:
         return None
-    if "," in provider:      # "runpod,aws" read as one name gets a misleading "did you mean"
-        raise PlanError(f"--provider takes one provider, not a list: {provider.strip()!r}; leave --provider out to "
-                        "compare every provider's offers, ranked in one currency")
     try:
         return check_catalog_provider(catalog, provider)
     except CatalogError as e:
