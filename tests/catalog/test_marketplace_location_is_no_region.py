@@ -39,3 +39,10 @@ def test_gpus_refuses_a_provider_list_in_the_one_line_recommend_gives(cli_run):
     advise refused the list as such: one rule, the catalog's."""
     code, _, err = cli_run("gpus", "--provider", "runpod,aws")
     assert code == 2 and "one provider, not a list: 'runpod,aws'" in err and "did you mean" not in err
+
+
+def test_recommend_json_names_the_region_of_each_options_price(cli_json):
+    out = cli_json(["recommend", "torchvision:resnet18", "--batch-size", "32", "--steps", "100", "--gpus", "t4",
+                    "--provider", "aws", "--max-gpus", "1", "--no-remedies", "--json"])
+    (option,) = [o for o in out["options"] if not o["spot"]]
+    assert option["offer_region"] == provider_entry("aws")["region"]

@@ -146,6 +146,7 @@ class Quote:
             "warnings": list(self.warnings),
             "calibration": self.calibration, "offer_source": self.offer_source, "own_price": self.own_price,
             "offer_checked": self.offer.checked if self.offer is not None else None,   # the day its price was seen
+            "offer_region": (self.offer.region or None) if self.offer is not None else None,   # where it holds
         }
 
 
