@@ -10,6 +10,8 @@ from __future__ import annotations
 import pytest
 
 from gpuwise.launch import JobAssumptions
+from gpuwise.launch.assumptions import lora_targets_said
+from gpuwise.workload.decoder import ROLE_ALIASES
 from gpuwise.workload import Workload
 
 COMMAND = "python train.py --checkpoint-dir ckpt"
@@ -41,6 +43,15 @@ def test_named_targets_and_dropout_are_emitted_as_given(cli_json):
     assert launch["env"]["GPUWISE_LORA_TARGETS"] == "q_proj,v_proj"
     assert launch["env"]["GPUWISE_LORA_DROPOUT"] == "0"
     assert "LoRA rank 16 on q_proj, v_proj, dropout 0, 2048 tokens a sequence" in _assumptions_note(launch)
+
+
+def test_gpuwise_roles_are_emitted_as_the_module_names_peft_takes():
+    """``--lora-targets q,v,down`` (gpuwise's role names) was emitted as ``q,v,down``, which PEFT's target_modules
+    matches on no Llama module (it raises): each role is emitted as the module names it stands for."""
+    emitted = lora_targets_said(("q", "v_proj", "down")).split(",")
+    assert emitted[:3] == list(ROLE_ALIASES["q"]) and "v_proj" in emitted and "down_proj" in emitted
+    assert not {"q", "down"} & set(emitted) and len(emitted) == len(set(emitted))
+    assert lora_targets_said(("q_proj", "q")).split(",") == list(ROLE_ALIASES["q"])   # each once
 
 
 @pytest.mark.parametrize("finetune", ["full", "freeze"])

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpuwise.workload.decoder import name_matches
+from gpuwise.workload.decoder import ROLE_ALIASES, name_matches
 from gpuwise.workload.specs import input_kind
 
 ENV_PRECISION = "GPUWISE_PRECISION"
@@ -125,7 +125,12 @@ class JobAssumptions:
 
 
 def lora_targets_said(targets: tuple[str, ...]) -> str:
-    """``--lora-targets`` as the launch says it: ``ALL_LINEAR`` for the default (none given, or an "all" name: the
-    one rule, ``workload.decoder.name_matches``), else the names as given, comma-separated."""
+    """``--lora-targets`` as the launch says it, in names PEFT's ``target_modules`` takes: ``ALL_LINEAR`` for the
+    default (none given, or an "all" name: the one rule, ``workload.decoder.name_matches``), else the module names
+    given, a gpuwise role (``q``, ``down``: ``ROLE_ALIASES``) as the module names it stands for (PEFT matches none of
+    ``q,v,down`` on a Llama, and raises), comma-separated, each once."""
     # a name no layer has is matched only by the default, every linear
-    return ALL_LINEAR if name_matches(NO_LAYER_NAME, targets) else ",".join(targets)
+    if name_matches(NO_LAYER_NAME, targets):
+        return ALL_LINEAR
+    names = [name for target in targets for name in ROLE_ALIASES.get(target, (target,))]
+    return ",".join(dict.fromkeys(names))
