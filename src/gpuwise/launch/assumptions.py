@@ -10,7 +10,7 @@ split (``GPUWISE_MICRO_BATCH`` …) and the sharding (``GPUWISE_SHARDING`` …),
 - ``GPUWISE_GRAD_CHECKPOINTING``: ``1`` (activation checkpointing on) or ``0`` (training only)
 - ``GPUWISE_FINETUNE``: ``full``, ``lora`` or ``qlora`` (training only); with LoRA/QLoRA ``GPUWISE_LORA_RANK``,
   ``GPUWISE_LORA_TARGETS`` (``all-linear``: every linear of the blocks, gpuwise's default; else the
-  ``--lora-targets`` as given, comma-separated) and ``GPUWISE_LORA_DROPOUT``: an 8B LoRA on every linear with
+  ``--lora-targets`` as PEFT module names, comma-separated: ``lora_targets_said``) and ``GPUWISE_LORA_DROPOUT``: an 8B LoRA on every linear with
   dropout 0.05 peaks at 99 GiB where PEFT's own defaults (``q_proj,v_proj``, dropout 0) peak near 69 GiB
 - ``GPUWISE_QUANT``: ``int8`` or ``nf4`` where the base weights are quantized (QLoRA, ``--quant``)
 - ``GPUWISE_SEQ_LEN``: tokens a sequence (text models, decoder LLMs); ``GPUWISE_IMAGE_SIZE``: pixels a side (vision)
@@ -28,7 +28,7 @@ ENV_PRECISION = "GPUWISE_PRECISION"
 ENV_GRAD_CHECKPOINTING = "GPUWISE_GRAD_CHECKPOINTING"   # 1 or 0
 ENV_FINETUNE = "GPUWISE_FINETUNE"                       # full, lora or qlora
 ENV_LORA_RANK = "GPUWISE_LORA_RANK"
-ENV_LORA_TARGETS = "GPUWISE_LORA_TARGETS"               # all-linear, or the --lora-targets as given
+ENV_LORA_TARGETS = "GPUWISE_LORA_TARGETS"               # all-linear, or the --lora-targets as module names
 ENV_LORA_DROPOUT = "GPUWISE_LORA_DROPOUT"
 ENV_QUANT = "GPUWISE_QUANT"                             # int8 or nf4 (set only when quantized)
 ENV_SEQ_LEN = "GPUWISE_SEQ_LEN"                         # tokens per sequence
