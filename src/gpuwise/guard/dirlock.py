@@ -34,6 +34,8 @@ import socket
 import threading
 import time
 import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -120,6 +122,24 @@ class DirectoryLock:
 # (st_dev, st_ino) of a lock file -> [fd, holders in this process]
 _held: dict[tuple[int, int], list[int]] = {}
 _held_lock = threading.Lock()
+# A DirectoryLock collected while its own thread is inside ``_held_section`` (the garbage collector runs finalizers
+# at any allocation, ``Owner.me()`` in ``_hold`` say): its drop waits here for the section's end, since taking
+# ``_held_lock`` again in that thread would deadlock (a Guard never closed, collected as the next one locked).
+_pending_drops: list[tuple[int, int]] = []
+_section = threading.local()
+
+
+@contextmanager
+def _held_section() -> Iterator[None]:
+    """``_held_lock`` held, with the drops deferred while this thread held it done before it is let go."""
+    with _held_lock:
+        _section.inside = True
+        try:
+            yield
+        finally:
+            while _pending_drops:
+                _drop_held(_pending_drops.pop())
+            _section.inside = False
 
 
 def lock_directory(directory: Path) -> DirectoryLock | None:
@@ -138,7 +158,7 @@ def lock_directory(directory: Path) -> DirectoryLock | None:
         key = (st.st_dev, st.st_ino)
         deadline, waiting = time.monotonic() + WAIT_S, False
         while True:
-            with _held_lock:
+            with _held_section():
                 taken = key in _held or _try_flock(directory, fd)   # in _held: this process holds it already
                 if taken is None:
                     return None
@@ -149,7 +169,7 @@ def lock_directory(directory: Path) -> DirectoryLock | None:
             reason = _not_in_use(directory, owner)
             if reason is not None:
                 log.warning("%s", reason)
-                with _held_lock:
+                with _held_section():
                     kept = _hold(fd, key)   # without the flock, but the file names this run from now on
                 if kept:   # and the flock becomes this run's once that holder lets it go
                     threading.Thread(target=_take_when_free, args=(directory, key, fd), name="gpuwise-dirlock",
@@ -188,7 +208,7 @@ def _take_when_free(directory: Path, key: tuple[int, int], fd: int) -> None:
     this live run, and write the same directory."""
     while True:
         time.sleep(POLL_S)
-        with _held_lock:
+        with _held_section():
             entry = _held.get(key)
             if entry is None or entry[0] != fd:
                 return   # released (or this process forked: the child holds nothing)
@@ -252,23 +272,35 @@ def _in_use(directory: Path, owner: Owner | None) -> str:
 
 
 def _drop(key: tuple[int, int]) -> None:
-    with _held_lock:
-        entry = _held.get(key)
-        if entry is None:
-            return
-        entry[1] -= 1
-        if entry[1] <= 0:
-            del _held[key]
-            try:
-                os.close(entry[0])  # releases the flock
-            except OSError:
-                pass
+    """One holder of ``key`` let go (``release()``, or its DirectoryLock collected): deferred to the end of the
+    section where this thread is inside one already (``_pending_drops``)."""
+    if getattr(_section, "inside", False):
+        _pending_drops.append(key)
+        return
+    with _held_section():
+        _drop_held(key)
+
+
+def _drop_held(key: tuple[int, int]) -> None:
+    """(Under ``_held_lock``.) One holder of ``key`` fewer; the last one closes the file, releasing the flock."""
+    entry = _held.get(key)
+    if entry is None:
+        return
+    entry[1] -= 1
+    if entry[1] <= 0:
+        del _held[key]
+        try:
+            os.close(entry[0])  # releases the flock
+        except OSError:
+            pass
 
 
 def _forget_in_child() -> None:
     """In a forked child: close the inherited descriptors (the lock stays the parent's, and ends with it)."""
-    global _held_lock
+    global _held_lock, _section
     _held_lock = threading.Lock()   # the parent's may have been held by another thread at the fork
+    _section = threading.local()
+    _pending_drops.clear()
     for fd, _ in _held.values():
         try:
             os.close(fd)
