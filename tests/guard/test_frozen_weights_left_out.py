@@ -135,24 +135,48 @@ def test_one_changed_frozen_weight_is_refused_naming_it(tmp_path):
     assert "backbone.0" not in str(refused.value)
 
 
-def test_a_parameter_frozen_when_saved_and_trained_now_is_refused_naming_it(tmp_path):
-    checkpoint_of(tmp_path / "ckpt", Tuned())
+def guard_training(directory, model: nn.Module, names: set[str]) -> Guard:
+    """A Guard whose optimizer trains the parameters ``names`` (those trained when the checkpoint was saved),
+    whatever ``requires_grad`` says now, as a script that freezes or unfreezes a layer at some step builds it."""
+    opt = torch.optim.AdamW([p for n, p in model.named_parameters() if n in names], lr=0.01)
+    return Guard(directory, model, opt, verbose=False)
+
+
+def test_a_parameter_frozen_when_saved_and_trained_now_resumes_where_its_values_match(tmp_path):
+    """Before, refused whatever its values: but the checkpoint's training ran with the values the script loaded,
+    so a model whose left-out entry matches its fingerprint resumes (it trains now: later saves hold it); one whose
+    values differ is refused naming it."""
+    saved = Tuned()
+    trained_then = {n for n, p in saved.named_parameters() if p.requires_grad}
+    checkpoint_of(tmp_path / "ckpt", saved)
     unfrozen = Tuned()
     unfrozen.backbone[2].weight.requires_grad_(True)
-    guard = make_guard(tmp_path / "ckpt", unfrozen)
-    with pytest.raises(GuardError, match=r"1 were frozen when saved and train now \(backbone\.2\.weight\)"):
+    guard = guard_training(tmp_path / "ckpt", unfrozen, trained_then)
+    assert guard.resume() is not None and guard.step_count == 2
+    guard.close(save=False)
+
+    changed = Tuned()
+    changed.backbone[2].weight.requires_grad_(True)
+    changed.backbone[2].weight.data += 0.5
+    guard = guard_training(tmp_path / "ckpt", changed, trained_then)
+    with pytest.raises(GuardError, match=r"1 differ .*\(backbone\.2\.weight \(other values\)\)"):
         guard.resume()
     guard.close(save=False)
 
 
-def test_a_parameter_trained_when_saved_and_frozen_now_is_refused_naming_it(tmp_path):
-    checkpoint_of(tmp_path / "ckpt", Tuned())
+def test_a_parameter_trained_when_saved_and_frozen_now_is_loaded_from_the_checkpoint(tmp_path):
+    """Before, refused although the checkpoint holds its value: a script that unfreezes a layer at some step
+    freezes it again on every start, before resume(), so its saved (trained) values are loaded whatever
+    requires_grad says now."""
+    saved = Tuned()
+    trained_then = {n for n, p in saved.named_parameters() if p.requires_grad}
+    checkpoint_of(tmp_path / "ckpt", saved)
     frozen = Tuned()
     frozen.head.bias.requires_grad_(False)
-    guard = make_guard(tmp_path / "ckpt", frozen)
-    with pytest.raises(GuardError, match=r"1 are frozen now but trained when saved \(head\.bias\)"):
-        guard.resume()
+    guard = guard_training(tmp_path / "ckpt", frozen, trained_then)
+    assert guard.resume() is not None
     guard.close(save=False)
+    assert torch.equal(frozen.head.bias, saved.head.bias) and not torch.equal(frozen.head.bias, Tuned().head.bias)
 
 
 def test_a_whole_checkpoint_of_earlier_gpuwise_resumes_a_partly_frozen_model(tmp_path):

@@ -86,8 +86,9 @@ class Guard:
     …`` around the script) keeps it; a different one here is warned about, not written over it.
 
     A checkpoint holds the model's trained parameters and its buffers, not its frozen parameters
-    (``requires_grad=False``: a LoRA/QLoRA base, a frozen backbone), which the script loads before ``resume()``; it
-    holds their fingerprint, and a resume refuses a model whose frozen weights differ (``frozen``).
+    (``requires_grad=False``: a LoRA/QLoRA base, a frozen backbone) that were frozen and unchanged all run, which
+    the script loads before ``resume()``; it holds their fingerprint, and a resume refuses a model whose left-out
+    weights differ (``frozen``). A frozen weight that changes (an EMA teacher) or trained earlier is saved.
     ``save_frozen=True`` saves them too (a script that does not rebuild them). FSDP's sharded checkpoints hold all.
 
     One run per ``directory``: rank 0 locks it while the Guard lives (until ``close``), and a Guard of another
@@ -158,7 +159,8 @@ class Guard:
         self.sharded = gdist.is_fsdp(model) if sharded is None else sharded
         self.trust_pickle = trust_pickle
         self.save_frozen = save_frozen
-        self._frozen = FrozenWeights()   # what of the model a checkpoint leaves out, fingerprinted once
+        self._frozen = FrozenWeights()   # what of the model a checkpoint leaves out: unchanged frozen weights
+        self._start_frozen_baseline()
         self.min_free_checkpoints = min_free_checkpoints
         self.verbose = verbose
         self.step_count = 0        # optimizer steps completed
@@ -467,9 +469,10 @@ class Guard:
         return state
 
     def _model_state(self, state: dict[str, Any]) -> Mapping[str, Any]:
-        """The model's state a checkpoint holds: its ``state_dict`` less its frozen parameters (the script loads
-        them before ``resume()``), whose fingerprint goes into ``state["frozen"]``; the whole ``state_dict`` where
-        nothing is frozen or ``save_frozen`` (the format of earlier gpuwise, without ``"frozen"``)."""
+        """The model's state a checkpoint holds: its ``state_dict`` less its frozen parameters that the script
+        rebuilds (``FrozenWeights.split``: frozen all run, unchanged), whose fingerprint goes into
+        ``state["frozen"]``; the whole ``state_dict`` where none is left out or ``save_frozen`` (earlier gpuwise's
+        format, without ``"frozen"``)."""
         model = gdist.unwrap(self.model)
         if self.save_frozen:
             return model.state_dict()
@@ -477,6 +480,12 @@ class Guard:
         if fingerprint:
             state["frozen"] = fingerprint
         return kept
+
+    def _start_frozen_baseline(self) -> None:
+        """Fingerprint the model's parameters as the run starts (construction, ``resume()``): what a save may leave
+        out is what is frozen and unchanged since. Not for sharded models or ``save_frozen`` (they save it all)."""
+        if not (self.sharded or self.save_frozen):
+            self._frozen.start(gdist.unwrap(self.model))
 
     def save(self, reason: str = "manual", *, wait: bool = False) -> Checkpoint | None:
         """Checkpoint now (all ranks must call it). Returns the checkpoint (rank 0, synchronous saves)."""
@@ -654,6 +663,7 @@ class Guard:
             if path is None:
                 refuse_fresh_start(self.store.directory, skipped_reasons, self.allow_fresh)
                 self._say(f"no checkpoint in {self.store.directory}: starting from step 0")   # a fresh start moves nothing
+                self._start_frozen_baseline()   # the base the script loaded before resume()
                 return None
             ckpt = self.store.verify(Path(path), checksums=False)  # rank 0 checked the checksums
             reason = self._load_verified(ckpt, map_location)
@@ -664,6 +674,7 @@ class Guard:
         self.last_checkpoint = ckpt
         self._saved_step = self.step_count
         self._due = None
+        self._start_frozen_baseline()
         self._event("resumed", f"resumed from {ckpt.path.name} (step {self.step_count}, epoch {self.epoch}, "
                                f"sha256 verified){self._supersede_redone()}")
         return ckpt
@@ -736,14 +747,19 @@ class Guard:
                 if misfit:  # else the caller reports PyTorch's own words
                     raise GuardError(f"{label} verifies but does not fit this model: {misfit}") from None
                 raise
+            self._frozen.carry(saved.keys())
             return
-        expected, refused = self._frozen.check(model, state["frozen"], saved.keys())
+        expected, refused, loaded_frozen = self._frozen.check(model, state["frozen"], saved.keys())
         if refused:
             raise GuardError(f"{label}: {refused}")
         misfit = _model_misfit(expected, saved)
         if misfit:
             raise GuardError(f"{label} verifies but does not fit this model: {misfit}")
         model.load_state_dict(saved, strict=False)
+        self._frozen.carry(saved.keys())
+        if loaded_frozen:   # progressive unfreezing: frozen at the start, trained when saved
+            log.info("%s: loaded %d entries of parameters frozen now, saved as they were (%s)", label,
+                     len(loaded_frozen), ", ".join(loaded_frozen[:3]))
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore everything but model and optimizer (loaded by ``resume`` according to the format)."""
