@@ -206,9 +206,9 @@ WhereProviderOpt = Annotated[Optional[str], typer.Option(
 BatchSizeOpt = Annotated[str, typer.Option("--batch-size", "-b", help="Micro-batch per GPU (recommend also takes 'auto', with --effective-batch).")]
 SeqLenOpt = Annotated[Optional[int], typer.Option("--seq-len", help="Tokens per sample (text models).")]
 ImageSizeOpt = Annotated[Optional[int], typer.Option("--image-size", help="Image side in pixels (vision models).")]
-PrecisionOpt = Annotated[str, typer.Option("--precision", help="fp32, tf32, amp-fp16, amp-bf16, fp16, bf16.")]
+PrecisionOpt = Annotated[str, typer.Option("--precision", help="fp32, tf32, amp-fp16, amp-bf16, fp16, bf16 (default: chosen per job and GPU, and said in the output: docs/precision.md).")]
 OptimizerOpt = Annotated[
-    Optional[str], typer.Option("--optimizer", help="none, sgd, momentum, adam, adamw, adamw-8bit, paged-adamw, paged-adamw-8bit, adafactor, lion (default adamw).")
+    Optional[str], typer.Option("--optimizer", help="none, sgd, momentum, adam, adamw, adamw-8bit, paged-adamw, paged-adamw-8bit, adafactor, lion (default: adamw).")
 ]
 ModeOpt = Annotated[str, typer.Option("--mode", help="train or infer.")]
 GradCkptOpt = Annotated[bool, typer.Option("--grad-checkpointing", help="Recompute activations in backward.")]

@@ -23,7 +23,7 @@ NamesArg = Annotated[
     Optional[list[str]], typer.Argument(help="GPUs to show: id, alias or NVML name (default: all).")
 ]
 MinMemoryOpt = Annotated[
-    Optional[str], typer.Option("--min-memory", help="Only GPUs with at least this memory, e.g. 24GB.")
+    Optional[str], typer.Option("--min-memory", help="Only GPUs with at least this memory, with a unit: 24GiB (as the GiB column counts) or 24GB.")
 ]
 ProviderOpt = Annotated[
     Optional[str],
