@@ -5,7 +5,9 @@ SIGHUP, SIGQUIT, SIGUSR1 (SLURM's preemption warning), SIGUSR2, SIGALRM, SIGWINC
 is passed on to that whole group, so workers a launcher started get it too. A terminal's Ctrl-C reaches
 gpuwise and is passed on once. Ctrl-Z stops the command's group and then gpuwise; ``fg`` continues both.
 Not passed on: SIGKILL and SIGSTOP (cannot be caught), SIGCHLD, SIGPIPE, and the faults (SIGSEGV, ...).
-Since the command is not in the terminal's foreground group, it cannot read from the terminal. A signal
+Since the command is not in the terminal's foreground group, it cannot read from the terminal: one that tries
+is stopped (SIGTTIN), and gpuwise says so once. A stop signal passed on is followed by SIGCONT to the group, so
+a stopped command runs its handler rather than meet SIGKILL after the grace period. A signal
 gpuwise was started with ignored stays ignored, for gpuwise and the command (``nohup``, background jobs of a
 non-interactive shell), as a shell leaves it.
 
@@ -77,6 +79,7 @@ _NOT_FORWARDED = {signal.SIGKILL, signal.SIGSTOP, signal.SIGCHLD, signal.SIGPIPE
                   signal.SIGTTOU, signal.SIGXFSZ, signal.SIGXCPU}  # the last two: about gpuwise itself
 FORWARDED = tuple(s for s in sorted(signal.valid_signals()) if s not in _NOT_FORWARDED)
 STOPPING = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)  # after these, the grace period runs
+TERMINAL_STOPS = (signal.SIGTTIN, signal.SIGTTOU)   # a command outside the terminal's foreground stops on these
 DEFAULT_KILL_AFTER_S = 30.0
 LEFT_RUNNING_SETTLE_S = 1.0   # a group's processes still exiting as the command ends are not "left running"
 # the run log's events of a run (docs/runlog.md); report.run_end reads the signals and the kill
@@ -211,7 +214,7 @@ def run_command(
         except Exception as exc:
             _warn(announce, "sampling did not start, the command runs unsampled", exc)
     try:
-        returncode = _wait(child)
+        returncode = _wait(child, forwarder.stopped_on_terminal)
         forwarder.wait_for_group()   # after a stop signal, the workers left in the group have the grace period too
     finally:
         forwarder.finish()
@@ -326,12 +329,39 @@ def _stop_watchdog(watchdog: subprocess.Popen | None) -> None:
         watchdog.wait()
 
 
-def _wait(child: subprocess.Popen) -> int:
+def _wait(child: subprocess.Popen, on_terminal_stop: Callable[[str], None]) -> int:
+    """Waits for the command to end, its exit status as ``Popen.returncode``. Each time the command is stopped
+    because it read from (SIGTTIN) or wrote to (SIGTTOU) the terminal, ``on_terminal_stop`` gets the signal's
+    name: not in the terminal's foreground, it would otherwise wait there, unseen, for ever."""
     while True:
         try:
-            return child.wait()
+            stopped_by = _next_stop(child)
         except KeyboardInterrupt:  # only if SIGINT could not be forwarded (not the main thread): keep waiting
             continue
+        if stopped_by is None:
+            return child.wait()
+        if stopped_by in TERMINAL_STOPS:
+            on_terminal_stop(signal_name(stopped_by))
+
+
+def _next_stop(child: subprocess.Popen) -> int | None:
+    """Blocks until the command stops or ends: the signal that stopped it, or None once it has ended (left
+    for ``Popen.wait`` to reap, so Popen keeps its exit status). None at once where ``waitid`` is missing."""
+    if not hasattr(os, "waitid"):
+        return None
+    info = os.waitid(os.P_PID, child.pid, os.WEXITED | os.WSTOPPED | os.WNOWAIT)
+    if info is None or info.si_code != os.CLD_STOPPED:
+        return None
+    os.waitid(os.P_PID, child.pid, os.WSTOPPED | os.WNOHANG)   # this stop is seen: block on the next change
+    return info.si_status
+
+
+def terminal_stop_message(signame: str) -> str:
+    """One line for stderr: the command stopped on the terminal, why, and what to do."""
+    reads = signame == "SIGTTIN"
+    action, remedy = ("read from", "its input from a file or </dev/null") if reads else ("wrote to or set", "its output to a file")
+    return (f"the command is stopped ({signame}): it {action} the terminal, which a command under gpuwise run "
+            f"cannot (it is not in the terminal's foreground); Ctrl-C stops it; give it {remedy}")
 
 
 class _Forwarder:
@@ -346,6 +376,7 @@ class _Forwarder:
         self.timer: threading.Timer | None = None
         self.done = threading.Event()
         self.child_ended = False     # the direct child has ended (its group may live on)
+        self.said_terminal_stop = False
 
     def install(self) -> dict[int, Any]:
         """Our handler for every signal passed on, except those gpuwise was started with ignored (``nohup``'s
@@ -385,6 +416,13 @@ class _Forwarder:
         if signum == signal.SIGTSTP:  # job control: the command's group stopped, now gpuwise itself
             os.kill(os.getpid(), signal.SIGSTOP)
 
+    def stopped_on_terminal(self, signame: str) -> None:
+        """The command stopped on the terminal (``_wait``): said once, as it may stop there again."""
+        if self.said_terminal_stop or not self.announce:
+            return
+        self.said_terminal_stop = True
+        logger.warning("%s", terminal_stop_message(signame))
+
     def wait_for_group(self) -> None:
         """The direct child has ended. After a stop signal passed on (the SIGKILL timer running), the rest of
         its process group still has the grace period: wait until the group is empty or the timer has sent
@@ -423,5 +461,10 @@ class _Forwarder:
             self.result.forwarded.append(signal_name(signum))
         try:
             os.killpg(self.pgid, signum)
+            if signum in STOPPING:
+                # a stopped process (on the terminal, Ctrl-Z, SIGSTOP) keeps a stop signal pending until it is
+                # continued: without this it would meet only the SIGKILL after the grace period (systemd too
+                # follows its SIGTERM with SIGCONT)
+                os.killpg(self.pgid, signal.SIGCONT)
         except (ProcessLookupError, PermissionError):
             pass
