@@ -2,7 +2,7 @@
 ``--quant nf4``; the usual answer is tensor parallelism. The served job over the fewest GPUs of the kind it fits
 (2, 4 or 8, a count whose heads split) is offered, each count estimated as the job on those GPUs is."""
 
-import json
+from __future__ import annotations
 
 import pytest
 
