@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -72,3 +73,22 @@ class Zygote:
             self.proc.wait(timeout=120)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+
+
+def run_rank_job(job: str, *args: object, timeout_s: float = 400.0) -> tuple[str, str, int]:
+    """(stdout, stderr, exit code) of ``python -c job args…``: a script that forks its gloo ranks, in a session of
+    its own, killed whole (AssertionError "a rank hung") past ``timeout_s``, generous for a loaded machine."""
+    proc = subprocess.Popen([sys.executable, "-c", job, *map(str, args)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=example_env(), start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise AssertionError("a rank hung") from None
+    return out, err, proc.returncode
+
+
+def rank_reports(out: str) -> list[dict]:
+    """The JSON line each rank printed (``{"rank": r, …}``), by rank."""
+    return sorted((json.loads(line) for line in out.splitlines() if line.startswith("{")), key=lambda d: d["rank"])

@@ -8,14 +8,9 @@
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import subprocess
-import sys
 import textwrap
 
-from .helpers import example_env
+from .helpers import rank_reports, run_rank_job
 
 JOB = textwrap.dedent("""
     import datetime, json, os, sys
@@ -60,16 +55,8 @@ JOB = textwrap.dedent("""
 
 
 def _ranks(tmp_path, scenario: str) -> list[dict]:
-    proc = subprocess.Popen([sys.executable, "-c", JOB, str(tmp_path / "ck"), str(tmp_path / "init"), scenario],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=example_env(),
-                            start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=300)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        raise AssertionError("a rank hung") from None
-    said = sorted((json.loads(line) for line in out.splitlines() if line.startswith("{")), key=lambda d: d["rank"])
+    out, err, _ = run_rank_job(JOB, tmp_path / "ck", tmp_path / "init", scenario)
+    said = rank_reports(out)
     assert len(said) == 2, err[-3000:]
     return said
 

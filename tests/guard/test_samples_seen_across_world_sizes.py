@@ -10,11 +10,6 @@ different numbers of micro-batches."""
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -22,7 +17,7 @@ import pytest
 
 from gpuwise.guard import CheckpointStore
 
-from .helpers import example_env
+from .helpers import rank_reports, run_rank_job
 
 JOB = textwrap.dedent("""
     import datetime, json, os, sys, traceback
@@ -81,18 +76,9 @@ JOB = textwrap.dedent("""
 def _run(directory: Path, init: Path, world: int, max_steps: int, *, uneven_step: bool,
          oom_on_rank_1: bool) -> list[dict]:
     """One run of the job on ``world`` ranks: each rank's samples stepped and ``samples_seen`` at its end."""
-    proc = subprocess.Popen([sys.executable, "-c", JOB, str(directory), str(init), str(world), str(max_steps),
-                             "1" if uneven_step else "0", "1" if oom_on_rank_1 else "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=example_env(),
-                            start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=300)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        raise AssertionError(f"a rank of the {world}-rank run hung") from None
-    assert proc.returncode == 0, err
-    reports = sorted((json.loads(line) for line in out.splitlines() if line.startswith("{")), key=lambda d: d["rank"])
+    out, err, code = run_rank_job(JOB, directory, init, world, max_steps, int(uneven_step), int(oom_on_rank_1))
+    assert code == 0, err
+    reports = rank_reports(out)
     assert [d["rank"] for d in reports] == list(range(world)), out + err
     return reports
 

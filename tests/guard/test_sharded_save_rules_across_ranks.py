@@ -12,14 +12,10 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
-from .helpers import example_env
+from .helpers import run_rank_job
 
 JOB = textwrap.dedent("""
     import datetime, errno, os, sys, torch
@@ -79,15 +75,7 @@ JOB = textwrap.dedent("""
 def _ranks(directory: Path, scenario: str) -> tuple[list[str], str]:
     """What each of two ranks said of the last save (rank 0's first): of step 3 after steps 1 and 2, or of step 5
     after steps 1 to 4 with three kept (``full-keep-3``); stderr."""
-    proc = subprocess.Popen([sys.executable, "-c", JOB, str(directory), str(directory.parent / "init"), scenario],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=example_env(),
-                            start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=400)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        raise AssertionError("a rank hung") from None
+    out, err, _ = run_rank_job(JOB, directory, directory.parent / "init", scenario)
     said = sorted(line for line in out.splitlines() if line[:2] in ("0 ", "1 "))
     assert len(said) == 2, err[-3000:]
     return [line[2:] for line in said], err
