@@ -183,14 +183,17 @@ def _after_op(table: _Table, op_index: int, n: int) -> int:
 
 def _first_call(step_positions: dict[int, _Table], op_index: int, n: int) -> int:
     """Position just before the op's first run: in the warm-up step where that step lines up with the measured one
-    there, else in the measured step. With gradient accumulation only the warm-up's forward lines up (its backward
-    keeps its gradients): the backward thread's cuBLAS handle is made at the measured backward's first GEMM, not
-    after the last event, where its workspace never counted at the peak."""
-    for step in (_WARMUP, 0):
-        table = step_positions.get(step)
-        if table is not None and op_index in table:
-            return _before_op(table, op_index, n)
-    return _before_op(step_positions.get(0) or _Table([]), op_index, n)
+    there; where a warm-up ran but does not line up there (with gradient accumulation or kept gradients only its
+    forward does: its backward keeps its gradients), at the measured step's start, as the warm-up's backward made
+    the handle before it (made at the measured backward's first GEMM instead, it missed a peak in the measured
+    forward, kept gradients' peak: the peak with --keep-grads read 0.8 MiB under the peak without); with no
+    warm-up, before the op in the measured step. Never after the last event, where its workspace never counted."""
+    warmup, measured = step_positions.get(_WARMUP), step_positions.get(0) or _Table([])
+    if warmup and op_index in warmup:
+        return _before_op(warmup, op_index, n)
+    if warmup and measured:
+        return min(row[1] for row in measured.rows)
+    return _before_op(measured, op_index, n)
 
 
 def _before_op(table: _Table, op_index: int, n: int) -> int:
