@@ -57,8 +57,11 @@ def _exit_code_within(pid: int, deadline_s: float) -> int | None:
 def _gpuwise_on_a_terminal(args: list[str], env: dict) -> tuple[int, int]:
     """gpuwise started on a new terminal (a pty: it is in the terminal's foreground, as from a shell)."""
     pid, fd = pty.fork()
-    if pid == 0:
-        os.execve(PY, [PY, "-m", "gpuwise.cli.app", *args], env)
+    if pid == 0:   # the child: never back into the test (whose cleanup would kill process group 0, pytest's own)
+        try:
+            os.execve(PY, [PY, "-m", "gpuwise.cli.app", *args], env)
+        finally:
+            os._exit(127)
     return pid, fd
 
 
