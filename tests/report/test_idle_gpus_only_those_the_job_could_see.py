@@ -12,7 +12,7 @@ import pytest
 from gpuwise.monitor.sample import GpuSample
 from gpuwise.report import build_report
 from gpuwise.report.sample_table import sample_table
-from gpuwise.report.usage import cuda_visible_labels
+from gpuwise.report.visible import cuda_visible_labels
 
 from tests.report.helpers import one_line, text_of
 from tests.report.test_trial3_idle_gpus_and_timeline_legend import (NOT_RECORDED, UNSET, idle_gpu, job_gpu,

@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from gpuwise.guard.errors import GuardError, check_number
+from gpuwise.monitor.visible_devices import VisibleEntry, matching_uuids, parse_visible_devices
+from gpuwise.runlog import VISIBLE_DEVICES_ENV
 
 
 @dataclass(frozen=True)
@@ -119,49 +121,63 @@ def select_gpus(count: int = 1, *, min_free_bytes: int = 0, source: GpuSource | 
     gpus = _visible(list((source or NvmlGpuSource()).gpus()), env)
     chosen = rank_freest(gpus, min_free_bytes=min_free_bytes)[:count]
     if len(chosen) < count:
-        among = f" (of those CUDA_VISIBLE_DEVICES={env['CUDA_VISIBLE_DEVICES']} names)" \
-            if env.get("CUDA_VISIBLE_DEVICES") is not None else ""
+        among = f" (of those {VISIBLE_DEVICES_ENV}={env[VISIBLE_DEVICES_ENV]} names)" \
+            if env.get(VISIBLE_DEVICES_ENV) is not None else ""
         raise GuardError(f"asked for {count} GPU(s) with >= {min_free_bytes / 2**30:.1f} GiB free; "
                          f"{len(chosen)} of {len(gpus)}{among} qualify")
     env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
-    env["CUDA_VISIBLE_DEVICES"] = ",".join(g.uuid or str(g.index) for g in chosen)
+    env[VISIBLE_DEVICES_ENV] = ",".join(g.uuid or str(g.index) for g in chosen)
     return chosen
 
 
 def _visible(gpus: list[GpuState], env: Mapping[str, str]) -> list[GpuState]:
     """The GPUs ``CUDA_VISIBLE_DEVICES`` lets CUDA see (all when unset), in NVML's terms.
 
-    Entries are CUDA indices or (prefixes of) UUIDs. An index counts in CUDA's order: PCI bus order with
-    ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` (NVML's too), fastest first otherwise, which is PCI bus order only on a
-    box of one GPU model: on a mixed box an index there cannot be mapped, and GuardError asks for UUIDs."""
-    value = env.get("CUDA_VISIBLE_DEVICES")
+    Entries are read as CUDA reads them (``parse_visible_devices``): CUDA indices or (prefixes of) UUIDs. An index
+    counts in CUDA's order: PCI bus order with ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` (NVML's too), fastest first
+    otherwise, which is PCI bus order only on a box of one GPU model: on a mixed box an index there cannot be
+    mapped, and GuardError asks for UUIDs. Where CUDA would quietly stop at an entry naming no GPU, GuardError
+    names it (``_gpu_named``)."""
+    value = env.get(VISIBLE_DEVICES_ENV)
     if value is None:
         return gpus
-    entries = [e.strip() for e in value.split(",")]
-    if not any(entries):
-        raise GuardError("CUDA_VISIBLE_DEVICES is empty: no GPU is visible to choose from")
+    entries = parse_visible_devices(value)
+    if not any(e.text for e in entries):
+        raise GuardError(f"{VISIBLE_DEVICES_ENV} is empty: no GPU is visible to choose from")
     by_pci = sorted(gpus, key=lambda g: g.index)
-    same_model = len({g.name for g in gpus}) <= 1
+    pci_order = env.get("CUDA_DEVICE_ORDER") == "PCI_BUS_ID" or len({g.name for g in gpus}) <= 1
     visible: list[GpuState] = []
     for entry in entries:
-        if entry.lstrip("-").isdigit():
-            i = int(entry)
-            if not 0 <= i < len(by_pci):
-                raise GuardError(f"CUDA_VISIBLE_DEVICES={value}: no GPU {entry} ({len(by_pci)} GPU(s) on this machine)")
-            if env.get("CUDA_DEVICE_ORDER") != "PCI_BUS_ID" and not same_model:
-                raise GuardError(f"CUDA_VISIBLE_DEVICES={value} names GPUs by CUDA index, which counts fastest first "
-                                 "on this box of mixed GPUs, not as NVML does: name them by UUID (nvidia-smi -L) "
-                                 "or set CUDA_DEVICE_ORDER=PCI_BUS_ID")
-            gpu = by_pci[i]
-        else:
-            matches = [g for g in gpus if g.uuid and (g.uuid == entry or g.uuid.startswith(entry))]
-            if len(matches) != 1:
-                raise GuardError(f"CUDA_VISIBLE_DEVICES={value}: {entry!r} "
-                                 f"{'names no GPU NVML lists' if not matches else 'matches several GPUs'}")
-            gpu = matches[0]
+        gpu = _gpu_named(entry, by_pci, pci_order=pci_order, value=value)
         if gpu not in visible:
             visible.append(gpu)
     return visible
+
+
+def _gpu_named(entry: VisibleEntry, by_pci: list[GpuState], *, pci_order: bool, value: str) -> GpuState:
+    """The GPU of ``by_pci`` (NVML's, in PCI bus order) that one entry of CUDA_VISIBLE_DEVICES=``value`` names;
+    GuardError, one line, when it names none (an empty entry, an index or UUID of no GPU, a MIG instance: NVML lists
+    whole GPUs, and choosing among them would widen a MIG slice to its GPU), several, or a CUDA index that counts
+    unlike NVML's (``pci_order`` False)."""
+    where = f"{VISIBLE_DEVICES_ENV}={value}"
+    if entry.index is not None:
+        if not 0 <= entry.index < len(by_pci):
+            raise GuardError(f"{where}: no GPU {entry.text} ({len(by_pci)} GPU(s) on this machine)")
+        if not pci_order:
+            raise GuardError(f"{where} names GPUs by CUDA index, which counts fastest first on this box of mixed "
+                             "GPUs, not as NVML does: name them by UUID (nvidia-smi -L) or set "
+                             "CUDA_DEVICE_ORDER=PCI_BUS_ID")
+        return by_pci[entry.index]
+    if entry.uuid_prefix is None:
+        raise GuardError(f"{where}: an empty entry names no GPU (CUDA ignores it and every entry after it)")
+    if entry.names_mig:
+        raise GuardError(f"{where}: {entry.text!r} is a MIG instance, and select_gpus chooses among whole GPUs: "
+                         "a MIG instance given is already the choice, keep it")
+    matches = matching_uuids(entry.uuid_prefix, [g.uuid for g in by_pci])
+    if len(matches) != 1:
+        raise GuardError(f"{where}: {entry.text!r} "
+                         f"{'names no GPU NVML lists' if not matches else 'matches several GPUs'}")
+    return next(g for g in by_pci if g.uuid == matches[0])
 
 
 def cap_memory(fraction: float | None = None, *, max_bytes: int | None = None, device: int = 0) -> float:
@@ -228,7 +244,7 @@ def main(argv: Sequence[str] | None = None, *, source: GpuSource | None = None) 
     except GuardError as exc:
         sys.stderr.write(f"gpuwise.guard: error: {exc}\n")
         return 2
-    sys.stdout.write(env["CUDA_VISIBLE_DEVICES"] + "\n")
+    sys.stdout.write(env[VISIBLE_DEVICES_ENV] + "\n")
     return 0
 
 

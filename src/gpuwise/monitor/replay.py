@@ -14,12 +14,14 @@ Frames are checked when the backend is made, as readers check a run log (``sampl
 without ``gpu_index``, text where a number belongs, 500 % or NaN W is a MonitorError (exit 2, one line
 naming the frame, the sample and the field) before anything is sampled or written. A run log's rows are
 checked in one pass of SQLite (``first_bad_row``), and the frames replayed are those rows, however many a run
-still being written appends meanwhile.
+still being written appends meanwhile. A file that is neither JSON frames nor a run log (an nvidia-smi CSV, which
+`gpuwise report` reads) is a MonitorError saying what a replay is.
 """
 
 from __future__ import annotations
 
 import json
+import shlex
 import time
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import replace
@@ -34,6 +36,7 @@ from gpuwise.monitor.sample_checks import first_bad_row, row_problem, sample_pro
 from gpuwise.runlog import is_run_log, last_gpu_sample_rowid, read_gpu_sample_times, read_gpu_samples_at, read_meta
 
 Frame = Sequence[Mapping[str, Any] | GpuSample]
+REPLAY_IS = "a replay is a JSON file of frames or a gpuwise run log"
 
 
 class ReplayBackend:
@@ -76,11 +79,17 @@ class ReplayBackend:
                                            **kwargs})
         try:
             text = p.read_text()
-            if not text.strip():
-                raise MonitorError(f"cannot read replay frames from {p}: the file is empty")
-            data = json.loads(text)
-        except (OSError, ValueError) as exc:
+        except OSError as exc:
             raise MonitorError(f"cannot read replay frames from {p}: {exc}") from None
+        except ValueError as exc:   # UnicodeDecodeError: a binary file that is no run log
+            raise MonitorError(f"cannot read replay frames from {p}: {REPLAY_IS}, and this is not text ({exc})") \
+                from None
+        if not text.strip():
+            raise MonitorError(f"cannot read replay frames from {p}: the file is empty")
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise MonitorError(f"cannot read replay frames from {p}: {_not_json(text, exc, p)}") from None
         if isinstance(data, dict):
             kwargs.setdefault("driver_version", data.get("driver_version", "replay"))
             data = data.get("frames", [])
@@ -141,6 +150,21 @@ def frame_problem(frame: object) -> str | None:
         if problem:
             return f"sample {j}: {problem}"
     return None
+
+
+def _not_json(text: str, error: ValueError, path: Path) -> str:
+    """Why ``text`` (of the file at ``path``) is no frames file, with what a replay is (``REPLAY_IS``): comma-separated
+    text is most likely an nvidia-smi CSV, which `gpuwise report` reads; it is not replayed."""
+    if _reads_as_csv(text):
+        return (f"{REPLAY_IS}, and this is comma-separated text (an nvidia-smi CSV? `gpuwise report "
+                f"{shlex.quote(str(path))}` reads those; they are not replayed)")
+    return f"{REPLAY_IS}, and this is not JSON ({error})"
+
+
+def _reads_as_csv(text: str) -> bool:
+    """The first line that is not blank holds commas and opens no JSON object or list."""
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    return "," in first and first[0] not in "[{"
 
 
 class RunLogFrames(Sequence[list[dict]]):

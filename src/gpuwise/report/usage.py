@@ -34,6 +34,7 @@ import numpy as np
 from gpuwise.monitor.sample import MIG_LABEL
 from gpuwise.report.sample_table import DeviceColumns, sample_table
 from gpuwise.report.sources import RUN_LOG_SOURCE, TorchPeak, UsageLog
+from gpuwise.report.visible import job_visible_labels
 from gpuwise.runlog import END_T_S_KEY, START_T_S_KEY, VISIBLE_DEVICES_ENV, read_visible_devices
 from gpuwise.units import format_bytes, format_duration
 
@@ -461,7 +462,7 @@ def ran(d: DeviceUsage) -> bool:
 def _job_devices(devices: list[DeviceUsage],
                  visible: frozenset[str] | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(the devices the job touched, the idle GPUs left out), among the devices the job could see (``visible``, the
-    labels ``cuda_visible_labels`` gives; None: the log does not say, every one): own process memory > 0, else those
+    labels ``job_visible_labels`` gives; None: the log does not say, every one): own process memory > 0, else those
     something ran on (``ran``), else all it could see. The whole GPUs it could see on which nothing ran, their busy
     share known, are the idle ones (paid for beside the job's); a GPU another job ran on (its memory or busy share,
     no process of this job) is neither, and an idle MIG instance is another slice, not one the job rented. A run log
@@ -476,49 +477,6 @@ def _job_devices(devices: list[DeviceUsage],
         return tuple(active), ()
     idle = [d.label for d in seen if d.mig_index is None and not ran(d) and d.mean_busy_pct is not None]
     return tuple(active), tuple(idle)
-
-
-def cuda_visible_labels(value: str, devices: Sequence[DeviceColumns]) -> frozenset[str]:
-    """The labels of the devices CUDA_VISIBLE_DEVICES=``value`` shows a job, as CUDA reads it: comma-separated GPU
-    indices (NVML's, which CUDA's match unless CUDA_DEVICE_ORDER=FASTEST_FIRST ranks unlike GPUs apart), GPU and MIG
-    UUIDs, each possibly cut to a prefix naming one device; a GPU brings its MIG instances. The first entry that
-    names no device of ``devices`` ends the list, as CUDA ignores it and those after it."""
-    labels: set[str] = set()
-    for entry in value.split(","):
-        named = _devices_named(entry.strip(), devices)
-        if not named:
-            break
-        labels |= named
-    return frozenset(labels)
-
-
-def _devices_named(entry: str, devices: Sequence[DeviceColumns]) -> frozenset[str]:
-    """The labels of the devices one CUDA_VISIBLE_DEVICES entry names ("3", "GPU-8932f937…", "MIG-…"; the older
-    "MIG-GPU-<uuid>/<gi>/<ci>": its GPU's instances); none when it names no device, or several UUIDs."""
-    if entry.startswith("MIG-GPU-"):
-        entry = entry.removeprefix("MIG-").split("/")[0]
-    if entry.isdigit():
-        gpus = {int(entry)}
-    else:
-        matched = {d.uuid.lower(): d for d in devices if entry and d.uuid and d.uuid.lower().startswith(entry.lower())}
-        if len(matched) != 1:
-            return frozenset()
-        (device,) = matched.values()
-        if device.mig_index is not None:
-            return frozenset({device.label})
-        gpus = {device.gpu_index}
-    return frozenset(d.label for d in devices if d.gpu_index in gpus)
-
-
-def job_visible_labels(log: UsageLog, devices: Sequence[DeviceColumns]) -> frozenset[str] | None:
-    """The labels of the devices of ``devices`` the job of a gpuwise run log could see (its ``cuda_visible_devices``:
-    every one when CUDA_VISIBLE_DEVICES was unset); None where the log does not record it (other logs, older run
-    logs) or the variable names none of them (another machine's UUIDs, an empty value)."""
-    recorded, value = read_visible_devices(log.meta) if log.source == RUN_LOG_SOURCE else (False, None)
-    if not recorded:
-        return None
-    labels = frozenset(d.label for d in devices) if value is None else cuda_visible_labels(value, devices)
-    return labels or None
 
 
 def _unseen_note(unseen: list[DeviceUsage], log: UsageLog) -> str:
