@@ -21,8 +21,20 @@ _BYTE_UNITS = {
     "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
     "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12,
 }
-_DURATION_UNITS = {"ms": 1e-3, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 86400, "w": 604800}
+# Seconds per duration unit, as written after a number: the short form first, then the words ("2 days", "90 minutes")
+_DURATION_UNITS = {
+    "ms": 1e-3,
+    "s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1,
+    "m": 60, "min": 60, "mins": 60, "minute": 60, "minutes": 60,
+    "h": 3600, "hr": 3600, "hrs": 3600, "hour": 3600, "hours": 3600,
+    "d": 86400, "day": 86400, "days": 86400,
+    "w": 604800, "week": 604800, "weeks": 604800,
+}
+# The signs gpuwise reads before an amount, and the one it prints for each currency (the first given for it): a currency
+# prints with a sign only where the sign reads back as that currency. HKD and JPY print as codes: "$" reads as USD and
+# "¥" as CNY here (AutoDL's prices), so "HK$" or a yen sign would be read back as another currency.
 _CURRENCY_SYMBOLS = {"¥": "CNY", "￥": "CNY", "$": "USD", "€": "EUR", "£": "GBP"}
+_SYMBOL_PRINTED = {code: sign for sign, code in reversed(_CURRENCY_SYMBOLS.items())}   # reversed: the first sign wins
 # What people write after an amount for the same currencies ("100元" on AutoDL, "100 RMB")
 _CURRENCY_WORDS = {"元": "CNY", "rmb": "CNY", "yuan": "CNY", "usd": "USD", "eur": "EUR"}
 
@@ -65,26 +77,39 @@ def parse_duration_s(text: str, *, examples: str = "12h, 90m, 1d12h, 3600") -> f
     else:
         parts = re.findall(r"([0-9]*\.?[0-9]+)\s*([a-z]+)", s)
         if not parts or "".join(f"{a}{b}" for a, b in parts) != s.replace(" ", ""):
-            raise UnitError(f"not a duration: {text!r} (examples: {examples})")
+            raise UnitError(f"not a duration: {text!r} ({duration_forms(examples)})")
         total = 0.0
         for number, unit in parts:
             if unit not in _DURATION_UNITS:
-                raise UnitError(f"not a duration: {text!r}: unknown unit {unit!r} (use ms, s, m, h, d, w)")
+                raise UnitError(f"not a duration: {text!r}: unknown unit {unit!r} ({duration_forms(examples)})")
             total += float(number) * _DURATION_UNITS[unit]
     if not math.isfinite(total) or total <= 0:
         raise UnitError(f"duration must be positive: {text!r} (examples: {examples})")
     return total
 
 
-# an amount with its currency before it (a sign or a code: $25, USD 25) or after it (a code or a word: 25USD, 300元)
+def duration_forms(examples: str) -> str:
+    """What a refused duration is told it may be: ``examples``, the short units (each unit's first spelling in
+    ``_DURATION_UNITS``) and that its words work too."""
+    short: dict[float, str] = {}
+    for unit, seconds in _DURATION_UNITS.items():
+        short.setdefault(seconds, unit)
+    return (f"a number and a unit, e.g. {examples}; units: {', '.join(short.values())}, "
+            "or words: 2 days, 36 hours, 90 minutes")
+
+
+# an amount with its currency before it (a sign or a code: $25, USD 25) or after it (a code or a word: 25USD, 300元);
+# the amount with thousands separators as format_money prints it (¥1,234.50), or without
 _MONEY = re.compile(rf"(?P<before>[A-Za-z]{{3,4}}|{'|'.join(map(re.escape, _CURRENCY_SYMBOLS))})?\s*"
-                    r"(?P<amount>[0-9]*\.?[0-9]+)\s*(?P<after>[A-Za-z]{3,4}|元)?")
+                    r"(?P<amount>[0-9]{1,3}(?:,[0-9]{3})+(?:\.[0-9]+)?|[0-9]*\.?[0-9]+)"
+                    r"\s*(?P<after>[A-Za-z]{3,4}|元)?")
 
 
 def parse_money(text: str) -> tuple[float, str | None]:
     """'300' -> (300, None); '¥300', '300元', '300 RMB' -> (300, 'CNY'); '25 USD', 'USD25', 'USD 25', '$25' ->
-    (25, 'USD'); '£20' -> (20, 'GBP'). A currency before or after the amount, a sign or a code, not both unless
-    they agree ('$25 USD'). Currency None = any; a code gpuwise has no rate for is the caller's to refuse."""
+    (25, 'USD'); '£20' -> (20, 'GBP'); '¥1,234.50' -> (1234.5, 'CNY'), as format_money prints it. A currency
+    before or after the amount, a sign or a code, not both unless they agree ('$25 USD'). Currency None = any; a
+    code gpuwise has no rate for is the caller's to refuse."""
     s = str(text).strip()
     negative = s.startswith("-")      # refused below as 0 is, once it reads as an amount
     s = s.removeprefix("-").strip()
@@ -95,7 +120,7 @@ def parse_money(text: str) -> tuple[float, str | None]:
     if len(written) > 1:
         raise UnitError(f"{text!r} names two currencies ({' and '.join(sorted(written))}): write one")
     currency = written.pop() if written else None
-    amount = float(m.group("amount"))
+    amount = float(m.group("amount").replace(",", ""))
     if amount <= 0 or negative:
         raise UnitError(f"amount must be positive: {text!r}")
     if not math.isfinite(amount):     # 400 digits read as a float are infinite
@@ -150,12 +175,16 @@ def format_request_rate(per_s: float) -> str:
     return f"{text} request/s" if text == "1" else f"{text} requests/s"
 
 
+MONEY_DECIMALS = 2   # format_money's figure: an amount as every table and line shows it
+
+
 def format_money(amount: float, currency: str, *, nonzero: bool = False) -> str:
-    """``¥1,234.50``, ``-$0.20`` (the sign before the symbol), ``12.00 GBP``. ``nonzero``: an amount under
+    """``¥1,234.50``, ``-$0.20`` (the sign before the symbol), ``£12.00``; a currency whose sign gpuwise would read
+    back as another (``_SYMBOL_PRINTED``) after the figure as its code: ``12.00 HKD``. ``nonzero``: an amount under
     a tenth keeps two significant digits (``$0.0025``, ``¥0.018``), so that a difference never reads as ``$0.00``."""
-    symbol = {"CNY": "¥", "USD": "$", "EUR": "€"}.get(currency)
+    symbol = _SYMBOL_PRINTED.get(currency)
     figure = (f"{abs(amount):.2g}" if nonzero and 0 < abs(amount) < 0.1 and math.isfinite(amount)
-              else f"{abs(amount):,.2f}")
+              else f"{abs(amount):,.{MONEY_DECIMALS}f}")
     if "e" in figure:
         figure = f"{abs(amount):.{1 - math.floor(math.log10(abs(amount)))}f}"
     sign = "-" if float(figure.replace(",", "")) > 0 and amount < 0 else ""

@@ -42,7 +42,7 @@ def test_parse_money_keeps_currency_when_given():
 
 def test_format_money_uses_symbol_for_known_currencies():
     assert format_money(1234.5, "CNY") == "¥1,234.50"
-    assert format_money(3, "GBP") == "3.00 GBP"
+    assert format_money(3, "GBP") == "£3.00"
 
 
 def test_format_bytes_prints_memory_in_binary_units_as_pytorch_and_nvidia_smi_count_it():

@@ -53,7 +53,7 @@ def test_the_html_chart_draws_the_first_gpus_its_table_lists_and_says_so(seed_re
 
 @pytest.mark.parametrize(("amount", "currency", "text"), [
     (-0.2, "CNY", "-¥0.20"), (0.2, "CNY", "¥0.20"), (-1234.5, "USD", "-$1,234.50"), (-0.001, "CNY", "¥0.00"),
-    (-3.0, "GBP", "-3.00 GBP"),
+    (-3.0, "GBP", "-£3.00"),
 ])
 def test_negative_money_puts_the_sign_before_the_symbol(amount, currency, text):
     assert format_money(amount, currency) == text

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from gpuwise.catalog.errors import CatalogError
 from gpuwise.errors import did_you_mean
+from gpuwise.units import MONEY_DECIMALS
 
 if TYPE_CHECKING:   # the catalog's types (the catalog's methods resolve through this module)
     from gpuwise.catalog.model import GPU, Catalog, Offer
@@ -332,6 +333,9 @@ def offers_for(catalog: Catalog, gpu_id: str, *, provider: str | None = None, sp
     return sorted(found, key=offer_order)
 
 
-def offer_order(offer: Offer) -> tuple[str, float, int, str]:
-    """How offers are listed: by currency, then cheapest per GPU-hour first."""
-    return (offer.currency, offer.price_per_gpu_hour, offer.count, offer.provider)
+def offer_order(offer: Offer) -> tuple[str, float, int, float, str]:
+    """How offers are listed: by currency, then cheapest per GPU-hour first as the price is shown (to the cent,
+    ``MONEY_DECIMALS``), the fewest GPUs first among equal ones: GCP's a2-highgpu 1, 2, 4 and 8 GPUs at $3.67 each,
+    not 1, 4, 8, 2 by fractions of a cent no column shows."""
+    return (offer.currency, round(offer.price_per_gpu_hour, MONEY_DECIMALS), offer.count, offer.price_per_gpu_hour,
+            offer.provider)

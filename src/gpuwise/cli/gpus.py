@@ -15,7 +15,7 @@ from gpuwise.text import for_console
 from gpuwise.units import format_money
 
 if TYPE_CHECKING:
-    from gpuwise.catalog.model import GPU
+    from gpuwise.catalog.model import GPU, Offer
     from gpuwise.catalog.query import GpuRow
 
 
@@ -82,12 +82,44 @@ def gpus(
         c.console.print(no_offer_line(rows, provider))
     if stale := stale_price_note(shown):
         c.console.print(f"[yellow]note: {escape(stale)}[/]")
-    c.console.print(
-        "[dim]GiB: memory as the driver reports it (nvidia-smi). Dense peak TFLOPS; fp16 with fp32 accumulate, = bf16 where the GPU has bf16 (not before Ampere). "
-        "* = datasheet figures not cross-checked. "
-        "Shipped prices are indicative, a cloud's for one region (name GPUs to see each offer's): --json gives each "
-        "one's source.[/dim]"
-    )
+    c.console.print(f"[dim]{escape(footnote(shown))}[/dim]")
+
+
+def footnote(shown: list[Offer]) -> str:
+    """The lines under the tables, one plain sentence for each thing a newcomer asks of them: which memory, what
+    "dense" peak means, what the star and the "from" price are, where the shipped prices of ``shown`` come from and
+    when they were checked, and what a marketplace's price is (where one is among ``shown``)."""
+    from gpuwise.catalog.topology import rents_per_gpu
+
+    sentences = [
+        "GiB: memory as the driver reports it (nvidia-smi).",
+        "fp32 to fp8: peak TFLOPS from the datasheet, dense (without the 2:4 sparsity that doubles NVIDIA's "
+        "headline figures); fp16 is with fp32 accumulate, and bf16 equals it where the GPU has bf16 "
+        "(not before Ampere).",
+        "* = datasheet figures not cross-checked against a second source.",
+        "from /GPU-h: the cheapest on-demand price to rent one GPU alone for an hour (spot where there is none), "
+        "currencies compared at dated exchange rates; name GPUs to see every offer.",
+    ]
+    shipped = [o for o in shown if o.indicative]
+    if checked := sorted({o.checked for o in shipped}):
+        when = checked[0] if len(checked) == 1 else f"{checked[0]} to {checked[-1]}"
+        sentences.append(f"Shipped prices are indicative, from each provider's public price list, checked {when} "
+                         "(--json gives each one's source).")
+    if clouds := sorted({o.provider for o in shipped if not rents_per_gpu(o.provider)}):
+        regional = sorted({o.provider for o in shipped if o.region and o.provider in clouds})
+        where = f"; the prices of {_listed(regional)} are for one region (name GPUs to see which)" if regional else ""
+        sentences.append(f"{_listed(clouds)} price{'s' if len(clouds) == 1 else ''} a whole instance, CPU and RAM "
+                         f"included{where}.")
+    if marketplaces := sorted({o.provider for o in shown if rents_per_gpu(o.provider)}):
+        are = "is a marketplace" if len(marketplaces) == 1 else "are marketplaces"
+        sentences.append(f"{_listed(marketplaces)} {are}: a price there is a list price per card, set by many "
+                         "hosts, and a card at it may not be free when you look.")
+    return " ".join(sentences)
+
+
+def _listed(names: list[str]) -> str:
+    """"aws", "aws and gcp", "aliyun, aws and gcp"."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def no_offer_line(rows: list[GpuRow], provider: str | None) -> str:
