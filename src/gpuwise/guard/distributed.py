@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,14 +72,21 @@ def all_gather_object(obj: Any) -> list[Any]:
     return out
 
 
-def samples_over_ranks(samples_here: int, fewest: int, most: int) -> int:
-    """Samples every rank stepped together, this rank ``samples_here``; ``fewest`` and ``most``: the smallest and
-    largest of the ranks' counts (from the step's agreement, the same on every rank). Equal everywhere (the usual
-    case: ``guard.loader`` pads an epoch's end) it is the world size times this rank's, with no collective; else
-    (a loop of the user's own whose ranks got different batches) every rank gathers every rank's count alike."""
-    if fewest == most:
-        return samples_here * dist_info().world_size
-    return sum(all_gather_object(samples_here))
+def sum_if_even(here: int, fewest: int, most: int) -> int | None:
+    """This rank's count ``here`` summed over all ranks where every rank's is the same (``fewest`` == ``most``, the
+    smallest and largest of them, from the step's agreement): the world size times it, with no collective; None
+    where they differ (a loop of the user's own whose ranks got different batches)."""
+    return here * dist_info().world_size if fewest == most else None
+
+
+def sums_over_ranks(here: Sequence[int], known: Sequence[int | None]) -> list[int]:
+    """Each of this rank's counts ``here`` summed over all ranks: ``known[i]`` where it is given (``sum_if_even``,
+    or an earlier step's sum), the others from one gather of this rank's counts. Whether a sum is known must be
+    the same on every rank (agreed): every rank enters the gather alike, or none does."""
+    if all(k is not None for k in known):
+        return [int(k) for k in known]
+    columns = zip(*all_gather_object(list(here)))
+    return [k if k is not None else sum(column) for k, column in zip(known, columns)]
 
 
 def is_ddp(model: torch.nn.Module) -> bool:

@@ -66,6 +66,22 @@ from gpuwise.workload import Workload
 
 log = logging.getLogger(__name__)
 
+# The micro-batch cap a step proposes to the other ranks when none is in force (the whole batch, whatever its size)
+UNCAPPED_SAMPLES = 2 ** 62
+
+# The version of the state a checkpoint holds (``state_dict``), for what its values mean. 2: ``progress.samples_seen``
+# counts the samples of every rank; 1 (checkpoints of earlier gpuwise): rank 0's samples only.
+STATE_FORMAT_VERSION = 2
+
+SKIPPED_REASON_CHARS = 160   # one skipped checkpoint's reason in the one-line refusal
+
+# Flags a Workload sets from how it was given (a CLI default or the user's choice), not the job itself
+_WORKLOAD_PROVENANCE = ("precision_default", "optimizer_default", "engine_default")
+
+# This package's directory: warnings point at the first frame outside it (``_caller_stacklevel``)
+_GUARD_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
 class Guard:
     """Checkpoints, resume, preemption and OOM recovery around one model and optimizer.
 
@@ -170,6 +186,9 @@ class Guard:
         self.effective_batch_size: int | None = None
         self._effective_batch_at_resume: int | None = None  # the checkpoint's, until this run's is known
         self._largest_batch_per_rank = 0   # of this run's steps (a loop of the user's own)
+        # (This rank's full batch, the sum of every rank's) as of the last step: the sum is the effective batch, and
+        # is gathered again only at a step where some rank's full batch changed while the ranks' differ.
+        self._full_batches: tuple[int, int] | None = None
         self._short_batch_after_resume = False  # the first step after the resume was smaller: maybe an epoch's end
         self.last_loss: float | None = None
         self._lr_used: float | None = None
@@ -296,6 +315,8 @@ class Guard:
         self._drain_events()
         total = batch_size_of(batch)
         micro = min(self._micro_batch_cap or total, total)
+        full_here = self._full_batch_after(total)
+        full_kept_here = self._full_batches is not None and self._full_batches[0] == full_here
         step_start_s = self._last_step_end_s or time.perf_counter()   # wall time per step: data loading too
         optimizer_started = False
         crash_save = self.save_on_crash and not self.info.is_distributed
@@ -311,10 +332,14 @@ class Guard:
                 # Whether every rank's micro-batches went through is agreed as such (all_ok), not read off the sizes:
                 # ranks may hold other caps (micro_batch_size= is a rank's own) and other batch sizes (a loop of the
                 # user's own). A rank that succeeded proposes its cap in force, a failed one less than its micro-batch.
+                # The same reduction carries the smallest and largest of the ranks' batches and full batches, and
+                # whether every rank's full batch is the one of the last step: what the step's sums need.
                 proposal = (self._micro_batch_cap or UNCAPPED_SAMPLES) if ok else smaller_micro_batch(micro)
-                agreed, all_ok, not_preempt, not_time, fewest, minus_most = agree_on_micro_batch(
+                (agreed, all_ok, not_preempt, not_time, fewest, minus_most, fewest_full, minus_most_full,
+                 fulls_kept) = agree_on_micro_batch(
                     [proposal, 1 if ok else 0, 0 if self.preemption.requested else 1,
-                     0 if self._time_save_due() else 1, total, -total])
+                     0 if self._time_save_due() else 1, total, -total, full_here, -full_here,
+                     1 if full_kept_here else 0])
                 if all_ok:
                     break
                 free_failed_step(self.optimizer, model=self.model)
@@ -332,7 +357,10 @@ class Guard:
                 # The failed attempt's forwards drew random numbers (dropout): drawing on from there would
                 # make the retried step, and every later random number, depend on where the OOM hit.
                 restore_rng(rng_at_start)
-            step_samples = gdist.samples_over_ranks(total, fewest, -minus_most)
+            full_range = (fewest_full, -minus_most_full)
+            step_samples, full_batches = gdist.sums_over_ranks(
+                [total, full_here], [gdist.sum_if_even(total, fewest, -minus_most),
+                                     self._known_full_batches(full_here, full_range, fulls_kept == 1)])
             optimizer_started = True
             grad_norm, self._lr_used = apply_update(self.model, self.optimizer, scheduler=self.scheduler,
                                                     scaler=self.scaler, clip_grad_norm=self.clip_grad_norm)
@@ -355,7 +383,10 @@ class Guard:
         self.step_count += 1
         self._failure = None  # the caller caught the last step's exception and went on
         self.samples_seen += step_samples
-        self._note_effective_batch(total)
+        self._full_batches = (full_here, full_batches)
+        if self._loader is None:
+            self._largest_batch_per_rank = full_here
+        self._note_effective_batch(full_batches, full_range)
         self.last_loss = loss_sum
         self._last_step_end_s = time.perf_counter()
         self._log_step(loss_sum, step_samples, micro, grad_norm, tracker, self._last_step_end_s - step_start_s)
@@ -368,33 +399,47 @@ class Guard:
             self._due = "periodic"
         return loss_sum
 
-    def _note_effective_batch(self, batch_this_rank: int) -> None:
-        """The run's effective batch: the loader's batch per rank, else the largest batch of this run's steps (an
-        epoch's short last batch does not lower it), times the world size. After a resume from a checkpoint
-        trained with another one, say so once: at the first step, unless that step's batch is smaller and there
-        is no loader to tell a full batch from an epoch's short last one; then at the second (epochs of more than
-        one step never end twice in a row), and not at all if the larger of the two is the checkpoint's."""
-        if self._loader is None:
-            self._largest_batch_per_rank = max(self._largest_batch_per_rank, batch_this_rank)
-        per_rank = self._full_batch_per_rank()
-        new, old = per_rank * self.info.world_size, self._effective_batch_at_resume
+    def _note_effective_batch(self, full_batches: int, full_range: tuple[int, int]) -> None:
+        """The run's effective batch: ``full_batches``, the sum of the ranks' full batches (``_full_batch_after``: the
+        loader's batch, else the largest of this run's steps, as an epoch's short last batch does not lower it), whose
+        smallest and largest are ``full_range``. After a resume from a checkpoint trained with another one, say so
+        once: at the first step, unless that step's batch is smaller and there is no loader to tell a full batch from
+        an epoch's short last one; then at the second (epochs of more than one step never end twice in a row), and
+        not at all if the larger of the two is the checkpoint's."""
+        new, old = full_batches, self._effective_batch_at_resume
         if old is not None and new < old and self._loader is None and not self._short_batch_after_resume:
             self._short_batch_after_resume = True   # the checkpoint's batch stays recorded until the next step
             return
         self.effective_batch_size, self._effective_batch_at_resume = new, None
         if old is not None and old != new:
+            fewest, most = full_range
+            per_rank = (f"{most} per rank x {self.info.world_size} rank(s)" if fewest == most
+                        else f"{fewest} to {most} per rank over {self.info.world_size} ranks")
             self._event("effective_batch_changed",
                         f"effective batch changed on resume: the checkpoint was trained with {old} samples per "
-                        f"optimizer step, this run takes {self.effective_batch_size} ({per_rank} per rank x "
-                        f"{self.info.world_size} rank(s)); the learning-rate schedule was fitted to {old}: scale the "
-                        "learning rate or the per-rank batch if that was not intended")
+                        f"optimizer step, this run takes {self.effective_batch_size} ({per_rank}); the learning-rate "
+                        f"schedule was fitted to {old}: scale the learning rate or the per-rank batch if that was not "
+                        "intended")
 
-    def _full_batch_per_rank(self) -> int | None:
-        """Samples of a full batch on this rank: the loader's batch size, else the largest batch of this run's steps
-        (an epoch's short last batch is not one); None before the first step of a loop without a loader."""
+    def _known_full_batches(self, full_here: int, full_range: tuple[int, int], kept_everywhere: bool) -> int | None:
+        """The sum of the ranks' full batches where it is known without a gather: the world size times this rank's
+        where every rank's is the same, the last step's sum where no rank's changed since; else None."""
+        even = gdist.sum_if_even(full_here, *full_range)
+        if even is not None or not kept_everywhere or self._full_batches is None:
+            return even
+        return self._full_batches[1]
+
+    def _full_batch_after(self, batch_this_rank: int) -> int:
+        """Samples of a full batch on this rank once a step of ``batch_this_rank`` samples completes: the loader's
+        batch size, else the largest batch of this run's steps (an epoch's short last batch is not one)."""
         if self._loader is not None:
             return self._loader.batch_size
-        return self._largest_batch_per_rank or None
+        return max(self._largest_batch_per_rank, batch_this_rank)
+
+    def _full_batch_per_rank(self) -> int | None:
+        """This rank's full batch (``_full_batch_after``) as of the last step; None before the first step of a loop
+        without a loader."""
+        return self._full_batch_after(0) or None
 
     @property
     def micro_batch_size(self) -> int | None:
@@ -429,7 +474,7 @@ class Guard:
 
     def _log_step(self, loss: float, step_samples: int, micro: int, grad_norm: float | None,
                   tracker: MicroGradTracker | None, step_time_s: float) -> None:
-        """``step_samples``: the step's samples over all ranks (``samples_over_ranks``)."""
+        """``step_samples``: the step's samples over all ranks (``sums_over_ranks``)."""
         noise = None
         if tracker is not None and grad_norm is not None:
             noise = tracker.sample(self.step_count, grad_norm ** 2, step_samples)
@@ -969,14 +1014,6 @@ class Guard:
             log.debug("run log not committed after a failed step: %s", exc)
 
 
-# The micro-batch cap a step proposes to the other ranks when none is in force (the whole batch, whatever its size)
-UNCAPPED_SAMPLES = 2 ** 62
-
-# The version of the state a checkpoint holds (``state_dict``), for what its values mean. 2: ``progress.samples_seen``
-# counts the samples of every rank; 1 (checkpoints of earlier gpuwise): rank 0's samples only.
-STATE_FORMAT_VERSION = 2
-
-
 def samples_seen_of(state: Mapping[str, Any]) -> int:
     """The samples of every rank a checkpoint's ``state`` says its completed steps trained. A state of format 1 (or
     without a version) counted rank 0's samples only: times the world size it saved (``progress.world_size``), the
@@ -987,11 +1024,6 @@ def samples_seen_of(state: Mapping[str, Any]) -> int:
     if int(state.get("format_version", 1)) < 2:
         seen *= int(progress.get("world_size", 1))
     return seen
-
-
-# Flags a Workload sets from how it was given (a CLI default or the user's choice), not the job itself
-SKIPPED_REASON_CHARS = 160   # one skipped checkpoint's reason in the one-line refusal
-_WORKLOAD_PROVENANCE = ("precision_default", "optimizer_default", "engine_default")
 
 
 # Guards with a run log whose end is not recorded yet, weakly held: at interpreter exit (an uncaught exception,
@@ -1136,9 +1168,6 @@ def _record_torch_memory(run_log: RunLog) -> None:
         run_log.log_event(TORCH_MEMORY_EVENT, json.dumps({
             "pid": os.getpid(), "devices": devices, "torch_version": torch.__version__,
             "cuda_version": torch.version.cuda, "gpu_name": torch.cuda.get_device_name(devices[0]["device"])}))
-
-
-_GUARD_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
 def _caller_stacklevel() -> int:
