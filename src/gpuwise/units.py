@@ -94,8 +94,7 @@ def duration_forms(examples: str) -> str:
     short: dict[float, str] = {}
     for unit, seconds in _DURATION_UNITS.items():
         short.setdefault(seconds, unit)
-    return (f"a number and a unit, e.g. {examples}; units: {', '.join(short.values())}, "
-            "or words: 2 days, 36 hours, 90 minutes")
+    return f"examples: {examples}; units: {', '.join(short.values())}, or words: 2 days, 36 hours, 90 minutes"
 
 
 # an amount with its currency before it (a sign or a code: $25, USD 25) or after it (a code or a word: 25USD, 300元);

@@ -21,7 +21,7 @@ REFUSED = [("--checkpoint-every", "0m", ["--spot"]), ("--checkpoint-every", "soo
 
 
 def _examples(err: str) -> list[str]:
-    found = re.search(r"\(examples: ([^)]*)\)", err)
+    found = re.search(r"\(examples: ([^);]*)[);]", err)      # the examples end where the units are named
     assert found, err
     return [e.strip() for e in found.group(1).split(",")]
 

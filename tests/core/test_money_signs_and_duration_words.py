@@ -48,7 +48,7 @@ def test_a_refused_duration_names_the_accepted_forms_with_an_example(text):
         parse_duration_s(text, examples="12h, 90m, 2d")
     said = str(err.value)
     assert "\n" not in said and repr(text) in said
-    assert "e.g. 12h, 90m, 2d" in said                      # an example of the forms accepted
+    assert "examples: 12h, 90m, 2d" in said                      # an example of the forms accepted
     assert "ms, s, m, h, d, w" in said and "days" in said     # the units, short and as words
 
 
@@ -57,4 +57,4 @@ def test_deadline_in_days_is_read_and_a_refused_one_exits_2_naming_the_forms():
                               "--deadline", "2 fortnights"], capture_output=True, text=True, timeout=300)
     assert refused.returncode == 2
     (line,) = refused.stderr.strip().splitlines()
-    assert line.startswith("gpuwise: error: --deadline: ") and "e.g. 12h, 90m, 2d" in line and "2 days" in line
+    assert line.startswith("gpuwise: error: --deadline: ") and "examples: 12h, 90m, 2d" in line and "2 days" in line

@@ -28,7 +28,7 @@ import shlex
 from pathlib import Path
 
 from gpuwise.launch.plan import LaunchError, skypilot_cloud
-from gpuwise.workload.checkpoint import stored_quant
+from gpuwise.workload.checkpoint import VLLM_QUANTIZATION, stored_quant
 from gpuwise.workload.model import VLLM_VERSION
 from gpuwise.workload.precision import parse as parse_precision
 from gpuwise.workload.specs import as_config_file
@@ -46,8 +46,6 @@ SERVICE_PORTS: dict[str, tuple[int, str]] = {
     "autodl": (6006, "AutoDL's convention: its custom service (自定义服务) exposes port 6006 of the instance"),
 }
 
-# --quant -> vLLM's --quantization for a 16-bit checkpoint; None: vLLM cannot quantize it so as it loads
-VLLM_QUANTIZATION: dict[str, str | None] = {"nf4": "bitsandbytes", "fp8": "fp8", "int8": None}
 
 
 def is_server(workload) -> bool:

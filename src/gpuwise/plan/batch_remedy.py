@@ -10,7 +10,7 @@ from collections.abc import Callable
 from gpuwise.plan.batch_split import splitting_batch
 from gpuwise.plan.changes import Remedy
 from gpuwise.plan.quote import Quote
-from gpuwise.plan.reasons import CANNOT_RUN, COUNT, SPLIT
+from gpuwise.plan.reasons import CANNOT_RUN, COUNT, OOM, OOM_RISK, SPLIT
 from gpuwise.workload import Workload
 
 
@@ -43,12 +43,14 @@ def remedy_row(change: str, quote: Quote, replaced_batch: int) -> dict:
 
 
 def unsplit_options(options) -> list[Quote]:
-    """The multi-GPU options left out because the effective batch does not split evenly over their GPUs, where that
-    left out every multi-GPU option that runs the job (none refused before it, for bf16 or the count, was priced);
-    empty otherwise (some count splits it: the table prices that one)."""
+    """The multi-GPU options left out because the effective batch does not split evenly over their GPUs, where no
+    other multi-GPU option runs the job: each was refused before it (for bf16 or the count) or ran out of memory,
+    as a 70B full fine-tune at effective batch 4 does on 2 and 4 GPUs while 8 and more, which it does not split
+    over, would hold it; empty otherwise (some count splits it and fits: the table prices that one)."""
     runs = [o for o in options if o.count > 1 and (o.exclusion is None or o.exclusion.kind not in (CANNOT_RUN, COUNT))]
     unsplit = [o for o in runs if o.exclusion is not None and o.exclusion.kind == SPLIT]
-    return unsplit if len(unsplit) == len(runs) else []
+    out_of_memory = [o for o in runs if o.exclusion is not None and o.exclusion.kind in (OOM, OOM_RISK)]
+    return unsplit if len(unsplit) + len(out_of_memory) == len(runs) else []
 
 
 def split_batch_remedy(

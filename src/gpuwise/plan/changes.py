@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from gpuwise.plan.batch_split import splitting_batch
 from gpuwise.plan.profile import largest_divisor_at_most
 from gpuwise.workload import Workload, WorkloadError
+from gpuwise.workload.checkpoint import vllm_quantizes_on_load
 from gpuwise.workload.parallelism import effective_sharding, offload_optimizer_refusal, params_offloaded
 
 
@@ -67,16 +68,25 @@ def makes_a_job(remedy: Remedy, w: Workload) -> bool:
     return True
 
 
+def _smaller_quants(w: Workload) -> list[str]:
+    """The quantized weights a served job could load instead of its own, smallest saving first: vLLM quantizes a
+    16-bit checkpoint as it loads only to FP8 (its usual way to halve the weights; GPUs below compute capability 8.0
+    refuse it: ``cannot_run``) and bitsandbytes' 4-bit (``vllm_quantizes_on_load``), transformers also to 8-bit
+    (LLM.int8())."""
+    smaller = {"none": ("fp8", "int8", "nf4"), "int8": ("nf4",)}.get(w.quant, ())
+    if w.engine == "vllm":
+        return [q for q in smaller if vllm_quantizes_on_load(q)]
+    return [q for q in smaller if q != "fp8"]
+
+
 def _candidates(w: Workload, closed_form: bool, micro_batch: bool) -> list[Remedy]:
     out = []
     if not w.is_training:
         # serving: half-precision weights, quantized weights (closed form), fewer sequences at once
         if w.precision_value.half is None:
             out.extend(_precision_remedy(name) for name in ("bf16", "fp16"))
-        if closed_form and w.quant == "none":
-            out.append(_remedy("--quant int8", quant="int8"))
-        if closed_form and w.quant in ("none", "int8"):
-            out.append(_remedy("--quant nf4", quant="nf4"))
+        if closed_form:
+            out.extend(_remedy(f"--quant {q}", quant=q) for q in _smaller_quants(w))
         if w.batch_size > 1:
             out.append(_remedy(f"--batch-size {w.batch_size // 2}", batch_size=w.batch_size // 2))
         return out

@@ -207,10 +207,9 @@ def estimate_llm(workload: Workload, gpu: GPU | None = None, *, double_quant: bo
     if (refusal := vllm_context_refusal(workload, arch)) is not None:
         raise PlanError(refusal)
     context = workload.tokens_per_sequence + (0 if workload.is_training else workload.max_new_tokens)
-    if arch.max_position_embeddings and context > arch.max_position_embeddings:
+    if arch.context_tokens and context > arch.context_tokens:
         notes.append(f"{context:,} tokens per sequence is past {workload.model}'s context of "
-                     f"{arch.max_position_embeddings:,} (max_position_embeddings): estimated as asked, "
-                     f"but the model was not trained that long")
+                     f"{arch.context_words()}: estimated as asked, but the model was not trained that long")
     if workload.image_size is not None:
         notes.append("--image-size has no effect on a text model")
     if workload.is_training:
@@ -315,10 +314,11 @@ def _infer(arch: DecoderArch, w: Workload, gpu, double_quant: bool, headroom_fra
             max_bs = largest_batch(arch, w, gpu, kv_bytes_per_element=kvb, double_quant=double_quant,
                                    headroom_fraction=headroom_fraction)
             held = "memory would hold"
-        if arch.max_position_embeddings and max_ctx > arch.max_position_embeddings:
-            notes.append(f"{held} {max_ctx:,} tokens a sequence; the model's max_position_embeddings is "
-                         f"{arch.max_position_embeddings:,}")
-            max_ctx = arch.max_position_embeddings
+        if arch.context_tokens and max_ctx > arch.context_tokens:
+            limit = (f"max_position_embeddings is {arch.max_position_embeddings:,}"
+                     if arch.context_tokens == arch.max_position_embeddings else f"context is {arch.context_words()}")
+            notes.append(f"{held} {max_ctx:,} tokens a sequence; the model's {limit}")
+            max_ctx = arch.context_tokens
         extras.update(ttft_s=st.ttft_s, decode_tokens_per_s=st.decode_tokens_per_s, decode_s=st.decode_s,
                       time_per_output_token_s=st.decode_step_s,
                       decode_tokens_per_s_per_user=1.0 / st.decode_step_s if st.decode_step_s else None,

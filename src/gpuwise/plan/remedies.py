@@ -83,7 +83,8 @@ def find_remedies(
     memory are also tried under ``--sharding zero3`` (``shard_over_gpus_remedy``): on each GPU the fewest that
     fit, the cheapest of them offered. Remedies that keep the training the same come first, those that change
     the method (``changes_method``: LoRA, QLoRA) after, each group cheapest first. Where every multi-GPU option
-    that runs the job was left out because its effective batch does not split over it (``unsplit_options``), the
+    that runs the job was left out because its effective batch does not split over it or it ran out of memory
+    (``unsplit_options``; some left out for the split), the
     job at the smallest effective batch a fitting one splits (``split_batch_remedy``): ``--effective-batch N``,
     priced as the row of ``recommend(..., effective_batch=N)``. Each remedy's ``batch_note`` says how it changes the
     effective batch (``grown_batch_note``; None where it keeps it). ``model_factory``: workload -> workload model
@@ -91,7 +92,9 @@ def find_remedies(
     ``job_model``: the recommendation's own model of the job (default: made by ``model_factory``)."""
     constraints = constraints or Constraints()
     out_of_memory = [o for o in rec.options if o.fits is False and o.peak_total_bytes is not None]
-    oom = [o for o in out_of_memory if o.count == 1]
+    # training: the options of one GPU (several GPUs of a kind are the ZeRO-3 remedy's, below); serving: every count,
+    # as quantized or half-precision weights shrink a model split over several GPUs as they do one GPU's
+    oom = [o for o in out_of_memory if o.count == 1 or not rec.workload.is_training]
     if rec.best is not None:
         oom = [o for o in oom if o.price_per_hour_ranked < rec.best.price_per_hour_ranked]
     shard = shard_over_gpus_remedy(rec.workload)

@@ -199,6 +199,17 @@ def stored_quant(model: str) -> str:
     return stored_weights(model).quant
 
 
+# --quant -> vLLM's --quantization for a 16-bit checkpoint quantized as it loads (vLLM 0.10's
+# ``model_executor/layers/quantization``); None: vLLM cannot (bitsandbytes' in-flight quantization is 4-bit only:
+# LLM.int8() weights load from a checkpoint stored in 8 bits)
+VLLM_QUANTIZATION: dict[str, str | None] = {"nf4": "bitsandbytes", "fp8": "fp8", "int8": None}
+
+
+def vllm_quantizes_on_load(quant: str) -> bool:
+    """Whether ``vllm serve --quantization ...`` turns a 16-bit checkpoint into ``quant`` weights as it loads."""
+    return VLLM_QUANTIZATION.get(quant) is not None
+
+
 def served_scheme(model: str, quant: str) -> QuantScheme:
     """How ``quant`` weights of ``model`` are stored: the checkpoint's own scheme where it is stored so, else
     ``quant`` with the defaults (a 16-bit checkpoint quantized while loading)."""

@@ -145,6 +145,21 @@ class DecoderArch:
     def is_mla(self) -> bool:
         return self.kv_lora_rank > 0
 
+    @property
+    def context_tokens(self) -> int:
+        """The longest sequence (prompt + new tokens) the config says the model runs, 0: it states none: the length
+        vLLM derives from it (``vllm_max_model_len``: the positions times a rope scaling factor, Qwen2.5's yarn ×4
+        to 131,072 over 32,768 positions) where known, else ``max_position_embeddings``. The one limit the
+        closed form checks a context against (its notes, the longest context that fits)."""
+        return self.vllm_max_model_len or self.max_position_embeddings
+
+    def context_words(self) -> str:
+        """``context_tokens`` in words, with where it comes from (``8,192 (max_position_embeddings)``)."""
+        if self.context_tokens == self.max_position_embeddings:
+            return f"{self.context_tokens:,} (max_position_embeddings)"
+        return (f"{self.context_tokens:,} (as vLLM derives it from the config: max_position_embeddings "
+                f"{self.max_position_embeddings:,} with its rope scaling)")
+
     def expert_share(self, rows: float) -> float:
         """The share of routed experts ``rows`` tokens touch, each picking ``experts_per_token`` of them evenly
         (1 without routed experts): what a decode step's few tokens multiply and read."""
