@@ -67,9 +67,8 @@ def _gpuwise_on_a_terminal(args: list[str], env: dict) -> tuple[int, int]:
 
 def test_a_command_reading_the_terminal_is_said_to_be_stopped(tmp_path, replay_env):
     """The warning only: what a stopped command does once a stop signal reaches it is the next test's (a SIGSTOP,
-    no terminal). A Ctrl-C here ends the run at once most times, but under load about one in twenty waited for the
-    grace period's SIGKILL (the terminal stops the continued command again before its SIGINT is handled): a race
-    left open, said in docs/monitor.md."""
+    no terminal). A Ctrl-C taken just before the terminal stops the command is test_run_signal_taken_before_a_
+    terminal_stop's."""
     log = tmp_path / "asks.db"
     pid, fd = _gpuwise_on_a_terminal(["run", "--log", str(log), "--interval", "0.2", "--kill-after", KILL_AFTER_S,
                                       "--", PY, "-c", ASKS], replay_env)

@@ -7,7 +7,10 @@ gpuwise and is passed on once. Ctrl-Z stops the command's group and then gpuwise
 Not passed on: SIGKILL and SIGSTOP (cannot be caught), SIGCHLD, SIGPIPE, and the faults (SIGSEGV, ...).
 Since the command is not in the terminal's foreground group, it cannot read from the terminal: one that tries
 is stopped (SIGTTIN), and gpuwise says so once. A stop signal passed on is followed by SIGCONT to the group, so
-a stopped command runs its handler rather than meet SIGKILL after the grace period. A signal
+a stopped command runs its handler rather than meet SIGKILL after the grace period. A command that takes the
+signal but stops on the terminal before it acts on it (Python takes a SIGINT at once and acts on it between two
+bytecodes; a read of the terminal in between stops it, and a bare SIGCONT only restarts that read) gets it once
+more, with SIGCONT, when gpuwise sees that stop: it is no longer stopped in a read that waits for ever. A signal
 gpuwise was started with ignored stays ignored, for gpuwise and the command (``nohup``, background jobs of a
 non-interactive shell), as a shell leaves it.
 
@@ -214,7 +217,7 @@ def run_command(
         except Exception as exc:
             _warn(announce, "sampling did not start, the command runs unsampled", exc)
     try:
-        returncode = _wait(child, forwarder.stopped_on_terminal)
+        returncode = _wait(child, forwarder)
         forwarder.wait_for_group()   # after a stop signal, the workers left in the group have the grace period too
     finally:
         forwarder.finish()
@@ -329,31 +332,40 @@ def _stop_watchdog(watchdog: subprocess.Popen | None) -> None:
         watchdog.wait()
 
 
-def _wait(child: subprocess.Popen, on_terminal_stop: Callable[[str], None]) -> int:
-    """Waits for the command to end, its exit status as ``Popen.returncode``. Each time the command is stopped
-    because it read from (SIGTTIN) or wrote to (SIGTTOU) the terminal, ``on_terminal_stop`` gets the signal's
-    name: not in the terminal's foreground, it would otherwise wait there, unseen, for ever."""
+def _wait(child: subprocess.Popen, forwarder: _Forwarder) -> int:
+    """Waits for the command to end, its exit status as ``Popen.returncode``. Each stop of the command goes to
+    ``forwarder.command_stopped`` (a command stopped on the terminal would otherwise wait there, unseen, for
+    ever), with the count of stop signals passed on before it: a stop seen while one was passed on (with its
+    SIGCONT) may be over already, so it is looked at again rather than taken for a stop after that signal."""
     while True:
+        passed_on = forwarder.stops_passed_on
         try:
             stopped_by = _next_stop(child)
         except KeyboardInterrupt:  # only if SIGINT could not be forwarded (not the main thread): keep waiting
             continue
         if stopped_by is None:
             return child.wait()
-        if stopped_by in TERMINAL_STOPS:
-            on_terminal_stop(signal_name(stopped_by))
+        if forwarder.stops_passed_on != passed_on:
+            continue   # still stopped: seen again at once; continued by that SIGCONT: no longer reported
+        _take_stop(child)
+        forwarder.command_stopped(stopped_by, passed_on)
 
 
 def _next_stop(child: subprocess.Popen) -> int | None:
     """Blocks until the command stops or ends: the signal that stopped it, or None once it has ended (left
-    for ``Popen.wait`` to reap, so Popen keeps its exit status). None at once where ``waitid`` is missing."""
+    for ``Popen.wait`` to reap, so Popen keeps its exit status). The stop is left reported (``_take_stop``
+    takes it). None at once where ``waitid`` is missing."""
     if not hasattr(os, "waitid"):
         return None
     info = os.waitid(os.P_PID, child.pid, os.WEXITED | os.WSTOPPED | os.WNOWAIT)
     if info is None or info.si_code != os.CLD_STOPPED:
         return None
-    os.waitid(os.P_PID, child.pid, os.WSTOPPED | os.WNOHANG)   # this stop is seen: block on the next change
     return info.si_status
+
+
+def _take_stop(child: subprocess.Popen) -> None:
+    """This stop is seen: ``_next_stop`` blocks on the next change."""
+    os.waitid(os.P_PID, child.pid, os.WSTOPPED | os.WNOHANG)
 
 
 def terminal_stop_message(signame: str) -> str:
@@ -377,6 +389,8 @@ class _Forwarder:
         self.done = threading.Event()
         self.child_ended = False     # the direct child has ended (its group may live on)
         self.said_terminal_stop = False
+        self.stops_passed_on = 0     # stop signals (STOPPING) passed on so far
+        self.unrepeated: int | None = None   # the last one passed on, while not yet passed on again
 
     def install(self) -> dict[int, Any]:
         """Our handler for every signal passed on, except those gpuwise was started with ignored (``nohup``'s
@@ -416,8 +430,22 @@ class _Forwarder:
         if signum == signal.SIGTSTP:  # job control: the command's group stopped, now gpuwise itself
             os.kill(os.getpid(), signal.SIGSTOP)
 
-    def stopped_on_terminal(self, signame: str) -> None:
-        """The command stopped on the terminal (``_wait``): said once, as it may stop there again."""
+    def command_stopped(self, stopped_by: int, stops_passed_on_before: int) -> None:
+        """The command stopped (``_wait``), after ``stops_passed_on_before`` stop signals were passed on. Stopped
+        on the terminal: said once, as it may stop there again; and when a stop signal was passed on before
+        this stop, that signal once more, with SIGCONT: the command took the first one but stopped on the
+        terminal before it acted on it. A stop by SIGTSTP or SIGSTOP (Ctrl-Z, a debugger) is left as it is."""
+        if stopped_by not in TERMINAL_STOPS:
+            return
+        self._say_terminal_stop(signal_name(stopped_by))
+        if self.unrepeated is None or self.stops_passed_on != stops_passed_on_before:
+            return   # none passed on, or one just now: its SIGCONT came after this stop
+        again, self.unrepeated = self.unrepeated, None
+        logger.debug("the command stopped on the terminal after %s was passed on: passed on again",
+                     signal_name(again))
+        self._signal_group(again)
+
+    def _say_terminal_stop(self, signame: str) -> None:
         if self.said_terminal_stop or not self.announce:
             return
         self.said_terminal_stop = True
@@ -459,6 +487,12 @@ class _Forwarder:
     def send(self, signum: int) -> None:
         if signum not in (signal.SIGWINCH, signal.SIGCONT):
             self.result.forwarded.append(signal_name(signum))
+        if signum in STOPPING:
+            self.stops_passed_on += 1
+            self.unrepeated = signum
+        self._signal_group(signum)
+
+    def _signal_group(self, signum: int) -> None:
         try:
             os.killpg(self.pgid, signum)
             if signum in STOPPING:
