@@ -240,8 +240,8 @@ def recommend(
         *((input_note,) if (input_note := _input_outcome(workload, options, model)) else ()),
         *((ram_note,) if (ram_note := host_ram_note(workload, options)) else ()),
         f"costs ranked in {rank_in}; exchange rates indicative as of {RATES_CHECKED}",
-        f"times are for {assumed_stack(workload, closed_form_llm=is_llm(workload))} (DESIGN.md: the software "
-        "stack assumed)",
+        f"times are for {assumed_stack(workload, closed_form_llm=is_llm(workload))} (docs/runtime.md: what "
+        "the prediction assumes)",
     )
     options.sort(key=rank)      # the order best picks by: the best is the first row
     rec = Recommendation(workload, model.method, rank_in, tuple(options), best, fastest, best_value,
