@@ -174,6 +174,11 @@ def format_request_rate(per_s: float) -> str:
     return f"{text} request/s" if text == "1" else f"{text} requests/s"
 
 
+def format_count(count: int, noun: str) -> str:
+    """``1 sample``, ``8 samples``, ``1,024 samples``: a whole count with its noun, singular for one."""
+    return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"
+
+
 MONEY_DECIMALS = 2   # format_money's figure: an amount as every table and line shows it
 
 

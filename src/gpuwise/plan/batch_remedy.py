@@ -11,6 +11,7 @@ from gpuwise.plan.batch_split import splitting_batch
 from gpuwise.plan.changes import Remedy
 from gpuwise.plan.quote import Quote
 from gpuwise.plan.reasons import CANNOT_RUN, COUNT, OOM, OOM_RISK, SPLIT
+from gpuwise.units import format_count
 from gpuwise.workload import Workload
 
 
@@ -32,7 +33,7 @@ def grown_batch_note(old: int, new: int, count: int, *, old_count: int = 1) -> s
         return None
     why = f", as {old} does not split evenly over {count}" if count != old_count and old % count else ""
     layout = f" (batch {new // count} per GPU × {count} GPUs{why})" if count > 1 else ""
-    return f"effective batch {new} samples per optimizer step instead of {old}{layout}"
+    return f"effective batch {format_count(new, 'sample')} per optimizer step instead of {old}{layout}"
 
 
 def remedy_row(change: str, quote: Quote, replaced_batch: int) -> dict:

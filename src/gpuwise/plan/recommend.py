@@ -28,7 +28,7 @@ from gpuwise.plan.spot import SpotRisk, describe_serving, spot_outcome
 from gpuwise.runtime.model import Note
 from gpuwise.runtime.serving_load import concurrency_rule, serving_load
 from gpuwise.runtime.stack import Stack, assumed_stack
-from gpuwise.units import format_bytes, format_duration, format_money, format_request_rate
+from gpuwise.units import format_bytes, format_count, format_duration, format_money, format_request_rate
 from gpuwise.workload import Workload
 from gpuwise.workload.decoder import is_llm
 from gpuwise.workload.parallelism import splits_layers
@@ -219,7 +219,7 @@ def recommend(
                    f"{workload.batch_size} requests served together on every option") + f" ({model.method}: "
                   f"{'a decoder LLM is split over its GPUs by ' + _split_words(workload) if model.method == 'closed-form' else 'each GPU serves its own batch'})"
                   if not workload.is_training else
-                  f"effective batch {effective} samples per step on every option (micro-batch × accumulation × GPUs)"
+                  f"effective batch {format_count(effective, 'sample')} per step on every option (micro-batch × accumulation × GPUs)"
                   if not per_gpu_batch else
                   f"--per-gpu-batch: micro-batch {workload.batch_size} on every GPU, so the effective batch "
                   f"grows with the GPU count")
