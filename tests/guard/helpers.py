@@ -8,6 +8,7 @@ import re
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -73,6 +74,25 @@ class Zygote:
             self.proc.wait(timeout=120)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+
+
+# The end of a rank job's script (``run_rank_job``) that defines ``rank(r)``: two ranks forked, each printing one JSON
+# line, ``{"rank": r, …}`` of what ``rank`` returned or ``{"rank": r, "error": …}`` (read back by ``rank_reports``).
+TWO_RANKS_FORKED = textwrap.dedent("""
+    children = []
+    for r in range(2):
+        pid = os.fork()
+        if pid == 0:
+            try:
+                said = rank(r)
+            except Exception as exc:
+                said = {"error": f"{type(exc).__name__}: {exc}"}
+            os.write(1, (json.dumps({"rank": r, **said}) + "\\n").encode())
+            os._exit(0)
+        children.append(pid)
+    for pid in children:
+        os.waitpid(pid, 0)
+""")
 
 
 def run_rank_job(job: str, *args: object, timeout_s: float = 400.0) -> tuple[str, str, int]:

@@ -14,7 +14,7 @@ from pathlib import Path
 from gpuwise.guard.checkpoint import CheckpointStore
 from gpuwise.runlog import read_events
 
-from .helpers import rank_reports, run_rank_job
+from .helpers import TWO_RANKS_FORKED, rank_reports, run_rank_job
 
 # argv: directory, init file, then one phase per argument: the ranks' batch sizes of each step, "5+3,5+3" being
 # two steps of 5 samples on rank 0 and 3 on rank 1. Each phase is a Guard that resumes the previous one's.
@@ -43,20 +43,7 @@ JOB = textwrap.dedent("""
             said.append({"effective_batch_size": guard.effective_batch_size, "samples_seen": guard.samples_seen})
         return {"phases": said}
 
-    children = []
-    for r in range(2):
-        pid = os.fork()
-        if pid == 0:
-            try:
-                said = rank(r)
-            except Exception as exc:
-                said = {"error": f"{type(exc).__name__}: {exc}"}
-            os.write(1, (json.dumps({"rank": r, **said}) + "\\n").encode())
-            os._exit(0)
-        children.append(pid)
-    for pid in children:
-        os.waitpid(pid, 0)
-""")
+""") + TWO_RANKS_FORKED
 
 
 def _phases(tmp_path: Path, *phases: str) -> list[list[dict]]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import textwrap
 
-from .helpers import rank_reports, run_rank_job
+from .helpers import TWO_RANKS_FORKED, rank_reports, run_rank_job
 
 JOB = textwrap.dedent("""
     import datetime, json, os, sys
@@ -38,20 +38,7 @@ JOB = textwrap.dedent("""
         guard.close()
         return {"samples_seen": guard.samples_seen}
 
-    children = []
-    for r in range(2):
-        pid = os.fork()
-        if pid == 0:
-            try:
-                said = rank(r)
-            except Exception as exc:
-                said = {"error": f"{type(exc).__name__}: {exc}"}
-            os.write(1, (json.dumps({"rank": r, **said}) + "\\n").encode())
-            os._exit(0)
-        children.append(pid)
-    for pid in children:
-        os.waitpid(pid, 0)
-""")
+""") + TWO_RANKS_FORKED
 
 
 def _ranks(tmp_path, scenario: str) -> list[dict]:
