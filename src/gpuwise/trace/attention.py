@@ -72,11 +72,19 @@ class CudaAttention:
         self.recorder = recorder
         self.flash2 = flash2
         self.calls = 0
+        self.math_calls = 0   # those with inputs the fused kernels cannot take
 
     def __call__(self, query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
                  enable_gqa=False):
         self.calls += 1
         query, key, value = _autocast(query, key, value)
+        if query.dim() != 4:
+            self.math_calls += 1
+            # CUDA's fused kernels take (batch, heads, seq, dim) only; other shapes run SDPA's math path,
+            # in the inputs' dtype (inside SDPA, autocast does not upcast its softmax)
+            with torch.autocast("cpu", enabled=False):
+                return _math_attention(query, key, value, attn_mask, dropout_p, is_causal, scale,
+                                       softmax_dtype=query.dtype)
         if self.flash2:
             attn_mask = None   # flash-attn 2 unpads padded batches: no mask tensor on the GPU
         head_dim = query.shape[-1]
@@ -116,18 +124,24 @@ class EagerAttention:
         self.calls += 1
         query, key, value = _autocast(query, key, value)
         key, value = _repeat_kv(query, key, value)
-        scale = scale if scale is not None else 1.0 / math.sqrt(query.shape[-1])
-        scores = torch.matmul(query, key.transpose(-2, -1)) * scale
-        if is_causal:
-            q_len, k_len = query.shape[-2], key.shape[-2]
-            causal = torch.ones(q_len, k_len, dtype=torch.bool).tril(diagonal=k_len - q_len)
-            scores = scores.masked_fill(~causal, float("-inf"))
-        if attn_mask is not None:
-            if attn_mask.dtype == torch.bool:
-                scores = scores.masked_fill(~attn_mask, float("-inf"))
-            else:
-                scores = scores + attn_mask
-        probs = torch.nn.functional.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
-        if dropout_p > 0.0:
-            probs = torch.nn.functional.dropout(probs, p=dropout_p, training=True)
-        return torch.matmul(probs, value)
+        return _math_attention(query, key, value, attn_mask, dropout_p, is_causal, scale, softmax_dtype=torch.float32)
+
+
+def _math_attention(query, key, value, attn_mask, dropout_p, is_causal, scale, *, softmax_dtype: torch.dtype):
+    """``softmax(q kᵀ · scale + mask) v`` as real ops (the batch x ... x seq² scores kept for backward), the
+    softmax in ``softmax_dtype`` and cast back to the query's dtype."""
+    scale = scale if scale is not None else 1.0 / math.sqrt(query.shape[-1])
+    scores = torch.matmul(query, key.transpose(-2, -1)) * scale
+    if is_causal:
+        q_len, k_len = query.shape[-2], key.shape[-2]
+        causal = torch.ones(q_len, k_len, dtype=torch.bool).tril(diagonal=k_len - q_len)
+        scores = scores.masked_fill(~causal, float("-inf"))
+    if attn_mask is not None:
+        if attn_mask.dtype == torch.bool:
+            scores = scores.masked_fill(~attn_mask, float("-inf"))
+        else:
+            scores = scores + attn_mask
+    probs = torch.nn.functional.softmax(scores, dim=-1, dtype=softmax_dtype).to(query.dtype)
+    if dropout_p > 0.0:
+        probs = torch.nn.functional.dropout(probs, p=dropout_p, training=True)
+    return torch.matmul(probs, value)

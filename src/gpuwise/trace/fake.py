@@ -144,8 +144,10 @@ class CheckpointedBlocks:
 
 def checkpoint_blocks(module: nn.Module) -> CheckpointedBlocks:
     """Wraps each block of the outermost repeated-block lists in ``torch.utils.checkpoint``
-    (use_reentrant=False), as one would by hand; without such lists, the top-level children that hold
-    parameters (the elements of a ModuleList or ModuleDict, which is never called itself)."""
+    (use_reentrant=False), as one would by hand (where a block is itself a ModuleList, as a UNet's
+    ``for resblock, attn, down in self.downs``, the elements holding parameters); without such lists, the
+    top-level children that hold parameters (the elements of a ModuleList or ModuleDict, which is never
+    called itself)."""
     from torch.utils.checkpoint import checkpoint
 
     blocks = CheckpointedBlocks()
@@ -163,7 +165,10 @@ def checkpoint_blocks(module: nn.Module) -> CheckpointedBlocks:
         for child in m.children():
             if _block_list(child):
                 for block in child.children():
-                    wrap(block)
+                    if isinstance(block, (nn.ModuleList, nn.ModuleDict)):
+                        wrap_top(block)   # a list of lists (a UNet's levels): the inner lists are never called
+                    else:
+                        wrap(block)
             else:
                 visit(child)
 

@@ -8,8 +8,9 @@ are custom ops whose fake/meta implementation allocates exactly what the CUDA ke
 - freeze: every parameter frozen except the head: the layers registered after the last repeated block
   (a numbered child of a container that holds several of its kind: a transformer's layers, a CNN's
   stages), which are what turns the trunk's output into the model's: an LM's final norm and LM head (the
-  tied embedding when tied), a classifier's pooler and classifier, a ViT's final norm and head. The
-  cheapest fine-tune: no gradients flow into the blocks.
+  tied embedding when tied), a classifier's pooler and classifier, a ViT's final norm and head; where
+  nothing with parameters follows the blocks (a VGG's classifier of repeated linears, a segmentation head),
+  the last layer with parameters (linear probing). The cheapest fine-tune: no gradients flow into the blocks.
 - LoRA: each targeted ``nn.Linear`` of the decoder blocks (default: all of them, routers excluded)
   gets A (r × in) and B (out × r); ``y = base(x) + B(A(x)) · alpha/r``. Adapters are float32 (PEFT
   upcasts adapter weights by default) except under pure fp16/bf16, where they take that dtype.
@@ -247,22 +248,37 @@ def _nothing_to_adapt(workload, kind: str) -> str:
     return f"{what} nn.Linear layers inside repeated blocks; {model} has none: use {fix}"
 
 
+_CONTAINERS = (nn.Sequential, nn.ModuleList, nn.ModuleDict)
+
+
 def repeated_blocks(module: nn.Module) -> set[str]:
     """Qualified names of the repeated blocks: numbered children of a container that holds two or more
-    children of their type (``layers.0`` … of a decoder, ``stages.0`` … of a CNN)."""
-    found = set()
-    for qual, parent in module.named_modules():
-        numbered = [(attr, child) for attr, child in parent.named_children() if attr.isdigit()]
-        kinds = [type(child) for _, child in numbered]
-        found.update(f"{qual}.{attr}" if qual else attr for attr, child in numbered if kinds.count(type(child)) > 1)
-    return found
+    children of their type (``layers.0`` … of a decoder, ``stages.0`` … of a CNN), and sibling blocks of one
+    type (not a bare Sequential/ModuleList/ModuleDict) holding no repeated blocks of their own, whatever their
+    names (DenseNet's ``denselayer1`` …, Inception's ``Mixed_5b`` …; not T5's encoder and decoder stacks)."""
+    repeats: dict[int, list[str]] = {}
+
+    def repeated_children(parent: nn.Module) -> list[str]:
+        if id(parent) not in repeats:
+            children = list(parent.named_children())
+            numbered = [(attr, child) for attr, child in children if attr.isdigit()]
+            blocks = [(attr, child) for attr, child in children
+                      if type(child) not in _CONTAINERS and any(True for _ in child.children())
+                      and not any(repeated_children(sub) for sub in child.modules())]
+            repeats[id(parent)] = [attr for group in (numbered, blocks) for attr, child in group
+                                   if [type(c) for _, c in group].count(type(child)) > 1]
+        return repeats[id(parent)]
+
+    return {f"{qual}.{attr}" if qual else attr
+            for qual, parent in module.named_modules() for attr in repeated_children(parent)}
 
 
 def head_modules(module: nn.Module) -> list[nn.Module]:
     """The head: the modules with parameters registered after the last repeated block and outside every
     block (an LM's final norm and LM head; a classifier's pooler and classifier; a ViT's final norm and head).
     Where none is (a head registered before the blocks), transformers' output embeddings or what lies
-    outside its ``base_model``. Found by structure, never by name."""
+    outside its ``base_model``; else the last module with parameters (a VGG's or a segmentation model's final
+    layer: linear probing). Found by structure, never by name."""
     blocks = repeated_blocks(module)
     named = list(module.named_modules())
 
@@ -270,10 +286,14 @@ def head_modules(module: nn.Module) -> list[nn.Module]:
         parts = name.split(".")
         return any(".".join(parts[:i]) in blocks for i in range(1, len(parts) + 1))
 
-    last = max((i for i, (name, _) in enumerate(named) if in_block(name)), default=-1)
-    head = [m for name, m in named[last + 1:] if not in_block(name) and any(True for _ in m.parameters(recurse=False))]
-    if head:
-        return head
+    def own_parameters(m: nn.Module) -> bool:
+        return any(True for _ in m.parameters(recurse=False))
+
+    last = max((i for i, (name, _) in enumerate(named) if in_block(name)), default=None)
+    if last is not None:
+        head = [m for name, m in named[last + 1:] if not in_block(name) and own_parameters(m)]
+        if head:
+            return head
     if hasattr(module, "get_output_embeddings") and module.get_output_embeddings() is not None:
         return [module.get_output_embeddings()]
     base = getattr(module, "base_model", module)
@@ -281,7 +301,7 @@ def head_modules(module: nn.Module) -> list[nn.Module]:
         inside = {id(p) for p in base.parameters()}
         return [m for m in module.modules()
                 if any(id(p) not in inside for p in m.parameters(recurse=False))]
-    return []
+    return [m for _, m in named if own_parameters(m)][-1:]
 
 
 def _adapter_dtype(workload, ref: torch.Tensor) -> torch.dtype:

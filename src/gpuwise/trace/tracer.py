@@ -154,8 +154,13 @@ def trace_workload(workload: Workload) -> Trace:
                      + "the softmax, the dropout mask and the probabilities, batch x heads x seq² each, "
                      "kept for backward)")
     elif recorder.attention_calls or any(op.attrs.get("attention") for op in recorder.ops):
-        notes.append(f"attention traced as CUDA's fused kernels ({workload.attention}: flash for fp16/bf16, "
-                     "else memory-efficient)")
+        fused_ops = any(op.attrs.get("attention") for op in recorder.ops)
+        if fused_ops or recorder.attention_calls > recorder.attention_math_calls:
+            notes.append(f"attention traced as CUDA's fused kernels ({workload.attention}: flash for fp16/bf16, "
+                         "else memory-efficient)")
+        if recorder.attention_math_calls:
+            notes.append("attention: SDPA calls with inputs that are not 4-D ran its math path, as on CUDA (the fused "
+                         "kernels take (batch, heads, seq, dim) only): their seq² scores are kept for backward")
     return Trace(
         workload=workload,
         ops=tuple(recorder.ops),
@@ -317,6 +322,7 @@ def _run(module, built, workload: Workload, recorder: Recorder) -> tuple[tuple[i
         finally:
             recorder.closed = True   # what dies after the steps (weights, optimizer state) stays allocated
             recorder.attention_calls = attention.calls
+            recorder.attention_math_calls = getattr(attention, "math_calls", 0)
             for h in handles:
                 h.remove()
     return counts, frames
