@@ -83,9 +83,12 @@ def test_hf_generate_is_refused_over_several_machines(h100):
     with pytest.raises(PlanError, match="one machine") as refused:
         model.estimate(h100, count=16)
     assert "\n" not in str(refused.value)
-    # vLLM's tensor parallelism is not a layer split: not refused here
+    # vLLM's tensor parallelism is not a layer split, but one replica over two machines is refused too, as
+    # recommend leaves it out (tests/plan/test_serving_plan_trial_defects.py)
     vllm = ClosedFormLlmModel(_job("vllm", 1, "hf:meta-llama/Llama-2-7b-hf"))
-    assert vllm.estimate(h100, count=16, with_time=False).memory.weights_bytes > 0
+    assert vllm.count_refusal(16) is None
+    with pytest.raises(PlanError, match="Ray cluster"):
+        vllm.estimate(h100, count=16, with_time=False)
 
 
 def test_the_cli_refuses_it_in_one_line_exit_2(cli_run):

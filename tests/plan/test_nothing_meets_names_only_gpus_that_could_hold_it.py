@@ -16,6 +16,7 @@ def test_a_job_too_large_for_every_gpu_names_no_gpu_without_bf16(cli_json):
     assert "amp-fp16 runs there" not in rec["nothing_meets"]
     for gpu in refused:
         assert gpu not in rec["nothing_meets"]
-    # nor is "with bf16" said, as if the GPUs without it might hold the job
-    assert rec["nothing_meets"].startswith("nothing meets the request: the job does not fit on any GPU on offer at "
-                                           "this batch size")
+    # nor is "with bf16" said, as if the GPUs without it might hold the job; nor "at this batch size", as if a
+    # smaller one might: the weights alone fill every GPU sized (tests/plan/test_serving_plan_trial_defects.py)
+    assert rec["nothing_meets"].startswith("nothing meets the request: the model's weights alone do not fit on any "
+                                           "one GPU on offer: no batch size fits")

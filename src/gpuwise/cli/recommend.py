@@ -144,7 +144,7 @@ def recommend(
             auto_batch=auto, effective_batch=effective_batch, per_gpu_batch=per_gpu_batch,
             currency=currency, remedies=remedies, progress=progress,
         )
-    from gpuwise.plan.accuracy import likely_job_time_range_s, load_accuracy, time_basis_lines
+    from gpuwise.plan.accuracy import job_range_note, likely_job_time_range_s, load_accuracy, time_basis_lines
 
     from gpuwise.catalog.model import stale_price_note
 
@@ -164,6 +164,7 @@ def recommend(
         for quotes, dicts in picked:
             for o, d in zip(quotes, dicts):
                 d["likely_time_range_s"] = likely_job_time_range_s(o, rec.method)
+                d["likely_range_note"] = job_range_note(o, rec.method)     # why none, where none
                 d["deadline_at_risk_s"] = deadline_at_risk_s(o, rec.method, constraints.deadline_s)
         if stale:
             answer["notes"] = [*answer["notes"], stale]
@@ -232,6 +233,8 @@ def _duration(option: str, text: str | None, units: tuple[str, str] = ("ms", "s"
 
 
 def _render(rec, show_all: bool, deadline_s: float | None, headroom_fraction: float) -> None:
+    from gpuwise.plan.accuracy import job_range_words
+
     con = c.console
     w = rec.workload
     optimizer = f", optimizer {w.optimizer_described()}" if w.is_training else ""
@@ -266,9 +269,10 @@ def _render(rec, show_all: bool, deadline_s: float | None, headroom_fraction: fl
         _render_load_lines(rec)
     elif rec.best is not None:
         b = rec.best
+        likely = job_range_words(b, rec.method)     # how far its time may be off: its regime's range, or why none
         con.print(f"[bold green]Best:[/] {_gpus(b)} from {_seller(b.provider, b.spot)}{_at(rec, b)}: "
                   f"{format_duration(b.total_time_s)} "
-                  f"({format_duration(b.step_time_s)} a step{_preempted(b)}), "
+                  f"({format_duration(b.step_time_s)} a step{_preempted(b)}{'; ' + likely if likely else ''}), "
                   f"{_cost(b)} ("
                   + (f"micro-batch {b.batch_size}, {b.grad_accum_steps} accumulation step(s), " if w.is_training
                      else f"{b.batch_size} requests at a time, ")

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from gpuwise.runtime.accuracy import (LLM_REGIME, LLM_REGIMES, MIN_CASES, REGIME_WORDS, TimeAccuracy,
                                       held_out_cases, load_accuracy)
+from gpuwise.units import format_duration
 
-__all__ = ["TimeAccuracy", "likely_job_time_range_s", "likely_step_time_range_s", "load_accuracy",
-           "no_range_note", "regime_of", "time_basis_lines", "why_no_range"]
+__all__ = ["TimeAccuracy", "job_range_note", "job_range_words", "likely_job_time_range_s", "likely_step_time_range_s",
+           "load_accuracy", "no_range_note", "regime_of", "time_basis_lines", "why_no_range"]
 
 
 def regime_of(method: str, regime: str | None) -> str:
@@ -65,6 +66,33 @@ def likely_job_time_range_s(quote, method: str) -> tuple[float, float] | None:
                                     calibrated=bool(quote.calibration), regime=quote.regime)
 
 
+def _timed_by_the_shipped_model(quote) -> bool:
+    """An option whose job time a range speaks of: it fits and is timed, not by the user's input rate nor moved by
+    their calibration (those are the user's own matter, as ``time_basis_lines`` counts them)."""
+    return bool(quote.fits and quote.total_time_s and not quote.calibration and quote.bound != "input")
+
+
+def job_range_note(quote, method: str) -> str | None:
+    """Why one of recommend's options has no likely range (``no_range_note``, in its regime's words; None: it has
+    one, or it is not an option a range speaks of): each option's ``likely_range_note`` in --json."""
+    if not _timed_by_the_shipped_model(quote):
+        return None
+    return no_range_note(method, quote.regime, bound=quote.bound, calibrated=bool(quote.calibration))
+
+
+def job_range_words(quote, method: str) -> str | None:
+    """One short clause on how far one of recommend's options' job time may be off, for the Best line: its
+    regime and likely range ("large-batch: likely 56.6 s–105.3 s"), else why it has none ("small-batch: no held-out run
+    measures this"); None where no range speaks of it (``_timed_by_the_shipped_model``)."""
+    if not _timed_by_the_shipped_model(quote):
+        return None
+    name = regime_of(method, quote.regime)
+    likely = likely_job_time_range_s(quote, method)
+    if likely is None:
+        return f"{name}: {why_no_range(name, named=False)}"
+    return f"{name}: likely {format_duration(likely[0])}–{format_duration(likely[1])}"
+
+
 def time_basis_lines(options, method: str) -> list[str]:
     """recommend's word on its times, one line per regime among the options that fit and have a time (an
     input-bound or calibrated option's range is the user's own matter): the held-out range where runs of that
@@ -73,7 +101,7 @@ def time_basis_lines(options, method: str) -> list[str]:
     multi-GPU pick never borrows the single-GPU range (a new user's 8x V100 pick read "0.77-1.42x")."""
     counts: dict[str, int] = {}
     for o in options:
-        if o.fits and o.total_time_s and not o.calibration and o.bound != "input":
+        if _timed_by_the_shipped_model(o):
             name = regime_of(method, o.regime)
             counts[name] = counts.get(name, 0) + 1
     lines = []

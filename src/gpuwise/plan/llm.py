@@ -25,7 +25,7 @@ from gpuwise.runtime.serving_load import (ServingCurve, ServingLoad, concurrency
                                           serving_load)
 from gpuwise.workload import Workload, WorkloadError
 from gpuwise.workload.checkpoint import checkpoint_note
-from gpuwise.workload.decoder import DecoderArch, ParamCounts, defaulted_note, load_arch
+from gpuwise.workload.decoder import DecoderArch, ParamCounts, defaulted_note, load_arch, vision_tower_note
 from gpuwise.units import format_bytes, format_request_rate
 from gpuwise.workload.model import DEFAULT_GPU_MEMORY_UTILIZATION
 from gpuwise.workload.storage import HF_FLOAT_KV_CACHE_DTYPES, compute_bytes, kv_cache_bytes_per_element
@@ -204,6 +204,8 @@ def estimate_llm(workload: Workload, gpu: GPU | None = None, *, double_quant: bo
         notes.append("--seq-len not given: 128 tokens assumed (the default for text models)")
     if (defaulted := defaulted_note(workload.model)) is not None:
         notes.append(defaulted)
+    if (vision := vision_tower_note(workload.model)) is not None:
+        notes.append(vision)
     if (refusal := vllm_context_refusal(workload, arch)) is not None:
         raise PlanError(refusal)
     context = workload.tokens_per_sequence + (0 if workload.is_training else workload.max_new_tokens)

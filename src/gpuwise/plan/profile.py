@@ -144,13 +144,15 @@ def estimate_fit(est: Estimate, headroom_fraction: float = DEFAULT_HEADROOM_FRAC
             fits=capacity.holds(context, batch), summary=capacity.wording(context, batch),
             spare_bytes=capacity.spare_bytes(context, batch),
             exclusion=reasons.no_kv_room(capacity.shortfall(context, batch)
-                                         or "no room for one sequence's KV cache in vLLM's reservation"))
+                                         or "no room for one sequence's KV cache in vLLM's reservation",
+                                         weights_alone=est.memory.weights_bytes > capacity.reserved_bytes))
     peak, usable = est.memory.total_upper_bytes, usable_bytes(est.gpu, headroom_fraction)
     judged = (est.gpu.visible_memory_bytes, headroom_fraction)     # said as every fit line says it (usable_words)
     # the upper side decides (one fit rule); where the estimate's total itself fits, it is a risk, not a certainty
     needs = f"{format_bytes(est.memory.total_bytes)}–{format_bytes(peak)}"
     oom = reasons.out_of_memory(est.workload.batch_size, needs, usable_words(usable, *judged),
-                                risk=fit_verdict(est.memory, usable) == "tight")
+                                risk=fit_verdict(est.memory, usable) == "tight",
+                                weights_alone=est.memory.weights_bytes > usable)
     return EstimateFit(fits=fits(peak, est.gpu, headroom_fraction), summary=fit_wording(est.memory, usable, *judged),
                        spare_bytes=spare_bytes(peak, est.gpu, headroom_fraction), exclusion=oom)
 
@@ -288,8 +290,8 @@ class ClosedFormLlmModel:
 
     def count_refusal(self, count: int) -> str | None:
         """Serving on ``count`` GPUs shards the model by tensor parallelism: only where the heads split; HF
-        generate splits it by layers (``splits_layers``): any count up to the layers, within one machine (which
-        ``estimate`` checks, where the GPU and so its machine are known: ``layer_split_nodes_refusal``)."""
+        generate splits it by layers (``splits_layers``): any count up to the layers. Either within one machine,
+        which ``estimate`` checks where the GPU and so its machine are known (``serving_nodes_refusal``)."""
         if self.workload.is_training or count <= 1:
             return None
         arch = load_arch(self.workload.model)
@@ -308,8 +310,9 @@ class ClosedFormLlmModel:
         w = job.with_(batch_size=batch_size or job.batch_size, num_gpus=count,
                       grad_accum_steps=grad_accum_steps or job.grad_accum_steps)
         topology = _topology(gpu, provider)
-        if topology is not None and splits_layers(w) and topology.nodes(count) > 1:
-            raise PlanError(layer_split_nodes_refusal(count, topology))
+        # one replica over several machines: refused as recommend leaves it out (the one rule, its words)
+        if topology is not None and (why := serving_nodes_refusal(w, count, topology)):
+            raise PlanError(why)
         result = estimate_llm(w, gpu, topology=topology)
         # the job as estimated: at a request rate, the batch one replica runs (gpuwise.plan.llm)
         return _corrected(Estimate(result.workload, gpu, count, result.memory, result.time,

@@ -28,6 +28,8 @@ class Exclusion:
     # the further constraints the option misses (latency, deadline, budget), all said in ``text`` too: an
     # option over the budget that also misses the deadline must say both (relaxing one finds nothing)
     also: tuple[str, ...] = ()
+    # out of memory: the weights alone are more than the GPU holds for them, so no smaller batch fits either
+    weights_alone: bool = False
 
     def __post_init__(self) -> None:
         for kind in self.kinds:
@@ -61,17 +63,20 @@ def batch_does_not_split(effective: int, count: int, micro_batch: int) -> Exclus
                             f"--per-gpu-batch runs micro-batch {micro_batch} on each)")
 
 
-def out_of_memory(batch: int, needs: str, usable: str, *, risk: bool) -> Exclusion:
+def out_of_memory(batch: int, needs: str, usable: str, *, risk: bool, weights_alone: bool = False) -> Exclusion:
     """The fit line's words: ``needs`` the estimate's total to its upper side, ``usable`` the memory it was judged
     against as every fit line says it (``memory.uncertainty.usable_words``: '14.2 GiB usable with 5% of its 15.0 GiB
-    kept free'); ``risk`` where the total itself fits and only the upper side does not."""
+    kept free'); ``risk`` where the total itself fits and only the upper side does not; ``weights_alone`` where the
+    weights by themselves are more than that memory."""
     return Exclusion(OOM_RISK if risk else OOM,
-                     f"{'OOM risk' if risk else 'OOM'} at batch {batch}: needs {needs}, {usable}")
+                     f"{'OOM risk' if risk else 'OOM'} at batch {batch}: needs {needs}, {usable}",
+                     weights_alone=weights_alone)
 
 
-def no_kv_room(shortfall: str) -> Exclusion:
-    """vLLM: its reservation does not hold the KV cache of the sequences to serve (``VllmCapacity.shortfall``)."""
-    return Exclusion(OOM, shortfall)
+def no_kv_room(shortfall: str, *, weights_alone: bool = False) -> Exclusion:
+    """vLLM: its reservation does not hold the KV cache of the sequences to serve (``VllmCapacity.shortfall``);
+    ``weights_alone`` where the weights by themselves are more than the reservation."""
+    return Exclusion(OOM, shortfall, weights_alone=weights_alone)
 
 
 def latency_missed(misses: list[str]) -> Exclusion:

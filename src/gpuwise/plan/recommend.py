@@ -605,8 +605,7 @@ def _nothing_meets(options: list[Option], c: Constraints, currency: str, precisi
         if refused:
             hint += (f"; {', '.join(refused)} {'has' if len(refused) == 1 else 'have'} no bf16 "
                      f"(--precision {parse(precision).fp16_twin} runs there)")
-        reason = (f"the job does not fit on any GPU on offer{' with bf16' if refused else ''} at this batch "
-                  f"size{hint}")
+        reason = _does_not_fit_words(options, " with bf16" if refused else "") + hint
         return f"nothing meets the request: {reason}", (), reason
     what = {}     # constraint kind -> the constraint in words
     if c.max_ttft_s is not None:
@@ -629,6 +628,20 @@ def _nothing_meets(options: list[Option], c: Constraints, currency: str, precisi
         reason += f": {_each_alone(fitting, list(what))}"
         listed += f", the least missed first (% over {' + % over '.join(_CONSTRAINT_WORDS[k] for k in what)})"
     return f"{reason}; {listed}", closest, reason
+
+
+def _does_not_fit_words(options: list[Option], which: str) -> str:
+    """Why no option fits, in words: the weights alone where they are more than the GPU of every option sized holds
+    for them (``Exclusion.weights_alone``: no smaller batch would fit), else the job at its batch size. ``which``:
+    what narrows the GPUs on offer (" with bf16")."""
+    sized = [o for o in options if o.exclusion is not None and o.exclusion.kind in (reasons.OOM, reasons.OOM_RISK)]
+    if sized and all(o.exclusion.weights_alone for o in sized):
+        most = max(o.count for o in sized)
+        if most == 1:
+            return f"the model's weights alone do not fit on any one GPU on offer{which}: no batch size fits"
+        return (f"the model's weights alone do not fit on any GPU on offer{which}, even split over {most} of them: "
+                "no batch size fits")
+    return f"the job does not fit on any GPU on offer{which} at this batch size"
 
 
 def could_hold_at_fp16(options: list[Option], no_bf16: dict[str, str], headroom_fraction: float) -> list[str]:

@@ -15,7 +15,8 @@ from functools import lru_cache
 from importlib.metadata import PackageNotFoundError, version
 
 from gpuwise.workload.config_checks import HEAD_KEYS, HIDDEN_KEYS, LAYER_KEYS
-from gpuwise.workload.decoder_configs import sliding_window_layers, text_config, vllm_max_model_len
+from gpuwise.workload.decoder_configs import (sliding_window_layers, text_config, vision_tower_params,
+                                             vllm_max_model_len)
 from gpuwise.workload.errors import WorkloadError
 from gpuwise.workload.llm_config import load_config, transformers_defaults, try_load_decoder_config
 
@@ -499,6 +500,21 @@ def defaulted_note(spec: str) -> str | None:
         return None
     words = ", ".join(f"{k} {v}" for k, v in filled.items())
     return f"the config leaves out fields; transformers' defaults for its model type taken: {words}"
+
+
+def vision_tower_note(spec: str) -> str | None:
+    """What an estimate says where the model's config is multimodal (a ``vision_config`` beside its
+    ``text_config``): the closed form counts the language model only, so the vision tower's weights (its
+    parameters, ``vision_tower_params``, where its config gives the sizes) and its images' tokens are not in it.
+    None: no vision tower."""
+    cfg = try_load_decoder_config(spec)
+    if cfg is None or not isinstance(cfg.get("vision_config"), dict):
+        return None
+    kind = cfg["vision_config"].get("model_type") or "vision"
+    params = vision_tower_params(cfg)
+    size = f" ({params / 1e9:.2f}B parameters by its vision_config)" if params else ""
+    return (f"the language model alone is counted: its {kind} vision tower{size} and the tokens of any image are "
+            "not (text prompts only)")
 
 
 def load_arch(spec: str) -> DecoderArch:

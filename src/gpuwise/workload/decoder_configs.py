@@ -78,6 +78,25 @@ def vllm_max_model_len(cfg: dict) -> int:
     return int(length)
 
 
+def vision_tower_params(cfg: dict) -> int:
+    """Parameters of the ViT vision tower a multimodal config describes in its ``vision_config`` (0: none, or one
+    without the sizes), as transformers' SigLIP vision transformer builds it: per encoder layer the q, k, v and o
+    projections with biases (4·h² + 4·h), the MLP (2·h·i + i + h) and two LayerNorms (4·h); the patch embedding,
+    a convolution over the image's channels (c·p²·h + h); the position table ((image / p)²·h); the final LayerNorm
+    (2·h). The pooling head (``vision_use_head``, off in Gemma 3) and the projector into the language model are
+    not counted."""
+    v = cfg.get("vision_config")
+    if not isinstance(v, dict):
+        return 0
+    h, i = int(v.get("hidden_size") or 0), int(v.get("intermediate_size") or 0)
+    layers, patch, image = int(v.get("num_hidden_layers") or 0), int(v.get("patch_size") or 0), int(v.get("image_size") or 0)
+    if not (h and i and layers and patch and image):
+        return 0
+    per_layer = 4 * h * h + 4 * h + 2 * h * i + i + h + 4 * h
+    patches = (image // patch) ** 2
+    return layers * per_layer + int(v.get("num_channels") or 3) * patch * patch * h + h + patches * h + 2 * h
+
+
 def is_decoder_config(cfg: dict) -> bool:
     """True for configs of decoder-only (causal) language models that the closed form can describe."""
     text = text_config(cfg)
