@@ -72,19 +72,29 @@ class CudaAttention:
         self.recorder = recorder
         self.flash2 = flash2
         self.calls = 0
-        self.math_calls = 0   # those with inputs the fused kernels cannot take
+        self.math_calls = 0   # those with inputs SDPA cannot make 4-D (neither 3-D nor 4-D): its math path
 
     def __call__(self, query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
                  enable_gqa=False):
         self.calls += 1
         query, key, value = _autocast(query, key, value)
+        if query.dim() == 3:
+            # SDPA reads (batch, seq, dim) as one head of each sequence: unsqueezed to 4-D, then fused as any
+            four_d = (t.unsqueeze(0) if t.dim() == 3 else t for t in (query, key, value))
+            return self._fused(*four_d, attn_mask, dropout_p, is_causal, scale).squeeze(0)
         if query.dim() != 4:
             self.math_calls += 1
-            # CUDA's fused kernels take (batch, heads, seq, dim) only; other shapes run SDPA's math path,
-            # in the inputs' dtype (inside SDPA, autocast does not upcast its softmax)
+            # other shapes run SDPA's math path: half inputs upcast to float32, the float32 scores kept for
+            # backward, the output cast back
             with torch.autocast("cpu", enabled=False):
-                return _math_attention(query, key, value, attn_mask, dropout_p, is_causal, scale,
-                                       softmax_dtype=query.dtype)
+                out = _math_attention(query.float(), key.float(), value.float(), attn_mask, dropout_p, is_causal,
+                                      scale, softmax_dtype=torch.float32)
+            return out.to(query.dtype)
+        return self._fused(query, key, value, attn_mask, dropout_p, is_causal, scale)
+
+    def _fused(self, query, key, value, attn_mask, dropout_p, is_causal, scale):
+        """CUDA's fused kernels on (batch, heads, seq, dim) inputs: flash for half inputs without a mask and a
+        head_dim up to 256, else memory-efficient attention."""
         if self.flash2:
             attn_mask = None   # flash-attn 2 unpads padded batches: no mask tensor on the GPU
         head_dim = query.shape[-1]
