@@ -76,7 +76,7 @@ def parse_duration_s(text: str, *, examples: str = "12h, 90m, 1d12h, 3600") -> f
         total = float(s)
     else:
         parts = re.findall(r"([0-9]*\.?[0-9]+)\s*([a-z]+)", s)
-        if not parts or "".join(f"{a}{b}" for a, b in parts) != s.replace(" ", ""):
+        if not parts or "".join(f"{a}{b}" for a, b in parts) != re.sub(r"\s", "", s):
             raise UnitError(f"not a duration: {text!r} ({duration_forms(examples)})")
         total = 0.0
         for number, unit in parts:

@@ -3,11 +3,13 @@ the unit words people write (`--deadline "2 days"`); a refused duration says in 
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
 import pytest
 
+from gpuwise.plan.money import yuan_or_yen
 from gpuwise.units import CNY_PER_UNIT, UnitError, format_money, parse_duration_s, parse_money
 
 
@@ -58,3 +60,14 @@ def test_deadline_in_days_is_read_and_a_refused_one_exits_2_naming_the_forms():
     assert refused.returncode == 2
     (line,) = refused.stderr.strip().splitlines()
     assert line.startswith("gpuwise: error: --deadline: ") and "examples: 12h, 90m, 2d" in line and "2 days" in line
+
+
+def test_a_duration_with_a_tab_between_number_and_word_is_read():
+    assert parse_duration_s("2\tdays") == parse_duration_s("2 days") == 2 * 86400
+
+
+def test_the_yen_refusal_suggests_amounts_that_read_back():
+    """A review's finding: '¥1,234,567' ranked in yen suggested '1.23457e+06CNY', which parse_money refuses."""
+    why = yuan_or_yen("¥1,234,567", "JPY")
+    suggested = re.findall(r"write (\S+) or (\S+)$", why)[0]
+    assert [parse_money(s) for s in suggested] == [(1234567.0, "CNY"), (1234567.0, "JPY")]

@@ -59,4 +59,4 @@ def test_vllms_longest_context_reaches_the_rope_scaled_length_it_starts_with(mod
 def test_hf_generate_past_the_rope_scaled_length_names_that_length(model, a100):
     est = estimate_llm(_serve(model, "hf", SCALED), a100)
     (note,) = [n for n in est.notes if "not trained that long" in n]
-    assert f"context of {SCALED:,}" in note and f"max_position_embeddings {POSITIONS:,}" in note
+    assert f"context of {SCALED:,}" in note and f"max_position_embeddings is {POSITIONS:,}" in note

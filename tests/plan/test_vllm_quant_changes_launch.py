@@ -35,3 +35,11 @@ def test_each_quantization_vllm_is_told_gives_a_serve_line():
 def test_transformers_generate_is_told_8_and_4_bit_weights():
     assert _quant_changes(_serving("hf")) == ["--quant int8", "--quant nf4"]
     assert _quant_changes(_serving("hf", quant="int8")) == ["--quant nf4"]
+
+
+def test_a_checkpoint_stored_quantized_is_told_no_quantization():
+    """DeepSeek-V3 is stored in FP8: vLLM serves it so and cannot load it into bitsandbytes' 4-bit (a review's
+    finding: it was told --quant fp8 and --quant nf4, whose --emit would pass --quantization bitsandbytes)."""
+    served = Workload("hf:deepseek-ai/DeepSeek-V3", mode="infer", engine="vllm", seq_len=512, max_new_tokens=16,
+                      batch_size=1)
+    assert _quant_changes(served) == []

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from gpuwise.plan.batch_split import splitting_batch
 from gpuwise.plan.profile import largest_divisor_at_most
 from gpuwise.workload import Workload, WorkloadError
-from gpuwise.workload.checkpoint import vllm_quantizes_on_load
+from gpuwise.workload.checkpoint import stored_quant, vllm_quantizes_on_load
 from gpuwise.workload.parallelism import effective_sharding, offload_optimizer_refusal, params_offloaded
 
 
@@ -72,7 +72,9 @@ def _smaller_quants(w: Workload) -> list[str]:
     """The quantized weights a served job could load instead of its own, smallest saving first: vLLM quantizes a
     16-bit checkpoint as it loads only to FP8 (its usual way to halve the weights; GPUs below compute capability 8.0
     refuse it: ``cannot_run``) and bitsandbytes' 4-bit (``vllm_quantizes_on_load``), transformers also to 8-bit
-    (LLM.int8())."""
+    (LLM.int8()); none for a checkpoint stored quantized."""
+    if stored_quant(w.model) != "none":
+        return []    # a checkpoint stored quantized (DeepSeek-V3's FP8, AWQ, GPTQ) is served as stored, not re-quantized
     smaller = {"none": ("fp8", "int8", "nf4"), "int8": ("nf4",)}.get(w.quant, ())
     if w.engine == "vllm":
         return [q for q in smaller if vllm_quantizes_on_load(q)]

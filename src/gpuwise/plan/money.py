@@ -60,7 +60,12 @@ def yuan_or_yen(text: str, ranking_currency: str | None) -> str | None:
         return None
     amount, _ = parse_money(text)
     return (f"{str(text).strip()} is ambiguous: ¥ is both yuan and yen, and costs are ranked in JPY here; write "
-            f"{amount:g}CNY or {amount:g}JPY")
+            f"{_plain(amount)}CNY or {_plain(amount)}JPY")
+
+
+def _plain(amount: float) -> str:
+    """``1234567``, ``12.5``: an amount as parse_money reads it back (no exponent, no trailing zeros)."""
+    return f"{amount:.2f}".rstrip("0").rstrip(".")
 
 
 def parse_price(text: str, *, ranking_currency: str | None = None) -> tuple[float, str | None]:

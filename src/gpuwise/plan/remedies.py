@@ -140,7 +140,7 @@ def find_remedies(
         if fewest:
             quote = min(fewest.values(), key=lambda q: (q.total_cost_ranked, q.count))
             results.append(remedy_row(shard.change, quote, quote.effective_batch_size))
-    # the changes of one GPU's job, for the single GPUs (sharding over several is the one above)
+    # the changes of the job itself (sharding over several GPUs is the one above), for the options in ``oom``
     remedies = [r for r in candidate_remedies(rec.workload, rec.method == "closed-form", micro_batch=False)
                 if "sharding" not in r.workload_fields]
     method_of = {shard.change: False} if shard is not None else {}

@@ -158,8 +158,8 @@ class DecoderArch:
         """``context_tokens`` in words, with where it comes from (``8,192 (max_position_embeddings)``)."""
         if self.context_tokens == self.max_position_embeddings:
             return f"{self.context_tokens:,} (max_position_embeddings)"
-        return (f"{self.context_tokens:,} (as vLLM derives it from the config: max_position_embeddings "
-                f"{self.max_position_embeddings:,} with its rope scaling)")
+        return (f"{self.context_tokens:,} (the max_model_len vLLM derives from the config's lengths and rope "
+                f"scaling; its max_position_embeddings is {self.max_position_embeddings:,})")
 
     def expert_share(self, rows: float) -> float:
         """The share of routed experts ``rows`` tokens touch, each picking ``experts_per_token`` of them evenly
