@@ -13,7 +13,8 @@ from pathlib import Path
 import gpuwise
 
 SRC = Path(gpuwise.__file__).parent
-GROUND = {"errors", "units", "text", "table_fit", "atomic", "file_locks", "runlog", "cachedir", "plotfile", "__init__"}
+GROUND = {"errors", "units", "text", "table_fit", "atomic", "file_locks", "runlog", "cachedir", "plotfile",
+          "visible_devices", "__init__"}
 # part -> the parts it may import (DESIGN.md's table), besides the ground floor
 ALLOWED = {
     "catalog": set(),

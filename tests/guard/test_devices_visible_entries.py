@@ -1,4 +1,4 @@
-"""``select_gpus`` reads CUDA_VISIBLE_DEVICES with the shared reader (``monitor.visible_devices``) and refuses, in one
+"""``select_gpus`` reads CUDA_VISIBLE_DEVICES with the shared reader (``gpuwise.visible_devices``) and refuses, in one
 line, each entry it cannot map to a whole GPU. The defects: "²" (a digit to ``str.isdigit``) ended it with a
 ValueError; an empty entry ("1,,3", ",0") was a UUID prefix of every GPU ("'' matches several GPUs", or on a box of
 one GPU that GPU, though CUDA stops at an empty entry); a MIG instance (a scheduler's MIG slice) was "no GPU NVML

@@ -1,4 +1,4 @@
-"""The report reads a run log's CUDA_VISIBLE_DEVICES with the reader the guard uses (``monitor.visible_devices``). The
+"""The report reads a run log's CUDA_VISIBLE_DEVICES with the reader the guard uses (``gpuwise.visible_devices``). The
 defects: an entry of a digit that is not ASCII ("²": ``str.isdigit`` says yes, ``int`` refuses it) ended the report
 with a ValueError instead of ending the list, as CUDA does; the older MIG form in lower case named nothing though the
 report matches every UUID case aside."""

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from gpuwise.guard.errors import GuardError, check_number
-from gpuwise.monitor.visible_devices import VisibleEntry, matching_uuids, parse_visible_devices
+from gpuwise.visible_devices import VisibleEntry, matching_uuids, parse_visible_devices
 from gpuwise.runlog import VISIBLE_DEVICES_ENV
 
 

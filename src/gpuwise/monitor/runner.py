@@ -433,8 +433,10 @@ class _Forwarder:
     def command_stopped(self, stopped_by: int, stops_passed_on_before: int) -> None:
         """The command stopped (``_wait``), after ``stops_passed_on_before`` stop signals were passed on. Stopped
         on the terminal: said once, as it may stop there again; and when a stop signal was passed on before
-        this stop, that signal once more, with SIGCONT: the command took the first one but stopped on the
-        terminal before it acted on it. A stop by SIGTSTP or SIGSTOP (Ctrl-Z, a debugger) is left as it is."""
+        this stop, that signal once more, with SIGCONT (each at most once): the command cannot go on there, and
+        either took the first one but stopped before it acted on it (a Ctrl-C just before an ``input()``), or
+        asks on the terminal after acting on it, where it would wait for the grace period's SIGKILL. A stop by
+        SIGTSTP or SIGSTOP (Ctrl-Z, a debugger) is left as it is."""
         if stopped_by not in TERMINAL_STOPS:
             return
         self._say_terminal_stop(signal_name(stopped_by))

@@ -1,5 +1,5 @@
 """The devices of a log a job could see: its CUDA_VISIBLE_DEVICES (a gpuwise run log records it) read as CUDA reads
-it (``monitor.visible_devices``), against the devices the log sampled. NVML lists every GPU of the node, whatever
+it (``gpuwise.visible_devices``), against the devices the log sampled. NVML lists every GPU of the node, whatever
 the job may use; on a shared node the others are another job's, neither this one's nor idle.
 
 The report's policy: an entry naming no device of the log ends the list, as CUDA ignores it and those after it; a
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gpuwise.monitor.visible_devices import VisibleEntry, parse_visible_devices, uuid_named
+from gpuwise.visible_devices import VisibleEntry, parse_visible_devices, uuid_named
 from gpuwise.report.sample_table import DeviceColumns
 from gpuwise.report.sources import RUN_LOG_SOURCE, UsageLog
 from gpuwise.runlog import read_visible_devices

@@ -1,4 +1,4 @@
-"""CUDA_VISIBLE_DEVICES has one reader of its syntax (``monitor.visible_devices``), which the guard and the report
+"""CUDA_VISIBLE_DEVICES has one reader of its syntax (``gpuwise.visible_devices``), which the guard and the report
 apply each with its own policy: here the syntax itself, and that the two read a value of valid entries as the same
 GPUs (before, each parsed it apart and they disagreed on "²", empty entries, upper-case UUIDs)."""
 
@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from gpuwise.guard.devices import FakeGpuSource, GpuState, select_gpus
 from gpuwise.monitor.sample import GpuSample
-from gpuwise.monitor.visible_devices import (VisibleEntry, matching_uuids, parse_entry, parse_visible_devices,
+from gpuwise.visible_devices import (VisibleEntry, matching_uuids, parse_entry, parse_visible_devices,
                                              uuid_named)
 from gpuwise.report.sample_table import sample_table
 from gpuwise.report.visible import cuda_visible_labels
