@@ -41,3 +41,9 @@ def test_a_marketplace_price_is_explained_only_where_a_marketplace_is_shown():
 
 def test_the_from_column_is_said_to_be_one_gpu_alone():
     assert "from /GPU-h: the cheapest on-demand price to rent one GPU alone" in footnote_of()
+
+
+def test_the_hint_to_name_gpus_is_left_out_where_gpus_were_named():
+    """A review's finding: "name GPUs to see every offer" was printed under a table of named GPUs."""
+    assert "name GPUs to see" in footnote_of()
+    assert "name GPUs to see" not in footnote_of("a100-40gb-sxm4", "--provider", "gcp")

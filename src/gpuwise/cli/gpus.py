@@ -82,13 +82,14 @@ def gpus(
         c.console.print(no_offer_line(rows, provider))
     if stale := stale_price_note(shown):
         c.console.print(f"[yellow]note: {escape(stale)}[/]")
-    c.console.print(f"[dim]{escape(footnote(shown))}[/dim]")
+    c.console.print(f"[dim]{escape(footnote(shown, named=bool(names)))}[/dim]")
 
 
-def footnote(shown: list[Offer]) -> str:
+def footnote(shown: list[Offer], *, named: bool = False) -> str:
     """The lines under the tables, one plain sentence for each thing a newcomer asks of them: which memory, what
     "dense" peak means, what the star and the "from" price are, where the shipped prices of ``shown`` come from and
-    when they were checked, and what a marketplace's price is (where one is among ``shown``)."""
+    when they were checked, and what a marketplace's price is (where one is among ``shown``). ``named``: GPUs were
+    named, so every offer and its region is in the table already (no "name GPUs to see" hint)."""
     from gpuwise.catalog.topology import rents_per_gpu
 
     sentences = [
@@ -98,7 +99,7 @@ def footnote(shown: list[Offer]) -> str:
         "(not before Ampere).",
         "* = datasheet figures not cross-checked against a second source.",
         "from /GPU-h: the cheapest on-demand price to rent one GPU alone for an hour (spot where there is none), "
-        "currencies compared at dated exchange rates; name GPUs to see every offer.",
+        "currencies compared at dated exchange rates" + ("." if named else "; name GPUs to see every offer."),
     ]
     shipped = [o for o in shown if o.indicative]
     if checked := sorted({o.checked for o in shipped}):
@@ -107,7 +108,8 @@ def footnote(shown: list[Offer]) -> str:
                          "(--json gives each one's source).")
     if clouds := sorted({o.provider for o in shipped if not rents_per_gpu(o.provider)}):
         regional = sorted({o.provider for o in shipped if o.region and o.provider in clouds})
-        where = f"; the prices of {_listed(regional)} are for one region (name GPUs to see which)" if regional else ""
+        which = "" if named else " (name GPUs to see which)"
+        where = f"; the prices of {_listed(regional)} are for one region{which}" if regional else ""
         sentences.append(f"{_listed(clouds)} price{'s' if len(clouds) == 1 else ''} a whole instance, CPU and RAM "
                          f"included{where}.")
     if marketplaces := sorted({o.provider for o in shown if rents_per_gpu(o.provider)}):
