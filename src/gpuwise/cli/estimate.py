@@ -176,8 +176,9 @@ def _render(out: dict, est, *, batch_defaulted: bool = False) -> None:
     searched = "requested_batch_size" in out      # --max-batch (largest_batch_answer)
     if searched and out["max_batch_size"]:
         # --max-batch answers its own question first; what follows is that batch's step
+        asked = "" if batch_defaulted else f" (asked: {out['requested_batch_size']})"   # no --batch-size: none asked
         con.print(f"Largest batch that fits {out['gpu']}{' in memory' if out.get('cannot_run') else ''}: "
-                  f"[bold]{out['max_batch_size']}[/] (asked: {out['requested_batch_size']})")
+                  f"[bold]{out['max_batch_size']}[/]{asked}")
     elif searched and out["max_batch_size"] == 0:
         con.print(f"[red]Not even batch 1 fits {out['gpu']}[/]: the changes below would make batch "
                   f"{out['requested_batch_size']} fit")
