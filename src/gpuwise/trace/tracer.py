@@ -21,6 +21,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from gpuwise.trace import fake
+from gpuwise.trace.collector import older_objects_frozen
 from gpuwise.trace.attention import cuda_attention
 from gpuwise.trace.rnn import cuda_rnns
 from gpuwise.trace.autocast import autocast_dtype, cuda_autocast_lists, pure_dtype
@@ -90,6 +91,11 @@ def trace_workload(workload: Workload) -> Trace:
     and frees, after the weights' allocation, in program order.
     """
     start_s = time.perf_counter()
+    with older_objects_frozen():   # the collector's full passes skip torch's objects (trace/collector.py)
+        return _trace(workload, start_s)
+
+
+def _trace(workload: Workload, start_s: float) -> Trace:
     spec = resolve_model_spec(workload.model)
     with _quiet():
         built = spec.build(workload)
