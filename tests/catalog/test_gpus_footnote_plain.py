@@ -47,3 +47,8 @@ def test_the_hint_to_name_gpus_is_left_out_where_gpus_were_named():
     """A review's finding: "name GPUs to see every offer" was printed under a table of named GPUs."""
     assert "name GPUs to see" in footnote_of()
     assert "name GPUs to see" not in footnote_of("a100-40gb-sxm4", "--provider", "gcp")
+
+
+def test_the_hint_is_left_out_where_a_provider_lists_its_offers():
+    """A second review's finding: `gpus --provider aws` lists every offer with its region, then said to name GPUs."""
+    assert "name GPUs to see" not in footnote_of("--provider", "aws")

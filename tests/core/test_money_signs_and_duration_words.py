@@ -71,3 +71,8 @@ def test_the_yen_refusal_suggests_amounts_that_read_back():
     why = yuan_or_yen("¥1,234,567", "JPY")
     suggested = re.findall(r"write (\S+) or (\S+)$", why)[0]
     assert [parse_money(s) for s in suggested] == [(1234567.0, "CNY"), (1234567.0, "JPY")]
+
+
+def test_the_yen_refusal_keeps_an_amount_under_a_cent():
+    why = yuan_or_yen("¥0.004", "JPY")
+    assert why.endswith("write 0.004CNY or 0.004JPY")

@@ -62,7 +62,7 @@ def test_nothing_meets_says_the_weights_alone_do_not_fit_when_no_batch_would(cat
                  max_new_tokens=256, batch_size=8)
     rec = recommend(model_for(w), catalog, job=JobSize(steps=100), provider="aws", max_gpus=8, remedies=False)
     assert rec.best is None
-    assert "weights alone do not fit on any GPU on offer, even split over 8 of them" in rec.nothing_meets
+    assert "weights alone do not fit on any GPU on offer, on up to 8 of them" in rec.nothing_meets
     assert "at this batch size" not in rec.nothing_meets
     assert all(o.exclusion.weights_alone for o in rec.options if o.exclusion.kind == "oom")
 

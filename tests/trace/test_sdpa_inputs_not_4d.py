@@ -41,6 +41,16 @@ def single_head(batch_size=4):
 
 def grouped(batch_size=4):
     return SingleHead(groups=2), (torch.empty(batch_size, 64, 16),)
+
+
+class QueryAsOneHead(SingleHead):
+    def forward(self, x):   # a 4-D query over 3-D keys and values: torch's math path, a 4-D output
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        return self.out(F.scaled_dot_product_attention(q.unsqueeze(0), k, v).reshape(x.shape).mean(1))
+
+
+def mixed(batch_size=4):
+    return QueryAsOneHead(), (torch.empty(batch_size, 64, 16),)
 '''
 
 
@@ -72,4 +82,13 @@ def test_attention_on_5d_inputs_runs_the_math_path_with_float32_scores(path, pre
     scores = [op for op in trace.ops if op.phase == "forward" and op.op == "aten._softmax.default"]
     assert [op.output_shapes[0] for op in scores] == [(2, 2, 1, 64, 64)]
     assert scores[0].output_dtypes[0] == "float32"          # SDPA's math path upcasts half inputs
+    assert any("ran its math path" in note for note in trace.notes)
+
+
+def test_attention_on_inputs_of_mixed_ranks_runs_the_math_path(path):
+    """A second review's finding: a 4-D query over 3-D keys went to the fused stand-in (torch runs the math path and
+    returns 4-D), and the reshape after it failed as if the model's code were wrong."""
+    trace = _trace(path, "mixed", "fp32")
+    scores = [op for op in trace.ops if op.phase == "forward" and op.op == "aten._softmax.default"]
+    assert [op.output_shapes[0] for op in scores] == [(1, 4, 64, 64)]
     assert any("ran its math path" in note for note in trace.notes)

@@ -82,14 +82,14 @@ def gpus(
         c.console.print(no_offer_line(rows, provider))
     if stale := stale_price_note(shown):
         c.console.print(f"[yellow]note: {escape(stale)}[/]")
-    c.console.print(f"[dim]{escape(footnote(shown, named=bool(names)))}[/dim]")
+    c.console.print(f"[dim]{escape(footnote(shown, named=bool(names or provider)))}[/dim]")
 
 
 def footnote(shown: list[Offer], *, named: bool = False) -> str:
     """The lines under the tables, one plain sentence for each thing a newcomer asks of them: which memory, what
     "dense" peak means, what the star and the "from" price are, where the shipped prices of ``shown`` come from and
-    when they were checked, and what a marketplace's price is (where one is among ``shown``). ``named``: GPUs were
-    named, so every offer and its region is in the table already (no "name GPUs to see" hint)."""
+    when they were checked, and what a marketplace's price is (where one is among ``shown``). ``named``: GPUs or a
+    provider were named, so every offer and its region is in the table already (no "name GPUs to see" hint)."""
     from gpuwise.catalog.topology import rents_per_gpu
 
     sentences = [

@@ -64,8 +64,8 @@ def yuan_or_yen(text: str, ranking_currency: str | None) -> str | None:
 
 
 def _plain(amount: float) -> str:
-    """``1234567``, ``12.5``: an amount as parse_money reads it back (no exponent, no trailing zeros)."""
-    return f"{amount:.2f}".rstrip("0").rstrip(".")
+    """``1234567``, ``12.5``, ``0.004``: an amount as parse_money reads it back (no exponent, no trailing zeros)."""
+    return f"{amount:.10f}".rstrip("0").rstrip(".")
 
 
 def parse_price(text: str, *, ranking_currency: str | None = None) -> tuple[float, str | None]:

@@ -439,11 +439,11 @@ def step_time_function(workload: Workload, progress: Callable[[str], None] | Non
 
     def step_time_s(gpu: GPU) -> float | None:
         if gpu.id not in cache:
-            if cannot_run(workload, gpu):
-                cache[gpu.id] = None
-            else:
-                est = model.estimate(gpu, count=workload.num_gpus)
-                cache[gpu.id] = est.time.step_time_s if est.time is not None else None
+            try:
+                est = None if cannot_run(workload, gpu) else model.estimate(gpu, count=workload.num_gpus)
+            except PlanError:   # the job cannot be laid out there (a vLLM replica over that GPU's machines)
+                est = None
+            cache[gpu.id] = est.time.step_time_s if est is not None and est.time is not None else None
         return cache[gpu.id]
 
     return step_time_s

@@ -639,7 +639,7 @@ def _does_not_fit_words(options: list[Option], which: str) -> str:
         most = max(o.count for o in sized)
         if most == 1:
             return f"the model's weights alone do not fit on any one GPU on offer{which}: no batch size fits"
-        return (f"the model's weights alone do not fit on any GPU on offer{which}, even split over {most} of them: "
+        return (f"the model's weights alone do not fit on any GPU on offer{which}, on up to {most} of them: "
                 "no batch size fits")
     return f"the job does not fit on any GPU on offer{which} at this batch size"
 

@@ -72,17 +72,18 @@ class CudaAttention:
         self.recorder = recorder
         self.flash2 = flash2
         self.calls = 0
-        self.math_calls = 0   # those with inputs SDPA cannot make 4-D (neither 3-D nor 4-D): its math path
+        self.math_calls = 0   # those whose inputs are not all 3-D or all 4-D: SDPA's math path
 
     def __call__(self, query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
                  enable_gqa=False):
         self.calls += 1
         query, key, value = _autocast(query, key, value)
-        if query.dim() == 3:
+        ranks = {t.dim() for t in (query, key, value)}
+        if ranks == {3}:
             # SDPA reads (batch, seq, dim) as one head of each sequence: unsqueezed to 4-D, then fused as any
-            four_d = (t.unsqueeze(0) if t.dim() == 3 else t for t in (query, key, value))
+            four_d = (t.unsqueeze(0) for t in (query, key, value))
             return self._fused(*four_d, attn_mask, dropout_p, is_causal, scale).squeeze(0)
-        if query.dim() != 4:
+        if ranks != {4}:   # mixed ranks or other shapes
             self.math_calls += 1
             # other shapes run SDPA's math path: half inputs upcast to float32, the float32 scores kept for
             # backward, the output cast back

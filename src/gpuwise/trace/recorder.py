@@ -181,7 +181,7 @@ class Recorder(TorchDispatchMode):
         self.host_blocks: set[int] = set()   # CPU-side tensors on a CUDA run (optimizer step counters)
         self.placeholders: Counter = Counter()
         self.attention_calls = 0             # attention calls the trace's SDPA stand-in served
-        self.attention_math_calls = 0        # of those, the ones run on SDPA's math path (inputs neither 3-D nor 4-D)
+        self.attention_math_calls = 0        # of those, the ones run on SDPA's math path (inputs not all 3-D or all 4-D)
         self.closed = False
         self.failed_module: str | None = None   # where the first failing op ran (hooks unwind the stack)
         self._live: dict[int, tuple[int, weakref.ref]] = {}   # id(storage) -> (block id, weakref)

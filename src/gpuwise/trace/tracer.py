@@ -165,8 +165,8 @@ def _trace(workload: Workload, start_s: float) -> Trace:
             notes.append(f"attention traced as CUDA's fused kernels ({workload.attention}: flash for fp16/bf16, "
                          "else memory-efficient)")
         if recorder.attention_math_calls:
-            notes.append("attention: SDPA calls with inputs neither 3-D nor 4-D ran its math path, as on CUDA (the "
-                         "fused kernels take (batch, heads, seq, dim); 3-D inputs are unsqueezed to it): their float32 "
+            notes.append("attention: SDPA calls whose inputs are not all 4-D (or all 3-D, which SDPA unsqueezes) ran "
+                         "its math path, as on CUDA (the fused kernels take (batch, heads, seq, dim)): their float32 "
                          "seq² scores are kept for backward")
     return Trace(
         workload=workload,
