@@ -10,12 +10,11 @@ import math
 
 from gpuwise.plan.errors import PlanError
 
-from gpuwise.units import CNY_PER_UNIT, RATES_CHECKED, parse_money  # noqa: F401 (the rates live on the ground floor: the catalog checks currencies)
+from gpuwise.units import CNY_PER_UNIT, MONEY_DECIMALS, RATES_CHECKED, parse_money  # noqa: F401 (the rates live on the ground floor: the catalog checks currencies)
 
 
 MoneyError = PlanError   # the plan part's one error type
 
-SHOWN_COST_DECIMALS = 2   # units.format_money's figure: a cost as every table and line reads it
 TIED_COST_DIGITS = 3      # significant digits two costs that read 0.00 share to be a tie
 
 
@@ -36,8 +35,8 @@ def shown_cost(amount: float) -> float:
     told apart (¥0.00063 is cheaper than ¥0.00077), not all tied at nothing."""
     if amount <= 0 or not math.isfinite(amount):
         return amount
-    if round(amount, SHOWN_COST_DECIMALS) > 0:
-        return round(amount, SHOWN_COST_DECIMALS)
+    if round(amount, MONEY_DECIMALS) > 0:
+        return round(amount, MONEY_DECIMALS)
     return round(amount, TIED_COST_DIGITS - 1 - math.floor(math.log10(amount)))
 
 
